@@ -1,0 +1,149 @@
+"""One lab node: an overlay on the base image, its identity files, and its supervisor process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from rdmaforge.lab.shell import LabError, quiet, run
+from rdmaforge.lab.spec import NodeSpec
+from rdmaforge.paths import PROJECT_ROOT
+
+CUDA_ON_CONTROLLER = Path("/usr/local/cuda")
+LAB_KEYRING = "/usr/share/keyrings/rdmaforge-lab-archive-keyring.gpg"
+
+
+def mounted(path: Path) -> bool:
+    target = str(path)
+    with open("/proc/self/mountinfo") as info:
+        return any(line.split()[4] == target for line in info)
+
+
+def mounts_under(prefix: Path) -> list[str]:
+    with open("/proc/self/mountinfo") as info:
+        points = [line.split()[4] for line in info]
+    inside = [p for p in points if p == str(prefix) or p.startswith(f"{prefix}/")]
+    return sorted(set(inside), key=len, reverse=True)  # deepest first
+
+
+def ensure_overlay(base: Path, node_dir: Path) -> Path:
+    root = node_dir / "root"
+    for d in ("upper", "work", "root"):
+        (node_dir / d).mkdir(parents=True, exist_ok=True)
+    if not mounted(root):
+        run(["mount", "-t", "overlay", "overlay", "-o",
+             f"lowerdir={base},upperdir={node_dir / 'upper'},workdir={node_dir / 'work'}", str(root)])
+    return root
+
+
+def write_identity(root: Path, node: NodeSpec, all_nodes: list[NodeSpec], controller_pub: str,
+                   keyring: bytes, mirror_url: str, suite: str) -> None:
+    """Per-node files: hostname, /etc/hosts with every node, machine-id, host keys, root's key, apt source."""
+    (root / "etc" / "hostname").write_text(f"{node.name}\n")
+    hosts = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", ""]
+    hosts += [f"{n.address}\t{n.name}" for n in all_nodes]
+    (root / "etc" / "hosts").write_text("\n".join(hosts) + "\n")
+    machine_id = root / "etc" / "machine-id"
+    if not machine_id.read_text().strip():
+        machine_id.write_text(uuid.uuid4().hex + "\n")
+    if not (root / "etc" / "ssh" / "ssh_host_ed25519_key").exists():
+        run(["ssh-keygen", "-A", "-f", str(root)])
+    ssh_dir = root / "root" / ".ssh"
+    ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    keys = ssh_dir / "authorized_keys"
+    if not keys.exists() or controller_pub not in keys.read_text():
+        with keys.open("a") as out:
+            out.write(controller_pub.strip() + "\n")
+    keys.chmod(0o600)
+    keyring_path = root / LAB_KEYRING.lstrip("/")
+    keyring_path.parent.mkdir(parents=True, exist_ok=True)
+    keyring_path.write_bytes(keyring)
+    (root / "etc" / "apt" / "sources.list.d" / "rdmaforge-lab.sources").write_text(
+        "# The lab's local mirror (stands in for the distro archive; tests never reach the internet).\n"
+        f"Types: deb\nURIs: {mirror_url}/debian\nSuites: {suite}\nComponents: main\n"
+        f"Signed-By: {LAB_KEYRING}\n")
+
+
+def host_public_keys(root: Path) -> list[str]:
+    return [p.read_text().split()[0] + " " + p.read_text().split()[1]
+            for p in sorted((root / "etc" / "ssh").glob("ssh_host_*_key.pub"))]
+
+
+def binds() -> list[str]:
+    if CUDA_ON_CONTROLLER.exists():
+        return [f"{CUDA_ON_CONTROLLER.resolve()}:/usr/local/cuda"]  # like a GPU image with CUDA preinstalled
+    return []
+
+
+def pid_alive(pidfile: Path) -> int | None:
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def start(node: NodeSpec, node_dir: Path) -> None:
+    if pid_alive(node_dir / "supervisor.pid"):
+        return
+    (node_dir / "stop").unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "rdmaforge.lab.supervisor", "--name", node.name, "--root",
+            str(node_dir / "root"), "--netns", node.netns, "--state", str(node_dir)]
+    argv += [f"--bind-ro={b}" for b in binds()]
+    with (node_dir / "console.log").open("ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=PROJECT_ROOT)
+    (node_dir / "supervisor.pid").write_text(f"{proc.pid}\n")
+
+
+def stop(node_dir: Path, timeout: float = 30.0) -> None:
+    """Orderly poweroff through the supervisor; anything still alive after ``timeout`` is killed."""
+    (node_dir / "stop").touch()
+    pid = pid_alive(node_dir / "supervisor.pid")
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and pid_alive(node_dir / "supervisor.pid"):
+            time.sleep(0.2)
+        if pid_alive(node_dir / "supervisor.pid"):
+            quiet(["kill", "-KILL", f"-{pid}"])
+    kill_strays(node_dir)
+
+
+def kill_strays(node_dir: Path) -> None:
+    """Kill processes left behind by a crashed run (pid files lost): anything whose command line names node_dir."""
+    marker = str(node_dir).encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker in cmdline:
+            quiet(["kill", "-KILL", proc.name])
+
+
+def wait_for_ssh(address: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((address, 22), timeout=1) as sock:
+                if sock.recv(4).startswith(b"SSH"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise LabError(f"node at {address} did not start sshd in time")
+
+
+def unmount_all(prefix: Path) -> None:
+    for point in mounts_under(prefix):
+        if not quiet(["umount", point]):
+            quiet(["umount", "-l", point])

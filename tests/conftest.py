@@ -1,0 +1,132 @@
+"""Shared fixtures.
+
+``lab``: a session-scoped lab of real systemd-nspawn nodes reached over real SSH. A running lab with
+enough nodes is reused; otherwise one is brought up. Tests that need it are skipped, with the reason,
+only when the machine cannot run it (not root, or systemd-nspawn/debootstrap missing).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.paths import PROJECT_ROOT
+
+SHARED = PROJECT_ROOT.parent / "shared"
+LAB_NODES = int(os.environ.get("RDMAFORGE_TEST_NODES", "3"))
+LAB_NICS = int(os.environ.get("RDMAFORGE_TEST_NICS", "2"))
+
+
+def lab_unavailable_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the lab needs root (network namespaces, overlay mounts, systemd-nspawn)"
+    for tool in ("systemd-nspawn", "debootstrap"):
+        if shutil.which(tool) is None:
+            return f"the lab needs {tool} (apt-get install systemd-container debootstrap)"
+    return None
+
+
+@dataclass
+class LabHandle:
+    """What a test needs to drive the lab: its inventory, nodes, and helpers for SSH and Ansible."""
+
+    inventory: Path
+    nodes: dict[str, str]  # name -> primary address
+    ssh_key: Path
+    known_hosts: Path
+
+    def ssh(self, node: str, command: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+        """Run ``command`` on ``node`` over real SSH as root (host key verified)."""
+        argv = [
+            "ssh", "-i", str(self.ssh_key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+            "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "ConnectTimeout=10",
+            f"root@{self.nodes[node]}", command,
+        ]  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
+
+    def playbook(
+        self,
+        playbook: str,
+        *extra: str,
+        inventory: Path | None = None,
+        check: bool = False,
+        env: dict[str, str] | None = None,
+        timeout: int = 1800,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``ansible-playbook`` from the project root; returns the completed process (stdout+stderr)."""
+        return run_playbook(playbook, *extra, inventory=inventory or self.inventory, check=check, env=env,
+                            timeout=timeout)
+
+
+def run_playbook(
+    playbook: str,
+    *extra: str,
+    inventory: Path,
+    check: bool = False,
+    env: dict[str, str] | None = None,
+    timeout: int = 1800,
+) -> subprocess.CompletedProcess[str]:
+    argv: list[str] = [str(Path(os.environ.get("VIRTUAL_ENV", PROJECT_ROOT / ".venv")) / "bin" / "ansible-playbook")]
+    if not Path(argv[0]).exists():
+        argv = ["ansible-playbook"]
+    argv += ["-i", str(inventory), str(PROJECT_ROOT / "playbooks" / playbook), *extra]
+    full_env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1", **(env or {})}
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, env=full_env, timeout=timeout)
+    proc.stdout = proc.stdout + proc.stderr
+    if check and proc.returncode != 0:
+        raise AssertionError(f"ansible-playbook {playbook} failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}")
+    return proc
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """Parse the PLAY RECAP block into {host: {ok, changed, unreachable, failed, skipped, rescued, ignored}}."""
+    result: dict[str, dict[str, int]] = {}
+    in_recap = False
+    for line in output.splitlines():
+        if line.startswith("PLAY RECAP"):
+            in_recap = True
+            continue
+        if in_recap and ":" in line and "=" in line:
+            host, _, counters = line.partition(":")
+            result[host.strip()] = {k: int(v) for k, v in (item.split("=") for item in counters.split())}
+    return result
+
+
+def assert_no_changes(output: str, hosts: Sequence[str] | None = None) -> None:
+    counts = recap(output)
+    assert counts, f"no PLAY RECAP in output:\n{output[-3000:]}"
+    changed = {h: c["changed"] for h, c in counts.items() if c["changed"] and (hosts is None or h in hosts)}
+    assert not changed, f"expected changed=0, got {changed}:\n{output[-6000:]}"
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[LabHandle]:
+    reason = lab_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    from rdmaforge.lab import Lab
+
+    lab = Lab()
+    state = lab.status()
+    if not (state.running and len(state.nodes) >= LAB_NODES and state.nics >= LAB_NICS):
+        lab.up(nodes=LAB_NODES, nics=LAB_NICS)
+    handle = LabHandle(
+        inventory=lab.inventory_path,
+        nodes={n.name: n.address for n in lab.status().nodes},
+        ssh_key=lab.ssh_key,
+        known_hosts=lab.known_hosts,
+    )
+    yield handle
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is absent: the shared corpus is only beside a project checkout")
+    return SHARED
