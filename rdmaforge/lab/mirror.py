@@ -190,15 +190,20 @@ def download_verified(source: packages.SourceTarball, dest: Path) -> str:
 # --- serving -------------------------------------------------------------------------------------------
 
 def serve(www: Path, pidfile: Path, log: Path) -> None:
-    """Start a threaded HTTP server on the lab bridge (idempotent: an already running one is kept)."""
+    """Start a threaded HTTP server on the lab bridge (idempotent: one already serving ``www`` is kept)."""
+    served = pidfile.with_suffix(".www")
     if server_pid(pidfile) is not None:
-        return
+        if served.exists() and served.read_text() == str(www):
+            return
+        stop(pidfile)  # serving another (older) mirror build
+        time.sleep(0.2)
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "http.server", str(MIRROR_PORT), "--bind", CONTROLLER_ADDRESS,
              "--directory", str(www)],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     pidfile.write_text(f"{proc.pid}\n")
+    served.write_text(str(www))
     for _ in range(50):
         try:
             with urllib.request.urlopen(f"{MIRROR_URL}/debian/GPGKEY", timeout=2):  # noqa: S310

@@ -44,11 +44,15 @@ def ensure_overlay(base: Path, node_dir: Path) -> Path:
 
 def write_identity(root: Path, node: NodeSpec, all_nodes: list[NodeSpec], controller_pub: str,
                    keyring: bytes, mirror_url: str, suite: str) -> None:
-    """Per-node files: hostname, /etc/hosts with every node, machine-id, host keys, root's key, apt source."""
-    (root / "etc" / "hostname").write_text(f"{node.name}\n")
-    hosts = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", ""]
-    hosts += [f"{n.address}\t{n.name}" for n in all_nodes]
-    (root / "etc" / "hosts").write_text("\n".join(hosts) + "\n")
+    """Per-node files: hostname, node names in /etc/hosts, machine-id, host keys, root's key, apt source.
+
+    Safe on a running node: only what the lab owns is rewritten (its marked block in /etc/hosts, its own
+    apt source), so a converged node stays converged when `lab up` runs again or adds nodes.
+    """
+    hostname = root / "etc" / "hostname"
+    if hostname.read_text().strip() != node.name:
+        hostname.write_text(f"{node.name}\n")
+    write_if_changed(root / "etc" / "hosts", with_lab_block(read_text(root / "etc" / "hosts"), all_nodes))
     machine_id = root / "etc" / "machine-id"
     if not machine_id.read_text().strip():
         machine_id.write_text(uuid.uuid4().hex + "\n")
@@ -57,17 +61,44 @@ def write_identity(root: Path, node: NodeSpec, all_nodes: list[NodeSpec], contro
     ssh_dir = root / "root" / ".ssh"
     ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     keys = ssh_dir / "authorized_keys"
-    if not keys.exists() or controller_pub not in keys.read_text():
+    if controller_pub.strip() not in read_text(keys):
         with keys.open("a") as out:
             out.write(controller_pub.strip() + "\n")
     keys.chmod(0o600)
     keyring_path = root / LAB_KEYRING.lstrip("/")
     keyring_path.parent.mkdir(parents=True, exist_ok=True)
-    keyring_path.write_bytes(keyring)
-    (root / "etc" / "apt" / "sources.list.d" / "rdmaforge-lab.sources").write_text(
+    if not keyring_path.exists() or keyring_path.read_bytes() != keyring:
+        keyring_path.write_bytes(keyring)
+    write_if_changed(root / "etc" / "apt" / "sources.list.d" / "rdmaforge-lab.sources",
         "# The lab's local mirror (stands in for the distro archive; tests never reach the internet).\n"
         f"Types: deb\nURIs: {mirror_url}/debian\nSuites: {suite}\nComponents: main\n"
         f"Signed-By: {LAB_KEYRING}\n")
+
+
+LAB_BLOCK_BEGIN = "# BEGIN rdmaforge lab nodes"
+LAB_BLOCK_END = "# END rdmaforge lab nodes"
+
+
+def with_lab_block(hosts: str, all_nodes: list[NodeSpec]) -> str:
+    """/etc/hosts with the lab's block of node names replaced (or added); other lines untouched."""
+    lines = hosts.splitlines()
+    if not any(line.startswith("127.0.0.1") for line in lines):
+        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", *lines]
+    if LAB_BLOCK_BEGIN in lines and LAB_BLOCK_END in lines:
+        start, end = lines.index(LAB_BLOCK_BEGIN), lines.index(LAB_BLOCK_END)
+        del lines[start : end + 1]
+    block = [LAB_BLOCK_BEGIN, *(f"{n.address}\t{n.name}" for n in all_nodes), LAB_BLOCK_END]
+    return "\n".join(lines + block) + "\n"
+
+
+def read_text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def write_if_changed(path: Path, content: str) -> None:
+    if read_text(path) != content:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
 
 
 def host_public_keys(root: Path) -> list[str]:

@@ -1,0 +1,61 @@
+# rdmaforge: `make demo` and `make test` work on a fresh Debian/Ubuntu machine, as root.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+# Host tools the lab needs: systemd-nspawn, debootstrap, apt-ftparchive (mirror index), gpg (mirror signing).
+APT_PACKAGES := systemd-container debootstrap apt-utils gnupg openssh-client iproute2 ca-certificates make
+NODES ?= 2
+NICS ?= 2
+PYTEST_ARGS ?=
+
+.PHONY: help demo test lint bench deps venv lab-up lab-down clean
+
+help:
+	@echo "make demo   - set up, bring the lab up ($(NODES) nodes), converge playbooks/site.yml, print the summary"
+	@echo "make test   - the whole test suite (unit + lab integration)"
+	@echo "make lint   - ansible-lint (production), yamllint, ruff, mypy"
+	@echo "make bench  - benchmarks (lab bring-up time, ...)"
+	@echo "make lab-down - remove the lab"
+
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then missing="$$missing python3-venv"; fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+lab-up: deps venv
+	$(BIN)/rdmaforge lab up --nodes $(NODES) --nics $(NICS)
+
+lab-down: venv
+	$(BIN)/rdmaforge lab down
+
+demo: deps venv
+	$(BIN)/rdmaforge lab up --nodes $(NODES) --nics $(NICS)
+	$(BIN)/ansible-playbook -i inventories/lab/hosts.yml playbooks/site.yml
+	$(BIN)/rdmaforge summary
+
+test: deps venv
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ansible-lint
+	$(BIN)/yamllint -s .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+bench: deps venv
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .cache artifacts .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,567 @@
+"""Checks that an inventory describes a cluster rdmaforge can build, as plain functions.
+
+This module is the one implementation of these rules. The preflight role calls it through
+``filter_plugins/rdmaforge_inventory.py``; the CLI and the tests import it directly. It has no
+Ansible imports, so it only sees plain values: strings, numbers, lists and mappings.
+
+Every problem is reported as one line that a person can act on without reading code::
+
+    node2: rdmaforge_fabric='ethernet' is not a known fabric profile; allowed: erdma, infiniband, ...
+
+that is: the host, the variable, the bad value, and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+#: Fabric profiles, one per way the seeds connect GPUs across nodes:
+#: erdma (Alibaba elastic RDMA, seed 000), infiniband (seed 001), roce (RDMA over Converged Ethernet),
+#: acs_type1 / acs_type2 (Alibaba ACS RDMA NIC types 1 and 2, seed 002), tcp (no RDMA: sockets only).
+FABRICS: tuple[str, ...] = ("erdma", "infiniband", "roce", "acs_type1", "acs_type2", "tcp")
+
+#: An option's type in an argument spec -> how a message names what is allowed.
+_TYPE_WORDS: dict[str, str] = {
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "path": "a path",
+    "list": "a list",
+    "dict": "a mapping",
+    "raw": "any value",
+    "bytes": "a size such as 10M",
+    "bits": "a size such as 10Mb",
+    "jsonarg": "a JSON string",
+    "json": "a JSON string",
+}
+
+#: The same, for the elements of a list.
+_ELEMENT_WORDS: dict[str, str] = {
+    "bool": "booleans",
+    "int": "integers",
+    "float": "numbers",
+    "str": "strings",
+    "path": "paths",
+    "dict": "mappings",
+    "list": "lists",
+    "raw": "values",
+}
+
+_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_HOSTNAME_RULE = (
+    "an RFC 1123 host name: dot-separated labels of 1-63 letters, digits or hyphens, "
+    "not starting or ending with a hyphen, 253 characters at most"
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with one host. ``message`` is the full line, starting with the host."""
+
+    host: str
+    variable: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class Report:
+    """The problems that stop the run, keyed by host, each host's in the order they were found."""
+
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, dict[str, list[str]]]:
+        return {"problems": self.problems}
+
+
+# --- rendering -------------------------------------------------------------------------------------
+
+
+def show(value: object) -> str:
+    """A value as a person would write it in YAML: strings quoted, booleans lower-case."""
+    if isinstance(value, str):
+        return repr(str(value))
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    text = json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _did_you_mean(value: object, choices: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value.lower(), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _choices(option: Mapping[str, object]) -> list[object]:
+    choices = option.get("choices")
+    if isinstance(choices, Sequence) and not isinstance(choices, str):
+        return list(choices)
+    return []
+
+
+def describe_option(option: Mapping[str, object]) -> str:
+    """What an argument-spec option accepts, in words: its choices, or its type."""
+    choices = _choices(option)
+    if choices:
+        return ", ".join(c if isinstance(c, str) else show(c) for c in choices)
+    kind = str(option.get("type", "str"))
+    words = _TYPE_WORDS.get(kind, f"a value of type {kind}")
+    elements = option.get("elements")
+    if kind == "list" and elements:
+        words += f" of {_ELEMENT_WORDS.get(str(elements), str(elements) + ' values')}"
+    return words
+
+
+# --- names and addresses ---------------------------------------------------------------------------
+
+
+def short_name(name: str) -> str:
+    """The part of a host name before the first dot: ``node1.example.com`` -> ``node1``."""
+    return name.split(".", 1)[0]
+
+
+def looks_like_ipv4(text: str) -> bool:
+    """True for anything shaped like a dotted quad, valid or not (``300.1.2.3`` included)."""
+    return bool(re.fullmatch(r"[0-9]+(?:\.[0-9]+){3}", text))
+
+
+def is_ipv4(text: str) -> bool:
+    """A valid dotted-quad IPv4 address (no leading zeros, no CIDR suffix)."""
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def is_hostname(text: str) -> bool:
+    """RFC 1123 host name (a trailing dot, as in a fully qualified DNS name, is accepted)."""
+    name = text[:-1] if text.endswith(".") else text
+    if not name or len(name) > 253:
+        return False
+    return all(_LABEL.match(label) for label in name.split("."))
+
+
+def node_name_problems(host: str) -> list[Problem]:
+    """The inventory name must be a host name: it goes into /etc/hosts, hostfiles and NCCL logs."""
+    if looks_like_ipv4(host) or is_ipv6(host):
+        return [
+            Problem(
+                host,
+                "inventory_hostname",
+                f"{host}: inventory_hostname={show(host)} is an address, not a node name; "
+                f"allowed: {_HOSTNAME_RULE}, such as node1 (put the address in ansible_host)",
+            )
+        ]
+    if not is_hostname(host):
+        return [
+            Problem(
+                host,
+                "inventory_hostname",
+                f"{host}: inventory_hostname={show(host)} is not a valid node name; "
+                f"allowed: {_HOSTNAME_RULE}",
+            )
+        ]
+    return []
+
+
+def address_problems(host: str, address: object) -> list[Problem]:
+    """``ansible_host`` must be an IPv4 address or a DNS name (IPv6 node addresses are not supported yet)."""
+    allowed = "an IPv4 address such as 172.20.20.145, or a DNS host name"
+    if not isinstance(address, str) or not address.strip():
+        return [
+            Problem(
+                host,
+                "ansible_host",
+                f"{host}: ansible_host={show(address)} is not an address; allowed: {allowed}",
+            )
+        ]
+    if is_ipv6(address):
+        return [
+            Problem(
+                host,
+                "ansible_host",
+                f"{host}: ansible_host={show(address)} is an IPv6 address, which rdmaforge does not "
+                f"support for nodes yet; allowed: {allowed}",
+            )
+        ]
+    if looks_like_ipv4(address):
+        if not is_ipv4(address):
+            return [
+                Problem(
+                    host,
+                    "ansible_host",
+                    f"{host}: ansible_host={show(address)} is not a valid IPv4 address; allowed: {allowed}",
+                )
+            ]
+        return []
+    if not is_hostname(address):
+        return [
+            Problem(
+                host,
+                "ansible_host",
+                f"{host}: ansible_host={show(address)} is neither an IPv4 address nor a valid host name; "
+                f"allowed: {allowed}",
+            )
+        ]
+    return []
+
+
+@dataclass(frozen=True)
+class NodeAddress:
+    """A node as the cross-host checks see it. ``address`` is None when ``ansible_host`` is unset."""
+
+    name: str
+    address: str | None
+
+    @property
+    def effective_address(self) -> str:
+        """Where Ansible connects: ``ansible_host``, or the inventory name when that is unset."""
+        return self.address if self.address is not None else self.name
+
+    @property
+    def address_variable(self) -> str:
+        return "ansible_host" if self.address is not None else "inventory_hostname"
+
+
+def _normalise(text: str) -> str:
+    return text.strip().lower().removesuffix(".")
+
+
+def duplicate_problems(nodes: Sequence[NodeAddress]) -> list[Problem]:
+    """Short names and addresses must be unique across the cluster; every node involved gets a line."""
+    problems: list[Problem] = []
+    by_short: dict[str, list[NodeAddress]] = {}
+    by_address: dict[str, list[NodeAddress]] = {}
+    for node in nodes:
+        by_short.setdefault(_normalise(short_name(node.name)), []).append(node)
+        by_address.setdefault(_normalise(node.effective_address), []).append(node)
+    for group in by_short.values():
+        for node in group if len(group) > 1 else ():
+            others = ", ".join(o.name for o in group if o is not node)
+            problems.append(
+                Problem(
+                    node.name,
+                    "inventory_hostname",
+                    f"{node.name}: inventory_hostname={show(node.name)} has the short name "
+                    f"{short_name(node.name)!r}, which {others} also has; "
+                    f"allowed: a name whose first label no other node uses "
+                    f"(short names go into /etc/hosts and MPI hostfiles)",
+                )
+            )
+    for group in by_address.values():
+        for node in group if len(group) > 1 else ():
+            others = ", ".join(o.name for o in group if o is not node)
+            problems.append(
+                Problem(
+                    node.name,
+                    node.address_variable,
+                    f"{node.name}: {node.address_variable}={show(node.effective_address)} "
+                    f"is also the address of {others}; "
+                    f"allowed: an address no other node uses (each node needs its own)",
+                )
+            )
+    return problems
+
+
+# --- fabric ----------------------------------------------------------------------------------------
+
+
+def fabric_problems(host: str, fabric: object) -> list[Problem]:
+    """``rdmaforge_fabric`` must name a known profile. ``None`` means unset (or set to null)."""
+    allowed = ", ".join(FABRICS)
+    if fabric is None or fabric == "":
+        return [
+            Problem(
+                host,
+                "rdmaforge_fabric",
+                f"{host}: rdmaforge_fabric is not set; every node needs a fabric profile; allowed: {allowed}",
+            )
+        ]
+    if fabric not in FABRICS:
+        return [
+            Problem(
+                host,
+                "rdmaforge_fabric",
+                f"{host}: rdmaforge_fabric={show(fabric)} is not a known fabric profile"
+                f"{_did_you_mean(fabric, FABRICS)}; allowed: {allowed}",
+            )
+        ]
+    return []
+
+
+# --- operating system ------------------------------------------------------------------------------
+
+
+def _os_table(table: Mapping[str, object]) -> dict[str, list[str]]:
+    """Normalise a {distribution: [versions]} table; versions may have been written as numbers."""
+    normal: dict[str, list[str]] = {}
+    for name, versions in table.items():
+        if isinstance(versions, str | int | float):
+            versions = [versions]
+        normal[str(name)] = [str(v) for v in versions] if isinstance(versions, Iterable) else []
+    return normal
+
+
+def _os_listing(table: Mapping[str, Sequence[str]]) -> str:
+    return "; ".join(f"{name} {', '.join(versions)}" for name, versions in table.items()) or "none"
+
+
+def _os_matches(table: Mapping[str, Sequence[str]], distribution: str, version: str, major: str) -> bool:
+    versions = table.get(distribution, ())
+    return version in versions or major in versions
+
+
+def os_problems(
+    host: str,
+    distribution: str,
+    version: str,
+    major_version: str,
+    supported: Mapping[str, object],
+    legacy: Mapping[str, object] | None = None,
+) -> tuple[list[Problem], list[str]]:
+    """Is this OS in the supported table (fine), the legacy table (a warning), or neither (a problem)?
+
+    A table maps ``ansible_distribution`` to versions; a version matches either the full
+    ``ansible_distribution_version`` (``22.04``) or the major one (``12``, ``9``).
+    """
+    table = _os_table(supported)
+    legacy_table = _os_table(legacy or {})
+    seen = f"ansible_distribution={show(distribution)} ansible_distribution_version={show(version)}"
+    if _os_matches(table, distribution, version, major_version):
+        return [], []
+    if _os_matches(legacy_table, distribution, version, major_version):
+        return [], [
+            f"{host}: {seen} is a legacy OS (preflight_legacy_os): rdmaforge accepts it but does not "
+            f"test it; tested: {_os_listing(table)}"
+        ]
+    return [
+        Problem(
+            host,
+            "ansible_distribution",
+            f"{host}: {seen} is not a supported OS; allowed: {_os_listing(table)} "
+            f"(add it to preflight_supported_os to try it anyway)",
+        )
+    ], []
+
+
+# --- role argument specs ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """The options of one role's ``main`` entry point, from its meta/argument_specs.yml."""
+
+    role: str
+    path: str
+    options: dict[str, dict[str, object]]
+
+
+def discover_argument_specs(roles_dir: str | Path) -> list[RoleSpec]:
+    """Every ``<roles_dir>/*/meta/argument_specs.y[a]ml`` with a ``main`` entry point, sorted by role.
+
+    Discovered, not listed, so that a role added later is validated without touching preflight.
+    A spec file that is not valid YAML raises: a broken spec is a bug to fix, not to skip.
+    """
+    specs = []
+    for path in sorted(Path(roles_dir).glob("*/meta/argument_specs.y*ml")):
+        if path.suffix not in (".yml", ".yaml"):
+            continue
+        data = yaml.safe_load(path.read_text()) or {}
+        main = (data.get("argument_specs") or {}).get("main")
+        if isinstance(main, Mapping):
+            specs.append(
+                RoleSpec(
+                    role=path.parent.parent.name, path=str(path), options=dict(main.get("options") or {})
+                )
+            )
+    return specs
+
+
+_MISSING = re.compile(r"^missing required arguments: (?P<names>[^:]+?)(?: found in .*)?$")
+_PLAIN_KINDS = ("is of type", "must be one of", "must be one or more of", "Elements value for option")
+
+
+def argspec_problems(
+    host: str,
+    role: str,
+    errors: Sequence[str],
+    options: Mapping[str, Mapping[str, object]],
+    values: Mapping[str, object],
+) -> list[Problem]:
+    """Turn ``validate_argument_spec``'s error strings into lines naming host, role, variable, value.
+
+    Ansible's own messages name the variable but neither the host nor (for type errors) what is
+    allowed. Each message is matched to the top-level option it mentions; sub-option errors keep
+    Ansible's wording, since it says where inside the value the problem is.
+    """
+    problems: list[Problem] = []
+    spec_file = f"roles/{role}/meta/argument_specs.yml"
+    for error in errors:
+        missing = _MISSING.match(error)
+        if missing and " found in " not in error:
+            for name in (n.strip() for n in missing.group("names").split(",")):
+                option = options.get(name, {})
+                problems.append(
+                    Problem(
+                        host,
+                        name,
+                        f"{host}: {name} is not set, but role {role} requires it; "
+                        f"allowed: {describe_option(option)} (see {spec_file})",
+                    )
+                )
+            continue
+        name = _mentioned_option(error, options)
+        if name is None:
+            problems.append(Problem(host, "?", f"{host}: role {role}: {error} (see {spec_file})"))
+            continue
+        option = options[name]
+        value = values.get(name)
+        plain = any(kind in error for kind in _PLAIN_KINDS) and " found in " not in error
+        detail = "" if plain else f": {error}"
+        hint = _did_you_mean(value, [str(c) for c in _choices(option)])
+        problems.append(
+            Problem(
+                host,
+                name,
+                f"{host}: {name}={show(value)} is not valid for role {role}{detail}{hint}; "
+                f"allowed: {describe_option(option)} (see {spec_file})",
+            )
+        )
+    return problems
+
+
+def _mentioned_option(error: str, options: Mapping[str, object]) -> str | None:
+    """The top-level option an error is about: the one named earliest in the message."""
+    found: list[tuple[int, str]] = []
+    for name in options:
+        match = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", error)
+        if match:
+            found.append((match.start(), name))
+    return min(found)[1] if found else None
+
+
+def first_per_variable(problems: Iterable[Problem]) -> list[Problem]:
+    """One line per (host, variable): a dedicated check runs first and its wording wins over the
+    generic argument-spec line for the same variable."""
+    seen: set[tuple[str, str]] = set()
+    kept: list[Problem] = []
+    for problem in problems:
+        key = (problem.host, problem.variable)
+        if problem.variable != "?" and key in seen:
+            continue
+        seen.add(key)
+        kept.append(problem)
+    return kept
+
+
+# --- the whole inventory ---------------------------------------------------------------------------
+
+
+@dataclass
+class ArgspecResult:
+    """One ``validate_argument_spec`` run: a role's ``main`` options and the errors it found."""
+
+    role: str
+    errors: list[str]
+    options: Mapping[str, Mapping[str, object]]
+
+
+@dataclass
+class NodeInput:
+    """What the inventory says about one node. ``values`` reads its variables (hostvars works)."""
+
+    name: str
+    address: str | None
+    fabric: object
+    values: Mapping[str, object] = field(default_factory=dict)
+    argspecs: list[ArgspecResult] = field(default_factory=list)
+    in_play: bool = True
+
+
+def inventory_report(nodes: Sequence[NodeInput]) -> Report:
+    """Every inventory problem of every node, grouped by node; nothing here needs a connection.
+
+    Per-node checks (fabric, name, address, role variables) run for the nodes in the play; the
+    uniqueness checks cover every node given, so a ``--limit`` run still sees its peers.
+    """
+    found: list[Problem] = []
+    for node in nodes:
+        if not node.in_play:
+            continue
+        found += fabric_problems(node.name, node.fabric)
+        found += node_name_problems(node.name)
+        if node.address is not None:
+            found += address_problems(node.name, node.address)
+        for result in node.argspecs:
+            found += argspec_problems(node.name, result.role, result.errors, result.options, node.values)
+    found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
+    report = Report()
+    for problem in first_per_variable(found):
+        report.problems.setdefault(problem.host, []).append(problem.message)
+    return report
+
+
+# --- /etc/hosts ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostsEntry:
+    """A node for /etc/hosts: its inventory name, address, and the IPv4 its facts report (if known)."""
+
+    name: str
+    address: str | None
+    default_ipv4: str | None = None
+
+
+def etc_hosts_lines(nodes: Sequence[HostsEntry]) -> tuple[list[str], list[str]]:
+    """``address<TAB>name [short]`` lines for /etc/hosts, and the problems that prevent writing them.
+
+    /etc/hosts needs IP addresses. A node whose ``ansible_host`` (or inventory name) is a DNS name
+    falls back to the IPv4 address of its default route, from gathered facts; without those facts
+    there is nothing correct to write, so it is a problem rather than a guess.
+    """
+    lines: list[str] = []
+    problems: list[str] = []
+    for node in nodes:
+        address = node.address if node.address is not None else node.name
+        if not is_ipv4(address):
+            if node.default_ipv4 and is_ipv4(node.default_ipv4):
+                address = node.default_ipv4
+            else:
+                variable = "ansible_host" if node.address is not None else "inventory_hostname"
+                problems.append(
+                    f"{node.name}: {variable}={show(address)} is not an IPv4 address and the node's facts "
+                    f"(ansible_default_ipv4) are unknown; allowed: an IPv4 address in ansible_host, "
+                    f"a DNS name once facts are known (site.yml gathers them in preflight), "
+                    f"or cluster_hosts_manage: false"
+                )
+                continue
+        names = [node.name] if short_name(node.name) == node.name else [node.name, short_name(node.name)]
+        lines.append(f"{address}\t{' '.join(names)}")
+    return lines, problems

@@ -1,0 +1,72 @@
+"""Line handling shared by the text parser and the transport detector.
+
+Logs come from mpirun/srun wrappers, so every line may carry an MPI ``--tag-output`` prefix, and the
+NCCL library writes its own ``host:pid:tid [dev] NCCL INFO ...`` lines into the same stdout stream as
+nccl-tests, sometimes in the middle of a half-printed table row.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+# Open MPI ``--tag-output``: ``[1,0]<stdout>:`` (jobid,rank).
+_MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")
+_NCCL_TAG = re.compile(r"\bNCCL (INFO|WARN|TRACE)\b ?")
+# What precedes the tag: ``host:pid:tid [dev] `` and, for WARN lines, ``file.cc:123 ``.
+_NCCL_PREFIX = re.compile(r"[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?$")
+# Rank 0 of NCCL < 2.2x prints the version as a bare line, without the INFO prefix.
+_BARE_VERSION = re.compile(r"^\s*NCCL version (\S+)")
+
+
+@dataclass(frozen=True)
+class NcclLine:
+    """A message from the NCCL library found in a line."""
+
+    level: str  # INFO, WARN or TRACE
+    message: str
+    #: Where the NCCL text starts in the line; > 0 when it was glued onto other output.
+    start: int
+
+
+def decode(data: bytes) -> str:
+    """Bytes of a log -> text; undecodable bytes become U+FFFD rather than an exception."""
+    return data.decode("utf-8", errors="replace")
+
+
+def clean_lines(text: str) -> Iterator[str]:
+    """Lines without MPI tag prefixes or trailing whitespace; leading spaces kept: rows are aligned."""
+    for raw in text.splitlines():
+        yield _MPI_TAG.sub("", raw, count=1).rstrip()
+
+
+def find_nccl_line(line: str) -> NcclLine | None:
+    """The NCCL INFO/WARN/TRACE message in ``line``, or the bare ``NCCL version`` line; None otherwise."""
+    tag = _NCCL_TAG.search(line)
+    if tag is None:
+        bare = _BARE_VERSION.match(line)
+        if bare is None:
+            return None
+        return NcclLine(level="INFO", message=f"NCCL version {bare.group(1)}", start=0)
+    prefix = _NCCL_PREFIX.search(line, 0, tag.start())
+    start = prefix.start() if prefix is not None else 0
+    return NcclLine(level=tag.group(1), message=line[tag.end() :].strip(), start=start)
+
+
+def parse_float(token: str) -> float | None:
+    """A finite float, or None (``N/A``, ``nan``, ``inf`` and garbage all mean "no value")."""
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def parse_int(token: str) -> int | None:
+    """A base-10 integer (sign allowed), or None."""
+    try:
+        return int(token, 10)
+    except ValueError:
+        return None

@@ -1,0 +1,179 @@
+"""Typed results of parsing nccl-tests output, and their JSON shape (``to_dict``).
+
+The text parser (parser.py) and the ``-J`` JSON parser (json_format.py) both produce these objects, so
+every consumer (the CLI, the Ansible plugin, the tests) sees one structure whatever the input format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+RunStatus = Literal["ok", "failed", "incomplete"]
+
+
+@dataclass(frozen=True)
+class Half:
+    """One half of a result row: the out-of-place or the in-place measurement."""
+
+    time_us: float
+    algbw: float
+    busbw: float
+    #: Count of wrong elements (#wrong, v2.13+); None where the version printed a relative error or N/A.
+    wrong: int | None
+    #: Maximum relative error (the ``error``/``res`` column of v1 and v2.0-2.11); None otherwise.
+    rel_error: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "time_us": self.time_us,
+            "algbw": self.algbw,
+            "busbw": self.busbw,
+            "wrong": self.wrong,
+            "rel_error": self.rel_error,
+        }
+
+
+@dataclass(frozen=True)
+class Row:
+    """One message size of a sweep."""
+
+    size: int
+    count: int
+    type: str
+    #: Reduction op; None for collectives that print none (blank, ``none`` or no column at all).
+    redop: str | None
+    #: Root rank of rooted collectives; None for the others (v2.13+ prints -1 for them).
+    root: int | None
+    out_of_place: Half
+    in_place: Half | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "count": self.count,
+            "type": self.type,
+            "redop": self.redop,
+            "root": self.root,
+            "out_of_place": self.out_of_place.to_dict(),
+            "in_place": self.in_place.to_dict() if self.in_place is not None else None,
+        }
+
+    def has_wrong_values(self) -> bool:
+        halves = (self.out_of_place, self.in_place)
+        return any(h is not None and h.wrong is not None and h.wrong > 0 for h in halves)
+
+
+@dataclass
+class Run:
+    """One invocation of an nccl-tests binary (one collective's size sweep)."""
+
+    collective: str | None = None
+    nccl_tests_version: str | None = None
+    nccl_version: str | None = None
+    ranks: int | None = None
+    rows: list[Row] = field(default_factory=list)
+    avg_busbw: float | None = None
+    out_of_bounds: int | None = None
+    #: Failure lines as printed (``Test NCCL failure``, ``Test CUDA failure``, v1 ``NCCL failure``...).
+    errors: list[str] = field(default_factory=list)
+    #: NCCL WARN messages and ``# error:`` lines: worth showing, but not a failure by themselves.
+    warnings: list[str] = field(default_factory=list)
+    #: Whether the result table started (text: header line seen; JSON: ``results`` present).
+    has_table: bool = False
+    #: ``# Avg bus bandwidth : X FAILED`` (NCCL_TESTS_MIN_BW check, or JSON ``okay: false``).
+    bw_check_failed: bool = False
+    #: The input ended in the middle of the run (a JSON file that had to be repaired).
+    truncated: bool = False
+    #: The file the run came from, when known.
+    source: str | None = None
+
+    @property
+    def status(self) -> RunStatus:
+        if self._failure_reason() is not None:
+            return "failed"
+        if self._incomplete_reason() is not None:
+            return "incomplete"
+        return "ok"
+
+    @property
+    def status_reason(self) -> str | None:
+        """Why the run is not ok, in words; None for an ok run."""
+        return self._failure_reason() or self._incomplete_reason()
+
+    def _failure_reason(self) -> str | None:
+        if self.errors:
+            return self.errors[0]
+        if self.out_of_bounds:
+            return f"out of bounds values: {self.out_of_bounds}"
+        wrong_rows = sum(1 for row in self.rows if row.has_wrong_values())
+        if wrong_rows:
+            return f"{wrong_rows} row(s) with #wrong > 0"
+        if self.bw_check_failed:
+            return "average bus bandwidth below the NCCL_TESTS_MIN_BW threshold"
+        return None
+
+    def _incomplete_reason(self) -> str | None:
+        if not self.has_table:
+            return "no result table (the run stopped before printing it)"
+        if self.truncated:
+            return "the output is truncated"
+        if not self.rows:
+            return "the result table has no rows (hang or truncated log)"
+        if self.avg_busbw is None:
+            return f"no 'Avg bus bandwidth' line after {len(self.rows)} row(s) (hang or truncated log)"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "collective": self.collective,
+            "nccl_tests_version": self.nccl_tests_version,
+            "nccl_version": self.nccl_version,
+            "ranks": self.ranks,
+            "rows": [row.to_dict() for row in self.rows],
+            "avg_busbw": self.avg_busbw,
+            "out_of_bounds": self.out_of_bounds,
+            "status": self.status,
+            "status_reason": self.status_reason,
+            "errors": list(self.errors),
+            "warnings": list(self.warnings),
+        }
+        if self.source is not None:
+            data["source"] = self.source
+        return data
+
+
+def normalize_collective(name: str) -> str | None:
+    """``./build/all_reduce_perf`` / ``all_reduce_perf_mpi`` -> ``all_reduce``; None when empty."""
+    base = name.strip().rsplit("/", 1)[-1]
+    for suffix in ("_mpi", "_perf"):
+        base = base.removesuffix(suffix)
+    return base or None
+
+
+def nccl_version_from_code(code: int) -> str | None:
+    """NCCL_VERSION_CODE -> "major.minor.patch" (22807 -> 2.28.7; before 2.9 it was 2604 -> 2.6.4)."""
+    if code <= 0:
+        return None
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+
+
+def ranks_from_devices(max_rank: int, per_process: int) -> int | None:
+    """Total ranks from the highest rank in the device list and the GPUs each process drives.
+
+    Each process owns ranks ``[p * per_process, (p + 1) * per_process)``; the device list may hold only
+    each process's first rank (JSON without MPI, capped device blocks), so round up to a whole process.
+    """
+    if max_rank < 0:
+        return None
+    if per_process <= 0:
+        return max_rank + 1
+    return (max_rank // per_process + 1) * per_process
+
+
+def add_unique(items: list[str], item: str, limit: int = 50) -> None:
+    """Append ``item`` unless present; ``limit`` keeps a log full of repeated warnings readable."""
+    if item and item not in items and len(items) < limit:
+        items.append(item)

@@ -1,0 +1,459 @@
+"""Parser for the text that nccl-tests prints on stdout, every version from v1 to 2.19.
+
+Formats (see the corpus FORMAT_HISTORY.md): the table header names the columns, so the parser reads the
+layout from it rather than from a version number: v1 (``bytes N type op ... res``, time in ms), v2.0-2.11
+(per-collective preamble, ``error`` column), 2.13+ (``redop root ... #wrong``), 2.17.3+ exponent-form
+numbers and ``N/A``. A run starts at the version line (2.17.4+), ``# Collective test starting`` (2.16.7+)
+or the ``nThread`` line (every version). Anything the parser does not recognise is skipped: it never
+raises on odd input.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rdmaforge.nccl_tests.lines import NcclLine, clean_lines, find_nccl_line, parse_float, parse_int
+from rdmaforge.nccl_tests.model import (
+    Half,
+    Row,
+    Run,
+    add_unique,
+    nccl_version_from_code,
+    normalize_collective,
+    ranks_from_devices,
+)
+
+_VERSION_LINE = re.compile(
+    r"^#\s*nccl-tests version (?P<version>\S+)(?: \([^)]*\))?"
+    r"(?: nccl-headers=(?P<headers>\d+))?(?: nccl-library=(?P<library>\d+))?"
+)
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+_CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
+# v1 prints the nThread line without the leading '#'.
+_NTHREAD = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+\d+\s+)?on\s")
+_COMPILED_WITH = re.compile(r"^#\s*NCCL Tests compiled with NCCL (\d+\.\d+(?:\.\d+)?)")
+# v1 footer lines have no '#', but a leading space.
+_OOB = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\d+)")
+_AVG_BW = re.compile(r"^\s*#?\s*Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?")
+_LAST_ERROR = re.compile(r"^#\s*error:\s*(.+)")
+# ``host: Test NCCL failure file:line 'msg'``, ``Test CUDA failure``, ``Test timeout (Ns)`` (2.13.4+).
+_TEST_FAILURE = re.compile(r"Test (?:NCCL failure|CUDA failure|timeout)\b.*")
+# v1: ``NCCL failure file:line 'msg'`` / ``Cuda failure file:line 'msg'``, no host. The file:line part
+# keeps NCCL's own ``NCCL WARN Cuda failure 1 'invalid argument'`` out (those are handled earlier).
+_V1_FAILURE = re.compile(r"(?<!Test )(?:NCCL|Cuda|CUDA) failure \S+:\d+\b.*")
+# `` .. host pid N: Test failure common.cu:1189``: the stack printed under a failure, or alone when the
+# out-of-bounds / min-bandwidth check failed (2.17.3+).
+_TRACE = re.compile(r"^\s*\.\. .*Test failure\b")
+# A command line that names the binary (``mpirun ... all_reduce_perf -b 8``, run.sh's ``Running: ...``):
+# the only source of the collective's name before 2.16.7.
+_COMMAND_HINT = re.compile(r"(?:^|[\s/=])([a-z][a-z0-9_]*?_perf)(?:_mpi)?(?=\s|$)")
+_ROW_START = re.compile(r"^\s*\d")
+_DIGITS = re.compile(r"^\d+$")
+_TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TIMESTAMP_PARTS = 2  # ``-S`` adds ``%Y-%m-%d %H:%M:%S``: two tokens
+
+_PREAMBLE_NAMES = {
+    "size": "size",
+    "bytes": "size",
+    "count": "count",
+    "N": "count",
+    "type": "type",
+    "redop": "redop",
+    "op": "redop",
+    "root": "root",
+}
+_HALF_NAMES = {
+    "time": "time",
+    "cputime": "time",
+    "algbw": "algbw",
+    "busbw": "busbw",
+    "#wrong": "wrong",
+    "wrong": "wrong",
+    "error": "error",
+    "res": "error",
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The columns of a result table, read from its header line."""
+
+    #: Canonical names of the leading columns: size, count, type, then redop and/or root when printed.
+    preamble: tuple[str, ...]
+    #: Canonical names of one half's columns (time, algbw, busbw, wrong|error, then per-iteration stats).
+    half: tuple[str, ...]
+    halves: int
+    #: Token counts of the columns after the halves (``-S`` timestamp: 2, anything else: 1).
+    trailing: tuple[int, ...]
+    #: v1 printed milliseconds; every later version microseconds.
+    time_scale: float
+    #: Column where the preamble ends (rows are printed with the header's widths); used to cut a row
+    #: apart from an NCCL line glued onto it.
+    preamble_end: int
+
+    @property
+    def tail_tokens(self) -> int:
+        return len(self.half) * self.halves + sum(self.trailing)
+
+
+def parse_header(line: str) -> Layout | None:
+    """The table layout if ``line`` is a column-header line (``#  size count type ... time algbw busbw``)."""
+    hash_match = re.match(r"\s*#", line)
+    if hash_match is None:
+        return None
+    spans = [(m.group(), m.end()) for m in re.finditer(r"\S+", line[hash_match.end() :])]
+    names = [name for name, _ in spans]
+    time_positions = [i for i, name in enumerate(names) if name in ("time", "cputime")]
+    if not time_positions or "busbw" not in names:
+        return None
+    preamble = names[: time_positions[0]]
+    if len(preamble) < 3 or preamble[0] not in ("size", "bytes"):
+        return None
+    if len(time_positions) >= 2:
+        half = names[time_positions[0] : time_positions[1]]
+        trailing = names[time_positions[1] + len(half) :]
+        halves = 2
+    else:
+        half, trailing, halves = names[time_positions[0] :], [], 1
+    return Layout(
+        preamble=tuple(_PREAMBLE_NAMES.get(name, "other") for name in preamble),
+        half=tuple(_HALF_NAMES.get(name, "other") for name in half),
+        halves=halves,
+        trailing=tuple(_TIMESTAMP_PARTS if name == "timestamp" else 1 for name in trailing),
+        time_scale=1000.0 if preamble[0] == "bytes" else 1.0,
+        preamble_end=hash_match.end() + spans[len(preamble) - 1][1],
+    )
+
+
+def parse_row(line: str, layout: Layout) -> Row | None:
+    """A result row, or None unless every numeric column is present (truncated rows do not count)."""
+    tokens = line.split()
+    split_at = len(tokens) - layout.tail_tokens
+    if split_at < 3:
+        return None
+    preamble = _parse_preamble(tokens[:split_at], layout)
+    if preamble is None:
+        return None
+    size, count, type_name, redop, root = preamble
+    half_len = len(layout.half)
+    tail = tokens[split_at:]
+    out_of_place = _parse_half(tail[:half_len], layout)
+    in_place = _parse_half(tail[half_len : 2 * half_len], layout) if layout.halves == 2 else None
+    if out_of_place is None or (layout.halves == 2 and in_place is None):
+        return None
+    return Row(
+        size=size,
+        count=count,
+        type=type_name,
+        redop=redop,
+        root=root,
+        out_of_place=out_of_place,
+        in_place=in_place,
+    )
+
+
+def _parse_preamble(tokens: list[str], layout: Layout) -> tuple[int, int, str, str | None, int | None] | None:
+    if not (_DIGITS.match(tokens[0]) and _DIGITS.match(tokens[1]) and _TYPE_NAME.match(tokens[2])):
+        return None
+    extra_names = [name for name in layout.preamble[3:] if name in ("redop", "root")]
+    extra = tokens[3:]
+    if len(extra) > len(extra_names):
+        return None
+    redop: str | None = None
+    root: int | None = None
+    if len(extra) == len(extra_names):
+        pairs = list(zip(extra_names, extra, strict=True))
+    else:
+        # A column printed blank (pre-2.13.4 alltoall passed "" as the op name): numbers are the root.
+        pairs = [
+            ("root" if parse_int(token) is not None and "root" in extra_names else "redop", token)
+            for token in extra
+        ]
+    for name, token in pairs:
+        if name == "root":
+            root = parse_int(token)
+            if root is None:
+                return None
+        else:
+            redop = token
+    return int(tokens[0]), int(tokens[1]), tokens[2], _normalize_redop(redop), _normalize_root(root)
+
+
+def _normalize_redop(redop: str | None) -> str | None:
+    # Non-reductions print a blank op before 2.13.4 and "none" after: both mean "no reduction".
+    return None if redop is None or redop in ("", "none") else redop
+
+
+def _normalize_root(root: int | None) -> int | None:
+    # 2.13+ prints -1 for collectives without a root; older versions have no column for them.
+    return None if root is None or root < 0 else root
+
+
+def _parse_half(tokens: list[str], layout: Layout) -> Half | None:
+    values = dict(zip(layout.half, tokens, strict=False))
+    time = parse_float(values.get("time", ""))
+    algbw = parse_float(values.get("algbw", ""))
+    busbw = parse_float(values.get("busbw", ""))
+    if time is None or algbw is None or busbw is None:
+        return None
+    wrong: int | None = None
+    rel_error: float | None = None
+    if "wrong" in values:
+        if values["wrong"] != "N/A":
+            # %6g: large counts print as 1.04858e+06.
+            wrong_value = parse_float(values["wrong"])
+            if wrong_value is None:
+                return None
+            wrong = int(wrong_value)
+    elif "error" in values and values["error"] != "N/A":
+        rel_error = parse_float(values["error"])
+        if rel_error is None:
+            return None
+    return Half(time_us=time * layout.time_scale, algbw=algbw, busbw=busbw, wrong=wrong, rel_error=rel_error)
+
+
+@dataclass
+class _RunState:
+    """A run being assembled, with the facts that only matter while parsing."""
+
+    run: Run = field(default_factory=Run)
+    layout: Layout | None = None
+    seen_nthread: bool = False
+    seen_starting: bool = False
+    max_rank: int = -1
+    gpus_per_process: int = 0
+    library_version: str | None = None
+    info_version: str | None = None
+    compiled_with: str | None = None
+    traces: list[str] = field(default_factory=list)
+
+    def finish(self) -> Run:
+        run = self.run
+        run.nccl_version = self.library_version or self.info_version or self.compiled_with
+        run.ranks = ranks_from_devices(self.max_rank, self.gpus_per_process)
+        if not run.errors:
+            # Without a primary failure line, the `` .. Test failure`` stack is what says the run failed.
+            run.errors.extend(self.traces)
+        return run
+
+
+class TextParser:
+    """Feeds lines one at a time; ``runs()`` returns what was found so far."""
+
+    def __init__(self) -> None:
+        self._states: list[_RunState] = []
+        self._pending_collective: str | None = None
+        self._pending_nccl_version: str | None = None
+        # Start of a row whose rest went to the next line because an NCCL line was glued onto it.
+        self._fragment: str | None = None
+
+    def runs(self) -> list[Run]:
+        return [state.finish() for state in self._states]
+
+    def feed(self, line: str) -> None:
+        fragment, self._fragment = self._fragment, None
+        nccl = find_nccl_line(line)
+        if nccl is not None:
+            self._on_nccl_line(line, nccl, fragment)
+            return
+        if fragment is not None and self._try_row(fragment + line):
+            return
+        for handler in (
+            self._on_failure,
+            self._on_version_line,
+            self._on_starting,
+            self._on_nthread,
+            self._on_concluded,
+            self._on_rank,
+            self._on_compiled_with,
+            self._on_footer,
+            self._on_last_error,
+            self._on_header,
+        ):
+            if handler(line):
+                return
+        if _ROW_START.match(line):
+            self._try_row(line)
+        elif not line.lstrip().startswith("#"):
+            self._on_other(line)
+
+    # -- run boundaries -------------------------------------------------------------------------------
+
+    def _current(self) -> _RunState | None:
+        return self._states[-1] if self._states else None
+
+    def _new_run(self) -> _RunState:
+        state = _RunState()
+        if self._pending_collective is not None:
+            state.run.collective = self._pending_collective
+            self._pending_collective = None
+        if self._pending_nccl_version is not None:
+            state.info_version = self._pending_nccl_version
+            self._pending_nccl_version = None
+        self._states.append(state)
+        return state
+
+    def _current_or_new(self) -> _RunState:
+        return self._current() or self._new_run()
+
+    def _on_version_line(self, line: str) -> bool:
+        match = _VERSION_LINE.match(line)
+        if match is None:
+            return False
+        # The version line is the first thing every 2.17.4+ binary prints: always a new run.
+        state = self._new_run()
+        state.run.nccl_tests_version = match.group("version")
+        code = match.group("library") or match.group("headers")
+        if code is not None:
+            state.library_version = nccl_version_from_code(int(code))
+        return True
+
+    def _on_starting(self, line: str) -> bool:
+        match = _STARTING.match(line)
+        if match is None:
+            return False
+        state = self._current()
+        if state is None or state.seen_starting or state.seen_nthread or state.layout is not None:
+            state = self._new_run()
+        state.seen_starting = True
+        state.run.collective = normalize_collective(match.group(1))
+        return True
+
+    def _on_nthread(self, line: str) -> bool:
+        match = _NTHREAD.match(line)
+        if match is None:
+            return False
+        state = self._current()
+        if state is None or state.seen_nthread or state.layout is not None:
+            state = self._new_run()
+        state.seen_nthread = True
+        state.gpus_per_process = int(match.group(1)) * int(match.group(2))
+        return True
+
+    def _on_concluded(self, line: str) -> bool:
+        match = _CONCLUDED.match(line)
+        if match is None:
+            return False
+        state = self._current_or_new()
+        if state.run.collective is None:
+            state.run.collective = normalize_collective(match.group(1))
+        return True
+
+    # -- header block ---------------------------------------------------------------------------------
+
+    def _on_rank(self, line: str) -> bool:
+        match = _RANK.match(line)
+        if match is None:
+            return False
+        state = self._current_or_new()
+        state.max_rank = max(state.max_rank, int(match.group(1)))
+        return True
+
+    def _on_compiled_with(self, line: str) -> bool:
+        match = _COMPILED_WITH.match(line)
+        if match is None:
+            return False
+        self._current_or_new().compiled_with = match.group(1)
+        return True
+
+    def _on_header(self, line: str) -> bool:
+        layout = parse_header(line)
+        if layout is None:
+            return False
+        state = self._current_or_new()
+        state.layout = layout
+        state.run.has_table = True
+        return True
+
+    # -- rows, footer, failures -----------------------------------------------------------------------
+
+    def _try_row(self, line: str) -> bool:
+        state = self._current()
+        if state is None or state.layout is None:
+            return False
+        row = parse_row(line, state.layout)
+        if row is None:
+            return False
+        state.run.rows.append(row)
+        return True
+
+    def _on_footer(self, line: str) -> bool:
+        oob = _OOB.match(line)
+        if oob is not None:
+            self._current_or_new().run.out_of_bounds = int(oob.group(1))
+            return True
+        avg = _AVG_BW.match(line)
+        if avg is None:
+            return False
+        run = self._current_or_new().run
+        run.avg_busbw = parse_float(avg.group(1))
+        run.bw_check_failed = avg.group(2) == "FAILED"
+        return True
+
+    def _on_last_error(self, line: str) -> bool:
+        match = _LAST_ERROR.match(line)
+        if match is None:
+            return False
+        add_unique(self._current_or_new().run.warnings, match.group(1).strip())
+        return True
+
+    def _on_failure(self, line: str) -> bool:
+        if _TRACE.match(line):
+            self._current_or_new().traces.append(line.strip())
+            return True
+        match = _TEST_FAILURE.search(line) or _V1_FAILURE.search(line)
+        if match is None:
+            return False
+        self._current_or_new().run.errors.append(self._failure_text(line, match.start()))
+        return True
+
+    def _failure_text(self, line: str, start: int) -> str:
+        """The failure message; when it was glued onto a half-printed row, without the row's numbers."""
+        if not _ROW_START.match(line):
+            return line.strip()
+        message = line[start:].strip()
+        state = self._current()
+        if state is not None and state.layout is not None:
+            # Right after the preamble, the text up to "Test" is the host name: ``-1node-03: Test ...``
+            host = line[state.layout.preamble_end : start].strip()
+            if host.endswith(":") and " " not in host:
+                return f"{host} {message}"
+        return message
+
+    # -- noise ----------------------------------------------------------------------------------------
+
+    def _on_nccl_line(self, line: str, nccl: NcclLine, fragment: str | None) -> None:
+        state = self._current()
+        if nccl.start > 0 and _ROW_START.match(line) and state is not None and state.layout is not None:
+            # NCCL printed into the middle of a row (lazy connection setup): keep the row's beginning.
+            self._fragment = line[: max(nccl.start, state.layout.preamble_end)]
+        elif fragment is not None:
+            self._fragment = fragment  # keep waiting for the row's continuation
+        if nccl.level == "WARN":
+            add_unique(self._current_or_new().run.warnings, nccl.message)
+        elif nccl.message.startswith("NCCL version "):
+            self._on_nccl_version(nccl.message.split()[2])
+
+    def _on_nccl_version(self, text: str) -> None:
+        version = text.split("+", 1)[0]
+        state = self._current()
+        if state is None or state.layout is not None:
+            # Printed at communicator init, i.e. before the table of the run it belongs to.
+            self._pending_nccl_version = version
+        elif state.info_version is None:
+            state.info_version = version
+
+    def _on_other(self, line: str) -> None:
+        hint = _COMMAND_HINT.search(line)
+        if hint is not None:
+            self._pending_collective = normalize_collective(hint.group(1))
+
+
+def parse_text(text: str) -> list[Run]:
+    """Every run in the text output of nccl-tests (any version, any amount of interleaved noise)."""
+    parser = TextParser()
+    for line in clean_lines(text):
+        parser.feed(line)
+    return parser.runs()

@@ -1,0 +1,395 @@
+"""What NCCL used to move data between nodes, from its NCCL_DEBUG=INFO lines, and whether that is what
+the cluster's fabric profile expects.
+
+A silent fallback to TCP sockets is the commonest reason a freshly built RDMA cluster is slow: NCCL does
+not fail when libibverbs or the HCAs are unusable, it prints ``Using network Socket`` and carries on.
+``verdict()`` turns that into a failure when the fabric profile expects RDMA.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rdmaforge.nccl_tests.lines import clean_lines, find_nccl_line
+
+Expectation = Literal["rdma", "socket"]
+VerdictStatus = Literal["ok", "warn", "fail", "unknown"]
+PluginResult = Literal["loaded", "not_found", "failed"]
+
+#: What each fabric profile expects NCCL to use between nodes. acs_type2 sets NCCL_IB_DISABLE=1.
+FABRIC_PROFILES: dict[str, Expectation] = {
+    "erdma": "rdma",
+    "infiniband": "rdma",
+    "roce": "rdma",
+    "acs_type1": "rdma",
+    "acs_type2": "socket",
+    "tcp": "socket",
+}
+#: Link layer the HCAs must report for profiles where it is unambiguous.
+_EXPECTED_LINK_LAYER = {"infiniband": "IB", "roce": "RoCE"}
+SOCKET = "Socket"
+_BUILTIN_NETWORKS = ("IB", SOCKET)
+
+_USING_NETWORK = re.compile(r"^Using network (.+?)\s*$")
+# ``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.0.0.1<0>``; merged devices print
+# ``[0]{mlx5_0:1/IB, mlx5_1:1/IB}``; plugins forked from net_ib (IBext) print the same.
+_IB_USING = re.compile(r"^NET/IB\w* ?: Using(?P<devices>.*?)(?:;|$)")
+_HCA = re.compile(r"([A-Za-z0-9_.\-]+):(\d+)/(IB|RoCE|UNSPECIFIED)")
+_SOCKET_USING = re.compile(r"^NET/Socket ?: Using (.*)")
+_SOCKET_IF = re.compile(r"\[\d+\]([^\s:<]+):")
+_IB_PROBLEM = re.compile(
+    r"^(?:NET/IB\w* ?: (?:No device found|Unable to open device|.*\bfailed\b)|Failed to open libibverbs)"
+)
+_GDR_USE = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for GPU\b")
+_GDR_HCA = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for HCA\b")
+_VIA_NET = re.compile(r"\bvia NET/(?P<net>[^/]+)/\d+(?P<rest>\S*)")
+_ENV_SET = re.compile(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*?)\.?$")
+_VERSION = re.compile(r"^NCCL version (\d+\.\d+\.\d+)")
+_PLUGIN_LOADED = re.compile(r"^NET/Plugin ?: Loaded net plugin (.+?)(?: \(v\d+\))?$")
+_OFI_PLUGIN = re.compile(r"^NET/OFI Using (aws-ofi-nccl \S+)")
+_PLUGIN_NOT_FOUND = re.compile(
+    r"^NET/Plugin ?: (?:.*No plugin found|Could not find: libnccl-net|Using internal network plugin"
+    r"|.*cannot open shared object file: No such file)"
+)
+_PLUGIN_FAILED = re.compile(r"^NET/Plugin ?: Plugin load.*returned")
+_PLUGIN_OUTCOMES: tuple[tuple[re.Pattern[str], PluginResult], ...] = (
+    (_PLUGIN_NOT_FOUND, "not_found"),
+    (_PLUGIN_FAILED, "failed"),
+)
+# Worst first: one rank that failed to load the plugin is what matters.
+_PLUGIN_SEVERITY: tuple[PluginResult, ...] = ("failed", "not_found", "loaded")
+
+
+@dataclass(frozen=True)
+class Hca:
+    """An RDMA device port that NCCL's IB transport opened."""
+
+    name: str
+    port: int
+    link_layer: str  # IB, RoCE (Ethernet) or UNSPECIFIED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "port": self.port, "link_layer": self.link_layer}
+
+
+@dataclass
+class Transport:
+    """Evidence about NCCL's network transport found in a log (several ranks, maybe several files)."""
+
+    #: NCCL INFO/WARN lines seen: 0 means NCCL_DEBUG=INFO was off and nothing can be said.
+    info_lines: int = 0
+    #: ``Using network X`` values in order of appearance (X: IB, Socket, or a plugin's name).
+    networks: list[str] = field(default_factory=list)
+    hcas: list[Hca] = field(default_factory=list)
+    socket_interfaces: list[str] = field(default_factory=list)
+    #: Why NCCL's IB transport was unusable (``Failed to open libibverbs.so``, ``No device found``).
+    ib_problems: list[str] = field(default_factory=list)
+    #: ``NCCL_X set by environment to Y`` lines.
+    env: dict[str, str] = field(default_factory=dict)
+    nccl_version: str | None = None
+    plugin_results: list[PluginResult] = field(default_factory=list)
+    plugin_name: str | None = None
+    plugin_detail: str | None = None
+    #: Connections through the network with / without GPUDirect RDMA (``via NET/IB/0/GDRDMA``).
+    gdr_connections: int = 0
+    host_connections: int = 0
+    #: ``GPU Direct RDMA Enabled|Disabled for GPU .. / HCA ..`` (what NCCL decided) and ``... for HCA``
+    #: (what the NIC supports); channel lines win over both.
+    gdr_enabled: int = 0
+    gdr_disabled: int = 0
+    gdr_hca_enabled: int = 0
+    gdr_hca_disabled: int = 0
+    #: Networks named by channel lines, used when ``Using network`` is absent.
+    channel_networks: list[str] = field(default_factory=list)
+
+    @property
+    def all_networks(self) -> list[str]:
+        return self.networks or self.channel_networks
+
+    @property
+    def network(self) -> str | None:
+        """The network every rank used; ``"mixed"`` when ranks disagree; None when unknown."""
+        networks = self.all_networks
+        if not networks:
+            return None
+        return networks[0] if len(networks) == 1 else "mixed"
+
+    @property
+    def rdma(self) -> bool | None:
+        """True when every rank used an RDMA network, False when any used sockets, None when unknown."""
+        networks = self.all_networks
+        if not networks:
+            return None
+        return SOCKET not in networks
+
+    @property
+    def gdr(self) -> str | None:
+        """``on``, ``off``, ``mixed`` or None (no evidence); the most direct evidence present decides."""
+        for enabled, disabled in (
+            (self.gdr_connections, self.host_connections),
+            (self.gdr_enabled, self.gdr_disabled),
+            (self.gdr_hca_enabled, self.gdr_hca_disabled),
+        ):
+            if enabled or disabled:
+                return "mixed" if enabled and disabled else ("on" if enabled else "off")
+        return None
+
+    @property
+    def plugin_result(self) -> PluginResult | None:
+        """The worst plugin load result over all ranks."""
+        for result in _PLUGIN_SEVERITY:
+            if result in self.plugin_results:
+                return result
+        # Old NCCL says nothing on success, but a network NCCL does not have built in came from a plugin.
+        return "loaded" if self._plugin_network() else None
+
+    @property
+    def plugin(self) -> str | None:
+        """The network plugin's name, when one was loaded."""
+        return self.plugin_name or self._plugin_network()
+
+    def _plugin_network(self) -> str | None:
+        return next((name for name in self.all_networks if name not in _BUILTIN_NETWORKS), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "network": self.network,
+            "networks": list(self.all_networks),
+            "rdma": self.rdma,
+            "hcas": [hca.to_dict() for hca in self.hcas],
+            "gdr": self.gdr,
+            "nccl_version": self.nccl_version,
+            "plugin": {"result": self.plugin_result, "name": self.plugin, "detail": self.plugin_detail},
+            "socket_interfaces": list(self.socket_interfaces),
+            "ib_problems": list(self.ib_problems),
+            "env": dict(self.env),
+            "info_lines": self.info_lines,
+        }
+
+
+def parse_transport(text: str) -> Transport:
+    """Transport evidence from every NCCL INFO/WARN line of ``text`` (a text log; JSON has none)."""
+    transport = Transport()
+    for line in clean_lines(text):
+        nccl = find_nccl_line(line)
+        if nccl is not None:
+            transport.info_lines += 1
+            _read_message(transport, nccl.message)
+    return transport
+
+
+def _read_message(transport: Transport, message: str) -> None:
+    for reader in (_read_network, _read_hcas, _read_socket, _read_gdr, _read_plugin, _read_misc):
+        if reader(transport, message):
+            return
+
+
+def _read_network(transport: Transport, message: str) -> bool:
+    match = _USING_NETWORK.match(message)
+    if match is None:
+        return False
+    _add(transport.networks, match.group(1))
+    return True
+
+
+def _read_hcas(transport: Transport, message: str) -> bool:
+    match = _IB_USING.match(message)
+    if match is None:
+        return False
+    for name, port, link_layer in _HCA.findall(match.group("devices")):
+        hca = Hca(name=name, port=int(port), link_layer=link_layer)
+        if hca not in transport.hcas:
+            transport.hcas.append(hca)
+    return True
+
+
+def _read_socket(transport: Transport, message: str) -> bool:
+    match = _SOCKET_USING.match(message)
+    if match is None:
+        return False
+    for name in _SOCKET_IF.findall(match.group(1)):
+        _add(transport.socket_interfaces, name)
+    return True
+
+
+def _read_gdr(transport: Transport, message: str) -> bool:
+    via = _VIA_NET.search(message)
+    if via is not None:
+        _add(transport.channel_networks, via.group("net"))
+        if "GDRDMA" in via.group("rest"):
+            transport.gdr_connections += 1
+        else:
+            transport.host_connections += 1
+        return True
+    use = _GDR_USE.search(message)
+    if use is not None:
+        if use.group(1) == "Enabled":
+            transport.gdr_enabled += 1
+        else:
+            transport.gdr_disabled += 1
+        return True
+    hca = _GDR_HCA.search(message)
+    if hca is not None:
+        if hca.group(1) == "Enabled":
+            transport.gdr_hca_enabled += 1
+        else:
+            transport.gdr_hca_disabled += 1
+        return True
+    return False
+
+
+def _read_plugin(transport: Transport, message: str) -> bool:
+    loaded = _PLUGIN_LOADED.match(message) or _OFI_PLUGIN.match(message)
+    if loaded is not None:
+        transport.plugin_results.append("loaded")
+        transport.plugin_name = transport.plugin_name or loaded.group(1)
+        transport.plugin_detail = transport.plugin_detail or message
+        return True
+    for pattern, result in _PLUGIN_OUTCOMES:
+        if pattern.match(message):
+            transport.plugin_results.append(result)
+            transport.plugin_detail = transport.plugin_detail or message
+            return True
+    return False
+
+
+def _read_misc(transport: Transport, message: str) -> bool:
+    env = _ENV_SET.match(message)
+    if env is not None:
+        transport.env.setdefault(env.group(1), env.group(2))
+        return True
+    version = _VERSION.match(message)
+    if version is not None:
+        transport.nccl_version = transport.nccl_version or version.group(1)
+        return True
+    if _IB_PROBLEM.match(message):
+        _add(transport.ib_problems, message)
+        return True
+    return False
+
+
+def _add(items: list[str], item: str) -> None:
+    if item not in items:
+        items.append(item)
+
+
+def merge_transports(transports: Iterable[Transport]) -> Transport:
+    """One Transport holding the evidence of several (one per file of a cluster run)."""
+    merged = Transport()
+    for item in transports:
+        merged.info_lines += item.info_lines
+        for target, source in (
+            (merged.networks, item.networks),
+            (merged.socket_interfaces, item.socket_interfaces),
+            (merged.ib_problems, item.ib_problems),
+            (merged.channel_networks, item.channel_networks),
+        ):
+            for value in source:
+                _add(target, value)
+        merged.hcas.extend(hca for hca in item.hcas if hca not in merged.hcas)
+        for key, value in item.env.items():
+            merged.env.setdefault(key, value)
+        merged.nccl_version = merged.nccl_version or item.nccl_version
+        merged.plugin_results.extend(item.plugin_results)
+        merged.plugin_name = merged.plugin_name or item.plugin_name
+        merged.plugin_detail = merged.plugin_detail or item.plugin_detail
+        merged.gdr_connections += item.gdr_connections
+        merged.host_connections += item.host_connections
+        merged.gdr_enabled += item.gdr_enabled
+        merged.gdr_disabled += item.gdr_disabled
+        merged.gdr_hca_enabled += item.gdr_hca_enabled
+        merged.gdr_hca_disabled += item.gdr_hca_disabled
+    return merged
+
+
+@dataclass(frozen=True)
+class TransportVerdict:
+    """Whether the transport NCCL used matches the fabric profile."""
+
+    status: VerdictStatus
+    fabric: str
+    expected: Expectation
+    messages: tuple[str, ...]
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "fabric": self.fabric,
+            "expected": self.expected,
+            "messages": list(self.messages),
+        }
+
+
+def verdict(transport: Transport, expected_fabric: str) -> TransportVerdict:
+    """Judge ``transport`` against a fabric profile; ValueError for a profile that does not exist."""
+    expected = FABRIC_PROFILES.get(expected_fabric)
+    if expected is None:
+        raise ValueError(f"unknown fabric profile {expected_fabric!r}; known: {', '.join(FABRIC_PROFILES)}")
+    networks = transport.all_networks
+    if not networks:
+        why = "no NCCL INFO lines" if transport.info_lines == 0 else "no 'Using network' line"
+        message = f"cannot check the transport: {why} (run nccl-tests with NCCL_DEBUG=INFO)"
+        return TransportVerdict("unknown", expected_fabric, expected, (message,))
+    if expected == "rdma":
+        status, messages = _judge_rdma(transport, expected_fabric)
+    else:
+        status, messages = _judge_socket(transport, expected_fabric)
+    return TransportVerdict(status, expected_fabric, expected, tuple(messages))
+
+
+def _judge_rdma(transport: Transport, fabric: str) -> tuple[VerdictStatus, list[str]]:
+    networks = transport.all_networks
+    rdma_networks = [name for name in networks if name != SOCKET]
+    if SOCKET in networks:
+        where = (
+            f"on some ranks (others used {', '.join(rdma_networks)})" if rdma_networks else "on every rank"
+        )
+        message = (
+            f"fabric profile '{fabric}' expects RDMA but NCCL fell back to the Socket transport (TCP) {where}"
+        )
+        return "fail", [message + _fallback_causes(transport)]
+    messages = [f"NCCL used {', '.join(rdma_networks)} as fabric profile '{fabric}' expects"]
+    status: VerdictStatus = "ok"
+    odd = _hcas_on_other_link_layer(transport, fabric)
+    if odd:
+        status = "warn"
+        messages.append(f"HCAs with a link layer other than {_EXPECTED_LINK_LAYER[fabric]}: {', '.join(odd)}")
+    if transport.gdr in ("off", "mixed"):
+        status = "warn"
+        messages.append(f"GPUDirect RDMA is {transport.gdr}: some traffic is staged through host memory")
+    return status, messages
+
+
+def _hcas_on_other_link_layer(transport: Transport, fabric: str) -> list[str]:
+    # An InfiniBand cluster whose NCCL opened a RoCE port (or the reverse) picked the wrong NIC.
+    wanted = _EXPECTED_LINK_LAYER.get(fabric)
+    if wanted is None:
+        return []
+    return [f"{h.name}:{h.port}/{h.link_layer}" for h in transport.hcas if h.link_layer != wanted]
+
+
+def _judge_socket(transport: Transport, fabric: str) -> tuple[VerdictStatus, list[str]]:
+    rdma_networks = [name for name in transport.all_networks if name != SOCKET]
+    if rdma_networks:
+        message = (
+            f"fabric profile '{fabric}' expects the Socket transport (NCCL_IB_DISABLE=1) but NCCL used "
+            f"{', '.join(rdma_networks)}"
+        )
+        return "fail", [message]
+    return "ok", [f"NCCL used the Socket transport as fabric profile '{fabric}' expects"]
+
+
+def _fallback_causes(transport: Transport) -> str:
+    causes = list(transport.ib_problems)
+    if transport.env.get("NCCL_IB_DISABLE", "0").strip() not in ("", "0"):
+        causes.append(f"NCCL_IB_DISABLE={transport.env['NCCL_IB_DISABLE']}")
+    if transport.plugin_result == "failed" and transport.plugin_detail:
+        causes.append(transport.plugin_detail)
+    return f"; cause: {'; '.join(causes)}" if causes else ""

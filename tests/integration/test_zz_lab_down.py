@@ -1,0 +1,52 @@
+"""`lab down` leaves nothing behind and can be repeated. Runs last (file name) and brings the lab back up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.lab import Lab
+from rdmaforge.lab.spec import LabPaths
+from tests.conftest import LAB_NICS, LAB_NODES, LabHandle
+
+pytestmark = pytest.mark.lab
+
+
+def lab_leftovers(paths: LabPaths) -> dict[str, list[str]]:
+    netns = [e["name"] for e in json.loads(subprocess.run(["ip", "-j", "netns", "list"], capture_output=True,
+                                                           text=True).stdout or "[]")]
+    links = [e["ifname"] for e in json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
+                                                            text=True).stdout)]
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    procs = subprocess.run(["pgrep", "-af", "systemd-nspawn|rdmaforge.lab.supervisor|http.server 8080"],
+                           capture_output=True, text=True).stdout.splitlines()
+    return {
+        "netns": [n for n in netns if n.startswith("rf-")],
+        "links": [name for name in links if name.startswith("rf")],
+        "mounts": [m for m in mounts if m.startswith(str(paths.state))],
+        "processes": [p for p in procs if "pgrep" not in p],
+    }
+
+
+def test_lab_down_twice_leaves_nothing(lab: LabHandle) -> None:
+    target = Lab()
+    target.down()
+    target.down()  # a second down is a no-op, not an error
+    assert lab_leftovers(target.paths) == {"netns": [], "links": [], "mounts": [], "processes": []}
+    assert not target.inventory_path.exists()
+    # Leave a lab for whoever runs next (a developer's next pytest run reuses it).
+    target.up(nodes=LAB_NODES, nics=LAB_NICS)
+    assert target.status().running
+
+
+def test_down_after_half_finished_up(lab: LabHandle) -> None:
+    """Simulate a crash: resources exist but the state file is gone."""
+    target = Lab()
+    target.paths.state_file.unlink()
+    target.down()
+    assert lab_leftovers(target.paths) == {"netns": [], "links": [], "mounts": [], "processes": []}
+    target.up(nodes=LAB_NODES, nics=LAB_NICS)
+    assert target.status().running
