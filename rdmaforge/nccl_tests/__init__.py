@@ -70,8 +70,9 @@ class Report:
 def parse(output: str | bytes, source: str | None = None) -> Report:
     """Parse one output of nccl-tests, text or ``-J`` JSON (detected from the content)."""
     text = decode(output) if isinstance(output, bytes) else output
-    if looks_like_json(text):
-        runs, transport = parse_json_output(text), Transport()
+    runs = parse_json_output(text) if looks_like_json(text) else []
+    if runs:
+        transport = Transport()  # the JSON holds no NCCL INFO lines
     else:
         runs, transport = parse_text(text), parse_transport(text)
     for run in runs:

@@ -34,10 +34,14 @@ def looks_like_json(text: str) -> bool:
     return text.lstrip().startswith("{")
 
 
+#: Keys that every ``-J`` document starts with or holds; a JSON object without any of them is something else.
+_SIGNATURE_KEYS = ("results", "config", "nccl_version", "args")
+
+
 def parse_json_output(text: str) -> list[Run]:
     """The run described by a ``-J`` JSON document: one run, or none when ``text`` is not such a document."""
     document, repaired = _load(text)
-    if not isinstance(document, dict):
+    if not isinstance(document, dict) or not any(key in document for key in _SIGNATURE_KEYS):
         return []
     return [_run_from_document(document, repaired)]
 

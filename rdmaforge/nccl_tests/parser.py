@@ -235,7 +235,7 @@ class _RunState:
         run.ranks = ranks_from_devices(self.max_rank, self.gpus_per_process)
         if not run.errors:
             # Without a primary failure line, the `` .. Test failure`` stack is what says the run failed.
-            run.errors.extend(self.traces)
+            run.errors = list(self.traces)
         return run
 
 
@@ -246,6 +246,7 @@ class TextParser:
         self._states: list[_RunState] = []
         self._pending_collective: str | None = None
         self._pending_nccl_version: str | None = None
+        self._pending_warnings: list[str] = []
         # Start of a row whose rest went to the next line because an NCCL line was glued onto it.
         self._fragment: str | None = None
 
@@ -292,6 +293,8 @@ class TextParser:
         if self._pending_nccl_version is not None:
             state.info_version = self._pending_nccl_version
             self._pending_nccl_version = None
+        state.run.warnings.extend(self._pending_warnings)
+        self._pending_warnings = []
         self._states.append(state)
         return state
 
@@ -432,7 +435,8 @@ class TextParser:
         elif fragment is not None:
             self._fragment = fragment  # keep waiting for the row's continuation
         if nccl.level == "WARN":
-            add_unique(self._current_or_new().run.warnings, nccl.message)
+            # A warning alone is no run: before the first banner it waits for the run that follows.
+            add_unique(state.run.warnings if state is not None else self._pending_warnings, nccl.message)
         elif nccl.message.startswith("NCCL version "):
             self._on_nccl_version(nccl.message.split()[2])
 

@@ -1,0 +1,290 @@
+"""Transport detection from NCCL_DEBUG=INFO lines and the verdict against a fabric profile.
+
+Synthetic lines follow NCCL's own format strings (``NET/IB : Using%s %s; OOB %s:%s``,
+``Using network %s``, ``GPU Direct RDMA %s for GPU ...``, ``... via NET/%s/%d[/GDRDMA]``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.cli import main
+from rdmaforge.nccl_tests import (
+    FABRIC_PROFILES,
+    Hca,
+    merge_reports,
+    parse,
+    parse_file,
+    parse_transport,
+    verdict,
+)
+from rdmaforge.nccl_tests.transport import merge_transports
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "nccl-tests"
+needs_corpus = pytest.mark.skipif(
+    not CORPUS.is_dir(),
+    reason=f"{CORPUS} is absent: the nccl-tests corpus lives in ../shared beside the checkout",
+)
+
+
+def info(message: str, host: str = "node-01", rank: int = 0) -> str:
+    return f"{host}:4242:4300 [{rank}] NCCL INFO {message}\n"
+
+
+IB_GDR = (
+    info("Bootstrap : Using ib0:10.0.0.1<0>")
+    + info(
+        "NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file: No such file"
+    )
+    + info("NET/Plugin: Using internal network plugin.")
+    + info("NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.0.0.1<0>")
+    + info("Using network IB")
+    + info("NCCL version 2.18.3+cuda12.2")
+    + info("GPU Direct RDMA Enabled for GPU 18000 / HCA 0 (distance 3 <= 4), read 1")
+    + info("Channel 00/0 : 0[18000] -> 8[18000] [send] via NET/IB/0/GDRDMA")
+    + info("Channel 00/0 : 8[18000] -> 0[18000] [receive] via NET/IB/0/GDRDMA")
+)
+ROCE_NO_GDR = (
+    info("NET/IB : Using [0]mlx5_2:1/RoCE ; OOB eth0:192.168.1.10<0>")
+    + info("Using network IB")
+    + info("GPU Direct RDMA Disabled for GPU 3b000 / HCA 0 (distance 5 > 4)")
+    + info("Channel 01/0 : 0[3b000] -> 1[3b000] [send] via NET/IB/0")
+)
+SOCKET_IB_DISABLED = (
+    info("NCCL_IB_DISABLE set by environment to 1.")
+    + info("NET/Socket : Using [0]eth0:192.168.1.10<0> [1]eth1:10.1.0.10<0>")
+    + info("Using network Socket")
+    + info("Channel 00/0 : 0[3b000] -> 1[3b000] [send] via NET/Socket/0")
+)
+
+
+def test_infiniband_with_gdr() -> None:
+    transport = parse_transport(IB_GDR)
+    assert transport.to_dict() == {
+        "network": "IB",
+        "networks": ["IB"],
+        "rdma": True,
+        "hcas": [
+            {"name": "mlx5_0", "port": 1, "link_layer": "IB"},
+            {"name": "mlx5_1", "port": 1, "link_layer": "IB"},
+        ],
+        "gdr": "on",
+        "nccl_version": "2.18.3",
+        "plugin": {
+            "result": "not_found",
+            "name": None,
+            "detail": "NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file: "
+            "No such file",
+        },
+        "socket_interfaces": [],
+        "ib_problems": [],
+        "env": {},
+        "info_lines": 9,
+    }
+    assert verdict(transport, "infiniband").status == "ok"
+
+
+def test_roce_without_gdr_warns() -> None:
+    transport = parse_transport(ROCE_NO_GDR)
+    assert transport.hcas == [Hca("mlx5_2", 1, "RoCE")]
+    assert transport.gdr == "off"
+    judged = verdict(transport, "roce")
+    assert judged.status == "warn"
+    assert judged.messages == (
+        "NCCL used IB as fabric profile 'roce' expects",
+        "GPUDirect RDMA is off: some traffic is staged through host memory",
+    )
+
+
+def test_link_layer_mismatch_warns() -> None:
+    judged = verdict(parse_transport(IB_GDR), "roce")
+    assert judged.status == "warn"
+    assert "HCAs with a link layer other than RoCE: mlx5_0:1/IB, mlx5_1:1/IB" in judged.messages
+
+
+def test_merged_virtual_devices() -> None:
+    text = info("NET/IB : Using [0]{mlx5_0:1/IB, mlx5_1:1/IB} [1]mlx5_4:1/IB [RO]; OOB ib0:10.0.0.1<0>")
+    assert [h.name for h in parse_transport(text).hcas] == ["mlx5_0", "mlx5_1", "mlx5_4"]
+
+
+@pytest.mark.parametrize("fabric", ["erdma", "infiniband", "roce", "acs_type1"])
+def test_socket_fallback_fails_rdma_profiles(fabric: str) -> None:
+    judged = verdict(parse_transport(SOCKET_IB_DISABLED), fabric)
+    assert judged.failed
+    assert judged.messages == (
+        f"fabric profile '{fabric}' expects RDMA but NCCL fell back to the Socket transport (TCP) "
+        "on every rank; cause: NCCL_IB_DISABLE=1",
+    )
+
+
+@pytest.mark.parametrize("fabric", ["acs_type2", "tcp"])
+def test_socket_profiles(fabric: str) -> None:
+    assert verdict(parse_transport(SOCKET_IB_DISABLED), fabric).status == "ok"
+    judged = verdict(parse_transport(IB_GDR), fabric)
+    assert judged.failed
+    assert judged.messages == (
+        f"fabric profile '{fabric}' expects the Socket transport (NCCL_IB_DISABLE=1) but NCCL used IB",
+    )
+
+
+def test_fabric_profiles() -> None:
+    assert FABRIC_PROFILES == {
+        "erdma": "rdma",
+        "infiniband": "rdma",
+        "roce": "rdma",
+        "acs_type1": "rdma",
+        "acs_type2": "socket",
+        "tcp": "socket",
+    }
+    with pytest.raises(ValueError, match="unknown fabric profile"):
+        verdict(parse_transport(IB_GDR), "carrier-pigeon")
+
+
+def test_some_ranks_on_sockets() -> None:
+    text = info("Using network IB", "node-01") + info("Using network Socket", "node-02")
+    transport = parse_transport(text)
+    assert (transport.network, transport.rdma) == ("mixed", False)
+    judged = verdict(transport, "infiniband")
+    assert judged.failed
+    assert "on some ranks (others used IB)" in judged.messages[0]
+
+
+def test_external_plugin() -> None:
+    text = info("NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)") + info("Using network IBext_v8")
+    transport = parse_transport(text)
+    assert transport.to_dict()["plugin"] == {
+        "result": "loaded",
+        "name": "NCCL RDMA Plugin v8",
+        "detail": "NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)",
+    }
+    assert verdict(transport, "infiniband").status == "ok"
+
+
+def test_channel_lines_alone_name_the_network() -> None:
+    transport = parse_transport(info("Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0(1)/GDRDMA"))
+    assert (transport.network, transport.gdr) == ("IB", "on")
+
+
+def test_unknown_without_info_lines() -> None:
+    judged = verdict(parse_transport("# nThread 1 nGpus 1\n"), "infiniband")
+    assert judged.status == "unknown"
+    assert judged.messages == (
+        "cannot check the transport: no NCCL INFO lines (run nccl-tests with NCCL_DEBUG=INFO)",
+    )
+    assert verdict(parse_transport(info("Bootstrap : Using ib0:10.0.0.1<0>")), "roce").status == "unknown"
+
+
+def test_mpi_tagged_and_glued_lines() -> None:
+    tagged = "[1,1]<stdout>:" + info("Using network IB", "node-02")
+    glued = "     1048576        262144     float     sum      -1" + info("Using network Socket")
+    transport = parse_transport(tagged + glued)
+    assert transport.networks == ["IB", "Socket"]
+
+
+def test_merge() -> None:
+    merged = merge_transports([parse_transport(IB_GDR), parse_transport(ROCE_NO_GDR)])
+    assert merged.networks == ["IB"]
+    assert [h.name for h in merged.hcas] == ["mlx5_0", "mlx5_1", "mlx5_2"]
+    assert merged.gdr == "mixed"
+    assert merged.info_lines == 13
+    report = merge_reports([parse(IB_GDR), parse(SOCKET_IB_DISABLED)])
+    assert report.transport.network == "mixed"
+
+
+# -- the corpus -------------------------------------------------------------------------------------------
+
+
+@needs_corpus
+def test_efa_plugin_network() -> None:
+    transport = parse_file(CORPUS / "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt").transport
+    assert transport.to_dict() == {
+        "network": "AWS Libfabric",
+        "networks": ["AWS Libfabric"],
+        "rdma": True,
+        "hcas": [],
+        "gdr": "off",
+        "nccl_version": "2.12.7",
+        "plugin": {
+            "result": "loaded",
+            "name": "aws-ofi-nccl 1.5.0aws",
+            "detail": "NET/OFI Using aws-ofi-nccl 1.5.0aws",
+        },
+        "socket_interfaces": [],
+        "ib_problems": [],
+        "env": {"NCCL_SHM_DISABLE": "0"},
+        "info_lines": 48,  # 47 INFO lines + the bare "NCCL version" line
+    }
+
+
+@needs_corpus
+def test_efa_plugin_inferred_from_network_name() -> None:
+    transport = parse_file(CORPUS / "08_allreduce_v2.0-era_v100_16gpu_2node_efa_ncclinfo.txt").transport
+    assert (transport.network, transport.plugin_result, transport.plugin) == (
+        "AWS Libfabric",
+        "loaded",
+        "AWS Libfabric",
+    )
+    assert (transport.nccl_version, transport.gdr, transport.info_lines) == ("2.6.4", "off", 594)
+
+
+@needs_corpus
+def test_silent_socket_fallback_in_corpus() -> None:
+    transport = parse_file(CORPUS / "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt").transport
+    assert (transport.network, transport.rdma, transport.plugin_result) == ("Socket", False, "not_found")
+    assert transport.ib_problems == ["Failed to open libibverbs.so[.1]"]
+    assert transport.socket_interfaces == ["eth0"]
+    assert (transport.nccl_version, transport.info_lines) == ("2.11.4", 38)
+    judged = verdict(transport, "infiniband")
+    assert judged.failed
+    assert judged.messages == (
+        "fabric profile 'infiniband' expects RDMA but NCCL fell back to the Socket transport (TCP) "
+        "on every rank; cause: Failed to open libibverbs.so[.1]",
+    )
+
+
+@needs_corpus
+def test_single_node_socket_log() -> None:
+    name = "13_allreduce_v2.13-2.14.0_5090_2gpu_ncclinfo_ncclwarn_testncclfailure.txt"
+    transport = parse_file(CORPUS / name).transport
+    assert (transport.network, transport.gdr, transport.nccl_version) == ("Socket", None, "2.25.1")
+    assert transport.socket_interfaces == ["enp227s0f0", "enxfe1dc2e063ea"]
+    assert (
+        transport.plugin_detail
+        == "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin."
+    )
+    assert transport.info_lines == 56  # 51 INFO + 5 WARN
+
+
+@needs_corpus
+@pytest.mark.parametrize(
+    "name",
+    [
+        "02_multi_v2.17.8_h100_80gpu_10node_5colls.txt",
+        "03_alltoall_fail_sendrecv_v2.17.6_h100_8gpu_2node.txt",
+        "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt",
+        "07_multi_v2.0-era_v100_12gpu_dgx2_allgather_oob4.txt",
+        "14_allreduce_v2.17.8_gh200_8gpu_2node_testcudafailure.txt",
+        "16_allreduce_v1.0_p100_8gpu_ncclfailure.txt",
+        "20_alltoall_ok_sendrecv_HANG_v2.17.6_h100_2gpu_2node.txt",
+        "22_alltoall_v2.0-2.9_a100_8gpu_c0_NA_blank-redop_SANITIZED.txt",
+    ],
+)
+def test_logs_without_nccl_debug(name: str) -> None:
+    transport = parse_file(CORPUS / name).transport
+    assert (transport.info_lines, transport.network) == (0, None)
+    assert verdict(transport, "infiniband").status == "unknown"
+
+
+@needs_corpus
+def test_cli_fabric_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    log = str(CORPUS / "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt")
+    assert main(["nccl-report", "--json", "--fabric", "infiniband", log]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["runs"][0]["status"] == "ok"
+    assert data["transport"]["verdict"]["status"] == "fail"
+    assert main(["nccl-report", "--fabric", "tcp", log]) == 0
+    out = capsys.readouterr().out
+    assert "verdict (tcp): OK" in out
