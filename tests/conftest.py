@@ -114,8 +114,10 @@ def lab() -> Iterator[LabHandle]:
 
     lab = Lab()
     state = lab.status()
-    if not (state.running and len(state.nodes) >= LAB_NODES and state.nics >= LAB_NICS):
-        lab.up(nodes=LAB_NODES, nics=LAB_NICS)
+    if state.nodes and state.nics != LAB_NICS:
+        lab.down()
+    # Idempotent: reuses running nodes (converged state kept) and writes this checkout's inventories/lab/.
+    lab.up(nodes=LAB_NODES, nics=LAB_NICS)
     handle = LabHandle(
         inventory=lab.inventory_path,
         nodes={n.name: n.address for n in lab.status().nodes},
