@@ -90,7 +90,8 @@ class Lab:
             self.paths.state.mkdir(parents=True, exist_ok=True)
             self._ensure_controller_key()
             network.ensure_bridges(nics)
-            mirror.serve(mirror_info.www, self.paths.state / "mirror.pid", self.paths.state / "mirror.log")
+            mirror_changed = mirror.serve(mirror_info.www, self.paths.state / "mirror.pid",
+                                          self.paths.state / "mirror.log")
             specs = [node_spec(i, nics) for i in range(1, nodes + 1)]
             self._remove_extra_nodes(keep={s.name for s in specs})
             pub = (self.paths.ssh_key.with_suffix(".pub")).read_text()
@@ -99,6 +100,8 @@ class Lab:
                 network.ensure_node_network(spec)
                 root = node.ensure_overlay(base, self.paths.node_dir(spec.name))
                 node.write_identity(root, spec, specs, pub, keyring, mirror.MIRROR_URL, packages.SUITE)
+                if mirror_changed:
+                    node.forget_package_indexes(root)
             self._write_known_hosts(specs)
             self.paths.state_file.write_text(json.dumps({"nodes": nodes, "nics": nics}))
             for spec in specs:

@@ -189,12 +189,15 @@ def download_verified(source: packages.SourceTarball, dest: Path) -> str:
 
 # --- serving -------------------------------------------------------------------------------------------
 
-def serve(www: Path, pidfile: Path, log: Path) -> None:
-    """Start a threaded HTTP server on the lab bridge (idempotent: one already serving ``www`` is kept)."""
+def serve(www: Path, pidfile: Path, log: Path) -> bool:
+    """Start a threaded HTTP server on the lab bridge (idempotent: one already serving ``www`` is kept).
+
+    Returns True when the content served changed (nodes' package indexes are then stale)."""
     served = pidfile.with_suffix(".www")
+    previous = served.read_text() if served.exists() else None
     if server_pid(pidfile) is not None:
-        if served.exists() and served.read_text() == str(www):
-            return
+        if previous == str(www):
+            return False
         stop(pidfile)  # serving another (older) mirror build
         time.sleep(0.2)
     with log.open("ab") as out:
@@ -207,7 +210,7 @@ def serve(www: Path, pidfile: Path, log: Path) -> None:
     for _ in range(50):
         try:
             with urllib.request.urlopen(f"{MIRROR_URL}/debian/GPGKEY", timeout=2):  # noqa: S310
-                return
+                return previous is not None and previous != str(www)
         except OSError:
             time.sleep(0.1)
     raise LabError(f"mirror: HTTP server did not answer on {MIRROR_URL} (log: {log})")

@@ -101,6 +101,17 @@ def write_if_changed(path: Path, content: str) -> None:
         path.write_text(content)
 
 
+def forget_package_indexes(root: Path) -> None:
+    """The mirror was rebuilt: drop the node's apt indexes so that the next apt run fetches the new ones."""
+    lists = root / "var" / "lib" / "apt" / "lists"
+    for index in lists.glob("*_dists_*"):
+        index.unlink()
+    # ansible.builtin.apt's cache_valid_time looks at the update stamp, else at the mtime of lists/.
+    (root / "var" / "lib" / "apt" / "periodic" / "update-success-stamp").unlink(missing_ok=True)
+    if lists.exists():
+        os.utime(lists, (0, 0))
+
+
 def host_public_keys(root: Path) -> list[str]:
     return [p.read_text().split()[0] + " " + p.read_text().split()[1]
             for p in sorted((root / "etc" / "ssh").glob("ssh_host_*_key.pub"))]

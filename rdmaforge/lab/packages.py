@@ -52,6 +52,7 @@ MIRROR_APT_PACKAGES: tuple[str, ...] = (
     "git",
     "python3-venv",
     "python3-debian",
+    "python3-packaging",  # ansible.builtin.pip needs it on the node
     "gnupg",
     "binutils",
     "pciutils",
@@ -73,7 +74,7 @@ MIRROR_PIP_PACKAGES: tuple[str, ...] = (
     "aiacc-nccl-plugin==2.0.1",
     "torch==2.13.0",
     "setuptools",
-    "wheel",
+    "wheel==0.43.0",  # build tool for the AIACC sdist (its setup.py imports wheel.bdist_wheel)
 )
 
 #: Source distributions that must stay sdists (the AIACC plugin ships libnccl-net.so inside its sdist).

@@ -1,0 +1,121 @@
+"""NCCL settings: validation of NCCL_IB_HCA, unknown NCCL_* names, and the /etc/nccl.conf format.
+
+NCCL reads /etc/nccl.conf itself (src/misc/param.cc): one KEY=VALUE per line, '#' comments, the value taken
+verbatim up to the end of the line (no quoting), and variables already in the environment win.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Tuple
+
+_DATA = Path(__file__).resolve().parent.parent / "data" / "nccl_env_names.txt"
+_HCA_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+(:[0-9]+)?$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def known_nccl_names() -> frozenset[str]:
+    lines = _DATA.read_text().splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+def parse_ib_hca(value: str) -> Tuple[bool, bool, List[Tuple[str, Optional[int]]]]:
+    """Split an NCCL_IB_HCA value into (exclude, exact, [(device, port|None)]). Raises ValueError when malformed.
+
+    Grammar (NCCL docs): optional '^' (exclude the listed devices), then optional '=' (exact names instead of
+    prefixes), then a comma-separated list of device[:port]. An empty value is allowed (it means "no filter").
+    """
+    rest = value.strip()
+    exclude = rest.startswith("^")
+    rest = rest[1:] if exclude else rest
+    exact = rest.startswith("=")
+    rest = rest[1:] if exact else rest
+    if not rest:
+        if exclude or exact:
+            raise ValueError(f"NCCL_IB_HCA={value!r}: '^' or '=' must be followed by device names")
+        return False, False, []
+    entries: List[Tuple[str, Optional[int]]] = []
+    for item in rest.split(","):
+        if not _HCA_ENTRY.match(item):
+            raise ValueError(
+                f"NCCL_IB_HCA={value!r}: {item!r} is not 'device' or 'device:port' "
+                "(allowed: optional '^' to exclude, optional '=' for exact names, then device[:port] list, "
+                "e.g. 'mlx5', '=mlx5_0:1,mlx5_1:1', '^=mlx5_4')")
+        name, _, port = item.partition(":")
+        if port and int(port) < 1:
+            raise ValueError(f"NCCL_IB_HCA={value!r}: port numbers start at 1, got {item!r}")
+        entries.append((name, int(port) if port else None))
+    return exclude, exact, entries
+
+
+def problems(env: Mapping[str, object]) -> List[str]:
+    """Errors that make a setting unusable: bad names, values NCCL cannot read from nccl.conf, bad NCCL_IB_HCA."""
+    errors: List[str] = []
+    for key, value in env.items():
+        if not _ENV_NAME.match(str(key)):
+            errors.append(f"{key!r} is not a valid environment variable name (allowed: A-Z, 0-9, _)")
+        if value is not None and "\n" in str(value):
+            errors.append(f"{key}: values cannot contain a newline")
+    hca = env.get("NCCL_IB_HCA")
+    if hca is not None:
+        try:
+            parse_ib_hca(str(hca))
+        except ValueError as exc:
+            errors.append(str(exc))
+    return errors
+
+
+def unknown_names(env: Mapping[str, object], known: Optional[frozenset[str]] = None) -> List[str]:
+    """NCCL_* names this NCCL release does not read: usually a typo (NCCL_IB_HCAS, NCCL_SOCKET_IFNAMES)."""
+    names = known if known is not None else known_nccl_names()
+    return sorted(k for k in env if str(k).startswith("NCCL_") and k not in names)
+
+
+def merge(profile: Mapping[str, object], overrides: Mapping[str, object]) -> Dict[str, str]:
+    """Overrides win; an override of None removes the profile's setting. Values become strings."""
+    merged: Dict[str, object] = dict(profile)
+    for key, value in overrides.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return {k: _as_str(v) for k, v in sorted(merged.items())}
+
+
+def split(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """(settings NCCL reads from /etc/nccl.conf, everything else for the login environment)."""
+    nccl = {k: v for k, v in env.items() if k.startswith("NCCL_")}
+    other = {k: v for k, v in env.items() if not k.startswith("NCCL_")}
+    return nccl, other
+
+
+def render_conf(env: Mapping[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in sorted(env.items()))
+
+
+def parse_conf(text: str) -> Dict[str, str]:
+    """Read nccl.conf the way NCCL does (for verification and `doctor`)."""
+    result: Dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        result[key] = value
+    return result
+
+
+def _as_str(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def plugin_api_versions(nm_output: str) -> List[int]:
+    """NCCL net plugin API versions a library exports, from `nm -D --defined-only` (symbols ncclNetPlugin_vN)."""
+    versions = set()
+    for line in nm_output.splitlines():
+        match = re.search(r"\sncclNetPlugin_v([0-9]+)$", line.strip())
+        if match:
+            versions.add(int(match.group(1)))
+    return sorted(versions)
