@@ -75,16 +75,6 @@ class Problem:
         return self.message
 
 
-@dataclass
-class Report:
-    """The problems that stop the run, keyed by host, each host's in the order they were found."""
-
-    problems: dict[str, list[str]] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, dict[str, list[str]]]:
-        return {"problems": self.problems}
-
-
 # --- rendering -------------------------------------------------------------------------------------
 
 
@@ -504,8 +494,8 @@ class NodeInput:
     in_play: bool = True
 
 
-def inventory_report(nodes: Sequence[NodeInput]) -> Report:
-    """Every inventory problem of every node, grouped by node; nothing here needs a connection.
+def inventory_report(nodes: Sequence[NodeInput]) -> dict[str, list[str]]:
+    """Every inventory problem of every node, as host -> lines; nothing here needs a connection.
 
     Per-node checks (fabric, name, address, role variables) run for the nodes in the play; the
     uniqueness checks cover every node given, so a ``--limit`` run still sees its peers.
@@ -521,9 +511,9 @@ def inventory_report(nodes: Sequence[NodeInput]) -> Report:
         for result in node.argspecs:
             found += argspec_problems(node.name, result.role, result.errors, result.options, node.values)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
-    report = Report()
+    report: dict[str, list[str]] = {}
     for problem in first_per_variable(found):
-        report.problems.setdefault(problem.host, []).append(problem.message)
+        report.setdefault(problem.host, []).append(problem.message)
     return report
 
 
@@ -531,11 +521,9 @@ def inventory_report(nodes: Sequence[NodeInput]) -> Report:
 
 
 @dataclass(frozen=True)
-class HostsEntry:
-    """A node for /etc/hosts: its inventory name, address, and the IPv4 its facts report (if known)."""
+class HostsEntry(NodeAddress):
+    """A node for /etc/hosts: its name and address, and the IPv4 its facts report (if known)."""
 
-    name: str
-    address: str | None
     default_ipv4: str | None = None
 
 
@@ -549,15 +537,15 @@ def etc_hosts_lines(nodes: Sequence[HostsEntry]) -> tuple[list[str], list[str]]:
     lines: list[str] = []
     problems: list[str] = []
     for node in nodes:
-        address = node.address if node.address is not None else node.name
+        address = node.effective_address
         if not is_ipv4(address):
             if node.default_ipv4 and is_ipv4(node.default_ipv4):
                 address = node.default_ipv4
             else:
-                variable = "ansible_host" if node.address is not None else "inventory_hostname"
                 problems.append(
-                    f"{node.name}: {variable}={show(address)} is not an IPv4 address and the node's facts "
-                    f"(ansible_default_ipv4) are unknown; allowed: an IPv4 address in ansible_host, "
+                    f"{node.name}: {node.address_variable}={show(address)} is not an IPv4 address and "
+                    f"the node's facts (ansible_default_ipv4) are unknown; "
+                    f"allowed: an IPv4 address in ansible_host, "
                     f"a DNS name once facts are known (site.yml gathers them in preflight), "
                     f"or cluster_hosts_manage: false"
                 )

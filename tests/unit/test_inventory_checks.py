@@ -1,0 +1,389 @@
+"""rdmaforge.inventory_checks: the rules preflight enforces, as plain functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rdmaforge import inventory_checks as checks
+from rdmaforge.inventory_checks import (
+    FABRICS,
+    ArgspecResult,
+    HostsEntry,
+    NodeAddress,
+    NodeInput,
+    Problem,
+)
+from rdmaforge.paths import PROJECT_ROOT
+
+ALLOWED_FABRICS = "allowed: erdma, infiniband, roce, acs_type1, acs_type2, tcp"
+
+
+def messages(problems: list[Problem]) -> list[str]:
+    return [p.message for p in problems]
+
+
+# --- fabric ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fabric", FABRICS)
+def test_every_known_fabric_passes(fabric: str) -> None:
+    assert checks.fabric_problems("node1", fabric) == []
+
+
+def test_unknown_fabric_names_host_value_and_allowed() -> None:
+    assert messages(checks.fabric_problems("node2", "ethernet")) == [
+        f"node2: rdmaforge_fabric='ethernet' is not a known fabric profile; {ALLOWED_FABRICS}"
+    ]
+
+
+def test_fabric_close_to_a_known_one_gets_a_suggestion() -> None:
+    (message,) = messages(checks.fabric_problems("node2", "Infiniband"))
+    assert "(did you mean 'infiniband'?)" in message
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_unset_fabric(value: object) -> None:
+    assert messages(checks.fabric_problems("node3", value)) == [
+        f"node3: rdmaforge_fabric is not set; every node needs a fabric profile; {ALLOWED_FABRICS}"
+    ]
+
+
+def test_fabric_of_wrong_type() -> None:
+    (message,) = messages(checks.fabric_problems("node1", ["erdma"]))
+    assert message.startswith('node1: rdmaforge_fabric=["erdma"] is not a known fabric profile')
+
+
+def test_fabrics_match_the_preflight_argument_spec() -> None:
+    spec = yaml.safe_load((PROJECT_ROOT / "roles/preflight/meta/argument_specs.yml").read_text())
+    assert tuple(spec["argument_specs"]["main"]["options"]["rdmaforge_fabric"]["choices"]) == FABRICS
+
+
+# --- names and addresses ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["node1", "erdma-node1", "gpu-01.dc1.example.com", "n", "a" * 63, "Node1", "node1.example.com."]
+)
+def test_valid_host_names(name: str) -> None:
+    assert checks.is_hostname(name)
+    assert checks.node_name_problems(name) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["node_1", "-node1", "node1-", "a" * 64, "", "node..1", "gpu node", "nöde1", ("a" * 60 + ".") * 5]
+)
+def test_invalid_host_names(name: str) -> None:
+    assert not checks.is_hostname(name)
+
+
+def test_invalid_node_name_message() -> None:
+    (message,) = messages(checks.node_name_problems("node_2"))
+    assert message.startswith(
+        "node_2: inventory_hostname='node_2' is not a valid node name; allowed: an RFC 1123"
+    )
+
+
+@pytest.mark.parametrize("name", ["172.20.20.145", "300.1.1.1", "fd00::1"])
+def test_address_as_node_name(name: str) -> None:
+    (message,) = messages(checks.node_name_problems(name))
+    assert f"inventory_hostname='{name}' is an address, not a node name" in message
+    assert "put the address in ansible_host" in message
+
+
+def test_short_name() -> None:
+    assert checks.short_name("node1.example.com") == "node1"
+    assert checks.short_name("node1") == "node1"
+
+
+@pytest.mark.parametrize("address", ["172.20.20.145", "198.18.0.11", "node1.example.com", "localhost"])
+def test_valid_addresses(address: str) -> None:
+    assert checks.address_problems("node1", address) == []
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("172.20.20.300", "is not a valid IPv4 address"),
+        ("172.020.20.1", "is not a valid IPv4 address"),
+        ("fd00::1", "is an IPv6 address"),
+        ("bad_host", "is neither an IPv4 address nor a valid host name"),
+        ("", "is not an address"),
+        (None, "is not an address"),
+    ],
+)
+def test_invalid_addresses(address: object, expected: str) -> None:
+    (message,) = messages(checks.address_problems("node1", address))
+    assert message.startswith("node1: ansible_host=")
+    assert expected in message
+    assert "allowed: an IPv4 address" in message
+
+
+def test_unique_nodes_have_no_duplicates() -> None:
+    nodes = [NodeAddress("node1", "10.0.0.1"), NodeAddress("node2", "10.0.0.2"), NodeAddress("node3", None)]
+    assert checks.duplicate_problems(nodes) == []
+
+
+def test_duplicate_address_is_reported_for_every_node_involved() -> None:
+    nodes = [
+        NodeAddress("node1", "10.0.0.1"),
+        NodeAddress("node2", "10.0.0.1"),
+        NodeAddress("node3", "10.0.0.3"),
+    ]
+    assert messages(checks.duplicate_problems(nodes)) == [
+        "node1: ansible_host='10.0.0.1' is also the address of node2; "
+        "allowed: an address no other node uses (each node needs its own)",
+        "node2: ansible_host='10.0.0.1' is also the address of node1; "
+        "allowed: an address no other node uses (each node needs its own)",
+    ]
+
+
+def test_duplicate_address_between_ansible_host_and_a_bare_name() -> None:
+    nodes = [NodeAddress("node1.example.com", None), NodeAddress("node2", "NODE1.example.com.")]
+    found = messages(checks.duplicate_problems(nodes))
+    assert (
+        "node1.example.com: inventory_hostname='node1.example.com' is also the address of node2" in found[0]
+    )
+    assert "node2: ansible_host='NODE1.example.com.' is also the address of node1.example.com" in found[1]
+
+
+def test_duplicate_short_name_ignores_case_and_domain() -> None:
+    nodes = [NodeAddress("node1", "10.0.0.1"), NodeAddress("Node1.rack2", "10.0.0.2")]
+    found = messages(checks.duplicate_problems(nodes))
+    assert len(found) == 2
+    assert found[1].startswith(
+        "Node1.rack2: inventory_hostname='Node1.rack2' has the short name 'Node1', "
+        "which node1 also has; allowed:"
+    )
+
+
+# --- operating system ------------------------------------------------------------------------------
+
+SUPPORTED = {"Debian": ["11", "12", "13"], "Ubuntu": ["20.04", "22.04", "24.04"], "Rocky": ["8", "9"]}
+LEGACY = {"CentOS": ["7"]}
+
+
+@pytest.mark.parametrize(
+    ("distribution", "version", "major"),
+    [("Debian", "12.11", "12"), ("Ubuntu", "22.04", "22"), ("Rocky", "9.4", "9")],
+)
+def test_supported_os(distribution: str, version: str, major: str) -> None:
+    assert checks.os_problems("node1", distribution, version, major, SUPPORTED, LEGACY) == ([], [])
+
+
+def test_ubuntu_matches_on_the_full_version_only() -> None:
+    problems, _ = checks.os_problems("node1", "Ubuntu", "22.10", "22", SUPPORTED, LEGACY)
+    assert len(problems) == 1
+
+
+def test_unsupported_os_lists_what_is_allowed() -> None:
+    problems, warnings = checks.os_problems("node1", "Fedora", "40", "40", SUPPORTED, LEGACY)
+    assert warnings == []
+    assert messages(problems) == [
+        "node1: ansible_distribution='Fedora' ansible_distribution_version='40' is not a supported OS; "
+        "allowed: Debian 11, 12, 13; Ubuntu 20.04, 22.04, 24.04; Rocky 8, 9 "
+        "(add it to preflight_supported_os to try it anyway)"
+    ]
+
+
+def test_legacy_os_is_a_warning() -> None:
+    problems, warnings = checks.os_problems("node1", "CentOS", "7.9", "7", SUPPORTED, LEGACY)
+    assert problems == []
+    assert warnings[0].startswith(
+        "node1: ansible_distribution='CentOS' ansible_distribution_version='7.9' is a legacy OS"
+    )
+
+
+def test_os_versions_written_as_numbers_still_match() -> None:
+    assert checks.os_problems("node1", "Debian", "12.5", "12", {"Debian": [12]}) == ([], [])
+    assert checks.os_problems("node1", "Debian", "12.5", "12", {"Debian": 12}) == ([], [])
+
+
+def test_shipped_os_table_covers_the_documented_platforms() -> None:
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles/preflight/defaults/main.yml").read_text())
+    table = defaults["preflight_supported_os"]
+    for distribution, version, major in [
+        ("Debian", "13.1", "13"),
+        ("Ubuntu", "24.04", "24"),
+        ("RedHat", "9.4", "9"),
+        ("AlmaLinux", "8.10", "8"),
+        ("Alibaba", "3", "3"),
+        ("Alinux", "3", "3"),
+    ]:
+        assert checks.os_problems("n", distribution, version, major, table) == ([], [])
+    legacy = defaults["preflight_legacy_os"]
+    assert checks.os_problems("n", "CentOS", "7.9", "7", table, legacy)[1]
+    assert checks.os_problems("n", "Alibaba", "2.1903", "2", table, legacy)[1]
+
+
+# --- argument specs --------------------------------------------------------------------------------
+
+OPTIONS = {
+    "cluster_hosts_manage": {"type": "bool", "default": True},
+    "cluster_hosts_group": {"type": "str"},
+    "rdmaforge_fabric": {"type": "str", "required": True, "choices": list(FABRICS)},
+    "nccl_env": {"type": "list", "elements": "dict"},
+}
+
+
+def test_argspec_type_error() -> None:
+    errors = [
+        "argument 'cluster_hosts_manage' is of type str and we were unable to convert to bool: "
+        "The value 'maybe' is not a valid boolean."
+    ]
+    found = checks.argspec_problems(
+        "node2", "cluster_hosts", errors, OPTIONS, {"cluster_hosts_manage": "maybe"}
+    )
+    assert messages(found) == [
+        "node2: cluster_hosts_manage='maybe' is not valid for role cluster_hosts; allowed: true or false "
+        "(see roles/cluster_hosts/meta/argument_specs.yml)"
+    ]
+
+
+def test_argspec_missing_required() -> None:
+    errors = ["missing required arguments: rdmaforge_fabric"]
+    (found,) = checks.argspec_problems("node2", "preflight", errors, OPTIONS, {})
+    assert found.variable == "rdmaforge_fabric"
+    assert found.message.startswith(
+        f"node2: rdmaforge_fabric is not set, but role preflight requires it; {ALLOWED_FABRICS}"
+    )
+
+
+def test_argspec_choice_error_suggests() -> None:
+    errors = [
+        "value of rdmaforge_fabric must be one of: erdma, infiniband, roce, acs_type1, acs_type2, tcp, "
+        "got: roc"
+    ]
+    (message,) = messages(
+        checks.argspec_problems("node1", "preflight", errors, OPTIONS, {"rdmaforge_fabric": "roc"})
+    )
+    assert message.startswith(
+        "node1: rdmaforge_fabric='roc' is not valid for role preflight (did you mean 'roce'?)"
+    )
+
+
+def test_argspec_sub_option_error_keeps_ansible_detail() -> None:
+    errors = [
+        "Elements value for option 'nccl_env' is of type str and we were unable to convert to dict: "
+        "dictionary requested, could not parse JSON or key=value"
+    ]
+    (message,) = messages(checks.argspec_problems("node1", "nccl", errors, OPTIONS, {"nccl_env": ["x"]}))
+    assert message.startswith('node1: nccl_env=["x"] is not valid for role nccl; allowed: a list of mappings')
+
+
+def test_argspec_unrecognised_error_is_kept_whole() -> None:
+    (message,) = messages(checks.argspec_problems("node1", "nccl", ["something odd"], OPTIONS, {}))
+    assert message == "node1: role nccl: something odd (see roles/nccl/meta/argument_specs.yml)"
+
+
+def test_describe_option() -> None:
+    assert checks.describe_option({"type": "list", "elements": "str"}) == "a list of strings"
+    assert checks.describe_option({"type": "int"}) == "an integer"
+    assert checks.describe_option({"choices": ["a", 1]}) == "a, 1"
+    assert checks.describe_option({}) == "a string"
+
+
+def test_discovers_every_role_spec_in_the_checkout() -> None:
+    specs = {s.role: s for s in checks.discover_argument_specs(PROJECT_ROOT / "roles")}
+    assert {"preflight", "cluster_hosts"} <= set(specs)
+    assert "rdmaforge_fabric" in specs["preflight"].options
+    assert specs["cluster_hosts"].options["cluster_hosts_manage"]["type"] == "bool"
+
+
+def test_discovery_skips_roles_without_a_main_entry_point(tmp_path: Path) -> None:
+    (tmp_path / "a" / "meta").mkdir(parents=True)
+    (tmp_path / "a" / "meta" / "argument_specs.yml").write_text("argument_specs: {other: {options: {}}}\n")
+    (tmp_path / "b" / "meta").mkdir(parents=True)
+    (tmp_path / "b" / "meta" / "argument_specs.yaml").write_text(
+        "argument_specs: {main: {options: {b_x: {}}}}\n"
+    )
+    assert [(s.role, list(s.options)) for s in checks.discover_argument_specs(tmp_path)] == [("b", ["b_x"])]
+
+
+# --- the whole inventory ---------------------------------------------------------------------------
+
+
+def test_inventory_report_groups_by_host_and_prefers_the_dedicated_check() -> None:
+    argspec = ArgspecResult(
+        "preflight", ["value of rdmaforge_fabric must be one of: erdma, got: ethernet"], OPTIONS
+    )
+    nodes = [
+        NodeInput("node1", "10.0.0.1", "erdma"),
+        NodeInput(
+            "node2", "10.0.0.1", "ethernet", values={"rdmaforge_fabric": "ethernet"}, argspecs=[argspec]
+        ),
+        NodeInput("node3", "10.0.0.3", "ethernet", in_play=False),
+    ]
+    problems = checks.inventory_report(nodes)
+    assert list(problems) == ["node2", "node1"]
+    assert problems["node2"] == [
+        f"node2: rdmaforge_fabric='ethernet' is not a known fabric profile; {ALLOWED_FABRICS}",
+        "node2: ansible_host='10.0.0.1' is also the address of node1; "
+        "allowed: an address no other node uses (each node needs its own)",
+    ]
+    assert problems["node1"][0].startswith("node1: ansible_host='10.0.0.1' is also the address of node2")
+
+
+def test_inventory_report_of_a_good_cluster_is_empty() -> None:
+    nodes = [
+        NodeInput("erdma-node1", "172.20.20.145", "erdma"),
+        NodeInput("erdma-node2", "172.20.20.143", "erdma"),
+    ]
+    assert checks.inventory_report(nodes) == {}
+
+
+# --- /etc/hosts ------------------------------------------------------------------------------------
+
+
+def test_etc_hosts_lines() -> None:
+    lines, problems = checks.etc_hosts_lines(
+        [
+            HostsEntry("node1", "10.0.0.1"),
+            HostsEntry("node2.rack1.example", "10.0.0.2"),
+            HostsEntry("node3.example", "node3.example", default_ipv4="10.0.0.3"),
+        ]
+    )
+    assert problems == []
+    assert lines == [
+        "10.0.0.1\tnode1",
+        "10.0.0.2\tnode2.rack1.example node2",
+        "10.0.0.3\tnode3.example node3",
+    ]
+
+
+def test_etc_hosts_needs_an_ipv4_address() -> None:
+    lines, problems = checks.etc_hosts_lines([HostsEntry("node1", None), HostsEntry("node2", "10.0.0.2")])
+    assert lines == ["10.0.0.2\tnode2"]
+    assert problems[0].startswith("node1: inventory_hostname='node1' is not an IPv4 address")
+    assert "cluster_hosts_manage: false" in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (
+            {"rdmaforge_fabric": "erdma", "cluster_hosts_manage": "maybe"},
+            "node2: cluster_hosts_manage='maybe' is not valid for role x; allowed: true or false",
+        ),
+        ({}, "node2: rdmaforge_fabric is not set, but role x requires it; " + ALLOWED_FABRICS),
+        (
+            {"rdmaforge_fabric": "ib"},
+            "node2: rdmaforge_fabric='ib' is not valid for role x; " + ALLOWED_FABRICS,
+        ),
+        (
+            {"rdmaforge_fabric": "erdma", "nccl_env": "a"},
+            "node2: nccl_env='a' is not valid for role x; allowed: a list of mappings",
+        ),
+    ],
+)
+def test_argspec_problems_understand_ansibles_own_messages(values: dict, expected: str) -> None:
+    """Feed the messages of the validator behind validate_argument_spec, so that an ansible-core
+    upgrade that rewords them shows up here."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    errors = ArgumentSpecValidator(OPTIONS).validate(values).error_messages
+    found = messages(checks.argspec_problems("node2", "x", errors, OPTIONS, values))
+    assert len(found) == 1, (errors, found)
+    assert found[0].startswith(expected), (errors, found)

@@ -1,0 +1,122 @@
+"""rdmaforge.node_facts: the parsers behind the rdmaforge_node fact."""
+
+from __future__ import annotations
+
+from rdmaforge import node_facts
+
+NVIDIA_SMI_L = """\
+GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5f8e1a6c-0000-0000-0000-000000000000)
+GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-5f8e1a6c-0000-0000-0000-000000000001)
+  MIG 3g.40gb     Device  0: (UUID: MIG-00000000-0000-0000-0000-000000000000)
+"""
+
+LSPCI = """\
+00:00.0 "0600" "8086" "09a2" -r04 "8086" "0000"
+03:00.0 "0300" "1a03" "2000" -r52 "1a03" "2000"
+17:00.0 "0302" "10de" "20b2" -ra1 "10de" "1463"
+31:00.0 "0302" "10de" "20b2" -ra1 "10de" "1463"
+85:00.0 "0680" "10de" "1af1" -ra1 "10de" "0000"
+"""
+
+IBV_DEVINFO_L = "2 HCAs found:\n\terdma_0\n\terdma_1\n"
+
+FACTS = {
+    "distribution": "Debian",
+    "distribution_version": "12.11",
+    "distribution_major_version": "12",
+    "os_family": "Debian",
+    "pkg_mgr": "apt",
+    "processor_vcpus": 128,
+    "interfaces": ["lo", "eth0", "veth-a", "eth0_1"],
+    "lo": {"device": "lo", "type": "loopback", "active": True, "mtu": 65536},
+    "eth0": {
+        "device": "eth0",
+        "macaddress": "00:16:3e:00:00:01",
+        "mtu": 1500,
+        "active": True,
+        "type": "ether",
+        "ipv4": {"address": "172.20.20.145", "prefix": "24"},
+        "ipv4_secondaries": [{"address": "172.20.20.200", "prefix": "24"}],
+    },
+    "veth_a": {
+        "device": "veth-a",
+        "macaddress": "02:00:00:00:00:02",
+        "mtu": 9000,
+        "active": False,
+        "type": "ether",
+    },
+    "eth0_1": {"device": "eth0:1", "mtu": 1500, "active": True, "type": "ether"},
+    "default_ipv4": {"interface": "eth0", "address": "172.20.20.145"},
+}
+
+
+def test_count_nvidia_smi_gpus_ignores_mig_instances() -> None:
+    assert node_facts.count_nvidia_smi_gpus(NVIDIA_SMI_L) == 2
+    assert node_facts.count_nvidia_smi_gpus("") == 0
+
+
+def test_count_lspci_gpus_counts_nvidia_display_controllers_only() -> None:
+    # the ASPEED VGA (1a03) and the NVSwitch bridge (0680) are not GPUs for training
+    assert node_facts.count_lspci_gpus(LSPCI) == 2
+    assert node_facts.count_lspci_gpus('broken "line\n') == 0
+
+
+def test_parse_ibv_devinfo_list() -> None:
+    assert node_facts.parse_ibv_devinfo_list(IBV_DEVINFO_L) == ["erdma_0", "erdma_1"]
+    assert node_facts.parse_ibv_devinfo_list("0 HCAs found:\n") == []
+    assert node_facts.parse_ibv_devinfo_list("1 HCA found:\n\tmlx5_0\n") == ["mlx5_0"]
+
+
+def test_nics_from_facts() -> None:
+    assert node_facts.nics_from_facts(FACTS) == [
+        {
+            "name": "eth0",
+            "mac": "00:16:3e:00:00:01",
+            "mtu": 1500,
+            "state": "up",
+            "type": "ether",
+            "ipv4": ["172.20.20.145/24", "172.20.20.200/24"],
+        },
+        {"name": "eth0:1", "mac": "", "mtu": 1500, "state": "up", "type": "ether", "ipv4": []},
+        {
+            "name": "veth-a",
+            "mac": "02:00:00:00:00:02",
+            "mtu": 9000,
+            "state": "down",
+            "type": "ether",
+            "ipv4": [],
+        },
+    ]
+
+
+def test_node_fact_prefers_nvidia_smi_and_ibv_devinfo() -> None:
+    fact = node_facts.node_fact(
+        FACTS, nvidia_smi=NVIDIA_SMI_L, lspci=LSPCI, ibv_devinfo=IBV_DEVINFO_L, sysfs_rdma=["x"]
+    )
+    assert fact["os"] == {
+        "distribution": "Debian",
+        "version": "12.11",
+        "major_version": "12",
+        "family": "Debian",
+        "pkg_mgr": "apt",
+    }
+    assert (fact["cpu_count"], fact["gpu_count"], fact["gpu_source"]) == (128, 2, "nvidia-smi")
+    assert (fact["rdma_devices"], fact["rdma_source"]) == (["erdma_0", "erdma_1"], "ibv_devinfo")
+    assert fact["default_route_interface"] == "eth0"
+
+
+def test_node_fact_falls_back_to_lspci_and_sysfs() -> None:
+    fact = node_facts.node_fact(FACTS, lspci=LSPCI, sysfs_rdma=["mlx5_1", "mlx5_0"])
+    assert (fact["gpu_count"], fact["gpu_source"]) == (2, "lspci")
+    assert (fact["rdma_devices"], fact["rdma_source"]) == (["mlx5_0", "mlx5_1"], "sysfs")
+
+
+def test_node_fact_of_a_bare_host() -> None:
+    fact = node_facts.node_fact({"interfaces": []})
+    assert (fact["gpu_count"], fact["gpu_source"], fact["rdma_devices"], fact["rdma_source"]) == (
+        0,
+        "none",
+        [],
+        "none",
+    )
+    assert fact["nics"] == [] and fact["default_route_interface"] == "" and fact["cpu_count"] == 0
