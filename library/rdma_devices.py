@@ -1,0 +1,285 @@
+#!/usr/bin/python
+# Copyright: rdmaforge contributors
+# Apache License 2.0 (see pyproject.toml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rdma_devices
+short_description: Report RDMA devices and port states from ibv_devinfo
+description:
+  - Runs C(ibv_devinfo -v) and, when iproute2's C(rdma) tool is installed, C(rdma link show), and
+    returns every RDMA device with its ports (state, physical state, MTUs, link layer, LIDs, GIDs,
+    netdev) as the C(rdma_devices) fact.
+  - Read-only; never reports a change. Works the same in check mode.
+  - When C(ibv_devinfo) is not installed the module succeeds with O(require_active) ignored,
+    an empty RV(devices) list and RV(tool_present=false), so the calling role decides what that means.
+  - The parser is rdmaforge's C(rdmaforge/parsers/rdma_devinfo.py), shipped to the target as
+    C(module_utils/rdmaforge_rdma_devinfo.py).
+version_added: "0.1.0"
+author:
+  - rdmaforge contributors
+options:
+  ibv_devinfo_path:
+    description:
+      - Path of the C(ibv_devinfo) executable; the module fails when it is given but not executable.
+      - By default it is looked up on E(PATH) and in the sbin directories.
+    type: path
+  rdma_path:
+    description:
+      - Path of iproute2's C(rdma) executable, used to learn each port's netdev; the module fails when
+        it is given but not executable.
+      - By default it is looked up like C(ibv_devinfo); when it is absent, every port's C(netdev) is null.
+    type: path
+  expected_ports:
+    description:
+      - Ports that must exist, as V(DEVICE:PORT) (for example V(mlx5_0:1)) or V(DEVICE) for every port
+        of that device. V(DEVICE/PORT), the spelling of C(rdma link), is accepted too.
+      - Only checked when O(require_active=true).
+    type: list
+    elements: str
+    default: []
+  require_active:
+    description:
+      - Fail when an expected port is missing or is not C(PORT_ACTIVE). The message names the device,
+        the port, its state and physical state, and what to check.
+      - Without O(expected_ports) every port of every device must be active, and a host where
+        C(ibv_devinfo) finds no device at all fails too (usually a driver that did not load).
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+requirements:
+  - C(ibv_devinfo) from rdma-core on the target (package C(ibverbs-utils) on Debian/Ubuntu,
+    C(libibverbs-utils) on RHEL).
+notes:
+  - C(ibv_devinfo) exits with status 255 and prints C(No IB devices found) when libibverbs sees no
+    usable device; that is reported as an empty RV(devices) list, not as an error.
+"""
+
+EXAMPLES = r"""
+- name: Inventory RDMA devices
+  rdma_devices:
+
+- name: Both HDR ports must be up before NCCL tests run
+  rdma_devices:
+    expected_ports: [mlx5_0:1, mlx5_1:1]
+    require_active: true
+
+- name: Every port of the eRDMA device must be active
+  rdma_devices:
+    expected_ports: [erdma_0]
+    require_active: true
+
+- name: Use the fact
+  ansible.builtin.debug:
+    msg: "{{ rdma_devices | map(attribute='name') | list }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts set for the host.
+  returned: always
+  type: dict
+  contains:
+    rdma_devices:
+      description: The same list as RV(devices).
+      type: list
+      elements: dict
+devices:
+  description: Each RDMA device, in the order ibv_devinfo printed them. Values it did not print are null.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The hca_id, for example C(mlx5_0), C(erdma_0) or C(rxe0).
+      type: str
+    transport:
+      description: Transport name without its numeric code, for example C(InfiniBand), C(iWARP), C(eRDMA).
+      type: str
+    fw_ver:
+      description: Firmware version.
+      type: str
+    node_guid:
+      description: Node GUID as printed, for example C(7cfe:9003:00a5:95c0).
+      type: str
+    sys_image_guid:
+      description: System image GUID as printed.
+      type: str
+    vendor_id:
+      description: Vendor id as printed, for example C(0x02c9) (Mellanox/NVIDIA).
+      type: str
+    vendor_part_id:
+      description: Vendor part id, for example C(4123) for a ConnectX-6.
+      type: int
+    hw_ver:
+      description: Hardware version as printed.
+      type: str
+    board_id:
+      description: Board id (PSID); null when the driver exposes none (rxe, eRDMA).
+      type: str
+    phys_port_cnt:
+      description: Number of physical ports.
+      type: int
+    ports:
+      description: The ports of the device.
+      type: list
+      elements: dict
+      contains:
+        port:
+          description: Port number.
+          type: int
+        state:
+          description: "Port state name: C(PORT_ACTIVE), C(PORT_DOWN), C(PORT_INIT) or C(PORT_ARMED)."
+          type: str
+        state_code:
+          description: Numeric port state (4 is active).
+          type: int
+        physical_state:
+          description:
+            - Physical state such as C(LINK_UP), C(POLLING) or C(DISABLED).
+            - Taken from C(rdma link show) when ibv_devinfo did not print it.
+          type: str
+        max_mtu:
+          description: Largest IB MTU the port supports, in bytes.
+          type: int
+        active_mtu:
+          description: IB MTU in use, in bytes.
+          type: int
+        link_layer:
+          description: C(InfiniBand) or C(Ethernet) (RoCE); null when the tool does not print it.
+          type: str
+        sm_lid:
+          description: LID of the subnet manager (0 on Ethernet).
+          type: int
+        port_lid:
+          description: LID of the port (0 on Ethernet).
+          type: int
+        lmc:
+          description: LID mask control.
+          type: int
+        active_width:
+          description: Link width such as C(4X).
+          type: str
+        active_speed:
+          description: Per-lane speed such as C(25.0 Gbps).
+          type: str
+        netdev:
+          description: Network interface of the port, from C(rdma link show).
+          type: str
+        gids:
+          description:
+            - Non-zero GID table entries, each with C(index), C(gid) and C(type).
+            - C(type) is C(RoCE v1) or C(RoCE v2) on Ethernet ports (rdma-core 28 and newer), else null.
+          type: list
+          elements: dict
+inactive_ports:
+  description: "One C(DEVICE/PORT: STATE) string for every port that is not C(PORT_ACTIVE)."
+  returned: always
+  type: list
+  elements: str
+  sample: ["mlx5_3/1: PORT_DOWN"]
+tool_present:
+  description: Whether C(ibv_devinfo) was found on the host.
+  returned: always
+  type: bool
+"""
+
+import os
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rdmaforge_rdma_devinfo import (
+    NO_DEVICES_MESSAGE,
+    inactive_ports,
+    merge_rdma_links,
+    parse_expected_port,
+    parse_ibv_devinfo,
+    parse_rdma_link,
+    port_problems,
+)
+
+ARGUMENT_SPEC = {
+    "ibv_devinfo_path": {"type": "path"},
+    "rdma_path": {"type": "path"},
+    "expected_ports": {"type": "list", "elements": "str", "default": []},
+    "require_active": {"type": "bool", "default": False},
+}
+
+
+def find_tool(module: AnsibleModule, option: str, name: str) -> str | None:
+    """The executable named by ``option``, or ``name`` looked up on PATH and the sbin directories.
+
+    A path given explicitly must exist: a typo there is the caller's mistake, not a host without RDMA.
+    """
+    path = module.params[option]
+    if path is None:
+        return module.get_bin_path(name)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        module.fail_json(msg=f"{option}={path} is not an executable file")
+    return str(path)
+
+
+def read_devices(module: AnsibleModule, ibv_devinfo: str) -> list[dict[str, Any]]:
+    """Run ``ibv_devinfo -v`` and parse it; tool errors become warnings, not failures."""
+    rc, stdout, stderr = module.run_command([ibv_devinfo, "-v"])
+    devices = parse_ibv_devinfo(stdout)
+    if rc != 0 and not devices and NO_DEVICES_MESSAGE not in stdout + stderr:
+        module.warn(f"{ibv_devinfo} -v exited with {rc}: {stderr.strip() or stdout.strip()}")
+    elif rc != 0 and devices:
+        # One device failing to open (a VF of another container, say) does not hide the others.
+        module.warn(f"{ibv_devinfo} -v exited with {rc}; using the devices it printed: {stderr.strip()}")
+    return devices
+
+
+def add_netdevs(module: AnsibleModule, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Devices with each port's netdev from ``rdma link show``, when the tool is present and works."""
+    rdma = find_tool(module, "rdma_path", "rdma")
+    if rdma is None or not devices:
+        return devices
+    rc, stdout, stderr = module.run_command([rdma, "link", "show"])
+    if rc != 0:
+        module.warn(f"{rdma} link show exited with {rc}, ports have no netdev: {stderr.strip()}")
+        return devices
+    return merge_rdma_links(devices, parse_rdma_link(stdout))
+
+
+def check_expected_syntax(module: AnsibleModule) -> None:
+    """Fail early on an ``expected_ports`` entry that can never match, rather than report it missing."""
+    bad = [spec for spec in module.params["expected_ports"] if parse_expected_port(spec) is None]
+    if bad:
+        module.fail_json(msg=f"expected_ports entries must be DEVICE or DEVICE:PORT, got: {', '.join(bad)}")
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    check_expected_syntax(module)
+    result: dict[str, Any] = {"changed": False, "tool_present": False}
+
+    ibv_devinfo = find_tool(module, "ibv_devinfo_path", "ibv_devinfo")
+    devices: list[dict[str, Any]] = []
+    if ibv_devinfo is not None:
+        result["tool_present"] = True
+        devices = add_netdevs(module, read_devices(module, ibv_devinfo))
+
+    result.update(
+        devices=devices,
+        inactive_ports=inactive_ports(devices),
+        ansible_facts={"rdma_devices": devices},
+    )
+    if ibv_devinfo is None:
+        result["msg"] = "ibv_devinfo not found (install ibverbs-utils / libibverbs-utils)"
+    elif module.params["require_active"]:
+        problems = port_problems(devices, module.params["expected_ports"])
+        if problems:
+            module.fail_json(msg="RDMA ports not ready: " + "; ".join(problems), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

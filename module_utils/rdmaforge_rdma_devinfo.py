@@ -1,0 +1,1 @@
+../rdmaforge/parsers/rdma_devinfo.py

@@ -1,0 +1,249 @@
+"""The rdma_devices module, run for real by ``ansible localhost`` from the project root.
+
+There is no RDMA hardware here, so ``ibv_devinfo`` and ``rdma`` are test doubles: small scripts
+named ``fake_ibv_devinfo`` / ``fake_rdma`` that print a real captured output (tests/data) and exit
+the way the real tools do. Everything else is real: ansible.cfg's library/ and module_utils/ (the
+module_utils file is a symlink to rdmaforge/parsers/rdma_devinfo.py, which Ansible must follow and
+ship to the target), AnsiballZ, argument validation and the JSON result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.parsers.rdma_devinfo import merge_rdma_links, parse_ibv_devinfo, parse_rdma_link
+from rdmaforge.paths import PROJECT_ROOT
+
+IBV = PROJECT_ROOT / "tests" / "data" / "ibv_devinfo"
+LINKS = PROJECT_ROOT / "tests" / "data" / "rdma_link"
+ANSIBLE = Path(sys.executable).parent / "ansible"
+HOST_RESULT = re.compile(r"^localhost \| [A-Z]+!? => ", re.MULTILINE)
+PY38 = Path(os.environ.get("RDMAFORGE_PY38", "/root/.pyenv/versions/3.8.18/bin/python3.8"))
+
+
+def fake_tool(directory: Path, name: str, stdout: Path | None = None, stderr: str = "", rc: int = 0) -> Path:
+    """An executable that records its arguments, prints ``stdout``'s content and ``stderr``, exits ``rc``."""
+    script = directory / name
+    lines = ["#!/bin/sh", f'echo "$@" > "{directory / (name + ".args")}"']
+    if stdout is not None:
+        lines.append(f'cat "{stdout}"')
+    if stderr:
+        lines.append(f"printf '%s\\n' {json.dumps(stderr)} >&2")
+    lines.append(f"exit {rc}")
+    script.write_text("\n".join(lines) + "\n")
+    script.chmod(0o755)
+    return script
+
+
+def run_module(args: dict, *extra: str, python: Path | None = None) -> tuple[int, dict, str]:
+    """(exit status, module result, stderr) of ``ansible localhost -m rdma_devices -a '<json args>'``."""
+    argv = [
+        str(ANSIBLE), "localhost", "-i", "localhost,", "-c", "local",
+        "-e", f"ansible_python_interpreter={python or sys.executable}",
+        "-m", "rdma_devices", "-a", json.dumps(args), *extra,
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"),
+        "ANSIBLE_CACHE_PLUGIN": "memory",  # keep returned facts out of the shared .cache/facts
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_DEPRECATION_WARNINGS": "0",
+    }
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    # The default callback prints "localhost | SUCCESS => {...}" (or "FAILED! =>", after an [ERROR] summary).
+    match = HOST_RESULT.search(proc.stdout)
+    assert match, f"no host result in the output:\n{proc.stdout}\n{proc.stderr}"
+    return proc.returncode, json.loads(proc.stdout[match.end() :]), proc.stderr
+
+
+@pytest.fixture
+def rdma_link(tmp_path):
+    """A fake ``rdma`` printing the RoCE + IB sample, so no test depends on this machine's iproute2."""
+    return fake_tool(tmp_path, "fake_rdma", LINKS / "roce_and_ib_disabled.txt")
+
+
+def expected_devices(ibv_fixture: str, link_fixture: str | None) -> list:
+    devices = parse_ibv_devinfo((IBV / ibv_fixture).read_text())
+    if link_fixture is None:
+        return devices
+    return merge_rdma_links(devices, parse_rdma_link((LINKS / link_fixture).read_text()))
+
+
+def test_facts_from_ibv_devinfo_and_rdma_link(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
+    assert rc == 0, result
+    expected = expected_devices("mlx5_ib_and_roce_ofed.txt", "roce_and_ib_disabled.txt")
+    assert result["ansible_facts"] == {"rdma_devices": expected}
+    assert result["devices"] == expected
+    assert [d["name"] for d in result["devices"]] == ["mlx5_1", "mlx5_3"]
+    assert result["devices"][0]["ports"][0]["physical_state"] == "DISABLED"  # filled in from rdma link
+    assert result["inactive_ports"] == ["mlx5_3/1: PORT_DOWN"]
+    assert result["tool_present"] is True
+    assert result["changed"] is False
+    assert (tmp_path / "fake_ibv_devinfo.args").read_text().split() == ["-v"]
+    assert (tmp_path / "fake_rdma.args").read_text().split() == ["link", "show"]
+
+
+def test_verbose_output_carries_gids(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "rxe_verbose_centos7.txt")
+    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
+    assert rc == 0, result
+    (port,) = result["ansible_facts"]["rdma_devices"][0]["ports"]
+    assert [g["gid"] for g in port["gids"]] == [
+        "fe80:0000:0000:0000:b208:75ff:fe5f:b85e",
+        "0000:0000:0000:0000:0000:ffff:0a0b:0bfb",
+    ]
+    assert (port["physical_state"], port["active_width"], port["netdev"]) == ("LINK_UP", "1X", None)
+
+
+def test_require_active_names_missing_and_down_ports(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+    args = {
+        "ibv_devinfo_path": str(ibv),
+        "rdma_path": str(rdma_link),
+        "require_active": True,
+        "expected_ports": ["mlx5_1:1", "mlx5_3", "mlx5_9:1"],
+    }
+    rc, result, _ = run_module(args)
+    assert rc != 0
+    assert result["msg"] == (
+        "RDMA ports not ready: expected RDMA device mlx5_9 not found (devices present: mlx5_1, mlx5_3); "
+        "mlx5_3 port 1 is PORT_DOWN (link layer Ethernet): "
+        "no link: check the cable/transceiver and the switch port"
+    )
+    # The facts still come back, so a rescue block can report them.
+    assert [d["name"] for d in result["devices"]] == ["mlx5_1", "mlx5_3"]
+
+
+def test_require_active_without_expected_checks_every_port(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx4_ib_two_hcas.txt")
+    rc, result, _ = run_module(
+        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True}
+    )
+    assert rc != 0
+    assert "mlx4_1 port 2 is PORT_DOWN" in result["msg"]
+    assert "mlx4_0 port 2 is PORT_DOWN" in result["msg"]
+    assert "port 1" not in result["msg"]
+
+
+def test_require_active_passes_when_expected_ports_are_up(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx4_ib_two_hcas.txt")
+    args = {
+        "ibv_devinfo_path": str(ibv),
+        "rdma_path": str(rdma_link),
+        "require_active": True,
+        "expected_ports": ["mlx4_1:1", "mlx4_0/1"],
+    }
+    rc, result, _ = run_module(args)
+    assert rc == 0, result
+    assert result["inactive_ports"] == ["mlx4_1/2: PORT_DOWN", "mlx4_0/2: PORT_DOWN"]  # reported, not fatal
+
+
+def test_erdma_all_active(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
+    rc, result, _ = run_module(
+        {
+            "ibv_devinfo_path": str(ibv),
+            "rdma_path": str(rdma_link),
+            "require_active": True,
+            "expected_ports": ["erdma_0"],
+        }
+    )
+    assert rc == 0, result
+    assert result["devices"][0]["transport"] == "eRDMA"
+    assert result["inactive_ports"] == []
+
+
+def test_no_devices_is_not_an_error(tmp_path, rdma_link):
+    # Like the real tool: warnings and "No IB devices found" on stderr, exit status 255, nothing on stdout.
+    stderr = (IBV / "no_devices_with_warnings.txt").read_text().strip()
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr=stderr, rc=255)
+    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
+    assert rc == 0, result
+    assert result["ansible_facts"] == {"rdma_devices": []}
+    assert (result["devices"], result["inactive_ports"], result["tool_present"]) == ([], [], True)
+    assert "exited with" not in err
+    assert not (tmp_path / "fake_rdma.args").exists()  # nothing to map to netdevs
+
+
+def test_no_devices_with_require_active_fails(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
+    rc, result, _ = run_module(
+        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True}
+    )
+    assert rc != 0
+    assert "reports no RDMA devices" in result["msg"]
+
+
+def test_partial_failure_keeps_devices_and_warns(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx4_vf_failed_to_open.txt", rc=1)
+    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
+    assert rc == 0, result
+    assert [d["name"] for d in result["devices"]] == ["mlx4_2"]
+    assert "exited with 1; using the devices it printed" in err
+
+
+def test_rdma_tool_failing_only_warns(tmp_path):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
+    rdma = fake_tool(tmp_path, "fake_rdma", None, stderr="Failed to open NETLINK_RDMA socket", rc=1)
+    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma)})
+    assert rc == 0, result
+    assert result["devices"][0]["ports"][0]["netdev"] is None
+    assert "Failed to open NETLINK_RDMA socket" in err
+
+
+def test_check_mode_reports_the_same(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_azure_hbv3.txt")
+    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)}, "--check")
+    assert rc == 0, result
+    assert result["changed"] is False
+    assert result["ansible_facts"]["rdma_devices"] == expected_devices("mlx5_ib_azure_hbv3.txt", None)
+
+
+def test_missing_explicit_path_fails(tmp_path):
+    rc, result, _ = run_module({"ibv_devinfo_path": str(tmp_path / "nope")})
+    assert rc != 0
+    assert result["msg"] == f"ibv_devinfo_path={tmp_path / 'nope'} is not an executable file"
+
+
+def test_bad_expected_port_fails(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
+    rc, result, _ = run_module(
+        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "expected_ports": ["erdma_0:one"]}
+    )
+    assert rc != 0
+    assert result["msg"] == "expected_ports entries must be DEVICE or DEVICE:PORT, got: erdma_0:one"
+
+
+def _ibv_devinfo_installed() -> bool:
+    sbin = ["/sbin", "/usr/sbin", "/usr/local/sbin"]  # get_bin_path looks there too
+    return shutil.which("ibv_devinfo") is not None or any(Path(d, "ibv_devinfo").exists() for d in sbin)
+
+
+@pytest.mark.skipif(
+    _ibv_devinfo_installed(), reason="ibv_devinfo is installed here; this covers hosts without it"
+)
+def test_tool_absent_is_not_an_error_even_with_require_active():
+    rc, result, _ = run_module({"require_active": True, "expected_ports": ["mlx5_0:1"]})
+    assert rc == 0, result
+    assert result["tool_present"] is False
+    assert result["ansible_facts"] == {"rdma_devices": []}
+    assert "ibv_devinfo not found" in result["msg"]
+
+
+@pytest.mark.skipif(not PY38.exists(), reason=f"{PY38} not installed (set RDMAFORGE_PY38)")
+def test_runs_with_python38_on_the_target(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)}, python=PY38)
+    assert rc == 0, result
+    assert result["devices"] == expected_devices("mlx5_ib_and_roce_ofed.txt", "roce_and_ib_disabled.txt")
