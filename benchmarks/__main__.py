@@ -21,8 +21,10 @@ def main(argv: list[str]) -> int:
         results += importlib.import_module(f"benchmarks.{name}").run()
     width = max(len(r.name) for r in results)
     for r in results:
-        print(f"{r.name:{width}}  {r.value:>10} {r.unit:3} target {r.target:12} {'PASS' if r.passed else 'FAIL'}"
-              f"  {r.detail}")
+        print(
+            f"{r.name:{width}}  {r.value:>10} {r.unit:3} target {r.target:12} {'PASS' if r.passed else 'FAIL'}"
+            f"  {r.detail}"
+        )
     print(f"report: {write_report(results)}")
     return 0 if all(r.passed for r in results) else 1
 

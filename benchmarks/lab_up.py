@@ -20,14 +20,35 @@ def run() -> list[Result]:
     started = time.monotonic()
     lab.up(nodes=3, nics=2)
     up_seconds = time.monotonic() - started
-    ping = subprocess.run([str(PROJECT_ROOT / ".venv" / "bin" / "ansible"), "-i", str(lab.inventory_path),
-                           "cluster", "-m", "ansible.builtin.ping"], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True)
+    ping = subprocess.run(
+        [
+            str(PROJECT_ROOT / ".venv" / "bin" / "ansible"),
+            "-i",
+            str(lab.inventory_path),
+            "cluster",
+            "-m",
+            "ansible.builtin.ping",
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+    )
     ready_seconds = time.monotonic() - started
     answered = ping.stdout.count("SUCCESS")
     return [
-        Result("lab up --nodes 3 --nics 2 (warm cache)", round(up_seconds, 2), "s", f"< {TARGET_SECONDS:.0f} s",
-               up_seconds < TARGET_SECONDS),
-        Result("lab up + ansible ping of 3 nodes", round(ready_seconds, 2), "s", "3 nodes answer",
-               answered == 3 and ping.returncode == 0, f"{answered}/3 answered"),
+        Result(
+            "lab up --nodes 3 --nics 2 (warm cache)",
+            round(up_seconds, 2),
+            "s",
+            f"< {TARGET_SECONDS:.0f} s",
+            up_seconds < TARGET_SECONDS,
+        ),
+        Result(
+            "lab up + ansible ping of 3 nodes",
+            round(ready_seconds, 2),
+            "s",
+            "3 nodes answer",
+            answered == 3 and ping.returncode == 0,
+            f"{answered}/3 answered",
+        ),
     ]

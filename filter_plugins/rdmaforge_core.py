@@ -3,15 +3,34 @@ modules, CLI and tests)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-from rdmaforge.parsers import gpg, nccl_env
+try:
+    from rdmaforge.parsers import gpg, nccl_env
+except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from rdmaforge.parsers import gpg, nccl_env
+
+
+def installed_versions(packages: dict[str, list[dict[str, Any]]], names: list[str]) -> dict[str, str]:
+    """{name: version} for the given names that package_facts found installed."""
+    return {name: str(packages[name][0].get("version")) for name in names if packages.get(name)}
+
+
+def role_validators(roles_dir: str) -> list[str]:
+    """Roles beside the caller that ship read-only checks in tasks/validate.yml (run by preflight)."""
+    return sorted(p.parent.parent.name for p in Path(roles_dir).glob("*/tasks/validate.yml"))
 
 
 class FilterModule:
-    def filters(self) -> Dict[str, Callable[..., Any]]:
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "gpg_fingerprints": gpg.fingerprints,
+            "installed_versions": installed_versions,
+            "rdmaforge_role_validators": role_validators,
             "nccl_env_merge": nccl_env.merge,
             "nccl_env_problems": nccl_env.problems,
             "nccl_env_unknown": nccl_env.unknown_names,

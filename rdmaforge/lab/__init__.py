@@ -83,15 +83,18 @@ class Lab:
         with self._locked():
             state = self._read_state()
             if state and state.get("nics") != nics and any(self.paths.nodes.glob("node*")):
-                raise LabError(f"the running lab has {state.get('nics')} extra NICs per node; run `rdmaforge lab "
-                               f"down` before asking for {nics}")
+                raise LabError(
+                    f"the running lab has {state.get('nics')} extra NICs per node; run `rdmaforge lab "
+                    f"down` before asking for {nics}"
+                )
             base = rootfs.ensure_base(self.paths.cache)
             mirror_info = mirror.ensure_mirror(self.paths.cache, base)
             self.paths.state.mkdir(parents=True, exist_ok=True)
             self._ensure_controller_key()
             network.ensure_bridges(nics)
-            mirror_changed = mirror.serve(mirror_info.www, self.paths.state / "mirror.pid",
-                                          self.paths.state / "mirror.log")
+            mirror_changed = mirror.serve(
+                mirror_info.www, self.paths.state / "mirror.pid", self.paths.state / "mirror.log"
+            )
             specs = [node_spec(i, nics) for i in range(1, nodes + 1)]
             self._remove_extra_nodes(keep={s.name for s in specs})
             pub = (self.paths.ssh_key.with_suffix(".pub")).read_text()
@@ -115,8 +118,20 @@ class Lab:
 
     def _ensure_controller_key(self) -> None:
         if not self.paths.ssh_key.exists():
-            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmaforge-lab-controller",
-                 "-f", str(self.paths.ssh_key)])
+            run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    "rdmaforge-lab-controller",
+                    "-f",
+                    str(self.paths.ssh_key),
+                ]
+            )
         self.paths.ssh_key.chmod(0o600)
 
     def _write_known_hosts(self, specs: list[NodeSpec]) -> None:
@@ -130,14 +145,20 @@ class Lab:
         """sshd answers and systemd has finished booting (running or degraded)."""
         node.wait_for_ssh(spec.address, deadline)
         while time.monotonic() < deadline:
-            proc = subprocess.run([*self.ssh_argv(spec.name), "systemctl", "is-system-running", "--wait"],
-                                  capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()))
+            proc = subprocess.run(
+                [*self.ssh_argv(spec.name), "systemctl", "is-system-running", "--wait"],
+                capture_output=True,
+                text=True,
+                timeout=max(1.0, deadline - time.monotonic()),
+            )
             state = proc.stdout.strip()
             if state in ("running", "degraded"):
                 return
             time.sleep(0.3)
-        raise LabError(f"{spec.name} did not finish booting within {BOOT_TIMEOUT:.0f}s "
-                       f"(console: {self.paths.node_dir(spec.name) / 'console.log'})")
+        raise LabError(
+            f"{spec.name} did not finish booting within {BOOT_TIMEOUT:.0f}s "
+            f"(console: {self.paths.node_dir(spec.name) / 'console.log'})"
+        )
 
     def _remove_extra_nodes(self, keep: set[str]) -> None:
         if not self.paths.nodes.exists():
@@ -192,20 +213,42 @@ class Lab:
             node_dir = self.paths.node_dir(spec.name)
             boots_log = node_dir / "boots.log"
             boots = boots_log.read_text().count(" boot ") if boots_log.exists() else 0
-            nodes.append(NodeStatus(spec.name, spec.address, node.pid_alive(node_dir / "nspawn.pid") is not None,
-                                    _ssh_answers(spec.address), boots))
+            nodes.append(
+                NodeStatus(
+                    spec.name,
+                    spec.address,
+                    node.pid_alive(node_dir / "nspawn.pid") is not None,
+                    _ssh_answers(spec.address),
+                    boots,
+                )
+            )
         pid = mirror.server_pid(self.paths.state / "mirror.pid")
-        return LabStatus(running=all(n.running and n.ssh for n in nodes), nics=state["nics"], nodes=nodes,
-                         mirror=mirror.MIRROR_URL if pid else None)
+        return LabStatus(
+            running=all(n.running and n.ssh for n in nodes),
+            nics=state["nics"],
+            nodes=nodes,
+            mirror=mirror.MIRROR_URL if pid else None,
+        )
 
     def ssh_argv(self, name: str) -> list[str]:
         state = self._read_state()
         known = {f"node{i}": node_spec(i, 0).address for i in range(1, state.get("nodes", 8) + 1)}
         if name not in known:
             raise LabError(f"no lab node named {name!r}; nodes: {', '.join(known) or 'none (run lab up)'}")
-        return ["ssh", "-i", str(self.paths.ssh_key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-                "-o", f"UserKnownHostsFile={self.paths.known_hosts}", "-o", "ConnectTimeout=5",
-                f"root@{known[name]}"]
+        return [
+            "ssh",
+            "-i",
+            str(self.paths.ssh_key),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"UserKnownHostsFile={self.paths.known_hosts}",
+            "-o",
+            "ConnectTimeout=5",
+            f"root@{known[name]}",
+        ]
 
 
 def _ssh_answers(address: str) -> bool:

@@ -26,8 +26,13 @@ def mirror_vars(mirror: Mirror) -> dict[str, Any]:
         "rdma_repos_erdma_gpg_fingerprint": mirror.fingerprint,
         # Python packages (AIACC plugin, torch for the e2e benchmark)
         # plain HTTP on the lab bridge only: pip must be told to accept it
-        "rdmaforge_pip_index_args": ["--no-index", "--find-links", f"{MIRROR_URL}/pip/",
-                                     "--trusted-host", CONTROLLER_ADDRESS],
+        "rdmaforge_pip_index_args": [
+            "--no-index",
+            "--find-links",
+            f"{MIRROR_URL}/pip/",
+            "--trusted-host",
+            CONTROLLER_ADDRESS,
+        ],
         # NCCL source (Debian contrib nvidia-nccl orig tarball)
         "nccl_build_source": "tarball",
         "nccl_build_tarball_url": f"{MIRROR_URL}/nccl/{mirror.nccl_tarball}",
@@ -46,21 +51,28 @@ def write(paths: LabPaths, nodes: list[NodeSpec], mirror: Mirror) -> Path:
         hosts[node.name] = {
             "ansible_host": node.address,
             # The extra NICs (stand-ins for ENIs / RDMA netdevs) with the addresses the lab gave them.
-            "lab_nics": [{"name": nic.name, "address": nic.address, "prefixlen": nic.prefixlen}
-                         for nic in node.nics],
+            "lab_nics": [
+                {"name": nic.name, "address": nic.address, "prefixlen": nic.prefixlen} for nic in node.nics
+            ],
         }
     dump(inv / "hosts.yml", {"all": {"children": {"cluster": {"hosts": hosts}}}})
-    dump(inv / "group_vars" / "all" / "connection.yml", {
-        "ansible_user": "root",
-        "ansible_ssh_private_key_file": str(paths.ssh_key),
-        # Host keys are verified against the keys the lab generated for each node.
-        "ansible_ssh_common_args": f"-o UserKnownHostsFile={paths.known_hosts} -o StrictHostKeyChecking=yes",
-    })
-    dump(inv / "group_vars" / "all" / "fabric.yml", {
-        # The lab mimics seed 000's two-node eRDMA cluster, without RDMA hardware.
-        "rdmaforge_fabric": "erdma",
-        "rdma_require_active_ports": False,
-    })
+    dump(
+        inv / "group_vars" / "all" / "connection.yml",
+        {
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(paths.ssh_key),
+            # Host keys are verified against the keys the lab generated for each node.
+            "ansible_ssh_common_args": f"-o UserKnownHostsFile={paths.known_hosts} -o StrictHostKeyChecking=yes",
+        },
+    )
+    dump(
+        inv / "group_vars" / "all" / "fabric.yml",
+        {
+            # The lab mimics seed 000's two-node eRDMA cluster, without RDMA hardware.
+            "rdmaforge_fabric": "erdma",
+            "rdma_require_active_ports": False,
+        },
+    )
     dump(inv / "group_vars" / "all" / "mirror.yml", mirror_vars(mirror))
     return inv / "hosts.yml"
 

@@ -45,14 +45,23 @@ class Mirror:
 
     @property
     def manifest(self) -> dict[str, str]:
-        return {"url": MIRROR_URL, "fingerprint": self.fingerprint, "nccl_tarball": self.nccl_tarball,
-                "nccl_sha256": self.nccl_sha256}
+        return {
+            "url": MIRROR_URL,
+            "fingerprint": self.fingerprint,
+            "nccl_tarball": self.nccl_tarball,
+            "nccl_sha256": self.nccl_sha256,
+        }
 
 
 def mirror_dir(cache: Path) -> Path:
-    key = packages.fingerprint(packages.MIRROR_APT_PACKAGES, packages.ERDMA_APT_PACKAGES,
-                               packages.MIRROR_PIP_PACKAGES, packages.NCCL_SOURCE,
-                               rootfs.base_dir(cache).name, RECIPE_VERSION)
+    key = packages.fingerprint(
+        packages.MIRROR_APT_PACKAGES,
+        packages.ERDMA_APT_PACKAGES,
+        packages.MIRROR_PIP_PACKAGES,
+        packages.NCCL_SOURCE,
+        rootfs.base_dir(cache).name,
+        RECIPE_VERSION,
+    )
     return cache / "mirror" / key
 
 
@@ -76,13 +85,18 @@ def ensure_mirror(cache: Path, base: Path) -> Mirror:
     armored = run(["gpg", "--homedir", str(gnupg), "--export", "--armor", fpr]).stdout
     (www / "erdma" / "GPGKEY").write_text(armored)
     (www / "debian" / "GPGKEY").write_text(armored)
-    binary = subprocess.run(["gpg", "--homedir", str(gnupg), "--export", fpr], capture_output=True, check=True).stdout
+    binary = subprocess.run(
+        ["gpg", "--homedir", str(gnupg), "--export", fpr], capture_output=True, check=True
+    ).stdout
     (building / "lab-archive-keyring.gpg").write_bytes(binary)
     download_pip(www / "pip")
     sha = download_verified(packages.NCCL_SOURCE, www / "nccl")
     shutil.rmtree(building / "debs")
-    (building / "mirror.json").write_text(json.dumps(
-        {"fingerprint": fpr, "nccl_tarball": packages.NCCL_SOURCE.name, "nccl_sha256": sha}, indent=2))
+    (building / "mirror.json").write_text(
+        json.dumps(
+            {"fingerprint": fpr, "nccl_tarball": packages.NCCL_SOURCE.name, "nccl_sha256": sha}, indent=2
+        )
+    )
     shutil.rmtree(target, ignore_errors=True)
     building.rename(target)
     return Mirror(target / "www", fpr, packages.NCCL_SOURCE.name, sha)
@@ -92,13 +106,30 @@ def ensure_signing_key(home: Path) -> Path:
     if not (home / "pubring.kbx").exists() or not key_fingerprint(home, missing_ok=True):
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True, mode=0o700)
-        run(["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase", "",
-             "--quick-gen-key", KEY_UID, "ed25519", "sign", "never"])
+        run(
+            [
+                "gpg",
+                "--homedir",
+                str(home),
+                "--batch",
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                "",
+                "--quick-gen-key",
+                KEY_UID,
+                "ed25519",
+                "sign",
+                "never",
+            ]
+        )
     return home
 
 
 def key_fingerprint(home: Path, missing_ok: bool = False) -> str:
-    out = run(["gpg", "--homedir", str(home), "--with-colons", "--list-keys", KEY_UID], check=not missing_ok).stdout
+    out = run(
+        ["gpg", "--homedir", str(home), "--with-colons", "--list-keys", KEY_UID], check=not missing_ok
+    ).stdout
     for line in out.splitlines():
         if line.startswith("fpr:"):
             return line.split(":")[9]
@@ -116,22 +147,48 @@ def download_debs(base: Path, dest: Path) -> list[Path]:
     upper, work, merged = scratch / "upper", scratch / "work", scratch / "merged"
     for d in (upper, work, merged, dest):
         d.mkdir(parents=True, exist_ok=True)
-    run(["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={base},upperdir={upper},workdir={work}", str(merged)])
+    run(
+        [
+            "mount",
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            f"lowerdir={base},upperdir={upper},workdir={work}",
+            str(merged),
+        ]
+    )
     try:
         (merged / "etc" / "apt" / "sources.list").write_text(
-            f"deb {rootfs.DEBIAN_MIRROR} {packages.SUITE} main\n")
+            f"deb {rootfs.DEBIAN_MIRROR} {packages.SUITE} main\n"
+        )
         shutil.copy("/etc/resolv.conf", merged / "etc" / "resolv.conf")
         run(["chroot", str(merged), "apt-get", "-q", "update"], timeout=900)
-        run(["chroot", str(merged), "apt-get", "-q", "-y", "--download-only", "--no-install-recommends",
-             "install", *packages.MIRROR_APT_PACKAGES], timeout=1800)
+        run(
+            [
+                "chroot",
+                str(merged),
+                "apt-get",
+                "-q",
+                "-y",
+                "--download-only",
+                "--no-install-recommends",
+                "install",
+                *packages.MIRROR_APT_PACKAGES,
+            ],
+            timeout=1800,
+        )
         for deb in (merged / "var" / "cache" / "apt" / "archives").glob("*.deb"):
             shutil.copy2(deb, dest / deb.name)
     finally:
         run(["umount", str(merged)], check=False)
         shutil.rmtree(scratch, ignore_errors=True)
     debs = sorted(dest.glob("*.deb"))
-    missing = [p for p in packages.MIRROR_APT_PACKAGES
-               if not any(d.name.startswith(f"{p}_") for d in debs) and not installed_in(base, p)]
+    missing = [
+        p
+        for p in packages.MIRROR_APT_PACKAGES
+        if not any(d.name.startswith(f"{p}_") for d in debs) and not installed_in(base, p)
+    ]
     if missing:
         raise LabError(f"mirror: apt did not download {', '.join(missing)}")
     return debs
@@ -154,12 +211,30 @@ def publish_debian_repo(repo: Path, debs: list[Path], gnupg: Path, suite: str) -
     index = run(["apt-ftparchive", "packages", "pool"], timeout=600, cwd=repo).stdout
     (binary / "Packages").write_text(index)
     run(["gzip", "-9kf", str(binary / "Packages")])
-    opts = [f"-oAPT::FTPArchive::Release::{k}={v}" for k, v in {
-        "Origin": "rdmaforge-lab", "Label": "rdmaforge lab mirror", "Suite": suite, "Codename": suite,
-        "Architectures": packages.ARCH, "Components": "main"}.items()]
+    opts = [
+        f"-oAPT::FTPArchive::Release::{k}={v}"
+        for k, v in {
+            "Origin": "rdmaforge-lab",
+            "Label": "rdmaforge lab mirror",
+            "Suite": suite,
+            "Codename": suite,
+            "Architectures": packages.ARCH,
+            "Components": "main",
+        }.items()
+    ]
     release = run(["apt-ftparchive", *opts, "release", f"dists/{suite}"], cwd=repo).stdout
     (dist / "Release").write_text(release)
-    sign = ["gpg", "--homedir", str(gnupg), "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
+    sign = [
+        "gpg",
+        "--homedir",
+        str(gnupg),
+        "--batch",
+        "--yes",
+        "--pinentry-mode",
+        "loopback",
+        "--passphrase",
+        "",
+    ]
     run([*sign, "--clearsign", "-o", str(dist / "InRelease"), str(dist / "Release")])
     run([*sign, "-abs", "-o", str(dist / "Release.gpg"), str(dist / "Release")])
 
@@ -189,6 +264,7 @@ def download_verified(source: packages.SourceTarball, dest: Path) -> str:
 
 # --- serving -------------------------------------------------------------------------------------------
 
+
 def serve(www: Path, pidfile: Path, log: Path) -> bool:
     """Start a threaded HTTP server on the lab bridge (idempotent: one already serving ``www`` is kept).
 
@@ -202,9 +278,21 @@ def serve(www: Path, pidfile: Path, log: Path) -> bool:
         time.sleep(0.2)
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "http.server", str(MIRROR_PORT), "--bind", CONTROLLER_ADDRESS,
-             "--directory", str(www)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "http.server",
+                str(MIRROR_PORT),
+                "--bind",
+                CONTROLLER_ADDRESS,
+                "--directory",
+                str(www),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     pidfile.write_text(f"{proc.pid}\n")
     served.write_text(str(www))
     for _ in range(50):

@@ -34,7 +34,21 @@ def ensure_node_network(node: NodeSpec) -> None:
     run([*ns, "link", "set", "lo", "up"])
     for nic in node.nics:
         if not link_exists(nic.host_end):
-            run(["ip", "link", "add", nic.host_end, "type", "veth", "peer", "name", nic.name, "netns", node.netns])
+            run(
+                [
+                    "ip",
+                    "link",
+                    "add",
+                    nic.host_end,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    nic.name,
+                    "netns",
+                    node.netns,
+                ]
+            )
         run(["ip", "link", "set", nic.host_end, "master", nic.bridge, "up"])
         addrs = run([*ns, "-j", "addr", "show", "dev", nic.name]).stdout
         if nic.address not in addrs:
@@ -54,7 +68,11 @@ def lab_namespaces() -> list[str]:
 def lab_links() -> list[str]:
     out = run(["ip", "-j", "link", "show"], check=False).stdout
     names = [entry["ifname"] for entry in json.loads(out or "[]")]
-    return [n for n in names if n.startswith(PREFIX) and (n[len(PREFIX):][:1].isdigit() or n.startswith(f"{PREFIX}br"))]
+    return [
+        n
+        for n in names
+        if n.startswith(PREFIX) and (n[len(PREFIX) :][:1].isdigit() or n.startswith(f"{PREFIX}br"))
+    ]
 
 
 def remove_node_network(netns: str) -> None:

@@ -37,13 +37,29 @@ def ensure_overlay(base: Path, node_dir: Path) -> Path:
     for d in ("upper", "work", "root"):
         (node_dir / d).mkdir(parents=True, exist_ok=True)
     if not mounted(root):
-        run(["mount", "-t", "overlay", "overlay", "-o",
-             f"lowerdir={base},upperdir={node_dir / 'upper'},workdir={node_dir / 'work'}", str(root)])
+        run(
+            [
+                "mount",
+                "-t",
+                "overlay",
+                "overlay",
+                "-o",
+                f"lowerdir={base},upperdir={node_dir / 'upper'},workdir={node_dir / 'work'}",
+                str(root),
+            ]
+        )
     return root
 
 
-def write_identity(root: Path, node: NodeSpec, all_nodes: list[NodeSpec], controller_pub: str,
-                   keyring: bytes, mirror_url: str, suite: str) -> None:
+def write_identity(
+    root: Path,
+    node: NodeSpec,
+    all_nodes: list[NodeSpec],
+    controller_pub: str,
+    keyring: bytes,
+    mirror_url: str,
+    suite: str,
+) -> None:
     """Per-node files: hostname, node names in /etc/hosts, machine-id, host keys, root's key, apt source.
 
     Safe on a running node: only what the lab owns is rewritten (its marked block in /etc/hosts, its own
@@ -69,10 +85,12 @@ def write_identity(root: Path, node: NodeSpec, all_nodes: list[NodeSpec], contro
     keyring_path.parent.mkdir(parents=True, exist_ok=True)
     if not keyring_path.exists() or keyring_path.read_bytes() != keyring:
         keyring_path.write_bytes(keyring)
-    write_if_changed(root / "etc" / "apt" / "sources.list.d" / "rdmaforge-lab.sources",
+    write_if_changed(
+        root / "etc" / "apt" / "sources.list.d" / "rdmaforge-lab.sources",
         "# The lab's local mirror (stands in for the distro archive; tests never reach the internet).\n"
         f"Types: deb\nURIs: {mirror_url}/debian\nSuites: {suite}\nComponents: main\n"
-        f"Signed-By: {LAB_KEYRING}\n")
+        f"Signed-By: {LAB_KEYRING}\n",
+    )
 
 
 LAB_BLOCK_BEGIN = "# BEGIN rdmaforge lab nodes"
@@ -113,8 +131,10 @@ def forget_package_indexes(root: Path) -> None:
 
 
 def host_public_keys(root: Path) -> list[str]:
-    return [p.read_text().split()[0] + " " + p.read_text().split()[1]
-            for p in sorted((root / "etc" / "ssh").glob("ssh_host_*_key.pub"))]
+    return [
+        p.read_text().split()[0] + " " + p.read_text().split()[1]
+        for p in sorted((root / "etc" / "ssh").glob("ssh_host_*_key.pub"))
+    ]
 
 
 def binds() -> list[str]:
@@ -136,12 +156,29 @@ def start(node: NodeSpec, node_dir: Path) -> None:
     if pid_alive(node_dir / "supervisor.pid"):
         return
     (node_dir / "stop").unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "rdmaforge.lab.supervisor", "--name", node.name, "--root",
-            str(node_dir / "root"), "--netns", node.netns, "--state", str(node_dir)]
+    argv = [
+        sys.executable,
+        "-m",
+        "rdmaforge.lab.supervisor",
+        "--name",
+        node.name,
+        "--root",
+        str(node_dir / "root"),
+        "--netns",
+        node.netns,
+        "--state",
+        str(node_dir),
+    ]
     argv += [f"--bind-ro={b}" for b in binds()]
     with (node_dir / "console.log").open("ab") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=PROJECT_ROOT)
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=PROJECT_ROOT,
+        )
     (node_dir / "supervisor.pid").write_text(f"{proc.pid}\n")
 
 

@@ -33,8 +33,17 @@ def ensure_base(cache: Path) -> Path:
     building.parent.mkdir(parents=True, exist_ok=True)
     print(f"lab: building base image {target.name} with debootstrap (once; cached)", file=sys.stderr)
     try:
-        run(["debootstrap", "--variant=minbase", f"--include={','.join(packages.BASE_PACKAGES)}",
-             packages.SUITE, str(building), DEBIAN_MIRROR], timeout=1800)
+        run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(packages.BASE_PACKAGES)}",
+                packages.SUITE,
+                str(building),
+                DEBIAN_MIRROR,
+            ],
+            timeout=1800,
+        )
     except LabError:
         shutil.rmtree(building, ignore_errors=True)
         raise

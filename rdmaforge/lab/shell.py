@@ -11,11 +11,21 @@ class LabError(RuntimeError):
     """A lab operation failed; the message says which step and why."""
 
 
-def run(argv: Sequence[str], *, check: bool = True, input_text: str | None = None,
-        timeout: float | None = 600, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(argv), capture_output=True, text=True, input=input_text, timeout=timeout, cwd=cwd)
+def run(
+    argv: Sequence[str],
+    *,
+    check: bool = True,
+    input_text: str | None = None,
+    timeout: float | None = 600,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        list(argv), capture_output=True, text=True, input=input_text, timeout=timeout, cwd=cwd
+    )
     if check and proc.returncode != 0:
-        raise LabError(f"command failed (rc={proc.returncode}): {' '.join(argv)}\n{proc.stderr.strip()[-2000:]}")
+        raise LabError(
+            f"command failed (rc={proc.returncode}): {' '.join(argv)}\n{proc.stderr.strip()[-2000:]}"
+        )
     return proc
 
 

@@ -48,7 +48,12 @@ def bridge_name(k: int) -> str:
 def node_spec(index: int, extra_nics: int) -> NodeSpec:
     name = f"node{index}"
     nics = tuple(
-        Nic(name=f"eth{k}", host_end=f"{PREFIX}{index}e{k}", bridge=bridge_name(k), address=f"198.18.{k}.{10 + index}")
+        Nic(
+            name=f"eth{k}",
+            host_end=f"{PREFIX}{index}e{k}",
+            bridge=bridge_name(k),
+            address=f"198.18.{k}.{10 + index}",
+        )
         for k in range(extra_nics + 1)
     )
     return NodeSpec(index=index, name=name, netns=f"{PREFIX}-{name}", nics=nics)

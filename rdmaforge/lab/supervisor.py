@@ -19,11 +19,18 @@ REBOOT_EXIT_STATUS = 133
 
 def nspawn_argv(name: str, root: Path, netns: str, binds_ro: list[str]) -> list[str]:
     argv = [
-        "systemd-nspawn", f"--directory={root}", f"--machine={name}", "--boot",
+        "systemd-nspawn",
+        f"--directory={root}",
+        f"--machine={name}",
+        "--boot",
         f"--network-namespace-path=/run/netns/{netns}",
         # No systemd/machined on the controller: run in our own cgroup and do not register.
-        "--register=no", "--keep-unit",
-        "--resolv-conf=off", "--timezone=off", "--link-journal=no", "--settings=no",
+        "--register=no",
+        "--keep-unit",
+        "--resolv-conf=off",
+        "--timezone=off",
+        "--link-journal=no",
+        "--settings=no",
         "--console=read-only",
     ]
     argv += [f"--bind-ro={spec}" for spec in binds_ro]
@@ -35,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--root", required=True, type=Path)
     parser.add_argument("--netns", required=True)
-    parser.add_argument("--state", required=True, type=Path, help="the node's directory (pid files, stop flag)")
+    parser.add_argument(
+        "--state", required=True, type=Path, help="the node's directory (pid files, stop flag)"
+    )
     parser.add_argument("--bind-ro", action="append", default=[])
     args = parser.parse_args(argv)
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import List
 
-
-def fingerprints(colon_listing: str) -> List[str]:
+def fingerprints(colon_listing: str) -> list[str]:
     """Fingerprints of the primary keys in a `gpg --with-colons` listing (the `fpr` line after each `pub`)."""
-    result: List[str] = []
+    result: list[str] = []
     expect_primary = False
     for line in colon_listing.splitlines():
         fields = line.split(":")

@@ -7,8 +7,8 @@ verbatim up to the end of the line (no quoting), and variables already in the en
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "nccl_env_names.txt"
 _HCA_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+(:[0-9]+)?$")
@@ -20,7 +20,7 @@ def known_nccl_names() -> frozenset[str]:
     return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
 
 
-def parse_ib_hca(value: str) -> Tuple[bool, bool, List[Tuple[str, Optional[int]]]]:
+def parse_ib_hca(value: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
     """Split an NCCL_IB_HCA value into (exclude, exact, [(device, port|None)]). Raises ValueError when malformed.
 
     Grammar (NCCL docs): optional '^' (exclude the listed devices), then optional '=' (exact names instead of
@@ -35,13 +35,14 @@ def parse_ib_hca(value: str) -> Tuple[bool, bool, List[Tuple[str, Optional[int]]
         if exclude or exact:
             raise ValueError(f"NCCL_IB_HCA={value!r}: '^' or '=' must be followed by device names")
         return False, False, []
-    entries: List[Tuple[str, Optional[int]]] = []
+    entries: list[tuple[str, int | None]] = []
     for item in rest.split(","):
         if not _HCA_ENTRY.match(item):
             raise ValueError(
                 f"NCCL_IB_HCA={value!r}: {item!r} is not 'device' or 'device:port' "
                 "(allowed: optional '^' to exclude, optional '=' for exact names, then device[:port] list, "
-                "e.g. 'mlx5', '=mlx5_0:1,mlx5_1:1', '^=mlx5_4')")
+                "e.g. 'mlx5', '=mlx5_0:1,mlx5_1:1', '^=mlx5_4')"
+            )
         name, _, port = item.partition(":")
         if port and int(port) < 1:
             raise ValueError(f"NCCL_IB_HCA={value!r}: port numbers start at 1, got {item!r}")
@@ -49,9 +50,9 @@ def parse_ib_hca(value: str) -> Tuple[bool, bool, List[Tuple[str, Optional[int]]
     return exclude, exact, entries
 
 
-def problems(env: Mapping[str, object]) -> List[str]:
+def problems(env: Mapping[str, object]) -> list[str]:
     """Errors that make a setting unusable: bad names, values NCCL cannot read from nccl.conf, bad NCCL_IB_HCA."""
-    errors: List[str] = []
+    errors: list[str] = []
     for key, value in env.items():
         if not _ENV_NAME.match(str(key)):
             errors.append(f"{key!r} is not a valid environment variable name (allowed: A-Z, 0-9, _)")
@@ -66,15 +67,15 @@ def problems(env: Mapping[str, object]) -> List[str]:
     return errors
 
 
-def unknown_names(env: Mapping[str, object], known: Optional[frozenset[str]] = None) -> List[str]:
+def unknown_names(env: Mapping[str, object], known: frozenset[str] | None = None) -> list[str]:
     """NCCL_* names this NCCL release does not read: usually a typo (NCCL_IB_HCAS, NCCL_SOCKET_IFNAMES)."""
     names = known if known is not None else known_nccl_names()
     return sorted(k for k in env if str(k).startswith("NCCL_") and k not in names)
 
 
-def merge(profile: Mapping[str, object], overrides: Mapping[str, object]) -> Dict[str, str]:
+def merge(profile: Mapping[str, object], overrides: Mapping[str, object]) -> dict[str, str]:
     """Overrides win; an override of None removes the profile's setting. Values become strings."""
-    merged: Dict[str, object] = dict(profile)
+    merged: dict[str, object] = dict(profile)
     for key, value in overrides.items():
         if value is None:
             merged.pop(key, None)
@@ -83,7 +84,7 @@ def merge(profile: Mapping[str, object], overrides: Mapping[str, object]) -> Dic
     return {k: _as_str(v) for k, v in sorted(merged.items())}
 
 
-def split(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+def split(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(settings NCCL reads from /etc/nccl.conf, everything else for the login environment)."""
     nccl = {k: v for k, v in env.items() if k.startswith("NCCL_")}
     other = {k: v for k, v in env.items() if not k.startswith("NCCL_")}
@@ -94,9 +95,9 @@ def render_conf(env: Mapping[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in sorted(env.items()))
 
 
-def parse_conf(text: str) -> Dict[str, str]:
+def parse_conf(text: str) -> dict[str, str]:
     """Read nccl.conf the way NCCL does (for verification and `doctor`)."""
-    result: Dict[str, str] = {}
+    result: dict[str, str] = {}
     for line in text.splitlines():
         if not line or line.startswith("#") or "=" not in line:
             continue
@@ -111,7 +112,7 @@ def _as_str(value: object) -> str:
     return str(value)
 
 
-def plugin_api_versions(nm_output: str) -> List[int]:
+def plugin_api_versions(nm_output: str) -> list[int]:
     """NCCL net plugin API versions a library exports, from `nm -D --defined-only` (symbols ncclNetPlugin_vN)."""
     versions = set()
     for line in nm_output.splitlines():

@@ -16,9 +16,19 @@ def test_every_node_answers_ansible_ping(lab: LabHandle) -> None:
     from rdmaforge.paths import PROJECT_ROOT
 
     proc = subprocess.run(
-        [str(PROJECT_ROOT / ".venv" / "bin" / "ansible"), "-i", str(lab.inventory), "cluster", "-m",
-         "ansible.builtin.ping", "-o"],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        [
+            str(PROJECT_ROOT / ".venv" / "bin" / "ansible"),
+            "-i",
+            str(lab.inventory),
+            "cluster",
+            "-m",
+            "ansible.builtin.ping",
+            "-o",
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in lab.nodes:
@@ -55,7 +65,9 @@ def test_cuda_is_bind_mounted_read_only(lab: LabHandle) -> None:
 
 def test_apt_uses_only_the_signed_lab_mirror(lab: LabHandle) -> None:
     node = next(iter(lab.nodes))
-    sources = lab.ssh(node, "grep -rh '^URIs:\\|^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ || true").stdout
+    sources = lab.ssh(
+        node, "grep -rh '^URIs:\\|^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ || true"
+    ).stdout
     assert sources.split() == ["URIs:", "http://198.18.0.1:8080/debian"]
     update = lab.ssh(node, "apt-get update 2>&1")
     assert "NO_PUBKEY" not in update.stdout and "not signed" not in update.stdout

@@ -16,13 +16,24 @@ pytestmark = pytest.mark.lab
 
 
 def lab_leftovers(paths: LabPaths) -> dict[str, list[str]]:
-    netns = [e["name"] for e in json.loads(subprocess.run(["ip", "-j", "netns", "list"], capture_output=True,
-                                                           text=True).stdout or "[]")]
-    links = [e["ifname"] for e in json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
-                                                            text=True).stdout)]
+    netns = [
+        e["name"]
+        for e in json.loads(
+            subprocess.run(["ip", "-j", "netns", "list"], capture_output=True, text=True).stdout or "[]"
+        )
+    ]
+    links = [
+        e["ifname"]
+        for e in json.loads(
+            subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout
+        )
+    ]
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    procs = subprocess.run(["pgrep", "-af", "systemd-nspawn|rdmaforge.lab.supervisor|http.server 8080"],
-                           capture_output=True, text=True).stdout.splitlines()
+    procs = subprocess.run(
+        ["pgrep", "-af", "systemd-nspawn|rdmaforge.lab.supervisor|http.server 8080"],
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
     return {
         "netns": [n for n in netns if n.startswith("rf-")],
         "links": [name for name in links if name.startswith("rf")],

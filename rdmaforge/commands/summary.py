@@ -1,0 +1,53 @@
+"""`rdmaforge summary [FILE]`: print the per-node summary that playbooks/summary.yml wrote."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rdmaforge.paths import PROJECT_ROOT
+
+DEFAULT = PROJECT_ROOT / "artifacts" / "summary.json"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("summary", help="print the per-node summary of the last converge")
+    parser.add_argument(
+        "file", nargs="?", type=Path, default=DEFAULT, help=f"summary JSON (default {DEFAULT})"
+    )
+    parser.set_defaults(func=run)
+
+
+def format_node(node: dict[str, Any]) -> list[str]:
+    api = ",".join(f"v{v}" for v in node.get("nccl_plugin_api_versions") or []) or "-"
+    plugin = node.get("nccl_plugin") or "none"
+    if node.get("nccl_plugin_version"):
+        plugin += f" {node['nccl_plugin_version']}"
+    packages = " ".join(f"{k}={v}" for k, v in sorted((node.get("rdma_packages") or {}).items())) or "-"
+    settings = " ".join(f"{k}={v}" for k, v in sorted((node.get("nccl_settings") or {}).items())) or "-"
+    devices = ", ".join(node.get("rdma_devices") or []) or "none"
+    return [
+        f"{node['host']} ({node.get('address')}): {node.get('os')}, fabric {node.get('fabric')}, "
+        f"{node.get('cpus')} CPUs, {node.get('gpus')} GPUs, RDMA devices: {devices}",
+        f"  packages:    {packages}",
+        f"  MPI:         {node.get('mpi_version') or '-'}",
+        f"  NCCL plugin: {plugin} (net API {api})",
+        f"  nccl.conf:   {settings}",
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        data = json.loads(args.file.read_text())
+    except (OSError, ValueError) as exc:
+        print(
+            f"rdmaforge summary: cannot read {args.file}: {exc} (run playbooks/site.yml first)",
+            file=sys.stderr,
+        )
+        return 2
+    for node in data.get("nodes", []):
+        print("\n".join(format_node(node)))
+    return 0

@@ -1,0 +1,184 @@
+"""Issue 3 on the lab: erdma repo from the signed lab mirror, RDMA userspace, OpenMPI, the real AIACC plugin,
+NCCL settings per profile; idempotence and check mode."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import LabHandle, assert_no_changes
+
+pytestmark = pytest.mark.lab
+
+ERDMA_DEBIAN_PACKAGES = ["libibverbs1", "ibverbs-providers", "ibverbs-utils", "librdmacm1", "rdma-core"]
+
+
+@pytest.fixture(scope="module")
+def converged(lab: LabHandle) -> Iterator[LabHandle]:
+    proc = lab.playbook("site.yml")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    yield lab
+
+
+def test_erdma_source_is_deb822_with_signed_by_keyring(converged: LabHandle) -> None:
+    for node in converged.nodes:
+        source = converged.ssh(node, "cat /etc/apt/sources.list.d/erdma.sources").stdout
+        assert "Suites: bookworm/erdma" in source
+        assert "Signed-By: /etc/apt/keyrings/erdma.gpg" in source
+        assert "URIs: http://198.18.0.1:8080/erdma/apt/debian" in source
+        keyring = converged.ssh(node, "stat -c '%a %U' /etc/apt/keyrings/erdma.gpg").stdout.split()
+        assert keyring == ["644", "root"]
+        assert (
+            converged.ssh(
+                node,
+                "test ! -e /etc/apt/trusted.gpg.d/erdma.gpg && test ! -e /etc/apt/sources.list.d/erdma.list",
+                check=False,
+            ).returncode
+            == 0
+        )
+
+
+def test_erdma_repository_is_used_and_verified(converged: LabHandle) -> None:
+    node = next(iter(converged.nodes))
+    update = converged.ssh(node, "apt-get update 2>&1").stdout
+    assert "erdma/apt/debian bookworm/erdma InRelease" in update
+    assert not re.search(r"NO_PUBKEY|not signed|BADSIG|^W: ", update, re.M), update
+    policy = converged.ssh(node, "apt-cache policy rdma-core").stdout
+    assert "erdma/apt/debian bookworm/erdma/main" in policy
+
+
+def test_erdma_packages_installed(converged: LabHandle) -> None:
+    for node in converged.nodes:
+        out = converged.ssh(
+            node, "dpkg-query -W -f '${Package} ${Status}\\n' " + " ".join(ERDMA_DEBIAN_PACKAGES)
+        ).stdout
+        installed = {line.split()[0] for line in out.splitlines() if line.endswith("install ok installed")}
+        assert installed == set(ERDMA_DEBIAN_PACKAGES)
+        assert converged.ssh(node, "command -v ibv_devinfo").returncode == 0
+
+
+def test_memlock_unlimited_for_rdma_users(converged: LabHandle) -> None:
+    node = next(iter(converged.nodes))
+    limits = converged.ssh(node, "cat /etc/security/limits.d/90-rdmaforge-memlock.conf").stdout
+    assert "root soft memlock unlimited" in limits and "* hard memlock unlimited" in limits
+    # A new SSH session goes through pam_limits.
+    assert converged.ssh(node, "ulimit -l").stdout.strip() == "unlimited"
+
+
+def test_mpirun_on_path_for_non_interactive_ssh(converged: LabHandle) -> None:
+    for node in converged.nodes:
+        assert converged.ssh(node, "command -v mpirun").stdout.strip() == "/usr/bin/mpirun"
+        assert "Open MPI" in converged.ssh(node, "mpirun --version").stdout
+
+
+def test_real_aiacc_plugin_installed_and_exports_net_api(converged: LabHandle) -> None:
+    for node in converged.nodes:
+        resolved = converged.ssh(node, "ldconfig -p | grep 'libnccl-net.so '").stdout
+        assert "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so" in resolved
+        symbols = converged.ssh(
+            node, "nm -D --defined-only /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"
+        ).stdout
+        versions = sorted(int(v) for v in re.findall(r"\sncclNetPlugin_v(\d+)$", symbols, re.M))
+        assert versions == [2, 3, 4, 5, 6]
+        freeze = converged.ssh(node, "/opt/rdmaforge/nccl-plugin/aiacc-venv/bin/python -m pip freeze").stdout
+        assert "aiacc-nccl-plugin==2.0.1" in freeze
+
+
+def test_summary_reports_plugin_and_settings(converged: LabHandle) -> None:
+    import json
+
+    from rdmaforge.paths import PROJECT_ROOT
+
+    summary = json.loads((PROJECT_ROOT / "artifacts" / "summary.json").read_text())
+    nodes = {n["host"]: n for n in summary["nodes"]}
+    assert set(nodes) == set(converged.nodes)
+    for node in nodes.values():
+        assert node["fabric"] == "erdma"
+        assert node["nccl_plugin"] == "aiacc" and node["nccl_plugin_version"] == "2.0.1"
+        assert node["nccl_plugin_api_versions"] == [2, 3, 4, 5, 6]
+        assert node["nccl_settings"] == {"NCCL_SOCKET_IFNAME": "eth0"}
+        assert "rdma-core" in node["rdma_packages"]
+
+
+def test_second_converge_changes_nothing(converged: LabHandle) -> None:
+    proc = converged.playbook("site.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert_no_changes(proc.stdout)
+
+
+def test_check_diff_on_converged_lab_changes_nothing(converged: LabHandle) -> None:
+    proc = converged.playbook("site.yml", "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert_no_changes(proc.stdout)
+
+
+def test_wrong_fingerprint_is_refused(converged: LabHandle) -> None:
+    wrong = "0123456789ABCDEF0123456789ABCDEF01234567"
+    node = next(iter(converged.nodes))
+    before = converged.ssh(
+        node, "sha256sum /etc/apt/sources.list.d/erdma.sources /etc/apt/keyrings/erdma.gpg"
+    ).stdout
+    proc = converged.playbook("rdma.yml", "-e", f"rdma_repos_erdma_gpg_fingerprint={wrong}")
+    assert proc.returncode != 0
+    assert f'rdma_repos_erdma_gpg_fingerprint="{wrong}" does not match' in proc.stdout
+    assert "has fingerprint(s)" in proc.stdout
+    after = converged.ssh(
+        node, "sha256sum /etc/apt/sources.list.d/erdma.sources /etc/apt/keyrings/erdma.gpg"
+    ).stdout
+    assert before == after
+
+
+PROFILE_CASES = {
+    # profile: (expected nccl.conf settings, expected profile.d exports)
+    "infiniband": ({"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5", "NCCL_SOCKET_IFNAME": "eth"}, {}),
+    "acs_type2": (
+        {"NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": "", "NCCL_SOCKET_IFNAME": "eth0"},
+        {},
+    ),
+    "roce": ({"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "mlx5", "NCCL_SOCKET_IFNAME": "eth0"}, {}),
+    "acs_type1": (
+        {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5", "NCCL_SOCKET_IFNAME": "eth0"},
+        {"AIACC_AUTOTUNE_PERF_MODE": "time"},
+    ),
+}
+
+
+def read_conf(lab: LabHandle, node: str) -> dict[str, str]:
+    from rdmaforge.parsers.nccl_env import parse_conf
+
+    return parse_conf(lab.ssh(node, "cat /etc/nccl.conf").stdout)
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILE_CASES))
+def test_nccl_conf_matches_each_profile(converged: LabHandle, profile: str) -> None:
+    expected_conf, expected_exports = PROFILE_CASES[profile]
+    node = list(converged.nodes)[0]
+    extra = f'{{"nccl_env_profile": "{profile}", "nccl_env_overrides": {expected_exports!r}}}'.replace(
+        "'", '"'
+    )
+    proc = converged.playbook("nccl_env.yml", "--limit", node, "-e", extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert read_conf(converged, node) == expected_conf
+    script = converged.ssh(node, "cat /etc/profile.d/rdmaforge-nccl.sh", check=False)
+    if expected_exports:
+        for key, value in expected_exports.items():
+            assert f"export {key}={value}" in script.stdout
+        login = converged.ssh(node, "bash -lc 'echo $AIACC_AUTOTUNE_PERF_MODE'").stdout.strip()
+        assert login == "time"
+    else:
+        assert script.returncode != 0  # no non-NCCL settings: no script
+    # back to the inventory's profile
+    restore = converged.playbook("nccl_env.yml", "--limit", node)
+    assert restore.returncode == 0
+    assert read_conf(converged, node) == {"NCCL_SOCKET_IFNAME": "eth0"}
+
+
+def test_bad_nccl_ib_hca_is_rejected_before_any_change(converged: LabHandle) -> None:
+    node = list(converged.nodes)[0]
+    before = converged.ssh(node, "sha256sum /etc/nccl.conf").stdout
+    proc = converged.playbook("site.yml", "-e", '{"nccl_env_overrides": {"NCCL_IB_HCA": "mlx5_0:x"}}')
+    assert proc.returncode != 0
+    assert "'mlx5_0:x' is not 'device' or 'device:port'" in proc.stdout
+    assert converged.ssh(node, "sha256sum /etc/nccl.conf").stdout == before

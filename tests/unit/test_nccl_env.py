@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import pytest
+
+from rdmaforge.parsers import nccl_env
+from rdmaforge.parsers.gpg import fingerprints
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("mlx5", (False, False, [("mlx5", None)])),
+        ("=mlx5_0:1,mlx5_1:1", (False, True, [("mlx5_0", 1), ("mlx5_1", 1)])),
+        ("^=mlx5_4", (True, True, [("mlx5_4", None)])),
+        ("^mlx5_3,mlx5_4:2", (True, False, [("mlx5_3", None), ("mlx5_4", 2)])),
+        ("", (False, False, [])),
+        ("erdma_0,erdma_1", (False, False, [("erdma_0", None), ("erdma_1", None)])),
+    ],
+)
+def test_parse_ib_hca_valid(value: str, expected: tuple[bool, bool, list[tuple[str, int | None]]]) -> None:
+    assert nccl_env.parse_ib_hca(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value", ["mlx5_0:x", "^", "=", "^=", "mlx5_0:0", "mlx5 0", "mlx5_0,,mlx5_1", "=^mlx5"]
+)
+def test_parse_ib_hca_invalid(value: str) -> None:
+    with pytest.raises(ValueError, match="NCCL_IB_HCA"):
+        nccl_env.parse_ib_hca(value)
+
+
+def test_problems_names_the_setting_and_what_is_allowed() -> None:
+    errors = nccl_env.problems({"NCCL_IB_HCA": "mlx5_0:x", "bad-name": "1", "NCCL_DEBUG": "INFO\nX"})
+    assert any("'mlx5_0:x' is not 'device' or 'device:port'" in e and "allowed" in e for e in errors)
+    assert any("'bad-name' is not a valid environment variable name" in e for e in errors)
+    assert any("NCCL_DEBUG: values cannot contain a newline" in e for e in errors)
+    assert nccl_env.problems({"NCCL_IB_HCA": "", "NCCL_IB_DISABLE": "1"}) == []
+
+
+def test_unknown_names_flags_typos_only() -> None:
+    env = {"NCCL_IB_HCA": "mlx5", "NCCL_IB_HCAS": "mlx5", "NCCL_SOCKET_IFNAMES": "eth0", "AIACC_X": "1"}
+    assert nccl_env.unknown_names(env) == ["NCCL_IB_HCAS", "NCCL_SOCKET_IFNAMES"]
+
+
+def test_known_names_come_from_nccl_source() -> None:
+    names = nccl_env.known_nccl_names()
+    for name in (
+        "NCCL_IB_HCA",
+        "NCCL_SOCKET_IFNAME",
+        "NCCL_IB_DISABLE",
+        "NCCL_DEBUG",
+        "NCCL_IB_GID_INDEX",
+        "NCCL_NET_PLUGIN",
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+    ):
+        assert name in names
+    assert len(names) > 150
+
+
+def test_merge_overrides_win_and_null_removes() -> None:
+    profile = {"NCCL_IB_HCA": "mlx5", "NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": 1}
+    merged = nccl_env.merge(
+        profile, {"NCCL_DEBUG": None, "NCCL_IB_HCA": "=mlx5_0", "AIACC_CPU_BINDING_ENABLE": True}
+    )
+    assert merged == {"AIACC_CPU_BINDING_ENABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": "=mlx5_0"}
+
+
+def test_split_and_render_roundtrip() -> None:
+    env = {"NCCL_IB_HCA": "", "NCCL_SOCKET_IFNAME": "eth0", "LIGHT_2D_ALLREDUCE": "1"}
+    nccl, other = nccl_env.split(env)
+    assert other == {"LIGHT_2D_ALLREDUCE": "1"}
+    text = nccl_env.render_conf(nccl)
+    assert text == "NCCL_IB_HCA=\nNCCL_SOCKET_IFNAME=eth0\n"
+    assert nccl_env.parse_conf("# comment\n" + text + "junk line\n") == nccl
+
+
+def test_plugin_api_versions_from_nm() -> None:
+    nm = (
+        "00000000004b2c60 D ncclNetPlugin_v2\n"
+        "00000000004b2a20 D ncclNetPlugin_v6\n"
+        "0000000000052f50 T _Z19ncclIbGetPropertiesiP22ncclNetProperties_v4_t\n"
+        "00000000004b2b40 D ncclNetPlugin_v4\n"
+        "0000000000001000 D ncclCollNetPlugin_v6\n"
+    )
+    assert nccl_env.plugin_api_versions(nm) == [2, 4, 6]
+    assert nccl_env.plugin_api_versions("") == []
+
+
+def test_gpg_fingerprints_primary_keys_only() -> None:
+    listing = (
+        "pub:-:255:22:AAFAC04D97651B04:1:::-:::scESC::::::23::0:\n"
+        "fpr:::::::::B50E88FC820838FBD040B79CAAFAC04D97651B04:\n"
+        "uid:-::::1::X::rdmaforge lab mirror <lab@x>::::::::::0:\n"
+        "sub:-:255:18:1111111111111111:1::::::e::::::23:\n"
+        "fpr:::::::::0000000000000000000000001111111111111111:\n"
+    )
+    assert fingerprints(listing) == ["B50E88FC820838FBD040B79CAAFAC04D97651B04"]
