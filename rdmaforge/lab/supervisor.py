@@ -32,6 +32,9 @@ def nspawn_argv(name: str, root: Path, netns: str, binds_ro: list[str]) -> list[
         "--link-journal=no",
         "--settings=no",
         "--console=read-only",
+        # A real host's root may raise its memlock limit (pam_limits) and lock memory, which RDMA needs;
+        # nspawn drops these two capabilities by default.
+        "--capability=CAP_SYS_RESOURCE,CAP_IPC_LOCK",
     ]
     argv += [f"--bind-ro={spec}" for spec in binds_ro]
     return argv
