@@ -27,10 +27,7 @@ description:
 
 def role_argument_specs(roles_dir: str) -> list[dict[str, Any]]:
     """``[{role, path, options}]`` for every role beside the caller (runs on the controller)."""
-    return [
-        {"role": s.role, "path": s.path, "options": s.options}
-        for s in checks.discover_argument_specs(roles_dir)
-    ]
+    return [{"role": s.role, "path": s.path, "options": s.options} for s in checks.discover_argument_specs(roles_dir)]
 
 
 def _argspec_results(registered: object) -> list[checks.ArgspecResult]:

@@ -173,8 +173,7 @@ def node_name_problems(host: str) -> list[Problem]:
             Problem(
                 host,
                 "inventory_hostname",
-                f"{host}: inventory_hostname={show(host)} is not a valid node name; "
-                f"allowed: {_HOSTNAME_RULE}",
+                f"{host}: inventory_hostname={show(host)} is not a valid node name; allowed: {_HOSTNAME_RULE}",
             )
         ]
     return []
@@ -386,9 +385,7 @@ def discover_argument_specs(roles_dir: str | Path) -> list[RoleSpec]:
         main = (data.get("argument_specs") or {}).get("main")
         if isinstance(main, Mapping):
             specs.append(
-                RoleSpec(
-                    role=path.parent.parent.name, path=str(path), options=dict(main.get("options") or {})
-                )
+                RoleSpec(role=path.parent.parent.name, path=str(path), options=dict(main.get("options") or {}))
             )
     return specs
 

@@ -76,9 +76,7 @@ def _ipv4_cidrs(fact: Mapping[str, Any]) -> list[str]:
     if isinstance(secondaries, list):
         entries += [e for e in secondaries if isinstance(e, Mapping)]
     return [
-        f"{e['address']}/{e['prefix']}" if e.get("prefix") else str(e["address"])
-        for e in entries
-        if e.get("address")
+        f"{e['address']}/{e['prefix']}" if e.get("prefix") else str(e["address"]) for e in entries if e.get("address")
     ]
 
 
@@ -143,7 +141,5 @@ def node_fact(
         "rdma_devices": rdma_devices,
         "rdma_source": rdma_source,
         "nics": nics_from_facts(facts),
-        "default_route_interface": str(default_ipv4.get("interface", ""))
-        if isinstance(default_ipv4, Mapping)
-        else "",
+        "default_route_interface": str(default_ipv4.get("interface", "")) if isinstance(default_ipv4, Mapping) else "",
     }

@@ -13,9 +13,7 @@ PROJECT_ROOT = Path(os.environ.get("RDMAFORGE_ROOT", Path(__file__).resolve().pa
 CACHE_DIR = Path(os.environ.get("RDMAFORGE_CACHE", "/var/cache/rdmaforge"))
 
 #: Controller-side cache for per-cluster artefacts (NCCL builds, SSH trust keys); outside the repo.
-CONTROLLER_CACHE = Path(
-    os.environ.get("RDMAFORGE_CONTROLLER_CACHE", str(Path.home() / ".cache" / "rdmaforge"))
-)
+CONTROLLER_CACHE = Path(os.environ.get("RDMAFORGE_CONTROLLER_CACHE", str(Path.home() / ".cache" / "rdmaforge")))
 
 
 def playbook(name: str) -> Path:

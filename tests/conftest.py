@@ -41,9 +41,7 @@ class LabHandle:
     ssh_key: Path
     known_hosts: Path
 
-    def ssh(
-        self, node: str, command: str, check: bool = True, timeout: int = 120
-    ) -> subprocess.CompletedProcess[str]:
+    def ssh(self, node: str, command: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess[str]:
         """Run ``command`` on ``node`` over real SSH as root (host key verified)."""
         argv = [
             "ssh", "-i", str(self.ssh_key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
@@ -75,21 +73,15 @@ def run_playbook(
     env: dict[str, str] | None = None,
     timeout: int = 1800,
 ) -> subprocess.CompletedProcess[str]:
-    argv: list[str] = [
-        str(Path(os.environ.get("VIRTUAL_ENV", PROJECT_ROOT / ".venv")) / "bin" / "ansible-playbook")
-    ]
+    argv: list[str] = [str(Path(os.environ.get("VIRTUAL_ENV", PROJECT_ROOT / ".venv")) / "bin" / "ansible-playbook")]
     if not Path(argv[0]).exists():
         argv = ["ansible-playbook"]
     argv += ["-i", str(inventory), str(PROJECT_ROOT / "playbooks" / playbook), *extra]
     full_env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1", **(env or {})}
-    proc = subprocess.run(
-        argv, cwd=PROJECT_ROOT, capture_output=True, text=True, env=full_env, timeout=timeout
-    )
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, env=full_env, timeout=timeout)
     proc.stdout = proc.stdout + proc.stderr
     if check and proc.returncode != 0:
-        raise AssertionError(
-            f"ansible-playbook {playbook} failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}"
-        )
+        raise AssertionError(f"ansible-playbook {playbook} failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}")
     return proc
 
 

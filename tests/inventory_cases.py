@@ -33,9 +33,7 @@ class InventoryDraft:
         for sub in ("group_vars", "host_vars"):
             for path in sorted((hosts_yml.parent / sub).rglob("*")):
                 if path.is_file() and path.suffix in (".yml", ".yaml"):
-                    var_files[str(path.relative_to(hosts_yml.parent))] = (
-                        yaml.safe_load(path.read_text()) or {}
-                    )
+                    var_files[str(path.relative_to(hosts_yml.parent))] = yaml.safe_load(path.read_text()) or {}
         return cls(doc, var_files)
 
     def copy(self) -> InventoryDraft:
@@ -154,9 +152,7 @@ CASES: list[Case] = [
     Case(
         "unknown-fabric",
         lambda d, n: d.set(n.b, "rdmaforge_fabric", "ethernet"),
-        lambda n: {
-            n.b: [f"{n.b}: rdmaforge_fabric='ethernet' is not a known fabric profile; {FABRICS_ALLOWED}"]
-        },
+        lambda n: {n.b: [f"{n.b}: rdmaforge_fabric='ethernet' is not a known fabric profile; {FABRICS_ALLOWED}"]},
     ),
     Case(
         "fabric-wrong-case",
@@ -189,8 +185,7 @@ CASES: list[Case] = [
         _rename_b(lambda n: f"{n.a}.example"),
         lambda n: {
             f"{n.a}.example": [
-                f"{n.a}.example: inventory_hostname='{n.a}.example' has the short name "
-                f"'{n.a}', which {n.a} also has",
+                f"{n.a}.example: inventory_hostname='{n.a}.example' has the short name '{n.a}', which {n.a} also has",
                 "allowed: a name whose first label no other node uses",
             ],
             n.a: [f"{n.a}: inventory_hostname='{n.a}' has the short name '{n.a}'"],
@@ -236,18 +231,13 @@ CASES: list[Case] = [
         "bool-variable-of-another-role",
         lambda d, n: d.set(n.b, "cluster_hosts_manage", "maybe"),
         lambda n: {
-            n.b: [
-                f"{n.b}: cluster_hosts_manage='maybe' is not valid for role cluster_hosts; "
-                f"allowed: true or false"
-            ]
+            n.b: [f"{n.b}: cluster_hosts_manage='maybe' is not valid for role cluster_hosts; allowed: true or false"]
         },
     ),
     Case(
         "dict-variable-of-preflight",
         _set_everywhere("preflight_supported_os", "Debian 12"),
-        _every_host(
-            ["{host}: preflight_supported_os='Debian 12' is not valid for role preflight; allowed: a mapping"]
-        ),
+        _every_host(["{host}: preflight_supported_os='Debian 12' is not valid for role preflight; allowed: a mapping"]),
     ),
     Case(
         "several-problems-one-host",
@@ -302,9 +292,7 @@ def check_case(case: Case, names: Names, returncode: int, output: str) -> None:
         assert host in failures, f"{case.id}: no failure for {host}; failures: {failures}\n{output[-4000:]}"
         for line in lines:
             assert line in failures[host], f"{case.id}: {host} lacks {line!r}; its message:\n{failures[host]}"
-    assert not re.search(r"^changed: ", output, re.MULTILINE), (
-        f"{case.id}: something changed:\n{output[-4000:]}"
-    )
+    assert not re.search(r"^changed: ", output, re.MULTILINE), f"{case.id}: something changed:\n{output[-4000:]}"
     assert "PLAY [Cluster hosts" not in output, f"{case.id}: a later play ran:\n{output[-4000:]}"
     if not case.needs_facts:
         assert "TASK [preflight : Gather facts]" not in output, f"{case.id}: connected before reporting"

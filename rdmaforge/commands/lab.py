@@ -19,9 +19,7 @@ def register(subparsers: Any) -> None:
 
     up = verbs.add_parser("up", help="build (once) and boot the lab; writes inventories/lab/")
     up.add_argument("--nodes", type=int, default=2, help=f"number of nodes, 1..{MAX_NODES} (default 2)")
-    up.add_argument(
-        "--nics", type=int, default=2, help=f"extra NICs per node, 0..{MAX_EXTRA_NICS} (default 2)"
-    )
+    up.add_argument("--nics", type=int, default=2, help=f"extra NICs per node, 0..{MAX_EXTRA_NICS} (default 2)")
     up.set_defaults(func=cmd_up)
 
     down = verbs.add_parser("down", help="remove nodes, mounts, namespaces, bridges (safe to repeat)")
@@ -52,9 +50,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     except (LabError, ValueError) as exc:
         print(f"rdmaforge lab up: {exc}", file=sys.stderr)
         return 1
-    print(
-        f"lab up: {args.nodes} node(s), {args.nics} extra NIC(s) each, in {time.monotonic() - started:.1f}s"
-    )
+    print(f"lab up: {args.nodes} node(s), {args.nics} extra NIC(s) each, in {time.monotonic() - started:.1f}s")
     return cmd_status(args)
 
 
@@ -74,9 +70,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     print(f"{'node':8} {'address':14} {'running':8} {'ssh':5} boots")
     for n in status.nodes:
-        print(
-            f"{n.name:8} {n.address:14} {'yes' if n.running else 'no':8} {'yes' if n.ssh else 'no':5} {n.boots}"
-        )
+        print(f"{n.name:8} {n.address:14} {'yes' if n.running else 'no':8} {'yes' if n.ssh else 'no':5} {n.boots}")
     print(f"mirror: {status.mirror or 'not serving'}")
     print(f"inventory: {lab.inventory_path}")
     return 0 if status.running else 1

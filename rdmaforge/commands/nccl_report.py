@@ -109,9 +109,7 @@ def _format_run(index: int, item: Run) -> str:
     if item.rows:
         lines.extend(_format_rows(item))
     if item.avg_busbw is not None or item.out_of_bounds is not None:
-        lines.append(
-            f"  avg bus bandwidth: {_maybe(item.avg_busbw)} GB/s, out of bounds: {_maybe(item.out_of_bounds)}"
-        )
+        lines.append(f"  avg bus bandwidth: {_maybe(item.avg_busbw)} GB/s, out of bounds: {_maybe(item.out_of_bounds)}")
     lines.extend(f"  error: {error}" for error in item.errors)
     lines.extend(f"  warning: {warning}" for warning in item.warnings)
     return "\n".join(lines) + "\n"

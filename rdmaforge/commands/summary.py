@@ -15,9 +15,7 @@ DEFAULT = PROJECT_ROOT / "artifacts" / "summary.json"
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("summary", help="print the per-node summary of the last converge")
-    parser.add_argument(
-        "file", nargs="?", type=Path, default=DEFAULT, help=f"summary JSON (default {DEFAULT})"
-    )
+    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT, help=f"summary JSON (default {DEFAULT})")
     parser.set_defaults(func=run)
 
 

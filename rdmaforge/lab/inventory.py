@@ -51,9 +51,7 @@ def write(paths: LabPaths, nodes: list[NodeSpec], mirror: Mirror) -> Path:
         hosts[node.name] = {
             "ansible_host": node.address,
             # The extra NICs (stand-ins for ENIs / RDMA netdevs) with the addresses the lab gave them.
-            "lab_nics": [
-                {"name": nic.name, "address": nic.address, "prefixlen": nic.prefixlen} for nic in node.nics
-            ],
+            "lab_nics": [{"name": nic.name, "address": nic.address, "prefixlen": nic.prefixlen} for nic in node.nics],
         }
     dump(inv / "hosts.yml", {"all": {"children": {"cluster": {"hosts": hosts}}}})
     dump(

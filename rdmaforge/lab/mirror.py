@@ -85,17 +85,13 @@ def ensure_mirror(cache: Path, base: Path) -> Mirror:
     armored = run(["gpg", "--homedir", str(gnupg), "--export", "--armor", fpr]).stdout
     (www / "erdma" / "GPGKEY").write_text(armored)
     (www / "debian" / "GPGKEY").write_text(armored)
-    binary = subprocess.run(
-        ["gpg", "--homedir", str(gnupg), "--export", fpr], capture_output=True, check=True
-    ).stdout
+    binary = subprocess.run(["gpg", "--homedir", str(gnupg), "--export", fpr], capture_output=True, check=True).stdout
     (building / "lab-archive-keyring.gpg").write_bytes(binary)
     download_pip(www / "pip")
     sha = download_verified(packages.NCCL_SOURCE, www / "nccl")
     shutil.rmtree(building / "debs")
     (building / "mirror.json").write_text(
-        json.dumps(
-            {"fingerprint": fpr, "nccl_tarball": packages.NCCL_SOURCE.name, "nccl_sha256": sha}, indent=2
-        )
+        json.dumps({"fingerprint": fpr, "nccl_tarball": packages.NCCL_SOURCE.name, "nccl_sha256": sha}, indent=2)
     )
     shutil.rmtree(target, ignore_errors=True)
     building.rename(target)
@@ -127,9 +123,7 @@ def ensure_signing_key(home: Path) -> Path:
 
 
 def key_fingerprint(home: Path, missing_ok: bool = False) -> str:
-    out = run(
-        ["gpg", "--homedir", str(home), "--with-colons", "--list-keys", KEY_UID], check=not missing_ok
-    ).stdout
+    out = run(["gpg", "--homedir", str(home), "--with-colons", "--list-keys", KEY_UID], check=not missing_ok).stdout
     for line in out.splitlines():
         if line.startswith("fpr:"):
             return line.split(":")[9]
@@ -159,9 +153,7 @@ def download_debs(base: Path, dest: Path) -> list[Path]:
         ]
     )
     try:
-        (merged / "etc" / "apt" / "sources.list").write_text(
-            f"deb {rootfs.DEBIAN_MIRROR} {packages.SUITE} main\n"
-        )
+        (merged / "etc" / "apt" / "sources.list").write_text(f"deb {rootfs.DEBIAN_MIRROR} {packages.SUITE} main\n")
         shutil.copy("/etc/resolv.conf", merged / "etc" / "resolv.conf")
         run(["chroot", str(merged), "apt-get", "-q", "update"], timeout=900)
         run(

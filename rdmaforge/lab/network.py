@@ -69,9 +69,7 @@ def lab_links() -> list[str]:
     out = run(["ip", "-j", "link", "show"], check=False).stdout
     names = [entry["ifname"] for entry in json.loads(out or "[]")]
     return [
-        n
-        for n in names
-        if n.startswith(PREFIX) and (n[len(PREFIX) :][:1].isdigit() or n.startswith(f"{PREFIX}br"))
+        n for n in names if n.startswith(PREFIX) and (n[len(PREFIX) :][:1].isdigit() or n.startswith(f"{PREFIX}br"))
     ]
 
 

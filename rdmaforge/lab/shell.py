@@ -19,13 +19,9 @@ def run(
     timeout: float | None = 600,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        list(argv), capture_output=True, text=True, input=input_text, timeout=timeout, cwd=cwd
-    )
+    proc = subprocess.run(list(argv), capture_output=True, text=True, input=input_text, timeout=timeout, cwd=cwd)
     if check and proc.returncode != 0:
-        raise LabError(
-            f"command failed (rc={proc.returncode}): {' '.join(argv)}\n{proc.stderr.strip()[-2000:]}"
-        )
+        raise LabError(f"command failed (rc={proc.returncode}): {' '.join(argv)}\n{proc.stderr.strip()[-2000:]}")
     return proc
 
 

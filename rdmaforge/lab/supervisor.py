@@ -45,9 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--root", required=True, type=Path)
     parser.add_argument("--netns", required=True)
-    parser.add_argument(
-        "--state", required=True, type=Path, help="the node's directory (pid files, stop flag)"
-    )
+    parser.add_argument("--state", required=True, type=Path, help="the node's directory (pid files, stop flag)")
     parser.add_argument("--bind-ro", action="append", default=[])
     args = parser.parse_args(argv)
 

@@ -168,8 +168,7 @@ def _parse_preamble(tokens: list[str], layout: Layout) -> tuple[int, int, str, s
     else:
         # A column printed blank (pre-2.13.4 alltoall passed "" as the op name): numbers are the root.
         pairs = [
-            ("root" if parse_int(token) is not None and "root" in extra_names else "redop", token)
-            for token in extra
+            ("root" if parse_int(token) is not None and "root" in extra_names else "redop", token) for token in extra
         ]
     for name, token in pairs:
         if name == "root":

@@ -348,12 +348,8 @@ def _judge_rdma(transport: Transport, fabric: str) -> tuple[VerdictStatus, list[
     networks = transport.all_networks
     rdma_networks = [name for name in networks if name != SOCKET]
     if SOCKET in networks:
-        where = (
-            f"on some ranks (others used {', '.join(rdma_networks)})" if rdma_networks else "on every rank"
-        )
-        message = (
-            f"fabric profile '{fabric}' expects RDMA but NCCL fell back to the Socket transport (TCP) {where}"
-        )
+        where = f"on some ranks (others used {', '.join(rdma_networks)})" if rdma_networks else "on every rank"
+        message = f"fabric profile '{fabric}' expects RDMA but NCCL fell back to the Socket transport (TCP) {where}"
         return "fail", [message + _fallback_causes(transport)]
     messages = [f"NCCL used {', '.join(rdma_networks)} as fabric profile '{fabric}' expects"]
     status: VerdictStatus = "ok"

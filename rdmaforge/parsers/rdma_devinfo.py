@@ -392,9 +392,7 @@ def describe_port(device: str, port: Port) -> str:
     )
 
 
-def _select_ports(
-    devices: Sequence[Device], expected: Sequence[str]
-) -> tuple[list[tuple[str, Port]], list[str]]:
+def _select_ports(devices: Sequence[Device], expected: Sequence[str]) -> tuple[list[tuple[str, Port]], list[str]]:
     """The ports named by ``expected`` (all ports when empty) and problems with the names themselves."""
     by_name = {device["name"]: device for device in devices}
     found = ", ".join(sorted(by_name)) or "none"

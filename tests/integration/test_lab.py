@@ -65,9 +65,7 @@ def test_cuda_is_bind_mounted_read_only(lab: LabHandle) -> None:
 
 def test_apt_uses_only_the_signed_lab_mirror(lab: LabHandle) -> None:
     node = next(iter(lab.nodes))
-    sources = lab.ssh(
-        node, "grep -rh '^URIs:\\|^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ || true"
-    ).stdout
+    sources = lab.ssh(node, "grep -rh '^URIs:\\|^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ || true").stdout
     assert sources.split() == ["URIs:", "http://198.18.0.1:8080/debian"]
     update = lab.ssh(node, "apt-get update 2>&1")
     assert "NO_PUBKEY" not in update.stdout and "not signed" not in update.stdout

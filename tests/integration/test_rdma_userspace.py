@@ -3,7 +3,9 @@ NCCL settings per profile; idempotence and check mode."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -92,9 +94,7 @@ def test_real_aiacc_plugin_installed_and_exports_net_api(converged: LabHandle) -
     for node in converged.nodes:
         resolved = converged.ssh(node, "ldconfig -p | grep 'libnccl-net.so '").stdout
         assert "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so" in resolved
-        symbols = converged.ssh(
-            node, "nm -D --defined-only /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"
-        ).stdout
+        symbols = converged.ssh(node, "nm -D --defined-only /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so").stdout
         versions = sorted(int(v) for v in re.findall(r"\sncclNetPlugin_v(\d+)$", symbols, re.M))
         assert versions == [2, 3, 4, 5, 6]
         freeze = converged.ssh(node, "/opt/rdmaforge/nccl-plugin/aiacc-venv/bin/python -m pip freeze").stdout
@@ -132,16 +132,12 @@ def test_check_diff_on_converged_lab_changes_nothing(converged: LabHandle) -> No
 def test_wrong_fingerprint_is_refused(converged: LabHandle) -> None:
     wrong = "0123456789ABCDEF0123456789ABCDEF01234567"
     node = next(iter(converged.nodes))
-    before = converged.ssh(
-        node, "sha256sum /etc/apt/sources.list.d/erdma.sources /etc/apt/keyrings/erdma.gpg"
-    ).stdout
+    before = converged.ssh(node, "sha256sum /etc/apt/sources.list.d/erdma.sources /etc/apt/keyrings/erdma.gpg").stdout
     proc = converged.playbook("rdma.yml", "-e", f"rdma_repos_erdma_gpg_fingerprint={wrong}")
     assert proc.returncode != 0
     assert f'rdma_repos_erdma_gpg_fingerprint="{wrong}" does not match' in proc.stdout
     assert "has fingerprint(s)" in proc.stdout
-    after = converged.ssh(
-        node, "sha256sum /etc/apt/sources.list.d/erdma.sources /etc/apt/keyrings/erdma.gpg"
-    ).stdout
+    after = converged.ssh(node, "sha256sum /etc/apt/sources.list.d/erdma.sources /etc/apt/keyrings/erdma.gpg").stdout
     assert before == after
 
 
@@ -170,9 +166,7 @@ def read_conf(lab: LabHandle, node: str) -> dict[str, str]:
 def test_nccl_conf_matches_each_profile(converged: LabHandle, profile: str) -> None:
     expected_conf, expected_exports = PROFILE_CASES[profile]
     node = list(converged.nodes)[0]
-    extra = f'{{"nccl_env_profile": "{profile}", "nccl_env_overrides": {expected_exports!r}}}'.replace(
-        "'", '"'
-    )
+    extra = f'{{"nccl_env_profile": "{profile}", "nccl_env_overrides": {expected_exports!r}}}'.replace("'", '"')
     proc = converged.playbook("nccl_env.yml", "--limit", node, "-e", extra)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert read_conf(converged, node) == expected_conf
@@ -197,3 +191,30 @@ def test_bad_nccl_ib_hca_is_rejected_before_any_change(converged: LabHandle) -> 
     assert proc.returncode != 0
     assert "'mlx5_0:x' is not 'device' or 'device:port'" in proc.stdout
     assert converged.ssh(node, "sha256sum /etc/nccl.conf").stdout == before
+
+
+def run_infra_suite(lab: LabHandle) -> subprocess.CompletedProcess[str]:
+    from rdmaforge.paths import PROJECT_ROOT
+
+    venv_bin = PROJECT_ROOT / ".venv" / "bin"
+    env = {**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}"}
+    argv = [str(venv_bin / "python"), "-m", "pytest", "tests/infra", "-q", "-p", "no:cacheprovider",
+            "--hosts=ansible://cluster", f"--ansible-inventory={lab.inventory}"]  # fmt: skip
+    return subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_testinfra_suite_verifies_the_converged_nodes(converged: LabHandle) -> None:
+    proc = run_infra_suite(converged)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert f"{6 * len(converged.nodes)} passed" in proc.stdout
+
+
+def test_testinfra_suite_catches_a_broken_node_and_converge_heals_it(converged: LabHandle) -> None:
+    node = list(converged.nodes)[-1]
+    converged.ssh(node, "rm /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so")
+    broken = run_infra_suite(converged)
+    assert broken.returncode != 0
+    assert f"test_nccl_net_plugin_registered_and_exports_net_api[ansible://{node}]" in broken.stdout
+    healed = converged.playbook("nccl_plugin.yml", "--limit", node)
+    assert healed.returncode == 0, healed.stdout[-3000:]
+    assert run_infra_suite(converged).returncode == 0

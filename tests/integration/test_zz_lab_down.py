@@ -24,9 +24,7 @@ def lab_leftovers(paths: LabPaths) -> dict[str, list[str]]:
     ]
     links = [
         e["ifname"]
-        for e in json.loads(
-            subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout
-        )
+        for e in json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout)
     ]
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     procs = subprocess.run(

@@ -43,9 +43,7 @@ def test_example_describes_seed_000(example: dict) -> None:
 
 def test_example_passes_the_inventory_checks(example: dict) -> None:
     hostvars = example["_meta"]["hostvars"]
-    nodes = [
-        checks.NodeInput(h, v.get("ansible_host"), v.get("rdmaforge_fabric"), v) for h, v in hostvars.items()
-    ]
+    nodes = [checks.NodeInput(h, v.get("ansible_host"), v.get("rdmaforge_fabric"), v) for h, v in hostvars.items()]
     assert checks.inventory_report(nodes) == {}
 
 

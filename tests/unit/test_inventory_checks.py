@@ -81,9 +81,7 @@ def test_invalid_host_names(name: str) -> None:
 
 def test_invalid_node_name_message() -> None:
     (message,) = messages(checks.node_name_problems("node_2"))
-    assert message.startswith(
-        "node_2: inventory_hostname='node_2' is not a valid node name; allowed: an RFC 1123"
-    )
+    assert message.startswith("node_2: inventory_hostname='node_2' is not a valid node name; allowed: an RFC 1123")
 
 
 @pytest.mark.parametrize("name", ["172.20.20.145", "300.1.1.1", "fd00::1"])
@@ -143,9 +141,7 @@ def test_duplicate_address_is_reported_for_every_node_involved() -> None:
 def test_duplicate_address_between_ansible_host_and_a_bare_name() -> None:
     nodes = [NodeAddress("node1.example.com", None), NodeAddress("node2", "NODE1.example.com.")]
     found = messages(checks.duplicate_problems(nodes))
-    assert (
-        "node1.example.com: inventory_hostname='node1.example.com' is also the address of node2" in found[0]
-    )
+    assert "node1.example.com: inventory_hostname='node1.example.com' is also the address of node2" in found[0]
     assert "node2: ansible_host='NODE1.example.com.' is also the address of node1.example.com" in found[1]
 
 
@@ -154,8 +150,7 @@ def test_duplicate_short_name_ignores_case_and_domain() -> None:
     found = messages(checks.duplicate_problems(nodes))
     assert len(found) == 2
     assert found[1].startswith(
-        "Node1.rack2: inventory_hostname='Node1.rack2' has the short name 'Node1', "
-        "which node1 also has; allowed:"
+        "Node1.rack2: inventory_hostname='Node1.rack2' has the short name 'Node1', which node1 also has; allowed:"
     )
 
 
@@ -233,9 +228,7 @@ def test_argspec_type_error() -> None:
         "argument 'cluster_hosts_manage' is of type str and we were unable to convert to bool: "
         "The value 'maybe' is not a valid boolean."
     ]
-    found = checks.argspec_problems(
-        "node2", "cluster_hosts", errors, OPTIONS, {"cluster_hosts_manage": "maybe"}
-    )
+    found = checks.argspec_problems("node2", "cluster_hosts", errors, OPTIONS, {"cluster_hosts_manage": "maybe"})
     assert messages(found) == [
         "node2: cluster_hosts_manage='maybe' is not valid for role cluster_hosts; allowed: true or false "
         "(see roles/cluster_hosts/meta/argument_specs.yml)"
@@ -252,16 +245,9 @@ def test_argspec_missing_required() -> None:
 
 
 def test_argspec_choice_error_suggests() -> None:
-    errors = [
-        "value of rdmaforge_fabric must be one of: erdma, infiniband, roce, acs_type1, acs_type2, tcp, "
-        "got: roc"
-    ]
-    (message,) = messages(
-        checks.argspec_problems("node1", "preflight", errors, OPTIONS, {"rdmaforge_fabric": "roc"})
-    )
-    assert message.startswith(
-        "node1: rdmaforge_fabric='roc' is not valid for role preflight (did you mean 'roce'?)"
-    )
+    errors = ["value of rdmaforge_fabric must be one of: erdma, infiniband, roce, acs_type1, acs_type2, tcp, got: roc"]
+    (message,) = messages(checks.argspec_problems("node1", "preflight", errors, OPTIONS, {"rdmaforge_fabric": "roc"}))
+    assert message.startswith("node1: rdmaforge_fabric='roc' is not valid for role preflight (did you mean 'roce'?)")
 
 
 def test_argspec_sub_option_error_keeps_ansible_detail() -> None:
@@ -296,9 +282,7 @@ def test_discovery_skips_roles_without_a_main_entry_point(tmp_path: Path) -> Non
     (tmp_path / "a" / "meta").mkdir(parents=True)
     (tmp_path / "a" / "meta" / "argument_specs.yml").write_text("argument_specs: {other: {options: {}}}\n")
     (tmp_path / "b" / "meta").mkdir(parents=True)
-    (tmp_path / "b" / "meta" / "argument_specs.yaml").write_text(
-        "argument_specs: {main: {options: {b_x: {}}}}\n"
-    )
+    (tmp_path / "b" / "meta" / "argument_specs.yaml").write_text("argument_specs: {main: {options: {b_x: {}}}}\n")
     assert [(s.role, list(s.options)) for s in checks.discover_argument_specs(tmp_path)] == [("b", ["b_x"])]
 
 
@@ -306,14 +290,10 @@ def test_discovery_skips_roles_without_a_main_entry_point(tmp_path: Path) -> Non
 
 
 def test_inventory_report_groups_by_host_and_prefers_the_dedicated_check() -> None:
-    argspec = ArgspecResult(
-        "preflight", ["value of rdmaforge_fabric must be one of: erdma, got: ethernet"], OPTIONS
-    )
+    argspec = ArgspecResult("preflight", ["value of rdmaforge_fabric must be one of: erdma, got: ethernet"], OPTIONS)
     nodes = [
         NodeInput("node1", "10.0.0.1", "erdma"),
-        NodeInput(
-            "node2", "10.0.0.1", "ethernet", values={"rdmaforge_fabric": "ethernet"}, argspecs=[argspec]
-        ),
+        NodeInput("node2", "10.0.0.1", "ethernet", values={"rdmaforge_fabric": "ethernet"}, argspecs=[argspec]),
         NodeInput("node3", "10.0.0.3", "ethernet", in_play=False),
     ]
     problems = checks.inventory_report(nodes)

@@ -21,9 +21,7 @@ def test_parse_ib_hca_valid(value: str, expected: tuple[bool, bool, list[tuple[s
     assert nccl_env.parse_ib_hca(value) == expected
 
 
-@pytest.mark.parametrize(
-    "value", ["mlx5_0:x", "^", "=", "^=", "mlx5_0:0", "mlx5 0", "mlx5_0,,mlx5_1", "=^mlx5"]
-)
+@pytest.mark.parametrize("value", ["mlx5_0:x", "^", "=", "^=", "mlx5_0:0", "mlx5 0", "mlx5_0,,mlx5_1", "=^mlx5"])
 def test_parse_ib_hca_invalid(value: str) -> None:
     with pytest.raises(ValueError, match="NCCL_IB_HCA"):
         nccl_env.parse_ib_hca(value)
@@ -60,9 +58,7 @@ def test_known_names_come_from_nccl_source() -> None:
 
 def test_merge_overrides_win_and_null_removes() -> None:
     profile = {"NCCL_IB_HCA": "mlx5", "NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": 1}
-    merged = nccl_env.merge(
-        profile, {"NCCL_DEBUG": None, "NCCL_IB_HCA": "=mlx5_0", "AIACC_CPU_BINDING_ENABLE": True}
-    )
+    merged = nccl_env.merge(profile, {"NCCL_DEBUG": None, "NCCL_IB_HCA": "=mlx5_0", "AIACC_CPU_BINDING_ENABLE": True})
     assert merged == {"AIACC_CPU_BINDING_ENABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": "=mlx5_0"}
 
 

@@ -60,12 +60,9 @@ class Expect:
 
 V2178 = ("2.17.8", "2.29.2", 80)
 V2176 = ("2.17.6", "2.28.7")
-CNODE_FAILURE = (
-    "cnode2-001: Test NCCL failure common.cu:401 'remote process exited or there was a network error / '"
-)
+CNODE_FAILURE = "cnode2-001: Test NCCL failure common.cu:401 'remote process exited or there was a network error / '"
 GENOA_FAILURE = (
-    "GENOA-06: Test NCCL failure common.cu:392 "
-    "'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '"
+    "GENOA-06: Test NCCL failure common.cu:392 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '"
 )
 GH200 = "Test CUDA failure common.cu:1304 'CUDA-capable device(s) is/are busy or unavailable'"
 GH200_HOSTS = ("gpu-1-1", "gpu-1-7", "gpu-1-7", "gpu-1-7", "gpu-1-7", "gpu-1-1")
@@ -442,9 +439,7 @@ def test_timestamp_and_per_iteration_columns() -> None:
         + "  2026-03-02 08:15:41\n"
     )
     (run,) = parse_text("# nThread 1 nGpus 1 minBytes 1 maxBytes 1\n" + header + line)
-    expected = row(
-        1048576, 262144, "float", "sum", None, half(60.10, 17.45, 17.45, 0), half(59.80, 17.53, 17.53, 0)
-    )
+    expected = row(1048576, 262144, "float", "sum", None, half(60.10, 17.45, 17.45, 0), half(59.80, 17.53, 17.53, 0))
     assert run.rows[0].to_dict() == expected
 
 

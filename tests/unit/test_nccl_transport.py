@@ -36,9 +36,7 @@ def info(message: str, host: str = "node-01", rank: int = 0) -> str:
 
 IB_GDR = (
     info("Bootstrap : Using ib0:10.0.0.1<0>")
-    + info(
-        "NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file: No such file"
-    )
+    + info("NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file: No such file")
     + info("NET/Plugin: Using internal network plugin.")
     + info("NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.0.0.1<0>")
     + info("Using network IB")
@@ -171,9 +169,7 @@ def test_channel_lines_alone_name_the_network() -> None:
 def test_unknown_without_info_lines() -> None:
     judged = verdict(parse_transport("# nThread 1 nGpus 1\n"), "infiniband")
     assert judged.status == "unknown"
-    assert judged.messages == (
-        "cannot check the transport: no NCCL INFO lines (run nccl-tests with NCCL_DEBUG=INFO)",
-    )
+    assert judged.messages == ("cannot check the transport: no NCCL INFO lines (run nccl-tests with NCCL_DEBUG=INFO)",)
     assert verdict(parse_transport(info("Bootstrap : Using ib0:10.0.0.1<0>")), "roce").status == "unknown"
 
 
@@ -251,10 +247,7 @@ def test_single_node_socket_log() -> None:
     transport = parse_file(CORPUS / name).transport
     assert (transport.network, transport.gdr, transport.nccl_version) == ("Socket", None, "2.25.1")
     assert transport.socket_interfaces == ["enp227s0f0", "enxfe1dc2e063ea"]
-    assert (
-        transport.plugin_detail
-        == "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin."
-    )
+    assert transport.plugin_detail == "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin."
     assert transport.info_lines == 56  # 51 INFO + 5 WARN
 
 

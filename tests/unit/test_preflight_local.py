@@ -38,8 +38,7 @@ def local_site(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_site_starts_with_preflight_then_cluster_hosts() -> None:
     steps = [
-        play.get("ansible.builtin.import_playbook")
-        for play in yaml.safe_load((PLAYBOOKS / "site.yml").read_text())
+        play.get("ansible.builtin.import_playbook") for play in yaml.safe_load((PLAYBOOKS / "site.yml").read_text())
     ]
     assert steps[:2] == ["preflight.yml", "cluster_hosts.yml"]
 

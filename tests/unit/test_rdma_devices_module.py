@@ -127,9 +127,7 @@ def test_require_active_names_missing_and_down_ports(tmp_path, rdma_link):
 
 def test_require_active_without_expected_checks_every_port(tmp_path, rdma_link):
     ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx4_ib_two_hcas.txt")
-    rc, result, _ = run_module(
-        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True}
-    )
+    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True})
     assert rc != 0
     assert "mlx4_1 port 2 is PORT_DOWN" in result["msg"]
     assert "mlx4_0 port 2 is PORT_DOWN" in result["msg"]
@@ -178,9 +176,7 @@ def test_no_devices_is_not_an_error(tmp_path, rdma_link):
 
 def test_no_devices_with_require_active_fails(tmp_path, rdma_link):
     ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
-    rc, result, _ = run_module(
-        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True}
-    )
+    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True})
     assert rc != 0
     assert "reports no RDMA devices" in result["msg"]
 
@@ -230,9 +226,7 @@ def _ibv_devinfo_installed() -> bool:
     return shutil.which("ibv_devinfo") is not None or any(Path(d, "ibv_devinfo").exists() for d in sbin)
 
 
-@pytest.mark.skipif(
-    _ibv_devinfo_installed(), reason="ibv_devinfo is installed here; this covers hosts without it"
-)
+@pytest.mark.skipif(_ibv_devinfo_installed(), reason="ibv_devinfo is installed here; this covers hosts without it")
 def test_tool_absent_is_not_an_error_even_with_require_active():
     rc, result, _ = run_module({"require_active": True, "expected_ports": ["mlx5_0:1"]})
     assert rc == 0, result

@@ -38,10 +38,7 @@ def devices(name: str) -> list:
 
 def summary(devs: list) -> list:
     """(name, [(port, state, link_layer, active_mtu)]) per device: the shape most tests compare."""
-    return [
-        (d["name"], [(p["port"], p["state"], p["link_layer"], p["active_mtu"]) for p in d["ports"]])
-        for d in devs
-    ]
+    return [(d["name"], [(p["port"], p["state"], p["link_layer"], p["active_mtu"]) for p in d["ports"]]) for d in devs]
 
 
 # --- ibv_devinfo fixtures ------------------------------------------------------------------------
@@ -426,8 +423,7 @@ def test_port_problems_all_active():
 def test_port_problems_names_device_port_and_state():
     devs = devices("mlx4_ib_two_hcas.txt")
     assert port_problems(devs, ["mlx4_1"]) == [
-        "mlx4_1 port 2 is PORT_DOWN (link layer InfiniBand): "
-        "no link: check the cable/transceiver and the switch port"
+        "mlx4_1 port 2 is PORT_DOWN (link layer InfiniBand): no link: check the cable/transceiver and the switch port"
     ]
     assert port_problems(devs, ["mlx4_1:2", "mlx4_1"]) == port_problems(devs, ["mlx4_1:2"])  # reported once
 
@@ -441,9 +437,7 @@ def test_port_problems_missing_device_and_port():
 
 
 def test_port_problems_with_no_devices():
-    assert port_problems([], ["mlx5_0:1"]) == [
-        "expected RDMA device mlx5_0 not found (devices present: none)"
-    ]
+    assert port_problems([], ["mlx5_0:1"]) == ["expected RDMA device mlx5_0 not found (devices present: none)"]
     (problem,) = port_problems([])
     assert "no RDMA devices" in problem
 

@@ -1,0 +1,46 @@
+"""Evaluate a role's defaults and vars for a given set of facts, as Ansible would (RHEL-family and other
+hosts the lab cannot run are checked this way: the same Jinja, the same filter plugins)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import add_all_plugin_dirs, init_plugin_loader
+from ansible.template import Templar, trust_as_template
+
+from rdmaforge.paths import PROJECT_ROOT
+
+_initialised = False
+
+
+def _trusted(value: Any) -> Any:
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, list):
+        return [_trusted(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _trusted(v) for k, v in value.items()}
+    return value
+
+
+def role_vars(role: str, facts: dict[str, Any], **inventory: Any) -> Templar:
+    """A templar over the role's defaults, its vars and the given facts and inventory variables."""
+    global _initialised
+    if not _initialised:
+        init_plugin_loader()
+        add_all_plugin_dirs(str(PROJECT_ROOT / "filter_plugins"))
+        _initialised = True
+    variables: dict[str, Any] = {}
+    for part in ("defaults", "vars"):
+        path = PROJECT_ROOT / "roles" / role / part / "main.yml"
+        if path.exists():
+            variables.update(_trusted(yaml.safe_load(path.read_text()) or {}))
+    variables.update(inventory)
+    variables["ansible_facts"] = facts
+    return Templar(loader=DataLoader(), variables=variables)
+
+
+def evaluate(templar: Templar, expression: str) -> Any:
+    return templar.template(trust_as_template("{{ " + expression + " }}"))

@@ -1,0 +1,95 @@
+"""What can be proven for hosts the lab cannot run (RHEL family, Ubuntu): variable selection through the
+roles' own Jinja, rendered repository files, and syntax checks. Nothing here touches a RHEL host."""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_playbook
+from tests.unit.role_vars import evaluate, role_vars
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "hosts.yml"
+
+
+@pytest.mark.parametrize(
+    ("fabric", "expected"),
+    [
+        ("erdma", ["libibverbs", "rdma-core", "librdmacm", "libibverbs-utils"]),  # seed 000, yum list
+        (
+            "infiniband",
+            ["infiniband-diags", "perftest", "libibverbs", "libibumad", "librdmacm", "libibverbs-utils", "rdma-core"],
+        ),
+        ("tcp", []),
+        ("acs_type2", []),
+    ],
+)
+def test_rdma_core_selects_redhat_packages(fabric: str, expected: list[str]) -> None:
+    templar = role_vars("rdma_core", {"os_family": "RedHat"}, rdmaforge_fabric=fabric)
+    assert evaluate(templar, "rdma_core_packages[rdma_core_profile][ansible_facts['os_family']]") == expected
+
+
+def test_rdma_core_requires_active_ports_only_on_rdma_fabrics() -> None:
+    for fabric, required in [("erdma", True), ("roce", True), ("acs_type2", False), ("tcp", False)]:
+        assert evaluate(role_vars("rdma_core", {"os_family": "RedHat"}, rdmaforge_fabric=fabric),
+                        "rdma_require_active_ports") is required  # fmt: skip
+
+
+def test_mpi_links_rhel_openmpi_onto_the_non_interactive_path() -> None:
+    rhel = role_vars("mpi", {"os_family": "RedHat"})
+    assert evaluate(rhel, "mpi_bin_dir") == "/usr/lib64/openmpi/bin"
+    assert evaluate(rhel, "mpi_needs_links") is True
+    assert evaluate(rhel, "mpi_packages[ansible_facts['os_family']]") == ["openmpi", "openmpi-devel"]
+    debian = role_vars("mpi", {"os_family": "Debian"})
+    assert evaluate(debian, "mpi_bin_dir") == "/usr/bin"
+    assert evaluate(debian, "mpi_needs_links") is False
+    prefix = role_vars("mpi", {"os_family": "RedHat"}, mpi_install_method="prefix", mpi_prefix="/opt/openmpi-4.0.3")
+    assert evaluate(prefix, "mpi_bin_dir") == "/opt/openmpi-4.0.3/bin"
+
+
+def test_erdma_repo_enabled_only_for_erdma_and_codename_from_facts() -> None:
+    facts = {"os_family": "Debian", "distribution_release": "jammy"}
+    assert evaluate(role_vars("rdma_repos", facts, rdmaforge_fabric="erdma"), "rdma_repos_erdma_enabled") is True
+    assert evaluate(role_vars("rdma_repos", facts, rdmaforge_fabric="infiniband"), "rdma_repos_erdma_enabled") is False
+    assert evaluate(role_vars("rdma_repos", facts), "rdma_repos_erdma_apt_codename") == "jammy"
+
+
+def test_aiacc_is_the_default_plugin_only_on_erdma() -> None:
+    assert evaluate(role_vars("nccl_plugin", {}, rdmaforge_fabric="erdma"), "nccl_plugin_provider") == "aiacc"
+    assert evaluate(role_vars("nccl_plugin", {}, rdmaforge_fabric="infiniband"), "nccl_plugin_provider") == "none"
+
+
+@pytest.mark.parametrize("codename", ["focal", "jammy", "noble"])
+def test_rendered_yum_repo_and_ubuntu_source(tmp_path: Path, codename: str) -> None:
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+        "      ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+    )
+    proc = run_playbook("../tests/playbooks/render_rhel_repo.yml", "-e", f"scratch={tmp_path}",
+                        "-e", f"ubuntu_codename={codename}", inventory=inventory, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    repo = configparser.ConfigParser(interpolation=None)
+    repo.read(tmp_path / "erdma.repo")
+    assert dict(repo["erdma"]) == {  # seed 000's erdma.repo, with gpgcheck on
+        "baseurl": "https://mirrors.aliyun.com/erdma/yum/redhat/$releasever/erdma/x86_64",
+        "enabled": "1",
+        "gpgcheck": "1",
+        "gpgkey": "https://mirrors.aliyun.com/erdma/GPGKEY",
+        "name": "ERDMA Repository",
+        "repo_gpgcheck": "0",
+    }
+    source = (tmp_path / "erdma.sources").read_text()
+    assert f"Suites: {codename}/erdma\n" in source
+    assert "URIs: https://mirrors.aliyun.com/erdma/apt/ubuntu\n" in source
+    assert "Signed-By: /etc/apt/keyrings/erdma.gpg\n" in source
+
+
+def test_every_playbook_passes_syntax_check_against_the_example_inventory() -> None:
+    playbooks = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "playbooks").glob("*.yml"))
+    assert "site.yml" in playbooks
+    for name in playbooks:
+        proc = run_playbook(name, "--syntax-check", inventory=EXAMPLE, timeout=120)
+        assert proc.returncode == 0, f"{name}: {proc.stdout[-2000:]}"
