@@ -22,6 +22,8 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rdmaforge.parsers import rdma_devinfo
+
 NVIDIA_VENDOR = "10de"
 #: PCI classes of GPUs: 0300 VGA compatible controller, 0302 3D controller (A100/H100 are 0302).
 #: NVSwitches (0680, bridge) are deliberately not counted.
@@ -50,16 +52,6 @@ def count_lspci_gpus(output: str) -> int:
         if len(fields) >= 3 and fields[1][:4] in GPU_PCI_CLASSES and fields[2].lower() == NVIDIA_VENDOR:
             count += 1
     return count
-
-
-def parse_ibv_devinfo_list(output: str) -> list[str]:
-    """Device names from ``ibv_devinfo -l``: a ``2 HCAs found:`` header, then one name per line."""
-    names = []
-    for line in output.splitlines():
-        line = line.strip()
-        if line and not re.match(r"\d+ HCAs? found", line):
-            names.append(line)
-    return names
 
 
 def _fact_key(interface: str) -> str:
@@ -121,7 +113,7 @@ def node_fact(
     else:
         gpu_count, gpu_source = 0, "none"
     if ibv_devinfo is not None:
-        rdma_devices, rdma_source = parse_ibv_devinfo_list(ibv_devinfo), "ibv_devinfo"
+        rdma_devices, rdma_source = rdma_devinfo.parse_ibv_devinfo_list(ibv_devinfo), "ibv_devinfo"
     elif sysfs_rdma is not None:
         rdma_devices, rdma_source = sorted(str(d) for d in sysfs_rdma), "sysfs"
     else:

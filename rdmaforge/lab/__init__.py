@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rdmaforge.lab import inventory, mirror, network, node, packages, rootfs
+from rdmaforge.lab import cache, inventory, mirror, network, node, packages, rootfs
 from rdmaforge.lab.shell import LabError, run
 from rdmaforge.lab.spec import LabPaths, NodeSpec, node_spec, validate_counts
 from rdmaforge.paths import PROJECT_ROOT
@@ -88,6 +88,8 @@ class Lab:
                     f"down` before asking for {nics}"
                 )
             base = rootfs.ensure_base(self.paths.cache)
+            if not any(self.paths.nodes.glob("node*")):
+                cache.remove_other_builds(base, keep=set())  # no node overlays an older image any more
             mirror_info = mirror.ensure_mirror(self.paths.cache, base)
             self.paths.state.mkdir(parents=True, exist_ok=True)
             self._ensure_controller_key()

@@ -23,6 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from rdmaforge.lab import cache as cache_util
 from rdmaforge.lab import packages, rootfs
 from rdmaforge.lab.shell import LabError, run
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS, MIRROR_PORT
@@ -95,6 +96,7 @@ def ensure_mirror(cache: Path, base: Path) -> Mirror:
     )
     shutil.rmtree(target, ignore_errors=True)
     building.rename(target)
+    cache_util.remove_other_builds(target, keep={"gnupg"})
     return Mirror(target / "www", fpr, packages.NCCL_SOURCE.name, sha)
 
 

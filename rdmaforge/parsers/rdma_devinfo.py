@@ -455,3 +455,13 @@ __all__ = [
     "parse_rdma_link_line",
     "port_problems",
 ]
+
+
+def parse_ibv_devinfo_list(output: str) -> list[str]:
+    """Device names from ``ibv_devinfo -l``: a ``2 HCAs found:`` header, then one name per line."""
+    names = []
+    for line in output.splitlines():
+        line = line.strip()
+        if line and not re.match(r"\d+ HCAs? found", line):
+            names.append(line)
+    return names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rdmaforge import node_facts
+from rdmaforge.parsers import rdma_devinfo
 
 NVIDIA_SMI_L = """\
 GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5f8e1a6c-0000-0000-0000-000000000000)
@@ -62,9 +63,9 @@ def test_count_lspci_gpus_counts_nvidia_display_controllers_only() -> None:
 
 
 def test_parse_ibv_devinfo_list() -> None:
-    assert node_facts.parse_ibv_devinfo_list(IBV_DEVINFO_L) == ["erdma_0", "erdma_1"]
-    assert node_facts.parse_ibv_devinfo_list("0 HCAs found:\n") == []
-    assert node_facts.parse_ibv_devinfo_list("1 HCA found:\n\tmlx5_0\n") == ["mlx5_0"]
+    assert rdma_devinfo.parse_ibv_devinfo_list(IBV_DEVINFO_L) == ["erdma_0", "erdma_1"]
+    assert rdma_devinfo.parse_ibv_devinfo_list("0 HCAs found:\n") == []
+    assert rdma_devinfo.parse_ibv_devinfo_list("1 HCA found:\n\tmlx5_0\n") == ["mlx5_0"]
 
 
 def test_nics_from_facts() -> None:
