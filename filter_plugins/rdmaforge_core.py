@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 try:
+    from rdmaforge import ssh_mesh
     from rdmaforge.parsers import gpg, nccl_env
 except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from rdmaforge import ssh_mesh
     from rdmaforge.parsers import gpg, nccl_env
 
 
@@ -31,6 +33,11 @@ class FilterModule:
             "gpg_fingerprints": gpg.fingerprints,
             "installed_versions": installed_versions,
             "rdmaforge_role_validators": role_validators,
+            "ssh_peer_names": ssh_mesh.peer_names,
+            "ssh_peer_forms": ssh_mesh.peer_forms,
+            "ssh_known_hosts_lines": ssh_mesh.known_hosts_lines,
+            "ssh_mesh_matrix": ssh_mesh.matrix,
+            "ssh_mesh_failures": ssh_mesh.failures,
             "nccl_env_merge": nccl_env.merge,
             "nccl_env_problems": nccl_env.problems,
             "nccl_env_unknown": nccl_env.unknown_names,

@@ -136,6 +136,11 @@ class Lab:
             )
         self.paths.ssh_key.chmod(0o600)
 
+    def refresh_known_hosts(self) -> None:
+        """Re-read every node's host keys into the controller's known_hosts (after a deliberate key change)."""
+        state = self._read_state()
+        self._write_known_hosts([node_spec(i, state["nics"]) for i in range(1, state["nodes"] + 1)])
+
     def _write_known_hosts(self, specs: list[NodeSpec]) -> None:
         lines = []
         for spec in specs:

@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+from rdmaforge.lab import supervisor
 from rdmaforge.lab.shell import LabError, quiet, run
 from rdmaforge.lab.spec import NodeSpec
 from rdmaforge.paths import PROJECT_ROOT
@@ -194,6 +195,11 @@ def stop(node_dir: Path, timeout: float = 30.0) -> None:
         if pid_alive(node_dir / "supervisor.pid"):
             quiet(["kill", "-KILL", f"-{pid}"])
     kill_strays(node_dir)
+    try:
+        supervisor.remove_cgroups(node_dir.name)
+    except OSError:
+        time.sleep(1)  # processes of a killed node may take a moment to leave their cgroups
+        supervisor.remove_cgroups(node_dir.name)
 
 
 def kill_strays(node_dir: Path) -> None:

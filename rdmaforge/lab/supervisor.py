@@ -7,6 +7,7 @@ systemd-nspawn exits with status 133 when the container's systemd asked for a re
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -40,6 +41,60 @@ def nspawn_argv(name: str, root: Path, netns: str, binds_ro: list[str]) -> list[
     return argv
 
 
+CGROUP_PREFIX = "rdmaforge-lab-"
+
+
+def cgroup_mounts() -> dict[str, str]:
+    """{hierarchy key: mount point}; the key is what /proc/self/cgroup names the hierarchy by ("" for v2)."""
+    mounts: dict[str, str] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        pre, _, post = line.partition(" - ")
+        fields, post_fields = pre.split(), post.split()
+        if not post_fields or post_fields[0] not in ("cgroup", "cgroup2"):
+            continue
+        if post_fields[0] == "cgroup2":
+            mounts[""] = fields[4]
+        else:
+            options = [o for o in post_fields[2].split(",") if o not in ("rw", "ro")]
+            mounts[",".join(options)] = fields[4]
+    return mounts
+
+
+def node_cgroups(name: str) -> list[Path]:
+    """The node's own cgroup in each hierarchy that systemd in the node manages (name=systemd for v1, the
+    unified v2 tree), below the cgroup of the calling process. v1 controllers such as cpuset would need their
+    own setup before a process may join a new group, and the node's systemd does not use them."""
+    mounts = cgroup_mounts()
+    targets = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers in ("name=systemd", "") and controllers in mounts:
+            targets.append(Path(mounts[controllers]) / path.lstrip("/") / f"{CGROUP_PREFIX}{name}")
+    return targets
+
+
+def enter_own_cgroup(name: str) -> None:
+    """Move this process into the node's own cgroups. With --keep-unit, nspawn runs the node in its caller's
+    cgroup, and nodes started from one cgroup would otherwise share (and fight over) one payload/ subtree:
+    services then fail at random with status 219/CGROUP."""
+    for target in node_cgroups(name):
+        try:
+            target.mkdir(exist_ok=True)
+            (target / "cgroup.procs").write_text(f"{os.getpid()}\n")
+        except OSError as exc:  # a read-only hierarchy: the node still runs, less isolated
+            print(f"supervisor: cannot use cgroup {target}: {exc}", file=sys.stderr)
+
+
+def remove_cgroups(name: str) -> None:
+    """Remove the node's cgroups bottom-up once its processes are gone (what its systemd left behind too)."""
+    for top in node_cgroups(name):
+        if not top.is_dir():
+            continue
+        for directory in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
+            directory.rmdir()
+        top.rmdir()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--name", required=True)
@@ -58,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         if child is not None and child.poll() is None:
             child.send_signal(signal.SIGTERM)  # nspawn turns this into an orderly poweroff of the node
 
+    enter_own_cgroup(args.name)
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     boots = 0

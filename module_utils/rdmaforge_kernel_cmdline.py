@@ -1,0 +1,1 @@
+../rdmaforge/parsers/kernel_cmdline.py

@@ -1,0 +1,99 @@
+"""Cluster SSH trust: the names each node answers to, its ssh_known_hosts lines, and the N x N reachability
+matrix assembled from every node's ssh_mesh_check result. Used by the ssh_trust role's filters and tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+
+
+def short(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def address(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> str:
+    return str(hostvars[host].get("ansible_host", host))
+
+
+def forms(host: str, hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str]) -> list[str]:
+    """How a peer is reached in the check: its address and/or its inventory name, in that order."""
+    result = []
+    if "address" in check_by:
+        result.append(address(host, hostvars))
+    if "name" in check_by:
+        result.append(host)
+    return list(dict.fromkeys(result))
+
+
+def peer_forms(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str]) -> list[str]:
+    return [form for host in hosts for form in forms(host, hostvars, check_by)]
+
+
+def names(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every name and address a node answers to: inventory name, short name, ansible_host, all its IPv4s."""
+    facts = hostvars[host].get("ansible_facts", {})
+    candidates = [host, short(host), address(host, hostvars), *facts.get("all_ipv4_addresses", [])]
+    return list(dict.fromkeys(c for c in candidates if c))
+
+
+def peer_names(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(n for host in hosts for n in names(host, hostvars)))
+
+
+def known_hosts_lines(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """ssh_known_hosts lines from the gathered host-key facts; a node without gathered keys is an error."""
+    lines = []
+    for host in sorted(hosts):
+        facts = hostvars[host].get("ansible_facts", {})
+        keys = [
+            (facts.get(f"ssh_host_key_{kind}_public_keytype"), facts.get(f"ssh_host_key_{kind}_public"))
+            for kind in HOST_KEY_TYPES
+        ]
+        keys = [(t, k) for t, k in keys if t and k]
+        if not keys:
+            raise ValueError(f"{host}: no SSH host key facts were gathered (is sshd installed and running?)")
+        lines += [f"{','.join(names(host, hostvars))} {kind} {key}" for kind, key in keys]
+    return lines
+
+
+def _probes(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    registered = hostvars[host].get("ssh_trust_probe")
+    if not isinstance(registered, Mapping) or "results" not in registered:
+        return None
+    results: Mapping[str, Any] = registered["results"]
+    return results
+
+
+def matrix(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]],
+           check_by: Sequence[str]) -> dict[str, dict[str, bool]]:  # fmt: skip
+    """{source: {target: reached by every form}} for every ordered pair of distinct hosts."""
+    table: dict[str, dict[str, bool]] = {}
+    for source in hosts:
+        probes = _probes(source, hostvars) or {}
+        table[source] = {
+            target: all(probes.get(f, {}).get("ok", False) for f in forms(target, hostvars, check_by))
+            for target in hosts
+            if target != source
+        }
+    return table
+
+
+def failures(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str]) -> list[str]:
+    """One line per failing (source, target, form): 'node1 -> node3 (198.18.0.13): Host key verification failed.'"""
+    lines = []
+    for source in hosts:
+        probes = _probes(source, hostvars)
+        if probes is None:
+            lines.append(f"{source} -> *: no result from {source} (unreachable, or the check did not run)")
+            continue
+        for target in hosts:
+            if target == source:
+                continue
+            for form in forms(target, hostvars, check_by):
+                probe = probes.get(form, {})
+                if not probe.get("ok", False):
+                    reason = probe.get("error") or f"exit status {probe.get('rc')}"
+                    lines.append(f"{source} -> {target} ({form}): {reason}")
+    return lines

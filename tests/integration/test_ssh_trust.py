@@ -1,0 +1,108 @@
+"""Issue 6 on the lab (3 nodes): cluster SSH trust with verified host keys, the all-pairs check, mpirun."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.lab import Lab
+from tests.conftest import LabHandle, assert_no_changes
+
+pytestmark = pytest.mark.lab
+
+MARK = "# BEGIN rdmaforge cluster trust"
+
+
+def untrust_everyone(lab: LabHandle) -> None:
+    """Back to a freshly provisioned state: no cluster key authorised, no cluster host keys known."""
+    for node in lab.nodes:
+        for path in ("/root/.ssh/authorized_keys", "/etc/ssh/ssh_known_hosts"):
+            lab.ssh(node, f"[ ! -f {path} ] || sed -i '/rdmaforge cluster trust/,/rdmaforge cluster trust/d' {path}")
+
+
+def test_check_fails_before_and_passes_after_converge(lab: LabHandle) -> None:
+    untrust_everyone(lab)
+    before = lab.playbook("ssh_check.yml")
+    assert before.returncode != 0
+    failing = set(re.findall(r"(node\d) -> (node\d) \(198\.18\.0\.\d+\)", before.stdout))
+    assert failing == {(a, b) for a, b in itertools.permutations(lab.nodes, 2)}, before.stdout[-3000:]
+    converge = lab.playbook("ssh_trust.yml")
+    assert converge.returncode == 0, converge.stdout[-4000:]
+    after = lab.playbook("ssh_check.yml")
+    assert after.returncode == 0, after.stdout[-3000:]
+
+
+def test_trust_uses_a_marked_block_and_private_keys_are_0600(lab: LabHandle) -> None:
+    node = next(iter(lab.nodes))
+    lab.ssh(node, "grep -q rdmaforge-lab-controller /root/.ssh/authorized_keys")  # the lab's own key is kept
+    assert lab.ssh(node, f"grep -c '{MARK}' /root/.ssh/authorized_keys").stdout.strip() == "1"
+    assert lab.ssh(node, "stat -c %a /root/.ssh/rdmaforge_cluster_ed25519").stdout.strip() == "600"
+    cache = Path.home() / ".cache" / "rdmaforge" / "ssh-trust"
+    keys = list(cache.glob("*/id_ed25519"))
+    assert keys and all(oct(k.stat().st_mode & 0o777) == "0o600" for k in keys)
+    known = lab.ssh(node, "cat /etc/ssh/ssh_known_hosts").stdout
+    for name, address in lab.nodes.items():
+        assert re.search(rf"^{name},{re.escape(address)},\S* ssh-ed25519 ", known, re.M), known
+    # host-key checking stays on everywhere
+    assert "StrictHostKeyChecking no" not in lab.ssh(node, "cat /root/.ssh/config").stdout
+
+
+def test_mpirun_reaches_every_node(lab: LabHandle) -> None:
+    proc = lab.playbook("mpi_launch.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    first = next(iter(lab.nodes))
+    hostfile = lab.ssh(first, "grep -v '^#' /etc/rdmaforge/hostfile").stdout.split("\n")
+    assert [line for line in hostfile if line] == [f"{address} slots=1" for address in lab.nodes.values()]
+    out = lab.ssh(first, f"mpirun --allow-run-as-root -np {len(lab.nodes)} --hostfile /etc/rdmaforge/hostfile "
+                         "--map-by ppr:1:node hostname").stdout  # fmt: skip
+    assert sorted(out.split()) == sorted(lab.nodes)
+
+
+def test_second_converge_changes_nothing(lab: LabHandle) -> None:
+    proc = lab.playbook("ssh_trust.yml")
+    assert proc.returncode == 0
+    assert_no_changes(proc.stdout)
+
+
+def test_rotation_installs_a_new_key_and_the_old_one_is_refused(lab: LabHandle, tmp_path: Path) -> None:
+    cache = Path.home() / ".cache" / "rdmaforge" / "ssh-trust"
+    old_key = next(cache.glob("*/id_ed25519"))
+    kept = tmp_path / "old_key"
+    kept.write_bytes(old_key.read_bytes())
+    kept.chmod(0o600)
+    old_pub = old_key.with_suffix(".pub").read_text().split()[1]
+    rotate = lab.playbook("ssh_trust.yml", "-e", "ssh_trust_rotate=true")
+    assert rotate.returncode == 0, rotate.stdout[-4000:]
+    assert old_key.with_suffix(".pub").read_text().split()[1] != old_pub
+    for node in lab.nodes:
+        assert old_pub not in lab.ssh(node, "cat /root/.ssh/authorized_keys").stdout
+    # The old private key, offered alone, is refused by every node.
+    for node, address in lab.nodes.items():
+        options = [
+            "IdentitiesOnly=yes",
+            "BatchMode=yes",
+            f"UserKnownHostsFile={lab.known_hosts}",
+            "StrictHostKeyChecking=yes",
+        ]
+        argv = ["ssh", "-i", str(kept), *(f"-o{o}" for o in options), f"root@{address}", "true"]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert proc.returncode != 0 and "Permission denied" in proc.stderr, (node, proc.stderr)
+    assert lab.playbook("ssh_check.yml").returncode == 0
+
+
+def test_changed_host_key_is_caught_and_healed(lab: LabHandle) -> None:
+    victim = list(lab.nodes)[-1]
+    lab.ssh(victim, "rm -f /etc/ssh/ssh_host_* && ssh-keygen -A >/dev/null && systemctl restart ssh")
+    Lab().refresh_known_hosts()  # the operator accepts the node's new key on the controller
+    check = lab.playbook("ssh_check.yml")
+    assert check.returncode != 0
+    failing = set(re.findall(r"(node\d) -> (node\d) \(", check.stdout))
+    assert failing == {(other, victim) for other in lab.nodes if other != victim}, check.stdout[-3000:]
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in check.stdout or "Host key verification failed" in check.stdout
+    heal = lab.playbook("ssh_trust.yml")
+    assert heal.returncode == 0, heal.stdout[-4000:]
+    assert lab.playbook("ssh_check.yml").returncode == 0
