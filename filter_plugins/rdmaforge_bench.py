@@ -1,0 +1,24 @@
+"""Filters of the benchmark role; the logic lives in rdmaforge.bench."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+try:
+    from rdmaforge.bench.e2e import parse_output
+except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from rdmaforge.bench.e2e import parse_output
+
+
+def nodes_without_gpus(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Hosts whose preflight fact reports no GPU (or that have no preflight fact at all)."""
+    return [h for h in hosts if int((hostvars[h].get("rdmaforge_node") or {}).get("gpu_count", 0) or 0) == 0]
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {"nodes_without_gpus": nodes_without_gpus, "e2e_result": parse_output}

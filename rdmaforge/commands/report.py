@@ -1,0 +1,34 @@
+"""`rdmaforge report RUN_DIR`: re-render a stored benchmark run (results, CSV, Markdown, plots, verdict)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rdmaforge.bench.report import render
+
+#: Exit codes shared with `rdmaforge bench` (issue 9): 1 a run failed, 4 below its threshold.
+EXIT_CODES = {"pass": 0, "skipped": 0, "fail": 1, "below_threshold": 4}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("report", help="re-render a stored benchmark run directory")
+    parser.add_argument("run_dir", type=Path, help="directory with run.json and the raw logs")
+    parser.add_argument("--json", action="store_true", help="print results.json instead of the summary")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not (args.run_dir / "run.json").is_file():
+        print(f"rdmaforge report: {args.run_dir} has no run.json (not a benchmark run directory)", file=sys.stderr)
+        return 2
+    results = render(args.run_dir)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print((args.run_dir / "summary.md").read_text(), end="")
+        print(f"artifacts: {args.run_dir.resolve()}")
+    return EXIT_CODES.get(results["verdict"]["status"], 1)
