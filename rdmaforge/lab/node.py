@@ -70,6 +70,12 @@ def write_identity(
     if hostname.read_text().strip() != node.name:
         hostname.write_text(f"{node.name}\n")
     write_if_changed(root / "etc" / "hosts", with_lab_block(read_text(root / "etc" / "hosts"), all_nodes))
+    # No DNS server is reachable from the lab: without a nameserver line the resolver fails at once instead of
+    # waiting 5 s per query on the controller's (debootstrap copied its resolv.conf into the image).
+    resolv = root / "etc" / "resolv.conf"
+    if resolv.is_symlink():
+        resolv.unlink()
+    write_if_changed(resolv, "# rdmaforge lab: no DNS server; node names are in /etc/hosts\n")
     machine_id = root / "etc" / "machine-id"
     if not machine_id.read_text().strip():
         machine_id.write_text(uuid.uuid4().hex + "\n")
