@@ -43,7 +43,9 @@ lab-down: venv
 demo: deps venv
 	$(BIN)/rdmaforge lab up --nodes $(NODES) --nics $(NICS)
 	$(BIN)/ansible-playbook -i inventories/lab/hosts.yml playbooks/site.yml
+	$(BIN)/ansible-playbook -i inventories/lab/hosts.yml playbooks/bench.yml
 	$(BIN)/rdmaforge summary
+	$(BIN)/rdmaforge report --latest
 
 test: deps venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge.bench.report import render
+from rdmaforge.paths import PROJECT_ROOT
+
+BENCH_DIR = PROJECT_ROOT / "artifacts" / "bench"
 
 #: Exit codes shared with `rdmaforge bench` (issue 9): 1 a run failed, 4 below its threshold.
 EXIT_CODES = {"pass": 0, "skipped": 0, "fail": 1, "below_threshold": 4}
@@ -16,12 +19,22 @@ EXIT_CODES = {"pass": 0, "skipped": 0, "fail": 1, "below_threshold": 4}
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("report", help="re-render a stored benchmark run directory")
-    parser.add_argument("run_dir", type=Path, help="directory with run.json and the raw logs")
+    parser.add_argument("run_dir", type=Path, nargs="?", help="directory with run.json and the raw logs")
+    parser.add_argument("--latest", action="store_true", help=f"the newest run under {BENCH_DIR}")
     parser.add_argument("--json", action="store_true", help="print results.json instead of the summary")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.latest:
+        runs = sorted(p for p in BENCH_DIR.glob("*/run.json"))
+        if not runs:
+            print(f"rdmaforge report: no benchmark run under {BENCH_DIR} (run playbooks/bench.yml)", file=sys.stderr)
+            return 2
+        args.run_dir = runs[-1].parent
+    if args.run_dir is None:
+        print("rdmaforge report: give RUN_DIR or --latest", file=sys.stderr)
+        return 2
     if not (args.run_dir / "run.json").is_file():
         print(f"rdmaforge report: {args.run_dir} has no run.json (not a benchmark run directory)", file=sys.stderr)
         return 2
