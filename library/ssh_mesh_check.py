@@ -44,7 +44,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-results:
+probes:
   description: Per target, whether the session worked, the exit status and ssh's last error line.
   returned: always
   type: dict
@@ -98,7 +98,7 @@ def main() -> None:
                 targets,
             )
         )
-    module.exit_json(changed=False, results=results, failed_targets=[t for t, r in results.items() if not r["ok"]])
+    module.exit_json(changed=False, probes=results, failed_targets=[t for t, r in results.items() if not r["ok"]])
 
 
 if __name__ == "__main__":

@@ -60,9 +60,9 @@ def known_hosts_lines(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, 
 
 def _probes(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
     registered = hostvars[host].get("ssh_trust_probe")
-    if not isinstance(registered, Mapping) or "results" not in registered:
+    if not isinstance(registered, Mapping) or "probes" not in registered:
         return None
-    results: Mapping[str, Any] = registered["results"]
+    results: Mapping[str, Any] = registered["probes"]
     return results
 
 

@@ -18,25 +18,33 @@ from types import FrameType
 REBOOT_EXIT_STATUS = 133
 
 
+# Runs in the node's network namespace and a private mount namespace: a fresh sysfs there shows the node's NICs
+# (a sysfs instance shows the namespace of whoever mounted it, and nspawn mounts the node's /sys from here),
+# and the controller's cgroup mounts are carried over so that nspawn and the node's systemd still find them.
+SYSFS_WRAPPER = (
+    'set -e; mkdir -p "$RF_CGROUPS"; mount --rbind /sys/fs/cgroup "$RF_CGROUPS"; '
+    'mount -t sysfs sysfs /sys; mount --rbind "$RF_CGROUPS" /sys/fs/cgroup; exec "$@"'
+)
+
+
+def cgroups_carrier(name: str) -> str:
+    return f"/run/rdmaforge-cgroups-{name}"
+
+
 def nspawn_argv(name: str, root: Path, netns: str, binds_ro: list[str]) -> list[str]:
     argv = [
-        "systemd-nspawn",
-        f"--directory={root}",
-        f"--machine={name}",
-        "--boot",
+        "nsenter", f"--net=/run/netns/{netns}", "unshare", "--mount", "--propagation", "private",
+        "sh", "-c", SYSFS_WRAPPER, "sh",
+        "systemd-nspawn", f"--directory={root}", f"--machine={name}", "--boot",
         f"--network-namespace-path=/run/netns/{netns}",
         # No systemd/machined on the controller: run in our own cgroup and do not register.
-        "--register=no",
-        "--keep-unit",
-        "--resolv-conf=off",
-        "--timezone=off",
-        "--link-journal=no",
-        "--settings=no",
+        "--register=no", "--keep-unit",
+        "--resolv-conf=off", "--timezone=off", "--link-journal=no", "--settings=no",
         "--console=read-only",
         # A real host's root may raise its memlock limit (pam_limits) and lock memory, which RDMA needs;
         # nspawn drops these two capabilities by default.
         "--capability=CAP_SYS_RESOURCE,CAP_IPC_LOCK",
-    ]
+    ]  # fmt: skip
     argv += [f"--bind-ro={spec}" for spec in binds_ro]
     return argv
 
@@ -87,6 +95,9 @@ def enter_own_cgroup(name: str) -> None:
 
 def remove_cgroups(name: str) -> None:
     """Remove the node's cgroups bottom-up once its processes are gone (what its systemd left behind too)."""
+    carried = Path(cgroups_carrier(name))  # the mount point the sysfs wrapper used (empty on the controller)
+    if carried.is_dir():
+        carried.rmdir()
     for top in node_cgroups(name):
         if not top.is_dir():
             continue
@@ -119,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     boots = 0
     while True:
         boots += 1
-        child = subprocess.Popen(nspawn_argv(args.name, args.root, args.netns, args.bind_ro))
+        env = {**os.environ, "RF_CGROUPS": cgroups_carrier(args.name)}
+        child = subprocess.Popen(nspawn_argv(args.name, args.root, args.netns, args.bind_ro), env=env)
         (args.state / "nspawn.pid").write_text(f"{child.pid}\n")
         with (args.state / "boots.log").open("a") as log:
             log.write(f"{time.time():.3f} boot {boots} pid {child.pid}\n")

@@ -40,7 +40,8 @@ def test_lab_block_in_etc_hosts_is_replaced_not_appended() -> None:
 
 def test_nspawn_boots_systemd_in_the_nodes_namespace() -> None:
     argv = supervisor.nspawn_argv("node1", Path("/x/root"), "rf-node1", ["/usr/local/cuda-13.0:/usr/local/cuda"])
-    assert argv[0] == "systemd-nspawn"
+    assert argv[:2] == ["nsenter", "--net=/run/netns/rf-node1"]
+    assert argv[argv.index("systemd-nspawn") - 1] == "sh"  # the sysfs wrapper execs nspawn
     assert "--boot" in argv and "--machine=node1" in argv
     assert "--network-namespace-path=/run/netns/rf-node1" in argv
     assert "--bind-ro=/usr/local/cuda-13.0:/usr/local/cuda" in argv
