@@ -141,6 +141,14 @@ def lab() -> Iterator[LabHandle]:
 
 
 @pytest.fixture(scope="session")
+def converged(lab: LabHandle) -> LabHandle:
+    """The lab after one full converge of playbooks/site.yml in this session (tests restore what they change)."""
+    proc = lab.playbook("site.yml")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    return lab
+
+
+@pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent: the shared corpus is only beside a project checkout")

@@ -16,10 +16,8 @@ pytestmark = pytest.mark.lab
 
 
 @pytest.fixture(scope="module")
-def bench_run(lab: LabHandle) -> tuple[str, Path]:
-    converge = lab.playbook("site.yml")
-    assert converge.returncode == 0, converge.stdout[-4000:]
-    proc = lab.playbook("bench.yml", timeout=1800)
+def bench_run(converged: LabHandle) -> tuple[str, Path]:
+    proc = converged.playbook("bench.yml", timeout=1800)
     assert proc.returncode == 0, proc.stdout[-6000:]
     run_dir = Path(re.findall(r"artifacts: (\S+?)\"?,?$", proc.stdout, re.M)[-1])
     return proc.stdout, run_dir

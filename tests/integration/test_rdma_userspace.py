@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,13 +14,6 @@ from tests.conftest import LabHandle, assert_no_changes
 pytestmark = pytest.mark.lab
 
 ERDMA_DEBIAN_PACKAGES = ["libibverbs1", "ibverbs-providers", "ibverbs-utils", "librdmacm1", "rdma-core"]
-
-
-@pytest.fixture(scope="module")
-def converged(lab: LabHandle) -> Iterator[LabHandle]:
-    proc = lab.playbook("site.yml")
-    assert proc.returncode == 0, proc.stdout[-6000:]
-    yield lab
 
 
 def test_erdma_source_is_deb822_with_signed_by_keyring(converged: LabHandle) -> None:

@@ -24,7 +24,8 @@ def untrust_everyone(lab: LabHandle) -> None:
             lab.ssh(node, f"[ ! -f {path} ] || sed -i '/rdmaforge cluster trust/,/rdmaforge cluster trust/d' {path}")
 
 
-def test_check_fails_before_and_passes_after_converge(lab: LabHandle) -> None:
+def test_check_fails_before_and_passes_after_converge(converged: LabHandle) -> None:
+    lab = converged
     untrust_everyone(lab)
     before = lab.playbook("ssh_check.yml")
     assert before.returncode != 0

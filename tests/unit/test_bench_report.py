@@ -18,7 +18,13 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def e2e_run(world: int, nodes: int, step_s: float) -> dict[str, object]:
     point = {"step_s": step_s, "samples_per_s": 32 * world / step_s}
     percentiles = {p: point for p in ("p50", "p75", "p90", "p95")}
-    return {"world_size": world, "nodes": nodes, "backend": "gloo", "global_batch": 32 * world, "percentiles": percentiles}
+    return {
+        "world_size": world,
+        "nodes": nodes,
+        "backend": "gloo",
+        "global_batch": 32 * world,
+        "percentiles": percentiles,
+    }
 
 
 def make_run(tmp_path: Path, fabric: str, log: Path | None, **extra: object) -> Path:
