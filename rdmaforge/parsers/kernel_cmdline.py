@@ -193,8 +193,8 @@ def normalize_args(args: Mapping[str, Any] | Sequence[str] | str | None, state: 
                 raise CmdlineError(f"args entries must be strings like 'name=value' or 'flag', got {item!r}")
             for token in split_cmdline(item):
                 _check_key(token.lstrip('"').split("=", 1)[0], f"args entry {token!r}")
-                if token == INIT_SEPARATOR or "'" in token or "\n" in token:
-                    raise CmdlineError(f"args entry {token!r} cannot be managed (no --, single quotes or newlines)")
+                if token == INIT_SEPARATOR:
+                    raise CmdlineError("args entry '--' cannot be managed: it separates init's arguments")
                 value_given = "=" in token
                 parsed.append(Arg(arg_key(token), token if value_given or state == PRESENT else None))
     else:
@@ -225,6 +225,7 @@ def _matches_absent(token: str, args: Sequence[Arg]) -> bool:
 
 
 # --- the edit itself -------------------------------------------------------------------------------
+
 
 def plan_tokens(texts: Sequence[str], args: Sequence[Arg], state: str) -> tuple[list[int | str], list[str]]:
     """How to turn the tokens ``texts`` into the desired ones.
@@ -330,7 +331,17 @@ class Assignment:
 
     def references(self, variable: str) -> bool:
         """Whether the value expands ``$variable`` (a drop-in appending to the main file's value)."""
-        return bool(re.search(r"\$(\{%s\}|%s\b)" % (variable, variable), self.raw)) and self.quote != "'"
+        return self.quote != "'" and _reference_re(variable).search(self.raw) is not None
+
+
+def _reference_re(variable: str) -> re.Pattern[str]:
+    """``$variable`` or ``${variable}`` in shell text."""
+    name = re.escape(variable)
+    return re.compile(r"\$(\{" + name + r"\}|" + name + r"\b)")
+
+
+def _expand(text: str, pattern: re.Pattern[str], value: str) -> str:
+    return pattern.sub(lambda _match: value, text)
 
 
 def _decode(raw: str, quote: str) -> str:
@@ -364,7 +375,7 @@ def _unquoted_to_double(raw: str) -> str:
 
 
 def _parse_assignment(line: str, index: int, variable: str, where: str) -> Assignment | None:
-    match = re.match(r"^([ \t]*(?:export[ \t]+)?%s=)" % re.escape(variable), line)
+    match = re.match(r"^([ \t]*(?:export[ \t]+)?" + re.escape(variable) + "=)", line)
     if match is None:
         return None
     prefix = match.group(1)
@@ -387,13 +398,11 @@ def _parse_assignment(line: str, index: int, variable: str, where: str) -> Assig
         raw = word.group(0) if word else ""
         after = body[len(raw) :]
         if raw.endswith("\\") or any(c in _UNQUOTED_STOP for c in raw):
-            raise CmdlineError(
-                f"{place}: {variable}={raw} is not a plain word; quote the whole value in double quotes"
-            )
+            raise CmdlineError(f"{place}: {variable}={raw} is not a plain word; quote the whole value in double quotes")
     if after and not re.match(r"^\s*(#.*)?$", after):
         raise CmdlineError(
             f"{place}: unexpected {after.strip()!r} after the value of {variable}; kernel_cmdline edits "
-            f'a single quoted value (VAR="..." or VAR=\'...\'), optionally followed by a # comment'
+            f"a single quoted value (VAR=\"...\" or VAR='...'), optionally followed by a # comment"
         )
     return Assignment(index, prefix, quote, raw, after + ending)
 
@@ -483,8 +492,10 @@ def edit_defaults(
     if not assignments:
         if state == ABSENT:
             return FileEdit(text, None, None, [])
-        tokens = ([f"${variable}"] if append_to_existing else []) + [a.token for a in args if a.token is not None]
-        spelt = [t if t.startswith("$") else _encode(t, '"', where) for t in tokens]
+        reference = [f"${variable}"] if append_to_existing else []  # written as is: it must expand
+        wanted = [a.token for a in args if a.token is not None]
+        tokens = reference + wanted
+        spelt = reference + [_encode(t, '"', where) for t in wanted]
         separator = "" if not text or text.endswith("\n") else "\n"
         new_text = f'{text}{separator}{variable}="{join_cmdline(spelt)}"\n'
         return FileEdit(new_text, None, join_cmdline(tokens), [])
@@ -495,7 +506,8 @@ def edit_defaults(
     for assignment in live[:-1]:
         plan, _ = plan_tokens(assignment.texts(), strip, ABSENT)
         if len(plan) != len(assignment.texts()):
-            dropped.extend(t for i, t in enumerate(assignment.texts()) if i not in plan)
+            if state == PRESENT:  # a second, older occurrence of a managed key: reported like a duplicate
+                dropped.extend(t for i, t in enumerate(assignment.texts()) if i not in plan)
             lines[assignment.line] = _rewrite(assignment, plan, where)
     last = live[-1]
     plan, duplicates = plan_tokens(last.texts(), args, state)
@@ -518,13 +530,12 @@ def effective_value(texts: Sequence[str], variable: str) -> str:
     Only ``$variable`` / ``${variable}`` are expanded; other references stay as written.
     """
     value = ""
-    pattern = re.compile(r"\$(\{%s\}|%s\b)" % (variable, variable))
+    pattern = _reference_re(variable)
     for text in texts:
         for assignment in find_assignments(text, variable):
-            current = value
             expanded = assignment.value()
             if assignment.quote != "'":  # single quotes do not expand
-                expanded = pattern.sub(lambda _match: current, expanded)
+                expanded = _expand(expanded, pattern, value)
             value = join_cmdline(split_cmdline(expanded))
     return value
 

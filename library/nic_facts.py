@@ -1,0 +1,197 @@
+#!/usr/bin/python
+# Copyright: rdmaforge contributors
+# Apache License 2.0 (see pyproject.toml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nic_facts
+short_description: Report every network interface with its driver, PCI address, NUMA node, MTU and IPv4 addresses
+description:
+  - Lists the interfaces in O(sysfs_root) (C(/sys/class/net)) and returns, for each, its MAC address,
+    driver, PCI address, NUMA node, MTU, operational state, IPv4 addresses and whether it carries the
+    default route, as the C(nics) fact, plus C(default_route_interface).
+  - The driver is the name of the C(device/driver) link; the PCI address is the PCI function the
+    C(device) link resolves to (for virtio-net, the parent of the C(virtioN) device); the NUMA node is
+    the device's C(numa_node), or its PCI function's, with -1 (no affinity) reported as null. Virtual
+    interfaces (bridges, veth, bonds) have no C(device) link, so all three are null and C(virtual) is true.
+  - IPv4 addresses come from C(ip -j addr show), the default route from C(ip -j route show default)
+    (the lowest metric wins; for a multipath route, its first next hop).
+  - Read-only; never reports a change. Works the same in check mode.
+  - The parser is rdmaforge's C(rdmaforge/parsers/nic_facts.py), shipped to the target as
+    C(module_utils/rdmaforge_nic_facts.py).
+version_added: "0.1.0"
+author:
+  - rdmaforge contributors
+options:
+  sysfs_root:
+    description: The directory with one entry per interface (tests point it at a fake tree).
+    type: path
+    default: /sys/class/net
+  ip_path:
+    description:
+      - The iproute2 C(ip) executable; the module fails when it is given but not executable.
+      - By default it is looked up on E(PATH) and in the sbin directories. It must support C(-j) (JSON
+        output, iproute2 4.14 and later).
+    type: path
+  exclude:
+    description: Interfaces to leave out, as names or shell patterns (V(veth*)).
+    type: list
+    elements: str
+    default: [lo]
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+requirements:
+  - iproute2 with JSON output (C(ip -j)).
+"""
+
+EXAMPLES = r"""
+- name: Inventory the NICs
+  nic_facts:
+
+- name: Secondary NICs (everything but the default-route one), leaving container veths out
+  nic_facts:
+    exclude: [lo, "veth*", "docker*"]
+
+- name: Use the facts
+  ansible.builtin.debug:
+    msg: "{{ nics | rejectattr('default_route') | map(attribute='name') | list }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts set for the host.
+  returned: always
+  type: dict
+  contains:
+    nics:
+      description: The same list as RV(nics).
+      type: list
+      elements: dict
+    default_route_interface:
+      description: The same as RV(default_route_interface).
+      type: str
+nics:
+  description: One record per interface, in ifindex order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Interface name.
+      type: str
+    ifindex:
+      description: Kernel interface index.
+      type: int
+    mac:
+      description: Hardware address as the kernel prints it.
+      type: str
+    driver:
+      description: Kernel driver, for example C(mlx5_core), C(ena), C(virtio_net); null for virtual interfaces.
+      type: str
+    pci_address:
+      description: PCI function, for example C(0000:3b:00.0); null when the device is not on PCI.
+      type: str
+    numa_node:
+      description: NUMA node of the device; null when the kernel reports none (-1) or the interface is virtual.
+      type: int
+    mtu:
+      description: MTU in bytes.
+      type: int
+    operstate:
+      description: Operational state in lower case (C(up), C(down), C(unknown), ...).
+      type: str
+    virtual:
+      description: Whether the interface has no underlying device (bridge, veth, bond, dummy, ...).
+      type: bool
+    ipv4:
+      description: IPv4 addresses, each with C(address), C(prefixlen), C(network) and C(broadcast).
+      type: list
+      elements: dict
+    default_route:
+      description: Whether this interface carries the default route.
+      type: bool
+default_route_interface:
+  description: The interface of the default route (lowest metric); null when there is none.
+  returned: always
+  type: str
+default_route:
+  description: The default route's C(interface), C(gateway) and C(metric); null when there is none.
+  returned: always
+  type: dict
+"""
+
+import os
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rdmaforge_nic_facts import (
+    IpJsonError,
+    build_nics,
+    list_interfaces,
+    parse_default_route,
+    parse_ip_addr,
+    read_sysfs_nic,
+)
+
+ARGUMENT_SPEC = {
+    "sysfs_root": {"type": "path", "default": "/sys/class/net"},
+    "ip_path": {"type": "path"},
+    "exclude": {"type": "list", "elements": "str", "default": ["lo"]},
+}
+
+
+def find_ip(module: AnsibleModule) -> str:
+    path = module.params["ip_path"]
+    if path is None:
+        found = module.get_bin_path("ip")
+        if found is None:
+            module.fail_json(msg="ip not found: install iproute2 (or set ip_path)")
+        return str(found)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        module.fail_json(msg=f"ip_path={path} is not an executable file")
+    return str(path)
+
+
+def ip_json(module: AnsibleModule, ip: str, *arguments: str) -> str:
+    rc, stdout, stderr = module.run_command([ip, "-j", *arguments])
+    if rc != 0:
+        module.fail_json(
+            msg=f"{ip} -j {' '.join(arguments)} failed with exit status {rc}: {stderr.strip() or stdout.strip()} "
+            "(JSON output needs iproute2 4.14 or later)"
+        )
+    return str(stdout)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    root = module.params["sysfs_root"]
+    if not os.path.isdir(root):
+        module.fail_json(msg=f"sysfs_root={root} is not a directory (is /sys mounted?)")
+    ip = find_ip(module)
+    try:
+        links = parse_ip_addr(ip_json(module, ip, "addr", "show"))
+        route = parse_default_route(ip_json(module, ip, "route", "show", "default"))
+    except IpJsonError as error:
+        module.fail_json(msg=f"{error} (JSON output needs iproute2 4.14 or later)")
+
+    names = list_interfaces(root, module.params["exclude"])
+    sysfs = [read_sysfs_nic(root, name) for name in names]
+    nics = build_nics(sysfs, links, route)
+    default_interface = route["interface"] if route else None
+    result: dict[str, Any] = {
+        "changed": False,
+        "nics": nics,
+        "default_route_interface": default_interface,
+        "default_route": route,
+        "ansible_facts": {"nics": nics, "default_route_interface": default_interface},
+    }
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+../rdmaforge/parsers/hugepages.py

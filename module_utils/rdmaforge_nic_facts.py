@@ -1,0 +1,1 @@
+../rdmaforge/parsers/nic_facts.py

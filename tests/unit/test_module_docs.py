@@ -1,0 +1,56 @@
+"""The DOCUMENTATION of kernel_cmdline, hugepages_facts and nic_facts parses with ansible-doc and matches
+each module's ARGUMENT_SPEC (names, types, defaults), so the documentation cannot drift from the code."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rdmaforge.paths import PROJECT_ROOT
+
+MODULES = ["kernel_cmdline", "hugepages_facts", "nic_facts"]
+ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
+
+
+def argument_spec(module: str) -> dict[str, dict[str, object]]:
+    """ARGUMENT_SPEC read from the source (the module imports module_utils only Ansible can resolve)."""
+    tree = ast.parse((PROJECT_ROOT / "library" / f"{module}.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "ARGUMENT_SPEC":
+            spec = {}
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                spec[key.value] = {
+                    k.value: v.value
+                    for k, v in zip(value.keys, value.values, strict=True)
+                    if isinstance(v, ast.Constant)
+                }
+            return spec
+    raise AssertionError(f"{module} has no ARGUMENT_SPEC")
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_documentation_matches_the_argument_spec(module):
+    proc = subprocess.run(
+        [str(ANSIBLE_DOC), "-M", str(PROJECT_ROOT / "library"), "--json", module],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)[module]
+    options = doc["doc"]["options"]
+    spec = argument_spec(module)
+    assert sorted(options) == sorted(spec)
+    for name, entry in spec.items():
+        assert options[name].get("type") == entry.get("type"), name
+        if "default" in entry:
+            assert options[name].get("default") == entry["default"], name
+    assert yaml.safe_load(doc["examples"])  # EXAMPLES is valid YAML
+    assert doc["return"]
