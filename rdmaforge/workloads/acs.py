@@ -1,0 +1,187 @@
+"""Alibaba Cloud ACS pods on the high-performance RDMA network (seed 002).
+
+A pod joins the RDMA network through the label ``alibabacloud.com/hpn-type: rdma``, on a GPU model that
+supports it, with the number of GPUs per pod ACS documents for that model, and with the NCCL settings of
+the model's RDMA NIC type. Those settings are role nccl_env's profiles ``acs_type1`` and ``acs_type2``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rdmaforge.inventory_checks import show
+from rdmaforge.workloads import k8s
+from rdmaforge.workloads.nodes import Cluster
+from rdmaforge.workloads.options import PREFIX
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    name: str
+    nic_type: int
+    #: role nccl_env's profile for the model's RDMA NIC type
+    profile: str
+    #: compute class -> GPUs per pod that ACS supports RDMA with
+    gpus_per_pod: Mapping[str, tuple[int, ...]]
+
+
+#: Seed 002's table of GPU models with RDMA. P16EN supports RDMA with 16-GPU pods in compute class gpu,
+#: and with 1/2/4/8/16-GPU pods in compute class gpu-hpn.
+GPU_MODELS: dict[str, GpuModel] = {
+    "GU8TF": GpuModel("GU8TF", 1, "acs_type1", {"gpu": (8,)}),
+    "GU8TEF": GpuModel("GU8TEF", 1, "acs_type1", {"gpu": (8,)}),
+    "GX8SF": GpuModel("GX8SF", 1, "acs_type1", {"gpu": (8,)}),
+    "P16EN": GpuModel("P16EN", 2, "acs_type2", {"gpu": (16,), "gpu-hpn": (1, 2, 4, 8, 16)}),
+}
+
+#: What ACS requires of the NCCL settings per RDMA NIC type (seed 002: "P16EN must set NCCL_IB_DISABLE=1
+#: and an empty NCCL_IB_HCA").
+REQUIRED_ENV: dict[int, dict[str, str]] = {2: {"NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": ""}}
+
+LABEL_COMPUTE_CLASS = "alibabacloud.com/compute-class"
+LABEL_COMPUTE_QOS = "alibabacloud.com/compute-qos"
+LABEL_GPU_MODEL = "alibabacloud.com/gpu-model-series"
+LABEL_HPN = "alibabacloud.com/hpn-type"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _models_listing() -> str:
+    by_type: dict[int, list[str]] = {}
+    for model in GPU_MODELS.values():
+        by_type.setdefault(model.nic_type, []).append(model.name)
+    return ", ".join(f"{', '.join(names)} (RDMA NIC type {t})" for t, names in sorted(by_type.items()))
+
+
+def default_model(fabric: str) -> str:
+    """P16EN is the only type-2 model; otherwise seed 002's example GU8TF."""
+    return "P16EN" if fabric == "acs_type2" else "GU8TF"
+
+
+@dataclass(frozen=True)
+class AcsJob:
+    model: GpuModel
+    gpus: int
+    replicas: int
+    env: dict[str, str]
+
+
+def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
+    """The ACS job of the cluster, or the problems that stop it (one line each)."""
+    settings = cluster.settings
+    first = cluster.first
+    problems: list[str] = []
+    model_name = settings.acs_gpu_model or default_model(cluster.nodes[0].fabric if cluster.nodes else "tcp")
+    model = GPU_MODELS.get(model_name)
+    if model is None:
+        close = difflib.get_close_matches(model_name.upper(), list(GPU_MODELS), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return None, [
+            f"{first}: {PREFIX}acs_gpu_model={show(model_name)} is not an ACS GPU model with RDMA support{hint}; "
+            f"allowed: {_models_listing()}"
+        ]
+    allowed_counts = model.gpus_per_pod.get(settings.acs_compute_class)
+    if allowed_counts is None:
+        return None, [
+            f"{first}: {PREFIX}acs_compute_class={show(settings.acs_compute_class)} has no RDMA for ACS GPU model "
+            f"{model.name}; allowed: {', '.join(model.gpus_per_pod)}"
+        ]
+    for node in cluster.nodes:
+        if node.fabric.startswith("acs_type") and node.fabric != model.profile:
+            same_type = [m.name for m in GPU_MODELS.values() if m.profile == node.fabric]
+            problems.append(
+                f"{node.name}: {PREFIX}acs_gpu_model={show(model.name)} has RDMA NIC type {model.nic_type} "
+                f"(fabric profile {model.profile}) but rdmaforge_fabric={show(node.fabric)}; "
+                f"allowed with {node.fabric}: {', '.join(same_type)}"
+            )
+    counts = {node.name: (node.gpus, node.gpu_source) for node in cluster.nodes if node.gpus is not None}
+    for host, (gpus, source) in counts.items():
+        if gpus not in allowed_counts:
+            problems.append(
+                f"{host}: {source}={gpus} GPUs per pod is not supported with RDMA by ACS GPU model {model.name} "
+                f"(RDMA NIC type {model.nic_type}, compute class {settings.acs_compute_class}); "
+                f"allowed: {' or '.join(map(str, allowed_counts))} GPUs per pod"
+            )
+    if len({c for c, _ in counts.values()}) > 1:
+        listing = ", ".join(f"{h}: {c}" for h, (c, _) in counts.items())
+        problems.append(
+            f"{first}: the nodes have different GPU counts ({listing}); allowed: one count for every pod "
+            f"(a Deployment or Job has one pod template), set {PREFIX}gpus_per_node"
+        )
+    # Without a count from the inventory or the facts, a pod gets the largest count the model allows.
+    gpus = next(iter(c for c, _ in counts.values()), max(allowed_counts))
+    envs = {node.name: node.env_for_profile(model.profile, settings.env) for node in cluster.nodes}
+    env = envs[first] if first in envs else {}
+    for host, node_env in envs.items():
+        if node_env != env:
+            problems.append(
+                f"{host}: the NCCL settings for ACS differ from {first}'s ({show(node_env)} vs {show(env)}); "
+                f"allowed: the same nccl_env_overrides and {PREFIX}env on every node (one pod template)"
+            )
+    for key, value in REQUIRED_ENV.get(model.nic_type, {}).items():
+        if env.get(key) != value:
+            problems.append(
+                f"{first}: {key}={show(env.get(key))} (from nccl_env_overrides or {PREFIX}env) breaks RDMA on "
+                f"ACS GPU model {model.name}; allowed: "
+                + ", ".join(f"{k}={show(v)}" for k, v in REQUIRED_ENV[model.nic_type].items())
+                + f" (RDMA NIC type {model.nic_type})"
+            )
+    replicas = settings.acs_replicas or len(cluster.nodes)
+    return AcsJob(model, gpus, replicas, env), problems
+
+
+def manifest(cluster: Cluster, job: AcsJob) -> dict[str, Any]:
+    """A Deployment (long-running pods, as seed 002) or an Indexed Job of ``job.replicas`` RDMA pods."""
+    settings = cluster.settings
+    labels = {
+        "app": settings.name,
+        LABEL_COMPUTE_CLASS: settings.acs_compute_class,
+        LABEL_COMPUTE_QOS: settings.acs_compute_qos,
+        LABEL_GPU_MODEL: job.model.name,
+        LABEL_HPN: "rdma",
+    }
+    resources = {"cpu": settings.acs_cpu, "memory": settings.acs_memory, GPU_RESOURCE: str(job.gpus)}
+    container: dict[str, Any] = {
+        "name": "train",
+        "image": settings.image,
+        "command": list(settings.command),
+        "env": k8s.env_list(job.env),
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "volumeMounts": [k8s.shm_mount()],
+    }
+    pod_spec: dict[str, Any] = {"containers": [container], "volumes": [k8s.shm_volume(settings.k8s_shm_size)]}
+    template = {"metadata": {"labels": labels}, "spec": pod_spec}
+    if settings.acs_kind == "Deployment":
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": k8s.metadata(settings.name, settings.namespace, {"app": settings.name}),
+            "spec": {
+                "replicas": job.replicas,
+                "selector": {"matchLabels": {"app": settings.name}},
+                "template": template,
+            },
+        }
+    pod_spec["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": k8s.metadata(settings.name, settings.namespace, {"app": settings.name}),
+        "spec": {
+            # Indexed: each pod gets JOB_COMPLETION_INDEX, a stable rank for torchrun/mpirun wrappers.
+            "completionMode": "Indexed",
+            "completions": job.replicas,
+            "parallelism": job.replicas,
+            "backoffLimit": 0,
+            "template": template,
+        },
+    }
+
+
+def summary(job: AcsJob, settings_kind: str) -> Sequence[str]:
+    return [
+        f"ACS {settings_kind}: {job.replicas} pods of {job.gpus} GPUs, GPU model {job.model.name} "
+        f"(RDMA NIC type {job.model.nic_type}, NCCL profile {job.model.profile}).",
+    ]

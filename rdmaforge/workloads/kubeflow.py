@@ -1,0 +1,214 @@
+"""Kubeflow jobs for the cluster: an MPIJob (seed 004) and a PyTorchJob with torchrun's c10d rendezvous (seed 001).
+
+One pod per inventory node, each with all of that node's GPUs; every pod runs one pod template, so the
+nodes must agree on their GPU count and NCCL settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rdmaforge.inventory_checks import show
+from rdmaforge.workloads import k8s
+from rdmaforge.workloads.nodes import Cluster, gpu_problems
+from rdmaforge.workloads.options import PREFIX, Settings
+
+GPU_RESOURCE = "nvidia.com/gpu"
+#: training-operator finds the PyTorch container by this name (and the master's port by the port name).
+PYTORCH_CONTAINER = "pytorch"
+PYTORCH_PORT_NAME = "pytorchjob-port"
+MPI_CONTAINER = "mpi"
+#: mpi-operator v2beta1: the launcher reaches the workers over SSH with keys it mounts here.
+SSH_AUTH_MOUNT_PATH = "/root/.ssh"
+
+
+@dataclass(frozen=True)
+class JobShape:
+    nodes: int
+    gpus: int
+    env: dict[str, str]
+
+
+def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
+    """Nodes, GPUs per node and the NCCL settings of the one pod template, or the problems."""
+    a_kind = f"an {kind}" if kind == "MPIJob" else f"a {kind}"
+    problems = gpu_problems(cluster.nodes, a_kind)
+    if problems or not cluster.nodes:
+        return None, problems
+    first = cluster.nodes[0]
+    counts = {node.name: node.gpus for node in cluster.nodes}
+    if len(set(counts.values())) > 1:
+        listing = ", ".join(f"{h}: {c}" for h, c in counts.items())
+        problems.append(
+            f"{first.name}: the nodes have different GPU counts ({listing}); {a_kind} runs the same pod on "
+            f"every node; allowed: one count, e.g. {PREFIX}gpus_per_node in group_vars"
+        )
+    for node in cluster.nodes[1:]:
+        if node.env != first.env:
+            problems.append(
+                f"{node.name}: NCCL settings {show(node.env)} differ from {first.name}'s {show(first.env)}; "
+                f"{a_kind} has one pod template; allowed: the same rdmaforge_fabric, nccl_env_overrides and "
+                f"{PREFIX}env on every node"
+            )
+    return JobShape(len(cluster.nodes), int(first.gpus or 0), first.env), problems
+
+
+def _security_context(settings: Settings) -> dict[str, Any]:
+    # Privileged sees the node's RDMA devices and /sys (HARP reads it); otherwise RDMA at least needs to
+    # pin memory, which IPC_LOCK allows.
+    if settings.k8s_privileged:
+        return {"privileged": True}
+    return {"privileged": False, "capabilities": {"add": ["IPC_LOCK"]}}
+
+
+def _pod_spec(settings: Settings, containers: list[dict[str, Any]], volumes: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": containers}
+    if volumes:
+        spec["volumes"] = volumes
+    if settings.k8s_host_network:
+        # ClusterFirstWithHostNet keeps the job's service names (launcher, master) resolvable.
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    return spec
+
+
+def _gpu_limits(settings: Settings, gpus: int) -> dict[str, str]:
+    limits = {GPU_RESOURCE: str(gpus)}
+    limits.update(settings.k8s_extra_resources)
+    return limits
+
+
+def mpirun(settings: Settings, shape: JobShape) -> list[str]:
+    """mpirun with one rank per GPU of every worker, exporting every NCCL (and LightCC) setting."""
+    interface = settings.mpijob_tcp_if_include
+    command = [
+        "mpirun",
+        "--allow-run-as-root",
+        "-np",
+        str(shape.nodes * shape.gpus),
+        "--bind-to",
+        "none",
+        "--map-by",
+        "slot",
+        "--mca",
+        "btl_tcp_if_include",
+        interface,
+        "--mca",
+        "oob_tcp_if_include",
+        interface,
+    ]
+    for name in [*sorted(shape.env), "PATH", "LD_LIBRARY_PATH"]:
+        command += ["-x", name]
+    return [*command, *settings.mpijob_mpirun_args, *settings.mpijob_program]
+
+
+def mpijob(settings: Settings, shape: JobShape) -> dict[str, Any]:
+    """Launcher (mpirun, no GPU) plus one worker per node (seed 004: privileged, host paths, hugepages)."""
+    v2 = settings.mpijob_api_version == "kubeflow.org/v2beta1"
+    env = k8s.env_list(shape.env)
+    launcher = {
+        "name": MPI_CONTAINER,
+        "image": settings.image,
+        "command": mpirun(settings, shape),
+        "env": env,
+        "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
+    }
+    worker_command = settings.mpijob_worker_command or (("/usr/sbin/sshd", "-De") if v2 else ("sleep", "infinity"))
+    limits = _gpu_limits(settings, shape.gpus)
+    if settings.mpijob_memory:
+        limits["memory"] = settings.mpijob_memory
+    if settings.mpijob_hugepages_1gi:
+        limits["hugepages-1Gi"] = settings.mpijob_hugepages_1gi
+    mounts = [{"name": p.name, "mountPath": p.path} for p in settings.mpijob_host_paths] + [k8s.shm_mount()]
+    volumes = [{"name": p.name, "hostPath": {"path": p.path}} for p in settings.mpijob_host_paths]
+    volumes.append(k8s.shm_volume(settings.k8s_shm_size))
+    worker = {
+        "name": MPI_CONTAINER,
+        "image": settings.image,
+        "command": list(worker_command),
+        "env": env,
+        "securityContext": _security_context(settings),
+        "resources": {"limits": limits},
+        "volumeMounts": mounts,
+    }
+    spec: dict[str, Any] = {
+        "slotsPerWorker": shape.gpus,
+        "runPolicy": {"cleanPodPolicy": settings.k8s_clean_pod_policy},
+    }
+    if v2:
+        spec["mpiImplementation"] = "OpenMPI"
+        spec["sshAuthMountPath"] = SSH_AUTH_MOUNT_PATH
+    spec["mpiReplicaSpecs"] = {
+        "Launcher": {
+            "replicas": 1,
+            "restartPolicy": "OnFailure",
+            "template": {"spec": _pod_spec(settings, [launcher], [])},
+        },
+        "Worker": {
+            "replicas": shape.nodes,
+            "restartPolicy": "Never",
+            "template": {"spec": _pod_spec(settings, [worker], volumes)},
+        },
+    }
+    return {
+        "apiVersion": settings.mpijob_api_version,
+        "kind": "MPIJob",
+        "metadata": k8s.metadata(settings.name, settings.namespace),
+        "spec": spec,
+    }
+
+
+def torchrun(settings: Settings, shape: JobShape) -> list[str]:
+    """Seed 001's torchrun: nodes and processes per node from the inventory, c10d rendezvous on the master.
+
+    training-operator sets MASTER_ADDR in every pod; Kubernetes expands ``$(MASTER_ADDR)`` in the command.
+    """
+    return [
+        "torchrun",
+        f"--nnodes={shape.nodes}",
+        f"--nproc-per-node={shape.gpus}",
+        f"--rdzv-id={settings.name}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=$(MASTER_ADDR):{settings.pytorchjob_rdzv_port}",
+        *settings.pytorchjob_script,
+    ]
+
+
+def pytorchjob(settings: Settings, shape: JobShape) -> dict[str, Any]:
+    """Master plus (nodes - 1) workers, each a node's worth of GPUs, all running the same torchrun."""
+    container = {
+        "name": PYTORCH_CONTAINER,
+        "image": settings.image,
+        "command": torchrun(settings, shape),
+        "env": k8s.env_list(shape.env),
+        # The master's Service exposes this port, where torchrun's c10d store listens.
+        "ports": [{"name": PYTORCH_PORT_NAME, "containerPort": settings.pytorchjob_rdzv_port}],
+        "securityContext": _security_context(settings),
+        "resources": {"limits": _gpu_limits(settings, shape.gpus)},
+        "volumeMounts": [k8s.shm_mount()],
+    }
+
+    def replica(count: int) -> dict[str, Any]:
+        pod = _pod_spec(settings, [dict(container)], [k8s.shm_volume(settings.k8s_shm_size)])
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": pod}}
+
+    replicas = {"Master": replica(1)}
+    if shape.nodes > 1:
+        replicas["Worker"] = replica(shape.nodes - 1)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": k8s.metadata(settings.name, settings.namespace),
+        "spec": {
+            "nprocPerNode": str(shape.gpus),
+            "runPolicy": {"cleanPodPolicy": settings.k8s_clean_pod_policy},
+            "pytorchReplicaSpecs": replicas,
+        },
+    }
+
+
+def summary(kind: str, settings: Settings, shape: JobShape) -> Sequence[str]:
+    api = settings.mpijob_api_version if kind == "MPIJob" else "kubeflow.org/v1"
+    return [f"{kind} ({api}): {shape.nodes} nodes x {shape.gpus} GPUs = {shape.nodes * shape.gpus} ranks."]

@@ -1,0 +1,248 @@
+"""Per-node inputs: fabric, NCCL settings, GPU count and RDMA device files, from a host's variables.
+
+The role hands over what Ansible resolved (and what it found on the node); ``rdmaforge render`` hands
+over the output of ``ansible-inventory --list`` merged with the role's defaults. Both end up here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rdmaforge.inventory_checks import fabric_problems, show
+from rdmaforge.nccl_tests.transport import FABRIC_PROFILES
+from rdmaforge.parsers import nccl_env
+from rdmaforge.workloads.options import (
+    PREFIX,
+    NodeSettings,
+    Settings,
+    cluster_wide_differences,
+    read_node_settings,
+    read_settings,
+)
+
+#: Host variables (besides the options) the workloads read: the fabric, role nccl_env's variables, and
+#: the fact preflight publishes.
+HOST_VARIABLES: tuple[str, ...] = (
+    "rdmaforge_fabric",
+    "nccl_env_profile",
+    "nccl_env_profiles",
+    "nccl_env_overrides",
+    "rdmaforge_node",
+)
+
+#: Device files NCCL (libibverbs, librdmacm) opens; umadN and issmN are for management tools only.
+_RDMA_DEVICE_FILE = re.compile(r"^(rdma_cm|uverbs[0-9]+)$")
+_UVERBS = re.compile(r"^uverbs([0-9]+)$")
+
+
+@dataclass(frozen=True)
+class HostInput:
+    """What is known about one host before anything is checked.
+
+    ``options``: the workload_manifests_* values for this host (defaults applied). ``variables``: the
+    other host variables of HOST_VARIABLES. ``found_device_files``: names the role found in
+    workload_manifests_rdma_dev_dir on the node, or None when nobody looked (the CLI never does).
+    """
+
+    name: str
+    options: Mapping[str, Any]
+    variables: Mapping[str, Any] = field(default_factory=dict)
+    found_device_files: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    fabric: str
+    profile: str
+    #: GPUs per node, or None when unknown (a problem only for the kinds that need the count).
+    gpus: int | None
+    #: Where the count came from (a variable name), or why it is unknown, for messages.
+    gpu_source: str
+    #: Absolute paths of the RDMA device files passed to docker (empty on socket-only fabrics).
+    device_files: tuple[str, ...]
+    #: The NCCL settings in force on this node (profile, nccl_env_overrides, workload_manifests_env).
+    env: dict[str, str]
+    settings: NodeSettings
+    nccl_profiles: Mapping[str, Any]
+    nccl_overrides: Mapping[str, Any]
+
+    @property
+    def rdma(self) -> bool:
+        """True on fabrics where NCCL is expected to use RDMA (and so needs the device files)."""
+        return FABRIC_PROFILES.get(self.fabric) == "rdma"
+
+    def env_for_profile(self, profile: str, extra: Mapping[str, object]) -> dict[str, str]:
+        """The settings this node would have with another profile (the ACS GPU model's), same overrides."""
+        return environment(self.nccl_profiles, profile, self.nccl_overrides, extra)
+
+
+@dataclass
+class Cluster:
+    nodes: list[Node]
+    settings: Settings
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def first(self) -> str:
+        return self.nodes[0].name if self.nodes else "cluster"
+
+
+def environment(
+    profiles: Mapping[str, Any], profile: str, overrides: Mapping[str, Any], extra: Mapping[str, object]
+) -> dict[str, str]:
+    """nccl_env's profile, then nccl_env_overrides, then workload_manifests_env; null removes a setting."""
+    base = profiles.get(profile) or {}
+    return nccl_env.merge(nccl_env.merge(base if isinstance(base, Mapping) else {}, overrides), extra)
+
+
+def select_device_files(names: Iterable[str]) -> list[str]:
+    """rdma_cm first, then uverbsN in numeric order; other names (umad0, issm0, ...) are dropped."""
+    chosen = {name.rsplit("/", 1)[-1] for name in names}
+    chosen = {name for name in chosen if _RDMA_DEVICE_FILE.match(name)}
+
+    def order(name: str) -> tuple[int, int]:
+        match = _UVERBS.match(name)
+        return (1, int(match.group(1))) if match else (0, 0)
+
+    return sorted(chosen, key=order)
+
+
+def _gpu_count(host: str, settings: NodeSettings, variables: Mapping[str, Any]) -> tuple[int | None, str]:
+    if settings.gpus_per_node is not None:
+        return settings.gpus_per_node, f"{PREFIX}gpus_per_node"
+    fact = variables.get("rdmaforge_node")
+    if isinstance(fact, Mapping) and isinstance(fact.get("gpu_count"), int):
+        return int(fact["gpu_count"]), "rdmaforge_node.gpu_count"
+    return None, (
+        f"{PREFIX}gpus_per_node is not set and the rdmaforge_node fact of preflight is not available "
+        f"(`rdmaforge render` reads no facts)"
+    )
+
+
+def _device_files(
+    host: str, fabric: str, settings: NodeSettings, found: list[str] | None, require: bool, cluster: Cluster
+) -> tuple[str, ...]:
+    listed = settings.rdma_device_files
+    rdma = FABRIC_PROFILES.get(fabric) == "rdma"
+    variable = f"{PREFIX}rdma_device_files"
+    if listed is not None:
+        unusable = [n for n in listed if not _RDMA_DEVICE_FILE.match(n.rsplit("/", 1)[-1])]
+        if unusable:
+            cluster.problems.append(
+                f"{host}: {variable}={show(list(listed))} names {', '.join(unusable)}, which NCCL does not "
+                f"open; allowed: rdma_cm and uverbsN names (files of {settings.rdma_dev_dir})"
+            )
+        names = select_device_files(listed)
+        source = f"{variable}: {', '.join(names) or 'none'}"
+    elif found is not None:
+        names = select_device_files(found)
+        source = f"found in {settings.rdma_dev_dir}: {', '.join(names) or 'none'}"
+    else:
+        names, source = [], f"{variable} is not set, and `rdmaforge render` cannot look at the nodes"
+    if not rdma:
+        if listed:
+            cluster.warnings.append(
+                f"{host}: {variable} is ignored: rdmaforge_fabric={show(fabric)} uses TCP sockets, not RDMA"
+            )
+        return ()
+    uverbs = [n for n in names if n.startswith("uverbs")]
+    if not uverbs:
+        message = (
+            f"{host}: rdmaforge_fabric={show(fabric)} uses RDMA but the docker container would get no uverbs "
+            f"device ({source}), so NCCL would fall back to TCP sockets; "
+            f"allowed: the node's uverbsN devices, e.g. {variable}: [rdma_cm, uverbs0, uverbs1]"
+        )
+        if require:
+            cluster.problems.append(message + f", or {PREFIX}require_rdma_devices: false")
+        else:
+            cluster.warnings.append(message + f" ({PREFIX}require_rdma_devices is false: not an error)")
+    elif "rdma_cm" not in names:
+        cluster.warnings.append(
+            f"{host}: no rdma_cm ({source}); librdmacm (used by eRDMA and by NCCL's RDMA CM setup) needs "
+            f"{settings.rdma_dev_dir}/rdma_cm: load the rdma_ucm kernel module on the node"
+        )
+    return tuple(f"{settings.rdma_dev_dir}/{n}" for n in names)
+
+
+def build_cluster(hosts: Iterable[HostInput], default_profiles: Mapping[str, Any]) -> Cluster:
+    """Check every host's inputs and build the nodes; problems and warnings are collected, never raised."""
+    inputs = sorted(hosts, key=lambda h: h.name)
+    problems: list[str] = []
+    if not inputs:
+        problems.append("cluster: no nodes to render for; allowed: an inventory with hosts in the cluster group")
+    problems += cluster_wide_differences({h.name: h.options for h in inputs})
+    first = inputs[0] if inputs else HostInput("cluster", {})
+    settings = read_settings(first.name, first.options, problems)
+    cluster = Cluster(nodes=[], settings=settings, problems=problems)
+    for host in inputs:
+        node_settings = read_node_settings(host.name, host.options, cluster.problems)
+        variables = host.variables
+        fabric = variables.get("rdmaforge_fabric")
+        fabric_issues = fabric_problems(host.name, fabric)
+        cluster.problems += [p.message for p in fabric_issues]
+        fabric_name = "tcp" if fabric_issues else str(fabric)
+        profiles = variables.get("nccl_env_profiles") or default_profiles
+        if not isinstance(profiles, Mapping):
+            cluster.problems.append(f"{host.name}: nccl_env_profiles={show(profiles)} is not valid; allowed: a mapping")
+            profiles = default_profiles
+        profile = variables.get("nccl_env_profile") or fabric_name
+        if profile not in profiles:
+            cluster.problems.append(
+                f"{host.name}: nccl_env_profile={show(profile)} is not a profile of nccl_env_profiles; "
+                f"allowed: {', '.join(sorted(map(str, profiles)))}"
+            )
+        overrides = variables.get("nccl_env_overrides") or {}
+        if not isinstance(overrides, Mapping):
+            cluster.problems.append(
+                f"{host.name}: nccl_env_overrides={show(overrides)} is not valid; allowed: a mapping"
+            )
+            overrides = {}
+        env = environment(profiles, str(profile), overrides, settings.env)
+        cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(env)]
+        unknown = nccl_env.unknown_names(env)
+        if unknown:
+            cluster.warnings.append(
+                f"{host.name}: {', '.join(unknown)} unknown to NCCL (typo?); NCCL ignores them "
+                f"(see rdmaforge/data/nccl_env_names.txt)"
+            )
+        gpus, gpu_source = _gpu_count(host.name, node_settings, variables)
+        devices = _device_files(
+            host.name, fabric_name, node_settings, host.found_device_files, settings.require_rdma_devices, cluster
+        )
+        cluster.nodes.append(
+            Node(
+                name=host.name,
+                fabric=fabric_name,
+                profile=str(profile),
+                gpus=gpus,
+                gpu_source=gpu_source,
+                device_files=devices,
+                env=env,
+                settings=node_settings,
+                nccl_profiles=profiles,
+                nccl_overrides=overrides,
+            )
+        )
+    return cluster
+
+
+def gpu_problems(nodes: Iterable[Node], needed_by: str) -> list[str]:
+    """The GPU count must be known and at least 1 for a kind that sizes its job by it."""
+    problems = []
+    for node in nodes:
+        if node.gpus is None:
+            problems.append(
+                f"{node.name}: the GPU count is unknown: {node.gpu_source}; {needed_by} needs it; "
+                f"allowed: {PREFIX}gpus_per_node: an integer from 1"
+            )
+        elif node.gpus < 1:
+            problems.append(
+                f"{node.name}: {node.gpu_source}={node.gpus}: a node without GPUs cannot run {needed_by}; "
+                f"allowed: 1 or more (set {PREFIX}gpus_per_node if the count is wrong)"
+            )
+    return problems

@@ -1,0 +1,358 @@
+"""The variables of role ``workload_manifests``, read the same way by the role and by ``rdmaforge render``.
+
+The defaults live in ``roles/workload_manifests/defaults/main.yml`` only: the role gets them from Ansible,
+the CLI reads the same file as plain YAML. Every problem is one line naming the host, the variable, the
+bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rdmaforge.inventory_checks import show
+from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.workloads import KINDS
+
+ROLE_DIR = PROJECT_ROOT / "roles" / "workload_manifests"
+DEFAULTS_FILE = ROLE_DIR / "defaults" / "main.yml"
+ARGUMENT_SPECS_FILE = ROLE_DIR / "meta" / "argument_specs.yml"
+TEMPLATES_DIR = ROLE_DIR / "templates"
+#: The NCCL settings per fabric profile: role nccl_env's table, not a copy of it.
+NCCL_ENV_DEFAULTS_FILE = PROJECT_ROOT / "roles" / "nccl_env" / "defaults" / "main.yml"
+
+PREFIX = "workload_manifests_"
+#: Variables only the role reads (the CLI has -o and --validate instead); they may hold Jinja.
+ROLE_ONLY = frozenset(
+    {"workload_manifests_dir", "workload_manifests_validate", "workload_manifests_kubernetes_version"}
+)
+#: Variables that may differ between nodes; every other one describes the one job of the whole cluster.
+PER_NODE = frozenset(
+    {
+        "workload_manifests_gpus_per_node",
+        "workload_manifests_rdma_dev_dir",
+        "workload_manifests_rdma_device_files",
+        "workload_manifests_docker_binary",
+        "workload_manifests_docker_gpu_mode",
+        "workload_manifests_docker_extra_args",
+    }
+)
+
+DOCKER_GPU_MODES = ("runtime", "gpus")
+ACS_KINDS = ("Deployment", "Job")
+ACS_COMPUTE_CLASSES = ("gpu", "gpu-hpn")
+ACS_COMPUTE_QOS = ("default", "best-effort")
+MPIJOB_API_VERSIONS = ("kubeflow.org/v2beta1", "kubeflow.org/v1")
+CLEAN_POD_POLICIES = ("None", "Running", "All")
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_DOCKER_SIZE = re.compile(r"^([0-9]+)([bkmgBKMG]?)$")
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def role_defaults(path: Path = DEFAULTS_FILE) -> dict[str, Any]:
+    """The role's defaults that describe the workload (ROLE_ONLY left out): the options, by name."""
+    data = yaml.safe_load(path.read_text()) or {}
+    return {str(k): v for k, v in data.items() if k not in ROLE_ONLY}
+
+
+def option_names() -> list[str]:
+    """Names of every option; the role reads exactly these and hands them over."""
+    return sorted(role_defaults())
+
+
+def nccl_env_profiles(path: Path = NCCL_ENV_DEFAULTS_FILE) -> dict[str, Any]:
+    """``nccl_env_profiles`` from role nccl_env's defaults."""
+    data = yaml.safe_load(path.read_text()) or {}
+    profiles = data.get("nccl_env_profiles") or {}
+    return dict(profiles) if isinstance(profiles, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class HostPath:
+    """A host directory mounted at the same path in a pod (seed 004's /sys, /dev/hugepages, ...)."""
+
+    name: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The options that describe the job of the whole cluster (the same on every node)."""
+
+    kinds: tuple[str, ...]
+    name: str
+    namespace: str
+    image: str
+    command: tuple[str, ...]
+    env: dict[str, object]
+    shm_size: str
+    require_rdma_devices: bool
+    acs_kind: str
+    acs_gpu_model: str | None
+    acs_compute_class: str
+    acs_compute_qos: str
+    acs_replicas: int | None
+    acs_cpu: str
+    acs_memory: str
+    k8s_privileged: bool
+    k8s_host_network: bool
+    k8s_extra_resources: dict[str, str]
+    k8s_clean_pod_policy: str
+    mpijob_api_version: str
+    mpijob_program: tuple[str, ...]
+    mpijob_mpirun_args: tuple[str, ...]
+    mpijob_tcp_if_include: str
+    mpijob_worker_command: tuple[str, ...] | None
+    mpijob_hugepages_1gi: str | None
+    mpijob_memory: str | None
+    mpijob_host_paths: tuple[HostPath, ...]
+    pytorchjob_script: tuple[str, ...]
+    pytorchjob_rdzv_port: int
+
+    @property
+    def k8s_shm_size(self) -> str:
+        """The docker size as a Kubernetes quantity: 8g -> 8Gi (both are binary multiples)."""
+        return docker_size_to_quantity(self.shm_size)
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """The options that may differ between nodes."""
+
+    gpus_per_node: int | None
+    rdma_dev_dir: str
+    rdma_device_files: tuple[str, ...] | None
+    docker_binary: str
+    docker_gpu_mode: str
+    docker_extra_args: tuple[str, ...]
+
+
+def docker_size_to_quantity(size: str) -> str:
+    """``8g`` -> ``8Gi``; docker's k/m/g are binary multiples, as are Kubernetes' Ki/Mi/Gi."""
+    match = _DOCKER_SIZE.match(size)
+    if not match:
+        raise ValueError(f"{size!r} is not a docker size")
+    number, unit = match.groups()
+    return number + {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}[unit.lower()]
+
+
+def is_dns_label(text: str) -> bool:
+    return len(text) <= 63 and bool(_DNS_LABEL.match(text))
+
+
+class Reader:
+    """Reads one host's options, appending a line to ``problems`` for every bad value.
+
+    Values come from Ansible (typed) or from ``ansible-inventory --list`` (JSON), so numbers written as
+    strings ("8") are accepted where a number is meant. A bad value reads as None (or the fallback).
+    """
+
+    def __init__(self, host: str, values: Mapping[str, Any], problems: list[str]) -> None:
+        self.host = host
+        self.values = values
+        self.problems = problems
+
+    def bad(self, name: str, why: str, allowed: str) -> None:
+        self.problems.append(f"{self.host}: {name}={show(self.values.get(name))} {why}; allowed: {allowed}")
+
+    def raw(self, name: str) -> Any:
+        return self.values.get(name)
+
+    def string(self, name: str, pattern: re.Pattern[str] | None = None, allowed: str = "a non-empty string") -> str:
+        value = self.values.get(name)
+        if isinstance(value, bool) or not isinstance(value, str | int) or str(value) == "":
+            self.bad(name, "is not valid", allowed)
+            return ""
+        text = str(value)
+        if pattern is not None and not pattern.match(text):
+            self.bad(name, "is not valid", allowed)
+            return ""
+        return text
+
+    def optional_string(self, name: str, pattern: re.Pattern[str] | None = None, allowed: str = "") -> str | None:
+        if self.values.get(name) in (None, ""):
+            return None
+        return self.string(name, pattern, allowed + ", or null") or None
+
+    def choice(self, name: str, choices: Sequence[str]) -> str:
+        value = self.values.get(name)
+        if value not in choices:
+            self.bad(name, "is not valid", ", ".join(choices))
+            return choices[0]
+        return str(value)
+
+    def integer(self, name: str, minimum: int, maximum: int | None = None) -> int | None:
+        value = self.values.get(name)
+        allowed = f"an integer from {minimum}" + (f" to {maximum}" if maximum is not None else "")
+        number = as_int(value)
+        if number is None or number < minimum or (maximum is not None and number > maximum):
+            self.bad(name, "is not valid", allowed)
+            return None
+        return number
+
+    def optional_integer(self, name: str, minimum: int, maximum: int | None = None) -> int | None:
+        if self.values.get(name) is None:
+            return None
+        return self.integer(name, minimum, maximum)
+
+    def boolean(self, name: str) -> bool:
+        value = self.values.get(name)
+        if not isinstance(value, bool):
+            self.bad(name, "is not valid", "true or false")
+            return False
+        return value
+
+    def strings(self, name: str, allow_empty: bool = True) -> tuple[str, ...]:
+        value = self.values.get(name)
+        if (
+            not isinstance(value, list)
+            or any(isinstance(v, bool) or not isinstance(v, str | int | float) for v in value)
+            or (not allow_empty and not value)
+        ):
+            self.bad(name, "is not valid", "a list of strings" + ("" if allow_empty else " (at least one)"))
+            return ()
+        return tuple(str(v) for v in value)
+
+    def optional_strings(self, name: str, allow_empty: bool = True) -> tuple[str, ...] | None:
+        if self.values.get(name) is None:
+            return None
+        return self.strings(name, allow_empty)
+
+    def mapping(self, name: str) -> dict[str, object]:
+        value = self.values.get(name)
+        if not isinstance(value, Mapping):
+            self.bad(name, "is not valid", "a mapping")
+            return {}
+        return {str(k): v for k, v in value.items()}
+
+    def quantity(self, name: str, optional: bool = False) -> str | None:
+        value = self.values.get(name)
+        if optional and value in (None, ""):
+            return None
+        if isinstance(value, bool) or not isinstance(value, str | int) or not _QUANTITY.match(str(value)):
+            allowed = "a Kubernetes quantity such as 8, 500m, 100Gi" + (", or null" if optional else "")
+            self.bad(name, "is not valid", allowed)
+            return None
+        return str(value)
+
+
+def as_int(value: object) -> int | None:
+    """An int, or a string of digits; anything else (booleans included) is None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):
+        return int(value)
+    return None
+
+
+def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> Settings:
+    r = Reader(host, values, problems)
+    kinds = r.strings(f"{PREFIX}kinds", allow_empty=False)
+    for kind in kinds:
+        if kind not in KINDS:
+            r.bad(f"{PREFIX}kinds", f"names {kind!r}, which is not a kind", ", ".join(KINDS))
+    name = r.string(f"{PREFIX}name", _DNS_LABEL, "a DNS-1123 label: a-z, 0-9 and '-', such as rdmaforge-train")
+    if len(name) > 52:  # Kubeflow adds "-worker-NNN" / "-launcher"; pod names are labels of 63 at most
+        r.bad(f"{PREFIX}name", "is too long for the pod names Kubeflow derives from it", "52 characters at most")
+    resources: dict[str, str] = {}
+    for key, value in r.mapping(f"{PREFIX}k8s_extra_resources").items():
+        if not _RESOURCE_NAME.match(key) or as_quantity(value) is None:
+            r.bad(f"{PREFIX}k8s_extra_resources", f"has {key}={show(value)}", "resource names with quantities")
+        else:
+            resources[key] = str(value)
+    host_paths: list[HostPath] = []
+    raw_paths = r.raw(f"{PREFIX}mpijob_host_paths")
+    if not isinstance(raw_paths, list) or not all(
+        isinstance(p, Mapping)
+        and isinstance(p.get("name"), str)
+        and is_dns_label(str(p.get("name")))
+        and isinstance(p.get("path"), str)
+        and str(p.get("path")).startswith("/")
+        for p in raw_paths
+    ):
+        r.bad(f"{PREFIX}mpijob_host_paths", "is not valid", "a list of {name: <DNS-1123 label>, path: /absolute}")
+    else:
+        host_paths = [HostPath(str(p["name"]), str(p["path"])) for p in raw_paths]
+    shm = r.string(f"{PREFIX}shm_size", _DOCKER_SIZE, "a docker size: a number with b, k, m or g, such as 8g")
+    return Settings(
+        kinds=tuple(k for k in KINDS if k in kinds),
+        name=name or "rdmaforge-train",
+        namespace=r.string(f"{PREFIX}namespace", _DNS_LABEL, "a DNS-1123 label such as default") or "default",
+        image=r.string(f"{PREFIX}image"),
+        command=r.strings(f"{PREFIX}command", allow_empty=False),
+        env=r.mapping(f"{PREFIX}env"),
+        shm_size=shm or "8g",
+        require_rdma_devices=r.boolean(f"{PREFIX}require_rdma_devices"),
+        acs_kind=r.choice(f"{PREFIX}acs_kind", ACS_KINDS),
+        acs_gpu_model=r.optional_string(f"{PREFIX}acs_gpu_model", allowed="an ACS GPU model"),
+        acs_compute_class=r.choice(f"{PREFIX}acs_compute_class", ACS_COMPUTE_CLASSES),
+        acs_compute_qos=r.choice(f"{PREFIX}acs_compute_qos", ACS_COMPUTE_QOS),
+        acs_replicas=r.optional_integer(f"{PREFIX}acs_replicas", 1),
+        acs_cpu=r.quantity(f"{PREFIX}acs_cpu") or "0",
+        acs_memory=r.quantity(f"{PREFIX}acs_memory") or "0",
+        k8s_privileged=r.boolean(f"{PREFIX}k8s_privileged"),
+        k8s_host_network=r.boolean(f"{PREFIX}k8s_host_network"),
+        k8s_extra_resources=resources,
+        k8s_clean_pod_policy=r.choice(f"{PREFIX}k8s_clean_pod_policy", CLEAN_POD_POLICIES),
+        mpijob_api_version=r.choice(f"{PREFIX}mpijob_api_version", MPIJOB_API_VERSIONS),
+        mpijob_program=r.strings(f"{PREFIX}mpijob_program", allow_empty=False),
+        mpijob_mpirun_args=r.strings(f"{PREFIX}mpijob_mpirun_args"),
+        mpijob_tcp_if_include=r.string(f"{PREFIX}mpijob_tcp_if_include"),
+        mpijob_worker_command=r.optional_strings(f"{PREFIX}mpijob_worker_command", allow_empty=False),
+        mpijob_hugepages_1gi=r.quantity(f"{PREFIX}mpijob_hugepages_1gi", optional=True),
+        mpijob_memory=r.quantity(f"{PREFIX}mpijob_memory", optional=True),
+        mpijob_host_paths=tuple(host_paths),
+        pytorchjob_script=r.strings(f"{PREFIX}pytorchjob_script", allow_empty=False),
+        pytorchjob_rdzv_port=r.integer(f"{PREFIX}pytorchjob_rdzv_port", 1, 65535) or 29500,
+    )
+
+
+def read_node_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> NodeSettings:
+    r = Reader(host, values, problems)
+    dev_dir = r.string(f"{PREFIX}rdma_dev_dir", re.compile(r"^/"), "an absolute path such as /dev/infiniband")
+    binary = r.string(f"{PREFIX}docker_binary", re.compile(r"^/"), "an absolute path such as /usr/bin/docker")
+    return NodeSettings(
+        gpus_per_node=r.optional_integer(f"{PREFIX}gpus_per_node", 1),
+        rdma_dev_dir=dev_dir.rstrip("/") or "/dev/infiniband",
+        rdma_device_files=r.optional_strings(f"{PREFIX}rdma_device_files"),
+        docker_binary=binary or "/usr/bin/docker",
+        docker_gpu_mode=r.choice(f"{PREFIX}docker_gpu_mode", DOCKER_GPU_MODES),
+        docker_extra_args=r.strings(f"{PREFIX}docker_extra_args"),
+    )
+
+
+def as_quantity(value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, str | int) or not _QUANTITY.match(str(value)):
+        return None
+    return str(value)
+
+
+def cluster_wide_differences(values_per_host: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Cluster-wide options must have one value: a job has one image, one name, one pod template."""
+    problems: list[str] = []
+    hosts = sorted(values_per_host)
+    if not hosts:
+        return problems
+    names = sorted({n for values in values_per_host.values() for n in values} - PER_NODE - ROLE_ONLY)
+    for name in names:
+        seen: dict[str, list[str]] = {}
+        for host in hosts:
+            key = json.dumps(values_per_host[host].get(name), sort_keys=True, default=str)
+            seen.setdefault(key, []).append(host)
+        if len(seen) > 1:
+            listing = "; ".join(f"{', '.join(h)}: {show(json.loads(k))}" for k, h in seen.items())
+            problems.append(
+                f"{hosts[0]}: {name} differs between nodes ({listing}); allowed: one value for the whole "
+                f"cluster (set it in group_vars), since every node runs the same job"
+            )
+    return problems

@@ -1,0 +1,86 @@
+"""The role's templates rendered without Ansible, byte for byte as ``ansible.builtin.template`` renders them.
+
+The templates use only Jinja2 itself and the filters in TEMPLATE_FILTERS (the role gets the same functions
+from ``filter_plugins/rdmaforge_workloads.py``), and the environment has the template module's settings:
+``trim_blocks`` on, and the file's final newline kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from rdmaforge.workloads import docker, k8s
+from rdmaforge.workloads.options import TEMPLATES_DIR
+from rdmaforge.workloads.plan import Plan, PlannedFile
+
+#: The name the templates read their data from (the role sets it in the template task's vars).
+CONTEXT_NAME = "workload_manifests_file"
+
+
+def plain(value: Any) -> Any:
+    """Ansible's values (tagged strings, lazy containers, HostVars) as plain Python data."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def _on_plain_data(function: Callable[[Any], str]) -> Callable[[Any], str]:
+    """Ansible hands filters its own containers; the functions get plain data (identical output)."""
+
+    def wrapper(value: Any) -> str:
+        return function(plain(value))
+
+    wrapper.__doc__ = function.__doc__
+    return wrapper
+
+
+#: The filters the templates use, under the names the filter plugin gives them.
+TEMPLATE_FILTERS: dict[str, Callable[[Any], str]] = {
+    "rdmaforge_workload_shell_lines": _on_plain_data(docker.shell_lines),
+    "rdmaforge_workload_systemd_lines": _on_plain_data(docker.systemd_lines),
+    "rdmaforge_workload_yaml": _on_plain_data(k8s.to_yaml),
+}
+
+
+def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        trim_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+    env.filters.update(TEMPLATE_FILTERS)
+    return env
+
+
+def render_file(env: jinja2.Environment, planned: PlannedFile) -> str:
+    return env.get_template(planned.template).render({CONTEXT_NAME: planned.context})
+
+
+def write(plan: Plan, out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> list[Path]:
+    """Write every planned file under ``out_dir`` (created as needed); returns the paths written."""
+    env = environment(templates_dir)
+    written = []
+    for planned in plan.files:
+        path = out_dir / planned.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_file(env, planned))
+        os.chmod(path, int(planned.mode, 8))
+        written.append(path)
+    return written

@@ -1,0 +1,627 @@
+"""Training workloads (rdmaforge.workloads, role workload_manifests, `rdmaforge render`).
+
+Every kind is rendered for every fabric profile and validated (Kubernetes schemas, Kubeflow SDK models, the
+MPIJob v2beta1 CRD schema); bad inputs must give one clear line naming host, variable, value and what is
+allowed; the CLI runs end to end on a temporary inventory; and playbooks/workloads.yml runs for real against
+this machine (ansible_connection=local) and must write byte-identical files to the CLI's.
+
+Decision on RDMA fabrics whose node has no uverbs device: an error (NCCL would silently use TCP sockets),
+a warning with workload_manifests_require_rdma_devices: false.
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import recap, run_playbook
+
+from rdmaforge.cli import main
+from rdmaforge.inventory_checks import FABRICS
+from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.workloads import KINDS, docker, validate
+from rdmaforge.workloads.nodes import HostInput, build_cluster
+from rdmaforge.workloads.options import PREFIX, nccl_env_profiles, role_defaults
+from rdmaforge.workloads.plan import Plan, plan_from_hosts
+
+DEFAULTS = role_defaults()
+PROFILES = nccl_env_profiles()
+DEVICES = ["rdma_cm", "uverbs0", "uverbs1"]
+TYPE1_ENV = {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5", "NCCL_SOCKET_IFNAME": "eth0"}
+TYPE2_ENV = {"NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": "", "NCCL_SOCKET_IFNAME": "eth0"}
+ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}  # facts of fake hosts stay out of the project's fact cache
+
+
+def host(
+    host_name: str,
+    /,
+    fabric: str = "erdma",
+    gpus: int | None = 8,
+    devices: list[str] | None = DEVICES,
+    found: list[str] | None = None,
+    variables: dict[str, Any] | None = None,
+    **options: Any,
+) -> HostInput:
+    values = {**DEFAULTS, f"{PREFIX}gpus_per_node": gpus, f"{PREFIX}rdma_device_files": devices}
+    values.update({PREFIX + k: v for k, v in options.items()})
+    return HostInput(host_name, values, {"rdmaforge_fabric": fabric, **(variables or {})}, found)
+
+
+def cluster_plan(*hosts: HostInput, kinds: list[str] | None = None) -> Plan:
+    return plan_from_hosts(hosts, PROFILES, kinds)
+
+
+def ok_plan(*hosts: HostInput, kinds: list[str] | None = None) -> Plan:
+    plan = cluster_plan(*hosts, kinds=kinds)
+    assert not plan.problems, plan.problems
+    return plan
+
+
+def manifest(plan: Plan, kind: str) -> dict[str, Any]:
+    return next(doc for path, doc in plan.manifests.items() if path.startswith(f"{kind}/"))
+
+
+def container(pod_template: dict[str, Any]) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = pod_template["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def env_of(c: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in c["env"]}
+
+
+def single_problem(plan: Plan, *fragments: str) -> str:
+    """The one problem line that contains every fragment (and nothing was planned for writing)."""
+    assert plan.files == [], "a plan with problems must write nothing"
+    matching = [p for p in plan.problems if all(f in p for f in fragments)]
+    assert len(matching) == 1, f"expected one line with {fragments}, got:\n" + "\n".join(plan.problems)
+    return matching[0]
+
+
+# --- every kind, every profile, validated ----------------------------------------------------------
+
+
+def _gpus_for(fabric: str) -> int:
+    return 16 if fabric == "acs_type2" else 8  # the default ACS model follows the fabric: P16EN on type 2
+
+
+@pytest.mark.parametrize("mpijob_api", ["kubeflow.org/v2beta1", "kubeflow.org/v1"])
+@pytest.mark.parametrize("fabric", FABRICS)
+def test_every_kind_renders_and_validates_for_every_profile(fabric: str, mpijob_api: str) -> None:
+    gpus = _gpus_for(fabric)
+    plan = ok_plan(*(host(n, fabric, gpus, mpijob_api_version=mpijob_api) for n in ("node1", "node2")))
+    assert sorted(f.path for f in plan.files) == sorted(
+        [
+            "docker/node1/rdmaforge-train.sh",
+            "docker/node1/rdmaforge-train.service",
+            "docker/node2/rdmaforge-train.sh",
+            "docker/node2/rdmaforge-train.service",
+            "acs/rdmaforge-train.yaml",
+            "mpijob/rdmaforge-train.yaml",
+            "pytorchjob/rdmaforge-train.yaml",
+        ]
+    )
+    for path, document in plan.manifests.items():
+        assert validate.problems(document) == [], path
+    # the containers get exactly the NCCL settings /etc/nccl.conf gets from role nccl_env on these nodes
+    expected = {k: str(v) for k, v in PROFILES[fabric].items()}
+    for kind in ("mpijob", "pytorchjob"):
+        replicas = next(v for k, v in manifest(plan, kind)["spec"].items() if k.endswith("ReplicaSpecs"))
+        for replica in replicas.values():
+            assert env_of(container(replica["template"])) == expected
+    assert manifest(plan, "mpijob")["apiVersion"] == mpijob_api
+
+
+@pytest.mark.parametrize(
+    ("model", "compute_class", "gpus", "profile_env"),
+    [
+        ("GU8TF", "gpu", 8, TYPE1_ENV),
+        ("GU8TEF", "gpu", 8, TYPE1_ENV),
+        ("GX8SF", "gpu", 8, TYPE1_ENV),
+        ("P16EN", "gpu", 16, TYPE2_ENV),
+        ("P16EN", "gpu-hpn", 4, TYPE2_ENV),
+    ],
+)
+@pytest.mark.parametrize("acs_kind", ["Deployment", "Job"])
+def test_acs_pods_carry_the_rdma_labels_and_the_models_nccl_settings(
+    model: str, compute_class: str, gpus: int, profile_env: dict[str, str], acs_kind: str
+) -> None:
+    fabric = "acs_type2" if model == "P16EN" else "acs_type1"
+    plan = ok_plan(
+        *(
+            host(n, fabric, gpus, acs_gpu_model=model, acs_compute_class=compute_class, acs_kind=acs_kind)
+            for n in ("a", "b", "c")
+        ),
+        kinds=["acs"],
+    )
+    document = manifest(plan, "acs")
+    assert validate.problems(document) == []
+    assert document["kind"] == acs_kind
+    template = document["spec"]["template"]
+    assert template["metadata"]["labels"] == {
+        "app": "rdmaforge-train",
+        "alibabacloud.com/compute-class": compute_class,
+        "alibabacloud.com/compute-qos": "default",
+        "alibabacloud.com/gpu-model-series": model,
+        "alibabacloud.com/hpn-type": "rdma",
+    }
+    c = container(template)
+    assert env_of(c) == profile_env
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == str(gpus)
+    assert c["resources"]["requests"] == c["resources"]["limits"]
+    replicas = document["spec"]["replicas"] if acs_kind == "Deployment" else document["spec"]["parallelism"]
+    assert replicas == 3
+
+
+def test_acs_uses_the_models_profile_on_any_fabric_and_the_model_count_without_facts() -> None:
+    # An eRDMA inventory rendered for ACS: the NCCL settings are the GPU model's, not eRDMA's; with no GPU
+    # count known (no variable, no facts) the pod asks for what the model supports.
+    plan = ok_plan(host("n1", "erdma", gpus=None, acs_gpu_model="P16EN"), kinds=["acs"])
+    c = container(manifest(plan, "acs")["spec"]["template"])
+    assert env_of(c) == TYPE2_ENV
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "16"
+
+
+# --- bad inputs: one clear line each, nothing written ----------------------------------------------
+
+
+def test_gpu_count_4_is_refused_for_gu8tf() -> None:
+    plan = cluster_plan(host("n1", "acs_type1", 4, acs_gpu_model="GU8TF"), kinds=["acs"])
+    line = single_problem(plan, "GU8TF")
+    assert line == (
+        "n1: workload_manifests_gpus_per_node=4 GPUs per pod is not supported with RDMA by ACS GPU model GU8TF "
+        "(RDMA NIC type 1, compute class gpu); allowed: 8 GPUs per pod"
+    )
+
+
+def test_gpu_count_8_is_refused_for_p16en() -> None:
+    plan = cluster_plan(host("n1", "acs_type2", 8, acs_gpu_model="P16EN"), kinds=["acs"])
+    line = single_problem(plan, "P16EN")
+    assert line.startswith("n1: workload_manifests_gpus_per_node=8 GPUs per pod")
+    assert line.endswith("allowed: 16 GPUs per pod")
+
+
+def test_gpu_count_from_the_facts_is_named_as_such() -> None:
+    facts = {"rdmaforge_node": {"gpu_count": 4}}
+    plan = cluster_plan(host("n1", "acs_type1", gpus=None, variables=facts), kinds=["acs"])
+    assert single_problem(plan, "GU8TF").startswith("n1: rdmaforge_node.gpu_count=4 GPUs per pod")
+
+
+def test_gpu_hpn_is_p16en_only() -> None:
+    plan = cluster_plan(host("n1", "acs_type1", 8, acs_compute_class="gpu-hpn"), kinds=["acs"])
+    line = single_problem(plan, "acs_compute_class")
+    assert "workload_manifests_acs_compute_class='gpu-hpn' has no RDMA for ACS GPU model GU8TF" in line
+    assert line.endswith("allowed: gpu")
+
+
+def test_unknown_gpu_model_is_refused_with_a_suggestion() -> None:
+    plan = cluster_plan(host("n1", "acs_type1", 8, acs_gpu_model="GU8TX"), kinds=["acs"])
+    line = single_problem(plan, "GU8TX")
+    assert line == (
+        "n1: workload_manifests_acs_gpu_model='GU8TX' is not an ACS GPU model with RDMA support (did you mean "
+        "'GU8TF'?); allowed: GU8TF, GU8TEF, GX8SF (RDMA NIC type 1), P16EN (RDMA NIC type 2)"
+    )
+
+
+def test_gpu_model_of_the_other_nic_type_than_the_fabric_is_refused() -> None:
+    plan = cluster_plan(host("n1", "acs_type1", 16, acs_gpu_model="P16EN"), kinds=["acs"])
+    line = single_problem(plan, "rdmaforge_fabric")
+    assert "has RDMA NIC type 2 (fabric profile acs_type2) but rdmaforge_fabric='acs_type1'" in line
+    assert line.endswith("allowed with acs_type1: GU8TF, GU8TEF, GX8SF")
+
+
+def test_p16en_needs_ib_disabled_and_an_empty_hca() -> None:
+    overrides = {"nccl_env_overrides": {"NCCL_IB_HCA": "mlx5"}}
+    plan = cluster_plan(host("n1", "acs_type2", 16, variables=overrides), kinds=["acs"])
+    line = single_problem(plan, "NCCL_IB_HCA")
+    assert line.startswith("n1: NCCL_IB_HCA='mlx5' (from nccl_env_overrides or workload_manifests_env) breaks RDMA")
+    assert line.endswith("allowed: NCCL_IB_DISABLE='1', NCCL_IB_HCA='' (RDMA NIC type 2)")
+
+
+def test_unknown_fabric_is_refused() -> None:
+    plan = cluster_plan(host("n1", "ethernet"))
+    line = single_problem(plan, "rdmaforge_fabric")
+    assert line == (
+        "n1: rdmaforge_fabric='ethernet' is not a known fabric profile; "
+        "allowed: erdma, infiniband, roce, acs_type1, acs_type2, tcp"
+    )
+
+
+@pytest.mark.parametrize("fabric", ["erdma", "infiniband", "roce", "acs_type1"])
+def test_rdma_fabric_without_uverbs_devices_is_an_error(fabric: str) -> None:
+    plan = cluster_plan(host("n1", fabric, devices=["rdma_cm"]), kinds=["docker"])
+    line = single_problem(plan, "uverbs")
+    assert line.startswith(f"n1: rdmaforge_fabric='{fabric}' uses RDMA but the docker container would get no uverbs")
+    assert "workload_manifests_rdma_device_files: rdma_cm" in line
+    assert line.endswith("or workload_manifests_require_rdma_devices: false")
+
+
+def test_rdma_fabric_without_uverbs_devices_is_a_warning_when_not_required() -> None:
+    plan = ok_plan(host("n1", "erdma", devices=[], require_rdma_devices=False), kinds=["docker"])
+    assert any("would get no uverbs device" in w and "not an error" in w for w in plan.warnings)
+    assert plan.files
+
+
+def test_cli_without_device_list_says_what_to_set() -> None:
+    plan = cluster_plan(host("n1", "erdma", devices=None), kinds=["docker"])
+    line = single_problem(plan, "uverbs")
+    assert "workload_manifests_rdma_device_files is not set, and `rdmaforge render` cannot look" in line
+
+
+def test_unknown_gpu_count_stops_the_kubeflow_jobs_but_not_docker() -> None:
+    assert ok_plan(host("n1", gpus=None), kinds=["docker"]).files
+    plan = cluster_plan(host("n1", gpus=None), kinds=["pytorchjob"])
+    line = single_problem(plan, "GPU count is unknown")
+    assert line.startswith("n1: the GPU count is unknown: workload_manifests_gpus_per_node is not set")
+    assert "a PyTorchJob needs it" in line
+
+
+def test_nodes_of_different_gpu_counts_cannot_share_a_kubeflow_job() -> None:
+    plan = cluster_plan(host("n1", gpus=8), host("n2", gpus=4), kinds=["mpijob"])
+    line = single_problem(plan, "different GPU counts")
+    assert line.startswith("n1: the nodes have different GPU counts (n1: 8, n2: 4); an MPIJob runs the same pod")
+
+
+def test_a_cluster_wide_option_must_be_the_same_on_every_node() -> None:
+    plan = cluster_plan(host("n1"), host("n2", image="other:1"), kinds=["docker"])
+    line = single_problem(plan, "workload_manifests_image differs")
+    assert "n1: 'nvcr.io/nvidia/pytorch:24.05-py3'; n2: 'other:1'" in line
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("name", "Train_Job", "n1: workload_manifests_name='Train_Job' is not valid; allowed: a DNS-1123 label"),
+        ("shm_size", "8 GB", "n1: workload_manifests_shm_size='8 GB' is not valid; allowed: a docker size"),
+        ("kinds", ["k8s"], "n1: workload_manifests_kinds=[\"k8s\"] names 'k8s', which is not a kind; allowed: docker"),
+        ("gpus_per_node", 0, "n1: workload_manifests_gpus_per_node=0 is not valid; allowed: an integer from 1"),
+        ("docker_gpu_mode", "all", "n1: workload_manifests_docker_gpu_mode='all' is not valid; allowed: runtime, gpus"),
+        ("acs_memory", "lots", "n1: workload_manifests_acs_memory='lots' is not valid; allowed: a Kubernetes quantity"),
+        ("rdma_device_files", ["umad0"], 'n1: workload_manifests_rdma_device_files=["umad0"] names umad0'),
+    ],
+)
+def test_bad_option_values_name_the_variable_and_what_is_allowed(option: str, value: Any, expected: str) -> None:
+    plan = cluster_plan(host("n1", **{option: value}))
+    assert plan.files == []
+    assert any(p.startswith(expected) for p in plan.problems), plan.problems
+
+
+# --- docker ----------------------------------------------------------------------------------------
+
+
+def docker_argv(h: HostInput) -> list[str]:
+    cluster = build_cluster([h], PROFILES)
+    assert not cluster.problems, cluster.problems
+    return docker.argv(docker.run_groups(cluster.nodes[0], cluster.settings))
+
+
+def test_docker_gets_exactly_the_rdma_devices_the_node_has() -> None:
+    found = ["issm0", "uverbs10", "umad0", "uverbs2", "rdma_cm", "uverbs0"]
+    argv = docker_argv(host("n1", "infiniband", devices=None, found=found))
+    assert [a for a in argv if a.startswith("--device")] == [
+        "--device=/dev/infiniband/rdma_cm",
+        "--device=/dev/infiniband/uverbs0",
+        "--device=/dev/infiniband/uverbs2",
+        "--device=/dev/infiniband/uverbs10",
+    ]
+
+
+def test_docker_run_has_the_runtime_limits_and_the_profiles_nccl_settings() -> None:
+    argv = docker_argv(host("n1", "roce", devices=["uverbs0", "rdma_cm"]))
+    assert argv[:5] == ["/usr/bin/docker", "run", "--rm", "--name", "rdmaforge-train"]
+    for flag in ("--runtime=nvidia", "--shm-size=8g", "--ipc=host", "--net=host"):
+        assert flag in argv
+    assert argv[argv.index("--ulimit") + 1] == "memlock=-1"
+    assert [a for a in argv if a.startswith("--device")] == [
+        "--device=/dev/infiniband/rdma_cm",
+        "--device=/dev/infiniband/uverbs0",
+    ]
+    env = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
+    assert env == ["NCCL_IB_GID_INDEX=3", "NCCL_IB_HCA=mlx5", "NCCL_SOCKET_IFNAME=eth0"]
+    assert argv[-3:] == ["nvcr.io/nvidia/pytorch:24.05-py3", "sleep", "infinity"]
+
+
+def test_socket_fabrics_get_no_devices_and_gpus_mode_uses_gpus_all() -> None:
+    argv = docker_argv(host("n1", "tcp", devices=None, docker_gpu_mode="gpus"))
+    assert not [a for a in argv if a.startswith("--device")]
+    assert "--gpus=all" in argv and "--runtime=nvidia" not in argv
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "-e"] == ["NCCL_IB_DISABLE=1", "NCCL_SOCKET_IFNAME=eth0"]
+
+
+def test_overrides_and_extra_env_reach_the_container_and_null_removes() -> None:
+    overrides = {"nccl_env_overrides": {"NCCL_DEBUG": None, "NCCL_IB_HCA": "=mlx5_0:1"}}
+    argv = docker_argv(host("n1", "infiniband", variables=overrides, env={"LIGHT_2D_ALLREDUCE": 1}))
+    env = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
+    assert env == ["LIGHT_2D_ALLREDUCE=1", "NCCL_IB_HCA==mlx5_0:1", "NCCL_SOCKET_IFNAME=eth"]
+
+
+def test_script_and_unit_quote_what_their_parsers_would_split() -> None:
+    groups = [["/usr/bin/docker", "run"], ["-e", 'X=a b%c$HOME"q\\'], ["img", ""]]
+    script = docker.shell_lines(groups)
+    assert shlex.split(script.replace("\\\n", " ")) == docker.argv(groups)
+    unit = docker.systemd_lines(groups)
+    assert '-e "X=a b%%c$$HOME\\"q\\\\"' in unit
+    assert unit.endswith('img ""')
+
+
+# --- Kubeflow --------------------------------------------------------------------------------------
+
+
+def test_pytorchjob_runs_torchrun_with_c10d_sized_by_the_inventory() -> None:
+    plan = ok_plan(*(host(f"n{i}", "infiniband", 8) for i in range(3)), kinds=["pytorchjob"])
+    document = manifest(plan, "pytorchjob")
+    replicas = document["spec"]["pytorchReplicaSpecs"]
+    assert {k: v["replicas"] for k, v in replicas.items()} == {"Master": 1, "Worker": 2}
+    command = container(replicas["Master"]["template"])["command"]
+    assert command == [
+        "torchrun",
+        "--nnodes=3",
+        "--nproc-per-node=8",
+        "--rdzv-id=rdmaforge-train",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=$(MASTER_ADDR):29500",
+        "train.py",
+    ]
+    assert container(replicas["Master"]["template"])["ports"] == [{"name": "pytorchjob-port", "containerPort": 29500}]
+    single = manifest(ok_plan(host("n1"), kinds=["pytorchjob"]), "pytorchjob")
+    assert list(single["spec"]["pytorchReplicaSpecs"]) == ["Master"]
+    assert validate.problems(single) == []
+
+
+def test_mpijob_has_seed_004s_worker_and_exports_every_setting() -> None:
+    overrides = {"nccl_env_overrides": {"LIGHT_2D_ALLREDUCE": 1, "LIGHT_INTRA_SIZE": 8}}
+    plan = ok_plan(*(host(n, "tcp", 8, variables=overrides) for n in ("a", "b", "c", "d")), kinds=["mpijob"])
+    spec = manifest(plan, "mpijob")["spec"]
+    assert spec["slotsPerWorker"] == 8
+    assert spec["runPolicy"] == {"cleanPodPolicy": "Running"}
+    launcher = container(spec["mpiReplicaSpecs"]["Launcher"]["template"])
+    command = launcher["command"]
+    assert command[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
+    exported = [command[i + 1] for i, a in enumerate(command) if a == "-x"]
+    assert exported == [
+        "LIGHT_2D_ALLREDUCE",
+        "LIGHT_INTRA_SIZE",
+        "NCCL_IB_DISABLE",
+        "NCCL_SOCKET_IFNAME",
+        "PATH",
+        "LD_LIBRARY_PATH",
+    ]
+    worker_spec = spec["mpiReplicaSpecs"]["Worker"]
+    assert worker_spec["replicas"] == 4
+    worker = container(worker_spec["template"])
+    assert worker["securityContext"] == {"privileged": True}
+    assert worker["resources"]["limits"] == {"nvidia.com/gpu": "8", "memory": "100Gi", "hugepages-1Gi": "50Gi"}
+    assert [m["mountPath"] for m in worker["volumeMounts"]] == [
+        "/sys",
+        "/dev/hugepages",
+        "/usr/local/tfabric/tools",
+        "/dev/shm",
+    ]
+
+
+# --- validation catches what a cluster would refuse ------------------------------------------------
+
+
+def _valid_documents() -> dict[str, dict[str, Any]]:
+    plan = ok_plan(host("n1"), host("n2"))
+    return {path.split("/")[0]: document for path, document in plan.manifests.items()}
+
+
+def test_validation_finds_unknown_fields_and_broken_rules() -> None:
+    documents = _valid_documents()
+    deployment = copy.deepcopy(documents["acs"])
+    deployment["spec"]["template"]["spec"]["containers"][0]["imagee"] = "x"
+    assert any("'imagee' was unexpected" in p for p in validate.problems(deployment))
+
+    mpijob = copy.deepcopy(documents["mpijob"])
+    mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["replicas"] = 2
+    mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["restartPolicy"] = "Always"
+    found = validate.problems(mpijob)
+    assert any("spec.mpiReplicaSpecs.Launcher.replicas: 1 was expected" in p for p in found), found
+    assert any("spec.mpiReplicaSpecs.Worker.restartPolicy" in p for p in found), found
+
+    pytorchjob = copy.deepcopy(documents["pytorchjob"])
+    pytorchjob["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["name"] = "main"
+    pytorchjob["spec"]["elasticity"] = {}
+    found = validate.problems(pytorchjob)
+    assert any("spec.elasticity: unknown field of KubeflowOrgV1PyTorchJobSpec" in p for p in found), found
+    assert any("container named 'pytorch'" in p for p in found), found
+
+
+# --- the CLI, end to end ---------------------------------------------------------------------------
+
+
+def write_inventory(root: Path, hosts: dict[str, dict[str, Any]], group_vars: dict[str, Any]) -> Path:
+    (root / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
+    (root / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    (root / "group_vars" / "all" / "main.yml").write_text(yaml.safe_dump(group_vars))
+    return root / "hosts.yml"
+
+
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+NODES = {"localhost": {"ansible_host": "127.0.0.1"}, "wl-b": {"ansible_host": "127.0.0.2"}}
+
+
+def test_cli_renders_validates_and_writes_yamllint_clean_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = write_inventory(
+        tmp_path / "inventory",
+        NODES,
+        {
+            **LOCAL,
+            "rdmaforge_fabric": "erdma",
+            f"{PREFIX}gpus_per_node": 8,
+            f"{PREFIX}rdma_device_files": DEVICES,
+        },
+    )
+    out = tmp_path / "out"
+    assert main(["render", "-i", str(inventory), "-o", str(out), "--validate"]) == 0
+    stdout = capsys.readouterr().out
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert written == sorted(
+        [
+            "acs/rdmaforge-train.yaml",
+            "docker/localhost/rdmaforge-train.service",
+            "docker/localhost/rdmaforge-train.sh",
+            "docker/wl-b/rdmaforge-train.service",
+            "docker/wl-b/rdmaforge-train.sh",
+            "mpijob/rdmaforge-train.yaml",
+            "pytorchjob/rdmaforge-train.yaml",
+        ]
+    )
+    assert stdout.count("valid   ") == 3
+    assert (out / "docker/wl-b/rdmaforge-train.sh").stat().st_mode & 0o777 == 0o755
+    script = (out / "docker/wl-b/rdmaforge-train.sh").read_text()
+    assert "--device=/dev/infiniband/uverbs1" in script
+    proc = subprocess.run(["sh", "-n", str(out / "docker/wl-b/rdmaforge-train.sh")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lint = subprocess.run(
+        [str(PROJECT_ROOT / ".venv/bin/yamllint"), "-c", str(PROJECT_ROOT / ".yamllint"), "-s", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_cli_kind_selects_and_bad_inventory_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    variables = {
+        **LOCAL,
+        "rdmaforge_fabric": "acs_type1",
+        f"{PREFIX}gpus_per_node": 4,
+        f"{PREFIX}gpu_per_node": 8,
+        f"{PREFIX}rdma_device_files": DEVICES,
+    }
+    inventory = write_inventory(tmp_path / "inventory", NODES, variables)
+    out = tmp_path / "out"
+    assert main(["render", "-i", str(inventory), "--kind", "acs", "-o", str(out)]) == 2
+    stderr = capsys.readouterr().err
+    assert "WARNING localhost: workload_manifests_gpu_per_node is not a variable of role workload_manifests" in stderr
+    assert "(did you mean workload_manifests_gpus_per_node?)" in stderr
+    assert "localhost: workload_manifests_gpus_per_node=4 GPUs per pod is not supported" in stderr
+    assert "nothing written" in stderr
+    assert not out.exists()
+    assert main(["render", "-i", str(inventory), "--kind", "docker", "-o", str(out)]) == 0
+    assert sorted(p.parent.name for p in out.rglob("*.sh")) == ["localhost", "wl-b"]
+    assert not (out / "acs").exists()
+
+
+def test_cli_refuses_jinja_it_cannot_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    variables = {**LOCAL, "rdmaforge_fabric": "tcp", f"{PREFIX}gpus_per_node": "{{ 4 * 2 }}"}
+    inventory = write_inventory(tmp_path / "inventory", NODES, variables)
+    assert main(["render", "-i", str(inventory), "-o", str(tmp_path / "out")]) == 2
+    assert "workload_manifests_gpus_per_node holds a Jinja expression" in capsys.readouterr().err
+
+
+# --- the role, for real, against this machine ------------------------------------------------------
+
+
+def test_playbook_writes_the_same_files_as_the_cli(tmp_path: Path) -> None:
+    """playbooks/workloads.yml on localhost (and a second local host) with devices found on the "node"
+    (a directory of fake device files), then the CLI on the same inventory with those devices listed:
+    every file must be byte-identical (one implementation, two template engines)."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("rdma_cm", "uverbs0", "uverbs1", "umad0", "issm0"):
+        (dev / name).touch()
+    common = {
+        **LOCAL,
+        "rdmaforge_fabric": "erdma",
+        "nccl_env_overrides": {"NCCL_DEBUG": "INFO", "LIGHT_2D_ALLREDUCE": 1},
+        f"{PREFIX}gpus_per_node": 8,
+        f"{PREFIX}rdma_dev_dir": str(dev),
+        f"{PREFIX}dir": str(tmp_path / "play"),
+        f"{PREFIX}validate": True,
+    }
+    inventory = write_inventory(tmp_path / "role-inventory", NODES, common)
+    proc = run_playbook("workloads.yml", inventory=inventory, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert {h: c["failed"] for h, c in recap(proc.stdout).items()} == {"localhost": 0, "wl-b": 0}
+
+    cli_inventory = write_inventory(
+        tmp_path / "cli-inventory", NODES, {**common, f"{PREFIX}rdma_device_files": ["rdma_cm", "uverbs0", "uverbs1"]}
+    )
+    assert main(["render", "-i", str(cli_inventory), "-o", str(tmp_path / "cli")]) == 0
+
+    def files(root: Path) -> dict[str, tuple[bytes, int]]:
+        return {
+            str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode & 0o777) for p in root.rglob("*") if p.is_file()
+        }
+
+    played, rendered = files(tmp_path / "play"), files(tmp_path / "cli")
+    assert len(played) == 7
+    assert played == rendered
+    assert b"--device=/dev" not in played["docker/localhost/rdmaforge-train.sh"][0]  # the fake dir's paths
+    assert f"--device={dev}/uverbs1".encode() in played["docker/localhost/rdmaforge-train.sh"][0]
+    assert b"-e LIGHT_2D_ALLREDUCE=1" in played["docker/wl-b/rdmaforge-train.sh"][0]
+
+    again = run_playbook("workloads.yml", inventory=inventory, env=ENV)
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert all(c["changed"] == 0 for c in recap(again.stdout).values()), recap(again.stdout)
+
+
+def test_playbook_probes_the_gpus_like_preflight_and_stops_on_problems(tmp_path: Path) -> None:
+    """Without workload_manifests_gpus_per_node the role runs preflight's probes: this machine has no
+    GPU, so the run stops with the line naming rdmaforge_node.gpu_count, before writing anything."""
+    variables = {**LOCAL, "rdmaforge_fabric": "tcp", f"{PREFIX}dir": str(tmp_path / "play")}
+    inventory = write_inventory(tmp_path / "inventory", {"localhost": {"ansible_host": "127.0.0.1"}}, variables)
+    proc = run_playbook("workloads.yml", "-e", f'{{"{PREFIX}kinds": ["pytorchjob"]}}', inventory=inventory, env=ENV)
+    assert proc.returncode != 0
+    if "rdmaforge_node.gpu_count=0" not in proc.stdout:
+        pytest.skip("this machine has GPUs: the no-GPU path cannot be shown here")
+    assert "localhost: rdmaforge_node.gpu_count=0: a node without GPUs cannot run a PyTorchJob" in proc.stdout
+    assert not (tmp_path / "play").exists()
+
+
+def test_kinds_cover_every_kind() -> None:
+    assert set(DEFAULTS[f"{PREFIX}kinds"]) == set(KINDS)
+
+
+def test_role_readme_examples_are_what_render_writes(tmp_path: Path) -> None:
+    """The README's examples are real output: re-render its inventory and find every example verbatim."""
+    variables = {
+        "rdmaforge_fabric": "erdma",
+        f"{PREFIX}gpus_per_node": 8,
+        f"{PREFIX}rdma_device_files": DEVICES,
+    }
+    inventory = write_inventory(tmp_path / "inventory", {"erdma-node1": {}, "erdma-node2": {}}, variables)
+    out = tmp_path / "out"
+    assert main(["render", "-i", str(inventory), "-o", str(out)]) == 0
+    readme = (PROJECT_ROOT / "roles" / "workload_manifests" / "README.md").read_text()
+    for example in (
+        "docker/erdma-node1/rdmaforge-train.sh",
+        "docker/erdma-node1/rdmaforge-train.service",
+        "acs/rdmaforge-train.yaml",
+        "mpijob/rdmaforge-train.yaml",
+        "pytorchjob/rdmaforge-train.yaml",
+    ):
+        assert (out / example).read_text().rstrip("\n") in readme, f"README example of {example} is out of date"
+
+
+def test_unprivileged_host_network_pods_with_an_rdma_resource_validate() -> None:
+    options = {
+        "k8s_privileged": False,
+        "k8s_host_network": True,
+        "k8s_extra_resources": {"rdma/hca": 1},
+        "mpijob_hugepages_1gi": None,
+        "mpijob_host_paths": [],
+    }
+    plan = ok_plan(host("n1", "roce", **options), host("n2", "roce", **options), kinds=["mpijob", "pytorchjob"])
+    for document in plan.manifests.values():
+        assert validate.problems(document) == []
+    worker = manifest(plan, "mpijob")["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    assert worker["spec"]["hostNetwork"] is True
+    assert worker["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert container(worker)["securityContext"] == {"privileged": False, "capabilities": {"add": ["IPC_LOCK"]}}
+    assert container(worker)["resources"]["limits"] == {"nvidia.com/gpu": "8", "rdma/hca": "1", "memory": "100Gi"}
+
+
+def test_validation_refuses_a_kubernetes_version_without_schemas() -> None:
+    with pytest.raises(validate.ValidatorUnavailable, match="no schemas for Kubernetes 1.2"):
+        validate.problems(_valid_documents()["acs"], "1.2")
