@@ -65,17 +65,29 @@ def test_cuda_is_bind_mounted_read_only(lab: LabHandle) -> None:
 
 def test_apt_uses_only_the_signed_lab_mirror(lab: LabHandle) -> None:
     node = next(iter(lab.nodes))
-    sources = lab.ssh(node, "grep -rh '^URIs:\\|^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ || true").stdout
-    assert sources.split() == ["URIs:", "http://198.18.0.1:8080/debian"]
+    lab_source = lab.ssh(node, "cat /etc/apt/sources.list.d/rdmaforge-lab.sources").stdout
+    assert "URIs: http://198.18.0.1:8080/debian\n" in lab_source
+    assert "Signed-By: /usr/share/keyrings/rdmaforge-lab-archive-keyring.gpg" in lab_source
+    # Whatever roles added since (the erdma repository), nothing points outside the lab mirror.
+    uris = lab.ssh(node, "grep -rhE '^URIs:|^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ || true").stdout
+    assert [u for u in uris.split() if "://" in u and not u.startswith("http://198.18.0.1:8080/")] == []
     update = lab.ssh(node, "apt-get update 2>&1")
     assert "NO_PUBKEY" not in update.stdout and "not signed" not in update.stdout
     assert "rdma-core" in lab.ssh(node, "apt-cache show rdma-core").stdout
 
 
 def test_nodes_do_not_trust_each_other(lab: LabHandle) -> None:
+    """The lab adds no trust between nodes: once what the ssh_trust role may have added is taken away, a node
+    cannot reach another. The role's own tests put the trust back."""
     first, second = list(lab.nodes)[:2]
+    for node in lab.nodes:
+        for path in ("/root/.ssh/authorized_keys", "/root/.ssh/config", "/etc/ssh/ssh_known_hosts"):
+            lab.ssh(node, f"[ ! -f {path} ] || sed -i '/rdmaforge cluster trust/,/rdmaforge cluster trust/d' {path}")
     proc = lab.ssh(first, f"ssh -o BatchMode=yes -o ConnectTimeout=5 {second} true", check=False)
     assert proc.returncode != 0
+    assert lab.ssh(second, "grep -c . /root/.ssh/authorized_keys").stdout.strip() == "1"  # the controller's key
+    restore = lab.playbook("ssh_trust.yml")
+    assert restore.returncode == 0, restore.stdout[-3000:]
 
 
 def test_reboot_returns_with_state_kept(lab: LabHandle) -> None:
