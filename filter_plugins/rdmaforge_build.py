@@ -1,0 +1,35 @@
+"""Filters of the nccl_build and nccl_tests roles; the logic lives in rdmaforge.nccl_build."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    from rdmaforge import nccl_build
+except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from rdmaforge import nccl_build
+
+
+def nvcc_gencode(archs: list[str], supported: list[str], host: str = "", cuda: str = "") -> str:
+    try:
+        return nccl_build.nvcc_gencode(archs, supported, host, cuda)
+    except nccl_build.ArchError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "nvcc_version": nccl_build.parse_nvcc_version,
+            "nvcc_gencode": nvcc_gencode,
+            "nccl_build_id": nccl_build.build_id,
+            "nccl_make_argv": nccl_build.nccl_make_argv,
+            "nccl_tests_make_argv": nccl_build.nccl_tests_make_argv,
+            "nccl_seconds": nccl_build.delta_seconds,
+        }

@@ -1,0 +1,81 @@
+"""Building NCCL and nccl-tests once per cluster: arch validation, build identity, make command lines.
+
+Used by the nccl_build and nccl_tests roles (through filter_plugins/rdmaforge_build.py) and by the tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+_ARCH = re.compile(r"^sm_([0-9]{2,3})([a-z]?)$")
+
+
+class ArchError(ValueError):
+    """An arch name the detected nvcc cannot build, or that is not an arch name at all."""
+
+
+def parse_nvcc_version(text: str) -> str:
+    """'13.0' from `nvcc --version` ("Cuda compilation tools, release 13.0, V13.0.88")."""
+    match = re.search(r"release ([0-9]+\.[0-9]+)", text)
+    if not match:
+        raise ValueError(f"cannot read the CUDA release from nvcc --version output: {text.strip()[:200]!r}")
+    return match.group(1)
+
+
+def nvcc_gencode(archs: Sequence[str], supported: Sequence[str], host: str = "", cuda: str = "") -> str:
+    """NVCC_GENCODE for the given archs ("sm_80" -> "-gencode=arch=compute_80,code=sm_80").
+
+    ``supported`` is `nvcc --list-gpu-code` of the builder: CUDA 13 dropped everything below sm_75, so an arch
+    list that worked with CUDA 12 can fail here; the error says which archs and what this nvcc can build.
+    """
+    if not archs:
+        raise ArchError(f"{host}: nccl_cuda_archs is empty; allowed: one or more of {', '.join(supported)}")
+    malformed = [a for a in archs if not _ARCH.match(str(a))]
+    if malformed:
+        raise ArchError(f"{host}: nccl_cuda_archs {malformed} are not arch names; allowed form: sm_<NN>, "
+                        f"one of {', '.join(supported)}")  # fmt: skip
+    unsupported = [a for a in archs if a not in supported]
+    if unsupported:
+        raise ArchError(f"{host}: nccl_cuda_archs {unsupported} cannot be built by nvcc {cuda or '(detected)'}; "
+                        f"allowed: {', '.join(supported)}")  # fmt: skip
+    parts = []
+    for arch in dict.fromkeys(archs):
+        number = arch.removeprefix("sm_")
+        parts.append(f"-gencode=arch=compute_{number},code={arch}")
+    return " ".join(parts)
+
+
+def build_id(version: str, cuda: str, archs: Sequence[str], only_funcs: str = "") -> str:
+    """Names a build by what makes it different: NCCL version, CUDA release, archs (and a partial function set).
+
+    Nodes with different builds can hang NCCL, so the id is what every node must agree on.
+    """
+    ident = f"{version}-cuda{cuda}-{'_'.join(sorted(dict.fromkeys(archs)))}"
+    if only_funcs.strip():
+        ident += "-funcs" + hashlib.sha256(only_funcs.strip().encode()).hexdigest()[:8]
+    return ident
+
+
+def nccl_make_argv(jobs: int, gencode: str, cuda_home: str, only_funcs: str = "") -> list[str]:
+    """Seed 000's `make -j src.build NVCC_GENCODE=...`, with CUDA_HOME explicit and ONLY_FUNCS passed through."""
+    argv = ["make", f"-j{jobs}", "src.build", f"NVCC_GENCODE={gencode}", f"CUDA_HOME={cuda_home}"]
+    if only_funcs.strip():
+        argv.append(f"ONLY_FUNCS={only_funcs.strip()}")
+    return argv
+
+
+def nccl_tests_make_argv(jobs: int, nccl_home: str, cuda_home: str, mpi_home: str, gencode: str,
+                         mpi: bool = True) -> list[str]:  # fmt: skip
+    """Seed 000's `make MPI=1 NCCL_HOME=...`, with CUDA_HOME, MPI_HOME and the same archs as NCCL."""
+    argv = ["make", f"-j{jobs}", f"NCCL_HOME={nccl_home}", f"CUDA_HOME={cuda_home}", f"NVCC_GENCODE={gencode}"]
+    if mpi:
+        argv += ["MPI=1", f"MPI_HOME={mpi_home}"]
+    return argv
+
+
+def delta_seconds(delta: str) -> float:
+    """Seconds from Ansible's command 'delta' ("0:17:03.512345")."""
+    hours, minutes, seconds = delta.split(":")
+    return round(int(hours) * 3600 + int(minutes) * 60 + float(seconds), 1)

@@ -1,0 +1,89 @@
+"""Build identity, arch validation and the make command lines of NCCL and nccl-tests."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rdmaforge import nccl_build
+
+CUDA13_CODES = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121".split()
+NVCC = Path("/usr/local/cuda/bin/nvcc")
+
+
+def test_nvcc_release_is_read() -> None:
+    text = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"
+    assert nccl_build.parse_nvcc_version(text) == "13.0"
+    with pytest.raises(ValueError, match="cannot read the CUDA release"):
+        nccl_build.parse_nvcc_version("command not found")
+
+
+def test_gencode_for_seed_000_sm80() -> None:
+    assert nccl_build.nvcc_gencode(["sm_80"], CUDA13_CODES) == "-gencode=arch=compute_80,code=sm_80"
+    assert nccl_build.nvcc_gencode(["sm_80", "sm_90", "sm_80"], CUDA13_CODES) == (
+        "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
+    )
+
+
+@pytest.mark.parametrize(
+    ("archs", "message"),
+    [
+        (["sm_70"], r"\['sm_70'\] cannot be built by nvcc 13.0; allowed: sm_75, sm_80"),
+        (["sm_60", "sm_80"], r"\['sm_60'\] cannot be built"),
+        (["80"], r"\['80'\] are not arch names; allowed form: sm_<NN>"),
+        (["compute_80"], r"are not arch names"),
+        ([], r"nccl_cuda_archs is empty"),
+    ],
+)
+def test_archs_the_nvcc_cannot_build_are_refused(archs: list[str], message: str) -> None:
+    with pytest.raises(nccl_build.ArchError, match=message):
+        nccl_build.nvcc_gencode(archs, CUDA13_CODES, host="node1", cuda="13.0")
+
+
+@pytest.mark.skipif(not NVCC.exists(), reason="no nvcc at /usr/local/cuda on this machine")
+def test_real_nvcc_list_agrees_with_the_validation() -> None:
+    codes = subprocess.run([str(NVCC), "--list-gpu-code"], capture_output=True, text=True, check=True).stdout.split()
+    release = nccl_build.parse_nvcc_version(subprocess.run([str(NVCC), "--version"], capture_output=True,
+                                                           text=True, check=True).stdout)  # fmt: skip
+    assert nccl_build.nvcc_gencode(["sm_80"], codes, cuda=release).endswith("code=sm_80")
+    if int(release.split(".")[0]) >= 13:
+        with pytest.raises(nccl_build.ArchError):
+            nccl_build.nvcc_gencode(["sm_70"], codes, cuda=release)
+
+
+def test_build_id_encodes_version_cuda_archs_and_partial_builds() -> None:
+    assert nccl_build.build_id("2.29.7", "13.0", ["sm_80"]) == "2.29.7-cuda13.0-sm_80"
+    assert nccl_build.build_id("2.29.7", "13.0", ["sm_90", "sm_80"]) == "2.29.7-cuda13.0-sm_80_sm_90"
+    partial = nccl_build.build_id("2.29.7", "13.0", ["sm_80"], "AllReduce Sum f32 RING SIMPLE")
+    assert partial.startswith("2.29.7-cuda13.0-sm_80-funcs") and len(partial) == len("2.29.7-cuda13.0-sm_80-funcs") + 8
+    assert partial != nccl_build.build_id("2.29.7", "13.0", ["sm_80"], "SendRecv")
+    assert nccl_build.build_id("2.29.8", "13.0", ["sm_80"]) != nccl_build.build_id("2.29.7", "13.0", ["sm_80"])
+
+
+def test_nccl_make_command_line() -> None:
+    gencode = "-gencode=arch=compute_80,code=sm_80"
+    assert nccl_build.nccl_make_argv(2, gencode, "/usr/local/cuda") == [
+        "make", "-j2", "src.build", f"NVCC_GENCODE={gencode}", "CUDA_HOME=/usr/local/cuda",
+    ]  # fmt: skip
+    assert (
+        nccl_build.nccl_make_argv(16, gencode, "/c", " AllReduce Sum f32 * * ")[-1]
+        == "ONLY_FUNCS=AllReduce Sum f32 * *"
+    )
+
+
+def test_nccl_tests_make_command_line() -> None:
+    gencode = "-gencode=arch=compute_80,code=sm_80"
+    argv = nccl_build.nccl_tests_make_argv(8, "/opt/nccl/current", "/usr/local/cuda",
+                                           "/usr/lib/x86_64-linux-gnu/openmpi", gencode)  # fmt: skip
+    assert argv == [
+        "make", "-j8", "NCCL_HOME=/opt/nccl/current", "CUDA_HOME=/usr/local/cuda", f"NVCC_GENCODE={gencode}",
+        "MPI=1", "MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi",
+    ]  # fmt: skip
+    assert "MPI=1" not in nccl_build.nccl_tests_make_argv(8, "/n", "/c", "/m", gencode, mpi=False)
+
+
+def test_command_delta_in_seconds() -> None:
+    assert nccl_build.delta_seconds("0:17:03.512345") == 1023.5
+    assert nccl_build.delta_seconds("1:00:00.000000") == 3600.0
