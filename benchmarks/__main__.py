@@ -10,7 +10,7 @@ import sys
 
 from benchmarks.common import Result, write_report
 
-BENCHMARKS = ["lab_up"]
+BENCHMARKS = ["lab_up", "nccl_build"]
 
 
 def main(argv: list[str]) -> int:

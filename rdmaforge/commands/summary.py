@@ -32,6 +32,7 @@ def format_node(node: dict[str, Any]) -> list[str]:
         f"{node.get('cpus')} CPUs, {node.get('gpus')} GPUs, RDMA devices: {devices}",
         f"  packages:    {packages}",
         f"  MPI:         {node.get('mpi_version') or '-'}",
+        f"  NCCL:        {node.get('nccl_build') or '-'}",
         f"  NCCL plugin: {plugin} (net API {api})",
         f"  nccl.conf:   {settings}",
     ]

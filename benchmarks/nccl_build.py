@@ -1,0 +1,66 @@
+"""Full NCCL build (every device function, sm_80, no ONLY_FUNCS) through playbooks/nccl.yml:
+wall time on a 1-node and a 3-node lab (build once + distribute: the 3-node time must stay within 10% of the
+1-node time), and the time for a node added later (served from the controller cache, no compile)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from benchmarks.common import Result
+from rdmaforge.lab import Lab
+from rdmaforge.paths import PROJECT_ROOT
+
+CACHE = Path.home() / ".cache" / "rdmaforge" / "builds"
+FULL_BUILD = json.dumps({"nccl_build_only_funcs": "", "nccl_cuda_archs": ["sm_80"]})
+
+
+def converge_nccl(lab: Lab) -> float:
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(lab.inventory_path),
+         str(PROJECT_ROOT / "playbooks" / "nccl.yml"), "-e", FULL_BUILD],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=4 * 3600,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"nccl.yml failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    return time.monotonic() - started
+
+
+def forget_full_builds() -> None:
+    for path in CACHE.glob("nccl-*-sm_80.*"):  # the full build only (partial builds end in -funcs<hash>)
+        path.unlink()
+
+
+def run() -> list[Result]:
+    lab = Lab()
+    timings: dict[str, float] = {}
+    for nodes in (1, 3):
+        lab.down()
+        lab.up(nodes=nodes, nics=0)
+        forget_full_builds()
+        timings[f"{nodes}-node"] = converge_nccl(lab)
+    lab.up(nodes=4, nics=0)
+    timings["node added later"] = converge_nccl(lab)
+    lab.down()
+    ratio = timings["3-node"] / timings["1-node"]
+    return [
+        Result("full NCCL build, 1-node lab", round(timings["1-node"], 1), "s", "reference", True),
+        Result(
+            "full NCCL build + distribute, 3-node lab",
+            round(timings["3-node"], 1),
+            "s",
+            "<= 1.10 x 1-node",
+            ratio <= 1.10,
+            f"ratio {ratio:.3f}",
+        ),  # fmt: skip
+        Result(
+            "node added later (cached build, no compile)",
+            round(timings["node added later"], 1),
+            "s",
+            "< 10% of a build",
+            timings["node added later"] < 0.1 * timings["1-node"],
+        ),  # fmt: skip
+    ]
