@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rdmaforge.lab import cache as cache_util
 from rdmaforge.lab import packages, rootfs
-from rdmaforge.lab.shell import LabError, run
+from rdmaforge.lab.shell import LabError, mount_overlay, run
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS, MIRROR_PORT
 
 RECIPE_VERSION = 1
@@ -140,20 +140,9 @@ def download_debs(base: Path, dest: Path) -> list[Path]:
     Runs apt inside a throw-away overlay of the base image: the cached image itself is never modified.
     """
     scratch = dest.parent / "resolve"
-    upper, work, merged = scratch / "upper", scratch / "work", scratch / "merged"
-    for d in (upper, work, merged, dest):
-        d.mkdir(parents=True, exist_ok=True)
-    run(
-        [
-            "mount",
-            "-t",
-            "overlay",
-            "overlay",
-            "-o",
-            f"lowerdir={base},upperdir={upper},workdir={work}",
-            str(merged),
-        ]
-    )
+    merged = scratch / "merged"
+    dest.mkdir(parents=True, exist_ok=True)
+    mount_overlay(base, scratch, merged)
     try:
         (merged / "etc" / "apt" / "sources.list").write_text(f"deb {rootfs.DEBIAN_MIRROR} {packages.SUITE} main\n")
         shutil.copy("/etc/resolv.conf", merged / "etc" / "resolv.conf")

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 from rdmaforge.lab import supervisor
-from rdmaforge.lab.shell import LabError, quiet, run
+from rdmaforge.lab.shell import LabError, mount_overlay, quiet, run
 from rdmaforge.lab.spec import NodeSpec
 from rdmaforge.paths import PROJECT_ROOT
 
@@ -35,20 +35,8 @@ def mounts_under(prefix: Path) -> list[str]:
 
 def ensure_overlay(base: Path, node_dir: Path) -> Path:
     root = node_dir / "root"
-    for d in ("upper", "work", "root"):
-        (node_dir / d).mkdir(parents=True, exist_ok=True)
     if not mounted(root):
-        run(
-            [
-                "mount",
-                "-t",
-                "overlay",
-                "overlay",
-                "-o",
-                f"lowerdir={base},upperdir={node_dir / 'upper'},workdir={node_dir / 'work'}",
-                str(root),
-            ]
-        )
+        mount_overlay(base, node_dir, root)
     return root
 
 

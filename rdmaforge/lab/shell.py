@@ -28,3 +28,12 @@ def run(
 def quiet(argv: Sequence[str]) -> bool:
     """Run a best-effort cleanup command; True when it succeeded."""
     return subprocess.run(list(argv), capture_output=True, text=True).returncode == 0
+
+
+def mount_overlay(lower: Path, directory: Path, target: Path) -> None:
+    """Mount an overlay of ``lower`` on ``target``, its writes kept in ``directory``/upper (work dir beside it)."""
+    upper, work = directory / "upper", directory / "work"
+    for d in (upper, work, target):
+        d.mkdir(parents=True, exist_ok=True)
+    options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+    run(["mount", "-t", "overlay", "overlay", "-o", options, str(target)])
