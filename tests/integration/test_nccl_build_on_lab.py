@@ -44,8 +44,7 @@ def test_libnccl_is_the_same_on_every_node(converged: LabHandle) -> None:
     node = next(iter(converged.nodes))
     assert "/opt/nccl/current/lib" in converged.ssh(node, "cat /etc/ld.so.conf.d/rdmaforge-nccl.conf").stdout
     assert (
-        "libnccl.so.2 (libc6,x86-64) => /opt/nccl/current/lib/libnccl.so.2"
-        in converged.ssh(node, "ldconfig -p").stdout
+        "libnccl.so.2 (libc6,x86-64) => /opt/nccl/current/lib/libnccl.so.2" in converged.ssh(node, "ldconfig -p").stdout
     )
     # really compiled by nvcc: the library carries a CUDA fat binary (device code), built with sm_80's gencode
     sections = converged.ssh(node, f"objdump -h {path}").stdout
