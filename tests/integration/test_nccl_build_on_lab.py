@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, assert_no_changes, re
 pytestmark = pytest.mark.lab
 
 VERSION = "2.29.7"
+CONTROLLER_CACHE = Path.home() / ".cache" / "rdmaforge" / "builds"
 
 
 def task_outcomes(output: str, task: str) -> list[str]:
@@ -69,6 +71,10 @@ def restore_default_build(converged: LabHandle) -> Iterator[LabHandle]:
 
 def test_new_arch_list_triggers_exactly_one_rebuild(restore_default_build: LabHandle) -> None:
     lab = restore_default_build
+    # The controller cache is machine-wide: an sm_90 build left by an earlier session would be reused (correctly),
+    # and this test is about what happens when the build is new.
+    for cached in CONTROLLER_CACHE.glob("nccl-*-sm_90-*"):
+        cached.unlink()
     proc = lab.playbook("nccl.yml", "-e", '{"nccl_cuda_archs": ["sm_90"]}', timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:]
     compiled = [line for line in task_outcomes(proc.stdout, "build_once : Compile") if line.startswith("changed")]
