@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import json
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rdmaforge.lab import cache, inventory, mirror, network, node, packages, rootfs
-from rdmaforge.lab.shell import LabError, run
+from rdmaforge.lab.shell import LabError, pid_alive, run
 from rdmaforge.lab.spec import LabPaths, NodeSpec, node_spec, validate_counts
 from rdmaforge.paths import PROJECT_ROOT
 
@@ -224,12 +223,12 @@ class Lab:
                 NodeStatus(
                     spec.name,
                     spec.address,
-                    node.pid_alive(node_dir / "nspawn.pid") is not None,
-                    _ssh_answers(spec.address),
+                    pid_alive(node_dir / "nspawn.pid") is not None,
+                    node.ssh_answers(spec.address),
                     boots,
                 )
             )
-        pid = mirror.server_pid(self.paths.state / "mirror.pid")
+        pid = pid_alive(self.paths.state / "mirror.pid")
         return LabStatus(
             running=all(n.running and n.ssh for n in nodes),
             nics=state["nics"],
@@ -256,11 +255,3 @@ class Lab:
             "ConnectTimeout=5",
             f"root@{known[name]}",
         ]
-
-
-def _ssh_answers(address: str) -> bool:
-    try:
-        with socket.create_connection((address, 22), timeout=1) as sock:
-            return sock.recv(4).startswith(b"SSH")
-    except OSError:
-        return False

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rdmaforge.lab import cache as cache_util
 from rdmaforge.lab import packages, rootfs
-from rdmaforge.lab.shell import LabError, mount_overlay, run
+from rdmaforge.lab.shell import LabError, mount_overlay, pid_alive, run
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS, MIRROR_PORT
 
 RECIPE_VERSION = 1
@@ -254,7 +254,7 @@ def serve(www: Path, pidfile: Path, log: Path) -> bool:
     Returns True when the content served changed (nodes' package indexes are then stale)."""
     served = pidfile.with_suffix(".www")
     previous = served.read_text() if served.exists() else None
-    if server_pid(pidfile) is not None:
+    if pid_alive(pidfile) is not None:
         if previous == str(www):
             return False
         stop(pidfile)  # serving another (older) mirror build
@@ -287,17 +287,8 @@ def serve(www: Path, pidfile: Path, log: Path) -> bool:
     raise LabError(f"mirror: HTTP server did not answer on {MIRROR_URL} (log: {log})")
 
 
-def server_pid(pidfile: Path) -> int | None:
-    try:
-        pid = int(pidfile.read_text().strip())
-        os.kill(pid, 0)
-        return pid
-    except (OSError, ValueError):
-        return None
-
-
 def stop(pidfile: Path) -> None:
-    pid = server_pid(pidfile)
+    pid = pid_alive(pidfile)
     if pid is not None:
         os.killpg(pid, signal.SIGTERM)
     pidfile.unlink(missing_ok=True)

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 from rdmaforge.lab import supervisor
-from rdmaforge.lab.shell import LabError, mount_overlay, quiet, run
+from rdmaforge.lab.shell import LabError, mount_overlay, pid_alive, quiet, run
 from rdmaforge.lab.spec import NodeSpec
 from rdmaforge.paths import PROJECT_ROOT
 
@@ -138,15 +138,6 @@ def binds() -> list[str]:
     return []
 
 
-def pid_alive(pidfile: Path) -> int | None:
-    try:
-        pid = int(pidfile.read_text().strip())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return None
-    return pid
-
-
 def start(node: NodeSpec, node_dir: Path) -> None:
     if pid_alive(node_dir / "supervisor.pid"):
         return
@@ -210,14 +201,19 @@ def kill_strays(node_dir: Path) -> None:
             quiet(["kill", "-KILL", proc.name])
 
 
+def ssh_answers(address: str) -> bool:
+    """sshd at ``address`` sends its banner (port open is not enough: it may still be starting)."""
+    try:
+        with socket.create_connection((address, 22), timeout=1) as sock:
+            return sock.recv(4).startswith(b"SSH")
+    except OSError:
+        return False
+
+
 def wait_for_ssh(address: str, deadline: float) -> None:
     while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((address, 22), timeout=1) as sock:
-                if sock.recv(4).startswith(b"SSH"):
-                    return
-        except OSError:
-            pass
+        if ssh_answers(address):
+            return
         time.sleep(0.2)
     raise LabError(f"node at {address} did not start sshd in time")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,3 +38,13 @@ def mount_overlay(lower: Path, directory: Path, target: Path) -> None:
         d.mkdir(parents=True, exist_ok=True)
     options = f"lowerdir={lower},upperdir={upper},workdir={work}"
     run(["mount", "-t", "overlay", "overlay", "-o", options, str(target)])
+
+
+def pid_alive(pidfile: Path) -> int | None:
+    """The pid recorded in ``pidfile`` when that process is still alive, else None."""
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
