@@ -1,0 +1,249 @@
+"""Kernel and network tuning decisions (seed 004, Tencent TACO/HARP): huge page counts, the boot loader's
+generated configuration, and the per-ENI policy-routing plan.
+
+Pure functions over facts, shared by the ``hugepages`` and ``eni`` roles (through
+``filter_plugins/rdmaforge_tuning.py``) and the unit tests.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rdmaforge.parsers.kernel_cmdline import split_cmdline
+
+# --- huge pages --------------------------------------------------------------------------------------
+
+
+def hugepages_count(gpu_count: int, override: int | None = None) -> int:
+    """Seed 004: 50 one-GiB pages on an 8-GPU node, otherwise GPUs x 5 + 10; ``override`` wins."""
+    if override is not None and str(override) != "":
+        return int(override)
+    gpus = int(gpu_count or 0)
+    return 50 if gpus == 8 else gpus * 5 + 10
+
+
+def hugepages_kernel_args(count: int, size: str = "1G") -> dict[str, str]:
+    """The arguments in the order the kernel needs them: hugepages= counts pages of the hugepagesz= before it."""
+    return {"default_hugepagesz": size, "hugepagesz": size, "hugepages": str(int(count))}
+
+
+# --- boot loader ------------------------------------------------------------------------------------
+
+_LINUX_LINE = re.compile(r"^\s*(linux|linux16|linuxefi)\s+(\S+)(.*)$")
+
+
+def boot_loader(
+    grub_defaults: bool,
+    grubby: bool,
+    bls_entries: bool,
+    grub_cfgs: Sequence[str],
+    virtualization: str = "",
+) -> dict[str, str]:
+    """Which boot loader configuration a host has: ``grubby`` (BLS entries, RHEL 8+), ``grub`` (a generated
+    grub.cfg from /etc/default/grub) or ``none``, with a plain reason for ``none``."""
+    if grubby and bls_entries:
+        return {"kind": "grubby", "reason": "grubby with Boot Loader Specification entries"}
+    if grub_defaults and grub_cfgs:
+        return {"kind": "grub", "reason": f"GRUB 2, configuration {grub_cfgs[0]}"}
+    what = "/etc/default/grub" if not grub_defaults else "a generated grub.cfg under /boot"
+    where = f" (virtualization: {virtualization})" if virtualization else ""
+    return {
+        "kind": "none",
+        "reason": f"no boot loader configuration: {what} is missing{where}; a container boots no kernel of its own",
+    }
+
+
+def grub_config_output(
+    os_family: str, major_version: int | str, efi: bool, grub_cfgs: Sequence[str], override: str = ""
+) -> str:
+    """The grub.cfg that grub-mkconfig must write: Debian/Ubuntu /boot/grub/grub.cfg; RHEL BIOS, and RHEL 9+
+    EFI (whose ESP grub.cfg only chains to it), /boot/grub2/grub.cfg; RHEL 7/8 EFI the ESP's own file."""
+    if override:
+        return override
+    if os_family == "Debian":
+        return "/boot/grub/grub.cfg"
+    if efi and int(major_version or 0) < 9:
+        esp = [p for p in grub_cfgs if p.startswith("/boot/efi/EFI/") and "/EFI/BOOT/" not in p.upper()]
+        if esp:
+            return sorted(esp)[0]
+    return "/boot/grub2/grub.cfg"
+
+
+def grub_mkconfig_argv(os_family: str, output: str, override: Sequence[str] = ()) -> list[str]:
+    """The command that regenerates ``output`` (update-grub is grub-mkconfig -o /boot/grub/grub.cfg)."""
+    if override:
+        return [*override]
+    tool = "grub-mkconfig" if os_family == "Debian" else "grub2-mkconfig"
+    return [tool, "-o", output]
+
+
+def grub_cfg_missing_args(grub_cfg: str, args: Mapping[str, Any]) -> list[str]:
+    """Arguments (``key=value``) missing from any kernel line of a generated grub.cfg; every line is missing
+    all of them when the file has no kernel line (nothing was generated)."""
+    wanted = [f"{k}={v}" for k, v in args.items()]
+    lines = [m.group(3) for m in map(_LINUX_LINE.match, grub_cfg.splitlines()) if m]
+    if not lines:
+        return wanted
+    missing: list[str] = []
+    for token in wanted:
+        if any(split_cmdline(line).count(token) != 1 for line in lines) and token not in missing:
+            missing.append(token)
+    return missing
+
+
+# --- ENIs and policy routing ------------------------------------------------------------------------
+
+DEFAULT_ENI_PATTERNS = ("eth*", "ens*", "enp*", "eno*")
+
+
+def eni_names(
+    nics: Sequence[Mapping[str, Any]],
+    default_interface: str,
+    patterns: Sequence[str] = DEFAULT_ENI_PATTERNS,
+    explicit: Sequence[str] = (),
+) -> list[str]:
+    """The secondary NICs: ``explicit`` when given, else every NIC matching ``patterns`` but the one that
+    carries the default route, in name order (eth1 before eth2 before eth10)."""
+    if explicit:
+        return list(explicit)
+
+    def order(name: str) -> tuple[str, int]:
+        m = re.match(r"^(.*?)(\d+)$", name)
+        return (m.group(1), int(m.group(2))) if m else (name, -1)
+
+    names = [
+        str(n["name"])
+        for n in nics
+        if n.get("name") != default_interface and any(fnmatch.fnmatch(str(n["name"]), p) for p in patterns)
+    ]
+    return sorted(names, key=order)
+
+
+def eni_gpu_problem(host: str, enis: Sequence[str], gpu_count: int, gpu_source: str = "") -> str:
+    """'' when TACO's one-ENI-per-GPU holds, else a message naming both numbers."""
+    gpus = int(gpu_count or 0)
+    if len(enis) == gpus:
+        return ""
+    source = f" (from {gpu_source})" if gpu_source else ""
+    listed = ", ".join(enis) if enis else "none"
+    return (
+        f"{host}: eni_per_gpu is true, so every GPU needs its own secondary NIC, but the node has "
+        f"{len(enis)} secondary NIC(s) ({listed}) and {gpus} GPU(s){source}. Attach or detach ENIs until "
+        f"the numbers match, list the NICs in eni_interfaces, or set eni_per_gpu: false."
+    )
+
+
+def eni_mtu(fabric: str, jumbo_frames: bool, override: int | None = None) -> int:
+    """Alibaba's guidance: eRDMA with jumbo frames 8500; otherwise 1400 (LL128-safe); ``override`` wins."""
+    if override is not None and str(override) != "":
+        return int(override)
+    return 8500 if fabric == "erdma" and jumbo_frames else 1400
+
+
+def _ipv4_of(nic: Mapping[str, Any]) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for entry in nic.get("ipv4") or []:
+        if isinstance(entry, Mapping):
+            out.append((str(entry["address"]), int(entry["prefixlen"])))
+        else:  # "198.18.1.10/24", as in rdmaforge_node.nics
+            iface = ipaddress.IPv4Interface(str(entry))
+            out.append((str(iface.ip), iface.network.prefixlen))
+    return out
+
+
+def eni_plan(
+    host: str,
+    nics: Sequence[Mapping[str, Any]],
+    names: Sequence[str],
+    table_base: int,
+    priority_base: int,
+    mtu: int,
+    addresses: Mapping[str, str] | None = None,
+    gateways: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """One routing table and one ``from <address>`` rule per secondary NIC, in ``names`` order.
+
+    Returns ``{"enis": [...], "problems": [...]}``; each problem names the host, the NIC and what to do."""
+    by_name = {str(n["name"]): n for n in nics}
+    addresses = addresses or {}
+    gateways = gateways or {}
+    enis: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for index, name in enumerate(names):
+        nic = by_name.get(name)
+        if nic is None:
+            problems.append(f"{host}: eni_interfaces lists {name}, which the node does not have")
+            continue
+        if name in addresses:
+            iface = ipaddress.IPv4Interface(addresses[name])
+            address, prefixlen = str(iface.ip), iface.network.prefixlen
+        else:
+            found = _ipv4_of(nic)
+            if not found:
+                problems.append(
+                    f"{host}: secondary NIC {name} has no IPv4 address; give it one (eni_addresses: "
+                    f"{{{name}: ADDRESS/PREFIX}}) or leave it out with eni_interfaces"
+                )
+                continue
+            address, prefixlen = found[0]
+        network = ipaddress.IPv4Interface(f"{address}/{prefixlen}").network
+        gateway = gateways.get(name, "")
+        if gateway and ipaddress.IPv4Address(gateway) not in network:
+            problems.append(f"{host}: eni_gateways.{name} {gateway} is outside {name}'s subnet {network}")
+            continue
+        enis.append(
+            {
+                "name": name,
+                "mac": nic.get("mac"),
+                "address": address,
+                "prefixlen": prefixlen,
+                "network": str(network),
+                "gateway": gateway,
+                "table": table_base + index,
+                "priority": priority_base + index,
+                "mtu": mtu,
+            }
+        )
+    return {"enis": enis, "problems": problems}
+
+
+def ip_rules_missing(ip_rule_json: Sequence[Mapping[str, Any]], enis: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The planned rules that ``ip -j rule show`` does not list (``from ADDRESS lookup TABLE``)."""
+    have = {(str(r.get("src", "")), str(r.get("table", "")), int(r.get("priority", -1))) for r in ip_rule_json}
+    return [
+        f"from {e['address']} lookup {e['table']} priority {e['priority']}"
+        for e in enis
+        if (e["address"], str(e["table"]), int(e["priority"])) not in have
+    ]
+
+
+def eni_state_problems(
+    enis: Sequence[Mapping[str, Any]],
+    rules: Sequence[Mapping[str, Any]],
+    tables: Mapping[str, Sequence[Mapping[str, Any]]],
+    main_defaults: Sequence[Mapping[str, Any]],
+    nics: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """What the kernel holds that differs from the plan, from ``ip -j rule``, ``ip -j route show table N``
+    (per NIC name), ``ip -j route show default`` and the NIC facts; [] when everything is in place."""
+    problems = [f"rule missing: {rule}" for rule in ip_rules_missing(rules, enis)]
+    mtus = {str(n["name"]): n.get("mtu") for n in nics}
+    default_devs = {str(r.get("dev", "")) for r in main_defaults}
+    for eni in enis:
+        name = str(eni["name"])
+        routes = tables.get(name) or []
+        if not any(r.get("dst") == eni["network"] and r.get("dev") == name for r in routes):
+            problems.append(f"table {eni['table']} has no route to {eni['network']} via {name}")
+        if eni.get("gateway") and not any(
+            r.get("dst") == "default" and r.get("gateway") == eni["gateway"] for r in routes
+        ):  # fmt: skip
+            problems.append(f"table {eni['table']} has no default route via {eni['gateway']}")
+        if name in default_devs:
+            problems.append(f"the main table has a default route via {name}")
+        if mtus.get(name) != eni["mtu"]:
+            problems.append(f"{name} has MTU {mtus.get(name)}, not {eni['mtu']}")
+    return problems

@@ -1,0 +1,246 @@
+"""rdmaforge.tuning (hugepages and eni roles): seed 004's page count, boot loader decisions, the ENI plan,
+the state check, the lab's grub-mkconfig stand-in (run for real with sh) and the eni role's templates."""
+
+from __future__ import annotations
+
+import configparser
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+
+from rdmaforge import tuning
+from rdmaforge.lab import bootloader
+from rdmaforge.paths import PROJECT_ROOT
+
+DEBIAN_GRUB = PROJECT_ROOT / "tests" / "data" / "grub" / "debian_default_grub"
+ARGS = tuning.hugepages_kernel_args(50)
+
+
+@pytest.mark.parametrize(("gpus", "override", "expected"), [(8, None, 50), (4, None, 30), (0, None, 10), (1, None, 15),
+                                                            (16, None, 90), (8, 64, 64), (2, "", 20)])  # fmt: skip
+def test_seed_004_page_count(gpus: int, override: Any, expected: int) -> None:
+    assert tuning.hugepages_count(gpus, override) == expected
+
+
+def test_kernel_args_order_and_spelling() -> None:
+    assert list(ARGS.items()) == [("default_hugepagesz", "1G"), ("hugepagesz", "1G"), ("hugepages", "50")]
+
+
+def test_boot_loader_kinds() -> None:
+    assert tuning.boot_loader(True, True, True, [])["kind"] == "grubby"
+    assert tuning.boot_loader(True, False, False, ["/boot/grub/grub.cfg"])["kind"] == "grub"
+    none = tuning.boot_loader(True, False, False, [], "systemd-nspawn")
+    assert none["kind"] == "none"
+    assert "generated grub.cfg" in none["reason"] and "systemd-nspawn" in none["reason"]
+    assert "/etc/default/grub is missing" in tuning.boot_loader(False, False, False, [])["reason"]
+
+
+@pytest.mark.parametrize(
+    ("family", "major", "efi", "cfgs", "expected"),
+    [
+        ("Debian", 12, True, ["/boot/efi/EFI/debian/grub.cfg"], "/boot/grub/grub.cfg"),
+        ("RedHat", 8, False, ["/boot/grub2/grub.cfg"], "/boot/grub2/grub.cfg"),
+        ("RedHat", 8, True, ["/boot/efi/EFI/BOOT/grub.cfg", "/boot/efi/EFI/rocky/grub.cfg"],
+         "/boot/efi/EFI/rocky/grub.cfg"),
+        ("RedHat", 3, True, ["/boot/efi/EFI/alinux/grub.cfg"], "/boot/efi/EFI/alinux/grub.cfg"),
+        ("RedHat", 9, True, ["/boot/efi/EFI/rocky/grub.cfg", "/boot/grub2/grub.cfg"], "/boot/grub2/grub.cfg"),
+    ],
+)  # fmt: skip
+def test_grub_config_output(family: str, major: int, efi: bool, cfgs: list[str], expected: str) -> None:
+    assert tuning.grub_config_output(family, major, efi, cfgs) == expected
+    assert tuning.grub_config_output(family, major, efi, cfgs, "/x/grub.cfg") == "/x/grub.cfg"
+
+
+def test_grub_mkconfig_argv() -> None:
+    assert tuning.grub_mkconfig_argv("Debian", "/boot/grub/grub.cfg") == ["grub-mkconfig", "-o", "/boot/grub/grub.cfg"]
+    assert tuning.grub_mkconfig_argv("RedHat", "/boot/grub2/grub.cfg")[0] == "grub2-mkconfig"
+    assert tuning.grub_mkconfig_argv("Debian", "x", ["/lab/mk", "-o", "y"]) == ["/lab/mk", "-o", "y"]
+
+
+def test_grub_cfg_missing_args() -> None:
+    good = "menuentry 'a' {\n\tlinux /vmlinuz ro quiet default_hugepagesz=1G hugepagesz=1G hugepages=50\n}\n"
+    assert tuning.grub_cfg_missing_args(good, ARGS) == []
+    stale = good.replace("hugepages=50", "hugepages=32")
+    assert tuning.grub_cfg_missing_args(stale, ARGS) == ["hugepages=50"]
+    twice = good.replace("hugepages=50", "hugepages=50 hugepages=50")
+    assert tuning.grub_cfg_missing_args(twice, ARGS) == ["hugepages=50"]
+    # one entry (recovery) lacking them is enough to say so; a file with no kernel line lacks everything
+    assert tuning.grub_cfg_missing_args(good + "\tlinux16 /vmlinuz ro single\n", ARGS) == list(
+        f"{k}={v}" for k, v in ARGS.items()
+    )
+    assert tuning.grub_cfg_missing_args("", ARGS) == ["default_hugepagesz=1G", "hugepagesz=1G", "hugepages=50"]
+
+
+def test_lab_standin_reads_defaults_and_dropins_like_grub_mkconfig(tmp_path: Path) -> None:
+    """The stand-in really runs (sh) on Debian's real /etc/default/grub plus a drop-in."""
+    root = tmp_path / "root"
+    (root / "etc" / "default" / "grub.d").mkdir(parents=True)
+    grub = DEBIAN_GRUB.read_text().replace('GRUB_CMDLINE_LINUX=""', 'GRUB_CMDLINE_LINUX="hugepages=50"')
+    (root / "etc" / "default" / "grub").write_text(grub)
+    (root / "etc" / "default" / "grub.d" / "60-x.cfg").write_text('GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt"\n')
+    bootloader.install(root)
+    assert tuning.grub_cfg_missing_args((root / "boot" / "grub" / "grub.cfg").read_text(), ARGS) == list(
+        f"{k}={v}" for k, v in ARGS.items()
+    )
+    script = root / bootloader.STANDIN.lstrip("/")
+    text = script.read_text().replace("/etc/default", str(root / "etc" / "default"))
+    script.write_text(text)
+    out = tmp_path / "grub.cfg"
+    subprocess.run(["sh", str(script), "-o", str(out)], check=True)
+    lines = [line for line in out.read_text().splitlines() if line.strip().startswith("linux")]
+    assert len(lines) == 2
+    assert all("hugepages=50 iommu=pt" in line for line in lines)
+    assert "quiet" in lines[0] and "single" in lines[1]
+
+
+def test_lab_initial_grub_cfg_matches_what_the_standin_writes(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "etc" / "default").mkdir(parents=True)
+    (root / "etc" / "default" / "grub").write_text(DEBIAN_GRUB.read_text())
+    bootloader.install(root)
+    script = root / bootloader.STANDIN.lstrip("/")
+    script.write_text(script.read_text().replace("/etc/default", str(root / "etc" / "default")))
+    out = tmp_path / "grub.cfg"
+    subprocess.run(["sh", str(script), "-o", str(out)], check=True)
+    kernel_lines = [line for line in out.read_text().splitlines() if "linux" in line]
+    initial = [line for line in bootloader.INITIAL_GRUB_CFG.splitlines() if "linux" in line]
+    assert kernel_lines == initial
+
+
+# --- ENIs -----------------------------------------------------------------------------------------
+
+NICS = [
+    {"name": "eth0", "mtu": 1500, "ipv4": [{"address": "198.18.0.11", "prefixlen": 24}], "mac": "aa:00"},
+    {"name": "eth10", "mtu": 1500, "ipv4": [{"address": "198.18.10.11", "prefixlen": 24}], "mac": "aa:10"},
+    {"name": "eth2", "mtu": 1500, "ipv4": [{"address": "198.18.2.11", "prefixlen": 24}], "mac": "aa:02"},
+    {"name": "eth1", "mtu": 1500, "ipv4": [{"address": "198.18.1.11", "prefixlen": 24}], "mac": "aa:01"},
+    {"name": "docker0", "mtu": 1500, "ipv4": [{"address": "172.17.0.1", "prefixlen": 16}], "mac": "aa:d0"},
+]
+
+
+def test_eni_names_skip_default_route_and_sort_naturally() -> None:
+    assert tuning.eni_names(NICS, "eth0") == ["eth1", "eth2", "eth10"]
+    assert tuning.eni_names(NICS, "eth0", ["eth1*"]) == ["eth1", "eth10"]
+    assert tuning.eni_names(NICS, "eth0", explicit=["eth2"]) == ["eth2"]
+
+
+def test_eni_gpu_problem_names_both_numbers() -> None:
+    assert tuning.eni_gpu_problem("n1", ["eth1", "eth2"], 2) == ""
+    msg = tuning.eni_gpu_problem("node1", ["eth1", "eth2"], 0, "none")
+    assert "node1" in msg and "2 secondary NIC(s) (eth1, eth2)" in msg and "0 GPU(s) (from none)" in msg
+    assert "eni_per_gpu" in msg
+
+
+@pytest.mark.parametrize(("fabric", "jumbo", "override", "mtu"),
+                         [("erdma", True, None, 8500), ("erdma", False, None, 1400), ("tcp", True, None, 1400),
+                          ("erdma", True, 9000, 9000)])  # fmt: skip
+def test_eni_mtu(fabric: str, jumbo: bool, override: int | None, mtu: int) -> None:
+    assert tuning.eni_mtu(fabric, jumbo, override) == mtu
+
+
+def test_eni_plan_tables_rules_and_problems() -> None:
+    plan = tuning.eni_plan("n1", NICS, ["eth1", "eth2"], 1001, 1001, 1400, gateways={"eth1": "198.18.1.1"})
+    assert plan["problems"] == []
+    first, second = plan["enis"]
+    assert first == {"name": "eth1", "mac": "aa:01", "address": "198.18.1.11", "prefixlen": 24,
+                     "network": "198.18.1.0/24", "gateway": "198.18.1.1", "table": 1001, "priority": 1001,
+                     "mtu": 1400}  # fmt: skip
+    assert (second["table"], second["priority"], second["gateway"]) == (1002, 1002, "")
+    # rdmaforge_node's string form of addresses works too
+    assert (
+        tuning.eni_plan("n1", [{"name": "eth1", "ipv4": ["10.0.0.5/20"]}], ["eth1"], 1, 1, 1400)["enis"][0]["network"]
+        == "10.0.0.0/20"
+    )
+    bad = tuning.eni_plan(
+        "n1",
+        [*NICS, {"name": "eth3", "ipv4": []}],
+        ["eth3", "eth9", "eth1"],
+        1001,
+        1001,
+        1400,
+        gateways={"eth1": "10.0.0.1"},
+    )
+    assert bad["enis"] == []
+    assert any("eth3 has no IPv4 address" in p and "eni_addresses" in p for p in bad["problems"])
+    assert any("eth9, which the node does not have" in p for p in bad["problems"])
+    assert any("eni_gateways.eth1 10.0.0.1 is outside" in p for p in bad["problems"])
+    static = tuning.eni_plan(
+        "n1", [{"name": "eth3", "ipv4": []}], ["eth3"], 5, 5, 1400, addresses={"eth3": "10.1.0.9/24"}
+    )
+    assert static["enis"][0]["address"] == "10.1.0.9"
+
+
+def test_eni_state_problems() -> None:
+    enis = tuning.eni_plan("n1", NICS, ["eth1"], 1001, 1001, 1500, gateways={"eth1": "198.18.1.1"})["enis"]
+    rules = [{"priority": 0, "src": "all", "table": "local"}, {"priority": 1001, "src": "198.18.1.11", "table": "1001"}]
+    tables = {
+        "eth1": [{"dst": "198.18.1.0/24", "dev": "eth1"}, {"dst": "default", "gateway": "198.18.1.1", "dev": "eth1"}]
+    }
+    main = [{"dst": "default", "gateway": "198.18.0.1", "dev": "eth0"}]
+    assert tuning.eni_state_problems(enis, rules, tables, main, NICS) == []
+    problems = tuning.eni_state_problems(
+        enis, rules[:1], {"eth1": []}, [*main, {"dst": "default", "dev": "eth1"}], [{"name": "eth1", "mtu": 9000}]
+    )
+    assert problems == [
+        "rule missing: from 198.18.1.11 lookup 1001 priority 1001",
+        "table 1001 has no route to 198.18.1.0/24 via eth1",
+        "table 1001 has no default route via 198.18.1.1",
+        "the main table has a default route via eth1",
+        "eth1 has MTU 9000, not 1500",
+    ]
+
+
+# --- the eni role's templates, rendered as Ansible would (ansible_managed aside) ------------------
+
+
+def render(name: str, **context: Any) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(PROJECT_ROOT / "roles" / "eni" / "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+    )
+    return env.get_template(name).render(ansible_managed="managed", **context)
+
+
+PLAN = tuning.eni_plan("n1", NICS, ["eth1", "eth2"], 1001, 1001, 1400, gateways={"eth1": "198.18.1.1"})
+
+
+def test_networkd_unit() -> None:
+    text = render("eni.network.j2", eni=PLAN["enis"][0])
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(text.replace("[Route]", "[Route-X]", 1))  # two [Route] sections: networkd allows it
+    assert parser["Match"]["Name"] == "eth1"
+    assert parser["Link"]["MTUBytes"] == "1400"
+    assert parser["Network"]["Address"] == "198.18.1.11/24"
+    assert "Gateway" not in parser["Network"]  # no default route in the main table
+    assert dict(parser["Route-X"]) == {"Destination": "198.18.1.0/24", "Scope": "link",
+                                       "PreferredSource": "198.18.1.11", "Table": "1001"}  # fmt: skip
+    assert dict(parser["Route"]) == {"Gateway": "198.18.1.1", "Table": "1001"}
+    assert dict(parser["RoutingPolicyRule"]) == {"From": "198.18.1.11/32", "Table": "1001", "Priority": "1001"}
+    assert "Gateway" not in render("eni.network.j2", eni=PLAN["enis"][1])
+
+
+def test_netplan_document() -> None:
+    doc = yaml.safe_load(render("netplan.yaml.j2", eni_plan=PLAN))
+    eth1 = doc["network"]["ethernets"]["eth1"]
+    assert eth1["addresses"] == ["198.18.1.11/24"] and eth1["mtu"] == 1400 and eth1["dhcp4"] is False
+    assert eth1["routing-policy"] == [{"from": "198.18.1.11", "table": 1001, "priority": 1001}]
+    assert {"to": "default", "via": "198.18.1.1", "table": 1001} in eth1["routes"]
+    assert [r["to"] for r in doc["network"]["ethernets"]["eth2"]["routes"]] == ["198.18.2.0/24"]
+
+
+def test_networkmanager_keyfile() -> None:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(render("eni.nmconnection.j2", eni=PLAN["enis"][0]))
+    assert parser["connection"]["interface-name"] == "eth1"
+    assert parser["ethernet"]["mtu"] == "1400"
+    ipv4 = parser["ipv4"]
+    assert ipv4["never-default"] == "true" and ipv4["address1"] == "198.18.1.11/24"
+    assert ipv4["route1_options"] == "table=1001,src=198.18.1.11"
+    assert ipv4["route2"] == "0.0.0.0/0,198.18.1.1"
+    assert ipv4["routing-rule1"] == "priority 1001 from 198.18.1.11/32 table 1001"
