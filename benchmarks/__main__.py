@@ -5,27 +5,18 @@ Exit status 1 when a benchmark misses its target.
 
 from __future__ import annotations
 
-import fcntl
 import importlib
 import sys
-from pathlib import Path
 
 from benchmarks.common import Result, write_report
+from rdmaforge.lab.session import hold_lab
 
 BENCHMARKS = ["lab_up", "nccl_build"]
-# The lab is machine-wide: the benchmarks hold the same lock as a pytest session so neither tears down the other's lab.
-LAB_LOCK = Path("/var/lib/rdmaforge/lab-test-session.lock")
 
 
 def main(argv: list[str]) -> int:
     names = argv or BENCHMARKS
-    LAB_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    lock = LAB_LOCK.open("w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"waiting for the test session to release the lab ({LAB_LOCK})", flush=True)
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = hold_lab()  # the lab is machine-wide: a test session must not tear it down mid-benchmark
     results: list[Result] = []
     for name in names:
         print(f"== {name}", flush=True)
@@ -37,6 +28,7 @@ def main(argv: list[str]) -> int:
             f"  {r.detail}"
         )
     print(f"report: {write_report(results)}")
+    lock.close()
     return 0 if all(r.passed for r in results) else 1
 
 

@@ -7,7 +7,6 @@ only when the machine cannot run it (not root, or systemd-nspawn/debootstrap mis
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -17,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from rdmaforge.lab.session import hold_lab
 from rdmaforge.paths import PROJECT_ROOT
 
 SHARED = PROJECT_ROOT.parent / "shared"
 LAB_NODES = int(os.environ.get("RDMAFORGE_TEST_NODES", "3"))
 LAB_NICS = int(os.environ.get("RDMAFORGE_TEST_NICS", "2"))
-SESSION_LOCK = Path("/var/lib/rdmaforge/lab-test-session.lock")
 
 
 def lab_unavailable_reason() -> str | None:
@@ -117,13 +116,7 @@ def lab() -> Iterator[LabHandle]:
 
     # One test session at a time owns the lab (the nodes are machine-wide): a second session, e.g. a CI run
     # beside a developer's, waits here instead of converging or tearing down nodes under the first one.
-    SESSION_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    session_lock = SESSION_LOCK.open("w")
-    try:
-        fcntl.flock(session_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"\nwaiting for another test session to release the lab ({SESSION_LOCK})", flush=True)
-        fcntl.flock(session_lock, fcntl.LOCK_EX)
+    session_lock = hold_lab()
     lab = Lab()
     state = lab.status()
     if state.nodes and state.nics != LAB_NICS:
