@@ -1,0 +1,173 @@
+"""What the provision, bench, doctor and verify commands share: their options, the run directory, the live
+progress, the recap, recap.json, JUnit XML and the final line with the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from rdmaforge.runner import artifacts, execute, extravars, junit
+from rdmaforge.runner.events import HostProblem
+from rdmaforge.runner.exit_codes import EPILOG, ExitCode, describe, for_hosts
+from rdmaforge.runner.progress import Progress, Ticker
+from rdmaforge.runner.recap import failed_hosts, first_line, render, unreachable_hosts
+
+
+def add_parser(subparsers: Any, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    return parser
+
+
+def add_target_arguments(
+    parser: argparse.ArgumentParser, tags: bool = True, check: bool = True, extra_vars: bool = True
+) -> None:
+    parser.add_argument("-i", "--inventory", type=Path, required=True, help="the cluster's inventory (hosts.yml)")
+    parser.add_argument("-l", "--limit", help="only these hosts or groups (Ansible's --limit)")
+    if tags:
+        parser.add_argument("-t", "--tags", help="only tasks with these tags (Ansible's --tags)")
+    if check:
+        parser.add_argument("-C", "--check", action="store_true", help="change nothing; report what would change")
+        parser.add_argument("-D", "--diff", action="store_true", help="show the changes to files (Ansible's --diff)")
+    if extra_vars:
+        parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                            help="KEY=VALUE, @FILE (YAML/JSON) or a JSON mapping; repeatable, later wins. Never "
+                                 "written to ansible-runner's env/ nor put on a command line; values of secret "
+                                 "names (password, token, secret, ...) are redacted from the artifacts")  # fmt: skip
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="Ansible verbosity in ansible/stdout")
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here (for CI)")
+    parser.add_argument("--runs-dir", type=Path, default=artifacts.RUNS_DIR,
+                        help=f"where run directories go (default {artifacts.RUNS_DIR})")  # fmt: skip
+    parser.add_argument("--keep", type=int, default=artifacts.DEFAULT_KEEP,
+                        help=f"run directories to keep, newest first (default {artifacts.DEFAULT_KEEP})")  # fmt: skip
+
+
+@dataclass
+class Session:
+    """One command run: its directory, clock and output stream."""
+
+    command: str
+    run_dir: Path
+    started: dt.datetime
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+
+    def elapsed(self) -> float:
+        return (dt.datetime.now(dt.UTC) - self.started).total_seconds()
+
+
+class UsageError(Exception):
+    """Bad arguments: reported on stderr, exit 1, before anything runs."""
+
+
+def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
+    if not args.inventory.exists():
+        raise UsageError(f"inventory {args.inventory} does not exist")
+    if args.keep < 1:
+        raise UsageError("--keep must be at least 1")
+    try:
+        return extravars.parse(getattr(args, "extra_vars", []) or [])
+    except extravars.ExtraVarsError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def start(args: argparse.Namespace, command: str, out: TextIO | None = None) -> Session:
+    """Create the run directory and rotate old ones (the new one always survives)."""
+    run_dir = artifacts.new_run_dir(args.runs_dir, command)
+    artifacts.rotate(args.runs_dir, args.keep, current=run_dir)
+    session = Session(command, run_dir, dt.datetime.now(dt.UTC), out or sys.stdout)
+    print(f"rdmaforge {command}: run directory {run_dir}", file=session.out, flush=True)
+    return session
+
+
+def is_tty(stream: TextIO) -> bool:
+    return stream.isatty() and os.environ.get("TERM", "") != "dumb"
+
+
+def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
+    """Run with live progress; then print the recap table."""
+    progress = Progress(session.out, tty=is_tty(session.out))
+    with Ticker(progress):
+        outcome = execute.run(request, session.run_dir, progress.handle)
+    progress.close()
+    if outcome.leaked_env_files:  # cannot happen with suppress_env_files; never keep one if it does
+        for path in outcome.leaked_env_files:
+            path.unlink()
+        print(f"rdmaforge: removed {len(outcome.leaked_env_files)} file(s) from env/", file=sys.stderr)
+    print("", file=session.out)
+    print(render(outcome.recaps, outcome.events.problems), file=session.out)
+    return outcome
+
+
+def playbook_exit(outcome: execute.Outcome) -> ExitCode:
+    """The exit code of a playbook run: unreachable 3, failed 2, Ansible could not run 1, else 0."""
+    if outcome.status == "canceled":
+        return ExitCode.INTERRUPTED
+    if not outcome.ran:
+        return ExitCode.ERROR
+    code = for_hosts(failed_hosts(outcome.recaps), unreachable_hosts(outcome.recaps))
+    return ExitCode.ERROR if code == ExitCode.OK and outcome.rc != 0 else code
+
+
+def host_cases(
+    outcome: execute.Outcome, classname: str, ignore: Callable[[HostProblem], bool] | None = None
+) -> list[junit.Case]:
+    """One JUnit testcase per host: error when unreachable, failure when a task failed on it.
+
+    ``ignore`` leaves out failures that are not the host's fault (the benchmark's verdict task).
+    """
+    cases = []
+    for host, recap in outcome.recaps.items():
+        every = [p for p in outcome.events.problems if p.host == host]
+        problems = [p for p in every if ignore is None or not ignore(p)]
+        failed = recap.failed - (len(every) - len(problems))
+        details = "\n".join(f"{'unreachable' if p.unreachable else 'failed'}: {p.task}: {p.message}" for p in problems)
+        first = first_line(f"{problems[0].task}: {problems[0].message}") if problems else ""
+        result = "error" if recap.unreachable else "failed" if failed > 0 else "passed"
+        cases.append(junit.Case(host, classname, 0.0, result, first if result != "passed" else "", details))
+    return cases
+
+
+def finish(
+    session: Session,
+    args: argparse.Namespace,
+    code: ExitCode,
+    cases: Sequence[junit.Case],
+    record: Mapping[str, Any],
+) -> int:
+    """Write recap.json and the JUnit XML (run dir, and --junit), print the last line, return the exit code."""
+    properties = {"command": session.command, "exit_code": str(int(code)), "run_dir": str(session.run_dir)}
+    elapsed = session.elapsed()
+    junit.write(session.run_dir / "junit.xml", f"rdmaforge {session.command}", cases, elapsed, session.started,
+                properties)  # fmt: skip
+    if args.junit is not None:
+        junit.write(args.junit, f"rdmaforge {session.command}", cases, elapsed, session.started, properties)
+    summary = {"command": session.command, "exit_code": int(code), "meaning": describe(code),
+               "started": session.started.isoformat(), "seconds": round(elapsed, 3), **record}  # fmt: skip
+    (session.run_dir / "recap.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    print(f"rdmaforge {session.command}: exit {int(code)} ({describe(code)}); artifacts: {session.run_dir}",
+          file=session.out, flush=True)  # fmt: skip
+    return int(code)
+
+
+def outcome_record(outcome: execute.Outcome) -> dict[str, Any]:
+    return {
+        "ansible": {"status": outcome.status, "rc": outcome.rc, "seconds": round(outcome.seconds, 3)},
+        "hosts": {host: recap.to_dict() for host, recap in outcome.recaps.items()},
+        "problems": [p.to_dict() for p in outcome.events.problems],
+    }
+
+
+def usage_error(command: str, message: str) -> int:
+    print(f"rdmaforge {command}: {message}", file=sys.stderr)
+    return int(ExitCode.ERROR)

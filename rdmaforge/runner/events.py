@@ -1,0 +1,99 @@
+"""What rdmaforge keeps from ansible-runner's event stream: failures with their messages, unreachable hosts,
+facts a play published (the benchmark's run directory), and the final stats.
+
+An event is the dict ansible-runner hands to ``event_handler`` (and writes to job_events/): ``event`` is the
+callback name (runner_on_ok, runner_on_failed, runner_on_unreachable, playbook_on_task_start, ...) and
+``event_data`` holds ``host``, ``task``, ``task_action`` and the module result ``res``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class HostProblem:
+    """A task that failed on a host (or could not reach it)."""
+
+    host: str
+    task: str
+    action: str
+    message: str
+    unreachable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def result_message(res: Mapping[str, Any]) -> str:
+    """The one line a person needs from a module result: msg, else stderr, else the failed loop items' messages."""
+    for key in ("msg", "stderr", "reason"):
+        value = res.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+        if isinstance(value, list) and value:
+            return "; ".join(str(v) for v in value)
+    items = [r for r in res.get("results") or [] if isinstance(r, Mapping) and r.get("failed")]
+    if items:
+        return "; ".join(result_message(item) for item in items)
+    if res.get("rc") not in (None, 0):
+        return f"exit status {res['rc']}"
+    return "failed"
+
+
+@dataclass
+class EventLog:
+    """Accumulates what the recap, the JUnit report and the commands need from one run's events."""
+
+    problems: list[HostProblem] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    facts: dict[str, dict[str, Any]] = field(default_factory=dict)  # host -> facts set by set_fact/modules
+    stats: dict[str, dict[str, int]] | None = None
+    count: int = 0
+
+    def handle(self, event: Mapping[str, Any]) -> None:
+        self.count += 1
+        name = event.get("event", "")
+        data: Mapping[str, Any] = event.get("event_data") or {}
+        host = data.get("host")
+        if host and host not in self.hosts and name.startswith("runner_on_"):
+            self.hosts.append(str(host))
+        res: Mapping[str, Any] = data.get("res") or {}
+        if name == "runner_on_failed" and not data.get("ignore_errors"):
+            self.problems.append(self._problem(data, res))
+        elif name == "runner_on_unreachable":
+            self.problems.append(self._problem(data, res, unreachable=True))
+        elif name == "runner_on_ok" and isinstance(res.get("ansible_facts"), Mapping):
+            # Facts that plays publish; gathered ansible_* facts are large and already in the fact cache.
+            published = {k: v for k, v in res["ansible_facts"].items() if not str(k).startswith("ansible_")}
+            self.facts.setdefault(str(host), {}).update(published)
+        elif name == "playbook_on_stats":
+            self.stats = {key: dict(data.get(key) or {}) for key in _STAT_KEYS}
+
+    @staticmethod
+    def _problem(data: Mapping[str, Any], res: Mapping[str, Any], unreachable: bool = False) -> HostProblem:
+        return HostProblem(
+            host=str(data.get("host")),
+            task=str(data.get("task") or ""),
+            action=str(data.get("task_action") or data.get("resolved_action") or ""),
+            message=result_message(res),
+            unreachable=unreachable,
+        )
+
+    def failures(self, host: str | None = None) -> list[HostProblem]:
+        return [p for p in self.problems if not p.unreachable and (host is None or p.host == host)]
+
+    def unreachable(self, host: str | None = None) -> list[HostProblem]:
+        return [p for p in self.problems if p.unreachable and (host is None or p.host == host)]
+
+    def fact(self, name: str) -> Any:
+        """A fact any host published, e.g. the benchmark's ``benchmark_artifacts`` (set once, run_once)."""
+        for facts in self.facts.values():
+            if name in facts:
+                return facts[name]
+        return None
+
+
+_STAT_KEYS = ("ok", "changed", "dark", "failures", "skipped", "rescued", "ignored", "processed")

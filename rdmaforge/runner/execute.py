@@ -1,0 +1,150 @@
+"""Run a playbook (or one module, ad hoc) with ansible-runner's Python API, never a subprocess of our own.
+
+ansible-runner still starts ansible-playbook itself; what rdmaforge controls is how: its env/ directory stays
+empty (``suppress_env_files``; inline extra vars go through a 0600 file outside the artifacts), host-key
+checking stays on (ansible-runner turns it off unless told), the project's ansible.cfg applies, the events
+feed the progress display, and the run's artifacts land in the run directory, scrubbed of secrets.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner import extravars, secrets
+from rdmaforge.runner.events import EventLog
+from rdmaforge.runner.recap import HostRecap, from_stats
+
+#: ansible-runner's artifacts for a run go to <run dir>/ansible/ (job_events/, stdout, stderr, command, rc).
+IDENT = "ansible"
+
+EventHandler = Callable[[Mapping[str, Any]], object]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to run: a playbook (or a module with its host pattern) against an inventory."""
+
+    inventory: Path
+    playbook: Path | None = None
+    module: str | None = None
+    module_args: str | None = None
+    host_pattern: str = "all"
+    limit: str | None = None
+    tags: str | None = None
+    check: bool = False
+    diff: bool = False
+    extra_vars: Sequence[extravars.ExtraVars] = ()
+    verbosity: int = 0
+
+
+@dataclass
+class Outcome:
+    status: str  # ansible-runner's: successful, failed, canceled, timeout
+    rc: int
+    events: EventLog
+    recaps: dict[str, HostRecap]
+    artifacts: Path
+    seconds: float
+    leaked_env_files: list[Path] = field(default_factory=list)
+
+    @property
+    def ran(self) -> bool:
+        """False when Ansible stopped before any host (syntax error, no hosts matched, bad inventory)."""
+        return bool(self.recaps)
+
+
+def runner_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Variables rdmaforge sets for the run (ansible-runner adds its own callback settings)."""
+    return {
+        # Ad-hoc runs start in the private data dir, not the project: name the project's config explicitly.
+        "ANSIBLE_CONFIG": environ.get("ANSIBLE_CONFIG", str(PROJECT_ROOT / "ansible.cfg")),
+        # ansible-runner puts its own callback directory in this variable, which hides ansible.cfg's
+        # callback_plugins (task_timing); it appends its directory to what is already there.
+        "ANSIBLE_CALLBACK_PLUGINS": environ.get("ANSIBLE_CALLBACK_PLUGINS", str(PROJECT_ROOT / "callback_plugins")),
+        # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False when the environment has none; rdmaforge never does.
+        "ANSIBLE_HOST_KEY_CHECKING": environ.get("ANSIBLE_HOST_KEY_CHECKING", "True"),
+        "ANSIBLE_NOCOLOR": "1",  # stdout in the artifacts is read by people and CI, not terminals
+        "ANSIBLE_FORCE_COLOR": "0",
+        # Modules and filter plugins import rdmaforge: the interpreter running Ansible must be this one.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{environ.get('PATH', '')}",
+    }
+
+
+def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[str, Any]:
+    """Keyword arguments for ``ansible_runner.run``; inline extra vars are written under ``private_dir``."""
+    cmdline = extravars.to_cmdline(request.extra_vars, private_dir)
+    if request.check:
+        cmdline.append("--check")
+    if request.diff:
+        cmdline.append("--diff")
+    kwargs: dict[str, Any] = {
+        "private_data_dir": str(run_dir),
+        "artifact_dir": str(run_dir),
+        "ident": IDENT,
+        "project_dir": str(PROJECT_ROOT),
+        "inventory": str(request.inventory.resolve()),
+        "envvars": runner_env(),
+        "suppress_env_files": True,  # nothing of this run is written to env/ (extravars, passwords, ssh_key)
+        "quiet": True,  # the progress display replaces Ansible's own output; it is kept in ansible/stdout
+        "fact_cache_type": "project",  # not 'jsonfile': keep ansible.cfg's fact cache, shared with ansible-playbook
+        "rotate_artifacts": 0,  # rdmaforge rotates whole run directories itself
+        "verbosity": request.verbosity or None,
+        "limit": request.limit,
+        "tags": request.tags,
+        "cmdline": shlex.join(cmdline) if cmdline else None,
+    }
+    if request.playbook is not None:
+        kwargs["playbook"] = str(request.playbook)
+    else:
+        kwargs.update(module=request.module, module_args=request.module_args, host_pattern=request.host_pattern)
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -> Outcome:
+    """Run it; the outcome holds the per-host recap, the collected events and the scrubbed artifacts' path."""
+    log = EventLog()
+    values = secrets.secret_values(extravars.merged(request.extra_vars))
+
+    def handle(event: Mapping[str, Any]) -> bool:
+        log.handle(event)
+        if on_event is not None:
+            on_event(event)
+        return True  # keep every event in job_events/
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="rdmaforge-vars-") as private:
+        result = ansible_runner.run(**runner_kwargs(request, run_dir, Path(private)), event_handler=handle)
+    seconds = time.monotonic() - started
+    artifacts = run_dir / IDENT
+    secrets.scrub_command(artifacts / "command", values)
+    secrets.scrub_tree(run_dir, values)
+    recaps = from_stats(log.stats, log.hosts) if log.stats else recaps_from_events(log)
+    return Outcome(
+        status=str(result.status),
+        rc=int(result.rc) if result.rc is not None else 1,
+        events=log,
+        recaps=recaps,
+        artifacts=artifacts,
+        seconds=seconds,
+        leaked_env_files=secrets.env_files(run_dir),
+    )
+
+
+def recaps_from_events(log: EventLog) -> dict[str, HostRecap]:
+    """Ad-hoc runs emit no stats: count what the events say per host."""
+    counts: dict[str, dict[str, int]] = {"ok": {}, "failures": {}, "dark": {}}
+    for host in log.hosts:
+        key = "dark" if log.unreachable(host) else "failures" if log.failures(host) else "ok"
+        counts[key][host] = 1
+    return from_stats(counts, log.hosts)

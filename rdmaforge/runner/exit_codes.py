@@ -1,0 +1,47 @@
+"""Every exit code of the rdmaforge commands, in one place (README "CLI" and each command's --help list them)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    #: rdmaforge or Ansible could not do the job at all: bad arguments, a missing inventory, a syntax error.
+    #: `rdmaforge report` also uses it for a benchmark run that failed.
+    ERROR = 1
+    HOST_FAILED = 2
+    UNREACHABLE = 3
+    BELOW_THRESHOLD = 4
+    #: Ctrl-C (128 + SIGINT), as a shell reports it.
+    INTERRUPTED = 130
+
+
+MEANING = {
+    ExitCode.OK: "success",
+    ExitCode.ERROR: "rdmaforge or Ansible could not run (bad arguments, missing inventory, syntax error)",
+    ExitCode.HOST_FAILED: "a host failed",
+    ExitCode.UNREACHABLE: "a host was unreachable",
+    ExitCode.BELOW_THRESHOLD: "a benchmark was below its threshold",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+#: The epilog of every command that runs against hosts.
+EPILOG = "exit codes: " + "; ".join(f"{int(code)} {MEANING[code]}" for code in ExitCode if code != ExitCode.INTERRUPTED)
+
+
+def describe(code: int) -> str:
+    try:
+        return MEANING[ExitCode(code)]
+    except ValueError:
+        return "unknown"
+
+
+def for_hosts(failed: Iterable[str], unreachable: Iterable[str]) -> ExitCode:
+    """An unreachable host outranks a failed one: it was not even checked, so CI must look at it first."""
+    if any(True for _ in unreachable):
+        return ExitCode.UNREACHABLE
+    if any(True for _ in failed):
+        return ExitCode.HOST_FAILED
+    return ExitCode.OK

@@ -1,0 +1,116 @@
+"""`-e` the way ansible-playbook reads it: `k=v` pairs, `@file` (YAML or JSON) and inline `{json}`.
+
+Inline values are handed to Ansible through a 0600 file outside the artifacts (`-e @file`), never on its
+command line: ansible-runner records the command line in the run's artifacts, and `ps` shows it to every user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ExtraVarsError(ValueError):
+    """An `-e` argument rdmaforge cannot read; the message names the argument."""
+
+
+@dataclass(frozen=True)
+class ExtraVars:
+    """One `-e` argument: either a file Ansible reads itself, or variables given inline."""
+
+    file: Path | None = None
+    inline: dict[str, Any] = field(default_factory=dict)
+
+    def variables(self) -> dict[str, Any]:
+        """The variables, read from the file when there is one (an unreadable or vaulted file gives none)."""
+        if self.file is None:
+            return self.inline
+        try:
+            data = yaml.safe_load(self.file.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def parse_one(argument: str) -> ExtraVars:
+    text = argument.strip()
+    if text.startswith("@"):
+        path = Path(text[1:]).expanduser()
+        if not path.is_file():
+            raise ExtraVarsError(f"-e {argument}: no such file {path}")
+        return ExtraVars(file=path.resolve())
+    if text.startswith(("{", "[")):
+        return ExtraVars(inline=_parse_mapping(argument, text))
+    return ExtraVars(inline=_parse_pairs(argument, text))
+
+
+def parse(arguments: Iterable[str]) -> list[ExtraVars]:
+    """Every `-e`, in order: Ansible lets a later one override an earlier one, and so does rdmaforge."""
+    return [parse_one(argument) for argument in arguments]
+
+
+def _parse_mapping(argument: str, text: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)  # JSON is YAML; Ansible accepts both here
+    except yaml.YAMLError as exc:
+        raise ExtraVarsError(f"-e {argument}: not valid JSON or YAML ({exc.__class__.__name__})") from exc
+    if not isinstance(data, dict):
+        raise ExtraVarsError(f"-e {argument}: must be a mapping of variable names to values")
+    for name in data:
+        _check_name(argument, str(name))
+    return {str(k): v for k, v in data.items()}
+
+
+def _parse_pairs(argument: str, text: str) -> dict[str, Any]:
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ExtraVarsError(f"-e {argument}: {exc}") from exc
+    if not words:
+        raise ExtraVarsError("-e needs KEY=VALUE, @FILE or a JSON mapping")
+    pairs: dict[str, Any] = {}
+    for word in words:
+        name, sep, value = word.partition("=")
+        if not sep:
+            raise ExtraVarsError(f"-e {argument}: {word!r} is not KEY=VALUE (nor @FILE or a JSON mapping)")
+        _check_name(argument, name)
+        pairs[name] = value  # Ansible keeps k=v values as strings too
+    return pairs
+
+
+def _check_name(argument: str, name: str) -> None:
+    if not VAR_NAME.match(name):
+        raise ExtraVarsError(f"-e {argument}: {name!r} is not a valid variable name")
+
+
+def merged(sources: Sequence[ExtraVars]) -> dict[str, Any]:
+    """All variables, later sources winning (what the playbook will see, for the run's own use)."""
+    result: dict[str, Any] = {}
+    for source in sources:
+        result.update(source.variables())
+    return result
+
+
+def to_cmdline(sources: Sequence[ExtraVars], private_dir: Path) -> list[str]:
+    """`-e @FILE` arguments in the given order; inline variables are written to 0600 files in ``private_dir``."""
+    args: list[str] = []
+    for index, source in enumerate(sources):
+        if source.file is not None:
+            args += ["-e", f"@{source.file}"]
+            continue
+        path = private_dir / f"extravars-{index}.json"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            json.dump(source.inline, out)
+        args += ["-e", f"@{path}"]
+    return args

@@ -1,0 +1,94 @@
+"""The end-of-run table per host (ok / changed / failed / unreachable / ...), from ansible-runner's stats."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from rdmaforge.runner.events import HostProblem
+
+#: ansible-runner's stats keys -> the recap's column names (the PLAY RECAP line's words).
+STAT_COLUMNS = {
+    "ok": "ok",
+    "changed": "changed",
+    "failures": "failed",
+    "dark": "unreachable",
+    "skipped": "skipped",
+    "rescued": "rescued",
+    "ignored": "ignored",
+}
+
+
+@dataclass(frozen=True)
+class HostRecap:
+    host: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+    @property
+    def status(self) -> str:
+        if self.unreachable:
+            return "UNREACHABLE"
+        if self.failed:
+            return "FAILED"
+        return "changed" if self.changed else "ok"
+
+    def to_dict(self) -> dict[str, int | str]:
+        return {**asdict(self), "status": self.status}
+
+
+def from_stats(stats: Mapping[str, Mapping[str, int]] | None, hosts: Iterable[str] = ()) -> dict[str, HostRecap]:
+    """Per-host counters from ``runner.stats`` (or a playbook_on_stats event); ``hosts`` adds hosts with none."""
+    stats = stats or {}
+    names: list[str] = []
+    for host in [*hosts, *(h for key in STAT_COLUMNS for h in stats.get(key, {})), *stats.get("processed", {})]:
+        if host not in names:
+            names.append(host)
+    return {
+        host: HostRecap(host, **{column: int(stats.get(key, {}).get(host, 0)) for key, column in STAT_COLUMNS.items()})
+        for host in sorted(names, key=_natural)
+    }
+
+
+def _natural(name: str) -> tuple[str, int, str]:
+    """node2 before node10."""
+    stem = name.rstrip("0123456789")
+    digits = name[len(stem) :]
+    return stem, int(digits) if digits else -1, name
+
+
+def failed_hosts(recaps: Mapping[str, HostRecap]) -> list[str]:
+    return [h for h, r in recaps.items() if r.failed]
+
+
+def unreachable_hosts(recaps: Mapping[str, HostRecap]) -> list[str]:
+    return [h for h, r in recaps.items() if r.unreachable]
+
+
+def render_table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+    """A plain aligned text table (CI logs have no box-drawing guarantees)."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=False)).rstrip()
+             for line in [header, *rows]]  # fmt: skip
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def render(recaps: Mapping[str, HostRecap], problems: Sequence[HostProblem] = ()) -> str:
+    """The recap table, then one line per failed task: host, task and message."""
+    header = ["host", *STAT_COLUMNS.values(), "status"]
+    rows = [[r.host, *(str(getattr(r, c)) for c in STAT_COLUMNS.values()), r.status] for r in recaps.values()]
+    text = render_table(rows, header) if rows else "no host was run"
+    details = [f"  {p.host}: {'unreachable' if p.unreachable else 'failed'}: {p.task}: {first_line(p.message)}"
+               for p in problems]  # fmt: skip
+    return "\n".join([text, *details])
+
+
+def first_line(message: str, limit: int = 300) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -1,0 +1,106 @@
+"""Keep secrets out of a run's artifacts.
+
+Three leaks are closed: ansible-runner writes `env/extravars`, `env/passwords` and `env/ssh_key` into its
+private data directory (prevented with ``suppress_env_files`` and checked by :func:`env_files`); it records
+the whole environment of the run in `command` (a CI job's tokens included, rewritten by :func:`scrub_command`);
+and a task may print a secret variable (replaced everywhere by :func:`scrub_tree`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+#: Variable and environment names whose values are secrets: ansible_password, ansible_become_pass,
+#: vault_password_file's content, *_token, *_secret, api keys, private keys, credentials.
+SECRET_NAME = re.compile(
+    r"(?:^|_)pass(?:$|_)|passw(?:or)?d|passphrase|secret|token|credential|api_?key|private_?key|auth_?key",
+    re.IGNORECASE,
+)
+REDACTED = "********"
+#: Shorter values are not replaced: a 1-3 character "secret" would mangle every number in the events.
+MIN_SECRET_LENGTH = 4
+#: Files larger than this are raw logs or archives, not text Ansible wrote; they are left alone.
+MAX_SCRUB_BYTES = 64 * 1024 * 1024
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+def secret_values(variables: Mapping[str, Any]) -> set[str]:
+    """Values of secret-named variables, nested ones included (``{"db": {"password": ...}}``)."""
+    found: set[str] = set()
+    for name, value in variables.items():
+        if is_secret_name(str(name)):
+            found |= _leaves(value)
+        elif isinstance(value, Mapping):
+            found |= secret_values(value)
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, Mapping):
+                    found |= secret_values(item)
+    return {value for value in found if len(value) >= MIN_SECRET_LENGTH}
+
+
+def _leaves(value: Any) -> set[str]:
+    if isinstance(value, Mapping):
+        return set().union(*(_leaves(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_leaves(v) for v in value)) if value else set()
+    if value is None or isinstance(value, bool):
+        return set()
+    return {str(value)}
+
+
+def scrub_env(env: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str, str]:
+    """The environment with secret-named variables, and any value holding a known secret, redacted."""
+    known = [s for s in secrets if s]
+    return {
+        key: REDACTED if is_secret_name(key) or any(s in value for s in known) else value for key, value in env.items()
+    }
+
+
+def scrub_command(path: Path, secrets: Iterable[str] = ()) -> None:
+    """Rewrite ansible-runner's `command` artifact: it records the run's whole environment."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(data.get("env"), dict):
+        data["env"] = scrub_env(data["env"], secrets)
+    path.write_text(json.dumps(data))
+
+
+def redact(data: bytes, secrets: Iterable[str]) -> bytes:
+    # Longest first, so that a secret containing another is replaced whole.
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        for form in {secret, json.dumps(secret)[1:-1]}:
+            data = data.replace(form.encode(), REDACTED.encode())
+    return data
+
+
+def scrub_tree(root: Path, secrets: Iterable[str]) -> list[Path]:
+    """Replace every secret value in the files under ``root``; returns the files that held one."""
+    values = [s for s in secrets if len(s) >= MIN_SECRET_LENGTH]
+    changed: list[Path] = []
+    if not values:
+        return changed
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        if path.stat().st_size > MAX_SCRUB_BYTES:
+            continue
+        data = path.read_bytes()
+        clean = redact(data, values)
+        if clean != data:
+            path.write_bytes(clean)
+            changed.append(path)
+    return changed
+
+
+def env_files(private_data_dir: Path) -> list[Path]:
+    """Files in ansible-runner's `env/` directory; rdmaforge keeps it empty (it would hold extravars, passwords)."""
+    env = private_data_dir / "env"
+    return sorted(p for p in env.rglob("*") if p.is_file()) if env.is_dir() else []

@@ -1,0 +1,135 @@
+"""The runner plumbing end to end, for real: a tiny playbook through ansible-runner's Python API against this
+machine (ansible_connection=local), plus one host whose SSH port is closed. No lab, a few seconds."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import yaml
+
+from rdmaforge.runner import command, execute, extravars
+from rdmaforge.runner.exit_codes import ExitCode
+
+SECRET = "hunter2-never-on-disk"
+PLAYBOOK = """---
+- name: Tiny play
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Say hello
+      ansible.builtin.command: echo hello
+      changed_when: false
+    - name: Print a secret the careless way
+      ansible.builtin.debug:
+        msg: "the password is {{ db_password | default('unset') }}"
+    - name: Wait a little, asynchronously
+      ansible.builtin.command: sleep 2
+      async: 30
+      poll: 1
+      changed_when: false
+    - name: Fail where asked to
+      ansible.builtin.fail:
+        msg: broken on purpose
+      when: inventory_hostname in (fail_on | default('')).split(',')
+"""
+
+
+def inventory(tmp_path: Path, unreachable: bool = False) -> Path:
+    hosts: dict[str, dict[str, object]] = {
+        name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable} for name in ("n1", "n2")
+    }
+    if unreachable:
+        # Port 1 on this machine: the connection is refused at once, the same everywhere.
+        hosts["ghost"] = {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"}
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    return path
+
+
+def run(tmp_path: Path, *extra: str, unreachable: bool = False) -> tuple[int, command.Session, str, Path]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    playbook = tmp_path / "tiny.yml"
+    playbook.write_text(PLAYBOOK)
+    out = io.StringIO()
+    args = command_args(tmp_path)
+    session = command.start(args, "tiny", out=out)
+    request = execute.Request(inventory=inventory(tmp_path, unreachable), playbook=playbook,
+                              extra_vars=extravars.parse(list(extra)))  # fmt: skip
+    outcome = command.run_playbook(session, request)
+    code = command.finish(session, args, command.playbook_exit(outcome), command.host_cases(outcome, "tiny"),
+                          command.outcome_record(outcome))  # fmt: skip
+    return code, session, out.getvalue(), args.junit
+
+
+def command_args(tmp_path: Path) -> argparse.Namespace:
+    return argparse.Namespace(runs_dir=tmp_path / "runs", keep=5, junit=tmp_path / "ci" / "junit.xml")
+
+
+def test_a_clean_run_exits_0_with_progress_recap_and_artifacts(tmp_path: Path) -> None:
+    code, session, out, junit_path = run(tmp_path, f"db_password={SECRET}", '{"unrelated": 1}')
+    assert code == ExitCode.OK, out
+    assert "TASK [Say hello]" in out and "still running" in out  # plain progress (not a TTY), async elapsed time
+    assert [line.split()[:4] for line in out.splitlines() if line.startswith(("n1 ", "n2 "))] == [
+        ["n1", "3", "0", "0"],
+        ["n2", "3", "0", "0"],
+    ]
+    assert out.rstrip().endswith(f"exit 0 (success); artifacts: {session.run_dir}")
+    ansible = session.run_dir / "ansible"
+    assert (ansible / "stdout").is_file() and list((ansible / "job_events").glob("*.json"))
+    recap = json.loads((session.run_dir / "recap.json").read_text())
+    assert recap["exit_code"] == 0 and set(recap["hosts"]) == {"n1", "n2"}
+    assert ET.parse(junit_path).getroot().get("tests") == "2"
+    assert (session.run_dir / "junit.xml").read_text() == junit_path.read_text()
+
+
+def test_secrets_never_reach_env_nor_any_artifact(tmp_path: Path) -> None:
+    vars_file = tmp_path / "secret.yml"
+    vars_file.write_text(f"vault_token: {SECRET}-file\n")
+    code, session, _, _ = run(tmp_path, f"db_password={SECRET}", f"@{vars_file}")
+    assert code == ExitCode.OK
+    assert not (session.run_dir / "env").exists()  # ansible-runner's env/ (extravars, passwords, ssh_key)
+    for path in session.run_dir.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+    stdout = (session.run_dir / "ansible" / "stdout").read_text()
+    assert "the password is ********" in stdout  # the task did print it; the artifact does not keep it
+    recorded = json.loads((session.run_dir / "ansible" / "command").read_text())
+    assert all("=" not in arg or not arg.startswith("db_password") for arg in recorded["command"])
+    assert not list(Path("/tmp").glob("rdmaforge-vars-*/extravars-0.json"))  # the private vars file is gone
+
+
+def test_a_failing_task_exits_2_and_an_unreachable_host_3(tmp_path: Path) -> None:
+    code, _, out, junit_path = run(tmp_path / "a", "fail_on=n2")
+    assert code == ExitCode.HOST_FAILED, out
+    assert "  FAILED n2: broken on purpose" in out and "n2: failed: Fail where asked to: broken on purpose" in out
+    failure = ET.parse(junit_path).getroot().find(".//testcase[@name='n2']/failure")
+    assert failure is not None and failure.get("message") == "Fail where asked to: broken on purpose"
+
+    code, _, out, junit_path = run(tmp_path / "b", "fail_on=n2", unreachable=True)
+    assert code == ExitCode.UNREACHABLE, out
+    assert "UNREACHABLE ghost" in out
+    assert ET.parse(junit_path).getroot().find(".//testcase[@name='ghost']/error") is not None
+
+
+def test_ansible_errors_before_any_host_exit_1(tmp_path: Path) -> None:
+    playbook = tmp_path / "broken.yml"
+    playbook.write_text("- hosts: cluster\n  tasks:\n    - no_such_module_here: {}\n")
+    args = command_args(tmp_path)
+    session = command.start(args, "broken", out=io.StringIO())
+    outcome = command.run_playbook(session, execute.Request(inventory=inventory(tmp_path), playbook=playbook))
+    assert command.playbook_exit(outcome) == ExitCode.ERROR and not outcome.ran
+
+
+def test_old_runs_are_rotated_on_the_next_run(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for stamp in ("20200101T000000Z", "20200102T000000Z", "20200103T000000Z"):
+        (runs / f"{stamp}-tiny").mkdir(parents=True)
+    args = command_args(tmp_path)
+    args.keep = 2
+    session = command.start(args, "tiny", out=io.StringIO())
+    assert sorted(p.name for p in runs.iterdir()) == ["20200103T000000Z-tiny", session.run_dir.name]

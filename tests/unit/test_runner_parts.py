@@ -1,0 +1,386 @@
+"""The CLI's runner layer, piece by piece: exit codes from stats, extra vars, secrets, run directories and their
+rotation, JUnit XML, and the progress display fed with recorded ansible-runner events."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rdmaforge.commands import bench
+from rdmaforge.runner import artifacts, command, execute, extravars, junit, secrets
+from rdmaforge.runner.events import EventLog, HostProblem, result_message
+from rdmaforge.runner.exit_codes import EPILOG, ExitCode, for_hosts
+from rdmaforge.runner.progress import Progress, duration
+from rdmaforge.runner.recap import from_stats, render
+
+# --- exit codes -------------------------------------------------------------------------------------------
+
+STATS = {
+    "ok": {"node1": 10, "node2": 4, "node10": 1},
+    "changed": {"node1": 2},
+    "failures": {"node2": 1},
+    "dark": {},
+    "skipped": {"node1": 3},
+    "rescued": {},
+    "ignored": {"node10": 1},
+    "processed": {"node1": 1, "node2": 1, "node10": 1},
+}
+
+
+def outcome(
+    stats: dict[str, dict[str, int]] | None, problems: Sequence[HostProblem] = (), rc: int = 2
+) -> execute.Outcome:
+    log = EventLog()
+    log.problems = list(problems)
+    recaps = from_stats(stats) if stats else {}
+    return execute.Outcome("failed" if rc else "successful", rc, log, recaps, Path("/nonexistent"), 1.0)
+
+
+def test_recap_from_stats_counts_every_host_in_natural_order() -> None:
+    recaps = from_stats(STATS)
+    assert list(recaps) == ["node1", "node2", "node10"]
+    assert recaps["node1"].ok == 10 and recaps["node1"].changed == 2 and recaps["node1"].skipped == 3
+    assert recaps["node2"].failed == 1 and recaps["node2"].status == "FAILED"
+    assert recaps["node10"].ignored == 1 and recaps["node10"].status == "ok"
+    table = render(recaps, [HostProblem("node2", "Install packages", "apt", "No package matching 'x'")])
+    assert "node2: failed: Install packages: No package matching 'x'" in table
+    assert table.splitlines()[0].split() == ["host", "ok", "changed", "failed", "unreachable", "skipped", "rescued",
+                                             "ignored", "status"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("dark", "failures", "expected"),
+    [
+        ({}, {}, ExitCode.OK),
+        ({}, {"node2": 1}, ExitCode.HOST_FAILED),
+        ({"node3": 1}, {}, ExitCode.UNREACHABLE),
+        ({"node3": 1}, {"node2": 1}, ExitCode.UNREACHABLE),
+    ],
+)
+def test_exit_code_from_stats(dark: dict[str, int], failures: dict[str, int], expected: ExitCode) -> None:
+    stats = {**STATS, "dark": dark, "failures": failures}
+    assert command.playbook_exit(outcome(stats, rc=0 if expected == ExitCode.OK else 2)) == expected
+
+
+def test_ansible_that_never_reached_a_host_is_an_error_and_ctrl_c_is_130() -> None:
+    assert command.playbook_exit(outcome(None, rc=4)) == ExitCode.ERROR  # syntax error: no stats at all
+    assert command.playbook_exit(outcome({**STATS, "failures": {}}, rc=1)) == ExitCode.ERROR  # hosts fine, rc not
+    interrupted = outcome(STATS)
+    interrupted.status = "canceled"
+    assert command.playbook_exit(interrupted) == ExitCode.INTERRUPTED
+
+
+def test_exit_codes_are_documented_in_one_epilog() -> None:
+    assert for_hosts([], []) == ExitCode.OK
+    for code in (0, 1, 2, 3, 4):
+        assert f"{code} " in EPILOG
+
+
+def verdict_failure(host: str = "node1") -> HostProblem:
+    return HostProblem(host, "Fail when the cluster is broken or slow", "ansible.builtin.fail",
+                       "benchmark below_threshold: e2e linearity 0.40 is below 1000.0")  # fmt: skip
+
+
+def test_bench_exit_4_when_the_only_failure_is_the_verdict() -> None:
+    stats = {**STATS, "failures": {"node1": 1}}
+    assert bench.bench_exit(outcome(stats, [verdict_failure()]), "below_threshold") == ExitCode.BELOW_THRESHOLD
+    assert bench.bench_exit(outcome(stats, [verdict_failure()]), "fail") == ExitCode.HOST_FAILED
+    # Another failure on a host outranks the verdict, an unreachable host outranks everything.
+    broken = {**STATS, "failures": {"node1": 1, "node2": 1}}
+    other = HostProblem("node2", "Install torch", "ansible.builtin.pip", "No matching distribution")
+    assert bench.bench_exit(outcome(broken, [verdict_failure(), other]), "below_threshold") == ExitCode.HOST_FAILED
+    down = {**stats, "dark": {"node3": 1}}
+    assert bench.bench_exit(outcome(down, [verdict_failure()]), "below_threshold") == ExitCode.UNREACHABLE
+    assert bench.bench_exit(outcome({**STATS, "failures": {}}, rc=0), "pass") == ExitCode.OK
+
+
+def test_bench_junit_reports_the_verdict_not_a_broken_host() -> None:
+    result = outcome({**STATS, "failures": {"node1": 1}}, [verdict_failure()])
+    cases = {c.name: c for c in command.host_cases(result, "rdmaforge.bench", ignore=bench.is_verdict_failure)}
+    assert cases["node1"].outcome == "passed"
+    verdict = bench.verdict_case({"verdict": {"status": "below_threshold", "reasons": ["e2e linearity low"]}})
+    assert verdict.outcome == "failed" and verdict.message == "below_threshold: e2e linearity low"
+    assert bench.verdict_case(None).outcome == "error"
+
+
+# --- extra vars -------------------------------------------------------------------------------------------
+
+
+def test_extra_vars_pairs_json_and_files(tmp_path: Path) -> None:
+    vars_file = tmp_path / "vars.yml"
+    vars_file.write_text("benchmark_min_efficiency: 0.9\nvault_password: s3cr3t-from-file\n")
+    sources = extravars.parse(["a=1 b='two words'", '{"c": [1, 2], "d": {"e": true}}', f"@{vars_file}", "a=3"])
+    assert sources[0].inline == {"a": "1", "b": "two words"}
+    assert sources[1].inline == {"c": [1, 2], "d": {"e": True}}
+    assert sources[2].file == vars_file.resolve()
+    merged = extravars.merged(sources)
+    assert merged == {"a": "3", "b": "two words", "c": [1, 2], "d": {"e": True}, "benchmark_min_efficiency": 0.9,
+                      "vault_password": "s3cr3t-from-file"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("novalue", "is not KEY=VALUE"),
+        ("1x=2", "not a valid variable name"),
+        ("@/nonexistent.yml", "no such file"),
+        ("[1, 2]", "must be a mapping"),
+        ("{bad", "not valid JSON or YAML"),
+        ("", "needs KEY=VALUE"),
+    ],
+)
+def test_bad_extra_vars_are_refused_with_the_argument(argument: str, message: str) -> None:
+    with pytest.raises(extravars.ExtraVarsError, match=message):
+        extravars.parse_one(argument)
+
+
+def test_inline_extra_vars_go_through_private_files_in_order(tmp_path: Path) -> None:
+    vars_file = tmp_path / "v.json"
+    vars_file.write_text("{}")
+    sources = extravars.parse(["db_password=hunter2-secret", f"@{vars_file}"])
+    args = extravars.to_cmdline(sources, tmp_path)
+    assert args == ["-e", f"@{tmp_path / 'extravars-0.json'}", "-e", f"@{vars_file.resolve()}"]
+    private = tmp_path / "extravars-0.json"
+    assert json.loads(private.read_text()) == {"db_password": "hunter2-secret"}
+    assert private.stat().st_mode & 0o777 == 0o600
+
+
+def test_runner_keeps_env_empty_host_keys_checked_and_project_config(tmp_path: Path) -> None:
+    request = execute.Request(inventory=tmp_path, playbook=Path("/p.yml"), limit="node1", tags="mpi", check=True,
+                              extra_vars=extravars.parse(["x=1"]))  # fmt: skip
+    kwargs = execute.runner_kwargs(request, tmp_path / "run", tmp_path)
+    assert kwargs["suppress_env_files"] is True and "extravars" not in kwargs and "passwords" not in kwargs
+    assert kwargs["cmdline"].endswith("--check") and "x=1" not in kwargs["cmdline"]
+    assert kwargs["limit"] == "node1" and kwargs["tags"] == "mpi" and kwargs["ident"] == execute.IDENT
+    env = execute.runner_env({})
+    assert env["ANSIBLE_HOST_KEY_CHECKING"] == "True" and env["ANSIBLE_CONFIG"].endswith("ansible.cfg")
+    assert execute.runner_env({"ANSIBLE_HOST_KEY_CHECKING": "False"})["ANSIBLE_HOST_KEY_CHECKING"] == "False"
+
+
+# --- secrets ----------------------------------------------------------------------------------------------
+
+
+def test_secret_names_and_values() -> None:
+    for name in ("ansible_password", "ansible_become_pass", "db_passwd", "GITHUB_TOKEN", "aws_secret_access_key",
+                 "api_key", "ssh_private_key", "registry_credentials", "ansible_ssh_pass"):  # fmt: skip
+        assert secrets.is_secret_name(name), name
+    for name in ("benchmark_min_efficiency", "rdma_repos_erdma_gpg_fingerprint", "passthrough", "bypass_cache",
+                 "ssh_trust_rotate", "SSH_AUTH_SOCK_DIR"):  # fmt: skip
+        assert not secrets.is_secret_name(name), name
+    found = secrets.secret_values(
+        {
+            "db": {"password": "hunter2-db"},
+            "api_token": "tok-12345",
+            "nodes": [{"bmc_password": "bmc-pw-1"}],
+            "ansible_password": "abc",
+            "plain": "visible-value",
+        }  # fmt: skip
+    )
+    assert found == {"hunter2-db", "tok-12345", "bmc-pw-1"}  # "abc" is too short to replace safely
+
+
+def test_scrubbing_removes_secrets_from_every_file_and_the_recorded_environment(tmp_path: Path) -> None:
+    events = tmp_path / "ansible" / "job_events"
+    events.mkdir(parents=True)
+    (events / "1-x.json").write_text(json.dumps({"stdout": 'pw hun"ter2 here', "res": {"msg": 'hun"ter2'}}))
+    (tmp_path / "ansible" / "stdout").write_text("token tok-12345 printed\n")
+    command_file = tmp_path / "ansible" / "command"
+    command_file.write_text(json.dumps({"command": ["ansible-playbook"], "env": {"CI_JOB_TOKEN": "ci-tok",
+                                        "HOME": "/root", "URL": "https://u:tok-12345@h"}}))  # fmt: skip
+    secrets.scrub_command(command_file, ["tok-12345"])
+    changed = secrets.scrub_tree(tmp_path, ['hun"ter2', "tok-12345"])
+    assert {p.name for p in changed} == {"1-x.json", "stdout"}
+    text = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+    assert "hun" not in text and "tok-12345" not in text and "ci-tok" not in text
+    assert json.loads(command_file.read_text())["env"]["HOME"] == "/root"
+    assert secrets.env_files(tmp_path) == []
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "extravars").write_text("{}")
+    assert secrets.env_files(tmp_path) == [tmp_path / "env" / "extravars"]
+
+
+# --- run directories --------------------------------------------------------------------------------------
+
+
+def test_run_directories_are_named_by_time_and_rotated_newest_kept(tmp_path: Path) -> None:
+    start = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    made = [artifacts.new_run_dir(tmp_path, "bench", start + dt.timedelta(minutes=i)) for i in range(5)]
+    same_second = artifacts.new_run_dir(tmp_path, "bench", start + dt.timedelta(minutes=4))
+    assert made[0].name == "20260102T030405Z-bench" and same_second.name == "20260102T030805Z-bench-2"
+    assert made[0].stat().st_mode & 0o777 == 0o700
+    (tmp_path / "notes").mkdir()  # not a run: never rotated away
+    (tmp_path / "latest").symlink_to(made[0])
+    removed = artifacts.rotate(tmp_path, keep=3, current=same_second)
+    assert removed == made[:3]
+    assert artifacts.run_dirs(tmp_path) == [made[3], made[4], same_second]
+    assert (tmp_path / "notes").is_dir()
+    assert artifacts.latest(tmp_path, "bench") == same_second and artifacts.latest(tmp_path, "doctor") is None
+    with pytest.raises(ValueError):
+        artifacts.rotate(tmp_path, keep=0)
+
+
+def test_the_current_run_survives_rotation_even_when_older(tmp_path: Path) -> None:
+    old = artifacts.new_run_dir(tmp_path, "provision", dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
+    artifacts.new_run_dir(tmp_path, "provision", dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert artifacts.rotate(tmp_path, keep=1, current=old) == []
+
+
+# --- JUnit ------------------------------------------------------------------------------------------------
+
+
+def test_junit_xml_structure(tmp_path: Path) -> None:
+    cases = [
+        junit.Case("node1", "rdmaforge.provision"),
+        junit.Case(
+            "node2",
+            "rdmaforge.provision",
+            outcome="failed",
+            message="Install: no package\nsecond line",
+            details="failed: Install: no package\x07",
+        ),  # fmt: skip
+        junit.Case("node3", "rdmaforge.provision", outcome="error", message="unreachable"),
+        junit.Case("benchmark verdict", "rdmaforge.bench", outcome="skipped", message="skipped: no GPU"),
+    ]
+    path = junit.write(tmp_path / "out" / "junit.xml", "rdmaforge provision", cases, 12.5,
+                       dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC), {"exit_code": "3"})  # fmt: skip
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites" and root.get("tests") == "4"
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert (suite.get("name"), suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped"),
+            suite.get("time"), suite.get("timestamp")) == ("rdmaforge provision", "4", "1", "1", "1", "12.500",
+                                                           "2026-01-02T03:04:05")  # fmt: skip
+    props = suite.find("properties")
+    assert props is not None and props[0].attrib == {"name": "exit_code", "value": "3"}
+    testcases = suite.findall("testcase")
+    assert [t.get("name") for t in testcases] == ["node1", "node2", "node3", "benchmark verdict"]
+    assert list(testcases[0]) == []
+    failure = testcases[1].find("failure")
+    assert failure is not None and failure.get("message") == "Install: no package" and failure.get("type") == "failed"
+    assert failure.text == "failed: Install: no package"  # the control character is dropped (invalid XML)
+    assert testcases[2].find("error") is not None and testcases[3].find("skipped") is not None
+
+
+# --- progress ---------------------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ev(event: str, host: str | None = None, **data: Any) -> dict[str, Any]:
+    """An event as ansible-runner hands it to event_handler."""
+    event_data: dict[str, Any] = dict(data)
+    if host is not None:
+        event_data["host"] = host
+    return {"event": event, "uuid": "u", "counter": 1, "event_data": event_data}
+
+
+RECORDED = [
+    ev("playbook_on_start"),
+    ev("playbook_on_play_start", name="NCCL, built once"),
+    ev("playbook_on_task_start", name="nccl_build : Compile NCCL", task="Compile NCCL"),
+    ev("runner_on_start", "node1", task="Compile NCCL"),
+    ev("runner_on_start", "node2", task="Compile NCCL"),
+    ev("runner_on_skipped", "node2", task="Compile NCCL"),
+    "tick:20",
+    ev("runner_on_async_poll", "node1", task="async_status", res={"started": 1, "finished": 0, "ansible_job_id": "j1"}),
+    "tick:30",
+    ev("runner_on_async_poll", "node1", task="async_status", res={"started": 1, "finished": 0}),
+    "tick:45",
+    ev("runner_on_async_poll", "node1", task="async_status", res={"started": 1, "finished": 0}),
+    "tick:30",
+    ev("runner_on_ok", "node1", task="Compile NCCL", res={"changed": True}),
+    ev("playbook_on_task_start", name="rdma_core : Install the packages"),
+    ev("runner_on_start", "node1"),
+    ev("runner_on_start", "node2"),
+    ev("runner_on_start", "node3"),
+    ev("runner_on_ok", "node1", res={"changed": False}),
+    ev("runner_on_failed", "node2", res={"msg": "No package matching 'ibverbs-utils' is available\ndetails"}),
+    ev("runner_on_unreachable", "node3", res={"msg": "Failed to connect to the host via ssh: refused"}),
+    ev("playbook_on_task_start", name="Check (errors ignored)"),
+    ev("runner_on_failed", "node1", ignore_errors=True, res={"msg": "ignored"}),
+    ev("playbook_on_stats", ok={"node1": 2}),
+]
+
+
+def replay(tty: bool) -> tuple[str, Progress]:
+    out = io.StringIO()
+    clock = FakeClock()
+    progress = Progress(out, tty=tty, clock=clock, poll_every=60, width=lambda: 200)
+    for event in RECORDED:
+        if isinstance(event, str):
+            clock.now += float(event.split(":")[1])
+        else:
+            progress.handle(event)
+    progress.close()
+    return out.getvalue(), progress
+
+
+def test_plain_progress_from_recorded_events() -> None:
+    text, progress = replay(tty=False)
+    lines = text.splitlines()
+    assert "\x1b" not in text and "\r" not in text  # CI logs: plain lines only
+    assert lines[0] == "PLAY [NCCL, built once]"
+    assert lines[1] == "[   0.0s] TASK [nccl_build : Compile NCCL]"
+    # The async build says it is still running, at most once a minute, with the time since it started.
+    assert [line.strip() for line in lines if "still running" in line] == [
+        "node1: still running (20.0s)",
+        "node1: still running (1m35s)",
+    ]
+    assert "ok=1 changed=1 skipped=1 (2m05s)" in text
+    assert "  FAILED node2: No package matching 'ibverbs-utils' is available" in lines
+    assert "  UNREACHABLE node3: Failed to connect to the host via ssh: refused" in lines
+    assert "ok=1 failed=1 unreachable=1 (0.0s)" in text
+    assert "ok=0 ignored=1" in text and "FAILED node1" not in text
+    assert progress.tasks == 3
+
+
+def test_terminal_progress_redraws_one_status_line() -> None:
+    text, _ = replay(tty=True)
+    assert "\r\x1b[K" in text
+    assert "node1 1m35s" in text  # elapsed time of the async task on the status line
+    assert "+ nccl_build : Compile NCCL  ok=1 changed=1 skipped=1  (2m05s)" in text
+    assert "x rdma_core : Install the packages  ok=1 failed=1 unreachable=1  (0.0s)" in text
+    assert "still running" not in text
+
+
+def test_tick_redraws_elapsed_time_without_events() -> None:
+    out, clock = io.StringIO(), FakeClock()
+    progress = Progress(out, tty=True, clock=clock, width=lambda: 200)
+    progress.handle(ev("playbook_on_task_start", name="Build"))
+    progress.handle(ev("runner_on_start", "node1"))
+    progress.handle(ev("runner_on_async_poll", "node1", res={}))
+    clock.now += 125
+    progress.tick()
+    assert out.getvalue().endswith("[2m05s] Build  ok=0  running on 1  node1 2m05s")
+
+
+def test_durations_and_result_messages() -> None:
+    assert [duration(s) for s in (0.25, 59.9, 61, 3725)] == ["0.2s", "59.9s", "1m01s", "1h02m"]
+    assert result_message({"msg": "", "stderr": "E: broken\n"}) == "E: broken"
+    loop = {"results": [{"failed": True, "msg": "a"}, {"failed": False}, {"failed": True, "msg": "b"}]}
+    assert result_message(loop) == "a; b"
+    assert result_message({"rc": 3}) == "exit status 3"
+
+
+def test_event_log_keeps_failures_unreachable_and_published_facts() -> None:
+    log = EventLog()
+    for event in RECORDED:
+        if not isinstance(event, str):
+            log.handle(event)
+    log.handle(ev("runner_on_ok", "node1", res={"ansible_facts": {"benchmark_artifacts": "/a/b", "ansible_lo": {}}}))
+    assert [p.host for p in log.failures()] == ["node2"] and [p.host for p in log.unreachable()] == ["node3"]
+    assert log.fact("benchmark_artifacts") == "/a/b" and log.fact("ansible_lo") is None
+    assert log.hosts == ["node1", "node2", "node3"] and log.stats is not None and log.stats["ok"] == {"node1": 2}
