@@ -1,0 +1,89 @@
+"""`rdmaforge doctor -i INVENTORY`: read-only health of every node in one pass, and the skew between nodes.
+
+Runs playbooks/doctor.yml in check mode (its tasks only read; check mode makes sure nothing else could
+change), reads the JSON file it writes per node into the run directory (doctor/), and prints one row per node:
+RDMA devices and port states, MTU, memlock, huge pages, GPUs, ENIs, NCCL and plugin versions, clock offset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rdmaforge import doctor
+from rdmaforge.paths import playbook
+from rdmaforge.runner import command, execute, junit
+from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.runner.extravars import ExtraVars
+from rdmaforge.runner.recap import first_line
+
+NAME = "doctor"
+
+
+def register(subparsers: Any) -> None:
+    parser = command.add_parser(
+        subparsers,
+        NAME,
+        help="read-only health of every node, flagging skew across nodes (changes nothing)",
+        description="Reads every node in one pass (playbooks/doctor.yml, in check mode): RDMA devices and port "
+        "states, MTU, memlock, huge pages, GPU count, ENI count, NCCL and plugin versions, clock offset. A value "
+        "that differs from what most nodes have is flagged, as is an inactive RDMA port or a clock too far off. "
+        "Exit 0 healthy, 2 skew or a failed check, 3 a node unreachable.",
+    )
+    command.add_target_arguments(parser, tags=False, check=False)
+    limit = doctor.DEFAULT_MAX_CLOCK_OFFSET
+    parser.add_argument("--max-clock-offset", type=float, default=limit, metavar="SECONDS",
+                        help=f"flag a clock further off the controller's (default {limit})")  # fmt: skip
+    command.add_output_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def read_nodes(directory: Path, hosts: list[str]) -> dict[str, dict[str, Any]]:
+    nodes = {}
+    for host in hosts:
+        path = directory / f"{host}.json"
+        if path.is_file():
+            nodes[host] = json.loads(path.read_text())
+    return nodes
+
+
+def host_cases(diagnosis: doctor.Diagnosis, failed: dict[str, str]) -> list[junit.Case]:
+    cases = []
+    for host in [*diagnosis.rows, *diagnosis.unreachable, *(h for h in failed if h not in diagnosis.rows)]:
+        findings = [f.reason for f in diagnosis.findings if f.host == host]
+        if host in diagnosis.unreachable:
+            cases.append(junit.Case(host, f"rdmaforge.{NAME}", outcome="error", message="unreachable"))
+        elif findings:
+            cases.append(junit.Case(host, f"rdmaforge.{NAME}", outcome="failed", message=findings[0],
+                                    details="\n".join(findings)))  # fmt: skip
+        else:
+            cases.append(junit.Case(host, f"rdmaforge.{NAME}"))
+    return cases
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        variables = command.check_arguments(args)
+    except command.UsageError as exc:
+        return command.usage_error(NAME, str(exc))
+    session = command.start(args, NAME)
+    output = session.run_dir / NAME
+    # The output directory last: a user's -e cannot send the files elsewhere than where they are read.
+    variables = [*variables, ExtraVars(inline={"doctor_output_dir": str(output)})]
+    request = execute.Request(inventory=args.inventory, playbook=playbook("doctor.yml"), limit=args.limit,
+                              check=True, extra_vars=variables, verbosity=args.verbose)  # fmt: skip
+    outcome = command.run_playbook(session, request)
+    if not outcome.ran:
+        return command.finish(session, args, command.playbook_exit(outcome), [], command.outcome_record(outcome))
+    unreachable = [p.host for p in outcome.events.unreachable()]
+    failed = {p.host: f"{p.task}: {first_line(p.message)}" for p in reversed(outcome.events.failures())}
+    nodes = read_nodes(output, [h for h in outcome.recaps if h not in unreachable])
+    diagnosis = doctor.diagnose(nodes, unreachable, failed, args.max_clock_offset)
+    print("", file=session.out)
+    print(doctor.render(diagnosis), file=session.out)
+    code = diagnosis.exit_code if outcome.status != "canceled" else ExitCode.INTERRUPTED
+    record = {**command.outcome_record(outcome), "rows": diagnosis.rows,
+              "findings": [f.to_dict() for f in diagnosis.findings], "unreachable": diagnosis.unreachable}  # fmt: skip
+    return command.finish(session, args, code, host_cases(diagnosis, failed), record)

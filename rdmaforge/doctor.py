@@ -1,0 +1,256 @@
+"""`rdmaforge doctor`: one row per node from the files playbooks/doctor.yml writes, and the skew between nodes.
+
+A cluster is healthy when its nodes agree: the same NCCL build, the same MTUs, the same number of GPUs and
+NICs, every RDMA port active. For each column the value most nodes have is taken as the expected one and the
+nodes that differ are flagged; when no value has a majority every node of that column is flagged, since there
+is no telling which one is right. Pure functions: the command reads the files and prints what they return.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rdmaforge.node_facts import count_lspci_gpus, count_nvidia_smi_gpus
+from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.runner.recap import render_table
+
+#: Columns of the table, in order, with their headers.
+COLUMNS = {
+    "rdma": "RDMA devices",
+    "ports": "ports",
+    "mtu": "MTU",
+    "memlock": "memlock",
+    "hugepages": "hugepages",
+    "gpus": "GPUs",
+    "enis": "ENIs",
+    "nccl": "NCCL",
+    "plugin": "plugin",
+    "clock": "clock",
+}
+#: Columns where the nodes must agree (the clock is judged against a limit instead: it always differs a little).
+#: Ports are judged one by one (every port must be active), so they are not compared as a column.
+SKEW_COLUMNS = ("rdma", "mtu", "memlock", "hugepages", "gpus", "enis", "nccl", "plugin")
+DEFAULT_MAX_CLOCK_OFFSET = 1.0  # seconds; the measurement includes one SSH hop of latency
+
+
+@dataclass(frozen=True)
+class Finding:
+    host: str
+    column: str
+    value: str
+    expected: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Diagnosis:
+    rows: dict[str, dict[str, str]]
+    findings: list[Finding] = field(default_factory=list)
+    unreachable: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.unreachable:
+            return ExitCode.UNREACHABLE
+        return ExitCode.HOST_FAILED if self.findings else ExitCode.OK
+
+    def flagged(self, host: str, column: str) -> bool:
+        return any(f.host == host and f.column == column for f in self.findings)
+
+
+# --- one node ---------------------------------------------------------------------------------------------
+
+
+def clock_offset(lines: Sequence[str]) -> float | None:
+    """Node time minus controller time from the two numbers doctor.yml's clock task prints."""
+    numbers = []
+    for line in lines:
+        try:
+            numbers.append(float(line.strip()))
+        except ValueError:
+            continue  # sudo or a login banner may add lines
+    return numbers[-1] - numbers[-2] if len(numbers) >= 2 else None
+
+
+def gpu_count(node: Mapping[str, Any]) -> int:
+    if node.get("nvidia_smi"):
+        return count_nvidia_smi_gpus(str(node["nvidia_smi"]))
+    if node.get("lspci"):
+        return count_lspci_gpus(str(node["lspci"]))
+    return 0
+
+
+def port_states(node: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """("2/2 active", []) or ("1/2 active", ["mlx5_1:1 PORT_DOWN (DISABLED)"]); ("-", []) without devices."""
+    total, inactive = 0, []
+    for device in node.get("rdma_devices") or []:
+        for port in device.get("ports") or []:
+            total += 1
+            if port.get("state") != "PORT_ACTIVE":
+                physical = f" ({port['physical_state']})" if port.get("physical_state") else ""
+                inactive.append(f"{device.get('name')}:{port.get('port')} {port.get('state')}{physical}")
+    if total == 0:
+        return "-", []
+    return f"{total - len(inactive)}/{total} active", inactive
+
+
+def mtu_summary(node: Mapping[str, Any]) -> str:
+    """One number when every NIC has it, else name=mtu for each NIC."""
+    nics = sorted(node.get("nics") or [], key=lambda n: str(n.get("name")))
+    values = {n.get("mtu") for n in nics}
+    if not nics:
+        return "-"
+    if len(values) == 1:
+        return str(values.pop())
+    return " ".join(f"{n.get('name')}={n.get('mtu')}" for n in nics)
+
+
+def page_size(kb: int) -> str:
+    for unit, size in (("G", 1024**2), ("M", 1024)):
+        if kb % size == 0:
+            return f"{kb // size}{unit}"
+    return f"{kb}k"
+
+
+def hugepages_summary(node: Mapping[str, Any]) -> str:
+    """Reserved pools, e.g. "50x1G", or "0" when none is reserved."""
+    pools = (node.get("hugepages") or {}).get("by_size") or {}
+    reserved = []
+    for kb, pool in sorted(pools.items(), key=lambda item: int(item[0])):
+        pages = int(pool.get("nr") or 0)
+        if pages > 0:
+            reserved.append(f"{pages}x{page_size(int(kb))}")
+    return " ".join(reserved) or "0"
+
+
+def nccl_summary(node: Mapping[str, Any]) -> str:
+    """The installed build's id (version, CUDA, archs, function set), else the library's version, else none."""
+    manifest = node.get("nccl_manifest") or {}
+    if manifest.get("id"):
+        return str(manifest["id"]).removeprefix("nccl-")
+    if manifest.get("version"):
+        return str(manifest["version"])
+    versions = [name.removeprefix("libnccl.so.") for name in node.get("nccl_libs") or [] if name.count(".") >= 4]
+    return max(versions, key=len) if versions else "none"
+
+
+def plugin_summary(node: Mapping[str, Any]) -> str:
+    if not node.get("plugin_present"):
+        return "none"
+    for dist in node.get("plugin_dists") or []:
+        name = str(dist).removesuffix(".dist-info")
+        if name.startswith("aiacc_nccl_plugin-"):
+            return f"aiacc {name.removeprefix('aiacc_nccl_plugin-')}"
+    target = node.get("plugin_target")
+    return f"-> {target}" if target else "present"
+
+
+def node_row(node: Mapping[str, Any]) -> dict[str, str]:
+    """The table row of one node, every value a string (what is compared across nodes)."""
+    devices = [str(d.get("name")) for d in node.get("rdma_devices") or []]
+    ports, _ = port_states(node)
+    offset = clock_offset(node.get("clock") or [])
+    memlock = node.get("memlock")
+    return {
+        "rdma": ",".join(devices) if devices else "none",
+        "ports": ports,
+        "mtu": mtu_summary(node),
+        "memlock": str(memlock).strip() if memlock is not None else "?",
+        "hugepages": hugepages_summary(node),
+        "gpus": str(gpu_count(node)),
+        "enis": str(len(node.get("nics") or [])),
+        "nccl": nccl_summary(node),
+        "plugin": plugin_summary(node),
+        "clock": f"{offset:+.3f}s" if offset is not None else "?",
+    }
+
+
+# --- across nodes -----------------------------------------------------------------------------------------
+
+
+def majority(values: Iterable[str]) -> str | None:
+    """The value more nodes have than any other; None on a tie."""
+    ranked = Counter(values).most_common()
+    if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
+        return None
+    return ranked[0][0]
+
+
+def find_skew(rows: Mapping[str, Mapping[str, str]], columns: Sequence[str] = SKEW_COLUMNS) -> list[Finding]:
+    """Nodes whose value differs from the majority's, column by column."""
+    findings = []
+    for column in columns:
+        values = {host: row[column] for host, row in rows.items() if column in row}
+        if len(set(values.values())) <= 1:
+            continue
+        expected = majority(values.values())
+        for host, value in values.items():
+            if value != expected:
+                findings.append(Finding(host, column, value, expected, skew_reason(column, value, expected, values)))
+    return findings
+
+
+def skew_reason(column: str, value: str, expected: str | None, values: Mapping[str, str]) -> str:
+    if expected is None:
+        spread = "; ".join(
+            f"{v!r} on {', '.join(h for h in values if values[h] == v)}" for v in dict.fromkeys(values.values())
+        )
+        return f"{COLUMNS[column]} differs across nodes with no majority: {spread}"
+    agree = sum(1 for v in values.values() if v == expected)
+    return f"{COLUMNS[column]} is {value!r} where {agree} of {len(values)} nodes have {expected!r}"
+
+
+def absolute_findings(host: str, node: Mapping[str, Any], row: Mapping[str, str], max_offset: float) -> list[Finding]:
+    """Problems of one node on its own: inactive RDMA ports, a clock too far off."""
+    _, inactive = port_states(node)
+    findings = [Finding(host, "ports", row["ports"], None, f"RDMA port not active: {port}") for port in inactive]
+    offset = clock_offset(node.get("clock") or [])
+    if offset is not None and abs(offset) > max_offset:
+        findings.append(Finding(host, "clock", row["clock"], None,
+                                f"clock is {offset:+.3f}s off the controller's (limit {max_offset}s)"))  # fmt: skip
+    return findings
+
+
+def diagnose(
+    nodes: Mapping[str, Mapping[str, Any]],
+    unreachable: Iterable[str] = (),
+    failed: Mapping[str, str] | None = None,
+    max_clock_offset: float = DEFAULT_MAX_CLOCK_OFFSET,
+) -> Diagnosis:
+    """Rows for the nodes that answered, skew and per-node problems; ``failed`` maps a host to a failed check."""
+    rows = {host: node_row(node) for host, node in nodes.items()}
+    findings: list[Finding] = []
+    for host, node in nodes.items():
+        findings += absolute_findings(host, node, rows[host], max_clock_offset)
+    findings += find_skew(rows)
+    for host, message in (failed or {}).items():
+        findings.append(Finding(host, "check", "failed", None, f"a doctor check failed: {message}"))
+    hosts = list(rows)
+    findings.sort(key=lambda f: (_position(hosts, f.host), _position(list(COLUMNS), f.column)))
+    return Diagnosis(rows, findings, sorted(set(unreachable)))
+
+
+def _position(items: list[str], item: str) -> int:
+    return items.index(item) if item in items else len(items)
+
+
+def render(diagnosis: Diagnosis) -> str:
+    """The table (a flagged value ends with " !"), unreachable nodes, then one line per finding."""
+    header = ["node", *COLUMNS.values()]
+    table = [[host, *(row[c] + (" !" if diagnosis.flagged(host, c) else "") for c in COLUMNS)]
+             for host, row in diagnosis.rows.items()]  # fmt: skip
+    table += [[host, "UNREACHABLE", *("-" for _ in list(COLUMNS)[1:])] for host in diagnosis.unreachable]
+    lines = [render_table(table, header) if table else "no node answered"]
+    if diagnosis.findings or diagnosis.unreachable:
+        lines.append("")
+        lines += [f"  {host}: unreachable" for host in diagnosis.unreachable]
+        lines += [f"  {f.host}: {f.reason}" for f in diagnosis.findings]
+    else:
+        lines.append(f"\nhealthy: {len(diagnosis.rows)} node(s) agree on every column")
+    return "\n".join(lines)

@@ -1,0 +1,158 @@
+"""`rdmaforge doctor`: rows from the per-node files, skew across nodes, the table, and the playbook for real
+against this machine in check mode."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rdmaforge import doctor
+from rdmaforge.cli import main
+from rdmaforge.runner.exit_codes import ExitCode
+
+
+def port(number: int, state: str = "PORT_ACTIVE", physical: str = "LINK_UP") -> dict[str, Any]:
+    return {"port": number, "state": state, "physical_state": physical}
+
+
+def nic(name: str, mtu: int = 1500) -> dict[str, Any]:
+    return {"name": name, "mtu": mtu, "virtual": False}
+
+
+NODE: dict[str, Any] = {
+    "host": "node1",
+    "clock": ["1700000000.100000", "1700000000.112500000"],
+    "rdma_devices": [{"name": "mlx5_0", "ports": [port(1)]}, {"name": "mlx5_1", "ports": [port(1)]}],
+    "nics": [nic("eth0"), nic("eth1", 9000), nic("eth2", 9000)],
+    "hugepages": {"by_size": {"2048": {"nr": 0}, "1048576": {"nr": 50}}},
+    "memlock": "unlimited\n",
+    "nvidia_smi": "\n".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})" for i in range(8)),
+    "lspci": None,
+    "nccl_manifest": {"id": "nccl-2.29.7-cuda13.0-sm_90-funcsc3dfaac5", "version": "2.29.7"},
+    "nccl_libs": ["libnccl.so.2", "libnccl.so.2.29.7"],
+    "plugin_present": True,
+    "plugin_target": "/opt/rdmaforge/nccl-plugin/aiacc-venv/lib/python3.11/site-packages/libnccl-net.so",
+    "plugin_dists": ["aiacc_nccl_plugin-2.0.1.dist-info"],
+}
+
+
+def cluster(n: int = 3) -> dict[str, dict[str, Any]]:
+    return {f"node{i}": {**copy.deepcopy(NODE), "host": f"node{i}"} for i in range(1, n + 1)}
+
+
+def test_node_row_reads_every_column() -> None:
+    assert doctor.node_row(NODE) == {
+        "rdma": "mlx5_0,mlx5_1",
+        "ports": "2/2 active",
+        "mtu": "eth0=1500 eth1=9000 eth2=9000",
+        "memlock": "unlimited",
+        "hugepages": "50x1G",
+        "gpus": "8",
+        "enis": "3",
+        "nccl": "2.29.7-cuda13.0-sm_90-funcsc3dfaac5",
+        "plugin": "aiacc 2.0.1",
+        "clock": "+0.013s",
+    }
+
+
+def test_node_row_of_a_bare_node() -> None:
+    bare = {"host": "n", "clock": ["sudo: banner", "5.0", "4.0"], "nics": [nic("eth0")], "memlock": None,
+            "lspci": '17:00.0 "0302" "10de" "20b2" -ra1 "10de" "1463"', "nccl_libs": ["libnccl.so.2.18.3"]}  # fmt: skip
+    row = doctor.node_row(bare)
+    assert (row["rdma"], row["ports"], row["mtu"], row["memlock"], row["hugepages"]) == ("none", "-", "1500", "?", "0")
+    assert (row["gpus"], row["nccl"], row["plugin"], row["clock"]) == ("1", "2.18.3", "none", "-1.000s")
+    assert (
+        doctor.node_row({"plugin_present": True, "plugin_target": "/usr/local/tfabric/tools/lib/libnccl-net.so"})[
+            "plugin"
+        ]
+        == "-> /usr/local/tfabric/tools/lib/libnccl-net.so"
+    )
+
+
+def test_a_healthy_cluster_has_no_findings() -> None:
+    diagnosis = doctor.diagnose(cluster())
+    assert diagnosis.findings == [] and diagnosis.exit_code == ExitCode.OK
+    assert "healthy: 3 node(s) agree on every column" in doctor.render(diagnosis)
+
+
+def test_skew_flags_the_minority_node_per_column() -> None:
+    nodes = cluster(4)
+    nodes["node2"]["nics"][1]["mtu"] = 1400  # one MTU different
+    nodes["node3"]["nccl_manifest"] = {"id": "nccl-2.28.3-cuda12.8-sm_90-funcsc3dfaac5"}  # another NCCL build
+    nodes["node4"]["rdma_devices"][1]["ports"][0] = port(1, "PORT_DOWN", "DISABLED")  # one port down
+    diagnosis = doctor.diagnose(nodes)
+    found = {(f.host, f.column): f for f in diagnosis.findings}
+    assert set(found) == {("node2", "mtu"), ("node3", "nccl"), ("node4", "ports")}
+    assert found["node2", "mtu"].expected == "eth0=1500 eth1=9000 eth2=9000"
+    assert found["node2", "mtu"].reason == (
+        "MTU is 'eth0=1500 eth1=1400 eth2=9000' where 3 of 4 nodes have 'eth0=1500 eth1=9000 eth2=9000'"
+    )
+    assert found["node4", "ports"].reason == "RDMA port not active: mlx5_1:1 PORT_DOWN (DISABLED)"
+    assert diagnosis.exit_code == ExitCode.HOST_FAILED
+    table = doctor.render(diagnosis)
+    assert "eth0=1500 eth1=1400 eth2=9000 !" in table and "1/2 active !" in table
+    assert "  node3: NCCL is '2.28.3-cuda12.8-sm_90-funcsc3dfaac5' where 3 of 4 nodes have" in table
+
+
+def test_a_tie_flags_every_node_of_the_column() -> None:
+    nodes = cluster(2)
+    nodes["node2"]["memlock"] = "8192"
+    findings = doctor.find_skew({h: doctor.node_row(n) for h, n in nodes.items()})
+    assert [(f.host, f.column, f.expected) for f in findings] == [
+        ("node1", "memlock", None),
+        ("node2", "memlock", None),
+    ]
+    assert findings[0].reason == "memlock differs across nodes with no majority: 'unlimited' on node1; '8192' on node2"
+
+
+def test_majority() -> None:
+    assert doctor.majority(["a", "a", "b"]) == "a"
+    assert doctor.majority(["a", "b"]) is None
+    assert doctor.majority([]) is None
+
+
+def test_clock_offset_beyond_the_limit_and_unreachable_and_failed_nodes() -> None:
+    nodes = cluster(3)
+    nodes["node3"]["clock"] = ["1700000000.0", "1700000003.5"]
+    diagnosis = doctor.diagnose(nodes, unreachable=["node4"], failed={"node2": "Read the huge pages: boom"})
+    reasons = {(f.host, f.column): f.reason for f in diagnosis.findings}
+    assert reasons["node3", "clock"] == "clock is +3.500s off the controller's (limit 1.0s)"
+    assert reasons["node2", "check"] == "a doctor check failed: Read the huge pages: boom"
+    assert diagnosis.exit_code == ExitCode.UNREACHABLE
+    table = doctor.render(diagnosis)
+    assert "node4" in table and "UNREACHABLE" in table and "  node4: unreachable" in table
+    assert doctor.diagnose(nodes, max_clock_offset=5.0).findings == []
+
+
+def test_doctor_playbook_for_real_against_this_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")  # this machine's facts stay out of .cache/facts
+    hosts = {
+        "localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+        "ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"},
+    }
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    runs = tmp_path / "runs"
+    code = main(["doctor", "-i", str(inventory), "--runs-dir", str(runs), "--junit", str(tmp_path / "junit.xml")])
+    out = capsys.readouterr().out
+    assert code == ExitCode.UNREACHABLE, out
+    run_dir = next(runs.iterdir())
+    node = json.loads((run_dir / "doctor" / "localhost.json").read_text())
+    assert node["host"] == "localhost" and node["nics"] and doctor.clock_offset(node["clock"]) is not None
+    assert abs(doctor.clock_offset(node["clock"]) or 0) < 5
+    recap = json.loads((run_dir / "recap.json").read_text())
+    assert recap["hosts"]["localhost"]["changed"] == 0  # read-only, run in check mode
+    assert recap["unreachable"] == ["ghost"] and "localhost" in recap["rows"]
+    assert "--check" in json.loads((run_dir / "ansible" / "command").read_text())["command"]
+    assert "localhost" in out and "ghost" in out and "UNREACHABLE" in out
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}
+    assert cases["ghost"].find("error") is not None
