@@ -1,0 +1,109 @@
+"""`rdmaforge verify -i INVENTORY`: the testinfra suite in tests/infra against any inventory, as a per-node table.
+
+Read-only, so it is safe on a production cluster: a reachability probe (Ansible's ping, through ansible-runner)
+first, then pytest runs tests/infra on the nodes that answered, with testinfra's ansible backend (connection
+settings and host-key checking from the inventory), writing JUnit XML into the run directory (verify/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rdmaforge import infra_report
+from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner import command, execute, junit
+from rdmaforge.runner.exit_codes import ExitCode
+
+NAME = "verify"
+SUITE = PROJECT_ROOT / "tests" / "infra"
+
+
+def register(subparsers: Any) -> None:
+    parser = command.add_parser(
+        subparsers,
+        NAME,
+        help="run the read-only testinfra suite (tests/infra) on every node; a pass/fail table per node",
+        description="Checks what a converged node must hold: repositories and keys, packages, /etc/nccl.conf, the "
+        "NCCL net plugin and its symbols, mpirun on the non-interactive PATH (tests/infra). Read-only: usable on "
+        "production clusters. Exit 0 all passed, 2 a test failed on a node, 3 a node unreachable.",
+    )
+    parser.add_argument("-i", "--inventory", type=Path, required=True, help="the cluster's inventory (hosts.yml)")
+    parser.add_argument("-l", "--limit", default="cluster", help="host pattern to verify (default: group cluster)")
+    parser.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print pytest's output as it runs")
+    command.add_output_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def pytest_argv(hosts: list[str], inventory: Path, junit_path: Path, keyword: str | None) -> list[str]:
+    argv = [sys.executable, "-m", "pytest", str(SUITE), "-p", "no:cacheprovider", "-o", "junit_family=xunit2",
+            "-q", "-rfE", f"--hosts={','.join(f'ansible://{h}' for h in hosts)}",
+            f"--ansible-inventory={inventory.resolve()}", f"--junitxml={junit_path}"]  # fmt: skip
+    return [*argv, "-k", keyword] if keyword else argv
+
+
+def run_suite(argv: list[str], log: Path, echo: bool) -> int:
+    """pytest in its own process (its plugins and state stay out of ours); output to ``log``, echoed with -v."""
+    # The same environment as a playbook run: this venv's Ansible, the project's ansible.cfg, host keys checked.
+    env = {**os.environ, **execute.runner_env()}
+    with (
+        log.open("w") as out,
+        subprocess.Popen(
+            argv, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            if echo:
+                print(line, end="", flush=True)
+    return proc.returncode
+
+
+def verify_hosts(
+    directory: Path, hosts: list[str], args: argparse.Namespace
+) -> tuple[list[infra_report.TestOutcome], int]:
+    directory.mkdir()
+    junit_path = directory / "junit.xml"
+    argv = pytest_argv(hosts, args.inventory, junit_path, args.keyword)
+    rc = run_suite(argv, directory / "pytest.log", args.verbose)
+    return (infra_report.parse_junit(junit_path, hosts) if junit_path.is_file() else []), rc
+
+
+def cases(outcomes: list[infra_report.TestOutcome], unreachable: list[str]) -> list[junit.Case]:
+    status = {"passed": "passed", "skipped": "skipped", "failed": "failed", "error": "error"}
+    result = [junit.Case(f"{o.test}[{o.host}]" if o.host else o.test, f"rdmaforge.verify.{o.host or 'suite'}",
+                         outcome=status[o.status], message=o.message) for o in outcomes]  # fmt: skip
+    result += [junit.Case(host, "rdmaforge.verify", outcome="error", message="unreachable") for host in unreachable]
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        command.check_arguments(args)
+    except command.UsageError as exc:
+        return command.usage_error(NAME, str(exc))
+    session = command.start(args, NAME)
+    # Unreachable nodes are found first and left out of the suite: testinfra would fail every test on them with
+    # messages that do not say why.
+    probe = execute.run(execute.Request(inventory=args.inventory, module="ansible.builtin.ping",
+                                        host_pattern=args.limit), session.run_dir)  # fmt: skip
+    unreachable = [h for h in probe.events.hosts if probe.events.unreachable(h)]
+    hosts = [h for h in probe.recaps if h not in unreachable]
+    if not probe.recaps:
+        print(f"rdmaforge {NAME}: no host of {args.inventory} matches {args.limit!r}", file=sys.stderr)
+        return command.finish(session, args, ExitCode.ERROR, [], {"hosts": [], "pattern": args.limit})
+    down = f"; unreachable: {', '.join(unreachable)}" if unreachable else ""
+    print(f"testinfra suite on {len(hosts)} node(s){down}", file=session.out, flush=True)
+    outcomes, rc = verify_hosts(session.run_dir / NAME, hosts, args) if hosts else ([], 0)
+    print("", file=session.out)
+    print(infra_report.render(outcomes, unreachable), file=session.out)
+    code = infra_report.exit_code(outcomes, unreachable, rc) if hosts else ExitCode.UNREACHABLE
+    record = {"pattern": args.limit, "hosts": hosts, "unreachable": unreachable, "pytest_rc": rc,
+              "tests": [o.__dict__ for o in outcomes]}  # fmt: skip
+    return command.finish(session, args, code, cases(outcomes, unreachable), record)

@@ -1,0 +1,108 @@
+"""The testinfra suite's JUnit XML as a per-node table, for `rdmaforge verify`.
+
+testinfra runs each test once per host, and pytest names the run ``test_x[ansible://node1]``: the host is
+read back from that id, matched against the hosts the suite was given (a host name may contain '-', the
+character pytest also uses to join parameter ids).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.runner.recap import first_line, render_table
+
+PARAMS = re.compile(r"^(?P<name>[^\[]+)(?:\[(?P<params>.*)\])?$")
+#: What follows "ansible://" (or "ssh://", "local://"), up to the next host spec or the end.
+HOST_SPEC = re.compile(r"[a-z]+://(.+?)(?=-[a-z]+://|$)")
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    test: str  # test function name without the host parameter
+    host: str | None  # None: not a per-host test (a collection error, a plain test)
+    status: str  # passed | failed | error | skipped
+    message: str = ""
+
+
+@dataclass
+class NodeResult:
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failures: list[TestOutcome] = field(default_factory=list)
+
+
+def host_of(params: str, hosts: Sequence[str]) -> str | None:
+    """The host in a parameter id such as ``ansible://node1`` or ``ansible://node-1-erdma``."""
+    for name in HOST_SPEC.findall(params):
+        known = [h for h in hosts if name == h or name.startswith(f"{h}-")]
+        if known:
+            return max(known, key=len)
+        if not hosts:
+            return str(name)
+    return None
+
+
+def _status(case: ET.Element) -> tuple[str, str]:
+    for tag, status in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+        child = case.find(tag)
+        if child is not None:
+            return status, child.get("message") or (child.text or "").strip()
+    return "passed", ""
+
+
+def parse_junit(path: Path, hosts: Sequence[str] = ()) -> list[TestOutcome]:
+    outcomes = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        match = PARAMS.match(case.get("name", ""))
+        name = match.group("name") if match else case.get("name", "")
+        params = match.group("params") if match and match.group("params") else ""
+        status, message = _status(case)
+        outcomes.append(TestOutcome(name, host_of(params, hosts) if params else None, status, message))
+    return outcomes
+
+
+def by_node(outcomes: Iterable[TestOutcome]) -> dict[str | None, NodeResult]:
+    nodes: dict[str | None, NodeResult] = {}
+    for outcome in outcomes:
+        node = nodes.setdefault(outcome.host, NodeResult())
+        if outcome.status == "passed":
+            node.passed += 1
+        elif outcome.status == "skipped":
+            node.skipped += 1
+        else:
+            node.failed += 1
+            node.failures.append(outcome)
+    return nodes
+
+
+def exit_code(outcomes: Sequence[TestOutcome], unreachable: Sequence[str], pytest_rc: int) -> ExitCode:
+    """3 a host unreachable, 2 a test failed on a host, 1 the suite could not run (pytest's 2-5), else 0."""
+    if unreachable:
+        return ExitCode.UNREACHABLE
+    if any(o.status in ("failed", "error") for o in outcomes):
+        return ExitCode.HOST_FAILED
+    if pytest_rc != 0 or not outcomes:
+        return ExitCode.ERROR
+    return ExitCode.OK
+
+
+def render(outcomes: Sequence[TestOutcome], unreachable: Sequence[str] = ()) -> str:
+    """One row per node: passed, failed, skipped, verdict; then each failing test with its message."""
+    nodes = by_node(outcomes)
+    rows = [[host or "(suite)", str(r.passed), str(r.failed), str(r.skipped), "FAIL" if r.failed else "pass"]
+            for host, r in nodes.items()]  # fmt: skip
+    rows += [[host, "-", "-", "-", "UNREACHABLE"] for host in unreachable]
+    lines = [render_table(rows, ["node", "passed", "failed", "skipped", "result"]) if rows else "no test ran"]
+    failures = [f for r in nodes.values() for f in r.failures]
+    if failures:
+        lines.append("")
+        # pytest's assertion messages span lines ("assert (False)" then "+ where False = <file ...>.exists").
+        lines += [f"  {f.host or '(suite)'}: {f.test}: {first_line(' '.join(f.message.split()), 200)}"
+                  for f in failures]  # fmt: skip
+    return "\n".join(lines)

@@ -1,0 +1,112 @@
+"""`rdmaforge verify`: testinfra's JUnit XML read back per node, its exit codes, and one real run of the suite
+against this machine (plus a node whose SSH port is closed)."""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rdmaforge import infra_report
+from rdmaforge.cli import main
+from rdmaforge.commands import verify
+from rdmaforge.runner.exit_codes import ExitCode
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites name="pytest tests"><testsuite name="pytest" errors="1" failures="1" skipped="1" tests="7">
+<testcase classname="tests.infra.test_node_state" name="test_mpirun_on_non_interactive_path[ansible://node1]"/>
+<testcase classname="tests.infra.test_node_state" name="test_mpirun_on_non_interactive_path[ansible://node-10]"/>
+<testcase classname="tests.infra.test_node_state" name="test_nccl_conf_holds_the_profile[ansible://node1]"/>
+<testcase classname="tests.infra.test_node_state" name="test_nccl_conf_holds_the_profile[ansible://node-10]">
+  <failure message="assert (False)&#10; +  where False = &lt;file /etc/nccl.conf&gt;.exists">trace</failure></testcase>
+<testcase classname="tests.infra.test_node_state" name="test_erdma_repository_and_keyring[ansible://node-10-x]">
+  <skipped type="pytest.skip" message="fabric tcp: the erdma repository is not used">s</skipped></testcase>
+<testcase classname="tests.infra.test_node_state" name="test_plugin[ansible://node1]">
+  <error message="failed on setup with &quot;RuntimeError: boom&quot;">e</error></testcase>
+<testcase classname="tests.infra" name="tests.infra.test_new"><error message="collection failure">c</error></testcase>
+</testsuite></testsuites>
+"""
+
+
+@pytest.fixture
+def junit_file(tmp_path: Path) -> Path:
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    return path
+
+
+def test_junit_is_read_back_per_node(junit_file: Path) -> None:
+    outcomes = infra_report.parse_junit(junit_file, ["node1", "node-10", "node-10-x"])
+    assert [(o.test, o.host, o.status) for o in outcomes] == [
+        ("test_mpirun_on_non_interactive_path", "node1", "passed"),
+        ("test_mpirun_on_non_interactive_path", "node-10", "passed"),
+        ("test_nccl_conf_holds_the_profile", "node1", "passed"),
+        ("test_nccl_conf_holds_the_profile", "node-10", "failed"),
+        ("test_erdma_repository_and_keyring", "node-10-x", "skipped"),
+        ("test_plugin", "node1", "error"),
+        ("tests.infra.test_new", None, "error"),
+    ]
+    nodes = infra_report.by_node(outcomes)
+    assert (nodes["node1"].passed, nodes["node1"].failed, nodes["node-10"].failed, nodes["node-10-x"].skipped) == (
+        2, 1, 1, 1,
+    )  # fmt: skip
+
+
+def test_table_and_exit_codes(junit_file: Path) -> None:
+    outcomes = infra_report.parse_junit(junit_file, ["node1", "node-10", "node-10-x"])
+    table = infra_report.render(outcomes, ["node7"])
+    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[2:] if line and not line.startswith(" ")}
+    assert rows == {"node1": ["2", "1", "0", "FAIL"], "node-10": ["1", "1", "0", "FAIL"],
+                    "node-10-x": ["0", "0", "1", "pass"], "(suite)": ["0", "1", "0", "FAIL"],
+                    "node7": ["-", "-", "-", "UNREACHABLE"]}  # fmt: skip
+    assert (
+        "  node-10: test_nccl_conf_holds_the_profile: assert (False) + where False = <file /etc/nccl.conf>.exists"
+        in table
+    )
+    assert infra_report.exit_code(outcomes, ["node7"], 1) == ExitCode.UNREACHABLE
+    assert infra_report.exit_code(outcomes, [], 1) == ExitCode.HOST_FAILED
+    passed = [o for o in outcomes if o.status in ("passed", "skipped")]
+    assert infra_report.exit_code(passed, [], 0) == ExitCode.OK
+    assert infra_report.exit_code([], [], 5) == ExitCode.ERROR  # no test collected
+    assert infra_report.exit_code(passed, [], 2) == ExitCode.ERROR  # pytest interrupted or a usage error
+
+
+def test_host_ids_without_a_host_list() -> None:
+    assert infra_report.host_of("ansible://node3", []) == "node3"
+    assert infra_report.host_of("ansible://a-ansible://b", ["b"]) == "b"
+    assert infra_report.host_of("1-2", ["node1"]) is None
+
+
+def test_pytest_command_line(tmp_path: Path) -> None:
+    argv = verify.pytest_argv(["node1", "node2"], tmp_path / "hosts.yml", tmp_path / "j.xml", "nccl")
+    assert argv[1:4] == ["-m", "pytest", str(verify.SUITE)]
+    assert "--hosts=ansible://node1,ansible://node2" in argv and f"--junitxml={tmp_path / 'j.xml'}" in argv
+    assert f"--ansible-inventory={(tmp_path / 'hosts.yml').resolve()}" in argv and argv[-2:] == ["-k", "nccl"]
+
+
+def test_verify_for_real_against_this_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")  # fake hosts' facts stay out of .cache/facts
+    hosts = {
+        "localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                      "rdmaforge_fabric": "tcp"},
+        "ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"},
+    }  # fmt: skip
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    runs = tmp_path / "runs"
+    argv = ["verify", "-i", str(inventory), "--runs-dir", str(runs), "-k", "memlock or erdma_repository"]
+    code = main([*argv, "--junit", str(tmp_path / "ci.xml")])
+    out = capsys.readouterr().out
+    assert code == ExitCode.UNREACHABLE, out
+    assert "testinfra suite on 1 node(s); unreachable: ghost" in out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith(("localhost", "ghost"))}
+    assert rows["ghost"] == ["-", "-", "-", "UNREACHABLE"] and rows["localhost"][2] == "1"  # erdma test skipped
+    run_dir = next(runs.iterdir())
+    assert (run_dir / "verify" / "junit.xml").is_file() and (run_dir / "verify" / "pytest.log").is_file()
+    names = [c.get("name") for c in ET.parse(tmp_path / "ci.xml").getroot().iter("testcase")]
+    assert "test_erdma_repository_and_keyring[localhost]" in names and "ghost" in names
