@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 .PHONY: help demo test lint bench deps venv lab-up lab-down clean
 
 help:
-	@echo "make demo   - set up, bring the lab up ($(NODES) nodes), converge playbooks/site.yml, print the summary"
+	@echo "make demo   - set up, bring the lab up ($(NODES) nodes), rdmaforge provision, verify, doctor, bench, report"
 	@echo "make test   - the whole test suite (unit + lab integration)"
 	@echo "make lint   - ansible-lint (production), yamllint, ruff, mypy"
 	@echo "make bench  - benchmarks (lab bring-up time, ...)"
@@ -42,8 +42,10 @@ lab-down: venv
 
 demo: deps venv
 	$(BIN)/rdmaforge lab up --nodes $(NODES) --nics $(NICS)
-	$(BIN)/ansible-playbook -i inventories/lab/hosts.yml playbooks/site.yml
-	$(BIN)/ansible-playbook -i inventories/lab/hosts.yml playbooks/bench.yml
+	$(BIN)/rdmaforge provision -i inventories/lab/hosts.yml
+	$(BIN)/rdmaforge verify -i inventories/lab/hosts.yml
+	$(BIN)/rdmaforge doctor -i inventories/lab/hosts.yml
+	$(BIN)/rdmaforge bench -i inventories/lab/hosts.yml
 	$(BIN)/rdmaforge summary
 	$(BIN)/rdmaforge report --latest
 
