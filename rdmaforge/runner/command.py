@@ -105,8 +105,19 @@ def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
             path.unlink()
         print(f"rdmaforge: removed {len(outcome.leaked_env_files)} file(s) from env/", file=sys.stderr)
     print("", file=session.out)
+    if not outcome.ran:  # Ansible stopped before any host (a syntax error, no host matched): show why
+        print(ansible_output_tail(outcome.artifacts), file=session.out)
     print(render(outcome.recaps, outcome.events.problems), file=session.out)
     return outcome
+
+
+def ansible_output_tail(artifacts: Path, lines: int = 40) -> str:
+    """The end of Ansible's own output (ansible-runner merges stderr into it)."""
+    try:
+        text = (artifacts / "stdout").read_text(errors="replace")
+    except OSError:
+        return "(Ansible wrote no output)"
+    return "\n".join(line.rstrip() for line in text.strip().splitlines()[-lines:])
 
 
 def playbook_exit(outcome: execute.Outcome) -> ExitCode:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import ansible_runner
+from ansible_runner.exceptions import AnsibleRunnerException
 
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.runner import extravars, secrets
@@ -123,16 +124,21 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
         return True  # keep every event in job_events/
 
     started = time.monotonic()
+    status, rc = "error", 1
     with tempfile.TemporaryDirectory(prefix="rdmaforge-vars-") as private:
-        result = ansible_runner.run(**runner_kwargs(request, run_dir, Path(private)), event_handler=handle)
+        try:
+            result = ansible_runner.run(**runner_kwargs(request, run_dir, Path(private)), event_handler=handle)
+            status, rc = str(result.status), int(result.rc) if result.rc is not None else 1
+        except AnsibleRunnerException as exc:  # a bad configuration: Ansible never started
+            print(f"ansible-runner: {exc}", file=sys.stderr)
     seconds = time.monotonic() - started
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
     secrets.scrub_tree(run_dir, values)
     recaps = from_stats(log.stats, log.hosts) if log.stats else recaps_from_events(log)
     return Outcome(
-        status=str(result.status),
-        rc=int(result.rc) if result.rc is not None else 1,
+        status=status,
+        rc=rc,
         events=log,
         recaps=recaps,
         artifacts=artifacts,

@@ -120,9 +120,11 @@ def test_ansible_errors_before_any_host_exit_1(tmp_path: Path) -> None:
     playbook = tmp_path / "broken.yml"
     playbook.write_text("- hosts: cluster\n  tasks:\n    - no_such_module_here: {}\n")
     args = command_args(tmp_path)
-    session = command.start(args, "broken", out=io.StringIO())
+    out = io.StringIO()
+    session = command.start(args, "broken", out=out)
     outcome = command.run_playbook(session, execute.Request(inventory=inventory(tmp_path), playbook=playbook))
     assert command.playbook_exit(outcome) == ExitCode.ERROR and not outcome.ran
+    assert "no_such_module_here" in out.getvalue()  # Ansible's own error is shown: nothing else says why
 
 
 def test_old_runs_are_rotated_on_the_next_run(tmp_path: Path) -> None:
