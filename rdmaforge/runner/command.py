@@ -21,9 +21,7 @@ from rdmaforge.runner.recap import failed_hosts, first_line, render, unreachable
 
 
 def add_parser(subparsers: Any, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help, description=description, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=description, epilog=EPILOG)
     return parser
 
 
@@ -36,7 +34,7 @@ def add_target_arguments(
         parser.add_argument("-t", "--tags", help="only tasks with these tags (Ansible's --tags)")
     if check:
         parser.add_argument("-C", "--check", action="store_true", help="change nothing; report what would change")
-        parser.add_argument("-D", "--diff", action="store_true", help="show the changes to files (Ansible's --diff)")
+        parser.add_argument("-D", "--diff", action="store_true", help="record file changes in ansible/stdout (--diff)")
     if extra_vars:
         parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
                             help="KEY=VALUE, @FILE (YAML/JSON) or a JSON mapping; repeatable, later wins. Never "
