@@ -8,6 +8,7 @@ settings and host-key checking from the inventory), writing JUnit XML into the r
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -88,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         command.check_arguments(args)
     except command.UsageError as exc:
         return command.usage_error(NAME, str(exc))
+    if importlib.util.find_spec("testinfra") is None:  # the suite's runner is a test dependency
+        return command.usage_error(NAME, "needs pytest-testinfra: pip install -e '.[test]'")
     session = command.start(args, NAME)
     # Unreachable nodes are found first and left out of the suite: testinfra would fail every test on them with
     # messages that do not say why.
