@@ -1,0 +1,230 @@
+"""Issue 9 on the lab: `rdmaforge provision|verify|doctor|bench|report` for real, and their exit codes for induced
+failures: a broken package on one node (2), a node's sshd stopped (3), a forced benchmark threshold (4), an MTU
+changed on one node (doctor flags it), a node that lost its converged files (verify fails). Every test restores
+what it changed: the other tests of the session share the lab."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.lab.node import ssh_answers
+from rdmaforge.lab.spec import node_spec
+from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner.exit_codes import ExitCode
+from tests.conftest import LAB_NICS, LabHandle
+
+pytestmark = pytest.mark.lab
+
+#: How long a stopped sshd stays down before the node's own timer starts it again (a test that dies mid-way
+#: still leaves a working lab behind).
+SSH_BACK_AFTER = 90
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+def cli(runs: Path | None, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess[str]:
+    """`rdmaforge ARGS [--runs-dir RUNS]` as a user runs it (its own process, its exit code, its output)."""
+    argv = [sys.executable, "-m", "rdmaforge.cli", *args, *(["--runs-dir", str(runs)] if runs else [])]
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout)
+    proc.stdout += proc.stderr
+    return proc
+
+
+def run_dir_of(output: str) -> Path:
+    return Path(re.findall(r"; artifacts: (\S+)$", output, re.M)[-1])
+
+
+def table_rows(output: str, names: list[str]) -> dict[str, list[str]]:
+    """Rows of the tables printed at the end, by their first cell (the last table wins)."""
+    rows: dict[str, list[str]] = {}
+    for line in output.splitlines():
+        cells = line.split()
+        if cells and cells[0] in names:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+@pytest.fixture
+def victim(converged: LabHandle) -> str:
+    """The node a test breaks (the last: the first is the NCCL builder)."""
+    return list(converged.nodes)[-1]
+
+
+def test_provision_converges_the_lab_and_exits_0(converged: LabHandle, runs: Path, tmp_path: Path) -> None:
+    junit_path = tmp_path / "provision.xml"
+    proc = cli(runs, "provision", "-i", str(converged.inventory), "--junit", str(junit_path))
+    assert proc.returncode == ExitCode.OK, proc.stdout[-6000:]
+    assert "PLAY [" in proc.stdout and "TASK [" in proc.stdout  # live progress: plain lines, not a terminal
+    run_dir = run_dir_of(proc.stdout)
+    recap = json.loads((run_dir / "recap.json").read_text())
+    # Every node, and localhost (preflight's inventory checks run there).
+    assert set(recap["hosts"]) == {*converged.nodes, "localhost"}
+    # The CLI drives the same site.yml: a converged lab stays unchanged (the README's idempotence guarantee).
+    changed = {host: counts["changed"] for host, counts in recap["hosts"].items()}
+    assert changed == dict.fromkeys(recap["hosts"], 0), proc.stdout[-4000:]
+    assert list((run_dir / "ansible" / "job_events").glob("*.json")) and (run_dir / "ansible" / "stdout").is_file()
+    assert not (run_dir / "env").exists()
+    suite = ET.parse(junit_path).getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == str(len(recap["hosts"])) and suite.get("failures") == "0"
+
+
+def test_verify_passes_on_the_converged_lab(converged: LabHandle, runs: Path) -> None:
+    proc = cli(runs, "verify", "-i", str(converged.inventory))
+    assert proc.returncode == ExitCode.OK, proc.stdout[-4000:]
+    rows = table_rows(proc.stdout, list(converged.nodes))
+    assert set(rows) == set(converged.nodes)
+    assert all(cells[1] == "0" and cells[-1] == "pass" and int(cells[0]) > 0 for cells in rows.values()), rows
+
+
+@pytest.fixture
+def unconverged(converged: LabHandle, victim: str) -> Iterator[str]:
+    """One node without its NCCL settings and memlock drop-in, as before a converge; put back afterwards."""
+    moved = ["/etc/nccl.conf", "/etc/security/limits.d/90-rdmaforge-memlock.conf"]
+    converged.ssh(victim, " && ".join(f"mv {path} {path}.rdmaforge-test" for path in moved))
+    try:
+        yield victim
+    finally:
+        converged.ssh(victim, " ; ".join(f"mv {path}.rdmaforge-test {path}" for path in moved))
+
+
+def test_verify_fails_on_a_node_that_is_not_converged(converged: LabHandle, runs: Path, unconverged: str) -> None:
+    proc = cli(runs, "verify", "-i", str(converged.inventory))
+    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-4000:]
+    rows = table_rows(proc.stdout, list(converged.nodes))
+    assert rows[unconverged][1:] == ["2", "0", "FAIL"] and rows[unconverged][0] != "0"
+    assert all(cells[-1] == "pass" for node, cells in rows.items() if node != unconverged), rows
+    assert f"  {unconverged}: test_nccl_conf_holds_the_profile: " in proc.stdout
+    assert f"  {unconverged}: test_memlock_drop_in: " in proc.stdout
+
+
+def in_netns(node: str, command: str) -> str:
+    """Run ``command`` in a lab node's network namespace from the controller: a node has no CAP_NET_ADMIN."""
+    netns = node_spec(int(node.removeprefix("node")), LAB_NICS).netns
+    argv = ["ip", "netns", "exec", netns, "sh", "-c", command]
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+@pytest.fixture
+def odd_mtu(converged: LabHandle, victim: str) -> Iterator[tuple[str, int]]:
+    """One node's second NIC (the lab has eth1 on every node) 100 bytes below its MTU; restored afterwards."""
+    before = int(in_netns(victim, "cat /sys/class/net/eth1/mtu"))
+    in_netns(victim, f"ip link set eth1 mtu {before - 100}")
+    try:
+        yield victim, before - 100
+    finally:
+        in_netns(victim, f"ip link set eth1 mtu {before}")
+
+
+def test_doctor_is_healthy_on_the_converged_lab(converged: LabHandle, runs: Path) -> None:
+    proc = cli(runs, "doctor", "-i", str(converged.inventory))
+    assert proc.returncode == ExitCode.OK, proc.stdout[-4000:]
+    assert f"healthy: {len(converged.nodes)} node(s) agree on every column" in proc.stdout
+    recap = json.loads((run_dir_of(proc.stdout) / "recap.json").read_text())
+    assert all(r["changed"] == 0 for r in recap["hosts"].values())  # read-only
+    assert {row["nccl"] for row in recap["rows"].values()} != {"none"}  # the converged NCCL build is seen
+    assert all(row["enis"] == str(1 + LAB_NICS) and row["gpus"] == "0" for row in recap["rows"].values())
+
+
+def test_doctor_flags_the_node_with_a_different_mtu(converged: LabHandle, runs: Path, odd_mtu: tuple[str, int]) -> None:
+    node, mtu = odd_mtu
+    proc = cli(runs, "doctor", "-i", str(converged.inventory))
+    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-4000:]
+    recap = json.loads((run_dir_of(proc.stdout) / "recap.json").read_text())
+    assert [(f["host"], f["column"]) for f in recap["findings"]] == [(node, "mtu")]
+    finding = recap["findings"][0]
+    assert f"eth1={mtu}" in finding["value"] and str(mtu) not in finding["expected"]
+    assert f"  {node}: MTU is '{finding['value']}' where {len(converged.nodes) - 1} of {len(converged.nodes)} " in (
+        proc.stdout
+    )
+
+
+@pytest.fixture
+def broken_package(converged: LabHandle, victim: str) -> Iterator[str]:
+    """ibverbs-utils (a package rdma_core installs) removed and pinned away, so apt cannot install it."""
+    pin = "/etc/apt/preferences.d/rdmaforge-test-broken"
+    pinned = r"Package: ibverbs-utils\nPin: release *\nPin-Priority: -1\n"
+    converged.ssh(
+        victim, f"DEBIAN_FRONTEND=noninteractive apt-get remove -y -q ibverbs-utils && printf '{pinned}' > {pin}"
+    )
+    try:
+        yield victim
+    finally:
+        converged.ssh(victim, f"rm -f {pin} && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ibverbs-utils")
+
+
+def test_a_broken_package_on_one_node_exits_2(
+    converged: LabHandle, runs: Path, broken_package: str, tmp_path: Path
+) -> None:
+    junit_path = tmp_path / "broken.xml"
+    proc = cli(runs, "provision", "-i", str(converged.inventory), "--limit", broken_package, "--junit", str(junit_path))
+    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-6000:]
+    assert f"  FAILED {broken_package}: " in proc.stdout and "ibverbs-utils" in proc.stdout
+    assert table_rows(proc.stdout, [broken_package])[broken_package][-1] == "FAILED"
+    assert ET.parse(junit_path).getroot().find(f".//testcase[@name='{broken_package}']/failure") is not None
+
+
+@pytest.fixture
+def sshd_stopped(converged: LabHandle, victim: str) -> Iterator[str]:
+    """sshd stopped on one node and every SSH session to it cut (Ansible's ControlPersist masters included).
+
+    Nothing can reach the node to start it again, so the node does it itself: a systemd timer set first.
+    """
+    address = converged.nodes[victim]
+    converged.ssh(victim, f"systemd-run --quiet --unit=rdmaforge-test-ssh-back --on-active={SSH_BACK_AFTER} "
+                          "/usr/bin/systemctl start ssh.service")  # fmt: skip
+    # This very session dies with the others (pkill): its exit status is 255.
+    stop = "systemctl stop ssh.service; systemctl stop ssh.socket 2>/dev/null; pkill -x sshd-session; pkill -x sshd"
+    converged.ssh(victim, stop, check=False)
+    assert not ssh_answers(address)
+    try:
+        yield victim
+    finally:
+        deadline = time.monotonic() + SSH_BACK_AFTER + 120
+        while not ssh_answers(address) and time.monotonic() < deadline:
+            time.sleep(2)
+        assert ssh_answers(address), f"sshd on {victim} did not come back"
+
+
+def test_a_node_with_sshd_stopped_exits_3(converged: LabHandle, runs: Path, sshd_stopped: str) -> None:
+    inventory = str(converged.inventory)
+    provision = cli(runs, "provision", "-i", inventory)
+    assert provision.returncode == ExitCode.UNREACHABLE, provision.stdout[-6000:]
+    assert f"  UNREACHABLE {sshd_stopped}: " in provision.stdout
+    assert table_rows(provision.stdout, [sshd_stopped])[sshd_stopped][-1] == "UNREACHABLE"
+    doctor = cli(runs, "doctor", "-i", inventory)
+    assert doctor.returncode == ExitCode.UNREACHABLE, doctor.stdout[-4000:]
+    assert f"  {sshd_stopped}: unreachable" in doctor.stdout
+    verify = cli(runs, "verify", "-i", inventory)
+    assert verify.returncode == ExitCode.UNREACHABLE, verify.stdout[-4000:]
+    assert table_rows(verify.stdout, [sshd_stopped])[sshd_stopped] == ["-", "-", "-", "UNREACHABLE"]
+
+
+def test_bench_below_a_forced_threshold_exits_4(converged: LabHandle, runs: Path, tmp_path: Path) -> None:
+    """Linearity cannot reach 1000: the report's verdict is below_threshold, and so is the exit code."""
+    junit_path = tmp_path / "bench.xml"
+    proc = cli(runs, "bench", "-i", str(converged.inventory), "-e", "benchmark_e2e_min_linearity=1000",
+               "-e", "benchmark_e2e_steps=10", "--junit", str(junit_path))  # fmt: skip
+    assert proc.returncode == ExitCode.BELOW_THRESHOLD, proc.stdout[-6000:]
+    assert "benchmark verdict: below_threshold" in proc.stdout and "is below 1000" in proc.stdout
+    run_dir = run_dir_of(proc.stdout)
+    results = json.loads((run_dir / "benchmark" / "results.json").read_text())
+    assert results["verdict"]["status"] == "below_threshold"
+    assert results["e2e"]["multi"]["nodes"] == len(converged.nodes)
+    verdict = ET.parse(junit_path).getroot().find(".//testcase[@name='benchmark verdict']/failure")
+    assert verdict is not None and (verdict.get("message") or "").startswith("below_threshold: ")
+    hosts = {c.get("name"): c for c in ET.parse(junit_path).getroot().iter("testcase")}
+    assert all(hosts[node].find("failure") is None for node in converged.nodes)  # the verdict, not a broken host
+    report = cli(None, "report", str(run_dir))  # re-renders the stored run: the same verdict
+    assert report.returncode == ExitCode.BELOW_THRESHOLD, report.stdout[-3000:]
