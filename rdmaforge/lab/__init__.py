@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rdmaforge.lab import cache, inventory, mirror, network, node, packages, rootfs
+from rdmaforge.lab import bootloader, cache, inventory, mirror, network, node, packages, rootfs
 from rdmaforge.lab.shell import LabError, pid_alive, run
 from rdmaforge.lab.spec import LabPaths, NodeSpec, node_spec, validate_counts
 from rdmaforge.paths import PROJECT_ROOT
@@ -104,6 +104,7 @@ class Lab:
                 network.ensure_node_network(spec)
                 root = node.ensure_overlay(base, self.paths.node_dir(spec.name))
                 node.write_identity(root, spec, specs, pub, keyring, mirror.MIRROR_URL, packages.SUITE)
+                bootloader.install(root)
                 if mirror_changed:
                     node.forget_package_indexes(root)
             self._write_known_hosts(specs)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from rdmaforge.lab.shell import quiet, run
-from rdmaforge.lab.spec import CONTROLLER_ADDRESS, PREFIX, NodeSpec, bridge_name
+from rdmaforge.lab.spec import CONTROLLER_ADDRESS, PREFIX, NodeSpec, bridge_name, gateway_address
 
 
 def link_exists(name: str) -> bool:
@@ -18,11 +18,11 @@ def ensure_bridges(extra_nics: int) -> None:
         name = bridge_name(k)
         if not link_exists(name):
             run(["ip", "link", "add", name, "type", "bridge"])
-        if k == 0:
-            # The controller sits on the primary bridge: it reaches the nodes over SSH and serves the mirror.
-            have = run(["ip", "-j", "addr", "show", "dev", name]).stdout
-            if CONTROLLER_ADDRESS not in have:
-                run(["ip", "addr", "add", f"{CONTROLLER_ADDRESS}/24", "dev", name])
+        # The controller sits on every bridge: on the primary one it reaches the nodes over SSH and serves the
+        # mirror; on the others it is the gateway of the extra NICs (as a cloud subnet's gateway is for ENIs).
+        have = run(["ip", "-j", "addr", "show", "dev", name]).stdout
+        if f'"{gateway_address(k)}"' not in have:
+            run(["ip", "addr", "add", f"{gateway_address(k)}/24", "dev", name])
         run(["ip", "link", "set", name, "up"])
 
 
@@ -52,7 +52,9 @@ def ensure_node_network(node: NodeSpec) -> None:
         run(["ip", "link", "set", nic.host_end, "master", nic.bridge, "up"])
         addrs = run([*ns, "-j", "addr", "show", "dev", nic.name]).stdout
         if nic.address not in addrs:
-            run([*ns, "addr", "add", f"{nic.address}/{nic.prefixlen}", "dev", nic.name])
+            # With its broadcast address, as a DHCP client or ifupdown sets it: systemd-networkd 252 keeps
+            # re-applying an address that lacks the broadcast its own config implies, until it gives up (ERANGE).
+            run([*ns, "addr", "add", f"{nic.address}/{nic.prefixlen}", "broadcast", "+", "dev", nic.name])
         run([*ns, "link", "set", nic.name, "up"])
     routes = json.loads(run([*ns, "-j", "route", "show", "default"]).stdout or "[]")
     if not routes:

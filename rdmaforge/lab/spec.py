@@ -17,6 +17,13 @@ MAX_NODES = 8
 MAX_EXTRA_NICS = 8
 PREFIX = "rf"  # every host-side resource name starts with this, so `lab down` can find leftovers
 CONTROLLER_ADDRESS = "198.18.0.1"
+
+
+def gateway_address(k: int) -> str:
+    """The controller's address on bridge k: the mirror on the primary bridge, the extra NICs' gateway on the others."""
+    return f"198.18.{k}.1"
+
+
 MIRROR_PORT = 8080
 
 

@@ -41,9 +41,10 @@ def nspawn_argv(name: str, root: Path, netns: str, binds_ro: list[str]) -> list[
         "--register=no", "--keep-unit",
         "--resolv-conf=off", "--timezone=off", "--link-journal=no", "--settings=no",
         "--console=read-only",
-        # A real host's root may raise its memlock limit (pam_limits) and lock memory, which RDMA needs;
-        # nspawn drops these two capabilities by default.
-        "--capability=CAP_SYS_RESOURCE,CAP_IPC_LOCK",
+        # A real host's root may raise its memlock limit (pam_limits) and lock memory, which RDMA needs, and
+        # configure its own NICs (systemd-networkd, ip rule): nspawn drops these capabilities by default. The
+        # network namespace is the node's own, so CAP_NET_ADMIN reaches no other node and not the controller.
+        "--capability=CAP_SYS_RESOURCE,CAP_IPC_LOCK,CAP_NET_ADMIN",
     ]  # fmt: skip
     argv += [f"--bind-ro={spec}" for spec in binds_ro]
     return argv
