@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from rdmaforge.lab import Lab, LabError
+from rdmaforge.lab.session import hold_lab
 from rdmaforge.lab.spec import MAX_EXTRA_NICS, MAX_NODES
 
 
@@ -46,7 +47,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         return rc
     started = time.monotonic()
     try:
-        Lab().up(nodes=args.nodes, nics=args.nics)
+        with hold_lab():  # not under a running test session or benchmark
+            Lab().up(nodes=args.nodes, nics=args.nics)
     except (LabError, ValueError) as exc:
         print(f"rdmaforge lab up: {exc}", file=sys.stderr)
         return 1
@@ -57,7 +59,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     if (rc := _needs_root()) is not None:
         return rc
-    Lab().down()
+    with hold_lab():  # not under a running test session or benchmark
+        Lab().down()
     print("lab down: nodes, mounts, namespaces, bridges and mirror server removed")
     return 0
 

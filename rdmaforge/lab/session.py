@@ -10,7 +10,23 @@ from typing import IO
 SESSION_LOCK = Path("/var/lib/rdmaforge/lab-test-session.lock")
 
 
-def hold_lab(path: Path = SESSION_LOCK) -> IO[str]:
+class LabSession:
+    """``with hold_lab():`` holds the lock for the block."""
+
+    def __init__(self, lock: IO[str]) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> LabSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.close()
+
+    def close(self) -> None:
+        self.lock.close()
+
+
+def hold_lab(path: Path = SESSION_LOCK) -> LabSession:
     """Take the lock, waiting (and saying so) while another session holds it; closing the file releases it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.open("w")
@@ -19,4 +35,4 @@ def hold_lab(path: Path = SESSION_LOCK) -> IO[str]:
     except BlockingIOError:
         print(f"\nwaiting for another session to release the lab ({path})", flush=True)
         fcntl.flock(lock, fcntl.LOCK_EX)
-    return lock
+    return LabSession(lock)
