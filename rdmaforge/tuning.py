@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import ipaddress
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -221,10 +222,21 @@ def ip_rules_missing(ip_rule_json: Sequence[Mapping[str, Any]], enis: Sequence[M
     ]
 
 
+def _routes(value: Sequence[Mapping[str, Any]] | str | None) -> list[Mapping[str, Any]]:
+    """Routes as ``ip -j route`` lists them; its output for a table that does not exist is an error text, i.e. none."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return []
+        return [r for r in parsed if isinstance(r, Mapping)] if isinstance(parsed, list) else []
+    return list(value or [])
+
+
 def eni_state_problems(
     enis: Sequence[Mapping[str, Any]],
     rules: Sequence[Mapping[str, Any]],
-    tables: Mapping[str, Sequence[Mapping[str, Any]]],
+    tables: Mapping[str, Sequence[Mapping[str, Any]] | str | None],
     main_defaults: Sequence[Mapping[str, Any]],
     nics: Sequence[Mapping[str, Any]],
 ) -> list[str]:
@@ -235,7 +247,7 @@ def eni_state_problems(
     default_devs = {str(r.get("dev", "")) for r in main_defaults}
     for eni in enis:
         name = str(eni["name"])
-        routes = tables.get(name) or []
+        routes = _routes(tables.get(name))
         if not any(r.get("dst") == eni["network"] and r.get("dev") == name for r in routes):
             problems.append(f"table {eni['table']} has no route to {eni['network']} via {name}")
         if eni.get("gateway") and not any(

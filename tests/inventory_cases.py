@@ -251,6 +251,23 @@ CASES: list[Case] = [
         },
     ),
     Case(
+        "hugepages-size-not-allowed",
+        lambda d, n: d.set(n.b, "hugepages_size", "1GB"),
+        lambda n: {
+            n.b: [f"{n.b}: hugepages_size='1GB' is not valid for role hugepages", "allowed: 1G, 2M"],
+        },
+    ),
+    Case(
+        "eni-backend-unknown",
+        _set_everywhere("eni_backend", "systemd"),
+        _every_host(
+            [
+                "{host}: eni_backend='systemd' is not valid for role eni",
+                "allowed: auto, networkd, netplan, networkmanager",
+            ]
+        ),
+    ),
+    Case(
         "no-cluster-group",
         lambda d, n: d.rename_group("nodes"),
         lambda n: {"localhost": ["the inventory has no hosts in group 'cluster'"]},

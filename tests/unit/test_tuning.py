@@ -244,3 +244,19 @@ def test_networkmanager_keyfile() -> None:
     assert ipv4["route1_options"] == "table=1001,src=198.18.1.11"
     assert ipv4["route2"] == "0.0.0.0/0,198.18.1.1"
     assert ipv4["routing-rule1"] == "priority 1001 from 198.18.1.11/32 table 1001"
+
+
+def test_eni_state_problems_reads_ip_output_text() -> None:
+    """`ip -j route show table N` prints an error text, not JSON, for a table that does not exist."""
+    enis = tuning.eni_plan("n1", NICS, ["eth1"], 1001, 1001, 1500)["enis"]
+    missing = "[Error: ipv4: FIB table does not exist.\nDump terminated\n"
+    assert "table 1001 has no route to 198.18.1.0/24 via eth1" in tuning.eni_state_problems(
+        enis, [], {"eth1": missing}, [], NICS
+    )
+    good = '[{"dst":"198.18.1.0/24","dev":"eth1","scope":"link"}]'
+    assert (
+        tuning.eni_state_problems(
+            enis, [{"priority": 1001, "src": "198.18.1.11", "table": "1001"}], {"eth1": good}, [], NICS
+        )
+        == []
+    )
