@@ -94,6 +94,8 @@ def recap(output: str) -> dict[str, dict[str, int]]:
         if line.startswith("PLAY RECAP"):
             in_recap = True
             continue
+        if in_recap and result and not line.strip():
+            break  # the recap ends at its blank line (the task-timing table follows)
         if in_recap and ":" in line and "=" in line:
             host, _, counters = line.partition(":")
             result[host.strip()] = {k: int(v) for k, v in (item.split("=") for item in counters.split())}

@@ -1,0 +1,263 @@
+"""Issue 5 on the lab (3 nodes, 2 extra NICs each): huge pages through GRUB, rolling reboots, and policy
+routing on the extra NICs (stand-ins for TACO's ENIs), over real SSH with real systemd-networkd.
+
+The nodes are containers running the controller's kernel: the GRUB files are real Debian files, the
+grub-mkconfig is the lab's stand-in (rdmaforge/lab/bootloader.py), and 1 GiB pages cannot really be
+reserved, which the verify step must say rather than pass."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+
+import pytest
+
+from rdmaforge.lab import Lab
+from tests.conftest import LabHandle, assert_no_changes, recap
+
+pytestmark = pytest.mark.lab
+
+ARGS = ("default_hugepagesz=1G", "hugepagesz=1G", "hugepages=")
+
+
+def grub_line(lab: LabHandle, node: str) -> str:
+    return lab.ssh(node, '. /etc/default/grub && echo "$GRUB_CMDLINE_LINUX"').stdout.strip()
+
+
+def kernel_lines(lab: LabHandle, node: str) -> list[str]:
+    return re.findall(r"^\s*linux\s+(.*)$", lab.ssh(node, "cat /boot/grub/grub.cfg").stdout, re.M)
+
+
+def pages_in(line: str) -> list[str]:
+    return re.findall(r"(?:^|\s)hugepages=(\d+)", line)
+
+
+@pytest.fixture(scope="module")
+def tuned(converged: LabHandle) -> Iterator[LabHandle]:
+    """The converged lab; afterwards the default page count is configured again (no reboot)."""
+    yield converged
+    proc = converged.playbook("hugepages.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+# --- GRUB and huge pages --------------------------------------------------------------------------
+
+
+def test_arguments_once_after_three_converges_and_backup_kept(tuned: LabHandle) -> None:
+    lab = tuned
+    for _ in range(2):  # the session's site.yml converge was the first
+        proc = lab.playbook("hugepages.yml")
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert_no_changes(proc.stdout)
+    for node in lab.nodes:
+        line = grub_line(lab, node)
+        for arg in ARGS:
+            assert len(re.findall(rf"(?:^|\s){re.escape(arg)}", line)) == 1, (node, line)
+        assert pages_in(line) == ["10"], line  # seed 004: 0 GPUs x 5 + 10
+        for kernel in kernel_lines(lab, node):
+            assert pages_in(kernel) == ["10"], kernel
+        backups = lab.ssh(node, "ls /etc/default/ | grep -c '^grub\\..*~$'", check=False).stdout.strip()
+        assert int(backups or 0) >= 1, f"{node}: no backup of /etc/default/grub"
+
+
+def test_check_mode_changes_nothing(tuned: LabHandle) -> None:
+    lab = tuned
+    before = {n: lab.ssh(n, "md5sum /etc/default/grub /boot/grub/grub.cfg").stdout for n in lab.nodes}
+    proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=64", "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert all(c["changed"] > 0 for c in recap(proc.stdout).values())  # it reports what it would change
+    assert "hugepages=64" in proc.stdout  # in the diff
+    assert {n: lab.ssh(n, "md5sum /etc/default/grub /boot/grub/grub.cfg").stdout for n in lab.nodes} == before
+
+
+def test_a_new_count_replaces_the_old_one(tuned: LabHandle) -> None:
+    lab = tuned
+    proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=32")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    for node in lab.nodes:
+        assert pages_in(grub_line(lab, node)) == ["32"]
+        assert all(pages_in(k) == ["32"] for k in kernel_lines(lab, node))
+        # the reboot this change needs is recorded, and reported
+        assert (
+            lab.ssh(node, "cat /var/lib/rdmaforge/hugepages-reboot-pending").stdout.strip()
+            == lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+        )
+    assert proc.stdout.count("NOT RESERVED") == len(lab.nodes)
+    assert "a reboot is pending" in proc.stdout
+
+
+def test_verify_never_passes_on_a_kernel_that_did_not_reserve_the_pages(tuned: LabHandle) -> None:
+    """The nodes run the controller's kernel, which has no 1 GiB pages reserved: said so, plainly."""
+    proc = tuned.playbook("hugepages.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    reports = re.findall(r'"msg": "(node\d): (OK|NOT RESERVED): ([^"]*)"', proc.stdout)
+    assert sorted(r[0] for r in reports) == sorted(tuned.nodes), proc.stdout[-4000:]
+    assert {r[1] for r in reports} == {"NOT RESERVED"}
+
+
+def test_rolling_reboot_one_node_at_a_time(tuned: LabHandle) -> None:
+    lab = tuned
+    status = {n.name: n for n in Lab().status().nodes}
+    boots_before = {name: node.boots for name, node in status.items()}
+    proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=12", "-e", "hugepages_reboot=true", timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    after = {n.name: n.boots for n in Lab().status().nodes}
+    assert after == {name: count + 1 for name, count in boots_before.items()}, (boots_before, after)
+    # Boot times from the lab's log: each node went down only after the one before it was back up.
+    windows = []
+    for name in lab.nodes:
+        log = (Lab().paths.node_dir(name) / "boots.log").read_text().splitlines()
+        down = float([line for line in log if " exit " in line][-1].split()[0])
+        up = float([line for line in log if " boot " in line][-1].split()[0])
+        windows.append((down, up, name))
+    windows.sort()
+    assert [w[2] for w in windows] == list(lab.nodes), windows  # inventory order
+    for (_, up, first), (down, _, second) in zip(windows, windows[1:], strict=False):
+        assert down > up, f"{second} went down before {first} was back: {windows}"
+    # After the reboot the container still runs the controller's kernel: reported, not passed.
+    assert proc.stdout.count("NOT RESERVED") == len(lab.nodes)
+    assert "the host booted after the change, but its running kernel command line lacks" in proc.stdout
+    for node in lab.nodes:
+        assert lab.ssh(node, "test -e /var/lib/rdmaforge/hugepages-reboot-pending", check=False).returncode == 1
+        assert lab.ssh(node, "systemctl is-system-running --wait").stdout.strip() == "running"
+        # hugetlbfs is mounted with the 1 GiB page size after the boot
+        assert "pagesize=1024M" in lab.ssh(node, "grep hugetlbfs /proc/mounts").stdout
+    again = lab.playbook("hugepages.yml", "-e", "hugepages_count=12", "-e", "hugepages_reboot=true")
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert_no_changes(again.stdout)
+    assert {n.name: n.boots for n in Lab().status().nodes} == after  # nothing rebooted twice
+
+
+def test_a_host_without_boot_loader_is_refused_before_any_change(tuned: LabHandle) -> None:
+    lab = tuned
+    node = list(lab.nodes)[-1]
+    lab.ssh(node, "mv /boot/grub/grub.cfg /root/grub.cfg.saved")
+    try:
+        before = lab.ssh(node, "md5sum /etc/default/grub").stdout
+        proc = lab.playbook("preflight.yml", "-e", "hugepages_count=40")
+        assert proc.returncode != 0
+        assert f"{node}: hugepages_enabled is true, but no boot loader configuration" in proc.stdout, proc.stdout[
+            -4000:
+        ]
+        assert "a generated grub.cfg under /boot is missing" in proc.stdout
+        proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=40", "--limit", node)
+        assert proc.returncode != 0
+        assert "Nothing was changed" in proc.stdout
+        assert lab.ssh(node, "md5sum /etc/default/grub").stdout == before
+        assert lab.ssh(node, "ls /etc/default/grub.d").stdout.strip() == "init-select.cfg"
+    finally:
+        lab.ssh(node, "mv /root/grub.cfg.saved /boot/grub/grub.cfg")
+
+
+# --- ENIs and policy routing ----------------------------------------------------------------------
+
+
+def node_index(node: str) -> int:
+    return int(node.removeprefix("node"))
+
+
+def test_rules_tables_and_mtu_on_every_node(tuned: LabHandle) -> None:
+    lab = tuned
+    for node in lab.nodes:
+        i = node_index(node)
+        rules = lab.ssh(node, "ip rule show").stdout
+        for k in (1, 2):
+            assert re.search(rf"^100{k}:\s+from 198\.18\.{k}\.{10 + i} lookup 100{k}", rules, re.M), rules
+            table = lab.ssh(node, f"ip route show table 100{k}").stdout
+            assert f"198.18.{k}.0/24 dev eth{k}" in table, table
+            assert f"default via 198.18.{k}.1 dev eth{k}" in table, table
+            assert lab.ssh(node, f"cat /sys/class/net/eth{k}/mtu").stdout.strip() == "1400"
+        main_defaults = lab.ssh(node, "ip route show default").stdout.strip().splitlines()
+        assert main_defaults and all(" dev eth0" in line for line in main_defaults), main_defaults
+
+
+def counters(lab: LabHandle, node: str, direction: str) -> dict[str, int]:
+    out = lab.ssh(
+        node, f"for n in eth0 eth1 eth2; do echo $n $(cat /sys/class/net/$n/statistics/{direction}_packets); done"
+    )
+    return {name: int(value) for name, value in (line.split() for line in out.stdout.splitlines())}
+
+
+def ping_counting(lab: LabHandle, node: str, source: str, target: str, count: int = 40) -> dict[str, int]:
+    """tx packet deltas per NIC around a ping, measured in the same SSH command to keep SSH noise out."""
+    script = (
+        "c() { for n in eth0 eth1 eth2; do printf '%s=%s ' $n $(cat /sys/class/net/$n/statistics/tx_packets); done; }; "
+        f'a=$(c); ping -q -n -c {count} -i 0.02 -I {source} {target} >/dev/null; b=$(c); echo "$a"; echo "$b"'
+    )
+    before, after = lab.ssh(node, f"bash -c {shlex.quote(script)}").stdout.strip().splitlines()
+
+    def parse(line: str) -> dict[str, int]:
+        return {k: int(v) for k, v in (item.split("=") for item in line.split())}
+
+    b, a = parse(before), parse(after)
+    return {nic: a[nic] - b[nic] for nic in a}
+
+
+def test_traffic_from_each_nic_leaves_through_it_and_reaches_the_peer(tuned: LabHandle) -> None:
+    lab = tuned
+    first, second = list(lab.nodes)[:2]
+    i, j = node_index(first), node_index(second)
+    for k in (1, 2):
+        peer_rx = counters(lab, second, "rx")
+        sent = ping_counting(lab, first, f"198.18.{k}.{10 + i}", f"198.18.{k}.{10 + j}")
+        assert sent[f"eth{k}"] >= 40, sent
+        assert all(sent[f"eth{o}"] < 40 for o in (1, 2) if o != k), sent
+        assert counters(lab, second, "rx")[f"eth{k}"] - peer_rx[f"eth{k}"] >= 40
+
+
+def test_policy_routing_overrides_the_main_table(tuned: LabHandle) -> None:
+    """To the controller's primary address the main table says eth0; from eth2's address, eth2's table wins."""
+    lab = tuned
+    node = next(iter(lab.nodes))
+    i = node_index(node)
+    assert " dev eth0 " in lab.ssh(node, "ip route get 198.18.0.1").stdout
+    assert " dev eth2 " in lab.ssh(node, f"ip route get 198.18.0.1 from 198.18.2.{10 + i}").stdout
+    sent = ping_counting(lab, node, f"198.18.2.{10 + i}", "198.18.0.1")
+    assert sent["eth2"] >= 40 and sent["eth0"] < 40 and sent["eth1"] < 40, sent
+
+
+def test_configuration_survives_a_reboot(tuned: LabHandle) -> None:
+    """The lab keeps a node's network namespace across its reboots, so the live state is wiped first: what
+    comes back after the reboot comes from the files the role wrote (systemd-networkd)."""
+    lab = tuned
+    node = list(lab.nodes)[1]
+    lab.ssh(
+        node,
+        "ip rule del priority 1001; ip rule del priority 1002; ip route flush table 1001; ip route flush table 1002;"
+        " ip link set eth1 mtu 1500; ip link set eth2 mtu 1500",
+    )
+    assert "lookup 1001" not in lab.ssh(node, "ip rule show").stdout
+    proc = lab.playbook("lab_reboot.yml", "--limit", node, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    lab.ssh(node, "systemctl is-system-running --wait", check=False)
+    rules = lab.ssh(node, "ip rule show").stdout
+    assert "lookup 1001" in rules and "lookup 1002" in rules, rules
+    assert "default via 198.18.1.1 dev eth1" in lab.ssh(node, "ip route show table 1001").stdout
+    assert lab.ssh(node, "cat /sys/class/net/eth1/mtu /sys/class/net/eth2/mtu").stdout.split() == ["1400", "1400"]
+    proc = lab.playbook("eni.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert_no_changes(proc.stdout)
+
+
+def test_eni_per_gpu_mismatch_stops_preflight_naming_both_numbers(tuned: LabHandle) -> None:
+    proc = tuned.playbook("preflight.yml", "-e", "eni_per_gpu=true")
+    assert proc.returncode != 0
+    for node in tuned.nodes:
+        assert (
+            f"{node}: eni_per_gpu is true, so every GPU needs its own secondary NIC, but the node has "
+            "2 secondary NIC(s) (eth1, eth2) and 0 GPU(s)"
+        ) in proc.stdout, proc.stdout[-4000:]
+
+
+def test_second_converge_and_check_diff_change_nothing(tuned: LabHandle) -> None:
+    for playbook in ("hugepages.yml", "eni.yml"):  # converge to the defaults (earlier tests changed the count)
+        proc = tuned.playbook(playbook)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+    for extra in ((), ("--check", "--diff")):
+        proc = tuned.playbook("hugepages.yml", *extra)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert_no_changes(proc.stdout)
+        proc = tuned.playbook("eni.yml", *extra)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert_no_changes(proc.stdout)
