@@ -1,7 +1,7 @@
 """What the cluster-wide roles leave on every node: NCCL built once and registered with ld.so, and the cluster's
 SSH trust. Read-only, like the rest of the suite.
 
-Huge pages and policy routes are not checked here yet: their roles (hugepages, eni) are being written.
+Huge pages and policy routes: test_tuning_state.py.
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ def run_infra_suite(lab: LabHandle) -> subprocess.CompletedProcess[str]:
 def test_testinfra_suite_verifies_the_converged_nodes(converged: LabHandle) -> None:
     proc = run_infra_suite(converged)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert f"{8 * len(converged.nodes)} passed" in proc.stdout  # tests/infra: 6 node-state + 2 cluster-state
+    assert f"{10 * len(converged.nodes)} passed" in proc.stdout  # tests/infra: 6 node-state + 2 cluster + 2 tuning
 
 
 def test_testinfra_suite_catches_a_broken_node_and_converge_heals_it(converged: LabHandle) -> None:
