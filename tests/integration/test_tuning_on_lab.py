@@ -222,6 +222,9 @@ def test_configuration_survives_a_reboot(tuned: LabHandle) -> None:
     comes back after the reboot comes from the files the role wrote (systemd-networkd)."""
     lab = tuned
     node = list(lab.nodes)[1]
+    # Also: a reboot rdmaforge did not do (the pending-reboot marker is then stale) changes nothing on the next run.
+    assert lab.playbook("hugepages.yml").returncode == 0
+    assert lab.ssh(node, "test -e /var/lib/rdmaforge/hugepages-reboot-pending", check=False).returncode == 0
     lab.ssh(
         node,
         "ip rule del priority 1001; ip rule del priority 1002; ip route flush table 1001; ip route flush table 1002;"
@@ -235,9 +238,10 @@ def test_configuration_survives_a_reboot(tuned: LabHandle) -> None:
     assert "lookup 1001" in rules and "lookup 1002" in rules, rules
     assert "default via 198.18.1.1 dev eth1" in lab.ssh(node, "ip route show table 1001").stdout
     assert lab.ssh(node, "cat /sys/class/net/eth1/mtu /sys/class/net/eth2/mtu").stdout.split() == ["1400", "1400"]
-    proc = lab.playbook("eni.yml")
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    assert_no_changes(proc.stdout)
+    for playbook in ("eni.yml", "hugepages.yml"):
+        proc = lab.playbook(playbook)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert_no_changes(proc.stdout)
 
 
 def test_eni_per_gpu_mismatch_stops_preflight_naming_both_numbers(tuned: LabHandle) -> None:
