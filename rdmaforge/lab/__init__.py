@@ -224,12 +224,12 @@ class Lab:
                 NodeStatus(
                     spec.name,
                     spec.address,
-                    pid_alive(node_dir / "nspawn.pid") is not None,
+                    pid_alive(node_dir / "nspawn.pid", owner=str(node_dir)) is not None,
                     node.ssh_answers(spec.address),
                     boots,
                 )
             )
-        pid = pid_alive(self.paths.state / "mirror.pid")
+        pid = pid_alive(self.paths.state / "mirror.pid", owner=mirror.SERVER)
         return LabStatus(
             running=all(n.running and n.ssh for n in nodes),
             nics=state["nics"],

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rdmaforge.lab import cache as cache_util
 from rdmaforge.lab import packages, rootfs
-from rdmaforge.lab.shell import LabError, mount_overlay, pid_alive, run
+from rdmaforge.lab.shell import LabError, mount_overlay, pid_alive, run, signal_group
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS, MIRROR_PORT
 
 RECIPE_VERSION = 1
@@ -248,13 +248,16 @@ def download_verified(source: packages.SourceTarball, dest: Path) -> str:
 # --- serving -------------------------------------------------------------------------------------------
 
 
+SERVER = "http.server"
+
+
 def serve(www: Path, pidfile: Path, log: Path) -> bool:
     """Start a threaded HTTP server on the lab bridge (idempotent: one already serving ``www`` is kept).
 
     Returns True when the content served changed (nodes' package indexes are then stale)."""
     served = pidfile.with_suffix(".www")
     previous = served.read_text() if served.exists() else None
-    if pid_alive(pidfile) is not None:
+    if pid_alive(pidfile, owner=SERVER) is not None:
         if previous == str(www):
             return False
         stop(pidfile)  # serving another (older) mirror build
@@ -264,7 +267,7 @@ def serve(www: Path, pidfile: Path, log: Path) -> bool:
             [
                 sys.executable,
                 "-m",
-                "http.server",
+                SERVER,
                 str(MIRROR_PORT),
                 "--bind",
                 CONTROLLER_ADDRESS,
@@ -288,7 +291,7 @@ def serve(www: Path, pidfile: Path, log: Path) -> bool:
 
 
 def stop(pidfile: Path) -> None:
-    pid = pid_alive(pidfile)
+    pid = pid_alive(pidfile, owner=SERVER)
     if pid is not None:
-        os.killpg(pid, signal.SIGTERM)
+        signal_group(pid, signal.SIGTERM)
     pidfile.unlink(missing_ok=True)

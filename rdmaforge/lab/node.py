@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 from rdmaforge.lab import supervisor
-from rdmaforge.lab.shell import LabError, mount_overlay, pid_alive, quiet, run
+from rdmaforge.lab.shell import LabError, mount_overlay, pid_alive, quiet, run, signal_group, signal_process
 from rdmaforge.lab.spec import NodeSpec
 from rdmaforge.paths import PROJECT_ROOT
 
@@ -138,14 +138,21 @@ def binds() -> list[str]:
     return []
 
 
+SUPERVISOR = "rdmaforge.lab.supervisor"
+
+
+def supervisor_pid(node_dir: Path) -> int | None:
+    return pid_alive(node_dir / "supervisor.pid", owner=SUPERVISOR)
+
+
 def start(node: NodeSpec, node_dir: Path) -> None:
-    if pid_alive(node_dir / "supervisor.pid"):
+    if supervisor_pid(node_dir):
         return
     (node_dir / "stop").unlink(missing_ok=True)
     argv = [
         sys.executable,
         "-m",
-        "rdmaforge.lab.supervisor",
+        SUPERVISOR,
         "--name",
         node.name,
         "--root",
@@ -171,14 +178,14 @@ def start(node: NodeSpec, node_dir: Path) -> None:
 def stop(node_dir: Path, timeout: float = 30.0) -> None:
     """Orderly poweroff through the supervisor; anything still alive after ``timeout`` is killed."""
     (node_dir / "stop").touch()
-    pid = pid_alive(node_dir / "supervisor.pid")
+    pid = supervisor_pid(node_dir)
     if pid is not None:
-        os.kill(pid, signal.SIGTERM)
+        signal_process(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and pid_alive(node_dir / "supervisor.pid"):
+        while time.monotonic() < deadline and supervisor_pid(node_dir):
             time.sleep(0.2)
-        if pid_alive(node_dir / "supervisor.pid"):
-            quiet(["kill", "-KILL", f"-{pid}"])
+        if supervisor_pid(node_dir):
+            signal_group(pid, signal.SIGKILL)  # the supervisor leads its own session: nspawn and the node with it
     kill_strays(node_dir)
     try:
         supervisor.remove_cgroups(node_dir.name)
@@ -191,14 +198,14 @@ def kill_strays(node_dir: Path) -> None:
     """Kill processes left behind by a crashed run (pid files lost): anything whose command line names node_dir."""
     marker = str(node_dir).encode()
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+        if not proc.name.isdigit() or int(proc.name) in (1, os.getpid()):
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes()
         except OSError:
             continue
         if marker in cmdline:
-            quiet(["kill", "-KILL", proc.name])
+            signal_process(int(proc.name), signal.SIGKILL)
 
 
 def ssh_answers(address: str) -> bool:

@@ -1,0 +1,84 @@
+"""How the lab finds and stops its own processes (supervisors, the mirror): real processes, no lab needed.
+
+Regression: `lab down` once killed every process on the machine (CI included). A supervisor that had exited was
+still a zombie child of the test session, so it looked alive; the fallback then ran `kill -KILL -<pgid>`,
+which procps-ng 4.0.2 turns into kill(-1, SIGKILL)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.lab.shell import pid_alive, process_state, signal_group, signal_process
+
+
+def sleeper(tag: str, *, new_session: bool = True) -> subprocess.Popen[bytes]:
+    # The tag lands in the command line, as the supervisor's module name does.
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; time.sleep(120)", tag], start_new_session=new_session
+    )
+
+
+def write_pid(tmp_path: Path, pid: int) -> Path:
+    pidfile = tmp_path / "x.pid"
+    pidfile.write_text(f"{pid}\n")
+    return pidfile
+
+
+def test_a_running_process_is_alive_and_an_owner_must_match(tmp_path: Path) -> None:
+    proc = sleeper("rf-test-owner")
+    try:
+        pidfile = write_pid(tmp_path, proc.pid)
+        assert pid_alive(pidfile) == proc.pid
+        assert pid_alive(pidfile, owner="rf-test-owner") == proc.pid
+        # The same pid, but a command line that is not ours: a recycled pid must never be signalled.
+        assert pid_alive(pidfile, owner="rdmaforge.lab.supervisor") is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_exited_child_is_not_alive_and_gets_reaped(tmp_path: Path) -> None:
+    proc = sleeper("rf-test-zombie")
+    pidfile = write_pid(tmp_path, proc.pid)
+    signal_process(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while process_state(proc.pid) not in ("Z", None) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_state(proc.pid) == "Z"  # exited, not yet reaped: os.kill(pid, 0) would still succeed
+    assert pid_alive(pidfile) is None
+    assert process_state(proc.pid) is None  # reaped by pid_alive
+
+
+@pytest.mark.parametrize("content", ["", "garbage", "0", "1", "-1"])
+def test_pid_files_that_name_no_process_of_ours(tmp_path: Path, content: str) -> None:
+    pidfile = tmp_path / "x.pid"
+    pidfile.write_text(content)
+    assert pid_alive(pidfile) is None
+    assert pid_alive(tmp_path / "missing.pid") is None
+
+
+@pytest.mark.parametrize("pid", [-1, 0, 1])
+def test_signalling_everything_or_init_is_refused(pid: int) -> None:
+    with pytest.raises(ValueError, match="refusing"):
+        signal_group(pid, signal.SIGKILL)
+    with pytest.raises(ValueError, match="refusing"):
+        signal_process(pid, signal.SIGKILL)
+
+
+def test_signal_group_kills_that_group_and_nothing_else() -> None:
+    target = sleeper("rf-test-target")
+    bystander = sleeper("rf-test-bystander")
+    try:
+        signal_group(target.pid, signal.SIGKILL)
+        assert target.wait(timeout=10) == -signal.SIGKILL
+        assert bystander.poll() is None
+        signal_group(target.pid, signal.SIGKILL)  # the group is gone: a no-op, not an error
+    finally:
+        bystander.kill()
+        bystander.wait()
