@@ -66,21 +66,24 @@ def _probes(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> Mapping[str
     return results
 
 
-def matrix(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]],
-           check_by: Sequence[str]) -> dict[str, dict[str, bool]]:  # fmt: skip
-    """{source: {target: reached by every form}} for every ordered pair of distinct hosts."""
+def matrix(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str],
+           targets: Sequence[str] | None = None) -> dict[str, dict[str, bool]]:  # fmt: skip
+    """{source: {target: reached by every form}} for every ordered pair of distinct hosts.
+
+    ``targets`` (default: ``hosts``) may hold nodes that probed nothing themselves (left out by --limit)."""
     table: dict[str, dict[str, bool]] = {}
     for source in hosts:
         probes = _probes(source, hostvars) or {}
         table[source] = {
             target: all(probes.get(f, {}).get("ok", False) for f in forms(target, hostvars, check_by))
-            for target in hosts
+            for target in (hosts if targets is None else targets)
             if target != source
         }
     return table
 
 
-def failures(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str]) -> list[str]:
+def failures(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str],
+             targets: Sequence[str] | None = None) -> list[str]:  # fmt: skip
     """One line per failing (source, target, form): 'node1 -> node3 (198.18.0.13): Host key verification failed.'"""
     lines = []
     for source in hosts:
@@ -88,7 +91,7 @@ def failures(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], ch
         if probes is None:
             lines.append(f"{source} -> *: no result from {source} (unreachable, or the check did not run)")
             continue
-        for target in hosts:
+        for target in hosts if targets is None else targets:
             if target == source:
                 continue
             for form in forms(target, hostvars, check_by):

@@ -69,6 +69,23 @@ def test_second_converge_changes_nothing(lab: LabHandle) -> None:
     assert_no_changes(proc.stdout)
 
 
+def test_a_limited_run_keeps_every_node_trusted(lab: LabHandle) -> None:
+    """--limit one node on a converged cluster: its files still name every node (the others' host keys are read
+    over SSH), so nothing changes, and its all-pairs check still reaches the nodes the run left out."""
+    first = next(iter(lab.nodes))
+    files = "cat /etc/ssh/ssh_known_hosts /root/.ssh/config"
+    before = lab.ssh(first, files).stdout
+    proc = lab.playbook("ssh_trust.yml", "--limit", first)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert_no_changes(proc.stdout)
+    after = lab.ssh(first, files).stdout
+    assert after == before
+    for name, address in lab.nodes.items():
+        assert re.search(rf"^{name},{re.escape(address)},\S* ssh-ed25519 ", after, re.M), after
+    assert re.search(r"ok: \[" + first + r"\]", proc.stdout)
+    assert "Read the SSH host keys of the cluster's nodes that this run leaves out" in proc.stdout
+
+
 def test_rotation_installs_a_new_key_and_the_old_one_is_refused(lab: LabHandle, tmp_path: Path) -> None:
     cache = Path.home() / ".cache" / "rdmaforge" / "ssh-trust"
     old_key = next(cache.glob("*/id_ed25519"))

@@ -1,0 +1,90 @@
+"""rdmaforge.ssh_mesh: what the ssh_trust role writes (names, known_hosts lines) and how it reads the check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rdmaforge import ssh_mesh
+
+BY_BOTH = ["address", "name"]
+
+
+def hostvars() -> dict[str, dict[str, Any]]:
+    def node(n: int, probes: dict[str, Any] | None) -> dict[str, Any]:
+        facts = {
+            "all_ipv4_addresses": [f"198.18.0.1{n}", f"198.18.1.1{n}"],
+            "ssh_host_key_ed25519_public_keytype": "ssh-ed25519",
+            "ssh_host_key_ed25519_public": f"AAAAkey{n}",
+        }
+        entry: dict[str, Any] = {"ansible_host": f"198.18.0.1{n}", "ansible_facts": facts}
+        if probes is not None:
+            entry["ssh_trust_probe"] = {"probes": probes}
+        return entry
+
+    ok = {"ok": True, "rc": 0}
+    refused = {"ok": False, "rc": 255, "error": "Host key verification failed."}
+    return {
+        "node1.lab": node(1, {"198.18.0.12": ok, "node2.lab": ok, "198.18.0.13": ok, "node3.lab": ok}),
+        "node2.lab": node(2, {"198.18.0.11": ok, "node1.lab": ok, "198.18.0.13": ok, "node3.lab": refused}),
+        "node3.lab": node(3, None),  # left out of the run by --limit: it probed nothing
+    }
+
+
+def test_names_cover_inventory_name_short_name_and_every_address() -> None:
+    assert ssh_mesh.names("node1.lab", hostvars()) == ["node1.lab", "node1", "198.18.0.11", "198.18.1.11"]
+
+
+def test_forms_follow_check_by_order() -> None:
+    hv = hostvars()
+    assert ssh_mesh.forms("node2.lab", hv, ["address"]) == ["198.18.0.12"]
+    assert ssh_mesh.forms("node2.lab", hv, ["name"]) == ["node2.lab"]
+    assert ssh_mesh.peer_forms(["node2.lab", "node3.lab"], hv, BY_BOTH) == [
+        "198.18.0.12",
+        "node2.lab",
+        "198.18.0.13",
+        "node3.lab",
+    ]
+
+
+def test_known_hosts_lines_name_every_form_of_every_node() -> None:
+    lines = ssh_mesh.known_hosts_lines(["node2.lab", "node1.lab"], hostvars())
+    assert lines == [
+        "node1.lab,node1,198.18.0.11,198.18.1.11 ssh-ed25519 AAAAkey1",
+        "node2.lab,node2,198.18.0.12,198.18.1.12 ssh-ed25519 AAAAkey2",
+    ]
+
+
+def test_a_node_without_host_key_facts_is_an_error_naming_it() -> None:
+    hv = hostvars()
+    hv["node2.lab"]["ansible_facts"] = {}
+    with pytest.raises(ValueError, match=r"node2.lab: no SSH host key facts"):
+        ssh_mesh.known_hosts_lines(["node1.lab", "node2.lab"], hv)
+
+
+def test_matrix_and_failures_among_the_nodes_of_the_run() -> None:
+    hv = hostvars()
+    run = ["node1.lab", "node2.lab"]
+    assert ssh_mesh.matrix(run, hv, BY_BOTH) == {"node1.lab": {"node2.lab": True}, "node2.lab": {"node1.lab": True}}
+    assert ssh_mesh.failures(run, hv, BY_BOTH) == []
+
+
+def test_targets_outside_the_run_are_checked_too() -> None:
+    """--limit node1,node2: both still probe node3, and a failure to reach it is reported."""
+    hv = hostvars()
+    run, members = ["node1.lab", "node2.lab"], ["node1.lab", "node2.lab", "node3.lab"]
+    assert ssh_mesh.matrix(run, hv, BY_BOTH, members) == {
+        "node1.lab": {"node2.lab": True, "node3.lab": True},
+        "node2.lab": {"node1.lab": True, "node3.lab": False},
+    }
+    assert ssh_mesh.failures(run, hv, BY_BOTH, members) == [
+        "node2.lab -> node3.lab (node3.lab): Host key verification failed."
+    ]
+
+
+def test_a_node_that_did_not_report_is_a_failure() -> None:
+    hv = hostvars()
+    assert ssh_mesh.failures(["node1.lab", "node3.lab"], hv, ["address"]) == [
+        "node3.lab -> *: no result from node3.lab (unreachable, or the check did not run)"
+    ]
