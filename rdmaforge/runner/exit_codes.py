@@ -14,6 +14,16 @@ class ExitCode(IntEnum):
     HOST_FAILED = 2
     UNREACHABLE = 3
     BELOW_THRESHOLD = 4
+    #: A required benchmark component was skipped or ran without a threshold: nothing failed, nothing was proven.
+    INCOMPLETE = 5
+    #: `rdmaforge doctor`: a node differs from what its inventory and fabric profile imply.
+    UNHEALTHY = 6
+    #: `rdmaforge pairwise`: a node or link was named as a suspect.
+    SUSPECTS = 7
+    #: The command line or an input file was wrong (argparse usage errors included): the message names what.
+    BAD_INPUT = 64
+    #: An unexpected internal error: a short message points at the saved traceback.
+    INTERNAL = 70
     #: Ctrl-C (128 + SIGINT), as a shell reports it.
     INTERRUPTED = 130
 
@@ -24,6 +34,11 @@ MEANING = {
     ExitCode.HOST_FAILED: "a host failed",
     ExitCode.UNREACHABLE: "a host was unreachable",
     ExitCode.BELOW_THRESHOLD: "a benchmark was below its threshold",
+    ExitCode.INCOMPLETE: "a required check was skipped or not judged (no verdict)",
+    ExitCode.UNHEALTHY: "a node differs from what its inventory expects",
+    ExitCode.SUSPECTS: "a suspect node or link was found",
+    ExitCode.BAD_INPUT: "bad command line or input file",
+    ExitCode.INTERNAL: "internal error (traceback saved)",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
