@@ -268,6 +268,18 @@ CASES: list[Case] = [
         ),
     ),
     Case(
+        "ssh-trust-group-unknown",
+        _set_everywhere("ssh_trust_group", "gpus"),
+        _every_host(
+            [
+                "{host}: ssh_trust_group='gpus' is not a group of this node",
+                "allowed: one of its groups: ",
+                "cluster",
+            ]
+        ),
+        needs_facts=True,
+    ),
+    Case(
         "no-cluster-group",
         lambda d, n: d.rename_group("nodes"),
         lambda n: {"localhost": ["the inventory has no hosts in group 'cluster'"]},
