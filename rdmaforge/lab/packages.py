@@ -57,6 +57,8 @@ MIRROR_APT_PACKAGES: tuple[str, ...] = (
     "binutils",
     "pciutils",
     "curl",
+    # rdmaforge pairwise measures each node pair per rail with iperf3 where there is no GPU (seed 003)
+    "iperf3",
 )
 
 #: The subset that the erdma repository (laid out like Alibaba's erdma apt mirror) carries.
