@@ -1,4 +1,4 @@
-"""The DOCUMENTATION of kernel_cmdline, hugepages_facts and nic_facts parses with ansible-doc and matches
+"""The DOCUMENTATION of every module listed below parses with ansible-doc and matches
 each module's ARGUMENT_SPEC (names, types, defaults), so the documentation cannot drift from the code."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 
 from rdmaforge.paths import PROJECT_ROOT
 
-MODULES = ["kernel_cmdline", "hugepages_facts", "nic_facts"]
+MODULES = ["kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology"]
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 
 

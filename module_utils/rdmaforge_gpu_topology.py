@@ -1,0 +1,1 @@
+../rdmaforge/parsers/gpu_topology.py
