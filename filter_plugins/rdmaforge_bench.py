@@ -19,6 +19,11 @@ def nodes_without_gpus(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str,
     return [h for h in hosts if int((hostvars[h].get("rdmaforge_node") or {}).get("gpu_count", 0) or 0) == 0]
 
 
+def gpu_counts(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """Each host's GPU count from its preflight fact (0 without one), for run.json."""
+    return {h: int((hostvars[h].get("rdmaforge_node") or {}).get("gpu_count", 0) or 0) for h in hosts}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"nodes_without_gpus": nodes_without_gpus, "e2e_result": parse_output}
+        return {"nodes_without_gpus": nodes_without_gpus, "gpu_counts": gpu_counts, "e2e_result": parse_output}

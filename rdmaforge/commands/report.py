@@ -8,47 +8,77 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rdmaforge.bench.baseline import BaselineError
 from rdmaforge.bench.report import render
+from rdmaforge.bench.verdict import EXIT_CODES
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode
 
 BENCH_DIR = PROJECT_ROOT / "artifacts" / "bench"
 
-#: A verdict's exit code: 4 below its threshold as for `rdmaforge bench`; a failed run is 1 here (there is no
-#: host to blame in a stored run), where `rdmaforge bench` says 2 (the play failed on a host).
-EXIT_CODES = {"pass": ExitCode.OK, "skipped": ExitCode.OK, "fail": ExitCode.ERROR,
-              "below_threshold": ExitCode.BELOW_THRESHOLD}  # fmt: skip
-
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("report", help="re-render a stored benchmark run directory", epilog=EPILOG)
+    parser = subparsers.add_parser(
+        "report",
+        help="re-render a stored benchmark run directory; exit 0 pass, 4 fail, 5 incomplete",
+        description="Re-renders results.json, results.csv, summary.md and the plots of a stored benchmark run "
+        "and prints its verdict: pass only when every required component passed against a threshold, fail "
+        "when a component failed, incomplete when a required one was skipped or not judged.",
+        epilog=EPILOG,
+    )
     parser.add_argument(
         "run_dir", type=Path, nargs="?", help="directory with run.json and raw logs, or a `rdmaforge bench` run"
     )
     parser.add_argument("--latest", action="store_true", help=f"the newest run under {BENCH_DIR}")
     parser.add_argument("--json", action="store_true", help="print results.json instead of the summary")
+    parser.add_argument("--baseline", type=Path, metavar="FILE",
+                        help="compare with this baseline (`rdmaforge baseline`) instead of the run's own")  # fmt: skip
+    parser.add_argument("--tolerance", type=float, metavar="FRACTION",
+                        help="allowed drop against the baseline (default: the run's "
+                        "benchmark_regression_tolerance)")  # fmt: skip
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def bad_input(message: str) -> int:
+    print(f"rdmaforge report: {message}", file=sys.stderr)
+    return int(ExitCode.BAD_INPUT)
+
+
+def find_run_dir(args: argparse.Namespace) -> Path | str:
+    """The benchmark run directory to render, or the message saying why there is none."""
     if args.latest:
         runs = sorted(p for p in BENCH_DIR.glob("*/run.json"))
         if not runs:
-            print(f"rdmaforge report: no benchmark run under {BENCH_DIR} (run playbooks/bench.yml)", file=sys.stderr)
-            return 2
-        args.run_dir = runs[-1].parent
+            return f"no benchmark run under {BENCH_DIR} (run rdmaforge bench)"
+        return runs[-1].parent
     if args.run_dir is None:
-        print("rdmaforge report: give RUN_DIR or --latest", file=sys.stderr)
-        return 2
-    if not (args.run_dir / "run.json").is_file() and (args.run_dir / "benchmark" / "run.json").is_file():
-        args.run_dir = args.run_dir / "benchmark"  # `rdmaforge bench` keeps the benchmark's run there
-    if not (args.run_dir / "run.json").is_file():
-        print(f"rdmaforge report: {args.run_dir} has no run.json (not a benchmark run directory)", file=sys.stderr)
-        return 2
-    results = render(args.run_dir)
+        return "give RUN_DIR or --latest"
+    run_dir: Path = args.run_dir
+    if not (run_dir / "run.json").is_file() and (run_dir / "benchmark" / "run.json").is_file():
+        run_dir = run_dir / "benchmark"  # `rdmaforge bench` keeps the benchmark's run there
+    if not (run_dir / "run.json").is_file():
+        return f"{run_dir} has no run.json (not a benchmark run directory)"
+    return run_dir
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = find_run_dir(args)
+    if isinstance(run_dir, str):
+        return bad_input(run_dir)
+    overrides: dict[str, Any] = {}
+    if args.baseline is not None:
+        overrides["baseline"] = str(args.baseline.resolve())
+    if args.tolerance is not None:
+        if not 0 <= args.tolerance < 1:
+            return bad_input(f"--tolerance {args.tolerance}: must be a fraction from 0 to below 1 (0.1 is 10%)")
+        overrides["tolerance"] = args.tolerance
+    try:
+        results = render(run_dir, overrides)
+    except BaselineError as exc:
+        return bad_input(str(exc))
     if args.json:
         print(json.dumps(results, indent=2))
     else:
-        print((args.run_dir / "summary.md").read_text(), end="")
-        print(f"artifacts: {args.run_dir.resolve()}")
-    return int(EXIT_CODES.get(results["verdict"]["status"], ExitCode.ERROR))
+        print((run_dir / "summary.md").read_text(), end="")
+        print(f"artifacts: {run_dir.resolve()}")
+    return int(EXIT_CODES.get(str(results["verdict"]), ExitCode.INTERNAL))

@@ -84,29 +84,46 @@ def test_exit_codes_are_documented_in_one_epilog() -> None:
 
 
 def verdict_failure(host: str = "node1") -> HostProblem:
-    return HostProblem(host, "Fail when the cluster is broken or slow", "ansible.builtin.fail",
-                       "benchmark below_threshold: e2e linearity 0.40 is below 1000.0")  # fmt: skip
+    return HostProblem(host, bench.VERDICT_TASK, "ansible.builtin.fail",
+                       "benchmark fail: e2e: fail: linearity 0.40 is below 1000.0")  # fmt: skip
 
 
-def test_bench_exit_4_when_the_only_failure_is_the_verdict() -> None:
+def test_bench_exit_from_the_verdict_when_the_only_failure_is_the_verdict_task() -> None:
     stats = {**STATS, "failures": {"node1": 1}}
-    assert bench.bench_exit(outcome(stats, [verdict_failure()]), "below_threshold") == ExitCode.BELOW_THRESHOLD
-    assert bench.bench_exit(outcome(stats, [verdict_failure()]), "fail") == ExitCode.HOST_FAILED
+    assert bench.bench_exit(outcome(stats, [verdict_failure()]), "fail") == ExitCode.BELOW_THRESHOLD
+    assert bench.bench_exit(outcome(stats, [verdict_failure()]), "incomplete") == ExitCode.INCOMPLETE
     # Another failure on a host outranks the verdict, an unreachable host outranks everything.
     broken = {**STATS, "failures": {"node1": 1, "node2": 1}}
     other = HostProblem("node2", "Install torch", "ansible.builtin.pip", "No matching distribution")
-    assert bench.bench_exit(outcome(broken, [verdict_failure(), other]), "below_threshold") == ExitCode.HOST_FAILED
+    assert bench.bench_exit(outcome(broken, [verdict_failure(), other]), "fail") == ExitCode.HOST_FAILED
+    # A fail task of another name, whatever its message says, is a failed host, not the verdict.
+    lookalike = HostProblem("node1", "Some other check", "ansible.builtin.fail", "benchmark pass: all good")
+    assert bench.bench_exit(outcome(stats, [lookalike]), "pass") == ExitCode.HOST_FAILED
     down = {**stats, "dark": {"node3": 1}}
-    assert bench.bench_exit(outcome(down, [verdict_failure()]), "below_threshold") == ExitCode.UNREACHABLE
+    assert bench.bench_exit(outcome(down, [verdict_failure()]), "fail") == ExitCode.UNREACHABLE
     assert bench.bench_exit(outcome({**STATS, "failures": {}}, rc=0), "pass") == ExitCode.OK
+
+
+def test_bench_require_names_what_is_allowed() -> None:
+    assert bench.required_components("nccl-tests, e2e") == ["nccl-tests", "e2e"]
+    assert bench.required_components(None) is None
+    with pytest.raises(ValueError, match=r"unknown component\(s\) gpu; allowed: nccl-tests, transport, e2e, baseline"):
+        bench.required_components("e2e,gpu")
 
 
 def test_bench_junit_reports_the_verdict_not_a_broken_host() -> None:
     result = outcome({**STATS, "failures": {"node1": 1}}, [verdict_failure()])
     cases = {c.name: c for c in command.host_cases(result, "rdmaforge.bench", ignore=bench.is_verdict_failure)}
     assert cases["node1"].outcome == "passed"
-    verdict = bench.verdict_case({"verdict": {"status": "below_threshold", "reasons": ["e2e linearity low"]}})
-    assert verdict.outcome == "failed" and verdict.message == "below_threshold: e2e linearity low"
+    component = {"name": "e2e", "status": "fail", "required": True, "reason": "linearity low", "value": 0.4,
+                 "threshold": 0.8, "unit": "linearity", "on": "gloo on CPU, 2 nodes, 2 ranks"}  # fmt: skip
+    results = {"verdict": "fail", "reasons": ["e2e: fail: linearity low"], "components": [component]}
+    verdict = bench.verdict_case(results)
+    assert verdict.outcome == "failed" and verdict.message == "fail: e2e: fail: linearity low"
+    assert verdict.details == (
+        "e2e: fail (required), 0.4 linearity against 0.8 linearity, on gloo on CPU, 2 nodes, 2 ranks: linearity low"
+    )
+    assert bench.verdict_case({"verdict": "incomplete", "reasons": ["x"], "components": []}).outcome == "skipped"
     assert bench.verdict_case(None).outcome == "error"
 
 

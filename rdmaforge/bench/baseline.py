@@ -1,0 +1,181 @@
+"""Baselines: made from a judged run (`rdmaforge baseline RUN_DIR -o FILE`), compared per collective and size.
+
+A baseline holds the run's cluster fingerprint (fabric, nodes, GPUs per node), nccl-tests' out-of-place bus
+bandwidth per collective and message size, and the e2e throughput (p50 samples/s of the 1-node and N-node
+runs). A later run is compared with it within a tolerance (``benchmark_regression_tolerance``): a size whose
+busbw dropped by more than the tolerance is named, and so is an e2e throughput that dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rdmaforge.bench.verdict import Component
+
+KIND = "rdmaforge-baseline"
+VERSION = 1
+
+
+class BaselineError(ValueError):
+    """A baseline file that is missing, unreadable or not a baseline; the message names the path."""
+
+
+def fingerprint(run: Mapping[str, Any]) -> dict[str, Any]:
+    nodes = [str(n) for n in run.get("nodes") or []]
+    gpus = run.get("gpus") if isinstance(run.get("gpus"), Mapping) else {}
+    return {"fabric": run.get("fabric"), "nodes": nodes, "node_count": len(nodes),
+            "gpus": {str(k): int(v or 0) for k, v in (gpus or {}).items()}}  # fmt: skip
+
+
+def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The baseline of a rendered run; BaselineError when the run measured nothing to compare with."""
+    nccl: dict[str, Any] = {}
+    for name, entry in (results.get("nccl") or {}).get("collectives", {}).items():
+        sizes = {str(row["size"]): row["out_of_place"]["busbw"] for row in entry.get("rows") or []
+                 if row["out_of_place"].get("busbw") is not None}  # fmt: skip
+        if sizes and entry.get("status") == "ok":
+            nccl[name] = {"busbw_gbs": sizes}
+    e2e: dict[str, Any] = {}
+    measured = results.get("e2e") or {}
+    for key in ("single", "multi"):
+        if measured.get(key):
+            e2e[f"{key}_p50_samples_per_s"] = measured[key]["percentiles"]["p50"]["samples_per_s"]
+            e2e[f"{key}_backend"] = measured[key].get("backend")
+    if not nccl and not e2e:
+        raise BaselineError(f"{source}: the run has no nccl-tests table and no e2e result to make a baseline from")
+    return {"kind": KIND, "version": VERSION, "source": source, "fingerprint": fingerprint(run),
+            "nccl": nccl, "e2e": e2e}  # fmt: skip
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """Read and check a baseline file; BaselineError naming the path and what is wrong."""
+    where = Path(path)
+    try:
+        text = where.read_text()
+    except OSError as exc:
+        raise BaselineError(f"benchmark baseline {where}: cannot read it ({exc.strerror or exc})") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise BaselineError(f"benchmark baseline {where}: not JSON ({exc})") from exc
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise BaselineError(f"benchmark baseline {where}: not an rdmaforge baseline (no \"kind\": \"{KIND}\"); "
+                            "make one with `rdmaforge baseline RUN_DIR -o FILE`")  # fmt: skip
+    if data.get("version") != VERSION:
+        raise BaselineError(f"benchmark baseline {where}: version {data.get('version')!r}, expected {VERSION}")
+    for key, kind in (("fingerprint", dict), ("nccl", dict), ("e2e", dict)):
+        if not isinstance(data.get(key), kind):
+            raise BaselineError(f"benchmark baseline {where}: \"{key}\" must be an object")
+    for name, entry in data["nccl"].items():
+        sizes = entry.get("busbw_gbs") if isinstance(entry, dict) else None
+        if not isinstance(sizes, dict) or not all(_is_number(v) and k.isdigit() for k, v in sizes.items()):
+            raise BaselineError(f"benchmark baseline {where}: nccl.{name}.busbw_gbs must map sizes in bytes to GB/s")
+    return data
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def fingerprint_mismatch(baseline: Mapping[str, Any], run: Mapping[str, Any]) -> str | None:
+    """Why the baseline is from another cluster shape (fabric, node count, GPUs per node); None when it is not."""
+    theirs, ours = baseline.get("fingerprint") or {}, fingerprint(run)
+    differences = []
+    for key in ("fabric", "node_count"):
+        if theirs.get(key) != ours[key]:
+            differences.append(f"{key} {theirs.get(key)!r} in the baseline, {ours[key]!r} now")
+    if theirs.get("gpus") and ours["gpus"] and sorted(theirs["gpus"].values()) != sorted(ours["gpus"].values()):
+        differences.append(f"GPUs per node {sorted(theirs['gpus'].values())} in the baseline, "
+                           f"{sorted(ours['gpus'].values())} now")  # fmt: skip
+    return "; ".join(differences) or None
+
+
+def compare_collective(name: str, base: Mapping[str, Any], entry: Mapping[str, Any] | None,
+                       tolerance: float) -> Component:  # fmt: skip
+    """One collective against the baseline, size by size: the sizes that regressed are named."""
+    component_name = f"baseline nccl-tests {name}"
+    rows = {str(row["size"]): row["out_of_place"].get("busbw") for row in (entry or {}).get("rows") or []}
+    if not rows:
+        return Component(component_name, "baseline", "skipped", f"{name} has no nccl-tests table in this run")
+    regressed, compared = [], 0
+    for size, previous in sorted(base["busbw_gbs"].items(), key=lambda item: int(item[0])):
+        now = rows.get(size)
+        if now is None or not previous:
+            continue  # a size the run lacks, or a busbw of 0 (tiny messages), cannot regress by a fraction
+        compared += 1
+        if now < previous * (1 - tolerance):
+            regressed.append(f"{_bytes(int(size))} ({now:g} < {previous:g} GB/s)")
+    threshold = f"within {tolerance:.0%} of the baseline"
+    if compared == 0:
+        return Component(component_name, "baseline", "not_judged", "no message size in common with the baseline",
+                         threshold=threshold)  # fmt: skip
+    if regressed:
+        return Component(component_name, "baseline", "fail",
+                         f"busbw regressed by more than {tolerance:.0%} at {len(regressed)} of {compared} sizes: "
+                         + ", ".join(regressed), threshold=threshold)  # fmt: skip
+    return Component(component_name, "baseline", "pass", f"{compared} sizes within {tolerance:.0%} of the baseline",
+                     threshold=threshold)  # fmt: skip
+
+
+def compare_e2e(base: Mapping[str, Any], e2e: Mapping[str, Any] | None, tolerance: float) -> Component | None:
+    """The N-node p50 throughput against the baseline's; None when the baseline has no e2e result."""
+    previous = base.get("multi_p50_samples_per_s")
+    if not previous:
+        return None
+    name = "baseline e2e"
+    multi = (e2e or {}).get("multi")
+    if not multi:
+        return Component(name, "baseline", "skipped", "no N-node e2e result in this run")
+    now = float(multi["percentiles"]["p50"]["samples_per_s"])
+    floor = float(previous) * (1 - tolerance)
+    if now < floor:
+        return Component(name, "baseline", "fail", f"N-node p50 throughput {now:.1f} samples/s regressed from the "
+                         f"baseline's {previous:.1f} by more than {tolerance:.0%}", threshold=round(floor, 3),
+                         value=round(now, 3), unit="samples/s")  # fmt: skip
+    return Component(name, "baseline", "pass", f"N-node p50 throughput within {tolerance:.0%} of the baseline's "
+                     f"{previous:.1f} samples/s", threshold=round(floor, 3), value=round(now, 3),
+                     unit="samples/s")  # fmt: skip
+
+
+def compare(baseline: Mapping[str, Any], run: Mapping[str, Any], results: Mapping[str, Any],
+            tolerance: float) -> list[Component]:  # fmt: skip
+    mismatch = fingerprint_mismatch(baseline, run)
+    if mismatch:
+        return [Component("baseline", "baseline", "not_judged", f"the baseline is from another cluster: {mismatch}")]
+    collectives = (results.get("nccl") or {}).get("collectives") or {}
+    components = [compare_collective(name, base, collectives.get(name), tolerance)
+                  for name, base in baseline["nccl"].items()]  # fmt: skip
+    e2e = compare_e2e(baseline["e2e"], results.get("e2e"), tolerance)
+    if e2e is not None:
+        components.append(e2e)
+    return components
+
+
+def _bytes(size: int) -> str:
+    for unit, factor in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size}B"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m rdmaforge.bench.baseline FILE`: exit 0 when FILE is a readable baseline, else 64 with why."""
+    import sys
+
+    paths = sys.argv[1:] if argv is None else argv
+    if len(paths) != 1:
+        print("usage: python -m rdmaforge.bench.baseline FILE", file=sys.stderr)
+        return 64
+    try:
+        load(paths[0])
+    except BaselineError as exc:
+        print(exc, file=sys.stderr)
+        return 64
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""Per-component benchmark verdicts and the overall verdict built from them.
+
+Every component of a run (nccl-tests per collective, the transport check, the e2e benchmark, the baseline
+comparisons) gets one status:
+
+- ``pass``: measured, and the measurement met its threshold;
+- ``fail``: measured and below its threshold, or the run itself failed (crash, hang, fallback to sockets);
+- ``skipped``: did not run (the reason says why);
+- ``not_judged``: ran, but no threshold applies, so nothing was proven.
+
+The overall verdict is ``fail`` when any component failed (a measured failure is never hidden, required or
+not), ``incomplete`` when a required component was skipped or not judged or when nothing passed at all, and
+``pass`` only when every required component passed against a threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from rdmaforge.runner.exit_codes import ExitCode
+
+Status = Literal["pass", "fail", "skipped", "not_judged"]
+Overall = Literal["pass", "fail", "incomplete"]
+
+#: Component groups a user can require or make optional (`--require`, benchmark_required/benchmark_optional).
+GROUPS = ("nccl-tests", "transport", "e2e", "baseline")
+
+#: The exit code of each overall verdict (one table: rdmaforge/runner/exit_codes.py).
+EXIT_CODES: dict[str, ExitCode] = {
+    "pass": ExitCode.OK,
+    "fail": ExitCode.BELOW_THRESHOLD,
+    "incomplete": ExitCode.INCOMPLETE,
+}
+
+
+@dataclass
+class Component:
+    name: str
+    group: str
+    status: Status
+    reason: str
+    threshold: float | str | None = None
+    value: float | str | None = None
+    unit: str = ""
+    #: What it ran on, in words (e.g. "gloo on CPU, 3 nodes x 1 rank"); empty when it did not run.
+    on: str = ""
+    required: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def required_groups(run: Mapping[str, Any], present: Iterable[str]) -> set[str]:
+    """The groups that must pass: run.json's ``required`` when given, else the defaults, minus ``optional``.
+
+    Defaults: nccl-tests (and its transport check) unless the run says some node has no GPU; e2e when it is
+    enabled (or, in a hand-made run.json without that key, when it ran); baseline when one was given.
+    """
+    explicit = [str(g) for g in run.get("required") or []]
+    if explicit:
+        required = set(explicit)
+    else:
+        required = set()
+        gpus = run.get("gpus")
+        if not (isinstance(gpus, Mapping) and gpus and min(int(n or 0) for n in gpus.values()) == 0):
+            required |= {"nccl-tests", "transport"}
+        e2e_enabled = run.get("e2e_enabled")
+        if e2e_enabled or (e2e_enabled is None and "e2e" in set(present)):
+            required.add("e2e")
+        if run.get("baseline"):
+            required.add("baseline")
+    return required - {str(g) for g in run.get("optional") or []}
+
+
+def mark_required(components: Sequence[Component], required: set[str]) -> None:
+    for component in components:
+        component.required = component.group in required
+
+
+def overall(components: Sequence[Component], required: set[str]) -> tuple[Overall, list[str]]:
+    """The overall verdict and its reasons, one line per component that is not a required pass."""
+    reasons = [f"{c.name}: {c.status}: {c.reason}" for c in components if c.status == "fail"]
+    if reasons:
+        return "fail", reasons
+    missing = [c for c in components if c.required and c.status != "pass"]
+    reasons = [f"{c.name} (required): {c.status.replace('_', ' ')}: {c.reason}" for c in missing]
+    groups = {c.group for c in components}
+    reasons += [f"{group} (required): no result at all" for group in sorted(required - groups)]
+    if reasons:
+        return "incomplete", reasons
+    if not any(c.status == "pass" for c in components):
+        return "incomplete", ["nothing was measured against a threshold"]
+    return "pass", []
+
+
+def describe(component: Mapping[str, Any]) -> str:
+    """One line in words: what was and was not measured, and on what."""
+    required = "required" if component.get("required") else "not required"
+    status = str(component.get("status", "?"))
+    text = f"{component.get('name')}: {status.replace('_', ' ')} ({required})"
+    value, threshold, unit = component.get("value"), component.get("threshold"), component.get("unit") or ""
+    suffix = f" {unit}" if unit else ""
+    if value is not None:
+        text += f", {_number(value)}{suffix}"
+    if isinstance(threshold, (int, float)):
+        text += f" against {_number(threshold)}{suffix}"
+    elif threshold is not None:
+        text += f", expected {threshold}"
+    if component.get("on"):
+        text += f", on {component['on']}"
+    if component.get("reason"):
+        text += f": {component['reason']}"
+    return text
+
+
+def _number(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)

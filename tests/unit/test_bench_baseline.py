@@ -1,0 +1,131 @@
+"""`rdmaforge baseline RUN_DIR -o FILE` and the comparison with it: a run against its own baseline passes, a
+baseline with busbw doubled fails naming the sizes, a missing or malformed baseline is an error with its path.
+The nccl-tests numbers are a real corpus log's (shared/corpus/nccl-tests/10_...socket.txt, line 68: 1 MiB at
+0.59 GB/s out-of-place busbw)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.bench.baseline import main as check_main
+from rdmaforge.cli import main
+from tests.unit.test_bench_report import component, make_run
+
+SOCKET_LOG = "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt"
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, shared_dir: Path) -> Path:
+    """A tcp run whose all_reduce passes its line-rate threshold (1 Gbit/s, so 0.1 GB/s at 80%)."""
+    return make_run(tmp_path / "run", "tcp", shared_dir / "corpus" / "nccl-tests" / SOCKET_LOG, line_rate_gbps=1)
+
+
+@pytest.fixture
+def made(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    target = tmp_path / "baselines" / "tcp.json"
+    assert main(["baseline", str(run_dir), "-o", str(target)]) == 0
+    assert f"baseline written to {target}: 1 collective(s), 25 size(s)" in capsys.readouterr().out
+    return target
+
+
+def test_baseline_holds_busbw_per_size_and_the_fingerprint(made: Path) -> None:
+    data = json.loads(made.read_text())
+    assert data["kind"] == "rdmaforge-baseline"
+    assert data["fingerprint"]["fabric"] == "tcp" and data["fingerprint"]["nodes"] == ["n1", "n2"]
+    assert data["nccl"]["all_reduce"]["busbw_gbs"]["1048576"] == pytest.approx(0.59)
+    assert data["nccl"]["all_reduce"]["busbw_gbs"]["8388608"] == pytest.approx(0.66)
+
+
+def test_a_run_compared_with_its_own_baseline_passes(run_dir: Path, made: Path) -> None:
+    assert main(["report", str(run_dir), "--baseline", str(made)]) == 0
+    results = json.loads((run_dir / "results.json").read_text())
+    compared = component(results, "baseline nccl-tests all_reduce")
+    assert compared["status"] == "pass" and compared["required"] is True
+    nonzero = [v for v in json.loads(made.read_text())["nccl"]["all_reduce"]["busbw_gbs"].values() if v > 0]
+    assert len(nonzero) == 18  # the log's 25 sizes, 7 of them too small to show a busbw above 0.00
+    assert f"{len(nonzero)} sizes within 10% of the baseline" in str(compared["reason"])
+
+
+def test_a_baseline_with_busbw_doubled_fails_naming_the_sizes(run_dir: Path, made: Path, tmp_path: Path) -> None:
+    data = json.loads(made.read_text())
+    sizes = data["nccl"]["all_reduce"]["busbw_gbs"]
+    doubled = {size: value * 2 for size, value in sizes.items()}
+    data["nccl"]["all_reduce"]["busbw_gbs"] = doubled
+    higher = tmp_path / "doubled.json"
+    higher.write_text(json.dumps(data))
+    assert main(["report", str(run_dir), "--baseline", str(higher)]) == 4
+    results = json.loads((run_dir / "results.json").read_text())
+    compared = component(results, "baseline nccl-tests all_reduce")
+    assert compared["status"] == "fail" and results["verdict"] == "fail"
+    # Sizes whose busbw is 0 in the log cannot regress by a fraction; every other size is named.
+    regressed = [s for s, v in sizes.items() if v > 0]
+    assert f"at {len(regressed)} of {len(regressed)} sizes" in str(compared["reason"])
+    assert "1M (0.59 < 1.18 GB/s)" in str(compared["reason"]) and "8M (0.66 < 1.32 GB/s)" in str(compared["reason"])
+
+
+def test_only_the_regressed_sizes_are_named(run_dir: Path, made: Path, tmp_path: Path) -> None:
+    data = json.loads(made.read_text())
+    data["nccl"]["all_reduce"]["busbw_gbs"]["1048576"] = 0.7  # 0.59 is more than 10% below 0.7
+    data["nccl"]["all_reduce"]["busbw_gbs"]["8388608"] = 0.7  # 0.66 is within 10% of 0.7
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(data))
+    assert main(["report", str(run_dir), "--baseline", str(one)]) == 4
+    results = json.loads((run_dir / "results.json").read_text())
+    reason = str(component(results, "baseline nccl-tests all_reduce")["reason"])
+    assert "at 1 of " in reason and "1M (0.59 < 0.7 GB/s)" in reason and "8M" not in reason
+    # A wider tolerance accepts it.
+    assert main(["report", str(run_dir), "--baseline", str(one), "--tolerance", "0.2"]) == 0
+
+
+def test_a_baseline_from_another_cluster_is_not_judged(run_dir: Path, made: Path, tmp_path: Path) -> None:
+    data = json.loads(made.read_text())
+    data["fingerprint"]["fabric"] = "infiniband"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    assert main(["report", str(run_dir), "--baseline", str(other)]) == 5
+    compared = component(json.loads((run_dir / "results.json").read_text()), "baseline")
+    assert compared["status"] == "not_judged"
+    assert "fabric 'infiniband' in the baseline, 'tcp' now" in str(compared["reason"])
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (None, "cannot read it"),
+        ("{not json", "not JSON"),
+        ('{"nccl": {"collectives": {"all_reduce": {"avg_busbw": 0.5}}}}', "not an rdmaforge baseline"),
+        ('{"kind": "rdmaforge-baseline", "version": 1, "fingerprint": {}, "e2e": {}, '
+         '"nccl": {"all_reduce": {"busbw_gbs": {"1M": 1}}}}', "nccl.all_reduce.busbw_gbs must map sizes"),
+    ],
+)
+def test_a_missing_or_malformed_baseline_is_an_error_naming_its_path(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, why: str
+) -> None:
+    path = tmp_path / "bad-baseline.json"
+    if content is not None:
+        path.write_text(content)
+    assert main(["report", str(run_dir), "--baseline", str(path)]) == 64
+    err = capsys.readouterr().err
+    assert f"benchmark baseline {path}: {why}" in err
+    assert not (run_dir / "results.json").exists()  # nothing judged, nothing written
+    assert check_main([str(path)]) == 64  # the role's check before a run uses the same code
+    # The same baseline named in run.json (as the role records it) is the same error, never ignored.
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, "baseline": str(path)}))
+    assert main(["report", str(run_dir)]) == 64
+
+
+def test_baseline_refuses_a_failed_run_and_a_run_without_measurements(
+    tmp_path: Path, shared_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = shared_dir / "corpus" / "nccl-tests" / SOCKET_LOG
+    failed = make_run(tmp_path / "failed", "infiniband", log)  # a fallback to sockets on IB
+    assert main(["baseline", str(failed), "-o", str(tmp_path / "x.json")]) == 64
+    assert "the run's verdict is fail" in capsys.readouterr().err
+    empty = make_run(tmp_path / "empty", "erdma", None)
+    assert main(["baseline", str(empty), "-o", str(tmp_path / "y.json")]) == 64
+    assert "no nccl-tests table and no e2e result" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists() and not (tmp_path / "y.json").exists()
