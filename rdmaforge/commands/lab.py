@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from rdmaforge.lab import Lab, LabError
+from rdmaforge.lab import impair as impair_mod
 from rdmaforge.lab.session import hold_lab
 from rdmaforge.lab.spec import MAX_EXTRA_NICS, MAX_NODES
 
@@ -28,6 +29,25 @@ def register(subparsers: Any) -> None:
 
     status = verbs.add_parser("status", help="show nodes and the mirror; exit 1 when the lab is not running")
     status.set_defaults(func=cmd_status)
+
+    impair = verbs.add_parser(
+        "impair",
+        help="lab-only fault injection on a node's extra NIC (tc rate limit, link down, clear)",
+        description="Changes a lab node's extra NIC inside the node's own network namespace: --rate limits every "
+        "packet it sends (tc tbf); --rate with --to PEER limits only the traffic between NODE and PEER on that NIC, "
+        "at both ends (tc htb + u32 filter), the rest going at --others; --down sets the link down; --clear removes "
+        "the limit and sets the link up. NODE and NIC 'all' with --clear clear every extra NIC of every node.",
+    )
+    impair.add_argument("node", help="node1, node2, ... (or all, with --clear)")
+    impair.add_argument("nic", help="an extra NIC: eth1, eth2, ... (or all, with --clear)")
+    what = impair.add_mutually_exclusive_group(required=True)
+    what.add_argument("--rate", help="token-bucket rate, e.g. 20mbit, 1gbit (tc units bit/kbit/mbit/gbit/tbit)")
+    what.add_argument("--down", action="store_true", help="set the link down")
+    what.add_argument("--clear", action="store_true", help="remove the limit and set the link up")
+    impair.add_argument("--to", metavar="PEER", help="with --rate: limit only the link between NODE and PEER")
+    others_help = f"with --to: rate of the NIC's other traffic (default {impair_mod.UNLIMITED})"
+    impair.add_argument("--others", default=impair_mod.UNLIMITED, help=others_help)
+    impair.set_defaults(func=cmd_impair)
 
     ssh = verbs.add_parser("ssh", help="open a shell (or run a command) on a node as root")
     ssh.add_argument("node")
@@ -77,6 +97,53 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"mirror: {status.mirror or 'not serving'}")
     print(f"inventory: {lab.inventory_path}")
     return 0 if status.running else 1
+
+
+def cmd_impair(args: argparse.Namespace) -> int:
+    """Exit 0 done; 64 a bad node, NIC or rate (nothing changed); 1 the lab is not running or tc failed."""
+    if (rc := _needs_root()) is not None:
+        return rc
+    state = Lab().status()
+    if not state.nodes:
+        print("rdmaforge lab impair: the lab is not running (rdmaforge lab up)", file=sys.stderr)
+        return 1
+    try:
+        targets = _impair_targets(args, len(state.nodes), state.nics)
+        if args.rate is not None:
+            impair_mod.rate_bits(args.rate)
+            impair_mod.rate_bits(args.others)
+        peer = impair_mod.resolve(len(state.nodes), state.nics, args.to, args.nic) if args.to else None
+        if args.to and args.rate is None:
+            raise ValueError("--to PEER goes with --rate (a link is limited, not set down)")
+    except (LabError, ValueError) as exc:
+        print(f"rdmaforge lab impair: {exc}", file=sys.stderr)
+        return 64
+    try:
+        for target in targets:
+            if args.clear:
+                impair_mod.clear(target)
+            elif args.down:
+                impair_mod.down(target)
+            elif peer is not None:
+                impair_mod.limit_link(target, peer, args.rate, args.others)
+            else:
+                impair_mod.limit(target, args.rate)
+    except LabError as exc:
+        print(f"rdmaforge lab impair: {exc}", file=sys.stderr)
+        return 1
+    for target in [*targets, *([peer] if peer is not None else [])]:
+        print(impair_mod.describe(target))
+    return 0
+
+
+def _impair_targets(args: argparse.Namespace, nodes: int, nics: int) -> list[impair_mod.Target]:
+    if "all" in (args.node, args.nic):
+        if not args.clear:
+            raise ValueError("NODE or NIC 'all' goes with --clear only")
+        names = [f"node{i}" for i in range(1, nodes + 1)] if args.node == "all" else [args.node]
+        extra = [f"eth{k}" for k in range(1, nics + 1)] if args.nic == "all" else [args.nic]
+        return [impair_mod.resolve(nodes, nics, name, nic) for name in names for nic in extra]
+    return [impair_mod.resolve(nodes, nics, args.node, args.nic)]
 
 
 def cmd_ssh(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import yaml
 
 from rdmaforge.paths import PROJECT_ROOT
 
-MODULES = ["kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology"]
+MODULES = ["kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology", "pairwise_iperf"]
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 
 

@@ -1,0 +1,57 @@
+"""Filters of the pairwise role; the logic lives in rdmaforge.pairwise."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+try:
+    from rdmaforge.pairwise import plan as pairwise_plan_module
+    from rdmaforge.pairwise import sendrecv
+except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from rdmaforge.pairwise import plan as pairwise_plan_module
+    from rdmaforge.pairwise import sendrecv
+
+
+def pairwise_plan(
+    hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], nics: Any, rounds: int, seed: int
+) -> dict[str, Any]:
+    """The sweep's plan (rails, addresses, rounds) from each host's rdmaforge_node fact; {"error": why} if none."""
+    missing = [h for h in hosts if not isinstance(hostvars[h].get("rdmaforge_node"), Mapping)]
+    if missing:
+        return {"error": f"no rdmaforge_node fact (preflight) for {', '.join(sorted(missing))}"}
+    facts = {h: hostvars[h]["rdmaforge_node"] for h in hosts}
+    try:
+        return pairwise_plan_module.make_plan(facts, nics, int(rounds), int(seed)).to_dict()
+    except pairwise_plan_module.PlanError as exc:
+        return {"error": str(exc)}
+
+
+def pairwise_jobs(plan: Mapping[str, Any], round_index: int, host: str, port_base: int) -> dict[str, Any]:
+    return pairwise_plan_module.jobs(plan, int(round_index), host, int(port_base))
+
+
+def pairwise_sendrecv_argv(job: Mapping[str, Any], host: str, options: Mapping[str, Any]) -> list[str]:
+    """mpirun + sendrecv_perf for one measure job of this host (1 rank on each node of the pair)."""
+    return sendrecv.command(host, str(job["peer"]), str(job["nic"]), str(options["binary"]),
+                            hcas=options.get("hcas") or {}, min_bytes=str(options["min_bytes"]),
+                            max_bytes=str(options["max_bytes"]), iterations=int(options["iterations"]),
+                            extra_mpirun_args=list(options.get("mpirun_args") or []))  # fmt: skip
+
+
+def pairwise_sendrecv_result(stdout: str, rc: int, timeout_rc: int = 124) -> dict[str, Any]:
+    result = sendrecv.read_output(stdout or "", timed_out=int(rc) == timeout_rc)
+    return {"gbps": result.gbps, "status": result.status, "detail": result.detail}
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "pairwise_plan": pairwise_plan,
+            "pairwise_jobs": pairwise_jobs,
+            "pairwise_sendrecv_argv": pairwise_sendrecv_argv,
+            "pairwise_sendrecv_result": pairwise_sendrecv_result,
+        }

@@ -1,0 +1,1 @@
+../rdmaforge/parsers/iperf3.py

@@ -1,0 +1,144 @@
+"""`rdmaforge pairwise -i INVENTORY`: measure every node pair per rail (playbooks/pairwise.yml) and name the
+suspect nodes and links.
+
+The role writes results.json, table.txt, hostfile.healthy and heatmap-<nic>.png into this command's run
+directory (pairwise/); this command prints the table (or, with --json, results.json) and exits 7 when a suspect
+was found. The role's own "pairwise suspects" failure is that verdict, not a broken host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rdmaforge.pairwise.plan import PlanError, parse_nic_selection
+from rdmaforge.paths import playbook
+from rdmaforge.runner import command, execute, extravars, junit
+from rdmaforge.runner.events import HostProblem
+from rdmaforge.runner.exit_codes import ExitCode
+
+NAME = "pairwise"
+FAIL_ACTIONS = {"fail", "ansible.builtin.fail", "ansible.legacy.fail"}
+ASSERT_ACTIONS = {"assert", "ansible.builtin.assert", "ansible.legacy.assert"}
+
+
+def register(subparsers: Any) -> None:
+    parser = command.add_parser(
+        subparsers,
+        NAME,
+        help="measure every node pair per rail and name the slow node or link; exit 7 with suspects",
+        description="Runs playbooks/pairwise.yml: node pairs in rounds of disjoint pairs (a round-robin "
+        "tournament, N-1 rounds; or --rounds K random perfect matchings), each pair measured on every rail "
+        "(NICs of the same name) in both directions, with nccl-tests sendrecv_perf on GPU nodes and iperf3 "
+        "elsewhere. Per rail, a node whose pairs are mostly slow while its partners' other pairs are fine is a "
+        "node suspect; a single slow pair between two otherwise fine nodes is a link suspect. Writes "
+        "results.json, table.txt, heatmap-<nic>.png and hostfile.healthy (the nodes that are not suspects) into "
+        "the run directory's pairwise/. Thresholds are the pairwise role's variables, e.g. "
+        "-e pairwise_slow_ratio=0.5 -e pairwise_line_rate_gbps=100.",
+    )
+    command.add_target_arguments(parser, tags=False, check=False)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        metavar="K",
+        help="K random perfect matchings instead of every pair once (default 0: every pair)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random matchings (default 0)")
+    parser.add_argument(
+        "--nics",
+        default="all",
+        metavar="all|NIC,...",
+        help="the rails: all (every NIC with an address but the default route's) or eth1,eth2,...",
+    )
+    parser.add_argument("--json", action="store_true", help="print results.json on stdout (progress on stderr)")
+    command.add_output_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def is_verdict_failure(problem: HostProblem) -> bool:
+    return (
+        not problem.unreachable and problem.action in FAIL_ACTIONS and problem.message.startswith("pairwise suspects")
+    )
+
+
+def is_plan_refusal(problem: HostProblem) -> bool:
+    return not problem.unreachable and problem.action in ASSERT_ACTIONS and problem.message.startswith("pairwise: ")
+
+
+def pairwise_exit(outcome: execute.Outcome, results: dict[str, Any] | None) -> ExitCode:
+    """Unreachable (3), a refused plan (64) and other host failures (2) outrank the verdict; then suspects (7)."""
+    base = command.playbook_exit(outcome)
+    if base in (ExitCode.UNREACHABLE, ExitCode.INTERRUPTED, ExitCode.ERROR):
+        return base
+    if any(is_plan_refusal(p) for p in outcome.events.problems):
+        return ExitCode.BAD_INPUT
+    excused = {p.host: 0 for p in outcome.events.problems}
+    for problem in outcome.events.problems:
+        excused[problem.host] += 1 if is_verdict_failure(problem) else 0
+    if any(recap.failed > excused.get(host, 0) for host, recap in outcome.recaps.items()):
+        return ExitCode.HOST_FAILED
+    if results is None:
+        return ExitCode.INCOMPLETE if base == ExitCode.OK else base
+    return ExitCode.SUSPECTS if results["suspects"] else ExitCode.OK
+
+
+def read_results(directory: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads((directory / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def verdict_case(results: dict[str, Any] | None) -> junit.Case:
+    if results is None:
+        return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", outcome="error", message="no pairwise results")
+    suspects = results["suspects"]
+    if not suspects:
+        return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", message="no suspect")
+    named = "; ".join(f"{s['kind']} {s['node']} {s['nic']}: {s['evidence']}" for s in suspects)
+    return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", outcome="failed", message=named)
+
+
+def check(args: argparse.Namespace) -> tuple[list[extravars.ExtraVars], list[str] | None]:
+    variables = command.check_arguments(args)
+    if args.rounds < 0:
+        raise PlanError(f"--rounds must be 0 (every pair once) or a positive count, got {args.rounds}")
+    return variables, parse_nic_selection(args.nics)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        variables, nics = check(args)
+    except command.UsageError as exc:
+        return command.usage_error(NAME, str(exc))
+    except PlanError as exc:
+        print(f"rdmaforge {NAME}: {exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    session = command.start(args, NAME, out=sys.stderr if args.json else None)
+    out_dir = session.run_dir / "pairwise"
+    ours = extravars.ExtraVars(
+        inline={"pairwise_output_dir": str(out_dir), "pairwise_rounds": args.rounds, "pairwise_seed": args.seed,
+                "pairwise_nics": nics if nics else "all"}
+    )  # fmt: skip
+    request = execute.Request(inventory=args.inventory, playbook=playbook("pairwise.yml"), limit=args.limit,
+                              extra_vars=[*variables, ours], verbosity=args.verbose)  # fmt: skip
+    outcome = command.run_playbook(session, request)
+    results = read_results(out_dir)
+    if results is not None:
+        print("", file=session.out)
+        print((out_dir / "table.txt").read_text().rstrip(), file=session.out)
+        print(f"\nhealthy nodes: {' '.join(results['healthy_nodes']) or 'none'} ({out_dir / 'hostfile.healthy'})",
+              file=session.out)  # fmt: skip
+        if args.json:
+            print(json.dumps(results, indent=2))
+    code = pairwise_exit(outcome, results)
+    hosts = command.host_cases(outcome, f"rdmaforge.{NAME}", ignore=is_verdict_failure)
+    summary = {"results": str(out_dir / "results.json") if results else None,
+               "suspects": results["suspects"] if results else None}  # fmt: skip
+    record = {**command.outcome_record(outcome), "pairwise": summary}
+    return command.finish(session, args, code, [*hosts, verdict_case(results)], record)

@@ -1,0 +1,176 @@
+"""The sweep's outputs: results.json, the per-rail nodes x nodes matrix (Gb/s, suspects first), the heat-map
+PNG per rail and ``hostfile.healthy`` (the nodes that are not node suspects, one MPI hostfile line each)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rdmaforge.pairwise.score import Measurement, RailScore, Suspect, Thresholds, suspects_first
+
+CELL = 9
+
+
+def results(
+    measurements: Sequence[Measurement],
+    rails: Sequence[RailScore],
+    plan: Mapping[str, Any],
+    limits: Thresholds,
+    method: str,
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The content of results.json: every directed measurement, every suspect, and what they were judged by."""
+    suspects = suspects_first(rails)
+    return {
+        "method": method,
+        "nodes": list(plan["nodes"]),
+        "nics": list(plan["rails"]),
+        "rounds": plan["rounds"],
+        "thresholds": asdict(limits),
+        "notes": list(notes),
+        "pairs": [m.to_dict() for m in measurements],
+        "rails": {
+            rail.nic: {
+                "median_gbps": rail.median_gbps,
+                "reference_gbps": rail.reference_gbps,
+                "line_rate_gbps": limits.line_rate_gbps,
+                "pairs": [asdict(p) for p in rail.pairs],
+                "nodes": [asdict(n) for n in rail.nodes],
+            }
+            for rail in rails
+        },
+        "suspects": [s.to_dict() for s in suspects],
+        "healthy_nodes": healthy_nodes(plan["nodes"], suspects),
+    }
+
+
+def healthy_nodes(nodes: Sequence[str], suspects: Sequence[Suspect]) -> list[str]:
+    """Nodes not named as a node suspect on any rail (a link suspect names a path, not a node to drop)."""
+    bad = {s.node for s in suspects if s.kind == "node"}
+    return [n for n in nodes if n not in bad]
+
+
+def hostfile(results_data: Mapping[str, Any], slots: Mapping[str, int]) -> str:
+    """hostfile.healthy: ``NODE slots=N`` per healthy node (as the mpi_launch role writes its hostfile)."""
+    lines = ["# rdmaforge pairwise: the nodes that are not node suspects (mpirun --hostfile hostfile.healthy)"]
+    for s in results_data["suspects"]:
+        if s["kind"] == "node":
+            lines.append(f"# left out: {s['node']} ({s['nic']}: {s['evidence']})")
+        else:
+            lines.append(f"# kept, but suspect link {s['node']} on {s['nic']}: {s['evidence']}")
+    lines += [f"{n} slots={max(1, int(slots.get(n, 1)))}" for n in results_data["healthy_nodes"]]
+    return "\n".join(lines) + "\n"
+
+
+def matrix(results_data: Mapping[str, Any], nic: str) -> dict[tuple[str, str], str]:
+    """Cell text per ordered pair (row sends to column): Gb/s, or the status of a measurement that failed."""
+    cells: dict[tuple[str, str], str] = {}
+    for m in results_data["pairs"]:
+        if m["nic"] == nic:
+            ok = m["status"] == "ok" and m["gbps"] is not None
+            cells[(m["a"], m["b"])] = f"{m['gbps']:.2f}" if ok else str(m["status"]).upper()[: CELL - 1]
+    return cells
+
+
+def ordered_nodes(results_data: Mapping[str, Any], nic: str) -> list[str]:
+    """Suspects of this rail first (node suspects, then the nodes of suspect links), then the others."""
+    first: list[str] = []
+    for s in results_data["suspects"]:
+        if s["nic"] == nic:
+            for n in s.get("nodes") or [s["node"]]:
+                if n not in first:
+                    first.append(n)
+    return first + [n for n in results_data["nodes"] if n not in first]
+
+
+def table(results_data: Mapping[str, Any]) -> str:
+    """Suspects, then one matrix per rail (row = sender, column = receiver, Gb/s)."""
+    out: list[str] = []
+    suspects = results_data["suspects"]
+    if suspects:
+        out.append(f"suspects ({len(suspects)}):")
+        out += [f"  {s['kind']:4} {s['node']:<16} {s['nic']:<8} {s['evidence']}" for s in suspects]
+    else:
+        out.append("suspects: none")
+    for note in results_data.get("notes") or []:
+        out.append(f"note: {note}")
+    for nic in results_data["nics"]:
+        rail = results_data["rails"][nic]
+        median = rail["median_gbps"]
+        line = f", line rate {rail['line_rate_gbps']} Gb/s" if rail.get("line_rate_gbps") else ""
+        out.append("")
+        reference = rail.get("reference_gbps")
+        out.append(f"{nic}: Gb/s, row sends to column; pair median {median:.2f} Gb/s, reference {reference:.2f} Gb/s"
+                   f"{line}" if median is not None and reference is not None
+                   else f"{nic}: no pair completed")  # fmt: skip
+        names = ordered_nodes(results_data, nic)
+        width = max(len(n) for n in names) + 1
+        cells = matrix(results_data, nic)
+        flagged = {n for s in suspects if s["nic"] == nic for n in (s.get("nodes") or [s["node"]])}
+        out.append(" " * (width + 1) + "".join(f"{n:>{CELL}}" for n in names))
+        for row in names:
+            mark = "*" if row in flagged else " "
+            out.append(f"{mark}{row:<{width}}" + "".join(f"{cells.get((row, col), '-' if row == col else '?'):>{CELL}}"
+                                                         for col in names))  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path], str | None]:
+    """One PNG per rail (heatmap-<nic>.png); (files, None), or ([], why) when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], "heat maps not drawn: matplotlib is not installed (pip install matplotlib)"
+    files = []
+    for nic in results_data["nics"]:
+        names = list(results_data["nodes"])
+        values: list[list[float]] = [[float("nan")] * len(names) for _ in names]
+        labels: list[list[str]] = [["" for _ in names] for _ in names]
+        for m in results_data["pairs"]:
+            if m["nic"] != nic:
+                continue
+            i, j = names.index(m["a"]), names.index(m["b"])
+            ok = m["status"] == "ok" and m["gbps"] is not None
+            values[i][j] = float(m["gbps"]) if ok else 0.0
+            labels[i][j] = f"{m['gbps']:.2f}" if ok else str(m["status"])
+        size = max(4.0, 0.9 * len(names) + 2)
+        fig, ax = plt.subplots(figsize=(size, size * 0.85))
+        image = ax.imshow(values, cmap="viridis", vmin=0)
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+        ax.set_yticks(range(len(names)), names)
+        ax.set_xlabel("receiver")
+        ax.set_ylabel("sender")
+        ax.set_title(f"rdmaforge pairwise: {nic} (Gb/s)")
+        if len(names) <= 16:
+            for i, row in enumerate(labels):
+                for j, text in enumerate(row):
+                    if text:
+                        ax.text(j, i, text, ha="center", va="center", color="white", fontsize=8)
+        fig.colorbar(image, ax=ax, label="Gb/s")
+        fig.tight_layout()
+        path = out_dir / f"heatmap-{nic}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        files.append(path)
+    return files, None
+
+
+def write_all(results_data: dict[str, Any], out_dir: Path, slots: Mapping[str, int]) -> list[str]:
+    """results.json, table.txt, hostfile.healthy and the heat maps into out_dir; returns notes to show."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    notes = []
+    files, why = heatmaps(results_data, out_dir)
+    if why:
+        notes.append(why)
+    results_data["files"] = {"heatmaps": [p.name for p in files], "hostfile": "hostfile.healthy",
+                             "table": "table.txt"}  # fmt: skip
+    (out_dir / "results.json").write_text(json.dumps(results_data, indent=2) + "\n")
+    (out_dir / "table.txt").write_text(table(results_data))
+    (out_dir / "hostfile.healthy").write_text(hostfile(results_data, slots))
+    return notes

@@ -1,0 +1,61 @@
+"""``python -m rdmaforge.pairwise.report RAW_JSON OUT_DIR``: score the role's raw measurements and write
+results.json, table.txt, hostfile.healthy and heatmap-<nic>.png into OUT_DIR.
+
+RAW_JSON (written by the pairwise role, and by nothing else) holds ``plan`` (plan.Plan.to_dict()),
+``measurements`` (score.Measurement records), ``thresholds`` (score.Thresholds fields), ``method``, ``notes``
+and ``slots`` (MPI slots per node). Prints one JSON object: the suspects, the table and the output files.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rdmaforge.pairwise.output import results, write_all
+from rdmaforge.pairwise.score import Measurement, Thresholds, score
+
+
+def thresholds_from(data: dict[str, Any]) -> Thresholds:
+    line_rate = data.get("line_rate_gbps")
+    return Thresholds(
+        slow_ratio=float(data.get("slow_ratio", Thresholds.slow_ratio)),
+        node_fraction=float(data.get("node_fraction", Thresholds.node_fraction)),
+        line_rate_gbps=float(line_rate) if line_rate not in (None, "") else None,
+        min_line_fraction=float(data.get("min_line_fraction", Thresholds.min_line_fraction)),
+    )
+
+
+def build(raw: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    plan = raw["plan"]
+    limits = thresholds_from(raw.get("thresholds") or {})
+    measurements = [Measurement.from_dict(m) for m in raw["measurements"]]
+    measurements.sort(key=lambda m: (m.nic, m.round, m.a, m.b))
+    rails = score(measurements, plan["nodes"], plan["rails"], limits)
+    data = results(measurements, rails, plan, limits, str(raw.get("method", "iperf3")),
+                   [*plan.get("notes", []), *raw.get("notes", [])])  # fmt: skip
+    slots = {str(k): int(v) for k, v in (raw.get("slots") or {}).items()}
+    data["notes"] += write_all(data, out_dir, slots)
+    return data
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m rdmaforge.pairwise.report RAW_JSON OUT_DIR", file=sys.stderr)
+        return 64
+    raw_path, out_dir = Path(argv[0]), Path(argv[1])
+    try:
+        raw = json.loads(raw_path.read_text())
+        data = build(raw, out_dir)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"rdmaforge pairwise report: cannot read {raw_path}: {exc}", file=sys.stderr)
+        return 64
+    summary = {"suspects": data["suspects"], "healthy_nodes": data["healthy_nodes"], "notes": data["notes"],
+               "results": str(out_dir / "results.json"), "table": (out_dir / "table.txt").read_text()}  # fmt: skip
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,223 @@
+"""Scoring a sweep, per rail.
+
+A pair's value is the slower of its two directions (a link is as fast as its slower way); a pair that did not
+complete (hang, unreachable, failed) counts as slow. A pair is *slow* when its value is below
+``slow_ratio`` x the rail's reference, or below ``min_line_fraction`` x the line rate where the line rate is
+known. The reference is the cluster's median of each node's fastest pair on the rail: the plain median of all
+pairs would be pulled down by a bad node in a small cluster (with 3 nodes, 2 of the 3 pairs include it). Each
+node's median pair is reported against the rail's median pair (``ratio_to_cluster``) and the line rate.
+
+- A node is a *node suspect* on a rail when more than ``node_fraction`` of its pairs there are slow while its
+  slow partners' other pairs are mostly fine (so the common factor is the node, not the partner).
+- A slow pair whose two nodes are not node suspects, and whose nodes' other pairs are mostly fine, is a *link
+  suspect*: the cable, port or path between those two nodes.
+- With two nodes there is one pair and nothing to compare it with: a slow pair there is a link suspect.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "hang", "unreachable", "failed"]
+STATUSES: tuple[str, ...] = ("ok", "hang", "unreachable", "failed")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One direction of one pair on one rail: ``a`` sends to ``b``."""
+
+    a: str
+    b: str
+    nic: str
+    gbps: float | None
+    status: str
+    round: int = 0
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        gbps = data.get("gbps")
+        return cls(a=str(data["a"]), b=str(data["b"]), nic=str(data["nic"]),
+                   gbps=None if gbps is None else float(gbps), status=str(data["status"]),
+                   round=int(data.get("round", 0)), detail=str(data.get("detail") or ""))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    #: A pair slower than this fraction of its rail's median pair is slow.
+    slow_ratio: float = 0.5
+    #: A node is a suspect when more than this fraction of its pairs on a rail are slow.
+    node_fraction: float = 0.5
+    #: Line rate of one rail in Gbit/s; None when unknown (then only the cluster median is the reference).
+    line_rate_gbps: float | None = None
+    #: A pair slower than this fraction of the line rate is slow (only with a known line rate).
+    min_line_fraction: float = 0.5
+
+    def check(self) -> None:
+        problems = []
+        if not 0 < self.slow_ratio <= 1:
+            problems.append(f"pairwise_slow_ratio must be in (0, 1], got {self.slow_ratio}")
+        if not 0 <= self.node_fraction < 1:
+            problems.append(f"pairwise_node_fraction must be in [0, 1), got {self.node_fraction}")
+        if self.line_rate_gbps is not None and self.line_rate_gbps <= 0:
+            problems.append(f"pairwise_line_rate_gbps must be positive or null, got {self.line_rate_gbps}")
+        if not 0 < self.min_line_fraction <= 1:
+            problems.append(f"pairwise_min_line_fraction must be in (0, 1], got {self.min_line_fraction}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """Both directions of a pair on a rail, reduced to one value."""
+
+    a: str
+    b: str
+    nic: str
+    gbps: float | None  # the slower direction; None when a direction did not complete
+    status: str  # the worst status of the two directions ("missing" when a direction was never measured)
+    slow: bool = False
+
+    def other(self, node: str) -> str:
+        return self.b if node == self.a else self.a
+
+
+@dataclass(frozen=True)
+class NodeScore:
+    node: str
+    nic: str
+    median_gbps: float | None
+    ratio_to_cluster: float | None
+    ratio_to_line_rate: float | None
+    pairs: int
+    slow_pairs: int
+
+
+@dataclass(frozen=True)
+class Suspect:
+    node: str  # a node name, or "a<->b" for a link
+    nic: str
+    kind: Literal["node", "link"]
+    evidence: str
+    nodes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "nic": self.nic, "kind": self.kind, "evidence": self.evidence,
+                "nodes": list(self.nodes)}  # fmt: skip
+
+
+@dataclass
+class RailScore:
+    nic: str
+    median_gbps: float | None
+    #: What a pair is judged against: the median of each node's fastest pair.
+    reference_gbps: float | None
+    pairs: list[PairResult] = field(default_factory=list)
+    nodes: list[NodeScore] = field(default_factory=list)
+    suspects: list[Suspect] = field(default_factory=list)
+
+
+def _worst(statuses: Iterable[str]) -> str:
+    order = {"ok": 0, "failed": 1, "hang": 2, "unreachable": 3, "missing": 4}
+    return max(statuses, key=lambda s: order.get(s, 1))
+
+
+def combine(measurements: Sequence[Measurement], nic: str) -> list[PairResult]:
+    """One PairResult per unordered pair measured on ``nic`` (the last measurement of a direction wins)."""
+    directions: dict[tuple[str, str], Measurement] = {}
+    for m in measurements:
+        if m.nic == nic:
+            directions[(m.a, m.b)] = m
+    pairs: dict[tuple[str, str], PairResult] = {}
+    for a, b in directions:
+        key = (min(a, b), max(a, b))
+        if key in pairs:
+            continue
+        both = [directions.get(key), directions.get((key[1], key[0]))]
+        statuses = [m.status if m is not None else "missing" for m in both]
+        status = _worst(statuses)
+        values = [m.gbps for m in both if m is not None and m.status == "ok" and m.gbps is not None]
+        gbps = min(values) if status == "ok" and len(values) == 2 else None
+        pairs[key] = PairResult(key[0], key[1], nic, gbps, status)
+    return [pairs[k] for k in sorted(pairs)]
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _is_slow(pair: PairResult, median: float | None, limits: Thresholds) -> bool:
+    if pair.status != "ok" or pair.gbps is None:
+        return True
+    if median is not None and pair.gbps < limits.slow_ratio * median:
+        return True
+    return limits.line_rate_gbps is not None and pair.gbps < limits.min_line_fraction * limits.line_rate_gbps
+
+
+def _pair_text(pair: PairResult) -> str:
+    return f"{pair.gbps:.2f} Gb/s" if pair.gbps is not None else pair.status
+
+
+def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[str], limits: Thresholds) -> RailScore:
+    raw = combine(measurements, nic)
+    median = _median(p.gbps for p in raw)
+    best = [max((p.gbps for p in raw if n in (p.a, p.b) and p.gbps is not None), default=None) for n in nodes]
+    reference = _median(best)
+    pairs = [PairResult(p.a, p.b, p.nic, p.gbps, p.status, _is_slow(p, reference, limits)) for p in raw]
+    of_node = {n: [p for p in pairs if n in (p.a, p.b)] for n in nodes}
+
+    def slow_share(node: str, excluding: str | None = None) -> float:
+        mine = [p for p in of_node[node] if excluding not in (p.a, p.b)]
+        return sum(p.slow for p in mine) / len(mine) if mine else 0.0
+
+    scores, suspects = [], []
+    node_suspects: set[str] = set()
+    for n in nodes:
+        mine = of_node[n]
+        node_median = _median(p.gbps for p in mine)
+        ratio = node_median / median if node_median is not None and median else None
+        to_line = node_median / limits.line_rate_gbps if node_median is not None and limits.line_rate_gbps else None
+        slow = [p for p in mine if p.slow]
+        scores.append(NodeScore(n, nic, node_median, ratio, to_line, len(mine), len(slow)))
+        if len(nodes) < 3 or not mine or len(slow) / len(mine) <= limits.node_fraction:
+            continue
+        # The partners of the slow pairs must be fine elsewhere, or the slowness is not this node's.
+        partners_fine = [slow_share(p.other(n), excluding=n) <= limits.node_fraction for p in slow]
+        if sum(partners_fine) * 2 > len(slow):
+            node_suspects.add(n)
+            shown = ", ".join(f"{p.other(n)} {_pair_text(p)}" for p in slow)
+            where = (
+                f"rail reference {reference:.2f} Gb/s" if reference is not None else "no pair on this rail completed"
+            )
+            suspects.append(Suspect(n, nic, "node", f"{len(slow)} of {len(mine)} pairs slow ({shown}); {where}; "
+                                    "their partners' other pairs are fine", (n,)))  # fmt: skip
+    for p in pairs:
+        if not p.slow or p.a in node_suspects or p.b in node_suspects:
+            continue
+        a_fine = slow_share(p.a, excluding=p.b) <= limits.node_fraction
+        b_fine = slow_share(p.b, excluding=p.a) <= limits.node_fraction
+        if a_fine and b_fine:
+            where = f"rail reference {reference:.2f} Gb/s" if reference is not None else "no pair completed"
+            others = "both nodes' other pairs are fine" if len(nodes) > 2 else "only two nodes: cannot tell which"
+            suspects.append(Suspect(f"{p.a}<->{p.b}", nic, "link",
+                                    f"{p.a}-{p.b} {_pair_text(p)} ({where}); {others}", (p.a, p.b)))  # fmt: skip
+    return RailScore(nic, median, reference, pairs, scores, suspects)
+
+
+def score(measurements: Sequence[Measurement], nodes: Sequence[str], rails: Sequence[str],
+          limits: Thresholds) -> list[RailScore]:  # fmt: skip
+    limits.check()
+    return [score_rail(nic, measurements, nodes, limits) for nic in rails]
+
+
+def suspects_first(rails: Sequence[RailScore]) -> list[Suspect]:
+    """Node suspects before link suspects, then by rail and name."""
+    every = [s for rail in rails for s in rail.suspects]
+    return sorted(every, key=lambda s: (s.kind != "node", s.nic, s.node))

@@ -1,0 +1,63 @@
+"""The GPU path: one rank per node, nccl-tests' ``sendrecv_perf`` between the two nodes of a pair, on one rail.
+
+The rail is chosen the way NCCL is told which NIC to use: ``NCCL_IB_HCA`` with the rail's RDMA device where the
+inventory maps NICs to devices (``pairwise_rail_hcas``), else ``NCCL_SOCKET_IFNAME`` with the NIC's name. The
+output is read by the project's nccl-tests parser (rdmaforge.nccl_tests); the pair's value is the peak
+out-of-place bus bandwidth of the sendrecv run, GB/s x 8 = Gb/s (for 2 ranks, busbw equals algbw).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rdmaforge.nccl_tests import parse
+
+SKIPPED_NO_GPU = "sendrecv_perf: skipped, no GPU"
+
+
+@dataclass(frozen=True)
+class SendrecvResult:
+    gbps: float | None
+    status: str  # ok | hang | failed
+    detail: str
+
+
+def command(
+    a: str,
+    b: str,
+    nic: str,
+    binary: str,
+    hcas: Mapping[str, str] | None = None,
+    min_bytes: str = "8",
+    max_bytes: str = "1G",
+    step_factor: int = 2,
+    iterations: int = 20,
+    mpirun: str = "mpirun",
+    extra_mpirun_args: Sequence[str] = (),
+) -> list[str]:
+    """argv of one measurement: ``a`` and ``b`` (host names or addresses), 1 rank per node, 1 GPU per rank."""
+    rail = [f"NCCL_IB_HCA=={hcas[nic]}"] if hcas and nic in hcas else [f"NCCL_SOCKET_IFNAME=={nic}"]
+    env = [*rail, "NCCL_DEBUG=WARN"]
+    argv = [mpirun, "--allow-run-as-root", "-np", "2", "-H", f"{a}:1,{b}:1", "--map-by", "ppr:1:node",
+            *extra_mpirun_args]  # fmt: skip
+    for item in env:
+        argv += ["-x", item]
+    argv += [binary, "-b", min_bytes, "-e", max_bytes, "-f", str(step_factor), "-g", "1", "-n", str(iterations)]
+    return argv
+
+
+def read_output(text: str, timed_out: bool = False) -> SendrecvResult:
+    """The pair's result from sendrecv_perf's output (text or -J JSON); a run killed at the timeout is a hang."""
+    runs = [run for run in parse(text).runs if run.collective == "sendrecv"]
+    if not runs:
+        status = "hang" if timed_out else "failed"
+        return SendrecvResult(None, status, "no sendrecv_perf run in the output")
+    run = runs[-1]
+    if run.status == "failed":
+        return SendrecvResult(None, "failed", run.status_reason or "failed")
+    if run.status == "incomplete" or timed_out:
+        reason = run.status_reason or "killed at the timeout"
+        return SendrecvResult(None, "hang", reason)
+    peak = max(row.out_of_place.busbw for row in run.rows)
+    return SendrecvResult(round(peak * 8, 3), "ok", f"peak busbw {peak} GB/s over {len(run.rows)} sizes")

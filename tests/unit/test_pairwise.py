@@ -1,0 +1,337 @@
+"""rdmaforge pairwise without hardware: the schedule, the plan, the scoring, the outputs, the GPU path on real
+nccl-tests sendrecv output, and iperf3 on loopback."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.lab import impair
+from rdmaforge.lab.shell import LabError
+from rdmaforge.pairwise import output, plan, schedule, sendrecv
+from rdmaforge.pairwise.report import build
+from rdmaforge.pairwise.score import Measurement, Thresholds, score
+from rdmaforge.parsers import iperf3
+
+CORPUS = "corpus/nccl-tests"
+
+
+# --- schedule -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5, 6, 7, 8, 9, 16])
+def test_round_robin_covers_every_pair_once_in_disjoint_rounds(count):
+    nodes = [f"node{i}" for i in range(1, count + 1)]
+    rounds = schedule.round_robin(nodes)
+    assert len(rounds) == (count - 1 if count % 2 == 0 else count)
+    seen = []
+    for rnd in rounds:
+        members = [n for pair in rnd for n in pair]
+        assert len(members) == len(set(members)), f"a node twice in one round: {rnd}"
+        assert len(rnd) == count // 2  # every node plays except one bye per round when N is odd
+        seen += [frozenset(pair) for pair in rnd]
+    assert sorted(seen, key=sorted) == sorted({frozenset(p) for p in itertools.combinations(nodes, 2)}, key=sorted)
+    assert len(seen) == len(set(seen))
+
+
+def test_odd_node_count_gives_each_node_exactly_one_bye():
+    nodes = ["a", "b", "c", "d", "e"]
+    byes = [next(n for n in nodes if all(n not in pair for pair in rnd)) for rnd in schedule.round_robin(nodes)]
+    assert sorted(byes) == nodes
+
+
+def test_random_matchings_are_k_perfect_matchings_and_seeded():
+    nodes = [f"n{i}" for i in range(10)]
+    rounds = schedule.schedule(nodes, rounds=3, seed=7)
+    assert len(rounds) == 3
+    for rnd in rounds:
+        assert sorted(n for pair in rnd for n in pair) == sorted(nodes)
+    assert rounds == schedule.schedule(nodes, rounds=3, seed=7)
+    assert rounds != schedule.schedule(nodes, rounds=3, seed=8)
+
+
+def test_schedule_refuses_what_it_cannot_schedule():
+    with pytest.raises(schedule.ScheduleError, match="at least 2 nodes"):
+        schedule.round_robin(["node1"])
+    with pytest.raises(schedule.ScheduleError, match="repeated: node1"):
+        schedule.round_robin(["node1", "node1"])
+    with pytest.raises(schedule.ScheduleError, match="--rounds"):
+        schedule.schedule(["a", "b"], rounds=-1)
+
+
+# --- plan -------------------------------------------------------------------------------------------------
+
+
+def lab_fact(index: int, nics: int = 2, down: tuple[str, ...] = ()) -> dict:
+    """An rdmaforge_node fact shaped like a lab node's (addresses as rdmaforge/lab/spec.py gives them)."""
+    return {
+        "nics": [{"name": f"eth{k}", "ipv4": [f"198.18.{k}.{10 + index}/24"]} for k in range(nics + 1)
+                 if f"eth{k}" not in down],
+        "default_route_interface": "eth0",
+        "gpu_count": 0,
+    }  # fmt: skip
+
+
+def test_plan_takes_every_nic_but_the_default_route_ones():
+    facts = {f"node{i}": lab_fact(i) for i in range(1, 5)}
+    made = plan.make_plan(facts, "all")
+    assert made.rails == ["eth1", "eth2"]
+    assert made.addresses["node3"] == {"eth1": "198.18.1.13", "eth2": "198.18.2.13"}
+    assert len(made.rounds) == 3
+
+
+def test_plan_names_the_node_and_nic_it_cannot_measure():
+    facts = {f"node{i}": lab_fact(i) for i in range(1, 4)}
+    facts["node2"] = lab_fact(2, down=("eth2",))
+    with pytest.raises(plan.PlanError, match="node2 lacks eth2"):
+        plan.make_plan(facts, "all")
+    with pytest.raises(plan.PlanError, match=r"node2: no IPv4 address on eth2 \(NICs with an address: eth0, eth1\)"):
+        plan.make_plan(facts, "eth1,eth2")
+    assert plan.make_plan(facts, "eth1").rails == ["eth1"]
+
+
+@pytest.mark.parametrize("bad", ["", "all,eth1", "eth1;rm"])
+def test_nic_selection_refuses_bad_input(bad):
+    with pytest.raises(plan.PlanError, match="--nics"):
+        plan.parse_nic_selection(bad)
+
+
+def test_jobs_give_each_pair_one_server_and_one_client_per_rail():
+    facts = {f"node{i}": lab_fact(i) for i in range(1, 5)}
+    made = plan.make_plan(facts, "all").to_dict()
+    a, b = made["rounds"][0][0]
+    serving = plan.jobs(made, 0, b, 5301)
+    measuring = plan.jobs(made, 0, a, 5301)
+    assert [j["ports"] for j in serving["serve"]] == [[5301, 5302], [5303, 5304]]
+    assert serving["measure"] == [] and measuring["serve"] == []
+    assert [(j["nic"], j["peer"], j["peer_address"]) for j in measuring["measure"]] == [
+        ("eth1", b, made["addresses"][b]["eth1"]),
+        ("eth2", b, made["addresses"][b]["eth2"]),
+    ]
+
+
+# --- scoring ----------------------------------------------------------------------------------------------
+
+NODES = ["node1", "node2", "node3", "node4"]
+
+
+def sweep(
+    rate: dict[tuple[str, str, str], float],
+    status: dict[tuple[str, str, str], str] | None = None,
+    nodes: list[str] = NODES,
+    rails: tuple[str, ...] = ("eth1", "eth2"),
+    base: float = 0.19,
+) -> list[Measurement]:
+    """Both directions of every pair on every rail at ``base`` Gb/s, except the (sender, receiver, nic) given."""
+    status = status or {}
+    out = []
+    for a, b in itertools.permutations(nodes, 2):
+        for nic in rails:
+            st = status.get((a, b, nic), "ok")
+            out.append(Measurement(a, b, nic, rate.get((a, b, nic), base) if st == "ok" else None, st))
+    return out  # fmt: skip
+
+
+def suspects_of(measurements, nodes=NODES, rails=("eth1", "eth2"), limits=None):
+    scored = score(measurements, nodes, rails, limits or Thresholds())
+    return sorted((s.kind, s.node, s.nic) for r in scored for s in r.suspects)
+
+
+def test_an_even_sweep_has_no_suspect():
+    assert suspects_of(sweep({})) == []
+
+
+def test_a_node_slow_on_one_rail_is_a_node_suspect_on_that_rail_only():
+    # node3's eth1 limited (egress shaping: only what node3 sends is slow, as tc tbf does)
+    slow = {("node3", p, "eth1"): 0.019 for p in NODES if p != "node3"}
+    assert suspects_of(sweep(slow)) == [("node", "node3", "eth1")]
+
+
+def test_a_slow_pair_between_fine_nodes_is_a_link_suspect():
+    slow = {("node1", "node2", "eth2"): 0.02, ("node2", "node1", "eth2"): 0.02}
+    assert suspects_of(sweep(slow)) == [("link", "node1<->node2", "eth2")]
+
+
+def test_an_unreachable_nic_names_its_node():
+    status = {}
+    for p in ("node1", "node2", "node3"):
+        status[("node4", p, "eth2")] = status[(p, "node4", "eth2")] = "unreachable"
+    assert suspects_of(sweep({}, status)) == [("node", "node4", "eth2")]
+
+
+def test_three_nodes_still_tell_node_from_link():
+    nodes = ["node1", "node2", "node3"]
+    node3 = {("node3", p, "eth1"): 0.02 for p in ("node1", "node2")}
+    assert suspects_of(sweep(node3, nodes=nodes), nodes) == [("node", "node3", "eth1")]
+    link = {("node1", "node2", "eth1"): 0.02}
+    assert suspects_of(sweep(link, nodes=nodes), nodes) == [("link", "node1<->node2", "eth1")]
+
+
+def test_two_nodes_can_only_blame_the_link_and_only_against_the_line_rate():
+    nodes = ["node1", "node2"]
+    measured = sweep({}, nodes=nodes, rails=("eth1",), base=40.0)
+    assert suspects_of(measured, nodes, ("eth1",)) == []
+    limits = Thresholds(line_rate_gbps=100.0, min_line_fraction=0.5)
+    assert suspects_of(measured, nodes, ("eth1",), limits) == [("link", "node1<->node2", "eth1")]
+
+
+def test_thresholds_are_checked():
+    with pytest.raises(ValueError, match="pairwise_slow_ratio"):
+        Thresholds(slow_ratio=0).check()
+    with pytest.raises(ValueError, match="pairwise_line_rate_gbps"):
+        Thresholds(line_rate_gbps=-1).check()
+
+
+# --- outputs ----------------------------------------------------------------------------------------------
+
+
+def raw_sweep(measurements: list[Measurement]) -> dict:
+    facts = {n: lab_fact(i) for i, n in enumerate(NODES, start=1)}
+    return {"plan": plan.make_plan(facts, "all").to_dict(), "measurements": [m.to_dict() for m in measurements],
+            "thresholds": {"slow_ratio": 0.5, "node_fraction": 0.5, "line_rate_gbps": None},
+            "method": "iperf3", "notes": [sendrecv.SKIPPED_NO_GPU], "slots": {n: 1 for n in NODES}}  # fmt: skip
+
+
+def test_outputs_put_suspects_first_and_leave_them_out_of_the_hostfile(tmp_path):
+    slow = {("node3", p, "eth1"): 0.019 for p in NODES if p != "node3"}
+    data = build(raw_sweep(sweep(slow)), tmp_path)
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["suspects"] == data["suspects"]
+    assert [(s["node"], s["nic"], s["kind"]) for s in on_disk["suspects"]] == [("node3", "eth1", "node")]
+    assert {"a", "b", "nic", "gbps", "status"} <= set(on_disk["pairs"][0])
+    assert len(on_disk["pairs"]) == 4 * 3 * 2  # ordered pairs x rails
+    hosts = [line.split()[0] for line in (tmp_path / "hostfile.healthy").read_text().splitlines()
+             if not line.startswith("#")]  # fmt: skip
+    assert hosts == ["node1", "node2", "node4"]
+    table = (tmp_path / "table.txt").read_text()
+    eth1 = table[table.index("eth1:") : table.index("eth2:")]
+    assert eth1.splitlines()[2].startswith("*node3")  # the first row of the eth1 matrix is the suspect
+    assert "0.02" in eth1 and sendrecv.SKIPPED_NO_GPU in table
+    pytest.importorskip("matplotlib")
+    for nic in ("eth1", "eth2"):
+        assert (tmp_path / f"heatmap-{nic}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_link_suspect_keeps_both_nodes_in_the_hostfile_and_says_so(tmp_path):
+    slow = {("node1", "node2", "eth1"): 0.02, ("node2", "node1", "eth1"): 0.02}
+    data = build(raw_sweep(sweep(slow)), tmp_path)
+    assert data["healthy_nodes"] == NODES
+    assert "# kept, but suspect link node1<->node2 on eth1" in (tmp_path / "hostfile.healthy").read_text()
+
+
+def test_failed_measurements_show_their_status_in_the_matrix():
+    status = {("node4", "node1", "eth2"): "hang"}
+    facts = {n: lab_fact(i) for i, n in enumerate(NODES, start=1)}
+    made = plan.make_plan(facts, "all").to_dict()
+    measured = sweep({}, status)
+    rails = score(measured, NODES, made["rails"], Thresholds())
+    data = output.results(measured, rails, made, Thresholds(), "iperf3")
+    assert output.matrix(data, "eth2")[("node4", "node1")] == "HANG"
+
+
+# --- GPU path: real nccl-tests sendrecv output ------------------------------------------------------------
+
+
+def test_sendrecv_command_uses_one_rank_per_node_and_the_rail():
+    argv = sendrecv.command("node1", "node2", "eth1", "/opt/nccl-tests/build/sendrecv_perf", hcas={"eth1": "mlx5_0"})
+    assert argv[:6] == ["mpirun", "--allow-run-as-root", "-np", "2", "-H", "node1:1,node2:1"]
+    assert "NCCL_IB_HCA==mlx5_0" in argv and "-g" in argv and argv[argv.index("-g") + 1] == "1"
+    socket_argv = sendrecv.command("node1", "node2", "eth2", "sendrecv_perf")
+    assert "NCCL_SOCKET_IFNAME==eth2" in socket_argv
+
+
+def test_sendrecv_peak_from_a_real_two_node_run(shared_dir: Path):
+    text = (shared_dir / CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text()
+    result = sendrecv.read_output(text)
+    # The file's sendrecv table peaks at 13.61 GB/s in-place and 13.60 GB/s out-of-place (its 8589934592 B row).
+    assert result.status == "ok"
+    assert result.gbps == pytest.approx(13.60 * 8)
+
+
+def test_sendrecv_of_an_eight_gpu_pair_after_a_failed_alltoall(shared_dir: Path):
+    text = (shared_dir / CORPUS / "03_alltoall_fail_sendrecv_v2.17.6_h100_8gpu_2node.txt").read_text()
+    result = sendrecv.read_output(text)
+    assert result.status == "ok"  # the alltoall run failed; the sendrecv run after it completed (avg 5.9895)
+    assert result.gbps is not None and result.gbps > 5.9895 * 8
+
+
+def test_a_sendrecv_run_cut_off_after_its_header_is_a_hang(shared_dir: Path):
+    text = (shared_dir / CORPUS / "20_alltoall_ok_sendrecv_HANG_v2.17.6_h100_2gpu_2node.txt").read_text()
+    result = sendrecv.read_output(text)
+    assert result.status == "hang" and result.gbps is None
+
+
+def test_output_without_a_sendrecv_run_is_not_a_measurement():
+    assert sendrecv.read_output("mpirun: command not found\n").status == "failed"
+    assert sendrecv.read_output("", timed_out=True).status == "hang"
+
+
+# --- iperf3 (real iperf3 on loopback) ---------------------------------------------------------------------
+
+
+def test_iperf3_errors_are_classified():
+    assert iperf3.read_result('{"error": "unable to connect to server: Connection refused"}', 1, False)["status"] == (
+        "unreachable"
+    )
+    assert iperf3.read_result('{"error": "unable to create a new stream"}', 1, False)["status"] == "failed"
+    assert iperf3.read_result("", -1, True)["status"] == "hang"
+    assert iperf3.read_result("not json", 1, False)["status"] == "failed"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def iperf3_binary() -> str:
+    found = shutil.which("iperf3")
+    if found is None:
+        pytest.skip("iperf3 is not installed on this machine (apt-get install iperf3)")
+    return found
+
+
+def test_iperf3_on_loopback_measures_and_reports_a_refused_peer(iperf3_binary, tmp_path):
+    port = free_port()
+    pidfile = tmp_path / "server.pid"
+    subprocess.run(iperf3.server_argv(iperf3_binary, "127.0.0.1", port, str(pidfile), 10), check=True, timeout=10)
+    deadline = time.monotonic() + 5
+    while not iperf3.listening(Path("/proc/net/tcp").read_text(), port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    argv = iperf3.client_argv(iperf3_binary, "127.0.0.1", "127.0.0.1", "lo", port, 2, 1, 2000, reverse=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    result = iperf3.read_result(proc.stdout, proc.returncode, False)
+    assert result["status"] == "ok" and result["gbps"] > 0.1, result
+    nobody = iperf3.client_argv(iperf3_binary, "127.0.0.1", "127.0.0.1", "lo", free_port(), 1, 1, 2000, reverse=True)
+    refused = subprocess.run(nobody, capture_output=True, text=True, timeout=30)
+    assert iperf3.read_result(refused.stdout, refused.returncode, False)["status"] == "unreachable"
+
+
+# --- lab impair (command lines; the lab test applies them) -----------------------------------------------
+
+
+def test_impair_rates_and_targets_are_checked():
+    assert impair.rate_bits("20mbit") == 20_000_000
+    with pytest.raises(ValueError, match="20mbit"):
+        impair.rate_bits("20 MB/s")
+    with pytest.raises(LabError, match="eth0 carries SSH"):
+        impair.resolve(4, 2, "node1", "eth0")
+    with pytest.raises(LabError, match="extra NICs: eth1, eth2"):
+        impair.resolve(4, 2, "node1", "eth7")
+    with pytest.raises(LabError, match="nodes: node1, node2"):
+        impair.resolve(2, 2, "node9", "eth1")
+
+
+def test_a_link_limit_filters_on_the_peer_address():
+    commands = impair.peer_rate_commands("eth1", "20mbit", "198.18.1.12", others="200mbit")
+    assert commands[0][:8] == ["tc", "qdisc", "add", "dev", "eth1", "root", "handle", "1:"]
+    assert commands[-1][-4:] == ["dst", "198.18.1.12/32", "flowid", "1:10"]
+    assert "200mbit" in commands[2]
