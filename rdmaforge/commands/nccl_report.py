@@ -5,8 +5,14 @@ concatenated (each with a ``source`` key), and ONE transport object merging the 
 all files (a cluster run is usually split into one log per collective, and the question "did NCCL use
 RDMA?" is about the cluster). With ``--fabric PROFILE`` the transport object carries a ``verdict``.
 
-Exit code: 0 when every run is ok; 1 when a run failed or is incomplete, a file holds no run at all, or the
-transport verdict is a failure; 2 for usage errors and unreadable files.
+Input: each FILE is a text log (any nccl-tests version, NCCL INFO lines and MPI tags mixed in) or a ``-J``
+JSON document, detected from the content; gzip-compressed either way; UTF-8 (with or without a BOM) or
+UTF-16/UTF-32 with a BOM; ``-`` reads stdin. Files are read incrementally and runs are printed as they end,
+so memory does not grow with the input.
+
+Exit code (the table of rdmaforge.runner.exit_codes): 0 every run is ok (and the transport verdict, when
+asked for, is ok); 4 a run failed or the transport verdict failed; 5 a run is incomplete or a file holds no
+run at all (nothing failed, nothing was proven); 64 an unreadable or unusable file, or a usage error.
 """
 
 from __future__ import annotations
@@ -14,19 +20,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rdmaforge.nccl_tests import (
     FABRIC_PROFILES,
     Half,
-    Report,
     Run,
     Transport,
-    merge_reports,
-    parse,
-    parse_file,
+    check_input,
+    stream_runs,
     verdict,
 )
+from rdmaforge.nccl_tests.rowstore import RowStore
+from rdmaforge.nccl_tests.transport import merge_transports
+from rdmaforge.runner.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from rdmaforge.nccl_tests import TransportVerdict
@@ -51,48 +59,135 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
+class _Sink:
+    """Output gathered into large blocks: with PYTHONUNBUFFERED=1 every write() is a system call."""
+
+    LIMIT = 1 << 20
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._parts: list[str] = []
+        self._size = 0
+
+    def write(self, text: str) -> None:
+        self._parts.append(text)
+        self._size += len(text)
+        if self._size >= self.LIMIT:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._parts:
+            self._out.write("".join(self._parts))
+            self._parts, self._size = [], 0
+        self._out.flush()
+
+
 def run(args: argparse.Namespace) -> int:
-    reports: list[Report] = []
     for name in args.files:
-        try:
-            reports.append(_read(name))
-        except OSError as exc:
-            print(f"{PROG}: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
-    report = merge_reports(reports)
-    judged = verdict(report.transport, args.fabric) if args.fabric else None
+        if name != "-":
+            check_input(name)  # every file readable and a possible log before any output (else exit 64)
+    sink = _Sink(sys.stdout)
+    transports: list[Transport] = []
+    statuses: set[str] = set()
+    empty: list[str] = []
+    count = 0
     if args.json:
-        _print_json(report, judged, sys.stdout)
+        sink.write('{\n  "runs": [')
+    for name in args.files:
+        runs_in_file = 0
+        for item in _runs_of(name, transports):
+            statuses.add(item.status)
+            if args.json:
+                sink.write("\n" if count == 0 else ",\n")
+                write_run_json(item, sink.write)
+            else:
+                sink.write(_format_run(count + 1, item) + "\n")
+            item.rows.close()
+            count += 1
+            runs_in_file += 1
+        if not runs_in_file:
+            empty.append(name)
+    transport = merge_transports(transports)
+    judged = verdict(transport, args.fabric) if args.fabric else None
+    if args.json:
+        data: dict[str, Any] = transport.to_dict()
+        if judged is not None:
+            data["verdict"] = judged.to_dict()
+        # allow_nan=False: the parsers only keep finite numbers, and the output must stay valid JSON.
+        body = json.dumps(data, indent=2, allow_nan=False).replace("\n", "\n  ")
+        sink.write(("\n  ]" if count else "]") + ',\n  "transport": ' + body + "\n}\n")
     else:
-        _print_text(report, judged, sys.stdout)
-    empty = [name for name, item in zip(args.files, reports, strict=True) if not item.runs]
+        sink.write(_format_transport(transport, judged))
+    sink.flush()
     for name in empty:
         print(f"{PROG}: no nccl-tests run found in {name}", file=sys.stderr)
-    if empty or any(item.status != "ok" for item in report.runs):
-        return 1
-    return 1 if judged is not None and judged.failed else 0
+    if "failed" in statuses or (judged is not None and judged.failed):
+        return ExitCode.BELOW_THRESHOLD
+    if empty or "incomplete" in statuses:
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK
 
 
-def _read(name: str) -> Report:
-    if name == "-":
-        return parse(sys.stdin.buffer.read(), source="<stdin>")
-    return parse_file(name)
+def _runs_of(name: str, transports: list[Transport]) -> Iterator[Run]:
+    """The runs of one file as they end (OSError and InputError reach the CLI: exit 64 naming the file)."""
+    source = "<stdin>" if name == "-" else name
+    stream, raw = stream_runs(name, source)
+    try:
+        yield from stream
+    finally:
+        if name != "-":
+            raw.close()
+    transports.append(stream.transport)
 
 
-def _print_json(report: Report, judged: TransportVerdict | None, out: TextIO) -> None:
-    data: dict[str, Any] = report.to_dict()
-    if judged is not None:
-        data["transport"]["verdict"] = judged.to_dict()
-    # allow_nan=False: the parsers only keep finite numbers, and the output must stay valid JSON.
-    json.dump(data, out, indent=2, allow_nan=False)
-    out.write("\n")
+# -- JSON, written exactly as json.dumps(indent=2) would, but row by row from the packed store -------------
+
+_RUN_PAD = "    "
+_ROWS_MARK = '\n      "rows": [],'
 
 
-def _print_text(report: Report, judged: TransportVerdict | None, out: TextIO) -> None:
-    for index, item in enumerate(report.runs, start=1):
-        out.write(_format_run(index, item))
-        out.write("\n")
-    out.write(_format_transport(report.transport, judged))
+def write_run_json(item: Run, write: Callable[[str], None]) -> None:
+    """``item.to_dict()`` as ``json.dumps(indent=2)`` prints it inside the ``runs`` list, rows streamed."""
+    text = json.dumps(item.to_dict(with_rows=False), indent=2, allow_nan=False)
+    head = _RUN_PAD + text.replace("\n", "\n" + _RUN_PAD)
+    if not item.rows:
+        write(head)
+        return
+    at = head.index(_ROWS_MARK) + len(_ROWS_MARK) - 3
+    write(head[:at] + "[\n")
+    first = True
+    for text in _rows_json(item.rows):
+        write(text if first else ",\n" + text)
+        first = False
+    write("\n      ]," + head[at + 3 :])
+
+
+def _rows_json(rows: RowStore) -> Iterator[str]:
+    names = [json.dumps(name) if name is not None else "null" for name in rows.names]
+    for r in rows.records():
+        in_place = (
+            "{\n            "
+            f'"time_us": {r[11]!r},\n            "algbw": {r[12]!r},\n            "busbw": {r[13]!r},\n'
+            f'            "wrong": {_int_json(r[14])},\n            "rel_error": {_float_json(r[15])}\n          }}'
+            if r[3] & 1
+            else "null"
+        )
+        yield (
+            f'        {{\n          "size": {r[0]},\n          "count": {r[1]},\n          "type": {names[r[4]]},\n'
+            f'          "redop": {names[r[5]]},\n          "root": {"null" if r[2] < 0 else r[2]},\n'
+            f'          "out_of_place": {{\n            "time_us": {r[6]!r},\n            "algbw": {r[7]!r},\n'
+            f'            "busbw": {r[8]!r},\n            "wrong": {_int_json(r[9])},\n'
+            f'            "rel_error": {_float_json(r[10])}\n          }},\n'
+            f'          "in_place": {in_place}\n        }}'
+        )
+
+
+def _int_json(value: float) -> str:
+    return "null" if value != value else str(int(value))
+
+
+def _float_json(value: float) -> str:
+    return "null" if value != value else repr(value)
 
 
 def _format_run(index: int, item: Run) -> str:

@@ -7,20 +7,25 @@ Used by the ``rdmaforge nccl-report`` command, the Ansible plugin and the tests:
     report.to_dict()          # {"runs": [...], "transport": {...}}
     verdict(report.transport, "infiniband").failed
 
-Nothing here raises on odd input: unknown lines are skipped, and what cannot be read simply yields no runs.
+Input is read incrementally (``stream_runs``): blocks of lines, one pass for runs, rows and transport, gzip
+and the encodings of source.py. Unknown lines are skipped and what holds no run yields no runs; only input
+that cannot be a log at all (binary, UTF-16 without a BOM, corrupt gzip, a -J document over MAX_JSON)
+raises InputError, whose message names the input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import io
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rdmaforge.nccl_tests.json_format import looks_like_json, parse_json_output
-from rdmaforge.nccl_tests.lines import decode
 from rdmaforge.nccl_tests.model import Half, Row, Run, RunStatus
-from rdmaforge.nccl_tests.parser import parse_text
+from rdmaforge.nccl_tests.parser import TextParser, parse_text
+from rdmaforge.nccl_tests.source import InputError, open_text
 from rdmaforge.nccl_tests.transport import (
     FABRIC_PROFILES,
     Hca,
@@ -35,20 +40,26 @@ __all__ = [
     "FABRIC_PROFILES",
     "Half",
     "Hca",
+    "InputError",
     "Report",
     "Row",
     "Run",
     "RunStatus",
     "Transport",
     "TransportVerdict",
+    "check_input",
     "merge_reports",
     "parse",
     "parse_file",
     "parse_json_output",
     "parse_text",
     "parse_transport",
+    "stream_runs",
     "verdict",
 ]
+
+#: A ``-J`` document is one run of at most a few thousand records (18 MB for 60k); larger is refused.
+MAX_JSON = 64 << 20
 
 
 @dataclass
@@ -67,22 +78,93 @@ class Report:
         return {"runs": [run.to_dict() for run in self.runs], "transport": self.transport.to_dict()}
 
 
+class RunStream:
+    """The runs of one input, yielded as each one ends; ``transport`` is complete once they are all taken."""
+
+    def __init__(self, blocks: Iterable[str], source: str | None) -> None:
+        self._blocks = blocks
+        self.source = source
+        self.transport = Transport()
+
+    def __iter__(self) -> Iterator[Run]:
+        blocks = iter(self._blocks)
+        first = ""
+        for block in blocks:
+            first = block
+            if block.strip():
+                break
+        if looks_like_json(first):
+            text = self._whole(first, blocks)
+            runs = parse_json_output(text)
+            if runs:  # the JSON holds no NCCL INFO lines
+                yield from self._tagged(runs)
+                return
+            blocks = iter((text,))
+        elif first:
+            blocks = _chain(first, blocks)
+        parser = TextParser()
+        for block in blocks:
+            parser.feed_block(block)
+            yield from self._tagged(parser.take_finished())
+        yield from self._tagged(parser.close())
+        self.transport = parser.transport
+
+    def _whole(self, first: str, blocks: Iterator[str]) -> str:
+        parts, size = [first], len(first)
+        for block in blocks:
+            size += len(block)
+            if size > MAX_JSON:
+                raise InputError(
+                    f"{self.source or 'input'}: a -J JSON document larger than {MAX_JSON >> 20} MiB; nccl-tests writes "
+                    f"one run per -J file (tens of MB at most): split it or pass the text log instead"
+                )
+            parts.append(block)
+        return "".join(parts)
+
+    def _tagged(self, runs: list[Run]) -> Iterator[Run]:
+        for run in runs:
+            run.source = self.source
+            yield run
+
+
+def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
+    yield first
+    yield from rest
+
+
+def stream_runs(path: str | Path, source: str | None = None) -> tuple[RunStream, io.BufferedIOBase]:
+    """A RunStream over a file (``-`` for stdin) and the open file to close (OSError when it cannot be opened)."""
+    name = str(path) if source is None else source
+    raw: Any = sys.stdin.buffer if str(path) == "-" else open(path, "rb")  # noqa: SIM115 - the caller closes
+    return RunStream(open_text(raw, name), name), raw
+
+
+def check_input(path: str | Path) -> None:
+    """OSError or InputError unless ``path`` opens and its first block reads as a possible log."""
+    with open(path, "rb") as raw:
+        next(open_text(raw, str(path)), None)
+
+
 def parse(output: str | bytes, source: str | None = None) -> Report:
     """Parse one output of nccl-tests, text or ``-J`` JSON (detected from the content)."""
-    text = decode(output) if isinstance(output, bytes) else output
-    runs = parse_json_output(text) if looks_like_json(text) else []
-    if runs:
-        transport = Transport()  # the JSON holds no NCCL INFO lines
+    if isinstance(output, bytes):
+        blocks: Iterable[str] = open_text(io.BytesIO(output), source or "input")
     else:
-        runs, transport = parse_text(text), parse_transport(text)
-    for run in runs:
-        run.source = source
-    return Report(runs=runs, transport=transport)
+        blocks = (output,)
+    stream = RunStream(blocks, source)
+    runs = list(stream)
+    return Report(runs=runs, transport=stream.transport)
 
 
 def parse_file(path: str | Path, source: str | None = None) -> Report:
     """Parse a file (OSError when it cannot be read); ``source`` defaults to the path as given."""
-    return parse(Path(path).read_bytes(), source=str(path) if source is None else source)
+    stream, raw = stream_runs(path, source)
+    try:
+        runs = list(stream)
+    finally:
+        if raw is not sys.stdin.buffer:
+            raw.close()
+    return Report(runs=runs, transport=stream.transport)
 
 
 def merge_reports(reports: Iterable[Report]) -> Report:

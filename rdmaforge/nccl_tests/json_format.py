@@ -12,6 +12,7 @@ short by a hang is repaired by closing its open brackets, and the run is reporte
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rdmaforge.nccl_tests.lines import parse_float, parse_int
@@ -25,8 +26,11 @@ from rdmaforge.nccl_tests.model import (
     ranks_from_devices,
 )
 
-_MAX_REPAIR_ATTEMPTS = 200
 _CLOSERS = {"{": "}", "[": "]"}
+# Strings (escapes included) and the structural characters; anything else is skipped by the scanner.
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\],]')
+# printf's spellings of non-finite doubles, unquoted (not JSON): ``-nan``, ``nan``, ``inf``, ``-inf``.
+_BARE_NONFINITE = re.compile(r"(?<=[:\[,\s])-?(?:nan|inf)(?=\s*[,}\]])", re.IGNORECASE)
 
 
 def looks_like_json(text: str) -> bool:
@@ -40,57 +44,103 @@ _SIGNATURE_KEYS = ("results", "config", "nccl_version", "args")
 
 def parse_json_output(text: str) -> list[Run]:
     """The run described by a ``-J`` JSON document: one run, or none when ``text`` is not such a document."""
-    document, repaired = _load(text)
+    document, repaired, skipped = _load(text)
     if not isinstance(document, dict) or not any(key in document for key in _SIGNATURE_KEYS):
         return []
-    return [_run_from_document(document, repaired)]
+    run = _run_from_document(document, repaired)
+    if skipped:
+        add_unique(
+            run.warnings,
+            f"{skipped} part(s) of the -J JSON are not valid JSON (e.g. an unquoted -nan): skipped, or read "
+            "without the values that were not numbers",
+        )
+    return [run]
 
 
-def _load(text: str) -> tuple[Any, bool]:
+def _load(text: str) -> tuple[Any, bool, int]:
+    """The document, whether it was cut short, and how many members/records had to be skipped."""
     try:
-        return json.loads(text), False
+        return json.loads(text), False, 0
+    except (ValueError, RecursionError):
+        return _load_piecewise(text)
+
+
+def _loads_lenient(fragment: str) -> tuple[Any, bool]:
+    """The value of ``fragment`` and whether printf's bare nan/inf had to be read as null."""
+    try:
+        return json.loads(fragment), False
     except ValueError:
-        return _repair_truncated(text), True
+        return json.loads(_BARE_NONFINITE.sub("null", fragment)), True
 
 
-def _repair_truncated(text: str) -> Any:
-    """Parse the longest prefix of ``text`` that closes into valid JSON; None when there is none.
+def _load_piecewise(text: str) -> tuple[Any, bool, int]:
+    """Each top-level member, and each record of ``results``, parsed on its own in one linear scan.
 
-    A hung or killed run leaves the file open mid-``results``: cutting after the last complete object
-    and appending the closers of the brackets still open keeps every row that was written.
+    A bad token then costs its own record (or member), not the file; a file cut short by a hang keeps every
+    record written before the cut and reports itself truncated.
     """
-    cut_points = _object_ends(text)
-    for end, open_brackets in reversed(cut_points[-_MAX_REPAIR_ATTEMPTS:]):
-        candidate = text[:end] + "".join(_CLOSERS[b] for b in reversed(open_brackets))
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            continue
-    return None
-
-
-def _object_ends(text: str) -> list[tuple[int, str]]:
-    """Positions just after each ``}`` outside strings, with the brackets still open there."""
+    document: dict[str, Any] = {}
+    skipped = 0
     stack: list[str] = []
-    ends: list[tuple[int, str]] = []
-    in_string = escaped = False
-    for index, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in _CLOSERS:
+    member_start = -1  # start of the current top-level member (after ``{`` or ``,`` at depth 1)
+    key: str | None = None
+    results: list[Any] | None = None
+    item_start = -1
+
+    def take_member(end: int) -> None:
+        nonlocal skipped
+        if member_start < 0 or key == "results":
+            return
+        try:
+            value, lenient = _loads_lenient("{" + text[member_start:end] + "}")
+            document.update(value)
+            skipped += lenient
+        except (ValueError, RecursionError, TypeError):
+            skipped += 1
+
+    for token in _TOKEN.finditer(text):
+        char = token.group()
+        depth = len(stack)
+        if char[0] == '"':
+            if depth == 1 and key is None:
+                key = json.loads(char) if len(char) < 256 else None
+            continue
+        if char in _CLOSERS:
+            if depth == 0 and char == "{" and not document and member_start < 0:
+                member_start = token.end()
+            elif depth == 1 and key == "results" and char == "[":
+                results = []
+            elif depth == 2 and results is not None and key == "results" and char == "{":
+                item_start = token.start()
             stack.append(char)
-        elif char in "}]" and stack:
-            stack.pop()
-            if char == "}":
-                ends.append((index + 1, "".join(stack)))
-    return ends
+            continue
+        if char == ",":
+            if depth == 1:
+                take_member(token.start())
+                member_start, key = token.end(), None
+            continue
+        if not stack or _CLOSERS[stack[-1]] != char:
+            break  # mismatched bracket: what follows cannot be trusted
+        stack.pop()
+        if depth == 3 and results is not None and key == "results" and item_start >= 0:
+            try:
+                value, lenient = _loads_lenient(text[item_start : token.end()])
+                results.append(value)
+                skipped += lenient
+            except (ValueError, RecursionError):
+                skipped += 1
+            item_start = -1
+        elif depth == 1:
+            take_member(token.start())
+            member_start = -1
+            break
+    else:
+        stack = stack or ["{"]  # the scan ran out of input: the document was cut short
+    if results is not None:
+        document["results"] = results
+    if member_start < 0 and not document:
+        return None, bool(stack), skipped
+    return document, bool(stack), skipped
 
 
 def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:

@@ -13,10 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Open MPI ``--tag-output``: ``[1,0]<stdout>:`` (jobid,rank).
-_MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")
+MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")
 _NCCL_TAG = re.compile(r"\bNCCL (INFO|WARN|TRACE)\b ?")
-# What precedes the tag: ``host:pid:tid [dev] `` and, for WARN lines, ``file.cc:123 ``.
+# What precedes the tag: ``host:pid:tid [dev] `` and, for WARN lines, ``file.cc:123 ``. Searched only in
+# the last _PREFIX_WINDOW characters before the tag: a search over the whole glued prefix retries the
+# unbounded ``[^\s:]+`` at every position (quadratic: 80 KB took 41 s).
 _NCCL_PREFIX = re.compile(r"[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?$")
+#: Host name (at most 253), pid, tid, device and WARN's file:line fit in this many characters.
+_PREFIX_WINDOW = 512
 # Rank 0 of NCCL < 2.2x prints the version as a bare line, without the INFO prefix.
 _BARE_VERSION = re.compile(r"^\s*NCCL version (\S+)")
 
@@ -39,7 +43,7 @@ def decode(data: bytes) -> str:
 def clean_lines(text: str) -> Iterator[str]:
     """Lines without MPI tag prefixes or trailing whitespace; leading spaces kept: rows are aligned."""
     for raw in text.splitlines():
-        yield _MPI_TAG.sub("", raw, count=1).rstrip()
+        yield MPI_TAG.sub("", raw, count=1).rstrip()
 
 
 def find_nccl_line(line: str) -> NcclLine | None:
@@ -50,7 +54,8 @@ def find_nccl_line(line: str) -> NcclLine | None:
         if bare is None:
             return None
         return NcclLine(level="INFO", message=f"NCCL version {bare.group(1)}", start=0)
-    prefix = _NCCL_PREFIX.search(line, 0, tag.start())
+    window = max(0, tag.start() - _PREFIX_WINDOW)
+    prefix = _NCCL_PREFIX.search(line, window, tag.start())
     start = prefix.start() if prefix is not None else 0
     return NcclLine(level=tag.group(1), message=line[tag.end() :].strip(), start=start)
 

@@ -7,7 +7,10 @@ every consumer (the CLI, the Ansible plugin, the tests) sees one structure whate
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from rdmaforge.nccl_tests.rowstore import RowStore
 
 RunStatus = Literal["ok", "failed", "incomplete"]
 
@@ -72,7 +75,8 @@ class Run:
     nccl_tests_version: str | None = None
     nccl_version: str | None = None
     ranks: int | None = None
-    rows: list[Row] = field(default_factory=list)
+    #: Packed and spilled to disk past a size (rowstore.py); reads like a list of Row.
+    rows: RowStore = field(default_factory=lambda: _row_store())
     avg_busbw: float | None = None
     out_of_bounds: int | None = None
     #: Failure lines as printed (``Test NCCL failure``, ``Test CUDA failure``, v1 ``NCCL failure``...).
@@ -106,7 +110,7 @@ class Run:
             return self.errors[0]
         if self.out_of_bounds:
             return f"out of bounds values: {self.out_of_bounds}"
-        wrong_rows = sum(1 for row in self.rows if row.has_wrong_values())
+        wrong_rows = self.rows.wrong_rows
         if wrong_rows:
             return f"{wrong_rows} row(s) with #wrong > 0"
         if self.bw_check_failed:
@@ -124,13 +128,14 @@ class Run:
             return f"no 'Avg bus bandwidth' line after {len(self.rows)} row(s) (hang or truncated log)"
         return None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, with_rows: bool = True) -> dict[str, Any]:
+        """The run's JSON shape; ``with_rows=False`` leaves ``rows`` empty (for writers that stream them)."""
         data: dict[str, Any] = {
             "collective": self.collective,
             "nccl_tests_version": self.nccl_tests_version,
             "nccl_version": self.nccl_version,
             "ranks": self.ranks,
-            "rows": [row.to_dict() for row in self.rows],
+            "rows": [row.to_dict() for row in self.rows] if with_rows else [],
             "avg_busbw": self.avg_busbw,
             "out_of_bounds": self.out_of_bounds,
             "status": self.status,
@@ -141,6 +146,12 @@ class Run:
         if self.source is not None:
             data["source"] = self.source
         return data
+
+
+def _row_store() -> RowStore:
+    from rdmaforge.nccl_tests.rowstore import RowStore  # rowstore imports Row and Half from here
+
+    return RowStore()
 
 
 def normalize_collective(name: str) -> str | None:

@@ -10,10 +10,12 @@ raises on odd input.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
-from rdmaforge.nccl_tests.lines import NcclLine, clean_lines, find_nccl_line, parse_float, parse_int
+from rdmaforge.nccl_tests.lines import MPI_TAG as _MPI_TAG
+from rdmaforge.nccl_tests.lines import NcclLine, find_nccl_line, parse_float, parse_int
 from rdmaforge.nccl_tests.model import (
     Half,
     Row,
@@ -23,6 +25,8 @@ from rdmaforge.nccl_tests.model import (
     normalize_collective,
     ranks_from_devices,
 )
+from rdmaforge.nccl_tests.rowstore import RowStore
+from rdmaforge.nccl_tests.transport import Transport, read_message
 
 _VERSION_LINE = re.compile(
     r"^#\s*nccl-tests version (?P<version>\S+)(?: \([^)]*\))?"
@@ -213,6 +217,96 @@ def _parse_half(tokens: list[str], layout: Layout) -> Half | None:
     return Half(time_us=time * layout.time_scale, algbw=algbw, busbw=busbw, wrong=wrong, rel_error=rel_error)
 
 
+class _FastRow:
+    """``parse_row`` specialised for one layout and the common case (every column printed, numbers plain).
+
+    Gives the same values as parse_row or declines (False) so that parse_row decides: any exception, a
+    non-finite number or an unusual token leaves the row to the general code.
+    """
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        extra = [name for name in layout.preamble[3:] if name in ("redop", "root")]
+        self.extra = tuple(extra)
+        self.width = 3 + len(extra) + layout.tail_tokens
+        half = layout.half
+        last = {name: index for index, name in enumerate(half)}  # dict(zip(...)) keeps the last column
+        self.time, self.algbw, self.busbw = last.get("time"), last.get("algbw"), last.get("busbw")
+        self.wrong = last.get("wrong")
+        self.error = None if self.wrong is not None else last.get("error")
+        self.half_len = len(half)
+        self.halves = layout.halves
+        self.scale = layout.time_scale
+        self.usable = None not in (self.time, self.algbw, self.busbw)
+        self.types: dict[str, bool] = {}
+
+    def parse(self, tokens: list[str], store: RowStore) -> bool:
+        if not self.usable:
+            return False
+        size_token, count_token, type_name = tokens[0], tokens[1], tokens[2]
+        if not (size_token.isdecimal() and count_token.isdecimal()):
+            return False
+        type_ok = self.types.get(type_name)
+        if type_ok is None:
+            type_ok = self.types[type_name] = _TYPE_NAME.match(type_name) is not None
+        if not type_ok:
+            return False
+        redop: str | None = None
+        root: int | None = None
+        position = 3
+        for name in self.extra:
+            token = tokens[position]
+            position += 1
+            if name == "root":
+                root = parse_int(token)
+                if root is None:
+                    return False
+            else:
+                redop = token
+        out = self._half(tokens, position)
+        if out is None:
+            return False
+        inp = None
+        if self.halves == 2:
+            inp = self._half(tokens, position + self.half_len)
+            if inp is None:
+                return False
+        if redop == "none":
+            redop = None
+        if root is not None and root < 0:
+            root = None
+        return store.append_values(int(size_token), int(count_token), type_name, redop, root, out, inp) or True
+
+    def _half(self, tokens: list[str], start: int) -> tuple[float, float, float, float, float] | None:
+        try:
+            time = float(tokens[start + self.time])  # type: ignore[operator]
+            algbw = float(tokens[start + self.algbw])  # type: ignore[operator]
+            busbw = float(tokens[start + self.busbw])  # type: ignore[operator]
+        except ValueError:
+            return None
+        if time - time != 0.0 or algbw - algbw != 0.0 or busbw - busbw != 0.0:
+            return None  # inf or nan: parse_float says "no value"
+        wrong = rel_error = _NAN
+        if self.wrong is not None:
+            token = tokens[start + self.wrong]
+            if token != "N/A":
+                value = parse_float(token)
+                if value is None:
+                    return None
+                wrong = float(int(value))
+        elif self.error is not None:
+            token = tokens[start + self.error]
+            if token != "N/A":
+                value = parse_float(token)
+                if value is None:
+                    return None
+                rel_error = value
+        return time * self.scale, algbw, busbw, wrong, rel_error
+
+
+_NAN = math.nan
+
+
 @dataclass
 class _RunState:
     """A run being assembled, with the facts that only matter while parsing."""
@@ -227,6 +321,7 @@ class _RunState:
     info_version: str | None = None
     compiled_with: str | None = None
     traces: list[str] = field(default_factory=list)
+    fast: _FastRow | None = None
 
     def finish(self) -> Run:
         run = self.run
@@ -239,25 +334,61 @@ class _RunState:
 
 
 class TextParser:
-    """Feeds lines one at a time; ``runs()`` returns what was found so far."""
+    """Feeds lines one at a time; ``take_finished()`` hands over each run once nothing can change it.
+
+    Only the last run can still change (every handler works on it), so a run is final as soon as the next one
+    starts: a caller that drains ``take_finished()`` while feeding holds one run in memory, not the file.
+    The NCCL INFO lines feed ``transport`` in the same pass.
+    """
 
     def __init__(self) -> None:
-        self._states: list[_RunState] = []
+        self._state: _RunState | None = None
+        self._finished: list[Run] = []
         self._pending_collective: str | None = None
         self._pending_nccl_version: str | None = None
         self._pending_warnings: list[str] = []
         # Start of a row whose rest went to the next line because an NCCL line was glued onto it.
         self._fragment: str | None = None
+        self.transport = Transport()
+
+    def take_finished(self) -> list[Run]:
+        """The runs completed since the last call, in order."""
+        finished, self._finished = self._finished, []
+        return finished
+
+    def close(self) -> list[Run]:
+        """End of input: the runs not yet taken, the last one included."""
+        if self._state is not None:
+            self._finished.append(self._state.finish())
+            self._state = None
+        return self.take_finished()
 
     def runs(self) -> list[Run]:
-        return [state.finish() for state in self._states]
+        """Every run (for callers that feed everything first and never called take_finished)."""
+        return self.close()
+
+    def feed_block(self, block: str) -> None:
+        """Every line of a block of text (MPI tag prefixes removed, trailing whitespace stripped)."""
+        feed = self.feed
+        strip_tag = _MPI_TAG.sub
+        for raw in block.splitlines():
+            if raw.startswith("["):
+                raw = strip_tag("", raw, count=1)
+            feed(raw.rstrip())
 
     def feed(self, line: str) -> None:
         fragment, self._fragment = self._fragment, None
-        nccl = find_nccl_line(line)
-        if nccl is not None:
-            self._on_nccl_line(line, nccl, fragment)
-            return
+        if "NCCL" in line:
+            nccl = find_nccl_line(line)
+            if nccl is not None:
+                self._on_nccl_line(line, nccl, fragment)
+                return
+        elif fragment is None and "failure" not in line and "timeout" not in line:
+            # Fast path for the bulk of a log: a line that starts with a digit can only be a row.
+            first = line.lstrip()[:1]
+            if first.isdigit():
+                self._try_row(line)
+                return
         if fragment is not None and self._try_row(fragment + line):
             return
         for handler in (
@@ -282,9 +413,11 @@ class TextParser:
     # -- run boundaries -------------------------------------------------------------------------------
 
     def _current(self) -> _RunState | None:
-        return self._states[-1] if self._states else None
+        return self._state
 
     def _new_run(self) -> _RunState:
+        if self._state is not None:
+            self._finished.append(self._state.finish())
         state = _RunState()
         if self._pending_collective is not None:
             state.run.collective = self._pending_collective
@@ -294,7 +427,7 @@ class TextParser:
             self._pending_nccl_version = None
         state.run.warnings.extend(self._pending_warnings)
         self._pending_warnings = []
-        self._states.append(state)
+        self._state = state
         return state
 
     def _current_or_new(self) -> _RunState:
@@ -375,7 +508,14 @@ class TextParser:
         state = self._current()
         if state is None or state.layout is None:
             return False
-        row = parse_row(line, state.layout)
+        layout = state.layout
+        fast = state.fast
+        if fast is None or fast.layout is not layout:
+            fast = state.fast = _FastRow(layout)
+        tokens = line.split()
+        if len(tokens) == fast.width and fast.parse(tokens, state.run.rows):
+            return True
+        row = parse_row(line, layout)
         if row is None:
             return False
         state.run.rows.append(row)
@@ -427,6 +567,8 @@ class TextParser:
     # -- noise ----------------------------------------------------------------------------------------
 
     def _on_nccl_line(self, line: str, nccl: NcclLine, fragment: str | None) -> None:
+        self.transport.info_lines += 1
+        read_message(self.transport, nccl.message)
         state = self._current()
         if nccl.start > 0 and _ROW_START.match(line) and state is not None and state.layout is not None:
             # NCCL printed into the middle of a row (lazy connection setup): keep the row's beginning.
@@ -457,6 +599,5 @@ class TextParser:
 def parse_text(text: str) -> list[Run]:
     """Every run in the text output of nccl-tests (any version, any amount of interleaved noise)."""
     parser = TextParser()
-    for line in clean_lines(text):
-        parser.feed(line)
-    return parser.runs()
+    parser.feed_block(text)
+    return parser.close()

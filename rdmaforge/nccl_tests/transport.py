@@ -33,13 +33,21 @@ _EXPECTED_LINK_LAYER = {"infiniband": "IB", "roce": "RoCE"}
 SOCKET = "Socket"
 _BUILTIN_NETWORKS = ("IB", SOCKET)
 
-_USING_NETWORK = re.compile(r"^Using network (.+?)\s*$")
+
+def is_socket(network: str) -> bool:
+    """Whether a ``Using network`` name is TCP: NCCL's own ``Socket``, and a net plugin's socket fallback
+    (``AIACC-2.0-Socket``, the line seed 003 points at, or any other ``*-Socket``): every one names it so."""
+    return SOCKET in network
+
+# Messages arrive stripped; ``(.+?)\s*$`` would be quadratic on a long run of inner spaces.
+_USING_NETWORK = re.compile(r"^Using network (.+)$")
 # ``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.0.0.1<0>``; merged devices print
 # ``[0]{mlx5_0:1/IB, mlx5_1:1/IB}``; plugins forked from net_ib (IBext) print the same.
 _IB_USING = re.compile(r"^NET/IB\w* ?: Using(?P<devices>.*?)(?:;|$)")
-_HCA = re.compile(r"([A-Za-z0-9_.\-]+):(\d+)/(IB|RoCE|UNSPECIFIED)")
+# The look-behind starts a name only at a token start, so a long name-like run costs one scan, not one per char.
+_HCA = re.compile(r"(?<![A-Za-z0-9_.\-])([A-Za-z0-9_.\-]+):(\d+)/(IB|RoCE|UNSPECIFIED)")
 _SOCKET_USING = re.compile(r"^NET/Socket ?: Using (.*)")
-_SOCKET_IF = re.compile(r"\[\d+\]([^\s:<]+):")
+_SOCKET_IF = re.compile(r"\[\d+\]([^\s:<\[]+):")
 _IB_PROBLEM = re.compile(
     r"^(?:NET/IB\w* ?: (?:No device found|Unable to open device|.*\bfailed\b)|Failed to open libibverbs)"
 )
@@ -123,7 +131,7 @@ class Transport:
         networks = self.all_networks
         if not networks:
             return None
-        return SOCKET not in networks
+        return not any(is_socket(name) for name in networks)
 
     @property
     def gdr(self) -> str | None:
@@ -177,11 +185,12 @@ def parse_transport(text: str) -> Transport:
         nccl = find_nccl_line(line)
         if nccl is not None:
             transport.info_lines += 1
-            _read_message(transport, nccl.message)
+            read_message(transport, nccl.message)
     return transport
 
 
-def _read_message(transport: Transport, message: str) -> None:
+def read_message(transport: Transport, message: str) -> None:
+    """Record what one NCCL INFO/WARN message says about the transport (the text parser calls it per line)."""
     for reader in (_read_network, _read_hcas, _read_socket, _read_gdr, _read_plugin, _read_misc):
         if reader(transport, message):
             return
@@ -346,10 +355,14 @@ def verdict(transport: Transport, expected_fabric: str) -> TransportVerdict:
 
 def _judge_rdma(transport: Transport, fabric: str) -> tuple[VerdictStatus, list[str]]:
     networks = transport.all_networks
-    rdma_networks = [name for name in networks if name != SOCKET]
-    if SOCKET in networks:
+    rdma_networks = [name for name in networks if not is_socket(name)]
+    socket_networks = [name for name in networks if is_socket(name)]
+    if socket_networks:
         where = f"on some ranks (others used {', '.join(rdma_networks)})" if rdma_networks else "on every rank"
-        message = f"fabric profile '{fabric}' expects RDMA but NCCL fell back to the Socket transport (TCP) {where}"
+        named = "" if socket_networks == [SOCKET] else f" ({', '.join(socket_networks)})"
+        message = (
+            f"fabric profile '{fabric}' expects RDMA but NCCL fell back to the Socket transport (TCP){named} {where}"
+        )
         return "fail", [message + _fallback_causes(transport)]
     messages = [f"NCCL used {', '.join(rdma_networks)} as fabric profile '{fabric}' expects"]
     status: VerdictStatus = "ok"
@@ -372,7 +385,7 @@ def _hcas_on_other_link_layer(transport: Transport, fabric: str) -> list[str]:
 
 
 def _judge_socket(transport: Transport, fabric: str) -> tuple[VerdictStatus, list[str]]:
-    rdma_networks = [name for name in transport.all_networks if name != SOCKET]
+    rdma_networks = [name for name in transport.all_networks if not is_socket(name)]
     if rdma_networks:
         message = (
             f"fabric profile '{fabric}' expects the Socket transport (NCCL_IB_DISABLE=1) but NCCL used "

@@ -17,6 +17,7 @@ import pytest
 
 from rdmaforge.cli import main
 from rdmaforge.nccl_tests import Run, parse, parse_file, parse_json_output, parse_text
+from rdmaforge.runner.exit_codes import ExitCode
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "nccl-tests"
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-json"
@@ -600,7 +601,7 @@ def test_cli_json_contract_and_exit_code(capsys: pytest.CaptureFixture[str]) -> 
     code, out, _ = run_cli(capsys, "--json", *files)
     data = json.loads(out)
     check_contract(data)
-    assert code == 1
+    assert code == ExitCode.BELOW_THRESHOLD  # a run failed
     assert [(r["collective"], r["status"], r["source"]) for r in data["runs"]] == [
         ("all_reduce", "ok", files[0]),
         ("alltoall", "failed", files[1]),
@@ -613,7 +614,7 @@ def test_cli_json_contract_over_the_whole_corpus(capsys: pytest.CaptureFixture[s
     data = json.loads(out)
     check_contract(data)
     assert len(data["runs"]) == sum(len(runs) for runs in EXPECTED.values())
-    assert code == 1
+    assert code == ExitCode.BELOW_THRESHOLD
 
 
 def test_cli_all_ok_is_zero(capsys: pytest.CaptureFixture[str]) -> None:
@@ -626,27 +627,28 @@ def test_cli_text_output_of_a_failed_run(capsys: pytest.CaptureFixture[str], tmp
     log = tmp_path / "failed.log"
     log.write_text(HEAD_2_17 + ROW_1M + "\nnode-01: Test timeout (600s) common.cu:1207\n")
     code, out, _ = run_cli(capsys, str(log))
-    assert code == 1
+    assert code == ExitCode.BELOW_THRESHOLD
     assert "status: failed - node-01: Test timeout (600s) common.cu:1207" in out
 
 
 def test_cli_unreadable_file_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, err = run_cli(capsys, "--json", str(tmp_path / "missing.log"))
-    assert (code, out) == (2, "")
-    assert "cannot read" in err and "missing.log" in err
+    good = str(DATA / "all_reduce_v2.17.8_ok.json")
+    code, out, err = run_cli(capsys, "--json", good, str(tmp_path / "missing.log"))
+    assert (code, out) == (ExitCode.BAD_INPUT, "")  # checked before anything is printed
+    assert "missing.log: No such file or directory" in err
 
 
-def test_cli_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_usage_error_exits_64(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["nccl-report", "--fabric", "carrier-pigeon", "x.log"])
-    assert exc.value.code == 2
+    assert exc.value.code == ExitCode.BAD_INPUT
 
 
 def test_cli_file_without_runs_is_not_ok(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     empty = tmp_path / "empty.log"
     empty.write_text("")
     code, out, err = run_cli(capsys, "--json", str(empty))
-    assert code == 1 and json.loads(out)["runs"] == []
+    assert code == ExitCode.INCOMPLETE and json.loads(out)["runs"] == []
     assert "no nccl-tests run found" in err
 
 

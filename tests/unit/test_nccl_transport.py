@@ -22,6 +22,7 @@ from rdmaforge.nccl_tests import (
     verdict,
 )
 from rdmaforge.nccl_tests.transport import merge_transports
+from rdmaforge.runner.exit_codes import ExitCode
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "nccl-tests"
 needs_corpus = pytest.mark.skipif(
@@ -274,7 +275,7 @@ def test_logs_without_nccl_debug(name: str) -> None:
 @needs_corpus
 def test_cli_fabric_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     log = str(CORPUS / "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt")
-    assert main(["nccl-report", "--json", "--fabric", "infiniband", log]) == 1
+    assert main(["nccl-report", "--json", "--fabric", "infiniband", log]) == ExitCode.BELOW_THRESHOLD
     data = json.loads(capsys.readouterr().out)
     assert data["runs"][0]["status"] == "ok"
     assert data["transport"]["verdict"]["status"] == "fail"

@@ -1,0 +1,176 @@
+"""A run's rows, packed: a sweep of millions of rows costs ~130 bytes a row, spilled to a temporary file.
+
+``RowStore`` behaves like the list of Row it replaces (len, iteration, indexing, slices, ``== []``), so the
+parsers and every consumer keep one Row type; only the storage is compact. Up to SPILL bytes stay in memory.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, overload
+
+from rdmaforge.nccl_tests.model import Half, Row
+
+# size, count, root (-1: none), flags (bit 0: in-place half present), type index, redop index (0: none),
+# then time, algbw, busbw, wrong, rel_error of each half (NaN: none; the parsers keep only finite values).
+_RECORD = struct.Struct("<qqqBHH10d")
+_NONE = math.nan
+_NO_HALF = (0.0, 0.0, 0.0, _NONE, _NONE)
+SPILL = 16 << 20
+_BATCH = 4096
+
+
+def _opt(value: float | None) -> float:
+    return _NONE if value is None else value
+
+
+def _back(value: float) -> float | None:
+    return None if value != value else value
+
+
+class RowStore:
+    """Rows in arrival order, packed with struct and spilled to a temporary file beyond SPILL bytes."""
+
+    def __init__(self, rows: Iterable[Row] = ()) -> None:
+        self._names: list[str | None] = [None]
+        self._index: dict[str | None, int] = {None: 0}
+        self._buffer = bytearray()
+        self._file: IO[bytes] | None = None
+        self._count = 0
+        #: Rows with #wrong > 0, counted as they arrive (a status must not re-read a spilled sweep).
+        self.wrong_rows = 0
+        for row in rows:
+            self.append(row)
+
+    def _name(self, name: str | None) -> int:
+        index = self._index.get(name)
+        if index is None:
+            index = self._index[name] = len(self._names)
+            self._names.append(name)
+        return index
+
+    def append(self, row: Row) -> bool:
+        """Store ``row``; False (nothing stored) when a number does not fit 64 bits: no real sweep has one."""
+        out, inp = row.out_of_place, row.in_place
+        wrong_in = rel_in = _NONE
+        time_in = algbw_in = busbw_in = 0.0
+        if inp is not None:
+            time_in, algbw_in, busbw_in = inp.time_us, inp.algbw, inp.busbw
+            wrong_in, rel_in = _opt(inp.wrong), _opt(inp.rel_error)
+        try:
+            record = _RECORD.pack(
+                row.size, row.count, -1 if row.root is None else row.root, 0 if inp is None else 1,
+                self._name(row.type), self._name(row.redop),
+                out.time_us, out.algbw, out.busbw, _opt(out.wrong), _opt(out.rel_error),
+                time_in, algbw_in, busbw_in, wrong_in, rel_in,
+            )  # fmt: skip
+        except (struct.error, OverflowError):
+            return False
+        self._buffer += record
+        self._count += 1
+        if row.has_wrong_values():
+            self.wrong_rows += 1
+        if len(self._buffer) >= SPILL:
+            self._spill()
+        return True
+
+    def append_values(
+        self, size: int, count: int, type_name: str, redop: str | None, root: int | None,
+        out: tuple[float, float, float, float, float], inp: tuple[float, float, float, float, float] | None,
+    ) -> bool:
+        """Store a row given as numbers (wrong and rel_error NaN when absent): the text parser's fast path."""
+        try:
+            record = _RECORD.pack(
+                size, count, -1 if root is None else root, 0 if inp is None else 1,
+                self._name(type_name), self._name(redop), *out, *(inp or _NO_HALF),
+            )  # fmt: skip
+        except (struct.error, OverflowError):
+            return False
+        self._buffer += record
+        self._count += 1
+        if out[3] > 0 or (inp is not None and inp[3] > 0):
+            self.wrong_rows += 1
+        if len(self._buffer) >= SPILL:
+            self._spill()
+        return True
+
+    def _spill(self) -> None:
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="rdmaforge-rows-")
+        self._file.seek(0, 2)
+        self._file.write(self._buffer)
+        self._buffer = bytearray()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    @property
+    def names(self) -> list[str | None]:
+        """The type/redop strings that records refer to by index (index 0: None)."""
+        return self._names
+
+    def records(self) -> Iterator[tuple[Any, ...]]:
+        """The packed rows as tuples (see _RECORD), for writers that need no Row objects."""
+        return self._records()
+
+    def _records(self) -> Iterator[tuple[Any, ...]]:
+        if self._file is not None:
+            self._file.seek(0)
+            size = _RECORD.size * _BATCH
+            while True:
+                data = self._file.read(size)
+                if not data:
+                    break
+                yield from _RECORD.iter_unpack(data)
+        yield from _RECORD.iter_unpack(bytes(self._buffer))
+
+    def __iter__(self) -> Iterator[Row]:
+        names = self._names
+        for rec in self._records():
+            yield Row(
+                size=rec[0], count=rec[1], type=names[rec[4]] or "", redop=names[rec[5]],
+                root=None if rec[2] < 0 else rec[2],
+                out_of_place=Half(rec[6], rec[7], rec[8], _wrong(rec[9]), _back(rec[10])),
+                in_place=Half(rec[11], rec[12], rec[13], _wrong(rec[14]), _back(rec[15])) if rec[3] & 1 else None,
+            )  # fmt: skip
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("row index out of range")
+        for position, row in enumerate(self):
+            if position == index:
+                return row
+        raise IndexError("row index out of range")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RowStore | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RowStore({self._count} rows)"
+
+
+def _wrong(value: float) -> int | None:
+    return None if value != value else int(value)
