@@ -1,20 +1,40 @@
-"""The ``rdmaforge`` command line: each sub-command lives in its own module of rdmaforge.commands."""
+"""The ``rdmaforge`` command line: each sub-command lives in its own module of rdmaforge.commands.
+
+No traceback reaches a user: a usage error or a bad input file (rdmaforge.errors.UserError, an unreadable
+path) prints one line naming it and exits 64; a closed pipe (``| head``) ends quietly; anything unexpected
+prints a short message pointing at the traceback saved in a file, and exits 70.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+import tempfile
+import time
+import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rdmaforge import __version__, commands
+from rdmaforge.errors import UserError
+from rdmaforge.runner.exit_codes import ExitCode
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on exit code 64 (BAD_INPUT): 2 means "a host failed" in rdmaforge."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(int(ExitCode.BAD_INPUT), f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rdmaforge", description=__doc__)
+    parser = _Parser(prog="rdmaforge", description=__doc__.split("\n", 1)[0])
     parser.add_argument("--version", action="version", version=f"rdmaforge {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
@@ -26,11 +46,55 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    prog = f"rdmaforge {args.command}"
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        _silence_stdout()
+        return int(ExitCode.ERROR)  # the reader went away: the output was not all read
+    except UserError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    except OSError as exc:
+        if exc.filename is None:
+            return _internal(prog, exc)
+        print(f"{prog}: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a message and a saved traceback
+        return _internal(prog, exc)
+
+
+def _silence_stdout() -> None:
+    """After EPIPE, point stdout at /dev/null so that the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def save_traceback(exc: BaseException) -> str | None:
+    """Write ``exc``'s traceback to a new file in the temporary directory; its path, or None if that failed."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"rdmaforge-crash-{time.strftime('%Y%m%dT%H%M%S')}-", suffix=".txt")
+        with os.fdopen(fd, "w") as out:
+            out.write(f"rdmaforge {__version__}\nargv: {sys.argv!r}\n\n{text}")
+    except OSError:
+        return None
+    return path
+
+
+def _internal(prog: str, exc: BaseException) -> int:
+    path = save_traceback(exc)
+    where = f"traceback saved to {path}" if path else "the traceback could not be saved"
+    summary = str(exc).splitlines()[0][:200] if str(exc) else ""
+    print(f"{prog}: internal error ({type(exc).__name__}: {summary}); {where}; please report it", file=sys.stderr)
+    return int(ExitCode.INTERNAL)
 
 
 if __name__ == "__main__":
