@@ -38,7 +38,7 @@ def command(
 ) -> list[str]:
     """argv of one measurement: ``a`` and ``b`` (host names or addresses), 1 rank per node, 1 GPU per rank."""
     rail = [f"NCCL_IB_HCA=={hcas[nic]}"] if hcas and nic in hcas else [f"NCCL_SOCKET_IFNAME=={nic}"]
-    env = [*rail, "NCCL_DEBUG=WARN"]
+    env = [*rail, "NCCL_DEBUG=WARN", "PATH", "LD_LIBRARY_PATH"]  # bare names: mpirun exports the caller's values
     argv = [mpirun, "--allow-run-as-root", "-np", "2", "-H", f"{a}:1,{b}:1", "--map-by", "ppr:1:node",
             *extra_mpirun_args]  # fmt: skip
     for item in env:
