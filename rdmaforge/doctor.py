@@ -1,9 +1,14 @@
-"""`rdmaforge doctor`: one row per node from the files playbooks/doctor.yml writes, and the skew between nodes.
+"""`rdmaforge doctor`: one row per node from the files playbooks/doctor.yml writes, each node judged against what
+its inventory implies, and the skew between nodes.
 
-A cluster is healthy when its nodes agree: the same NCCL build, the same MTUs, the same number of GPUs and
-NICs, every RDMA port active. For each column the value most nodes have is taken as the expected one and the
-nodes that differ are flagged; when no value has a majority every node of that column is flagged, since there
-is no telling which one is right. Pure functions: the command reads the files and prints what they return.
+First check: every node against its own expectations (rdmaforge.doctor_checks): memlock of a non-interactive
+login, the RDMA devices and ACTIVE ports its fabric needs, GPU count, huge pages reserved and configured, ENI
+MTUs, the NCCL build, the net plugin, the clock. Nodes that are all wrong in the same way are not healthy.
+
+Second check: the skew across nodes. For each column the value most nodes have is taken as the expected one and
+the nodes that differ are flagged; when no value has a majority every node of that column is flagged, since
+there is no telling which one is right. "healthy" is printed only when nothing is a problem. Pure functions:
+the command reads the files and prints what they return.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rdmaforge import doctor_checks
+from rdmaforge.doctor_checks import Check, CheckStatus
 from rdmaforge.node_facts import count_lspci_gpus, count_nvidia_smi_gpus
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.recap import render_table
@@ -53,15 +60,57 @@ class Diagnosis:
     rows: dict[str, dict[str, str]]
     findings: list[Finding] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)
+    #: Every check of every node that answered, against its inventory (doctor_checks).
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "problem"]
 
     @property
     def exit_code(self) -> ExitCode:
         if self.unreachable:
             return ExitCode.UNREACHABLE
-        return ExitCode.HOST_FAILED if self.findings else ExitCode.OK
+        if any(f.column == "check" for f in self.findings):
+            return ExitCode.HOST_FAILED  # doctor could not read a node: nothing was judged there
+        return ExitCode.UNHEALTHY if self.findings or self.problems else ExitCode.OK
 
     def flagged(self, host: str, column: str) -> bool:
         return any(f.host == host and f.column == column for f in self.findings)
+
+    def status(self, host: str, column: str) -> CheckStatus | None:
+        """The worst status of the checks shown in a column: problem, then accepted."""
+        statuses = {c.status for c in self.checks if c.host == host and CHECK_COLUMN.get(c.check) == column}
+        for status in ("problem", "accepted"):
+            if status in statuses:
+                return status
+        return None
+
+    def per_node(self) -> dict[str, dict[str, Any]]:
+        """`rdmaforge doctor --json`: each node's checks and skew findings, and its own verdict."""
+        nodes: dict[str, dict[str, Any]] = {}
+        for host in self.rows:
+            checks = [c for c in self.checks if c.host == host]
+            skew = [f.to_dict() for f in self.findings if f.host == host]
+            bad = any(c.status == "problem" for c in checks) or bool(skew)
+            nodes[host] = {"status": "problem" if bad else "ok", "row": self.rows[host],
+                           "checks": {c.check: {k: v for k, v in c.to_dict().items() if k not in ("host", "check")}
+                                      for c in checks},
+                           "findings": skew}  # fmt: skip
+        for host in self.unreachable:
+            nodes[host] = {"status": "unreachable", "row": None, "checks": {}, "findings": []}
+        return nodes
+
+
+#: The table column each check marks.
+CHECK_COLUMN = {"rdma": "rdma", "memlock": "memlock", "mtu": "mtu", "hugepages": "hugepages",
+                "hugepages_boot": "hugepages", "gpus": "gpus", "nccl": "nccl", "plugin": "plugin",
+                "clock": "clock"}  # fmt: skip
+#: Table width limit: the table fits a 120-column terminal or CI log.
+TABLE_WIDTH = 120
+#: The printed table's columns (the RDMA cell also shows the ports; the JSON and recap keep every full value).
+TABLE = {"rdma": "RDMA", "mtu": "MTU", "memlock": "memlock", "hugepages": "pages", "gpus": "GPUs", "enis": "ENIs",
+         "nccl": "NCCL", "plugin": "plugin", "clock": "clock"}  # fmt: skip
 
 
 # --- one node ---------------------------------------------------------------------------------------------
@@ -206,15 +255,25 @@ def skew_reason(column: str, value: str, expected: str | None, values: Mapping[s
     return f"{COLUMNS[column]} is {value!r} where {agree} of {len(values)} nodes have {expected!r}"
 
 
-def absolute_findings(host: str, node: Mapping[str, Any], row: Mapping[str, str], max_offset: float) -> list[Finding]:
-    """Problems of one node on its own: inactive RDMA ports, a clock too far off."""
+def port_findings(host: str, node: Mapping[str, Any], row: Mapping[str, str]) -> list[Finding]:
+    """Inactive RDMA ports on a node whose fabric does not use RDMA (on RDMA fabrics the rdma check judges them)."""
+    if doctor_checks.fabric_of(node) in doctor_checks.RDMA_FABRICS:
+        return []
     _, inactive = port_states(node)
-    findings = [Finding(host, "ports", row["ports"], None, f"RDMA port not active: {port}") for port in inactive]
-    offset = clock_offset(node.get("clock") or [])
-    if offset is not None and abs(offset) > max_offset:
-        findings.append(Finding(host, "clock", row["clock"], None,
-                                f"clock is {offset:+.3f}s off the controller's (limit {max_offset}s)"))  # fmt: skip
-    return findings
+    return [Finding(host, "ports", row["ports"], None, f"RDMA port not active: {port}") for port in inactive]
+
+
+def clock_check(node: Mapping[str, Any], row: Mapping[str, str], max_offset: float) -> Any:
+    def judge() -> tuple[CheckStatus, str, str | None, str]:
+        offset = clock_offset(node.get("clock") or [])
+        if offset is None:
+            return "not_checked", "?", None, "the node's clock could not be read"
+        bound = f"within {max_offset}s"
+        if abs(offset) > max_offset:
+            return "problem", row["clock"], bound, f"clock is {offset:+.3f}s off the controller's (limit {max_offset}s)"
+        return "ok", row["clock"], bound, f"clock {offset:+.3f}s off the controller's"
+
+    return judge
 
 
 def diagnose(
@@ -223,34 +282,82 @@ def diagnose(
     failed: Mapping[str, str] | None = None,
     max_clock_offset: float = DEFAULT_MAX_CLOCK_OFFSET,
 ) -> Diagnosis:
-    """Rows for the nodes that answered, skew and per-node problems; ``failed`` maps a host to a failed check."""
+    """Rows, every node's checks against its inventory, and skew across nodes; ``failed`` maps a host to a failed
+    doctor task."""
     rows = {host: node_row(node) for host, node in nodes.items()}
     findings: list[Finding] = []
+    checks: list[Check] = []
     for host, node in nodes.items():
-        findings += absolute_findings(host, node, rows[host], max_clock_offset)
+        findings += port_findings(host, node, rows[host])
+        checks += doctor_checks.judge_node(host, node, rows[host], gpu_count(node),
+                                           clock_check(node, rows[host], max_clock_offset))  # fmt: skip
+        for name in doctor_checks.unknown_acceptances(node):
+            findings.append(Finding(host, "accept", name, None, f"doctor_accept names {name!r}, which is not a check; "
+                                    f"allowed: {', '.join(doctor_checks.CHECKS)}"))  # fmt: skip
     findings += find_skew(rows)
     for host, message in (failed or {}).items():
         findings.append(Finding(host, "check", "failed", None, f"a doctor check failed: {message}"))
     hosts = list(rows)
     findings.sort(key=lambda f: (_position(hosts, f.host), _position(list(COLUMNS), f.column)))
-    return Diagnosis(rows, findings, sorted(set(unreachable)))
+    return Diagnosis(rows, findings, sorted(set(unreachable)), checks)
 
 
 def _position(items: list[str], item: str) -> int:
     return items.index(item) if item in items else len(items)
 
 
+MARKS = {"problem": " !", "accepted": " *"}
+
+
+def cell(diagnosis: Diagnosis, host: str, column: str, row: Mapping[str, str]) -> str:
+    value = display(column, row[column])
+    if column == "rdma" and row.get("ports", "-") != "-":
+        value += " " + row["ports"].removesuffix(" active")
+    if diagnosis.flagged(host, column) or (column == "rdma" and diagnosis.flagged(host, "ports")):
+        return value + " !"
+    return value + MARKS.get(diagnosis.status(host, column) or "", "")
+
+
 def render(diagnosis: Diagnosis) -> str:
-    """The table (a flagged value ends with " !"), unreachable nodes, then one line per finding."""
-    header = ["node", *COLUMNS.values()]
-    table = [[host, *(row[c] + (" !" if diagnosis.flagged(host, c) else "") for c in COLUMNS)]
-             for host, row in diagnosis.rows.items()]  # fmt: skip
-    table += [[host, "UNREACHABLE", *("-" for _ in list(COLUMNS)[1:])] for host in diagnosis.unreachable]
-    lines = [render_table(table, header) if table else "no node answered"]
-    if diagnosis.findings or diagnosis.unreachable:
-        lines.append("")
-        lines += [f"  {host}: unreachable" for host in diagnosis.unreachable]
-        lines += [f"  {f.host}: {f.reason}" for f in diagnosis.findings]
+    """The table (" !" a problem, " *" an accepted deviation), then each node's checks that are not ok, the skew
+    findings, and the verdict line."""
+    header = ["node", *TABLE.values()]
+    table = [[host, *(cell(diagnosis, host, c, row) for c in TABLE)] for host, row in diagnosis.rows.items()]
+    table += [[host, "UNREACHABLE", *("-" for _ in list(TABLE)[1:])] for host in diagnosis.unreachable]
+    lines = [render_table(table, header) if table else "no node answered", "! problem   * accepted deviation", ""]
+    lines += [f"  {host}: unreachable" for host in diagnosis.unreachable]
+    for status in ("problem", "accepted", "not_checked"):
+        for check in (c for c in diagnosis.checks if c.status == status):
+            expected = f" (expected {check.expected})" if check.expected and status != "not_checked" else ""
+            label = status.replace("_", " ")
+            lines.append(f"  {check.host}: {check.check} {label}: {check.actual}{expected}: {check.reason}")
+    lines += [f"  {f.host}: {f.reason}" for f in diagnosis.findings]
+    counts = doctor_checks.summarize(diagnosis.checks)
+    tally = f"{counts['ok']} ok, {counts['accepted']} accepted, {counts['not_checked']} not checked"
+    if diagnosis.exit_code == ExitCode.OK:
+        lines.append(f"\nhealthy: {len(diagnosis.rows)} node(s) meet their inventory's expectations and agree "
+                     f"on every column ({tally})")  # fmt: skip
     else:
-        lines.append(f"\nhealthy: {len(diagnosis.rows)} node(s) agree on every column")
+        skew = len([f for f in diagnosis.findings if f.column not in ("check", "accept")])
+        lines.append(f"\nnot healthy: {counts['problem']} problem(s) against the inventory, {skew} skew finding(s), "
+                     f"{len(diagnosis.unreachable)} unreachable ({tally})")  # fmt: skip
     return "\n".join(lines)
+
+
+def display(column: str, value: str) -> str:
+    """A table cell short enough for 120 columns: versions, not paths (the JSON keeps the full values)."""
+    if column == "nccl":
+        parts = value.split("-")
+        if len(parts) >= 2 and parts[1].startswith("cuda"):
+            return f"{parts[0]} cu{parts[1].removeprefix('cuda')}"
+        return value
+    if column == "plugin" and value.startswith("-> "):
+        return value.rsplit("/", 1)[-1]
+    if column == "rdma" and value != "none":
+        families = Counter(name.rstrip("0123456789").rstrip("_") or name for name in value.split(","))
+        return " ".join(f"{family} x{count}" for family, count in families.items())
+    if column == "mtu" and "=" in value:
+        nics = dict(item.split("=", 1) for item in value.split())
+        common = Counter(nics.values()).most_common(1)[0][0]
+        return " ".join([common, *(f"{name}={mtu}" for name, mtu in nics.items() if mtu != common)])
+    return value

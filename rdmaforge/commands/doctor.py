@@ -1,13 +1,17 @@
-"""`rdmaforge doctor -i INVENTORY`: read-only health of every node in one pass, and the skew between nodes.
+"""`rdmaforge doctor -i INVENTORY`: read-only health of every node in one pass: each node against what its
+inventory implies, then the skew between nodes.
 
 Runs playbooks/doctor.yml in check mode (its tasks only read; check mode makes sure nothing else could
 change), reads the JSON file it writes per node into the run directory (doctor/), and prints one row per node:
-RDMA devices and port states, MTU, memlock, huge pages, GPUs, ENIs, NCCL and plugin versions, clock offset.
+RDMA devices and port states, MTU, memlock, huge pages, GPUs, ENIs, NCCL and plugin versions, clock offset,
+then every check that is a problem, an accepted deviation (doctor_accept) or not checked. `--json` prints the
+same per node.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -26,16 +30,19 @@ def register(subparsers: Any) -> None:
     parser = command.add_parser(
         subparsers,
         NAME,
-        help="read-only health of every node, flagging skew across nodes (changes nothing)",
-        description="Reads every node in one pass (playbooks/doctor.yml, in check mode): RDMA devices and port "
-        "states, MTU, memlock, huge pages, GPU count, ENI count, NCCL and plugin versions, clock offset. A value "
-        "that differs from what most nodes have is flagged, as is an inactive RDMA port or a clock too far off. "
-        "Exit 0 healthy, 2 skew or a failed check, 3 a node unreachable.",
+        help="read-only health of every node against its inventory, and skew across nodes (changes nothing)",
+        description="Reads every node in one pass (playbooks/doctor.yml, in check mode) and judges each against "
+        "what its inventory and fabric profile imply: memlock of a non-interactive login, the RDMA devices and "
+        "ACTIVE ports the fabric needs, GPU count (doctor_expected_gpus), huge pages reserved and configured, ENI "
+        "MTUs, the NCCL build, the net plugin and its API, the clock offset. Each check is ok, problem, accepted "
+        "(listed in doctor_accept with a reason) or not checked. A value that differs from what most nodes have "
+        "is flagged too. Exit 0 healthy, 6 a problem, 2 a doctor task failed, 3 a node unreachable.",
     )
     command.add_target_arguments(parser, tags=False, check=False)
     limit = doctor.DEFAULT_MAX_CLOCK_OFFSET
     parser.add_argument("--max-clock-offset", type=float, default=limit, metavar="SECONDS",
                         help=f"flag a clock further off the controller's (default {limit})")  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print each node's checks as JSON instead of the table")
     command.add_output_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -52,7 +59,8 @@ def read_nodes(directory: Path, hosts: list[str]) -> dict[str, dict[str, Any]]:
 def host_cases(diagnosis: doctor.Diagnosis, failed: dict[str, str]) -> list[junit.Case]:
     cases = []
     for host in [*diagnosis.rows, *diagnosis.unreachable, *(h for h in failed if h not in diagnosis.rows)]:
-        findings = [f.reason for f in diagnosis.findings if f.host == host]
+        findings = [f"{c.check}: {c.reason}" for c in diagnosis.problems if c.host == host]
+        findings += [f.reason for f in diagnosis.findings if f.host == host]
         if host in diagnosis.unreachable:
             cases.append(junit.Case(host, f"rdmaforge.{NAME}", outcome="error", message="unreachable"))
         elif findings:
@@ -68,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         variables = command.check_arguments(args)
     except command.UsageError as exc:
         return command.usage_error(NAME, str(exc))
-    session = command.start(args, NAME)
+    # With --json the progress goes to a buffer: stdout holds the JSON document only.
+    session = command.start(args, NAME, out=io.StringIO() if args.json else None)
     output = session.run_dir / NAME
     # The output directory last: a user's -e cannot send the files elsewhere than where they are read.
     variables = [*variables, ExtraVars(inline={"doctor_output_dir": str(output)})]
@@ -81,9 +90,13 @@ def run(args: argparse.Namespace) -> int:
     failed = {p.host: f"{p.task}: {first_line(p.message)}" for p in reversed(outcome.events.failures())}
     nodes = read_nodes(output, [h for h in outcome.recaps if h not in unreachable])
     diagnosis = doctor.diagnose(nodes, unreachable, failed, args.max_clock_offset)
-    print("", file=session.out)
-    print(doctor.render(diagnosis), file=session.out)
     code = diagnosis.exit_code if outcome.status != "canceled" else ExitCode.INTERRUPTED
-    record = {**command.outcome_record(outcome), "rows": diagnosis.rows,
+    if args.json:
+        document = {"healthy": code == ExitCode.OK, "exit_code": int(code), "nodes": diagnosis.per_node()}
+        print(json.dumps(document, indent=2))
+    else:
+        print("", file=session.out)
+        print(doctor.render(diagnosis), file=session.out)
+    record = {**command.outcome_record(outcome), "rows": diagnosis.rows, "nodes": diagnosis.per_node(),
               "findings": [f.to_dict() for f in diagnosis.findings], "unreachable": diagnosis.unreachable}  # fmt: skip
     return command.finish(session, args, code, host_cases(diagnosis, failed), record)

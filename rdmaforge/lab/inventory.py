@@ -74,6 +74,21 @@ def benchmark_vars() -> dict[str, Any]:
     }
 
 
+#: What the lab cannot be, accepted as known deviations so `rdmaforge doctor` prints them as accepted rather
+#: than healthy or broken (README "What the lab cannot prove"). Removing one makes it a problem again.
+LAB_ACCEPTED_DEVIATIONS = {
+    "memlock": "the lab's controller runs without CAP_SYS_RESOURCE, so no lab process can raise its hard memlock "
+    "limit to unlimited",
+    "rdma": "the lab has no RDMA NICs: no erdma device exists on a lab node",
+    "hugepages": "a lab node is a container and boots no kernel of its own, so its 1 GiB pages are never reserved",
+}
+
+
+def doctor_vars() -> dict[str, Any]:
+    """What `rdmaforge doctor` expects of a lab node beyond its fabric profile, and what it accepts."""
+    return {"doctor_expected_gpus": 0, "doctor_accept": dict(LAB_ACCEPTED_DEVIATIONS)}
+
+
 def write(paths: LabPaths, nodes: list[NodeSpec], mirror: Mirror) -> Path:
     inv = paths.inventory_dir
     if inv.exists():
@@ -107,6 +122,7 @@ def write(paths: LabPaths, nodes: list[NodeSpec], mirror: Mirror) -> Path:
     dump(inv / "group_vars" / "all" / "mirror.yml", mirror_vars(mirror))
     dump(inv / "group_vars" / "all" / "tuning.yml", tuning_vars(nodes))
     dump(inv / "group_vars" / "all" / "benchmark.yml", benchmark_vars())
+    dump(inv / "group_vars" / "all" / "doctor.yml", doctor_vars())
     return inv / "hosts.yml"
 
 

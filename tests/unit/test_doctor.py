@@ -1,5 +1,5 @@
 """`rdmaforge doctor`: rows from the per-node files, skew across nodes, the table, and the playbook for real
-against this machine in check mode."""
+against this machine in check mode. Expectations against the inventory: tests/unit/test_doctor_checks.py."""
 
 from __future__ import annotations
 
@@ -35,11 +35,27 @@ NODE: dict[str, Any] = {
     "memlock": "unlimited\n",
     "nvidia_smi": "\n".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})" for i in range(8)),
     "lspci": None,
-    "nccl_manifest": {"id": "nccl-2.29.7-cuda13.0-sm_90-funcsc3dfaac5", "version": "2.29.7"},
+    "nccl_manifest": {"id": "nccl-2.29.7-cuda13.0-sm_90-funcsc3dfaac5", "version": "2.29.7", "cuda": "13.0"},
     "nccl_libs": ["libnccl.so.2", "libnccl.so.2.29.7"],
     "plugin_present": True,
     "plugin_target": "/opt/rdmaforge/nccl-plugin/aiacc-venv/lib/python3.11/site-packages/libnccl-net.so",
     "plugin_dists": ["aiacc_nccl_plugin-2.0.1.dist-info"],
+    "plugin_symbols": "0000000000012340 T ncclNetPlugin_v6\n0000000000012380 T ncclNetPlugin_v8\n",
+    "default_route_interface": "eth0",
+    "grub_defaults": ['GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G '
+                      'hugepages=50"\n'],
+    # What the node's inventory says it should be: an 8-GPU InfiniBand node with seed 004's tuning.
+    "inventory": {
+        "rdmaforge_fabric": "infiniband",
+        "nccl_plugin_provider": "aiacc",
+        "doctor_expected_gpus": 8,
+        "hugepages_enabled": True,
+        "eni_enabled": True,
+        "eni_mtu": 9000,
+        "nccl_build_version": "2.29.7",
+        "nccl_cuda_archs": ["sm_90"],
+        "nccl_build_only_funcs": "AllReduce Sum f32 RING SIMPLE",
+    },
 }
 
 
@@ -78,8 +94,11 @@ def test_node_row_of_a_bare_node() -> None:
 
 def test_a_healthy_cluster_has_no_findings() -> None:
     diagnosis = doctor.diagnose(cluster())
-    assert diagnosis.findings == [] and diagnosis.exit_code == ExitCode.OK
-    assert "healthy: 3 node(s) agree on every column" in doctor.render(diagnosis)
+    assert diagnosis.findings == [] and diagnosis.problems == [] and diagnosis.exit_code == ExitCode.OK
+    assert {c.status for c in diagnosis.checks} == {"ok"}, [c for c in diagnosis.checks if c.status != "ok"]
+    assert "healthy: 3 node(s) meet their inventory's expectations and agree on every column" in doctor.render(
+        diagnosis
+    )
 
 
 def test_skew_flags_the_minority_node_per_column() -> None:
@@ -89,15 +108,18 @@ def test_skew_flags_the_minority_node_per_column() -> None:
     nodes["node4"]["rdma_devices"][1]["ports"][0] = port(1, "PORT_DOWN", "DISABLED")  # one port down
     diagnosis = doctor.diagnose(nodes)
     found = {(f.host, f.column): f for f in diagnosis.findings}
-    assert set(found) == {("node2", "mtu"), ("node3", "nccl"), ("node4", "ports")}
+    assert set(found) == {("node2", "mtu"), ("node3", "nccl")}
     assert found["node2", "mtu"].expected == "eth0=1500 eth1=9000 eth2=9000"
     assert found["node2", "mtu"].reason == (
         "MTU is 'eth0=1500 eth1=1400 eth2=9000' where 3 of 4 nodes have 'eth0=1500 eth1=9000 eth2=9000'"
     )
-    assert found["node4", "ports"].reason == "RDMA port not active: mlx5_1:1 PORT_DOWN (DISABLED)"
-    assert diagnosis.exit_code == ExitCode.HOST_FAILED
+    # The same three are problems against each node's own inventory; the down port is judged by the rdma check.
+    problems = {(c.host, c.check): c for c in diagnosis.problems}
+    assert set(problems) == {("node2", "mtu"), ("node3", "nccl"), ("node4", "rdma")}
+    assert problems["node4", "rdma"].reason == "not ACTIVE: mlx5_1:1 PORT_DOWN"
+    assert diagnosis.exit_code == ExitCode.UNHEALTHY
     table = doctor.render(diagnosis)
-    assert "eth0=1500 eth1=1400 eth2=9000 !" in table and "1/2 active !" in table
+    assert "1500 eth1=1400 eth2=9000 !" in table and "mlx5 x2 1/2 !" in table
     assert "  node3: NCCL is '2.28.3-cuda12.8-sm_90-funcsc3dfaac5' where 3 of 4 nodes have" in table
 
 
@@ -123,12 +145,16 @@ def test_clock_offset_beyond_the_limit_and_unreachable_and_failed_nodes() -> Non
     nodes["node3"]["clock"] = ["1700000000.0", "1700000003.5"]
     diagnosis = doctor.diagnose(nodes, unreachable=["node4"], failed={"node2": "Read the huge pages: boom"})
     reasons = {(f.host, f.column): f.reason for f in diagnosis.findings}
-    assert reasons["node3", "clock"] == "clock is +3.500s off the controller's (limit 1.0s)"
+    clock = {c.host: c for c in diagnosis.checks if c.check == "clock"}
+    assert clock["node3"].status == "problem" and clock["node1"].status == "ok"
+    assert clock["node3"].reason == "clock is +3.500s off the controller's (limit 1.0s)"
     assert reasons["node2", "check"] == "a doctor check failed: Read the huge pages: boom"
     assert diagnosis.exit_code == ExitCode.UNREACHABLE
     table = doctor.render(diagnosis)
     assert "node4" in table and "UNREACHABLE" in table and "  node4: unreachable" in table
-    assert doctor.diagnose(nodes, max_clock_offset=5.0).findings == []
+    assert doctor.diagnose(nodes, failed={"node2": "boom"}).exit_code == ExitCode.HOST_FAILED
+    relaxed = doctor.diagnose(nodes, max_clock_offset=5.0)
+    assert relaxed.findings == [] and relaxed.problems == [] and relaxed.exit_code == ExitCode.OK
 
 
 def test_doctor_playbook_for_real_against_this_machine(
@@ -136,7 +162,9 @@ def test_doctor_playbook_for_real_against_this_machine(
 ) -> None:
     monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")  # this machine's facts stay out of .cache/facts
     hosts = {
-        "localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+        "localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                      "rdmaforge_fabric": "tcp", "doctor_expected_gpus": 0,
+                      "doctor_accept": {"plugin": "whatever this machine has"}},
         "ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"},
     }
     inventory = tmp_path / "hosts.yml"
@@ -149,9 +177,14 @@ def test_doctor_playbook_for_real_against_this_machine(
     node = json.loads((run_dir / "doctor" / "localhost.json").read_text())
     assert node["host"] == "localhost" and node["nics"] and doctor.clock_offset(node["clock"]) is not None
     assert abs(doctor.clock_offset(node["clock"]) or 0) < 5
+    # The inventory's own values travel with the node (what it is judged by); unset ones are left to the roles.
+    assert node["inventory"] == {"rdmaforge_fabric": "tcp", "doctor_expected_gpus": 0,
+                                 "doctor_accept": {"plugin": "whatever this machine has"}}  # fmt: skip
+    assert node["memlock"] not in (None, "")  # `ulimit -l` of this login
     recap = json.loads((run_dir / "recap.json").read_text())
     assert recap["hosts"]["localhost"]["changed"] == 0  # read-only, run in check mode
     assert recap["unreachable"] == ["ghost"] and "localhost" in recap["rows"]
+    assert recap["nodes"]["localhost"]["checks"]["gpus"]["expected"] == "0"
     assert "--check" in json.loads((run_dir / "ansible" / "command").read_text())["command"]
     assert "localhost" in out and "ghost" in out and "UNREACHABLE" in out
     cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}

@@ -1,0 +1,326 @@
+"""`rdmaforge doctor`'s expectations: each node against what its inventory and fabric profile imply.
+
+Each check of a node ends as one of:
+
+- ``ok``: measured, and what the inventory implies;
+- ``problem``: measured, and not what the inventory implies (expected vs actual);
+- ``accepted``: not what the inventory implies, but listed in ``doctor_accept`` as a known, accepted deviation
+  (the lab's memlock and missing RDMA devices), printed as such with the inventory's reason;
+- ``not_checked``: nothing to compare with (the reason says why).
+
+Expected values come from the node's inventory variables (written into the node's doctor file by
+playbooks/doctor.yml), falling back to the roles' documented defaults (roles/*/defaults/main.yml), and from the
+fabric profile tables below. Pure functions; rdmaforge.doctor renders them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import cache
+from typing import Any, Literal
+
+import yaml
+
+from rdmaforge.nccl_build import build_id
+from rdmaforge.parsers.nccl_env import plugin_api_versions
+from rdmaforge.paths import PROJECT_ROOT
+
+CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
+
+#: Fabric profiles that use RDMA: memlock must be unlimited, RDMA devices with active ports must be present.
+RDMA_FABRICS = ("erdma", "infiniband", "roce", "acs_type1")
+#: The RDMA device names each RDMA fabric brings (ibv_devinfo's hca_id): erdma_N on eRDMA, mlx5_N on the rest.
+RDMA_DEVICE_PATTERNS = {"erdma": "erdma*", "infiniband": "mlx5*", "roce": "mlx5*", "acs_type1": "mlx5*"}
+#: The checks of one node, in table order.
+CHECKS = ("rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus", "nccl", "plugin", "clock")
+
+#: Inventory variables doctor.yml copies into each node's file; the rest of the names come from role defaults.
+DEFAULTS_OF = {
+    "rdmaforge_fabric": None,
+    "rdma_require_active_ports": "rdma_core",
+    "hugepages_enabled": "hugepages",
+    "hugepages_count": "hugepages",
+    "hugepages_size": "hugepages",
+    "eni_enabled": "eni",
+    "eni_interfaces": "eni",
+    "eni_interface_patterns": "eni",
+    "eni_mtu": "eni",
+    "eni_jumbo_frames": "eni",
+    "eni_per_gpu": "eni",
+    "nccl_build_version": "nccl_build",
+    "nccl_cuda_archs": "nccl_build",
+    "nccl_build_only_funcs": "nccl_build",
+    "nccl_plugin_provider": "nccl_plugin",
+    "doctor_expected_gpus": None,
+    "doctor_accept": None,
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    host: str
+    check: str
+    status: CheckStatus
+    actual: str
+    expected: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@cache
+def role_defaults(role: str) -> dict[str, Any]:
+    data = yaml.safe_load((PROJECT_ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+    return dict(data)
+
+
+def variable(node: Mapping[str, Any], name: str) -> Any:
+    """The inventory's value, else the role's default; None for a default that is a template (computed below)."""
+    given = node.get("inventory")
+    if isinstance(given, Mapping) and name in given:
+        return given[name]
+    role = DEFAULTS_OF.get(name)
+    value = role_defaults(role).get(name) if role else None
+    return None if isinstance(value, str) and "{{" in value else value
+
+
+def truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "yes", "1", "on")
+
+
+def fabric_of(node: Mapping[str, Any]) -> str:
+    return str(variable(node, "rdmaforge_fabric") or "tcp")
+
+
+# --- one check each ---------------------------------------------------------------------------------------
+
+
+def check_memlock(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
+    fabric = fabric_of(node)
+    actual = str(node.get("memlock") if node.get("memlock") is not None else "?").strip() or "?"
+    if fabric not in RDMA_FABRICS:
+        return "not_checked", actual, None, f"fabric {fabric} does not use RDMA"
+    if actual == "?":
+        return "problem", actual, "unlimited", "`ulimit -l` of a non-interactive login gave no answer"
+    if actual == "unlimited":
+        return "ok", actual, "unlimited", "RDMA may pin any amount of memory"
+    return "problem", f"{actual} KiB", "unlimited", (
+        f"memlock of a non-interactive login is {actual} KiB; fabric {fabric} needs unlimited (RDMA pins memory)"
+    )
+
+
+def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
+    fabric = fabric_of(node)
+    devices = node.get("rdma_devices") or []
+    names = [str(d.get("name")) for d in devices]
+    actual = ",".join(names) or "none"
+    if fabric not in RDMA_FABRICS:
+        return "not_checked", actual, None, f"fabric {fabric} does not use RDMA"
+    pattern = RDMA_DEVICE_PATTERNS[fabric]
+    matching = [d for d in devices if fnmatch.fnmatch(str(d.get("name")), pattern)]
+    expected = f"{pattern} with every port ACTIVE"
+    if not matching:
+        return "problem", actual, expected, f"no {pattern} RDMA device, which fabric {fabric} needs"
+    require_active = variable(node, "rdma_require_active_ports")
+    if require_active is not None and not truthy(require_active):
+        return "ok", actual, pattern, f"{len(matching)} {pattern} device(s); port states not required"
+    inactive = [f"{d.get('name')}:{p.get('port')} {p.get('state')}" for d in matching for p in d.get("ports") or []
+                if p.get("state") != "PORT_ACTIVE"]  # fmt: skip
+    ports = sum(len(d.get("ports") or []) for d in matching)
+    if inactive or not ports:
+        return "problem", actual, expected, "not ACTIVE: " + (", ".join(inactive) or "no port at all")
+    return "ok", actual, expected, f"{len(matching)} device(s), {ports} port(s) ACTIVE"
+
+
+def eni_names(node: Mapping[str, Any]) -> list[str]:
+    """The secondary NICs the ENI plan covers: eni_interfaces, else the NICs matching the patterns except the
+    default-route NIC."""
+    listed = [str(n) for n in variable(node, "eni_interfaces") or []]
+    nics = [str(n.get("name")) for n in node.get("nics") or []]
+    if listed:
+        return listed
+    patterns = [str(p) for p in variable(node, "eni_interface_patterns") or []]
+    primary = node.get("default_route_interface")
+    return [n for n in nics if n != primary and any(fnmatch.fnmatch(n, p) for p in patterns)]
+
+
+def planned_mtu(node: Mapping[str, Any]) -> int:
+    """The eni role's MTU rule (roles/eni/defaults: eni_mtu, else 8500 for erdma with jumbo frames, else 1400)."""
+    override = variable(node, "eni_mtu")
+    if override not in (None, ""):
+        return int(override)
+    return 8500 if fabric_of(node) == "erdma" and truthy(variable(node, "eni_jumbo_frames")) else 1400
+
+
+def check_mtu(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
+    nics = {str(n.get("name")): n.get("mtu") for n in node.get("nics") or []}
+    actual = " ".join(f"{name}={mtu}" for name, mtu in sorted(nics.items())) or "none"
+    if not truthy(variable(node, "eni_enabled")):
+        return "not_checked", actual, None, "eni_enabled is false: no MTU is planned"
+    mtu = planned_mtu(node)
+    names = eni_names(node)
+    if not names:
+        return "problem", actual, f"ENIs at {mtu}", "no secondary NIC (ENI) found for the ENI plan"
+    missing = [n for n in names if n not in nics]
+    off = [f"{n}={nics[n]}" for n in names if n in nics and str(nics[n]) != str(mtu)]
+    expected = f"{','.join(names)}={mtu}"
+    if missing or off:
+        what = ([f"{', '.join(missing)} missing"] if missing else []) + ([f"{' '.join(off)}"] if off else [])
+        return "problem", actual, expected, f"ENI MTU off the plan ({mtu}): " + "; ".join(what)
+    return "ok", actual, expected, f"every ENI at the planned MTU {mtu}"
+
+
+def expected_gpus(node: Mapping[str, Any]) -> tuple[int | None, str]:
+    given = variable(node, "doctor_expected_gpus")
+    if given not in (None, ""):
+        return int(given), "doctor_expected_gpus"
+    if truthy(variable(node, "eni_per_gpu")) and truthy(variable(node, "eni_enabled")):
+        return len(eni_names(node)), "eni_per_gpu (one GPU per ENI)"
+    return None, ""
+
+
+def check_gpus(node: Mapping[str, Any], count: int) -> tuple[CheckStatus, str, str | None, str]:
+    expected, source = expected_gpus(node)
+    if expected is None:
+        return "not_checked", str(count), None, "the inventory sets no GPU count (doctor_expected_gpus)"
+    if count != expected:
+        return "problem", str(count), str(expected), f"{count} GPU(s) found, {expected} expected ({source})"
+    return "ok", str(count), str(expected), f"{count} GPU(s), as {source} says"
+
+
+def page_kb(size: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([KMG]?)", size.strip().upper()).groups()  # type: ignore[union-attr]
+    return int(number) * {"": 1, "K": 1, "M": 1024, "G": 1024**2}[unit] // (1 if unit else 1024)
+
+
+def planned_pages(node: Mapping[str, Any], gpus: int) -> int:
+    """Seed 004's count (roles/hugepages/defaults: hugepages_count, else 50 on 8 GPUs, else GPUs x 5 + 10)."""
+    override = variable(node, "hugepages_count")
+    if override not in (None, ""):
+        return int(override)
+    return 50 if gpus == 8 else gpus * 5 + 10
+
+
+def check_hugepages(node: Mapping[str, Any], gpus: int) -> tuple[CheckStatus, str, str | None, str]:
+    size = str(variable(node, "hugepages_size") or "1G")
+    pools = (node.get("hugepages") or {}).get("by_size") or {}
+    reserved = int((pools.get(str(page_kb(size))) or {}).get("nr") or 0)
+    actual = f"{reserved}x{size}"
+    if not truthy(variable(node, "hugepages_enabled")):
+        return "not_checked", actual, None, "hugepages_enabled is false"
+    expected = planned_pages(node, gpus)
+    if reserved != expected:
+        return "problem", actual, f"{expected}x{size}", f"{reserved} pages of {size} reserved, {expected} planned"
+    return "ok", actual, f"{expected}x{size}", f"{expected} pages of {size} reserved as planned"
+
+
+def boot_arguments(text: str) -> list[str]:
+    """The kernel arguments GRUB_CMDLINE_LINUX and GRUB_CMDLINE_LINUX_DEFAULT set in /etc/default/grub text."""
+    tokens: list[str] = []
+    for match in re.finditer(r'^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?=(["\']?)(.*?)\1\s*$', text, re.M):
+        tokens += match.group(2).replace("$GRUB_CMDLINE_LINUX", "").split()
+    return tokens
+
+
+def check_hugepages_boot(node: Mapping[str, Any], gpus: int) -> tuple[CheckStatus, str, str | None, str]:
+    size = str(variable(node, "hugepages_size") or "1G")
+    texts = [str(t) for t in node.get("grub_defaults") or [] if t]
+    tokens = [t for text in texts for t in boot_arguments(text)]
+    counts = [t.partition("=")[2] for t in tokens if t.startswith("hugepages=")]
+    actual = " ".join(f"hugepages={c}" for c in counts) or "none"
+    if not truthy(variable(node, "hugepages_enabled")):
+        return "not_checked", actual, None, "hugepages_enabled is false"
+    if not texts:
+        return "not_checked", actual, None, "no /etc/default/grub (a BLS or grubby host: see rdmaforge verify)"
+    expected = f"hugepages={planned_pages(node, gpus)} hugepagesz={size}"
+    sizes = [t.partition("=")[2] for t in tokens if t.startswith("hugepagesz=")]
+    if counts != [str(planned_pages(node, gpus))] or sizes != [size]:
+        found = " ".join(t for t in tokens if t.startswith(("hugepages=", "hugepagesz="))) or "no huge page argument"
+        return "problem", actual, expected, f"the boot loader configuration has {found}, the plan is {expected}"
+    return "ok", actual, expected, "the next boot reserves the planned pages"
+
+
+def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
+    manifest = node.get("nccl_manifest") or {}
+    version = str(variable(node, "nccl_build_version") or "")
+    archs = [str(a) for a in variable(node, "nccl_cuda_archs") or []]
+    funcs = str(variable(node, "nccl_build_only_funcs") or "")
+    if not manifest.get("id"):
+        return "problem", "none", f"NCCL {version}", "no rdmaforge NCCL build installed (current/.rdmaforge-build.json)"
+    installed = str(manifest["id"]).removeprefix("nccl-")
+    # The CUDA release is the builder's (detected, not planned): the manifest's, else the one in the id.
+    named = re.search(r"-cuda([^-]+)-", str(manifest["id"]))
+    cuda = str(manifest.get("cuda") or (named.group(1) if named else ""))
+    if not cuda:
+        return "not_checked", installed, None, "the installed build's manifest does not say its CUDA release"
+    expected = build_id(version, cuda, archs, funcs)
+    if installed != expected:
+        return "problem", installed, expected, f"installed NCCL build {installed}, the cluster's build is {expected}"
+    return "ok", installed, expected, "the cluster's NCCL build"
+
+
+def plugin_provider(node: Mapping[str, Any]) -> str:
+    """nccl_plugin_provider, else the nccl_plugin role's default: aiacc on erdma, none elsewhere."""
+    given = variable(node, "nccl_plugin_provider")
+    return str(given) if given else ("aiacc" if fabric_of(node) == "erdma" else "none")
+
+
+def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, str, str | None, str]:
+    provider = plugin_provider(node)
+    apis = plugin_api_versions(str(node.get("plugin_symbols") or ""))
+    actual = summary + (f" v{','.join(map(str, apis))}" if apis else "")
+    if provider == "none":
+        if node.get("plugin_present"):
+            return "problem", actual, "none", "a net plugin is registered although nccl_plugin_provider is none"
+        return "ok", actual, "none", "no net plugin, as nccl_plugin_provider says"
+    expected = f"{provider}, exporting ncclNetPlugin_v*"
+    if not node.get("plugin_present"):
+        return "problem", actual, expected, f"no NCCL net plugin library; nccl_plugin_provider is {provider}"
+    if not apis:
+        return "problem", actual, expected, "the plugin exports no ncclNetPlugin_vN symbol: NCCL would not load it"
+    return "ok", actual, expected, f"exports net plugin API v{', v'.join(map(str, apis))}"
+
+
+def judge_node(
+    host: str,
+    node: Mapping[str, Any],
+    row: Mapping[str, str],
+    gpus: int,
+    clock: Callable[[], tuple[CheckStatus, str, str | None, str]],
+) -> list[Check]:
+    """Every check of one node, with the inventory's acceptances applied."""
+    results = {
+        "rdma": check_rdma(node),
+        "memlock": check_memlock(node),
+        "mtu": check_mtu(node),
+        "hugepages": check_hugepages(node, gpus),
+        "hugepages_boot": check_hugepages_boot(node, gpus),
+        "gpus": check_gpus(node, gpus),
+        "nccl": check_nccl(node),
+        "plugin": check_plugin(node, row.get("plugin", "")),
+        "clock": clock(),
+    }
+    accept = variable(node, "doctor_accept") or {}
+    checks = []
+    for name in CHECKS:
+        status, actual, expected, reason = results[name]
+        if status == "problem" and isinstance(accept, Mapping) and name in accept:
+            status, reason = "accepted", f"{reason}; accepted by the inventory: {accept[name]}"
+        checks.append(Check(host, name, status, actual, expected, reason))
+    return checks
+
+
+def unknown_acceptances(node: Mapping[str, Any]) -> list[str]:
+    accept = variable(node, "doctor_accept") or {}
+    return sorted(str(k) for k in accept if k not in CHECKS) if isinstance(accept, Mapping) else ["(not a mapping)"]
+
+
+def summarize(checks: Sequence[Check]) -> dict[str, int]:
+    counts = dict.fromkeys(("ok", "problem", "accepted", "not_checked"), 0)
+    for check in checks:
+        counts[check.status] += 1
+    return counts

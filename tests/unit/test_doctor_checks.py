@@ -1,0 +1,168 @@
+"""`rdmaforge doctor` judges each node against its inventory: nodes that are all wrong in the same way are not
+healthy, an accepted deviation is printed as accepted, and each off-plan value is that node's problem.
+
+The lab-like node below is what a lab node reports (eRDMA fabric without RDMA hardware, memlock 8192 KiB, no
+GPU, 1 GiB pages configured but never reserved in a container, ENIs at the eni role's default MTU 1400)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from rdmaforge import doctor
+from rdmaforge.runner.exit_codes import ExitCode
+from tests.unit.test_doctor import NODE, nic
+
+ACCEPT = {"memlock": "no CAP_SYS_RESOURCE in the lab", "rdma": "the lab has no RDMA NICs",
+          "hugepages": "a container boots no kernel of its own"}  # fmt: skip
+
+LAB_NODE: dict[str, Any] = {
+    "clock": ["1700000000.100000", "1700000000.104000000"],
+    "rdma_devices": [],
+    "nics": [nic("eth0"), nic("eth1", 1400), nic("eth2", 1400)],
+    "default_route_interface": "eth0",
+    "hugepages": {"by_size": {"2048": {"nr": 0}, "1048576": {"nr": 0}}},
+    "grub_defaults": ['GRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G hugepages=10"\n'],
+    "memlock": "8192",
+    "nvidia_smi": None,
+    "lspci": "",
+    "nccl_manifest": {"id": "nccl-2.29.7-cuda13.0-sm_80-funcsc3dfaac5", "version": "2.29.7", "cuda": "13.0"},
+    "plugin_present": True,
+    "plugin_dists": ["aiacc_nccl_plugin-2.0.1.dist-info"],
+    "plugin_symbols": "0000000000001000 T ncclNetPlugin_v6\n",
+    "inventory": {
+        "rdmaforge_fabric": "erdma",
+        "rdma_require_active_ports": False,
+        "hugepages_enabled": True,
+        "eni_enabled": True,
+        "nccl_build_only_funcs": "AllReduce Sum f32 RING SIMPLE",
+        "doctor_expected_gpus": 0,
+        "doctor_accept": ACCEPT,
+    },
+}
+
+
+def lab(n: int = 2, **inventory: Any) -> dict[str, dict[str, Any]]:
+    nodes = {}
+    for i in range(1, n + 1):
+        node = copy.deepcopy(LAB_NODE)
+        node["inventory"].update(inventory)
+        nodes[f"node{i}"] = node
+    return nodes
+
+
+def statuses(diagnosis: doctor.Diagnosis, host: str) -> dict[str, str]:
+    return {c.check: c.status for c in diagnosis.checks if c.host == host}
+
+
+def test_the_lab_is_healthy_with_its_deviations_accepted() -> None:
+    diagnosis = doctor.diagnose(lab())
+    assert diagnosis.exit_code == ExitCode.OK, doctor.render(diagnosis)
+    assert statuses(diagnosis, "node1") == {
+        "rdma": "accepted", "memlock": "accepted", "mtu": "ok", "hugepages": "accepted", "hugepages_boot": "ok",
+        "gpus": "ok", "nccl": "ok", "plugin": "ok", "clock": "ok",
+    }  # fmt: skip
+    text = doctor.render(diagnosis)
+    assert "  node1: memlock accepted: 8192 KiB (expected unlimited): memlock of a non-interactive login is 8192 " in (
+        text
+    )
+    assert "accepted by the inventory: no CAP_SYS_RESOURCE in the lab" in text
+    assert "  node1: rdma accepted: none (expected erdma* with every port ACTIVE): no erdma* RDMA device" in text
+    assert "healthy: 2 node(s)" in text and "not healthy" not in text
+
+
+def test_nodes_all_wrong_the_same_way_are_not_healthy() -> None:
+    """The issue's case: memlock 8192 KiB and no RDMA device on every node of an eRDMA fabric; no skew at all."""
+    diagnosis = doctor.diagnose(lab(doctor_accept={}))
+    assert diagnosis.findings == []  # the nodes agree with each other
+    assert diagnosis.exit_code == ExitCode.UNHEALTHY
+    assert {(c.host, c.check) for c in diagnosis.problems} == {
+        (h, c) for h in ("node1", "node2") for c in ("rdma", "memlock", "hugepages")
+    }
+    text = doctor.render(diagnosis)
+    assert "healthy:" not in text.replace("not healthy:", "")
+    assert "not healthy: 6 problem(s) against the inventory, 0 skew finding(s)" in text
+    memlock = next(c for c in diagnosis.problems if c.check == "memlock")
+    assert (memlock.expected, memlock.actual) == ("unlimited", "8192 KiB")
+
+
+def test_one_node_off_the_eni_mtu_plan_is_that_nodes_problem() -> None:
+    nodes = lab(3)
+    nodes["node3"]["nics"][1]["mtu"] = 1300
+    diagnosis = doctor.diagnose(nodes)
+    mtu = {c.host: c for c in diagnosis.checks if c.check == "mtu"}
+    assert mtu["node3"].status == "problem" and mtu["node1"].status == mtu["node2"].status == "ok"
+    assert mtu["node3"].expected == "eth1,eth2=1400" and "eth1=1300" in mtu["node3"].reason
+    assert diagnosis.exit_code == ExitCode.UNHEALTHY
+    # Jumbo frames on eRDMA plan 8500: every node is then off the plan, though they agree.
+    jumbo = doctor.diagnose(lab(eni_jumbo_frames=True))
+    assert {c.host for c in jumbo.problems if c.check == "mtu"} == {"node1", "node2"}
+
+
+def test_huge_pages_configured_off_the_plan() -> None:
+    nodes = lab()
+    nodes["node2"]["grub_defaults"] = ['GRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G hugepages=7"\n']
+    diagnosis = doctor.diagnose(nodes)
+    boot = {c.host: c for c in diagnosis.checks if c.check == "hugepages_boot"}
+    # No GPU: seed 004's rule plans 0 x 5 + 10 = 10 pages.
+    assert boot["node1"].status == "ok" and boot["node1"].expected == "hugepages=10 hugepagesz=1G"
+    assert boot["node2"].status == "problem" and "hugepages=7" in boot["node2"].reason
+    # An explicit count in the inventory is the plan.
+    assert {c.host for c in doctor.diagnose(lab(hugepages_count=7)).problems} == {"node1", "node2"}
+
+
+def test_gpu_count_nccl_build_and_plugin_against_the_inventory() -> None:
+    nodes = lab(3)
+    nodes["node1"]["inventory"]["doctor_expected_gpus"] = 8
+    nodes["node2"]["nccl_manifest"]["id"] = "nccl-2.28.3-cuda13.0-sm_80-funcsc3dfaac5"
+    nodes["node3"]["plugin_symbols"] = ""
+    problems = {(c.host, c.check): c for c in doctor.diagnose(nodes).problems}
+    assert set(problems) == {("node1", "gpus"), ("node2", "nccl"), ("node3", "plugin")}
+    assert problems["node1", "gpus"].reason == "0 GPU(s) found, 8 expected (doctor_expected_gpus)"
+    # The nccl_build role's defaults (version 2.29.7, sm_80) are the plan when the inventory sets none.
+    assert problems["node2", "nccl"].expected == "2.29.7-cuda13.0-sm_80-funcsc3dfaac5"
+    assert "exports no ncclNetPlugin_vN symbol" in problems["node3", "plugin"].reason
+
+
+def test_not_checked_says_why() -> None:
+    nodes = lab(1)
+    del nodes["node1"]["inventory"]["doctor_expected_gpus"]
+    nodes["node1"]["inventory"].update(rdmaforge_fabric="tcp", hugepages_enabled=False, eni_enabled=False)
+    checks = {c.check: c for c in doctor.diagnose(nodes).checks}
+    assert checks["gpus"].status == "not_checked" and "doctor_expected_gpus" in checks["gpus"].reason
+    assert checks["memlock"].status == checks["rdma"].status == "not_checked"
+    assert checks["mtu"].reason == "eni_enabled is false: no MTU is planned"
+    # tcp has no plugin by default (the nccl_plugin role's rule): a registered one is a problem.
+    assert checks["plugin"].status == "problem"
+
+
+def test_an_unknown_acceptance_is_named() -> None:
+    diagnosis = doctor.diagnose(lab(1, doctor_accept={**ACCEPT, "memlok": "typo"}))
+    assert diagnosis.exit_code == ExitCode.UNHEALTHY
+    assert any("doctor_accept names 'memlok', which is not a check; allowed: rdma, memlock" in f.reason
+               for f in diagnosis.findings)  # fmt: skip
+
+
+def test_the_table_fits_120_columns_and_json_has_every_check() -> None:
+    nodes = {**lab(3), "gpu-node-017": copy.deepcopy(NODE)}
+    diagnosis = doctor.diagnose(nodes)
+    table = doctor.render(diagnosis).split("\n\n")[0]
+    assert max(len(line) for line in table.splitlines()) <= doctor.TABLE_WIDTH, table
+    assert "2.29.7 cu13.0" in table  # the build's version, not its id or path
+    per_node = json.loads(json.dumps(diagnosis.per_node()))
+    assert set(per_node["node1"]["checks"]) == {"rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus",
+                                                "nccl", "plugin", "clock"}  # fmt: skip
+    assert per_node["node1"]["checks"]["memlock"]["status"] == "accepted"
+
+
+@pytest.mark.parametrize("size", ["1G", "2M"])
+def test_reserved_pages_are_read_at_the_planned_size(size: str) -> None:
+    nodes = lab(1, hugepages_size=size, doctor_accept={})
+    kb = {"1G": "1048576", "2M": "2048"}[size]
+    nodes["node1"]["hugepages"]["by_size"][kb]["nr"] = 10
+    nodes["node1"]["grub_defaults"] = [f'GRUB_CMDLINE_LINUX="hugepagesz={size} hugepages=10"']
+    checks = {c.check: c for c in doctor.diagnose(nodes).checks}
+    assert checks["hugepages"].status == "ok" and checks["hugepages_boot"].status == "ok"
