@@ -147,11 +147,13 @@ def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path]
         ax.set_xlabel("receiver")
         ax.set_ylabel("sender")
         ax.set_title(f"rdmaforge pairwise: {nic} (Gb/s)")
+        top = max((v for row in values for v in row if v == v), default=0.0)  # v == v: not NaN
         if len(names) <= 16:
             for i, row in enumerate(labels):
                 for j, text in enumerate(row):
                     if text:
-                        ax.text(j, i, text, ha="center", va="center", color="white", fontsize=8)
+                        light = top > 0 and values[i][j] > 0.6 * top  # dark text on the bright end of viridis
+                        ax.text(j, i, text, ha="center", va="center", color="black" if light else "white", fontsize=8)
         fig.colorbar(image, ax=ax, label="Gb/s")
         fig.tight_layout()
         path = out_dir / f"heatmap-{nic}.png"
