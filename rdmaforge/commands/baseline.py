@@ -16,7 +16,7 @@ from typing import Any
 
 from rdmaforge.bench import baseline
 from rdmaforge.bench.report import judge
-from rdmaforge.commands.report import find_run_dir
+from rdmaforge.commands.report import find_run_dir, load_run
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode
 
 NAME = "baseline"
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = find_run_dir(args)
     if isinstance(run_dir, str):
         return fail(run_dir)
-    run_json = json.loads((run_dir / "run.json").read_text())
+    run_json = load_run(run_dir)  # schema-checked: a malformed run.json is a message, not a traceback
     try:
         # Judged without any earlier baseline, and without rewriting the run's files.
         results = judge(run_dir, {**run_json, "baseline": None})

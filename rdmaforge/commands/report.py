@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rdmaforge import stored
 from rdmaforge.bench.baseline import BaselineError
 from rdmaforge.bench.report import render
 from rdmaforge.bench.verdict import EXIT_CODES
@@ -61,10 +62,22 @@ def find_run_dir(args: argparse.Namespace) -> Path | str:
     return run_dir
 
 
+def load_run(run_dir: Path) -> dict[str, Any]:
+    """run.json of ``run_dir``, with it and e2e.json checked against their schemas (rdmaforge.stored).
+
+    A malformed file raises UserError naming the file and key (exit 64 from rdmaforge.cli).
+    """
+    run: dict[str, Any] = stored.load(run_dir / "run.json", stored.RUN_JSON, "benchmark run.json")
+    if (run_dir / "e2e.json").exists():
+        stored.load(run_dir / "e2e.json", stored.E2E_JSON, "e2e result (e2e.json)")
+    return run
+
+
 def run(args: argparse.Namespace) -> int:
     run_dir = find_run_dir(args)
     if isinstance(run_dir, str):
         return bad_input(run_dir)
+    load_run(run_dir)  # checked first: nothing is re-rendered from a malformed run
     overrides: dict[str, Any] = {}
     if args.baseline is not None:
         overrides["baseline"] = str(args.baseline.resolve())

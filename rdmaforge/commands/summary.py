@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from rdmaforge import stored
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner.exit_codes import ExitCode
 
 DEFAULT = PROJECT_ROOT / "artifacts" / "summary.json"
 
@@ -39,14 +40,10 @@ def format_node(node: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        data = json.loads(args.file.read_text())
-    except (OSError, ValueError) as exc:
-        print(
-            f"rdmaforge summary: cannot read {args.file}: {exc} (run playbooks/site.yml first)",
-            file=sys.stderr,
-        )
-        return 2
-    for node in data.get("nodes", []):
-        print("\n".join(format_node(node)))
-    return 0
+    if not args.file.exists():
+        print(f"rdmaforge summary: {args.file} does not exist (run playbooks/summary.yml first)", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    # Checked against the schema first (UserError: one line naming the key, exit 64 from rdmaforge.cli).
+    data = stored.load(args.file, stored.SUMMARY_JSON, "cluster summary (summary.json)")
+    print("\n".join(line for node in data["nodes"] for line in format_node(node)))
+    return int(ExitCode.OK)

@@ -1,0 +1,275 @@
+"""Schemas of the JSON files rdmaforge stores and reads back, and one loader that checks them.
+
+``load(path, SCHEMA)`` returns the parsed document or raises UserError naming the file, the key path
+(``nccl.collectives[1]``), what was found and what is allowed. Consumers can then index the document
+without ad-hoc ``.get`` guards. Unknown keys are allowed (newer writers may add some).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rdmaforge.errors import UserError
+from rdmaforge.nccl_tests.transport import FABRIC_PROFILES
+
+#: Stored files are written by rdmaforge itself and are small; anything bigger is not one of them.
+MAX_BYTES = 64 << 20
+#: Names that become file names (a collective's log ``nccl-NAME.log``): no separator, no dot-dot.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+Check = Callable[[Any], str | None]
+
+
+class Spec:
+    """A JSON value's expected shape."""
+
+    def problems(self, value: Any, where: str) -> list[str]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Scalar(Spec):
+    """A JSON scalar of one of ``kinds`` (``number`` excludes booleans); ``check`` adds a value rule."""
+
+    kinds: tuple[str, ...]
+    check: Check | None = None
+
+    def problems(self, value: Any, where: str) -> list[str]:
+        if not any(_is(kind, value) for kind in self.kinds):
+            return [f"{where}: expected {' or '.join(self.kinds)}, got {_shown(value)}"]
+        problem = self.check(value) if self.check is not None and value is not None else None
+        return [f"{where}: {problem}, got {_shown(value)}"] if problem else []
+
+
+@dataclass(frozen=True)
+class ListOf(Spec):
+    item: Spec
+    nullable: bool = False
+
+    def problems(self, value: Any, where: str) -> list[str]:
+        if value is None and self.nullable:
+            return []
+        if not isinstance(value, list):
+            return [f"{where}: expected a list, got {_shown(value)}"]
+        found: list[str] = []
+        for index, item in enumerate(value):
+            found += self.item.problems(item, f"{where}[{index}]")
+        return found
+
+
+@dataclass(frozen=True)
+class MapOf(Spec):
+    value: Spec
+    nullable: bool = False
+
+    def problems(self, value: Any, where: str) -> list[str]:
+        if value is None and self.nullable:
+            return []
+        if not isinstance(value, dict):
+            return [f"{where}: expected an object, got {_shown(value)}"]
+        found: list[str] = []
+        for key, item in value.items():
+            found += self.value.problems(item, f"{where}.{key}")
+        return found
+
+
+@dataclass(frozen=True)
+class Obj(Spec):
+    fields: Mapping[str, Spec]
+    required: frozenset[str] = field(default_factory=frozenset)
+    nullable: bool = False
+
+    def problems(self, value: Any, where: str) -> list[str]:
+        if value is None and self.nullable:
+            return []
+        if not isinstance(value, dict):
+            return [f"{where or 'the document'}: expected an object, got {_shown(value)}"]
+        found = [f"{_join(where, key)}: missing (required)" for key in sorted(self.required) if key not in value]
+        for key, spec in self.fields.items():
+            if key in value:
+                found += spec.problems(value[key], _join(where, key))
+        return found
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _is(kind: str, value: Any) -> bool:
+    if kind == "null":
+        return value is None
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    raise ValueError(kind)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def fraction(low: float, high: float, high_open: bool = False) -> Check:
+    def check(value: Any) -> str | None:
+        if isinstance(value, str):
+            return None  # the string forms are checked by their own rule
+        ok = low <= value < high if high_open else low <= value <= high
+        return None if ok else f"must be from {low} to {'below ' if high_open else ''}{high}"
+
+    return check
+
+
+def positive(value: Any) -> str | None:
+    return None if value > 0 else "must be greater than 0"
+
+
+def non_negative(value: Any) -> str | None:
+    return None if value >= 0 else "must be 0 or more"
+
+
+def one_of(*allowed: str) -> Check:
+    def check(value: Any) -> str | None:
+        return None if value in allowed else f"must be one of {', '.join(allowed)}"
+
+    return check
+
+
+def safe_name(value: Any) -> str | None:
+    if SAFE_NAME.match(value) and ".." not in value:
+        return None
+    return "must be a plain name (letters, digits, _ . -; no '/' or '..'): it becomes a file name"
+
+
+def _no_threshold_or_fraction(value: Any) -> str | None:
+    if isinstance(value, str):
+        return None if value.strip().lower() in ("", "none", "null") else 'must be a number, null, "" or "none"'
+    return fraction(0.0, 1.0)(value)
+
+
+def _threshold(value: Any) -> str | None:
+    if isinstance(value, str):
+        return None if value.strip().lower() in ("", "none", "null") else 'must be a number, null, "" or "none"'
+    return non_negative(value)
+
+
+STRING = Scalar(("string",))
+OPT_STRING = Scalar(("string", "null"))
+SCALAR = Scalar(("string", "number", "boolean", "null"))
+PERCENTILES = ("p50", "p75", "p90", "p95")
+PERCENTILE = Obj({"samples_per_s": Scalar(("number", "null"), non_negative)}, frozenset({"samples_per_s"}))
+
+#: run.json of a benchmark run (roles/benchmark/tasks/report.yml writes it).
+RUN_JSON = Obj(
+    {
+        "fabric": Scalar(("string",), one_of(*FABRIC_PROFILES)),
+        "nodes": ListOf(STRING),
+        "line_rate_gbps": Scalar(("number", "null"), non_negative),  # 0: the fabric profile's default
+        "min_efficiency": Scalar(("number", "string", "null"), _no_threshold_or_fraction),
+        "baseline": OPT_STRING,
+        "tolerance": Scalar(("number",), fraction(0.0, 1.0, high_open=True)),
+        "nccl": Obj(
+            {
+                "status": STRING,
+                "reason": OPT_STRING,
+                "collectives": ListOf(Scalar(("string",), safe_name)),
+            },
+            frozenset({"status"}),
+        ),
+        "e2e_enabled": Scalar(("boolean",)),
+        "gpus": MapOf(Scalar(("integer", "null"), non_negative)),
+        "required": ListOf(STRING),
+        "optional": ListOf(STRING),
+    }
+)
+
+_E2E_RUN = Obj(
+    {
+        "nodes": Scalar(("integer", "null"), positive),
+        "world_size": Scalar(("integer", "null"), positive),
+        "backend": OPT_STRING,
+        "percentiles": Obj({p: PERCENTILE for p in PERCENTILES}, frozenset(PERCENTILES)),
+    },
+    frozenset({"percentiles"}),
+    nullable=True,
+)
+
+#: e2e.json of a benchmark run (the e2e training benchmark's result).
+E2E_JSON = Obj(
+    {
+        "single": _E2E_RUN,
+        "multi": _E2E_RUN,
+        "min_linearity": Scalar(("number", "string", "null"), _threshold),
+        "error": OPT_STRING,
+    }
+)
+
+#: summary.json (roles/cluster_summary writes it; `rdmaforge summary` prints it).
+SUMMARY_JSON = Obj(
+    {
+        "nodes": ListOf(
+            Obj(
+                {
+                    "host": STRING,
+                    "address": SCALAR,
+                    "os": SCALAR,
+                    "fabric": SCALAR,
+                    "cpus": SCALAR,
+                    "gpus": SCALAR,
+                    "rdma_devices": ListOf(STRING, nullable=True),
+                    "rdma_packages": MapOf(SCALAR, nullable=True),
+                    "mpi_version": SCALAR,
+                    "nccl_build": SCALAR,
+                    "nccl_plugin": SCALAR,
+                    "nccl_plugin_version": SCALAR,
+                    "nccl_plugin_api_versions": ListOf(Scalar(("string", "integer")), nullable=True),
+                    "nccl_settings": MapOf(SCALAR, nullable=True),
+                },
+                frozenset({"host"}),
+            )
+        )
+    },
+    frozenset({"nodes"}),
+)
+
+
+def load(path: Path, schema: Spec, what: str) -> Any:
+    """The JSON document at ``path`` checked against ``schema``; UserError naming the file otherwise."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise UserError(f"{path}: {size} bytes is too large for {what} (at most {MAX_BYTES >> 20} MiB)")
+        data = path.read_bytes()
+    except IsADirectoryError as exc:
+        raise UserError(f"{path}: is a directory, expected {what}") from exc
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected {what}") from exc
+    except json.JSONDecodeError as exc:
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise UserError(f"{path}: not valid JSON ({where}); expected {what}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"{path}: not valid JSON ({exc}); expected {what}") from exc
+    check(document, schema, f"{path}", what)
+    return document
+
+
+def check(document: Any, schema: Spec, name: str, what: str) -> None:
+    """UserError listing (up to five) places where ``document`` does not match ``schema``."""
+    found = schema.problems(document, "")
+    if found:
+        more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
+        raise UserError(f"{name}: not a valid {what}: " + "; ".join(found[:5]) + more)
