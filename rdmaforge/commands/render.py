@@ -12,8 +12,13 @@ available. Set ``workload_manifests_gpus_per_node`` and, on RDMA fabrics, ``work
 in the inventory (playbooks/workloads.yml finds both on the nodes instead). Variables are those of role
 workload_manifests (roles/workload_manifests/defaults/main.yml); the files are the ones the role writes.
 
-Exit code: 0 written (and valid, with --validate); 1 a manifest failed validation; 2 the inventory has
-problems (all listed, one line each, nothing written) or cannot be read.
+Paths (-i, -o) are taken relative to the current directory. Host names and other names that become file
+names must stay inside -o; values are checked against the role's argument_specs types (a string where a
+list is expected is a problem, not a list of characters); an unparsable inventory or group_vars/host_vars
+YAML file is named with its line.
+
+Exit code: 0 written (and valid, with --validate); 1 a manifest failed validation; 64 the inventory has
+problems (all listed, one line each, nothing written) or cannot be read, or -o is not a usable directory.
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ from typing import Any
 import yaml
 
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.stored import SAFE_NAME
 from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.nodes import HOST_VARIABLES, HostInput
-from rdmaforge.workloads.options import PREFIX, ROLE_ONLY, nccl_env_profiles, role_defaults
+from rdmaforge.workloads.options import ARGUMENT_SPECS_FILE, PREFIX, ROLE_ONLY, nccl_env_profiles, role_defaults
 from rdmaforge.workloads.plan import plan_from_hosts
 from rdmaforge.workloads.render import write
 
@@ -92,7 +99,12 @@ def read_inventory(inventory: str, group: str) -> dict[str, dict[str, Any]]:
         raise InventoryError(f"cannot run ansible-inventory: {exc}") from exc
     if proc.returncode != 0:
         raise InventoryError(f"ansible-inventory -i {inventory} failed: {proc.stderr.strip()[-2000:]}")
-    data = json.loads(proc.stdout)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError as exc:
+        raise InventoryError(f"ansible-inventory -i {inventory} printed no JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise InventoryError(f"ansible-inventory -i {inventory} printed {type(data).__name__}, not an object")
     hostvars: dict[str, dict[str, Any]] = data.get("_meta", {}).get("hostvars", {})
     hosts: list[str] = []
 
@@ -142,6 +154,12 @@ def host_inputs(inventory: Mapping[str, Mapping[str, Any]]) -> tuple[list[HostIn
                 continue
             options[name] = value
         read = {name: variables[name] for name in HOST_VARIABLES if name in variables}
+        if not SAFE_NAME.match(host) or ".." in host:
+            problems.append(
+                f"{host}: the host name becomes a directory name under -o (docker/<host>/); allowed: letters, "
+                "digits, _ . - (no '/', no '..')"
+            )
+        problems += type_problems(host, {k: v for k, v in options.items() if k in variables and not _templated(v)})
         for name, value in [*options.items(), *read.items()]:
             if _templated(value):
                 problems.append(
@@ -150,6 +168,86 @@ def host_inputs(inventory: Mapping[str, Mapping[str, Any]]) -> tuple[list[HostIn
                 )
         inputs.append(HostInput(name=host, options=options, variables=read, found_device_files=None))
     return inputs, problems, warnings
+
+
+#: Python types each argument_specs type accepts from an inventory (None: the default applies).
+_SPEC_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str, int, float),
+    "path": (str,),
+    "list": (list,),
+    "dict": (dict,),
+    "int": (int,),
+    "bool": (bool,),
+}
+
+
+def option_types(path: Path = ARGUMENT_SPECS_FILE) -> dict[str, str]:
+    """``{variable: argument_specs type}`` of role workload_manifests."""
+    data = yaml.safe_load(path.read_text()) or {}
+    options = (data.get("argument_specs") or {}).get("main", {}).get("options") or {}
+    return {str(name): str(spec.get("type", "str")) for name, spec in options.items() if isinstance(spec, dict)}
+
+
+def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
+    """One line per inventory value whose type is not the one the role's argument_specs declare."""
+    types = option_types()
+    found = []
+    for name, value in values.items():
+        kind = types.get(name)
+        allowed = _SPEC_TYPES.get(kind or "")
+        if value is None or allowed is None:
+            continue
+        if isinstance(value, bool) and kind != "bool" or not isinstance(value, allowed):
+            shown = json.dumps(value, default=str)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            found.append(
+                f"{host}: {name} is {type(value).__name__} {shown}; allowed: a {kind} (role workload_manifests "
+                f"argument_specs{', e.g. [' + shown + ']' if kind == 'list' and isinstance(value, str) else ''})"
+            )
+    return found
+
+
+class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
+    """Safe YAML that accepts Ansible's tags (!vault, !unsafe): only the syntax is checked here."""
+
+
+_AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def yaml_problems(inventory: Path) -> list[str]:
+    """Syntax errors of the inventory's YAML files and its group_vars/host_vars, each naming file and line."""
+    base = inventory if inventory.is_dir() else inventory.parent
+    candidates = [inventory] if inventory.is_file() else sorted(inventory.glob("*.y*ml"))
+    for sub in ("group_vars", "host_vars"):
+        folder = base / sub
+        if folder.is_dir():
+            candidates += sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in ("", ".yml", ".yaml"))
+    found = []
+    for path in candidates:
+        if path.suffix not in (".yml", ".yaml") and path.parent.name not in ("group_vars", "host_vars"):
+            continue
+        try:
+            yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - a SafeLoader subclass
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            found.append(f"{path}:{where}: YAML syntax error: {problem}")
+        except OSError as exc:
+            found.append(f"{path}: cannot read: {exc.strerror or exc}")
+    return found
+
+
+def output_problem(out_dir: Path) -> str | None:
+    """Why ``out_dir`` cannot take the files, or None (checked before anything is written)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        return f"-o {out_dir}: exists and is not a directory; allowed: a directory (created when missing)"
+    parent = out_dir
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"-o {out_dir}: {parent} is not a writable directory"
+    return None
 
 
 def _validate(paths: list[Path], out_dir: Path, version: str | None) -> int:
@@ -173,29 +271,51 @@ def _validate(paths: list[Path], out_dir: Path, version: str | None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    out_dir = Path(os.path.abspath(args.output))  # the caller's directory, not the project's
+    problem = output_problem(out_dir)
+    inventory_arg = args.inventory
+    source = Path(os.path.abspath(inventory_arg))
+    if source.exists():
+        inventory_arg = str(source)
+        problems = yaml_problems(source)
+        if problems:
+            for line in problems:
+                print(line, file=sys.stderr)
+            print(f"{PROG}: the inventory {source} cannot be read; nothing written", file=sys.stderr)
+            return int(ExitCode.BAD_INPUT)
+    elif "," not in inventory_arg:  # Ansible also takes "host1,host2," lists
+        print(f"{PROG}: -i {inventory_arg}: no such file or directory (relative to {os.getcwd()})", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    if problem is not None:
+        print(f"{PROG}: {problem}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
     try:
-        inventory = read_inventory(args.inventory, args.group)
+        inventory = read_inventory(inventory_arg, args.group)
     except InventoryError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return int(ExitCode.BAD_INPUT)
     inputs, problems, warnings = host_inputs(inventory)
     kinds = None if not args.kind else (list(KINDS) if "all" in args.kind else list(args.kind))
     plan = plan_from_hosts(inputs, nccl_env_profiles(), kinds)
     for warning in [*warnings, *plan.warnings]:
         print(f"WARNING {warning}", file=sys.stderr)
     problems += plan.problems
+    for planned in plan.files:
+        target = Path(os.path.normpath(out_dir / planned.path))
+        if not target.is_relative_to(out_dir):
+            problems.append(f"{planned.path}: would be written outside -o {out_dir}; a name in it is not plain")
     if problems:
-        for problem in problems:
-            print(problem, file=sys.stderr)
+        for line in problems:
+            print(line, file=sys.stderr)
         print(f"{PROG}: {len(problems)} problem(s); nothing written", file=sys.stderr)
-        return 2
-    written = write(plan, args.output)
+        return int(ExitCode.BAD_INPUT)
+    written = write(plan, out_dir)
     for path in written:
         print(f"wrote   {path}")
     if args.validate:
         try:
-            return _validate(written, args.output, args.kubernetes_version)
+            return _validate(written, out_dir, args.kubernetes_version)
         except RuntimeError as exc:  # ValidatorUnavailable
             print(f"{PROG}: {exc}", file=sys.stderr)
-            return 2
+            return int(ExitCode.ERROR)
     return 0

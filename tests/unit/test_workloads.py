@@ -500,7 +500,7 @@ def test_cli_kind_selects_and_bad_inventory_writes_nothing(tmp_path: Path, capsy
     }
     inventory = write_inventory(tmp_path / "inventory", NODES, variables)
     out = tmp_path / "out"
-    assert main(["render", "-i", str(inventory), "--kind", "acs", "-o", str(out)]) == 2
+    assert main(["render", "-i", str(inventory), "--kind", "acs", "-o", str(out)]) == 64  # BAD_INPUT
     stderr = capsys.readouterr().err
     assert "WARNING localhost: workload_manifests_gpu_per_node is not a variable of role workload_manifests" in stderr
     assert "(did you mean workload_manifests_gpus_per_node?)" in stderr
@@ -515,7 +515,7 @@ def test_cli_kind_selects_and_bad_inventory_writes_nothing(tmp_path: Path, capsy
 def test_cli_refuses_jinja_it_cannot_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     variables = {**LOCAL, "rdmaforge_fabric": "tcp", f"{PREFIX}gpus_per_node": "{{ 4 * 2 }}"}
     inventory = write_inventory(tmp_path / "inventory", NODES, variables)
-    assert main(["render", "-i", str(inventory), "-o", str(tmp_path / "out")]) == 2
+    assert main(["render", "-i", str(inventory), "-o", str(tmp_path / "out")]) == 64  # BAD_INPUT
     assert "workload_manifests_gpus_per_node holds a Jinja expression" in capsys.readouterr().err
 
 
