@@ -1,0 +1,487 @@
+"""Bad inputs to every command that runs without hosts (issue 17): each case asserts the exit code from the
+table (64 bad input, 5 nothing proven, ...), a message naming the file/key/value, and that no traceback
+reaches the user. Inputs are built in a temporary directory from the schemas' own examples (a valid
+run.json/summary.json each case damages in one place) and from the JSON samples in tests/data/nccl-json.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rdmaforge.cli import main
+from rdmaforge.runner.exit_codes import ExitCode
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-json"
+OK_JSON = DATA / "all_reduce_v2.17.8_ok.json"
+BAD, INCOMPLETE = ExitCode.BAD_INPUT, ExitCode.INCOMPLETE
+
+HEAD = """\
+# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807
+# Collective test starting: all_reduce_perf
+# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 1 iters: 1 validation: 1
+#
+# Using devices
+#  Rank  0 Group  0 Pid   1001 on    node-01 device  0 [0000:18:00] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid   1002 on    node-02 device  0 [0000:18:00] NVIDIA H100 80GB HBM3
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
+"""
+ROW = (
+    "     1048576        262144     float     sum      -1    60.10   17.45   17.45       0"
+    "    59.80   17.53   17.53       0\n"
+)
+FOOT = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 17.49\n#\n"
+LOG = HEAD + ROW + FOOT
+
+#: A valid run.json (the keys roles/benchmark/tasks/report.yml writes); each case damages one key.
+RUN = {
+    "fabric": "tcp",
+    "nodes": ["n1", "n2"],
+    "line_rate_gbps": 25.0,
+    "min_efficiency": 0.8,
+    "baseline": None,
+    "tolerance": 0.1,
+    "nccl": {"status": "skipped", "reason": "no GPU on n1, n2"},
+    "e2e_enabled": False,
+    "gpus": {"n1": 0, "n2": 0},
+    "required": [],
+    "optional": [],
+}
+#: A valid summary.json (the keys roles/cluster_summary writes); each case damages one key.
+NODE = {
+    "host": "n1",
+    "address": "198.18.0.2",
+    "os": "Debian 12",
+    "fabric": "tcp",
+    "cpus": 2,
+    "gpus": 0,
+    "rdma_devices": ["mlx5_0"],
+    "rdma_packages": {"rdma-core": "44.0"},
+    "mpi_version": "4.1.4",
+    "nccl_build": None,
+    "nccl_plugin": "none",
+    "nccl_plugin_version": None,
+    "nccl_plugin_api_versions": [],
+    "nccl_settings": {"NCCL_DEBUG": "WARN"},
+}
+SUMMARY = {"nodes": [NODE]}
+
+Setup = Callable[[Path], list[str]]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    setup: Setup
+    rc: int
+    needles: tuple[str, ...]
+
+
+def write(path: Path, data: bytes | str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        path.write_text(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def nccl(data: bytes | str, *extra: str, name: str = "in.log") -> Setup:
+    return lambda tmp: ["nccl-report", *extra, str(write(tmp / name, data))]
+
+
+def run_dir(run: Any, e2e: Any = None, raw: bytes | None = None) -> Callable[[Path], Path]:
+    def build(tmp: Path) -> Path:
+        target = tmp / "run"
+        write(target / "run.json", raw if raw is not None else json.dumps(run))
+        if e2e is not None:
+            write(target / "e2e.json", json.dumps(e2e) if not isinstance(e2e, bytes) else e2e)
+        return target
+
+    return build
+
+
+def report(run: Any, *extra: str, e2e: Any = None, raw: bytes | None = None) -> Setup:
+    return lambda tmp: ["report", str(run_dir(run, e2e, raw)(tmp)), *extra]
+
+
+def baseline(run: Any, raw: bytes | None = None) -> Setup:
+    return lambda tmp: ["baseline", str(run_dir(run, raw=raw)(tmp)), "-o", str(tmp / "b.json")]
+
+
+def summary(data: Any, raw: bytes | None = None) -> Setup:
+    return lambda tmp: ["summary", str(write(tmp / "summary.json", raw if raw is not None else json.dumps(data)))]
+
+
+def with_key(base: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """``base`` with ``key`` (``a.b`` for nested) set to ``value``; the sentinel DELETE removes it."""
+    copy: dict[str, Any] = json.loads(json.dumps(base))
+    *parents, last = key.split(".")
+    target = copy
+    for part in parents:
+        target = target[part]
+    if value is DELETE:
+        target.pop(last)
+    else:
+        target[last] = value
+    return copy
+
+
+DELETE = object()
+
+
+def cuts(text: str) -> list[int]:
+    """Every structural point of a JSON text: after each bracket, comma and colon."""
+    return [i + 1 for i, char in enumerate(text) if char in "{}[],:"][:-1]
+
+
+def gz_of_zeros(tmp: Path) -> list[str]:
+    return ["nccl-report", str(write(tmp / "zeros.gz", gzip.compress(bytes(8 << 20))))]
+
+
+def sparse(tmp: Path) -> list[str]:
+    path = tmp / "sparse.log"
+    with path.open("wb") as out:
+        out.truncate(2 << 30)  # 2 GiB of holes: rejected from its first block, never read whole
+    return ["nccl-report", str(path)]
+
+
+def json_text() -> str:
+    return OK_JSON.read_text()
+
+
+def nccl_cases() -> list[Case]:
+    text = json_text()
+    rows_at = text.index('"results"')
+    cases = [
+        Case("nccl-missing-file", lambda t: ["nccl-report", str(t / "nope.log")], BAD, ("nope.log", "No such file")),
+        Case("nccl-directory", lambda t: ["nccl-report", str(t)], BAD, ("Is a directory",)),
+        Case("nccl-dev-zero", lambda t: ["nccl-report", "/dev/zero"], BAD, ("/dev/zero", "binary data")),
+        Case("nccl-sparse-2g", sparse, BAD, ("sparse.log", "binary data")),
+        Case("nccl-gzip-of-zeros", gz_of_zeros, BAD, ("zeros.gz", "binary data")),
+        Case("nccl-elf", lambda t: ["nccl-report", "/bin/true"], BAD, ("/bin/true", "binary data")),
+        Case("nccl-utf16-no-bom", nccl(LOG.encode("utf-16-le")), BAD, ("in.log", "UTF-16 without a byte-order mark")),
+        Case("nccl-utf32-no-bom", nccl(LOG.encode("utf-32-le")), BAD, ("in.log", "not an nccl-tests log")),
+        Case("nccl-corrupt-gzip", nccl(b"\x1f\x8b" + b"garbage" * 50), BAD, ("in.log", "gzip data is corrupt")),
+        Case("nccl-truncated-gzip", nccl(gzip.compress(LOG.encode() * 50)[:60]), BAD, ("in.log", "cut short")),
+        Case("nccl-empty", nccl(""), INCOMPLETE, ("no nccl-tests run found in", "in.log")),
+        Case("nccl-blank-lines", nccl("\n \n\t\n"), INCOMPLETE, ("no nccl-tests run found",)),
+        Case("nccl-prose", nccl("hello\nworld\n"), INCOMPLETE, ("no nccl-tests run found",)),
+        Case("nccl-random-bytes", nccl(bytes(range(1, 256)) * 40), INCOMPLETE, ("no nccl-tests run found",)),
+        Case("nccl-json-list", nccl("[1, 2, 3]"), INCOMPLETE, ("no nccl-tests run found",)),
+        Case("nccl-json-other-object", nccl('{"hello": "world"}'), INCOMPLETE, ("no nccl-tests run found",)),
+        Case("nccl-json-lone-brace", nccl("{"), INCOMPLETE, ("no nccl-tests run found",)),
+        Case("nccl-json-deep-nesting", nccl("{" + '"args": ' + "[" * 100_000), INCOMPLETE, ()),
+        Case("nccl-json-cut-in-results", nccl(text[: rows_at + 400]), INCOMPLETE, ()),
+        Case("nccl-json-cut-before-footer", nccl(text[: text.rindex('"out_of_bounds"')]), INCOMPLETE, ()),
+        Case("nccl-json-unquoted-nan", nccl(text.replace('"bus_bw": ', '"bus_bw": -nan, "x": ', 1)), 0, ()),
+        Case("nccl-text-cut-after-version", nccl(HEAD.splitlines()[0] + "\n"), INCOMPLETE, ()),
+        Case("nccl-text-cut-after-header", nccl(HEAD), INCOMPLETE, ()),
+        Case("nccl-text-cut-mid-row", nccl(HEAD + ROW[:60]), INCOMPLETE, ()),
+        Case("nccl-text-cut-before-avg", nccl(HEAD + ROW + FOOT.splitlines()[0] + "\n"), INCOMPLETE, ()),
+        Case("nccl-glued-80k-prefix", nccl("x" * 80_000 + " NCCL INFO Using network IB\n"), INCOMPLETE, ()),
+        Case("nccl-4mib-line", nccl("y" * (4 << 20)), INCOMPLETE, ("no nccl-tests run found",)),
+        Case("nccl-bad-fabric", nccl(LOG, "--fabric", "carrier-pigeon"), BAD, ("invalid choice", "carrier-pigeon")),
+        Case("nccl-no-file", lambda t: ["nccl-report"], BAD, ("FILE",)),
+        Case("nccl-unknown-option", nccl(LOG, "--frobnicate"), BAD, ("unrecognized arguments", "--frobnicate")),
+    ]
+    return cases
+
+
+RUN_KEYS: list[tuple[str, Any, str]] = [
+    ("fabric", 5, "fabric: expected string"),
+    ("fabric", "carrier-pigeon", "fabric: must be one of"),
+    ("nodes", "n1", "nodes: expected a list"),
+    ("nodes", [1], "nodes[0]: expected string"),
+    ("line_rate_gbps", "100G", "line_rate_gbps: expected number"),
+    ("line_rate_gbps", -1, "line_rate_gbps: must be 0 or more"),
+    ("min_efficiency", "eighty", "min_efficiency: must be a number"),
+    ("min_efficiency", 80, "min_efficiency: must be from 0.0 to 1.0"),
+    ("min_efficiency", True, "min_efficiency: expected number"),
+    ("baseline", 5, "baseline: expected string or null"),
+    ("tolerance", "x", "tolerance: expected number"),
+    ("tolerance", 1.5, "tolerance: must be from 0.0 to below 1.0"),
+    ("tolerance", None, "tolerance: expected number"),
+    ("nccl", "ran", "nccl: expected an object"),
+    ("nccl.status", DELETE, "nccl.status: missing"),
+    ("nccl.status", 1, "nccl.status: expected string"),
+    ("nccl.reason", 5, "nccl.reason: expected string or null"),
+    ("nccl.collectives", "allreduce", "nccl.collectives: expected a list"),
+    ("nccl.collectives", ["../../etc/x"], "nccl.collectives[0]: must be a plain name"),
+    ("nccl.collectives", [None], "nccl.collectives[0]: expected string"),
+    ("e2e_enabled", "yes", "e2e_enabled: expected boolean"),
+    ("gpus", [1], "gpus: expected an object"),
+    ("gpus", {"n1": "8"}, "gpus.n1: expected integer"),
+    ("gpus", {"n1": -1}, "gpus.n1: must be 0 or more"),
+    ("required", "nccl-tests", "required: expected a list"),
+    ("optional", 5, "optional: expected a list"),
+]
+
+
+def run_json_cases() -> list[Case]:
+    cases = [
+        Case(f"report-run.json-{key}={json.dumps(value, default=lambda _: 'DELETE')}",
+             report(with_key(RUN, key, value)), BAD, ("run.json", needle))  # fmt: skip
+        for key, value, needle in RUN_KEYS
+    ]
+    valid = json.dumps(RUN)
+    cases += [
+        Case(f"report-run.json-cut-at-{cut}", report(None, raw=valid[:cut].encode()), BAD,
+             ("run.json", "not valid JSON"))  # fmt: skip
+        for cut in cuts(valid)[:: max(1, len(cuts(valid)) // 8)]
+    ]
+    cases += [
+        Case("report-run.json-empty", report(None, raw=b""), BAD, ("run.json", "not valid JSON")),
+        Case("report-run.json-list", report([RUN]), BAD, ("run.json", "expected an object")),
+        Case("report-run.json-null", report(None), BAD, ("run.json", "expected an object, got null")),
+        Case("report-run.json-utf16", report(None, raw=valid.encode("utf-16")), BAD, ("run.json", "not UTF-8")),
+        Case("report-run.json-nan", report(None, raw=valid.replace("0.8", "NaN").encode()), BAD,
+             ("min_efficiency", "expected number")),  # fmt: skip
+        Case("report-no-args", lambda t: ["report"], BAD, ("give RUN_DIR or --latest",)),
+        Case("report-missing-dir", lambda t: ["report", str(t / "nope")], BAD, ("nope has no run.json",)),
+        Case("report-dir-is-a-file", lambda t: ["report", str(write(t / "f", "x"))], BAD, ("has no run.json",)),
+        Case("report-run.json-is-a-dir", lambda t: ["report", str(mkdir(t / "r" / "run.json").parent)], BAD,
+             ("has no run.json",)),  # fmt: skip
+        Case("report-tolerance-2", report(RUN, "--tolerance", "2"), BAD, ("--tolerance 2.0", "fraction")),
+        Case("report-tolerance-word", report(RUN, "--tolerance", "lots"), BAD, ("--tolerance", "invalid float")),
+        Case("report-baseline-missing", lambda t: [*report(RUN)(t), "--baseline", str(t / "no.json")], BAD,
+             ("no.json",)),  # fmt: skip
+        Case("report-baseline-corrupt", lambda t: [*report(RUN)(t), "--baseline", str(write(t / "b.json", "{"))],
+             BAD, ("b.json", "not JSON")),  # fmt: skip
+        Case("report-baseline-not-one", lambda t: [*report(RUN)(t), "--baseline", str(write(t / "b.json", "[]"))],
+             BAD, ("b.json", "not an rdmaforge baseline")),  # fmt: skip
+        Case("report-results-json-unwritable", unwritable_results, BAD, ("results.json", "Is a directory")),
+        Case("report-e2e-corrupt", report(RUN, e2e=b"{"), BAD, ("e2e.json", "not valid JSON")),
+        Case("report-e2e-no-percentiles", report(RUN, e2e={"single": {"nodes": 1}, "multi": None}), BAD,
+             ("e2e.json", "single.percentiles: missing")),  # fmt: skip
+        Case("report-e2e-word-throughput",
+             report(RUN, e2e={"single": {"percentiles": {p: {"samples_per_s": "fast"} for p in PCT}}}), BAD,
+             ("e2e.json", "single.percentiles.p50.samples_per_s: expected number")),  # fmt: skip
+        Case("report-e2e-threshold-word", report(RUN, e2e={"min_linearity": "high"}), BAD,
+             ("e2e.json", "min_linearity: must be a number")),  # fmt: skip
+    ]
+    return cases
+
+
+PCT = ("p50", "p75", "p90", "p95")
+
+
+def mkdir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
+def unwritable_results(tmp: Path) -> list[str]:
+    target = run_dir(RUN)(tmp)
+    (target / "results.json").mkdir()
+    return ["report", str(target)]
+
+
+def baseline_cases() -> list[Case]:
+    return [
+        Case("baseline-missing-dir", lambda t: ["baseline", str(t / "nope"), "-o", str(t / "b.json")], BAD,
+             ("nope has no run.json",)),  # fmt: skip
+        Case("baseline-run.json-corrupt", baseline(None, raw=b'{"fabric": '), BAD, ("run.json", "not valid JSON")),
+        Case("baseline-run.json-wrong-type", baseline(with_key(RUN, "nodes", "n1")), BAD, ("run.json", "nodes")),
+        Case("baseline-collectives-string", baseline(with_key(RUN, "nccl.collectives", "allreduce")), BAD,
+             ("nccl.collectives: expected a list",)),  # fmt: skip
+        Case("baseline-no-output", lambda t: ["baseline", str(run_dir(RUN)(t))], BAD, ("-o/--output",)),
+        Case("baseline-nothing-measured", baseline(RUN), BAD, ("baseline",)),
+    ]
+
+
+SUMMARY_KEYS: list[tuple[str, Any, str]] = [
+    ("host", 5, "nodes[0].host: expected string"),
+    ("host", DELETE, "nodes[0].host: missing"),
+    ("rdma_devices", "mlx5_0", "nodes[0].rdma_devices: expected a list"),
+    ("rdma_devices", [0], "nodes[0].rdma_devices[0]: expected string"),
+    ("rdma_packages", ["rdma-core"], "nodes[0].rdma_packages: expected an object"),
+    ("nccl_settings", "NCCL_DEBUG=INFO", "nodes[0].nccl_settings: expected an object"),
+    ("nccl_plugin_api_versions", "v8", "nodes[0].nccl_plugin_api_versions: expected a list"),
+    ("cpus", [2], "nodes[0].cpus: expected string or number"),
+    ("os", {"name": "Debian"}, "nodes[0].os: expected string or number"),
+]
+
+
+def summary_cases() -> list[Case]:
+    valid = json.dumps(SUMMARY)
+    cases = [
+        Case(f"summary-{key}={json.dumps(value, default=lambda _: 'DELETE')}",
+             summary({"nodes": [with_key(NODE, key, value)]}), BAD, ("summary.json", needle))  # fmt: skip
+        for key, value, needle in SUMMARY_KEYS
+    ]
+    cases += [
+        Case(f"summary-cut-at-{cut}", summary(None, raw=valid[:cut].encode()), BAD, ("summary.json", "not valid JSON"))
+        for cut in cuts(valid)[:: max(1, len(cuts(valid)) // 6)]
+    ]
+    cases += [
+        Case("summary-missing", lambda t: ["summary", str(t / "none.json")], BAD, ("none.json", "does not exist")),
+        Case("summary-directory", lambda t: ["summary", str(t)], BAD, ("is a directory",)),
+        Case("summary-empty", summary(None, raw=b""), BAD, ("summary.json", "not valid JSON")),
+        Case("summary-list", summary([NODE]), BAD, ("summary.json", "expected an object")),
+        Case("summary-no-nodes", summary({}), BAD, ("summary.json", "nodes: missing")),
+        Case("summary-nodes-string", summary({"nodes": "n1"}), BAD, ("nodes: expected a list",)),
+        Case("summary-binary", summary(None, raw=bytes(range(256)) * 4), BAD, ("summary.json", "not UTF-8")),
+    ]
+    return cases
+
+
+def inventory(tmp: Path, group_vars: str = "", host_vars: str = "", hosts: str | None = None) -> Path:
+    base = tmp / "inv"
+    write(base / "hosts.yml", hosts or "all:\n  children:\n    cluster:\n      hosts:\n        n1:\n")
+    if group_vars:
+        write(base / "group_vars" / "all.yml", group_vars)
+    if host_vars:
+        write(base / "host_vars" / "n1.yml", host_vars)
+    return base / "hosts.yml"
+
+
+def render_cases() -> list[Case]:
+    return [
+        Case("render-missing-inventory", lambda t: ["render", "-i", str(t / "no.yml"), "-o", str(t / "o")], BAD,
+             ("no.yml", "no such file")),  # fmt: skip
+        Case("render-output-is-a-file",
+             lambda t: ["render", "-i", str(inventory(t)), "-o", str(write(t / "file", "x"))], BAD,
+             ("file: exists and is not a directory",)),  # fmt: skip
+        Case("render-output-under-a-file",
+             lambda t: ["render", "-i", str(inventory(t)), "-o", str(write(t / "file", "x") / "sub")], BAD,
+             ("is not a writable directory",)),  # fmt: skip
+        Case("render-group-vars-yaml",
+             lambda t: ["render", "-i", str(inventory(t, group_vars="a: [1, 2\nb: c\n")), "-o", str(t / "o")], BAD,
+             ("group_vars/all.yml", "line 2", "YAML syntax error")),  # fmt: skip
+        Case("render-host-vars-yaml",
+             lambda t: ["render", "-i", str(inventory(t, host_vars="x: {\n")), "-o", str(t / "o")], BAD,
+             ("host_vars/n1.yml", "YAML syntax error")),  # fmt: skip
+        Case("render-hosts-yaml",
+             lambda t: ["render", "-i", str(inventory(t, hosts="all:\n  - [\n")), "-o", str(t / "o")], BAD,
+             ("hosts.yml", "YAML syntax error")),  # fmt: skip
+        Case("render-no-output", lambda t: ["render", "-i", str(inventory(t))], BAD, ("-o/--output",)),
+        Case("render-bad-kind", lambda t: ["render", "-i", str(inventory(t)), "-o", str(t), "--kind", "helm"], BAD,
+             ("invalid choice", "helm")),  # fmt: skip
+    ]
+
+
+CASES = nccl_cases() + run_json_cases() + baseline_cases() + summary_cases() + render_cases()
+
+
+def test_there_are_at_least_80_distinct_bad_inputs() -> None:
+    assert len({case.id for case in CASES}) == len(CASES) >= 80
+
+
+def call(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse usage errors and --help
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = case.setup(tmp_path)
+    code, out, err = call(argv, capsys)
+    assert "Traceback" not in out + err
+    assert "internal error" not in err, err
+    assert code == case.rc, err[-2000:]
+    for needle in case.needles:
+        assert needle in err, f"{needle!r} not in {err[-2000:]!r}"
+    if code == BAD:
+        assert len(err.strip().splitlines()) <= 8, err  # a message, not a dump
+
+
+# -- cases that need a real process or a real inventory -------------------------------------------------
+
+
+def cli(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+    code = "import sys; from rdmaforge.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, timeout=120, **kwargs)
+
+
+def test_stdin_binary_is_named(tmp_path: Path) -> None:
+    proc = cli("nccl-report", "-", input=bytes(1 << 16))
+    assert proc.returncode == BAD and b"<stdin>: holds binary data" in proc.stderr
+    assert b"Traceback" not in proc.stderr
+
+
+def test_broken_pipe_ends_quietly(tmp_path: Path) -> None:
+    log = write(tmp_path / "big.log", LOG * 20_000)
+    code = "import sys; from rdmaforge.cli import main; sys.exit(main(sys.argv[1:]))"
+    producer = subprocess.Popen(
+        [sys.executable, "-c", code, "nccl-report", "--json", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert producer.stdout is not None and producer.stderr is not None
+    producer.stdout.read(100)
+    producer.stdout.close()  # the reader goes away, as `| head -c 100` does
+    err = producer.stderr.read()
+    assert producer.wait(timeout=120) == ExitCode.ERROR
+    assert err == b"", err
+
+
+def test_internal_error_saves_the_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rdmaforge.commands import summary as summary_command
+
+    def broken(node: dict[str, Any]) -> list[str]:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(summary_command, "format_node", broken)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    code, out, err = call(summary(SUMMARY)(tmp_path), capsys)
+    assert code == ExitCode.INTERNAL and "Traceback" not in err
+    assert "internal error (ZeroDivisionError: a bug); traceback saved to" in err
+    saved = Path(err.split("traceback saved to ")[1].split(";")[0])
+    assert saved.parent == tmp_path and "Traceback" in saved.read_text() and "a bug" in saved.read_text()
+
+
+def test_render_relative_paths_and_names_that_become_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-i relative to the caller's directory (not the project's), a host that would escape -o, and strings
+    where the role's argument_specs declare lists: all named, nothing written (one ansible-inventory run)."""
+    hosts = "all:\n  children:\n    cluster:\n      hosts:\n        ../../escape:\n        n1:\n"
+    group_vars = "workload_manifests_command: python train.py\nworkload_manifests_kinds: docker\n"
+    inventory(tmp_path, group_vars=group_vars, hosts=hosts)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = call(["render", "-i", "inv/hosts.yml", "-o", "out"], capsys)
+    assert code == BAD and "Traceback" not in err
+    assert "../../escape: the host name becomes a directory name under -o" in err
+    assert "n1: workload_manifests_command is str \"python train.py\"; allowed: a list" in err
+    assert "n1: workload_manifests_kinds is str" in err
+    assert "nothing written" in err
+    assert not (tmp_path / "out").exists() and not (tmp_path.parent / "escape").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory the test cannot write")
+def test_render_output_not_writable_as_user(tmp_path: Path) -> None:
+    # root writes anywhere: drop to nobody for this one check
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    tmp_path.chmod(0o755)
+    proc = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+         "import sys; from rdmaforge.cli import main; sys.exit(main(sys.argv[1:]))",
+         "render", "-i", "x,", "-o", str(locked / "out")],
+        capture_output=True, text=True, timeout=120, check=False, cwd="/",
+    )  # fmt: skip
+    if "Permission denied" in proc.stderr and "python" in proc.stderr.lower() and proc.returncode != BAD:
+        pytest.skip("the venv is not readable by nobody")
+    assert proc.returncode == BAD, proc.stderr
+    assert str(locked) in proc.stderr and "Traceback" not in proc.stderr
+    assert "not a writable directory" in proc.stderr or "Permission denied" in proc.stderr
