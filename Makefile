@@ -45,9 +45,13 @@ demo: deps venv
 	$(BIN)/rdmaforge provision -i inventories/lab/hosts.yml
 	$(BIN)/rdmaforge verify -i inventories/lab/hosts.yml
 	$(BIN)/rdmaforge doctor -i inventories/lab/hosts.yml
-	$(BIN)/rdmaforge bench -i inventories/lab/hosts.yml
-	$(BIN)/rdmaforge summary
-	$(BIN)/rdmaforge report --latest
+	@# A bench verdict other than pass (4 fail, 5 incomplete) is an answer, not a crash: everything is shown first,
+	@# then make exits with bench's own code.
+	rc=0; $(BIN)/rdmaforge bench -i inventories/lab/hosts.yml || rc=$$?; \
+	$(BIN)/rdmaforge summary; \
+	$(BIN)/rdmaforge report --latest || true; \
+	echo "make demo: rdmaforge bench exited $$rc (0 pass, 4 fail, 5 incomplete: the verdict and its reasons are above)"; \
+	exit $$rc
 
 test: deps venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
