@@ -25,13 +25,14 @@ from typing import Any, Literal
 import yaml
 
 from rdmaforge.nccl_build import build_id
+from rdmaforge.nccl_tests.transport import FABRIC_PROFILES
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.paths import PROJECT_ROOT
 
 CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
 
-#: Fabric profiles that use RDMA: memlock must be unlimited, RDMA devices with active ports must be present.
-RDMA_FABRICS = ("erdma", "infiniband", "roce", "acs_type1")
+#: Fabric profiles that use RDMA (the transport table's): memlock must be unlimited, RDMA devices must be present.
+RDMA_FABRICS = tuple(name for name, transport in FABRIC_PROFILES.items() if transport == "rdma")
 #: The RDMA device names each RDMA fabric brings (ibv_devinfo's hca_id): erdma_N on eRDMA, mlx5_N on the rest.
 RDMA_DEVICE_PATTERNS = {"erdma": "erdma*", "infiniband": "mlx5*", "roce": "mlx5*", "acs_type1": "mlx5*"}
 #: The checks of one node, in table order.
