@@ -91,6 +91,9 @@ class Run:
     truncated: bool = False
     #: The file the run came from, when known.
     source: str | None = None
+    #: Why the run's lines cannot be told apart from another process's (several non-MPI processes writing
+    #: one file); such a run is never ok.
+    split_problem: str | None = None
 
     @property
     def status(self) -> RunStatus:
@@ -118,6 +121,8 @@ class Run:
         return None
 
     def _incomplete_reason(self) -> str | None:
+        if self.split_problem is not None:
+            return self.split_problem
         if not self.has_table:
             return "no result table (the run stopped before printing it)"
         if self.truncated:

@@ -36,7 +36,7 @@ _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
 # v1 prints the nThread line without the leading '#'.
 _NTHREAD = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+\d+\s+)?on\s")
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+(\d+)\s+)?on\s")
 _COMPILED_WITH = re.compile(r"^#\s*NCCL Tests compiled with NCCL (\d+\.\d+(?:\.\d+)?)")
 # v1 footer lines have no '#', but a leading space.
 _OOB = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\d+)")
@@ -322,6 +322,9 @@ class _RunState:
     compiled_with: str | None = None
     traces: list[str] = field(default_factory=list)
     fast: _FastRow | None = None
+    #: Rank -> pid of each ``#  Rank`` line (a list: an interleaved file lists a rank more than once).
+    rank_pids: dict[int, list[str]] = field(default_factory=dict)
+    interleaved: set[int] = field(default_factory=set)
 
     def finish(self) -> Run:
         run = self.run
@@ -330,6 +333,14 @@ class _RunState:
         if not run.errors:
             # Without a primary failure line, the `` .. Test failure`` stack is what says the run failed.
             run.errors = list(self.traces)
+        if self.interleaved:
+            rank = min(self.interleaved)
+            pids = self.rank_pids[rank]
+            run.split_problem = (
+                f"the output of {len(pids)} nccl-tests processes is interleaved in this file (rank {rank} is "
+                f"listed {len(pids)} times, pids {', '.join(pids)}): rows cannot be attributed to a process; "
+                "give each process its own log or run them under MPI"
+            )
         return run
 
 
@@ -483,7 +494,12 @@ class TextParser:
         if match is None:
             return False
         state = self._current_or_new()
-        state.max_rank = max(state.max_rank, int(match.group(1)))
+        rank, pid = int(match.group(1)), match.group(2)
+        state.max_rank = max(state.max_rank, rank)
+        if rank in state.rank_pids:
+            # One run lists each rank once: a rank listed again is another process writing to the same file.
+            state.interleaved.add(rank)
+        state.rank_pids.setdefault(rank, []).append(pid or "?")
         return True
 
     def _on_compiled_with(self, line: str) -> bool:

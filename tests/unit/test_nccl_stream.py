@@ -194,3 +194,53 @@ def test_plugin_rdma_network_stays_rdma() -> None:
     transport = parse(info("Using network AIACC-2.0")).transport
     assert transport.rdma is True
     assert verdict(transport, "erdma").status == "ok"
+
+
+# -- issue 13: several non-MPI processes writing one file (synthetic, in nccl-tests 2.17's line formats) ----
+
+
+def process_log(pid: int, busbw: str) -> list[str]:
+    """What one ``all_reduce_perf -g 1`` process prints (its own world: rank 0), with its pid."""
+    row = (
+        "     {size:>7}        {count:>6}     float     sum      -1"
+        "    60.10   {bw}   {bw}       0    59.80   {bw}   {bw}       0"
+    )
+    return [
+        "# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807",
+        "# Collective test starting: all_reduce_perf",
+        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 1 iters: 1"
+        " validation: 1",
+        "#",
+        "# Using devices",
+        f"#  Rank  0 Group  0 Pid {pid:>6} on    node-01 device  {pid % 2} [0000:18:00] NVIDIA H100 80GB HBM3",
+        "#",
+        "#                                                              out-of-place                       in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+        "     time   algbw   busbw  #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+        "             (us)  (GB/s)  (GB/s)",
+        row.format(size=1048576, count=262144, bw=busbw),
+        row.format(size=2097152, count=524288, bw=busbw),
+        "# Out of bounds values : 0 OK",
+        f"# Avg bus bandwidth    : {busbw}",
+        "#",
+        "# Collective test concluded: all_reduce_perf",
+    ]
+
+
+def test_interleaved_processes_are_never_ok() -> None:
+    """The landed parser (1e5750b) read two processes interleaved line by line as three runs without a table
+    and one "ok" run holding the 4 rows of both processes: wrong. Rows carry no pid, so the file cannot be
+    split by its lines alone, and it must say so rather than report ok."""
+    first, second = process_log(1001, "17.45"), process_log(1002, "03.10")
+    interleaved = "".join(a + "\n" + b + "\n" for a, b in zip(first, second, strict=True))
+    runs = parse(interleaved).runs
+    assert runs and all(run.status != "ok" for run in runs)
+    reasons = [run.status_reason or "" for run in runs]
+    assert any("2 nccl-tests processes is interleaved" in r and "pids 1001, 1002" in r for r in reasons)
+
+
+def test_the_same_processes_one_after_the_other_are_two_ok_runs() -> None:
+    text = "\n".join(process_log(1001, "17.45") + process_log(1002, "03.10")) + "\n"
+    runs = parse(text).runs
+    assert [(run.status, run.avg_busbw, len(run.rows)) for run in runs] == [("ok", 17.45, 2), ("ok", 3.1, 2)]
