@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from rdmaforge.nccl_tests.lines import MPI_TAG as _MPI_TAG
 from rdmaforge.nccl_tests.lines import NcclLine, find_nccl_line, parse_float, parse_int
@@ -402,24 +404,40 @@ class TextParser:
                 return
         if fragment is not None and self._try_row(fragment + line):
             return
-        for handler in (
-            self._on_failure,
-            self._on_version_line,
-            self._on_starting,
-            self._on_nthread,
-            self._on_concluded,
-            self._on_rank,
-            self._on_compiled_with,
-            self._on_footer,
-            self._on_last_error,
-            self._on_header,
-        ):
+        if ("failure" in line or "timeout" in line) and self._on_failure(line):
+            return
+        for handler in self._handlers_for(line):
             if handler(line):
                 return
         if _ROW_START.match(line):
             self._try_row(line)
         elif not line.lstrip().startswith("#"):
             self._on_other(line)
+
+    def _handlers_for(self, line: str) -> tuple[Callable[[str], bool], ...]:
+        """The handlers whose pattern can match ``line``: each one requires a known first word (after an
+        optional ``#``), so the others are not tried (same result as trying all, in the same order)."""
+        words = line.lstrip().lstrip("#").split(None, 1)
+        if not words:
+            return ()
+        word = words[0]
+        if word.startswith("error:"):
+            return (self._on_last_error,)
+        return self._by_first_word.get(word, ())
+
+    @cached_property
+    def _by_first_word(self) -> dict[str, tuple[Callable[[str], bool], ...]]:
+        return {
+            "nccl-tests": (self._on_version_line,),
+            "Collective": (self._on_starting, self._on_concluded),
+            "nThread": (self._on_nthread,),
+            "Rank": (self._on_rank,),
+            "NCCL": (self._on_compiled_with,),
+            "Out": (self._on_footer,),
+            "Avg": (self._on_footer,),
+            "size": (self._on_header,),
+            "bytes": (self._on_header,),
+        }
 
     # -- run boundaries -------------------------------------------------------------------------------
 

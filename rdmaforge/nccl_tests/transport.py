@@ -189,8 +189,15 @@ def parse_transport(text: str) -> Transport:
     return transport
 
 
+#: Every reader's anchored pattern starts with one of these; the unanchored ones need "via NET/" or
+#: "GPU Direct RDMA" in the message.
+_MESSAGE_STARTS = ("Using network", "NET/", "NCCL", "Failed to open libibverbs")
+
+
 def read_message(transport: Transport, message: str) -> None:
     """Record what one NCCL INFO/WARN message says about the transport (the text parser calls it per line)."""
+    if not (message.startswith(_MESSAGE_STARTS) or "via NET/" in message or "GPU Direct RDMA" in message):
+        return  # no reader's pattern can match: most INFO lines (rings, trees, P2P channels) end here
     for reader in (_read_network, _read_hcas, _read_socket, _read_gdr, _read_plugin, _read_misc):
         if reader(transport, message):
             return
