@@ -335,3 +335,37 @@ def test_a_link_limit_filters_on_the_peer_address():
     assert commands[0][:8] == ["tc", "qdisc", "add", "dev", "eth1", "root", "handle", "1:"]
     assert commands[-1][-4:] == ["dst", "198.18.1.12/32", "flowid", "1:10"]
     assert "200mbit" in commands[2]
+
+
+# --- the command's exit code ------------------------------------------------------------------------------
+
+
+def run_outcome(failures: dict[str, int], problems: list, dark: dict[str, int] | None = None, rc: int = 2):
+    from rdmaforge.runner import execute
+    from rdmaforge.runner.events import EventLog
+    from rdmaforge.runner.recap import from_stats
+
+    stats = {"ok": {"node1": 5, "node2": 5}, "changed": {}, "failures": failures, "dark": dark or {}, "skipped": {},
+             "rescued": {}, "ignored": {}, "processed": {"node1": 1, "node2": 1}}  # fmt: skip
+    log = EventLog()
+    log.problems = problems
+    return execute.Outcome("failed" if rc else "successful", rc, log, from_stats(stats), Path("/nonexistent"), 1.0)
+
+
+def test_exit_codes_of_the_command():
+    from rdmaforge.commands.pairwise import pairwise_exit
+    from rdmaforge.runner.events import HostProblem
+    from rdmaforge.runner.exit_codes import ExitCode
+
+    verdict = HostProblem(
+        "node1", "Fail when suspects are found", "ansible.builtin.fail", "pairwise suspects: node3/eth1"
+    )
+    refused = HostProblem("node1", "Stop", "ansible.builtin.assert", "pairwise: node2: no IPv4 address on eth9")
+    crash = HostProblem("node2", "Measure the round's pairs", "pairwise_iperf", "boom")
+    found = {"suspects": [{"node": "node3", "nic": "eth1", "kind": "node", "evidence": "..."}]}
+    assert pairwise_exit(run_outcome({"node1": 1}, [verdict]), found) == ExitCode.SUSPECTS
+    assert pairwise_exit(run_outcome({}, [], rc=0), {"suspects": []}) == ExitCode.OK
+    assert pairwise_exit(run_outcome({"node1": 1}, [refused]), None) == ExitCode.BAD_INPUT
+    assert pairwise_exit(run_outcome({"node1": 1, "node2": 1}, [verdict, crash]), found) == ExitCode.HOST_FAILED
+    assert pairwise_exit(run_outcome({}, [], dark={"node2": 1}), None) == ExitCode.UNREACHABLE
+    assert pairwise_exit(run_outcome({}, [], rc=0), None) == ExitCode.INCOMPLETE
