@@ -62,7 +62,16 @@ def _load(text: str) -> tuple[Any, bool, int]:
     try:
         return json.loads(text), False, 0
     except (ValueError, RecursionError):
-        return _load_piecewise(text)
+        pass
+    # printf's bare nan/inf (the common damage) read as null in one C-speed pass; the records holding them
+    # then lack a number and are dropped by _row, as the piecewise reader would.
+    cleaned, count = _BARE_NONFINITE.subn("null", text)
+    if count:
+        try:
+            return json.loads(cleaned), False, count
+        except (ValueError, RecursionError):
+            pass
+    return _load_piecewise(text)
 
 
 def _loads_lenient(fragment: str) -> tuple[Any, bool]:
