@@ -16,6 +16,8 @@ raises InputError, whose message names the input.
 from __future__ import annotations
 
 import io
+import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -140,7 +142,12 @@ def stream_runs(path: str | Path, source: str | None = None) -> tuple[RunStream,
 
 
 def check_input(path: str | Path) -> None:
-    """OSError or InputError unless ``path`` opens and its first block reads as a possible log."""
+    """OSError or InputError unless ``path`` opens and its first block reads as a possible log.
+
+    Only regular files are sniffed: reading a pipe (``<(zcat log.gz)``) here would lose what was read.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        return
     with open(path, "rb") as raw:
         next(open_text(raw, str(path)), None)
 

@@ -244,3 +244,23 @@ def test_the_same_processes_one_after_the_other_are_two_ok_runs() -> None:
     text = "\n".join(process_log(1001, "17.45") + process_log(1002, "03.10")) + "\n"
     runs = parse(text).runs
     assert [(run.status, run.avg_busbw, len(run.rows)) for run in runs] == [("ok", 17.45, 2), ("ok", 3.1, 2)]
+
+
+def test_a_named_pipe_is_read_once(tmp_path: Path) -> None:
+    """``nccl-report <(zcat log.gz)``: a pipe is not sniffed before the real read (that would lose data)."""
+    import os
+    import threading
+
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    data = gzip.compress((DATA / "all_reduce_v2.17.8_ok.json").read_bytes())
+    writer = threading.Thread(target=lambda: fifo.write_bytes(data))
+    writer.start()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["nccl-report", "--json", str(fifo)])
+    writer.join(timeout=30)
+    runs = json.loads(out.getvalue())["runs"]
+    assert code == ExitCode.OK
+    want = REFERENCE["all_reduce_v2.17.8_ok.json"]["runs"]
+    assert [{**run, "source": "all_reduce_v2.17.8_ok.json"} for run in runs] == want
