@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from rdmaforge.nccl_tests.interleave import route
 from rdmaforge.nccl_tests.lines import MPI_TAG as _MPI_TAG
 from rdmaforge.nccl_tests.lines import NcclLine, find_nccl_line, parse_float, parse_int
 from rdmaforge.nccl_tests.model import (
@@ -327,6 +328,30 @@ class _RunState:
     #: Rank -> pid of each ``#  Rank`` line (a list: an interleaved file lists a rank more than once).
     rank_pids: dict[int, list[str]] = field(default_factory=dict)
     interleaved: set[int] = field(default_factory=set)
+    #: Size of the last row and whether the Avg line came: what interleave.route needs.
+    last_size: int = -1
+    footer_done: bool = False
+    repeated_size: int | None = None
+
+    @property
+    def has_table(self) -> bool:
+        return self.layout is not None
+
+    @property
+    def has_rows(self) -> bool:
+        return bool(self.run.rows)
+
+    @property
+    def has_oob(self) -> bool:
+        return self.run.out_of_bounds is not None
+
+    def may_interleave(self) -> bool:
+        """Started, still before its table, nothing failed: another process's run may start beside it."""
+        started = self.seen_nthread or self.seen_starting or self.run.nccl_tests_version is not None
+        return started and self.layout is None and not self.run.errors and not self.traces
+
+    def ended(self) -> bool:
+        return self.footer_done or bool(self.run.errors) or bool(self.traces)
 
     def finish(self) -> Run:
         run = self.run
@@ -335,6 +360,11 @@ class _RunState:
         if not run.errors:
             # Without a primary failure line, the `` .. Test failure`` stack is what says the run failed.
             run.errors = list(self.traces)
+        if self.repeated_size is not None and not self.interleaved:
+            run.split_problem = (
+                f"two rows of {self.repeated_size} bytes follow each other: the output of more than one "
+                "nccl-tests process is mixed in this run and cannot be split; give each process its own log"
+            )
         if self.interleaved:
             rank = min(self.interleaved)
             pids = self.rank_pids[rank]
@@ -363,6 +393,8 @@ class TextParser:
         # Start of a row whose rest went to the next line because an NCCL line was glued onto it.
         self._fragment: str | None = None
         self.transport = Transport()
+        #: Runs open together (interleave.py), in start order; empty for the usual one-run-at-a-time file.
+        self._lanes: list[_RunState] = []
 
     def take_finished(self) -> list[Run]:
         """The runs completed since the last call, in order."""
@@ -371,10 +403,27 @@ class TextParser:
 
     def close(self) -> list[Run]:
         """End of input: the runs not yet taken, the last one included."""
-        if self._state is not None:
+        if self._lanes:
+            self._end_group()
+        elif self._state is not None:
             self._finished.append(self._state.finish())
-            self._state = None
+        self._state = None
         return self.take_finished()
+
+    def _end_group(self) -> None:
+        lanes, self._lanes = self._lanes, []
+        tabled = [lane for lane in lanes if lane.layout is not None]
+        pids = sorted({pid for lane in lanes for pids in lane.rank_pids.values() for pid in pids})
+        for lane in lanes:
+            run = lane.finish()
+            if len(tabled) >= 2:
+                add_unique(
+                    run.warnings,
+                    f"{len(lanes)} nccl-tests processes wrote this file at the same time (pids {', '.join(pids)}); "
+                    "their lines were told apart by headers, pids and message-size order, so rows of equal size "
+                    "may belong to another of these runs",
+                )
+            self._finished.append(run)
 
     def runs(self) -> list[Run]:
         """Every run (for callers that feed everything first and never called take_finished)."""
@@ -391,6 +440,10 @@ class TextParser:
 
     def feed(self, line: str) -> None:
         fragment, self._fragment = self._fragment, None
+        if self._lanes:
+            lane = route(self._lanes, line)
+            if lane is not None:
+                self._state = self._lanes[lane]
         if "NCCL" in line:
             nccl = find_nccl_line(line)
             if nccl is not None:
@@ -445,9 +498,17 @@ class TextParser:
         return self._state
 
     def _new_run(self) -> _RunState:
-        if self._state is not None:
-            self._finished.append(self._state.finish())
+        previous = self._state
+        if self._lanes and all(lane.ended() for lane in self._lanes):
+            self._end_group()
+        elif not self._lanes and previous is not None:
+            if previous.may_interleave():
+                self._lanes = [previous]  # a run starts before the previous one printed its table
+            else:
+                self._finished.append(previous.finish())
         state = _RunState()
+        if self._lanes:
+            self._lanes.append(state)
         if self._pending_collective is not None:
             state.run.collective = self._pending_collective
             self._pending_collective = None
@@ -548,12 +609,22 @@ class TextParser:
             fast = state.fast = _FastRow(layout)
         tokens = line.split()
         if len(tokens) == fast.width and fast.parse(tokens, state.run.rows):
+            self._after_row(state, int(tokens[0]))
             return True
         row = parse_row(line, layout)
         if row is None:
             return False
         state.run.rows.append(row)
+        self._after_row(state, row.size)
         return True
+
+    @staticmethod
+    def _after_row(state: _RunState, size: int) -> None:
+        if size == state.last_size and size > 0:
+            # A sweep never measures a size twice in a row (only 0-byte rows repeat, from rounding): two
+            # processes' rows are in this run.
+            state.repeated_size = size
+        state.last_size = size
 
     def _on_footer(self, line: str) -> bool:
         oob = _OOB.match(line)
@@ -563,9 +634,10 @@ class TextParser:
         avg = _AVG_BW.match(line)
         if avg is None:
             return False
-        run = self._current_or_new().run
-        run.avg_busbw = parse_float(avg.group(1))
-        run.bw_check_failed = avg.group(2) == "FAILED"
+        state = self._current_or_new()
+        state.footer_done = True
+        state.run.avg_busbw = parse_float(avg.group(1))
+        state.run.bw_check_failed = avg.group(2) == "FAILED"
         return True
 
     def _on_last_error(self, line: str) -> bool:

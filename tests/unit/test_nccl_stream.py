@@ -228,16 +228,50 @@ def process_log(pid: int, busbw: str) -> list[str]:
     ]
 
 
-def test_interleaved_processes_are_never_ok() -> None:
+def interleave(*logs: list[str]) -> str:
+    return "".join(line + "\n" for lines in zip(*logs, strict=True) for line in lines)
+
+
+def test_interleaved_processes_come_out_as_their_own_runs() -> None:
     """The landed parser (1e5750b) read two processes interleaved line by line as three runs without a table
-    and one "ok" run holding the 4 rows of both processes: wrong. Rows carry no pid, so the file cannot be
-    split by its lines alone, and it must say so rather than report ok."""
+    and one "ok" run holding the 4 rows of both processes: wrong. Each process is its own run now, told apart
+    by its version/nThread/Rank lines and by message-size order, and each says how it was split."""
+    runs = parse(interleave(process_log(1001, "17.45"), process_log(1002, "03.10"))).runs
+    assert [(run.status, run.avg_busbw) for run in runs] == [("ok", 17.45), ("ok", 3.1)]
+    assert [{row.out_of_place.busbw for row in run.rows} for run in runs] == [{17.45}, {3.1}]
+    assert [len(run.rows) for run in runs] == [2, 2]
+    said = "2 nccl-tests processes wrote this file at the same time (pids 1001, 1002)"
+    for run in runs:
+        assert any(said in warning for warning in run.warnings)
+
+
+def test_three_interleaved_processes() -> None:
+    logs = [process_log(1001, "17.45"), process_log(1002, "03.10"), process_log(1003, "09.00")]
+    runs = parse(interleave(*logs)).runs
+    assert [(run.status, run.avg_busbw, len(run.rows)) for run in runs] == [
+        ("ok", 17.45, 2), ("ok", 3.1, 2), ("ok", 9.0, 2)
+    ]
+
+
+def test_a_file_that_cannot_be_split_is_never_ok() -> None:
+    """Process 1002's version and nThread lines were lost (glued into another line by block-buffered
+    writes), so its Rank line and rows land in process 1001's run: the file cannot be split; it says so."""
     first, second = process_log(1001, "17.45"), process_log(1002, "03.10")
-    interleaved = "".join(a + "\n" + b + "\n" for a, b in zip(first, second, strict=True))
-    runs = parse(interleaved).runs
-    assert runs and all(run.status != "ok" for run in runs)
-    reasons = [run.status_reason or "" for run in runs]
-    assert any("2 nccl-tests processes is interleaved" in r and "pids 1001, 1002" in r for r in reasons)
+    rank_at = next(i for i, line in enumerate(first) if "Rank" in line)
+    lines = first[: rank_at + 1] + [second[rank_at]] + first[rank_at + 1 :]
+    (run,) = parse("\n".join(lines) + "\n").runs
+    assert run.status == "incomplete"
+    assert "2 nccl-tests processes is interleaved" in (run.status_reason or "")
+    assert "pids 1001, 1002" in (run.status_reason or "")
+
+
+def test_the_same_size_twice_in_a_row_is_two_processes() -> None:
+    first, second = process_log(1001, "17.45"), process_log(1002, "03.10")
+    row_at = next(i for i, line in enumerate(first) if line.startswith("     1048576"))
+    lines = first[: row_at + 1] + [second[row_at]] + first[row_at + 1 :]
+    (run,) = parse("\n".join(lines) + "\n").runs
+    assert run.status == "incomplete"
+    assert "two rows of 1048576 bytes follow each other" in (run.status_reason or "")
 
 
 def test_the_same_processes_one_after_the_other_are_two_ok_runs() -> None:
