@@ -143,6 +143,7 @@ def _runs_of(name: str, transports: list[Transport]) -> Iterator[Run]:
 # -- JSON, written exactly as json.dumps(indent=2) would, but row by row from the packed store -------------
 
 _RUN_PAD = "    "
+_ROW_BATCH = 2048
 _ROWS_MARK = '\n      "rows": [],'
 
 
@@ -155,10 +156,15 @@ def write_run_json(item: Run, write: Callable[[str], None]) -> None:
         return
     at = head.index(_ROWS_MARK) + len(_ROWS_MARK) - 3
     write(head[:at] + "[\n")
-    first = True
+    batch: list[str] = []
+    separator = ""
     for text in _rows_json(item.rows):
-        write(text if first else ",\n" + text)
-        first = False
+        batch.append(text)
+        if len(batch) == _ROW_BATCH:
+            write(separator + ",\n".join(batch))
+            batch, separator = [], ",\n"
+    if batch:
+        write(separator + ",\n".join(batch))
     write("\n      ]," + head[at + 3 :])
 
 
@@ -168,7 +174,8 @@ def _rows_json(rows: RowStore) -> Iterator[str]:
         in_place = (
             "{\n            "
             f'"time_us": {r[11]!r},\n            "algbw": {r[12]!r},\n            "busbw": {r[13]!r},\n'
-            f'            "wrong": {_int_json(r[14])},\n            "rel_error": {_float_json(r[15])}\n          }}'
+            f'            "wrong": {"null" if r[14] != r[14] else int(r[14])},\n'
+            f'            "rel_error": {"null" if r[15] != r[15] else repr(r[15])}\n          }}'
             if r[3] & 1
             else "null"
         )
@@ -176,18 +183,10 @@ def _rows_json(rows: RowStore) -> Iterator[str]:
             f'        {{\n          "size": {r[0]},\n          "count": {r[1]},\n          "type": {names[r[4]]},\n'
             f'          "redop": {names[r[5]]},\n          "root": {"null" if r[2] < 0 else r[2]},\n'
             f'          "out_of_place": {{\n            "time_us": {r[6]!r},\n            "algbw": {r[7]!r},\n'
-            f'            "busbw": {r[8]!r},\n            "wrong": {_int_json(r[9])},\n'
-            f'            "rel_error": {_float_json(r[10])}\n          }},\n'
+            f'            "busbw": {r[8]!r},\n            "wrong": {"null" if r[9] != r[9] else int(r[9])},\n'
+            f'            "rel_error": {"null" if r[10] != r[10] else repr(r[10])}\n          }},\n'
             f'          "in_place": {in_place}\n        }}'
         )
-
-
-def _int_json(value: float) -> str:
-    return "null" if value != value else str(int(value))
-
-
-def _float_json(value: float) -> str:
-    return "null" if value != value else repr(value)
 
 
 def _format_run(index: int, item: Run) -> str:

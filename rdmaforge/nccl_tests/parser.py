@@ -220,6 +220,9 @@ def _parse_half(tokens: list[str], layout: Layout) -> Half | None:
     return Half(time_us=time * layout.time_scale, algbw=algbw, busbw=busbw, wrong=wrong, rel_error=rel_error)
 
 
+_Columns = tuple[int, int, int, int, int]
+
+
 class _FastRow:
     """``parse_row`` specialised for one layout and the common case (every column printed, numbers plain).
 
@@ -242,6 +245,14 @@ class _FastRow:
         self.scale = layout.time_scale
         self.usable = None not in (self.time, self.algbw, self.busbw)
         self.types: dict[str, bool] = {}
+        base = 3 + len(extra)
+        self.out_at = self._columns(base)
+        self.in_at = self._columns(base + self.half_len)
+
+    def _columns(self, start: int) -> _Columns:
+        """Token indices of time, algbw, busbw, wrong, error in the half starting at ``start`` (-1: none)."""
+        return tuple(-1 if index is None else start + index  # type: ignore[return-value]
+                     for index in (self.time, self.algbw, self.busbw, self.wrong, self.error))  # fmt: skip
 
     def parse(self, tokens: list[str], store: RowStore) -> bool:
         if not self.usable:
@@ -266,12 +277,12 @@ class _FastRow:
                     return False
             else:
                 redop = token
-        out = self._half(tokens, position)
+        out = self._half(tokens, self.out_at)
         if out is None:
             return False
         inp = None
         if self.halves == 2:
-            inp = self._half(tokens, position + self.half_len)
+            inp = self._half(tokens, self.in_at)
             if inp is None:
                 return False
         if redop == "none":
@@ -280,25 +291,28 @@ class _FastRow:
             root = None
         return store.append_values(int(size_token), int(count_token), type_name, redop, root, out, inp) or True
 
-    def _half(self, tokens: list[str], start: int) -> tuple[float, float, float, float, float] | None:
+    def _half(self, tokens: list[str], at: _Columns) -> tuple[float, float, float, float, float] | None:
+        time_at, algbw_at, busbw_at, wrong_at, error_at = at
         try:
-            time = float(tokens[start + self.time])  # type: ignore[operator]
-            algbw = float(tokens[start + self.algbw])  # type: ignore[operator]
-            busbw = float(tokens[start + self.busbw])  # type: ignore[operator]
+            time = float(tokens[time_at])
+            algbw = float(tokens[algbw_at])
+            busbw = float(tokens[busbw_at])
         except ValueError:
             return None
         if time - time != 0.0 or algbw - algbw != 0.0 or busbw - busbw != 0.0:
             return None  # inf or nan: parse_float says "no value"
         wrong = rel_error = _NAN
-        if self.wrong is not None:
-            token = tokens[start + self.wrong]
-            if token != "N/A":
+        if wrong_at >= 0:
+            token = tokens[wrong_at]
+            if token == "0":
+                wrong = 0.0
+            elif token != "N/A":
                 value = parse_float(token)
                 if value is None:
                     return None
                 wrong = float(int(value))
-        elif self.error is not None:
-            token = tokens[start + self.error]
+        elif error_at >= 0:
+            token = tokens[error_at]
             if token != "N/A":
                 value = parse_float(token)
                 if value is None:

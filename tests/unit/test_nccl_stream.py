@@ -298,3 +298,15 @@ def test_a_named_pipe_is_read_once(tmp_path: Path) -> None:
     assert code == ExitCode.OK
     want = REFERENCE["all_reduce_v2.17.8_ok.json"]["runs"]
     assert [{**run, "source": "all_reduce_v2.17.8_ok.json"} for run in runs] == want
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3])
+def test_rows_written_in_batches_are_still_the_old_json(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rdmaforge.commands import nccl_report
+
+    monkeypatch.setattr(nccl_report, "_ROW_BATCH", batch)  # 4 rows: exact multiples and a remainder
+    path = DATA / "all_reduce_v2.17.8_ok.json"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["nccl-report", "--json", str(path)])
+    assert out.getvalue() == json.dumps(parse_file(path).to_dict(), indent=2) + "\n"
