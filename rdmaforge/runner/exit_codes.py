@@ -33,7 +33,7 @@ MEANING = {
     ExitCode.ERROR: "rdmaforge or Ansible could not run (bad arguments, missing inventory, syntax error)",
     ExitCode.HOST_FAILED: "a host failed",
     ExitCode.UNREACHABLE: "a host was unreachable",
-    ExitCode.BELOW_THRESHOLD: "a benchmark was below its threshold",
+    ExitCode.BELOW_THRESHOLD: "benchmark verdict fail (below a threshold, a failed run, a regression)",
     ExitCode.INCOMPLETE: "a required check was skipped or not judged (no verdict)",
     ExitCode.UNHEALTHY: "a node differs from what its inventory expects",
     ExitCode.SUSPECTS: "a suspect node or link was found",
