@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
                 sink.write("\n" if count == 0 else ",\n")
                 write_run_json(item, sink.write)
             else:
-                sink.write(_format_run(count + 1, item) + "\n")
+                write_run_text(count + 1, item, sink.write)
             item.rows.close()
             count += 1
             runs_in_file += 1
@@ -189,7 +189,8 @@ def _rows_json(rows: RowStore) -> Iterator[str]:
         )
 
 
-def _format_run(index: int, item: Run) -> str:
+def write_run_text(index: int, item: Run, write: Callable[[str], None]) -> None:
+    """One run as a readable block (title, facts, status, rows, footer, errors), rows written in batches."""
     title = f"run {index}: {item.collective or 'unknown collective'}"
     if item.source:
         title += f" ({item.source})"
@@ -200,27 +201,28 @@ def _format_run(index: int, item: Run) -> str:
     ]
     lines = [title, "  " + ", ".join(f for f in facts if f) if any(facts) else "  (no version information)"]
     lines.append(f"  status: {item.status}" + (f" - {item.status_reason}" if item.status_reason else ""))
+    write("\n".join(lines) + "\n")
     if item.rows:
-        lines.extend(_format_rows(item))
-    if item.avg_busbw is not None or item.out_of_bounds is not None:
-        lines.append(f"  avg bus bandwidth: {_maybe(item.avg_busbw)} GB/s, out of bounds: {_maybe(item.out_of_bounds)}")
-    lines.extend(f"  error: {error}" for error in item.errors)
-    lines.extend(f"  warning: {warning}" for warning in item.warnings)
-    return "\n".join(lines) + "\n"
-
-
-def _format_rows(item: Run) -> list[str]:
-    header = (
-        f"  {'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>4}"
-        f" {'time(us)':>10} {'busbw':>8} {'#wrong':>6} {'ip time':>10} {'ip busbw':>8} {'#wrong':>6}"
-    )
-    lines = [header]
-    for row in item.rows:
-        lines.append(
-            f"  {row.size:>12} {row.count:>12} {row.type:>8} {row.redop or '-':>6} {_maybe(row.root):>4}"
-            f" {_format_half(row.out_of_place)} {_format_half(row.in_place)}"
+        write(
+            f"  {'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>4}"
+            f" {'time(us)':>10} {'busbw':>8} {'#wrong':>6} {'ip time':>10} {'ip busbw':>8} {'#wrong':>6}\n"
         )
-    return lines
+        batch: list[str] = []
+        for row in item.rows:
+            batch.append(
+                f"  {row.size:>12} {row.count:>12} {row.type:>8} {row.redop or '-':>6} {_maybe(row.root):>4}"
+                f" {_format_half(row.out_of_place)} {_format_half(row.in_place)}\n"
+            )
+            if len(batch) == _ROW_BATCH:
+                write("".join(batch))
+                batch = []
+        write("".join(batch))
+    tail = []
+    if item.avg_busbw is not None or item.out_of_bounds is not None:
+        tail.append(f"  avg bus bandwidth: {_maybe(item.avg_busbw)} GB/s, out of bounds: {_maybe(item.out_of_bounds)}")
+    tail.extend(f"  error: {error}" for error in item.errors)
+    tail.extend(f"  warning: {warning}" for warning in item.warnings)
+    write("".join(line + "\n" for line in tail) + "\n")
 
 
 def _format_half(half: Half | None) -> str:
