@@ -61,7 +61,9 @@ def register(subparsers: Any) -> None:
 
 def is_verdict_failure(problem: HostProblem) -> bool:
     return (
-        not problem.unreachable and problem.action in FAIL_ACTIONS and problem.message.startswith("pairwise suspects")
+        not problem.unreachable
+        and problem.action in FAIL_ACTIONS
+        and problem.message.startswith(("pairwise suspects", "pairwise incomplete"))
     )
 
 
@@ -83,7 +85,9 @@ def pairwise_exit(outcome: execute.Outcome, results: dict[str, Any] | None) -> E
         return ExitCode.HOST_FAILED
     if results is None:
         return ExitCode.INCOMPLETE if base == ExitCode.OK else base
-    return ExitCode.SUSPECTS if results["suspects"] else ExitCode.OK
+    if results["suspects"]:
+        return ExitCode.SUSPECTS
+    return ExitCode.INCOMPLETE if results.get("unjudged") else ExitCode.OK
 
 
 def read_results(directory: Path) -> dict[str, Any] | None:
@@ -98,6 +102,10 @@ def verdict_case(results: dict[str, Any] | None) -> junit.Case:
     if results is None:
         return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", outcome="error", message="no pairwise results")
     suspects = results["suspects"]
+    if not suspects and results.get("unjudged"):
+        unjudged = ", ".join(results["unjudged"])
+        return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", outcome="error",
+                          message=f"not judged: {unjudged} (no pair completed)")  # fmt: skip
     if not suspects:
         return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", message="no suspect")
     named = "; ".join(f"{s['kind']} {s['node']} {s['nic']}: {s['evidence']}" for s in suspects)

@@ -43,6 +43,8 @@ def results(
             for rail in rails
         },
         "suspects": [s.to_dict() for s in suspects],
+        # Rails where no pair completed: nothing to judge a pair against, so no suspect could be named there.
+        "unjudged": [rail.nic for rail in rails if rail.reference_gbps is None],
         "healthy_nodes": healthy_nodes(plan["nodes"], suspects),
     }
 
@@ -93,8 +95,12 @@ def table(results_data: Mapping[str, Any]) -> str:
     if suspects:
         out.append(f"suspects ({len(suspects)}):")
         out += [f"  {s['kind']:4} {s['node']:<16} {s['nic']:<8} {s['evidence']}" for s in suspects]
+    elif results_data.get("unjudged"):
+        out.append("suspects: none named")
     else:
         out.append("suspects: none")
+    for nic in results_data.get("unjudged") or []:
+        out.append(f"not judged: {nic}: no pair completed, so there is nothing to compare a pair with")
     for note in results_data.get("notes") or []:
         out.append(f"note: {note}")
     for nic in results_data["nics"]:

@@ -27,10 +27,26 @@ def thresholds_from(data: dict[str, Any]) -> Thresholds:
     )
 
 
+MISSING_DETAIL = "not measured: a node of the pair failed or left the play"
+
+
+def with_missing(measurements: list[Measurement], plan: dict[str, Any]) -> list[Measurement]:
+    """Every direction the plan scheduled, on every rail: one never measured in any round is ``missing`` (not ok)."""
+    seen = {(m.a, m.b, m.nic) for m in measurements}
+    added: dict[tuple[str, str, str], Measurement] = {}
+    for index, pairs in enumerate(plan["rounds"]):
+        for a, b in pairs:
+            for nic in plan["rails"]:
+                for s, r in ((a, b), (b, a)):
+                    if (s, r, nic) not in seen and (s, r, nic) not in added:
+                        added[(s, r, nic)] = Measurement(s, r, nic, None, "missing", index, MISSING_DETAIL)
+    return measurements + list(added.values())
+
+
 def build(raw: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     plan = raw["plan"]
     limits = thresholds_from(raw.get("thresholds") or {})
-    measurements = [Measurement.from_dict(m) for m in raw["measurements"]]
+    measurements = with_missing([Measurement.from_dict(m) for m in raw["measurements"]], plan)
     measurements.sort(key=lambda m: (m.nic, m.round, m.a, m.b))
     rails = score(measurements, plan["nodes"], plan["rails"], limits)
     data = results(measurements, rails, plan, limits, str(raw.get("method", "iperf3")),
@@ -51,7 +67,8 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"rdmaforge pairwise report: cannot read {raw_path}: {exc}", file=sys.stderr)
         return 64
-    summary = {"suspects": data["suspects"], "healthy_nodes": data["healthy_nodes"], "notes": data["notes"],
+    summary = {"suspects": data["suspects"], "unjudged": data["unjudged"], "healthy_nodes": data["healthy_nodes"],
+               "notes": data["notes"],
                "results": str(out_dir / "results.json"), "table": (out_dir / "table.txt").read_text()}  # fmt: skip
     print(json.dumps(summary))
     return 0

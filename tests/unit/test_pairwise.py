@@ -369,3 +369,31 @@ def test_exit_codes_of_the_command():
     assert pairwise_exit(run_outcome({"node1": 1, "node2": 1}, [verdict, crash]), found) == ExitCode.HOST_FAILED
     assert pairwise_exit(run_outcome({}, [], dark={"node2": 1}), None) == ExitCode.UNREACHABLE
     assert pairwise_exit(run_outcome({}, [], rc=0), None) == ExitCode.INCOMPLETE
+
+
+def test_directions_never_measured_are_missing_and_count_against_the_pair(tmp_path):
+    measured = [m for m in sweep({}) if not (m.a == "node4" and m.nic == "eth1")]  # node4 left the play
+    data = build(raw_sweep(measured), tmp_path)
+    missing = [p for p in data["pairs"] if p["status"] == "missing"]
+    assert {(p["a"], p["nic"]) for p in missing} == {("node4", "eth1")} and len(missing) == 3
+    assert [(s["kind"], s["node"], s["nic"]) for s in data["suspects"]] == [("node", "node4", "eth1")]
+
+
+def test_a_rail_where_no_pair_completed_is_not_judged(tmp_path):
+    status = {(a, b, "eth2"): "unreachable" for a, b in itertools.permutations(NODES, 2)}
+    data = build(raw_sweep(sweep({}, status)), tmp_path)
+    assert data["suspects"] == [] and data["unjudged"] == ["eth2"]
+    table = (tmp_path / "table.txt").read_text()
+    assert "suspects: none named" in table and "not judged: eth2" in table
+
+
+def test_an_unjudged_rail_exits_incomplete():
+    from rdmaforge.commands.pairwise import pairwise_exit
+    from rdmaforge.runner.events import HostProblem
+    from rdmaforge.runner.exit_codes import ExitCode
+
+    verdict = HostProblem("node1", "Fail when a rail could not be judged", "ansible.builtin.fail",
+                          "pairwise incomplete: no pair completed on eth2")  # fmt: skip
+    assert pairwise_exit(run_outcome({"node1": 1}, [verdict]), {"suspects": [], "unjudged": ["eth2"]}) == (
+        ExitCode.INCOMPLETE
+    )
