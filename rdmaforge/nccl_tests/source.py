@@ -1,7 +1,8 @@
 """Reading an nccl-tests output incrementally: files, stdin, gzip, and the text encodings logs come in.
 
 ``open_text`` yields the input as blocks of whole lines (each block ends with a newline except maybe the
-last), so a parser never holds more than one block: memory stays bounded whatever the input's size.
+last, or a piece of a line longer than LONG_LINE), so a parser never holds more than one block: memory stays
+bounded whatever the input's size.
 Encodings: UTF-8 with or without a BOM (undecodable bytes become U+FFFD), UTF-16/UTF-32 with a BOM.
 Input that cannot be a log (NUL bytes without a BOM: binary, or UTF-16 without a BOM) raises InputError,
 whose message names the file and what was expected.
@@ -20,8 +21,8 @@ from rdmaforge.errors import UserError
 
 #: Bytes read per block: large reads keep the per-call overhead negligible.
 BLOCK = 4 << 20
-#: A line longer than this is cut (the rest of it is skipped): no nccl-tests or NCCL line comes close.
-MAX_LINE = 1 << 20
+#: Characters of one line held before it is passed on in pieces (bounds memory on a file without newlines).
+LONG_LINE = 8 << 20
 #: Share of NUL bytes in the first 64 KiB above which the input is binary (or UTF-16 without a BOM): a log
 #: with a few stray NULs (a crash while writing) is still read; a sparse file, /dev/zero or an ELF is not.
 _NUL_SHARE = 0.1
@@ -53,15 +54,12 @@ def open_text(raw: BinaryIO, name: str) -> Iterator[str]:
         head = _read_some(stream, name)
     encoding, skip = _encoding(head, name)
     head = head[skip:]
-    if encoding == "utf-8":
-        yield from _utf8_blocks(head, stream, name)
-    else:
-        yield from _other_blocks(head, stream, name, encoding)
+    yield from _blocks(head, stream, name, encoding)
 
 
-def _read_some(stream: BinaryIO, name: str, size: int = BLOCK) -> bytes:
+def _read_some(stream: BinaryIO, name: str) -> bytes:
     try:
-        return stream.read(size)
+        return stream.read(BLOCK)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise InputError(f"{name}: the gzip data is corrupt or cut short ({exc}); {ACCEPTED}") from exc
 
@@ -81,25 +79,9 @@ def _encoding(head: bytes, name: str) -> tuple[str, int]:
     return "utf-8", 0
 
 
-def _utf8_blocks(head: bytes, stream: BinaryIO, name: str) -> Iterator[str]:
-    # A newline byte is never part of a multi-byte UTF-8 sequence: cutting after one never splits a character.
-    pending = head
-    while True:
-        data = _read_some(stream, name)
-        if not data:
-            break
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            pending = _cap(pending + data)
-            continue
-        block = pending + data[:cut]
-        pending = data[cut:]
-        yield _cap_lines(block.decode("utf-8", errors="replace"))
-    if pending:
-        yield _cap_lines(pending.decode("utf-8", errors="replace"))
-
-
-def _other_blocks(head: bytes, stream: BinaryIO, name: str, encoding: str) -> Iterator[str]:
+def _blocks(head: bytes, stream: BinaryIO, name: str, encoding: str) -> Iterator[str]:
+    """Decoded text in blocks that end at a line break; a line longer than LONG_LINE is passed on in pieces
+    (so memory stays bounded: for a log such a line is noise, for a one-line JSON document the pieces join)."""
     decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
     pending = decoder.decode(head)
     while True:
@@ -108,25 +90,14 @@ def _other_blocks(head: bytes, stream: BinaryIO, name: str, encoding: str) -> It
             break
         text = pending + decoder.decode(data)
         cut = text.rfind("\n") + 1
+        if cut == 0 and len(text) >= LONG_LINE:
+            cut = len(text)
         block, pending = text[:cut], text[cut:]
-        if len(pending) > MAX_LINE:
-            pending = pending[:MAX_LINE]
         if block:
-            yield _cap_lines(block)
+            yield block
     pending += decoder.decode(b"", final=True)
     if pending:
-        yield _cap_lines(pending)
-
-
-def _cap(pending: bytes) -> bytes:
-    """A line without a newline for more than MAX_LINE bytes keeps only its first MAX_LINE bytes."""
-    return pending[:MAX_LINE] if len(pending) > MAX_LINE else pending
-
-
-def _cap_lines(block: str) -> str:
-    if len(block) <= MAX_LINE or block.find("\n", 0, len(block)) == -1:
-        return block[:MAX_LINE]
-    return block
+        yield pending
 
 
 class _Prepend(io.RawIOBase):

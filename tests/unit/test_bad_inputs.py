@@ -186,6 +186,7 @@ def nccl_cases() -> list[Case]:
         Case("nccl-json-deep-nesting", nccl("{" + '"args": ' + "[" * 100_000), INCOMPLETE, ()),
         Case("nccl-json-cut-in-results", nccl(text[: rows_at + 400]), INCOMPLETE, ()),
         Case("nccl-json-cut-before-footer", nccl(text[: text.rindex('"out_of_bounds"')]), INCOMPLETE, ()),
+        Case("nccl-json-over-32mib", nccl('{"args": [' + '"x", ' * (7 << 20)), BAD, ("in.log", "larger than 32 MiB")),
         Case("nccl-json-unquoted-nan", nccl(text.replace('"bus_bw": ', '"bus_bw": -nan, "x": ', 1)), 0, ()),
         Case("nccl-text-cut-after-version", nccl(HEAD.splitlines()[0] + "\n"), INCOMPLETE, ()),
         Case("nccl-text-cut-after-header", nccl(HEAD), INCOMPLETE, ()),

@@ -310,3 +310,13 @@ def test_rows_written_in_batches_are_still_the_old_json(batch: int, monkeypatch:
     with contextlib.redirect_stdout(out):
         main(["nccl-report", "--json", str(path)])
     assert out.getvalue() == json.dumps(parse_file(path).to_dict(), indent=2) + "\n"
+
+
+def test_a_one_line_json_longer_than_a_piece_is_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines longer than LONG_LINE are passed on in pieces (bounded memory); a minified -J file rejoins."""
+    monkeypatch.setattr(source, "BLOCK", 7)
+    monkeypatch.setattr(source, "LONG_LINE", 50)
+    name = "alltoall_v2.19.6_wrong_oob.json"
+    minified = json.dumps(json.loads((DATA / name).read_text()))
+    assert "\n" not in minified and len(minified) > 50
+    assert report_of(minified.encode(), name) == REFERENCE[name]
