@@ -10,11 +10,11 @@ from typing import Any
 
 try:
     from rdmaforge import ssh_mesh
-    from rdmaforge.parsers import gpg, nccl_env
+    from rdmaforge.parsers import gpg, nccl_env, nccl_net_api
 except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from rdmaforge import ssh_mesh
-    from rdmaforge.parsers import gpg, nccl_env
+    from rdmaforge.parsers import gpg, nccl_env, nccl_net_api
 
 
 def installed_versions(packages: dict[str, list[dict[str, Any]]], names: list[str]) -> dict[str, str]:
@@ -45,4 +45,6 @@ class FilterModule:
             "nccl_env_split_other": lambda env: nccl_env.split(env)[1],
             "nccl_conf_render": nccl_env.render_conf,
             "nccl_plugin_api_versions": nccl_env.plugin_api_versions,
+            "rdmaforge_version_in_range": nccl_net_api.version_in_range,
+            "rdmaforge_api_list": nccl_net_api.format_versions,
         }

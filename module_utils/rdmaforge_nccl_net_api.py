@@ -1,0 +1,1 @@
+../rdmaforge/parsers/nccl_net_api.py
