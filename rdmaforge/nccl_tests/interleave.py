@@ -3,7 +3,7 @@
 Each process prints the same sequence: version line, ``nThread`` line, its ``#  Rank .. Pid`` lines, the
 table header, rows in increasing message size, then the footer. While runs are open together (a *group*:
 a run started before the previous one printed its table), each line goes to the open run it can continue:
-a Rank line to the run with its pid (or the first without Rank lines), a header to the first run that has
+a Rank line to the run with its pid (or the latest without Rank lines), a header to the latest run that has
 listed its ranks but has no table, a row to the earliest run whose last row is a smaller message, a footer
 to the earliest run with rows and no footer. Lines carry no pid, so rows of equal size from two processes
 may be swapped between them: every run of such a group says so in a warning.
@@ -49,7 +49,9 @@ def route(lanes: Sequence[Lane], line: str) -> int | None:
     if not words:
         return None
     word = words[0]
-    open_lanes = [i for i, lane in enumerate(lanes) if not lane.has_table]
+    # Header lines go to the latest run still missing them: for processes started together the runs are alike,
+    # and for a run that died during start-up followed by a retry, the retry is the latest.
+    open_lanes = [i for i, lane in reversed(list(enumerate(lanes))) if not lane.has_table]
     if word == "Collective" and len(words) > 1 and words[1] == "test" and "starting" in text:
         return _first(i for i in open_lanes if not lanes[i].seen_starting and not lanes[i].seen_nthread)
     if word == "nThread":

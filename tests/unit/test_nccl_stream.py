@@ -320,3 +320,11 @@ def test_a_one_line_json_longer_than_a_piece_is_read_whole(monkeypatch: pytest.M
     minified = json.dumps(json.loads((DATA / name).read_text()))
     assert "\n" not in minified and len(minified) > 50
     assert report_of(minified.encode(), name) == REFERENCE[name]
+
+
+@pytest.mark.parametrize("died_after", [1, 3, 6])  # its version line, its nThread line, its Rank line
+def test_a_run_that_died_starting_then_its_retry(died_after: int) -> None:
+    """One process died during start-up and a retry appended its whole output: the retry keeps its table."""
+    first, second = process_log(1001, "17.45"), process_log(1002, "03.10")
+    runs = parse("\n".join(first[:died_after] + second) + "\n").runs
+    assert [(run.status, run.avg_busbw, len(run.rows)) for run in runs] == [("incomplete", None, 0), ("ok", 3.1, 2)]
