@@ -379,6 +379,9 @@ class _RunState:
                 f"two rows of {self.repeated_size} bytes follow each other: the output of more than one "
                 "nccl-tests process is mixed in this run and cannot be split; give each process its own log"
             )
+        mismatch = _average_mismatch(run)
+        if mismatch is not None and run.split_problem is None:
+            run.split_problem = mismatch
         if self.interleaved:
             rank = min(self.interleaved)
             pids = self.rank_pids[rank]
@@ -388,6 +391,27 @@ class _RunState:
                 "give each process its own log or run them under MPI"
             )
         return run
+
+
+#: How far the printed "Avg bus bandwidth" may be from the mean of the rows' busbw: the rows print 2 decimals.
+_AVG_RELATIVE, _AVG_ABSOLUTE = 0.05, 0.01
+
+
+def _average_mismatch(run: Run) -> str | None:
+    """Why the footer's average cannot be this run's (it is the mean busbw of every half of every row), or None.
+
+    A mismatch means rows are missing or another process's rows or footer landed in this run.
+    """
+    rows = run.rows
+    if run.avg_busbw is None or not rows.busbw_count:
+        return None
+    mean = rows.busbw_sum / rows.busbw_count
+    if abs(mean - run.avg_busbw) <= max(_AVG_RELATIVE * max(abs(mean), abs(run.avg_busbw)), _AVG_ABSOLUTE):
+        return None
+    return (
+        f"its 'Avg bus bandwidth' ({run.avg_busbw:g} GB/s) is not the mean of its {len(rows)} row(s) "
+        f"({mean:.4g} GB/s): rows are missing, or another process's rows or footer are mixed into this run"
+    )
 
 
 class TextParser:

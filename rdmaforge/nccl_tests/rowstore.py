@@ -42,6 +42,9 @@ class RowStore:
         self._count = 0
         #: Rows with #wrong > 0, counted as they arrive (a status must not re-read a spilled sweep).
         self.wrong_rows = 0
+        #: Sum and count of every half's busbw: nccl-tests' "Avg bus bandwidth" is their mean.
+        self.busbw_sum = 0.0
+        self.busbw_count = 0
         for row in rows:
             self.append(row)
 
@@ -73,6 +76,8 @@ class RowStore:
         self._count += 1
         if row.has_wrong_values():
             self.wrong_rows += 1
+        self.busbw_sum += out.busbw + (inp.busbw if inp is not None else 0.0)
+        self.busbw_count += 1 if inp is None else 2
         if len(self._buffer) >= SPILL:
             self._spill()
         return True
@@ -93,6 +98,8 @@ class RowStore:
         self._count += 1
         if out[3] > 0 or (inp is not None and inp[3] > 0):
             self.wrong_rows += 1
+        self.busbw_sum += out[2] + (inp[2] if inp is not None else 0.0)
+        self.busbw_count += 1 if inp is None else 2
         if len(self._buffer) >= SPILL:
             self._spill()
         return True

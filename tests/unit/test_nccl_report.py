@@ -362,6 +362,20 @@ FOOTER = """\
 """  # noqa: W291
 
 
+#: The footer of a table holding ROW_1M alone: nccl-tests' average is the mean busbw of every half of every row.
+FOOTER_1M = FOOTER.replace("19.7875", "17.49")
+
+
+def test_a_footer_that_is_not_the_mean_of_the_rows_is_not_ok() -> None:
+    """Rows missing, or another process's rows or footer in this run: the average says so (FOOTER is for 2 rows)."""
+    (run,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + FOOTER)
+    assert run.status == "incomplete"
+    assert run.status_reason == (
+        "its 'Avg bus bandwidth' (19.7875 GB/s) is not the mean of its 1 row(s) (17.49 GB/s): rows are missing, "
+        "or another process's rows or footer are mixed into this run"
+    )
+
+
 def test_clean_v2_17_run() -> None:
     (run,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + ROW_2M + "\n" + FOOTER)
     assert (run.collective, run.nccl_tests_version, run.nccl_version) == ("all_reduce", "2.17.9", "2.28.3")
@@ -453,7 +467,7 @@ def test_v2_16_starting_line_without_version_line() -> None:
 
 
 def test_several_runs_in_one_file() -> None:
-    text = (HEAD_2_17 + ROW_1M + "\n" + FOOTER) * 3
+    text = (HEAD_2_17 + ROW_1M + "\n" + FOOTER_1M) * 3
     assert [r.status for r in parse_text(text)] == ["ok", "ok", "ok"]
 
 
@@ -482,14 +496,14 @@ def test_odd_input_never_raises(data: bytes) -> None:
 
 def test_warning_before_the_banner_joins_the_next_run() -> None:
     warn = "\nnode-01:10001:10001 [0] misc/ibvwrap.cc:100 NCCL WARN Call to ibv_open_device failed\n\n"
-    (run,) = parse_text(warn + HEAD_2_17 + ROW_1M + "\n" + FOOTER)
+    (run,) = parse_text(warn + HEAD_2_17 + ROW_1M + "\n" + FOOTER_1M)
     assert run.warnings == ["Call to ibv_open_device failed"]
     assert run.status == "ok"
 
 
 def test_json_object_that_is_not_nccl_tests_output() -> None:
     assert parse('{"hello": "world"}').runs == []
-    (run,) = parse("{banner}\n" + HEAD_2_17 + ROW_1M + "\n" + FOOTER).runs
+    (run,) = parse("{banner}\n" + HEAD_2_17 + ROW_1M + "\n" + FOOTER_1M).runs
     assert run.status == "ok"
 
 
@@ -653,7 +667,7 @@ def test_cli_file_without_runs_is_not_ok(capsys: pytest.CaptureFixture[str], tmp
 
 
 def test_cli_reads_stdin(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    stdin = io.TextIOWrapper(io.BytesIO((HEAD_2_17 + ROW_1M + "\n" + FOOTER).encode()))
+    stdin = io.TextIOWrapper(io.BytesIO((HEAD_2_17 + ROW_1M + "\n" + FOOTER_1M).encode()))
     monkeypatch.setattr(sys, "stdin", stdin)
     code, out, _ = run_cli(capsys, "--json", "-")
     assert code == 0
