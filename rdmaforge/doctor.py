@@ -193,7 +193,7 @@ def plugin_summary(node: Mapping[str, Any]) -> str:
     if not node.get("plugin_present"):
         return "none"
     for dist in node.get("plugin_dists") or []:
-        name = str(dist).removesuffix(".dist-info")
+        name = str(dist).removesuffix(".dist-info").removesuffix(".egg-info")
         if name.startswith("aiacc_nccl_plugin-"):
             return f"aiacc {name.removeprefix('aiacc_nccl_plugin-')}"
     target = node.get("plugin_target")

@@ -116,4 +116,6 @@ def describe(component: Mapping[str, Any]) -> str:
 
 
 def _number(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return f"{value:.1f}" if abs(value) >= 100 else f"{value:.3g}"
+    return str(value)

@@ -44,3 +44,27 @@ def test_cluster_ssh_trust_key_and_known_hosts(host: Any, hostvars: dict[str, An
         peer for peer in hostvars["groups"].get("cluster", []) if not re.search(rf"^{re.escape(peer)}[, ]", block, re.M)
     ]
     assert not missing, f"no host key in /etc/ssh/ssh_known_hosts for {missing}"
+
+
+def known_keys(block: str, name: str) -> set[tuple[str, str]]:
+    """(type, key) pairs a known_hosts block lists for ``name``."""
+    keys = set()
+    for line in block.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and not line.startswith("#") and name in fields[0].split(","):
+            keys.add((fields[1], fields[2]))
+    return keys
+
+
+def test_known_hosts_holds_the_keys_the_peers_really_serve(host: Any, hostvars: dict[str, Any]) -> None:
+    """Each peer's known_hosts keys against the keys its sshd serves now: a stale or replaced key fails."""
+    known = host.file("/etc/ssh/ssh_known_hosts").content_string
+    block = known.partition("# BEGIN rdmaforge cluster trust")[2].partition("# END rdmaforge cluster trust")[0]
+    stale = []
+    for peer in hostvars["groups"].get("cluster", []):
+        listed = known_keys(block, peer)
+        scan = host.run(f"ssh-keyscan -T 10 {peer}")
+        served = {(f[1], f[2]) for f in (line.split() for line in scan.stdout.splitlines()) if len(f) >= 3}
+        assert served, f"ssh-keyscan {peer} got no key: {scan.stderr.strip()}"
+        stale += [f"{peer} {kind} {key[:16]}..." for kind, key in sorted(listed - served)]
+    assert not stale, f"/etc/ssh/ssh_known_hosts lists keys the peers do not serve: {stale}"

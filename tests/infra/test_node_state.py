@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from rdmaforge.parsers.nccl_env import parse_conf, plugin_api_versions
+from rdmaforge.parsers.nccl_env import plugin_api_versions
+from tests.infra.expectations import accepted, nccl_conf, read_conf, setting
 
-ERDMA_DEBIAN = ["libibverbs1", "ibverbs-providers", "ibverbs-utils", "librdmacm1", "rdma-core"]
-ERDMA_REDHAT = ["libibverbs", "rdma-core", "librdmacm", "libibverbs-utils"]
+RDMA_PROFILES = {"erdma", "infiniband", "roce", "acs_type1"}
 
 
 def test_erdma_repository_and_keyring(host: Any, fabric: str) -> None:
@@ -27,10 +27,14 @@ def test_erdma_repository_and_keyring(host: Any, fabric: str) -> None:
         assert repo.exists and re.search(r"^gpgcheck\s*=\s*1$", repo.content_string, re.M)
 
 
-def test_rdma_userspace_packages(host: Any, fabric: str) -> None:
-    if fabric != "erdma":
-        pytest.skip(f"fabric {fabric}: package set checked by its own role")
-    names = ERDMA_DEBIAN if host.system_info.distribution in ("debian", "ubuntu") else ERDMA_REDHAT
+def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """The fabric's package set from the rdma_core role's table (every profile, not only erdma)."""
+    family = "Debian" if host.system_info.distribution in ("debian", "ubuntu") else "RedHat"
+    table = setting(hostvars, "rdma_core", "rdma_core_packages") or {}
+    extra = setting(hostvars, "rdma_core", "rdma_core_extra_packages") or []
+    names = [*(table.get(fabric) or {}).get(family, []), *extra]
+    if not names:
+        pytest.skip(f"fabric {fabric} on {family}: the rdma_core table lists no package to install")
     missing = [name for name in names if not host.package(name).is_installed]
     assert not missing, f"not installed: {missing}"
 
@@ -43,13 +47,28 @@ def test_memlock_drop_in(host: Any, fabric: str) -> None:
         assert drop_in.contains("root hard memlock unlimited")
 
 
-def test_nccl_conf_holds_the_profile(host: Any, hostvars: dict[str, Any]) -> None:
+def test_memlock_of_a_login_is_unlimited(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """The effective limit of a non-interactive SSH login over the cluster's trust, as mpirun opens it."""
+    if fabric not in RDMA_PROFILES:
+        pytest.skip(f"fabric {fabric} does not use RDMA")
+    user = str(setting(hostvars, "ssh_trust", "ssh_trust_user") or "root")
+    login = f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes {hostvars['inventory_hostname']} 'ulimit -l'"
+    if user != "root":
+        login = f"su {user} -s /bin/sh -c {login!r}"
+    limit = host.check_output(login).strip().splitlines()[-1]
+    reason = accepted(hostvars, "memlock")
+    if limit != "unlimited" and reason:
+        pytest.skip(f"memlock of a login is {limit} KiB, accepted by the inventory (doctor_accept): {reason}")
+    assert limit == "unlimited", f"memlock of a login of {user} is {limit} KiB; fabric {fabric} needs unlimited"
+
+
+def test_nccl_conf_holds_the_profile(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """Exactly the fabric profile's NCCL settings with the inventory's overrides: an emptied file fails."""
     conf = host.file("/etc/nccl.conf")
     assert conf.exists and conf.mode == 0o644
-    settings = parse_conf(conf.content_string)
-    assert all(key.startswith("NCCL_") for key in settings)
-    if hostvars.get("rdmaforge_fabric") == "acs_type2":
-        assert settings.get("NCCL_IB_DISABLE") == "1" and settings.get("NCCL_IB_HCA") == ""
+    expected = nccl_conf(hostvars, fabric)
+    assert expected, f"the nccl_env profile table has no NCCL setting for {fabric}"
+    assert read_conf(conf.content_string) == expected
 
 
 def test_mpirun_on_non_interactive_path(host: Any) -> None:
@@ -57,10 +76,15 @@ def test_mpirun_on_non_interactive_path(host: Any) -> None:
     assert "Open MPI" in host.check_output("mpirun --version")
 
 
-def test_nccl_net_plugin_registered_and_exports_net_api(host: Any, fabric: str) -> None:
-    link = host.file("/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so")
-    if fabric != "erdma":
-        pytest.skip(f"fabric {fabric}: no plugin by default")
+def test_nccl_net_plugin_registered_and_exports_net_api(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    prefix = str(setting(hostvars, "nccl_plugin", "nccl_plugin_prefix") or "/opt/rdmaforge/nccl-plugin")
+    link = host.file(f"{prefix}/lib/libnccl-net.so")
+    # The nccl_plugin role's default provider: aiacc on erdma, none elsewhere.
+    default = "aiacc" if fabric == "erdma" else "none"
+    provider = str(setting(hostvars, "nccl_plugin", "nccl_plugin_provider") or default)
+    if provider == "none":
+        assert not link.exists, f"{link.path} is registered although nccl_plugin_provider is none"
+        return
     assert link.is_symlink
-    assert "/opt/rdmaforge/nccl-plugin/lib" in host.file("/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf").content_string
-    assert plugin_api_versions(host.check_output("nm -D --defined-only /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"))
+    assert f"{prefix}/lib" in host.file("/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf").content_string
+    assert plugin_api_versions(host.check_output(f"nm -D --defined-only {prefix}/lib/libnccl-net.so"))

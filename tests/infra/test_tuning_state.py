@@ -1,16 +1,17 @@
 """Seed 004's tuning on a node, when the inventory switches it on: the huge page arguments in the boot loader
-configuration (exactly once) and the per-NIC policy routing. Read-only; the same logic as the roles
-(rdmaforge.tuning) decides what is expected."""
+configuration (exactly once) and the per-NIC policy routing. Read-only; what is expected comes from the inventory
+and the roles' documented defaults (tests/infra/expectations.py), not from rdmaforge.tuning, which planned it."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from typing import Any
 
 import pytest
 
-from rdmaforge import tuning
+from tests.infra.expectations import eni_mtu, secondary_nics, setting
 
 
 def literal(hostvars: dict[str, Any], name: str, default: Any) -> Any:
@@ -45,45 +46,45 @@ def test_hugepage_arguments_configured_once(host: Any, hostvars: dict[str, Any])
 
 
 def test_policy_routing_per_secondary_nic(host: Any, hostvars: dict[str, Any]) -> None:
+    """Per secondary NIC, in order: table base+i, rule `from ADDRESS lookup TABLE` at priority base+i, the subnet
+    route (and the gateway's default route) in that table, no default route via it in the main table, and the
+    planned MTU. Expected values come from the inventory and the eni role's documented defaults."""
     if not enabled(hostvars, "eni_enabled"):
         pytest.skip("eni_enabled is false for this node")
     ip = "PATH=$PATH:/sbin:/usr/sbin ip -j"
     links = json.loads(host.check_output(f"{ip} addr show"))
-    nics = [
-        {
-            "name": link["ifname"],
-            "mtu": link.get("mtu"),
-            "ipv4": [
-                {"address": a["local"], "prefixlen": a["prefixlen"]} for a in link["addr_info"] if a["family"] == "inet"
-            ],
-        }
+    addresses = {
+        link["ifname"]: [f"{a['local']}/{a['prefixlen']}" for a in link["addr_info"] if a["family"] == "inet"]
         for link in links
-        if link["ifname"] != "lo"
-    ]
+    }
+    mtus = {link["ifname"]: link.get("mtu") for link in links}
     defaults = json.loads(host.check_output(f"{ip} route show default"))
     default_dev = defaults[0]["dev"] if defaults else ""
-    names = tuning.eni_names(
-        nics,
-        default_dev,
-        literal(hostvars, "eni_interface_patterns", list(tuning.DEFAULT_ENI_PATTERNS)),
-        literal(hostvars, "eni_interfaces", []),
-    )
-    mtu = tuning.eni_mtu(
-        str(literal(hostvars, "rdmaforge_fabric", "tcp")),
-        enabled(hostvars, "eni_jumbo_frames"),
-        literal(hostvars, "eni_mtu", None),
-    )
-    plan = tuning.eni_plan(
-        host.backend.get_hostname(),
-        nics,
-        names,
-        int(literal(hostvars, "eni_route_table_base", 1001)),
-        int(literal(hostvars, "eni_rule_priority_base", 1001)),
-        mtu,
-        literal(hostvars, "eni_addresses", {}),
-        literal(hostvars, "eni_gateways", {}),
-    )
-    assert plan["problems"] == []
-    tables = {e["name"]: host.run(f"{ip} route show table {e['table']}").stdout for e in plan["enis"]}
-    rules = json.loads(host.check_output(f"{ip} rule show"))
-    assert tuning.eni_state_problems(plan["enis"], rules, tables, defaults, nics) == []
+    fabric = str(literal(hostvars, "rdmaforge_fabric", "tcp"))
+    names = secondary_nics([n for n in addresses if n != "lo"], default_dev, hostvars)
+    assert names, "eni_enabled but no secondary NIC"
+    table_base = int(setting(hostvars, "eni", "eni_route_table_base"))
+    priority_base = int(setting(hostvars, "eni", "eni_rule_priority_base"))
+    planned_addresses = setting(hostvars, "eni", "eni_addresses") or {}
+    gateways = setting(hostvars, "eni", "eni_gateways") or {}
+    mtu = eni_mtu(hostvars, fabric)
+    rules = {(str(r.get("src", "")), str(r.get("table", "")), int(r.get("priority", -1)))
+             for r in json.loads(host.check_output(f"{ip} rule show"))}  # fmt: skip
+    wrong = []
+    for index, name in enumerate(names):
+        table, priority = table_base + index, priority_base + index
+        interface = ipaddress.IPv4Interface(planned_addresses.get(name) or addresses[name][0])
+        if (str(interface.ip), str(table), priority) not in rules:
+            wrong.append(f"{name}: no rule 'from {interface.ip} lookup {table}' at priority {priority}")
+        run = host.run(f"{ip} route show table {table}")
+        routes = json.loads(run.stdout) if run.rc == 0 and run.stdout.strip() else []
+        if not any(r.get("dst") == str(interface.network) and r.get("dev") == name for r in routes):
+            wrong.append(f"{name}: table {table} has no route to {interface.network} dev {name}")
+        gateway = gateways.get(name)
+        if gateway and not any(r.get("dst") == "default" and r.get("gateway") == gateway for r in routes):
+            wrong.append(f"{name}: table {table} has no default route via {gateway}")
+        if any(r.get("dev") == name for r in defaults):
+            wrong.append(f"{name}: the main table has a default route via it")
+        if mtus.get(name) != mtu:
+            wrong.append(f"{name}: MTU {mtus.get(name)}, planned {mtu}")
+    assert not wrong, wrong

@@ -47,11 +47,12 @@ def test_e2e_ran_across_every_node_with_gloo(lab: LabHandle, bench_run: tuple[st
     )
     assert e2e["linearity"] == pytest.approx(expected)
     assert (run_dir / "e2e_throughput.png").read_bytes().startswith(b"\x89PNG")
-    assert results["verdict"]["status"] == "pass"
+    # Judged against the lab inventory's e2e threshold; nccl-tests is skipped (no GPU) and not required.
+    assert results["verdict"] == "pass", results["reasons"]
 
 
 def test_report_rerenders_the_stored_run(bench_run: tuple[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     _, run_dir = bench_run
     assert main(["report", str(run_dir)]) == 0
     out = capsys.readouterr().out
-    assert "Linearity (N-node / (1-node x N), p50)" in out and "nccl-tests not run: no GPU" in out
+    assert "Linearity (N-node / (1-node x N), p50)" in out and "- nccl-tests: skipped (not required): no GPU" in out

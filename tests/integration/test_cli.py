@@ -103,7 +103,8 @@ def test_verify_fails_on_a_node_that_is_not_converged(converged: LabHandle, runs
     proc = cli(runs, "verify", "-i", str(converged.inventory))
     assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-4000:]
     rows = table_rows(proc.stdout, list(converged.nodes))
-    assert rows[unconverged][1:] == ["2", "0", "FAIL"] and rows[unconverged][0] != "0"
+    # failed, skipped, status (the login's memlock test is skipped in the lab: an accepted deviation)
+    assert rows[unconverged][1] == "2" and rows[unconverged][-1] == "FAIL" and rows[unconverged][0] != "0"
     assert all(cells[-1] == "pass" for node, cells in rows.items() if node != unconverged), rows
     assert f"  {unconverged}: test_nccl_conf_holds_the_profile: " in proc.stdout
     assert f"  {unconverged}: test_memlock_drop_in: " in proc.stdout
@@ -130,7 +131,8 @@ def odd_mtu(converged: LabHandle, victim: str) -> Iterator[tuple[str, int]]:
 def test_doctor_is_healthy_on_the_converged_lab(converged: LabHandle, runs: Path) -> None:
     proc = cli(runs, "doctor", "-i", str(converged.inventory))
     assert proc.returncode == ExitCode.OK, proc.stdout[-4000:]
-    assert f"healthy: {len(converged.nodes)} node(s) agree on every column" in proc.stdout
+    # Healthy with the lab's accepted deviations (memlock, RDMA devices, huge pages): test_doctor_expectations.py
+    assert f"healthy: {len(converged.nodes)} node(s) meet their inventory's expectations and agree" in proc.stdout
     recap = json.loads((run_dir_of(proc.stdout) / "recap.json").read_text())
     assert all(r["changed"] == 0 for r in recap["hosts"].values())  # read-only
     assert {row["nccl"] for row in recap["rows"].values()} != {"none"}  # the converged NCCL build is seen
@@ -140,9 +142,9 @@ def test_doctor_is_healthy_on_the_converged_lab(converged: LabHandle, runs: Path
 def test_doctor_flags_the_node_with_a_different_mtu(converged: LabHandle, runs: Path, odd_mtu: tuple[str, int]) -> None:
     node, mtu = odd_mtu
     proc = cli(runs, "doctor", "-i", str(converged.inventory))
-    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-4000:]
+    assert proc.returncode == ExitCode.UNHEALTHY, proc.stdout[-4000:]
     recap = json.loads((run_dir_of(proc.stdout) / "recap.json").read_text())
-    assert [(f["host"], f["column"]) for f in recap["findings"]] == [(node, "mtu")]
+    assert [(f["host"], f["column"]) for f in recap["findings"]] == [(node, "mtu")]  # skew, the second check
     finding = recap["findings"][0]
     assert f"eth1={mtu}" in finding["value"] and str(mtu) not in finding["expected"]
     assert f"  {node}: MTU is '{finding['value']}' where {len(converged.nodes) - 1} of {len(converged.nodes)} " in (
@@ -212,18 +214,19 @@ def test_a_node_with_sshd_stopped_exits_3(converged: LabHandle, runs: Path, sshd
 
 
 def test_bench_below_a_forced_threshold_exits_4(converged: LabHandle, runs: Path, tmp_path: Path) -> None:
-    """Linearity cannot reach 1000: the report's verdict is below_threshold, and so is the exit code."""
+    """Linearity cannot reach 1000: the e2e component fails, so the verdict is fail (exit 4)."""
     junit_path = tmp_path / "bench.xml"
     proc = cli(runs, "bench", "-i", str(converged.inventory), "-e", "benchmark_e2e_min_linearity=1000",
                "-e", "benchmark_e2e_steps=10", "--junit", str(junit_path))  # fmt: skip
     assert proc.returncode == ExitCode.BELOW_THRESHOLD, proc.stdout[-6000:]
-    assert "benchmark verdict: below_threshold" in proc.stdout and "is below 1000" in proc.stdout
+    assert "benchmark verdict: fail" in proc.stdout and "  e2e: fail: linearity " in proc.stdout
+    assert "is below 1000" in proc.stdout
     run_dir = run_dir_of(proc.stdout)
     results = json.loads((run_dir / "benchmark" / "results.json").read_text())
-    assert results["verdict"]["status"] == "below_threshold"
+    assert results["verdict"] == "fail"
     assert results["e2e"]["multi"]["nodes"] == len(converged.nodes)
     verdict = ET.parse(junit_path).getroot().find(".//testcase[@name='benchmark verdict']/failure")
-    assert verdict is not None and (verdict.get("message") or "").startswith("below_threshold: ")
+    assert verdict is not None and (verdict.get("message") or "").startswith("fail: e2e: fail: ")
     hosts = {c.get("name"): c for c in ET.parse(junit_path).getroot().iter("testcase")}
     assert all(hosts[node].find("failure") is None for node in converged.nodes)  # the verdict, not a broken host
     report = cli(None, "report", str(run_dir))  # re-renders the stored run: the same verdict

@@ -31,7 +31,7 @@ LAB_NODE: dict[str, Any] = {
     "lspci": "",
     "nccl_manifest": {"id": "nccl-2.29.7-cuda13.0-sm_80-funcsc3dfaac5", "version": "2.29.7", "cuda": "13.0"},
     "plugin_present": True,
-    "plugin_dists": ["aiacc_nccl_plugin-2.0.1.dist-info"],
+    "plugin_dists": ["aiacc_nccl_plugin-2.0.1.egg-info"],  # the lab installs the sdist
     "plugin_symbols": "0000000000001000 T ncclNetPlugin_v6\n",
     "inventory": {
         "rdmaforge_fabric": "erdma",
@@ -151,7 +151,7 @@ def test_the_table_fits_120_columns_and_json_has_every_check() -> None:
     diagnosis = doctor.diagnose(nodes)
     table = doctor.render(diagnosis).split("\n\n")[0]
     assert max(len(line) for line in table.splitlines()) <= doctor.TABLE_WIDTH, table
-    assert "2.29.7 cu13.0" in table  # the build's version, not its id or path
+    assert "2.29.7 cu13.0" in table and "aiacc 2.0.1" in table  # versions, not ids or paths
     per_node = json.loads(json.dumps(diagnosis.per_node()))
     assert set(per_node["node1"]["checks"]) == {"rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus",
                                                 "nccl", "plugin", "clock"}  # fmt: skip

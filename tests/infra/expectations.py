@@ -1,0 +1,83 @@
+"""What a node should look like, from its inventory and the roles' documented tables and defaults
+(roles/*/defaults/main.yml: package sets, NCCL profiles, ENI defaults), never from the Python that planned the
+change (rdmaforge.tuning and the filters): a verification that reuses the code under test proves nothing."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROLES = Path(__file__).resolve().parents[2] / "roles"
+
+
+@cache
+def role_defaults(role: str) -> dict[str, Any]:
+    """A role's documented defaults, as written in roles/<role>/defaults/main.yml."""
+    data: dict[str, Any] = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    return data
+
+
+def setting(hostvars: dict[str, Any], role: str, name: str) -> Any:
+    """The inventory's value, else the role's default; None when either is a template (testinfra renders none)."""
+    value = hostvars[name] if name in hostvars else role_defaults(role).get(name)
+    return None if isinstance(value, str) and "{{" in value else value
+
+
+def enabled(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "yes", "1", "on")
+
+
+def accepted(hostvars: dict[str, Any], check: str) -> str | None:
+    """The reason the inventory gives for accepting a deviation of ``check`` (doctor_accept), if any."""
+    accept = hostvars.get("doctor_accept") or {}
+    return str(accept[check]) if isinstance(accept, dict) and check in accept else None
+
+
+def nccl_conf(hostvars: dict[str, Any], fabric: str) -> dict[str, str]:
+    """/etc/nccl.conf's settings: the fabric's profile (nccl_env_profiles) with nccl_env_overrides merged over it,
+    a null removing a setting; only NCCL_* names go to nccl.conf (the rest go to profile.d)."""
+    profiles = setting(hostvars, "nccl_env", "nccl_env_profiles") or {}
+    profile = str(setting(hostvars, "nccl_env", "nccl_env_profile") or fabric)
+    merged = {**(profiles.get(profile) or {}), **(setting(hostvars, "nccl_env", "nccl_env_overrides") or {})}
+    return {k: conf_value(v) for k, v in merged.items() if v is not None and str(k).startswith("NCCL_")}
+
+
+def conf_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def read_conf(text: str) -> dict[str, str]:
+    """KEY=VALUE lines of an nccl.conf; comments and blank lines skipped."""
+    settings = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def secondary_nics(names: list[str], default_dev: str, hostvars: dict[str, Any]) -> list[str]:
+    """The eni role's documented choice: eni_interfaces, else every NIC matching eni_interface_patterns except
+    the default-route NIC, in natural name order (eth2 before eth10)."""
+    listed = [str(n) for n in setting(hostvars, "eni", "eni_interfaces") or []]
+    if listed:
+        return listed
+    patterns = [str(p) for p in setting(hostvars, "eni", "eni_interface_patterns") or []]
+    chosen = [n for n in names if n != default_dev and any(fnmatch.fnmatch(n, p) for p in patterns)]
+    return sorted(chosen, key=lambda n: [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", n)])
+
+
+def eni_mtu(hostvars: dict[str, Any], fabric: str) -> int:
+    """eni_mtu, else 8500 on erdma with eni_jumbo_frames, else 1400 (roles/eni/defaults/main.yml)."""
+    given = setting(hostvars, "eni", "eni_mtu")
+    if given not in (None, ""):
+        return int(given)
+    return 8500 if fabric == "erdma" and enabled(setting(hostvars, "eni", "eni_jumbo_frames")) else 1400
