@@ -27,6 +27,8 @@ from rdmaforge.runner.extravars import ExtraVars, merged
 NAME = "bench"
 #: The benchmark role's last task (roles/benchmark/tasks/report.yml) fails the play on a non-pass verdict.
 VERDICT_TASK = "Fail when the benchmark verdict is not pass"
+#: Its first task (roles/benchmark/tasks/main.yml) refuses a baseline set in the inventory that cannot be read.
+BASELINE_TASK = "Check the baseline to compare with"
 FAIL_ACTIONS = {"fail", "ansible.builtin.fail", "ansible.legacy.fail"}
 
 
@@ -74,10 +76,13 @@ def is_verdict_failure(problem: HostProblem) -> bool:
 
 
 def bench_exit(outcome: execute.Outcome, verdict: str | None) -> ExitCode:
-    """Unreachable (3) and hosts failing for other reasons (2) outrank the verdict; then the verdict decides."""
+    """Unreachable (3) and hosts failing for other reasons (2) outrank the verdict; then the verdict decides. A
+    baseline the role refused before measuring anything is bad input (64)."""
     base = command.playbook_exit(outcome)
     if base in (ExitCode.UNREACHABLE, ExitCode.INTERRUPTED, ExitCode.ERROR):
         return base
+    if any(p.task == BASELINE_TASK and not p.unreachable for p in outcome.events.problems):
+        return ExitCode.BAD_INPUT
     excused = {p.host: 0 for p in outcome.events.problems}
     for problem in outcome.events.problems:
         excused[problem.host] += 1 if is_verdict_failure(problem) else 0

@@ -101,6 +101,9 @@ def test_bench_exit_from_the_verdict_when_the_only_failure_is_the_verdict_task()
     assert bench.bench_exit(outcome(stats, [lookalike]), "pass") == ExitCode.HOST_FAILED
     down = {**stats, "dark": {"node3": 1}}
     assert bench.bench_exit(outcome(down, [verdict_failure()]), "fail") == ExitCode.UNREACHABLE
+    # A baseline set in the inventory that the role refused before measuring: bad input, not a broken host.
+    refused = HostProblem("node1", bench.BASELINE_TASK, "ansible.builtin.command", "benchmark baseline /x: cannot read")
+    assert bench.bench_exit(outcome(stats, [refused]), None) == ExitCode.BAD_INPUT
     assert bench.bench_exit(outcome({**STATS, "failures": {}}, rc=0), "pass") == ExitCode.OK
 
 
