@@ -107,6 +107,7 @@ class Lab:
                 bootloader.install(root)
                 if mirror_changed:
                     node.forget_package_indexes(root)
+            network.forget_neighbours(specs, nics)  # a node created again has new MACs
             self._write_known_hosts(specs)
             self.paths.state_file.write_text(json.dumps({"nodes": nodes, "nics": nics}))
             for spec in specs:

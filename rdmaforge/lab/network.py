@@ -61,6 +61,19 @@ def ensure_node_network(node: NodeSpec) -> None:
         run([*ns, "route", "add", "default", "via", CONTROLLER_ADDRESS, "dev", node.nics[0].name])
 
 
+def forget_neighbours(nodes: list[NodeSpec], extra_nics: int) -> None:
+    """Drop the ARP entries of every node and of the controller's lab bridges.
+
+    A node removed and created again (`lab up` to fewer nodes, then more) comes back with new MAC addresses; the
+    other nodes would keep sending to the old ones until their stale entries are probed again (seconds), so a
+    connection in that window times out. Entries are learned again on the next packet.
+    """
+    for node in nodes:
+        quiet(["ip", "-n", node.netns, "neigh", "flush", "all"])
+    for k in range(extra_nics + 1):
+        quiet(["ip", "neigh", "flush", "dev", bridge_name(k)])
+
+
 def lab_namespaces() -> list[str]:
     out = run(["ip", "-j", "netns", "list"], check=False).stdout
     names = [entry["name"] for entry in json.loads(out or "[]")]

@@ -1,0 +1,178 @@
+"""Issue 14 on the lab: `rdmaforge pairwise` names the slow node, the slow link and the dead NIC, over real iperf3
+between real lab nodes, with faults injected by `rdmaforge lab impair` (tc inside each node's namespace).
+
+The sweep needs 4 nodes: this module brings the lab to 4 and back to the suite's size at the end (node4 is
+removed again, so later tests see the lab they expect). Every extra NIC is first shaped to BASE so that the
+2 CPUs shared by the concurrent pairs never limit a measurement; a fault is SLOW, a tenth of BASE. Every fault
+and the shaping are cleared at the end, whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.lab import Lab
+from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner.exit_codes import ExitCode
+from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, run_playbook
+
+NODES = max(4, LAB_NODES)
+BASE, BASE_GBPS = "200mbit", 0.2
+SLOW = "20mbit"
+RAILS = [f"eth{k}" for k in range(1, LAB_NICS + 1)]
+SHORT = ["-e", "pairwise_iperf_seconds=1", "-e", "pairwise_iperf_streams=2", "-e", "pairwise_timeout=15"]
+
+
+def rdmaforge(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rdmaforge.cli", *args], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+def impair(*args: str) -> None:
+    proc = rdmaforge("lab", "impair", *args, timeout=60)
+    assert proc.returncode == 0, f"lab impair {' '.join(args)}: {proc.stderr}"
+
+
+def shape_everything(nodes: list[str]) -> None:
+    for node in nodes:
+        for nic in RAILS:
+            impair(node, nic, "--rate", BASE)
+
+
+@pytest.fixture(scope="module")
+def lab4(lab: LabHandle) -> Iterator[LabHandle]:
+    if LAB_NICS < 2:
+        pytest.skip("the pairwise lab proof needs 2 extra NICs per node (RDMAFORGE_TEST_NICS >= 2)")
+    target = Lab()
+    if NODES != len(lab.nodes):
+        target.up(nodes=NODES, nics=LAB_NICS)
+    try:
+        handle = LabHandle(target.inventory_path, {n.name: n.address for n in target.status().nodes}, target.ssh_key,
+                           target.known_hosts)  # fmt: skip
+        shape_everything(sorted(handle.nodes))
+        yield handle
+    finally:
+        rdmaforge("lab", "impair", "all", "all", "--clear", timeout=120)
+        if NODES != LAB_NODES:
+            target.up(nodes=LAB_NODES, nics=LAB_NICS)
+
+
+@pytest.fixture
+def fault(lab4: LabHandle) -> Iterator[LabHandle]:
+    """Whatever a test breaks is put back to the shaped baseline after it."""
+    try:
+        yield lab4
+    finally:
+        rdmaforge("lab", "impair", "all", "all", "--clear", timeout=120)
+        shape_everything(sorted(lab4.nodes))
+
+
+def sweep(lab: LabHandle, runs: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    proc = rdmaforge("pairwise", "-i", str(lab.inventory), "--json", "--runs-dir", str(runs), *SHORT, *args)
+    assert proc.returncode not in (ExitCode.ERROR, ExitCode.INTERNAL), proc.stderr[-4000:]
+    try:
+        return proc, json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"no results.json on stdout (exit {proc.returncode}):\n{proc.stderr[-4000:]}") from None
+
+
+def suspects(results: dict) -> list[tuple[str, str, str]]:
+    return sorted((s["kind"], s["node"], s["nic"]) for s in results["suspects"])
+
+
+def assert_rounds_are_disjoint(results: dict, expected_rounds: int) -> None:
+    assert len(results["rounds"]) == expected_rounds
+    for index, pairs in enumerate(results["rounds"]):
+        members = [n for pair in pairs for n in pair]
+        assert len(members) == len(set(members)), f"round {index} measures a node twice: {pairs}"
+        measured = {frozenset((m["a"], m["b"])) for m in results["pairs"] if m["round"] == index}
+        assert measured == {frozenset(p) for p in pairs}
+        busy = [n for pair in measured for n in pair]
+        assert len(busy) == len(set(busy))
+
+
+def test_a_clean_lab_has_no_suspect_and_every_pair_is_measured_both_ways(lab4: LabHandle, tmp_path: Path) -> None:
+    proc, results = sweep(lab4, tmp_path)
+    assert proc.returncode == ExitCode.OK, proc.stderr[-4000:]
+    assert results["suspects"] == []
+    assert results["method"] == "iperf3"
+    assert any(note.startswith("sendrecv_perf: skipped, no GPU") for note in results["notes"])
+    assert results["nics"] == RAILS
+    nodes = sorted(lab4.nodes)
+    directed = {(m["a"], m["b"], m["nic"]) for m in results["pairs"]}
+    assert directed == {(a, b, nic) for a in nodes for b in nodes if a != b for nic in RAILS}
+    assert all(m["status"] == "ok" for m in results["pairs"]), [m for m in results["pairs"] if m["status"] != "ok"]
+    # what was measured is the shaping the lab applied (a token bucket of BASE on every NIC), not the veth's speed
+    assert all(0.5 * BASE_GBPS < m["gbps"] < 1.1 * BASE_GBPS for m in results["pairs"]), results["pairs"]
+    assert_rounds_are_disjoint(results, NODES - 1 if NODES % 2 == 0 else NODES)
+    run_dir = next(tmp_path.glob("*pairwise*"))
+    out = run_dir / "pairwise"
+    hosts = [ln.split()[0] for ln in (out / "hostfile.healthy").read_text().splitlines() if not ln.startswith("#")]
+    assert hosts == nodes
+    for nic in RAILS:
+        assert (out / f"heatmap-{nic}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "suspects: none" in proc.stderr and "rdmaforge pairwise: exit 0" in proc.stderr
+
+
+def test_a_node_limited_on_one_rail_is_named_on_that_rail_only(fault: LabHandle, tmp_path: Path) -> None:
+    impair("node3", "eth1", "--rate", SLOW)
+    proc, results = sweep(fault, tmp_path)
+    assert proc.returncode == ExitCode.SUSPECTS, proc.stderr[-4000:]
+    assert suspects(results) == [("node", "node3", "eth1")]
+    assert "node3" not in results["healthy_nodes"] and len(results["healthy_nodes"]) == NODES - 1
+    assert "suspects (1):" in proc.stderr and "rdmaforge pairwise: exit 7" in proc.stderr
+
+
+def test_one_slow_link_is_a_link_suspect_and_neither_node_is_blamed(fault: LabHandle, tmp_path: Path) -> None:
+    impair("node1", "eth2", "--rate", SLOW, "--to", "node2", "--others", BASE)
+    proc, results = sweep(fault, tmp_path)
+    assert proc.returncode == ExitCode.SUSPECTS, proc.stderr[-4000:]
+    assert suspects(results) == [("link", "node1<->node2", "eth2")]
+    assert results["suspects"][0]["nodes"] == ["node1", "node2"]
+    assert results["healthy_nodes"] == sorted(fault.nodes)
+
+
+def test_a_nic_that_is_down_is_unreachable_and_names_its_node_without_hanging(fault: LabHandle, tmp_path: Path) -> None:
+    impair("node4", "eth2", "--down")
+    started = time.monotonic()
+    proc, results = sweep(fault, tmp_path)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == ExitCode.SUSPECTS, proc.stderr[-4000:]
+    node4 = [m for m in results["pairs"] if m["nic"] == "eth2" and "node4" in (m["a"], m["b"])]
+    assert len(node4) == 2 * (NODES - 1)
+    assert {m["status"] for m in node4} == {"unreachable"}, node4
+    others = [m for m in results["pairs"] if m not in node4]
+    assert all(m["status"] == "ok" for m in others)
+    assert suspects(results) == [("node", "node4", "eth2")]
+    # each unreachable measurement ends at iperf3's connect timeout (3 s), far inside pairwise_timeout (15 s)
+    assert elapsed < 600
+
+
+def test_rounds_k_from_ansible_playbook(lab4: LabHandle, tmp_path: Path) -> None:
+    """The role runs without the CLI too: K random perfect matchings, their pairs disjoint within a round."""
+    out = tmp_path / "sweep"
+    proc = run_playbook("pairwise.yml", *SHORT, "-e", "pairwise_rounds=2", "-e", "pairwise_seed=3", "-e",
+                        f"pairwise_output_dir={out}", inventory=lab4.inventory, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    assert_rounds_are_disjoint(results, 2)
+    for pairs in results["rounds"]:  # a perfect matching: every node in one pair (one sits out when N is odd)
+        assert len({n for pair in pairs for n in pair}) == 2 * (NODES // 2)
+    assert results["suspects"] == []
+
+
+def test_bad_input_is_refused_before_anything_is_measured(lab4: LabHandle, tmp_path: Path) -> None:
+    proc = rdmaforge("pairwise", "-i", str(lab4.inventory), "--runs-dir", str(tmp_path), "--nics", "eth1,eth9")
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "node1: no IPv4 address on eth9" in proc.stdout + proc.stderr
+    assert not list(tmp_path.glob("*/pairwise/raw.json"))
+    refused = rdmaforge("lab", "impair", "node1", "eth0", "--down")
+    assert refused.returncode == ExitCode.BAD_INPUT and "eth0 carries SSH" in refused.stderr
+    assert lab4.ssh("node1", "true").returncode == 0
