@@ -280,6 +280,14 @@ CASES: list[Case] = [
         needs_facts=True,
     ),
     Case(
+        "nccl-accelerator-unknown",
+        lambda d, n: d.set(n.b, "nccl_env_accelerator", "tacoo"),
+        lambda n: {
+            n.b: [f"{n.b}: nccl_env_accelerator='tacoo' is not a key of nccl_env_accelerators; allowed: none, taco"]
+        },
+        needs_facts=True,
+    ),
+    Case(
         "no-cluster-group",
         lambda d, n: d.rename_group("nodes"),
         lambda n: {"localhost": ["the inventory has no hosts in group 'cluster'"]},

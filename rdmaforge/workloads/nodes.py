@@ -19,6 +19,7 @@ from rdmaforge.workloads.options import (
     NodeSettings,
     Settings,
     cluster_wide_differences,
+    nccl_env_accelerators,
     read_node_settings,
     read_settings,
 )
@@ -30,6 +31,8 @@ HOST_VARIABLES: tuple[str, ...] = (
     "nccl_env_profile",
     "nccl_env_profiles",
     "nccl_env_overrides",
+    "nccl_env_accelerator",
+    "nccl_env_accelerators",
     "rdmaforge_node",
 )
 
@@ -93,11 +96,39 @@ class Cluster:
 
 
 def environment(
-    profiles: Mapping[str, Any], profile: str, overrides: Mapping[str, Any], extra: Mapping[str, object]
+    profiles: Mapping[str, Any],
+    profile: str,
+    overrides: Mapping[str, Any],
+    extra: Mapping[str, object],
+    accelerator: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
-    """nccl_env's profile, then nccl_env_overrides, then workload_manifests_env; null removes a setting."""
+    """nccl_env's profile, its accelerator (nccl_env_accelerator), nccl_env_overrides, then
+    workload_manifests_env; null removes a setting."""
     base = profiles.get(profile) or {}
-    return nccl_env.merge(nccl_env.merge(base if isinstance(base, Mapping) else {}, overrides), extra)
+    merged = nccl_env.merge(base if isinstance(base, Mapping) else {}, accelerator or {})
+    return nccl_env.merge(nccl_env.merge(merged, overrides), extra)
+
+
+def _accelerator(
+    host: str, variables: Mapping[str, Any], defaults: Mapping[str, Any], problems: list[str]
+) -> Mapping[str, Any]:
+    """The settings of nccl_env_accelerator (role nccl_env's table unless the inventory overrides it)."""
+    table = variables.get("nccl_env_accelerators") or defaults
+    name = variables.get("nccl_env_accelerator") or "none"
+    if not isinstance(table, Mapping):
+        problems.append(f"{host}: nccl_env_accelerators={show(table)} is not valid; allowed: a mapping")
+        return {}
+    if name not in table:
+        problems.append(
+            f"{host}: nccl_env_accelerator={show(name)} is not a key of nccl_env_accelerators; "
+            f"allowed: {', '.join(sorted(map(str, table)))}"
+        )
+        return {}
+    chosen = table[name] or {}
+    if not isinstance(chosen, Mapping):
+        problems.append(f"{host}: nccl_env_accelerators[{name}]={show(chosen)} is not valid; allowed: a mapping")
+        return {}
+    return chosen
 
 
 def select_device_files(names: Iterable[str]) -> list[str]:
@@ -169,10 +200,16 @@ def _device_files(
     return tuple(f"{settings.rdma_dev_dir}/{n}" for n in names)
 
 
-def build_cluster(hosts: Iterable[HostInput], default_profiles: Mapping[str, Any]) -> Cluster:
+def build_cluster(
+    hosts: Iterable[HostInput],
+    default_profiles: Mapping[str, Any],
+    default_accelerators: Mapping[str, Any] | None = None,
+) -> Cluster:
     """Check every host's inputs and build the nodes; problems and warnings are collected, never raised."""
     inputs = sorted(hosts, key=lambda h: h.name)
     problems: list[str] = []
+    if default_accelerators is None:
+        default_accelerators = nccl_env_accelerators()
     if not inputs:
         problems.append("cluster: no nodes to render for; allowed: an inventory with hosts in the cluster group")
     problems += cluster_wide_differences({h.name: h.options for h in inputs})
@@ -202,7 +239,8 @@ def build_cluster(hosts: Iterable[HostInput], default_profiles: Mapping[str, Any
                 f"{host.name}: nccl_env_overrides={show(overrides)} is not valid; allowed: a mapping"
             )
             overrides = {}
-        env = environment(profiles, str(profile), overrides, settings.env)
+        accelerator = _accelerator(host.name, variables, default_accelerators, cluster.problems)
+        env = environment(profiles, str(profile), overrides, settings.env, accelerator)
         cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(env)]
         unknown = nccl_env.unknown_names(env)
         if unknown:

@@ -75,6 +75,13 @@ def nccl_env_profiles(path: Path = NCCL_ENV_DEFAULTS_FILE) -> dict[str, Any]:
     return dict(profiles) if isinstance(profiles, Mapping) else {}
 
 
+def nccl_env_accelerators(path: Path = NCCL_ENV_DEFAULTS_FILE) -> dict[str, Any]:
+    """``nccl_env_accelerators`` from role nccl_env's defaults (seed 004's taco among them)."""
+    data = yaml.safe_load(path.read_text()) or {}
+    table = data.get("nccl_env_accelerators") or {}
+    return dict(table) if isinstance(table, Mapping) else {}
+
+
 @dataclass(frozen=True)
 class HostPath:
     """A host directory mounted at the same path in a pod (seed 004's /sys, /dev/hugepages, ...)."""

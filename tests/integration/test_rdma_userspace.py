@@ -176,6 +176,31 @@ def test_nccl_conf_matches_each_profile(converged: LabHandle, profile: str) -> N
     assert read_conf(converged, node) == {"NCCL_SOCKET_IFNAME": "eth0"}
 
 
+def test_taco_accelerator_on_a_vpc_profile(converged: LabHandle) -> None:
+    # Seed 004 (TACO-Training, LightCC over HARP on a VPC): its mpirun line's NCCL_ALGO and LIGHT_* settings.
+    node = list(converged.nodes)[0]
+    extra = '{"nccl_env_profile": "tcp", "nccl_env_accelerator": "taco"}'
+    proc = converged.playbook("nccl_env.yml", "--limit", node, "-e", extra)
+    try:
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert read_conf(converged, node) == {
+            "NCCL_ALGO": "RING",
+            "NCCL_IB_DISABLE": "1",
+            "NCCL_SOCKET_IFNAME": "eth0",
+        }
+        login = converged.ssh(
+            node, "bash -lc 'echo $LIGHT_2D_ALLREDUCE $LIGHT_TOPK_ALLREDUCE $LIGHT_TOPK_THRESHOLD $LIGHT_INTRA_SIZE'"
+        ).stdout.split()
+        assert login == ["1", "1", "2097152", "8"]
+        again = converged.playbook("nccl_env.yml", "--limit", node, "-e", extra)
+        assert_no_changes(again.stdout)
+    finally:
+        restore = converged.playbook("nccl_env.yml", "--limit", node)
+    assert restore.returncode == 0
+    assert read_conf(converged, node) == {"NCCL_SOCKET_IFNAME": "eth0"}
+    assert converged.ssh(node, "test -e /etc/profile.d/rdmaforge-nccl.sh", check=False).returncode != 0
+
+
 def test_bad_nccl_ib_hca_is_rejected_before_any_change(converged: LabHandle) -> None:
     node = list(converged.nodes)[0]
     before = converged.ssh(node, "sha256sum /etc/nccl.conf").stdout

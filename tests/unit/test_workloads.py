@@ -405,6 +405,33 @@ def test_mpijob_has_seed_004s_worker_and_exports_every_setting() -> None:
     ]
 
 
+def test_taco_accelerator_exports_seed_004s_settings_in_the_mpijob() -> None:
+    # Seed 004's mpirun line: -x NCCL_ALGO=RING -x LIGHT_2D_ALLREDUCE=1 -x LIGHT_TOPK_ALLREDUCE=1
+    # -x LIGHT_TOPK_THRESHOLD=2097152 -x LIGHT_INTRA_SIZE=8, on a VPC (tcp) fabric with 1 GiB huge pages.
+    taco = {"nccl_env_accelerator": "taco"}
+    plan = ok_plan(*(host(n, "tcp", 8, variables=taco) for n in ("a", "b")), kinds=["mpijob"])
+    spec = manifest(plan, "mpijob")["spec"]
+    command = container(spec["mpiReplicaSpecs"]["Launcher"]["template"])["command"]
+    exported = [command[i + 1] for i, a in enumerate(command) if a == "-x"]
+    for name in ("NCCL_ALGO", "LIGHT_2D_ALLREDUCE", "LIGHT_TOPK_ALLREDUCE", "LIGHT_TOPK_THRESHOLD", "LIGHT_INTRA_SIZE"):
+        assert name in exported
+    worker = container(spec["mpiReplicaSpecs"]["Worker"]["template"])
+    env = {e["name"]: e["value"] for e in worker.get("env", [])} | {
+        e["name"]: e["value"] for e in container(spec["mpiReplicaSpecs"]["Launcher"]["template"]).get("env", [])
+    }
+    assert env.get("NCCL_ALGO") == "RING"
+    assert env.get("LIGHT_TOPK_THRESHOLD") == "2097152"
+    assert worker["resources"]["limits"]["hugepages-1Gi"] == "50Gi"
+    assert "/dev/hugepages" in [m["mountPath"] for m in worker["volumeMounts"]]
+
+
+def test_an_unknown_accelerator_is_refused_naming_the_choices() -> None:
+    plan = cluster_plan(host("n1", variables={"nccl_env_accelerator": "tacoo"}))
+    assert plan.files == []
+    expected = "n1: nccl_env_accelerator='tacoo' is not a key of nccl_env_accelerators; allowed: none, taco"
+    assert expected in plan.problems
+
+
 # --- validation catches what a cluster would refuse ------------------------------------------------
 
 
