@@ -39,11 +39,15 @@ def accepted(hostvars: dict[str, Any], check: str) -> str | None:
 
 
 def nccl_conf(hostvars: dict[str, Any], fabric: str) -> dict[str, str]:
-    """/etc/nccl.conf's settings: the fabric's profile (nccl_env_profiles) with nccl_env_overrides merged over it,
-    a null removing a setting; only NCCL_* names go to nccl.conf (the rest go to profile.d)."""
+    """/etc/nccl.conf's settings: the fabric's profile (nccl_env_profiles), the training accelerator's settings
+    (nccl_env_accelerators[nccl_env_accelerator]) over it, then nccl_env_overrides, a null removing a setting;
+    only NCCL_* names go to nccl.conf (the rest go to profile.d)."""
     profiles = setting(hostvars, "nccl_env", "nccl_env_profiles") or {}
     profile = str(setting(hostvars, "nccl_env", "nccl_env_profile") or fabric)
-    merged = {**(profiles.get(profile) or {}), **(setting(hostvars, "nccl_env", "nccl_env_overrides") or {})}
+    accelerators = setting(hostvars, "nccl_env", "nccl_env_accelerators") or {}
+    accelerator = str(setting(hostvars, "nccl_env", "nccl_env_accelerator") or "none")
+    merged = {**(profiles.get(profile) or {}), **(accelerators.get(accelerator) or {}),
+              **(setting(hostvars, "nccl_env", "nccl_env_overrides") or {})}  # fmt: skip
     return {k: conf_value(v) for k, v in merged.items() if v is not None and str(k).startswith("NCCL_")}
 
 
