@@ -283,7 +283,18 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
         return "problem", actual, expected, f"no NCCL net plugin library; nccl_plugin_provider is {provider}"
     if not apis:
         return "problem", actual, expected, "the plugin exports no ncclNetPlugin_vN symbol: NCCL would not load it"
-    return "ok", actual, expected, f"exports net plugin API v{', v'.join(map(str, apis))}"
+    loader = sorted({int(v) for v in node.get("nccl_loader_apis") or []})
+    exported = f"v{', v'.join(map(str, apis))}"
+    if not loader:
+        return "ok", actual, expected, f"exports net plugin API {exported} (the NCCL loader's versions were not read)"
+    common = sorted(set(apis) & set(loader))
+    wanted = f"v{', v'.join(map(str, loader))}"
+    if not common:
+        return "problem", actual, f"{provider}, exporting one of {wanted}", (
+            f"the installed NCCL's loader looks up net plugin API {wanted}, the plugin exports {exported}: "
+            "no common version, so NCCL would not use the plugin"
+        )
+    return "ok", actual, expected, f"exports {exported}; the installed NCCL loads v{common[-1]}"
 
 
 def judge_node(

@@ -166,3 +166,17 @@ def test_reserved_pages_are_read_at_the_planned_size(size: str) -> None:
     nodes["node1"]["grub_defaults"] = [f'GRUB_CMDLINE_LINUX="hugepagesz={size} hugepages=10"']
     checks = {c.check: c for c in doctor.diagnose(nodes).checks}
     assert checks["hugepages"].status == "ok" and checks["hugepages_boot"].status == "ok"
+
+
+def test_the_plugin_must_export_an_api_the_installed_nccl_loads() -> None:
+    """The versions NCCL's loader looks up (the nccl_net_api module reads them from libnccl) against the plugin's
+    exports: the lab's NCCL 2.29.7 with AIACC 2.0.1 shares v6 (the nccl_plugin role's own lab finding)."""
+    shared = lab(1)
+    shared["node1"]["nccl_loader_apis"] = [6, 7, 8, 9, 10]
+    plugin = {c.check: c for c in doctor.diagnose(shared).checks}["plugin"]
+    assert plugin.status == "ok" and plugin.reason == "exports v6; the installed NCCL loads v6"
+    disjoint = lab(1)
+    disjoint["node1"]["nccl_loader_apis"] = [8, 9, 10]
+    plugin = {c.check: c for c in doctor.diagnose(disjoint).checks}["plugin"]
+    assert plugin.status == "problem" and plugin.expected == "aiacc, exporting one of v8, v9, v10"
+    assert "the plugin exports v6: no common version" in plugin.reason
