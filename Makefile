@@ -4,8 +4,9 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-# Host tools the lab needs: systemd-nspawn, debootstrap, apt-ftparchive (mirror index), gpg (mirror signing).
-APT_PACKAGES := systemd-container debootstrap apt-utils gnupg openssh-client iproute2 ca-certificates make
+# Host tools the lab needs: systemd-nspawn, debootstrap, apt-ftparchive (mirror index), gpg (mirror signing);
+# iperf3 for the pairwise unit test on loopback.
+APT_PACKAGES := systemd-container debootstrap apt-utils gnupg openssh-client iproute2 ca-certificates make iperf3
 NODES ?= 2
 NICS ?= 2
 PYTEST_ARGS ?=
