@@ -1,0 +1,16 @@
+"""The test tree has no __init__.py files, so pytest imports each test module by its basename: two test files
+with the same name in different directories stop collection of the whole suite ("import file mismatch")."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rdmaforge.paths import PROJECT_ROOT
+
+
+def test_test_module_basenames_are_unique() -> None:
+    seen: dict[str, list[str]] = defaultdict(list)
+    for path in (PROJECT_ROOT / "tests").rglob("test_*.py"):
+        seen[path.name].append(str(path.relative_to(PROJECT_ROOT)))
+    duplicates = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not duplicates, f"rename one of each: {duplicates}"
