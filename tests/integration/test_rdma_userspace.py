@@ -223,7 +223,11 @@ def run_infra_suite(lab: LabHandle) -> subprocess.CompletedProcess[str]:
 def test_testinfra_suite_verifies_the_converged_nodes(converged: LabHandle) -> None:
     proc = run_infra_suite(converged)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert f"{10 * len(converged.nodes)} passed" in proc.stdout  # tests/infra: 6 node-state + 2 cluster + 2 tuning
+    # tests/infra per node: 7 node-state + 3 cluster + 2 tuning. The lab inventory accepts its memlock
+    # (doctor_accept: the nodes share the controller's limits), so that check is skipped with the reason.
+    nodes = len(converged.nodes)
+    assert f"{11 * nodes} passed, {nodes} skipped" in proc.stdout, proc.stdout[-3000:]
+    assert "accepted by the inventory (doctor_accept)" in proc.stdout
 
 
 def test_testinfra_suite_catches_a_broken_node_and_converge_heals_it(converged: LabHandle) -> None:
