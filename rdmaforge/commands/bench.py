@@ -20,7 +20,7 @@ from rdmaforge.bench.report import render
 from rdmaforge.bench.verdict import EXIT_CODES, GROUPS, describe
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, junit
-from rdmaforge.runner.events import HostProblem
+from rdmaforge.runner.events import FAIL_ACTIONS, HostProblem
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.extravars import ExtraVars, merged
 
@@ -29,7 +29,6 @@ NAME = "bench"
 VERDICT_TASK = "Fail when the benchmark verdict is not pass"
 #: Its first task (roles/benchmark/tasks/main.yml) refuses a baseline set in the inventory that cannot be read.
 BASELINE_TASK = "Check the baseline to compare with"
-FAIL_ACTIONS = {"fail", "ansible.builtin.fail", "ansible.legacy.fail"}
 
 
 def register(subparsers: Any) -> None:

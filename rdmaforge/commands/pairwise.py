@@ -17,12 +17,10 @@ from typing import Any
 from rdmaforge.pairwise.plan import PlanError, parse_nic_selection
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, extravars, junit
-from rdmaforge.runner.events import HostProblem
+from rdmaforge.runner.events import ASSERT_ACTIONS, FAIL_ACTIONS, HostProblem
 from rdmaforge.runner.exit_codes import ExitCode
 
 NAME = "pairwise"
-FAIL_ACTIONS = {"fail", "ansible.builtin.fail", "ansible.legacy.fail"}
-ASSERT_ACTIONS = {"assert", "ansible.builtin.assert", "ansible.legacy.assert"}
 
 
 def register(subparsers: Any) -> None:

@@ -12,6 +12,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: The action names of ansible.builtin.fail / assert as a task result reports them (short, FQCN, legacy).
+FAIL_ACTIONS = frozenset({"fail", "ansible.builtin.fail", "ansible.legacy.fail"})
+ASSERT_ACTIONS = frozenset({"assert", "ansible.builtin.assert", "ansible.legacy.assert"})
+
 
 @dataclass(frozen=True)
 class HostProblem:
