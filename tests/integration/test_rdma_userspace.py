@@ -109,14 +109,19 @@ def test_summary_reports_plugin_and_settings(converged: LabHandle) -> None:
         assert "rdma-core" in node["rdma_packages"]
 
 
+# The roles themselves are idempotent: these two run every task (the fast path off); test_fast_path.py covers
+# the fast path, which would otherwise answer both in seconds without running the roles.
+FULL = ("-e", "converge_state_fast_path=false")
+
+
 def test_second_converge_changes_nothing(converged: LabHandle) -> None:
-    proc = converged.playbook("site.yml")
+    proc = converged.playbook("site.yml", *FULL)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert_no_changes(proc.stdout)
 
 
 def test_check_diff_on_converged_lab_changes_nothing(converged: LabHandle) -> None:
-    proc = converged.playbook("site.yml", "--check", "--diff")
+    proc = converged.playbook("site.yml", "--check", "--diff", *FULL)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert_no_changes(proc.stdout)
 

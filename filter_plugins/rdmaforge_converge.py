@@ -1,0 +1,57 @@
+"""Filters of the converge_state role (the fast no-op path); the logic lives in rdmaforge.converge."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+try:
+    from rdmaforge.converge import digest, ledger
+except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from rdmaforge.converge import digest, ledger
+
+
+def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> str:
+    """The digest of the code and of every listed host's input variables and groups."""
+    return digest.converge_digest(hostvars, hosts)
+
+
+def converge_ledger(host: str) -> dict[str, Any]:
+    """What this run's tasks managed and read on the host (unverifiable without the callback)."""
+    found = ledger.resources_for(host)
+    if found is None:
+        return {"unverifiable": ["no ledger: the converge_ledger callback is not enabled (see ansible.cfg)"]}
+    return found
+
+
+def _check(hostvars: Mapping[str, Mapping[str, Any]], host: str) -> Mapping[str, Any]:
+    check = hostvars[host].get("rdmaforge_converge_check")
+    return check if isinstance(check, Mapping) else {}
+
+
+def converge_reasons(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """{host: why it is not in sync} for the hosts that are not; empty when the whole cluster is."""
+    out: dict[str, list[str]] = {}
+    for host in hosts:
+        check = _check(hostvars, host)
+        if not check or check.get("skipped"):
+            reasons = ["not checked"]
+        else:
+            reasons = list(check.get("reasons") or [])
+            if not check.get("in_sync") and not reasons:
+                reasons = ["not in sync"]
+        if reasons:
+            out[host] = reasons
+    return out
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "rdmaforge_converge_digest": converge_digest,
+            "rdmaforge_converge_ledger": converge_ledger,
+            "rdmaforge_converge_reasons": converge_reasons,
+        }

@@ -1,0 +1,397 @@
+#!/usr/bin/python
+# Copyright: rdmaforge contributors
+# Apache License 2.0 (see pyproject.toml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: converge_state
+short_description: Record what a converge left on a node, and tell later whether anything has drifted since
+description:
+  - With O(state=record), observes every resource of O(resources) (files, directory listings, packages,
+    services, read-only commands) plus a fingerprint of the node (boot id, kernel, OS release, links and
+    addresses, SSH host keys, kernel command line, huge page pools, RDMA devices, GPUs) and stores them with
+    O(digest) in O(path). rdmaforge's C(converge_ledger) callback collects O(resources) from the tasks a
+    converge ran, so the record lists what the roles manage and what they read.
+  - With O(state=check), observes the recorded resources again in one call and compares. RV(in_sync) is
+    true only when the record exists, its digest equals O(digest), its format is known, the converge that
+    wrote it had no task without a drift check (RV(reasons) names them otherwise), the fingerprint is the
+    same and every observation is identical. Anything else is reported in RV(reasons), in plain words.
+  - Read-only with O(state=check), also in check mode. O(state=record) reports a change only when the
+    stored record differs from what it would write.
+version_added: "0.2.0"
+author:
+  - rdmaforge contributors
+options:
+  state:
+    description: C(check) compares the node with its record; C(record) writes the record.
+    type: str
+    choices: [check, record]
+    default: check
+  path:
+    description: Where the record is kept on the node.
+    type: path
+    default: /var/lib/rdmaforge/converge-state.json
+  digest:
+    description:
+      - The controller's digest of everything that decides the desired state (code, variables of every
+        host, controller-side files). A record with another digest is never in sync.
+    type: str
+    required: true
+  resources:
+    description:
+      - With O(state=record), what to observe. Keys C(paths) (type, owner, mode and content hash),
+        C(listings) (the names in a directory), C(packages) (a mapping of C(apt)/C(dnf) to names),
+        C(services) (active and enabled state), C(commands) (argv lists of read-only commands whose exit
+        code and sorted output are kept) and C(unverifiable) (tasks the ledger could not check; a record
+        with any of them is never in sync).
+    type: dict
+  summary:
+    description: The node's summary to keep with the record (returned as RV(summary) by O(state=check)).
+    type: dict
+  command_timeout:
+    description: Seconds each recorded command may run before it counts as drifted.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Compare the node with what the last converge left
+  converge_state:
+    digest: "{{ rdmaforge_converge_digest }}"
+  register: state
+
+- name: Record what this converge left
+  converge_state:
+    state: record
+    digest: "{{ rdmaforge_converge_digest }}"
+    resources:
+      paths: [/etc/nccl.conf]
+      packages: {apt: [rdma-core, ibverbs-utils]}
+      services: [systemd-networkd]
+      commands: [[ip, rule, show]]
+"""
+
+RETURN = r"""
+in_sync:
+  description: True when nothing differs from the record (O(state=check)).
+  returned: always
+  type: bool
+reasons:
+  description: What differs, one line each, at most 20 (more are counted in the last line).
+  returned: always
+  type: list
+  elements: str
+summary:
+  description: The summary kept with the record, when there is one.
+  returned: when a record exists
+  type: dict
+observed:
+  description: How many resources were observed.
+  returned: always
+  type: int
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+FORMAT = 1
+MAX_REASONS = 20
+# Files up to this size are hashed; bigger ones (archives, libraries) are compared by size and mtime.
+HASH_LIMIT = 8 * 1024 * 1024
+_LIFETIME = re.compile(r"\s(valid_lft|preferred_lft)\s+\S+")
+
+
+def _sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def observe_path(path: str) -> dict[str, Any]:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return {"type": "absent"}
+    except OSError as exc:
+        return {"type": "error", "error": exc.strerror or str(exc)}
+    meta = {"mode": "%04o" % stat.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid}
+    if stat.S_ISLNK(st.st_mode):
+        return {"type": "link", "target": os.readlink(path)}
+    if stat.S_ISDIR(st.st_mode):
+        return dict(meta, type="dir")
+    if not stat.S_ISREG(st.st_mode):
+        return dict(meta, type="other")
+    if st.st_size > HASH_LIMIT:
+        return dict(meta, type="file", size=st.st_size, mtime_ns=st.st_mtime_ns)
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        return {"type": "error", "error": exc.strerror or str(exc)}
+    return dict(meta, type="file", size=st.st_size, sha256=digest.hexdigest())
+
+
+def observe_listing(path: str) -> Any:
+    try:
+        return sorted(os.listdir(path))
+    except FileNotFoundError:
+        return "absent"
+    except OSError as exc:
+        return "error: %s" % (exc.strerror or exc)
+
+
+def _run(argv: list[str], timeout: int) -> tuple[int, str]:
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=timeout, env=env)
+    except FileNotFoundError:
+        return 127, ""
+    except subprocess.TimeoutExpired:
+        return -1, "timed out after %ds" % timeout
+    except OSError as exc:
+        return 126, str(exc)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace")
+
+
+def observe_command(argv: list[str], timeout: int) -> dict[str, Any]:
+    rc, out = _run(argv, timeout)
+    # Sorted lines: the order of, say, mpirun's ranks is not state; the lines themselves are.
+    lines = sorted(line.rstrip() for line in out.splitlines() if line.strip())
+    return {"rc": rc, "stdout_sha256": _sha256_bytes("\n".join(lines).encode())}
+
+
+def _package_name(spec: str) -> str:
+    return re.split(r"[=<>!~ ]", spec.strip(), maxsplit=1)[0]
+
+
+def observe_packages(manager: str, names: list[str], timeout: int) -> dict[str, str]:
+    wanted = sorted({_package_name(n) for n in names if n and not n.startswith("/") and "://" not in n})
+    if not wanted:
+        return {}
+    if manager == "apt":
+        argv = ["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n"] + wanted
+    else:
+        argv = ["rpm", "-q", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}.%{ARCH}\tinstalled\n"] + wanted
+    _, out = _run(argv, timeout)
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0]:
+            found[parts[0]] = "%s %s" % (parts[1], parts[2])
+    return {name: found.get(name, "absent") for name in wanted}
+
+
+def observe_services(names: list[str], timeout: int) -> dict[str, str]:
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    _, active = _run(["systemctl", "is-active"] + wanted, timeout)
+    _, enabled = _run(["systemctl", "is-enabled"] + wanted, timeout)
+    act, ena = active.splitlines(), enabled.splitlines()
+    return {
+        name: "%s/%s" % (act[i] if i < len(act) else "?", ena[i] if i < len(ena) else "?")
+        for i, name in enumerate(wanted)
+    }
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return "absent"
+
+
+def _glob_dir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def fingerprint(timeout: int) -> dict[str, Any]:
+    """What the tasks read from facts and the kernel: when any of it changes, the roles may decide otherwise."""
+    links = _run(["ip", "-o", "link", "show"], timeout)[1]
+    addrs = _LIFETIME.sub("", _run(["ip", "-o", "addr", "show"], timeout)[1])
+    keys = {}
+    for name in _glob_dir("/etc/ssh"):
+        if name.startswith("ssh_host_") and name.endswith(".pub"):
+            keys[name] = _sha256_bytes(_read(os.path.join("/etc/ssh", name)).encode())
+    pools = {p: _read("/sys/kernel/mm/hugepages/%s/nr_hugepages" % p) for p in _glob_dir("/sys/kernel/mm/hugepages")}
+    rdma = {}
+    for dev in _glob_dir("/sys/class/infiniband"):
+        ports = "/sys/class/infiniband/%s/ports" % dev
+        rdma[dev] = {p: _read("%s/%s/state" % (ports, p)) for p in _glob_dir(ports)}
+    gpus = _run(["nvidia-smi", "-L"], timeout) if shutil.which("nvidia-smi") else (0, "")
+    return {
+        "boot_id": _read("/proc/sys/kernel/random/boot_id"),
+        "hostname": os.uname()[1],
+        "kernel": os.uname()[2],
+        "os_release": _sha256_bytes(_read("/etc/os-release").encode()),
+        "cmdline": _read("/proc/cmdline"),
+        "links": _sha256_bytes(re.sub(r"\d+: ", "", links).encode()),
+        "addresses": _sha256_bytes(addrs.encode()),
+        "ssh_host_keys": keys,
+        "hugepages": pools,
+        "rdma_devices": rdma,
+        "gpus": _sha256_bytes(gpus[1].encode()),
+    }
+
+
+def observe(resources: dict[str, Any], timeout: int) -> dict[str, Any]:
+    packages = resources.get("packages") or {}
+    return {
+        "paths": {p: observe_path(p) for p in sorted(set(resources.get("paths") or []))},
+        "listings": {p: observe_listing(p) for p in sorted(set(resources.get("listings") or []))},
+        "packages": {m: observe_packages(m, list(n), timeout) for m, n in sorted(packages.items())},
+        "services": observe_services(list(resources.get("services") or []), timeout),
+        "commands": [
+            dict(observe_command(list(argv), timeout), argv=list(argv)) for argv in resources.get("commands") or []
+        ],
+    }
+
+
+def _count(resources: dict[str, Any]) -> int:
+    return sum(len(v) for k, v in resources.items() if isinstance(v, (list, dict)) and k != "effects")
+
+
+def _differences(kind: str, before: Any, after: Any) -> list[str]:
+    if before == after:
+        return []
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key in sorted(set(before) | set(after), key=str):
+            if before.get(key) != after.get(key):
+                out.append("%s %s: was %s, now %s" % (kind, key, _short(before.get(key)), _short(after.get(key))))
+        return out
+    return ["%s changed" % kind]
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        if "sha256" in value:
+            return "%s (sha256 %s, mode %s)" % (value.get("type"), value["sha256"][:12], value.get("mode"))
+        if value.get("type") in ("absent", "error"):
+            return value.get("error") or value["type"]
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def compare(record: dict[str, Any], digest: str, timeout: int) -> list[str]:
+    if record.get("format") != FORMAT:
+        return ["the record's format %r is not %d (written by another rdmaforge)" % (record.get("format"), FORMAT)]
+    if record.get("digest") != digest:
+        return ["the desired state changed (code, inventory, variables or controller files) since the record"]
+    resources = record.get("resources") or {}
+    unverifiable = resources.get("unverifiable") or []
+    if unverifiable:
+        return ["the recorded converge ran tasks with no drift check: %s" % ", ".join(unverifiable[:5])]
+    reasons = _differences("fingerprint", record.get("fingerprint") or {}, fingerprint(timeout))
+    seen = record.get("observations") or {}
+    now = observe(resources, timeout)
+    for kind in ("paths", "listings", "services"):
+        reasons += _differences(kind[:-1], seen.get(kind) or {}, now[kind])
+    for manager in sorted(set(seen.get("packages") or {}) | set(now["packages"])):
+        reasons += _differences("package", (seen.get("packages") or {}).get(manager) or {}, now["packages"][manager])
+    for old, new in zip(seen.get("commands") or [], now["commands"]):
+        if old != new:
+            reasons.append("command `%s`: output or exit code changed (rc %s, now %s)"
+                           % (" ".join(new["argv"]), old.get("rc"), new["rc"]))
+    return reasons
+
+
+def load(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return None, "no record at %s (this node was not converged by rdmaforge with a complete run yet)" % path
+    except (OSError, ValueError) as exc:
+        return None, "the record %s cannot be read (%s)" % (path, exc)
+    if not isinstance(data, dict):
+        return None, "the record %s is not a JSON object" % path
+    return data, None
+
+
+def write_record(module: AnsibleModule, path: str, record: dict[str, Any]) -> bool:
+    text = json.dumps(record, sort_keys=True, indent=1) + "\n"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() == text:
+                return False
+    except OSError:
+        pass
+    if module.check_mode:
+        return True
+    directory = os.path.dirname(path) or "."
+    try:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)  # a reader never sees half a record
+    except OSError as exc:
+        module.fail_json(msg="cannot write the converge record %s: %s" % (path, exc))
+    return True
+
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "state": {"type": "str", "choices": ["check", "record"], "default": "check"},
+    "path": {"type": "path", "default": "/var/lib/rdmaforge/converge-state.json"},
+    "digest": {"type": "str", "required": True},
+    "resources": {"type": "dict"},
+    "summary": {"type": "dict"},
+    "command_timeout": {"type": "int", "default": 30},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    path, digest, timeout = params["path"], params["digest"], params["command_timeout"]
+    if params["state"] == "record":
+        resources = params["resources"] or {}
+        record = {
+            "format": FORMAT,
+            "digest": digest,
+            "resources": resources,
+            "fingerprint": fingerprint(timeout),
+            "observations": observe(resources, timeout),
+            "summary": params["summary"] or {},
+        }
+        changed = write_record(module, path, record)
+        module.exit_json(changed=changed, in_sync=True, reasons=[], observed=_count(resources), path=path)
+    record, problem = load(path)
+    if record is None:
+        module.exit_json(changed=False, in_sync=False, reasons=[problem], observed=0, path=path)
+    reasons = compare(record, digest, timeout)
+    if len(reasons) > MAX_REASONS:
+        reasons = reasons[: MAX_REASONS - 1] + ["... and %d more" % (len(reasons) - MAX_REASONS + 1)]
+    module.exit_json(
+        changed=False,
+        in_sync=not reasons,
+        reasons=reasons,
+        observed=_count(record.get("resources") or {}),
+        summary=record.get("summary") or {},
+        path=path,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""One digest of what decides the desired state of the cluster, computed on the controller.
+
+It covers the code (roles, playbooks, modules, plugins, the rdmaforge package), each host's variables that
+the roles read (named by the roles' prefixes, minus the facts the roles set at run time) and the groups it is
+in. A change to any of them makes every node's record stale, so the next run converges in full.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rdmaforge.converge import ledger
+from rdmaforge.paths import PROJECT_ROOT
+
+CODE_DIRS = ("roles", "playbooks", "library", "module_utils", "filter_plugins", "callback_plugins", "rdmaforge")
+#: Connection variables: where and as whom Ansible connects is part of the desired state's address.
+CONNECTION_VARS = frozenset(
+    {
+        "ansible_host", "ansible_port", "ansible_user", "ansible_connection", "ansible_become",
+        "ansible_become_user", "ansible_python_interpreter", "ansible_ssh_common_args",
+        "ansible_ssh_private_key_file",
+    }
+)
+#: Input variables naming a controller-side directory whose files roles copy to the nodes.
+CACHE_SUFFIX = "_controller_cache"
+#: Variable prefixes read by roles beyond the role names themselves.
+EXTRA_PREFIXES = ("rdmaforge_", "doctor_", "lab_")
+#: Set by the gate itself on every run.
+GATE_VARS = frozenset(
+    {
+        "rdmaforge_fast_path", "rdmaforge_converge_digest", "rdmaforge_converge_check", "converge_state_reasons",
+        # Turning the fast path on or off changes how a run goes, not the desired state.
+        "converge_state_fast_path", "preflight_fast_path_gate",
+    }
+)
+
+
+@functools.lru_cache(maxsize=4)
+def code_digest(root: Path = PROJECT_ROOT) -> str:
+    digest = hashlib.sha256()
+    for top in CODE_DIRS:
+        base = root / top
+        if not base.is_dir():
+            continue
+        for path in sorted(base.rglob("*")):
+            if "__pycache__" in path.parts or not path.is_file() or path.suffix == ".pyc":
+                continue
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _task_lists(node: Any) -> Iterable[Mapping[str, Any]]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _task_lists(item)
+    elif isinstance(node, Mapping):
+        yield node
+        for key in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers"):
+            if key in node:
+                yield from _task_lists(node[key])
+
+
+@functools.lru_cache(maxsize=4)
+def runtime_names(root: Path = PROJECT_ROOT) -> frozenset[str]:
+    """Variables the roles and playbooks set while running (set_fact keys, register names)."""
+    names: set[str] = set(GATE_VARS)
+    files = list((root / "roles").glob("*/tasks/*.yml")) + list((root / "roles").glob("*/handlers/*.yml"))
+    files += list((root / "playbooks").glob("*.yml"))
+    for path in files:
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        for task in _task_lists(data):
+            if isinstance(task.get("register"), str):
+                names.add(task["register"])
+            facts = task.get("ansible.builtin.set_fact")
+            if isinstance(facts, Mapping):
+                names.update(k for k in facts if k != "cacheable")
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=4)
+def role_prefixes(root: Path = PROJECT_ROOT) -> tuple[str, ...]:
+    roles = [p.name for p in (root / "roles").iterdir() if p.is_dir()] if (root / "roles").is_dir() else []
+    return tuple(sorted({r.split("_")[0] + "_" for r in roles} | set(EXTRA_PREFIXES)))
+
+
+def is_input(name: str, prefixes: tuple[str, ...], runtime: frozenset[str]) -> bool:
+    if name in CONNECTION_VARS:
+        return True
+    return name.startswith(prefixes) and name not in runtime
+
+
+def _value(host_vars: Mapping[str, Any], name: str) -> Any:
+    try:
+        value = host_vars[name]
+    except Exception as exc:  # an undefined or failing template is an input too, as its message
+        return "<%s>" % type(exc).__name__
+    return value
+
+
+def host_inputs(host_vars: Mapping[str, Any], root: Path = PROJECT_ROOT) -> dict[str, Any]:
+    prefixes, runtime = role_prefixes(root), runtime_names(root)
+    names = sorted(n for n in host_vars if isinstance(n, str) and is_input(n, prefixes, runtime))
+    inputs = {n: _value(host_vars, n) for n in names}
+    inputs["group_names"] = sorted(_value(host_vars, "group_names") or [])
+    return inputs
+
+
+def controller_files(directory: str) -> dict[str, Any]:
+    """Files of a controller-side cache (SSH trust key, keyrings, NCCL builds) as the digest sees them."""
+    out: dict[str, Any] = {}
+    base = Path(directory)
+    if not base.is_dir():
+        return {"": "absent"}
+    for path in sorted(base.rglob("*")):
+        if path.is_file():
+            out[str(path.relative_to(base))] = ledger.observe_local(str(path))
+    return out
+
+
+def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = PROJECT_ROOT) -> str:
+    digest = hashlib.sha256(code_digest(root).encode())
+    caches: set[str] = set()
+    for host in sorted(set(hosts)):
+        inputs = host_inputs(hostvars[host], root)
+        caches.update(v for k, v in inputs.items() if k.endswith(CACHE_SUFFIX) and isinstance(v, str))
+        text = json.dumps(inputs, sort_keys=True, default=str)
+        digest.update(host.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
+    # What roles copy from the controller (the cluster key, keyrings, cached builds) is desired state too.
+    for cache in sorted(caches):
+        text = json.dumps(controller_files(cache), sort_keys=True)
+        digest.update(cache.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
+    return digest.hexdigest()

@@ -1,0 +1,211 @@
+"""Resources a converge manages or reads, collected from its task results (the converge_ledger callback).
+
+A module the ledger does not know makes the host's record *unverifiable*: the fast path is then never
+taken for it, so a new kind of task can make a run slower but never hide a drift.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Modules that manage or read no node state of their own (facts come back through the fingerprint).
+NO_STATE = frozenset(
+    {
+        "meta", "set_fact", "assert", "fail", "debug", "include_tasks", "import_tasks", "include_role",
+        "import_role", "group_by", "add_host", "validate_argument_spec", "setup", "gather_facts",
+        "package_facts", "async_status", "pause", "wait_for_connection", "fetch", "include_vars", "set_stats",
+        "converge_state", "reboot",
+        # Read the kernel, sysfs and links, all in the node fingerprint.
+        "hugepages_facts", "nic_facts", "rdma_devices", "gpu_topology",
+        # Connects to the other nodes: their host keys are in their fingerprints, and the fast path is
+        # taken for the whole cluster or for no node.
+        "ssh_mesh_check",
+    }
+)
+FILE_DEST = frozenset({"copy", "template", "get_url"})
+FILE_PATH = frozenset({"file", "blockinfile", "lineinfile", "replace", "stat"})
+PREFIXES = ("ansible.builtin.", "ansible.legacy.", "rdmaforge.cluster.")
+
+
+def short_action(action: str) -> str:
+    for prefix in PREFIXES:
+        if action.startswith(prefix):
+            return action[len(prefix):]
+    return action
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value if v]
+
+
+def _is_false(value: Any) -> bool:
+    """True when a task's changed_when is literally false (a read-only command)."""
+    if isinstance(value, list):
+        return len(value) == 1 and _is_false(value[0])
+    return value is False or (isinstance(value, str) and value.strip().lower() in ("false", "no"))
+
+
+@dataclass
+class Resources:
+    paths: set[str] = field(default_factory=set)
+    listings: set[str] = field(default_factory=set)
+    packages: dict[str, set[str]] = field(default_factory=dict)
+    services: set[str] = field(default_factory=set)
+    commands: list[list[str]] = field(default_factory=list)
+    effects: list[str] = field(default_factory=list)
+    unverifiable: list[str] = field(default_factory=list)
+
+    def command(self, argv: list[str]) -> None:
+        if argv and argv not in self.commands:
+            self.commands.append(argv)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "paths": sorted(self.paths),
+            "listings": sorted(self.listings),
+            "packages": {m: sorted(n) for m, n in sorted(self.packages.items())},
+            "services": sorted(self.services),
+            "commands": self.commands,
+            "effects": self.effects,
+            "unverifiable": self.unverifiable,
+        }
+
+
+def _argv(result: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:
+    cmd = result.get("cmd") or args.get("argv") or args.get("_raw_params") or args.get("cmd")
+    if isinstance(cmd, str):
+        return shlex.split(cmd)
+    return [str(c) for c in cmd or []]
+
+
+def add_result(
+    ledger: Resources, task: str, action: str, result: Mapping[str, Any], changed_when: Any = None
+) -> None:
+    """Record what one (item) result of a task on its own host manages or reads."""
+    if result.get("skipped"):
+        return
+    name = short_action(action)
+    args: Mapping[str, Any] = (result.get("invocation") or {}).get("module_args") or {}
+    if name in NO_STATE:
+        return
+    if name in FILE_DEST:
+        dest = result.get("dest") or args.get("dest")
+        if dest:
+            ledger.paths.add(str(dest))
+        return
+    if name in FILE_PATH:
+        path = args.get("path") or args.get("dest") or result.get("path")
+        if path:
+            ledger.paths.add(str(path))
+        return
+    if name == "slurp":
+        ledger.paths.add(str(args.get("src") or args.get("path")))
+        return
+    if name == "find":
+        ledger.listings.update(_names(args.get("paths")))
+        ledger.paths.update(str(f.get("path")) for f in result.get("files") or [] if f.get("path"))
+        return
+    if name == "unarchive":
+        dest = str(args.get("dest"))
+        ledger.paths.add(dest)
+        ledger.listings.add(dest)
+        if args.get("creates"):
+            ledger.paths.add(str(args["creates"]))
+        return
+    if name in ("apt", "dnf", "yum"):
+        manager = "apt" if name == "apt" else "dnf"
+        for package in _names(args.get("name")) + _names(args.get("pkg")):
+            if package.startswith("/"):
+                ledger.paths.add(package)
+            else:
+                ledger.packages.setdefault(manager, set()).add(package)
+        if args.get("deb"):
+            ledger.paths.add(str(args["deb"]))
+        return
+    if name in ("systemd_service", "systemd", "service"):
+        if args.get("name"):
+            ledger.services.add(str(args["name"]))
+        return
+    if name == "yum_repository":
+        repo = args.get("file") or args.get("name")
+        ledger.paths.add(os.path.join(str(args.get("reposdir") or "/etc/yum.repos.d"), "%s.repo" % repo))
+        return
+    if name == "rpm_key":
+        ledger.command(["rpm", "-q", "gpg-pubkey"])
+        return
+    if name == "getent":
+        ledger.paths.add("/etc/%s" % args.get("database", "passwd"))
+        return
+    if name == "git":
+        ledger.command(["git", "-C", str(args.get("dest")), "rev-parse", "HEAD"])
+        return
+    if name == "pip" and args.get("virtualenv"):
+        venv = str(args["virtualenv"])
+        ledger.command([venv + "/bin/python", "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"])
+        return
+    if name == "kernel_cmdline":
+        for key in ("path", "dropin"):
+            if args.get(key):
+                ledger.paths.add(str(args[key]))
+        if args.get("backend") == "grubby":
+            ledger.command(["grubby", "--info=ALL"])
+        return
+    if name == "nccl_net_api":
+        ledger.paths.update(_names(args.get("path")))
+        return
+    if name in ("command", "shell"):
+        for key in ("creates", "removes"):
+            if args.get(key):
+                ledger.paths.add(str(args[key]))
+        if _is_false(changed_when):
+            if name == "shell" or args.get("_uses_shell"):
+                ledger.unverifiable.append("%s (a read-only shell command)" % task)
+            else:
+                ledger.command(_argv(result, args))
+        elif not (args.get("creates") or args.get("removes")):
+            # Applies state kept in files the ledger observes (ldconfig, a reload, grub-mkconfig).
+            ledger.effects.append(task)
+        return
+    ledger.unverifiable.append("%s (module %s)" % (task, name))
+
+
+def add_task_result(
+    ledger: Resources, task: str, action: str, result: Mapping[str, Any], changed_when: Any = None
+) -> None:
+    """One task's result, loop results included."""
+    items: Iterable[Mapping[str, Any]] = result.get("results") or [result]
+    for item in items:
+        if isinstance(item, Mapping):
+            add_result(ledger, task, action, item, changed_when)
+
+
+def observe_local(path: str) -> dict[str, Any]:
+    """A controller-side file (size and mtime for big ones, sha256 otherwise)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {"type": "absent"}
+    if st.st_size > 8 * 1024 * 1024:
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    with open(path, "rb") as handle:
+        return {"size": st.st_size, "sha256": hashlib.sha256(handle.read()).hexdigest()}
+
+
+#: Filled by the converge_ledger callback in the controller process; forked workers (and so the filter that
+#: hands a host's resources to converge_state) see it as it was when their task started.
+LEDGERS: dict[str, Resources] = {}
+
+
+def resources_for(host: str) -> dict[str, Any] | None:
+    """The host's resources; None without a ledger."""
+    entry = LEDGERS.get(host)
+    return None if entry is None else entry.as_dict()

@@ -1,0 +1,247 @@
+"""The fast no-op path: the ledger (what tasks manage), the digest (what decides the desired state) and the
+converge_state module (record, check, drift), the module run for real through ``ansible localhost``.
+
+Task results below are shaped like the ones ansible-core 2.19 hands to callbacks (checked against the job
+events of a lab converge: ``invocation.module_args`` carries the templated arguments, ``cmd`` the argv).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.converge import digest, ledger
+from rdmaforge.paths import PROJECT_ROOT
+from tests.unit.adhoc import PY38, run_module
+
+
+def result(action_args: dict, **extra) -> dict:
+    return {"changed": False, "invocation": {"module_args": action_args}, **extra}
+
+
+def test_the_ledger_keeps_what_each_kind_of_task_manages_or_reads() -> None:
+    entry = ledger.Resources()
+    ledger.add_task_result(entry, "hosts", "ansible.builtin.blockinfile", result({"path": "/etc/hosts"}))
+    ledger.add_task_result(entry, "conf", "ansible.builtin.template", result({}, dest="/etc/nccl.conf"))
+    ledger.add_task_result(entry, "pkgs", "ansible.builtin.apt", result({"name": ["rdma-core", "perftest=4.5"]}))
+    ledger.add_task_result(entry, "svc", "ansible.builtin.systemd_service", result({"name": "systemd-networkd"}))
+    ledger.add_task_result(
+        entry, "rules", "ansible.builtin.command", result({"argv": ["ip", "rule"]}, cmd=["ip", "rule"]), [False]
+    )
+    ledger.add_task_result(entry, "grub", "kernel_cmdline", result({"path": "/etc/default/grub", "dropin": None}))
+    ledger.add_task_result(entry, "tools", "ansible.builtin.find", result({"paths": ["/usr/bin"]}, files=[]))
+    ledger.add_task_result(entry, "facts", "ansible.builtin.set_fact", result({}))
+    out = entry.as_dict()
+    assert out["paths"] == ["/etc/default/grub", "/etc/hosts", "/etc/nccl.conf"]
+    assert out["packages"] == {"apt": ["perftest=4.5", "rdma-core"]}
+    assert out["services"] == ["systemd-networkd"]
+    assert out["commands"] == [["ip", "rule"]]
+    assert out["listings"] == ["/usr/bin"]
+    assert out["unverifiable"] == []
+
+
+def test_loop_results_are_each_recorded_and_skipped_items_are_not() -> None:
+    entry = ledger.Resources()
+    items = [result({"path": "/etc/a"}), {"skipped": True}, result({"path": "/etc/b"})]
+    ledger.add_task_result(entry, "files", "ansible.builtin.file", {"results": items})
+    assert entry.as_dict()["paths"] == ["/etc/a", "/etc/b"]
+
+
+@pytest.mark.parametrize(
+    ("action", "args", "changed_when"),
+    [
+        ("community.general.modprobe", {"name": "rdma_ucm"}, None),  # a module the ledger does not know
+        ("ansible.builtin.shell", {"_raw_params": "ip rule", "_uses_shell": True}, [False]),
+        ("ansible.builtin.pip", {"name": ["torch"]}, None),  # no virtualenv: the system's pip
+    ],
+)
+def test_what_the_ledger_cannot_check_makes_the_record_unverifiable(action, args, changed_when) -> None:
+    entry = ledger.Resources()
+    ledger.add_task_result(entry, "the task", action, result(args), changed_when)
+    assert entry.unverifiable and entry.unverifiable[0].startswith("the task")
+
+
+def test_a_command_that_changes_something_is_an_effect_and_creates_is_watched() -> None:
+    entry = ledger.Resources()
+    ledger.add_task_result(entry, "ldconfig", "ansible.builtin.command", result({"argv": ["ldconfig"]}), [True])
+    ledger.add_task_result(
+        entry, "build", "ansible.builtin.command", result({"argv": ["make"], "creates": "/opt/x/lib"}), None
+    )
+    out = entry.as_dict()
+    assert out["effects"] == ["ldconfig"]
+    assert out["paths"] == ["/opt/x/lib"]
+    assert out["commands"] == []
+
+
+def test_every_module_the_roles_use_is_known_to_the_ledger() -> None:
+    """A new module in a role must get a drift check (or be declared stateless), else no run is ever fast."""
+    import yaml
+
+    known = ledger.NO_STATE | ledger.FILE_DEST | ledger.FILE_PATH | {
+        "slurp", "find", "unarchive", "apt", "dnf", "yum", "systemd_service", "systemd", "service",
+        "yum_repository", "rpm_key", "getent", "git", "pip", "kernel_cmdline", "nccl_net_api", "command", "shell",
+        "include_role", "import_role", "import_playbook",
+    }  # fmt: skip
+    not_in_site = {"pairwise_iperf", "raw"}  # used by pairwise.yml / bench.yml only, never recorded
+    used: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("block", "rescue", "always", "tasks", "pre_tasks", "handlers"):
+                    walk(value)
+                elif key.startswith("ansible.builtin.") or key in {p.stem for p in (PROJECT_ROOT / "library").glob("*.py")}:
+                    used.add(ledger.short_action(key))
+
+    for path in list((PROJECT_ROOT / "roles").glob("*/tasks/*.yml")) + list((PROJECT_ROOT / "roles").glob("*/handlers/*.yml")):
+        walk(yaml.safe_load(path.read_text()))
+    assert used - known - not_in_site == set()
+
+
+def test_the_digest_covers_input_variables_and_ignores_runtime_facts() -> None:
+    base = {"node1": {"ansible_host": "198.18.0.11", "nccl_build_version": "2.29.7", "group_names": ["cluster"]}}
+    same = {"node1": dict(base["node1"], rdmaforge_node={"gpus": 8}, ansible_facts={"x": 1}, nccl_env_in_force={})}
+    other = {"node1": dict(base["node1"], nccl_build_version="2.16.5")}
+    moved = {"node1": dict(base["node1"], ansible_host="198.18.0.21")}
+    regrouped = {"node1": dict(base["node1"], group_names=["cluster", "builders"])}
+    first = digest.converge_digest(base, ["node1"])
+    assert digest.converge_digest(same, ["node1"]) == first  # facts and set_fact results are not inputs
+    assert "rdmaforge_node" in digest.runtime_names() and "nccl_env_in_force" in digest.runtime_names()
+    for changed in (other, moved, regrouped):
+        assert digest.converge_digest(changed, ["node1"]) != first
+    two = {**base, "node2": dict(base["node1"], ansible_host="198.18.0.12")}
+    assert digest.converge_digest(two, ["node1", "node2"]) != first  # a node added changes every node's digest
+
+
+def test_turning_the_fast_path_off_is_not_a_change_of_desired_state() -> None:
+    base = {"n": {"ansible_host": "a"}}
+    off = {"n": {"ansible_host": "a", "converge_state_fast_path": False, "preflight_fast_path_gate": True}}
+    assert digest.converge_digest(base, ["n"]) == digest.converge_digest(off, ["n"])
+
+
+def test_a_controller_cache_file_is_part_of_the_digest(tmp_path: Path) -> None:
+    cache = tmp_path / "ssh-trust"
+    cache.mkdir()
+    (cache / "id_cluster").write_text("key one")
+    hv = {"n": {"ansible_host": "a", "ssh_trust_controller_cache": str(cache)}}
+    first = digest.converge_digest(hv, ["n"])
+    (cache / "id_cluster").write_text("key two")
+    assert digest.converge_digest(hv, ["n"]) != first
+
+
+# --- the module, for real -------------------------------------------------------------------------------
+
+
+def record(tmp_path: Path, resources: dict, digest_value: str = "d1", python: Path | None = None):
+    state = tmp_path / "state.json"
+    return run_module(
+        "converge_state",
+        {"state": "record", "path": str(state), "digest": digest_value, "resources": resources, "summary": {"a": 1}},
+        python=python,
+    ), state
+
+
+def check(state: Path, digest_value: str = "d1", *extra: str):
+    return run_module("converge_state", {"path": str(state), "digest": digest_value}, *extra)
+
+
+@pytest.fixture()
+def managed(tmp_path: Path) -> dict:
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_DEBUG=INFO\n")
+    conf.chmod(0o644)
+    (tmp_path / "plugins").mkdir()
+    return {
+        "paths": [str(conf)],
+        "listings": [str(tmp_path / "plugins")],
+        "packages": {"apt": ["dpkg"]},
+        "commands": [["cat", str(conf)]],
+    }
+
+
+def test_record_then_check_is_in_sync_and_a_second_record_changes_nothing(tmp_path: Path, managed: dict) -> None:
+    first, state = record(tmp_path, managed)
+    assert first.rc == 0 and first.result["changed"] is True
+    assert json.loads(state.read_text())["observations"]["packages"]["apt"]["dpkg"].endswith("installed")
+    again, _ = record(tmp_path, managed)
+    assert again.result["changed"] is False
+    checked = check(state)
+    assert checked.result["in_sync"] is True, checked.result["reasons"]
+    assert checked.result["summary"] == {"a": 1} and checked.result["changed"] is False
+
+
+@pytest.mark.parametrize("drift", ["content", "mode", "removed", "listing", "digest", "format"])
+def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, drift: str) -> None:
+    _, state = record(tmp_path, managed)
+    conf = Path(managed["paths"][0])
+    digest_value = "d1"
+    if drift == "content":
+        conf.write_text("NCCL_DEBUG=WARN\n")
+    elif drift == "mode":
+        conf.chmod(0o600)
+    elif drift == "removed":
+        conf.unlink()
+    elif drift == "listing":
+        (tmp_path / "plugins" / "libnccl-net.so").write_text("")
+    elif drift == "digest":
+        digest_value = "d2"
+    elif drift == "format":
+        data = json.loads(state.read_text())
+        data["format"] = 99
+        state.write_text(json.dumps(data))
+    checked = check(state, digest_value)
+    assert checked.result["in_sync"] is False
+    reasons = " ".join(checked.result["reasons"])
+    expected = {
+        "content": str(conf), "mode": "mode 0600", "removed": "absent", "listing": "plugins",
+        "digest": "desired state changed", "format": "format 99",
+    }[drift]  # fmt: skip
+    assert expected in reasons
+
+
+def test_a_command_whose_output_changes_is_drift(tmp_path: Path, managed: dict) -> None:
+    _, state = record(tmp_path, {"commands": managed["commands"]})
+    Path(managed["paths"][0]).write_text("NCCL_DEBUG=TRACE\n")
+    checked = check(state)
+    assert checked.result["in_sync"] is False
+    assert any(r.startswith("command `cat ") for r in checked.result["reasons"])
+
+
+def test_a_package_missing_is_drift(tmp_path: Path) -> None:
+    _, state = record(tmp_path, {"packages": {"apt": ["dpkg"]}})
+    data = json.loads(state.read_text())
+    data["observations"]["packages"]["apt"]["dpkg"] = "0.0 installed"  # as if dpkg had been up/downgraded
+    state.write_text(json.dumps(data))
+    checked = check(state)
+    assert checked.result["in_sync"] is False and "package dpkg" in checked.result["reasons"][0]
+
+
+def test_no_record_unreadable_record_and_unverifiable_record_are_never_in_sync(tmp_path: Path) -> None:
+    missing = check(tmp_path / "none.json")
+    assert missing.result["in_sync"] is False and "no record" in missing.result["reasons"][0]
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    assert "cannot be read" in check(broken).result["reasons"][0]
+    _, state = record(tmp_path, {"unverifiable": ["Load a module (module community.general.modprobe)"]})
+    assert "no drift check: Load a module" in check(state).result["reasons"][0]
+
+
+def test_check_mode_writes_no_record(tmp_path: Path, managed: dict) -> None:
+    state = tmp_path / "state.json"
+    run = run_module(
+        "converge_state", {"state": "record", "path": str(state), "digest": "d", "resources": managed}, "--check"
+    )
+    assert run.result["changed"] is True and not state.exists()
+
+
+@pytest.mark.skipif(not PY38.exists(), reason=f"{PY38} not installed (set RDMAFORGE_PY38)")
+def test_the_module_runs_on_python_3_8(tmp_path: Path, managed: dict) -> None:
+    run, state = record(tmp_path, managed, python=PY38)
+    assert run.rc == 0, run.stderr
+    assert os.path.exists(state)
