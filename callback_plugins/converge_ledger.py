@@ -42,7 +42,7 @@ class CallbackModule(CallbackBase):
         task = result._task
         name = task.get_name()
         if result._result.get("censored"):
-            entry.unverifiable.append("%s (its result is hidden by no_log)" % name)
+            entry.unverifiable.append(f"{name} (its result is hidden by no_log)")
             return
         action = getattr(task, "resolved_action", None) or task.action
         ledger.add_task_result(entry, name, action, result._result, task.changed_when)
@@ -50,4 +50,4 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_failed(self, result: Any, ignore_errors: bool = False) -> None:
         entry = self._entry(result)
         if entry is not None and ignore_errors:
-            entry.unverifiable.append("%s (failed, errors ignored)" % result._task.get_name())
+            entry.unverifiable.append(f"{result._task.get_name()} (failed, errors ignored)")

@@ -28,7 +28,7 @@ def converge_ledger(host: str) -> dict[str, Any]:
 
 
 def _check(hostvars: Mapping[str, Mapping[str, Any]], host: str) -> Mapping[str, Any]:
-    check = hostvars[host].get("rdmaforge_converge_check")
+    check = hostvars[host].get("converge_state_check")
     return check if isinstance(check, Mapping) else {}
 
 

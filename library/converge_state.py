@@ -64,13 +64,13 @@ attributes:
 EXAMPLES = r"""
 - name: Compare the node with what the last converge left
   converge_state:
-    digest: "{{ rdmaforge_converge_digest }}"
+    digest: "{{ converge_state_digest }}"
   register: state
 
 - name: Record what this converge left
   converge_state:
     state: record
-    digest: "{{ rdmaforge_converge_digest }}"
+    digest: "{{ converge_state_digest }}"
     resources:
       paths: [/etc/nccl.conf]
       packages: {apt: [rdma-core, ibverbs-utils]}
@@ -127,7 +127,7 @@ def observe_path(path: str) -> dict[str, Any]:
         return {"type": "absent"}
     except OSError as exc:
         return {"type": "error", "error": exc.strerror or str(exc)}
-    meta = {"mode": "%04o" % stat.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid}
+    meta = {"mode": f"{stat.S_IMODE(st.st_mode):04o}", "uid": st.st_uid, "gid": st.st_gid}
     if stat.S_ISLNK(st.st_mode):
         return {"type": "link", "target": os.readlink(path)}
     if stat.S_ISDIR(st.st_mode):
@@ -162,7 +162,7 @@ def _run(argv: list[str], timeout: int) -> tuple[int, str]:
     except FileNotFoundError:
         return 127, ""
     except subprocess.TimeoutExpired:
-        return -1, "timed out after %ds" % timeout
+        return -1, f"timed out after {timeout}s"
     except OSError as exc:
         return 126, str(exc)
     return proc.returncode, proc.stdout.decode("utf-8", "replace")
@@ -192,7 +192,7 @@ def observe_packages(manager: str, names: list[str], timeout: int) -> dict[str, 
     for line in out.splitlines():
         parts = line.split("\t")
         if len(parts) == 3 and parts[0]:
-            found[parts[0]] = "%s %s" % (parts[1], parts[2])
+            found[parts[0]] = f"{parts[1]} {parts[2]}"
     return {name: found.get(name, "absent") for name in wanted}
 
 
@@ -204,7 +204,7 @@ def observe_services(names: list[str], timeout: int) -> dict[str, str]:
     _, enabled = _run(["systemctl", "is-enabled"] + wanted, timeout)
     act, ena = active.splitlines(), enabled.splitlines()
     return {
-        name: "%s/%s" % (act[i] if i < len(act) else "?", ena[i] if i < len(ena) else "?")
+        name: "{}/{}".format(act[i] if i < len(act) else "?", ena[i] if i < len(ena) else "?")
         for i, name in enumerate(wanted)
     }
 
@@ -232,11 +232,11 @@ def fingerprint(timeout: int) -> dict[str, Any]:
     for name in _glob_dir("/etc/ssh"):
         if name.startswith("ssh_host_") and name.endswith(".pub"):
             keys[name] = _sha256_bytes(_read(os.path.join("/etc/ssh", name)).encode())
-    pools = {p: _read("/sys/kernel/mm/hugepages/%s/nr_hugepages" % p) for p in _glob_dir("/sys/kernel/mm/hugepages")}
+    pools = {p: _read(f"/sys/kernel/mm/hugepages/{p}/nr_hugepages") for p in _glob_dir("/sys/kernel/mm/hugepages")}
     rdma = {}
     for dev in _glob_dir("/sys/class/infiniband"):
-        ports = "/sys/class/infiniband/%s/ports" % dev
-        rdma[dev] = {p: _read("%s/%s/state" % (ports, p)) for p in _glob_dir(ports)}
+        ports = f"/sys/class/infiniband/{dev}/ports"
+        rdma[dev] = {p: _read(f"{ports}/{p}/state") for p in _glob_dir(ports)}
     gpus = _run(["nvidia-smi", "-L"], timeout) if shutil.which("nvidia-smi") else (0, "")
     return {
         "boot_id": _read("/proc/sys/kernel/random/boot_id"),
@@ -277,15 +277,15 @@ def _differences(kind: str, before: Any, after: Any) -> list[str]:
         out = []
         for key in sorted(set(before) | set(after), key=str):
             if before.get(key) != after.get(key):
-                out.append("%s %s: was %s, now %s" % (kind, key, _short(before.get(key)), _short(after.get(key))))
+                out.append(f"{kind} {key}: was {_short(before.get(key))}, now {_short(after.get(key))}")
         return out
-    return ["%s changed" % kind]
+    return [f"{kind} changed"]
 
 
 def _short(value: Any) -> str:
     if isinstance(value, dict):
         if "sha256" in value:
-            return "%s (sha256 %s, mode %s)" % (value.get("type"), value["sha256"][:12], value.get("mode"))
+            return "{} (sha256 {}, mode {})".format(value.get("type"), value["sha256"][:12], value.get("mode"))
         if value.get("type") in ("absent", "error"):
             return value.get("error") or value["type"]
     text = json.dumps(value, sort_keys=True)
@@ -294,13 +294,13 @@ def _short(value: Any) -> str:
 
 def compare(record: dict[str, Any], digest: str, timeout: int) -> list[str]:
     if record.get("format") != FORMAT:
-        return ["the record's format %r is not %d (written by another rdmaforge)" % (record.get("format"), FORMAT)]
+        return [f"the record's format {record.get('format')!r} is not {FORMAT} (written by another rdmaforge)"]
     if record.get("digest") != digest:
         return ["the desired state changed (code, inventory, variables or controller files) since the record"]
     resources = record.get("resources") or {}
     unverifiable = resources.get("unverifiable") or []
     if unverifiable:
-        return ["the recorded converge ran tasks with no drift check: %s" % ", ".join(unverifiable[:5])]
+        return ["the recorded converge ran tasks with no drift check: {}".format(", ".join(unverifiable[:5]))]
     reasons = _differences("fingerprint", record.get("fingerprint") or {}, fingerprint(timeout))
     seen = record.get("observations") or {}
     now = observe(resources, timeout)
@@ -308,10 +308,13 @@ def compare(record: dict[str, Any], digest: str, timeout: int) -> list[str]:
         reasons += _differences(kind[:-1], seen.get(kind) or {}, now[kind])
     for manager in sorted(set(seen.get("packages") or {}) | set(now["packages"])):
         reasons += _differences("package", (seen.get("packages") or {}).get(manager) or {}, now["packages"][manager])
-    for old, new in zip(seen.get("commands") or [], now["commands"]):
+    for old, new in zip(seen.get("commands") or [], now["commands"]):  # noqa: B905 (zip strict is 3.10+; targets run 3.8)
         if old != new:
-            reasons.append("command `%s`: output or exit code changed (rc %s, now %s)"
-                           % (" ".join(new["argv"]), old.get("rc"), new["rc"]))
+            reasons.append(
+                "command `{}`: output or exit code changed (rc {}, now {})".format(
+                    " ".join(new["argv"]), old.get("rc"), new["rc"]
+                )
+            )
     return reasons
 
 
@@ -320,11 +323,11 @@ def load(path: str) -> tuple[dict[str, Any] | None, str | None]:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
-        return None, "no record at %s (this node was not converged by rdmaforge with a complete run yet)" % path
+        return None, f"no record at {path} (this node was not converged by rdmaforge with a complete run yet)"
     except (OSError, ValueError) as exc:
-        return None, "the record %s cannot be read (%s)" % (path, exc)
+        return None, f"the record {path} cannot be read ({exc})"
     if not isinstance(data, dict):
-        return None, "the record %s is not a JSON object" % path
+        return None, f"the record {path} is not a JSON object"
     return data, None
 
 
@@ -341,13 +344,13 @@ def write_record(module: AnsibleModule, path: str, record: dict[str, Any]) -> bo
     directory = os.path.dirname(path) or "."
     try:
         os.makedirs(directory, mode=0o755, exist_ok=True)
-        tmp = "%s.%d.tmp" % (path, os.getpid())
+        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)  # a reader never sees half a record
     except OSError as exc:
-        module.fail_json(msg="cannot write the converge record %s: %s" % (path, exc))
+        module.fail_json(msg=f"cannot write the converge record {path}: {exc}")
     return True
 
 
@@ -382,7 +385,7 @@ def main() -> None:
         module.exit_json(changed=False, in_sync=False, reasons=[problem], observed=0, path=path)
     reasons = compare(record, digest, timeout)
     if len(reasons) > MAX_REASONS:
-        reasons = reasons[: MAX_REASONS - 1] + ["... and %d more" % (len(reasons) - MAX_REASONS + 1)]
+        reasons = reasons[: MAX_REASONS - 1] + [f"... and {len(reasons) - MAX_REASONS + 1} more"]
     module.exit_json(
         changed=False,
         in_sync=not reasons,

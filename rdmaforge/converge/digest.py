@@ -23,8 +23,14 @@ CODE_DIRS = ("roles", "playbooks", "library", "module_utils", "filter_plugins", 
 #: Connection variables: where and as whom Ansible connects is part of the desired state's address.
 CONNECTION_VARS = frozenset(
     {
-        "ansible_host", "ansible_port", "ansible_user", "ansible_connection", "ansible_become",
-        "ansible_become_user", "ansible_python_interpreter", "ansible_ssh_common_args",
+        "ansible_host",
+        "ansible_port",
+        "ansible_user",
+        "ansible_connection",
+        "ansible_become",
+        "ansible_become_user",
+        "ansible_python_interpreter",
+        "ansible_ssh_common_args",
         "ansible_ssh_private_key_file",
     }
 )
@@ -35,9 +41,13 @@ EXTRA_PREFIXES = ("rdmaforge_", "doctor_", "lab_")
 #: Set by the gate itself on every run.
 GATE_VARS = frozenset(
     {
-        "rdmaforge_fast_path", "rdmaforge_converge_digest", "rdmaforge_converge_check", "converge_state_reasons",
+        "converge_state_in_sync",
+        "converge_state_digest",
+        "converge_state_check",
+        "converge_state_reasons",
         # Turning the fast path on or off changes how a run goes, not the desired state.
-        "converge_state_fast_path", "preflight_fast_path_gate",
+        "converge_state_fast_path",
+        "preflight_fast_path_gate",
     }
 )
 
@@ -104,7 +114,7 @@ def _value(host_vars: Mapping[str, Any], name: str) -> Any:
     try:
         value = host_vars[name]
     except Exception as exc:  # an undefined or failing template is an input too, as its message
-        return "<%s>" % type(exc).__name__
+        return f"<{type(exc).__name__}>"
     return value
 
 

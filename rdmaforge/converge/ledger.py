@@ -16,12 +16,34 @@ from typing import Any
 #: Modules that manage or read no node state of their own (facts come back through the fingerprint).
 NO_STATE = frozenset(
     {
-        "meta", "set_fact", "assert", "fail", "debug", "include_tasks", "import_tasks", "include_role",
-        "import_role", "group_by", "add_host", "validate_argument_spec", "setup", "gather_facts",
-        "package_facts", "async_status", "pause", "wait_for_connection", "fetch", "include_vars", "set_stats",
-        "converge_state", "reboot",
+        "meta",
+        "set_fact",
+        "assert",
+        "fail",
+        "debug",
+        "include_tasks",
+        "import_tasks",
+        "include_role",
+        "import_role",
+        "group_by",
+        "add_host",
+        "validate_argument_spec",
+        "setup",
+        "gather_facts",
+        "package_facts",
+        "async_status",
+        "pause",
+        "wait_for_connection",
+        "fetch",
+        "include_vars",
+        "set_stats",
+        "converge_state",
+        "reboot",
         # Read the kernel, sysfs and links, all in the node fingerprint.
-        "hugepages_facts", "nic_facts", "rdma_devices", "gpu_topology",
+        "hugepages_facts",
+        "nic_facts",
+        "rdma_devices",
+        "gpu_topology",
         # Connects to the other nodes: their host keys are in their fingerprints, and the fast path is
         # taken for the whole cluster or for no node.
         "ssh_mesh_check",
@@ -35,7 +57,7 @@ PREFIXES = ("ansible.builtin.", "ansible.legacy.", "rdmaforge.cluster.")
 def short_action(action: str) -> str:
     for prefix in PREFIXES:
         if action.startswith(prefix):
-            return action[len(prefix):]
+            return action[len(prefix) :]
     return action
 
 
@@ -87,9 +109,7 @@ def _argv(result: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:
     return [str(c) for c in cmd or []]
 
 
-def add_result(
-    ledger: Resources, task: str, action: str, result: Mapping[str, Any], changed_when: Any = None
-) -> None:
+def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, Any], changed_when: Any = None) -> None:
     """Record what one (item) result of a task on its own host manages or reads."""
     if result.get("skipped"):
         return
@@ -137,13 +157,13 @@ def add_result(
         return
     if name == "yum_repository":
         repo = args.get("file") or args.get("name")
-        ledger.paths.add(os.path.join(str(args.get("reposdir") or "/etc/yum.repos.d"), "%s.repo" % repo))
+        ledger.paths.add(os.path.join(str(args.get("reposdir") or "/etc/yum.repos.d"), f"{repo}.repo"))
         return
     if name == "rpm_key":
         ledger.command(["rpm", "-q", "gpg-pubkey"])
         return
     if name == "getent":
-        ledger.paths.add("/etc/%s" % args.get("database", "passwd"))
+        ledger.paths.add("/etc/{}".format(args.get("database", "passwd")))
         return
     if name == "git":
         ledger.command(["git", "-C", str(args.get("dest")), "rev-parse", "HEAD"])
@@ -168,14 +188,14 @@ def add_result(
                 ledger.paths.add(str(args[key]))
         if _is_false(changed_when):
             if name == "shell" or args.get("_uses_shell"):
-                ledger.unverifiable.append("%s (a read-only shell command)" % task)
+                ledger.unverifiable.append(f"{task} (a read-only shell command)")
             else:
                 ledger.command(_argv(result, args))
         elif not (args.get("creates") or args.get("removes")):
             # Applies state kept in files the ledger observes (ldconfig, a reload, grub-mkconfig).
             ledger.effects.append(task)
         return
-    ledger.unverifiable.append("%s (module %s)" % (task, name))
+    ledger.unverifiable.append(f"{task} (module {name})")
 
 
 def add_task_result(

@@ -39,9 +39,7 @@ def test_check_diff_on_a_cluster_without_drift_takes_the_fast_path(converged: La
 
 def test_a_changed_variable_is_never_skipped(converged: LabHandle) -> None:
     converge(converged)
-    proc = converged.playbook(
-        "site.yml", "--check", "--diff", "-e", '{"nccl_env_overrides": {"NCCL_DEBUG": "WARN"}}'
-    )
+    proc = converged.playbook("site.yml", "--check", "--diff", "-e", '{"nccl_env_overrides": {"NCCL_DEBUG": "WARN"}}')
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert IN_SYNC not in proc.stdout
     assert "the desired state changed" in proc.stdout

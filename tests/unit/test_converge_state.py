@@ -96,10 +96,14 @@ def test_every_module_the_roles_use_is_known_to_the_ledger() -> None:
             for key, value in node.items():
                 if key in ("block", "rescue", "always", "tasks", "pre_tasks", "handlers"):
                     walk(value)
-                elif key.startswith("ansible.builtin.") or key in {p.stem for p in (PROJECT_ROOT / "library").glob("*.py")}:
+                elif key.startswith("ansible.builtin.") or key in {
+                    p.stem for p in (PROJECT_ROOT / "library").glob("*.py")
+                }:
                     used.add(ledger.short_action(key))
 
-    for path in list((PROJECT_ROOT / "roles").glob("*/tasks/*.yml")) + list((PROJECT_ROOT / "roles").glob("*/handlers/*.yml")):
+    for path in list((PROJECT_ROOT / "roles").glob("*/tasks/*.yml")) + list(
+        (PROJECT_ROOT / "roles").glob("*/handlers/*.yml")
+    ):
         walk(yaml.safe_load(path.read_text()))
     assert used - known - not_in_site == set()
 
