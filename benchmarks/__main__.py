@@ -11,9 +11,9 @@ import sys
 from benchmarks.common import Result, write_report
 from rdmaforge.lab.session import hold_lab
 
-BENCHMARKS = ["lab_up", "nccl_build", "nccl_parser", "pairwise"]
+BENCHMARKS = ["lab_up", "nccl_build", "nccl_parser", "pairwise", "converge_scale"]
 #: Benchmarks that bring the lab up or down: only they need the machine-wide lab lock.
-LAB_BENCHMARKS = {"lab_up", "nccl_build", "pairwise"}
+LAB_BENCHMARKS = {"lab_up", "nccl_build", "pairwise", "converge_scale"}
 
 
 def main(argv: list[str]) -> int:

@@ -105,6 +105,7 @@ import re
 import shutil
 import stat
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -255,15 +256,20 @@ def fingerprint(timeout: int) -> dict[str, Any]:
 
 def observe(resources: dict[str, Any], timeout: int) -> dict[str, Any]:
     packages = resources.get("packages") or {}
-    return {
-        "paths": {p: observe_path(p) for p in sorted(set(resources.get("paths") or []))},
-        "listings": {p: observe_listing(p) for p in sorted(set(resources.get("listings") or []))},
-        "packages": {m: observe_packages(m, list(n), timeout) for m, n in sorted(packages.items())},
-        "services": observe_services(list(resources.get("services") or []), timeout),
-        "commands": [
-            dict(observe_command(list(argv), timeout), argv=list(argv)) for argv in resources.get("commands") or []
-        ],
-    }
+    commands = [list(argv) for argv in resources.get("commands") or []]
+    # The commands, package and service queries run side by side: the check is one round trip whose length is
+    # its slowest command (an mpirun across the cluster), not their sum.
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        ran = [pool.submit(observe_command, argv, timeout) for argv in commands]
+        pkgs = {m: pool.submit(observe_packages, m, list(n), timeout) for m, n in sorted(packages.items())}
+        services = pool.submit(observe_services, list(resources.get("services") or []), timeout)
+        return {
+            "paths": {p: observe_path(p) for p in sorted(set(resources.get("paths") or []))},
+            "listings": {p: observe_listing(p) for p in sorted(set(resources.get("listings") or []))},
+            "packages": {m: f.result() for m, f in pkgs.items()},
+            "services": services.result(),
+            "commands": [dict(f.result(), argv=argv) for f, argv in zip(ran, commands)],  # noqa: B905 (3.8)
+        }
 
 
 def _count(resources: dict[str, Any]) -> int:

@@ -1,0 +1,159 @@
+"""Converge cost against cluster size: first converge and no-op `rdmaforge provision` for N lab nodes.
+
+For each N (default 1, 4, 8, 16; RDMAFORGE_BENCH_SCALE="1,4" to choose) the lab is brought up with N nodes
+and 2 extra NICs each, then timed: the first converge (NCCL from the controller cache), a no-op
+`rdmaforge provision` (must take the fast path), and `rdmaforge provision --check --diff`. At 4 nodes the
+same site.yml also runs with Ansible's defaults (no pipelining, 5 forks, linear strategy, no fact cache),
+with the fast path and without it (every task, as before the fast path existed).
+
+Targets (issue 19): no-op at 4 nodes < 20 s and at least 2x faster than site.yml with Ansible's defaults;
+no-op at 16 nodes <= 2.5x no-op at 1 node; first converge at 16 <= 3x first converge at 1; --check --diff
+no slower than the no-op (10% tolerance for noise). Writes the curve as JSON and PNG under artifacts/bench/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Result
+from rdmaforge.lab import Lab
+from rdmaforge.paths import PROJECT_ROOT
+
+BIN = PROJECT_ROOT / ".venv" / "bin"
+IN_SYNC = "fast path: every node is in sync with its last complete converge"
+ANSIBLE_DEFAULTS = {
+    "ANSIBLE_PIPELINING": "False",
+    "ANSIBLE_FORKS": "5",
+    "ANSIBLE_STRATEGY": "linear",
+    "ANSIBLE_CACHE_PLUGIN": "memory",
+}
+
+
+def sizes() -> list[int]:
+    return [int(n) for n in os.environ.get("RDMAFORGE_BENCH_SCALE", "1,4,8,16").split(",") if n.strip()]
+
+
+def _timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
+    started = time.monotonic()
+    proc = subprocess.run(
+        argv, cwd=PROJECT_ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=3600
+    )
+    return time.monotonic() - started, proc
+
+
+def _ansible_output(proc: subprocess.CompletedProcess[str]) -> str:
+    """Ansible's own output of a `rdmaforge provision` run (the CLI prints progress; the artifacts keep it)."""
+    match = re.search(r"artifacts: (\S+)", proc.stdout + proc.stderr)
+    stdout = Path(match.group(1)) / "ansible" / "stdout" if match else None
+    return stdout.read_text(errors="replace") if stdout and stdout.is_file() else proc.stdout
+
+
+def provision(inventory: Path, *extra: str) -> tuple[float, bool, subprocess.CompletedProcess[str]]:
+    seconds, proc = _timed([str(BIN / "rdmaforge"), "provision", "-i", str(inventory), *extra])
+    if proc.returncode != 0:
+        raise RuntimeError(f"rdmaforge provision {' '.join(extra)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+    return seconds, IN_SYNC in _ansible_output(proc), proc
+
+
+def plain_site(inventory: Path, *extra: str) -> tuple[float, bool]:
+    argv = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(PROJECT_ROOT / "playbooks" / "site.yml"), *extra]
+    seconds, proc = _timed(argv, ANSIBLE_DEFAULTS)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ansible-playbook site.yml exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+    return seconds, IN_SYNC in proc.stdout
+
+
+def measure(n: int) -> dict[str, Any]:
+    lab = Lab()
+    lab.down()
+    lab.up(nodes=n, nics=2)
+    inventory = lab.inventory_path
+    row: dict[str, Any] = {"nodes": n}
+    row["first_converge_s"], _, _ = provision(inventory)
+    row["noop_s"], row["noop_fast_path"], _ = provision(inventory)
+    row["check_diff_s"], row["check_diff_fast_path"], _ = provision(inventory, "--check", "--diff")
+    if n == 4:
+        row["ansible_defaults_noop_s"], row["ansible_defaults_fast_path"] = plain_site(inventory)
+        row["ansible_defaults_full_noop_s"], _ = plain_site(inventory, "-e", "converge_state_fast_path=false")
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "no PNG: matplotlib is not installed"
+    nodes = [r["nodes"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(nodes, [r["first_converge_s"] for r in rows], marker="o", label="first converge (NCCL cached)")
+    ax.plot(nodes, [r["noop_s"] for r in rows], marker="o", label="no-op provision (fast path)")
+    ax.plot(nodes, [r["check_diff_s"] for r in rows], marker="x", linestyle="--", label="--check --diff")
+    ax.set_xlabel("lab nodes")
+    ax.set_ylabel("seconds")
+    ax.set_title("rdmaforge provision on the lab (2 cores)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)
+
+
+def targets(rows: list[dict[str, Any]]) -> list[Result]:
+    by = {r["nodes"]: r for r in rows}
+    results: list[Result] = []
+    for r in rows:
+        results.append(
+            Result(
+                f"no-op provision, {r['nodes']} node(s)", round(r["noop_s"], 1), "s", "fast path taken",
+                r["noop_fast_path"], f"first converge {r['first_converge_s']:.0f} s",
+            )
+        )  # fmt: skip
+        results.append(
+            Result(
+                f"--check --diff, {r['nodes']} node(s)", round(r["check_diff_s"], 1), "s", "<= no-op x1.1",
+                r["check_diff_fast_path"] and r["check_diff_s"] <= r["noop_s"] * 1.1,
+            )
+        )  # fmt: skip
+    if 4 in by:
+        four = by[4]
+        results.append(Result("no-op provision, 4 nodes", round(four["noop_s"], 1), "s", "< 20 s", four["noop_s"] < 20))
+        if "ansible_defaults_noop_s" in four:
+            ratio = four["ansible_defaults_noop_s"] / four["noop_s"]
+            results.append(
+                Result(
+                    "site.yml with Ansible's defaults / no-op provision, 4 nodes", round(ratio, 2), "x", ">= 2",
+                    ratio >= 2,
+                    f"defaults {four['ansible_defaults_noop_s']:.1f} s"
+                    f" (fast path {four['ansible_defaults_fast_path']});"
+                    f" defaults with every task run {four['ansible_defaults_full_noop_s']:.1f} s",
+                )
+            )  # fmt: skip
+    if 1 in by and 16 in by:
+        noop = by[16]["noop_s"] / by[1]["noop_s"]
+        first = by[16]["first_converge_s"] / by[1]["first_converge_s"]
+        results.append(Result("no-op 16 nodes / 1 node", round(noop, 2), "x", "<= 2.5", noop <= 2.5))
+        results.append(Result("first converge 16 nodes / 1 node", round(first, 2), "x", "<= 3", first <= 3))
+    return results
+
+
+def run() -> list[Result]:
+    rows = [measure(n) for n in sizes()]
+    out = PROJECT_ROOT / "artifacts" / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    (out / f"converge-scale-{stamp}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    png = plot(rows, out / f"converge-scale-{stamp}.png")
+    results = targets(rows)
+    results.append(Result("converge curve written", len(rows), "N", "JSON and PNG", png.endswith(".png"), png))
+    return results
