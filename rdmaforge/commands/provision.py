@@ -41,6 +41,28 @@ def run(args: argparse.Namespace) -> int:
         verbosity=args.verbose,
     )
     outcome = command.run_playbook(session, request)
+    for line in fast_path_lines(outcome.events.fact("converge_state_in_sync"),
+                                outcome.events.fact("converge_state_reasons")):  # fmt: skip
+        print(line)
     code = command.playbook_exit(outcome)
     return command.finish(session, args, code, command.host_cases(outcome, f"rdmaforge.{NAME}"),
                           command.outcome_record(outcome))  # fmt: skip
+
+
+def fast_path_lines(in_sync: Any, reasons: Any, most: int = 5) -> list[str]:
+    """What site.yml's fast path decided, in plain words (nothing when the gate did not run)."""
+    if in_sync is True:
+        return [
+            "fast path: every node is in sync with its last complete converge; nothing ran after the inventory "
+            "checks (-e converge_state_fast_path=false runs every task)"
+        ]
+    if not isinstance(reasons, dict) or not reasons:
+        return []
+    lines = [f"full converge: {len(reasons)} node(s) differ from their last complete converge"]
+    for host, why in sorted(reasons.items())[:most]:
+        first = why[0] if isinstance(why, list) and why else str(why)
+        more = f" (+{len(why) - 1} more)" if isinstance(why, list) and len(why) > 1 else ""
+        lines.append(f"  {host}: {first}{more}")
+    if len(reasons) > most:
+        lines.append(f"  ... and {len(reasons) - most} more node(s)")
+    return lines

@@ -249,3 +249,15 @@ def test_the_module_runs_on_python_3_8(tmp_path: Path, managed: dict) -> None:
     run, state = record(tmp_path, managed, python=PY38)
     assert run.rc == 0, run.stderr
     assert os.path.exists(state)
+
+
+def test_provision_says_in_plain_words_what_the_fast_path_decided() -> None:
+    from rdmaforge.commands.provision import fast_path_lines
+
+    assert fast_path_lines(True, {})[0].startswith("fast path: every node is in sync")
+    lines = fast_path_lines(False, {"node2": ["path /etc/nccl.conf: was a, now b", "package x: was 1, now absent"]})
+    assert lines == [
+        "full converge: 1 node(s) differ from their last complete converge",
+        "  node2: path /etc/nccl.conf: was a, now b (+1 more)",
+    ]
+    assert fast_path_lines(None, None) == []  # the gate did not run (--tags, an early failure)
