@@ -41,7 +41,10 @@ def test_mpi_links_rhel_openmpi_onto_the_non_interactive_path() -> None:
     rhel = role_vars("mpi", {"os_family": "RedHat"})
     assert evaluate(rhel, "mpi_bin_dir") == "/usr/lib64/openmpi/bin"
     assert evaluate(rhel, "mpi_needs_links") is True
-    assert evaluate(rhel, "mpi_packages[ansible_facts['os_family']]") == ["openmpi", "openmpi-devel"]
+    # Nodes get the runtime (mpirun, orted live in the runtime package on RHEL too); headers go to the builder.
+    assert evaluate(rhel, "mpi_packages[ansible_facts['os_family']]") == ["openmpi"]
+    tests_vars = role_vars("nccl_tests", {"os_family": "RedHat"})
+    assert evaluate(tests_vars, "nccl_tests_mpi_build_packages[ansible_facts['os_family']]") == ["openmpi-devel"]
     debian = role_vars("mpi", {"os_family": "Debian"})
     assert evaluate(debian, "mpi_bin_dir") == "/usr/bin"
     assert evaluate(debian, "mpi_needs_links") is False
