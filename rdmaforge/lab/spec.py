@@ -13,7 +13,9 @@ from pathlib import Path
 
 from rdmaforge.paths import CACHE_DIR, PROJECT_ROOT
 
-MAX_NODES = 8
+# 16 nodes is what the converge-scale benchmark needs; a node is a few tens of MiB (systemd, journald, sshd) on
+# an overlay of the shared base tree. Names (rf<i>e<k>) and addresses (.10+i) have room for far more.
+MAX_NODES = 16
 MAX_EXTRA_NICS = 8
 PREFIX = "rf"  # every host-side resource name starts with this, so `lab down` can find leftovers
 CONTROLLER_ADDRESS = "198.18.0.1"

@@ -19,10 +19,11 @@ def test_addresses_stay_inside_the_benchmarking_range() -> None:
         ("eth1", "rfbr1", "198.18.1.13"),
         ("eth2", "rfbr2", "198.18.2.13"),
     ]
-    assert all(len(nic.host_end) <= 15 for nic in spec.node_spec(8, 8).nics)  # IFNAMSIZ
+    assert all(len(nic.host_end) <= 15 for nic in spec.node_spec(16, 8).nics)  # IFNAMSIZ
+    spec.validate_counts(16, 2)  # the converge-scale benchmark's largest lab
 
 
-@pytest.mark.parametrize(("nodes", "nics"), [(0, 2), (9, 2), (2, -1), (2, 9)])
+@pytest.mark.parametrize(("nodes", "nics"), [(0, 2), (17, 2), (2, -1), (2, 9)])
 def test_counts_are_bounded(nodes: int, nics: int) -> None:
     with pytest.raises(ValueError, match="must be between"):
         spec.validate_counts(nodes, nics)
