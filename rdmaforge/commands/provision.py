@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from rdmaforge.paths import playbook
-from rdmaforge.runner import command, execute
+from rdmaforge.runner import command, execute, run_lock
+from rdmaforge.runner.exit_codes import ExitCode
 
 NAME = "provision"
 
@@ -21,6 +23,10 @@ def register(subparsers: Any) -> None:
     )
     command.add_target_arguments(parser)
     command.add_output_arguments(parser)
+    parser.add_argument(
+        "--no-wait", action="store_true",
+        help="exit 75 at once when another run holds this inventory's lock, instead of waiting",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -29,6 +35,15 @@ def run(args: argparse.Namespace) -> int:
         variables = command.check_arguments(args)
     except command.UsageError as exc:
         return command.usage_error(NAME, str(exc))
+    try:
+        with run_lock.inventory_lock(args.inventory, NAME, wait=not args.no_wait, out=sys.stdout):
+            return converge(args, variables)
+    except run_lock.Busy as exc:
+        print(f"rdmaforge {NAME}: {exc}; exit {int(ExitCode.BUSY)} (--no-wait)", file=sys.stderr)
+        return int(ExitCode.BUSY)
+
+
+def converge(args: argparse.Namespace, variables: list[Any]) -> int:
     session = command.start(args, NAME)
     request = execute.Request(
         inventory=args.inventory,

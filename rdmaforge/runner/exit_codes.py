@@ -24,6 +24,8 @@ class ExitCode(IntEnum):
     BAD_INPUT = 64
     #: An unexpected internal error: a short message points at the saved traceback.
     INTERNAL = 70
+    #: `provision --no-wait`: another run holds the inventory's lock (EX_TEMPFAIL: try again later).
+    BUSY = 75
     #: Ctrl-C (128 + SIGINT), as a shell reports it.
     INTERRUPTED = 130
 
@@ -39,6 +41,7 @@ MEANING = {
     ExitCode.SUSPECTS: "a suspect node or link was found",
     ExitCode.BAD_INPUT: "bad command line or input file",
     ExitCode.INTERNAL: "internal error (traceback saved)",
+    ExitCode.BUSY: "another run holds the inventory's lock (--no-wait)",
     ExitCode.INTERRUPTED: "interrupted",
 }
 

@@ -135,3 +135,44 @@ def test_old_runs_are_rotated_on_the_next_run(tmp_path: Path) -> None:
     args.keep = 2
     session = command.start(args, "tiny", out=io.StringIO())
     assert sorted(p.name for p in runs.iterdir()) == ["20200103T000000Z-tiny", session.run_dir.name]
+
+
+def test_a_second_provision_on_the_same_inventory_waits_or_exits_75(tmp_path: Path) -> None:
+    """One converge at a time per inventory: the lock is held by a real second process, as a running
+    `rdmaforge provision` holds it; --no-wait exits 75 naming the holder, before Ansible starts."""
+    import os
+    import subprocess
+
+    import pytest
+
+    from rdmaforge.paths import PROJECT_ROOT
+    from rdmaforge.runner import run_lock
+
+    inventory = PROJECT_ROOT / "inventories" / "example" / "hosts.yml"  # never contacted: the lock comes first
+    env = {**os.environ, "RDMAFORGE_CONTROLLER_CACHE": str(tmp_path)}
+    locks = tmp_path / "locks"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pathlib import Path; from rdmaforge.runner import run_lock\n"
+         f"with run_lock.inventory_lock(Path({str(inventory)!r}), 'provision', True, sys.stdout,"
+         f" Path({str(locks)!r})):\n"
+         "    print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        busy = subprocess.run(
+            [str(Path(sys.executable).parent / "rdmaforge"), "provision", "-i", str(inventory), "--no-wait"],
+            capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path,
+        )  # fmt: skip
+        assert busy.returncode == 75, busy.stderr
+        assert f"rdmaforge provision (pid {holder.pid}" in busy.stderr and str(inventory) in busy.stderr
+        with pytest.raises(run_lock.Busy):
+            with run_lock.inventory_lock(inventory, "provision", False, sys.stdout, tmp_path / "locks"):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    # Released with its holder, even killed: the next run gets it at once.
+    with run_lock.inventory_lock(inventory, "provision", False, sys.stdout, tmp_path / "locks"):
+        pass
