@@ -45,7 +45,8 @@ class CallbackModule(CallbackBase):
             entry.unverifiable.append(f"{name} (its result is hidden by no_log)")
             return
         action = getattr(task, "resolved_action", None) or task.action
-        ledger.add_task_result(entry, name, action, result._result, task.changed_when)
+        observe = (task.vars or {}).get("converge_state_observe") is not False
+        ledger.add_task_result(entry, name, action, result._result, task.changed_when, observe)
 
     def v2_runner_on_failed(self, result: Any, ignore_errors: bool = False) -> None:
         entry = self._entry(result)

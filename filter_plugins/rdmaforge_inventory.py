@@ -22,6 +22,7 @@ description:
   - C(rdmaforge_inventory_report) - every inventory problem of every node (no connection needed).
   - C(rdmaforge_os_report) - whether a node's OS is supported, legacy (warning) or unsupported.
   - C(rdmaforge_etc_hosts) - the lines cluster_hosts writes into /etc/hosts.
+  - C(rdmaforge_free_space_problems) - where a node lacks the free space it needs, from C(df -P -k).
 """
 
 
@@ -110,9 +111,15 @@ def etc_hosts(cluster_hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, 
     return {"lines": lines, "problems": problems}
 
 
+def free_space_problems(df_output: str, host: str, needs: Mapping[str, object]) -> list[str]:
+    """Problems (one line each) where the paths of ``needs`` lack their MiB; ``df_output`` lists them in order."""
+    return checks.free_space_problems(host, list(needs), df_output, needs)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
+            "rdmaforge_free_space_problems": free_space_problems,
             "rdmaforge_role_argument_specs": role_argument_specs,
             "rdmaforge_inventory_report": inventory_report,
             "rdmaforge_os_report": os_report,

@@ -550,3 +550,41 @@ def etc_hosts_lines(nodes: Sequence[HostsEntry]) -> tuple[list[str], list[str]]:
         names = [node.name] if short_name(node.name) == node.name else [node.name, short_name(node.name)]
         lines.append(f"{address}\t{' '.join(names)}")
     return lines, problems
+
+
+def parse_df(output: str) -> list[tuple[str, int]]:
+    """``df -P -k PATH...`` -> [(mount point, free MiB)], one per path, in the order the paths were given.
+
+    POSIX output has one line per argument after the header: filesystem, 1024-blocks, used, available,
+    capacity, mount point (which may contain spaces, so it is everything after the capacity column).
+    """
+    rows: list[tuple[str, int]] = []
+    for line in output.splitlines()[1:]:
+        fields = line.split(None, 5)
+        if len(fields) == 6 and fields[3].isdigit():
+            rows.append((fields[5], int(fields[3]) // 1024))
+    return rows
+
+
+def free_space_problems(host: str, paths: Sequence[str], df_output: str, needs: Mapping[str, object]) -> list[str]:
+    """Where a node lacks the free space its packages and builds need; paths on one filesystem add up."""
+    rows = parse_df(df_output)
+    if len(rows) != len(paths):
+        return [f"{host}: cannot measure free space of {', '.join(paths)} (df answered {len(rows)} of them)"]
+    by_mount: dict[str, list[tuple[str, int]]] = {}
+    free: dict[str, int] = {}
+    for index, path in enumerate(paths):
+        mount, mib = rows[index]
+        by_mount.setdefault(mount, []).append((path, int(str(needs[path]))))
+        free[mount] = mib
+    problems = []
+    for mount, wants in by_mount.items():
+        total = sum(mib for _, mib in wants)
+        if free[mount] < total:
+            listing = ", ".join(f"{path} {mib}" for path, mib in wants)
+            names = " and ".join(path for path, _ in wants)
+            problems.append(
+                f"{host}: {names} {'are' if len(wants) > 1 else 'is'} on {mount} with {free[mount]} MiB free; "
+                f"{total} MiB needed (MiB per path: {listing}; preflight_min_free_mb, preflight_builder_free_mb)"
+            )
+    return problems

@@ -199,9 +199,17 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
 
 
 def add_task_result(
-    ledger: Resources, task: str, action: str, result: Mapping[str, Any], changed_when: Any = None
+    ledger: Resources,
+    task: str,
+    action: str,
+    result: Mapping[str, Any],
+    changed_when: Any = None,
+    observe: bool = True,
 ) -> None:
-    """One task's result, loop results included."""
+    """One task's result, loop results included. ``observe=False``: the task declared (task var
+    ``converge_state_observe: false``) that what it reads is not state, e.g. free space."""
+    if not observe:
+        return
     items: Iterable[Mapping[str, Any]] = result.get("results") or [result]
     for item in items:
         if isinstance(item, Mapping):

@@ -261,3 +261,10 @@ def test_provision_says_in_plain_words_what_the_fast_path_decided() -> None:
         "  node2: path /etc/nccl.conf: was a, now b (+1 more)",
     ]
     assert fast_path_lines(None, None) == []  # the gate did not run (--tags, an early failure)
+
+
+def test_a_task_that_reads_no_state_can_say_so() -> None:
+    entry = ledger.Resources()
+    df = result({"argv": ["df", "-P", "-k", "/opt"]}, cmd=["df", "-P", "-k", "/opt"])
+    ledger.add_task_result(entry, "Measure free space", "ansible.builtin.command", df, [False], observe=False)
+    assert entry.as_dict()["commands"] == []

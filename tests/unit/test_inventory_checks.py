@@ -367,3 +367,38 @@ def test_argspec_problems_understand_ansibles_own_messages(values: dict, expecte
     found = messages(checks.argspec_problems("node2", "x", errors, OPTIONS, values))
     assert len(found) == 1, (errors, found)
     assert found[0].startswith(expected), (errors, found)
+
+
+# `df -P -k /opt /var/cache /var/tmp` as printed on this machine, and with /var/tmp on a small tmpfs.
+DF_ONE_DISK = """Filesystem     1024-blocks     Used Available Capacity Mounted on
+/dev/vda         264212084 30433628  75957284      29% /
+/dev/vda         264212084 30433628  75957284      29% /
+/dev/vda         264212084 30433628  75957284      29% /
+"""
+DF_SMALL_TMP = """Filesystem     1024-blocks     Used Available Capacity Mounted on
+/dev/vda          20480000 19660800    819200      96% /
+/dev/vda          20480000 19660800    819200      96% /
+tmpfs               102400        0    102400       0% /var/tmp
+"""
+NEEDS = {"/opt": 1024, "/var/cache": 512, "/var/tmp": 4096}
+
+
+def test_enough_free_space_is_no_problem() -> None:
+    assert checks.free_space_problems("node1", list(NEEDS), DF_ONE_DISK, NEEDS) == []
+
+
+def test_paths_on_one_filesystem_add_up_and_the_message_has_the_numbers() -> None:
+    problems = checks.free_space_problems("node1", list(NEEDS), DF_SMALL_TMP, NEEDS)
+    assert problems == [
+        "node1: /opt and /var/cache are on / with 800 MiB free; 1536 MiB needed (MiB per path: /opt 1024, "
+        "/var/cache 512; preflight_min_free_mb, preflight_builder_free_mb)",
+        "node1: /var/tmp is on /var/tmp with 100 MiB free; 4096 MiB needed (MiB per path: /var/tmp 4096; "
+        "preflight_min_free_mb, preflight_builder_free_mb)",
+    ]
+
+
+def test_a_path_df_cannot_read_is_named() -> None:
+    short = "\n".join(DF_ONE_DISK.splitlines()[:2]) + "\n"  # df: /nowhere: No such file or directory
+    assert checks.free_space_problems("n", ["/opt", "/nowhere"], short, {"/opt": 1, "/nowhere": 1}) == [
+        "n: cannot measure free space of /opt, /nowhere (df answered 1 of them)"
+    ]
