@@ -23,6 +23,7 @@ class FilterModule:
             "grub_config_output": tuning.grub_config_output,
             "grub_mkconfig_argv": tuning.grub_mkconfig_argv,
             "grub_cfg_missing_args": tuning.grub_cfg_missing_args,
+            "kernel_cmdline_restore_plan": tuning.restore_plan,
             "eni_names": tuning.eni_names,
             "eni_gpu_problem": tuning.eni_gpu_problem,
             "eni_mtu": tuning.eni_mtu,

@@ -259,3 +259,13 @@ def eni_state_problems(
         if mtus.get(name) != eni["mtu"]:
             problems.append(f"{name} has MTU {mtus.get(name)}, not {eni['mtu']}")
     return problems
+
+
+def restore_plan(files_changed: Sequence[str], backup_files: Sequence[str]) -> list[dict[str, str | None]]:
+    """How to undo a kernel_cmdline change: each changed file with its backup (Ansible's backup_local names
+    them ``<path>.<pid>.<timestamp>~``), or ``None`` for a file the change created (to be removed)."""
+    plan: list[dict[str, str | None]] = []
+    for path in files_changed:
+        backup = next((b for b in backup_files if b.startswith(path + ".") and b.endswith("~")), None)
+        plan.append({"path": path, "backup": backup})
+    return plan

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from rdmaforge.converge import ledger
-from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.paths import CONTROLLER_CACHE, PROJECT_ROOT
 
 CODE_DIRS = ("roles", "playbooks", "library", "module_utils", "filter_plugins", "callback_plugins", "rdmaforge")
 #: Connection variables: where and as whom Ansible connects is part of the desired state's address.
@@ -34,6 +34,8 @@ CONNECTION_VARS = frozenset(
         "ansible_ssh_private_key_file",
     }
 )
+#: Controller cache entries that are not desired state: the run locks change with every run.
+UNWATCHED = frozenset({"locks"})
 #: Input variables naming a controller-side directory whose files roles copy to the nodes.
 CACHE_SUFFIX = "_controller_cache"
 #: Variable prefixes read by roles beyond the role names themselves.
@@ -95,7 +97,26 @@ def runtime_names(root: Path = PROJECT_ROOT) -> frozenset[str]:
             facts = task.get("ansible.builtin.set_fact")
             if isinstance(facts, Mapping):
                 names.update(k for k in facts if k != "cacheable")
-    return frozenset(names)
+    return frozenset(names | module_fact_names(root))
+
+
+def module_fact_names(root: Path = PROJECT_ROOT) -> set[str]:
+    """Facts rdmaforge's own modules publish (their RETURN's ansible_facts), kept in the fact cache."""
+    names: set[str] = set()
+    for path in (root / "library").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        start = text.find('RETURN = r"""')
+        if start < 0:
+            continue
+        body = text[start + len('RETURN = r"""') : text.find('"""', start + len('RETURN = r"""'))]
+        try:
+            spec = yaml.safe_load(body) or {}
+        except yaml.YAMLError:
+            continue
+        facts = spec.get("ansible_facts") if isinstance(spec, Mapping) else None
+        if isinstance(facts, Mapping) and isinstance(facts.get("contains"), Mapping):
+            names.update(str(k) for k in facts["contains"])
+    return names
 
 
 @functools.lru_cache(maxsize=4)
@@ -110,20 +131,25 @@ def is_input(name: str, prefixes: tuple[str, ...], runtime: frozenset[str]) -> b
     return name.startswith(prefixes) and name not in runtime
 
 
-def _value(host_vars: Mapping[str, Any], name: str) -> Any:
-    try:
-        value = host_vars[name]
-    except Exception as exc:  # an undefined or failing template is an input too, as its message
-        return f"<{type(exc).__name__}>"
-    return value
-
-
-def host_inputs(host_vars: Mapping[str, Any], root: Path = PROJECT_ROOT) -> dict[str, Any]:
+def host_inputs(raw_vars: Mapping[str, Any], group_names: Iterable[str], root: Path = PROJECT_ROOT) -> dict[str, Any]:
+    """The host's input variables, *as written* (not templated): a value such as
+    ``"{{ ansible_facts.processor_vcpus }}"`` depends on facts, which the node fingerprint covers, and templating
+    it would make the digest depend on whether the fact cache was warm."""
     prefixes, runtime = role_prefixes(root), runtime_names(root)
-    names = sorted(n for n in host_vars if isinstance(n, str) and is_input(n, prefixes, runtime))
-    inputs = {n: _value(host_vars, n) for n in names}
-    inputs["group_names"] = sorted(_value(host_vars, "group_names") or [])
+    names = sorted(k for k in raw_vars if isinstance(k, str) and is_input(k, prefixes, runtime))
+    inputs = {n: raw_vars[n] for n in names}
+    inputs["group_names"] = sorted(group_names)
     return inputs
+
+
+def _raw(hostvars: Mapping[str, Mapping[str, Any]], host: str) -> tuple[Mapping[str, Any], list[str]]:
+    """(the host's variables untemplated, its groups); plain mappings (tests) are taken as they are."""
+    raw_get = getattr(hostvars, "raw_get", None)
+    raw = raw_get(host) if callable(raw_get) else hostvars[host]
+    if not isinstance(raw, Mapping):  # Ansible's marker for an unknown host
+        raw = {}
+    groups = hostvars[host].get("group_names") if isinstance(hostvars[host], Mapping) else None
+    return raw, [str(g) for g in groups or []]
 
 
 def controller_files(directory: str) -> dict[str, Any]:
@@ -133,17 +159,21 @@ def controller_files(directory: str) -> dict[str, Any]:
     if not base.is_dir():
         return {"": "absent"}
     for path in sorted(base.rglob("*")):
-        if path.is_file():
+        if path.is_file() and path.relative_to(base).parts[0] not in UNWATCHED:
             out[str(path.relative_to(base))] = ledger.observe_local(str(path))
     return out
 
 
 def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = PROJECT_ROOT) -> str:
     digest = hashlib.sha256(code_digest(root).encode())
-    caches: set[str] = set()
+    caches: set[str] = {str(CONTROLLER_CACHE)}  # where the roles' defaults keep keys, keyrings and builds
     for host in sorted(set(hosts)):
-        inputs = host_inputs(hostvars[host], root)
-        caches.update(v for k, v in inputs.items() if k.endswith(CACHE_SUFFIX) and isinstance(v, str))
+        raw, groups = _raw(hostvars, host)
+        inputs = host_inputs(raw, groups, root)
+        for name in (k for k in inputs if k.endswith(CACHE_SUFFIX)):  # set in the inventory: templated here
+            value = hostvars[host].get(name) if isinstance(hostvars[host], Mapping) else None
+            if isinstance(value, str):
+                caches.add(value)
         text = json.dumps(inputs, sort_keys=True, default=str)
         digest.update(host.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
     # What roles copy from the controller (the cluster key, keyrings, cached builds) is desired state too.

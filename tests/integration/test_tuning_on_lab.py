@@ -7,6 +7,7 @@ reserved, which the verify step must say rather than pass."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -85,6 +86,30 @@ def test_a_new_count_replaces_the_old_one(tuned: LabHandle) -> None:
         )
     assert proc.stdout.count("NOT RESERVED") == len(lab.nodes)
     assert "a reboot is pending" in proc.stdout
+
+
+def test_a_failing_grub_mkconfig_puts_the_defaults_back_and_says_so(tuned: LabHandle) -> None:
+    """Issue 18: the boot loader command fails (a stand-in that exits 1 half-way, as a broken os-prober would);
+    the node keeps the GRUB defaults, grub.cfg and pending-reboot state it had, and the run names what happened."""
+    lab = tuned
+    node = sorted(lab.nodes)[-1]
+    state = (
+        "sha256sum /etc/default/grub /boot/grub/grub.cfg; ls /etc/default/grub.d 2>/dev/null; "
+        "cat /var/lib/rdmaforge/hugepages-reboot-pending 2>/dev/null || echo no-marker"
+    )
+    before = lab.ssh(node, state).stdout
+    command = ["/bin/sh", "-c", "echo grub-mkconfig: cannot probe disks >&2; exit 1"]
+    failing = json.dumps({"hugepages_grub_mkconfig_command": command})
+    proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=24", "-e", failing)
+    assert proc.returncode != 0
+    assert "cannot probe disks" in proc.stdout
+    assert "Put back from backups: /etc/default/grub" in proc.stdout
+    assert "boots as before" in proc.stdout
+    assert lab.ssh(node, state).stdout == before
+    # With a working command the same change goes through, and the tuned fixture restores the default.
+    proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=24")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert pages_in(grub_line(lab, node)) == ["24"]
 
 
 def test_verify_never_passes_on_a_kernel_that_did_not_reserve_the_pages(tuned: LabHandle) -> None:
