@@ -32,6 +32,12 @@ options:
     description: How many SSH sessions at once.
     type: int
     default: 32
+  retries:
+    description:
+      - Retries (with backoff) of a target whose sshd reset or closed the connection before authentication, as
+        sshd does while its MaxStartups limit throttles a burst; refused keys and host keys are not retried.
+    type: int
+    default: 3
 author: rdmaforge
 """
 
@@ -56,13 +62,37 @@ failed_targets:
   elements: str
 """
 
+import random
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
+#: sshd's answer while it throttles unauthenticated connections (MaxStartups): every node opens a session to
+#: every other at the same moment, so a node of a large cluster briefly sees more than sshd admits. Worth a retry;
+#: a refused key or host key is not.
+TRANSIENT = (
+    "Connection reset by",
+    "Connection closed by",
+    "kex_exchange_identification",
+    "ssh_exchange_identification",
+)
 
-def probe(ssh: str, target: str, user: str | None, identity: str | None, timeout: int) -> dict[str, object]:
+
+def probe(
+    ssh: str, target: str, user: str | None, identity: str | None, timeout: int, retries: int = 3
+) -> dict[str, object]:
+    result = _probe_once(ssh, target, user, identity, timeout)
+    for attempt in range(retries):
+        if result["ok"] or not any(marker in str(result["error"]) for marker in TRANSIENT):
+            break
+        time.sleep((0.5 * 2**attempt) * (1 + random.random()))  # back off, and spread the retries
+        result = _probe_once(ssh, target, user, identity, timeout)
+    return result
+
+
+def _probe_once(ssh: str, target: str, user: str | None, identity: str | None, timeout: int) -> dict[str, object]:
     argv = [ssh, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"ConnectTimeout={timeout}"]
     if identity:
         argv += ["-i", identity]
@@ -83,6 +113,7 @@ def main() -> None:
             "identity_file": {"type": "path"},
             "timeout": {"type": "int", "default": 5},
             "parallel": {"type": "int", "default": 32},
+            "retries": {"type": "int", "default": 3},
         },
         supports_check_mode=True,
     )
@@ -94,7 +125,10 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=min(params["parallel"], max(1, len(targets)))) as pool:
         results = dict(
             pool.map(
-                lambda t: (t, probe(ssh, t, params["user"], params["identity_file"], params["timeout"])),
+                lambda t: (
+                    t,
+                    probe(ssh, t, params["user"], params["identity_file"], params["timeout"], params["retries"]),
+                ),
                 targets,
             )
         )
