@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rdmaforge.converge import ledger
 from rdmaforge.paths import CONTROLLER_CACHE, PROJECT_ROOT
 
 CODE_DIRS = ("roles", "playbooks", "library", "module_utils", "filter_plugins", "callback_plugins", "rdmaforge")
@@ -152,6 +152,18 @@ def _raw(hostvars: Mapping[str, Mapping[str, Any]], host: str) -> tuple[Mapping[
     return raw, [str(g) for g in groups or []]
 
 
+def observe_file(path: str) -> dict[str, Any]:
+    """A controller-side file (size and mtime for big ones, sha256 otherwise)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {"type": "absent"}
+    if st.st_size > 8 * 1024 * 1024:
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    with open(path, "rb") as handle:
+        return {"size": st.st_size, "sha256": hashlib.sha256(handle.read()).hexdigest()}
+
+
 def controller_files(directory: str) -> dict[str, Any]:
     """Files of a controller-side cache (SSH trust key, keyrings, NCCL builds) as the digest sees them."""
     out: dict[str, Any] = {}
@@ -160,7 +172,7 @@ def controller_files(directory: str) -> dict[str, Any]:
         return {"": "absent"}
     for path in sorted(base.rglob("*")):
         if path.is_file() and path.relative_to(base).parts[0] not in UNWATCHED:
-            out[str(path.relative_to(base))] = ledger.observe_local(str(path))
+            out[str(path.relative_to(base))] = observe_file(str(path))
     return out
 
 

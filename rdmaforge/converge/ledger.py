@@ -6,7 +6,6 @@ taken for it, so a new kind of task can make a run slower but never hide a drift
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 from collections.abc import Iterable, Mapping
@@ -214,18 +213,6 @@ def add_task_result(
     for item in items:
         if isinstance(item, Mapping):
             add_result(ledger, task, action, item, changed_when)
-
-
-def observe_local(path: str) -> dict[str, Any]:
-    """A controller-side file (size and mtime for big ones, sha256 otherwise)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return {"type": "absent"}
-    if st.st_size > 8 * 1024 * 1024:
-        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    with open(path, "rb") as handle:
-        return {"size": st.st_size, "sha256": hashlib.sha256(handle.read()).hexdigest()}
 
 
 #: Filled by the converge_ledger callback in the controller process; forked workers (and so the filter that
