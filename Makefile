@@ -11,14 +11,17 @@ NODES ?= 2
 NICS ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: help demo test lint bench deps venv lab-up lab-down clean
+.PHONY: help demo test test-heavy lint bench deps venv lab-up lab-down clean collection dev-collection wheel
 
 help:
 	@echo "make demo   - set up, bring the lab up ($(NODES) nodes), rdmaforge provision, verify, doctor, bench, report"
 	@echo "make test   - the whole test suite (unit + lab integration)"
+	@echo "make test-heavy - the tests too long for make test (a fresh NCCL compile); make bench runs them first"
 	@echo "make lint   - ansible-lint (production), yamllint, ruff, mypy"
 	@echo "make bench  - benchmarks (lab bring-up time, ...)"
 	@echo "make lab-down - remove the lab"
+	@echo "make collection - build the rdmaforge.cluster collection tarball into build/ (ansible-galaxy collection build)"
+	@echo "make wheel  - build the pip package (playbooks, roles and the collection included) into build/dist/"
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -33,7 +36,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-venv: $(VENV)/.installed
+# ansible.cfg finds the rdmaforge.cluster collection in build/collections (symlinks to this checkout's files).
+dev-collection: $(VENV)/.installed
+	$(BIN)/python -m rdmaforge.collection dev >/dev/null
+
+venv: $(VENV)/.installed dev-collection
+
+collection: venv
+	$(BIN)/python -m rdmaforge.collection build -o build
+
+wheel: venv
+	$(BIN)/pip wheel --no-deps -q -w build/dist .
 
 lab-up: deps venv
 	$(BIN)/rdmaforge lab up --nodes $(NODES) --nics $(NICS)
@@ -57,13 +70,17 @@ demo: deps venv
 test: deps venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# What make test leaves out to stay within its time budget (tests marked heavy: a fresh NCCL compile, ~8 min).
+test-heavy: deps venv
+	RDMAFORGE_HEAVY_TESTS=1 $(BIN)/python -m pytest -m heavy $(PYTEST_ARGS)
+
 lint: venv
 	$(BIN)/ansible-lint
 	$(BIN)/yamllint -s .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-bench: deps venv
+bench: deps venv test-heavy
 	$(BIN)/python -m benchmarks
 
 clean:

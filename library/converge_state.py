@@ -293,7 +293,7 @@ def _short(value: Any) -> str:
         if "sha256" in value:
             return "{} (sha256 {}, mode {})".format(value.get("type"), value["sha256"][:12], value.get("mode"))
         if value.get("type") in ("absent", "error"):
-            return value.get("error") or value["type"]
+            return str(value.get("error") or value["type"])
     text = json.dumps(value, sort_keys=True)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -386,18 +386,19 @@ def main() -> None:
         }
         changed = write_record(module, path, record)
         module.exit_json(changed=changed, in_sync=True, reasons=[], observed=_count(resources), path=path)
-    record, problem = load(path)
-    if record is None:
+    stored, problem = load(path)
+    if stored is None:
         module.exit_json(changed=False, in_sync=False, reasons=[problem], observed=0, path=path)
-    reasons = compare(record, digest, timeout)
+        return
+    reasons = compare(stored, digest, timeout)
     if len(reasons) > MAX_REASONS:
         reasons = reasons[: MAX_REASONS - 1] + [f"... and {len(reasons) - MAX_REASONS + 1} more"]
     module.exit_json(
         changed=False,
         in_sync=not reasons,
         reasons=reasons,
-        observed=_count(record.get("resources") or {}),
-        summary=record.get("summary") or {},
+        observed=_count(stored.get("resources") or {}),
+        summary=stored.get("summary") or {},
         path=path,
     )
 

@@ -16,7 +16,7 @@ description:
   - A node without GPUs or without RDMA devices gets an empty rail map and a C(reason) saying which.
   - Read-only; never reports a change. Works the same in check mode.
   - The parser is rdmaforge's C(rdmaforge/parsers/gpu_topology.py), shipped to the target as
-    C(module_utils/rdmaforge_gpu_topology.py).
+    C(plugins/module_utils/gpu_topology.py) of the collection.
 version_added: "0.1.0"
 author:
   - rdmaforge contributors
@@ -95,7 +95,7 @@ reason:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rdmaforge_gpu_topology import (
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.gpu_topology import (
     TopologyError,
     parse_topo_matrix,
     rail_map,

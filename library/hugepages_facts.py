@@ -17,7 +17,7 @@ description:
     which is what a container sharing its host's kernel reports. RV(satisfied) is never true on a guess.
   - Read-only; never reports a change. Works the same in check mode.
   - The parser is rdmaforge's C(rdmaforge/parsers/hugepages.py), shipped to the target as
-    C(module_utils/rdmaforge_hugepages.py).
+    C(plugins/module_utils/hugepages.py) of the collection.
 version_added: "0.1.0"
 author:
   - rdmaforge contributors
@@ -156,7 +156,12 @@ import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rdmaforge_hugepages import build_facts, evaluate, read_sysfs_pools, size_kb
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.hugepages import (
+    build_facts,
+    evaluate,
+    read_sysfs_pools,
+    size_kb,
+)
 
 ARGUMENT_SPEC = {
     "meminfo_path": {"type": "path", "default": "/proc/meminfo"},

@@ -33,7 +33,7 @@ description:
     kept, as are all other lines; untouched arguments keep their exact spelling, including shell
     references such as C($GRUB_CMDLINE_LINUX). An unquoted value is rewritten in double quotes.
   - The parser is rdmaforge's C(rdmaforge/parsers/kernel_cmdline.py), shipped to the target as
-    C(module_utils/rdmaforge_kernel_cmdline.py).
+    C(plugins/module_utils/kernel_cmdline.py) of the collection.
 version_added: "0.1.0"
 author:
   - rdmaforge contributors
@@ -218,7 +218,7 @@ import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rdmaforge_kernel_cmdline import (
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.kernel_cmdline import (
     ABSENT,
     PRESENT,
     Arg,

@@ -14,7 +14,7 @@ description:
     know and the one NCCL will use (the newest common one).
   - Read-only; never reports a change. Works the same in check mode.
   - The parser is rdmaforge's C(rdmaforge/parsers/nccl_net_api.py), shipped to the target as
-    C(module_utils/rdmaforge_nccl_net_api.py).
+    C(plugins/module_utils/nccl_net_api.py) of the collection.
 version_added: "0.1.0"
 author:
   - rdmaforge contributors
@@ -72,7 +72,7 @@ chosen:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rdmaforge_nccl_net_api import compatibility, scan_library
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.nccl_net_api import compatibility, scan_library
 
 ARGUMENT_SPEC = {
     "path": {"type": "path", "required": True},

@@ -20,7 +20,7 @@ description:
     (the lowest metric wins; for a multipath route, its first next hop).
   - Read-only; never reports a change. Works the same in check mode.
   - The parser is rdmaforge's C(rdmaforge/parsers/nic_facts.py), shipped to the target as
-    C(module_utils/rdmaforge_nic_facts.py).
+    C(plugins/module_utils/nic_facts.py) of the collection.
 version_added: "0.1.0"
 author:
   - rdmaforge contributors
@@ -129,7 +129,7 @@ import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rdmaforge_nic_facts import (
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.nic_facts import (
     IpJsonError,
     build_nics,
     list_interfaces,

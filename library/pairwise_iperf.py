@@ -17,7 +17,7 @@ description:
     V(hang). A refused or unroutable connection is V(unreachable), not a module failure.
   - V(stop) ends the servers this module started (by their pid files) that are still running.
   - The command lines and the reading of C(iperf3 -J) output are rdmaforge's C(rdmaforge/parsers/iperf3.py),
-    shipped to the target as C(module_utils/rdmaforge_iperf3.py).
+    shipped to the target as C(plugins/module_utils/iperf3.py) of the collection.
 version_added: "0.1.0"
 author:
   - rdmaforge contributors
@@ -135,7 +135,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rdmaforge_iperf3 import client_argv, listening, read_result, server_argv
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.iperf3 import (
+    client_argv,
+    listening,
+    read_result,
+    server_argv,
+)
 
 ARGUMENT_SPEC = {
     "mode": {"type": "str", "required": True, "choices": ["serve", "measure", "stop"]},

@@ -16,7 +16,7 @@ description:
   - When C(ibv_devinfo) is not installed the module succeeds with O(require_active) ignored,
     an empty RV(devices) list and RV(tool_present=false), so the calling role decides what that means.
   - The parser is rdmaforge's C(rdmaforge/parsers/rdma_devinfo.py), shipped to the target as
-    C(module_utils/rdmaforge_rdma_devinfo.py).
+    C(plugins/module_utils/rdma_devinfo.py) of the collection.
 version_added: "0.1.0"
 author:
   - rdmaforge contributors
@@ -194,8 +194,9 @@ import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rdmaforge_rdma_devinfo import (
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.rdma_devinfo import (
     NO_DEVICES_MESSAGE,
+    Device,
     inactive_ports,
     merge_rdma_links,
     parse_expected_port,
@@ -219,13 +220,14 @@ def find_tool(module: AnsibleModule, option: str, name: str) -> str | None:
     """
     path = module.params[option]
     if path is None:
-        return module.get_bin_path(name)
+        found = module.get_bin_path(name)
+        return str(found) if found else None
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         module.fail_json(msg=f"{option}={path} is not an executable file")
     return str(path)
 
 
-def read_devices(module: AnsibleModule, ibv_devinfo: str) -> list[dict[str, Any]]:
+def read_devices(module: AnsibleModule, ibv_devinfo: str) -> list[Device]:
     """Run ``ibv_devinfo -v`` and parse it; tool errors become warnings, not failures."""
     rc, stdout, stderr = module.run_command([ibv_devinfo, "-v"])
     devices = parse_ibv_devinfo(stdout)
@@ -237,7 +239,7 @@ def read_devices(module: AnsibleModule, ibv_devinfo: str) -> list[dict[str, Any]
     return devices
 
 
-def add_netdevs(module: AnsibleModule, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def add_netdevs(module: AnsibleModule, devices: list[Device]) -> list[Device]:
     """Devices with each port's netdev from ``rdma link show``, when the tool is present and works."""
     rdma = find_tool(module, "rdma_path", "rdma")
     if rdma is None or not devices:
@@ -262,7 +264,7 @@ def main() -> None:
     result: dict[str, Any] = {"changed": False, "tool_present": False}
 
     ibv_devinfo = find_tool(module, "ibv_devinfo_path", "ibv_devinfo")
-    devices: list[dict[str, Any]] = []
+    devices: list[Device] = []
     if ibv_devinfo is not None:
         result["tool_present"] = True
         devices = add_netdevs(module, read_devices(module, ibv_devinfo))

@@ -1,12 +1,58 @@
-"""Well-known locations: the project checkout and the machine-wide caches."""
+"""Well-known locations: the project's files (from a checkout or from the installed package), the workspace
+where runs leave their artifacts, and the machine-wide caches.
+
+Two layouts, told apart by where this file is:
+
+- a **checkout** (``pip install -e .``): everything is in the repository: playbooks/, roles/, library/, ...,
+  ansible.cfg, tests/infra (``rdmaforge verify``'s suite); the workspace (artifacts/, .cache/,
+  inventories/lab/) is the repository too.
+- an **installed wheel**: the roles, playbooks and plugins are the ``rdmaforge.cluster`` collection installed
+  beside the package (site-packages/ansible_collections/rdmaforge/cluster, found by Ansible on sys.path), and
+  ansible.cfg and the verify suite are package data under rdmaforge/data/; the workspace is the directory the
+  command runs in (``RDMAFORGE_WORKSPACE`` to choose another).
+
+``RDMAFORGE_ROOT`` names a checkout to use instead of either.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-#: The checkout that holds playbooks/, roles/ and inventories/ (rdmaforge is installed editable from it).
-PROJECT_ROOT = Path(os.environ.get("RDMAFORGE_ROOT", Path(__file__).resolve().parent.parent))
+PACKAGE_DIR = Path(__file__).resolve().parent
+DATA_DIR = PACKAGE_DIR / "data"
+
+
+def _checkout() -> Path | None:
+    if os.environ.get("RDMAFORGE_ROOT"):
+        return Path(os.environ["RDMAFORGE_ROOT"])
+    root = PACKAGE_DIR.parent
+    if (root / "collection" / "galaxy.yml").is_file() and (root / "playbooks").is_dir():
+        return root
+    return None
+
+
+#: The repository this package runs from, or None when it is installed from a wheel.
+CHECKOUT = _checkout()
+#: The installed collection (site-packages/ansible_collections/rdmaforge/cluster) when not in a checkout.
+INSTALLED_COLLECTION = PACKAGE_DIR.parent / "ansible_collections" / "rdmaforge" / "cluster"
+
+#: Where the roles/ and playbooks/ directories are: the checkout, else the installed collection.
+RESOURCES = CHECKOUT if CHECKOUT is not None else INSTALLED_COLLECTION
+ROLES_DIR = RESOURCES / "roles"
+PLAYBOOKS_DIR = RESOURCES / "playbooks"
+#: The modules' sources (library/ in a checkout, plugins/modules in the collection).
+MODULES_DIR = CHECKOUT / "library" if CHECKOUT is not None else INSTALLED_COLLECTION / "plugins" / "modules"
+#: The ansible.cfg every run uses (the wheel carries a copy of the checkout's as package data).
+ANSIBLE_CFG = CHECKOUT / "ansible.cfg" if CHECKOUT is not None else DATA_DIR / "ansible.cfg"
+#: The directory holding tests/infra, ``rdmaforge verify``'s suite (imported as tests.infra.*).
+VERIFY_ROOT = CHECKOUT if CHECKOUT is not None else DATA_DIR / "verify"
+
+#: Where runs keep their artifacts (artifacts/), the fact cache (.cache/) and the lab's inventory.
+WORKSPACE = Path(os.environ.get("RDMAFORGE_WORKSPACE") or CHECKOUT or Path.cwd())
+
+#: Kept for the code that predates the split: the checkout, or the workspace when installed.
+PROJECT_ROOT = CHECKOUT if CHECKOUT is not None else WORKSPACE
 
 #: Machine-wide cache for things that are expensive to build and safe to share between checkouts:
 #: the lab's base root filesystem and its package mirror.
@@ -18,4 +64,21 @@ CONTROLLER_CACHE = Path(os.environ.get("RDMAFORGE_CONTROLLER_CACHE", str(Path.ho
 
 def playbook(name: str) -> Path:
     """Path of a playbook shipped with the project, e.g. ``playbook("site.yml")``."""
-    return PROJECT_ROOT / "playbooks" / name
+    return PLAYBOOKS_DIR / name
+
+
+def ansible_environment() -> dict[str, str]:
+    """Variables that make Ansible find this installation's collection, config and workspace.
+
+    In a checkout, ansible.cfg's collections_path names build/collections, (re)made here. Installed, the
+    collection is on sys.path (Ansible scans it) and the fact cache goes to the workspace, not site-packages.
+    """
+    if CHECKOUT is not None:
+        from rdmaforge.collection import ensure_dev_tree
+
+        ensure_dev_tree(CHECKOUT)
+        return {}
+    return {
+        "ANSIBLE_COLLECTIONS_PATH": str(PACKAGE_DIR.parent),
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(WORKSPACE / ".cache" / "facts"),
+    }

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rdmaforge.collection import FQCN, ensure_dev_tree
 from rdmaforge.paths import PROJECT_ROOT
 
 MODULES = ["kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology", "pairwise_iperf"]
@@ -36,15 +37,16 @@ def argument_spec(module: str) -> dict[str, dict[str, object]]:
 
 @pytest.mark.parametrize("module", MODULES)
 def test_documentation_matches_the_argument_spec(module):
+    ensure_dev_tree()
     proc = subprocess.run(
-        [str(ANSIBLE_DOC), "-M", str(PROJECT_ROOT / "library"), "--json", module],
+        [str(ANSIBLE_DOC), "--json", f"{FQCN}.{module}"],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)[module]
+    doc = json.loads(proc.stdout)[f"{FQCN}.{module}"]
     options = doc["doc"]["options"]
     spec = argument_spec(module)
     assert sorted(options) == sorted(spec)
@@ -54,3 +56,14 @@ def test_documentation_matches_the_argument_spec(module):
             assert options[name].get("default") == entry["default"], name
     assert yaml.safe_load(doc["examples"])  # EXAMPLES is valid YAML
     assert doc["return"]
+
+
+def test_ansible_doc_lists_every_module_documented():
+    ensure_dev_tree()
+    proc = subprocess.run(
+        [str(ANSIBLE_DOC), "-t", "module", "-l", FQCN], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    listed = {line.split()[0]: line for line in proc.stdout.splitlines() if line.strip()}
+    assert sorted(listed) == sorted(f"{FQCN}.{p.stem}" for p in (PROJECT_ROOT / "library").glob("*.py"))
+    assert [line for line in listed.values() if "UNDOCUMENTED" in line] == []

@@ -1,1 +1,0 @@
-../rdmaforge/parsers/gpu_topology.py

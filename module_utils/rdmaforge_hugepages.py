@@ -1,1 +1,0 @@
-../rdmaforge/parsers/hugepages.py

@@ -1,1 +1,0 @@
-../rdmaforge/parsers/iperf3.py

@@ -1,1 +1,0 @@
-../rdmaforge/parsers/kernel_cmdline.py

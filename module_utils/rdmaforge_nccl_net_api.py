@@ -1,1 +1,0 @@
-../rdmaforge/parsers/nccl_net_api.py

@@ -1,1 +1,0 @@
-../rdmaforge/parsers/nic_facts.py

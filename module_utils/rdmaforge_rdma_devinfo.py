@@ -1,1 +1,0 @@
-../rdmaforge/parsers/rdma_devinfo.py

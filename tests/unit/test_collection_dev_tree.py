@@ -1,0 +1,49 @@
+"""The checkout's own link tree (build/collections), through which ansible.cfg finds rdmaforge.cluster: made from
+nothing, as in a fresh clone, every link must lead to the checkout's real directory or file. (A tree assembled one
+level deeper and then renamed into place once pointed every relative link one directory too high: the checkout's
+own runs then found no role at all.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rdmaforge import collection
+from rdmaforge.paths import PROJECT_ROOT
+
+TOP_LEVEL = ("collection", "library", "filter_plugins", "callback_plugins", "roles", "playbooks", "rdmaforge")
+
+
+def fresh_checkout(tmp_path: Path) -> Path:
+    """A checkout without build/: its top-level directories stand in by symlink (the layout is what matters)."""
+    source = tmp_path / "clone"
+    source.mkdir()
+    for name in TOP_LEVEL:
+        (source / name).symlink_to(PROJECT_ROOT / name)
+    return source
+
+
+def test_a_fresh_checkout_gets_links_that_reach_its_files(tmp_path: Path) -> None:
+    source = fresh_checkout(tmp_path)
+    root = collection.ensure_dev_tree(source)
+    assert root == source / "build" / "collections"
+    tree = collection.collection_dir(root)
+    assert (tree / "roles").resolve() == (PROJECT_ROOT / "roles").resolve()
+    assert (tree / "roles" / "preflight" / "tasks" / "main.yml").is_file()
+    assert (tree / "playbooks" / "site.yml").is_file()
+    assert (tree / "plugins" / "modules" / "kernel_cmdline.py").is_file()
+    assert (tree / "plugins" / "module_utils" / "kernel_cmdline.py").is_file()
+    assert (tree / "galaxy.yml").is_file()
+    leftovers = [p.name for p in tree.parent.iterdir() if p.name != collection.NAME]
+    assert leftovers == []  # the temporary trees it was assembled in are gone
+
+
+def test_a_second_call_keeps_the_tree_and_a_broken_one_is_remade(tmp_path: Path) -> None:
+    source = fresh_checkout(tmp_path)
+    tree = collection.collection_dir(collection.ensure_dev_tree(source))
+    first = (tree / "roles").lstat().st_ino
+    collection.ensure_dev_tree(source)
+    assert (tree / "roles").lstat().st_ino == first  # current: left alone
+    (tree / "roles").unlink()
+    (tree / "roles").symlink_to("../../../../../../roles")  # one level too high
+    collection.ensure_dev_tree(source)
+    assert (tree / "roles" / "preflight" / "tasks" / "main.yml").is_file()

@@ -1,0 +1,106 @@
+"""The pip package as a user outside this repository gets it: ``pip wheel .``, installed with its dependencies
+into a fresh venv (no system site-packages) in a temporary directory, then the CLI run from another temporary
+directory: --help, ``render`` (and ``--validate``) of a copy of the example inventory, ``nccl-report`` on a corpus
+file, ``report``/``doctor``/``provision``/``verify`` --help; ``import rdmaforge`` resolves inside that venv, the
+data files, playbooks, roles and ansible.cfg are found there, and Ansible in that venv finds the collection.
+
+PyPI (or the configured index) must be reachable for the dependencies; the test is skipped when pip cannot
+install them. The venv is built once per session (tests/installed.py) and also drives the lab in
+tests/integration/test_installed_on_lab.py. It takes about 40 s here (pip wheel 13 s, the install with its
+dependencies 25 s): not marked slow."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from installed import WheelVenv, run
+
+from rdmaforge.paths import PROJECT_ROOT
+
+CORPUS = PROJECT_ROOT / "tests" / "data" / "nccl-json" / "all_reduce_v2.17.8_ok.json"
+
+
+def test_rdmaforge_comes_from_the_wheel(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    code = (
+        "import json, rdmaforge, rdmaforge.paths as p; from rdmaforge.parsers import nccl_env; "
+        "print(json.dumps({'module': rdmaforge.__file__, 'checkout': str(p.CHECKOUT), "
+        "'site': str(p.playbook('site.yml')), 'cfg': str(p.ANSIBLE_CFG), 'workspace': str(p.WORKSPACE), "
+        "'unknown': nccl_env.unknown_names({'NCCL_X': 1})}))"
+    )
+    proc = run([str(bindir / "python"), "-c", code], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["module"].startswith(str(bindir.parent)) and not found["module"].startswith(str(PROJECT_ROOT))
+    assert found["checkout"] == "None" and found["workspace"] == str(tmp_path)
+    assert Path(found["site"]).is_file() and Path(found["cfg"]).is_file()
+    assert found["unknown"] == ["NCCL_X"]  # the data file is in the wheel
+
+
+def test_ansible_in_the_venv_finds_the_collection(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    proc = run([str(bindir / "ansible-doc"), "--json", "rdmaforge.cluster.kernel_cmdline"], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)["rdmaforge.cluster.kernel_cmdline"]["doc"]
+    assert doc["filename"].startswith(str(bindir.parent))
+
+
+@pytest.mark.parametrize("command", [[], ["provision"], ["verify"], ["doctor"], ["report"], ["bench"], ["render"]])
+def test_help(wheel_venv: WheelVenv, tmp_path: Path, command: list[str]) -> None:
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    proc = run([str(bindir / "rdmaforge"), *command, "--help"], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: rdmaforge" in proc.stdout
+
+
+def test_render_and_validate_the_example_inventory(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    inventory = tmp_path / "inv"
+    shutil.copytree(PROJECT_ROOT / "inventories" / "example", inventory)
+    (inventory / "group_vars" / "all" / "workloads.yml").write_text(
+        yaml.safe_dump(
+            {"workload_manifests_gpus_per_node": 8, "workload_manifests_rdma_device_files": ["rdma_cm", "uverbs0"]}
+        )
+    )
+    for extra in ([], ["--validate"]):
+        out = tmp_path / f"out{len(extra)}"
+        proc = run([str(bindir / "rdmaforge"), "render", "-i", "inv/hosts.yml", "-o", out.name, *extra], tmp_path, env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert any(out.rglob("*.yaml")) and any(out.rglob("*.sh"))
+    assert "valid" in proc.stdout.lower()
+
+
+def test_nccl_report_on_a_corpus_file(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    shutil.copy(CORPUS, tmp_path / CORPUS.name)
+    proc = run([str(bindir / "rdmaforge"), "nccl-report", "--json", CORPUS.name], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["runs"]
+
+
+def test_report_on_a_stored_run_from_the_wheel(wheel_venv: WheelVenv, tmp_path: Path, shared_dir: Path) -> None:
+    """`rdmaforge report` from the wheel on a stored run (a real socket-transport log of the corpus, a tcp cluster
+    with a 1 Gbit/s line rate): results.json with the log's own average, summary.md, and, without the plots extra,
+    a one-line note that the plots were not drawn instead of an error."""
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    log = shared_dir / "corpus" / "nccl-tests" / "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(log, run_dir / "nccl-all_reduce.log")
+    (run_dir / "run.json").write_text(json.dumps({
+        "fabric": "tcp", "nodes": ["n1", "n2"], "min_efficiency": 0.8, "tolerance": 0.1, "line_rate_gbps": 1,
+        "nccl": {"status": "ran", "collectives": ["all_reduce"]}}))  # fmt: skip
+    has_plots = run([str(bindir / "python"), "-c", "import matplotlib"], tmp_path, env).returncode == 0
+    proc = run([str(bindir / "rdmaforge"), "report", "run"], tmp_path, env)  # a path relative to the caller
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["nccl"]["collectives"]["all_reduce"]["avg_busbw"] == pytest.approx(0.300212)  # the log's line 77
+    assert (run_dir / "summary.md").is_file()
+    if not has_plots:
+        assert "plots not drawn: matplotlib is not installed (pip install 'rdmaforge[plots]')" in proc.stderr
+        assert not list(run_dir.glob("*.png"))
