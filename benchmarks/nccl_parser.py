@@ -59,8 +59,10 @@ def build_single(path: Path, size: int = SINGLE_BYTES) -> int:
     return path.stat().st_size
 
 
-def measure(path: Path) -> tuple[float, float, int]:
-    """(seconds, peak RSS MiB, exit code) of nccl-report --json on ``path``, in a fresh child process."""
+def measure(path: Path) -> tuple[float, float, int, float]:
+    """(seconds, peak RSS MiB, exit code, CPU seconds) of nccl-report --json on ``path``, in a fresh child process.
+
+    The CPU time (user + sys) is what the load of other jobs does not inflate: it says what an idle core would do."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-c", "import sys; from rdmaforge.cli import main; sys.exit(main(sys.argv[1:]))"]
     started = time.monotonic()
@@ -68,19 +70,19 @@ def measure(path: Path) -> tuple[float, float, int]:
         proc = subprocess.run([*command, "nccl-report", "--json", str(path)], stdout=sink, env=env, check=False)
     seconds = time.monotonic() - started
     # ru_maxrss of children is the largest of any child waited for: each measurement runs in a new grandchild.
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, peak_kib / 1024, proc.returncode
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, usage.ru_maxrss / 1024, proc.returncode, usage.ru_utime + usage.ru_stime
 
 
-def _isolated(path: Path) -> tuple[float, float, int]:
+def _isolated(path: Path) -> tuple[float, float, int, float]:
     # RUSAGE_CHILDREN keeps the maximum over all children so far: measure each input in its own process.
     code = (
         "import json, sys; from pathlib import Path; from benchmarks.nccl_parser import measure; "
         "print(json.dumps(measure(Path(sys.argv[1]))))"
     )
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
-    seconds, rss, rc = json.loads(out.stdout)
-    return float(seconds), float(rss), int(rc)
+    seconds, rss, rc, cpu = json.loads(out.stdout)
+    return float(seconds), float(rss), int(rc), float(cpu)
 
 
 def run() -> list[Result]:
@@ -95,11 +97,12 @@ def run() -> list[Result]:
             path = Path(tmp) / "input.log"
             size = builder(path)
             load_before = os.getloadavg()[0]
-            seconds, rss, rc = _isolated(path)
+            seconds, rss, rc, cpu = _isolated(path)
             mbps = size / 1e6 / seconds
             # Other jobs share the 2 cores: the load average says how much of them this run had.
             detail = (
-                f"{size / 1e6:.0f} MB in {seconds:.1f} s, exit {rc}, {os.cpu_count()} cores, "
+                f"{size / 1e6:.0f} MB in {seconds:.1f} s ({cpu:.1f} CPU s, {size / 1e6 / cpu:.0f} MB/s a CPU second), "
+                f"exit {rc}, {os.cpu_count()} cores, "
                 f"load average {load_before:.1f} before / {os.getloadavg()[0]:.1f} after"
             )
             results.append(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from rdmaforge.nccl_tests import accel
 from rdmaforge.nccl_tests.interleave import route
 from rdmaforge.nccl_tests.lines import MPI_TAG as _MPI_TAG
 from rdmaforge.nccl_tests.lines import NcclLine, find_nccl_line, parse_float, parse_int
@@ -29,7 +30,7 @@ from rdmaforge.nccl_tests.model import (
     ranks_from_devices,
 )
 from rdmaforge.nccl_tests.rowstore import RowStore
-from rdmaforge.nccl_tests.transport import Transport, read_message
+from rdmaforge.nccl_tests.transport import Transport, add_channels, read_message
 
 _VERSION_LINE = re.compile(
     r"^#\s*nccl-tests version (?P<version>\S+)(?: \([^)]*\))?"
@@ -105,8 +106,25 @@ class Layout:
         return len(self.half) * self.halves + sum(self.trailing)
 
 
+#: Layouts of the header lines seen (a log repeats a handful of them once per run); bounded.
+_HEADER_CACHE: dict[str, Layout | None] = {}
+_HEADER_CACHE_SIZE = 256
+
+
 def parse_header(line: str) -> Layout | None:
     """The table layout if ``line`` is a column-header line (``#  size count type ... time algbw busbw``)."""
+    try:
+        return _HEADER_CACHE[line]
+    except KeyError:
+        pass
+    layout = _parse_header(line)
+    if len(_HEADER_CACHE) >= _HEADER_CACHE_SIZE:
+        _HEADER_CACHE.clear()
+    _HEADER_CACHE[line] = layout
+    return layout
+
+
+def _parse_header(line: str) -> Layout | None:
     hash_match = re.match(r"\s*#", line)
     if hash_match is None:
         return None
@@ -248,6 +266,11 @@ class _FastRow:
         base = 3 + len(extra)
         self.out_at = self._columns(base)
         self.in_at = self._columns(base + self.half_len)
+        #: The same facts for the C accelerator's scan() (_fastrows.c, parse_spec).
+        self.spec = (
+            self.usable, self.width, self.halves, tuple(name == "root" for name in extra),
+            self.out_at, self.in_at, self.scale,
+        )  # fmt: skip
 
     def _columns(self, start: int) -> _Columns:
         """Token indices of time, algbw, busbw, wrong, error in the half starting at ``start`` (-1: none)."""
@@ -322,6 +345,17 @@ class _FastRow:
 
 
 _NAN = math.nan
+#: One _FastRow per layout (layouts come from parse_header's cache, so runs of one log share them).
+_FAST_ROWS: dict[Layout, _FastRow] = {}
+
+
+def _fast_row(layout: Layout) -> _FastRow:
+    fast = _FAST_ROWS.get(layout)
+    if fast is None:
+        if len(_FAST_ROWS) >= _HEADER_CACHE_SIZE:
+            _FAST_ROWS.clear()
+        fast = _FAST_ROWS[layout] = _FastRow(layout)
+    return fast
 
 
 @dataclass
@@ -469,9 +503,56 @@ class TextParser:
 
     def feed_block(self, block: str) -> None:
         """Every line of a block of text (MPI tag prefixes removed, trailing whitespace stripped)."""
+        fast = accel.fast
+        if fast is None:
+            self._feed_lines(block.splitlines())
+            return
+        # The C accelerator takes the plain lines (rows, NCCL INFO noise, Rank lines, ignored text) in bulk,
+        # exactly as feed() would, and stops at each other line, which feed() then handles here.
+        scan, next_line = fast.scan, fast.next_line
         feed = self.feed
         strip_tag = _MPI_TAG.sub
-        for raw in block.splitlines():
+        transport = self.transport
+        messages: list[str] = []
+        channels: list[str] = []
+        pos, size = 0, len(block)
+        while pos < size:
+            if self._lanes or self._fragment is not None:
+                span = next_line(block, pos)  # interleaved runs or a row fragment: feed() decides
+                if span is None:
+                    self._feed_lines(block[pos:].splitlines())
+                    return
+                start, end, pos = span
+            else:
+                state = self._state
+                spec = None
+                if state is not None and state.layout is not None:
+                    spec = self._fast_for(state).spec
+                kind, start, end, after, info, gdr, host = scan(block, pos, state, spec, messages, channels)
+                if info:
+                    transport.info_lines += info
+                if gdr or host:  # before the messages: the extension gathers channels only until one is queued
+                    add_channels(transport, channels, gdr, host)
+                    channels.clear()
+                if messages:
+                    for message in messages:
+                        read_message(transport, message)
+                    messages.clear()
+                if kind == 0:
+                    return
+                if kind < 0:  # a str of 2 or 4 bytes a character: no accelerator
+                    self._feed_lines(block[pos:].splitlines())
+                    return
+                pos = after
+            raw = block[start:end]
+            if raw.startswith("["):
+                raw = strip_tag("", raw, count=1)
+            feed(raw.rstrip())
+
+    def _feed_lines(self, lines: list[str]) -> None:
+        feed = self.feed
+        strip_tag = _MPI_TAG.sub
+        for raw in lines:
             if raw.startswith("["):
                 raw = strip_tag("", raw, count=1)
             feed(raw.rstrip())
@@ -632,6 +713,7 @@ class TextParser:
             return False
         state = self._current_or_new()
         state.layout = layout
+        state.fast = _fast_row(layout)
         state.run.has_table = True
         return True
 
@@ -642,9 +724,7 @@ class TextParser:
         if state is None or state.layout is None:
             return False
         layout = state.layout
-        fast = state.fast
-        if fast is None or fast.layout is not layout:
-            fast = state.fast = _FastRow(layout)
+        fast = self._fast_for(state)
         tokens = line.split()
         if len(tokens) == fast.width and fast.parse(tokens, state.run.rows):
             self._after_row(state, int(tokens[0]))
@@ -655,6 +735,15 @@ class TextParser:
         state.run.rows.append(row)
         self._after_row(state, row.size)
         return True
+
+    @staticmethod
+    def _fast_for(state: _RunState) -> _FastRow:
+        """The fast row parser of the state's layout (set with it by _on_header; equal layouts share one)."""
+        fast = state.fast
+        if fast is None or (fast.layout is not state.layout and fast.layout != state.layout):
+            assert state.layout is not None
+            fast = state.fast = _fast_row(state.layout)
+        return fast
 
     @staticmethod
     def _after_row(state: _RunState, size: int) -> None:

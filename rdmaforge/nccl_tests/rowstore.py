@@ -104,6 +104,13 @@ class RowStore:
             self._spill()
         return True
 
+    def spill_if_full(self) -> bool:
+        """Spill the buffer when it holds SPILL bytes or more (for the C accelerator, which appends in bulk)."""
+        if len(self._buffer) >= SPILL:
+            self._spill()
+            return True
+        return False
+
     def _spill(self) -> None:
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="rdmaforge-rows-")
@@ -130,6 +137,19 @@ class RowStore:
     def records(self) -> Iterator[tuple[Any, ...]]:
         """The packed rows as tuples (see _RECORD), for writers that need no Row objects."""
         return self._records()
+
+    def record_chunks(self) -> Iterator[bytes]:
+        """The packed rows (see _RECORD) in arrival order, at most _BATCH of them a chunk: for writers in C."""
+        size = _RECORD.size * _BATCH
+        if self._file is not None:
+            self._file.seek(0)
+            while True:
+                data = self._file.read(size)
+                if not data:
+                    break
+                yield data
+        for start in range(0, len(self._buffer), size):
+            yield bytes(self._buffer[start : start + size])
 
     def _records(self) -> Iterator[tuple[Any, ...]]:
         if self._file is not None:

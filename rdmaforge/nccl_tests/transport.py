@@ -13,23 +13,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rdmaforge import fabrics
 from rdmaforge.nccl_tests.lines import clean_lines, find_nccl_line
 
 Expectation = Literal["rdma", "socket"]
 VerdictStatus = Literal["ok", "warn", "fail", "unknown"]
 PluginResult = Literal["loaded", "not_found", "failed"]
 
-#: What each fabric profile expects NCCL to use between nodes. acs_type2 sets NCCL_IB_DISABLE=1.
-FABRIC_PROFILES: dict[str, Expectation] = {
-    "erdma": "rdma",
-    "infiniband": "rdma",
-    "roce": "rdma",
-    "acs_type1": "rdma",
-    "acs_type2": "socket",
-    "tcp": "socket",
-}
+#: What each fabric profile expects NCCL to use between nodes (rdmaforge.fabrics' transports).
+FABRIC_PROFILES: dict[str, Expectation] = fabrics.transports()
 #: Link layer the HCAs must report for profiles where it is unambiguous.
-_EXPECTED_LINK_LAYER = {"infiniband": "IB", "roce": "RoCE"}
+_EXPECTED_LINK_LAYER = fabrics.link_layers()
 SOCKET = "Socket"
 _BUILTIN_NETWORKS = ("IB", SOCKET)
 
@@ -190,15 +184,20 @@ def parse_transport(text: str) -> Transport:
 
 
 #: Every reader's anchored pattern starts with one of these; the unanchored ones need "via NET/" or
-#: "GPU Direct RDMA" in the message.
-_MESSAGE_STARTS = ("Using network", "NET/", "NCCL", "Failed to open libibverbs")
+#: "GPU Direct RDMA" in the message. (_fastrows.c, message_relevant, keeps the same list.)
+_MESSAGE_STARTS = (
+    "Using network", "NET/IB", "NET/Socket", "NET/Plugin", "NET/OFI Using aws-ofi-nccl", "NCCL",
+    "Failed to open libibverbs",
+)  # fmt: skip
 
 
 def read_message(transport: Transport, message: str) -> None:
     """Record what one NCCL INFO/WARN message says about the transport (the text parser calls it per line)."""
     if not (message.startswith(_MESSAGE_STARTS) or "via NET/" in message or "GPU Direct RDMA" in message):
         return  # no reader's pattern can match: most INFO lines (rings, trees, P2P channels) end here
-    for reader in (_read_network, _read_hcas, _read_socket, _read_gdr, _read_plugin, _read_misc):
+    # The first three readers' patterns are anchored at _FIRST_STARTS: other messages (the many ``via NET/``
+    # channel lines) start at _read_gdr, with the same result.
+    for reader in _READERS if message.startswith(_FIRST_STARTS) else _LATER_READERS:
         if reader(transport, message):
             return
 
@@ -257,6 +256,14 @@ def _read_gdr(transport: Transport, message: str) -> bool:
     return False
 
 
+def add_channels(transport: Transport, networks: list[str], gdr: int, host: int) -> None:
+    """What _read_gdr records for channel lines (``via NET/<net>/<n>``), gathered by the C accelerator."""
+    for name in networks:
+        _add(transport.channel_networks, name)
+    transport.gdr_connections += gdr
+    transport.host_connections += host
+
+
 def _read_plugin(transport: Transport, message: str) -> bool:
     loaded = _PLUGIN_LOADED.match(message) or _OFI_PLUGIN.match(message)
     if loaded is not None:
@@ -285,6 +292,11 @@ def _read_misc(transport: Transport, message: str) -> bool:
         _add(transport.ib_problems, message)
         return True
     return False
+
+
+_FIRST_STARTS = ("Using network", "NET/IB", "NET/Socket")
+_LATER_READERS = (_read_gdr, _read_plugin, _read_misc)
+_READERS = (_read_network, _read_hcas, _read_socket, *_LATER_READERS)
 
 
 def _add(items: list[str], item: str) -> None:

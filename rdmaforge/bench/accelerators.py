@@ -1,0 +1,148 @@
+"""Whether the training accelerators the inventory enables were really used, read from the e2e training logs.
+
+Two accelerators of seed 003 (AIACC-ACSpeed) print a line when they are in use:
+
+- ACSpeed's PyTorch layer (``aiacc-c10d-plugin``): seed 003 says that a training started with ACSpeed has
+  initialised it when the log shows ``AIACC-2.0 ACSpeed c10d-plugin init``.
+- The NCCL net plugin (``nccl_plugin_provider``; AIACC's libnccl-net.so): with ``NCCL_DEBUG=INFO`` NCCL prints
+  ``NET/Plugin: Loaded net plugin <name>`` and ``Using network <name>``. Seed 003 shows ``AIACC-2.0-Socket``;
+  the AIACC 2.0.1 library names its networks ``AIACC-2.0-RDMA``, ``AIACC-2.0-Socket`` and their ``-V5``/``-V6``
+  variants (strings of the released binary). Those NCCL lines are read by rdmaforge.nccl_tests.transport, the
+  same reader as for nccl-tests' logs.
+
+An enabled accelerator whose line is absent from a log that exists is a failure; with a log missing (and the
+line not found in the others) it is not judged. Neither is ever a pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rdmaforge import fabrics
+from rdmaforge.bench.verdict import Component
+from rdmaforge.nccl_tests.transport import SOCKET, is_socket, merge_transports, parse_transport
+
+GROUP = "accelerator"
+#: Seed 003's line; the version is allowed to differ (AIACC-2.0 today).
+ACSPEED_INIT = re.compile(r"AIACC-\d+(?:\.\d+)* ACSpeed c10d-plugin init")
+ACSPEED_LINE = "AIACC-2.0 ACSpeed c10d-plugin init"
+#: Seed 003: the autotuner takes 200-400 iterations; warm up 400 before measuring (about 950 with bucket tuning).
+ACSPEED_WARMUP_STEPS = 400
+#: How each net plugin provider names its networks in ``Using network``. A provider not listed here counts as
+#: used when NCCL used a network it does not have built in (IB, Socket): the registered plugin's.
+PLUGIN_NETWORK_PREFIXES = {"aiacc": "AIACC"}
+_BUILTIN_NETWORKS = ("IB", SOCKET)
+
+
+@dataclass(frozen=True)
+class TrainingLog:
+    """One training log: which run it belongs to, its file name, and its text (None when the file is missing)."""
+
+    run: str  # "1-GPU", "1-node" or "N-node"
+    name: str
+    text: str | None
+
+
+def acspeed_lines(text: str) -> list[str]:
+    """The lines of ``text`` that say ACSpeed's c10d plugin initialised (one per rank that prints it)."""
+    return [line.strip() for line in text.splitlines() if ACSPEED_INIT.search(line)]
+
+
+def judge_acspeed(logs: Sequence[TrainingLog], warmup_steps: int | None) -> tuple[Component, dict[str, Any]]:
+    """ACSpeed's init line must appear in every training run (any node's log of that run)."""
+    component = Component("e2e acspeed", GROUP, "fail", "", threshold=f"'{ACSPEED_LINE}' in every training run")
+    counts = {log.name: len(acspeed_lines(log.text)) for log in logs if log.text is not None}
+    missing = [log.name for log in logs if log.text is None]
+    detail = {"enabled": True, "init_lines": counts, "missing_logs": missing}
+    component.value = f"{sum(counts.values())} init lines"
+    if not logs:
+        component.status, component.reason = "not_judged", "no training log to read (the e2e run left none)"
+        return component, detail
+    runs = list(dict.fromkeys(log.run for log in logs))
+    without: list[str] = []  # runs whose logs all exist and none has the line
+    unknown: list[str] = []  # runs without the line in the logs there are, but with a log missing
+    for run in runs:
+        mine = [log for log in logs if log.run == run]
+        if any(counts.get(log.name) for log in mine):
+            continue
+        names = ", ".join(log.name for log in mine)
+        (unknown if any(log.text is None for log in mine) else without).append(f"{run} run ({names})")
+    if without:
+        component.reason = (f"ACSpeed is enabled but its '{ACSPEED_LINE}' line is absent from the "
+                            f"{', '.join(without)}: the training ran without ACSpeed")  # fmt: skip
+    elif unknown:
+        component.status = "not_judged"
+        component.reason = f"no '{ACSPEED_LINE}' line and a log missing for the {', '.join(unknown)}"
+    else:
+        component.status = "pass"
+        component.reason = f"'{ACSPEED_LINE}' found in every training run ({', '.join(runs)})"
+        if warmup_steps is not None and warmup_steps < ACSPEED_WARMUP_STEPS:
+            component.reason += (f"; note: {warmup_steps} warm-up steps, fewer than the {ACSPEED_WARMUP_STEPS} seed "
+                                 "003 recommends: the measured steps may include ACSpeed's autotuning")  # fmt: skip
+    return component, detail
+
+
+def _is_plugin_network(provider: str, network: str) -> bool:
+    prefix = PLUGIN_NETWORK_PREFIXES.get(provider)
+    return network.startswith(prefix) if prefix else network not in _BUILTIN_NETWORKS
+
+
+def judge_net_plugin(
+    provider: str, fabric: str, logs: Sequence[TrainingLog], backend: str | None
+) -> tuple[Component, dict[str, Any]]:
+    """The net plugin must have carried the N-node training's traffic: every ``Using network`` names it."""
+    prefix = PLUGIN_NETWORK_PREFIXES.get(provider)
+    expected = f"Using network {prefix}-*" if prefix else "Using network <the plugin's, not IB or Socket>"
+    component = Component(f"e2e net plugin {provider}", GROUP, "fail", "", threshold=expected)
+    detail: dict[str, Any] = {"provider": provider, "missing_logs": [log.name for log in logs if log.text is None]}
+    if backend is not None and backend != "nccl":
+        component.status = "skipped"
+        component.reason = f"the training used {backend}, not NCCL (no GPU), so no NCCL net plugin could be used"
+        return component, detail
+    present = [log for log in logs if log.text is not None]
+    if not present:
+        component.status = "not_judged"
+        component.reason = "no N-node training log to read" + (" (missing: " + ", ".join(detail["missing_logs"]) + ")"
+                                                               if detail["missing_logs"] else "")  # fmt: skip
+        return component, detail
+    transport = merge_transports(parse_transport(log.text or "") for log in present)
+    networks = transport.all_networks
+    detail.update({"networks": networks, "plugin": transport.plugin, "plugin_result": transport.plugin_result,
+                   "plugin_detail": transport.plugin_detail, "info_lines": transport.info_lines})  # fmt: skip
+    component.value = ", ".join(networks) or None
+    theirs = [name for name in networks if _is_plugin_network(provider, name)]
+    others = [name for name in networks if name not in theirs]
+    where = ", ".join(log.name for log in present)
+    if transport.plugin_result in ("failed", "not_found"):
+        component.reason = f"NCCL did not load the {provider} net plugin: {transport.plugin_detail}"
+    elif transport.info_lines == 0:
+        component.reason = (f"no NCCL INFO line in {where}: NCCL_DEBUG=INFO was not in effect, so nothing shows "
+                            f"that the {provider} plugin was used")  # fmt: skip
+    elif not networks:
+        component.reason = f"no 'Using network' line in {where}: nothing shows that the {provider} plugin was used"
+    elif others:
+        some = f"on some ranks (others used {', '.join(theirs)})" if theirs else "instead"
+        component.reason = f"the {provider} net plugin is enabled but NCCL used {', '.join(others)} {some}"
+    elif fabrics.is_rdma(fabric) and any(is_socket(name) for name in theirs):
+        component.reason = (f"the {provider} plugin carried the traffic over TCP ({', '.join(theirs)}), but fabric "
+                            f"profile '{fabric}' expects RDMA")  # fmt: skip
+    elif detail["missing_logs"]:
+        component.status = "not_judged"
+        component.reason = (f"NCCL used {', '.join(theirs)} in {where}, but the log of "
+                            f"{', '.join(detail['missing_logs'])} is missing")  # fmt: skip
+    else:
+        component.status = "pass"
+        component.reason = f"NCCL used the {provider} net plugin's network {', '.join(theirs)} ({where})"
+    return component, detail
+
+
+def expectations(run: Mapping[str, Any]) -> tuple[bool, str]:
+    """(ACSpeed enabled, net plugin provider) from run.json's ``accelerators``; (False, "none") without it."""
+    asked = run.get("accelerators")
+    if not isinstance(asked, Mapping):
+        return False, "none"
+    provider = str(asked.get("net_plugin") or "none").strip() or "none"
+    return bool(asked.get("acspeed")), provider
