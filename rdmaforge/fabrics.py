@@ -1,0 +1,187 @@
+"""The fabric profiles: the one definition of each way rdmaforge connects GPUs across nodes.
+
+A host's ``rdmaforge_fabric`` names one of these profiles. Everything rdmaforge knows about a profile is
+here, once: whether NCCL should move data over RDMA or sockets, the link layer its HCAs report, the per-node
+line rate the benchmark judges against, the names of the RDMA devices it brings, and the RDMA userspace
+packages per OS family. Every consumer derives from this table:
+
+* Python: ``rdmaforge.inventory_checks.FABRICS``, ``rdmaforge.nccl_tests.transport.FABRIC_PROFILES``,
+  ``rdmaforge.doctor_checks`` (RDMA fabrics, device patterns), ``rdmaforge.bench.report`` (line rates),
+  ``rdmaforge.stored``, ``rdmaforge.workloads``, the testinfra suite (``tests/infra``);
+* the roles: the defaults of ``rdma_core_packages``, ``rdma_require_active_ports`` and
+  ``benchmark_line_rates`` come from the filter ``rdmaforge.cluster.rdmaforge_fabric_profiles``
+  (``filter_plugins/rdmaforge_fabrics.py``), and stay variables an inventory may override.
+
+The roles' ``meta/argument_specs.yml`` ``choices`` are static YAML; ``tests/unit/test_fabric_table.py`` fails
+when they, or any other copy of the profile names, drift from this table. Stdlib only: filters, the CLI and the
+testinfra suite import it on the controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Transport = Literal["rdma", "socket"]
+#: Ansible's ``ansible_facts['os_family']`` values rdmaforge supports: Debian covers Ubuntu; RedHat covers
+#: CentOS, Rocky and Alibaba Cloud Linux.
+OS_FAMILIES: tuple[str, ...] = ("Debian", "RedHat")
+
+
+@dataclass(frozen=True)
+class Packages:
+    """RDMA userspace packages to install, per OS family (the rdma_core role's default package sets)."""
+
+    debian: tuple[str, ...] = ()
+    redhat: tuple[str, ...] = ()
+
+    def by_family(self) -> dict[str, list[str]]:
+        return {"Debian": list(self.debian), "RedHat": list(self.redhat)}
+
+
+@dataclass(frozen=True)
+class FabricProfile:
+    """One fabric profile (a value of ``rdmaforge_fabric``)."""
+
+    name: str
+    #: What NCCL must use between nodes: rdma (net IB) or socket (a silent fallback to sockets fails on rdma).
+    transport: Transport
+    #: Per-node line rate in Gbit/s: peak bus bandwidth is judged against it.
+    line_rate_gbps: int
+    #: Where the profile comes from: a seed document's number, or None for a profile of rdmaforge's own.
+    seed: str | None
+    description: str
+    #: ``ibv_devinfo``'s hca_id of the RDMA devices the fabric brings, as an fnmatch pattern (RDMA profiles).
+    device_pattern: str | None = None
+    #: The link layer every HCA NCCL opens must report, where the profile makes it unambiguous (IB, RoCE).
+    link_layer: str | None = None
+    packages: Packages = Packages()
+
+    @property
+    def is_rdma(self) -> bool:
+        return self.transport == "rdma"
+
+
+# Seed 001's eight, plus ibverbs-utils and rdma-core (as on the other RDMA profiles).
+_INFINIBAND_DEBIAN = ("infiniband-diags", "perftest", "ibverbs-providers", "libibumad3", "libibverbs1", "libnl-3-200",
+                      "libnl-route-3-200", "librdmacm1", "ibverbs-utils", "rdma-core")  # fmt: skip
+_INFINIBAND_REDHAT = ("infiniband-diags", "perftest", "libibverbs", "libibumad", "librdmacm", "libibverbs-utils",
+                      "rdma-core")  # fmt: skip
+
+#: The profiles, in the order messages and argument specs list them.
+PROFILES: tuple[FabricProfile, ...] = (
+    FabricProfile(
+        name="erdma",
+        transport="rdma",
+        line_rate_gbps=160,  # ebmgn7ex: 2 x 80 Gbit/s (issue 7)
+        seed="000",
+        description="Alibaba Cloud elastic RDMA (eRDMA)",
+        device_pattern="erdma*",
+        packages=Packages(  # seed 000's Ubuntu and Alibaba Cloud Linux/CentOS lists
+            debian=("libibverbs1", "ibverbs-providers", "ibverbs-utils", "librdmacm1", "rdma-core"),
+            redhat=("libibverbs", "rdma-core", "librdmacm", "libibverbs-utils"),
+        ),
+    ),
+    FabricProfile(
+        name="infiniband",
+        transport="rdma",
+        line_rate_gbps=200,
+        seed="001",
+        description="native InfiniBand",
+        device_pattern="mlx5*",
+        link_layer="IB",
+        packages=Packages(debian=_INFINIBAND_DEBIAN, redhat=_INFINIBAND_REDHAT),
+    ),
+    FabricProfile(
+        name="roce",
+        transport="rdma",
+        line_rate_gbps=100,
+        seed=None,
+        description="RDMA over Converged Ethernet",
+        device_pattern="mlx5*",
+        link_layer="RoCE",
+        packages=Packages(
+            debian=("rdma-core", "ibverbs-providers", "libibverbs1", "ibverbs-utils", "librdmacm1", "perftest"),
+            redhat=("rdma-core", "libibverbs", "libibverbs-utils", "librdmacm", "perftest"),
+        ),
+    ),
+    FabricProfile(
+        name="acs_type1",
+        transport="rdma",
+        line_rate_gbps=200,
+        seed="002",
+        description="Alibaba ACS GPU pods with RDMA NIC type 1 (GU8TF, GU8TEF, GX8SF): mlx5 NICs in the pod",
+        device_pattern="mlx5*",
+        packages=Packages(
+            debian=("rdma-core", "ibverbs-providers", "libibverbs1", "ibverbs-utils", "librdmacm1", "infiniband-diags"),
+            redhat=("rdma-core", "libibverbs", "libibverbs-utils", "librdmacm", "infiniband-diags"),
+        ),
+    ),
+    FabricProfile(
+        name="acs_type2",
+        transport="socket",  # P16EN: NCCL_IB_DISABLE=1, nothing to install
+        line_rate_gbps=50,
+        seed="002",
+        description="Alibaba ACS GPU pods with RDMA NIC type 2 (P16EN): NCCL over sockets",
+    ),
+    FabricProfile(
+        name="tcp",
+        transport="socket",
+        line_rate_gbps=25,  # VPC networking
+        seed=None,
+        description="no RDMA: TCP sockets only",
+    ),
+)
+
+#: Profile by name.
+BY_NAME: dict[str, FabricProfile] = {p.name: p for p in PROFILES}
+#: The names, in table order.
+NAMES: tuple[str, ...] = tuple(BY_NAME)
+#: The profiles whose NCCL traffic must go over RDMA.
+RDMA_NAMES: tuple[str, ...] = tuple(p.name for p in PROFILES if p.is_rdma)
+
+#: What ``facts(name)`` can return, per profile.
+FACTS: tuple[str, ...] = (
+    "transport", "rdma", "line_rate_gbps", "seed", "description", "device_pattern", "link_layer", "packages",
+)  # fmt: skip
+
+
+def is_rdma(name: object) -> bool:
+    """Whether the profile ``name`` moves NCCL traffic over RDMA (False for an unknown name)."""
+    profile = BY_NAME.get(str(name))
+    return profile is not None and profile.is_rdma
+
+
+def transports() -> dict[str, Transport]:
+    return {p.name: p.transport for p in PROFILES}
+
+
+def line_rates() -> dict[str, int]:
+    """Per-node line rate of each profile, Gbit/s."""
+    return {p.name: p.line_rate_gbps for p in PROFILES}
+
+
+def device_patterns() -> dict[str, str]:
+    """The RDMA device name pattern of each RDMA profile."""
+    return {p.name: p.device_pattern for p in PROFILES if p.device_pattern is not None}
+
+
+def link_layers() -> dict[str, str]:
+    """The link layer of the profiles where it is unambiguous."""
+    return {p.name: p.link_layer for p in PROFILES if p.link_layer is not None}
+
+
+def package_table() -> dict[str, dict[str, list[str]]]:
+    """``{profile: {os_family: [package, ...]}}``: the rdma_core role's default ``rdma_core_packages``."""
+    return {p.name: p.packages.by_family() for p in PROFILES}
+
+
+def facts(fact: str) -> dict[str, object]:
+    """``{profile: value}`` for one of ``FACTS``, as plain data (what the roles' filter returns)."""
+    if fact not in FACTS:
+        raise ValueError(f"unknown fabric profile fact {fact!r}; allowed: {', '.join(FACTS)}")
+    if fact == "packages":
+        return dict(package_table())
+    if fact == "rdma":
+        return {p.name: p.is_rdma for p in PROFILES}
+    return {p.name: getattr(p, fact) for p in PROFILES}

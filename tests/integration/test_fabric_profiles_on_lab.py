@@ -1,0 +1,99 @@
+"""Issue 16: every fabric profile's userspace converged for real on lab nodes (playbooks/rdma.yml over SSH, packages
+from the lab mirror), not only rendered. Each node gets its own profile through host_vars in a copy of the lab
+inventory, so the three RDMA profiles converge in one run and the two socket profiles in a second; a last run puts
+the lab's own profile (erdma) back.
+
+What is expected comes from the seeds where they list packages (000: the eRDMA Ubuntu line, 001: the InfiniBand
+line). roce and acs_type1 have no seed list: for them the test checks that dpkg reports installed what the profile
+table selected (printed by the role), so a package the role skipped or apt dropped is caught.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rdmaforge.paths import PROJECT_ROOT
+from tests.conftest import LabHandle
+
+pytestmark = pytest.mark.lab
+
+SEEDS = PROJECT_ROOT.parent / "shared" / "seeds"
+LIMITS_FILE = "/etc/security/limits.d/90-rdmaforge-memlock.conf"
+ERDMA_SOURCES = "/etc/apt/sources.list.d/erdma.sources"
+
+
+def seed_apt_line(prefix: str, must_name: str) -> list[str]:
+    """The packages of the seed's first `apt install` line that names ``must_name``."""
+    paths = sorted(SEEDS.glob(f"{prefix}_*.txt"))
+    if not paths:
+        pytest.skip(f"{SEEDS} is absent: the seed documents live beside the checkout")
+    for line in paths[0].read_text(encoding="utf-8").splitlines():
+        match = re.search(r"\bapt(?:-get)? (?:update && apt(?:-get)? )?install (.*)$", line)
+        if match and must_name in match.group(1).split():
+            return [word for word in match.group(1).split() if not word.startswith("-")]
+    raise AssertionError(f"no apt install line naming {must_name} in {paths[0]}")
+
+
+def with_profiles(converged: LabHandle, tmp_path: Path, profiles: dict[str, str]) -> Path:
+    """A copy of the lab inventory in which each named node has its own rdmaforge_fabric."""
+    inventory_dir = tmp_path / "inventory"
+    shutil.copytree(converged.inventory.parent, inventory_dir)
+    (inventory_dir / "host_vars").mkdir(exist_ok=True)
+    for node, profile in profiles.items():
+        (inventory_dir / "host_vars" / f"{node}.yml").write_text(yaml.safe_dump({"rdmaforge_fabric": profile}))
+    return inventory_dir / converged.inventory.name
+
+
+def dpkg_installed(lab: LabHandle, node: str, packages: list[str]) -> list[str]:
+    """The packages of ``packages`` that dpkg does not report installed on ``node``."""
+    fmt = "'${Package} ${Status}\\n'"
+    out = lab.ssh(node, f"dpkg-query -W -f {fmt} {' '.join(packages)}", check=False).stdout
+    installed = {line.split()[0] for line in out.splitlines() if line.endswith("install ok installed")}
+    return [p for p in packages if p not in installed]
+
+
+def selected_packages(output: str, node: str) -> list[str]:
+    """What the role installed on ``node``, from its package task's printed list."""
+    found = re.search(rf"RDMA packages for {node} \(\w+\): ([^\"\n]*)", output)
+    assert found, f"no package list printed for {node}"
+    return found.group(1).split(", ")
+
+
+def test_every_fabric_profile_converges_on_a_lab_node(converged: LabHandle, tmp_path: Path) -> None:
+    nodes = list(converged.nodes)
+    assert len(nodes) >= 3, "the lab needs three nodes for the three RDMA profiles"
+    rdma_nodes = dict(zip(nodes, ("infiniband", "roce", "acs_type1"), strict=False))
+    socket_nodes = dict(zip(nodes, ("tcp", "acs_type2"), strict=False))
+    try:
+        rdma = converged.playbook("rdma.yml", inventory=with_profiles(converged, tmp_path / "rdma", rdma_nodes))
+        assert rdma.returncode == 0, rdma.stdout[-6000:]
+        ib_node, roce_node, acs_node = nodes[:3]
+        assert dpkg_installed(converged, ib_node, seed_apt_line("001", "infiniband-diags")) == []
+        for node in (roce_node, acs_node):
+            assert dpkg_installed(converged, node, selected_packages(rdma.stdout, node)) == []
+        for node, profile in rdma_nodes.items():
+            # No RDMA hardware in the lab: said as a warning, never as a working fabric.
+            assert f"WARNING {node}: fabric profile '{profile}' expects RDMA devices but" in rdma.stdout
+            assert converged.ssh(node, f"test -e {LIMITS_FILE}", check=False).returncode == 0
+            assert converged.ssh(node, f"test -e {ERDMA_SOURCES}", check=False).returncode == 1  # erdma only
+
+        sockets = converged.playbook(
+            "rdma.yml", "--limit", ",".join(socket_nodes),
+            inventory=with_profiles(converged, tmp_path / "socket", socket_nodes),
+        )  # fmt: skip
+        assert sockets.returncode == 0, sockets.stdout[-6000:]
+        tcp_node, type2_node = nodes[:2]
+        assert converged.ssh(tcp_node, f"test -e {LIMITS_FILE}", check=False).returncode == 1  # TCP: no memlock
+        assert "expects RDMA devices" not in sockets.stdout  # socket profiles expect none
+        assert selected_packages(sockets.stdout, tcp_node) == ["none"]
+        assert selected_packages(sockets.stdout, type2_node) == ["none"]
+    finally:
+        back = converged.playbook("rdma.yml")  # the lab's own profile
+        assert back.returncode == 0, back.stdout[-4000:]
+    assert dpkg_installed(converged, nodes[0], seed_apt_line("000", "ibverbs-providers")) == []
+    assert converged.ssh(nodes[0], f"test -e {ERDMA_SOURCES}", check=False).returncode == 0
