@@ -1,0 +1,46 @@
+#!/bin/sh
+# The builder lock of one build directory: a directory (mkdir is atomic) whose "owner" file names the run holding it.
+#   builder_lock.sh take LOCK OWNER STALE_AFTER DEAD_OWNER   exit 0 when this run holds it, 3 while another one does
+#   builder_lock.sh release LOCK OWNER                        removes it only when this run holds it
+# A holder is passed over when the controller found it dead (DEAD_OWNER: its ansible-playbook process is gone) or
+# when the lock is older than STALE_AFTER seconds (longer than any build may run: that run's make has ended).
+set -u
+verb=${1:?usage: builder_lock.sh take|release LOCK OWNER [STALE_AFTER DEAD_OWNER]}
+lock=${2:?lock directory}
+owner=${3:?owner}
+case "$verb" in
+take)
+    stale_after=${4:?stale after (seconds)}
+    dead=${5:-}
+    mkdir -p "$(dirname "$lock")"
+    if mkdir "$lock" 2>/dev/null; then
+        printf '%s\n' "$owner" >"$lock/owner"
+        echo "taken"
+        exit 0
+    fi
+    held=$(cat "$lock/owner" 2>/dev/null || true)
+    if [ "$held" = "$owner" ]; then
+        echo "taken (already held by this run)"
+        exit 0
+    fi
+    age=$(($(date +%s) - $(stat -c %Y "$lock")))
+    if { [ -n "$dead" ] && [ "$held" = "$dead" ]; } || [ "$age" -gt "$stale_after" ]; then
+        printf '%s\n' "$owner" >"$lock/owner"
+        touch "$lock"
+        echo "taken over from: $held (held for ${age} s)"
+        exit 0
+    fi
+    echo "held by: $held (for ${age} s)"
+    exit 3
+    ;;
+release)
+    if [ "$(cat "$lock/owner" 2>/dev/null || true)" = "$owner" ]; then
+        rm -rf "$lock"
+        echo "released"
+    fi
+    ;;
+*)
+    echo "unknown verb: $verb" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Stops every process whose working directory is inside the scratch directory given as $1: the make (and its
+# compilers) of a run whose controller was killed. Ansible's async wrapper lets such a make run on, and a new run
+# would otherwise start a second make in the same tree. Prints "stopped: PIDS" when it stopped any.
+set -u
+dir=${1:?usage: stop_leftover_build.sh SCRATCH_DIR}
+found=""
+for proc in /proc/[0-9]*; do
+    pid=${proc#/proc/}
+    [ "$pid" = "$$" ] && continue
+    cwd=$(readlink "$proc/cwd" 2>/dev/null) || continue
+    case "$cwd" in
+        "$dir" | "$dir"/*) found="$found $pid" ;;
+    esac
+done
+[ -z "$found" ] && exit 0
+# shellcheck disable=SC2086 # one word per pid
+kill -TERM $found 2>/dev/null
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    alive=""
+    for pid in $found; do
+        [ -d "/proc/$pid" ] && alive="$alive $pid"
+    done
+    [ -z "$alive" ] && break
+    sleep 1
+done
+# shellcheck disable=SC2086
+[ -n "$alive" ] && kill -KILL $alive 2>/dev/null
+echo "stopped:$found"

@@ -1,0 +1,165 @@
+"""build_once survives a controller killed with SIGKILL mid-compile and mid-packaging (issue 18).
+
+Role build_once for real on this machine (ansible_connection=local, builder = localhost), with a small source tree
+whose make takes a few seconds and writes a large enough output that packaging takes a moment. The whole
+ansible-playbook process group is killed with SIGKILL when the chosen task starts, as a crashed controller would be.
+Ansible's async wrapper lets the make run on (setsid): the test first checks that it really did, then re-runs and
+asserts one good build: the killed run's builder lock passed over, the left-over make stopped, the cache holds a
+listable package whose sha256 is the one in the manifest, no temporary file is left, the install has the build's
+output, and a third run compiles nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+from conftest import recap, run_playbook
+
+from rdmaforge.paths import PROJECT_ROOT
+
+ENV = {"ANSIBLE_CACHE_PLUGIN": "memory", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
+# The first make ever started sleeps long (it is the one the killed controller leaves behind, and the re-run must
+# stop it); every later one sleeps briefly. FIRST is a file outside the scratch tree.
+MAKEFILE = """\
+all:
+\tif [ -e $(FIRST) ]; then sleep 1; else touch $(FIRST); sleep 120; fi
+\tmkdir -p build
+\thead -c 16000000 /dev/urandom > build/payload.bin
+\techo built > build/out.txt
+"""
+
+
+def source_tarball(directory: Path, makefile: str = MAKEFILE) -> tuple[Path, str]:
+    path = directory / "toy-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in {"toy-1.0/Makefile": makefile}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_run(tmp: Path, build_id: str, makefile: str = MAKEFILE, make_args: tuple[str, ...] = (),
+              name: str = "build.yml", **overrides: object) -> tuple[Path, Path]:  # fmt: skip
+    """An inventory (localhost, connection local) and a playbook that runs build_once on a toy tree; the builder's
+    scratch and install directories are under ``tmp``, and ``overrides`` replace any of the role's variables."""
+    tarball, sha256 = source_tarball(tmp, makefile)
+    inventory = tmp / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    playbook = tmp / name
+    playbook.write_text(yaml.safe_dump([{
+        "name": "build_once with a toy source tree",
+        "hosts": "localhost",
+        "gather_facts": True,
+        "gather_subset": ["min"],
+        "tasks": [{"name": "Build once", "ansible.builtin.include_role": {"name": "rdmaforge.cluster.build_once"}}],
+        "vars": {
+            "build_once_name": "toy",
+            "build_once_id": build_id,
+            "build_once_builder": "localhost",
+            "build_once_source": "tarball",
+            "build_once_tarball_url": f"file://{tarball}",
+            "build_once_tarball_sha256": sha256,
+            "build_once_make_argv": ["make", f"FIRST={tmp / 'first-make-started'}", *make_args],
+            "build_once_creates": "build/out.txt",
+            "build_once_package_dir": "build",
+            "build_once_prefix_root": str(tmp / "opt"),
+            "build_once_workdir": str(tmp / "scratch"),
+            "build_once_controller_cache": str(tmp / "cache"),
+            **overrides,
+        },
+    }]))  # fmt: skip
+    return inventory, playbook
+
+
+def scratch_processes(scratch: Path) -> list[int]:
+    """Processes whose working directory is inside the scratch directory (the make and its children)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cwd = os.readlink(proc / "cwd")
+            except OSError:
+                continue
+            if cwd == str(scratch) or cwd.startswith(f"{scratch}/"):
+                pids.append(int(proc.name))
+    return pids
+
+
+def kill_controller_at(task: str, inventory: Path, playbook: Path, ready: Callable[[], bool]) -> str:
+    """Runs the playbook and SIGKILLs its whole process group once ``task`` has started and ``ready()`` is true."""
+    argv = [str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
+    proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **ENV}, start_new_session=True)  # fmt: skip
+    assert proc.stdout is not None
+    seen: list[str] = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("TASK [") and f"build_once : {task}]" in line:
+            deadline = time.monotonic() + 60
+            while not ready() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, "".join(seen)[-3000:]
+    return "".join(seen)
+
+
+def test_a_controller_killed_mid_compile_then_mid_packaging_leaves_nothing_a_rerun_cannot_repair(
+    tmp_path: Path,
+) -> None:
+    build_id = f"t{os.getpid()}"
+    inventory, playbook = write_run(tmp_path, build_id)
+    scratch = tmp_path / "scratch" / f"toy-{build_id}"
+    cache = tmp_path / "cache"
+    manifest_path = cache / f"toy-{build_id}.json"
+    part = scratch / f"toy-{build_id}.tar.gz.part"
+
+    # 1. killed while the make runs: the make outlives the controller
+    kill_controller_at("Compile", inventory, playbook, lambda: bool(scratch_processes(scratch / "src")))
+    assert scratch_processes(scratch), "the async make should outlive the killed controller"
+    assert not manifest_path.exists(), "no manifest may exist for an interrupted build"
+
+    # 2. the next run stops that make, starts over, and is killed while tar writes the package
+    second = kill_controller_at("Package the build", inventory, playbook, part.exists)
+    stopped = re.search(r"Stop a compile that an interrupted run left running\] \**\n(\w+): ", second)
+    assert stopped and stopped[1] == "changed", second[-4000:]
+    # the builder lock the killed run left is passed over at once: its ansible-playbook process is gone
+    taken = re.search(r"Take the builder lock \(waits while another run builds here\)\] \**\n(\w+): ", second)
+    assert taken and taken[1] == "changed" and "FAILED - RETRYING" not in second, second[-4000:]
+    assert not manifest_path.exists() and not (cache / f"toy-{build_id}.tar.gz").exists()
+
+    # 3. the third run completes with one good build
+    third = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert third.returncode == 0, third.stdout[-4000:]
+    assert not scratch_processes(scratch)
+    manifest = json.loads(manifest_path.read_text())
+    package = cache / manifest["tarball"]
+    assert hashlib.sha256(package.read_bytes()).hexdigest() == manifest["sha256"]
+    with tarfile.open(package) as tar:
+        names = {Path(name).as_posix().lstrip("./") for name in tar.getnames()}
+    assert {"out.txt", "payload.bin"} <= names
+    assert not list(cache.glob("*.part")), list(cache.iterdir())
+    installed = tmp_path / "opt" / "current"
+    assert (installed / "out.txt").read_text() == "built\n"
+    assert (installed / "payload.bin").stat().st_size == 16_000_000
+
+    # 4. and a re-run compiles nothing and changes nothing
+    fourth = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert fourth.returncode == 0, fourth.stdout[-4000:]
+    assert recap(fourth.stdout)["localhost"]["changed"] == 0, fourth.stdout[-4000:]
+    assert "build_once : Compile]" not in fourth.stdout

@@ -1,0 +1,112 @@
+"""The builder lock (issue 18: one run at a time per build directory, across controllers).
+
+Role build_once for real on this machine (connection local, builder = localhost), three runs of one toy build:
+run A compiles and holds the lock until the test lets its make finish (a GO file); run B, started meanwhile with a
+2-second wait, fails naming A as the holder and leaves A's make alone (without the lock it would stop that make and
+empty A's tree); run C, with the default wait, waits for A and then builds. Each run has its own controller cache,
+as two controllers would. A lock left by a killed run of this controller is passed over: that is
+tests/unit/test_build_once_interrupted.py's second and third runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import recap
+from test_build_once_interrupted import ENV, scratch_processes, write_run
+
+from rdmaforge.paths import PROJECT_ROOT
+
+#: The make waits for the test's GO file, so run A holds the lock for exactly as long as the test needs.
+MAKEFILE = """\
+all:
+\twhile [ ! -e $(GO) ]; do sleep 0.2; done
+\tmkdir -p build
+\techo built > build/out.txt
+"""
+
+
+def start(inventory: Path, playbook: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """ansible-playbook in the background, its output in a file the test can read while it runs."""
+    log = playbook.with_suffix(".log")
+    argv = [str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **ENV})
+    return proc, log
+
+
+def long_lived(pids: list[int]) -> set[int]:
+    """The make and its shell, without the short sleeps its loop keeps starting."""
+    alive = set()
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "sleep":
+                alive.add(pid)
+        except OSError:
+            continue
+    return alive
+
+
+def wait_for(condition, what: str, seconds: float = 120) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_a_second_run_waits_for_the_builder_lock_or_fails_naming_its_holder(tmp_path: Path) -> None:
+    build_id = f"lock{os.getpid()}"
+    go = tmp_path / "go"
+    make = (f"GO={go}",)
+    scratch = tmp_path / "scratch" / f"toy-{build_id}"
+    lock = tmp_path / "scratch" / f"toy-{build_id}.lock"
+    inventory, run_a = write_run(tmp_path, build_id, MAKEFILE, make, "a.yml", build_once_lock_poll=1)
+    _, run_b = write_run(tmp_path, build_id, MAKEFILE, make, "b.yml", build_once_controller_cache=str(tmp_path / "b"),
+                         build_once_lock_wait=2, build_once_lock_poll=1)  # fmt: skip
+    _, run_c = write_run(tmp_path, build_id, MAKEFILE, make, "c.yml", build_once_controller_cache=str(tmp_path / "c"),
+                         build_once_lock_poll=1)  # fmt: skip
+
+    a, a_log = start(inventory, run_a)
+    c = None
+    try:
+        wait_for(lambda: bool(scratch_processes(scratch / "src")), "run A's make")
+        holder = (lock / "owner").read_text().strip()
+        assert holder == f"{socket.gethostname()} ansible-playbook pid {a.pid}"
+        make_pids = long_lived(scratch_processes(scratch / "src"))
+        assert make_pids
+
+        b = subprocess.run([str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory),
+                            str(run_b)], cwd=PROJECT_ROOT, capture_output=True, text=True, env={**os.environ, **ENV},
+                           timeout=300)  # fmt: skip
+        assert b.returncode == 2, b.stdout[-4000:]
+        assert (
+            f"localhost is building toy {build_id} for another run (held by: {holder} (for "
+        ) in " ".join(b.stdout.split()), b.stdout[-4000:]
+        assert "waited 2 s (build_once_lock_wait)" in " ".join(b.stdout.split())
+        assert "build_once : Stop a compile" not in b.stdout  # never got past the lock
+        assert long_lived(scratch_processes(scratch / "src")) == make_pids, "run B touched run A's make"
+        assert (lock / "owner").read_text().strip() == holder  # B's failure left A's lock alone
+
+        c, c_log = start(inventory, run_c)
+        retrying = re.compile(r"FAILED - RETRYING: \[localhost\]: Take the builder lock")
+        wait_for(lambda: bool(retrying.search(c_log.read_text())), "run C to wait on the lock")
+        assert c.poll() is None and a.poll() is None
+        go.touch()  # A's make ends, A packages, installs and releases the lock; C then takes it and builds
+        a.wait(timeout=300)
+        c.wait(timeout=300)
+    finally:
+        go.touch()
+        for proc in (a, c):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    a_out, c_out = a_log.read_text(), c_log.read_text()
+    assert a.returncode == 0, a_out[-4000:]
+    assert c.returncode == 0, c_out[-4000:]
+    assert (tmp_path / "cache" / f"toy-{build_id}.json").exists() and (tmp_path / "c" / f"toy-{build_id}.json").exists()
+    assert recap(c_out)["localhost"]["failed"] == 0
+    assert not lock.exists(), "the last run released the lock"
