@@ -31,21 +31,44 @@ class _Parser(argparse.ArgumentParser):
         self.exit(int(ExitCode.BAD_INPUT), f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_modules() -> list[str]:
+    """The modules of rdmaforge.commands, one per sub-command (``nccl_report`` holds ``nccl-report``)."""
+    return sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` (a module name) that one sub-command: importing every command
+    costs about half a second (ansible-runner and the benchmark code), more than a small nccl-report takes."""
+    return _build(only)[0]
+
+
+def _build(only: str | None) -> tuple[argparse.ArgumentParser, set[str]]:
     parser = _Parser(prog="rdmaforge", description=__doc__.split("\n", 1)[0])
     parser.add_argument("--version", action="version", version=f"rdmaforge {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+    for name in [only] if only else command_modules():
+        module = importlib.import_module(f"{commands.__name__}.{name}")
         register = getattr(module, "register", None)
         if register is not None:
             register(subparsers)
-    return parser
+    return parser, set(subparsers.choices)
+
+
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """Only the named sub-command's module is imported; anything else (no command, --help, a typo) gets them all."""
+    first = argv[0] if argv else ""
+    module = first.replace("-", "_")
+    if first and not first.startswith("-") and module in command_modules():
+        parser, names = _build(module)
+        if first in names:
+            return parser
+    return build_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser_for(argv).parse_args(argv)
     prog = f"rdmaforge {args.command}"
     try:
         return int(args.func(args))

@@ -14,9 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rdmaforge import stored
 from rdmaforge.bench import baseline
 from rdmaforge.bench.report import judge
 from rdmaforge.commands.report import find_run_dir, load_run
+from rdmaforge.errors import UserError
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode
 
 NAME = "baseline"
@@ -54,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
             reasons = "; ".join(results.get("reasons") or [])
             return fail(f"{run_dir}: the run's verdict is fail ({reasons}); a baseline must come from a sound run")
         data = baseline.make(run_json, results, str(run_dir.resolve()))
-    except baseline.BaselineError as exc:
+        # What is written is what `report --baseline` and `bench -e benchmark_baseline` accept (the same schema).
+        stored.check(data, stored.BASELINE, f"baseline made from {run_dir}", "rdmaforge baseline")
+    except UserError as exc:  # BaselineError included
         return fail(str(exc))
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)

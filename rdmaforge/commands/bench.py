@@ -1,10 +1,10 @@
 """`rdmaforge bench -i INVENTORY`: run playbooks/bench.yml, then judge the run with the benchmark report.
 
-The verdict comes from the same code as `rdmaforge report` (rdmaforge.bench.report.render), applied to a copy
-of the benchmark's run directory inside this command's run directory. It travels as a fact: the role publishes
-where its run directory is (`benchmark_artifacts`), this command reads and judges the files there. Exit 0 pass,
-4 fail, 5 incomplete (a required component skipped or not judged). The role also fails its play on a non-pass
-verdict (for plain ansible-playbook users); that task is the verdict, not a broken host.
+The run is rendered once, by the role, with the same code as `rdmaforge report` (rdmaforge.bench.report.render),
+and its results travel as facts: `benchmark_results` (results.json, verdict included) and `benchmark_artifacts`
+(where the files are; copied into this command's run directory). Exit 0 pass, 4 fail, 5 incomplete (a required
+component skipped or not judged). For plain ansible-playbook users the role fails its play on a non-pass verdict;
+this command turns that off (benchmark_fail_on_verdict=false), so every failed task here is a broken host.
 """
 
 from __future__ import annotations
@@ -16,17 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge.bench import baseline
-from rdmaforge.bench.report import render
 from rdmaforge.bench.verdict import EXIT_CODES, GROUPS, describe
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, junit
-from rdmaforge.runner.events import FAIL_ACTIONS, HostProblem
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.extravars import ExtraVars, merged
 
 NAME = "bench"
-#: The benchmark role's last task (roles/benchmark/tasks/report.yml) fails the play on a non-pass verdict.
-VERDICT_TASK = "Fail when the benchmark verdict is not pass"
 #: Its first task (roles/benchmark/tasks/main.yml) refuses a baseline set in the inventory that cannot be read.
 BASELINE_TASK = "Check the baseline to compare with"
 
@@ -47,7 +43,8 @@ def register(subparsers: Any) -> None:
     command.add_target_arguments(parser)
     parser.add_argument("--require", metavar="COMPONENTS",
                         help=f"comma-separated components that must pass ({', '.join(GROUPS)}); default: "
-                        "nccl-tests and its transport on nodes with GPUs, e2e when enabled, baseline when "
+                        "nccl-tests and its transport on nodes with GPUs, e2e when enabled, accelerator (ACSpeed, "
+                        "the NCCL net plugin in the training logs) when enabled on nodes with GPUs, baseline when "
                         "given")  # fmt: skip
     command.add_output_arguments(parser)
     parser.set_defaults(func=run)
@@ -70,10 +67,6 @@ def required_components(text: str | None) -> list[str] | None:
     return names
 
 
-def is_verdict_failure(problem: HostProblem) -> bool:
-    return not problem.unreachable and problem.action in FAIL_ACTIONS and problem.task == VERDICT_TASK
-
-
 def bench_exit(outcome: execute.Outcome, verdict: str | None) -> ExitCode:
     """Unreachable (3) and hosts failing for other reasons (2) outrank the verdict; then the verdict decides. A
     baseline the role refused before measuring anything is bad input (64)."""
@@ -82,10 +75,7 @@ def bench_exit(outcome: execute.Outcome, verdict: str | None) -> ExitCode:
         return base
     if any(p.task == BASELINE_TASK and not p.unreachable for p in outcome.events.problems):
         return ExitCode.BAD_INPUT
-    excused = {p.host: 0 for p in outcome.events.problems}
-    for problem in outcome.events.problems:
-        excused[problem.host] += 1 if is_verdict_failure(problem) else 0
-    if any(recap.failed > excused.get(host, 0) for host, recap in outcome.recaps.items()):
+    if any(recap.failed for recap in outcome.recaps.values()):
         return ExitCode.HOST_FAILED
     if verdict in EXIT_CODES:
         return EXIT_CODES[verdict]
@@ -93,13 +83,15 @@ def bench_exit(outcome: execute.Outcome, verdict: str | None) -> ExitCode:
 
 
 def collect_results(outcome: execute.Outcome, run_dir: Path) -> tuple[Path | None, dict[str, Any] | None]:
-    """Copy the benchmark's run directory into ours and re-render it there; (None, None) when it made none."""
+    """Copy the benchmark's run directory into ours; the results (and their verdict) are the play's published
+    fact ``benchmark_results``: the run is rendered once, by the role. (None, None) when it published none."""
     source = outcome.events.fact("benchmark_artifacts")
-    if not source or not (Path(source) / "run.json").is_file():
+    results = outcome.events.fact("benchmark_results")
+    if not source or not isinstance(results, dict) or not (Path(source) / "run.json").is_file():
         return None, None
     target = run_dir / "benchmark"
     shutil.copytree(source, target)
-    return target, render(target)
+    return target, results
 
 
 def verdict_case(results: dict[str, Any] | None) -> junit.Case:
@@ -142,22 +134,20 @@ def run(args: argparse.Namespace) -> int:
         variables = [*variables, ExtraVars(inline={"benchmark_baseline": str(Path(str(given)).resolve())})]
     if require is not None:
         variables = [*variables, ExtraVars(inline={"benchmark_required": require})]
+    # The verdict comes back as the benchmark_results fact and becomes this command's exit code; a failed task for
+    # it would be one more thing to tell apart from a broken host.
+    variables = [*variables, ExtraVars(inline={"benchmark_fail_on_verdict": False})]
     session = command.start(args, NAME)
     request = execute.Request(inventory=args.inventory, playbook=playbook("bench.yml"), limit=args.limit,
                               tags=args.tags, check=args.check, diff=args.diff, extra_vars=variables,
-                              verbosity=args.verbose)  # fmt: skip
+                              verbosity=args.verbose, **command.ansible_options(args))  # fmt: skip
     outcome = command.run_playbook(session, request)
-    try:
-        results_dir, results = collect_results(outcome, session.run_dir)
-    except baseline.BaselineError as exc:
-        print(f"rdmaforge {NAME}: {exc}", file=session.out)
-        return command.finish(session, args, ExitCode.BAD_INPUT, [], command.outcome_record(outcome))
+    results_dir, results = collect_results(outcome, session.run_dir)
     verdict = str(results["verdict"]) if results else None
     if results is not None and results_dir is not None:
         print_verdict(results, results_dir, session)
     code = bench_exit(outcome, verdict)
-    # The verdict's own failed task is reported in the verdict case, not as a broken host.
-    hosts = command.host_cases(outcome, f"rdmaforge.{NAME}", ignore=is_verdict_failure)
+    hosts = command.host_cases(outcome, f"rdmaforge.{NAME}")
     record = {**command.outcome_record(outcome), "benchmark": {"verdict": verdict, "results": str(results_dir),
               "components": (results or {}).get("components")}}  # fmt: skip
     return command.finish(session, args, code, [*hosts, verdict_case(results)], record)

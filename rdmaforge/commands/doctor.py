@@ -5,13 +5,13 @@ Runs playbooks/doctor.yml in check mode (its tasks only read; check mode makes s
 change), reads the JSON file it writes per node into the run directory (doctor/), and prints one row per node:
 RDMA devices and port states, MTU, memlock, huge pages, GPUs, ENIs, NCCL and plugin versions, clock offset,
 then every check that is a problem, an accepted deviation (doctor_accept) or not checked. `--json` prints the
-same per node.
+run's recap.json on stdout (``healthy``, ``exit_code``, ``nodes`` with each node's checks, ...), the rest on
+stderr, as provision and verify do.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
     limit = doctor.DEFAULT_MAX_CLOCK_OFFSET
     parser.add_argument("--max-clock-offset", type=float, default=limit, metavar="SECONDS",
                         help=f"flag a clock further off the controller's (default {limit})")  # fmt: skip
-    parser.add_argument("--json", action="store_true", help="print each node's checks as JSON instead of the table")
+    command.add_json_argument(parser)
     command.add_output_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -76,27 +76,26 @@ def run(args: argparse.Namespace) -> int:
         variables = command.check_arguments(args)
     except command.UsageError as exc:
         return command.usage_error(NAME, str(exc))
-    # With --json the progress goes to a buffer: stdout holds the JSON document only.
-    session = command.start(args, NAME, out=io.StringIO() if args.json else None)
+    # With --json the human output goes to stderr: stdout holds the JSON document (recap.json) only.
+    session = command.start(args, NAME, json_recap=args.json)
     output = session.run_dir / NAME
     # The output directory last: a user's -e cannot send the files elsewhere than where they are read.
     variables = [*variables, ExtraVars(inline={"doctor_output_dir": str(output)})]
     request = execute.Request(inventory=args.inventory, playbook=playbook("doctor.yml"), limit=args.limit,
-                              check=True, extra_vars=variables, verbosity=args.verbose)  # fmt: skip
+                              check=True, extra_vars=variables, verbosity=args.verbose,
+                              **command.ansible_options(args))  # fmt: skip
     outcome = command.run_playbook(session, request)
     if not outcome.ran:
-        return command.finish(session, args, command.playbook_exit(outcome), [], command.outcome_record(outcome))
+        record = {**command.outcome_record(outcome), "healthy": False}
+        return command.finish(session, args, command.playbook_exit(outcome), [], record)
     unreachable = [p.host for p in outcome.events.unreachable()]
     failed = {p.host: f"{p.task}: {first_line(p.message)}" for p in reversed(outcome.events.failures())}
     nodes = read_nodes(output, [h for h in outcome.recaps if h not in unreachable])
     diagnosis = doctor.diagnose(nodes, unreachable, failed, args.max_clock_offset)
     code = diagnosis.exit_code if outcome.status != "canceled" else ExitCode.INTERRUPTED
-    if args.json:
-        document = {"healthy": code == ExitCode.OK, "exit_code": int(code), "nodes": diagnosis.per_node()}
-        print(json.dumps(document, indent=2))
-    else:
-        print("", file=session.out)
-        print(doctor.render(diagnosis), file=session.out)
-    record = {**command.outcome_record(outcome), "rows": diagnosis.rows, "nodes": diagnosis.per_node(),
-              "findings": [f.to_dict() for f in diagnosis.findings], "unreachable": diagnosis.unreachable}  # fmt: skip
+    print("", file=session.out)
+    print(doctor.render(diagnosis), file=session.out)
+    record = {**command.outcome_record(outcome), "healthy": code == ExitCode.OK, "rows": diagnosis.rows,
+              "nodes": diagnosis.per_node(), "findings": [f.to_dict() for f in diagnosis.findings],
+              "unreachable": diagnosis.unreachable}  # fmt: skip
     return command.finish(session, args, code, host_cases(diagnosis, failed), record)

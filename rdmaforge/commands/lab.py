@@ -12,10 +12,12 @@ from rdmaforge.lab import Lab, LabError
 from rdmaforge.lab import impair as impair_mod
 from rdmaforge.lab.session import hold_lab
 from rdmaforge.lab.spec import MAX_EXTRA_NICS, MAX_NODES
+from rdmaforge.runner.exit_codes import epilog
 
 
 def register(subparsers: Any) -> None:
-    lab = subparsers.add_parser("lab", help="the local multi-node lab (systemd-nspawn nodes, lab mirror)")
+    codes = epilog(note="`lab ssh NODE COMMAND` exits with the command's own code")
+    lab = subparsers.add_parser("lab", help="the local multi-node lab (systemd-nspawn nodes, lab mirror)", epilog=codes)
     verbs = lab.add_subparsers(dest="lab_command", metavar="VERB")
     verbs.required = True
 

@@ -28,13 +28,14 @@ from rdmaforge.nccl_tests import (
     Half,
     Run,
     Transport,
+    accel,
     check_input,
     stream_runs,
     verdict,
 )
 from rdmaforge.nccl_tests.rowstore import RowStore
 from rdmaforge.nccl_tests.transport import merge_transports
-from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.runner.exit_codes import ExitCode, epilog
 
 if TYPE_CHECKING:
     from rdmaforge.nccl_tests import TransportVerdict
@@ -48,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="summarise nccl-tests outputs (text or -J JSON) and check the NCCL transport",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog(ExitCode.BELOW_THRESHOLD, ExitCode.INCOMPLETE),
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="nccl-tests output ('-' for stdin)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -70,6 +72,12 @@ class _Sink:
         self._size = 0
 
     def write(self, text: str) -> None:
+        if len(text) >= self.LIMIT:  # a block of rows: written as it is, not copied into a join
+            if self._parts:
+                self._out.write("".join(self._parts))
+                self._parts, self._size = [], 0
+            self._out.write(text)
+            return
         self._parts.append(text)
         self._size += len(text)
         if self._size >= self.LIMIT:
@@ -142,6 +150,9 @@ def _runs_of(name: str, transports: list[Transport]) -> Iterator[Run]:
 
 # -- JSON, written exactly as json.dumps(indent=2) would, but row by row from the packed store -------------
 
+#: json.dumps' own string encoder (ensure_ascii=True), in C where the json module has its accelerator.
+_json_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
 _RUN_PAD = "    "
 _ROW_BATCH = 2048
 _ROWS_MARK = '\n      "rows": [],'
@@ -149,13 +160,23 @@ _ROWS_MARK = '\n      "rows": [],'
 
 def write_run_json(item: Run, write: Callable[[str], None]) -> None:
     """``item.to_dict()`` as ``json.dumps(indent=2)`` prints it inside the ``runs`` list, rows streamed."""
-    text = json.dumps(item.to_dict(with_rows=False), indent=2, allow_nan=False)
-    head = _RUN_PAD + text.replace("\n", "\n" + _RUN_PAD)
+    head = _run_head_json(item.to_dict(with_rows=False))
     if not item.rows:
         write(head)
         return
     at = head.index(_ROWS_MARK) + len(_ROWS_MARK) - 3
     write(head[:at] + "[\n")
+    fast = accel.fast
+    if fast is not None:
+        names = [json.dumps(name) if name is not None else "null" for name in item.rows.names]
+        separator = ""
+        for chunk in item.rows.record_chunks():
+            if separator:
+                write(separator)
+            write(fast.format_rows(chunk, names))
+            separator = ",\n"
+        write("\n      ]," + head[at + 3 :])
+        return
     batch: list[str] = []
     separator = ""
     for text in _rows_json(item.rows):
@@ -166,6 +187,37 @@ def write_run_json(item: Run, write: Callable[[str], None]) -> None:
     if batch:
         write(separator + ",\n".join(batch))
     write("\n      ]," + head[at + 3 :])
+
+
+def _run_head_json(data: dict[str, Any]) -> str:
+    """``json.dumps(data, indent=2, allow_nan=False)`` indented for the ``runs`` list, for a run's dict (values
+    None, str, int, finite float or a list of str); anything else goes through json.dumps itself."""
+    parts = []
+    for key, value in data.items():
+        if type(value) is list:
+            if not value:
+                text = "[]"
+            elif all(type(element) is str for element in value):
+                text = "[\n        " + ",\n        ".join(map(_json_str, value)) + "\n      ]"
+            else:
+                return _head_by_json(data)
+        elif value is None:
+            text = "null"
+        elif type(value) is str:
+            text = _json_str(value)
+        elif type(value) is int:
+            text = int.__repr__(value)
+        elif type(value) is float and value - value == 0.0:  # finite
+            text = float.__repr__(value)
+        else:
+            return _head_by_json(data)
+        parts.append(_json_str(key) + ": " + text)
+    return _RUN_PAD + "{\n      " + ",\n      ".join(parts) + "\n    }"
+
+
+def _head_by_json(data: dict[str, Any]) -> str:
+    text = json.dumps(data, indent=2, allow_nan=False)
+    return _RUN_PAD + text.replace("\n", "\n" + _RUN_PAD)
 
 
 def _rows_json(rows: RowStore) -> Iterator[str]:

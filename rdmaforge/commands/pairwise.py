@@ -132,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
                 "pairwise_nics": nics if nics else "all"}
     )  # fmt: skip
     request = execute.Request(inventory=args.inventory, playbook=playbook("pairwise.yml"), limit=args.limit,
-                              extra_vars=[*variables, ours], verbosity=args.verbose)  # fmt: skip
+                              extra_vars=[*variables, ours], verbosity=args.verbose,
+                              **command.ansible_options(args))  # fmt: skip
     outcome = command.run_playbook(session, request)
     results = read_results(out_dir)
     if results is not None:

@@ -22,6 +22,7 @@ def register(subparsers: Any) -> None:
         "at the end, and a run directory with the events, Ansible's output, recap.json and junit.xml.",
     )
     command.add_target_arguments(parser)
+    command.add_json_argument(parser)
     command.add_output_arguments(parser)
     parser.add_argument(
         "--no-wait", action="store_true",
@@ -36,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     except command.UsageError as exc:
         return command.usage_error(NAME, str(exc))
     try:
-        with run_lock.inventory_lock(args.inventory, NAME, wait=not args.no_wait, out=sys.stdout):
+        out = sys.stderr if args.json else sys.stdout
+        with run_lock.inventory_lock(args.inventory, NAME, wait=not args.no_wait, out=out):
             return converge(args, variables)
     except run_lock.Busy as exc:
         print(f"rdmaforge {NAME}: {exc}; exit {int(ExitCode.BUSY)} (--no-wait)", file=sys.stderr)
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def converge(args: argparse.Namespace, variables: list[Any]) -> int:
-    session = command.start(args, NAME)
+    session = command.start(args, NAME, json_recap=args.json)
     request = execute.Request(
         inventory=args.inventory,
         playbook=playbook("site.yml"),
@@ -54,11 +56,12 @@ def converge(args: argparse.Namespace, variables: list[Any]) -> int:
         diff=args.diff,
         extra_vars=variables,
         verbosity=args.verbose,
+        **command.ansible_options(args),
     )
     outcome = command.run_playbook(session, request)
     for line in fast_path_lines(outcome.events.fact("converge_state_in_sync"),
                                 outcome.events.fact("converge_state_reasons")):  # fmt: skip
-        print(line)
+        print(line, file=session.out)
     code = command.playbook_exit(outcome)
     return command.finish(session, args, code, command.host_cases(outcome, f"rdmaforge.{NAME}"),
                           command.outcome_record(outcome))  # fmt: skip

@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from rdmaforge.paths import PROJECT_ROOT
-from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.stored import SAFE_NAME
 from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.nodes import HOST_VARIABLES, HostInput
@@ -53,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="write docker/systemd, ACS, MPIJob and PyTorchJob files for the inventory's cluster",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog(),
     )
     parser.add_argument("-i", "--inventory", required=True, help="inventory (file or directory), as for Ansible")
     parser.add_argument("-o", "--output", type=Path, required=True, help="directory to write into (created)")
@@ -251,7 +252,7 @@ def output_problem(out_dir: Path) -> str | None:
 
 
 def _validate(paths: list[Path], out_dir: Path, version: str | None) -> int:
-    from rdmaforge.workloads import validate  # the test extras: imported only when asked for
+    from rdmaforge.workloads import validate  # heavy: imported only when asked for
 
     target = version or validate.KUBERNETES_VERSION
     failed = 0

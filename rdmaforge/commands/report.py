@@ -12,10 +12,10 @@ from rdmaforge import stored
 from rdmaforge.bench.baseline import BaselineError
 from rdmaforge.bench.report import render
 from rdmaforge.bench.verdict import EXIT_CODES
-from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.paths import WORKSPACE
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode
 
-BENCH_DIR = PROJECT_ROOT / "artifacts" / "bench"
+BENCH_DIR = WORKSPACE / "artifacts" / "bench"
 
 
 def register(subparsers: Any) -> None:
@@ -55,9 +55,10 @@ def find_run_dir(args: argparse.Namespace) -> Path | str:
     if args.run_dir is None:
         return "give RUN_DIR or --latest"
     run_dir: Path = args.run_dir
-    if not (run_dir / "run.json").is_file() and (run_dir / "benchmark" / "run.json").is_file():
+    # exists(), not is_file(): a run.json that is a device or a pipe is refused by the bounded read, with its size.
+    if not (run_dir / "run.json").exists() and (run_dir / "benchmark" / "run.json").exists():
         run_dir = run_dir / "benchmark"  # `rdmaforge bench` keeps the benchmark's run there
-    if not (run_dir / "run.json").is_file():
+    if not (run_dir / "run.json").exists():
         return f"{run_dir} has no run.json (not a benchmark run directory)"
     return run_dir
 

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import stored
-from rdmaforge.paths import PROJECT_ROOT
-from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.paths import WORKSPACE
+from rdmaforge.runner.exit_codes import ExitCode, epilog
 
-DEFAULT = PROJECT_ROOT / "artifacts" / "summary.json"
+DEFAULT = WORKSPACE / "artifacts" / "summary.json"
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("summary", help="print the per-node summary of the last converge")
+    parser = subparsers.add_parser("summary", help="print the per-node summary of the last converge", epilog=epilog())
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT, help=f"summary JSON (default {DEFAULT})")
     parser.set_defaults(func=run)
 

@@ -3,6 +3,12 @@
 Read-only, so it is safe on a production cluster: a reachability probe (Ansible's ping, through ansible-runner)
 first, then pytest runs tests/infra on the nodes that answered, with testinfra's ansible backend (connection
 settings and host-key checking from the inventory), writing JUnit XML into the run directory (verify/).
+
+-u, -b, --become-user and the vault flags reach both: the ping as Ansible's own flags, testinfra through the
+environment it reads (ANSIBLE_REMOTE_USER, ANSIBLE_BECOME, ANSIBLE_BECOME_USER; there they outrank the
+inventory's ansible_user/ansible_become, as testinfra gives the environment the last word) and
+ANSIBLE_VAULT_IDENTITY_LIST for its ansible-inventory. -f/--forks applies to the ping only (the suite runs one
+pytest process). No --tags, --skip-tags, --check, --diff nor -e: it runs no playbook.
 """
 
 from __future__ import annotations
@@ -13,15 +19,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rdmaforge import infra_report
-from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.paths import VERIFY_ROOT
 from rdmaforge.runner import command, execute, junit
 from rdmaforge.runner.exit_codes import ExitCode
 
 NAME = "verify"
-SUITE = PROJECT_ROOT / "tests" / "infra"
+SUITE = VERIFY_ROOT / "tests" / "infra"
 
 
 def register(subparsers: Any) -> None:
@@ -36,7 +42,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-i", "--inventory", type=Path, required=True, help="the cluster's inventory (hosts.yml)")
     parser.add_argument("-l", "--limit", default="cluster", help="host pattern to verify (default: group cluster)")
     parser.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
+    command.add_connection_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="print pytest's output as it runs")
+    command.add_json_argument(parser)
     command.add_output_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -48,31 +56,48 @@ def pytest_argv(hosts: list[str], inventory: Path, junit_path: Path, keyword: st
     return [*argv, "-k", keyword] if keyword else argv
 
 
-def run_suite(argv: list[str], log: Path, echo: bool) -> int:
+def suite_environment(request: execute.Request) -> dict[str, str]:
+    """The connection and vault flags as the environment testinfra's ansible backend and ansible-inventory read."""
+    env: dict[str, str] = {}
+    if request.user:
+        env["ANSIBLE_REMOTE_USER"] = request.user
+    if request.become:
+        env["ANSIBLE_BECOME"] = "True"  # testinfra takes any non-empty value as true: set only when asked
+    if request.become_user:
+        env["ANSIBLE_BECOME_USER"] = request.become_user
+    vaults = execute.vault_identity_list(request)
+    if vaults:
+        env["ANSIBLE_VAULT_IDENTITY_LIST"] = vaults
+    return env
+
+
+def run_suite(
+    argv: list[str], log: Path, echo: bool, extra_env: dict[str, str] | None = None, out: TextIO | None = None
+) -> int:
     """pytest in its own process (its plugins and state stay out of ours); output to ``log``, echoed with -v."""
     # The same environment as a playbook run: this venv's Ansible, the project's ansible.cfg, host keys checked.
-    env = {**os.environ, **execute.runner_env()}
+    env = {**os.environ, **execute.runner_env(), **(extra_env or {})}
     with (
         log.open("w") as out,
         subprocess.Popen(
-            argv, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            argv, cwd=VERIFY_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         ) as proc,
     ):
         assert proc.stdout is not None
         for line in proc.stdout:
             out.write(line)
             if echo:
-                print(line, end="", flush=True)
+                print(line, end="", flush=True, file=out or sys.stdout)
     return proc.returncode
 
 
 def verify_hosts(
-    directory: Path, hosts: list[str], args: argparse.Namespace
+    directory: Path, hosts: list[str], args: argparse.Namespace, request: execute.Request, out: TextIO
 ) -> tuple[list[infra_report.TestOutcome], int]:
     directory.mkdir()
     junit_path = directory / "junit.xml"
     argv = pytest_argv(hosts, args.inventory, junit_path, args.keyword)
-    rc = run_suite(argv, directory / "pytest.log", args.verbose)
+    rc = run_suite(argv, directory / "pytest.log", args.verbose and not args.quiet, suite_environment(request), out)
     return (infra_report.parse_junit(junit_path, hosts) if junit_path.is_file() else []), rc
 
 
@@ -90,20 +115,22 @@ def run(args: argparse.Namespace) -> int:
     except command.UsageError as exc:
         return command.usage_error(NAME, str(exc))
     if importlib.util.find_spec("testinfra") is None:  # the suite's runner is a test dependency
-        return command.usage_error(NAME, "needs pytest-testinfra: pip install -e '.[test]'")
-    session = command.start(args, NAME)
+        return command.usage_error(NAME, "needs pytest-testinfra, a dependency of rdmaforge: pip install rdmaforge")
+    session = command.start(args, NAME, json_recap=args.json)
     # Unreachable nodes are found first and left out of the suite: testinfra would fail every test on them with
     # messages that do not say why.
-    probe = execute.run(execute.Request(inventory=args.inventory, module="ansible.builtin.ping",
-                                        host_pattern=args.limit), session.run_dir)  # fmt: skip
+    request = execute.Request(inventory=args.inventory, module="ansible.builtin.ping", host_pattern=args.limit,
+                              **command.ansible_options(args))  # fmt: skip
+    probe = execute.run(request, session.run_dir)
     unreachable = [h for h in probe.events.hosts if probe.events.unreachable(h)]
     hosts = [h for h in probe.recaps if h not in unreachable]
     if not probe.recaps:
         print(f"rdmaforge {NAME}: no host of {args.inventory} matches {args.limit!r}", file=sys.stderr)
         return command.finish(session, args, ExitCode.ERROR, [], {"hosts": [], "pattern": args.limit})
     down = f"; unreachable: {', '.join(unreachable)}" if unreachable else ""
-    print(f"testinfra suite on {len(hosts)} node(s){down}", file=session.out, flush=True)
-    outcomes, rc = verify_hosts(session.run_dir / NAME, hosts, args) if hosts else ([], 0)
+    if not session.quiet:
+        print(f"testinfra suite on {len(hosts)} node(s){down}", file=session.out, flush=True)
+    outcomes, rc = verify_hosts(session.run_dir / NAME, hosts, args, request, session.out) if hosts else ([], 0)
     print("", file=session.out)
     print(infra_report.render(outcomes, unreachable), file=session.out)
     code = infra_report.exit_code(outcomes, unreachable, rc) if hosts else ExitCode.UNREACHABLE

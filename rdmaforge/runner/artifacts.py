@@ -12,9 +12,9 @@ import re
 import shutil
 from pathlib import Path
 
-from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.paths import WORKSPACE
 
-RUNS_DIR = Path(os.environ.get("RDMAFORGE_RUNS_DIR", PROJECT_ROOT / "artifacts" / "runs"))
+RUNS_DIR = Path(os.environ.get("RDMAFORGE_RUNS_DIR", WORKSPACE / "artifacts" / "runs"))
 #: Runs kept by default (the newest); `--keep` overrides it.
 DEFAULT_KEEP = 20
 #: Only directories with this shape are ever rotated away: nothing else under the runs directory is touched.

@@ -1,5 +1,11 @@
-"""What the provision, bench, doctor and verify commands share: their options, the run directory, the live
-progress, the recap, recap.json, JUnit XML and the final line with the exit code."""
+"""What the provision, bench, doctor, pairwise and verify commands share: their options (ansible-playbook's
+familiar flags among them), the run directory, the live progress, the recap, recap.json, JUnit XML and the final
+line with the exit code.
+
+On screen: by default a condensed progress line per task; ``-q`` none (the recap table, the problems and the
+final line only); ``-v`` Ansible's own output instead. ``--json`` (provision, verify, doctor) sends all of that
+to stderr and prints recap.json on stdout.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +22,67 @@ from typing import Any, TextIO
 from rdmaforge.runner import artifacts, execute, extravars, junit
 from rdmaforge.runner.events import HostProblem
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode, describe, for_hosts
-from rdmaforge.runner.progress import Progress, Ticker
+from rdmaforge.runner.progress import AnsibleEcho, Progress, Ticker, escapes_allowed
 from rdmaforge.runner.recap import failed_hosts, first_line, render, unreachable_hosts
 
 
 def add_parser(subparsers: Any, name: str, help: str, description: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=description, epilog=EPILOG)
     return parser
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (else a usage error, exit 64)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def existing_file(text: str) -> Path:
+    """argparse type: a file that exists now, checked before anything runs (else a usage error naming it)."""
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    return path
+
+
+def vault_identity(text: str) -> str:
+    """argparse type for --vault-id: [LABEL@]SOURCE. Ansible runs without a terminal here: it cannot prompt."""
+    source = text.rpartition("@")[2]
+    if source in ("prompt", "prompt_ask_vault_pass", ""):
+        raise argparse.ArgumentTypeError(f"{text}: cannot prompt (Ansible runs without a terminal); "
+                                         "give a password file or script, LABEL@FILE")  # fmt: skip
+    return text
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """ansible-playbook's -u, -b, --become-user, -f, --vault-id and --vault-password-file, passed on as they are."""
+    parser.add_argument("-u", "--user", metavar="REMOTE_USER", help="connect as this user (Ansible's --user)")
+    parser.add_argument("-b", "--become", action="store_true", help="run tasks with become (Ansible's --become)")
+    parser.add_argument("--become-user", metavar="USER", help="become this user (Ansible's --become-user)")
+    parser.add_argument("-f", "--forks", type=positive_int, metavar="N",
+                        help="parallel processes (Ansible's --forks; default: ansible.cfg's)")  # fmt: skip
+    parser.add_argument("--vault-id", action="append", default=[], type=vault_identity, metavar="[LABEL@]FILE",
+                        help="vault identity to decrypt with (repeatable; Ansible's --vault-id)")  # fmt: skip
+    parser.add_argument("--vault-password-file", action="append", default=[], type=existing_file, metavar="FILE",
+                        help="vault password file (repeatable; must exist; as Ansible's)")  # fmt: skip
+
+
+def ansible_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The execute.Request fields of the flags from add_target_arguments/add_connection_arguments."""
+    return {
+        "skip_tags": getattr(args, "skip_tags", None),
+        "user": getattr(args, "user", None),
+        "become": bool(getattr(args, "become", False)),
+        "become_user": getattr(args, "become_user", None),
+        "forks": getattr(args, "forks", None),
+        "vault_ids": tuple(getattr(args, "vault_id", None) or ()),
+        "vault_password_files": tuple(getattr(args, "vault_password_file", None) or ()),
+    }
 
 
 def add_target_arguments(
@@ -32,6 +92,7 @@ def add_target_arguments(
     parser.add_argument("-l", "--limit", help="only these hosts or groups (Ansible's --limit)")
     if tags:
         parser.add_argument("-t", "--tags", help="only tasks with these tags (Ansible's --tags)")
+        parser.add_argument("--skip-tags", metavar="TAGS", help="leave out tasks with these tags (--skip-tags)")
     if check:
         parser.add_argument("-C", "--check", action="store_true", help="change nothing; report what would change")
         parser.add_argument("-D", "--diff", action="store_true", help="record file changes in ansible/stdout (--diff)")
@@ -40,10 +101,20 @@ def add_target_arguments(
                             help="KEY=VALUE, @FILE (YAML/JSON) or a JSON mapping; repeatable, later wins. Never "
                                  "written to ansible-runner's env/ nor put on a command line; values of secret "
                                  "names (password, token, secret, ...) are redacted from the artifacts")  # fmt: skip
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="Ansible verbosity in ansible/stdout")
+    add_connection_arguments(parser)
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="Ansible verbosity (-vvv for more), recorded in ansible/stdout; on screen, Ansible's own "
+                        "output instead of the condensed progress")  # fmt: skip
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="print the run's recap.json on stdout; everything else goes to stderr")  # fmt: skip
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no live progress: only the recap table, the problems and the final line")  # fmt: skip
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here (for CI)")
     parser.add_argument("--runs-dir", type=Path, default=artifacts.RUNS_DIR,
                         help=f"where run directories go (default {artifacts.RUNS_DIR})")  # fmt: skip
@@ -59,6 +130,9 @@ class Session:
     run_dir: Path
     started: dt.datetime
     out: TextIO = field(default_factory=lambda: sys.stdout)
+    quiet: bool = False  # -q: no live progress
+    echo: bool = False  # -v: Ansible's own output instead of the condensed progress
+    json_recap: bool = False  # --json: recap.json on stdout at the end (``out`` is then stderr)
 
     def elapsed(self) -> float:
         return (dt.datetime.now(dt.UTC) - self.started).total_seconds()
@@ -79,25 +153,39 @@ def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
         raise UsageError(str(exc)) from exc
 
 
-def start(args: argparse.Namespace, command: str, out: TextIO | None = None) -> Session:
-    """Create the run directory and rotate old ones (the new one always survives)."""
+def start(args: argparse.Namespace, command: str, out: TextIO | None = None, json_recap: bool = False) -> Session:
+    """Create the run directory and rotate old ones (the new one always survives).
+
+    With ``json_recap`` (--json) the human output goes to stderr and ``finish`` prints recap.json on stdout.
+    """
     run_dir = artifacts.new_run_dir(args.runs_dir, command)
     artifacts.rotate(args.runs_dir, args.keep, current=run_dir)
-    session = Session(command, run_dir, dt.datetime.now(dt.UTC), out or sys.stdout)
-    print(f"rdmaforge {command}: run directory {run_dir}", file=session.out, flush=True)
+    quiet = bool(getattr(args, "quiet", False))
+    echo = bool(getattr(args, "verbose", 0)) and not quiet
+    stream = out or (sys.stderr if json_recap else sys.stdout)
+    session = Session(command, run_dir, dt.datetime.now(dt.UTC), stream, quiet, echo, json_recap)
+    if not quiet:
+        print(f"rdmaforge {command}: run directory {run_dir}", file=session.out, flush=True)
     return session
 
 
 def is_tty(stream: TextIO) -> bool:
-    return stream.isatty() and os.environ.get("TERM", "") != "dumb"
+    """Whether escape sequences may be written to ``stream``: a terminal, TERM not dumb, NO_COLOR not set."""
+    return escapes_allowed(stream, os.environ)
 
 
 def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
-    """Run with live progress; then print the recap table."""
-    progress = Progress(session.out, tty=is_tty(session.out))
-    with Ticker(progress):
-        outcome = execute.run(request, session.run_dir, progress.handle)
-    progress.close()
+    """Run with live progress (none with -q; Ansible's own output with -v); then print the recap table."""
+    if session.quiet:
+        outcome = execute.run(request, session.run_dir)
+    elif session.echo:
+        echo = AnsibleEcho(session.out, escapes=is_tty(session.out))
+        outcome = execute.run(request, session.run_dir, echo.handle)
+    else:
+        progress = Progress(session.out, tty=is_tty(session.out))
+        with Ticker(progress):
+            outcome = execute.run(request, session.run_dir, progress.handle)
+        progress.close()
     if outcome.leaked_env_files:  # cannot happen with suppress_env_files; never keep one if it does
         for path in outcome.leaked_env_files:
             path.unlink()
@@ -105,7 +193,7 @@ def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
     print("", file=session.out)
     if not outcome.ran:  # Ansible stopped before any host (a syntax error, no host matched): show why
         print(ansible_output_tail(outcome.artifacts), file=session.out)
-    print(render(outcome.recaps, outcome.events.problems), file=session.out)
+    print(render(outcome.recaps, outcome.events.problems, outcome.events.warnings), file=session.out)
     return outcome
 
 
@@ -143,6 +231,8 @@ def host_cases(
         details = "\n".join(f"{'unreachable' if p.unreachable else 'failed'}: {p.task}: {p.message}" for p in problems)
         first = first_line(f"{problems[0].task}: {problems[0].message}") if problems else ""
         result = "error" if recap.unreachable else "failed" if failed > 0 else "passed"
+        if result == "passed" and recap.status in ("STOPPED", "NOT RUN"):  # it did not fail, nor did it run
+            result, first = "skipped", f"{recap.status}: the run ended before this host finished it"
         cases.append(junit.Case(host, classname, 0.0, result, first if result != "passed" else "", details))
     return cases
 
@@ -163,9 +253,13 @@ def finish(
         junit.write(args.junit, f"rdmaforge {session.command}", cases, elapsed, session.started, properties)
     summary = {"command": session.command, "exit_code": int(code), "meaning": describe(code),
                "started": session.started.isoformat(), "seconds": round(elapsed, 3), **record}  # fmt: skip
-    (session.run_dir / "recap.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    document = json.dumps(summary, indent=2, default=str) + "\n"
+    (session.run_dir / "recap.json").write_text(document)
     print(f"rdmaforge {session.command}: exit {int(code)} ({describe(code)}); artifacts: {session.run_dir}",
           file=session.out, flush=True)  # fmt: skip
+    if session.json_recap:
+        sys.stdout.write(document)
+        sys.stdout.flush()
     return int(code)
 
 
@@ -174,6 +268,7 @@ def outcome_record(outcome: execute.Outcome) -> dict[str, Any]:
         "ansible": {"status": outcome.status, "rc": outcome.rc, "seconds": round(outcome.seconds, 3)},
         "hosts": {host: recap.to_dict() for host, recap in outcome.recaps.items()},
         "problems": [p.to_dict() for p in outcome.events.problems],
+        "warnings": outcome.events.warnings,
     }
 
 

@@ -17,6 +17,15 @@ FAIL_ACTIONS = frozenset({"fail", "ansible.builtin.fail", "ansible.legacy.fail"}
 ASSERT_ACTIONS = frozenset({"assert", "ansible.builtin.assert", "ansible.legacy.assert"})
 
 
+DEBUG_ACTIONS = frozenset({"debug", "ansible.builtin.debug", "ansible.legacy.debug"})
+
+
+def warning_lines(msg: Any) -> list[str]:
+    """The lines of a debug message (a string or a list of them) that start with WARNING."""
+    lines = msg if isinstance(msg, list) else [msg]
+    return [" ".join(line.split()) for line in lines if isinstance(line, str) and line.lstrip().startswith("WARNING")]
+
+
 @dataclass(frozen=True)
 class HostProblem:
     """A task that failed on a host (or could not reach it)."""
@@ -55,6 +64,12 @@ class EventLog:
     hosts: list[str] = field(default_factory=list)
     facts: dict[str, dict[str, Any]] = field(default_factory=dict)  # host -> facts set by set_fact/modules
     stats: dict[str, dict[str, int]] | None = None
+    #: Ansible ended the playbook early: every host of a play failed, was unreachable or was stopped by
+    #: any_errors_fatal ("NO MORE HOSTS LEFT"); the later plays did not run for anyone.
+    stopped_early: bool = False
+    #: Lines of debug messages that start with "WARNING" (a check that left nodes out, a fabric without devices),
+    #: once each: printed under the recap, where a person reads the run's outcome.
+    warnings: list[str] = field(default_factory=list)
     count: int = 0
 
     def handle(self, event: Mapping[str, Any]) -> None:
@@ -69,10 +84,16 @@ class EventLog:
             self.problems.append(self._problem(data, res))
         elif name == "runner_on_unreachable":
             self.problems.append(self._problem(data, res, unreachable=True))
+        elif name == "runner_on_ok" and data.get("task_action") in DEBUG_ACTIONS:
+            for line in warning_lines(res.get("msg")):
+                if line not in self.warnings:
+                    self.warnings.append(line)
         elif name == "runner_on_ok" and isinstance(res.get("ansible_facts"), Mapping):
             # Facts that plays publish; gathered ansible_* facts are large and already in the fact cache.
             published = {k: v for k, v in res["ansible_facts"].items() if not str(k).startswith("ansible_")}
             self.facts.setdefault(str(host), {}).update(published)
+        elif name == "playbook_on_no_hosts_remaining":
+            self.stopped_early = True
         elif name == "playbook_on_stats":
             self.stats = {key: dict(data.get(key) or {}) for key in _STAT_KEYS}
 

@@ -21,7 +21,7 @@ from typing import Any
 import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
 
-from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge import paths
 from rdmaforge.runner import extravars, secrets
 from rdmaforge.runner.events import EventLog
 from rdmaforge.runner.recap import HostRecap, from_stats
@@ -43,10 +43,18 @@ class Request:
     host_pattern: str = "all"
     limit: str | None = None
     tags: str | None = None
+    skip_tags: str | None = None
     check: bool = False
     diff: bool = False
     extra_vars: Sequence[extravars.ExtraVars] = ()
     verbosity: int = 0
+    #: ansible-playbook's connection and vault flags: -u, -b, --become-user, -f, --vault-id, --vault-password-file.
+    user: str | None = None
+    become: bool = False
+    become_user: str | None = None
+    forks: int | None = None
+    vault_ids: Sequence[str] = ()
+    vault_password_files: Sequence[Path] = ()
 
 
 @dataclass
@@ -68,11 +76,12 @@ class Outcome:
 def runner_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Variables rdmaforge sets for the run (ansible-runner adds its own callback settings)."""
     return {
-        # Ad-hoc runs start in the private data dir, not the project: name the project's config explicitly.
-        "ANSIBLE_CONFIG": environ.get("ANSIBLE_CONFIG", str(PROJECT_ROOT / "ansible.cfg")),
-        # ansible-runner puts its own callback directory in this variable, which hides ansible.cfg's
-        # callback_plugins (task_timing); it appends its directory to what is already there.
-        "ANSIBLE_CALLBACK_PLUGINS": environ.get("ANSIBLE_CALLBACK_PLUGINS", str(PROJECT_ROOT / "callback_plugins")),
+        # Ad-hoc runs start in the private data dir, not the project: name the project's config explicitly
+        # (the checkout's ansible.cfg, or the installed package's copy of it).
+        "ANSIBLE_CONFIG": environ.get("ANSIBLE_CONFIG", str(paths.ANSIBLE_CFG)),
+        # The rdmaforge.cluster collection (its callbacks, enabled by FQCN in ansible.cfg, included): the checkout's
+        # build/collections tree, or the installed one beside the package; the fact cache in the workspace.
+        **paths.ansible_environment(),
         # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False when the environment has none; rdmaforge never does.
         "ANSIBLE_HOST_KEY_CHECKING": environ.get("ANSIBLE_HOST_KEY_CHECKING", "True"),
         "ANSIBLE_NOCOLOR": "1",  # stdout in the artifacts is read by people and CI, not terminals
@@ -82,6 +91,27 @@ def runner_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     }
 
 
+def connection_cmdline(request: Request) -> list[str]:
+    """-u, -b, --become-user and the vault flags as ansible-playbook (and ad-hoc ansible) take them."""
+    args: list[str] = []
+    if request.user:
+        args += ["--user", request.user]
+    if request.become:
+        args.append("--become")
+    if request.become_user:
+        args += ["--become-user", request.become_user]
+    for vault_id in request.vault_ids:
+        args += ["--vault-id", vault_id]
+    for path in request.vault_password_files:
+        args += ["--vault-password-file", str(Path(path).resolve())]
+    return args
+
+
+def vault_identity_list(request: Request) -> str:
+    """The vault flags as ANSIBLE_VAULT_IDENTITY_LIST (a password file is an identity with the default label)."""
+    return ",".join([*request.vault_ids, *(str(Path(p).resolve()) for p in request.vault_password_files)])
+
+
 def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[str, Any]:
     """Keyword arguments for ``ansible_runner.run``; inline extra vars are written under ``private_dir``."""
     cmdline = extravars.to_cmdline(request.extra_vars, private_dir)
@@ -89,11 +119,12 @@ def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[st
         cmdline.append("--check")
     if request.diff:
         cmdline.append("--diff")
+    cmdline += connection_cmdline(request)
     kwargs: dict[str, Any] = {
         "private_data_dir": str(run_dir),
         "artifact_dir": str(run_dir),
         "ident": IDENT,
-        "project_dir": str(PROJECT_ROOT),
+        "project_dir": str(paths.WORKSPACE),
         "inventory": str(request.inventory.resolve()),
         "envvars": runner_env(),
         "suppress_env_files": True,  # nothing of this run is written to env/ (extravars, passwords, ssh_key)
@@ -102,12 +133,12 @@ def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[st
         "rotate_artifacts": 0,  # rdmaforge rotates whole run directories itself
         "verbosity": request.verbosity or None,
         "limit": request.limit,
-        "tags": request.tags,
+        "forks": request.forks,
         "cmdline": shlex.join(cmdline) if cmdline else None,
     }
     if request.playbook is not None:
-        kwargs["playbook"] = str(request.playbook)
-    else:
+        kwargs.update(playbook=str(request.playbook), tags=request.tags, skip_tags=request.skip_tags)
+    else:  # ad hoc: `ansible` has no --tags nor --skip-tags
         kwargs.update(module=request.module, module_args=request.module_args, host_pattern=request.host_pattern)
     return {k: v for k, v in kwargs.items() if v is not None}
 
@@ -135,7 +166,8 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
     secrets.scrub_tree(run_dir, values)
-    recaps = from_stats(log.stats, log.hosts) if log.stats else recaps_from_events(log)
+    stopped = log.hosts if log.stopped_early else []
+    recaps = from_stats(log.stats, log.hosts, stopped) if log.stats else recaps_from_events(log)
     return Outcome(
         status=status,
         rc=rc,

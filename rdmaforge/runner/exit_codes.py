@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from enum import IntEnum
 
@@ -47,6 +48,22 @@ MEANING = {
 
 #: The epilog of every command that runs against hosts.
 EPILOG = "exit codes: " + "; ".join(f"{int(code)} {MEANING[code]}" for code in ExitCode if code != ExitCode.INTERRUPTED)
+
+
+#: What every command may exit with besides its own codes (rdmaforge.cli): output cut by a closed pipe (1), a bad
+#: command line or input file (64), an internal error (70), Ctrl-C (130).
+COMMON = (ExitCode.OK, ExitCode.ERROR, ExitCode.BAD_INPUT, ExitCode.INTERNAL, ExitCode.INTERRUPTED)
+
+
+def epilog(*codes: ExitCode, note: str = "") -> str:
+    """The exit codes of a command that does not run against hosts: COMMON and its own ``codes``, from MEANING.
+
+    Wrapped at 100 columns, so that it reads well under RawDescriptionHelpFormatter too (the default formatter
+    re-wraps it anyway).
+    """
+    chosen = sorted({*COMMON, *codes})
+    text = "exit codes: " + "; ".join(f"{int(code)} {MEANING[code]}" for code in chosen)
+    return textwrap.fill(f"{text}; {note}" if note else text, width=100, break_on_hyphens=False)
 
 
 def describe(code: int) -> str:

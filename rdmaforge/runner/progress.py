@@ -2,12 +2,15 @@
 and the elapsed time of long asynchronous work (the NCCL build polls with async/poll).
 
 On a terminal one status line is redrawn in place (and by a ticker thread every second, so the elapsed
-time of a long build keeps moving). Anywhere else (CI logs, pipes) only plain lines are printed, and the
-"still running" lines of an async task are throttled.
+time of a long build keeps moving). Anywhere else (CI logs, pipes), with TERM=dumb or with NO_COLOR set
+(https://no-color.org), only plain lines are printed, with no escape sequence at all, and the "still running"
+lines of an async task are throttled. ``AnsibleEcho`` shows Ansible's own output instead (``-v``).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import threading
 import time
@@ -21,6 +24,21 @@ from rdmaforge.runner.recap import first_line
 
 CLEAR = "\r\x1b[K"
 COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped", "ignored")
+#: CSI and OSC escape sequences, and any other lone ESC: never written where escapes are not allowed.
+ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b.?")
+
+
+def escapes_allowed(stream: TextIO, environ: Mapping[str, str] = os.environ) -> bool:
+    """Escape sequences (the redrawn status line, colour) only on a terminal, not with TERM=dumb nor NO_COLOR."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # a closed or odd stream
+        return False
+    return tty and environ.get("TERM", "") != "dumb" and not environ.get("NO_COLOR")
+
+
+def strip_escapes(text: str) -> str:
+    return ESCAPES.sub("", text)
 
 
 def duration(seconds: float) -> str:
@@ -192,6 +210,29 @@ class Progress:
             if self.tty:
                 self.out.write(CLEAR)
                 self.out.flush()
+
+
+class AnsibleEcho:
+    """Ansible's own output, event by event (each event's ``stdout``), in place of the condensed progress (-v).
+
+    Escape sequences are removed unless ``escapes`` (Ansible's colour is off in rdmaforge runs anyway).
+    """
+
+    def __init__(self, out: TextIO, escapes: bool = False) -> None:
+        self.out = out
+        self.escapes = escapes
+        self.lock = threading.Lock()
+
+    def handle(self, event: Mapping[str, Any]) -> bool:
+        text = str(event.get("stdout") or "")
+        if text:
+            with self.lock:
+                self.out.write((text if self.escapes else strip_escapes(text)) + "\n")
+                self.out.flush()
+        return True
+
+    def close(self) -> None:
+        pass
 
 
 class Ticker:

@@ -29,28 +29,50 @@ class HostRecap:
     skipped: int = 0
     rescued: int = 0
     ignored: int = 0
+    #: Ansible stopped this host before the end of the playbook ("NO MORE HOSTS LEFT"): without a failure of
+    #: its own, it did not run the rest of the playbook either.
+    stopped: bool = False
 
     @property
     def status(self) -> str:
+        """UNREACHABLE, FAILED, NOT RUN (no task result), STOPPED (the run ended early for it), changed or ok."""
         if self.unreachable:
             return "UNREACHABLE"
         if self.failed:
             return "FAILED"
+        if not (self.ok or self.changed or self.skipped or self.rescued or self.ignored):
+            return "NOT RUN"
+        if self.stopped:
+            return "STOPPED"
         return "changed" if self.changed else "ok"
 
     def to_dict(self) -> dict[str, int | str]:
-        return {**asdict(self), "status": self.status}
+        counts = {k: v for k, v in asdict(self).items() if k != "stopped"}
+        return {**counts, "status": self.status}
 
 
-def from_stats(stats: Mapping[str, Mapping[str, int]] | None, hosts: Iterable[str] = ()) -> dict[str, HostRecap]:
-    """Per-host counters from ``runner.stats`` (or a playbook_on_stats event); ``hosts`` adds hosts with none."""
+def from_stats(
+    stats: Mapping[str, Mapping[str, int]] | None, hosts: Iterable[str] = (), stopped: Iterable[str] = ()
+) -> dict[str, HostRecap]:
+    """Per-host counters from ``runner.stats`` (or a playbook_on_stats event); ``hosts`` adds hosts with none.
+
+    ``stopped``: hosts Ansible stopped before the end of the playbook (every host after "NO MORE HOSTS LEFT",
+    playbook_on_no_hosts_remaining); one with no failure of its own is STOPPED, not ok. any_errors_fatal stops
+    the others silently (no event, and ansible-runner turns retry files off): rdmaforge's playbooks therefore
+    give each stopped host a failure of its own that says why (roles/preflight/tasks/main.yml).
+    """
+    stopped = set(stopped)
     stats = stats or {}
     names: list[str] = []
     for host in [*hosts, *(h for key in STAT_COLUMNS for h in stats.get(key, {})), *stats.get("processed", {})]:
         if host not in names:
             names.append(host)
     return {
-        host: HostRecap(host, **{column: int(stats.get(key, {}).get(host, 0)) for key, column in STAT_COLUMNS.items()})
+        host: HostRecap(
+            host,
+            **{column: int(stats.get(key, {}).get(host, 0)) for key, column in STAT_COLUMNS.items()},
+            stopped=host in stopped,
+        )
         for host in sorted(names, key=_natural)
     }
 
@@ -79,14 +101,14 @@ def render_table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def render(recaps: Mapping[str, HostRecap], problems: Sequence[HostProblem] = ()) -> str:
-    """The recap table, then one line per failed task: host, task and message."""
+def render(recaps: Mapping[str, HostRecap], problems: Sequence[HostProblem] = (), warnings: Sequence[str] = ()) -> str:
+    """The recap table, then one line per failed task (host, task and message), then the run's WARNING lines."""
     header = ["host", *STAT_COLUMNS.values(), "status"]
     rows = [[r.host, *(str(getattr(r, c)) for c in STAT_COLUMNS.values()), r.status] for r in recaps.values()]
     text = render_table(rows, header) if rows else "no host was run"
     details = [f"  {p.host}: {'unreachable' if p.unreachable else 'failed'}: {p.task}: {first_line(p.message)}"
                for p in problems]  # fmt: skip
-    return "\n".join([text, *details])
+    return "\n".join([text, *details, *(f"  {line}" for line in warnings)])
 
 
 def first_line(message: str, limit: int = 300) -> str:

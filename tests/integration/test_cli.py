@@ -1,5 +1,5 @@
 """Issue 9 on the lab: `rdmaforge provision|verify|doctor|bench|report` for real, and their exit codes for induced
-failures: a broken package on one node (2), a node's sshd stopped (3), a forced benchmark threshold (4), an MTU
+failures: a broken package on one node (2), a node's sshd stopped (3), an MTU
 changed on one node (doctor flags it), a node that lost its converged files (verify fails). Every test restores
 what it changed: the other tests of the session share the lab."""
 
@@ -24,9 +24,9 @@ from tests.conftest import LAB_NICS, LabHandle
 
 pytestmark = pytest.mark.lab
 
-#: How long a stopped sshd stays down before the node's own timer starts it again (a test that dies mid-way
-#: still leaves a working lab behind).
-SSH_BACK_AFTER = 90
+#: How long a stopped sshd stays down at most: the node's own timer starts it again, so a test killed mid-way still
+#: leaves a working lab behind (a test that ends starts it at once, through the lab's console).
+SSH_BACK_AFTER = 900
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,11 @@ def test_verify_passes_on_the_converged_lab(converged: LabHandle, runs: Path) ->
     assert proc.returncode == ExitCode.OK, proc.stdout[-4000:]
     rows = table_rows(proc.stdout, list(converged.nodes))
     assert set(rows) == set(converged.nodes)
-    assert all(cells[1] == "0" and cells[-1] == "pass" and int(cells[0]) > 0 for cells in rows.values()), rows
+    # tests/infra per node: 7 node-state + 3 cluster + 2 tuning. The lab inventory accepts its memlock
+    # (doctor_accept: the nodes share the controller's limits), so that one is skipped, with the reason.
+    assert all(cells == ["11", "0", "1", "pass"] for cells in rows.values()), rows
+    junit_xml = (run_dir_of(proc.stdout) / "verify" / "junit.xml").read_text()
+    assert junit_xml.count("accepted by the inventory (doctor_accept)") >= len(converged.nodes)
 
 
 @pytest.fixture
@@ -193,7 +197,9 @@ def sshd_stopped(converged: LabHandle, victim: str) -> Iterator[str]:
     try:
         yield victim
     finally:
-        deadline = time.monotonic() + SSH_BACK_AFTER + 120
+        back = converged.console(victim, "systemctl start ssh.service && systemctl stop rdmaforge-test-ssh-back.timer")
+        assert back.returncode == 0, back.stdout + back.stderr
+        deadline = time.monotonic() + 120
         while not ssh_answers(address) and time.monotonic() < deadline:
             time.sleep(2)
         assert ssh_answers(address), f"sshd on {victim} did not come back"
@@ -205,29 +211,28 @@ def test_a_node_with_sshd_stopped_exits_3(converged: LabHandle, runs: Path, sshd
     assert provision.returncode == ExitCode.UNREACHABLE, provision.stdout[-6000:]
     assert f"  UNREACHABLE {sshd_stopped}: " in provision.stdout
     assert table_rows(provision.stdout, [sshd_stopped])[sshd_stopped][-1] == "UNREACHABLE"
+    # Issue 18: the unreachable node is left out and does not hold the others hostage: they are not unreachable,
+    # fail nothing and finish site.yml (its last play records the converge). The cluster-wide checks cover the nodes
+    # still there and name the lost one as not checked, never as passed.
+    others = [node for node in converged.nodes if node != sshd_stopped]
+    rows = table_rows(provision.stdout, others)
+    assert "PLAY [Record | what this converge left" in provision.stdout, provision.stdout[-6000:]
+    for node in others:
+        assert int(rows[node][0]) > 50 and rows[node][3] == "0", (node, rows[node], provision.stdout[-6000:])
+        assert rows[node][-1] in ("ok", "changed"), (node, rows[node], provision.stdout[-6000:])
+    # ... and the recap repeats those warnings, where the run's outcome is read.
+    recap_text = provision.stdout[provision.stdout.rindex("\nhost ") :]
+    assert (
+        f"  WARNING: SSH trust not checked for {sshd_stopped} (unreachable or failed earlier in this run); "
+        f"checked among the {len(others)} other nodes"
+    ) in recap_text, recap_text
+    assert (
+        f"  WARNING: MPI launch tested on {len(others)} of {len(converged.nodes)} nodes; not tested: {sshd_stopped} "
+        "(unreachable or failed earlier in this run)"
+    ) in recap_text, recap_text
     doctor = cli(runs, "doctor", "-i", inventory)
     assert doctor.returncode == ExitCode.UNREACHABLE, doctor.stdout[-4000:]
     assert f"  {sshd_stopped}: unreachable" in doctor.stdout
     verify = cli(runs, "verify", "-i", inventory)
     assert verify.returncode == ExitCode.UNREACHABLE, verify.stdout[-4000:]
     assert table_rows(verify.stdout, [sshd_stopped])[sshd_stopped] == ["-", "-", "-", "UNREACHABLE"]
-
-
-def test_bench_below_a_forced_threshold_exits_4(converged: LabHandle, runs: Path, tmp_path: Path) -> None:
-    """Linearity cannot reach 1000: the e2e component fails, so the verdict is fail (exit 4)."""
-    junit_path = tmp_path / "bench.xml"
-    proc = cli(runs, "bench", "-i", str(converged.inventory), "-e", "benchmark_e2e_min_linearity=1000",
-               "-e", "benchmark_e2e_steps=10", "--junit", str(junit_path))  # fmt: skip
-    assert proc.returncode == ExitCode.BELOW_THRESHOLD, proc.stdout[-6000:]
-    assert "benchmark verdict: fail" in proc.stdout and "  e2e: fail: linearity " in proc.stdout
-    assert "is below 1000" in proc.stdout
-    run_dir = run_dir_of(proc.stdout)
-    results = json.loads((run_dir / "benchmark" / "results.json").read_text())
-    assert results["verdict"] == "fail"
-    assert results["e2e"]["multi"]["nodes"] == len(converged.nodes)
-    verdict = ET.parse(junit_path).getroot().find(".//testcase[@name='benchmark verdict']/failure")
-    assert verdict is not None and (verdict.get("message") or "").startswith("fail: e2e: fail: ")
-    hosts = {c.get("name"): c for c in ET.parse(junit_path).getroot().iter("testcase")}
-    assert all(hosts[node].find("failure") is None for node in converged.nodes)  # the verdict, not a broken host
-    report = cli(None, "report", str(run_dir))  # re-renders the stored run: the same verdict
-    assert report.returncode == ExitCode.BELOW_THRESHOLD, report.stdout[-3000:]

@@ -51,10 +51,12 @@ def inventory(tmp_path: Path, unreachable: bool = False) -> Path:
     return path
 
 
-def run(tmp_path: Path, *extra: str, unreachable: bool = False) -> tuple[int, command.Session, str, Path]:
+def run(
+    tmp_path: Path, *extra: str, unreachable: bool = False, text: str = PLAYBOOK
+) -> tuple[int, command.Session, str, Path]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     playbook = tmp_path / "tiny.yml"
-    playbook.write_text(PLAYBOOK)
+    playbook.write_text(text)
     out = io.StringIO()
     args = command_args(tmp_path)
     session = command.start(args, "tiny", out=out)
@@ -114,6 +116,59 @@ def test_a_failing_task_exits_2_and_an_unreachable_host_3(tmp_path: Path) -> Non
     assert code == ExitCode.UNREACHABLE, out
     assert "UNREACHABLE ghost" in out
     assert ET.parse(junit_path).getroot().find(".//testcase[@name='ghost']/error") is not None
+
+
+#: preflight.yml's shape (issue 18): an inventory problem stops every host, each with a failure that says why
+#: (any_errors_fatal alone would leave the others looking "ok"); then the first task that connects; a later play
+#: stands for the rest of site.yml.
+PREFLIGHT_THEN_SITE = """---
+- name: Preflight
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Stop on an inventory problem
+      ansible.builtin.fail:
+        msg: bad inventory on purpose
+      when: inventory_hostname in (bad_inventory | default('')).split(',')
+    - name: Stop every node when the inventory has problems
+      ansible.builtin.fail:
+        msg: "not run: the inventory has problems on {{ bad_inventory }}; no node was changed"
+      when: bad_inventory is defined
+      any_errors_fatal: true
+    - name: Check the node
+      ansible.builtin.ping:
+- name: Later play
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Converge
+      ansible.builtin.command: echo converged
+      changed_when: false
+"""
+
+
+def test_an_unreachable_node_is_left_out_and_the_others_run_the_later_plays(tmp_path: Path) -> None:
+    code, _, out, junit_path = run(tmp_path / "a", unreachable=True, text=PREFLIGHT_THEN_SITE)
+    assert code == ExitCode.UNREACHABLE, out
+    assert "  UNREACHABLE ghost: " in out and "ghost: unreachable: Check the node: " in out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith(("n1 ", "n2 ", "ghost "))}
+    # ok, changed, failed, unreachable, ..., status: n1 and n2 pinged and ran the later play (ok=2), ghost did not.
+    assert rows["n1"][:4] == rows["n2"][:4] == ["2", "0", "0", "0"] and rows["n1"][-1] == rows["n2"][-1] == "ok", out
+    assert rows["ghost"][:4] == ["0", "0", "0", "1"] and rows["ghost"][-1] == "UNREACHABLE", out
+    assert out.count("TASK [Converge]") == 1 and "exit 3 (a host was unreachable)" in out
+    suite = ET.parse(junit_path).getroot()
+    assert suite.find(".//testcase[@name='ghost']/error") is not None
+    assert all(suite.find(f".//testcase[@name='n1']/{tag}") is None for tag in ("failure", "error", "skipped"))
+
+    # An inventory problem still stops every host before the first connection (the unreachable one is never
+    # tried): n2 with its problem, the others with "not run", none of them ok.
+    code, _, out, _ = run(tmp_path / "b", "bad_inventory=n2", unreachable=True, text=PREFLIGHT_THEN_SITE)
+    assert code == ExitCode.HOST_FAILED, out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith(("n1 ", "n2 ", "ghost "))}
+    assert {host: cells[-1] for host, cells in rows.items()} == dict.fromkeys(("ghost", "n1", "n2"), "FAILED"), out
+    assert "n2: failed: Stop on an inventory problem: bad inventory on purpose" in out
+    assert "n1: failed: Stop every node when the inventory has problems: not run: " in out
+    assert "TASK [Check the node]" not in out and "TASK [Converge]" not in out
 
 
 def test_ansible_errors_before_any_host_exit_1(tmp_path: Path) -> None:

@@ -55,6 +55,27 @@ def test_recap_from_stats_counts_every_host_in_natural_order() -> None:
                                              "ignored", "status"]  # fmt: skip
 
 
+def test_a_host_the_run_stopped_early_or_never_ran_is_not_shown_ok(tmp_path: Path) -> None:
+    """Issue 18: a host Ansible stopped without a failure of its own ("NO MORE HOSTS LEFT") is STOPPED, not ok;
+    one with no task result at all is NOT RUN. Neither passes in the JUnit XML."""
+    log = EventLog()
+    for event in [ev("runner_on_ok", "node1"), ev("runner_on_failed", "node2", task="Check", res={"msg": "bad"}),
+                  ev("playbook_on_no_hosts_remaining"), ev("playbook_on_stats", ok={"node1": 3, "node2": 2},
+                  failures={"node2": 1}, processed={"node1": 1, "node2": 1, "node3": 1})]:  # fmt: skip
+        log.handle(event)
+    assert log.stopped_early
+    recaps = from_stats(log.stats, log.hosts, log.hosts if log.stopped_early else ())
+    assert {h: r.status for h, r in recaps.items()} == {"node1": "STOPPED", "node2": "FAILED", "node3": "NOT RUN"}
+    assert recaps["node1"].to_dict()["status"] == "STOPPED" and "stopped" not in recaps["node1"].to_dict()
+    assert [line.split()[-1] for line in render(recaps).splitlines()[2:]] == ["STOPPED", "FAILED", "RUN"]
+    cases = {c.name: c for c in command.host_cases(
+        execute.Outcome("failed", 2, log, recaps, tmp_path, 1.0), "provision")}  # fmt: skip
+    assert {n: c.outcome for n, c in cases.items()} == {"node1": "skipped", "node2": "failed", "node3": "skipped"}
+    assert command.playbook_exit(execute.Outcome("failed", 2, log, recaps, tmp_path, 1.0)) == ExitCode.HOST_FAILED
+    # A run that went on to its end: a host with results is ok as before.
+    assert from_stats(log.stats, log.hosts)["node1"].status == "ok"
+
+
 @pytest.mark.parametrize(
     ("dark", "failures", "expected"),
     [
@@ -83,24 +104,21 @@ def test_exit_codes_are_documented_in_one_epilog() -> None:
         assert f"{code} " in EPILOG
 
 
-def verdict_failure(host: str = "node1") -> HostProblem:
-    return HostProblem(host, bench.VERDICT_TASK, "ansible.builtin.fail",
-                       "benchmark fail: e2e: fail: linearity 0.40 is below 1000.0")  # fmt: skip
-
-
-def test_bench_exit_from_the_verdict_when_the_only_failure_is_the_verdict_task() -> None:
+def test_bench_exit_from_the_verdict_fact_and_any_failed_task_is_a_broken_host() -> None:
+    """rdmaforge bench runs the role with benchmark_fail_on_verdict=false: the verdict arrives as a fact, so no task
+    fails for it, and a failed task is a host problem whatever its name or message says."""
+    clean = {**STATS, "failures": {}}
+    assert bench.bench_exit(outcome(clean, rc=0), "fail") == ExitCode.BELOW_THRESHOLD
+    assert bench.bench_exit(outcome(clean, rc=0), "incomplete") == ExitCode.INCOMPLETE
+    # A failure on a host outranks the verdict, an unreachable host outranks everything.
     stats = {**STATS, "failures": {"node1": 1}}
-    assert bench.bench_exit(outcome(stats, [verdict_failure()]), "fail") == ExitCode.BELOW_THRESHOLD
-    assert bench.bench_exit(outcome(stats, [verdict_failure()]), "incomplete") == ExitCode.INCOMPLETE
-    # Another failure on a host outranks the verdict, an unreachable host outranks everything.
-    broken = {**STATS, "failures": {"node1": 1, "node2": 1}}
-    other = HostProblem("node2", "Install torch", "ansible.builtin.pip", "No matching distribution")
-    assert bench.bench_exit(outcome(broken, [verdict_failure(), other]), "fail") == ExitCode.HOST_FAILED
-    # A fail task of another name, whatever its message says, is a failed host, not the verdict.
-    lookalike = HostProblem("node1", "Some other check", "ansible.builtin.fail", "benchmark pass: all good")
-    assert bench.bench_exit(outcome(stats, [lookalike]), "pass") == ExitCode.HOST_FAILED
+    lookalike = HostProblem("node1", "Fail when the benchmark verdict is not pass", "ansible.builtin.fail",
+                            "benchmark fail: e2e: fail: linearity 0.40 is below 1000.0")  # fmt: skip
+    assert bench.bench_exit(outcome(stats, [lookalike]), "fail") == ExitCode.HOST_FAILED
+    other = HostProblem("node1", "Install torch", "ansible.builtin.pip", "No matching distribution")
+    assert bench.bench_exit(outcome(stats, [other]), "pass") == ExitCode.HOST_FAILED
     down = {**stats, "dark": {"node3": 1}}
-    assert bench.bench_exit(outcome(down, [verdict_failure()]), "fail") == ExitCode.UNREACHABLE
+    assert bench.bench_exit(outcome(down, [other]), "fail") == ExitCode.UNREACHABLE
     # A baseline set in the inventory that the role refused before measuring: bad input, not a broken host.
     refused = HostProblem("node1", bench.BASELINE_TASK, "ansible.builtin.command", "benchmark baseline /x: cannot read")
     assert bench.bench_exit(outcome(stats, [refused]), None) == ExitCode.BAD_INPUT
@@ -110,13 +128,14 @@ def test_bench_exit_from_the_verdict_when_the_only_failure_is_the_verdict_task()
 def test_bench_require_names_what_is_allowed() -> None:
     assert bench.required_components("nccl-tests, e2e") == ["nccl-tests", "e2e"]
     assert bench.required_components(None) is None
-    with pytest.raises(ValueError, match=r"unknown component\(s\) gpu; allowed: nccl-tests, transport, e2e, baseline"):
+    allowed = "nccl-tests, transport, e2e, accelerator, baseline"
+    with pytest.raises(ValueError, match=rf"unknown component\(s\) gpu; allowed: {allowed}"):
         bench.required_components("e2e,gpu")
 
 
 def test_bench_junit_reports_the_verdict_not_a_broken_host() -> None:
-    result = outcome({**STATS, "failures": {"node1": 1}}, [verdict_failure()])
-    cases = {c.name: c for c in command.host_cases(result, "rdmaforge.bench", ignore=bench.is_verdict_failure)}
+    result = outcome({**STATS, "failures": {}}, rc=0)  # the verdict fails no task under rdmaforge bench
+    cases = {c.name: c for c in command.host_cases(result, "rdmaforge.bench")}
     assert cases["node1"].outcome == "passed"
     component = {"name": "e2e", "status": "fail", "required": True, "reason": "linearity low", "value": 0.4,
                  "threshold": 0.8, "unit": "linearity", "on": "gloo on CPU, 2 nodes, 2 ranks"}  # fmt: skip
@@ -404,3 +423,22 @@ def test_event_log_keeps_failures_unreachable_and_published_facts() -> None:
     assert [p.host for p in log.failures()] == ["node2"] and [p.host for p in log.unreachable()] == ["node3"]
     assert log.fact("benchmark_artifacts") == "/a/b" and log.fact("ansible_lo") is None
     assert log.hosts == ["node1", "node2", "node3"] and log.stats is not None and log.stats["ok"] == {"node1": 2}
+
+
+def test_warning_lines_of_debug_tasks_are_kept_once_and_printed_under_the_recap() -> None:
+    """A check that left nodes out says so with a WARNING debug line (roles ssh_trust, mpi_launch, rdma_core); the
+    recap repeats it once, so it is not lost in the scroll. Other debug output and other modules' msg are not."""
+    log = EventLog()
+    warn = "WARNING: SSH trust not checked for node3 (unreachable or failed earlier in this\nrun)"
+    log.handle(ev("runner_on_ok", "node1", task_action="ansible.builtin.debug", res={"msg": warn}))
+    log.handle(ev("runner_on_ok", "node1", task_action="ansible.builtin.debug", res={"msg": warn}))
+    log.handle(ev("runner_on_ok", "node2", task_action="ansible.builtin.debug",
+                  res={"msg": ["SSH trust: 2 node pairs reached", "WARNING node2: no RDMA device"]}))  # fmt: skip
+    log.handle(ev("runner_on_ok", "node1", task_action="ansible.builtin.debug", res={"msg": "all fine"}))
+    log.handle(ev("runner_on_ok", "node1", task_action="ansible.builtin.command", res={"msg": "WARNING not debug"}))
+    assert log.warnings == [
+        "WARNING: SSH trust not checked for node3 (unreachable or failed earlier in this run)",
+        "WARNING node2: no RDMA device",
+    ]
+    table = render(from_stats(STATS), [], log.warnings)
+    assert table.splitlines()[-2:] == [f"  {line}" for line in log.warnings]

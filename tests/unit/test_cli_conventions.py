@@ -1,0 +1,340 @@
+"""One CLI convention for every command (issue 15): ansible-playbook's familiar flags reach Ansible, -q/-v and
+--json shape the output, no escape sequence where there is no terminal (nor with NO_COLOR), a completion script
+generated from the parser, and one exit-code table with usage errors on 64.
+
+The runs are real: `rdmaforge provision` and `rdmaforge verify` through ansible-runner against this machine
+(ansible_connection=local), provision with a tiny playbook in place of site.yml. A few seconds each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rdmaforge import cli
+from rdmaforge.commands import completion, provision, verify
+from rdmaforge.runner import command, execute
+from rdmaforge.runner.exit_codes import MEANING, ExitCode
+from rdmaforge.runner.progress import CLEAR, AnsibleEcho, Progress, escapes_allowed, strip_escapes
+from tests.unit.test_runner_local import inventory
+
+PLAYBOOK = """---
+- name: Tiny play
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Say hello
+      ansible.builtin.debug:
+        msg: hello
+      tags: [hello]
+    - name: Left out by skip-tags
+      ansible.builtin.debug:
+        msg: should not run
+      tags: [skipme]
+    - name: Show the vaulted value
+      ansible.builtin.debug:
+        msg: "vaulted is {{ vaulted_value | default('undefined') }}"
+"""
+VAULT_PASSWORD = "correct horse battery staple"
+VAULTED = "opened-by-the-vault-4711"
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    return completion.sub_parsers(cli.build_parser())
+
+
+def main(argv: list[str]) -> int:
+    """rdmaforge's main(); argparse's own exits (usage errors, --help) become their code."""
+    try:
+        return cli.main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+@pytest.fixture
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """provision with the tiny playbook in place of site.yml, an inventory of n1 and n2 on this machine."""
+    playbook = tmp_path / "tiny.yml"
+    playbook.write_text(PLAYBOOK)
+    monkeypatch.setattr(provision, "playbook", lambda name: playbook)
+    return {"inventory": inventory(tmp_path), "runs": tmp_path / "runs"}
+
+
+def vault_files(tmp_path: Path) -> tuple[Path, Path]:
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    password = tmp_path / "vault-pass.txt"
+    password.write_text(VAULT_PASSWORD + "\n")
+    vaulted = tmp_path / "vaulted.yml"
+    lib = VaultLib([("default", VaultSecret(VAULT_PASSWORD.encode()))])
+    vaulted.write_bytes(lib.encrypt(f"vaulted_value: {VAULTED}\n"))
+    return password, vaulted
+
+
+def run_dir_of(text: str) -> Path:
+    match = re.search(r"; artifacts: (\S+)$", text.strip().splitlines()[-1])
+    assert match, text[-2000:]
+    return Path(match.group(1))
+
+
+def recorded_command(run_dir: Path) -> list[str]:
+    command_line: list[str] = json.loads((run_dir / "ansible" / "command").read_text())["command"]
+    return command_line
+
+
+# --- the familiar flags reach Ansible -----------------------------------------------------------------------
+
+
+def test_flags_reach_ansible_json_on_stdout_and_quiet_shows_no_progress(
+    tiny: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    password, vaulted = vault_files(tmp_path)
+    user = "rdmaforge-test-user"
+    code = main(["provision", "-i", str(tiny["inventory"]), "--runs-dir", str(tiny["runs"]), "--forks", "1",
+                 "--skip-tags", "skipme", "-u", user, "--vault-password-file", str(password), "-e", f"@{vaulted}",
+                 "--json", "-q"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, err[-3000:]
+    # stdout: one JSON document, recap.json's content; the human output is on stderr.
+    document = json.loads(out)
+    run_dir = run_dir_of(err)
+    assert document == json.loads((run_dir / "recap.json").read_text())
+    assert document["command"] == "provision" and document["exit_code"] == 0 and document["meaning"] == "success"
+    assert set(document["hosts"]) == {"n1", "n2"}
+    # -q: no live progress, only the recap table and the final line.
+    assert "TASK [" not in err and "PLAY [" not in err and "run directory" not in err
+    assert err.lstrip().startswith("host ") and "n1 " in err and err.rstrip().endswith(str(run_dir))
+    # What ansible-runner started, as it recorded it.
+    argv = recorded_command(run_dir)
+    assert argv[argv.index("--forks") + 1] == "1" and argv[argv.index("--skip-tags") + 1] == "skipme"
+    assert argv[argv.index("--user") + 1] == user
+    assert argv[argv.index("--vault-password-file") + 1] == str(password.resolve())
+    stdout = (run_dir / "ansible" / "stdout").read_text()
+    assert f"vaulted is {VAULTED}" in stdout  # the vault password file decrypted the vaulted -e file
+    assert "Left out by skip-tags" not in stdout and "Say hello" in stdout
+
+
+def test_verbose_shows_ansibles_own_output_without_escapes(
+    tiny: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["provision", "-i", str(tiny["inventory"]), "--runs-dir", str(tiny["runs"]), "-v", "-t", "hello"])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, (out + err)[-3000:]
+    assert "TASK [Say hello] ***" in out and "ok: [n1]" in out and "PLAY RECAP ***" in out  # Ansible's own lines
+    assert not re.search(r"^\[ *[0-9.]+s\] TASK \[", out, re.M)  # ... instead of the condensed progress
+    assert "\x1b" not in out + err  # not a terminal: no escape sequence at all
+    assert "-v" in recorded_command(run_dir_of(out))  # and Ansible's verbosity still goes on
+    assert out.startswith("rdmaforge provision: run directory ")  # the default lines stay as they were
+    assert out.rstrip().endswith(f"rdmaforge provision: exit 0 (success); artifacts: {run_dir_of(out)}")
+
+
+def test_no_color_means_plain_lines_even_on_a_terminal(tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("NO_COLOR", "1")
+    code = main(["provision", "-i", str(tiny["inventory"]), "--runs-dir", str(tiny["runs"]), "-t", "hello"])
+    text = terminal.getvalue()
+    assert code == ExitCode.OK, text[-3000:]
+    assert "\x1b" not in text and "\r" not in text
+    assert re.search(r"^\[ *[0-9.]+s\] TASK \[Say hello\]$", text, re.M)  # the plain (CI) progress lines
+
+
+def test_verify_json_and_flags_on_its_ping(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    password = tmp_path / "pass.txt"
+    password.write_text("pw\n")
+    code = main(["verify", "-i", str(inventory(tmp_path)), "--runs-dir", str(tmp_path / "runs"), "-l", "nomatch",
+                 "-u", "someone", "-f", "2", "--vault-password-file", str(password), "--json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == ExitCode.ERROR, err  # no host matched: nothing was verified
+    run_dir = run_dir_of(err)
+    document = json.loads(out)
+    assert document == json.loads((run_dir / "recap.json").read_text()) and document["exit_code"] == 1
+    argv = recorded_command(run_dir)
+    assert argv[0].endswith("ansible") and "ansible.builtin.ping" in argv
+    assert argv[argv.index("--forks") + 1] == "2" and argv[argv.index("--user") + 1] == "someone"
+    assert argv[argv.index("--vault-password-file") + 1] == str(password.resolve())
+    assert "--skip-tags" not in argv and "--tags" not in argv
+
+
+# --- the flags, parsed and handed on ----------------------------------------------------------------------
+
+
+def test_every_playbook_command_takes_the_familiar_flags() -> None:
+    parsers = subcommands()
+    common = {"-u", "--user", "-b", "--become", "--become-user", "-f", "--forks", "--vault-id",
+              "--vault-password-file", "-q", "--quiet", "-v", "-i", "-l", "--junit"}  # fmt: skip
+    for name in ("provision", "bench", "doctor", "pairwise", "verify"):
+        options = set(completion.options(parsers[name]))
+        assert common <= options, (name, common - options)
+        assert ("--skip-tags" in options) == ("--tags" in options), name
+    for name in ("provision", "verify", "doctor", "pairwise"):
+        assert "--json" in completion.options(parsers[name]), name
+
+
+def test_request_and_runner_kwargs_carry_the_flags(tmp_path: Path) -> None:
+    parser = subcommands()["provision"]
+    secret = tmp_path / "pw"
+    secret.write_text("x")
+    args = parser.parse_args(["-i", "hosts.yml", "--skip-tags", "a,b", "-u", "deploy", "-b", "--become-user", "root",
+                              "-f", "7", "--vault-id", "dev@/etc/dev.pw", "--vault-id", "prod@/etc/prod.pw",
+                              "--vault-password-file", str(secret)])  # fmt: skip
+    request = execute.Request(inventory=tmp_path, playbook=Path("/p.yml"), tags="x", **command.ansible_options(args))
+    kwargs = execute.runner_kwargs(request, tmp_path / "run", tmp_path)
+    assert kwargs["skip_tags"] == "a,b" and kwargs["forks"] == 7 and kwargs["tags"] == "x"
+    assert kwargs["cmdline"].split() == ["--user", "deploy", "--become", "--become-user", "root", "--vault-id",
+                                         "dev@/etc/dev.pw", "--vault-id", "prod@/etc/prod.pw",
+                                         "--vault-password-file", str(secret.resolve())]  # fmt: skip
+    # Ad hoc (verify's ping): the same connection flags, no tags (`ansible` has none).
+    adhoc = execute.Request(inventory=tmp_path, module="ansible.builtin.ping", tags="x", skip_tags="y", forks=3)
+    kwargs = execute.runner_kwargs(adhoc, tmp_path / "run", tmp_path)
+    assert "tags" not in kwargs and "skip_tags" not in kwargs and kwargs["forks"] == 3
+    # Nothing given: nothing added (the default command line is what it was).
+    plain = execute.runner_kwargs(execute.Request(inventory=tmp_path, playbook=Path("/p.yml")), tmp_path, tmp_path)
+    assert not {"cmdline", "forks", "skip_tags", "tags"} & set(plain)
+
+
+def test_verify_hands_user_become_and_vault_to_testinfra_through_its_environment(tmp_path: Path) -> None:
+    request = execute.Request(inventory=tmp_path, user="deploy", become=True, become_user="root",
+                              vault_ids=("dev@/x",), vault_password_files=(tmp_path / "pw",))  # fmt: skip
+    assert verify.suite_environment(request) == {
+        "ANSIBLE_REMOTE_USER": "deploy", "ANSIBLE_BECOME": "True", "ANSIBLE_BECOME_USER": "root",
+        "ANSIBLE_VAULT_IDENTITY_LIST": f"dev@/x,{(tmp_path / 'pw').resolve()}",
+    }  # fmt: skip
+    assert verify.suite_environment(execute.Request(inventory=tmp_path)) == {}  # never ANSIBLE_BECOME=False
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--forks", "0"], "--forks"),
+        (["-f", "many"], "--forks"),
+        (["--vault-password-file", "/no/such/vault-pass"], "/no/such/vault-pass"),
+        (["--vault-id", "dev@prompt"], "dev@prompt"),
+    ],
+)
+def test_bad_flags_are_usage_errors_before_anything_runs(
+    argv: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text(yaml.safe_dump({"all": {}}))
+    for name in ("provision", "bench", "doctor", "pairwise", "verify"):
+        code = main([name, "-i", str(hosts), "--runs-dir", str(tmp_path / "runs"), *argv])
+        err = capsys.readouterr().err
+        assert code == ExitCode.BAD_INPUT, (name, err)
+        assert named in err and "Traceback" not in err, (name, err)
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+# --- output: colour and escapes, -v's echo ----------------------------------------------------------------
+
+
+def test_escapes_only_on_a_terminal_without_no_color() -> None:
+    assert escapes_allowed(FakeTerminal(), {"TERM": "xterm"})
+    assert not escapes_allowed(FakeTerminal(), {"TERM": "xterm", "NO_COLOR": "1"})
+    assert escapes_allowed(FakeTerminal(), {"TERM": "xterm", "NO_COLOR": ""})  # no-color.org: set and not empty
+    assert not escapes_allowed(FakeTerminal(), {"TERM": "dumb"})
+    assert not escapes_allowed(io.StringIO(), {"TERM": "xterm"})
+    closed = io.StringIO()
+    closed.close()
+    assert not escapes_allowed(closed, {})
+
+
+def test_progress_and_echo_write_escapes_only_when_allowed() -> None:
+    events: list[dict[str, Any]] = [
+        {"event": "playbook_on_task_start", "event_data": {"name": "Build"},
+         "stdout": "\x1b[0;32mTASK [Build] ***\x1b[0m"},
+        {"event": "runner_on_ok", "event_data": {"host": "n1", "res": {}}, "stdout": "\x1b[0;32mok: [n1]\x1b[0m"},
+    ]  # fmt: skip
+    for tty in (False, True):
+        out = io.StringIO()
+        progress = Progress(out, tty=tty)
+        for event in events:
+            progress.handle(event)
+        progress.close()
+        assert (CLEAR in out.getvalue()) is tty
+    out = io.StringIO()
+    echo = AnsibleEcho(out, escapes=False)
+    for event in events:
+        echo.handle(event)
+    assert out.getvalue() == "TASK [Build] ***\nok: [n1]\n"
+    assert strip_escapes("\x1b]0;title\x07a\x1b[1mb\x1b[0m") == "ab"
+
+
+# --- completion -----------------------------------------------------------------------------------------------
+
+
+def test_bash_completion_is_valid_and_has_every_command_and_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["completion", "bash"]) == ExitCode.OK
+    script = capsys.readouterr().out
+    path = tmp_path / "rdmaforge.bash"
+    path.write_text(script)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    for name, parser in subcommands().items():
+        assert name in script
+        for option in completion.options(parser):
+            assert option in script, (name, option)
+    assert "--skip-tags" in script and "--vault-password-file" in script
+    probe = (
+        'complete_for() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _rdmaforge; '
+        'echo "${COMPREPLY[*]}"; }; '
+        "complete_for rdmaforge prov; complete_for rdmaforge provision --skip; complete_for rdmaforge lab i; "
+        "complete_for rdmaforge provision -i hosts.yml -f 2 --vault-i; complete_for rdmaforge completion z"
+    )
+    lines = subprocess.run(["bash", "-c", f"source {path}; {probe}"], check=True, capture_output=True,
+                           text=True).stdout.splitlines()  # fmt: skip
+    assert lines == ["provision", "--skip-tags", "impair", "--vault-id", "zsh"]
+
+
+def test_zsh_completion_goes_through_bashcompinit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["completion", "zsh"]) == ExitCode.OK
+    script = capsys.readouterr().out
+    assert "bashcompinit" in script and "complete -o filenames -F _rdmaforge rdmaforge" in script
+    zsh = shutil.which("zsh")
+    if zsh:
+        path = tmp_path / "_rdmaforge"
+        path.write_text(script)
+        subprocess.run([zsh, "-n", str(path)], check=True)
+
+
+# --- one exit-code table ---------------------------------------------------------------------------------------
+
+
+def test_every_command_lists_its_exit_codes_and_usage_errors_exit_64(capsys: pytest.CaptureFixture[str]) -> None:
+    names = subcommands()
+    assert {"provision", "verify", "doctor", "bench", "pairwise", "report", "render", "baseline", "summary",
+            "nccl-report", "lab", "completion"} <= set(names)  # fmt: skip
+    for name in names:
+        assert main([name, "--help"]) == ExitCode.OK, name
+        text = " ".join(capsys.readouterr().out.split())
+        assert "exit codes: 0 success;" in text, name
+        for code in (ExitCode.BAD_INPUT, ExitCode.INTERNAL):
+            assert f"{int(code)} {MEANING[code]}" in text, (name, code)
+        listed = [int(c) for c in re.findall(r"(?:codes: |; )(\d+) ", text)]
+        assert listed and all(ExitCode(c) in MEANING for c in listed), name
+        for argv in ([name, "--no-such-option"], [name, "lab-no-such-verb"] if name == "lab" else []):
+            if argv:
+                assert main(argv) == ExitCode.BAD_INPUT, argv
+                assert "error:" in capsys.readouterr().err
+    for verb in completion.sub_parsers(names["lab"]):
+        assert main(["lab", verb, "--no-such-option"]) == ExitCode.BAD_INPUT, verb
+        capsys.readouterr()
+    assert main(["no-such-command"]) == ExitCode.BAD_INPUT
+    assert main(["completion", "fish"]) == ExitCode.BAD_INPUT
