@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rdmaforge import stored
 from rdmaforge.bench.verdict import Component
+from rdmaforge.errors import UserError
 
 KIND = "rdmaforge-baseline"
 VERSION = 1
 
 
-class BaselineError(ValueError):
+class BaselineError(UserError):
     """A baseline file that is missing, unreadable or not a baseline; the message names the path."""
 
 
@@ -51,33 +53,36 @@ def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dic
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """Read and check a baseline file; BaselineError naming the path and what is wrong."""
+    """Read a baseline file and check it against rdmaforge.stored.BASELINE; BaselineError naming the path, the
+    key, the value found and what is allowed."""
     where = Path(path)
+    name = f"benchmark baseline {where}"
     try:
-        text = where.read_text()
+        raw = stored.read_bounded(where)
+    except IsADirectoryError as exc:
+        raise BaselineError(f"{name}: cannot read it (is a directory)") from exc
     except OSError as exc:
-        raise BaselineError(f"benchmark baseline {where}: cannot read it ({exc.strerror or exc})") from exc
+        raise BaselineError(f"{name}: cannot read it ({exc.strerror or exc})") from exc
+    if raw is None:
+        raise BaselineError(f"{name}: more than {stored.MAX_BYTES >> 20} MiB, too large for a baseline")
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise BaselineError(f"benchmark baseline {where}: not JSON ({exc})") from exc
-    if not isinstance(data, dict) or data.get("kind") != KIND:
-        raise BaselineError(f"benchmark baseline {where}: not an rdmaforge baseline (no \"kind\": \"{KIND}\"); "
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"{name}: not JSON (not UTF-8 text: {exc.reason} at byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{name}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+    except (ValueError, RecursionError) as exc:
+        raise BaselineError(f"{name}: not JSON ({exc})") from exc
+    problems = stored.BASELINE_KIND.problems(data, "")
+    if problems:
+        raise BaselineError(f"{name}: not an rdmaforge baseline ({problems[0]}); "
                             "make one with `rdmaforge baseline RUN_DIR -o FILE`")  # fmt: skip
-    if data.get("version") != VERSION:
-        raise BaselineError(f"benchmark baseline {where}: version {data.get('version')!r}, expected {VERSION}")
-    for key, kind in (("fingerprint", dict), ("nccl", dict), ("e2e", dict)):
-        if not isinstance(data.get(key), kind):
-            raise BaselineError(f"benchmark baseline {where}: \"{key}\" must be an object")
-    for name, entry in data["nccl"].items():
-        sizes = entry.get("busbw_gbs") if isinstance(entry, dict) else None
-        if not isinstance(sizes, dict) or not all(_is_number(v) and k.isdigit() for k, v in sizes.items()):
-            raise BaselineError(f"benchmark baseline {where}: nccl.{name}.busbw_gbs must map sizes in bytes to GB/s")
-    return data
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    try:
+        stored.check(data, stored.BASELINE, name, "rdmaforge baseline")
+    except UserError as exc:
+        raise BaselineError(str(exc)) from exc
+    result: dict[str, Any] = data
+    return result
 
 
 def fingerprint_mismatch(baseline: Mapping[str, Any], run: Mapping[str, Any]) -> str | None:

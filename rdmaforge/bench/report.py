@@ -3,33 +3,38 @@
 A run directory (written by the `benchmark` role, or by hand) holds:
   run.json                 what was asked: fabric, nodes, expected line rate, threshold, baseline, statuses
   nccl-<collective>.log    raw nccl-tests output (NCCL_DEBUG=INFO included) for each collective that ran
-  e2e.json                 the e2e DDP benchmark result (1-node and N-node runs), when it ran
+  e2e.json                 the e2e DDP benchmark result (1-GPU, 1-node and N-node runs), when it ran
+  e2e-*.log                the training runs' output (NCCL_DEBUG=INFO), named in e2e.json's ``logs``
 `rdmaforge report RUN_DIR` re-renders everything from these files.
 
 results.json carries ``"verdict"`` (pass, fail or incomplete), ``"reasons"`` and ``"components"``: one entry per
-nccl-tests collective, the transport check, the e2e benchmark and each baseline comparison, with its status,
-whether it is required, its reason, threshold and value (rdmaforge.bench.verdict).
+nccl-tests collective, the transport check, the e2e benchmark (linearity across nodes and within one node), the
+training accelerators the inventory enables (ACSpeed, the NCCL net plugin: rdmaforge.bench.accelerators) and
+each baseline comparison, with its status, whether it is required, its reason, threshold and value
+(rdmaforge.bench.verdict).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from rdmaforge.bench import baseline
+from rdmaforge import fabrics
+from rdmaforge.bench import accelerators, baseline
 from rdmaforge.bench.verdict import Component, Status, describe, mark_required, overall, required_groups
 from rdmaforge.nccl_tests import parse_file, verdict
 from rdmaforge.nccl_tests.transport import merge_transports
 
-#: Per-node line rate of each fabric profile, Gbit/s (issue 7: eRDMA on ebmgn7ex 2 x 80; IB 200; VPC 25).
-DEFAULT_LINE_RATE_GBPS = {"erdma": 160.0, "infiniband": 200.0, "roce": 100.0, "acs_type1": 200.0,
-                          "acs_type2": 50.0, "tcp": 25.0}  # fmt: skip
+#: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
+DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
 
 
 def expected_busbw_gbs(run: dict[str, Any]) -> float:
-    gbps = run.get("line_rate_gbps") or DEFAULT_LINE_RATE_GBPS.get(run.get("fabric", "tcp"), 25.0)
+    fallback = DEFAULT_LINE_RATE_GBPS["tcp"]
+    gbps = run.get("line_rate_gbps") or DEFAULT_LINE_RATE_GBPS.get(run.get("fabric", "tcp"), fallback)
     return float(gbps) / 8.0
 
 
@@ -109,6 +114,14 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             "collectives": collectives, "transport": transport_dict}  # fmt: skip
 
 
+#: e2e.json's training runs and how the report names them.
+RUN_LABELS = {"one": "1-GPU", "single": "1-node", "multi": "N-node"}
+
+
+def p50(run: dict[str, Any]) -> float:
+    return float(run["percentiles"]["p50"]["samples_per_s"])
+
+
 def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component]) -> dict[str, Any] | None:
     path = run_dir / "e2e.json"
     if not path.exists():
@@ -117,31 +130,112 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
         return None
     e2e: dict[str, Any] = json.loads(path.read_text())
     single, multi = e2e.get("single"), e2e.get("multi")
+    minimum = optional_float(e2e.get("min_linearity"))
     component = Component("e2e", "e2e", "fail", "", unit="linearity")
     if single and multi:
+        # Seed 003, across nodes: multi-node throughput / single-node throughput / node count.
         nodes = int(multi.get("nodes") or 1)
-        one = single["percentiles"]["p50"]["samples_per_s"]
-        many = multi["percentiles"]["p50"]["samples_per_s"]
+        one, many = p50(single), p50(multi)
         e2e["linearity"] = many / (one * nodes) if one and nodes else None
         device = "GPU" if multi.get("backend") == "nccl" else "CPU"
         ranks = int(multi.get("world_size") or nodes)
         component.on = f"{multi.get('backend')} on {device}, {nodes} nodes, {ranks} ranks"
         component.value = round(e2e["linearity"], 3) if e2e["linearity"] is not None else None
-        minimum = optional_float(e2e.get("min_linearity"))
-        if e2e["linearity"] is None:
-            component.reason = "the 1-node run measured no throughput"
-        elif minimum is None:
-            component.status = "not_judged"
-            component.reason = "no threshold: benchmark_e2e_min_linearity is empty"
-        else:
-            component.threshold = minimum
-            component.status = "pass" if e2e["linearity"] >= minimum else "fail"
-            relation = "reaches" if component.status == "pass" else "is below"
-            component.reason = f"linearity {e2e['linearity']:.2f} {relation} {minimum}"
+        judge_linearity(component, e2e["linearity"], minimum, "benchmark_e2e_min_linearity",
+                        "the 1-node run measured no throughput")  # fmt: skip
     else:
         component.reason = f"e2e benchmark failed: {e2e.get('error') or 'no result line from the training run'}"
     components.append(component)
+    intra_node_result(e2e, minimum, components)
     return e2e
+
+
+def intra_node_result(e2e: dict[str, Any], across_minimum: float | None, components: list[Component]) -> None:
+    """Seed 003, within one node: multi-GPU throughput / single-GPU throughput / GPUs per node.
+
+    The role runs the 1-GPU reference when a node trains with more than one rank (``ranks_per_node``); a node
+    with one GPU (or none: one CPU rank) has no within-node scaling to judge. e2e.json without ``one`` predates it.
+    """
+    single, one = e2e.get("single"), e2e.get("one")
+    e2e["linearity_intra_node"] = None
+    ranks = e2e.get("ranks_per_node") or (single or {}).get("world_size") or 1
+    if "one" not in e2e or int(ranks) <= 1:
+        return
+    minimum = optional_float(e2e.get("min_intra_node_linearity", across_minimum))
+    component = Component("e2e intra-node", "e2e", "fail", "", unit="linearity")
+    if not single:
+        component.reason = "the 1-node run printed no result"
+    elif not one:
+        component.reason = "the 1-GPU run printed no result"
+    else:
+        gpus = int(single.get("world_size") or 1)
+        device = "GPU" if single.get("backend") == "nccl" else "CPU"
+        component.on = f"{single.get('backend')} on {device}, 1 node, {gpus} ranks against 1"
+        reference = p50(one)
+        e2e["linearity_intra_node"] = p50(single) / (reference * gpus) if reference else None
+        if e2e["linearity_intra_node"] is not None:
+            component.value = round(e2e["linearity_intra_node"], 3)
+        judge_linearity(component, e2e["linearity_intra_node"], minimum, "benchmark_e2e_min_intra_node_linearity",
+                        "the 1-GPU run measured no throughput")  # fmt: skip
+    components.append(component)
+
+
+def judge_linearity(component: Component, value: float | None, minimum: float | None, variable: str,
+                    no_value: str) -> None:  # fmt: skip
+    if value is None:
+        component.reason = no_value
+    elif minimum is None:
+        component.status = "not_judged"
+        component.reason = f"no threshold: {variable} is empty"
+    else:
+        component.threshold = minimum
+        component.status = "pass" if value >= minimum else "fail"
+        relation = "reaches" if component.status == "pass" else "is below"
+        component.reason = f"linearity {value:.2f} {relation} {minimum}"
+
+
+def training_logs(run_dir: Path, e2e: dict[str, Any] | None) -> list[accelerators.TrainingLog]:
+    """The training logs e2e.json names (``logs``: run key to file names), read from the run directory."""
+    named = (e2e or {}).get("logs")
+    logs = []
+    for key, label in RUN_LABELS.items():
+        names = named.get(key) if isinstance(named, dict) else None
+        for name in [names] if isinstance(names, str) else names or []:
+            path = run_dir / Path(str(name)).name  # a file of this run directory, never a path elsewhere
+            text = path.read_text(errors="replace") if path.is_file() else None
+            logs.append(accelerators.TrainingLog(label, path.name, text))
+    return logs
+
+
+def accelerator_results(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] | None,
+                        components: list[Component]) -> dict[str, Any] | None:  # fmt: skip
+    """Whether ACSpeed and the NCCL net plugin the inventory enables were used by the training (seed 003)."""
+    acspeed, provider = accelerators.expectations(run)
+    if not acspeed and provider == "none":
+        return None
+    result: dict[str, Any] = {"acspeed": {"enabled": acspeed}, "net_plugin": {"provider": provider}}
+    wanted = (["e2e acspeed"] if acspeed else []) + ([f"e2e net plugin {provider}"] if provider != "none" else [])
+    if e2e is None:
+        disabled = run.get("e2e_enabled") is False
+        for name in wanted:
+            reason = "benchmark_e2e is false: no training log" if disabled else "no training log (e2e.json missing)"
+            components.append(Component(name, accelerators.GROUP, "skipped" if disabled else "not_judged", reason))
+        return result
+    logs = training_logs(run_dir, e2e)
+    runs: list[dict[str, Any]] = [e2e[key] for key in ("multi", "single", "one") if e2e.get(key)]
+    backend = next((str(r["backend"]) for r in runs if r.get("backend")), None)
+    warmup = next((int(r["warmup_steps"]) for r in runs if r.get("warmup_steps") is not None), None)
+    if acspeed:
+        component, result["acspeed"] = accelerators.judge_acspeed(logs, warmup)
+        result["acspeed"]["status"] = component.status
+        components.append(component)
+    if provider != "none":
+        multi_logs = [log for log in logs if log.run == RUN_LABELS["multi"]]
+        fabric = str(run.get("fabric", "tcp"))
+        component, result["net_plugin"] = accelerators.judge_net_plugin(provider, fabric, multi_logs, backend)
+        result["net_plugin"]["status"] = component.status
+        components.append(component)
+    return result
 
 
 def load_baseline(path: str | None) -> dict[str, Any] | None:
@@ -156,6 +250,7 @@ def judge(run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     results: dict[str, Any] = {"fabric": run.get("fabric"), "nodes": run.get("nodes", [])}
     results["nccl"] = nccl_results(run_dir, run, components)
     results["e2e"] = e2e_results(run_dir, run, components)
+    results["accelerators"] = accelerator_results(run_dir, run, results["e2e"], components)
     if reference is not None:
         tolerance = float(run.get("tolerance", 0.1))
         components += baseline.compare(reference, run, results, tolerance)
@@ -205,10 +300,18 @@ def write_csv(path: Path, results: dict[str, Any]) -> None:
 
 
 def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
-    import matplotlib
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")  # files only, no display
+        import matplotlib.pyplot as plt
+    except ImportError:  # an optional extra: pip install 'rdmaforge[plots]'
+        print(
+            "rdmaforge report: plots not drawn: matplotlib is not installed (pip install 'rdmaforge[plots]'); "
+            "results.json, results.csv and summary.md are complete without them",
+            file=sys.stderr,
+        )
+        return []
 
     written = []
     collectives = results["nccl"].get("collectives", {})
@@ -229,13 +332,12 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
     if e2e.get("single") and e2e.get("multi"):
         labels = ["p50", "p75", "p90", "p95"]
         fig, ax = plt.subplots(figsize=(8, 5))
-        width = 0.4
-        for offset, (key, run) in enumerate(
-            (("1 node", e2e["single"]), (f"{e2e['multi']['nodes']} nodes", e2e["multi"]))
-        ):
+        runs = e2e_runs(e2e)
+        width = 0.8 / len(runs)
+        for offset, (key, run) in enumerate(runs):
             values = [run["percentiles"][label]["samples_per_s"] for label in labels]
             ax.bar([i + offset * width for i in range(len(labels))], values, width, label=key)
-        ax.set_xticks([i + width / 2 for i in range(len(labels))], labels)
+        ax.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(labels))], labels)
         ax.set(
             ylabel="samples/s",
             title=f"e2e DDP throughput ({e2e['multi']['backend']}), linearity {e2e['linearity']:.2f}",
@@ -245,6 +347,37 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
         plt.close(fig)
         written.append("e2e_throughput.png")
     return written
+
+
+def e2e_runs(e2e: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, result) of each e2e training run that printed a result: 1 GPU, 1 node, N nodes."""
+    runs = []
+    if e2e.get("one"):
+        runs.append(("1 GPU", e2e["one"]))
+    if e2e.get("single"):
+        runs.append(("1 node", e2e["single"]))
+    if e2e.get("multi"):
+        runs.append((f"{e2e['multi']['nodes']} nodes", e2e["multi"]))
+    return runs
+
+
+def accelerator_lines(found: dict[str, Any] | None) -> list[str]:
+    """What the training logs say about the accelerators the inventory enables (nothing when none is)."""
+    if not found:
+        return []
+    lines = ["Training accelerators the inventory enables, as the training logs show them:", ""]
+    acspeed = found.get("acspeed") or {}
+    if acspeed.get("enabled"):
+        counts = acspeed.get("init_lines") or {}
+        seen = ", ".join(f"{name}: {n}" for name, n in counts.items()) or "no log"
+        lines.append(f"- ACSpeed ({acspeed.get('status', '?')}): '{accelerators.ACSPEED_LINE}' lines per log: {seen}")
+    plugin = found.get("net_plugin") or {}
+    if plugin.get("provider", "none") != "none":
+        networks = ", ".join(plugin.get("networks") or []) or "none seen"
+        loaded = f", loaded: {plugin['plugin']}" if plugin.get("plugin") else ""
+        lines.append(f"- NCCL net plugin {plugin['provider']} ({plugin.get('status', '?')}): "
+                     f"NCCL used {networks}{loaded}")  # fmt: skip
+    return lines + [""]
 
 
 def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
@@ -265,14 +398,22 @@ def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
     if e2e and e2e.get("multi"):
         lines += ["| e2e run | ranks | " + " | ".join(f"{p} samples/s" for p in ("p50", "p75", "p90", "p95")) + " |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
-        for label, run in (("1 node", e2e.get("single")), (f"{e2e['multi']['nodes']} nodes", e2e["multi"])):
-            if run:
-                values = " | ".join(
-                    f"{run['percentiles'][p]['samples_per_s']:.1f}" for p in ("p50", "p75", "p90", "p95")
-                )
-                lines.append(f"| {label} | {run['world_size']} | {values} |")
+        for label, run in e2e_runs(e2e):
+            values = " | ".join(f"{run['percentiles'][p]['samples_per_s']:.1f}" for p in ("p50", "p75", "p90", "p95"))
+            lines.append(f"| {label} | {run['world_size']} | {values} |")
+        warmup = e2e["multi"].get("warmup_steps")
+        if warmup is not None:
+            lines += ["", f"Each run's first {warmup} steps are warm-up, left out of the percentiles "
+                      f"({e2e['multi'].get('steps', '?')} steps measured in the N-node run)."]  # fmt: skip
         if e2e.get("linearity") is not None:
             lines += ["", f"Linearity (N-node / (1-node x N), p50): {e2e['linearity']:.2f}"]
+        if e2e.get("linearity_intra_node") is not None:
+            gpus = e2e["single"]["world_size"]
+            lines += ["", f"Linearity within one node (1-node / (1-GPU x {gpus}), p50): "
+                      f"{e2e['linearity_intra_node']:.2f}"]  # fmt: skip
+        elif e2e.get("single") and int(e2e.get("ranks_per_node") or e2e["single"].get("world_size") or 1) <= 1:
+            lines += ["", "Linearity within one node: not measured, a node trains with one rank (one GPU or none)"]
         lines.append("")
+    lines += accelerator_lines(results.get("accelerators"))
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"

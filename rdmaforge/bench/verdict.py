@@ -1,7 +1,7 @@
 """Per-component benchmark verdicts and the overall verdict built from them.
 
-Every component of a run (nccl-tests per collective, the transport check, the e2e benchmark, the baseline
-comparisons) gets one status:
+Every component of a run (nccl-tests per collective, the transport check, the e2e benchmark, the training
+accelerators, the baseline comparisons) gets one status:
 
 - ``pass``: measured, and the measurement met its threshold;
 - ``fail``: measured and below its threshold, or the run itself failed (crash, hang, fallback to sockets);
@@ -25,7 +25,7 @@ Status = Literal["pass", "fail", "skipped", "not_judged"]
 Overall = Literal["pass", "fail", "incomplete"]
 
 #: Component groups a user can require or make optional (`--require`, benchmark_required/benchmark_optional).
-GROUPS = ("nccl-tests", "transport", "e2e", "baseline")
+GROUPS = ("nccl-tests", "transport", "e2e", "accelerator", "baseline")
 
 #: The exit code of each overall verdict (one table: rdmaforge/runner/exit_codes.py).
 EXIT_CODES: dict[str, ExitCode] = {
@@ -56,7 +56,9 @@ def required_groups(run: Mapping[str, Any], present: Iterable[str]) -> set[str]:
     """The groups that must pass: run.json's ``required`` when given, else the defaults, minus ``optional``.
 
     Defaults: nccl-tests (and its transport check) unless the run says some node has no GPU; e2e when it is
-    enabled (or, in a hand-made run.json without that key, when it ran); baseline when one was given.
+    enabled (or, in a hand-made run.json without that key, when it ran); accelerator (ACSpeed, the NCCL net
+    plugin seen in the training logs) when one is enabled, e2e is required and no node lacks a GPU (without one
+    the training uses gloo, not NCCL); baseline when one was given.
     """
     explicit = [str(g) for g in run.get("required") or []]
     if explicit:
@@ -64,11 +66,18 @@ def required_groups(run: Mapping[str, Any], present: Iterable[str]) -> set[str]:
     else:
         required = set()
         gpus = run.get("gpus")
-        if not (isinstance(gpus, Mapping) and gpus and min(int(n or 0) for n in gpus.values()) == 0):
+        every_node_has_gpus = not (isinstance(gpus, Mapping) and gpus and min(int(n or 0) for n in gpus.values()) == 0)
+        if every_node_has_gpus:
             required |= {"nccl-tests", "transport"}
         e2e_enabled = run.get("e2e_enabled")
         if e2e_enabled or (e2e_enabled is None and "e2e" in set(present)):
             required.add("e2e")
+            asked = run.get("accelerators")
+            enabled = isinstance(asked, Mapping) and (
+                asked.get("acspeed") or str(asked.get("net_plugin") or "none") != "none"
+            )
+            if enabled and every_node_has_gpus:
+                required.add("accelerator")
         if run.get("baseline"):
             required.add("baseline")
     return required - {str(g) for g in run.get("optional") or []}

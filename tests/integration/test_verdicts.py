@@ -1,6 +1,8 @@
-"""Issue 13 on the lab: bench verdicts a user can trust, and baselines made from a run.
+"""Issues 7, 9 and 13 on the lab: the e2e DDP benchmark really runs across the nodes with gloo, nccl-tests is
+skipped honestly (no GPUs), the report lands on the controller; verdicts a user can trust, and baselines made from
+a run. One judged run serves every test that only reads it (each bench run costs a minute of the test budget).
 
-- without an e2e threshold the lab's bench is `incomplete` (exit 5) and says why, never a pass;
+- without an e2e threshold a run is `incomplete` (exit 5) and says why, never a pass;
 - with the lab inventory's threshold it is `pass`, with nccl-tests shown as skipped (no GPU) and not required;
 - a baseline made from that run passes against the run itself, and a baseline claiming 10x its throughput fails
   a new bench run, naming the comparison;
@@ -10,6 +12,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +53,26 @@ def judged_run(converged: LabHandle, runs: Path) -> tuple[str, Path]:
     return proc.stdout, run_dir_of(proc.stdout)
 
 
-def test_bench_without_a_threshold_is_incomplete_and_says_why(converged: LabHandle, runs: Path) -> None:
-    proc = cli(runs, "bench", "-i", str(converged.inventory), *SHORT, "-e", '{"benchmark_e2e_min_linearity": ""}')
+def test_a_run_without_a_threshold_is_incomplete_and_says_why(judged_run: tuple[str, Path], tmp_path: Path) -> None:
+    """bench judges a run with the report's own code (the two bench runs in this file prove that wiring, with exit 0
+    and 4), so the missing-threshold case re-judges a copy of the judged run whose e2e threshold is empty: that saves
+    a bench run of the lab's test budget. It is incomplete (exit 5) and says why, never a pass."""
+    _, run_dir = judged_run
+    copy = tmp_path / "no-threshold"
+    shutil.copytree(run_dir, copy)
+    e2e_path = copy / "benchmark" / "e2e.json"
+    e2e = json.loads(e2e_path.read_text())
+    assert e2e["min_linearity"] not in (None, "")  # the judged run had the lab's threshold
+    e2e["min_linearity"] = None  # what `-e benchmark_e2e_min_linearity=""` makes the role write (e2e.yml)
+    e2e_path.write_text(json.dumps(e2e))
+    proc = cli(None, "report", str(copy))
     assert proc.returncode == ExitCode.INCOMPLETE, proc.stdout[-6000:]
-    assert "benchmark verdict: incomplete" in proc.stdout
-    assert "  e2e (required): not judged: no threshold: benchmark_e2e_min_linearity is empty" in proc.stdout
-    assert "benchmark verdict: pass" not in proc.stdout
-    found = components(run_dir_of(proc.stdout))
+    assert "**Verdict: incomplete**" in proc.stdout
+    assert "- e2e (required): not judged: no threshold: benchmark_e2e_min_linearity is empty" in proc.stdout
+    assert "pass" not in proc.stdout.split("**Verdict:")[1].split("\n")[0]
+    found = components(copy)
     assert found["e2e"]["status"] == "not_judged" and found["e2e"]["value"] > 0
     assert found["nccl-tests"]["status"] == "skipped" and not found["nccl-tests"]["required"]
-    recap = json.loads((run_dir_of(proc.stdout) / "recap.json").read_text())
-    assert recap["exit_code"] == ExitCode.INCOMPLETE and recap["benchmark"]["verdict"] == "incomplete"
 
 
 def test_bench_with_the_lab_thresholds_passes_with_nccl_tests_skipped(
@@ -92,22 +105,36 @@ def test_a_run_compared_with_its_own_baseline_passes(judged_run: tuple[str, Path
     assert "- baseline e2e: pass (required)" in report.stdout
 
 
-def test_a_baseline_with_throughput_raised_fails_a_new_run(
+def test_a_raised_baseline_and_a_forced_threshold_fail_a_new_run_with_exit_4(
     converged: LabHandle, runs: Path, judged_run: tuple[str, Path], tmp_path: Path
 ) -> None:
-    """The lab's e2e throughput swings by 2x between runs (its nodes share the controller's 2 CPUs with whatever else
-    runs), so the baseline claims 10x: a regression no lab run can hide. Doubled busbw, named per size, is proven
-    on a real nccl-tests log in tests/unit/test_bench_baseline.py."""
+    """Two ways to fail, each named, in one run: linearity cannot reach 1000, and the baseline claims 10x the judged
+    run's throughput. The lab's e2e throughput swings by 2x between runs (its nodes share the controller's 2 CPUs),
+    so 10x is a regression no lab run can hide. Doubled busbw, named per size, is proven on a real nccl-tests log
+    in tests/unit/test_bench_baseline.py."""
     _, run_dir = judged_run
     target = tmp_path / "raised.json"
     assert cli(None, "baseline", str(run_dir), "-o", str(target)).returncode == ExitCode.OK
     data = json.loads(target.read_text())
     data["e2e"]["multi_p50_samples_per_s"] *= 10
     target.write_text(json.dumps(data))
-    proc = cli(runs, "bench", "-i", str(converged.inventory), *SHORT, "-e", f"benchmark_baseline={target}")
+    junit_path = tmp_path / "bench.xml"
+    proc = cli(runs, "bench", "-i", str(converged.inventory), *SHORT, "-e", f"benchmark_baseline={target}",
+               "-e", "benchmark_e2e_min_linearity=1000", "--junit", str(junit_path))  # fmt: skip
     assert proc.returncode == ExitCode.BELOW_THRESHOLD, proc.stdout[-6000:]
     assert "benchmark verdict: fail" in proc.stdout and "  baseline e2e: fail: N-node p50 throughput" in proc.stdout
-    assert components(run_dir_of(proc.stdout))["baseline e2e"]["required"]
+    assert "  e2e: fail: linearity " in proc.stdout and "is below 1000" in proc.stdout
+    failed_run = run_dir_of(proc.stdout)
+    found = components(failed_run)
+    assert found["baseline e2e"]["required"] and found["e2e"]["status"] == "fail"
+    results = json.loads((failed_run / "benchmark" / "results.json").read_text())
+    assert results["verdict"] == "fail" and results["e2e"]["multi"]["nodes"] == len(converged.nodes)
+    verdict = ET.parse(junit_path).getroot().find(".//testcase[@name='benchmark verdict']/failure")
+    assert verdict is not None and (verdict.get("message") or "").startswith("fail: ")
+    hosts = {c.get("name"): c for c in ET.parse(junit_path).getroot().iter("testcase")}
+    assert all(hosts[node].find("failure") is None for node in converged.nodes)  # the verdict, not a broken host
+    report = cli(None, "report", str(failed_run))  # re-renders the stored run: the same verdict
+    assert report.returncode == ExitCode.BELOW_THRESHOLD, report.stdout[-3000:]
 
 
 def test_a_missing_baseline_is_an_error_before_anything_runs(converged: LabHandle, runs: Path, tmp_path: Path) -> None:
@@ -117,3 +144,32 @@ def test_a_missing_baseline_is_an_error_before_anything_runs(converged: LabHandl
     assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:]
     assert f"benchmark baseline {missing}: cannot read it" in proc.stdout
     assert set(runs.iterdir()) == before  # no run was started
+
+
+def test_e2e_ran_across_every_node_with_gloo(converged: LabHandle, judged_run: tuple[str, Path]) -> None:
+    _, run_dir = judged_run
+    results = json.loads((run_dir / "benchmark" / "results.json").read_text())
+    assert results["nccl"]["status"] == "skipped" and results["nccl"]["collectives"] == {}
+    assert not (run_dir / "benchmark" / "nccl_busbw.png").exists()
+    e2e = results["e2e"]
+    assert e2e["single"]["world_size"] == 1 and e2e["single"]["nodes"] == 1
+    assert e2e["multi"]["world_size"] == len(converged.nodes) and e2e["multi"]["nodes"] == len(converged.nodes)
+    assert e2e["multi"]["backend"] == "gloo"
+    for run in (e2e["single"], e2e["multi"]):
+        throughputs = [run["percentiles"][p]["samples_per_s"] for p in ("p50", "p75", "p90", "p95")]
+        assert all(t > 0 for t in throughputs)
+        assert throughputs == sorted(throughputs, reverse=True)  # slower steps at higher percentiles
+    expected = e2e["multi"]["percentiles"]["p50"]["samples_per_s"] / (
+        e2e["single"]["percentiles"]["p50"]["samples_per_s"] * len(converged.nodes)
+    )
+    assert e2e["linearity"] == pytest.approx(expected)
+    assert (run_dir / "benchmark" / "e2e_throughput.png").read_bytes().startswith(b"\x89PNG")
+    assert results["verdict"] == "pass", results["reasons"]
+
+
+def test_report_rerenders_the_stored_run(judged_run: tuple[str, Path]) -> None:
+    _, run_dir = judged_run
+    proc = cli(None, "report", str(run_dir))
+    assert proc.returncode == ExitCode.OK, proc.stdout[-3000:]
+    assert "Linearity (N-node / (1-node x N), p50)" in proc.stdout
+    assert "- nccl-tests: skipped (not required): no GPU" in proc.stdout

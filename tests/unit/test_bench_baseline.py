@@ -97,8 +97,11 @@ def test_a_baseline_from_another_cluster_is_not_judged(run_dir: Path, made: Path
         (None, "cannot read it"),
         ("{not json", "not JSON"),
         ('{"nccl": {"collectives": {"all_reduce": {"avg_busbw": 0.5}}}}', "not an rdmaforge baseline"),
-        ('{"kind": "rdmaforge-baseline", "version": 1, "fingerprint": {}, "e2e": {}, '
-         '"nccl": {"all_reduce": {"busbw_gbs": {"1M": 1}}}}', "nccl.all_reduce.busbw_gbs must map sizes"),
+        (
+            '{"kind": "rdmaforge-baseline", "version": 1, "fingerprint": {}, "e2e": {}, '
+            '"nccl": {"all_reduce": {"busbw_gbs": {"1M": 1}}}}',
+            "not a valid rdmaforge baseline: nccl.all_reduce.busbw_gbs: key must be a message size in bytes",
+        ),
     ],
 )
 def test_a_missing_or_malformed_baseline_is_an_error_naming_its_path(
