@@ -23,10 +23,10 @@ from pathlib import Path
 
 import yaml
 
-#: Fabric profiles, one per way the seeds connect GPUs across nodes:
-#: erdma (Alibaba elastic RDMA, seed 000), infiniband (seed 001), roce (RDMA over Converged Ethernet),
-#: acs_type1 / acs_type2 (Alibaba ACS RDMA NIC types 1 and 2, seed 002), tcp (no RDMA: sockets only).
-FABRICS: tuple[str, ...] = ("erdma", "infiniband", "roce", "acs_type1", "acs_type2", "tcp")
+from rdmaforge import fabrics
+
+#: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
+FABRICS: tuple[str, ...] = fabrics.NAMES
 
 #: An option's type in an argument spec -> how a message names what is allowed.
 _TYPE_WORDS: dict[str, str] = {
@@ -205,7 +205,8 @@ def address_problems(host: str, address: object) -> list[Problem]:
                 Problem(
                     host,
                     "ansible_host",
-                    f"{host}: ansible_host={show(address)} is not a valid IPv4 address; allowed: {allowed}",
+                    f"{host}: ansible_host={show(address)} is not a valid IPv4 address (four numbers from 0 to 255, "
+                    f"without leading zeros); allowed: {allowed}",
                 )
             ]
         return []
@@ -214,11 +215,22 @@ def address_problems(host: str, address: object) -> list[Problem]:
             Problem(
                 host,
                 "ansible_host",
-                f"{host}: ansible_host={show(address)} is neither an IPv4 address nor a valid host name; "
-                f"allowed: {allowed}",
+                f"{host}: ansible_host={show(address)} is neither an IPv4 address nor a valid host name"
+                f"{_address_hint(address)}; allowed: {allowed}",
             )
         ]
     return []
+
+
+def _address_hint(address: str) -> str:
+    """What a common mistake in ``ansible_host`` should have been: a network or a port written with the address."""
+    head, sep, tail = address.partition("/")
+    if sep and is_ipv4(head) and tail.isdigit():
+        return f" (a network prefix: write the address alone, {head})"
+    head, sep, tail = address.rpartition(":")
+    if sep and (is_ipv4(head) or is_hostname(head)) and tail.isdigit():
+        return f" (a port: write {head} and put {tail} in ansible_port)"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -302,6 +314,107 @@ def fabric_problems(host: str, fabric: object) -> list[Problem]:
             )
         ]
     return []
+
+
+def mixed_fabric_problems(nodes: Sequence[tuple[str, object]], group: str = "cluster") -> list[Problem]:
+    """Every node of the cluster group must use one fabric profile: a training job's NCCL settings are per
+    cluster. Each node whose known profile differs from the majority's gets a line (on a tie the first
+    node's profile is the majority); unset or unknown profiles are left to ``fabric_problems``."""
+    known = [(name, fabric) for name, fabric in nodes if isinstance(fabric, str) and fabric in FABRICS]
+    counts: dict[str, int] = {}
+    for _, fabric in known:
+        counts[fabric] = counts.get(fabric, 0) + 1
+    if len(counts) < 2:
+        return []
+    # dicts keep insertion order, so max() returns the first node's profile among equal counts
+    majority = max(counts, key=lambda fabric: counts[fabric])
+    holders = ", ".join(name for name, fabric in known if fabric == majority)
+    return [
+        Problem(
+            name,
+            "rdmaforge_fabric",
+            f"{name}: rdmaforge_fabric={show(fabric)} differs from the rest of the cluster "
+            f"({majority!r} on {holders}); allowed: one fabric profile for every node of group {group}",
+        )
+        for name, fabric in known
+        if fabric != majority
+    ]
+
+
+# --- network retries -------------------------------------------------------------------------------
+
+#: Bounds of the retry settings every download and package task uses (roles read them with the same defaults).
+NETWORK_RETRY_BOUNDS: dict[str, tuple[int, int]] = {
+    "rdmaforge_network_retries": (0, 20),
+    "rdmaforge_network_retry_delay": (0, 300),
+}
+
+
+def network_retry_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """The retry count and delay must be whole numbers in range: a huge value would hold a dead mirror's
+    failure for hours, a negative one makes Ansible skip the task's retries silently."""
+    found = []
+    for variable, (low, high) in NETWORK_RETRY_BOUNDS.items():
+        if variable not in values:
+            continue
+        value = values[variable]
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+        if isinstance(value, str) and value.strip().isdigit():
+            number = int(value)
+        if number is None or not low <= number <= high:
+            found.append(
+                Problem(host, variable, f"{host}: {variable}={show(value)} is not allowed; allowed: a whole number "
+                                        f"from {low} to {high}")  # fmt: skip
+            )
+    return found
+
+
+# --- versions --------------------------------------------------------------------------------------
+
+#: A version variable -> its source variable -> the value of ``<role>_source`` that uses that source.
+VERSION_SOURCES: dict[str, dict[str, str]] = {
+    "nccl_build_version": {"nccl_build_git_ref": "git", "nccl_build_tarball_url": "tarball"},
+    "nccl_tests_version": {"nccl_tests_git_ref": "git", "nccl_tests_tarball_url": "tarball"},
+}
+
+#: major.minor.patch at the start of a tag or file name or after - or _ (so cuda12.4 in a name is not one)
+_VERSION = re.compile(r"(?:^|[-_])v?([0-9]+\.[0-9]+\.[0-9]+)(?![0-9.])")
+
+
+def version_in(source: str) -> str | None:
+    """The dotted version a git tag (``v2.21.5-1``) or a tarball's file name (``nccl-2.21.5-1.tar.gz``) names."""
+    name = source.rstrip("/").rsplit("/", 1)[-1]
+    name = re.sub(r"\.(?:tar\.[a-z0-9]+|tgz|txz|zip)$", "", name)
+    match = _VERSION.search(name)
+    return match.group(1) if match else None
+
+
+def version_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A version and the git ref or tarball it is built from must agree: the version names the install prefix
+    and the cached package, so a ref of another version would install one NCCL under another's name.
+    Only values the inventory sets are compared (a source without a version in its name is not checked)."""
+    found = []
+    for version_variable, sources in VERSION_SOURCES.items():
+        version = values.get(version_variable)
+        if version is None:
+            continue
+        role_source = values.get(version_variable.replace("_version", "_source"), "git")
+        for variable, kind in sources.items():
+            source = values.get(variable)
+            if kind != role_source or not isinstance(source, str):
+                continue
+            named = version_in(source)
+            if named is not None and named != str(version):
+                found.append(
+                    Problem(
+                        host,
+                        variable,
+                        f"{host}: {variable}={show(source)} is version {named}, but "
+                        f"{version_variable}={show(version)}; allowed: a {'tag' if kind == 'git' else 'tarball'} "
+                        f"of version {version} (or set {version_variable}: {named!r})",
+                    )
+                )
+    return found
 
 
 # --- operating system ------------------------------------------------------------------------------
@@ -409,6 +522,9 @@ def argspec_problems(
     """
     problems: list[Problem] = []
     spec_file = f"roles/{role}/meta/argument_specs.yml"
+    # Ansible reports a list element's conversion error twice: alone, then inside "Elements value for option
+    # ...". The one that names the option is enough.
+    errors = [e for e in errors if not any(e != other and e in other for other in errors)]
     for error in errors:
         missing = _MISSING.match(error)
         if missing and " found in " not in error:
@@ -491,11 +607,12 @@ class NodeInput:
     in_play: bool = True
 
 
-def inventory_report(nodes: Sequence[NodeInput]) -> dict[str, list[str]]:
+def inventory_report(nodes: Sequence[NodeInput], group: str = "cluster") -> dict[str, list[str]]:
     """Every inventory problem of every node, as host -> lines; nothing here needs a connection.
 
     Per-node checks (fabric, name, address, role variables) run for the nodes in the play; the
-    uniqueness checks cover every node given, so a ``--limit`` run still sees its peers.
+    uniqueness and one-fabric checks cover every node given (the hosts of ``group``), so a ``--limit``
+    run still sees its peers.
     """
     found: list[Problem] = []
     for node in nodes:
@@ -503,11 +620,15 @@ def inventory_report(nodes: Sequence[NodeInput]) -> dict[str, list[str]]:
             continue
         found += fabric_problems(node.name, node.fabric)
         found += node_name_problems(node.name)
+        found += network_retry_problems(node.name, node.values)
+        found += version_problems(node.name, node.values)
         if node.address is not None:
             found += address_problems(node.name, node.address)
         for result in node.argspecs:
             found += argspec_problems(node.name, result.role, result.errors, result.options, node.values)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
+    in_play = {n.name for n in nodes if n.in_play}
+    found += [p for p in mixed_fabric_problems([(n.name, n.fabric) for n in nodes], group) if p.host in in_play]
     report: dict[str, list[str]] = {}
     for problem in first_per_variable(found):
         report.setdefault(problem.host, []).append(problem.message)

@@ -24,6 +24,8 @@ class InventoryDraft:
     doc: dict[str, Any]
     var_files: dict[str, dict[str, Any]] = field(default_factory=dict)  # relative path -> mapping
     group: str = "cluster"
+    #: relative path -> text written as is, after everything else (for files that are not valid YAML)
+    raw_files: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, hosts_yml: Path) -> InventoryDraft:
@@ -37,7 +39,7 @@ class InventoryDraft:
         return cls(doc, var_files)
 
     def copy(self) -> InventoryDraft:
-        return InventoryDraft(copy.deepcopy(self.doc), copy.deepcopy(self.var_files), self.group)
+        return InventoryDraft(copy.deepcopy(self.doc), copy.deepcopy(self.var_files), self.group, dict(self.raw_files))
 
     @property
     def hosts(self) -> dict[str, Any]:
@@ -90,6 +92,8 @@ class InventoryDraft:
             target.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
         hosts_yml = directory / "hosts.yml"
         hosts_yml.write_text("---\n" + yaml.safe_dump(self.doc, sort_keys=False))
+        for relative, text in self.raw_files.items():
+            (directory / relative).write_text(text)
         return hosts_yml
 
 
@@ -111,6 +115,8 @@ class Case:
     extra: tuple[str, ...] = ()
     #: False: caught from the inventory alone, before Ansible connects to any node
     needs_facts: bool = False
+    #: substrings the run's whole output must contain (for what Ansible reports outside a host's failure)
+    output: Callable[[Names], list[str]] = lambda n: []
 
 
 def _rename_b(new: Callable[[Names], str]) -> Callable[[InventoryDraft, Names], None]:
@@ -138,12 +144,63 @@ def _set_everywhere(name: str, value: object) -> Callable[[InventoryDraft, Names
     return edit
 
 
+def _set_everywhere_many(values: dict[str, object]) -> Callable[[InventoryDraft, Names], None]:
+    def edit(draft: InventoryDraft, n: Names) -> None:
+        for host in draft.names():
+            for name, value in values.items():
+                draft.set(host, name, value)
+
+    return edit
+
+
 def _every_host(lines: list[str]) -> Callable[[Names], dict[str, list[str]]]:
     # The lab has at least two nodes; a and b stand for all of them here.
     return lambda n: {
         n.a: [line.format(host=n.a) for line in lines],
         n.b: [line.format(host=n.b) for line in lines],
     }
+
+
+def _mixed_fabric(draft: InventoryDraft, n: Names) -> None:
+    for host in draft.names():
+        draft.set(host, "rdmaforge_fabric", "erdma")
+    draft.set(n.b, "rdmaforge_fabric", "roce")
+
+
+def _same_address_everywhere(draft: InventoryDraft, n: Names) -> None:
+    for host in draft.names():
+        draft.set(host, "ansible_host", n.addr_a)
+
+
+def _misindented_hosts_yml(draft: InventoryDraft, n: Names) -> None:
+    """hosts.yml with one of node b's variables indented one space less than the other: a YAML syntax error."""
+    lines = ("---\n" + yaml.safe_dump(draft.doc, sort_keys=False)).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"{n.b}:")
+    indent = len(lines[start]) - len(lines[start].lstrip()) + 2  # of its variables
+    lines.insert(start + 2, " " * (indent - 1) + "ansible_port: 22")
+    draft.raw_files["hosts.yml"] = "\n".join(lines) + "\n"
+
+
+def _eni_per_gpu(draft: InventoryDraft, n: Names) -> None:
+    # three secondary NICs named, on a node without three GPUs (the fake and the lab nodes have none)
+    draft.set(n.b, "eni_enabled", True)
+    draft.set(n.b, "eni_per_gpu", True)
+    draft.set(n.b, "eni_interfaces", ["eth1", "eth2", "eth3"])
+
+
+def _role_value(host: str, name: str, value: str, role: str, allowed: str) -> list[str]:
+    """The line the argument-spec check prints for one variable of one role."""
+    return [
+        f"{host}: {name}={value} is not valid for role {role}",
+        f"allowed: {allowed} (see roles/{role}/meta/argument_specs.yml)",
+    ]
+
+
+def _one_role_value(
+    name: str, value: object, shown: str, role: str, allowed: str
+) -> tuple[Callable[[InventoryDraft, Names], None], Callable[[Names], dict[str, list[str]]]]:
+    """A case's edit and expectation: node b sets ``name`` to ``value``, which role ``role`` refuses."""
+    return (lambda d, n: d.set(n.b, name, value)), (lambda n: {n.b: _role_value(n.b, name, shown, role, allowed)})
 
 
 UNSUPPORTED_OS = json.dumps({"preflight_supported_os": {"NoSuchOS": ["1"]}, "preflight_legacy_os": {}})
@@ -288,6 +345,18 @@ CASES: list[Case] = [
         needs_facts=True,
     ),
     Case(
+        "network-retries-out-of-range",
+        lambda d, n: d.set(n.b, "rdmaforge_network_retries", 1000),
+        lambda n: {
+            n.b: [f"{n.b}: rdmaforge_network_retries=1000 is not allowed; allowed: a whole number from 0 to 20"]
+        },
+    ),
+    Case(
+        "network-retry-delay-not-a-number",
+        lambda d, n: d.set(n.a, "rdmaforge_network_retry_delay", "five"),
+        lambda n: {n.a: [f"{n.a}: rdmaforge_network_retry_delay='five'"]},
+    ),
+    Case(
         "no-cluster-group",
         lambda d, n: d.rename_group("nodes"),
         lambda n: {"localhost": ["the inventory has no hosts in group 'cluster'"]},
@@ -303,6 +372,209 @@ CASES: list[Case] = [
             ]
         ),
         extra=("-e", UNSUPPORTED_OS),
+        needs_facts=True,
+    ),
+    # --- one fabric per cluster, versions ------------------------------------------------------
+    Case(
+        "mixed-fabric",
+        _mixed_fabric,
+        lambda n: {
+            n.b: [
+                f"{n.b}: rdmaforge_fabric='roce' differs from the rest of the cluster ('erdma' on {n.a}, ",
+                "allowed: one fabric profile for every node of group cluster",
+            ]
+        },
+    ),
+    Case(
+        "fabric-list",
+        lambda d, n: d.set(n.b, "rdmaforge_fabric", ["erdma", "tcp"]),
+        lambda n: {n.b: [f'{n.b}: rdmaforge_fabric=["erdma", "tcp"] is not a known fabric profile; {FABRICS_ALLOWED}']},
+    ),
+    Case(
+        "fabric-misspelled",
+        lambda d, n: d.set(n.b, "rdmaforge_fabric", "infinband"),
+        lambda n: {
+            n.b: [
+                f"{n.b}: rdmaforge_fabric='infinband' is not a known fabric profile (did you mean 'infiniband'?)",
+                FABRICS_ALLOWED,
+            ]
+        },
+    ),
+    Case(
+        "fabric-left-blank",
+        lambda d, n: d.set(n.b, "rdmaforge_fabric", None),
+        lambda n: {n.b: [f"{n.b}: rdmaforge_fabric is not set; every node needs a fabric profile", FABRICS_ALLOWED]},
+    ),
+    Case(
+        "nccl-git-ref-of-another-version",
+        _set_everywhere_many({"nccl_build_version": "2.29.7", "nccl_build_git_ref": "v2.21.5-1"}),
+        _every_host(
+            [
+                "{host}: nccl_build_git_ref='v2.21.5-1' is version 2.21.5, but nccl_build_version='2.29.7'",
+                "allowed: a tag of version 2.29.7 (or set nccl_build_version: '2.21.5')",
+            ]
+        ),
+    ),
+    Case(
+        "nccl-tests-tarball-of-another-version",
+        _set_everywhere_many(
+            {
+                "nccl_tests_source": "tarball",
+                "nccl_tests_version": "2.17.8",
+                "nccl_tests_tarball_url": "https://mirror.example/nccl-tests-2.13.9.tar.gz",
+            }
+        ),
+        _every_host(
+            [
+                "{host}: nccl_tests_tarball_url='https://mirror.example/nccl-tests-2.13.9.tar.gz' is version 2.13.9, "
+                "but nccl_tests_version='2.17.8'",
+                "allowed: a tarball of version 2.17.8",
+            ]
+        ),
+    ),
+    # --- addresses ---------------------------------------------------------------------------------
+    Case(
+        "address-with-prefix-length",
+        lambda d, n: d.set(n.b, "ansible_host", "127.0.0.2/8"),
+        lambda n: {
+            n.b: [
+                f"{n.b}: ansible_host='127.0.0.2/8' is neither an IPv4 address nor a valid host name "
+                "(a network prefix: write the address alone, 127.0.0.2)",
+                "allowed: an IPv4 address such as 172.20.20.145, or a DNS host name",
+            ]
+        },
+    ),
+    Case(
+        "address-with-port",
+        lambda d, n: d.set(n.b, "ansible_host", "127.0.0.2:2222"),
+        lambda n: {
+            n.b: [
+                f"{n.b}: ansible_host='127.0.0.2:2222' is neither an IPv4 address nor a valid host name "
+                "(a port: write 127.0.0.2 and put 2222 in ansible_port)",
+                "allowed: an IPv4 address",
+            ]
+        },
+    ),
+    Case(
+        "ipv4-leading-zero",
+        lambda d, n: d.set(n.b, "ansible_host", "127.0.0.02"),
+        lambda n: {
+            n.b: [
+                f"{n.b}: ansible_host='127.0.0.02' is not a valid IPv4 address "
+                "(four numbers from 0 to 255, without leading zeros)",
+                "allowed: an IPv4 address",
+            ]
+        },
+    ),
+    Case(
+        "address-empty",
+        lambda d, n: d.set(n.b, "ansible_host", ""),
+        lambda n: {n.b: [f"{n.b}: ansible_host='' is not an address", "allowed: an IPv4 address"]},
+    ),
+    Case(
+        "address-copied-to-every-node",
+        _same_address_everywhere,
+        lambda n: {
+            # every node names all the others, in no particular order
+            n.a: [f"{n.a}: ansible_host='{n.addr_a}' is also the address of ", n.b, "allowed: an address"],
+            n.b: [f"{n.b}: ansible_host='{n.addr_a}' is also the address of ", n.a, "allowed: an address"],
+        },
+    ),
+    Case(
+        "malformed-hosts-yml",
+        _misindented_hosts_yml,
+        lambda n: {"localhost": ["the inventory has no hosts in group 'cluster'"]},
+        output=lambda n: ["Failed to parse inventory", "hosts.yml:", "ansible_port: 22"],
+    ),
+    # --- wrong types and values of role variables (every role's meta/argument_specs.yml) -------------
+    Case(
+        "int-given-a-duration",
+        *_one_role_value("converge_state_command_timeout", "30s", "'30s'", "converge_state", "an integer"),
+    ),
+    Case("int-given-a-list", *_one_role_value("hugepages_count", [50], "[50]", "hugepages", "an integer")),
+    Case("int-given-a-fraction", *_one_role_value("benchmark_iterations", 2.5, "2.5", "benchmark", "an integer")),
+    Case("int-given-a-word", *_one_role_value("ssh_trust_check_peers", "all", "'all'", "ssh_trust", "an integer")),
+    Case("bool-given-a-list", *_one_role_value("eni_enabled", [True], "[true]", "eni", "true or false")),
+    Case(
+        "float-given-a-percentage",
+        *_one_role_value("benchmark_min_efficiency", "80%", "'80%'", "benchmark", "a number"),
+    ),
+    Case("dict-given-an-address", *_one_role_value("eni_addresses", "10.0.0.2", "'10.0.0.2'", "eni", "a mapping")),
+    Case(
+        "dict-given-a-quoted-mapping",
+        *_one_role_value("preflight_min_free_mb", "/opt: 1024", "'/opt: 1024'", "preflight", "a mapping"),
+    ),
+    Case(
+        "dict-given-a-list",
+        *_one_role_value("nccl_env_overrides", ["NCCL_DEBUG=INFO"], '["NCCL_DEBUG=INFO"]', "nccl_env", "a mapping"),
+    ),
+    Case(
+        "list-given-a-dict",
+        *_one_role_value(
+            "os_packages_names", {"vim": "present"}, '{"vim": "present"}', "os_packages", "a list of strings"
+        ),
+    ),
+    Case(
+        "list-of-dicts-given-strings",
+        *_one_role_value(
+            "workload_manifests_mpijob_host_paths", ["/sys"], '["/sys"]', "workload_manifests", "a list of mappings"
+        ),
+    ),
+    Case(
+        "list-value-not-a-choice",
+        *_one_role_value(
+            "workload_manifests_kinds",
+            ["docker", "k8s"],
+            '["docker", "k8s"]',
+            "workload_manifests",
+            "docker, acs, mpijob, pytorchjob",
+        ),
+    ),
+    Case(
+        "list-given-a-misspelled-word",
+        *_one_role_value(
+            "benchmark_collectives",
+            "allreduce",
+            "'allreduce'",
+            "benchmark",
+            "all_reduce, all_gather, reduce_scatter, alltoall, sendrecv, broadcast, reduce, gather, scatter, hypercube",
+        ),
+    ),
+    Case("int-not-a-choice", *_one_role_value("benchmark_check", 2, "2", "benchmark", "0, 1")),
+    Case(
+        "plugin-misspelled",
+        *_one_role_value("nccl_plugin_provider", "aiac", "'aiac'", "nccl_plugin", "aiacc, harp, none"),
+    ),
+    Case(
+        "install-method-not-a-choice",
+        *_one_role_value("mpi_install_method", "source", "'source'", "mpi", "distro, prefix"),
+    ),
+    Case(
+        "network-retry-delay-negative",
+        lambda d, n: d.set(n.b, "rdmaforge_network_retry_delay", -5),
+        lambda n: {
+            n.b: [f"{n.b}: rdmaforge_network_retry_delay=-5 is not allowed; allowed: a whole number from 0 to 300"]
+        },
+    ),
+    # --- caught once the nodes' facts are known ----------------------------------------------------------
+    Case(
+        "nccl-cuda-arch-without-sm",
+        lambda d, n: d.set(n.b, "nccl_cuda_archs", ["80"]),
+        lambda n: {
+            n.b: [f"{n.b}: nccl_build_source=", 'nccl_cuda_archs=["80"]', "archs are a non-empty list of sm_NN names"]
+        },  # fmt: skip
+        needs_facts=True,
+    ),
+    Case(
+        "eni-count-differs-from-gpu-count",
+        _eni_per_gpu,
+        lambda n: {
+            n.b: [
+                f"{n.b}: eni_per_gpu is true, so every GPU needs its own secondary NIC, "
+                "but the node has 3 secondary NIC(s) (eth1, eth2, eth3)",
+                "or set eni_per_gpu: false",
+            ]
+        },
         needs_facts=True,
     ),
 ]
@@ -329,7 +601,12 @@ def check_case(case: Case, names: Names, returncode: int, output: str) -> None:
         assert host in failures, f"{case.id}: no failure for {host}; failures: {failures}\n{output[-4000:]}"
         for line in lines:
             assert line in failures[host], f"{case.id}: {host} lacks {line!r}; its message:\n{failures[host]}"
+    for line in case.output(names):
+        assert line in output, f"{case.id}: the output lacks {line!r}:\n{output[-4000:]}"
     assert not re.search(r"^changed: ", output, re.MULTILINE), f"{case.id}: something changed:\n{output[-4000:]}"
     assert "PLAY [Cluster hosts" not in output, f"{case.id}: a later play ran:\n{output[-4000:]}"
     if not case.needs_facts:
-        assert "TASK [preflight : Gather facts]" not in output, f"{case.id}: connected before reporting"
+        # the role's name is printed with or without its collection prefix (rdmaforge.cluster.preflight)
+        assert not re.search(r"^TASK \[(?:rdmaforge\.cluster\.)?preflight : Gather facts\]", output, re.M), (
+            f"{case.id}: connected before reporting"
+        )

@@ -9,8 +9,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import resource
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from rdmaforge import stored
 from rdmaforge.cli import main
 from rdmaforge.runner.exit_codes import ExitCode
 
@@ -151,11 +155,15 @@ def gz_of_zeros(tmp: Path) -> list[str]:
     return ["nccl-report", str(write(tmp / "zeros.gz", gzip.compress(bytes(8 << 20))))]
 
 
-def sparse(tmp: Path) -> list[str]:
-    path = tmp / "sparse.log"
+def sparse_file(path: Path, size: int = 2 << 30) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as out:
-        out.truncate(2 << 30)  # 2 GiB of holes: rejected from its first block, never read whole
-    return ["nccl-report", str(path)]
+        out.truncate(size)  # holes: no disk used; a reader must refuse it without reading it whole
+    return path
+
+
+def sparse(tmp: Path) -> list[str]:
+    return ["nccl-report", str(sparse_file(tmp / "sparse.log"))]
 
 
 def json_text() -> str:
@@ -168,10 +176,6 @@ def nccl_cases() -> list[Case]:
     cases = [
         Case("nccl-missing-file", lambda t: ["nccl-report", str(t / "nope.log")], BAD, ("nope.log", "No such file")),
         Case("nccl-directory", lambda t: ["nccl-report", str(t)], BAD, ("Is a directory",)),
-        Case("nccl-dev-zero", lambda t: ["nccl-report", "/dev/zero"], BAD, ("/dev/zero", "binary data")),
-        Case("nccl-sparse-2g", sparse, BAD, ("sparse.log", "binary data")),
-        Case("nccl-gzip-of-zeros", gz_of_zeros, BAD, ("zeros.gz", "binary data")),
-        Case("nccl-elf", lambda t: ["nccl-report", "/bin/true"], BAD, ("/bin/true", "binary data")),
         Case("nccl-utf16-no-bom", nccl(LOG.encode("utf-16-le")), BAD, ("in.log", "UTF-16 without a byte-order mark")),
         Case("nccl-utf32-no-bom", nccl(LOG.encode("utf-32-le")), BAD, ("in.log", "not an nccl-tests log")),
         Case("nccl-corrupt-gzip", nccl(b"\x1f\x8b" + b"garbage" * 50), BAD, ("in.log", "gzip data is corrupt")),
@@ -183,17 +187,14 @@ def nccl_cases() -> list[Case]:
         Case("nccl-json-list", nccl("[1, 2, 3]"), INCOMPLETE, ("no nccl-tests run found",)),
         Case("nccl-json-other-object", nccl('{"hello": "world"}'), INCOMPLETE, ("no nccl-tests run found",)),
         Case("nccl-json-lone-brace", nccl("{"), INCOMPLETE, ("no nccl-tests run found",)),
-        Case("nccl-json-deep-nesting", nccl("{" + '"args": ' + "[" * 100_000), INCOMPLETE, ()),
         Case("nccl-json-cut-in-results", nccl(text[: rows_at + 400]), INCOMPLETE, ()),
         Case("nccl-json-cut-before-footer", nccl(text[: text.rindex('"out_of_bounds"')]), INCOMPLETE, ()),
-        Case("nccl-json-over-32mib", nccl('{"args": [' + '"x", ' * (7 << 20)), BAD, ("in.log", "larger than 32 MiB")),
         Case("nccl-json-unquoted-nan", nccl(text.replace('"bus_bw": ', '"bus_bw": -nan, "x": ', 1)), 0, ()),
         Case("nccl-text-cut-after-version", nccl(HEAD.splitlines()[0] + "\n"), INCOMPLETE, ()),
         Case("nccl-text-cut-after-header", nccl(HEAD), INCOMPLETE, ()),
         Case("nccl-text-cut-mid-row", nccl(HEAD + ROW[:60]), INCOMPLETE, ()),
         Case("nccl-text-cut-before-avg", nccl(HEAD + ROW + FOOT.splitlines()[0] + "\n"), INCOMPLETE, ()),
         Case("nccl-glued-80k-prefix", nccl("x" * 80_000 + " NCCL INFO Using network IB\n"), INCOMPLETE, ()),
-        Case("nccl-4mib-line", nccl("y" * (4 << 20)), INCOMPLETE, ("no nccl-tests run found",)),
         Case("nccl-bad-fabric", nccl(LOG, "--fabric", "carrier-pigeon"), BAD, ("invalid choice", "carrier-pigeon")),
         Case("nccl-no-file", lambda t: ["nccl-report"], BAD, ("FILE",)),
         Case("nccl-unknown-option", nccl(LOG, "--frobnicate"), BAD, ("unrecognized arguments", "--frobnicate")),
@@ -254,7 +255,7 @@ def run_json_cases() -> list[Case]:
         Case("report-missing-dir", lambda t: ["report", str(t / "nope")], BAD, ("nope has no run.json",)),
         Case("report-dir-is-a-file", lambda t: ["report", str(write(t / "f", "x"))], BAD, ("has no run.json",)),
         Case("report-run.json-is-a-dir", lambda t: ["report", str(mkdir(t / "r" / "run.json").parent)], BAD,
-             ("has no run.json",)),  # fmt: skip
+             ("run.json: is a directory, expected benchmark run.json",)),  # fmt: skip
         Case("report-tolerance-2", report(RUN, "--tolerance", "2"), BAD, ("--tolerance 2.0", "fraction")),
         Case("report-tolerance-word", report(RUN, "--tolerance", "lots"), BAD, ("--tolerance", "invalid float")),
         Case("report-baseline-missing", lambda t: [*report(RUN)(t), "--baseline", str(t / "no.json")], BAD,
@@ -316,6 +317,99 @@ SUMMARY_KEYS: list[tuple[str, Any, str]] = [
 ]
 
 
+#: A valid baseline (the keys rdmaforge.bench.baseline.make writes, rdmaforge.stored.BASELINE); each case
+#: damages one key and `rdmaforge report RUN --baseline b.json` must name it, the value and what is allowed.
+BASELINE = {
+    "kind": "rdmaforge-baseline",
+    "version": 1,
+    "source": "/runs/r1/benchmark",
+    "fingerprint": {"fabric": "tcp", "nodes": ["n1", "n2"], "node_count": 2, "gpus": {"n1": 0, "n2": 0}},
+    "nccl": {"all_reduce": {"busbw_gbs": {"1048576": 17.45}}},
+    "e2e": {
+        "single_p50_samples_per_s": 100.0,
+        "single_backend": "nccl",
+        "multi_p50_samples_per_s": 180.0,
+        "multi_backend": "nccl",
+    },
+}
+SIZE = "nccl.all_reduce.busbw_gbs.1048576"
+NOT_ONE = "not an rdmaforge baseline"
+INVALID = "not a valid rdmaforge baseline: "
+
+BASELINE_KEYS: list[tuple[str, Any, str]] = [
+    ("kind", 5, f"{NOT_ONE} (kind: expected string, got 5)"),
+    ("kind", "rdmaforge-run", f'{NOT_ONE} (kind: must be "rdmaforge-baseline", got "rdmaforge-run")'),
+    ("kind", DELETE, f"{NOT_ONE} (kind: missing (required))"),
+    ("version", "1", f'{INVALID}version: expected integer, got "1"'),
+    ("version", 2, f"{INVALID}version: must be 1, got 2"),
+    ("version", DELETE, f"{INVALID}version: missing (required)"),
+    ("source", ["r1"], f'{INVALID}source: expected string, got ["r1"]'),
+    ("fingerprint", "tcp", f'{INVALID}fingerprint: expected an object, got "tcp"'),
+    ("fingerprint", DELETE, f"{INVALID}fingerprint: missing (required)"),
+    ("fingerprint.fabric", 5, f"{INVALID}fingerprint.fabric: expected string or null, got 5"),
+    ("fingerprint.nodes", "n1", f'{INVALID}fingerprint.nodes: expected a list, got "n1"'),
+    ("fingerprint.nodes", [1], f"{INVALID}fingerprint.nodes[0]: expected string, got 1"),
+    ("fingerprint.node_count", "2", f'{INVALID}fingerprint.node_count: expected integer, got "2"'),
+    ("fingerprint.node_count", -1, f"{INVALID}fingerprint.node_count: must be 0 or more, got -1"),
+    ("fingerprint.gpus", [8], f"{INVALID}fingerprint.gpus: expected an object, got [8]"),
+    ("fingerprint.gpus", {"n1": "8"}, f'{INVALID}fingerprint.gpus.n1: expected integer, got "8"'),
+    ("nccl", [], f"{INVALID}nccl: expected an object, got []"),
+    ("nccl", DELETE, f"{INVALID}nccl: missing (required)"),
+    ("nccl.all_reduce", 17.45, f"{INVALID}nccl.all_reduce: expected an object, got 17.45"),
+    ("nccl.all_reduce.busbw_gbs", DELETE, f"{INVALID}nccl.all_reduce.busbw_gbs: missing (required)"),
+    ("nccl.all_reduce.busbw_gbs", [17.45], f"{INVALID}nccl.all_reduce.busbw_gbs: expected an object, got [17.45]"),
+    (SIZE, "17.45", f'{INVALID}{SIZE}: expected number, got "17.45"'),
+    (SIZE, None, f"{INVALID}{SIZE}: expected number, got null"),
+    (SIZE, -1, f"{INVALID}{SIZE}: must be 0 or more, got -1"),
+    ("nccl.all_reduce.busbw_gbs.1M", 1, f'{INVALID}nccl.all_reduce.busbw_gbs: key must be a message size in bytes '
+     '(digits only), got "1M"'),  # fmt: skip
+    ("e2e", "fast", f'{INVALID}e2e: expected an object, got "fast"'),
+    ("e2e", DELETE, f"{INVALID}e2e: missing (required)"),
+    ("e2e.single_p50_samples_per_s", "fast", f'{INVALID}e2e.single_p50_samples_per_s: expected number or null, '
+     'got "fast"'),  # fmt: skip
+    ("e2e.multi_p50_samples_per_s", True, f"{INVALID}e2e.multi_p50_samples_per_s: expected number or null, got true"),
+    ("e2e.multi_p50_samples_per_s", -5, f"{INVALID}e2e.multi_p50_samples_per_s: must be 0 or more, got -5"),
+    ("e2e.single_backend", 5, f"{INVALID}e2e.single_backend: expected string or null, got 5"),
+    ("e2e.multi_backend", {"x": 1}, f'{INVALID}e2e.multi_backend: expected string or null, got {{"x": 1}}'),
+]
+
+
+def with_baseline(data: Any = None, raw: bytes | None = None) -> Setup:
+    """`rdmaforge report RUN --baseline b.json` with ``data`` (or ``raw`` bytes) as the baseline."""
+
+    def setup(tmp: Path) -> list[str]:
+        path = write(tmp / "b.json", raw if raw is not None else json.dumps(data))
+        return [*report(RUN)(tmp), "--baseline", str(path)]
+
+    return setup
+
+
+def baseline_file_cases() -> list[Case]:
+    cases = [
+        Case(f"baseline-file-{key}={json.dumps(value, default=lambda _: 'DELETE')}",
+             with_baseline(with_key(BASELINE, key, value)), BAD, ("benchmark baseline", "b.json", needle))  # fmt: skip
+        for key, value, needle in BASELINE_KEYS
+    ]
+    valid = json.dumps(BASELINE)
+    cases += [
+        Case(f"baseline-file-cut-at-{cut}", with_baseline(raw=valid[:cut].encode()), BAD,
+             ("b.json", "not JSON (Expecting"))  # fmt: skip
+        for cut in cuts(valid)[:: max(1, len(cuts(valid)) // 8)]
+    ]
+    cases += [
+        Case("baseline-file-list", with_baseline([BASELINE]), BAD,
+             ("b.json", f"{NOT_ONE} (the document: expected an object, got [{{\"kind\"")),  # fmt: skip
+        Case("baseline-file-null", with_baseline(None), BAD, ("b.json", "expected an object, got null")),
+        Case("baseline-file-empty", with_baseline(raw=b""), BAD, ("b.json", "not JSON (Expecting value")),
+        Case("baseline-file-nan", with_baseline(raw=valid.replace("17.45", "NaN").encode()), BAD,
+             ("b.json", f"{SIZE}: expected number, got NaN")),  # fmt: skip
+        Case("baseline-file-utf16", with_baseline(raw=valid.encode("utf-16")), BAD, ("b.json", "not JSON (not UTF-8")),
+        Case("baseline-file-directory", lambda t: [*report(RUN)(t), "--baseline", str(mkdir(t / "b.json"))], BAD,
+             ("b.json", "cannot read it (is a directory)")),  # fmt: skip
+    ]
+    return cases
+
+
 def summary_cases() -> list[Case]:
     valid = json.dumps(SUMMARY)
     cases = [
@@ -374,11 +468,144 @@ def render_cases() -> list[Case]:
     ]
 
 
-CASES = nccl_cases() + run_json_cases() + baseline_cases() + summary_cases() + render_cases()
+CASES = nccl_cases() + run_json_cases() + baseline_cases() + baseline_file_cases() + summary_cases() + render_cases()
+
+
+# -- huge and binary inputs: each in its own process, with a wall-time and a peak-memory bound ------------------
+
+#: Bounds for one huge or binary input: a reader that reads a 2 GiB sparse file or /dev/zero whole breaks them.
+WALL_LIMIT_S = 60.0
+RSS_LIMIT_MB = 300
+#: A safety net, not the check: a runaway reader fails with MemoryError instead of taking the machine's memory.
+AS_LIMIT = 4 << 30
+TOO_LARGE = "more than 64 MiB, too large for"
+
+
+@dataclass(frozen=True)
+class Bounded(Case):
+    module: str = "rdmaforge.cli"  # rdmaforge.bench.baseline: the role's check of benchmark_baseline
+
+
+def link(path: Path, target: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(target)
+    return path
+
+
+def run_json_at(tmp: Path, target: str) -> list[str]:
+    link(tmp / "run" / "run.json", target)
+    return ["report", str(tmp / "run")]
+
+
+def e2e_sparse(tmp: Path) -> list[str]:
+    target = run_dir(RUN)(tmp)
+    sparse_file(target / "e2e.json")
+    return ["report", str(target)]
+
+
+def baseline_at(make: Callable[[Path], Path]) -> Setup:
+    return lambda tmp: [*report(RUN)(tmp), "--baseline", str(make(tmp))]
+
+
+BOUNDED = [
+    Bounded("nccl-dev-zero", lambda t: ["nccl-report", "/dev/zero"], BAD, ("/dev/zero", "binary data")),
+    Bounded("nccl-sparse-2g", sparse, BAD, ("sparse.log", "binary data")),
+    Bounded("nccl-gzip-of-zeros", gz_of_zeros, BAD, ("zeros.gz", "binary data")),
+    Bounded("nccl-elf", lambda t: ["nccl-report", "/bin/true"], BAD, ("/bin/true", "binary data")),
+    Bounded("nccl-json-over-32mib", nccl('{"args": [' + '"x", ' * (7 << 20)), BAD, ("in.log", "larger than 32 MiB")),
+    Bounded("nccl-4mib-line", nccl("y" * (4 << 20)), INCOMPLETE, ("no nccl-tests run found",)),
+    Bounded("nccl-json-deep-nesting", nccl("{" + '"args": ' + "[" * 100_000), INCOMPLETE, ()),
+    Bounded("report-run.json-dev-zero", lambda t: run_json_at(t, "/dev/zero"), BAD,
+            ("run.json", f"{TOO_LARGE} benchmark run.json")),  # fmt: skip: read with a bound, refused by size
+    Bounded("report-run.json-sparse-2g", lambda t: run_json_at(t, str(sparse_file(t / "big"))), BAD,
+            ("run.json", f"{TOO_LARGE} benchmark run.json")),  # fmt: skip
+    Bounded("report-e2e.json-sparse-2g", e2e_sparse, BAD, ("e2e.json", f"{TOO_LARGE} e2e result")),
+    Bounded("baseline-file-dev-zero", baseline_at(lambda t: Path("/dev/zero")), BAD,
+            ("benchmark baseline /dev/zero: more than 64 MiB, too large for a baseline",)),  # fmt: skip
+    Bounded("baseline-file-sparse-2g", baseline_at(lambda t: sparse_file(t / "b.json")), BAD,
+            ("b.json: more than 64 MiB, too large for a baseline",)),  # fmt: skip
+    Bounded("baseline-file-binary", baseline_at(lambda t: write(t / "b.json", bytes(range(256)) * 64)), BAD,
+            ("b.json: not JSON (not UTF-8 text",)),  # fmt: skip
+    Bounded("baseline-check-dev-zero", lambda t: ["/dev/zero"], BAD, ("/dev/zero", TOO_LARGE),
+            module="rdmaforge.bench.baseline"),  # fmt: skip
+    Bounded("baseline-check-sparse-2g", lambda t: [str(sparse_file(t / "b.json"))], BAD, ("b.json", TOO_LARGE),
+            module="rdmaforge.bench.baseline"),  # fmt: skip
+    Bounded("summary-dev-zero", lambda t: ["summary", "/dev/zero"], BAD, ("/dev/zero", f"{TOO_LARGE} cluster summary")),
+    Bounded("summary-sparse-2g", lambda t: ["summary", str(sparse_file(t / "summary.json"))], BAD,
+            ("summary.json", TOO_LARGE)),  # fmt: skip
+]
+
+
+def limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
+
+
+def bounded(module: str, argv: list[str], tmp: Path) -> tuple[int, str, float, float]:
+    """Exit code, stdout + stderr, wall seconds and peak RSS in MB of ``python -m module argv`` alone (os.wait4
+    gives this child's own rusage, not the maximum over every child the test process ever had)."""
+    out_path, err_path = tmp / "child.out", tmp / "child.err"
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", module, *argv], stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, preexec_fn=limit_memory)  # fmt: skip
+        timer = threading.Timer(WALL_LIMIT_S, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - start
+    text = out_path.read_text(errors="replace") + err_path.read_text(errors="replace")
+    return proc.returncode, text, wall, usage.ru_maxrss / 1024  # Linux reports KiB
+
+
+@pytest.mark.parametrize("case", BOUNDED, ids=[case.id for case in BOUNDED])
+def test_huge_or_binary_input_is_bounded(case: Bounded, tmp_path: Path) -> None:
+    argv = case.setup(tmp_path)
+    code, text, wall, rss_mb = bounded(case.module, argv, tmp_path)
+    assert wall <= WALL_LIMIT_S, f"{case.id}: {wall:.1f} s (killed at {WALL_LIMIT_S:.0f} s)"
+    assert "Traceback" not in text and "MemoryError" not in text, text[-2000:]
+    assert "internal error" not in text, text[-2000:]
+    assert code == case.rc, text[-2000:]
+    for needle in case.needles:
+        assert needle in text, f"{needle!r} not in {text[-2000:]!r}"
+    assert rss_mb <= RSS_LIMIT_MB, f"{case.id}: peak RSS {rss_mb:.0f} MB"
 
 
 def test_there_are_at_least_80_distinct_bad_inputs() -> None:
-    assert len({case.id for case in CASES}) == len(CASES) >= 80
+    every = CASES + BOUNDED
+    assert len({case.id for case in every}) == len(every) >= 80
+
+
+def schema_keys(spec: stored.Spec, where: str = "") -> set[str]:
+    """Every key path a schema names (a map's values as ``*``)."""
+    if isinstance(spec, stored.Obj):
+        keys: set[str] = set()
+        for key, value in spec.fields.items():
+            path = f"{where}.{key}" if where else key
+            keys |= {path} | schema_keys(value, path)
+        return keys
+    if isinstance(spec, stored.MapOf):
+        return schema_keys(spec.value, f"{where}.*")
+    if isinstance(spec, stored.ListOf):
+        return schema_keys(spec.item, where)
+    return set()
+
+
+def test_every_key_of_the_baseline_schema_has_a_wrong_type_case() -> None:
+    def general(key: str) -> str:
+        parts = key.split(".")
+        if parts[0] == "nccl" and len(parts) > 1:
+            parts[1] = "*"
+        if parts[:2] == ["fingerprint", "gpus"] and len(parts) > 2:
+            parts[2] = "*"
+        if parts[:3] == ["nccl", "*", "busbw_gbs"] and len(parts) > 3:
+            parts[3] = "*"
+        return ".".join(parts)
+
+    covered = {general(key) for key, _, _ in BASELINE_KEYS}
+    assert schema_keys(stored.BASELINE) <= covered, schema_keys(stored.BASELINE) - covered
 
 
 def call(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -117,6 +119,23 @@ def test_invalid_addresses(address: object, expected: str) -> None:
     assert message.startswith("node1: ansible_host=")
     assert expected in message
     assert "allowed: an IPv4 address" in message
+
+
+@pytest.mark.parametrize(
+    ("address", "hint"),
+    [
+        ("10.0.0.2/24", "(a network prefix: write the address alone, 10.0.0.2)"),
+        ("10.0.0.2:2222", "(a port: write 10.0.0.2 and put 2222 in ansible_port)"),
+        ("node2.example:22", "(a port: write node2.example and put 22 in ansible_port)"),
+        ("10.0.0.02", "(four numbers from 0 to 255, without leading zeros)"),
+        ("10.0.0.256", "(four numbers from 0 to 255, without leading zeros)"),
+    ],
+)
+def test_address_mistakes_say_what_to_write_instead(address: str, hint: str) -> None:
+    (message,) = messages(checks.address_problems("node2", address))
+    assert message.startswith(f"node2: ansible_host={address!r} is ")
+    assert hint in message
+    assert message.endswith("allowed: an IPv4 address such as 172.20.20.145, or a DNS host name")
 
 
 def test_unique_nodes_have_no_duplicates() -> None:
@@ -312,6 +331,155 @@ def test_inventory_report_of_a_good_cluster_is_empty() -> None:
         NodeInput("erdma-node2", "172.20.20.143", "erdma"),
     ]
     assert checks.inventory_report(nodes) == {}
+
+
+def test_one_fabric_for_the_whole_cluster() -> None:
+    nodes = [("node1", "erdma"), ("node2", "roce"), ("node3", "erdma")]
+    assert messages(checks.mixed_fabric_problems(nodes)) == [
+        "node2: rdmaforge_fabric='roce' differs from the rest of the cluster ('erdma' on node1, node3); "
+        "allowed: one fabric profile for every node of group cluster"
+    ]
+
+
+def test_mixed_fabric_tie_goes_to_the_first_node_and_names_the_group() -> None:
+    nodes = [("a", "tcp"), ("b", "infiniband"), ("c", "infiniband"), ("d", "tcp")]
+    assert messages(checks.mixed_fabric_problems(nodes, "gpus")) == [
+        "b: rdmaforge_fabric='infiniband' differs from the rest of the cluster ('tcp' on a, d); "
+        "allowed: one fabric profile for every node of group gpus",
+        "c: rdmaforge_fabric='infiniband' differs from the rest of the cluster ('tcp' on a, d); "
+        "allowed: one fabric profile for every node of group gpus",
+    ]
+
+
+def test_mixed_fabric_ignores_unset_and_unknown_profiles() -> None:
+    # those get fabric_problems' own line; one valid profile among them is no conflict
+    assert checks.mixed_fabric_problems([("a", "erdma"), ("b", None), ("c", "ethernet"), ("d", ["roce"])]) == []
+    assert checks.mixed_fabric_problems([("a", "erdma"), ("b", "erdma")]) == []
+    assert checks.mixed_fabric_problems([]) == []
+
+
+def test_inventory_report_compares_fabrics_with_nodes_outside_the_play() -> None:
+    nodes = [
+        NodeInput("node1", "10.0.0.1", "erdma", in_play=False),
+        NodeInput("node2", "10.0.0.2", "erdma", in_play=False),
+        NodeInput("node3", "10.0.0.3", "tcp"),
+    ]
+    assert checks.inventory_report(nodes, "gpu") == {
+        "node3": [
+            "node3: rdmaforge_fabric='tcp' differs from the rest of the cluster ('erdma' on node1, node2); "
+            "allowed: one fabric profile for every node of group gpu"
+        ]
+    }
+    # a --limit run of the odd node out is refused; one of the majority is not blamed for it
+    nodes = [NodeInput("node1", "10.0.0.1", "erdma"), NodeInput("node3", "10.0.0.3", "tcp", in_play=False),
+             NodeInput("node2", "10.0.0.2", "erdma", in_play=False)]  # fmt: skip
+    assert checks.inventory_report(nodes) == {}
+
+
+def _inventory_filter() -> Any:
+    path = PROJECT_ROOT / "filter_plugins/rdmaforge_inventory.py"
+    spec = importlib.util.spec_from_file_location("_rdmaforge_inventory", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_filter_keeps_the_inventory_order_and_reads_the_group_name() -> None:
+    # Ansible's union filter hands the hosts over in no particular order
+    groups = {"gpus": ["n1", "n2", "n3", "n4"]}
+    hostvars = {
+        name: {"ansible_host": f"10.0.0.{i}", "rdmaforge_fabric": fabric, "groups": groups,
+               "preflight_cluster_group": "gpus"}
+        for i, (name, fabric) in enumerate([("n1", "roce"), ("n2", "tcp"), ("n3", "tcp"), ("n4", "roce")], 1)
+    }  # fmt: skip
+    report = _inventory_filter().inventory_report(hostvars, ["n3", "n4", "n2", "n1"], ["n1", "n2", "n3", "n4"])
+    assert report == {
+        "problems": {
+            host: [
+                f"{host}: rdmaforge_fabric='tcp' differs from the rest of the cluster ('roce' on n1, n4); "
+                "allowed: one fabric profile for every node of group gpus"
+            ]
+            for host in ("n2", "n3")
+        }
+    }
+
+
+def test_an_element_error_is_reported_once() -> None:
+    options = {"paths": {"type": "list", "elements": "dict"}}
+    errors = [
+        "dictionary requested, could not parse JSON or key=value",
+        "Elements value for option 'paths' is of type str and we were unable to convert to dict: "
+        "dictionary requested, could not parse JSON or key=value",
+    ]
+    assert messages(checks.argspec_problems("node1", "r", errors, options, {"paths": ["/sys"]})) == [
+        'node1: paths=["/sys"] is not valid for role r; allowed: a list of mappings '
+        "(see roles/r/meta/argument_specs.yml)"
+    ]
+
+
+# --- versions --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "version"),
+    [
+        ("v2.21.5-1", "2.21.5"),
+        ("v2.17.8", "2.17.8"),
+        ("https://github.com/NVIDIA/nccl/archive/refs/tags/v2.29.7-1.tar.gz", "2.29.7"),
+        ("http://198.18.0.1:8080/nccl/nvidia-nccl_2.29.7-1.orig.tar.gz", "2.29.7"),
+        ("https://mirror.example/nccl-tests-2.19.6.tar.gz", "2.19.6"),
+        ("master", None),
+        ("3b5c1f0e9d", None),
+        ("release-2.21", None),
+        ("https://mirror.example/nccl-src-cuda12.4.1.tar.gz", None),
+    ],
+)
+def test_version_in_a_tag_or_tarball_name(source: str, version: str | None) -> None:
+    assert checks.version_in(source) == version
+
+
+def test_git_ref_of_another_version_is_refused() -> None:
+    values = {"nccl_build_version": "2.29.7", "nccl_build_git_ref": "v2.21.5-1"}
+    assert messages(checks.version_problems("node2", values)) == [
+        "node2: nccl_build_git_ref='v2.21.5-1' is version 2.21.5, but nccl_build_version='2.29.7'; "
+        "allowed: a tag of version 2.29.7 (or set nccl_build_version: '2.21.5')"
+    ]
+
+
+def test_tarball_of_another_version_is_refused_only_when_it_is_the_source() -> None:
+    values = {
+        "nccl_tests_version": "2.17.8",
+        "nccl_tests_tarball_url": "https://mirror.example/nccl-tests-2.13.9.tar.gz",
+        "nccl_tests_git_ref": "v2.17.8",
+    }
+    assert checks.version_problems("node1", values) == []  # source: git (the role's default)
+    (message,) = messages(checks.version_problems("node1", {**values, "nccl_tests_source": "tarball"}))
+    assert message == (
+        "node1: nccl_tests_tarball_url='https://mirror.example/nccl-tests-2.13.9.tar.gz' is version 2.13.9, "
+        "but nccl_tests_version='2.17.8'; allowed: a tarball of version 2.17.8 (or set nccl_tests_version: '2.13.9')"
+    )
+
+
+def test_matching_or_unversioned_sources_pass() -> None:
+    assert checks.version_problems("n", {"nccl_build_version": "2.29.7", "nccl_build_git_ref": "v2.29.7-1"}) == []
+    assert checks.version_problems("n", {"nccl_build_version": "2.29.7", "nccl_build_git_ref": "master"}) == []
+    assert checks.version_problems("n", {"nccl_build_git_ref": "v2.21.5-1"}) == []  # no version in the inventory
+
+
+def test_lab_inventory_versions_agree(tmp_path: Path) -> None:
+    """The inventory `rdmaforge lab up` writes (generated here into tmp_path, as a clean clone has none yet)."""
+    from rdmaforge.lab import inventory, packages, spec
+    from rdmaforge.lab.mirror import Mirror
+
+    paths = spec.LabPaths(state=tmp_path / "state", cache=tmp_path / "cache", inventory_dir=tmp_path / "inv")
+    served = Mirror(
+        tmp_path / "www", "AB" * 20, packages.NCCL_SOURCE.name, "0" * 64, packages.NCCL_TESTS_TARBALL, "1" * 64
+    )
+    inventory.write(paths, [spec.node_spec(1, 1)], served)
+    mirror = yaml.safe_load((paths.inventory_dir / "group_vars/all/mirror.yml").read_text())
+    assert checks.version_problems("node1", mirror) == []
+    assert checks.version_in(mirror["nccl_build_tarball_url"]) == str(mirror["nccl_build_version"])
 
 
 # --- /etc/hosts ------------------------------------------------------------------------------------
