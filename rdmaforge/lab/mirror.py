@@ -1,5 +1,5 @@
 """The lab's local mirror: a signed apt repository (Debian layout plus an Alibaba-style erdma layout),
-a pip find-links directory and NCCL's source tarball, built once, cached, and served over HTTP.
+a pip find-links directory and the NCCL and nccl-tests source tarballs, built once, cached, and served over HTTP.
 
 Layout under <cache>/mirror/<key>/www, served at http://198.18.0.1:8080/:
   debian/                      Debian-style repository, suite bookworm, component main (the distro archive)
@@ -7,6 +7,8 @@ Layout under <cache>/mirror/<key>/www, served at http://198.18.0.1:8080/:
   erdma/GPGKEY                 the lab key, armored (like Alibaba's https://mirrors.aliyun.com/erdma/GPGKEY)
   pip/                         find-links directory (aiacc-nccl-plugin sdist, torch CPU wheel, ...)
   nccl/                        NCCL source tarball and SHA256SUMS
+  nccl-tests/                  nccl-tests source tarball (copied from ../shared/sources, checked against its
+                               SHA256SUMS) and SHA256SUMS; absent when ../shared/sources has no such tarball
 """
 
 from __future__ import annotations
@@ -27,10 +29,14 @@ from rdmaforge.lab import cache as cache_util
 from rdmaforge.lab import packages, rootfs
 from rdmaforge.lab.shell import LabError, mount_overlay, pid_alive, run, signal_group
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS, MIRROR_PORT
+from rdmaforge.paths import PROJECT_ROOT
 
 RECIPE_VERSION = 1
 KEY_UID = "rdmaforge lab mirror <lab-mirror@rdmaforge.invalid>"
 MIRROR_URL = f"http://{CONTROLLER_ADDRESS}:{MIRROR_PORT}"
+#: Source tarballs that no package registry carries and the lab cannot download (nccl-tests from GitHub), kept
+#: beside the checkout with their SHA256SUMS.
+LOCAL_SOURCES = PROJECT_ROOT.parent / "shared" / "sources"
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,9 @@ class Mirror:
     fingerprint: str  # of the lab signing key, 40 hex digits
     nccl_tarball: str
     nccl_sha256: str
+    nccl_tests_tarball: str = ""  # "" when the mirror has no nccl-tests source ...
+    nccl_tests_sha256: str = ""
+    nccl_tests_absent: str = ""  # ... and then why not
 
     @property
     def keyring(self) -> Path:
@@ -51,32 +60,81 @@ class Mirror:
             "fingerprint": self.fingerprint,
             "nccl_tarball": self.nccl_tarball,
             "nccl_sha256": self.nccl_sha256,
+            "nccl_tests_tarball": self.nccl_tests_tarball,
+            "nccl_tests_sha256": self.nccl_tests_sha256,
+            "nccl_tests_absent": self.nccl_tests_absent,
         }
 
 
-def mirror_dir(cache: Path) -> Path:
+@dataclass(frozen=True)
+class LocalTarball:
+    """A tarball of LOCAL_SOURCES with the sha256 its SHA256SUMS pins; path is None when there is none (and
+    ``absent`` says so)."""
+
+    name: str
+    path: Path | None
+    pinned_sha256: str = ""
+    absent: str = ""
+
+
+def local_tarball(name: str, sources: Path = LOCAL_SOURCES) -> LocalTarball:
+    if not sources.is_dir():
+        return LocalTarball(name, None, absent=f"{sources} is absent")
+    path = sources / name
+    if not path.is_file():
+        return LocalTarball(name, None, absent=f"{path} is absent")
+    return LocalTarball(name, path, pinned_sha256(sources / "SHA256SUMS", name))
+
+
+def pinned_sha256(sums: Path, name: str) -> str:
+    """The sha256 that a SHA256SUMS file (sha256sum's format) gives for ``name``; "" when it gives none."""
+    if not sums.is_file():
+        return ""
+    for line in sums.read_text().splitlines():
+        digest, _, file = line.strip().partition(" ")
+        if file.lstrip(" *") == name:
+            return digest.lower()
+    return ""
+
+
+def mirror_dir(cache: Path, nccl_tests: LocalTarball) -> Path:
     key = packages.fingerprint(
         packages.MIRROR_APT_PACKAGES,
         packages.ERDMA_APT_PACKAGES,
         packages.MIRROR_PIP_PACKAGES,
         packages.NCCL_SOURCE,
+        # with or without nccl-tests (a checkout without ../shared/sources gets a mirror without it)
+        [nccl_tests.name, nccl_tests.pinned_sha256] if nccl_tests.path else None,
         rootfs.base_dir(cache).name,
         RECIPE_VERSION,
     )
     return cache / "mirror" / key
 
 
-def ensure_mirror(cache: Path, base: Path) -> Mirror:
-    target = mirror_dir(cache)
+def ensure_mirror(cache: Path, base: Path, sources: Path = LOCAL_SOURCES) -> Mirror:
+    nccl_tests = local_tarball(packages.NCCL_TESTS_TARBALL, sources)
+    target = mirror_dir(cache, nccl_tests)
     done = target / "mirror.json"
     if done.exists():
         info = json.loads(done.read_text())
-        return Mirror(target / "www", info["fingerprint"], info["nccl_tarball"], info["nccl_sha256"])
+        return Mirror(
+            target / "www",
+            info["fingerprint"],
+            info["nccl_tarball"],
+            info["nccl_sha256"],
+            info.get("nccl_tests_tarball", ""),
+            info.get("nccl_tests_sha256", ""),
+            info.get("nccl_tests_absent", ""),
+        )
     print(f"lab: building the local mirror {target.name} (once; cached)", file=sys.stderr)
     building = target.with_name(target.name + ".building")
     shutil.rmtree(building, ignore_errors=True)
     www = building / "www"
     www.mkdir(parents=True)
+    # First, as it is the cheapest: a tarball that does not match its pin stops the build at once.
+    tests_sha = copy_verified(nccl_tests, www / "nccl-tests") if nccl_tests.path else ""
+    if not tests_sha:
+        print(f"lab: the mirror has no nccl-tests source: {nccl_tests.absent}", file=sys.stderr)
     gnupg = ensure_signing_key(cache / "mirror" / "gnupg")
     fpr = key_fingerprint(gnupg)
     debs = download_debs(base, building / "debs")
@@ -91,13 +149,21 @@ def ensure_mirror(cache: Path, base: Path) -> Mirror:
     download_pip(www / "pip")
     sha = download_verified(packages.NCCL_SOURCE, www / "nccl")
     shutil.rmtree(building / "debs")
-    (building / "mirror.json").write_text(
-        json.dumps({"fingerprint": fpr, "nccl_tarball": packages.NCCL_SOURCE.name, "nccl_sha256": sha}, indent=2)
+    made = Mirror(
+        target / "www",
+        fpr,
+        packages.NCCL_SOURCE.name,
+        sha,
+        nccl_tests.name if tests_sha else "",
+        tests_sha,
+        "" if tests_sha else nccl_tests.absent,
     )
+    info = {k: v for k, v in made.manifest.items() if k != "url"}
+    (building / "mirror.json").write_text(json.dumps(info, indent=2))
     shutil.rmtree(target, ignore_errors=True)
     building.rename(target)
     cache_util.remove_other_builds(target, keep={"gnupg"})
-    return Mirror(target / "www", fpr, packages.NCCL_SOURCE.name, sha)
+    return made
 
 
 def ensure_signing_key(home: Path) -> Path:
@@ -240,6 +306,27 @@ def download_verified(source: packages.SourceTarball, dest: Path) -> str:
     if digest != source.sha256:
         partial.unlink()
         raise LabError(f"mirror: {source.url} has sha256 {digest}, expected {source.sha256}")
+    partial.rename(target)
+    (dest / "SHA256SUMS").write_text(f"{digest}  {source.name}\n")
+    return digest
+
+
+def copy_verified(source: LocalTarball, dest: Path) -> str:
+    """Copy a tarball of LOCAL_SOURCES into the mirror, checked against the sha256 its SHA256SUMS pins (the copy
+    is what is checked, and what is served); returns that sha256."""
+    if source.path is None:
+        raise LabError(f"mirror: no {source.name} to copy: {source.absent}")
+    sums = source.path.parent / "SHA256SUMS"
+    if not source.pinned_sha256:
+        raise LabError(f"mirror: {sums} pins no sha256 for {source.name}, so {source.path} cannot be checked")
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / source.name
+    partial = target.with_name(target.name + ".part")
+    shutil.copyfile(source.path, partial)
+    digest = hashlib.sha256(partial.read_bytes()).hexdigest()
+    if digest != source.pinned_sha256:
+        partial.unlink()
+        raise LabError(f"mirror: {source.path} has sha256 {digest}, but {sums} pins {source.pinned_sha256}")
     partial.rename(target)
     (dest / "SHA256SUMS").write_text(f"{digest}  {source.name}\n")
     return digest

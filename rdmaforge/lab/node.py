@@ -175,6 +175,31 @@ def start(node: NodeSpec, node_dir: Path) -> None:
     (node_dir / "supervisor.pid").write_text(f"{proc.pid}\n")
 
 
+def init_pid(node_dir: Path) -> int | None:
+    """The PID (on this machine) of the node's systemd: the child of its systemd-nspawn; None when not booted."""
+    try:
+        nspawn = int((node_dir / "nspawn.pid").read_text().split()[0])
+        children = Path(f"/proc/{nspawn}/task/{nspawn}/children").read_text().split()
+    except (OSError, ValueError, IndexError):
+        return None
+    return int(children[0]) if children else None
+
+
+def console(node_dir: Path, argv: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` inside a booted node without SSH (its namespaces entered from this machine): how a test that
+    stopped a node's sshd starts it again."""
+    pid = init_pid(node_dir)
+    if pid is None:
+        raise LabError(f"{node_dir.name} is not booted: no systemd-nspawn child under {node_dir / 'nspawn.pid'}")
+    return subprocess.run(
+        ["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-p", "--", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def stop(node_dir: Path, timeout: float = 30.0) -> None:
     """Orderly poweroff through the supervisor; anything still alive after ``timeout`` is killed."""
     (node_dir / "stop").touch()

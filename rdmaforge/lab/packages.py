@@ -98,6 +98,13 @@ NCCL_SOURCE = SourceTarball(
 )
 
 
+#: nccl-tests' source. Neither Debian nor PyPI carries it and the lab cannot reach GitHub, so the mirror serves the
+#: `git archive` tarball kept in ../shared/sources beside the checkout (rdmaforge.lab.mirror.LOCAL_SOURCES), pinned
+#: by that directory's SHA256SUMS. Without it the mirror has no nccl-tests and the lab inventory says why.
+NCCL_TESTS_VERSION = "2.19.6"
+NCCL_TESTS_TARBALL = f"nccl-tests-{NCCL_TESTS_VERSION}.tar.gz"
+
+
 def fingerprint(*parts: object) -> str:
     """Short stable hash of the given lists: a cache key that changes whenever a list changes."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]

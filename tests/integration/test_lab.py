@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 
 import pytest
@@ -101,3 +103,30 @@ def test_reboot_returns_with_state_kept(lab: LabHandle) -> None:
     assert {n.name: n.boots for n in Lab().status().nodes}[node] == boots_before + 1
     assert lab.ssh(node, "cat /root/reboot-marker").stdout.strip() == "kept"
     assert lab.ssh(node, "systemctl is-system-running --wait").stdout.strip() == "running"
+
+
+def test_gpu_topology_on_nodes_without_gpus_is_an_empty_map_that_says_why(lab: LabHandle) -> None:
+    """Issue 16: the rail map from sysfs on real nodes. Lab nodes have NICs but no GPU: no rail, no NCCL_IB_HCA,
+    the reason says so, and each node's RDMA devices (whatever /sys/class/infiniband holds there) are all unused."""
+    from rdmaforge.paths import PROJECT_ROOT
+
+    proc = subprocess.run(
+        [str(PROJECT_ROOT / ".venv" / "bin" / "ansible"), "-i", str(lab.inventory), "cluster",
+         "-m", "rdmaforge.cluster.gpu_topology", "-o"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "ANSIBLE_CACHE_PLUGIN": "memory"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = {}
+    for line in proc.stdout.splitlines():
+        host, _, payload = line.partition(" | SUCCESS => ")
+        if payload:
+            results[host] = json.loads(payload)
+    assert set(results) == set(lab.nodes), proc.stdout
+    for name, result in results.items():
+        listing = lab.ssh(name, "ls /sys/class/infiniband 2>/dev/null || true").stdout.split()
+        assert result["source"] == "sysfs", result
+        assert result["gpus"] == [] and result["rails"] == [] and result["nccl_ib_hca"] == "", result
+        assert "no GPU" in result["reason"], result
+        assert sorted(result["nics"]) == sorted(listing), result
+        assert sorted(result["unused_nics"]) == sorted(listing), result

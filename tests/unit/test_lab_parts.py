@@ -1,14 +1,17 @@
-"""The lab's pure parts: addressing, /etc/hosts block, nspawn command line, generated inventory, cache GC."""
+"""The lab's pure parts: addressing, /etc/hosts block, nspawn command line, generated inventory, cache GC, the
+mirror's nccl-tests source (../shared/sources, checked against its SHA256SUMS)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 import yaml
 
-from rdmaforge.lab import cache, inventory, node, spec, supervisor
+from rdmaforge.lab import cache, inventory, mirror, node, packages, spec, supervisor
 from rdmaforge.lab.mirror import Mirror
+from rdmaforge.lab.shell import LabError
 
 
 def test_addresses_stay_inside_the_benchmarking_range() -> None:
@@ -69,3 +72,97 @@ def test_old_cache_builds_are_removed(tmp_path: Path) -> None:
         (tmp_path / name).mkdir()
     cache.remove_other_builds(tmp_path / "current", keep={"gnupg"})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["current", "gnupg"]
+
+
+def sources_with(tmp_path: Path, content: bytes, pinned: str | None = None) -> Path:
+    """A ../shared/sources stand-in holding the nccl-tests tarball and a SHA256SUMS pinning ``pinned``."""
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    (sources / packages.NCCL_TESTS_TARBALL).write_bytes(content)
+    digest = pinned if pinned is not None else hashlib.sha256(content).hexdigest()
+    (sources / "SHA256SUMS").write_text(f"{'1' * 64}  other.tar.gz\n{digest}  {packages.NCCL_TESTS_TARBALL}\n")
+    return sources
+
+
+def test_the_mirror_copies_the_nccl_tests_tarball_checked_against_its_pin(tmp_path: Path) -> None:
+    sources = sources_with(tmp_path, b"nccl-tests source")
+    found = mirror.local_tarball(packages.NCCL_TESTS_TARBALL, sources)
+    assert found.path == sources / packages.NCCL_TESTS_TARBALL
+    assert found.pinned_sha256 == hashlib.sha256(b"nccl-tests source").hexdigest()
+    digest = mirror.copy_verified(found, tmp_path / "www" / "nccl-tests")
+    assert digest == found.pinned_sha256
+    served = tmp_path / "www" / "nccl-tests"
+    assert (served / packages.NCCL_TESTS_TARBALL).read_bytes() == b"nccl-tests source"
+    assert (served / "SHA256SUMS").read_text() == f"{digest}  {packages.NCCL_TESTS_TARBALL}\n"
+    assert sorted(p.name for p in served.iterdir()) == ["SHA256SUMS", packages.NCCL_TESTS_TARBALL]
+
+
+def test_a_tarball_that_does_not_match_its_pin_is_an_error_naming_both_hashes(tmp_path: Path) -> None:
+    pinned = "ab" * 32
+    found = mirror.local_tarball(packages.NCCL_TESTS_TARBALL, sources_with(tmp_path, b"tampered", pinned))
+    actual = hashlib.sha256(b"tampered").hexdigest()
+    with pytest.raises(LabError, match=f"has sha256 {actual}, but .*SHA256SUMS pins {pinned}"):
+        mirror.copy_verified(found, tmp_path / "www" / "nccl-tests")
+    assert not any((tmp_path / "www" / "nccl-tests").iterdir())  # nothing half-copied is left to serve
+
+
+def test_an_unpinned_tarball_is_an_error(tmp_path: Path) -> None:
+    sources = sources_with(tmp_path, b"x")
+    (sources / "SHA256SUMS").write_text(f"{'1' * 64}  other.tar.gz\n")
+    found = mirror.local_tarball(packages.NCCL_TESTS_TARBALL, sources)
+    with pytest.raises(LabError, match=f"pins no sha256 for {packages.NCCL_TESTS_TARBALL}"):
+        mirror.copy_verified(found, tmp_path / "www")
+
+
+def test_without_shared_sources_the_mirror_has_no_nccl_tests(tmp_path: Path) -> None:
+    absent = mirror.local_tarball(packages.NCCL_TESTS_TARBALL, tmp_path / "no-such-dir")
+    assert absent.path is None and absent.absent == f"{tmp_path / 'no-such-dir'} is absent"
+    (tmp_path / "empty").mkdir()
+    missing = mirror.local_tarball(packages.NCCL_TESTS_TARBALL, tmp_path / "empty")
+    assert missing.path is None and packages.NCCL_TESTS_TARBALL in missing.absent
+    # a mirror with nccl-tests and one without are two cache entries, not one reused for the other
+    present = mirror.local_tarball(packages.NCCL_TESTS_TARBALL, sources_with(tmp_path, b"src"))
+    assert mirror.mirror_dir(tmp_path, present) != mirror.mirror_dir(tmp_path, absent)
+    assert mirror.mirror_dir(tmp_path, absent) == mirror.mirror_dir(tmp_path, missing)
+
+
+def test_the_real_shared_sources_tarball_matches_its_pin(tmp_path: Path) -> None:
+    if not mirror.LOCAL_SOURCES.is_dir():
+        pytest.skip(f"{mirror.LOCAL_SOURCES} is absent: the third-party sources live beside the checkout")
+    found = mirror.local_tarball(packages.NCCL_TESTS_TARBALL)
+    assert found.path is not None, found.absent
+    assert mirror.copy_verified(found, tmp_path) == found.pinned_sha256
+
+
+def lab_mirror_vars(tmp_path: Path, fake_mirror: Mirror) -> tuple[dict[str, object], str]:
+    """The generated mirror.yml's variables, and the comment written above nccl_tests_enabled (one line)."""
+    paths = spec.LabPaths(state=tmp_path / "state", cache=tmp_path / "cache", inventory_dir=tmp_path / "inv")
+    inventory.write(paths, [spec.node_spec(1, 1)], fake_mirror)
+    text = (paths.inventory_dir / "group_vars" / "all" / "mirror.yml").read_text()
+    lines = text.splitlines()
+    at = lines.index("nccl_tests_enabled: false")
+    start = at
+    while lines[start - 1].startswith("# ") and lines[start - 1] != inventory.HEADER.strip():
+        start -= 1
+    assert start < at, f"no comment above nccl_tests_enabled:\n{text}"
+    return yaml.safe_load(text), " ".join(line.removeprefix("# ") for line in lines[start:at])
+
+
+def test_the_lab_inventory_points_nccl_tests_at_the_mirror_but_leaves_it_off(tmp_path: Path) -> None:
+    sha = "cd" * 32
+    fake = Mirror(tmp_path / "www", "AB" * 20, "n.tar.gz", "0" * 64, packages.NCCL_TESTS_TARBALL, sha)
+    found, comment = lab_mirror_vars(tmp_path, fake)
+    assert found["nccl_tests_enabled"] is False  # make test's budget: make test-heavy switches it on
+    assert found["nccl_tests_source"] == "tarball"
+    assert found["nccl_tests_tarball_url"] == f"http://198.18.0.1:8080/nccl-tests/{packages.NCCL_TESTS_TARBALL}"
+    assert found["nccl_tests_tarball_sha256"] == sha
+    assert found["nccl_tests_version"] == "2.19.6" == packages.NCCL_TESTS_VERSION
+    assert "make test's 45-minute budget" in comment and "test_nccl_tests_on_lab.py" in comment, comment
+
+
+def test_without_the_source_the_lab_inventory_says_why_nccl_tests_is_off(tmp_path: Path) -> None:
+    fake = Mirror(tmp_path / "www", "AB" * 20, "n.tar.gz", "0" * 64, nccl_tests_absent="/x/shared/sources is absent")
+    found, comment = lab_mirror_vars(tmp_path, fake)
+    assert found["nccl_tests_enabled"] is False
+    assert not any(key.startswith("nccl_tests_tarball") or key == "nccl_tests_source" for key in found)
+    assert "its source is not in the lab mirror (/x/shared/sources is absent;" in comment, comment

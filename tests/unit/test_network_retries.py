@@ -1,0 +1,153 @@
+"""Network operations are retried, then fail with the URL named (issue 18).
+
+Every download, checkout, pip and package task of every role reads the same two variables with the same
+defaults as preflight's argument spec documents (a copy that drifts fails here). Then for real: the erdma key
+download of role rdma_repos (a real get_url on this machine, ansible_connection=local) against an HTTP server on
+loopback that answers 503 twice and then serves a real key, and against a port nothing listens on.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import recap, run_playbook
+
+from rdmaforge.paths import PROJECT_ROOT
+
+ROLES = PROJECT_ROOT / "roles"
+#: Modules that reach a mirror, an index or a remote repository.
+NETWORK_MODULES = {
+    f"ansible.builtin.{name}"
+    for name in ("apt", "dnf", "yum", "package", "pip", "get_url", "git", "rpm_key", "uri", "apt_key")
+}
+ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
+
+
+def preflight_default(option: str) -> object:
+    spec = yaml.safe_load((ROLES / "preflight" / "meta" / "argument_specs.yml").read_text())
+    return spec["argument_specs"]["main"]["options"][option]["default"]
+
+
+def network_tasks() -> Iterator[tuple[str, dict]]:
+    def walk(tasks: list, where: str) -> Iterator[tuple[str, dict]]:
+        for task in tasks or []:
+            for key in ("block", "rescue", "always"):
+                yield from walk(task.get(key, []), where)
+            if NETWORK_MODULES & set(task):
+                yield f"{where}: {task.get('name')}", task
+
+    for path in sorted(ROLES.glob("*/tasks/*.yml")):
+        yield from walk(yaml.safe_load(path.read_text()), str(path.relative_to(PROJECT_ROOT)))
+
+
+def test_every_network_task_retries_with_the_documented_defaults() -> None:
+    retries = f"{{{{ rdmaforge_network_retries | default({preflight_default('rdmaforge_network_retries')}) }}}}"
+    delay = f"{{{{ rdmaforge_network_retry_delay | default({preflight_default('rdmaforge_network_retry_delay')}) }}}}"
+    found = list(network_tasks())
+    assert len(found) >= 10, [name for name, _ in found]  # apt, dnf, pip, get_url, git, rpm_key in six roles
+    for name, task in found:
+        assert task.get("retries") == retries, name
+        assert task.get("delay") == delay, name
+        assert task.get("until") == f"{task.get('register')} is succeeded", name
+
+
+class FlakyKeyServer(http.server.ThreadingHTTPServer):
+    """Answers 503 to the first ``failures`` requests, then serves ``body``."""
+
+    def __init__(self, body: bytes, failures: int) -> None:
+        self.body, self.failures, self.requests = body, failures, 0
+        super().__init__(("127.0.0.1", 0), FlakyHandler)
+
+
+class FlakyHandler(http.server.BaseHTTPRequestHandler):
+    server: FlakyKeyServer
+
+    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        self.server.requests += 1
+        if self.server.requests <= self.server.failures:
+            self.send_error(503, "mirror busy")
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.server.body)))
+        self.end_headers()
+        self.wfile.write(self.server.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def signing_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str]:
+    """A real OpenPGP public key (armored) and its fingerprint, made with gpg in a throwaway home."""
+    home = tmp_path_factory.mktemp("gnupg")
+    home.chmod(0o700)
+    gpg = ["gpg", "--batch", "--homedir", str(home)]
+    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", "retry test <retry@lab.invalid>", "ed25519", "sign",
+                    "never"], check=True, capture_output=True)  # fmt: skip
+    listing = subprocess.run([*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True)
+    fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
+    armored = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True).stdout
+    return armored, fingerprint
+
+
+def key_download(tmp_path: Path, url: str, fingerprint: str, retries: int) -> subprocess.CompletedProcess[str]:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    playbook = tmp_path / "key.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "The erdma key download of role rdma_repos",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "tasks": [{"name": "Verify the key", "ansible.builtin.include_role": {
+            "name": "rdmaforge.cluster.rdma_repos", "tasks_from": "verify_key"}}],
+        "vars": {
+            "rdma_repos_erdma_gpg_key_url": url,
+            "rdma_repos_erdma_gpg_fingerprint": fingerprint,
+            "rdma_repos_controller_cache": str(tmp_path / "keys"),
+            "rdmaforge_network_retries": retries,
+            "rdmaforge_network_retry_delay": 0,
+        },
+    }]))  # fmt: skip
+    return run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+
+
+def test_a_mirror_that_fails_twice_is_retried_and_the_key_verified(
+    signing_key: tuple[bytes, str], tmp_path: Path
+) -> None:
+    armored, fingerprint = signing_key
+    server = FlakyKeyServer(armored, failures=2)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"
+        proc = key_download(tmp_path, url, fingerprint, retries=4)
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert server.requests == 3
+    assert proc.stdout.count("FAILED - RETRYING: [localhost]: Download the erdma signing key") == 2, proc.stdout
+    assert (tmp_path / "keys" / f"erdma-{fingerprint}.gpg").stat().st_size > 0
+    assert recap(proc.stdout)["localhost"]["failed"] == 0
+
+
+def test_a_dead_mirror_fails_after_the_retries_naming_the_url(
+    signing_key: tuple[bytes, str], tmp_path: Path
+) -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/erdma/GPGKEY"
+    proc = key_download(tmp_path, url, signing_key[1], retries=2)
+    assert proc.returncode != 0
+    assert proc.stdout.count("FAILED - RETRYING: [localhost]: Download the erdma signing key") == 2, proc.stdout
+    fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
+    assert fatal and url in fatal[-1] and "Connection refused" in fatal[-1], proc.stdout[-3000:]
+    assert not (tmp_path / "keys" / "erdma.asc").exists() or os.path.getsize(tmp_path / "keys" / "erdma.asc") == 0
