@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-try:
-    from rdmaforge.bench.e2e import parse_output
-except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rdmaforge.bench.e2e import parse_output
+from rdmaforge.bench.e2e import parse_output
 
 
 def nodes_without_gpus(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -26,4 +20,8 @@ def gpu_counts(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) 
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"nodes_without_gpus": nodes_without_gpus, "gpu_counts": gpu_counts, "e2e_result": parse_output}
+        return {
+            "rdmaforge_nodes_without_gpus": nodes_without_gpus,
+            "rdmaforge_gpu_counts": gpu_counts,
+            "rdmaforge_e2e_result": parse_output,
+        }

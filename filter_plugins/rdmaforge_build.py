@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    from rdmaforge import nccl_build
-except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rdmaforge import nccl_build
+from rdmaforge import nccl_build
 
 
 def nvcc_gencode(archs: list[str], supported: list[str], host: str = "", cuda: str = "") -> str:
@@ -26,10 +20,10 @@ def nvcc_gencode(archs: list[str], supported: list[str], host: str = "", cuda: s
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
-            "nvcc_version": nccl_build.parse_nvcc_version,
-            "nvcc_gencode": nvcc_gencode,
-            "nccl_build_id": nccl_build.build_id,
-            "nccl_make_argv": nccl_build.nccl_make_argv,
-            "nccl_tests_make_argv": nccl_build.nccl_tests_make_argv,
-            "nccl_seconds": nccl_build.delta_seconds,
+            "rdmaforge_nvcc_version": nccl_build.parse_nvcc_version,
+            "rdmaforge_nvcc_gencode": nvcc_gencode,
+            "rdmaforge_nccl_build_id": nccl_build.build_id,
+            "rdmaforge_nccl_make_argv": nccl_build.nccl_make_argv,
+            "rdmaforge_nccl_tests_make_argv": nccl_build.nccl_tests_make_argv,
+            "rdmaforge_nccl_seconds": nccl_build.delta_seconds,
         }

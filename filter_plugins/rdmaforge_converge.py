@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-try:
-    from rdmaforge.converge import digest, ledger
-except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rdmaforge.converge import digest, ledger
+from rdmaforge.converge import digest, ledger
 
 
 def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> str:

@@ -3,18 +3,12 @@ modules, CLI and tests)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-try:
-    from rdmaforge import ssh_mesh
-    from rdmaforge.parsers import gpg, nccl_env, nccl_net_api
-except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rdmaforge import ssh_mesh
-    from rdmaforge.parsers import gpg, nccl_env, nccl_net_api
+from rdmaforge import paths, ssh_mesh
+from rdmaforge.parsers import gpg, nccl_env, nccl_net_api
 
 
 def installed_versions(packages: dict[str, list[dict[str, Any]]], names: list[str]) -> dict[str, str]:
@@ -27,24 +21,38 @@ def role_validators(roles_dir: str) -> list[str]:
     return sorted(p.parent.parent.name for p in Path(roles_dir).glob("*/tasks/validate.yml"))
 
 
+def workspace_path(relative: str) -> str:
+    """``relative`` under the workspace: the checkout, or (installed) the directory the run started in."""
+    return str(paths.WORKSPACE / relative)
+
+
+def package_path(relative: str) -> str:
+    """``relative`` under the installed rdmaforge package (a file the roles copy to the nodes)."""
+    return str(paths.PACKAGE_DIR / relative)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
-            "gpg_fingerprints": gpg.fingerprints,
-            "installed_versions": installed_versions,
+            "rdmaforge_gpg_fingerprints": gpg.fingerprints,
+            "rdmaforge_installed_versions": installed_versions,
             "rdmaforge_role_validators": role_validators,
-            "ssh_peer_names": ssh_mesh.peer_names,
-            "ssh_peer_forms": ssh_mesh.peer_forms,
-            "ssh_known_hosts_lines": ssh_mesh.known_hosts_lines,
-            "ssh_mesh_matrix": ssh_mesh.matrix,
-            "ssh_mesh_failures": ssh_mesh.failures,
-            "nccl_env_merge": nccl_env.merge,
-            "nccl_env_problems": nccl_env.problems,
-            "nccl_env_unknown": nccl_env.unknown_names,
-            "nccl_env_split_nccl": lambda env: nccl_env.split(env)[0],
-            "nccl_env_split_other": lambda env: nccl_env.split(env)[1],
-            "nccl_conf_render": nccl_env.render_conf,
-            "nccl_plugin_api_versions": nccl_env.plugin_api_versions,
+            "rdmaforge_workspace_path": workspace_path,
+            "rdmaforge_package_path": package_path,
+            "rdmaforge_ssh_peer_names": ssh_mesh.peer_names,
+            "rdmaforge_ssh_peer_forms": ssh_mesh.peer_forms,
+            "rdmaforge_ssh_known_hosts_lines": ssh_mesh.known_hosts_lines,
+            "rdmaforge_ssh_mesh_matrix": ssh_mesh.matrix,
+            "rdmaforge_ssh_mesh_failures": ssh_mesh.failures,
+            "rdmaforge_ssh_mesh_ring_peers": ssh_mesh.ring_peers,
+            "rdmaforge_ssh_mesh_coverage": ssh_mesh.coverage,
+            "rdmaforge_nccl_env_merge": nccl_env.merge,
+            "rdmaforge_nccl_env_problems": nccl_env.problems,
+            "rdmaforge_nccl_env_unknown": nccl_env.unknown_names,
+            "rdmaforge_nccl_env_split_nccl": lambda env: nccl_env.split(env)[0],
+            "rdmaforge_nccl_env_split_other": lambda env: nccl_env.split(env)[1],
+            "rdmaforge_nccl_conf_render": nccl_env.render_conf,
+            "rdmaforge_nccl_plugin_api_versions": nccl_env.plugin_api_versions,
             "rdmaforge_version_in_range": nccl_net_api.version_in_range,
             "rdmaforge_api_list": nccl_net_api.format_versions,
         }

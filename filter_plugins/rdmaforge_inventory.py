@@ -3,27 +3,10 @@ rdmaforge.inventory_checks, which holds the rules (and is what the CLI and tests
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-try:
-    from rdmaforge import inventory_checks as checks
-except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rdmaforge import inventory_checks as checks
-
-DOCUMENTATION = r"""
-name: rdmaforge_inventory
-short_description: inventory checks of the preflight role, and the /etc/hosts lines of cluster_hosts
-description:
-  - C(rdmaforge_role_argument_specs) - the main options of every role in a roles directory.
-  - C(rdmaforge_inventory_report) - every inventory problem of every node (no connection needed).
-  - C(rdmaforge_os_report) - whether a node's OS is supported, legacy (warning) or unsupported.
-  - C(rdmaforge_etc_hosts) - the lines cluster_hosts writes into /etc/hosts.
-  - C(rdmaforge_free_space_problems) - where a node lacks the free space it needs, from C(df -P -k).
-"""
+from rdmaforge import inventory_checks as checks
 
 
 def role_argument_specs(roles_dir: str) -> list[dict[str, Any]]:
@@ -58,6 +41,14 @@ def inventory_report(
 ) -> dict[str, dict[str, list[str]]]:
     """``{'problems': {host: [line, ...]}}`` for every host of the cluster group (and of the play)."""
     nodes = []
+    # the group's name, for messages: preflight_cluster_group as the inventory or -e sets it (hostvars holds
+    # no role defaults, so its default is repeated here)
+    first = hostvars[cluster_hosts[0]] if cluster_hosts else {}
+    group = str(first.get("preflight_cluster_group") or "cluster")
+    # Ansible's union filter loses the inventory's order; put it back (the group's hosts first, as listed),
+    # so that messages list nodes in that order and a tie between fabrics goes to the first node.
+    listed = [str(h) for h in (first.get("groups") or {}).get(group) or []]
+    cluster_hosts = sorted(cluster_hosts, key=lambda h: listed.index(h) if h in listed else len(listed))
     for host in cluster_hosts:
         values = hostvars[host]
         address = values.get("ansible_host")
@@ -71,7 +62,7 @@ def inventory_report(
                 in_play=host in play_hosts,
             )
         )
-    return {"problems": checks.inventory_report(nodes)}
+    return {"problems": checks.inventory_report(nodes, group)}
 
 
 def os_report(

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-try:
-    from rdmaforge.pairwise import plan as pairwise_plan_module
-    from rdmaforge.pairwise import sendrecv
-except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rdmaforge.pairwise import plan as pairwise_plan_module
-    from rdmaforge.pairwise import sendrecv
+from rdmaforge.pairwise import plan as pairwise_plan_module
+from rdmaforge.pairwise import sendrecv
 
 
 def pairwise_plan(
@@ -50,8 +43,8 @@ def pairwise_sendrecv_result(stdout: str, rc: int, timeout_rc: int = 124) -> dic
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
-            "pairwise_plan": pairwise_plan,
-            "pairwise_jobs": pairwise_jobs,
-            "pairwise_sendrecv_argv": pairwise_sendrecv_argv,
-            "pairwise_sendrecv_result": pairwise_sendrecv_result,
+            "rdmaforge_pairwise_plan": pairwise_plan,
+            "rdmaforge_pairwise_jobs": pairwise_jobs,
+            "rdmaforge_pairwise_sendrecv_argv": pairwise_sendrecv_argv,
+            "rdmaforge_pairwise_sendrecv_result": pairwise_sendrecv_result,
         }

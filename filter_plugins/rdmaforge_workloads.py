@@ -3,31 +3,11 @@ which holds the logic (and is what ``rdmaforge render`` and the tests use too)."
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-try:
-    from rdmaforge.nccl_tests.transport import FABRIC_PROFILES
-    from rdmaforge.workloads import nodes, options, plan, render
-except ImportError:  # ansible-playbook run by a Python without rdmaforge installed: use the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rdmaforge.nccl_tests.transport import FABRIC_PROFILES
-    from rdmaforge.workloads import nodes, options, plan, render
-
-DOCUMENTATION = r"""
-name: rdmaforge_workloads
-short_description: plan and render the training workloads of role workload_manifests
-description:
-  - C(rdmaforge_workload_option_names) - names of the role's options, which the role hands over.
-  - C(rdmaforge_workload_is_rdma) - whether a fabric profile expects RDMA (and so RDMA device files).
-  - C(rdmaforge_workload_plan) - C(hosts | rdmaforge_workload_plan(hostvars, nccl_env_profiles)):
-    the files to write for the whole cluster, with the problems and warnings found.
-  - C(rdmaforge_workload_validate) - problems of the plan's Kubernetes objects against their schemas.
-  - C(rdmaforge_workload_shell_lines), C(rdmaforge_workload_systemd_lines), C(rdmaforge_workload_yaml) -
-    what the role's templates use to write a command or a Kubernetes object.
-"""
+from rdmaforge import fabrics
+from rdmaforge.workloads import nodes, options, plan, render
 
 
 def option_names(_: object = None) -> list[str]:
@@ -35,7 +15,7 @@ def option_names(_: object = None) -> list[str]:
 
 
 def is_rdma(fabric: object) -> bool:
-    return FABRIC_PROFILES.get(str(fabric)) == "rdma"
+    return fabrics.is_rdma(fabric)
 
 
 def workload_plan(
@@ -60,7 +40,7 @@ def workload_plan(
 
 
 def validate_plan(planned: Mapping[str, Any], kubernetes_version: str) -> list[str]:
-    from rdmaforge.workloads import validate  # needs the test extras: imported only when asked for
+    from rdmaforge.workloads import validate  # heavy: imported only when asked for
 
     problems: list[str] = []
     for item in render.plain(planned).get("files", []):

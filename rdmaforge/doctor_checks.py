@@ -10,7 +10,7 @@ Each check of a node ends as one of:
 
 Expected values come from the node's inventory variables (written into the node's doctor file by
 playbooks/doctor.yml), falling back to the roles' documented defaults (roles/*/defaults/main.yml), and from the
-fabric profile tables below. Pure functions; rdmaforge.doctor renders them.
+fabric profile table (rdmaforge.fabrics). Pure functions; rdmaforge.doctor renders them.
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ from typing import Any, Literal
 
 import yaml
 
+from rdmaforge import fabrics
 from rdmaforge.nccl_build import build_id
-from rdmaforge.nccl_tests.transport import FABRIC_PROFILES
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.paths import ROLES_DIR
 
 CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
 
-#: Fabric profiles that use RDMA (the transport table's): memlock must be unlimited, RDMA devices must be present.
-RDMA_FABRICS = tuple(name for name, transport in FABRIC_PROFILES.items() if transport == "rdma")
+#: Fabric profiles that use RDMA (rdmaforge.fabrics): memlock must be unlimited, RDMA devices must be present.
+RDMA_FABRICS = fabrics.RDMA_NAMES
 #: The RDMA device names each RDMA fabric brings (ibv_devinfo's hca_id): erdma_N on eRDMA, mlx5_N on the rest.
-RDMA_DEVICE_PATTERNS = {"erdma": "erdma*", "infiniband": "mlx5*", "roce": "mlx5*", "acs_type1": "mlx5*"}
+RDMA_DEVICE_PATTERNS = fabrics.device_patterns()
 #: The checks of one node, in table order.
 CHECKS = ("rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus", "nccl", "plugin", "clock")
 
@@ -75,7 +75,7 @@ class Check:
 
 @cache
 def role_defaults(role: str) -> dict[str, Any]:
-    data = yaml.safe_load((PROJECT_ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+    data = yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text()) or {}
     return dict(data)
 
 

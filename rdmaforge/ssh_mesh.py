@@ -31,6 +31,19 @@ def peer_forms(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], 
     return [form for host in hosts for form in forms(host, hostvars, check_by)]
 
 
+def ring_peers(members: Sequence[str], source: str, limit: int) -> list[str]:
+    """The peers ``source`` checks: every other member when ``limit`` is 0 or covers them all, else the next
+    ``limit`` members after it in sorted order (a ring). Every node is then a source ``limit`` times and a target
+    ``limit`` times, which catches a node whose key, host key or sshd is wrong, while the sessions grow as
+    N x limit instead of N x N (a 1,000-node cluster would otherwise open a million)."""
+    ring = sorted(dict.fromkeys(members))
+    others = [m for m in ring if m != source]
+    if limit <= 0 or limit >= len(others) or source not in ring:
+        return others
+    start = ring.index(source)
+    return [ring[(start + step) % len(ring)] for step in range(1, limit + 1)]
+
+
 def names(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Every name and address a node answers to: inventory name, short name, ansible_host, all its IPv4s."""
     facts = hostvars[host].get("ansible_facts", {})
@@ -66,20 +79,41 @@ def _probes(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> Mapping[str
     return results
 
 
+def _checked(target: str, probes: Mapping[str, Any], hostvars: Mapping[str, Mapping[str, Any]],
+             check_by: Sequence[str]) -> bool:  # fmt: skip
+    """Whether the source probed ``target`` at all (a bounded check leaves most pairs of a large cluster out)."""
+    return any(f in probes for f in forms(target, hostvars, check_by))
+
+
 def matrix(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str],
-           targets: Sequence[str] | None = None) -> dict[str, dict[str, bool]]:  # fmt: skip
-    """{source: {target: reached by every form}} for every ordered pair of distinct hosts.
+           targets: Sequence[str] | None = None) -> dict[str, dict[str, bool | None]]:  # fmt: skip
+    """{source: {target: reached by every form}} for every ordered pair of distinct hosts; None for a pair the
+    source did not probe (not checked: never counted as reached).
 
     ``targets`` (default: ``hosts``) may hold nodes that probed nothing themselves (left out by --limit)."""
-    table: dict[str, dict[str, bool]] = {}
+    table: dict[str, dict[str, bool | None]] = {}
     for source in hosts:
-        probes = _probes(source, hostvars) or {}
+        probes = _probes(source, hostvars)
         table[source] = {
-            target: all(probes.get(f, {}).get("ok", False) for f in forms(target, hostvars, check_by))
+            target: (
+                all(probes.get(f, {}).get("ok", False) for f in forms(target, hostvars, check_by))
+                if probes is not None and _checked(target, probes, hostvars, check_by)
+                else (None if probes is not None else False)
+            )
             for target in (hosts if targets is None else targets)
             if target != source
         }
     return table
+
+
+def coverage(table: Mapping[str, Mapping[str, bool | None]]) -> dict[str, int]:
+    """How many ordered pairs were reached, failed and not checked: what the role prints after a check."""
+    values = [v for row in table.values() for v in row.values()]
+    return {
+        "reached": sum(v is True for v in values),
+        "failed": sum(v is False for v in values),
+        "not_checked": sum(v is None for v in values),
+    }
 
 
 def failures(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str],
@@ -92,7 +126,7 @@ def failures(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], ch
             lines.append(f"{source} -> *: no result from {source} (unreachable, or the check did not run)")
             continue
         for target in hosts if targets is None else targets:
-            if target == source:
+            if target == source or not _checked(target, probes, hostvars, check_by):
                 continue
             for form in forms(target, hostvars, check_by):
                 probe = probes.get(form, {})

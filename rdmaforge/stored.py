@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rdmaforge import fabrics
 from rdmaforge.errors import UserError
-from rdmaforge.nccl_tests.transport import FABRIC_PROFILES
 
 #: Stored files are written by rdmaforge itself and are small; anything bigger is not one of them.
 MAX_BYTES = 64 << 20
@@ -65,8 +65,11 @@ class ListOf(Spec):
 
 @dataclass(frozen=True)
 class MapOf(Spec):
+    """An object whose every value is ``value``; ``key`` adds a rule for its keys."""
+
     value: Spec
     nullable: bool = False
+    key: Check | None = None
 
     def problems(self, value: Any, where: str) -> list[str]:
         if value is None and self.nullable:
@@ -75,6 +78,9 @@ class MapOf(Spec):
             return [f"{where}: expected an object, got {_shown(value)}"]
         found: list[str] = []
         for key, item in value.items():
+            problem = self.key(key) if self.key is not None else None
+            if problem:
+                found.append(f"{where}: key {problem}, got {_shown(key)}")
             found += self.value.problems(item, f"{where}.{key}")
         return found
 
@@ -138,6 +144,17 @@ def non_negative(value: Any) -> str | None:
     return None if value >= 0 else "must be 0 or more"
 
 
+def equals(expected: Any) -> Check:
+    def check(value: Any) -> str | None:
+        return None if value == expected else f"must be {json.dumps(expected)}"
+
+    return check
+
+
+def digits(value: Any) -> str | None:
+    return None if value.isascii() and value.isdigit() else "must be a message size in bytes (digits only)"
+
+
 def one_of(*allowed: str) -> Check:
     def check(value: Any) -> str | None:
         return None if value in allowed else f"must be one of {', '.join(allowed)}"
@@ -172,7 +189,7 @@ PERCENTILE = Obj({"samples_per_s": Scalar(("number", "null"), non_negative)}, fr
 #: run.json of a benchmark run (roles/benchmark/tasks/report.yml writes it).
 RUN_JSON = Obj(
     {
-        "fabric": Scalar(("string",), one_of(*FABRIC_PROFILES)),
+        "fabric": Scalar(("string",), one_of(*fabrics.NAMES)),
         "nodes": ListOf(STRING),
         "line_rate_gbps": Scalar(("number", "null"), non_negative),  # 0: the fabric profile's default
         "min_efficiency": Scalar(("number", "string", "null"), _no_threshold_or_fraction),
@@ -187,6 +204,7 @@ RUN_JSON = Obj(
             frozenset({"status"}),
         ),
         "e2e_enabled": Scalar(("boolean",)),
+        "accelerators": Obj({"acspeed": Scalar(("boolean",)), "net_plugin": Scalar(("string",))}),
         "gpus": MapOf(Scalar(("integer", "null"), non_negative)),
         "required": ListOf(STRING),
         "optional": ListOf(STRING),
@@ -198,6 +216,7 @@ _E2E_RUN = Obj(
         "nodes": Scalar(("integer", "null"), positive),
         "world_size": Scalar(("integer", "null"), positive),
         "backend": OPT_STRING,
+        "warmup_steps": Scalar(("integer", "null"), non_negative),
         "percentiles": Obj({p: PERCENTILE for p in PERCENTILES}, frozenset(PERCENTILES)),
     },
     frozenset({"percentiles"}),
@@ -207,9 +226,14 @@ _E2E_RUN = Obj(
 #: e2e.json of a benchmark run (the e2e training benchmark's result).
 E2E_JSON = Obj(
     {
+        "one": _E2E_RUN,
         "single": _E2E_RUN,
         "multi": _E2E_RUN,
+        "ranks_per_node": Scalar(("integer", "null"), positive),
+        # Training logs in the run directory per run (one, single, multi): file names, never paths.
+        "logs": MapOf(ListOf(Scalar(("string",), safe_name)), nullable=True),
         "min_linearity": Scalar(("number", "string", "null"), _threshold),
+        "min_intra_node_linearity": Scalar(("number", "string", "null"), _threshold),
         "error": OPT_STRING,
     }
 )
@@ -243,13 +267,55 @@ SUMMARY_JSON = Obj(
 )
 
 
+#: What `rdmaforge baseline RUN_DIR -o FILE` writes (rdmaforge.bench.baseline.make) and a later run is compared
+#: with: the kind and version first, the cluster fingerprint, busbw in GB/s per collective and message size, and
+#: the e2e p50 throughput of the 1-node and N-node runs.
+BASELINE_KIND = Obj({"kind": Scalar(("string",), equals("rdmaforge-baseline"))}, frozenset({"kind"}))
+BASELINE = Obj(
+    {
+        "kind": Scalar(("string",), equals("rdmaforge-baseline")),
+        "version": Scalar(("integer",), equals(1)),
+        "source": STRING,
+        "fingerprint": Obj(
+            {
+                "fabric": OPT_STRING,
+                "nodes": ListOf(STRING),
+                "node_count": Scalar(("integer",), non_negative),
+                "gpus": MapOf(Scalar(("integer",), non_negative)),
+            }
+        ),
+        "nccl": MapOf(
+            Obj({"busbw_gbs": MapOf(Scalar(("number",), non_negative), key=digits)}, frozenset({"busbw_gbs"}))
+        ),
+        "e2e": Obj(
+            {
+                "single_p50_samples_per_s": Scalar(("number", "null"), non_negative),
+                "single_backend": OPT_STRING,
+                "multi_p50_samples_per_s": Scalar(("number", "null"), non_negative),
+                "multi_backend": OPT_STRING,
+            }
+        ),
+    },
+    frozenset({"kind", "version", "fingerprint", "nccl", "e2e"}),
+)
+
+
+def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes | None:
+    """The bytes of ``path``, or None when it holds more than ``limit``: a sparse or huge file is refused by its
+    size, a device (``/dev/zero``) or pipe that reports none after ``limit + 1`` bytes, never read whole."""
+    if path.stat().st_size > limit:
+        return None
+    with path.open("rb") as handle:
+        data = handle.read(limit + 1)
+    return None if len(data) > limit else data
+
+
 def load(path: Path, schema: Spec, what: str) -> Any:
     """The JSON document at ``path`` checked against ``schema``; UserError naming the file otherwise."""
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise UserError(f"{path}: {size} bytes is too large for {what} (at most {MAX_BYTES >> 20} MiB)")
-        data = path.read_bytes()
+        data = read_bounded(path)
+        if data is None:
+            raise UserError(f"{path}: more than {MAX_BYTES >> 20} MiB, too large for {what}")
     except IsADirectoryError as exc:
         raise UserError(f"{path}: is a directory, expected {what}") from exc
     except OSError as exc:

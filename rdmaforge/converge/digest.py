@@ -17,9 +17,13 @@ from typing import Any
 
 import yaml
 
-from rdmaforge.paths import CONTROLLER_CACHE, PROJECT_ROOT
+from rdmaforge.paths import CONTROLLER_CACHE, PACKAGE_DIR, RESOURCES
 
-CODE_DIRS = ("roles", "playbooks", "library", "module_utils", "filter_plugins", "callback_plugins", "rdmaforge")
+#: The code, in a checkout (library/, ...) and in the installed collection (plugins/, meta/); the rdmaforge package
+#: is covered wherever it is.
+CODE_DIRS = (
+    "roles", "playbooks", "library", "filter_plugins", "callback_plugins", "collection", "plugins", "meta", "rdmaforge"
+)
 #: Connection variables: where and as whom Ansible connects is part of the desired state's address.
 CONNECTION_VARS = frozenset(
     {
@@ -55,16 +59,18 @@ GATE_VARS = frozenset(
 
 
 @functools.lru_cache(maxsize=4)
-def code_digest(root: Path = PROJECT_ROOT) -> str:
+def code_digest(root: Path = RESOURCES) -> str:
     digest = hashlib.sha256()
-    for top in CODE_DIRS:
-        base = root / top
+    bases = [root / top for top in CODE_DIRS]
+    if PACKAGE_DIR not in bases:  # installed: the package is beside the collection, not in it
+        bases.append(PACKAGE_DIR)
+    for base in bases:
         if not base.is_dir():
             continue
         for path in sorted(base.rglob("*")):
             if "__pycache__" in path.parts or not path.is_file() or path.suffix == ".pyc":
                 continue
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(str(path.relative_to(base.parent)).encode() + b"\0")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
@@ -81,7 +87,7 @@ def _task_lists(node: Any) -> Iterable[Mapping[str, Any]]:
 
 
 @functools.lru_cache(maxsize=4)
-def runtime_names(root: Path = PROJECT_ROOT) -> frozenset[str]:
+def runtime_names(root: Path = RESOURCES) -> frozenset[str]:
     """Variables the roles and playbooks set while running (set_fact keys, register names)."""
     names: set[str] = set(GATE_VARS)
     files = list((root / "roles").glob("*/tasks/*.yml")) + list((root / "roles").glob("*/handlers/*.yml"))
@@ -100,10 +106,11 @@ def runtime_names(root: Path = PROJECT_ROOT) -> frozenset[str]:
     return frozenset(names | module_fact_names(root))
 
 
-def module_fact_names(root: Path = PROJECT_ROOT) -> set[str]:
+def module_fact_names(root: Path = RESOURCES) -> set[str]:
     """Facts rdmaforge's own modules publish (their RETURN's ansible_facts), kept in the fact cache."""
     names: set[str] = set()
-    for path in (root / "library").glob("*.py"):
+    modules = root / "library" if (root / "library").is_dir() else root / "plugins" / "modules"
+    for path in modules.glob("*.py"):
         text = path.read_text(encoding="utf-8")
         start = text.find('RETURN = r"""')
         if start < 0:
@@ -120,7 +127,7 @@ def module_fact_names(root: Path = PROJECT_ROOT) -> set[str]:
 
 
 @functools.lru_cache(maxsize=4)
-def role_prefixes(root: Path = PROJECT_ROOT) -> tuple[str, ...]:
+def role_prefixes(root: Path = RESOURCES) -> tuple[str, ...]:
     roles = [p.name for p in (root / "roles").iterdir() if p.is_dir()] if (root / "roles").is_dir() else []
     return tuple(sorted({r.split("_")[0] + "_" for r in roles} | set(EXTRA_PREFIXES)))
 
@@ -131,7 +138,7 @@ def is_input(name: str, prefixes: tuple[str, ...], runtime: frozenset[str]) -> b
     return name.startswith(prefixes) and name not in runtime
 
 
-def host_inputs(raw_vars: Mapping[str, Any], group_names: Iterable[str], root: Path = PROJECT_ROOT) -> dict[str, Any]:
+def host_inputs(raw_vars: Mapping[str, Any], group_names: Iterable[str], root: Path = RESOURCES) -> dict[str, Any]:
     """The host's input variables, *as written* (not templated): a value such as
     ``"{{ ansible_facts.processor_vcpus }}"`` depends on facts, which the node fingerprint covers, and templating
     it would make the digest depend on whether the fact cache was warm."""
@@ -176,7 +183,7 @@ def controller_files(directory: str) -> dict[str, Any]:
     return out
 
 
-def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = PROJECT_ROOT) -> str:
+def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES) -> str:
     digest = hashlib.sha256(code_digest(root).encode())
     caches: set[str] = {str(CONTROLLER_CACHE)}  # where the roles' defaults keep keys, keyrings and builds
     for host in sorted(set(hosts)):

@@ -181,13 +181,14 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
     if name == "nccl_net_api":
         ledger.paths.update(_names(args.get("path")))
         return
-    if name in ("command", "shell"):
+    if name in ("command", "shell", "script"):  # script: a local file run like a command on the node
         for key in ("creates", "removes"):
             if args.get(key):
                 ledger.paths.add(str(args[key]))
         if _is_false(changed_when):
-            if name == "shell" or args.get("_uses_shell"):
-                ledger.unverifiable.append(f"{task} (a read-only shell command)")
+            if name != "command" or args.get("_uses_shell"):
+                # Neither a shell line nor a script copied from the controller can be re-run as a node's argv.
+                ledger.unverifiable.append(f"{task} (a read-only {name})")
             else:
                 ledger.command(_argv(result, args))
         elif not (args.get("creates") or args.get("removes")):

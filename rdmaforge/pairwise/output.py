@@ -132,7 +132,7 @@ def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path]
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return [], "heat maps not drawn: matplotlib is not installed (pip install matplotlib)"
+        return [], "heat maps not drawn: matplotlib is not installed (pip install 'rdmaforge[plots]')"
     files = []
     for nic in results_data["nics"]:
         names = list(results_data["nodes"])

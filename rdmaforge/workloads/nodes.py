@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rdmaforge import fabrics
 from rdmaforge.inventory_checks import fabric_problems, show
-from rdmaforge.nccl_tests.transport import FABRIC_PROFILES
 from rdmaforge.parsers import nccl_env
 from rdmaforge.workloads.options import (
     PREFIX,
@@ -76,7 +76,7 @@ class Node:
     @property
     def rdma(self) -> bool:
         """True on fabrics where NCCL is expected to use RDMA (and so needs the device files)."""
-        return FABRIC_PROFILES.get(self.fabric) == "rdma"
+        return fabrics.is_rdma(self.fabric)
 
     def env_for_profile(self, profile: str, extra: Mapping[str, object]) -> dict[str, str]:
         """The settings this node would have with another profile (the ACS GPU model's), same overrides."""
@@ -159,7 +159,7 @@ def _device_files(
     host: str, fabric: str, settings: NodeSettings, found: list[str] | None, require: bool, cluster: Cluster
 ) -> tuple[str, ...]:
     listed = settings.rdma_device_files
-    rdma = FABRIC_PROFILES.get(fabric) == "rdma"
+    rdma = fabrics.is_rdma(fabric)
     variable = f"{PREFIX}rdma_device_files"
     if listed is not None:
         unusable = [n for n in listed if not _RDMA_DEVICE_FILE.match(n.rsplit("/", 1)[-1])]

@@ -17,15 +17,15 @@ from typing import Any
 import yaml
 
 from rdmaforge.inventory_checks import show
-from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.paths import ROLES_DIR
 from rdmaforge.workloads import KINDS
 
-ROLE_DIR = PROJECT_ROOT / "roles" / "workload_manifests"
+ROLE_DIR = ROLES_DIR / "workload_manifests"
 DEFAULTS_FILE = ROLE_DIR / "defaults" / "main.yml"
 ARGUMENT_SPECS_FILE = ROLE_DIR / "meta" / "argument_specs.yml"
 TEMPLATES_DIR = ROLE_DIR / "templates"
 #: The NCCL settings per fabric profile: role nccl_env's table, not a copy of it.
-NCCL_ENV_DEFAULTS_FILE = PROJECT_ROOT / "roles" / "nccl_env" / "defaults" / "main.yml"
+NCCL_ENV_DEFAULTS_FILE = ROLES_DIR / "nccl_env" / "defaults" / "main.yml"
 
 PREFIX = "workload_manifests_"
 #: Variables only the role reads (the CLI has -o and --validate instead); they may hold Jinja.

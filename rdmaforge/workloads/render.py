@@ -65,7 +65,8 @@ def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         autoescape=False,
     )
-    env.filters.update(TEMPLATE_FILTERS)
+    # The role's templates name them as Ansible needs, by FQCN (rdmaforge.cluster.<name>); Jinja reads the dots.
+    env.filters.update({f"rdmaforge.cluster.{name}": function for name, function in TEMPLATE_FILTERS.items()})
     return env
 
 

@@ -9,7 +9,7 @@
   ``mpijob_schema`` with the sources recorded there.
 * Every pod template of a Kubeflow job also passes the strict Kubernetes schema of ``PodTemplateSpec``.
 
-Both packages are test extras (``pip install -e '.[test]'``); they are imported when validation runs, so
+Both packages are dependencies of rdmaforge (pyproject.toml); they are imported only when validation runs, so
 rendering works without them. Every problem is one line: ``kind/name: field.path: what is wrong``.
 """
 
@@ -35,7 +35,7 @@ def _require(module: str, package: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ValidatorUnavailable(
-            f"validation needs the Python package {package} (pip install -e '.[test]'): {exc}"
+            f"validation needs the Python package {package} (a dependency of rdmaforge: pip install rdmaforge): {exc}"
         ) from exc
 
 

@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-RDMA_PROFILES = {"erdma", "infiniband", "roce", "acs_type1"}
+from rdmaforge import fabrics
+
+#: The fabric profiles that use RDMA (rdmaforge.fabrics, the one table of profiles).
+RDMA_PROFILES = set(fabrics.RDMA_NAMES)
 
 
 @pytest.fixture

@@ -7,12 +7,13 @@ from __future__ import annotations
 import fnmatch
 import re
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-ROLES = Path(__file__).resolve().parents[2] / "roles"
+from rdmaforge.paths import ROLES_DIR
+
+ROLES = ROLES_DIR
 
 
 @cache

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from rdmaforge import fabrics
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from tests.infra.expectations import accepted, nccl_conf, read_conf, setting
 
-RDMA_PROFILES = {"erdma", "infiniband", "roce", "acs_type1"}
+RDMA_PROFILES = set(fabrics.RDMA_NAMES)
 
 
 def test_erdma_repository_and_keyring(host: Any, fabric: str) -> None:
@@ -28,9 +29,13 @@ def test_erdma_repository_and_keyring(host: Any, fabric: str) -> None:
 
 
 def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
-    """The fabric's package set from the rdma_core role's table (every profile, not only erdma)."""
+    """The fabric's package set: the inventory's rdma_core_packages, else the role's default, the fabric profile
+    table's (every profile, not only erdma)."""
     family = "Debian" if host.system_info.distribution in ("debian", "ubuntu") else "RedHat"
-    table = setting(hostvars, "rdma_core", "rdma_core_packages") or {}
+    if "rdma_core_packages" in hostvars:
+        table = setting(hostvars, "rdma_core", "rdma_core_packages") or {}
+    else:
+        table = fabrics.package_table()
     extra = setting(hostvars, "rdma_core", "rdma_core_extra_packages") or []
     names = [*(table.get(fabric) or {}).get(family, []), *extra]
     if not names:

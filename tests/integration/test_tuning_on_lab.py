@@ -279,14 +279,5 @@ def test_eni_per_gpu_mismatch_stops_preflight_naming_both_numbers(tuned: LabHand
         ) in proc.stdout, proc.stdout[-4000:]
 
 
-def test_second_converge_and_check_diff_change_nothing(tuned: LabHandle) -> None:
-    for playbook in ("hugepages.yml", "eni.yml"):  # converge to the defaults (earlier tests changed the count)
-        proc = tuned.playbook(playbook)
-        assert proc.returncode == 0, proc.stdout[-4000:]
-    for extra in ((), ("--check", "--diff")):
-        proc = tuned.playbook("hugepages.yml", *extra)
-        assert proc.returncode == 0, proc.stdout[-4000:]
-        assert_no_changes(proc.stdout)
-        proc = tuned.playbook("eni.yml", *extra)
-        assert proc.returncode == 0, proc.stdout[-4000:]
-        assert_no_changes(proc.stdout)
+# Second converges and --check --diff of hugepages and eni: test_arguments_once_after_three_converges_and_backup_kept,
+# test_configuration_survives_a_reboot, and site.yml's full --check --diff in test_fast_path.py (both roles enabled).

@@ -1,7 +1,8 @@
 """Run one of the project's modules for real with ``ansible localhost -m <module>`` from the project root.
 
-Everything is real: ansible.cfg's library/ and module_utils/ (symlinks into rdmaforge/parsers that
-Ansible must follow and ship), AnsiballZ, argument validation, check and diff mode, the JSON result.
+Everything is real: the rdmaforge.cluster collection that ansible.cfg's collections_path names (its module_utils
+are rdmaforge/parsers' files, which Ansible must ship), AnsiballZ, argument validation, check and diff mode, the
+JSON result. A short module name means rdmaforge.cluster.<name>.
 The default stdout callback prints ``localhost | CHANGED => {...}`` (``FAILED! =>`` after an error);
 in diff mode the unified diff comes first. Facts go to the memory cache, never to .cache/facts.
 """
@@ -38,7 +39,8 @@ def run_module(module: str, args: dict[str, Any], *extra: str, python: Path | No
     argv = [
         str(ANSIBLE), "localhost", "-i", "localhost,", "-c", "local",
         "-e", f"ansible_python_interpreter={python or sys.executable}",
-        "-m", module, *(["-a", json.dumps(args)] if args else []), *extra,
+        "-m", module if "." in module else f"rdmaforge.cluster.{module}",
+        *(["-a", json.dumps(args)] if args else []), *extra,
     ]  # fmt: skip
     env = {
         **os.environ,

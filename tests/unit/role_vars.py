@@ -7,9 +7,10 @@ from typing import Any
 
 import yaml
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import add_all_plugin_dirs, init_plugin_loader
+from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
+from rdmaforge.collection import ensure_dev_tree
 from rdmaforge.paths import PROJECT_ROOT
 
 _initialised = False
@@ -29,8 +30,8 @@ def role_vars(role: str, facts: dict[str, Any], **inventory: Any) -> Templar:
     """A templar over the role's defaults, its vars and the given facts and inventory variables."""
     global _initialised
     if not _initialised:
-        init_plugin_loader()
-        add_all_plugin_dirs(str(PROJECT_ROOT / "filter_plugins"))
+        # The roles name filters by FQCN (rdmaforge.cluster.*): the checkout's collection tree is the loader's.
+        init_plugin_loader([str(ensure_dev_tree())])
         _initialised = True
     variables: dict[str, Any] = {}
     for part in ("defaults", "vars"):

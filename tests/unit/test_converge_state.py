@@ -56,6 +56,7 @@ def test_loop_results_are_each_recorded_and_skipped_items_are_not() -> None:
         ("community.general.modprobe", {"name": "rdma_ucm"}, None),  # a module the ledger does not know
         ("ansible.builtin.shell", {"_raw_params": "ip rule", "_uses_shell": True}, [False]),
         ("ansible.builtin.pip", {"name": ["torch"]}, None),  # no virtualenv: the system's pip
+        ("ansible.builtin.script", {"cmd": "probe.sh"}, [False]),  # a controller file: not re-runnable
     ],
 )
 def test_what_the_ledger_cannot_check_makes_the_record_unverifiable(action, args, changed_when) -> None:
@@ -67,11 +68,13 @@ def test_what_the_ledger_cannot_check_makes_the_record_unverifiable(action, args
 def test_a_command_that_changes_something_is_an_effect_and_creates_is_watched() -> None:
     entry = ledger.Resources()
     ledger.add_task_result(entry, "ldconfig", "ansible.builtin.command", result({"argv": ["ldconfig"]}), [True])
+    stop = result({"cmd": "stop_leftover_build.sh /var/tmp/b"})
+    ledger.add_task_result(entry, "stop", "ansible.builtin.script", stop, ["out is search('stopped:')"])
     ledger.add_task_result(
         entry, "build", "ansible.builtin.command", result({"argv": ["make"], "creates": "/opt/x/lib"}), None
     )
     out = entry.as_dict()
-    assert out["effects"] == ["ldconfig"]
+    assert out["effects"] == ["ldconfig", "stop"]
     assert out["paths"] == ["/opt/x/lib"]
     assert out["commands"] == []
 
@@ -82,7 +85,8 @@ def test_every_module_the_roles_use_is_known_to_the_ledger() -> None:
 
     known = ledger.NO_STATE | ledger.FILE_DEST | ledger.FILE_PATH | {
         "slurp", "find", "unarchive", "apt", "dnf", "yum", "systemd_service", "systemd", "service",
-        "yum_repository", "rpm_key", "getent", "git", "pip", "kernel_cmdline", "nccl_net_api", "command", "shell",
+        "yum_repository", "rpm_key", "getent", "git", "pip", "kernel_cmdline", "nccl_net_api",
+        "command", "shell", "script",
         "include_role", "import_role", "import_playbook",
     }  # fmt: skip
     not_in_site = {"pairwise_iperf", "raw"}  # used by pairwise.yml / bench.yml only, never recorded

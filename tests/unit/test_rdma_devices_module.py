@@ -2,8 +2,8 @@
 
 There is no RDMA hardware here, so ``ibv_devinfo`` and ``rdma`` are test doubles: small scripts
 named ``fake_ibv_devinfo`` / ``fake_rdma`` that print a real captured output (tests/data) and exit
-the way the real tools do. Everything else is real: ansible.cfg's library/ and module_utils/ (the
-module_utils file is a symlink to rdmaforge/parsers/rdma_devinfo.py, which Ansible must follow and
+the way the real tools do. Everything else is real: the rdmaforge.cluster collection from ansible.cfg's
+collections_path (its module_utils/rdma_devinfo.py is rdmaforge/parsers/rdma_devinfo.py, which Ansible must
 ship to the target), AnsiballZ, argument validation and the JSON result.
 """
 
@@ -44,11 +44,11 @@ def fake_tool(directory: Path, name: str, stdout: Path | None = None, stderr: st
 
 
 def run_module(args: dict, *extra: str, python: Path | None = None) -> tuple[int, dict, str]:
-    """(exit status, module result, stderr) of ``ansible localhost -m rdma_devices -a '<json args>'``."""
+    """(exit status, module result, stderr) of ``ansible localhost -m rdmaforge.cluster.rdma_devices -a '<args>'``."""
     argv = [
         str(ANSIBLE), "localhost", "-i", "localhost,", "-c", "local",
         "-e", f"ansible_python_interpreter={python or sys.executable}",
-        "-m", "rdma_devices", "-a", json.dumps(args), *extra,
+        "-m", "rdmaforge.cluster.rdma_devices", "-a", json.dumps(args), *extra,
     ]  # fmt: skip
     env = {
         **os.environ,

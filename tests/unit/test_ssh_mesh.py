@@ -88,3 +88,33 @@ def test_a_node_that_did_not_report_is_a_failure() -> None:
     assert ssh_mesh.failures(["node1.lab", "node3.lab"], hv, ["address"]) == [
         "node3.lab -> *: no result from node3.lab (unreachable, or the check did not run)"
     ]
+
+
+# The bounded check (issue 19: a 16-node lab's all-pairs check opened 480 sessions at once and timed out).
+RING = [f"node{i:02d}" for i in range(1, 11)]
+
+
+def test_ring_peers_are_every_other_node_when_the_limit_covers_them() -> None:
+    assert ssh_mesh.ring_peers(RING[:4], "node02", 8) == ["node01", "node03", "node04"]
+    assert ssh_mesh.ring_peers(RING[:4], "node02", 0) == ["node01", "node03", "node04"]
+
+
+def test_ring_peers_take_the_next_nodes_and_wrap() -> None:
+    assert ssh_mesh.ring_peers(RING, "node09", 3) == ["node10", "node01", "node02"]
+    # every node is a source and a target exactly `limit` times, so a node with a broken key or sshd is caught
+    targets = [t for source in RING for t in ssh_mesh.ring_peers(RING, source, 3)]
+    assert all(targets.count(node) == 3 for node in RING)
+
+
+def test_pairs_a_bounded_check_left_out_are_not_checked_never_reached() -> None:
+    members = RING[:4]
+    hv = {h: {"ansible_host": f"198.18.0.{i}"} for i, h in enumerate(members, start=11)}
+    for source in members:
+        peers = ssh_mesh.ring_peers(members, source, 1)
+        hv[source]["ssh_trust_probe"] = {
+            "probes": {f: {"ok": True, "rc": 0, "error": ""} for f in ssh_mesh.peer_forms(peers, hv, ["address"])}
+        }
+    table = ssh_mesh.matrix(members, hv, ["address"])
+    assert table["node01"] == {"node02": True, "node03": None, "node04": None}
+    assert ssh_mesh.coverage(table) == {"reached": 4, "failed": 0, "not_checked": 8}
+    assert ssh_mesh.failures(members, hv, ["address"]) == []
