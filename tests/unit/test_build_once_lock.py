@@ -40,16 +40,17 @@ def start(inventory: Path, playbook: Path) -> tuple[subprocess.Popen[bytes], Pat
     return proc, log
 
 
-def long_lived(pids: list[int]) -> set[int]:
-    """The make and its shell, without the short sleeps its loop keeps starting."""
-    alive = set()
-    for pid in pids:
+def makes(scratch: Path) -> set[int]:
+    """The make processes working in the scratch tree. Other processes pass through it before make starts (the
+    module preparing the tree), and the loop's shell and sleeps come and go, so only make itself is compared."""
+    found = set()
+    for pid in scratch_processes(scratch):
         try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() != "sleep":
-                alive.add(pid)
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "make":
+                found.add(pid)
         except OSError:
             continue
-    return alive
+    return found
 
 
 def wait_for(condition, what: str, seconds: float = 120) -> None:  # type: ignore[no-untyped-def]
@@ -74,11 +75,10 @@ def test_a_second_run_waits_for_the_builder_lock_or_fails_naming_its_holder(tmp_
     a, a_log = start(inventory, run_a)
     c = None
     try:
-        wait_for(lambda: bool(scratch_processes(scratch / "src")), "run A's make")
+        wait_for(lambda: bool(makes(scratch / "src")), "run A's make")
         holder = (lock / "owner").read_text().strip()
         assert holder == f"{socket.gethostname()} ansible-playbook pid {a.pid}"
-        make_pids = long_lived(scratch_processes(scratch / "src"))
-        assert make_pids
+        make_pids = makes(scratch / "src")
 
         b = subprocess.run([str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory),
                             str(run_b)], cwd=PROJECT_ROOT, capture_output=True, text=True, env={**os.environ, **ENV},
@@ -89,7 +89,7 @@ def test_a_second_run_waits_for_the_builder_lock_or_fails_naming_its_holder(tmp_
         ) in " ".join(b.stdout.split()), b.stdout[-4000:]
         assert "waited 2 s (build_once_lock_wait)" in " ".join(b.stdout.split())
         assert "build_once : Stop a compile" not in b.stdout  # never got past the lock
-        assert long_lived(scratch_processes(scratch / "src")) == make_pids, "run B touched run A's make"
+        assert makes(scratch / "src") == make_pids, "run B touched run A's make"
         assert (lock / "owner").read_text().strip() == holder  # B's failure left A's lock alone
 
         c, c_log = start(inventory, run_c)
