@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rdmaforge import node_facts
+from rdmaforge import cluster_summary, node_facts
 from rdmaforge.parsers import gpu_topology
 
 
@@ -19,4 +19,8 @@ def rail_outliers(hosts: list[str], hostvars: Mapping[str, Any]) -> dict[str, An
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"rdmaforge_node_fact": node_facts.node_fact, "rdmaforge_rail_outliers": rail_outliers}
+        return {
+            "rdmaforge_node_fact": node_facts.node_fact,
+            "rdmaforge_rail_outliers": rail_outliers,
+            "rdmaforge_summary_merge": cluster_summary.merge,
+        }

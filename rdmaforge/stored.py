@@ -258,10 +258,16 @@ SUMMARY_JSON = Obj(
                     "nccl_plugin_version": SCALAR,
                     "nccl_plugin_api_versions": ListOf(Scalar(("string", "integer")), nullable=True),
                     "nccl_settings": MapOf(SCALAR, nullable=True),
+                    # When the run that last saw this node wrote the entry (rdmaforge.cluster_summary).
+                    "as_of": OPT_STRING,
+                    # Why this run did not see the node: the entry (if any) is an earlier run's.
+                    "not_in_this_run": OPT_STRING,
                 },
                 frozenset({"host"}),
             )
-        )
+        ),
+        "time": OPT_STRING,
+        "previous_summary_problem": OPT_STRING,
     },
     frozenset({"nodes"}),
 )

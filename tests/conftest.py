@@ -7,12 +7,14 @@ only when the machine cannot run it (not root, or systemd-nspawn/debootstrap mis
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from installed import installed_collection, wheel_venv  # noqa: F401 - session fixtures
@@ -88,6 +90,12 @@ class LabHandle:
         return run_playbook(
             playbook, *extra, inventory=inventory or self.inventory, check=check, env=env, timeout=timeout
         )
+
+    def summary(self, *extra: str) -> dict[str, dict[str, Any]]:
+        """Run summary.yml on its own (``extra``: e.g. ``--limit``) and return summary.json's entries by host."""
+        self.playbook("summary.yml", *extra, check=True)
+        document = json.loads((PROJECT_ROOT / "artifacts" / "summary.json").read_text())
+        return {node["host"]: node for node in document["nodes"]}
 
 
 def run_playbook(

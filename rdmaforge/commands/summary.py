@@ -21,6 +21,17 @@ def register(subparsers: Any) -> None:
 
 
 def format_node(node: dict[str, Any]) -> list[str]:
+    reason = node.get("not_in_this_run")
+    if reason:
+        # Never shown as current: the entry (if any) is what an earlier run saw.
+        if "os" not in node:
+            return [f"{node['host']}: {reason}; no earlier run has summarized it"]
+        seen = f"as of {node['as_of']}" if node.get("as_of") else "from an earlier run"
+        return [f"{node['host']}: {reason}; its last summary ({seen}):", *("  " + line for line in current(node))]
+    return current(node)
+
+
+def current(node: dict[str, Any]) -> list[str]:
     api = ",".join(f"v{v}" for v in node.get("nccl_plugin_api_versions") or []) or "-"
     plugin = node.get("nccl_plugin") or "none"
     if node.get("nccl_plugin_version"):
@@ -45,5 +56,9 @@ def run(args: argparse.Namespace) -> int:
         return int(ExitCode.BAD_INPUT)
     # Checked against the schema first (UserError: one line naming the key, exit 64 from rdmaforge.cli).
     data = stored.load(args.file, stored.SUMMARY_JSON, "cluster summary (summary.json)")
+    if data.get("time"):
+        print(f"summary written {data['time']}")
     print("\n".join(line for node in data["nodes"] for line in format_node(node)))
+    if data.get("previous_summary_problem"):
+        print(f"WARNING: {data['previous_summary_problem']}")
     return int(ExitCode.OK)

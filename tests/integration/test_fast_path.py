@@ -9,10 +9,12 @@ way an operator or an unattended upgrade would; the expected content comes from 
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
+from rdmaforge.paths import PROJECT_ROOT
 from tests.conftest import LabHandle, assert_no_changes, recap
 
 IN_SYNC = "fast path: every node is in sync with its last complete converge"
@@ -81,6 +83,16 @@ def test_drift_on_one_node_is_named_and_the_full_run_repairs_it(in_sync: LabHand
     converged.ssh(edited, "echo NCCL_IB_DISABLE=1 >> /etc/nccl.conf")
     converged.ssh(stripped, "dpkg -r --force-depends ibverbs-utils >/dev/null 2>&1")
 
+    # summary.yml on its own vouches for a node's recorded summary only while the node matches its record: the
+    # drifted nodes keep their earlier entry, marked with what differs.
+    summary = converged.summary()
+    assert summary[first]["as_of"] and "not_in_this_run" not in summary[first]
+    for node, what in ((edited, "/etc/nccl.conf"), (stripped, "package ibverbs-utils")):
+        reason = summary[node]["not_in_this_run"]
+        assert reason.startswith("not converged by this run, and it differs from its last complete converge ("), reason
+        assert what in reason, reason
+        assert summary[node]["nccl_plugin"] == "aiacc"  # the earlier entry is kept, not dropped
+
     proc = converge(converged)
     assert IN_SYNC not in proc.stdout
     assert "/etc/nccl.conf" in proc.stdout and "package ibverbs-utils" in proc.stdout  # the reasons name what drifted
@@ -95,3 +107,10 @@ def test_drift_on_one_node_is_named_and_the_full_run_repairs_it(in_sync: LabHand
     again = converge(converged, "-e", "converge_state_fast_path=false", "--limit", f"{edited},{stripped}")
     assert IN_SYNC not in again.stdout
     assert_no_changes(again.stdout)
+
+    # The summary that limited run wrote still lists the node left out, marked as such with its earlier time.
+    summary = json.loads((PROJECT_ROOT / "artifacts" / "summary.json").read_text())
+    nodes = {node["host"]: node for node in summary["nodes"]}
+    assert set(nodes) == set(converged.nodes)
+    assert nodes[first]["not_in_this_run"] == "not in this run (outside --limit)"
+    assert nodes[first]["as_of"] < summary["time"] == nodes[edited]["as_of"] == nodes[stripped]["as_of"]

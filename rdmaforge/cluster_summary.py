@@ -1,0 +1,64 @@
+"""summary.json across runs.
+
+A run that reaches only some members of the cluster (``--limit``, or nodes that failed or became unreachable
+earlier in the run) must not drop the others from the cluster's summary, nor present what an earlier run saw as
+current: their entries are carried over from the summary being replaced, each marked ``not_in_this_run`` with the
+reason, and keep the ``as_of`` time of the run that last saw the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rdmaforge import stored
+from rdmaforge.errors import UserError
+
+OUTSIDE_LIMIT = "not in this run (outside --limit)"
+LOST = "not in this run (failed or unreachable earlier in it)"
+
+
+def previous_nodes(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The entries of the summary at ``path`` by host, and why it could not be used (None when it could, or when
+    there is none yet)."""
+    if not path.exists():
+        return {}, None
+    try:
+        document = stored.load(path, stored.SUMMARY_JSON, "cluster summary (summary.json)")
+    except UserError as exc:
+        return {}, str(exc)
+    return {node["host"]: node for node in document["nodes"]}, None
+
+
+def merge(
+    current: Iterable[Mapping[str, Any]],
+    previous_path: str | Path,
+    members: Iterable[str],
+    play_hosts_all: Iterable[str],
+    now: str,
+) -> dict[str, Any]:
+    """The new summary: ``current`` (this run's entries, stamped ``as_of`` ``now``) for the nodes this run reached,
+    and for every other member its earlier entry (or only its name) with the reason it is not current. An entry of
+    ``current`` that already carries ``not_in_this_run`` (the role could not tell what the node has) is treated the
+    same way, with its own reason.
+
+    ``members`` is the cluster group in inventory order; ``play_hosts_all`` the hosts this run targeted (after
+    ``--limit``): a member among them that has no current entry was lost during the run.
+    """
+    seen = {node["host"]: dict(node) for node in current}
+    targeted = set(play_hosts_all)
+    earlier, problem = previous_nodes(Path(previous_path))
+    nodes: list[dict[str, Any]] = []
+    for host in dict.fromkeys([*members, *seen]):
+        entry = seen.get(host)
+        if entry is not None and not entry.get("not_in_this_run"):
+            nodes.append({**entry, "as_of": now})
+            continue
+        # The run could not say what this node has: its own reason (the role's), or why the run missed it.
+        reason = entry["not_in_this_run"] if entry else LOST if host in targeted else OUTSIDE_LIMIT
+        nodes.append({**(earlier.get(host) or {"host": host}), "not_in_this_run": reason})
+    summary: dict[str, Any] = {"time": now, "nodes": nodes}
+    if problem:
+        summary["previous_summary_problem"] = f"earlier entries not carried over: {problem}"
+    return summary

@@ -1,0 +1,104 @@
+"""summary.json across runs (rdmaforge.cluster_summary): a run that reaches only some nodes keeps the others,
+marked as not seen by it, and `rdmaforge summary` never prints an earlier run's entry as current.
+The lab proof (a real `--limit` run) is tests/integration/test_rdma_userspace.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rdmaforge import stored
+from rdmaforge.cli import main
+from rdmaforge.cluster_summary import merge
+
+MEMBERS = ["node1", "node2", "node3"]
+# The reasons a user reads, written out here rather than taken from the code under test.
+OUTSIDE_LIMIT = "not in this run (outside --limit)"
+LOST = "not in this run (failed or unreachable earlier in it)"
+FIRST, SECOND = "2026-11-24T10:00:00Z", "2026-11-24T11:00:00Z"
+
+
+def entry(host: str, mpi: str = "4.1.4") -> dict[str, Any]:
+    return {"host": host, "address": "198.18.0.2", "os": "Debian 12", "fabric": "erdma", "cpus": 2, "gpus": 0,
+            "rdma_devices": [], "rdma_packages": {"rdma-core": "44.0"}, "mpi_version": mpi, "nccl_build": None,
+            "nccl_plugin": "aiacc", "nccl_plugin_version": "2.0.1", "nccl_plugin_api_versions": [2, 3],
+            "nccl_settings": {"NCCL_SOCKET_IFNAME": "eth0"}}  # fmt: skip
+
+
+def write(path: Path, document: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(document))
+    stored.check(document, stored.SUMMARY_JSON, str(path), "summary")  # what the role writes is what the CLI reads
+    return path
+
+
+def full_run(tmp_path: Path) -> Path:
+    """summary.json as a first, complete run over MEMBERS writes it."""
+    return write(
+        tmp_path / "summary.json", merge([entry(h) for h in MEMBERS], tmp_path / "none", MEMBERS, MEMBERS, FIRST)
+    )
+
+
+def test_first_run_lists_every_reached_node_in_inventory_order(tmp_path: Path) -> None:
+    summary = merge([entry("node3"), entry("node1"), entry("node2")], tmp_path / "absent.json", MEMBERS, MEMBERS, FIRST)
+    assert [n["host"] for n in summary["nodes"]] == MEMBERS
+    assert all(n["as_of"] == FIRST and "not_in_this_run" not in n for n in summary["nodes"])
+    assert "previous_summary_problem" not in summary
+
+
+def test_limited_run_keeps_the_other_members_marked_with_their_earlier_time(tmp_path: Path) -> None:
+    path = full_run(tmp_path)
+    summary = write(path, merge([entry("node2", mpi="5.0.0")], path, MEMBERS, ["node2"], SECOND))
+    nodes = {n["host"]: n for n in json.loads(summary.read_text())["nodes"]}
+    assert list(nodes) == MEMBERS
+    assert nodes["node2"]["mpi_version"] == "5.0.0" and nodes["node2"]["as_of"] == SECOND
+    assert "not_in_this_run" not in nodes["node2"]
+    for host in ("node1", "node3"):
+        assert nodes[host]["not_in_this_run"] == OUTSIDE_LIMIT
+        assert nodes[host]["as_of"] == FIRST and nodes[host]["mpi_version"] == "4.1.4"
+
+
+def test_a_node_lost_during_the_run_is_not_reported_as_outside_the_limit(tmp_path: Path) -> None:
+    path = full_run(tmp_path)
+    nodes = merge([entry("node1"), entry("node2")], path, MEMBERS, MEMBERS, SECOND)["nodes"]
+    assert nodes[2]["host"] == "node3" and nodes[2]["not_in_this_run"] == LOST and nodes[2]["as_of"] == FIRST
+
+
+def test_a_member_no_run_has_reached_has_only_its_name_and_the_reason(tmp_path: Path) -> None:
+    nodes = merge([entry("node1")], tmp_path / "none", MEMBERS, ["node1", "node2"], FIRST)["nodes"]
+    assert nodes[1] == {"host": "node2", "not_in_this_run": LOST}
+    assert nodes[2] == {"host": "node3", "not_in_this_run": OUTSIDE_LIMIT}
+
+
+@pytest.mark.parametrize("damage", ["{not json", json.dumps({"nodes": "node1"})])
+def test_a_damaged_earlier_summary_is_named_not_carried_over(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "summary.json"
+    path.write_text(damage)
+    summary = merge([entry("node1")], path, MEMBERS, ["node1"], SECOND)
+    assert str(path) in summary["previous_summary_problem"]
+    assert summary["nodes"][1] == {"host": "node2", "not_in_this_run": OUTSIDE_LIMIT}
+
+
+def test_cli_prints_earlier_entries_as_earlier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "summary.json", merge([entry("node1"), entry("node2")], tmp_path / "none", MEMBERS,
+                                                  ["node1", "node2"], FIRST))  # fmt: skip
+    write(path, merge([entry("node2")], path, MEMBERS, ["node2"], SECOND))
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"summary written {SECOND}"
+    assert f"node1: {OUTSIDE_LIMIT}; its last summary (as of {FIRST}):" in out
+    assert any(line.startswith("node2 (198.18.0.2): Debian 12") for line in out)
+    assert f"node3: {OUTSIDE_LIMIT}; no earlier run has summarized it" in out
+    # node1's details are indented under its note, so no line presents them as a current node's
+    assert not any(line.startswith("node1 (") for line in out)
+
+
+def test_an_entry_the_role_could_not_vouch_for_keeps_the_earlier_one_with_the_role_s_reason(tmp_path: Path) -> None:
+    path = full_run(tmp_path)
+    drifted = "not converged by this run, and it differs from its last complete converge (file /etc/nccl.conf)"
+    current = [entry("node1"), {"host": "node2", "not_in_this_run": drifted}, entry("node3")]
+    nodes = merge(current, path, MEMBERS, MEMBERS, SECOND)["nodes"]
+    assert nodes[1] == {**entry("node2"), "as_of": FIRST, "not_in_this_run": drifted}
+    assert nodes[0]["as_of"] == nodes[2]["as_of"] == SECOND
