@@ -2,7 +2,12 @@
 
 ``lab``: a session-scoped lab of real systemd-nspawn nodes reached over real SSH. A running lab with
 enough nodes is reused; otherwise one is brought up. Tests that need it are skipped, with the reason,
-only when the machine cannot run it (not root, or systemd-nspawn/debootstrap missing).
+only when the machine cannot run it (not root, or systemd-nspawn/debootstrap missing); under ``CI=true``
+that is a failure instead.
+
+When a session selects lab tests, the lab is brought up and converged in a background thread from the end of
+collection (LabPrestart): the unit tests, which run first and never touch the lab, run meanwhile, so the lab tests
+do not wait for the bring-up and first converge afterwards. ``RDMAFORGE_TEST_PRESTART=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +26,7 @@ import pytest
 from installed import installed_collection, wheel_venv  # noqa: F401 - session fixtures
 
 from rdmaforge.collection import ensure_dev_tree
-from rdmaforge.lab.session import hold_lab
+from rdmaforge.lab.session import LabSession, hold_lab
 from rdmaforge.paths import PROJECT_ROOT
 
 SHARED = PROJECT_ROOT.parent / "shared"
@@ -41,6 +47,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("heavy"):
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    global PRESTART
+    wanted = [item for item in session.items if item.get_closest_marker("lab") and not skipped(item)]
+    if wanted and lab_unavailable_reason() is None and os.environ.get("RDMAFORGE_TEST_PRESTART", "1") != "0":
+        PRESTART = LabPrestart(converge=any("converged" in getattr(item, "fixturenames", ()) for item in wanted))
+
+
+def skipped(item: pytest.Item) -> bool:
+    return any(mark.name == "skip" for mark in item.iter_markers())
 
 
 def lab_unavailable_reason() -> str | None:
@@ -141,11 +158,7 @@ def assert_no_changes(output: str, hosts: Sequence[str] | None = None) -> None:
     assert not changed, f"expected changed=0, got {changed}:\n{output[-6000:]}"
 
 
-@pytest.fixture(scope="session")
-def lab() -> Iterator[LabHandle]:
-    reason = lab_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
+def bring_up_lab() -> tuple[LabHandle, LabSession]:
     from rdmaforge.lab import Lab
 
     # One test session at a time owns the lab (the nodes are machine-wide): a second session, e.g. a CI run
@@ -163,6 +176,54 @@ def lab() -> Iterator[LabHandle]:
         ssh_key=lab.ssh_key,
         known_hosts=lab.known_hosts,
     )
+    return handle, session_lock
+
+
+class LabPrestart:
+    """The lab's bring-up and (when a selected test needs it) its first converge, in a background thread started
+    at the end of collection. The fixtures wait for it and re-raise what it raised, so a lab that cannot start
+    fails the lab tests exactly as it would have without the thread."""
+
+    def __init__(self, converge: bool) -> None:
+        self.converge = converge
+        self.handle: LabHandle | None = None
+        self.session_lock: LabSession | None = None
+        self.converge_proc: subprocess.CompletedProcess[str] | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self.run, name="lab-prestart", daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        try:
+            self.handle, self.session_lock = bring_up_lab()
+            if self.converge:
+                self.converge_proc = self.handle.playbook("site.yml")
+        except BaseException as exc:  # handed to the fixture, which raises it in the test that needs the lab
+            self.error = exc
+
+    def result(self) -> LabPrestart:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self
+
+
+PRESTART: LabPrestart | None = None
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[LabHandle]:
+    reason = lab_unavailable_reason()
+    if reason:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI: the lab cannot start here: {reason}")
+        pytest.skip(reason)
+    if PRESTART is not None:
+        started = PRESTART.result()
+        assert started.handle is not None and started.session_lock is not None
+        handle, session_lock = started.handle, started.session_lock
+    else:
+        handle, session_lock = bring_up_lab()
     yield handle
     session_lock.close()
 
@@ -170,7 +231,10 @@ def lab() -> Iterator[LabHandle]:
 @pytest.fixture(scope="session")
 def converged(lab: LabHandle) -> LabHandle:
     """The lab after one full converge of playbooks/site.yml in this session (tests restore what they change)."""
-    proc = lab.playbook("site.yml")
+    started = PRESTART.result() if PRESTART is not None else None
+    proc = started.converge_proc if started is not None and started.converge_proc is not None else None
+    if proc is None:
+        proc = lab.playbook("site.yml")
     assert proc.returncode == 0, proc.stdout[-6000:]
     return lab
 
