@@ -32,11 +32,16 @@ def snapshot(lab: LabHandle) -> dict[str, tuple[str, int]]:
 
 @pytest.fixture(scope="module")
 def clean_lab(lab: LabHandle) -> Iterator[LabHandle]:
-    """The lab is shared by the whole session: if an earlier test ran site.yml, take its block out of
-    /etc/hosts first, so that 'no block' below means this module's runs wrote none."""
+    """The lab is shared by the whole session: if an earlier run of site.yml wrote its block (the session's first
+    converge runs in the background from the start), take it out of /etc/hosts first, so that 'no block' below
+    means this module's runs wrote none; put /etc/hosts back as it was afterwards, so that the converged lab the
+    next modules expect is still converged."""
+    saved = "/root/.hosts.before-bad-inventory"
     for node in lab.nodes:
-        lab.ssh(node, f"sed -i '/^{BEGIN}$/,/^{END}$/d' /etc/hosts")
+        lab.ssh(node, f"cp /etc/hosts {saved} && sed -i '/^{BEGIN}$/,/^{END}$/d' /etc/hosts")
     yield lab
+    for node in lab.nodes:  # written in place: a container's /etc/hosts can be a bind mount
+        lab.ssh(node, f"cat {saved} > /etc/hosts && rm {saved}")
 
 
 @pytest.fixture(scope="module")
