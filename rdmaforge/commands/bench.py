@@ -23,8 +23,8 @@ from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.extravars import ExtraVars, merged
 
 NAME = "bench"
-#: Its first task (roles/benchmark/tasks/main.yml) refuses a baseline set in the inventory that cannot be read.
-BASELINE_TASK = "Check the baseline to compare with"
+#: The fact roles/benchmark publishes when it refuses a baseline that cannot be read, before measuring anything.
+BASELINE_PROBLEM_FACT = "benchmark_baseline_problem"
 
 
 def register(subparsers: Any) -> None:
@@ -73,7 +73,7 @@ def bench_exit(outcome: execute.Outcome, verdict: str | None) -> ExitCode:
     base = command.playbook_exit(outcome)
     if base in (ExitCode.UNREACHABLE, ExitCode.INTERRUPTED, ExitCode.ERROR):
         return base
-    if any(p.task == BASELINE_TASK and not p.unreachable for p in outcome.events.problems):
+    if outcome.events.fact(BASELINE_PROBLEM_FACT):
         return ExitCode.BAD_INPUT
     if any(recap.failed for recap in outcome.recaps.values()):
         return ExitCode.HOST_FAILED

@@ -119,9 +119,14 @@ def test_bench_exit_from_the_verdict_fact_and_any_failed_task_is_a_broken_host()
     assert bench.bench_exit(outcome(stats, [other]), "pass") == ExitCode.HOST_FAILED
     down = {**stats, "dark": {"node3": 1}}
     assert bench.bench_exit(outcome(down, [other]), "fail") == ExitCode.UNREACHABLE
-    # A baseline set in the inventory that the role refused before measuring: bad input, not a broken host.
-    refused = HostProblem("node1", bench.BASELINE_TASK, "ansible.builtin.command", "benchmark baseline /x: cannot read")
-    assert bench.bench_exit(outcome(stats, [refused]), None) == ExitCode.BAD_INPUT
+    # A baseline set in the inventory that the role refused before measuring: it publishes why as a fact, and that
+    # is bad input, not a broken host; a failed task that merely looks like the refusal is still a broken host.
+    refusal = HostProblem("node1", "Stop before anything is measured", "ansible.builtin.fail",
+                          "benchmark baseline /x: cannot read it")  # fmt: skip
+    assert bench.bench_exit(outcome(stats, [refusal]), None) == ExitCode.HOST_FAILED
+    refused = outcome(stats, [refusal])
+    refused.events.facts["node1"] = {bench.BASELINE_PROBLEM_FACT: "benchmark baseline /x: cannot read it"}
+    assert bench.bench_exit(refused, None) == ExitCode.BAD_INPUT
     assert bench.bench_exit(outcome({**STATS, "failures": {}}, rc=0), "pass") == ExitCode.OK
 
 
