@@ -96,6 +96,13 @@ def grub_cfg_missing_args(grub_cfg: str, args: Mapping[str, Any]) -> list[str]:
     return missing
 
 
+def grub_cfg_carried_args(grub_cfg: str, tokens: Sequence[str]) -> list[str]:
+    """The arguments (``key=value`` as written) that some kernel line of a generated grub.cfg still carries: what a
+    withdrawal must have taken off every line."""
+    lines = [split_cmdline(m.group(3)) for m in map(_LINUX_LINE.match, grub_cfg.splitlines()) if m]
+    return [token for token in dict.fromkeys(tokens) if any(token in line for line in lines)]
+
+
 # --- ENIs and policy routing ------------------------------------------------------------------------
 
 DEFAULT_ENI_PATTERNS = ("eth*", "ens*", "enp*", "eno*")

@@ -175,6 +175,48 @@ def test_a_host_without_boot_loader_is_refused_before_any_change(tuned: LabHandl
         lab.ssh(node, "mv /root/grub.cfg.saved /boot/grub/grub.cfg")
 
 
+def test_turning_huge_pages_off_withdraws_exactly_what_was_set(tuned: LabHandle) -> None:
+    """Issue 18: hugepages_enabled: false takes the role's arguments off the boot loader configuration (the
+    defaults and every generated kernel line), and only them: an argument set by hand stays. A re-run changes
+    nothing, and turning the feature on again puts them back once."""
+    lab = tuned
+    node = list(lab.nodes)[0]
+    set_by_role = lab.ssh(node, "cat /var/lib/rdmaforge/hugepages-kernel-args").stdout.split()
+    assert [arg.partition("=")[0] for arg in set_by_role] == ["default_hugepagesz", "hugepagesz", "hugepages"]
+    assert all(f" {arg}" in f" {grub_line(lab, node)}" for arg in set_by_role)
+    lab.ssh(node, """sed -i 's/^GRUB_CMDLINE_LINUX="/GRUB_CMDLINE_LINUX="intel_iommu=on /' /etc/default/grub""")
+    try:
+        off = lab.playbook("hugepages.yml", "-e", "hugepages_enabled=false", "--limit", node)
+        assert off.returncode == 0, off.stdout[-4000:]
+        assert recap(off.stdout)[node]["changed"] > 0
+        assert f"{node}: hugepages_enabled is false: removed {' '.join(set_by_role)}" in " ".join(off.stdout.split())
+        line = grub_line(lab, node)
+        assert "intel_iommu=on" in line.split(), line
+        assert not any(arg.partition("=")[0] in ("default_hugepagesz", "hugepagesz", "hugepages") for arg in
+                       line.split()), line  # fmt: skip
+        for kernel in kernel_lines(lab, node):
+            assert "intel_iommu=on" in kernel.split() and not pages_in(kernel) and "hugepagesz=1G" not in kernel
+        gone = "test ! -e /var/lib/rdmaforge/hugepages-kernel-args"
+        gone += " && test ! -e /etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf"
+        assert lab.ssh(node, gone, check=False).returncode == 0
+        # the next boot is the first without them: pending until then
+        assert (
+            lab.ssh(node, "cat /var/lib/rdmaforge/hugepages-reboot-pending").stdout.strip()
+            == lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+        )
+        again = lab.playbook("hugepages.yml", "-e", "hugepages_enabled=false", "--limit", node)
+        assert again.returncode == 0, again.stdout[-4000:]
+        assert_no_changes(again.stdout)
+    finally:
+        lab.ssh(node, """sed -i 's/^GRUB_CMDLINE_LINUX="intel_iommu=on /GRUB_CMDLINE_LINUX="/' /etc/default/grub""")
+    on = lab.playbook("hugepages.yml", "--limit", node)
+    assert on.returncode == 0, on.stdout[-4000:]
+    line = grub_line(lab, node)
+    for arg in ARGS:
+        assert len(re.findall(rf"(?:^|\s){re.escape(arg)}", line)) == 1, (node, line)
+    assert "intel_iommu=on" not in line
+
+
 # --- ENIs and policy routing ----------------------------------------------------------------------
 
 

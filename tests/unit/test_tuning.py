@@ -75,6 +75,20 @@ def test_grub_cfg_missing_args() -> None:
     assert tuning.grub_cfg_missing_args("", ARGS) == ["default_hugepagesz=1G", "hugepagesz=1G", "hugepages=50"]
 
 
+def test_grub_cfg_carried_args() -> None:
+    tokens = ["default_hugepagesz=1G", "hugepagesz=1G", "hugepages=50"]
+    carrying = "menuentry 'a' {\n\tlinux /vmlinuz ro quiet default_hugepagesz=1G hugepagesz=1G hugepages=50\n}\n"
+    assert tuning.grub_cfg_carried_args(carrying, tokens) == tokens
+    clean = "menuentry 'a' {\n\tlinux /vmlinuz ro quiet\n}\n"
+    assert tuning.grub_cfg_carried_args(clean, tokens) == []
+    # one entry still carrying one of them is enough; another value of the key is not what was withdrawn
+    recovery = clean + "\tlinux16 /vmlinuz ro single hugepages=50\n"
+    assert tuning.grub_cfg_carried_args(recovery, tokens) == ["hugepages=50"]
+    assert tuning.grub_cfg_carried_args(clean.replace("quiet", "quiet hugepages=32"), tokens) == []
+    # an argument named only in a comment or a menu title is not on a kernel line
+    assert tuning.grub_cfg_carried_args("# hugepages=50\nmenuentry 'hugepages=50' {\n}\n", tokens) == []
+
+
 def test_lab_standin_reads_defaults_and_dropins_like_grub_mkconfig(tmp_path: Path) -> None:
     """The stand-in really runs (sh) on Debian's real /etc/default/grub plus a drop-in."""
     root = tmp_path / "root"
