@@ -77,6 +77,16 @@ def entries(source: Path) -> Iterator[tuple[str, Path]]:
         yield f"plugins/module_utils/{name}.py", source / "rdmaforge" / "parsers" / f"{name}.py"
 
 
+def code_entries(root: Path) -> Iterator[tuple[str, Path]]:
+    """(collection path, real path) of the code only (not galaxy.yml and the docs, which an installed collection
+    holds differently), in a checkout (``root`` has library/) or in an installed collection (``root`` is it)."""
+    metadata = {target for target, _ in FILES}
+    checkout = (root / "library").is_dir()
+    for target, origin in entries(root if checkout else Path()):
+        if target not in metadata:
+            yield target, origin if checkout else root / target
+
+
 def _ignore(_directory: str, names: list[str]) -> list[str]:
     return [n for n in names if n.endswith(_SKIP)]
 

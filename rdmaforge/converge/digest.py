@@ -11,19 +11,20 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from rdmaforge import collection
 from rdmaforge.paths import CONTROLLER_CACHE, PACKAGE_DIR, RESOURCES
 
-#: The code, in a checkout (library/, ...) and in the installed collection (plugins/, meta/); the rdmaforge package
-#: is covered wherever it is.
-CODE_DIRS = (
-    "roles", "playbooks", "library", "filter_plugins", "callback_plugins", "collection", "plugins", "meta", "rdmaforge"
-)
+#: The rdmaforge package's code: its modules and its data (pyproject's package-data). Not compiled accelerators,
+#: whose output equals the pure-Python code's, nor what a wheel adds under data/ (a copy of tests/infra and
+#: ansible.cfg, which are not code the roles run).
+PACKAGE_DATA = "data/*.txt"
+_SKIP = ("__pycache__", ".pyc", ".retry")
 #: Connection variables: where and as whom Ansible connects is part of the desired state's address.
 CONNECTION_VARS = frozenset(
     {
@@ -58,20 +59,34 @@ GATE_VARS = frozenset(
 )
 
 
+def _tree(name: str, path: Path) -> Iterator[tuple[str, Path]]:
+    if path.is_file():
+        yield name, path
+    elif path.is_dir():
+        for sub in path.rglob("*"):
+            if sub.is_file() and not any(part.endswith(_SKIP) for part in sub.relative_to(path).parts):
+                yield f"{name}/{sub.relative_to(path).as_posix()}", sub
+
+
+def code_files(root: Path = RESOURCES, package: Path = PACKAGE_DIR) -> dict[str, Path]:
+    """The code, each file named by its path in the collection (and rdmaforge/... for the package): a checkout
+    and the collection installed from it (wheel or ansible-galaxy) name the same files alike, so the same code
+    gives the same digest whichever of them runs the converge."""
+    files = {name: path for target, origin in collection.code_entries(root) for name, path in _tree(target, origin)}
+    modules = [path for path in package.rglob("*.py") if path.relative_to(package).parts[0] != "data"]
+    for path in modules + list(package.glob(PACKAGE_DATA)):
+        relative = path.relative_to(package)
+        if path.is_file() and not any(part.endswith(_SKIP) for part in relative.parts):
+            files[f"rdmaforge/{relative.as_posix()}"] = path
+    return files
+
+
 @functools.lru_cache(maxsize=4)
 def code_digest(root: Path = RESOURCES) -> str:
     digest = hashlib.sha256()
-    bases = [root / top for top in CODE_DIRS]
-    if PACKAGE_DIR not in bases:  # installed: the package is beside the collection, not in it
-        bases.append(PACKAGE_DIR)
-    for base in bases:
-        if not base.is_dir():
-            continue
-        for path in sorted(base.rglob("*")):
-            if "__pycache__" in path.parts or not path.is_file() or path.suffix == ".pyc":
-                continue
-            digest.update(str(path.relative_to(base.parent)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    for name, path in sorted(code_files(root).items()):
+        digest.update(name.encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
 

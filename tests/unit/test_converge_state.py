@@ -150,6 +150,25 @@ def test_a_controller_cache_file_is_part_of_the_digest(tmp_path: Path) -> None:
     assert digest.converge_digest(hv, ["n"]) != first
 
 
+def test_the_same_code_has_one_digest_in_a_checkout_and_in_the_collection_installed_from_it(tmp_path: Path) -> None:
+    """A node converged by the wheel's `rdmaforge provision` (the installed collection) and then checked by this
+    checkout's ansible-playbook is in sync when the code is the same: the digest names files by their collection
+    path, not by where they lie."""
+    from rdmaforge import collection
+
+    installed = collection.assemble(tmp_path / "ansible_collections" / "rdmaforge" / "cluster")
+    (installed / "plugins" / "filter" / "__pycache__").mkdir(exist_ok=True)
+    (installed / "plugins" / "filter" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"compiled")
+    (installed / "MANIFEST.json").write_text("{}")  # what ansible-galaxy adds: metadata, not code
+    assert set(digest.code_files(installed)) == set(digest.code_files(PROJECT_ROOT))
+    assert digest.code_digest(installed) == digest.code_digest(PROJECT_ROOT)
+    # ... and a change to a role is a change of the code wherever it lies.
+    task = installed / "roles" / "cluster_hosts" / "tasks" / "main.yml"
+    task.write_text(task.read_text() + "\n# edited\n")
+    digest.code_digest.cache_clear()
+    assert digest.code_digest(installed) != digest.code_digest(PROJECT_ROOT)
+
+
 # --- the module, for real -------------------------------------------------------------------------------
 
 
