@@ -17,6 +17,13 @@ def nvcc_gencode(archs: list[str], supported: list[str], host: str = "", cuda: s
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def nccl_version_code(version: str) -> int:
+    try:
+        return nccl_build.version_code(version)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -26,4 +33,5 @@ class FilterModule:
             "rdmaforge_nccl_make_argv": nccl_build.nccl_make_argv,
             "rdmaforge_nccl_tests_make_argv": nccl_build.nccl_tests_make_argv,
             "rdmaforge_nccl_seconds": nccl_build.delta_seconds,
+            "rdmaforge_nccl_version_code": nccl_version_code,
         }

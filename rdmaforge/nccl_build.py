@@ -58,6 +58,18 @@ def build_id(version: str, cuda: str, archs: Sequence[str], only_funcs: str = ""
     return ident
 
 
+def version_code(version: str) -> int:
+    """The number ``ncclGetVersion`` reports for a release such as 2.29.7 (nccl.h's NCCL_VERSION(X, Y, Z): X*1000 +
+    Y*100 + Z up to 2.8, X*10000 + Y*100 + Z from 2.9 on). ValueError for anything but X.Y.Z."""
+    match = re.fullmatch(r"\s*(\d+)\.(\d+)\.(\d+)\s*", str(version))
+    if not match:
+        raise ValueError(f"NCCL version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.29.7)")
+    major, minor, patch = (int(part) for part in match.groups())
+    if major <= 2 and minor <= 8:
+        return major * 1000 + minor * 100 + patch
+    return major * 10000 + minor * 100 + patch
+
+
 def nccl_make_argv(jobs: int, gencode: str, cuda_home: str, only_funcs: str = "") -> list[str]:
     """Seed 000's `make -j src.build NVCC_GENCODE=...`, with CUDA_HOME explicit and ONLY_FUNCS passed through."""
     argv = ["make", f"-j{jobs}", "src.build", f"NVCC_GENCODE={gencode}", f"CUDA_HOME={cuda_home}"]

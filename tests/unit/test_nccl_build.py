@@ -87,3 +87,14 @@ def test_nccl_tests_make_command_line() -> None:
 def test_command_delta_in_seconds() -> None:
     assert nccl_build.delta_seconds("0:17:03.512345") == 1023.5
     assert nccl_build.delta_seconds("1:00:00.000000") == 3600.0
+
+
+def test_version_code_is_what_ncclgetversion_reports() -> None:
+    # nccl.h: NCCL_VERSION(X,Y,Z) is X*1000+Y*100+Z through 2.8 and X*10000+Y*100+Z from 2.9 (NCCL 2.8.4 reports
+    # 2804; 2.16.5, the release in ../shared/sources, reports 21605; the lab's 2.29.7 reports 22907).
+    assert nccl_build.version_code("2.8.4") == 2804
+    assert nccl_build.version_code("2.16.5") == 21605
+    assert nccl_build.version_code("2.29.7") == 22907
+    for bad in ("2.29", "v2.29.7", "2.29.7-1", ""):
+        with pytest.raises(ValueError, match="is not MAJOR.MINOR.PATCH"):
+            nccl_build.version_code(bad)
