@@ -1,0 +1,122 @@
+"""Issue 18 on the lab: playbooks/remove_node.yml takes a node out of a running cluster.
+
+The lab grows to LAB_NODES + 1 nodes; the newcomer joins the cluster (hosts block, OpenMPI, SSH trust, hostfile) and
+proves it can log in to the others with the cluster key. Removing it must leave the remaining nodes listing it
+nowhere (/etc/hosts block, ssh_known_hosts, ~/.ssh/config, MPI hostfile), its copy of the old cluster key must no
+longer open any of them, and the removed node itself must lose rdmaforge's trust, hosts block and hostfile. Once
+the node is out of the inventory, the roles the removal ran change nothing. A bad rdmaforge_remove_nodes changes
+nothing and names what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from rdmaforge.lab import Lab
+from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, assert_no_changes
+
+pytestmark = pytest.mark.lab
+
+JOIN = ("cluster_hosts.yml", "mpi.yml", "ssh_trust.yml", "mpi_launch.yml")
+KEY = "/root/.ssh/rdmaforge_cluster_ed25519"
+HOSTFILE = "/etc/rdmaforge/hostfile"
+
+
+def block(text: str, marker: str) -> str:
+    """The lines between rdmaforge's BEGIN and END markers of ``marker`` ('' when there is no such block)."""
+    begin, end = f"# BEGIN {marker}", f"# END {marker}"
+    if begin not in text:
+        return ""
+    return text.split(begin, 1)[1].split(end, 1)[0]
+
+
+@pytest.fixture(scope="module")
+def grown(converged: LabHandle) -> Iterator[tuple[LabHandle, str]]:
+    """The lab with one more node, joined to the cluster; afterwards the suite's lab, converged again."""
+    lab = Lab()
+    lab.up(nodes=LAB_NODES + 1, nics=LAB_NICS)
+    newcomer = f"node{LAB_NODES + 1}"
+    try:
+        bigger = LabHandle(lab.inventory_path, {n.name: n.address for n in lab.status().nodes}, lab.ssh_key,
+                           lab.known_hosts)  # fmt: skip
+        for playbook in JOIN:
+            bigger.playbook(playbook, check=True)
+        yield bigger, newcomer
+    finally:
+        lab.up(nodes=LAB_NODES, nics=LAB_NICS)
+        # Later modules expect the cluster as the suite converged it, with a current converge record.
+        proc = converged.playbook("site.yml")
+        assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+def retired_login(lab: LabHandle, newcomer: str, target_address: str) -> subprocess.CompletedProcess[str]:
+    """From the newcomer, log in to a node with the copy of the cluster key it kept (host keys still checked)."""
+    return lab.ssh(newcomer, f"ssh -i /root/retired_key -o IdentitiesOnly=yes -o BatchMode=yes -o ConnectTimeout=10 "
+                             f"-o UserKnownHostsFile=/root/retired_known_hosts -o GlobalKnownHostsFile=/dev/null "
+                             f"root@{target_address} true", check=False)  # fmt: skip
+
+
+def test_a_bad_node_list_is_refused_before_anything_changes(grown: tuple[LabHandle, str]) -> None:
+    lab, _ = grown
+    before = lab.ssh("node1", "sha256sum /etc/hosts /etc/ssh/ssh_known_hosts").stdout
+    for bad, says in (
+        (["node99"], "not in the cluster: node99"),
+        ([], "allowed: a non-empty list of hosts of group 'cluster'"),
+        (sorted(lab.nodes), "that leaves at least one node"),
+    ):
+        proc = lab.playbook("remove_node.yml", "-e", json.dumps({"rdmaforge_remove_nodes": bad}))
+        assert proc.returncode != 0
+        assert f"rdmaforge_remove_nodes={json.dumps(bad)}" in proc.stdout and says in proc.stdout, proc.stdout[-3000:]
+    assert lab.ssh("node1", "sha256sum /etc/hosts /etc/ssh/ssh_known_hosts").stdout == before
+
+
+def test_a_removed_node_is_listed_nowhere_and_its_key_opens_nothing(
+    grown: tuple[LabHandle, str], converged: LabHandle
+) -> None:
+    lab, newcomer = grown
+    address = lab.nodes[newcomer]
+    remaining = sorted(n for n in lab.nodes if n != newcomer)
+    # Joined: every remaining node lists it, and its cluster key opens them. Keep a copy of that key, as a
+    # retired machine would.
+    assert address in block(lab.ssh("node1", "cat /etc/hosts").stdout, "rdmaforge cluster hosts")
+    lab.ssh(newcomer, f"cp {KEY} /root/retired_key && cp /etc/ssh/ssh_known_hosts /root/retired_known_hosts")
+    for node in remaining:
+        login = retired_login(lab, newcomer, lab.nodes[node])
+        assert login.returncode == 0, login.stderr
+
+    proc = lab.playbook("remove_node.yml", "-e", json.dumps({"rdmaforge_remove_nodes": [newcomer]}))
+    assert proc.returncode == 0, proc.stdout[-4000:]
+
+    for node in remaining:
+        hosts = block(lab.ssh(node, "cat /etc/hosts").stdout, "rdmaforge cluster hosts")
+        assert hosts and newcomer not in hosts and address not in hosts, hosts
+        known = block(lab.ssh(node, "cat /etc/ssh/ssh_known_hosts").stdout, "rdmaforge cluster trust")
+        assert known and newcomer not in known and address not in known, known
+        config = block(lab.ssh(node, "cat /root/.ssh/config").stdout, "rdmaforge cluster trust")
+        assert config and newcomer not in config and address not in config, config
+        hostfile = lab.ssh(node, f"cat {HOSTFILE}").stdout
+        assert address not in hostfile and all(lab.nodes[n] in hostfile for n in remaining), hostfile
+        # The key the removed node kept is no longer authorised anywhere.
+        login = retired_login(lab, newcomer, lab.nodes[node])
+        assert login.returncode != 0 and "Permission denied" in login.stderr, login.stderr
+    # The remaining nodes still reach each other with the new cluster key, as mpirun will.
+    for node in remaining:
+        peer = lab.nodes[remaining[(remaining.index(node) + 1) % len(remaining)]]
+        assert lab.ssh(node, f"ssh -o BatchMode=yes {peer} hostname", check=False).returncode == 0
+
+    # The removed node gave back what rdmaforge gave it, and kept the rest.
+    leftovers = lab.ssh(newcomer, f"ls {KEY} {KEY}.pub {HOSTFILE} 2>/dev/null; true").stdout
+    assert leftovers.strip() == "", leftovers
+    assert "rdmaforge cluster" not in lab.ssh(newcomer, "cat /etc/hosts /root/.ssh/authorized_keys").stdout
+    assert "rdmaforge lab nodes" in lab.ssh(newcomer, "cat /etc/hosts").stdout  # the lab's own block stays
+
+    # Out of the inventory, the roles the removal ran find nothing to change on the remaining nodes.
+    Lab().up(nodes=LAB_NODES, nics=LAB_NICS)
+    for playbook in ("cluster_hosts.yml", "ssh_trust.yml", "mpi_launch.yml"):
+        again = converged.playbook(playbook)
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert_no_changes(again.stdout)
