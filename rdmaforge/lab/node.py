@@ -97,10 +97,13 @@ def with_lab_block(hosts: str, all_nodes: list[NodeSpec]) -> str:
     lines = hosts.splitlines()
     if not any(line.startswith("127.0.0.1") for line in lines):
         lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", *lines]
-    if LAB_BLOCK_BEGIN in lines and LAB_BLOCK_END in lines:
-        start, end = lines.index(LAB_BLOCK_BEGIN), lines.index(LAB_BLOCK_END)
-        del lines[start : end + 1]
     block = [LAB_BLOCK_BEGIN, *(f"{n.address}\t{n.name}" for n in all_nodes), LAB_BLOCK_END]
+    if LAB_BLOCK_BEGIN in lines and LAB_BLOCK_END in lines:
+        # In place: moving it to the end would reorder the file around rdmaforge's own block, and a converged
+        # node would differ from its converge record although neither block changed.
+        start, end = lines.index(LAB_BLOCK_BEGIN), lines.index(LAB_BLOCK_END)
+        lines[start : end + 1] = block
+        return "\n".join(lines) + "\n"
     return "\n".join(lines + block) + "\n"
 
 

@@ -40,6 +40,12 @@ def test_lab_block_in_etc_hosts_is_replaced_not_appended() -> None:
     assert "10.0.0.5 other" in once and once.count(node.LAB_BLOCK_BEGIN) == 1
     three = node.with_lab_block(once, [*nodes, spec.node_spec(3, 0)])
     assert "198.18.0.13\tnode3" in three and three.count("node1") == 1
+    # A block another tool appended after the lab's stays after it: growing and shrinking the lab gives back the
+    # same bytes (a converged node's /etc/hosts is part of its converge record).
+    managed = once + "# BEGIN rdmaforge cluster hosts\n198.18.0.11\tnode1\n# END rdmaforge cluster hosts\n"
+    grown = node.with_lab_block(managed, [*nodes, spec.node_spec(3, 0)])
+    assert grown.index(node.LAB_BLOCK_BEGIN) < grown.index("# BEGIN rdmaforge cluster hosts")
+    assert node.with_lab_block(grown, nodes) == managed
 
 
 def test_nspawn_boots_systemd_in_the_nodes_namespace() -> None:
