@@ -55,7 +55,13 @@ FILES = (
 )
 #: Where ``link`` mode puts the collections root (the directory holding ansible_collections/).
 DEV_ROOT = Path("build") / "collections"
-_SKIP = ("__pycache__", ".pyc", ".retry")
+#: Names never copied into the collection (and not code for the converge digest).
+SKIPPED = ("__pycache__", ".pyc", ".retry")
+
+
+def is_skipped(relative: Path) -> bool:
+    """Whether a path inside a collection directory is one the collection leaves out."""
+    return any(part.endswith(SKIPPED) for part in relative.parts)
 
 
 def checkout_root() -> Path:
@@ -88,7 +94,7 @@ def code_entries(root: Path) -> Iterator[tuple[str, Path]]:
 
 
 def _ignore(_directory: str, names: list[str]) -> list[str]:
-    return [n for n in names if n.endswith(_SKIP)]
+    return [n for n in names if n.endswith(SKIPPED)]
 
 
 def assemble(dest: Path, source: Path | None = None, mode: str = "copy", final: Path | None = None) -> Path:

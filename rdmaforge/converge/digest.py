@@ -24,7 +24,6 @@ from rdmaforge.paths import CONTROLLER_CACHE, PACKAGE_DIR, RESOURCES
 #: whose output equals the pure-Python code's, nor what a wheel adds under data/ (a copy of tests/infra and
 #: ansible.cfg, which are not code the roles run).
 PACKAGE_DATA = "data/*.txt"
-_SKIP = ("__pycache__", ".pyc", ".retry")
 #: Connection variables: where and as whom Ansible connects is part of the desired state's address.
 CONNECTION_VARS = frozenset(
     {
@@ -64,7 +63,7 @@ def _tree(name: str, path: Path) -> Iterator[tuple[str, Path]]:
         yield name, path
     elif path.is_dir():
         for sub in path.rglob("*"):
-            if sub.is_file() and not any(part.endswith(_SKIP) for part in sub.relative_to(path).parts):
+            if sub.is_file() and not collection.is_skipped(sub.relative_to(path)):
                 yield f"{name}/{sub.relative_to(path).as_posix()}", sub
 
 
@@ -76,7 +75,7 @@ def code_files(root: Path = RESOURCES, package: Path = PACKAGE_DIR) -> dict[str,
     modules = [path for path in package.rglob("*.py") if path.relative_to(package).parts[0] != "data"]
     for path in modules + list(package.glob(PACKAGE_DATA)):
         relative = path.relative_to(package)
-        if path.is_file() and not any(part.endswith(_SKIP) for part in relative.parts):
+        if path.is_file() and not collection.is_skipped(relative):
             files[f"rdmaforge/{relative.as_posix()}"] = path
     return files
 
