@@ -17,6 +17,8 @@ import pytest
 from rdmaforge.paths import PROJECT_ROOT
 from tests.conftest import LabHandle, assert_no_changes, recap
 
+pytestmark = pytest.mark.lab
+
 IN_SYNC = "fast path: every node is in sync with its last complete converge"
 
 

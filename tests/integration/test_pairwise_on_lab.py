@@ -23,6 +23,8 @@ from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.runner.exit_codes import ExitCode
 from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, run_playbook
 
+pytestmark = pytest.mark.lab
+
 NODES = max(4, LAB_NODES)
 BASE, BASE_GBPS = "200mbit", 0.2
 SLOW = "20mbit"

@@ -36,7 +36,9 @@ def block(text: str, marker: str) -> str:
 
 @pytest.fixture(scope="module")
 def grown(converged: LabHandle) -> Iterator[tuple[LabHandle, str]]:
-    """The lab with one more node, joined to the cluster; afterwards the suite's lab, converged again."""
+    """The lab with one more node, joined to the cluster; afterwards the suite's lab size again. The removal
+    rotated the cluster key, so the nodes now differ from their converge record: tests/conftest.py runs this module
+    after every other that needs the converged cluster, and the next session's first converge repairs it."""
     lab = Lab()
     lab.up(nodes=LAB_NODES + 1, nics=LAB_NICS)
     newcomer = f"node{LAB_NODES + 1}"
@@ -48,9 +50,6 @@ def grown(converged: LabHandle) -> Iterator[tuple[LabHandle, str]]:
         yield bigger, newcomer
     finally:
         lab.up(nodes=LAB_NODES, nics=LAB_NICS)
-        # Later modules expect the cluster as the suite converged it, with a current converge record.
-        proc = converged.playbook("site.yml")
-        assert proc.returncode == 0, proc.stdout[-4000:]
 
 
 def retired_login(lab: LabHandle, newcomer: str, target_address: str) -> subprocess.CompletedProcess[str]:

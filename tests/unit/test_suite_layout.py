@@ -14,3 +14,16 @@ def test_test_module_basenames_are_unique() -> None:
         seen[path.name].append(str(path.relative_to(PROJECT_ROOT)))
     duplicates = {name: paths for name, paths in seen.items() if len(paths) > 1}
     assert not duplicates, f"rename one of each: {duplicates}"
+
+
+def test_every_integration_module_is_marked_lab() -> None:
+    """tests/conftest.py orders lab modules and starts the lab for tests marked lab: an unmarked lab module would
+    run out of order (and `-m "not lab"` would not leave it out)."""
+    unmarked = [
+        path.name
+        for path in sorted((PROJECT_ROOT / "tests" / "integration").glob("test_*.py"))
+        if not any(
+            line.startswith("pytestmark = ") and "pytest.mark.lab" in line for line in path.read_text().splitlines()
+        )
+    ]
+    assert not unmarked, f"add pytestmark = pytest.mark.lab to {unmarked}"
