@@ -5,9 +5,11 @@ enough nodes is reused; otherwise one is brought up. Tests that need it are skip
 only when the machine cannot run it (not root, or systemd-nspawn/debootstrap missing); under ``CI=true``
 that is a failure instead.
 
-When a session selects lab tests, the lab is brought up and converged in a background thread from the end of
-collection (LabPrestart): the unit tests, which run first and never touch the lab, run meanwhile, so the lab tests
-do not wait for the bring-up and first converge afterwards. ``RDMAFORGE_TEST_PRESTART=0`` turns it off.
+make test runs pytest with two xdist workers (``-n 2 --dist loadgroup``): every lab test is in the xdist group
+"lab", so one worker runs them all, in the order of LAB_FIRST/LAB_LAST below, while the other runs the unit tests,
+which never touch the lab. Without xdist, when a session selects lab tests, the lab is brought up and converged in
+a background thread from the end of collection (LabPrestart) while the unit tests run first, so the lab tests do
+not wait for the bring-up and first converge afterwards. ``RDMAFORGE_TEST_PRESTART=0`` turns that off.
 """
 
 from __future__ import annotations
@@ -39,8 +41,37 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     ensure_dev_tree()
 
 
+#: Lab modules that run before the others: they need the cluster exactly as the session's first converge left it
+#: (the fast-path tests start with a converge that is then a fast no-op instead of a full repair).
+LAB_FIRST = ("test_fast_path",)
+#: Lab modules that run after the others, in this order. The two that measure (iperf bandwidth, e2e throughput)
+#: come when make test's unit-test worker has finished, so they have the CPUs the lab nodes share. The next two
+#: leave the cluster differing from its converge record (other fabric profiles' packages; a removed node's rotated
+#: cluster key), which the next session's first converge repairs; test_zz_lab_down removes the lab.
+LAB_LAST = ("test_pairwise_on_lab", "test_verdicts", "test_fabric_profiles_on_lab", "test_remove_node_on_lab",
+            "test_zz_lab_down")  # fmt: skip
+
+
+def lab_module_rank(item: pytest.Item) -> int:
+    module = getattr(item, "module", None)
+    name = module.__name__.rsplit(".", 1)[-1] if module is not None else ""
+    if name in LAB_FIRST:
+        return 0
+    if name in LAB_LAST:
+        return 2 + LAB_LAST.index(name)
+    return 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked heavy run under make test-heavy (RDMAFORGE_HEAVY_TESTS=1), not within make test's time budget."""
+    """Lab modules in the order above (unit tests first, as collected; a stable sort keeps every other order).
+    Every lab test is in one xdist group, so that under ``pytest -n N --dist loadgroup`` (make test) one worker
+    runs them all, in this order, on the one lab, while the other workers run the unit tests.
+    Tests marked heavy run under make test-heavy (RDMAFORGE_HEAVY_TESTS=1), not within make test's time budget."""
+    items.sort(key=lambda item: (bool(item.get_closest_marker("lab")), lab_module_rank(item)
+                                 if item.get_closest_marker("lab") else 0))  # fmt: skip
+    for item in items:
+        if item.get_closest_marker("lab"):
+            item.add_marker(pytest.mark.xdist_group("lab"))
     if os.environ.get("RDMAFORGE_HEAVY_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="heavy (a fresh NCCL compile): run by make test-heavy and make bench, not make test")
@@ -51,6 +82,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     global PRESTART
+    # Under xdist every worker collects every test, so none can tell whether it will run the lab group: none
+    # prestarts, and the worker that gets the group (scheduled first: it is the largest) brings the lab up at once.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     wanted = [item for item in session.items if item.get_closest_marker("lab") and not skipped(item)]
     if wanted and lab_unavailable_reason() is None and os.environ.get("RDMAFORGE_TEST_PRESTART", "1") != "0":
         PRESTART = LabPrestart(converge=any("converged" in getattr(item, "fixturenames", ()) for item in wanted))
