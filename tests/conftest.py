@@ -62,6 +62,7 @@ def lab_module_rank(item: pytest.Item) -> int:
     return 1
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Lab modules in the order above (unit tests first, as collected; a stable sort keeps every other order).
     Every lab test is in one xdist group, so that under ``pytest -n N --dist loadgroup`` (make test) one worker
