@@ -1,0 +1,49 @@
+"""The NCCL rollout's batch size (rdmaforge_upgrade_serial) is checked before any node is touched: upgrade_nccl.yml
+and rollback_nccl.yml stop in their first play, on localhost, with the value and what is allowed. The cluster's
+hosts here are addresses from TEST-NET-1 (RFC 5737) with a connection that cannot work: reaching one would fail
+the run differently, so the message proves the check ran first."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import run_playbook
+
+ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
+ALLOWED = "allowed: a whole number of nodes per batch, at least 1"
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Path:
+    path = tmp_path / "hosts.yml"
+    nodes = {f"node{i}": {"ansible_host": f"192.0.2.{i}", "ansible_connection": "no-such-connection"} for i in (1, 2)}
+    path.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": nodes}}}}))
+    return path
+
+
+def refused(proc: subprocess.CompletedProcess[str], value: object) -> None:
+    assert proc.returncode != 0
+    assert f"rdmaforge_upgrade_serial={json.dumps(value)}: {ALLOWED}" in proc.stdout, proc.stdout[-3000:]
+    assert "node1" not in proc.stdout.split("PLAY RECAP")[-1], proc.stdout[-3000:]  # no node was reached
+
+
+@pytest.mark.parametrize("playbook", ["upgrade_nccl.yml", "rollback_nccl.yml"])
+def test_both_rollout_playbooks_check_the_batch_size_first(inventory: Path, playbook: str) -> None:
+    refused(run_playbook(playbook, "-e", "rdmaforge_upgrade_serial=0", inventory=inventory, env=ENV), "0")
+
+
+@pytest.mark.parametrize("value", [0, -1, "two", "150%", "0%", "2.5", True, [1]])
+def test_a_bad_batch_size_is_refused(inventory: Path, value: object) -> None:
+    extra = json.dumps({"rdmaforge_upgrade_serial": value})
+    refused(run_playbook("check_upgrade_serial.yml", "-e", extra, inventory=inventory, env=ENV), value)
+
+
+@pytest.mark.parametrize("value", [None, 1, 3, "2", "25%", "100%"])
+def test_a_good_batch_size_passes(inventory: Path, value: object) -> None:
+    extra = [] if value is None else ["-e", json.dumps({"rdmaforge_upgrade_serial": value})]
+    proc = run_playbook("check_upgrade_serial.yml", *extra, inventory=inventory, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-3000:]
