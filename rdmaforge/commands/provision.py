@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from rdmaforge.paths import playbook
-from rdmaforge.runner import command, execute, run_lock
-from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.runner import command, execute
 
 NAME = "provision"
 
@@ -24,10 +22,7 @@ def register(subparsers: Any) -> None:
     command.add_target_arguments(parser)
     command.add_json_argument(parser)
     command.add_output_arguments(parser)
-    parser.add_argument(
-        "--no-wait", action="store_true",
-        help="exit 75 at once when another run holds this inventory's lock, instead of waiting",
-    )  # fmt: skip
+    command.add_no_wait_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -36,13 +31,7 @@ def run(args: argparse.Namespace) -> int:
         variables = command.check_arguments(args)
     except command.UsageError as exc:
         return command.usage_error(NAME, str(exc))
-    try:
-        out = sys.stderr if args.json else sys.stdout
-        with run_lock.inventory_lock(args.inventory, NAME, wait=not args.no_wait, out=out):
-            return converge(args, variables)
-    except run_lock.Busy as exc:
-        print(f"rdmaforge {NAME}: {exc}; exit {int(ExitCode.BUSY)} (--no-wait)", file=sys.stderr)
-        return int(ExitCode.BUSY)
+    return command.under_inventory_lock(args, NAME, lambda: converge(args, variables))
 
 
 def converge(args: argparse.Namespace, variables: list[Any]) -> int:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from rdmaforge.runner import artifacts, execute, extravars, junit
+from rdmaforge.paths import playbook as playbook_path
+from rdmaforge.runner import artifacts, execute, extravars, junit, run_lock
 from rdmaforge.runner.events import HostProblem
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode, describe, for_hosts
 from rdmaforge.runner.progress import AnsibleEcho, Progress, Ticker, escapes_allowed
@@ -275,3 +276,49 @@ def outcome_record(outcome: execute.Outcome) -> dict[str, Any]:
 def usage_error(command: str, message: str) -> int:
     print(f"rdmaforge {command}: {message}", file=sys.stderr)
     return int(ExitCode.ERROR)
+
+
+def add_no_wait_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-wait", action="store_true",
+        help="exit 75 at once when another run holds this inventory's lock, instead of waiting",
+    )  # fmt: skip
+
+
+def under_inventory_lock(args: argparse.Namespace, command: str, body: Callable[[], int]) -> int:
+    """``body()`` while this run holds the inventory's lock (run_lock): one run that changes nodes at a time."""
+    try:
+        out = sys.stderr if getattr(args, "json", False) else sys.stdout
+        with run_lock.inventory_lock(args.inventory, command, wait=not args.no_wait, out=out):
+            return body()
+    except run_lock.Busy as exc:
+        print(f"rdmaforge {command}: {exc}; exit {int(ExitCode.BUSY)} (--no-wait)", file=sys.stderr)
+        return int(ExitCode.BUSY)
+
+
+def run_changing_playbook(args: argparse.Namespace, command: str, playbook: str, ours: Mapping[str, Any]) -> int:
+    """A playbook that changes nodes (the lifecycle commands), run like provision runs site.yml: the user's -e
+    first and ``ours`` (what the command's own arguments say) last, under the inventory's lock, with the usual
+    progress, recap, artifacts and exit code."""
+    try:
+        variables = check_arguments(args)
+    except UsageError as exc:
+        return usage_error(command, str(exc))
+
+    def body() -> int:
+        session = start(args, command, json_recap=args.json)
+        request = execute.Request(
+            inventory=args.inventory,
+            playbook=playbook_path(playbook),
+            limit=args.limit,
+            check=args.check,
+            diff=args.diff,
+            extra_vars=[*variables, extravars.ExtraVars(inline=dict(ours))],
+            verbosity=args.verbose,
+            **ansible_options(args),
+        )
+        outcome = run_playbook(session, request)
+        code = playbook_exit(outcome)
+        return finish(session, args, code, host_cases(outcome, f"rdmaforge.{command}"), outcome_record(outcome))
+
+    return under_inventory_lock(args, command, body)

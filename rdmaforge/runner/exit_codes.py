@@ -25,7 +25,8 @@ class ExitCode(IntEnum):
     BAD_INPUT = 64
     #: An unexpected internal error: a short message points at the saved traceback.
     INTERNAL = 70
-    #: `provision --no-wait`: another run holds the inventory's lock (EX_TEMPFAIL: try again later).
+    #: `--no-wait` (provision, remove-node, upgrade-nccl, rollback-nccl): another run holds the inventory's lock
+    #: (EX_TEMPFAIL: try again later).
     BUSY = 75
     #: Ctrl-C (128 + SIGINT), as a shell reports it.
     INTERRUPTED = 130

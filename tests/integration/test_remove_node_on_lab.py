@@ -1,4 +1,4 @@
-"""Issue 18 on the lab: playbooks/remove_node.yml takes a node out of a running cluster.
+"""Issue 18 on the lab: `rdmaforge remove-node` (playbooks/remove_node.yml) takes a node out of a running cluster.
 
 The lab grows to LAB_NODES + 1 nodes; the newcomer joins the cluster (hosts block, OpenMPI, SSH trust, hostfile) and
 proves it can log in to the others with the cluster key. Removing it must leave the remaining nodes listing it
@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from rdmaforge.lab import Lab
+from rdmaforge.runner.exit_codes import ExitCode
 from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, assert_no_changes
+from tests.integration.test_cli import cli, run_dir_of
 
 pytestmark = pytest.mark.lab
 
@@ -74,7 +77,7 @@ def test_a_bad_node_list_is_refused_before_anything_changes(grown: tuple[LabHand
 
 
 def test_a_removed_node_is_listed_nowhere_and_its_key_opens_nothing(
-    grown: tuple[LabHandle, str], converged: LabHandle
+    grown: tuple[LabHandle, str], converged: LabHandle, tmp_path: Path
 ) -> None:
     lab, newcomer = grown
     address = lab.nodes[newcomer]
@@ -87,8 +90,10 @@ def test_a_removed_node_is_listed_nowhere_and_its_key_opens_nothing(
         login = retired_login(lab, newcomer, lab.nodes[node])
         assert login.returncode == 0, login.stderr
 
-    proc = lab.playbook("remove_node.yml", "-e", json.dumps({"rdmaforge_remove_nodes": [newcomer]}))
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    # Through the CLI, as an operator runs it (the bad-list test above runs the playbook itself).
+    proc = cli(tmp_path / "runs", "remove-node", newcomer, "-i", str(lab.inventory))
+    assert proc.returncode == ExitCode.OK, proc.stdout[-4000:]
+    assert f"rdmaforge remove-node: exit 0 (success); artifacts: {run_dir_of(proc.stdout)}" in proc.stdout
 
     for node in remaining:
         hosts = block(lab.ssh(node, "cat /etc/hosts").stdout, "rdmaforge cluster hosts")

@@ -174,17 +174,22 @@ def test_verify_json_and_flags_on_its_ping(tmp_path: Path, capsys: pytest.Captur
 
 # --- the flags, parsed and handed on ----------------------------------------------------------------------
 
+#: The commands that run a lifecycle playbook (remove_node.yml, upgrade_nccl.yml, rollback_nccl.yml).
+LIFECYCLE = ("remove-node", "upgrade-nccl", "rollback-nccl")
+
 
 def test_every_playbook_command_takes_the_familiar_flags() -> None:
     parsers = subcommands()
     common = {"-u", "--user", "-b", "--become", "--become-user", "-f", "--forks", "--vault-id",
               "--vault-password-file", "-q", "--quiet", "-v", "-i", "-l", "--junit"}  # fmt: skip
-    for name in ("provision", "bench", "doctor", "pairwise", "verify"):
+    for name in ("provision", "bench", "doctor", "pairwise", "verify", *LIFECYCLE):
         options = set(completion.options(parsers[name]))
         assert common <= options, (name, common - options)
         assert ("--skip-tags" in options) == ("--tags" in options), name
-    for name in ("provision", "verify", "doctor", "pairwise"):
+    for name in ("provision", "verify", "doctor", "pairwise", *LIFECYCLE):
         assert "--json" in completion.options(parsers[name]), name
+    for name in ("provision", *LIFECYCLE):  # the commands that change nodes take the inventory's lock
+        assert "--no-wait" in completion.options(parsers[name]), name
 
 
 def test_request_and_runner_kwargs_carry_the_flags(tmp_path: Path) -> None:
@@ -233,8 +238,9 @@ def test_bad_flags_are_usage_errors_before_anything_runs(
 ) -> None:
     hosts = tmp_path / "hosts.yml"
     hosts.write_text(yaml.safe_dump({"all": {}}))
-    for name in ("provision", "bench", "doctor", "pairwise", "verify"):
-        code = main([name, "-i", str(hosts), "--runs-dir", str(tmp_path / "runs"), *argv])
+    for name in ("provision", "bench", "doctor", "pairwise", "verify", *LIFECYCLE):
+        nodes = ["node1"] if name == "remove-node" else []
+        code = main([name, *nodes, "-i", str(hosts), "--runs-dir", str(tmp_path / "runs"), *argv])
         err = capsys.readouterr().err
         assert code == ExitCode.BAD_INPUT, (name, err)
         assert named in err and "Traceback" not in err, (name, err)

@@ -222,6 +222,14 @@ def test_a_second_provision_on_the_same_inventory_waits_or_exits_75(tmp_path: Pa
         )  # fmt: skip
         assert busy.returncode == 75, busy.stderr
         assert f"rdmaforge provision (pid {holder.pid}" in busy.stderr and str(inventory) in busy.stderr
+        # The lifecycle commands change nodes too: the same lock, the same answer.
+        for argv in (["remove-node", "node1"], ["upgrade-nccl"], ["rollback-nccl"]):
+            other = subprocess.run(
+                [str(Path(sys.executable).parent / "rdmaforge"), *argv, "-i", str(inventory), "--no-wait"],
+                capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path,
+            )  # fmt: skip
+            assert other.returncode == 75, (argv, other.stderr)
+            assert f"rdmaforge {argv[0]}: " in other.stderr and f"(pid {holder.pid}" in other.stderr, other.stderr
         with pytest.raises(run_lock.Busy):
             with run_lock.inventory_lock(inventory, "provision", False, sys.stdout, tmp_path / "locks"):
                 pass

@@ -1,0 +1,32 @@
+"""`rdmaforge remove-node -i INVENTORY NODE...`: take nodes out of a running cluster (playbooks/remove_node.yml)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rdmaforge.runner import command
+
+NAME = "remove-node"
+
+
+def register(subparsers: Any) -> None:
+    parser = command.add_parser(
+        subparsers,
+        NAME,
+        help="take nodes out of the cluster (playbooks/remove_node.yml), then delete them from the inventory",
+        description="The remaining nodes stop listing the named nodes (/etc/hosts block, ssh_known_hosts, "
+        "~/.ssh/config, MPI hostfile) and get a new cluster SSH key; a named node that still answers gives back "
+        "the cluster's trust, hosts block and hostfile. The nodes must still be in the inventory: delete them from "
+        "it afterwards, and the next provision changes nothing.",
+    )
+    parser.add_argument("nodes", nargs="+", metavar="NODE", help="a host of group 'cluster' to take out")
+    command.add_target_arguments(parser, tags=False)
+    command.add_json_argument(parser)
+    command.add_output_arguments(parser)
+    command.add_no_wait_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return command.run_changing_playbook(args, NAME, "remove_node.yml", {"rdmaforge_remove_nodes": list(args.nodes)})

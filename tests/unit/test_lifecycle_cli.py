@@ -1,0 +1,62 @@
+"""The lifecycle commands (remove-node, upgrade-nccl, rollback-nccl) run their playbooks through ansible-runner
+for real. Bad input stops in the playbook's first play, on localhost, before any node is touched: the cluster's
+hosts here are TEST-NET-1 addresses (RFC 5737) with a connection plugin that does not exist, so reaching one would
+end the run differently. The commands' own arguments win over a user's -e of the same variable. The lab proof of a
+removal through the command is in tests/integration/test_remove_node_on_lab.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rdmaforge.runner.exit_codes import ExitCode
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Path:
+    path = tmp_path / "hosts.yml"
+    nodes = {f"node{i}": {"ansible_host": f"192.0.2.{i}", "ansible_connection": "no-such-connection"} for i in (1, 2)}
+    path.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": nodes}}}}))
+    return path
+
+
+def rdmaforge(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    runs = tmp_path / "runs"
+    return subprocess.run([sys.executable, "-m", "rdmaforge.cli", *argv, "--runs-dir", str(runs)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+
+
+def recap_hosts(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
+    run_dir = Path(proc.stdout.rstrip().rsplit("artifacts: ", 1)[1])
+    return json.loads((run_dir / "recap.json").read_text())["hosts"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["remove-node", "node9"], 'rdmaforge_remove_nodes=["node9"]: allowed: a non-empty list of hosts of group '
+                                   "'cluster' (node1, node2) that leaves at least one node; not in the cluster: node9"),
+        (["remove-node", "node1", "node2"], "that leaves at least one node"),
+        (["upgrade-nccl", "--serial", "0"], "rdmaforge_upgrade_serial=0: allowed: a whole number of nodes per batch"),
+        (["rollback-nccl", "--serial", "150%"], 'rdmaforge_upgrade_serial="150%": allowed: a whole number'),
+    ],
+)  # fmt: skip
+def test_bad_input_stops_on_localhost_before_any_node(
+    inventory: Path, tmp_path: Path, argv: list[str], says: str
+) -> None:
+    proc = rdmaforge(tmp_path, *argv, "-i", str(inventory))
+    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert says in proc.stdout, proc.stdout[-3000:]
+    assert set(recap_hosts(proc)) == {"localhost"}  # no node of the cluster was reached, or even tried
+
+
+def test_the_commands_arguments_win_over_a_users_extra_vars(inventory: Path, tmp_path: Path) -> None:
+    proc = rdmaforge(tmp_path, "remove-node", "node9", "-i", str(inventory),
+                     "-e", json.dumps({"rdmaforge_remove_nodes": ["node1"]}))  # fmt: skip
+    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-3000:]
+    assert 'rdmaforge_remove_nodes=["node9"]: allowed' in proc.stdout, proc.stdout[-3000:]
