@@ -67,11 +67,8 @@ demo: deps venv
 	echo "make demo: rdmaforge bench exited $$rc (0 pass, 4 fail, 5 incomplete: the verdict and its reasons are above)"; \
 	exit $$rc
 
-# Two pytest workers: the lab tests, one group in a fixed order, on one; the unit tests on the other meanwhile
-# (tests/conftest.py). TEST_WORKERS=0 runs everything in this one process, in the same order.
-TEST_WORKERS ?= 2
 test: deps venv
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # What make test leaves out to stay within its time budget (tests marked heavy: a fresh NCCL compile, ~8 min).
 test-heavy: deps venv

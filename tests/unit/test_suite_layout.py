@@ -27,3 +27,13 @@ def test_every_integration_module_is_marked_lab() -> None:
         )
     ]
     assert not unmarked, f"add pytestmark = pytest.mark.lab to {unmarked}"
+
+
+def test_every_integration_module_has_its_place_in_the_lab_order() -> None:
+    """tests/conftest.py runs the lab modules in LAB_ORDER; one missing from it would run last, after the lab is
+    removed, and one listed but gone is a stale entry."""
+    from conftest import LAB_ORDER
+
+    modules = {path.stem for path in (PROJECT_ROOT / "tests" / "integration").glob("test_*.py")}
+    assert set(LAB_ORDER) == modules, {"unlisted": modules - set(LAB_ORDER), "gone": set(LAB_ORDER) - modules}
+    assert LAB_ORDER[-1] == "test_zz_lab_down"
