@@ -215,6 +215,7 @@ def stop(node_dir: Path, timeout: float = 30.0) -> None:
         if supervisor_pid(node_dir):
             signal_group(pid, signal.SIGKILL)  # the supervisor leads its own session: nspawn and the node with it
     kill_strays(node_dir)
+    supervisor.kill_cgroup_members(node_dir.name)
     try:
         supervisor.remove_cgroups(node_dir.name)
     except OSError:

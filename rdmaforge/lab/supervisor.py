@@ -94,6 +94,31 @@ def enter_own_cgroup(name: str) -> None:
             print(f"supervisor: cannot use cgroup {target}: {exc}", file=sys.stderr)
 
 
+def cgroup_members(name: str) -> set[int]:
+    """Every process still in the node's cgroups: after a crash (supervisor and nspawn killed) the node's own
+    systemd and its services live on there, with nothing on their command lines naming the node."""
+    members: set[int] = set()
+    for top in node_cgroups(name):
+        for procs in top.rglob("cgroup.procs") if top.is_dir() else ():
+            try:
+                members.update(int(pid) for pid in procs.read_text().split())
+            except (OSError, ValueError):
+                continue
+    return members
+
+
+def kill_cgroup_members(name: str, timeout: float = 10.0) -> None:
+    """SIGKILL what is left in the node's cgroups and wait (up to ``timeout``) until they are empty."""
+    deadline = time.monotonic() + timeout
+    while (members := cgroup_members(name) - {os.getpid()}) and time.monotonic() < deadline:
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+
+
 def remove_cgroups(name: str) -> None:
     """Remove the node's cgroups bottom-up once its processes are gone (what its systemd left behind too)."""
     carried = Path(cgroups_carrier(name))  # the mount point the sysfs wrapper used (empty on the controller)
