@@ -21,10 +21,7 @@ def register(subparsers: Any) -> None:
         "it afterwards, and the next provision changes nothing.",
     )
     parser.add_argument("nodes", nargs="+", metavar="NODE", help="a host of group 'cluster' to take out")
-    command.add_target_arguments(parser, tags=False)
-    command.add_json_argument(parser)
-    command.add_output_arguments(parser)
-    command.add_no_wait_argument(parser)
+    command.add_changing_arguments(parser)
     parser.set_defaults(func=run)
 
 

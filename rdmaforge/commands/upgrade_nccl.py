@@ -37,10 +37,7 @@ def register(subparsers: Any) -> None:
         "rollout; rollback-nccl switches nodes back to the build they replaced.",
     )
     add_serial_argument(parser)
-    command.add_target_arguments(parser, tags=False)
-    command.add_json_argument(parser)
-    command.add_output_arguments(parser)
-    command.add_no_wait_argument(parser)
+    command.add_changing_arguments(parser)
     parser.set_defaults(func=run)
 
 

@@ -285,6 +285,14 @@ def add_no_wait_argument(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def add_changing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a command that runs a lifecycle playbook (run_changing_playbook): target, output, lock."""
+    add_target_arguments(parser, tags=False)
+    add_json_argument(parser)
+    add_output_arguments(parser)
+    add_no_wait_argument(parser)
+
+
 def under_inventory_lock(args: argparse.Namespace, command: str, body: Callable[[], int]) -> int:
     """``body()`` while this run holds the inventory's lock (run_lock): one run that changes nodes at a time."""
     try:

@@ -17,12 +17,17 @@ import yaml
 from rdmaforge.runner.exit_codes import ExitCode
 
 
-@pytest.fixture
-def inventory(tmp_path: Path) -> Path:
+def unreachable_inventory(tmp_path: Path) -> Path:
+    """Group 'cluster' of two nodes that cannot be reached (TEST-NET-1, a connection plugin that does not exist)."""
     path = tmp_path / "hosts.yml"
     nodes = {f"node{i}": {"ansible_host": f"192.0.2.{i}", "ansible_connection": "no-such-connection"} for i in (1, 2)}
     path.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": nodes}}}}))
     return path
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Path:
+    return unreachable_inventory(tmp_path)
 
 
 def rdmaforge(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import run_playbook
+from test_lifecycle_cli import unreachable_inventory
 
 ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
 ALLOWED = "allowed: a whole number of nodes per batch, at least 1"
@@ -19,10 +19,7 @@ ALLOWED = "allowed: a whole number of nodes per batch, at least 1"
 
 @pytest.fixture
 def inventory(tmp_path: Path) -> Path:
-    path = tmp_path / "hosts.yml"
-    nodes = {f"node{i}": {"ansible_host": f"192.0.2.{i}", "ansible_connection": "no-such-connection"} for i in (1, 2)}
-    path.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": nodes}}}}))
-    return path
+    return unreachable_inventory(tmp_path)
 
 
 def refused(proc: subprocess.CompletedProcess[str], value: object) -> None:
