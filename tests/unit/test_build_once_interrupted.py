@@ -79,6 +79,7 @@ def write_run(tmp: Path, build_id: str, makefile: str = MAKEFILE, make_args: tup
             "build_once_prefix_root": str(tmp / "opt"),
             "build_once_workdir": str(tmp / "scratch"),
             "build_once_controller_cache": str(tmp / "cache"),
+            "build_once_poll": 1,  # a toy make takes a second: the default 15 s between looks would dominate
             **overrides,
         },
     }]))  # fmt: skip
