@@ -8,12 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import paths, ssh_mesh
-from rdmaforge.parsers import gpg, nccl_env, nccl_net_api
+from rdmaforge.parsers import gpg, nccl_env, nccl_net_api, packages
 
 
-def installed_versions(packages: dict[str, list[dict[str, Any]]], names: list[str]) -> dict[str, str]:
-    """{name: version} for the given names that package_facts found installed."""
-    return {name: str(packages[name][0].get("version")) for name in names if packages.get(name)}
+def installed_versions(query_output: str, names: list[str]) -> dict[str, str]:
+    """{name: version} for the given names that a package query (rdmaforge_package_query_argv) found installed."""
+    return packages.installed_versions(query_output, names)
+
+
+def package_query_argv(names: list[str], manager: str) -> list[str]:
+    """The dpkg-query or rpm command line that prints the installed versions of ``names``."""
+    return packages.query_argv(manager, names)
 
 
 def role_validators(roles_dir: str) -> list[str]:
@@ -36,6 +41,7 @@ class FilterModule:
         return {
             "rdmaforge_gpg_fingerprints": gpg.fingerprints,
             "rdmaforge_installed_versions": installed_versions,
+            "rdmaforge_package_query_argv": package_query_argv,
             "rdmaforge_role_validators": role_validators,
             "rdmaforge_workspace_path": workspace_path,
             "rdmaforge_package_path": package_path,

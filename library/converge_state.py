@@ -109,6 +109,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import package_name, parse_query, query_argv
 
 FORMAT = 1
 MAX_REASONS = 20
@@ -176,24 +177,11 @@ def observe_command(argv: list[str], timeout: int) -> dict[str, Any]:
     return {"rc": rc, "stdout_sha256": _sha256_bytes("\n".join(lines).encode())}
 
 
-def _package_name(spec: str) -> str:
-    return re.split(r"[=<>!~ ]", spec.strip(), maxsplit=1)[0]
-
-
 def observe_packages(manager: str, names: list[str], timeout: int) -> dict[str, str]:
-    wanted = sorted({_package_name(n) for n in names if n and not n.startswith("/") and "://" not in n})
+    wanted = sorted({package_name(n) for n in names if n and not n.startswith("/") and "://" not in n})
     if not wanted:
         return {}
-    if manager == "apt":
-        argv = ["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n"] + wanted
-    else:
-        argv = ["rpm", "-q", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}.%{ARCH}\tinstalled\n"] + wanted
-    _, out = _run(argv, timeout)
-    found: dict[str, str] = {}
-    for line in out.splitlines():
-        parts = line.split("\t")
-        if len(parts) == 3 and parts[0]:
-            found[parts[0]] = f"{parts[1]} {parts[2]}"
+    found = parse_query(_run(query_argv(manager, wanted), timeout)[1])
     return {name: found.get(name, "absent") for name in wanted}
 
 

@@ -1,0 +1,38 @@
+"""The filter_preload callback imports every filter file of the collection in the controller, under the module
+names Ansible's plugin loader gives them, so that workers forked per task find them loaded.
+
+Checked in a fresh Python with the collection on Ansible's path, the way ansible-playbook loads it: after the
+callback's start hook, each filter file in filter_plugins/ is in sys.modules, and a lookup through Ansible's own
+filter loader imports nothing new (the worker's cost the callback removes).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from rdmaforge.paths import PROJECT_ROOT
+
+PROBE = """
+import json, sys
+from ansible.plugins.loader import callback_loader, filter_loader, init_plugin_loader
+init_plugin_loader([sys.argv[1]])
+callback = callback_loader.get("rdmaforge.cluster.filter_preload")
+callback.v2_playbook_on_start(None)
+before = set(sys.modules)
+filter_loader.get_with_context("rdmaforge.cluster.rdmaforge_installed_versions")
+loaded = sorted(m for m in sys.modules if m.startswith("ansible_collections.rdmaforge.cluster.plugins.filter."))
+print(json.dumps({"loaded": loaded, "new": sorted(set(sys.modules) - before)}))
+"""
+
+
+def test_every_filter_file_is_imported_before_any_task() -> None:
+    collections = PROJECT_ROOT / "build" / "collections"
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(collections)], capture_output=True, text=True,
+                          cwd=PROJECT_ROOT, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    files = sorted(p.stem for p in (PROJECT_ROOT / "filter_plugins").glob("*.py"))
+    assert files and result["loaded"] == [f"ansible_collections.rdmaforge.cluster.plugins.filter.{f}" for f in files]
+    assert not [m for m in result["new"] if "rdmaforge" in m], result["new"]

@@ -1,0 +1,56 @@
+"""rdmaforge.parsers.packages: the package query the cluster summary and converge_state's drift check share.
+
+Against this machine's real dpkg (the controller is Debian): the versions the query reports are the ones dpkg's own
+status file records; the rpm lines are rpm's documented --qf output and its "not installed" line.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.parsers import packages
+
+DPKG_STATUS = Path("/var/lib/dpkg/status")
+
+
+def status_file_versions() -> dict[str, tuple[str, str]]:
+    """{package: (version, status word)} straight from dpkg's status file, the query's independent witness."""
+    versions: dict[str, tuple[str, str]] = {}
+    for stanza in DPKG_STATUS.read_text().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line.startswith(" "))
+        if "Package" in fields and "Version" in fields:
+            versions[fields["Package"]] = (fields["Version"], fields.get("Status", "").split()[-1])
+    return versions
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None or not DPKG_STATUS.exists(), reason="needs dpkg (Debian)")
+def test_real_dpkg_query_reports_the_versions_dpkg_recorded() -> None:
+    truth = status_file_versions()
+    names = ["dpkg", "coreutils", "rdmaforge-no-such-package"]
+    proc = subprocess.run(packages.query_argv("apt", names), capture_output=True, text=True, check=False)
+    assert proc.returncode == 1  # one unknown name: dpkg-query still prints the others
+    assert packages.installed_versions(proc.stdout, names) == {
+        "dpkg": truth["dpkg"][0],
+        "coreutils": truth["coreutils"][0],
+    }
+
+
+def test_rpm_lines_and_the_not_installed_line() -> None:
+    output = "rdma-core\t48.0-1.el9.x86_64\tinstalled\npackage perftest is not installed\n"
+    assert packages.query_argv("dnf", ["rdma-core", "perftest"])[:2] == ["rpm", "-q"]
+    assert packages.installed_versions(output, ["rdma-core", "perftest"]) == {"rdma-core": "48.0-1.el9.x86_64"}
+
+
+def test_a_removed_package_that_kept_its_configuration_is_not_installed() -> None:
+    output = "openmpi-bin\t4.1.4-3\tconfig-files\nperftest\t4.5-0.20-1\tinstalled\n"
+    assert packages.installed_versions(output, ["openmpi-bin", "perftest"]) == {"perftest": "4.5-0.20-1"}
+    assert packages.parse_query(output)["openmpi-bin"] == "4.1.4-3 config-files"
+
+
+@pytest.mark.parametrize(("spec", "name"), [("rdma-core=44.0-2", "rdma-core"), ("openmpi >= 4", "openmpi"), ("x", "x")])
+def test_package_name_drops_the_version_constraint(spec: str, name: str) -> None:
+    assert packages.package_name(spec) == name
