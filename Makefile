@@ -67,8 +67,10 @@ demo: deps venv
 	echo "make demo: rdmaforge bench exited $$rc (0 pass, 4 fail, 5 incomplete: the verdict and its reasons are above)"; \
 	exit $$rc
 
+# The unit tests on 2 processes while the lab boots and converges, then the lab tests (tests/suite.py);
+# RDMAFORGE_TEST_PHASES=0 runs one plain pytest instead.
 test: deps venv
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m tests.suite $(PYTEST_ARGS)
 
 # What make test leaves out to stay within its time budget (tests marked heavy: a fresh NCCL compile, ~8 min).
 test-heavy: deps venv

@@ -38,8 +38,9 @@ CONNECTION_VARS = frozenset(
         "ansible_ssh_private_key_file",
     }
 )
-#: Controller cache entries that are not desired state: the run locks change with every run.
-UNWATCHED = frozenset({"locks"})
+#: Controller cache entries that are not desired state: the run locks change with every run, and ansiballz holds
+#: Ansible's assembled module payloads (the module_cache callback), which grow as modules first run.
+UNWATCHED = frozenset({"locks", "ansiballz"})
 #: Input variables naming a controller-side directory whose files roles copy to the nodes.
 CACHE_SUFFIX = "_controller_cache"
 #: Variable prefixes read by roles beyond the role names themselves.
@@ -191,10 +192,13 @@ def controller_files(directory: str) -> dict[str, Any]:
     base = Path(directory)
     if not base.is_dir():
         return {"": "absent"}
-    for path in sorted(base.rglob("*")):
-        if path.is_file() and path.relative_to(base).parts[0] not in UNWATCHED:
-            out[str(path.relative_to(base))] = observe_file(str(path))
-    return out
+    for entry in sorted(base.iterdir()):
+        if entry.name in UNWATCHED:
+            continue  # not even walked: the payload cache holds thousands of files
+        for path in [entry] if entry.is_file() else sorted(entry.rglob("*")):
+            if path.is_file():
+                out[str(path.relative_to(base))] = observe_file(str(path))
+    return dict(sorted(out.items()))
 
 
 def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES) -> str:

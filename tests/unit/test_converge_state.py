@@ -7,6 +7,7 @@ events of a lab converge: ``invocation.module_args`` carries the templated argum
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 from pathlib import Path
@@ -148,6 +149,26 @@ def test_a_controller_cache_file_is_part_of_the_digest(tmp_path: Path) -> None:
     first = digest.converge_digest(hv, ["n"])
     (cache / "id_cluster").write_text("key two")
     assert digest.converge_digest(hv, ["n"]) != first
+
+
+def test_run_locks_and_module_payloads_are_not_desired_state(tmp_path: Path) -> None:
+    (tmp_path / "ssh-trust").mkdir()
+    (tmp_path / "ssh-trust" / "id_cluster").write_text("key")
+    for unwatched in ("locks/inventory-abc.lock", "ansiballz/0123abcd/ansible.modules.command-ZIP_DEFLATED-none"):
+        (tmp_path / unwatched).parent.mkdir(parents=True)
+        (tmp_path / unwatched).write_text("changes with every run")
+    assert list(digest.controller_files(str(tmp_path))) == ["ssh-trust/id_cluster"]
+
+
+def test_the_module_cache_that_ansible_cfg_names_is_outside_the_digest() -> None:
+    """Each run adds payloads to the module cache: inside a watched controller cache, every run would see the
+    desired state changed and converge in full (found by a make test run whose fast path never held)."""
+    config = configparser.ConfigParser()
+    config.read(PROJECT_ROOT / "ansible.cfg")
+    module_cache = Path(config["callback_module_cache"]["dir"]).expanduser()
+    cache = Path(digest.CONTROLLER_CACHE).expanduser()
+    if module_cache.is_relative_to(cache):
+        assert module_cache.relative_to(cache).parts[0] in digest.UNWATCHED
 
 
 def test_the_same_code_has_one_digest_in_a_checkout_and_in_the_collection_installed_from_it(tmp_path: Path) -> None:

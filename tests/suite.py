@@ -1,0 +1,72 @@
+"""`make test`: the unit tests on two processes while the lab boots and converges, then the lab tests in one.
+
+The suite is CPU-bound on 2 cores. One pytest process leaves a core idle for much of the unit tests (each waits on
+its own ansible-playbook), so the unit tests run under pytest-xdist (``-n 2``) while a separate process brings the
+lab up and runs its first converge. The lab tests then run in one process, in LAB_ORDER (tests/conftest.py): their
+session finds the lab up and converged, and its own first converge takes the fast path. Measured on this machine
+(README, Tests).
+
+``python -m tests.suite [PYTEST_ARGS...]``: the arguments go to both pytest runs. The exit status is the first
+failing run's (a run that selects no test counts as passed). ``RDMAFORGE_TEST_PHASES=0`` runs one plain pytest
+instead. ``python -m tests.suite prestart`` is the background step on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+#: pytest's exit status when the arguments select no test in a run (e.g. only unit tests were named).
+NO_TESTS_COLLECTED = 5
+PRESTART_LOG = ROOT / "artifacts" / "lab-prestart.log"
+
+
+def pytest(*args: str) -> int:
+    status = subprocess.call([sys.executable, "-m", "pytest", *args], cwd=ROOT)
+    return 0 if status == NO_TESTS_COLLECTED else status
+
+
+def prestart() -> int:
+    """Bring the lab up and run its first converge, then exit (releasing the lab lock for the lab tests' session).
+    A failure is left to the lab tests' session, which tries again and fails or skips exactly as it would alone."""
+    sys.path.insert(0, str(TESTS))
+    import conftest  # the tests' own bring-up, so both paths start the same lab
+
+    if conftest.lab_unavailable_reason() is not None:
+        return 0
+    handle, session_lock = conftest.bring_up_lab()
+    try:
+        proc = handle.playbook("site.yml")
+        print(proc.stdout[-20000:])
+        return proc.returncode
+    finally:
+        session_lock.close()
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["prestart"]:
+        return prestart()
+    if os.environ.get("RDMAFORGE_TEST_PHASES") == "0":
+        return pytest(*argv)
+    from rdmaforge.collection import ensure_dev_tree
+
+    ensure_dev_tree()  # once, before three processes would each make build/collections
+    PRESTART_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with PRESTART_LOG.open("w") as log:
+        lab = subprocess.Popen([sys.executable, "-m", "tests.suite", "prestart"], cwd=ROOT, stdout=log,
+                               stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            units = pytest("-m", "not lab", "-n", "2", "--dist", "loadfile", *argv)
+        finally:
+            lab.wait()
+    print(f"lab bring-up and first converge: exit {lab.returncode} (log: {PRESTART_LOG})", flush=True)
+    labs = pytest("-m", "lab", *argv)
+    return units or labs
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
