@@ -38,16 +38,13 @@ def filter_module_names(filter_dir: Path) -> list[str]:
     return sorted(f"{FILTER_PACKAGE}.{path.stem}" for path in filter_dir.glob("*.py") if path.stem != "__init__")
 
 
-def preload(names: list[str]) -> list[str]:
-    """Import ``names``; returns those that failed (their tasks will report why when they use them)."""
-    failed = []
+def preload(names: list[str]) -> None:
+    """Import ``names``; one that fails is left for the task that uses it to report why."""
     for name in names:
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - any import error is reported by the task that needs the filter
             display.vvv(f"filter_preload: {name} not preloaded: {exc}")
-            failed.append(name)
-    return failed
 
 
 class CallbackModule(CallbackBase):  # type: ignore[misc]  # ansible-core ships no type information

@@ -198,7 +198,7 @@ def controller_files(directory: str) -> dict[str, Any]:
         for path in [entry] if entry.is_file() else sorted(entry.rglob("*")):
             if path.is_file():
                 out[str(path.relative_to(base))] = observe_file(str(path))
-    return dict(sorted(out.items()))
+    return out
 
 
 def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES) -> str:

@@ -29,23 +29,24 @@ def query_argv(manager: str, names: list[str]) -> list[str]:
     return ["rpm", "-q", "--qf", _RPM_FORMAT] + list(names)
 
 
-def parse_query(output: str) -> dict[str, str]:
-    """{name: "version status"} from the query's output; lines that are not a package line ("package x is not
+def _rows(output: str) -> dict[str, tuple[str, str]]:
+    """{name: (version, status)} from the query's output; lines that are not a package line ("package x is not
     installed", dpkg's complaints) are left out."""
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
     for line in output.splitlines():
         parts = line.split("\t")
         if len(parts) == 3 and parts[0]:
-            found[parts[0]] = f"{parts[1]} {parts[2]}"
+            found[parts[0]] = (parts[1], parts[2])
     return found
+
+
+def parse_query(output: str) -> dict[str, str]:
+    """{name: "version status"} from the query's output (what converge_state records for a package)."""
+    return {name: f"{version} {status}" for name, (version, status) in _rows(output).items()}
 
 
 def installed_versions(output: str, names: list[str]) -> dict[str, str]:
     """{name: version} for the ``names`` the query found installed (dpkg also lists removed ones: left out)."""
-    found = parse_query(output)
-    versions: dict[str, str] = {}
-    for name in names:
-        version, _, status = found.get(name, "").rpartition(" ")
-        if status == "installed" and version:
-            versions[name] = version
-    return versions
+    found = _rows(output)
+    installed = {name: version for name, (version, status) in found.items() if status == "installed" and version}
+    return {name: installed[name] for name in names if name in installed}
