@@ -7,9 +7,12 @@ import argparse
 import io
 import json
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from rdmaforge.runner import command, execute, extravars
@@ -89,7 +92,21 @@ def test_a_clean_run_exits_0_with_progress_recap_and_artifacts(tmp_path: Path) -
     assert (session.run_dir / "junit.xml").read_text() == junit_path.read_text()
 
 
-def test_secrets_never_reach_env_nor_any_artifact(tmp_path: Path) -> None:
+def test_secrets_never_reach_env_nor_any_artifact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A temporary root of this test's own: other tests running beside it (pytest-xdist) have their private vars
+    # directories under /tmp at the same moment, so a glob there raced with them (CI, stop 25).
+    private_root = tmp_path / "tmp"
+    private_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private_root))
+    seen: list[Path] = []
+    real_tempdir = tempfile.TemporaryDirectory
+
+    def spying_tempdir(*args: Any, **kwargs: Any) -> tempfile.TemporaryDirectory[str]:
+        made = real_tempdir(*args, **kwargs)
+        seen.append(Path(made.name))
+        return made
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", spying_tempdir)  # execute calls tempfile.TemporaryDirectory
     vars_file = tmp_path / "secret.yml"
     vars_file.write_text(f"vault_token: {SECRET}-file\n")
     code, session, _, _ = run(tmp_path, f"db_password={SECRET}", f"@{vars_file}")
@@ -102,7 +119,8 @@ def test_secrets_never_reach_env_nor_any_artifact(tmp_path: Path) -> None:
     assert "the password is ********" in stdout  # the task did print it; the artifact does not keep it
     recorded = json.loads((session.run_dir / "ansible" / "command").read_text())
     assert all("=" not in arg or not arg.startswith("db_password") for arg in recorded["command"])
-    assert not list(Path("/tmp").glob("rdmaforge-vars-*/extravars-0.json"))  # the private vars file is gone
+    assert [p.parent for p in seen] == [private_root] and seen[0].name.startswith("rdmaforge-vars-")
+    assert not list(private_root.iterdir())  # the private vars directory, extravars file and all, is gone
 
 
 def test_a_failing_task_exits_2_and_an_unreachable_host_3(tmp_path: Path) -> None:
