@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,22 @@ def gpu_words(run: dict[str, Any]) -> str:
     return f"{total} GPUs on {len(nodes)} nodes" if total else f"CPU only, {len(nodes)} nodes"
 
 
+def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
+    """Why a clean nccl-tests run says nothing about the fabric, or None when its traffic crossed it.
+
+    The line rate is the fabric's: ranks that all live on one node talk over NVLink, PCIe or shared memory, so
+    their bus bandwidth would pass (8 GPUs of one node reach hundreds of GB/s) or fail (one rank moves no data:
+    busbw 0, measured on an H100) without a byte on the network.
+    """
+    if ranks == 1:
+        return "one rank: a collective of one moves no data over any link (busbw 0 by definition)"
+    nodes = run.get("nodes")
+    if isinstance(nodes, list) and len(nodes) == 1:
+        return (f"all {ranks or 'the'} ranks on one node ({nodes[0]}): the traffic stayed inside it, the "
+                f"fabric's line rate does not apply; run on two nodes or more to measure the fabric")  # fmt: skip
+    return None
+
+
 def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]) -> dict[str, Any]:
     nccl = run.get("nccl", {})
     if nccl.get("status") != "ran":
@@ -85,6 +102,9 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             component.value = peak
             if last.status != "ok":
                 component.reason = f"run {last.status}: {last.status_reason}"
+            elif (crossing := fabric_untested(run, last.ranks)) is not None:
+                component.status = "not_judged"
+                component.reason = crossing
             elif threshold is None:
                 component.status = "not_judged"
                 component.reason = "no threshold: benchmark_min_efficiency is empty"
