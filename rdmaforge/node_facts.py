@@ -9,6 +9,7 @@ The one implementation of these parsers: the preflight role uses them through
     cpu_count:     logical CPUs (int)
     gpu_count:     NVIDIA GPUs (int)
     gpu_source:    'nvidia-smi' | 'lspci' | 'none'   (where gpu_count came from)
+    gpu_compute_caps: each GPU's compute capability, e.g. ['9.0'] (nvidia-smi; [] when it cannot say)
     rdma_devices:  RDMA device names, e.g. ['erdma_0'] or ['mlx5_0', 'mlx5_1']
     rdma_source:   'ibv_devinfo' | 'sysfs' | 'none'
     nics:          [{name, mac, mtu, state, type, ipv4: ['172.20.20.145/24', ...]}], loopback excluded
@@ -36,6 +37,16 @@ def count_nvidia_smi_gpus(output: str) -> int:
     MIG instances are listed indented under their GPU and are not counted.
     """
     return sum(1 for line in output.splitlines() if re.match(r"GPU \d+:", line))
+
+
+def parse_compute_caps(output: str) -> list[str]:
+    """Compute capabilities from ``nvidia-smi --query-gpu=compute_cap --format=csv,noheader``: one ``9.0`` per GPU.
+
+    [] when any line is something else: drivers older than 510 answer ``Field "compute_cap" is not a valid
+    field to query``, and a partial list would hide the GPU it left out.
+    """
+    caps = [line.strip() for line in output.splitlines() if line.strip()]
+    return caps if all(re.fullmatch(r"\d+\.\d+", cap) for cap in caps) else []
 
 
 def count_lspci_gpus(output: str) -> int:
@@ -98,6 +109,7 @@ def node_fact(
     lspci: str | None = None,
     ibv_devinfo: str | None = None,
     sysfs_rdma: Iterable[str] | None = None,
+    compute_caps: str | None = None,
 ) -> dict[str, Any]:
     """The ``rdmaforge_node`` fact. A tool's output is None when the tool is absent or failed.
 
@@ -130,6 +142,7 @@ def node_fact(
         "cpu_count": int(facts.get("processor_vcpus") or facts.get("processor_nproc") or 0),
         "gpu_count": gpu_count,
         "gpu_source": gpu_source,
+        "gpu_compute_caps": parse_compute_caps(compute_caps) if nvidia_smi is not None and compute_caps else [],
         "rdma_devices": rdma_devices,
         "rdma_source": rdma_source,
         "nics": nics_from_facts(facts),

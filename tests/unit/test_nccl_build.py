@@ -98,3 +98,35 @@ def test_version_code_is_what_ncclgetversion_reports() -> None:
     for bad in ("2.29", "v2.29.7", "2.29.7-1", ""):
         with pytest.raises(ValueError, match="is not MAJOR.MINOR.PATCH"):
             nccl_build.version_code(bad)
+
+
+# CUDA's binary compatibility rule for cubins (CUDA C++ Programming Guide, "Binary Compatibility"): a cubin for
+# compute capability X.y runs on X.z with z >= y only; arch-specific "a" targets run on their own chip only.
+@pytest.mark.parametrize(
+    ("arch", "cap", "runs"),
+    [
+        ("sm_80", "8.0", True),  # A100
+        ("sm_80", "8.6", True),  # A10/A40
+        ("sm_80", "8.9", True),  # L40/L4
+        ("sm_80", "9.0", False),  # H100: seed 000's list on Hopper
+        ("sm_86", "8.0", False),
+        ("sm_80", "7.5", False),
+        ("sm_90", "9.0", True),
+        ("sm_90a", "9.0", True),
+        ("sm_90a", "9.1", False),
+        ("sm_100", "10.0", True),  # B200
+        ("sm_100", "10.3", True),
+        ("sm_103", "10.0", False),
+        ("sm_120", "10.0", False),
+        ("sm_90", "12.0", False),
+        ("sm_90", "nine", False),
+    ],
+)
+def test_arch_runs_on(arch: str, cap: str, runs: bool) -> None:
+    assert nccl_build.arch_runs_on(arch, cap) is runs
+
+
+def test_uncovered_caps_names_each_missing_capability_once() -> None:
+    assert nccl_build.uncovered_caps(["sm_80"], ["9.0", "9.0", "8.6"]) == ["9.0"]
+    assert nccl_build.uncovered_caps(["sm_80", "sm_90"], ["9.0", "8.6"]) == []
+    assert nccl_build.uncovered_caps(["sm_80"], []) == []  # no GPU, or a driver that cannot say: nothing to check

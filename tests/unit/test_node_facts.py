@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rdmaforge import node_facts
 from rdmaforge.parsers import rdma_devinfo
 
@@ -121,3 +123,24 @@ def test_node_fact_of_a_bare_host() -> None:
         "none",
     )
     assert fact["nics"] == [] and fact["default_route_interface"] == "" and fact["cpu_count"] == 0
+
+
+H100_PROBE = Path(__file__).resolve().parents[1] / "data" / "device-h100" / "probe.txt"
+
+
+def test_compute_caps_of_a_real_h100() -> None:
+    # The recorded query has a header and several columns; the probe asks for compute_cap alone, without header.
+    query = H100_PROBE.read_text().split("== nvidia-smi --query-gpu\n", 1)[1].split("\n== ", 1)[0].splitlines()
+    column = query[0].split(", ").index("compute_cap")
+    answer = "\n".join(line.split(", ")[column] for line in query[1:])
+    assert node_facts.parse_compute_caps(answer + "\n") == ["9.0"]
+    fact = node_facts.node_fact({"interfaces": []}, nvidia_smi="GPU 0: NVIDIA H100 80GB HBM3 (UUID: x)",
+                                compute_caps=answer)  # fmt: skip
+    assert fact["gpu_compute_caps"] == ["9.0"]
+
+
+def test_compute_caps_an_old_driver_cannot_give_are_unknown() -> None:
+    # nvidia-smi before 510 refuses the field; a partial answer would hide a GPU, so none is kept.
+    assert node_facts.parse_compute_caps('Field "compute_cap" is not a valid field to query.\n') == []
+    assert node_facts.parse_compute_caps("8.0\n\n") == ["8.0"]
+    assert node_facts.node_fact({"interfaces": []}, lspci="", compute_caps="9.0")["gpu_compute_caps"] == []

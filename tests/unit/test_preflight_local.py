@@ -8,6 +8,8 @@ written. Not site.yml itself: it grows roles that would install packages on this
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,6 +131,7 @@ def test_node_fact_has_the_published_shape(node_facts: dict[str, dict]) -> None:
             "cpu_count",
             "gpu_count",
             "gpu_source",
+            "gpu_compute_caps",
             "rdma_devices",
             "rdma_source",
             "nics",
@@ -138,6 +141,7 @@ def test_node_fact_has_the_published_shape(node_facts: dict[str, dict]) -> None:
         assert fact["os"]["distribution"] and fact["os"]["family"]
         assert isinstance(fact["cpu_count"], int) and fact["cpu_count"] >= 1
         assert isinstance(fact["gpu_count"], int) and fact["gpu_source"] in ("nvidia-smi", "lspci", "none")
+        assert fact["gpu_compute_caps"] == []  # no nvidia-smi on this machine
         assert isinstance(fact["rdma_devices"], list) and fact["rdma_source"] in (
             "ibv_devinfo",
             "sysfs",
@@ -172,3 +176,53 @@ def test_bad_inventory_is_rejected(case: Case, tmp_path: Path, local_site: str) 
     proc = run_playbook(local_site, *case.extra, inventory=bad.write(tmp_path / "inventory"), env=ENV)
     check_case(case, names, proc.returncode, proc.stdout)
     assert hosts_files(tmp_path) == before
+
+
+PROBE = PROJECT_ROOT / "tests" / "data" / "device-h100" / "probe.txt"
+FAKE_NVIDIA_SMI = '''#!{python}
+"""Test double for an H100 node's NVIDIA driver (this machine has no GPU): answers the nvidia-smi questions that
+preflight asks with what one real H100 answered ({probe}). Anything else is refused."""
+import csv, io, sys
+text = open({probe!r}).read()
+def section(name):
+    return text.split("== " + name + "\\n", 1)[1].split("\\n== ", 1)[0]
+args = sys.argv[1:]
+if args == ["-L"]:
+    print(section("nvidia-smi -L"))
+elif args == ["--query-gpu=compute_cap", "--format=csv,noheader"]:
+    rows = list(csv.reader(io.StringIO(section("nvidia-smi --query-gpu")), skipinitialspace=True))
+    column = rows[0].index("compute_cap")
+    print("\\n".join(row[column] for row in rows[1:]))
+else:
+    sys.exit("fake nvidia-smi: no recorded answer for %s" % args)
+'''
+
+
+def test_an_nccl_arch_list_without_the_gpus_arch_is_refused(tmp_path: Path) -> None:
+    # The compute capability the real H100 reported, read from the recorded CSV, not from the code under test.
+    query = PROBE.read_text().split("== nvidia-smi --query-gpu\n", 1)[1].splitlines()
+    cap = query[1].split(", ")[query[0].split(", ").index("compute_cap")]
+    assert cap == "9.0"
+    driver = tmp_path / "fake-h100-driver"
+    driver.mkdir()
+    (driver / "nvidia-smi").write_text(FAKE_NVIDIA_SMI.format(python=sys.executable, probe=str(PROBE)))
+    (driver / "nvidia-smi").chmod(0o755)
+    inventory = good_draft(tmp_path).write(tmp_path / "inventory")
+    probe_dirs = [str(driver), "/usr/bin", "/usr/sbin", "/sys/class"]
+
+    def preflight(archs: list[str]) -> subprocess.CompletedProcess[str]:
+        extra = json.dumps({"preflight_probe_dirs": probe_dirs, "nccl_cuda_archs": archs})
+        return run_playbook("preflight.yml", "-e", extra, inventory=inventory, env=ENV)
+
+    seed = preflight(["sm_80"])  # seed 000's arch list (A100) on H100 nodes
+    assert seed.returncode != 0
+    for node in NODES:
+        assert (
+            f'{node}: nccl_cuda_archs=["sm_80"] has no arch that runs on this node\'s GPUs of compute capability '
+            f"{cap} (nvidia-smi)" in " ".join(seed.stdout.split())
+        ), seed.stdout[-4000:]
+    assert "add sm_90 to nccl_cuda_archs" in " ".join(seed.stdout.split())
+    assert all(c["changed"] == 0 for c in recap(seed.stdout).values())
+    both = preflight(["sm_80", "sm_90"])
+    assert both.returncode == 0, both.stdout[-4000:]
+    assert "1 GPUs (nvidia-smi)" in both.stdout
