@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -23,6 +25,8 @@ from rdmaforge import collection
 from rdmaforge.paths import PROJECT_ROOT
 
 BIN = Path(sys.executable).parent
+#: Set by tests/suite.py: a directory shared by the pytest processes of one make test (see shared_wheel_venv).
+SHARED_DIR_VARIABLE = "RDMAFORGE_TEST_SHARED_DIR"
 
 #: What the wheel must carry for the CLI to work outside the checkout.
 WHEEL_MEMBERS = (
@@ -84,8 +88,34 @@ def build_wheel_venv(work: Path) -> WheelVenv:
     if installed.returncode != 0 and "No matching distribution" in installed.stderr + installed.stdout:
         pytest.skip(f"the dependencies cannot be installed here: {installed.stderr.strip().splitlines()[-1]}")
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    env["PATH"] = f"{python.parent}{os.pathsep}/usr/bin{os.pathsep}/bin"
-    return WheelVenv(python.parent, env)
+    return venv_of(work)
+
+
+def venv_of(work: Path) -> WheelVenv:
+    """The venv that build_wheel_venv made in ``work``, with the environment to run its commands in."""
+    env = outside_env()
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    bindir = work / "venv" / "bin"
+    env["PATH"] = f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    return WheelVenv(bindir, env)
+
+
+def shared_wheel_venv(shared: Path) -> WheelVenv:
+    """One wheel venv for every pytest process of one ``make test`` (tests/suite.py names the directory): the unit
+    tests' worker that needs it first builds it, under a lock; later ones, the lab tests' session too, reuse it. The
+    checkout does not change during the run, so neither does the wheel."""
+    work = shared / "wheel"
+    work.mkdir(parents=True, exist_ok=True)
+    with (shared / "wheel.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = work / "built"
+        if done.exists():
+            return venv_of(work)
+        shutil.rmtree(work / "venv", ignore_errors=True)  # a build that failed half-way
+        shutil.rmtree(work / "dist", ignore_errors=True)
+        venv = build_wheel_venv(work)
+        done.touch()
+        return venv
 
 
 def collection_env(collections: Path) -> dict[str, str]:
@@ -120,6 +150,9 @@ def install_collection(work: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> WheelVenv:
+    shared = os.environ.get(SHARED_DIR_VARIABLE)
+    if shared:
+        return shared_wheel_venv(Path(shared))
     return build_wheel_venv(tmp_path_factory.mktemp("wheel"))
 
 
