@@ -38,7 +38,8 @@ RDMA_DEVICE_PATTERNS = fabrics.device_patterns()
 #: The checks of one node, in table order.
 CHECKS = ("rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus", "nccl", "plugin", "clock")
 
-#: Inventory variables doctor.yml copies into each node's file; the rest of the names come from role defaults.
+#: Inventory variables the doctor role copies into each node's file (doctor_inventory_names in its defaults: a test
+#: keeps the two lists equal); the rest of the names come from role defaults.
 DEFAULTS_OF = {
     "rdmaforge_fabric": None,
     "rdma_require_active_ports": "rdma_core",

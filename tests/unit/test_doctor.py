@@ -42,8 +42,9 @@ NODE: dict[str, Any] = {
     "plugin_dists": ["aiacc_nccl_plugin-2.0.1.dist-info"],
     "plugin_symbols": "0000000000012340 T ncclNetPlugin_v6\n0000000000012380 T ncclNetPlugin_v8\n",
     "default_route_interface": "eth0",
-    "grub_defaults": ['GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G '
-                      'hugepages=50"\n'],
+    "grub_defaults": [
+        'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G hugepages=50"\n'
+    ],
     # What the node's inventory says it should be: an 8-GPU InfiniBand node with seed 004's tuning.
     "inventory": {
         "rdmaforge_fabric": "infiniband",
@@ -161,10 +162,23 @@ def test_doctor_playbook_for_real_against_this_machine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")  # this machine's facts stay out of .cache/facts
+    # Install prefixes of the inventory's own: the doctor role must look where nccl_build and nccl_plugin put things.
+    nccl_current = tmp_path / "nccl" / "current"
+    (nccl_current / "lib").mkdir(parents=True)
+    (nccl_current / ".rdmaforge-build.json").write_text(json.dumps({"id": "nccl-2.29.7-cuda13.0-sm_90"}))
+    (nccl_current / "lib" / "libnccl.so.2.29.7").write_bytes(b"")
+    (tmp_path / "plugin" / "lib").mkdir(parents=True)
+    (tmp_path / "plugin" / "lib" / "libnccl-net.so").write_bytes(b"")
     hosts = {
-        "localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                      "rdmaforge_fabric": "tcp", "doctor_expected_gpus": 0,
-                      "doctor_accept": {"plugin": "whatever this machine has"}},
+        "localhost": {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": sys.executable,
+            "rdmaforge_fabric": "tcp",
+            "doctor_expected_gpus": 0,
+            "doctor_accept": {"plugin": "whatever this machine has"},
+            "nccl_build_prefix_root": str(tmp_path / "nccl"),
+            "nccl_plugin_prefix": str(tmp_path / "plugin"),
+        },
         "ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"},
     }
     inventory = tmp_path / "hosts.yml"
@@ -181,6 +195,8 @@ def test_doctor_playbook_for_real_against_this_machine(
     assert node["inventory"] == {"rdmaforge_fabric": "tcp", "doctor_expected_gpus": 0,
                                  "doctor_accept": {"plugin": "whatever this machine has"}}  # fmt: skip
     assert node["memlock"] not in (None, "")  # `ulimit -l` of this login
+    assert node["nccl_manifest"] == {"id": "nccl-2.29.7-cuda13.0-sm_90"} and node["nccl_libs"] == ["libnccl.so.2.29.7"]
+    assert node["plugin_present"] is True
     recap = json.loads((run_dir / "recap.json").read_text())
     assert recap["hosts"]["localhost"]["changed"] == 0  # read-only, run in check mode
     assert recap["unreachable"] == ["ghost"] and "localhost" in recap["rows"]
@@ -189,3 +205,11 @@ def test_doctor_playbook_for_real_against_this_machine(
     assert "localhost" in out and "ghost" in out and "UNREACHABLE" in out
     cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}
     assert cases["ghost"].find("error") is not None
+
+
+def test_the_role_copies_the_inventory_names_the_checks_read() -> None:
+    from rdmaforge.doctor_checks import DEFAULTS_OF
+    from rdmaforge.paths import PROJECT_ROOT
+
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / "doctor" / "defaults" / "main.yml").read_text())
+    assert defaults["doctor_inventory_names"] == list(DEFAULTS_OF)
