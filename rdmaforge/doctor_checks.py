@@ -25,7 +25,8 @@ from typing import Any, Literal
 import yaml
 
 from rdmaforge import fabrics
-from rdmaforge.nccl_build import build_id
+from rdmaforge.nccl_build import build_id, uncovered_caps
+from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.paths import ROLES_DIR
 
@@ -110,8 +111,11 @@ def check_memlock(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None
         return "problem", actual, "unlimited", "`ulimit -l` of a non-interactive login gave no answer"
     if actual == "unlimited":
         return "ok", actual, "unlimited", "RDMA may pin any amount of memory"
-    return "problem", f"{actual} KiB", "unlimited", (
-        f"memlock of a non-interactive login is {actual} KiB; fabric {fabric} needs unlimited (RDMA pins memory)"
+    return (
+        "problem",
+        f"{actual} KiB",
+        "unlimited",
+        (f"memlock of a non-interactive login is {actual} KiB; fabric {fabric} needs unlimited (RDMA pins memory)"),
     )
 
 
@@ -262,6 +266,13 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     expected = build_id(version, cuda, archs, funcs)
     if installed != expected:
         return "problem", installed, expected, f"installed NCCL build {installed}, the cluster's build is {expected}"
+    # The build has no PTX: its kernels load only on GPUs its archs cover (one rank would still run: a copy).
+    caps = parse_compute_caps(str(node.get("compute_caps") or ""))
+    uncovered = uncovered_caps([str(a) for a in manifest.get("archs") or archs], caps)
+    if uncovered:
+        wanted = ", ".join("sm_" + cap.replace(".", "") for cap in uncovered)
+        reason = f"the installed NCCL build has no kernels for this node's GPUs; add {wanted} to nccl_cuda_archs"
+        return "problem", installed, f"an arch for compute capability {', '.join(uncovered)}", reason
     return "ok", installed, expected, "the cluster's NCCL build"
 
 
@@ -291,9 +302,14 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
     common = sorted(set(apis) & set(loader))
     wanted = f"v{', v'.join(map(str, loader))}"
     if not common:
-        return "problem", actual, f"{provider}, exporting one of {wanted}", (
-            f"the installed NCCL's loader looks up net plugin API {wanted}, the plugin exports {exported}: "
-            "no common version, so NCCL would not use the plugin"
+        return (
+            "problem",
+            actual,
+            f"{provider}, exporting one of {wanted}",
+            (
+                f"the installed NCCL's loader looks up net plugin API {wanted}, the plugin exports {exported}: "
+                "no common version, so NCCL would not use the plugin"
+            ),
         )
     return "ok", actual, expected, f"exports {exported}; the installed NCCL loads v{common[-1]}"
 

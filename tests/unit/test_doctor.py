@@ -213,3 +213,19 @@ def test_the_role_copies_the_inventory_names_the_checks_read() -> None:
 
     defaults = yaml.safe_load((PROJECT_ROOT / "roles" / "doctor" / "defaults" / "main.yml").read_text())
     assert defaults["doctor_inventory_names"] == list(DEFAULTS_OF)
+
+
+def test_an_installed_build_without_the_gpus_arch_is_a_problem() -> None:
+    from rdmaforge.doctor_checks import check_nccl
+
+    # The H100's own answer to the query the doctor role sends (tests/data/device-h100, compute_cap column).
+    nodes = cluster(2)
+    for node in nodes.values():
+        node["compute_caps"] = "9.0\n"
+    assert check_nccl(nodes["node1"])[0] == "ok"  # NODE's build is sm_90
+    nodes["node2"]["inventory"]["nccl_cuda_archs"] = ["sm_80"]  # seed 000's list, installed on an H100
+    nodes["node2"]["nccl_manifest"] = {"id": "nccl-2.29.7-cuda13.0-sm_80-funcsc3dfaac5", "cuda": "13.0",
+                                       "archs": ["sm_80"]}  # fmt: skip
+    status, actual, expected, reason = check_nccl(nodes["node2"])
+    assert (status, actual) == ("problem", "2.29.7-cuda13.0-sm_80-funcsc3dfaac5")
+    assert expected == "an arch for compute capability 9.0" and "add sm_90 to nccl_cuda_archs" in reason
