@@ -167,6 +167,8 @@ def check_mtu(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, st
     actual = " ".join(f"{name}={mtu}" for name, mtu in sorted(nics.items())) or "none"
     if not truthy(variable(node, "eni_enabled")):
         return "not_checked", actual, None, "eni_enabled is false: no MTU is planned"
+    if node.get("nics_error"):
+        return "not_checked", "unknown", None, f"the node's NICs could not be read: {node['nics_error']}"
     mtu = planned_mtu(node)
     names = eni_names(node)
     if not names:

@@ -104,3 +104,17 @@ def test_many_gpus_of_one_node_never_pass_for_the_fabric(tmp_path: Path, shared_
     assert one["verdict"] != "pass"
     two = render(bench_run(tmp_path / "two", log, ["a", "b"], 6))
     assert nccl_component(two)["status"] in ("pass", "fail") and nccl_component(two)["threshold"] is not None
+
+
+def test_doctor_on_a_real_hopper_node_with_an_sm80_build_names_the_arch_to_add() -> None:
+    from rdmaforge import doctor
+
+    node = json.loads((SAMPLES.parent / "device-h200" / "doctor-node.json").read_text())
+    # Witnesses inside the file: nvidia-smi listed one GPU and answered compute capability 9.0; the installed
+    # manifest says sm_80.
+    assert node["nvidia_smi"].count("GPU 0:") == 1 and node["compute_caps"].strip() == "9.0"
+    assert node["nccl_manifest"]["archs"] == ["sm_80"]
+    checks = {c.check: c for c in doctor.diagnose({"gpu-node": node}).checks}
+    assert checks["gpus"].status == "ok" and checks["gpus"].actual == "1"
+    assert checks["nccl"].status == "problem" and checks["nccl"].expected == "an arch for compute capability 9.0"
+    assert "add sm_90 to nccl_cuda_archs" in checks["nccl"].reason

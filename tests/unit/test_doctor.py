@@ -229,3 +229,13 @@ def test_an_installed_build_without_the_gpus_arch_is_a_problem() -> None:
     status, actual, expected, reason = check_nccl(nodes["node2"])
     assert (status, actual) == ("problem", "2.29.7-cuda13.0-sm_80-funcsc3dfaac5")
     assert expected == "an arch for compute capability 9.0" and "add sm_90 to nccl_cuda_archs" in reason
+
+
+def test_nics_that_could_not_be_read_leave_the_mtu_not_checked() -> None:
+    from rdmaforge.doctor_checks import check_mtu
+
+    node = copy.deepcopy(NODE)
+    node["nics"], node["nics_error"] = [], "ip not found: install iproute2 (or set ip_path)"  # seen on a GPU machine
+    status, actual, expected, reason = check_mtu(node)
+    assert (status, actual, expected) == ("not_checked", "unknown", None)
+    assert reason == "the node's NICs could not be read: ip not found: install iproute2 (or set ip_path)"
