@@ -47,19 +47,17 @@ def nvcc_gencode(archs: Sequence[str], supported: Sequence[str], host: str = "",
     return " ".join(parts)
 
 
-_ARCH_PARTS = re.compile(r"^sm_(\d+)(\d)([a-z]?)$")
-
-
 def arch_runs_on(arch: str, cap: str) -> bool:
     """Whether kernels compiled for ``arch`` (``code=sm_NN``, no PTX) load on a GPU of compute capability ``cap``.
 
     CUDA's rule for cubins: same major version, minor version the same or lower (sm_80 runs on 8.0, 8.6 and
     8.9, never on 9.0). ``sm_90a``-style archs use features of exactly one chip and run only there.
     """
-    parts, wanted = _ARCH_PARTS.match(arch), re.fullmatch(r"(\d+)\.(\d+)", cap)
+    parts, wanted = _ARCH.match(arch), re.fullmatch(r"(\d+)\.(\d+)", cap)
     if not parts or not wanted:
         return False
-    major, minor, suffix = int(parts.group(1)), int(parts.group(2)), parts.group(3)
+    number, suffix = parts.group(1), parts.group(2)  # sm_90a: "90", "a"; the last digit is the minor version
+    major, minor = int(number[:-1]), int(number[-1])
     cap_major, cap_minor = int(wanted.group(1)), int(wanted.group(2))
     if suffix == "a":
         return (major, minor) == (cap_major, cap_minor)
