@@ -35,4 +35,5 @@ class FilterModule:
             "rdmaforge_nccl_seconds": nccl_build.delta_seconds,
             "rdmaforge_nccl_version_code": nccl_version_code,
             "rdmaforge_nccl_uncovered_caps": nccl_build.uncovered_caps,
+            "rdmaforge_nccl_arch_for": nccl_build.arch_for,
         }

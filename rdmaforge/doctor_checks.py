@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from rdmaforge import fabrics
-from rdmaforge.nccl_build import build_id, uncovered_caps
+from rdmaforge.nccl_build import arch_for, build_id, uncovered_caps
 from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.paths import ROLES_DIR
@@ -272,7 +272,7 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     caps = parse_compute_caps(str(node.get("compute_caps") or ""))
     uncovered = uncovered_caps([str(a) for a in manifest.get("archs") or archs], caps)
     if uncovered:
-        wanted = ", ".join("sm_" + cap.replace(".", "") for cap in uncovered)
+        wanted = ", ".join(arch_for(cap) for cap in uncovered)
         reason = f"the installed NCCL build has no kernels for this node's GPUs; add {wanted} to nccl_cuda_archs"
         return "problem", installed, f"an arch for compute capability {', '.join(uncovered)}", reason
     return "ok", installed, expected, "the cluster's NCCL build"

@@ -69,6 +69,11 @@ def uncovered_caps(archs: Sequence[str], caps: Sequence[str]) -> list[str]:
     return [cap for cap in dict.fromkeys(str(c) for c in caps) if not any(arch_runs_on(str(a), cap) for a in archs)]
 
 
+def arch_for(cap: str) -> str:
+    """The arch to build for GPUs of compute capability ``cap`` ("9.0" -> "sm_90"): the one the messages suggest."""
+    return "sm_" + str(cap).strip().replace(".", "")
+
+
 def build_id(version: str, cuda: str, archs: Sequence[str], only_funcs: str = "") -> str:
     """Names a build by what makes it different: NCCL version, CUDA release, archs (and a partial function set).
 

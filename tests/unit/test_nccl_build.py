@@ -130,3 +130,10 @@ def test_uncovered_caps_names_each_missing_capability_once() -> None:
     assert nccl_build.uncovered_caps(["sm_80"], ["9.0", "9.0", "8.6"]) == ["9.0"]
     assert nccl_build.uncovered_caps(["sm_80", "sm_90"], ["9.0", "8.6"]) == []
     assert nccl_build.uncovered_caps(["sm_80"], []) == []  # no GPU, or a driver that cannot say: nothing to check
+
+
+@pytest.mark.parametrize(("cap", "arch"), [("8.0", "sm_80"), ("9.0", "sm_90"), ("10.0", "sm_100"), ("12.0", "sm_120")])
+def test_the_suggested_arch_runs_on_its_capability(cap: str, arch: str) -> None:
+    # CUDA names the arch of compute capability X.Y sm_XY (A100 8.0 sm_80, H100 9.0 sm_90, B200 10.0 sm_100).
+    assert nccl_build.arch_for(cap) == arch
+    assert nccl_build.arch_runs_on(nccl_build.arch_for(cap), cap)
