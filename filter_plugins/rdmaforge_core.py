@@ -21,6 +21,21 @@ def package_query_argv(names: list[str], manager: str) -> list[str]:
     return packages.query_argv(manager, names)
 
 
+def packages_absent(query_output: str, names: list[str]) -> list[str]:
+    """The names that a package query (rdmaforge_package_query_argv) did not find installed."""
+    return packages.absent(query_output, names)
+
+
+def package_removal_argv(names: list[str], manager: str) -> list[str]:
+    """The dry run of removing ``names`` (apt-get -s remove, rpm -e --test)."""
+    return packages.removal_argv(manager, names)
+
+
+def package_manual_argv(manager: str) -> list[str]:
+    """The command that lists the packages installed on purpose."""
+    return packages.manual_argv(manager)
+
+
 def role_validators(roles_dir: str) -> list[str]:
     """Roles beside the caller that ship read-only checks in tasks/validate.yml (run by preflight)."""
     return sorted(p.parent.parent.name for p in Path(roles_dir).glob("*/tasks/validate.yml"))
@@ -42,6 +57,10 @@ class FilterModule:
             "rdmaforge_gpg_fingerprints": gpg.fingerprints,
             "rdmaforge_installed_versions": installed_versions,
             "rdmaforge_package_query_argv": package_query_argv,
+            "rdmaforge_packages_absent": packages_absent,
+            "rdmaforge_package_removal_argv": package_removal_argv,
+            "rdmaforge_package_manual_argv": package_manual_argv,
+            "rdmaforge_package_removal_blockers": packages.removal_blockers,
             "rdmaforge_role_validators": role_validators,
             "rdmaforge_workspace_path": workspace_path,
             "rdmaforge_package_path": package_path,

@@ -24,9 +24,10 @@ def package_name(spec: str) -> str:
 
 def query_argv(manager: str, names: list[str]) -> list[str]:
     """The command that prints one line per installed package of ``names`` (``manager``: apt, or any rpm one)."""
+    bare = [package_name(name) for name in names]
     if manager == "apt":
-        return ["dpkg-query", "-W", "-f", _DPKG_FORMAT] + list(names)
-    return ["rpm", "-q", "--qf", _RPM_FORMAT] + list(names)
+        return ["dpkg-query", "-W", "-f", _DPKG_FORMAT] + bare
+    return ["rpm", "-q", "--qf", _RPM_FORMAT] + bare
 
 
 def _rows(output: str) -> dict[str, tuple[str, str]]:
@@ -50,3 +51,53 @@ def installed_versions(output: str, names: list[str]) -> dict[str, str]:
     found = _rows(output)
     installed = {name: version for name, (version, status) in found.items() if status == "installed" and version}
     return {name: installed[name] for name in names if name in installed}
+
+
+def absent(output: str, names: list[str]) -> list[str]:
+    """The package names among ``names`` (versioned specs allowed) that the query did not find installed: what an
+    install of ``names`` adds to the node. A removed package whose configuration dpkg keeps counts as absent."""
+    found = _rows(output)
+    installed = {name for name, (version, status) in found.items() if status == "installed" and version}
+    out: list[str] = []
+    for spec in names:
+        name = package_name(spec)
+        if name not in installed and name not in out:
+            out.append(name)
+    return out
+
+
+def removal_argv(manager: str, names: list[str]) -> list[str]:
+    """A dry run of removing ``names``: it lists (apt) or refuses with (rpm) every other package that would go too."""
+    if manager == "apt":
+        return ["apt-get", "-s", "remove"] + list(names)
+    return ["rpm", "-e", "--test"] + list(names)
+
+
+def manual_argv(manager: str) -> list[str]:
+    """The command that lists the packages installed on purpose (not only as another package's dependency)."""
+    if manager == "apt":
+        return ["apt-mark", "showmanual"]
+    return ["dnf", "repoquery", "--userinstalled", "--qf", "%{name}\n"]
+
+
+def _rpm_name(nevra: str) -> str:
+    """``openmpi-4.1.1-5.el8.x86_64`` -> ``openmpi`` (rpm names the dependants by name-version-release.arch)."""
+    parts = nevra.rsplit("-", 2)
+    return parts[0] if len(parts) == 3 else nevra
+
+
+def removal_blockers(dry_run_output: str, manual_output: str, removing: list[str]) -> list[str]:
+    """The packages installed on purpose, other than ``removing``, that removing ``removing`` would take with them.
+
+    ``dry_run_output`` is what ``removal_argv`` printed (stdout and stderr together): apt's ``Remv NAME ...`` lines
+    or rpm's ``... is needed by (installed) NEVRA``. A package that is there only as a dependency does not block:
+    if it depended on one of ``removing`` (which the node lacked before rdmaforge), it came after it."""
+    manual = set(manual_output.split())
+    going: list[str] = re.findall(r"(?m)^Remv (\S+)", dry_run_output)
+    going += [_rpm_name(n) for n in re.findall(r"is needed by \(installed\) (\S+)", dry_run_output)]
+    out: list[str] = []
+    for name in going:
+        bare = name.split(":", 1)[0]  # apt prints multi-arch names as NAME:ARCH
+        if bare not in removing and bare in manual and bare not in out:
+            out.append(bare)
+    return out
