@@ -24,4 +24,5 @@ class FilterModule:
             "rdmaforge_eni_mtu": tuning.eni_mtu,
             "rdmaforge_eni_plan": tuning.eni_plan,
             "rdmaforge_eni_state_problems": tuning.eni_state_problems,
+            "rdmaforge_eni_withdraw_plan": tuning.eni_withdraw_plan,
         }

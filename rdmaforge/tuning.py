@@ -229,6 +229,30 @@ def ip_rules_missing(ip_rule_json: Sequence[Mapping[str, Any]], enis: Sequence[M
     ]
 
 
+#: How many tables and rule priorities above their bases count as the eni role's: one per secondary NIC.
+ENI_SPAN = 256
+
+
+def eni_withdraw_plan(
+    ip_rule_json: Sequence[Mapping[str, Any]], table_base: int, priority_base: int
+) -> dict[str, list[int]]:
+    """The policy rules and routing tables the eni role set, from ``ip -j rule show``: a rule counts only when both
+    its priority and its table are in the role's ranges (``eni_rule_priority_base``, ``eni_route_table_base``, plus
+    one per NIC), so rules other tools added stay. Returns ``{"priorities": [...], "tables": [...]}``."""
+    priorities: list[int] = []
+    tables: list[int] = []
+    for rule in ip_rule_json:
+        try:
+            priority, table = int(rule.get("priority", -1)), int(str(rule.get("table", "")))
+        except ValueError:  # "main", "local", "default": never the role's
+            continue
+        if priority_base <= priority < priority_base + ENI_SPAN and table_base <= table < table_base + ENI_SPAN:
+            priorities.append(priority)
+            if table not in tables:
+                tables.append(table)
+    return {"priorities": priorities, "tables": sorted(tables)}
+
+
 def _routes(value: Sequence[Mapping[str, Any]] | str | None) -> list[Mapping[str, Any]]:
     """Routes as ``ip -j route`` lists them; its output for a table that does not exist is an error text, i.e. none."""
     if isinstance(value, str):
