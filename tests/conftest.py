@@ -68,6 +68,8 @@ LAB_ORDER = (
     # rotated cluster key): the next session's first converge repairs that. test_zz_lab_down removes the lab.
     "test_fabric_profiles_on_lab",
     "test_remove_node_on_lab",
+    # Resets a node and provisions the cluster again, which also repairs what the two modules above left.
+    "test_reset_on_lab",
     "test_zz_lab_down",
 )
 

@@ -174,8 +174,8 @@ def test_verify_json_and_flags_on_its_ping(tmp_path: Path, capsys: pytest.Captur
 
 # --- the flags, parsed and handed on ----------------------------------------------------------------------
 
-#: The commands that run a lifecycle playbook (remove_node.yml, upgrade_nccl.yml, rollback_nccl.yml).
-LIFECYCLE = ("remove-node", "upgrade-nccl", "rollback-nccl")
+#: The commands that run a lifecycle playbook (remove_node.yml, upgrade_nccl.yml, rollback_nccl.yml, reset.yml).
+LIFECYCLE = ("remove-node", "upgrade-nccl", "rollback-nccl", "reset")
 
 
 def test_every_playbook_command_takes_the_familiar_flags() -> None:
@@ -239,7 +239,7 @@ def test_bad_flags_are_usage_errors_before_anything_runs(
     hosts = tmp_path / "hosts.yml"
     hosts.write_text(yaml.safe_dump({"all": {}}))
     for name in ("provision", "bench", "doctor", "pairwise", "verify", *LIFECYCLE):
-        nodes = ["node1"] if name == "remove-node" else []
+        nodes = ["node1"] if name == "remove-node" else ["--yes"] if name == "reset" else []
         code = main([name, *nodes, "-i", str(hosts), "--runs-dir", str(tmp_path / "runs"), *argv])
         err = capsys.readouterr().err
         assert code == ExitCode.BAD_INPUT, (name, err)

@@ -65,3 +65,23 @@ def test_the_commands_arguments_win_over_a_users_extra_vars(inventory: Path, tmp
                      "-e", json.dumps({"rdmaforge_remove_nodes": ["node1"]}))  # fmt: skip
     assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-3000:]
     assert 'rdmaforge_remove_nodes=["node9"]: allowed' in proc.stdout, proc.stdout[-3000:]
+
+
+def test_reset_without_yes_runs_nothing(inventory: Path, tmp_path: Path) -> None:
+    proc = rdmaforge(tmp_path, "reset", "-i", str(inventory), "--limit", "node2")
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
+    says = "removes what rdmaforge installed from the nodes of --limit node2; nothing was changed. Add --yes"
+    assert says in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs").exists()  # no run started, so no node could be touched
+
+
+def test_reset_playbook_unconfirmed_stops_on_localhost(inventory: Path, tmp_path: Path) -> None:
+    """Run as ansible-playbook is, without the command's --yes: the first play refuses, no node is tried."""
+    root = Path(__file__).resolve().parents[2]  # its ansible.cfg finds the collection
+    for extra in ([], ["-e", json.dumps({"rdmaforge_reset_confirm": False})]):
+        argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), "playbooks/reset.yml"]
+        proc = subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=300, cwd=root)
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        assert "rdmaforge_reset_confirm=false: allowed: true" in proc.stdout, proc.stdout[-3000:]
+        recap = proc.stdout.split("PLAY RECAP", 1)[1]
+        assert "localhost" in recap and "node1" not in recap and "node2" not in recap, recap

@@ -241,7 +241,7 @@ def test_a_second_provision_on_the_same_inventory_waits_or_exits_75(tmp_path: Pa
         assert busy.returncode == 75, busy.stderr
         assert f"rdmaforge provision (pid {holder.pid}" in busy.stderr and str(inventory) in busy.stderr
         # The lifecycle commands change nodes too: the same lock, the same answer.
-        for argv in (["remove-node", "node1"], ["upgrade-nccl"], ["rollback-nccl"]):
+        for argv in (["remove-node", "node1"], ["upgrade-nccl"], ["rollback-nccl"], ["reset", "--yes"]):
             other = subprocess.run(
                 [str(Path(sys.executable).parent / "rdmaforge"), *argv, "-i", str(inventory), "--no-wait"],
                 capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path,

@@ -1,0 +1,135 @@
+"""Issue 18 on the lab: `rdmaforge reset` (playbooks/reset.yml) takes off one converged node what rdmaforge put
+there, and nothing else, and `provision` afterwards converges it again.
+
+Before the reset the node gets content that is not rdmaforge's, in the places rdmaforge writes to: a line of
+/etc/hosts outside its block, a key in authorized_keys, a file under /opt/nccl, an ld.so.conf.d file, a policy
+rule whose priority is in the eni role's range but whose table is not. All of it must stay, as must the packages
+the node had before rdmaforge (the lab's base image) and everything on the other nodes. What rdmaforge installed
+(seed 000's packages, the NCCL build and plugin, repositories, settings, trust, routing rules, kernel arguments)
+must be gone, a second reset must change nothing, and a provision must bring it all back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.runner.exit_codes import ExitCode
+from tests.conftest import LabHandle
+from tests.integration.test_cli import cli, run_dir_of
+
+pytestmark = pytest.mark.lab
+
+#: What a converge of the lab inventory puts on a node (the roles' documented default paths).
+RDMAFORGE_PATHS = (
+    "/etc/nccl.conf",
+    "/opt/nccl/current",
+    "/etc/ld.so.conf.d/rdmaforge-nccl.conf",
+    "/opt/rdmaforge/nccl-plugin",
+    "/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf",
+    "/etc/rdmaforge/hostfile",
+    "/etc/security/limits.d/90-rdmaforge-memlock.conf",
+    "/etc/apt/sources.list.d/erdma.sources",
+    "/etc/apt/keyrings/erdma.gpg",
+    "/etc/systemd/network/40-rdmaforge-eni-eth1.network",
+    "/etc/systemd/networkd.conf.d/60-rdmaforge-eni.conf",
+    "/root/.ssh/rdmaforge_cluster_ed25519",
+    "/var/lib/rdmaforge/converge-state.json",
+    "/var/lib/rdmaforge/packages-added",
+    "/var/lib/rdmaforge/hugepages-kernel-args",
+)
+#: Seed 000's eRDMA userspace and OpenMPI: absent from the lab's base image, so rdmaforge adds them.
+SEED_PACKAGES = ("rdma-core", "libibverbs1", "ibverbs-utils", "openmpi-bin")
+#: In the lab's base image (rdmaforge/lab/packages.py BASE_PACKAGES): a reset must keep them.
+BASE_PACKAGES = ("openssh-server", "python3", "iproute2", "sudo", "grub2-common")
+#: Seed 004's huge page arguments.
+HUGEPAGE_ARGS = ("default_hugepagesz=1G", "hugepagesz=1G", "hugepages=")
+USER_LINE = "10.9.9.9 users-own-host"
+USER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2Uta2V5LW9mLWEtdXNlci1ub3QtcmRtYWZvcmdl user@own"
+USER_RULE = "from 10.9.9.9 lookup 77"  # priority 1005: in the eni role's priority range, not its table range
+
+
+def present(lab: LabHandle, node: str, paths: tuple[str, ...]) -> list[str]:
+    quoted = " ".join(paths)
+    out = lab.ssh(node, f"for p in {quoted}; do [ -e $p ] || [ -L $p ] && echo $p; done; true").stdout
+    return out.split()
+
+
+def installed(lab: LabHandle, node: str, names: tuple[str, ...]) -> list[str]:
+    out = lab.ssh(node, f"dpkg-query -W -f '${{Package}} ${{db:Status-Status}}\\n' {' '.join(names)}", check=False)
+    return sorted(line.split()[0] for line in out.stdout.splitlines() if line.endswith(" installed"))
+
+
+def recap_of(output: str) -> dict[str, dict[str, int]]:
+    return json.loads((run_dir_of(output) / "recap.json").read_text())["hosts"]
+
+
+@pytest.fixture(scope="module")
+def node(converged: LabHandle) -> Iterator[str]:
+    """The last node, with content of the user's own where rdmaforge writes; taken away again afterwards."""
+    name = sorted(converged.nodes)[-1]
+    converged.ssh(name, f"echo '{USER_LINE}' >> /etc/hosts && echo '{USER_KEY}' >> /root/.ssh/authorized_keys"
+                        " && mkdir -p /opt/nccl/mine && echo keep > /opt/nccl/mine/file"
+                        " && echo /opt/mine/lib > /etc/ld.so.conf.d/mine.conf"
+                        " && ip rule add from 10.9.9.9 table 77 priority 1005")  # fmt: skip
+    yield name
+    undo = ("sed -i '/users-own-host/d' /etc/hosts; sed -i '/user@own/d' /root/.ssh/authorized_keys; "
+            "rm -rf /opt/nccl/mine /etc/ld.so.conf.d/mine.conf; ip rule del priority 1005; true")  # fmt: skip
+    converged.ssh(name, undo)
+
+
+def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
+    converged: LabHandle, node: str, tmp_path: Path
+) -> None:
+    lab = converged
+    others = sorted(n for n in lab.nodes if n != node)
+    assert present(lab, node, RDMAFORGE_PATHS) == list(RDMAFORGE_PATHS)  # the converge put them all there
+    recorded = lab.ssh(node, "cat /var/lib/rdmaforge/packages-added").stdout.split()
+    assert set(SEED_PACKAGES) <= set(recorded) and not set(BASE_PACKAGES) & set(recorded), recorded
+    assert installed(lab, node, BASE_PACKAGES) == sorted(BASE_PACKAGES)
+    def fingerprints() -> dict[str, str]:
+        return {n: lab.ssh(n, "sha256sum /etc/nccl.conf /etc/hosts /etc/rdmaforge/hostfile").stdout for n in others}
+
+    others_before = fingerprints()
+
+    proc = cli(tmp_path / "runs", "reset", "-i", str(lab.inventory), "--limit", node, "--yes")
+    assert proc.returncode == ExitCode.OK, proc.stdout[-5000:]
+    assert set(recap_of(proc.stdout)) - {"localhost"} == {node}  # no other node was touched
+
+    # rdmaforge's content is gone ...
+    assert present(lab, node, RDMAFORGE_PATHS) == []
+    assert installed(lab, node, SEED_PACKAGES) == []
+    grub = lab.ssh(node, '. /etc/default/grub && echo "$GRUB_CMDLINE_LINUX"').stdout
+    assert not [arg for arg in HUGEPAGE_ARGS if arg in grub], grub
+    rules = lab.ssh(node, "ip rule show").stdout
+    assert "lookup 1001" not in rules and "lookup 1002" not in rules, rules
+    hosts = lab.ssh(node, "cat /etc/hosts").stdout
+    assert "rdmaforge cluster hosts" not in hosts
+    assert "rdmaforge cluster" not in lab.ssh(node, "cat /root/.ssh/authorized_keys /etc/ssh/ssh_known_hosts").stdout
+    assert "libnccl" not in lab.ssh(node, "ldconfig -p").stdout
+    # ... and everything else stays: the user's content, the base image's packages, the lab's own hosts block.
+    assert USER_LINE in hosts and "rdmaforge lab nodes" in hosts
+    assert USER_KEY in lab.ssh(node, "cat /root/.ssh/authorized_keys").stdout
+    kept = lab.ssh(node, "cat /opt/nccl/mine/file /etc/ld.so.conf.d/mine.conf").stdout
+    assert kept.split() == ["keep", "/opt/mine/lib"], kept
+    assert USER_RULE in rules
+    assert installed(lab, node, BASE_PACKAGES) == sorted(BASE_PACKAGES)
+    # The secondary NICs keep their addresses (no backend reload cuts a rail in the middle of the run).
+    assert "198.18.1." in lab.ssh(node, "ip -br addr show eth1").stdout
+    # The other nodes were not touched.
+    assert fingerprints() == others_before
+
+    # A reset node has nothing left to reset.
+    again = cli(tmp_path / "runs", "reset", "-i", str(lab.inventory), "--limit", node, "--yes")
+    assert again.returncode == ExitCode.OK, again.stdout[-5000:]
+    assert recap_of(again.stdout)[node]["changed"] == 0, again.stdout[-5000:]
+
+    # Provision converges it again (the whole cluster, as an operator runs it).
+    back = cli(tmp_path / "runs", "provision", "-i", str(lab.inventory))
+    assert back.returncode == ExitCode.OK, back.stdout[-6000:]
+    assert present(lab, node, RDMAFORGE_PATHS) == list(RDMAFORGE_PATHS)
+    assert installed(lab, node, SEED_PACKAGES) == sorted(SEED_PACKAGES)
+    assert set(SEED_PACKAGES) <= set(lab.ssh(node, "cat /var/lib/rdmaforge/packages-added").stdout.split())
