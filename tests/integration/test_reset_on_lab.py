@@ -6,7 +6,8 @@ Before the reset the node gets content that is not rdmaforge's, in the places rd
 rule whose priority is in the eni role's range but whose table is not. All of it must stay, as must the packages
 the node had before rdmaforge (the lab's base image) and everything on the other nodes. What rdmaforge installed
 (seed 000's packages, the NCCL build and plugin, repositories, settings, trust, routing rules, kernel arguments)
-must be gone, a second reset must change nothing, and a provision must bring it all back.
+must be gone, with the node rebooted without the huge page arguments (hugepages_reboot), a second reset must change
+nothing, and a provision must bring it all back.
 """
 
 from __future__ import annotations
@@ -95,15 +96,21 @@ def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
 
     others_before = fingerprints()
 
-    proc = cli(tmp_path / "runs", "reset", "-i", str(lab.inventory), "--limit", node, "--yes")
+    boot_id = lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout
+    # With hugepages_reboot the node reboots without the huge page arguments, as turning the feature off does.
+    proc = cli(tmp_path / "runs", "reset", "-i", str(lab.inventory), "--limit", node, "--yes",
+               "-e", json.dumps({"hugepages_reboot": True}))  # fmt: skip
     assert proc.returncode == ExitCode.OK, proc.stdout[-5000:]
+    assert lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout != boot_id, "the node did not reboot"
     assert set(recap_of(proc.stdout)) - {"localhost"} == {node}  # no other node was touched
 
     # rdmaforge's content is gone ...
     assert present(lab, node, RDMAFORGE_PATHS) == []
     assert installed(lab, node, SEED_PACKAGES) == []
-    grub = lab.ssh(node, '. /etc/default/grub && echo "$GRUB_CMDLINE_LINUX"').stdout
-    assert not [arg for arg in HUGEPAGE_ARGS if arg in grub], grub
+    grub = lab.ssh(node, '. /etc/default/grub && echo "$GRUB_CMDLINE_LINUX"; grep -E "^\\s*linux" /boot/grub/grub.cfg')
+    assert "linux" in grub.stdout and not [arg for arg in HUGEPAGE_ARGS if arg in grub.stdout], grub.stdout
+    # The reboot cleared the pending marker: nothing of rdmaforge's is left in its state directory, so it went.
+    assert lab.ssh(node, "ls -A /var/lib/rdmaforge 2>&1; true").stdout.strip().endswith("No such file or directory")
     rules = lab.ssh(node, "ip rule show").stdout
     assert "lookup 1001" not in rules and "lookup 1002" not in rules, rules
     hosts = lab.ssh(node, "cat /etc/hosts").stdout

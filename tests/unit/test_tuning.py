@@ -217,7 +217,8 @@ def render(name: str, **context: Any) -> str:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
     )
-    return env.get_template(name).render(ansible_managed="managed", **context)
+    role_vars = yaml.safe_load((PROJECT_ROOT / "roles" / "eni" / "vars" / "main.yml").read_text())
+    return env.get_template(name).render(ansible_managed="managed", **role_vars, **context)
 
 
 PLAN = tuning.eni_plan("n1", NICS, ["eth1", "eth2"], 1001, 1001, 1400, gateways={"eth1": "198.18.1.1"})
@@ -252,6 +253,7 @@ def test_networkmanager_keyfile() -> None:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_string(render("eni.nmconnection.j2", eni=PLAN["enis"][0]))
     assert parser["connection"]["interface-name"] == "eth1"
+    assert parser["connection"]["id"] == "rdmaforge-eni-eth1"  # the name the handler brings up
     assert parser["ethernet"]["mtu"] == "1400"
     ipv4 = parser["ipv4"]
     assert ipv4["never-default"] == "true" and ipv4["address1"] == "198.18.1.11/24"
