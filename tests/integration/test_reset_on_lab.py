@@ -102,6 +102,7 @@ def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
                "-e", json.dumps({"hugepages_reboot": True}))  # fmt: skip
     assert proc.returncode == ExitCode.OK, proc.stdout[-5000:]
     assert lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout != boot_id, "the node did not reboot"
+    assert lab.ssh(node, "test -e /run/rdmaforge-reboot.lock", check=False).returncode == 1  # cleared by the reboot
     assert set(recap_of(proc.stdout)) - {"localhost"} == {node}  # no other node was touched
 
     # rdmaforge's content is gone ...

@@ -11,8 +11,10 @@ import json
 import re
 import shlex
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from rdmaforge.lab import Lab
 from tests.conftest import LabHandle, assert_no_changes, recap
@@ -20,6 +22,8 @@ from tests.conftest import LabHandle, assert_no_changes, recap
 pytestmark = pytest.mark.lab
 
 ARGS = ("default_hugepagesz=1G", "hugepagesz=1G", "hugepages=")
+#: The hugepages role's default reboot lock on a node.
+REBOOT_LOCK = "/run/rdmaforge-reboot.lock"
 
 
 def grub_line(lab: LabHandle, node: str) -> str:
@@ -145,6 +149,8 @@ def test_rolling_reboot_one_node_at_a_time(tuned: LabHandle) -> None:
     assert "the host booted after the change, but its running kernel command line lacks" in proc.stdout
     for node in lab.nodes:
         assert lab.ssh(node, "test -e /var/lib/rdmaforge/hugepages-reboot-pending", check=False).returncode == 1
+        # The reboot lock each run took is gone with the boot it guarded.
+        assert lab.ssh(node, f"test -e {REBOOT_LOCK}", check=False).returncode == 1
         assert lab.ssh(node, "systemctl is-system-running --wait").stdout.strip() == "running"
         # hugetlbfs is mounted with the 1 GiB page size after the boot
         assert "pagesize=1024M" in lab.ssh(node, "grep hugetlbfs /proc/mounts").stdout
@@ -152,6 +158,31 @@ def test_rolling_reboot_one_node_at_a_time(tuned: LabHandle) -> None:
     assert again.returncode == 0, again.stdout[-4000:]
     assert_no_changes(again.stdout)
     assert {n.name: n.boots for n in Lab().status().nodes} == after  # nothing rebooted twice
+
+
+def test_a_node_another_run_is_rebooting_is_not_rebooted_and_the_holder_is_named(
+    tuned: LabHandle, tmp_path: Path
+) -> None:
+    lab, node = tuned, sorted(tuned.nodes)[-1]
+    holder = "a run from another-controller since 2026-11-26T10:00:00Z"
+    lab.ssh(node, f"mkdir {REBOOT_LOCK} && echo '{holder}' > {REBOOT_LOCK}/owner")
+    boot_id = lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout
+    playbook = tmp_path / "reboot.yml"  # the reboot step of playbooks/hugepages.yml, on its own
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Reboot a node", "hosts": "cluster", "become": True, "gather_facts": False,
+        "tasks": [{"name": "Reboot", "ansible.builtin.include_role": {"name": "rdmaforge.cluster.hugepages",
+                                                                       "tasks_from": "reboot"}}],
+    }]))  # fmt: skip
+    try:
+        proc = lab.playbook(str(playbook), "--limit", node, "-e", json.dumps(
+            {"hugepages_reboot_lock_wait": 3, "hugepages_reboot_lock_poll": 1}))  # fmt: skip
+        assert proc.returncode != 0, proc.stdout[-4000:]
+        says = f"{node}: another run is rebooting this node (lock {REBOOT_LOCK}, held by {holder}); waited 3 s"
+        assert says in " ".join(proc.stdout.split()), proc.stdout[-4000:]
+        assert lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout == boot_id  # not rebooted
+        assert lab.ssh(node, f"cat {REBOOT_LOCK}/owner").stdout.strip() == holder  # the holder's lock stays
+    finally:
+        lab.ssh(node, f"rm -rf {REBOOT_LOCK}")
 
 
 def test_a_host_without_boot_loader_is_refused_before_any_change(tuned: LabHandle) -> None:
