@@ -64,6 +64,7 @@ LAB_ORDER = (
     "test_verify_expectations",
     "test_pairwise_on_lab",
     "test_verdicts",
+    "test_mirror_down_on_lab",  # removes a package on one node and installs it again from the restarted mirror
     # These two leave the nodes differing from their records (other fabric profiles' packages; a removed node's
     # rotated cluster key): the next session's first converge repairs that. test_zz_lab_down removes the lab.
     "test_fabric_profiles_on_lab",
@@ -86,10 +87,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: (1, lab_module_rank(item)) if item.get_closest_marker("lab") else (0, 0))
     if os.environ.get("RDMAFORGE_HEAVY_TESTS") == "1":
         return
-    skip = pytest.mark.skip(reason="heavy (a fresh NCCL compile): run by make test-heavy and make bench, not make test")
     for item in items:
-        if item.get_closest_marker("heavy"):
-            item.add_marker(skip)
+        heavy = item.get_closest_marker("heavy")
+        if heavy:
+            why = heavy.args[0] if heavy.args else "a fresh NCCL compile"
+            reason = f"heavy ({why}): run by make test-heavy and make bench, not make test"
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
