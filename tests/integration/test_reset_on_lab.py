@@ -1,5 +1,5 @@
 """Issue 18 on the lab: `rdmaforge reset` (playbooks/reset.yml) takes off one converged node what rdmaforge put
-there, and nothing else, and `provision` afterwards converges it again.
+there, and nothing else, and `provision --limit NODE` afterwards converges it again.
 
 Before the reset the node gets content that is not rdmaforge's, in the places rdmaforge writes to: a line of
 /etc/hosts outside its block, a key in authorized_keys, a file under /opt/nccl, an ld.so.conf.d file, a policy
@@ -7,7 +7,7 @@ rule whose priority is in the eni role's range but whose table is not. All of it
 the node had before rdmaforge (the lab's base image) and everything on the other nodes. What rdmaforge installed
 (seed 000's packages, the NCCL build and plugin, repositories, settings, trust, routing rules, kernel arguments)
 must be gone, with the node rebooted without the huge page arguments (hugepages_reboot), a second reset must change
-nothing, and a provision must bring it all back.
+nothing, and a provision of that node alone must bring it all back.
 """
 
 from __future__ import annotations
@@ -135,8 +135,8 @@ def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
     assert again.returncode == ExitCode.OK, again.stdout[-5000:]
     assert recap_of(again.stdout)[node]["changed"] == 0, again.stdout[-5000:]
 
-    # Provision converges it again (the whole cluster, as an operator runs it).
-    back = cli(tmp_path / "runs", "provision", "-i", str(lab.inventory))
+    # A provision of that node converges it again: the others did not change, so it is the operator's run.
+    back = cli(tmp_path / "runs", "provision", "-i", str(lab.inventory), "--limit", node)
     assert back.returncode == ExitCode.OK, back.stdout[-6000:]
     assert present(lab, node, RDMAFORGE_PATHS) == list(RDMAFORGE_PATHS)
     assert installed(lab, node, SEED_PACKAGES) == sorted(SEED_PACKAGES)
