@@ -1,10 +1,15 @@
-"""`make test`: the unit tests on two processes while the lab boots and converges, then the lab tests in one.
+"""`make test`: the unit tests on two processes while the lab boots and converges, and then beside the lab tests.
 
 The suite is CPU-bound on 2 cores. One pytest process leaves a core idle for much of the unit tests (each waits on
 its own ansible-playbook), so the unit tests run under pytest-xdist (``-n 2``) while a separate process brings the
-lab up and runs its first converge. The lab tests then run in one process, in LAB_ORDER (tests/conftest.py): their
-session finds the lab up and converged, and its own first converge takes the fast path. Measured on this machine
-(README, Tests).
+lab up and runs its first converge. The lab tests start as soon as that is done, in one process, in LAB_ORDER
+(tests/conftest.py): their session finds the lab up and converged, and its own first converge takes the fast path.
+The unit tests go on beside them at a lower CPU priority (UNITS_NICENESS): the lab's bring-up and tests are the
+longer path, and they wait on reboots, SSH timeouts and rate-limited links for much of it, time the unit tests use
+instead of a phase of their own (stop 28's fresh clone: the lab sat ready for 5 minutes while the unit tests
+finished). Measured on this machine (README, Tests).
+
+The unit tests' output goes to UNITS_LOG and is printed once both runs have ended, so the two never interleave.
 
 ``python -m tests.suite [PYTEST_ARGS...]``: the arguments go to both pytest runs. The exit status is the first
 failing run's (a run that selects no test counts as passed). ``RDMAFORGE_TEST_PHASES=0`` runs one plain pytest
@@ -25,13 +30,28 @@ ROOT = TESTS.parent
 #: pytest's exit status when the arguments select no test in a run (e.g. only unit tests were named).
 NO_TESTS_COLLECTED = 5
 PRESTART_LOG = ROOT / "artifacts" / "lab-prestart.log"
+UNITS_LOG = ROOT / "artifacts" / "unit-tests.log"
+#: The unit tests' nice(1) value: below the lab's bring-up and tests, which are the suite's longer path.
+UNITS_NICENESS = 10
 #: tests/installed.py reads it (the name is repeated there: this module imports nothing of the tests at start).
 SHARED_DIR_VARIABLE = "RDMAFORGE_TEST_SHARED_DIR"
 
 
-def pytest(*args: str) -> int:
-    status = subprocess.call([sys.executable, "-m", "pytest", *args], cwd=ROOT)
+def pytest_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", *args]
+
+
+def passed(status: int) -> int:
     return 0 if status == NO_TESTS_COLLECTED else status
+
+
+def pytest(*args: str) -> int:
+    return passed(subprocess.call(pytest_argv(*args), cwd=ROOT))
+
+
+def lower_priority() -> None:
+    """In the unit tests' process before it starts: its workers and their ansible-playbook runs inherit it."""
+    os.nice(UNITS_NICENESS)
 
 
 def prestart() -> int:
@@ -75,16 +95,21 @@ def main(argv: list[str]) -> int:
 
 def phases(argv: list[str]) -> int:
     PRESTART_LOG.parent.mkdir(parents=True, exist_ok=True)
-    with PRESTART_LOG.open("w") as log:
-        lab = subprocess.Popen([sys.executable, "-m", "tests.suite", "prestart"], cwd=ROOT, stdout=log,
+    with PRESTART_LOG.open("w") as lab_log, UNITS_LOG.open("w") as units_log:
+        lab = subprocess.Popen([sys.executable, "-m", "tests.suite", "prestart"], cwd=ROOT, stdout=lab_log,
                                stderr=subprocess.STDOUT)  # fmt: skip
+        units = subprocess.Popen(pytest_argv("-m", "not lab", "-n", "2", "--dist", "loadfile", *argv), cwd=ROOT,
+                                 stdout=units_log, stderr=subprocess.STDOUT, preexec_fn=lower_priority)  # fmt: skip
         try:
-            units = pytest("-m", "not lab", "-n", "2", "--dist", "loadfile", *argv)
-        finally:
             lab.wait()
-    print(f"lab bring-up and first converge: exit {lab.returncode} (log: {PRESTART_LOG})", flush=True)
-    labs = pytest("-m", "lab", *argv)
-    return units or labs
+            print(f"lab bring-up and first converge: exit {lab.returncode} (log: {PRESTART_LOG}); the unit tests "
+                  f"go on beside the lab tests (log: {UNITS_LOG})", flush=True)  # fmt: skip
+            labs = pytest("-m", "lab", *argv)
+        finally:
+            units_status = passed(units.wait())
+    print(f"\n==== unit tests (run beside the lab tests): exit {units_status}, log {UNITS_LOG}", flush=True)
+    print(UNITS_LOG.read_text(errors="replace"), flush=True)
+    return units_status or labs
 
 
 if __name__ == "__main__":
