@@ -31,6 +31,11 @@ def package_removal_argv(names: list[str], manager: str) -> list[str]:
     return packages.removal_argv(manager, names)
 
 
+def package_file_name_argv(path: str, manager: str) -> list[str]:
+    """The command that prints the name of the package in a downloaded .deb or .rpm file."""
+    return packages.file_name_argv(manager, path)
+
+
 def package_manual_argv(manager: str) -> list[str]:
     """The command that lists the packages installed on purpose."""
     return packages.manual_argv(manager)
@@ -60,6 +65,7 @@ class FilterModule:
             "rdmaforge_packages_absent": packages_absent,
             "rdmaforge_package_removal_argv": package_removal_argv,
             "rdmaforge_package_manual_argv": package_manual_argv,
+            "rdmaforge_package_file_name_argv": package_file_name_argv,
             "rdmaforge_package_removal_blockers": packages.removal_blockers,
             "rdmaforge_role_validators": role_validators,
             "rdmaforge_workspace_path": workspace_path,

@@ -66,6 +66,14 @@ def absent(output: str, names: list[str]) -> list[str]:
     return out
 
 
+def file_name_argv(manager: str, path: str) -> list[str]:
+    """The command that prints the name of the package in a downloaded .deb (apt) or .rpm file, the name it will
+    have once installed (a vendor's file name need not match it)."""
+    if manager == "apt":
+        return ["dpkg-deb", "--field", path, "Package"]
+    return ["rpm", "-q", "--package", "--queryformat", "%{NAME}\n", path]
+
+
 def removal_argv(manager: str, names: list[str]) -> list[str]:
     """A dry run of removing ``names``: it lists (apt) or refuses with (rpm) every other package that would go too."""
     if manager == "apt":

@@ -39,6 +39,25 @@ def test_a_removed_package_with_its_configuration_kept_counts_as_absent() -> Non
     assert packages.absent(output, ["libfoo1", "bar"]) == ["libfoo1"]
 
 
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb (a Debian-family machine)")
+def test_the_package_name_comes_from_the_file_not_its_file_name(tmp_path) -> None:
+    # A vendor's file name need not be the package's name (seed 000's aiacc-nccl-plugin-1.0.2.deb): a .deb built
+    # here under another file name, read back with the command the nccl_plugin role runs.
+    root = tmp_path / "tree"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        "Package: rdmaforge-test-plugin\nVersion: 1.0.2\nArchitecture: all\nMaintainer: tests <t@example.invalid>\n"
+        "Description: a package built by this test\n"
+    )
+    deb = tmp_path / "vendor-named-1.0.2.deb"
+    subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(root), str(deb)], check=True,
+                   capture_output=True)  # fmt: skip
+    argv = packages.file_name_argv("apt", str(deb))
+    assert subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip() == "rdmaforge-test-plugin"
+    assert packages.file_name_argv("dnf", "/x/p.rpm") == ["rpm", "-q", "--package", "--queryformat", "%{NAME}\n",
+                                                          "/x/p.rpm"]  # fmt: skip
+
+
 @pytest.fixture
 def netns() -> Iterator[str]:
     if shutil.which("ip") is None:
