@@ -5,9 +5,13 @@ its own ansible-playbook), so the unit tests run under pytest-xdist (``-n 2``) w
 lab up and runs its first converge. The lab tests start as soon as that is done, in one process, in LAB_ORDER
 (tests/conftest.py): their session finds the lab up and converged, and its own first converge takes the fast path.
 The unit tests go on beside them at a lower CPU priority (UNITS_NICENESS): the lab's bring-up and tests are the
-longer path, and they wait on reboots, SSH timeouts and rate-limited links for much of it, time the unit tests use
-instead of a phase of their own (stop 28's fresh clone: the lab sat ready for 5 minutes while the unit tests
-finished). Measured on this machine (README, Tests).
+longer path, and they leave about a third of the CPU idle (a single-threaded controller, reboots, SSH timeouts,
+rate-limited links; vmstat during the reset module), time the unit tests use instead of a phase of their own (stop
+28's fresh clone: the lab sat ready for 5 minutes while the unit tests finished). The priority is set on the unit
+tests' own session: with the kernel's autogroup scheduling (Debian's default) a process's nice value counts only
+against the processes of its session, and the lab nodes run in sessions of their own, so a plain nice(1) did not
+keep the unit tests from slowing the lab tests (fresh clone e6c6c6c: the first lab module took 8 minutes instead of
+5). Measured on this machine (README, Tests).
 
 The unit tests' output goes to UNITS_LOG and is printed once both runs have ended, so the two never interleave.
 
@@ -31,8 +35,9 @@ ROOT = TESTS.parent
 NO_TESTS_COLLECTED = 5
 PRESTART_LOG = ROOT / "artifacts" / "lab-prestart.log"
 UNITS_LOG = ROOT / "artifacts" / "unit-tests.log"
-#: The unit tests' nice(1) value: below the lab's bring-up and tests, which are the suite's longer path.
-UNITS_NICENESS = 10
+#: The unit tests' nice value (their processes' and their session's autogroup's): the lab's bring-up and tests,
+#: the suite's longer path, come first.
+UNITS_NICENESS = 19
 #: tests/installed.py reads it (the name is repeated there: this module imports nothing of the tests at start).
 SHARED_DIR_VARIABLE = "RDMAFORGE_TEST_SHARED_DIR"
 
@@ -50,8 +55,13 @@ def pytest(*args: str) -> int:
 
 
 def lower_priority() -> None:
-    """In the unit tests' process before it starts: its workers and their ansible-playbook runs inherit it."""
+    """In the unit tests' process before it starts, in a session of its own (start_new_session): its workers and
+    their ansible-playbook runs inherit the nice value and the session's autogroup."""
     os.nice(UNITS_NICENESS)
+    try:
+        Path("/proc/self/autogroup").write_text(str(UNITS_NICENESS))
+    except OSError:
+        pass  # a kernel without autogroup scheduling: the nice value alone then orders the processes
 
 
 def prestart() -> int:
@@ -99,12 +109,16 @@ def phases(argv: list[str]) -> int:
         lab = subprocess.Popen([sys.executable, "-m", "tests.suite", "prestart"], cwd=ROOT, stdout=lab_log,
                                stderr=subprocess.STDOUT)  # fmt: skip
         units = subprocess.Popen(pytest_argv("-m", "not lab", "-n", "2", "--dist", "loadfile", *argv), cwd=ROOT,
-                                 stdout=units_log, stderr=subprocess.STDOUT, preexec_fn=lower_priority)  # fmt: skip
+                                 stdout=units_log, stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=lower_priority)  # fmt: skip
         try:
             lab.wait()
             print(f"lab bring-up and first converge: exit {lab.returncode} (log: {PRESTART_LOG}); the unit tests "
                   f"go on beside the lab tests (log: {UNITS_LOG})", flush=True)  # fmt: skip
             labs = pytest("-m", "lab", *argv)
+        except BaseException:
+            units.terminate()  # a session of its own: Ctrl-C reaches only this one
+            raise
         finally:
             units_status = passed(units.wait())
     print(f"\n==== unit tests (run beside the lab tests): exit {units_status}, log {UNITS_LOG}", flush=True)
