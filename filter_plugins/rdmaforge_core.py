@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import paths, ssh_mesh
+from rdmaforge import network_retry, paths, ssh_mesh
 from rdmaforge.parsers import gpg, nccl_env, nccl_net_api, packages
 
 
@@ -36,6 +36,12 @@ def package_file_name_argv(path: str, manager: str) -> list[str]:
     return packages.file_name_argv(manager, path)
 
 
+def network_retry_done(result: dict[str, Any], retries: int, delay: float) -> bool:
+    """The until condition of a retried network task: True once it succeeded; after a failure that another try
+    follows, first waits what a doubling backoff adds to the task's fixed delay."""
+    return network_retry.settled(result, retries, delay)
+
+
 def package_manual_argv(manager: str) -> list[str]:
     """The command that lists the packages installed on purpose."""
     return packages.manual_argv(manager)
@@ -60,6 +66,7 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "rdmaforge_gpg_fingerprints": gpg.fingerprints,
+            "rdmaforge_network_retry_done": network_retry_done,
             "rdmaforge_installed_versions": installed_versions,
             "rdmaforge_package_query_argv": package_query_argv,
             "rdmaforge_packages_absent": packages_absent,

@@ -1,9 +1,10 @@
-"""Network operations are retried, then fail with the URL named (issue 18).
+"""Network operations are retried with doubling waits, then fail with the URL named (issue 18).
 
 Every download, checkout, pip and package task of every role reads the same two variables with the same
-defaults as preflight's argument spec documents (a copy that drifts fails here). Then for real: the erdma key
-download of role rdma_repos (a real get_url on this machine, ansible_connection=local) against an HTTP server on
-loopback that answers 503 twice and then serves a real key, and against a port nothing listens on.
+defaults as preflight's argument spec documents (a copy that drifts fails here), and ends its tries with the
+backoff filter. Then for real: the erdma key download of role rdma_repos (a real get_url on this machine,
+ansible_connection=local) against an HTTP server on loopback that answers 503 twice and then serves a real key
+(the gaps between its requests show the backoff), and against a port nothing listens on.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import pytest
 import yaml
 from conftest import recap, run_playbook
 
+from rdmaforge import network_retry
 from rdmaforge.paths import PROJECT_ROOT
 
 ROLES = PROJECT_ROOT / "roles"
@@ -36,34 +39,69 @@ def preflight_default(option: str) -> object:
     return spec["argument_specs"]["main"]["options"][option]["default"]
 
 
-def network_tasks() -> Iterator[tuple[str, dict]]:
-    def walk(tasks: list, where: str) -> Iterator[tuple[str, dict]]:
+def network_tasks() -> Iterator[tuple[str, dict, bool]]:
+    """(where, task, rescued): ``rescued`` when the task sits in a block whose rescue retries a network task."""
+
+    def retried(tasks: list) -> bool:
+        return any(NETWORK_MODULES & set(task) and "retries" in task for task in tasks or [])
+
+    def walk(tasks: list, where: str, rescued: bool) -> Iterator[tuple[str, dict, bool]]:
         for task in tasks or []:
-            for key in ("block", "rescue", "always"):
-                yield from walk(task.get(key, []), where)
+            yield from walk(task.get("block", []), where, retried(task.get("rescue", [])))
+            for key in ("rescue", "always"):
+                yield from walk(task.get(key, []), where, False)
             if NETWORK_MODULES & set(task):
-                yield f"{where}: {task.get('name')}", task
+                yield f"{where}: {task.get('name')}", task, rescued
 
     for path in sorted(ROLES.glob("*/tasks/*.yml")):
-        yield from walk(yaml.safe_load(path.read_text()), str(path.relative_to(PROJECT_ROOT)))
+        yield from walk(yaml.safe_load(path.read_text()), str(path.relative_to(PROJECT_ROOT)), False)
 
 
 def test_every_network_task_retries_with_the_documented_defaults() -> None:
-    retries = f"{{{{ rdmaforge_network_retries | default({preflight_default('rdmaforge_network_retries')}) }}}}"
-    delay = f"{{{{ rdmaforge_network_retry_delay | default({preflight_default('rdmaforge_network_retry_delay')}) }}}}"
+    retries_default = preflight_default("rdmaforge_network_retries")
+    delay_default = preflight_default("rdmaforge_network_retry_delay")
+    retries = f"{{{{ rdmaforge_network_retries | default({retries_default}) }}}}"
+    delay = f"{{{{ rdmaforge_network_retry_delay | default({delay_default}) }}}}"
     found = list(network_tasks())
-    assert len(found) >= 10, [name for name, _ in found]  # apt, dnf, pip, get_url, git, rpm_key in six roles
-    for name, task in found:
+    assert len(found) >= 10, [name for name, _, _ in found]  # apt, dnf, pip, get_url, git, rpm_key in six roles
+    for name, task, rescued in found:
+        if rescued:
+            # Its failure goes to a rescue that retries: retried here too, a mirror that is down would be waited
+            # for twice.
+            assert not {"retries", "delay", "until"} & set(task), name
+            continue
         assert task.get("retries") == retries, name
         assert task.get("delay") == delay, name
-        assert task.get("until") == f"{task.get('register')} is succeeded", name
+        assert task.get("until") == (
+            f"{task.get('register')} | rdmaforge.cluster.rdmaforge_network_retry_done("
+            f"rdmaforge_network_retries | default({retries_default}), "
+            f"rdmaforge_network_retry_delay | default({delay_default}))"
+        ), name
+    assert any(rescued for _, _, rescued in found)  # os_packages' apt install
+
+
+def test_the_waits_double_from_the_delay_up_to_a_minute() -> None:
+    """The rule the argument spec documents: delay, 2 x delay, 4 x delay, ..., at most 60 s or the delay."""
+    assert [network_retry.wait_after(attempt, 5) for attempt in range(1, 7)] == [5, 10, 20, 40, 60, 60]
+    assert [network_retry.wait_after(attempt, 300) for attempt in range(1, 4)] == [300, 300, 300]
+    assert [network_retry.wait_after(attempt, 0) for attempt in range(1, 4)] == [0, 0, 0]
+
+
+def test_the_until_filter_waits_only_the_part_ansible_does_not_and_never_after_the_last_try() -> None:
+    slept: list[float] = []
+    assert network_retry.settled({"failed": False, "attempts": 3}, 4, 5, sleep=slept.append) is True
+    for attempt in range(1, 6):  # retries=4: five tries, the fifth is the last
+        assert network_retry.settled({"failed": True, "attempts": attempt}, 4, 5, sleep=slept.append) is False
+    # Ansible waits the 5 s delay itself after tries 1-4; the filter adds the rest of 5, 10, 20, 40.
+    assert slept == [5, 15, 35]
 
 
 class FlakyKeyServer(http.server.ThreadingHTTPServer):
-    """Answers 503 to the first ``failures`` requests, then serves ``body``."""
+    """Answers 503 to the first ``failures`` requests, then serves ``body``; notes when each request came."""
 
     def __init__(self, body: bytes, failures: int) -> None:
         self.body, self.failures, self.requests = body, failures, 0
+        self.times: list[float] = []
         super().__init__(("127.0.0.1", 0), FlakyHandler)
 
 
@@ -72,6 +110,7 @@ class FlakyHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
         self.server.requests += 1
+        self.server.times.append(time.monotonic())
         if self.server.requests <= self.server.failures:
             self.send_error(503, "mirror busy")
             return
@@ -98,7 +137,9 @@ def signing_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str]:
     return armored, fingerprint
 
 
-def key_download(tmp_path: Path, url: str, fingerprint: str, retries: int) -> subprocess.CompletedProcess[str]:
+def key_download(
+    tmp_path: Path, url: str, fingerprint: str, retries: int, delay: int = 0
+) -> subprocess.CompletedProcess[str]:
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
         "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
@@ -114,7 +155,7 @@ def key_download(tmp_path: Path, url: str, fingerprint: str, retries: int) -> su
             "rdma_repos_erdma_gpg_fingerprint": fingerprint,
             "rdma_repos_controller_cache": str(tmp_path / "keys"),
             "rdmaforge_network_retries": retries,
-            "rdmaforge_network_retry_delay": 0,
+            "rdmaforge_network_retry_delay": delay,
         },
     }]))  # fmt: skip
     return run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
@@ -128,11 +169,16 @@ def test_a_mirror_that_fails_twice_is_retried_and_the_key_verified(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"
-        proc = key_download(tmp_path, url, fingerprint, retries=4)
+        proc = key_download(tmp_path, url, fingerprint, retries=4, delay=2)
     finally:
         server.shutdown()
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert server.requests == 3
+    # The backoff for delay 2: at least 2 s before the second try and 4 s before the third. Lower bounds (a busy
+    # machine makes a gap longer, never shorter), and the second gap longer by most of 2 s: with a fixed delay the
+    # two would differ only by the noise of one module run.
+    first_gap, second_gap = (b - a for a, b in zip(server.times, server.times[1:], strict=False))
+    assert first_gap >= 2 and second_gap >= 4 and second_gap - first_gap >= 1.5, server.times
     assert proc.stdout.count("FAILED - RETRYING: [localhost]: Download the erdma signing key") == 2, proc.stdout
     assert (tmp_path / "keys" / f"erdma-{fingerprint}.gpg").stat().st_size > 0
     assert recap(proc.stdout)["localhost"]["failed"] == 0
