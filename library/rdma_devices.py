@@ -7,14 +7,18 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: rdma_devices
-short_description: Report RDMA devices and port states from ibv_devinfo
+short_description: Report RDMA devices and port states from ibv_devinfo, or from the kernel's sysfs
 description:
   - Runs C(ibv_devinfo -v) and, when iproute2's C(rdma) tool is installed, C(rdma link show), and
     returns every RDMA device with its ports (state, physical state, MTUs, link layer, LIDs, GIDs,
     netdev) as the C(rdma_devices) fact.
+  - When C(ibv_devinfo) is not installed (a bare host: the kernel's drivers load before rdma-core's user space), or
+    fails without listing a device, the devices and their ports' states, link layers and LIDs come from
+    O(sysfs_root) instead; RV(source) says which answered. The one RDMA probe of preflight, doctor and rdma_core.
   - Read-only; never reports a change. Works the same in check mode.
-  - When C(ibv_devinfo) is not installed the module succeeds with O(require_active) ignored,
-    an empty RV(devices) list and RV(tool_present=false), so the calling role decides what that means.
+  - When C(ibv_devinfo) is not installed and O(sysfs_root) does not exist, the module succeeds with
+    O(require_active) ignored, an empty RV(devices) list and RV(source=none), so the calling role decides what
+    that means.
   - The parser is rdmaforge's C(rdmaforge/parsers/rdma_devinfo.py), shipped to the target as
     C(plugins/module_utils/rdma_devinfo.py) of the collection.
 version_added: "0.1.0"
@@ -32,6 +36,11 @@ options:
         it is given but not executable.
       - By default it is looked up like C(ibv_devinfo); when it is absent, every port's C(netdev) is null.
     type: path
+  sysfs_root:
+    description:
+      - The kernel's RDMA device directory, read when C(ibv_devinfo) cannot answer (tests point it at a fake tree).
+    type: path
+    default: /sys/class/infiniband
   expected_ports:
     description:
       - Ports that must exist, as V(DEVICE:PORT) (for example V(mlx5_0:1)) or V(DEVICE) for every port
@@ -188,6 +197,14 @@ tool_present:
   description: Whether C(ibv_devinfo) was found on the host.
   returned: always
   type: bool
+source:
+  description:
+    - Where RV(devices) came from. V(ibv_devinfo) when it answered (with or without devices); V(sysfs) when it
+      is absent or failed and O(sysfs_root) exists (fields sysfs does not hold are null, C(gids) empty); V(none)
+      when neither.
+  returned: always
+  type: str
+  sample: ibv_devinfo
 """
 
 import os
@@ -203,11 +220,13 @@ from ansible_collections.rdmaforge.cluster.plugins.module_utils.rdma_devinfo imp
     parse_ibv_devinfo,
     parse_rdma_link,
     port_problems,
+    read_sysfs_devices,
 )
 
 ARGUMENT_SPEC = {
     "ibv_devinfo_path": {"type": "path"},
     "rdma_path": {"type": "path"},
+    "sysfs_root": {"type": "path", "default": "/sys/class/infiniband"},
     "expected_ports": {"type": "list", "elements": "str", "default": []},
     "require_active": {"type": "bool", "default": False},
 }
@@ -227,16 +246,17 @@ def find_tool(module: AnsibleModule, option: str, name: str) -> str | None:
     return str(path)
 
 
-def read_devices(module: AnsibleModule, ibv_devinfo: str) -> list[Device]:
-    """Run ``ibv_devinfo -v`` and parse it; tool errors become warnings, not failures."""
+def read_devices(module: AnsibleModule, ibv_devinfo: str) -> tuple[list[Device], bool]:
+    """Run ``ibv_devinfo -v`` and parse it: (devices, whether it answered). Tool errors become warnings."""
     rc, stdout, stderr = module.run_command([ibv_devinfo, "-v"])
     devices = parse_ibv_devinfo(stdout)
     if rc != 0 and not devices and NO_DEVICES_MESSAGE not in stdout + stderr:
         module.warn(f"{ibv_devinfo} -v exited with {rc}: {stderr.strip() or stdout.strip()}")
-    elif rc != 0 and devices:
+        return [], False
+    if rc != 0 and devices:
         # One device failing to open (a VF of another container, say) does not hide the others.
         module.warn(f"{ibv_devinfo} -v exited with {rc}; using the devices it printed: {stderr.strip()}")
-    return devices
+    return devices, True
 
 
 def add_netdevs(module: AnsibleModule, devices: list[Device]) -> list[Device]:
@@ -265,9 +285,19 @@ def main() -> None:
 
     ibv_devinfo = find_tool(module, "ibv_devinfo_path", "ibv_devinfo")
     devices: list[Device] = []
+    answered = False
     if ibv_devinfo is not None:
         result["tool_present"] = True
-        devices = add_netdevs(module, read_devices(module, ibv_devinfo))
+        devices, answered = read_devices(module, ibv_devinfo)
+    sysfs_root = module.params["sysfs_root"]
+    if answered:
+        result["source"] = "ibv_devinfo"
+    elif os.path.isdir(sysfs_root):
+        result["source"] = "sysfs"
+        devices = read_sysfs_devices(sysfs_root)
+    else:
+        result["source"] = "none"
+    devices = add_netdevs(module, devices)
 
     result.update(
         devices=devices,
@@ -276,7 +306,9 @@ def main() -> None:
     )
     if ibv_devinfo is None:
         result["msg"] = "ibv_devinfo not found (install ibverbs-utils / libibverbs-utils)"
-    elif module.params["require_active"]:
+        if result["source"] == "sysfs":
+            result["msg"] += f"; the devices come from {sysfs_root}"
+    if (ibv_devinfo is not None or result["source"] == "sysfs") and module.params["require_active"]:
         problems = port_problems(devices, module.params["expected_ports"])
         if problems:
             module.fail_json(msg="RDMA ports not ready: " + "; ".join(problems), **result)

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-from rdmaforge.parsers import rdma_devinfo
 
 NVIDIA_VENDOR = "10de"
 #: PCI classes of GPUs: 0300 VGA compatible controller, 0302 3D controller (A100/H100 are 0302).
@@ -107,16 +105,15 @@ def node_fact(
     facts: Mapping[str, Any],
     nvidia_smi: str | None = None,
     lspci: str | None = None,
-    ibv_devinfo: str | None = None,
-    sysfs_rdma: Iterable[str] | None = None,
+    rdma: Mapping[str, Any] | None = None,
     compute_caps: str | None = None,
 ) -> dict[str, Any]:
     """The ``rdmaforge_node`` fact. A tool's output is None when the tool is absent or failed.
 
     GPUs: ``nvidia-smi -L`` when it works (the driver is loaded), else ``lspci`` (sees GPUs on a
-    bare host before any driver is installed), else 0. RDMA devices: ``ibv_devinfo -l`` when
-    rdma-core is installed, else the kernel's /sys/class/infiniband (drivers load before
-    user space is installed), else none.
+    bare host before any driver is installed), else 0. RDMA devices: the ``rdma_devices`` module's
+    result (``ibv_devinfo`` when rdma-core is installed, else the kernel's /sys/class/infiniband:
+    drivers load before user space is installed), in the order it lists them, and its ``source``.
     """
     if nvidia_smi is not None:
         gpu_count, gpu_source = count_nvidia_smi_gpus(nvidia_smi), "nvidia-smi"
@@ -124,12 +121,11 @@ def node_fact(
         gpu_count, gpu_source = count_lspci_gpus(lspci), "lspci"
     else:
         gpu_count, gpu_source = 0, "none"
-    if ibv_devinfo is not None:
-        rdma_devices, rdma_source = rdma_devinfo.parse_ibv_devinfo_list(ibv_devinfo), "ibv_devinfo"
-    elif sysfs_rdma is not None:
-        rdma_devices, rdma_source = sorted(str(d) for d in sysfs_rdma), "sysfs"
-    else:
-        rdma_devices, rdma_source = [], "none"
+    rdma = rdma if isinstance(rdma, Mapping) else {}
+    listed = rdma.get("devices")
+    devices: list[Any] = listed if isinstance(listed, list) else []
+    rdma_devices = [str(d["name"]) for d in devices if isinstance(d, Mapping) and d.get("name")]
+    rdma_source = str(rdma.get("source") or "none")
     default_ipv4 = facts.get("default_ipv4")
     return {
         "os": {

@@ -26,6 +26,7 @@ A port::
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING, TypedDict
 
@@ -438,6 +439,107 @@ def port_problems(devices: Sequence[Device], expected: Sequence[str] = ()) -> li
     return problems
 
 
+# --- the kernel's /sys/class/infiniband ----------------------------------------------------------
+# Read when ibv_devinfo is not installed yet (the kernel's drivers load before rdma-core's user space) or does not
+# work. The kernel prints a port's states as "CODE: NAME" ("4: ACTIVE", "5: LinkUp"); the records use the names
+# ibv_devinfo prints for the same codes, so that every consumer reads one vocabulary.
+
+#: ibv_devinfo's port state names by the kernel's code (libibverbs' ibv_port_state_str).
+SYSFS_PORT_STATES = {0: "PORT_NOP", 1: "PORT_DOWN", 2: "PORT_INIT", 3: "PORT_ARMED", 4: ACTIVE, 5: "PORT_ACTIVE_DEFER"}
+#: ibv_devinfo's physical state names by the kernel's code.
+SYSFS_PHYSICAL_STATES = {
+    1: "SLEEP",
+    2: "POLLING",
+    3: "DISABLED",
+    4: "PORT_CONFIGURATION TRAINING",
+    5: "LINK_UP",
+    6: "LINK_ERROR RECOVERY",
+    7: "PHY TEST",
+}
+
+
+def _sysfs_code(text: str | None) -> int | None:
+    """``"4: ACTIVE"`` -> 4."""
+    if not text or ":" not in text:
+        return None
+    return _to_int(text.split(":", 1)[0])
+
+
+def sysfs_port(number: int, files: dict[str, str]) -> Port:
+    """A port record from the files of ``/sys/class/infiniband/DEVICE/ports/NUMBER`` (name -> content)."""
+    state_code = _sysfs_code(files.get("state"))
+    physical_code = _sysfs_code(files.get("phys_state"))
+    return {
+        "port": number,
+        "state": SYSFS_PORT_STATES.get(state_code) if state_code is not None else None,
+        "state_code": state_code,
+        "physical_state": SYSFS_PHYSICAL_STATES.get(physical_code) if physical_code is not None else None,
+        "max_mtu": None,
+        "active_mtu": None,
+        "link_layer": _non_empty(files.get("link_layer")),
+        "sm_lid": _to_int(files.get("sm_lid"), 16),
+        "port_lid": _to_int(files.get("lid"), 16),
+        "lmc": _to_int(files.get("lid_mask_count")),
+        "active_width": None,
+        "active_speed": None,
+        "netdev": None,
+        "gids": [],
+    }
+
+
+def sysfs_device(name: str, files: dict[str, str], ports: dict[int, dict[str, str]]) -> Device:
+    """A device record from ``/sys/class/infiniband/NAME``'s files and its ports' files."""
+    return {
+        "name": name,
+        "transport": None,
+        "fw_ver": _non_empty(files.get("fw_ver")),
+        "node_guid": _non_empty(files.get("node_guid")),
+        "sys_image_guid": _non_empty(files.get("sys_image_guid")),
+        "vendor_id": None,
+        "vendor_part_id": None,
+        "hw_ver": _non_empty(files.get("hw_rev")),
+        "board_id": _non_empty(files.get("board_id")),
+        "phys_port_cnt": len(ports),
+        "ports": [sysfs_port(number, ports[number]) for number in sorted(ports)],
+    }
+
+
+def _read_small_files(directory: str, names: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                out[name] = handle.read(4096).strip()
+        except OSError:
+            continue  # absent for this driver, or not readable: the record says null
+    return out
+
+
+_DEVICE_FILES = ("fw_ver", "node_guid", "sys_image_guid", "hw_rev", "board_id")
+_PORT_FILES = ("state", "phys_state", "link_layer", "sm_lid", "lid", "lid_mask_count")
+
+
+def read_sysfs_devices(root: str) -> list[Device]:
+    """Every device under ``root`` (``/sys/class/infiniband``), by name; [] when it is absent or empty."""
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    devices: list[Device] = []
+    for name in names:
+        device_dir = os.path.join(root, name)
+        ports: dict[int, dict[str, str]] = {}
+        try:
+            port_names = os.listdir(os.path.join(device_dir, "ports"))
+        except OSError:
+            port_names = []
+        for port_name in port_names:
+            if port_name.isdigit():
+                ports[int(port_name)] = _read_small_files(os.path.join(device_dir, "ports", port_name), _PORT_FILES)
+        devices.append(sysfs_device(name, _read_small_files(device_dir, _DEVICE_FILES), ports))
+    return devices
+
+
 __all__ = [
     "ACTIVE",
     "NO_DEVICES_MESSAGE",
@@ -454,14 +556,7 @@ __all__ = [
     "parse_rdma_link",
     "parse_rdma_link_line",
     "port_problems",
+    "read_sysfs_devices",
+    "sysfs_device",
+    "sysfs_port",
 ]
-
-
-def parse_ibv_devinfo_list(output: str) -> list[str]:
-    """Device names from ``ibv_devinfo -l``: a ``2 HCAs found:`` header, then one name per line."""
-    names = []
-    for line in output.splitlines():
-        line = line.strip()
-        if line and not re.match(r"\d+ HCAs? found", line):
-            names.append(line)
-    return names

@@ -21,7 +21,14 @@ LSPCI = """\
 85:00.0 "0680" "10de" "1af1" -ra1 "10de" "0000"
 """
 
-IBV_DEVINFO_L = "2 HCAs found:\n\terdma_0\n\terdma_1\n"
+#: What the rdma_devices module returns (its devices as the real ibv_devinfo output of two mlx5 HCAs, IB and RoCE,
+#: parses, and its source): node_fact takes the names in the module's order.
+RDMA = {
+    "devices": rdma_devinfo.parse_ibv_devinfo(
+        (Path(__file__).parents[1] / "data" / "ibv_devinfo" / "mlx5_ib_and_roce_ofed.txt").read_text()
+    ),
+    "source": "ibv_devinfo",
+}
 
 FACTS = {
     "distribution": "Debian",
@@ -64,12 +71,6 @@ def test_count_lspci_gpus_counts_nvidia_display_controllers_only() -> None:
     assert node_facts.count_lspci_gpus('broken "line\n') == 0
 
 
-def test_parse_ibv_devinfo_list() -> None:
-    assert rdma_devinfo.parse_ibv_devinfo_list(IBV_DEVINFO_L) == ["erdma_0", "erdma_1"]
-    assert rdma_devinfo.parse_ibv_devinfo_list("0 HCAs found:\n") == []
-    assert rdma_devinfo.parse_ibv_devinfo_list("1 HCA found:\n\tmlx5_0\n") == ["mlx5_0"]
-
-
 def test_nics_from_facts() -> None:
     assert node_facts.nics_from_facts(FACTS) == [
         {
@@ -92,10 +93,8 @@ def test_nics_from_facts() -> None:
     ]
 
 
-def test_node_fact_prefers_nvidia_smi_and_ibv_devinfo() -> None:
-    fact = node_facts.node_fact(
-        FACTS, nvidia_smi=NVIDIA_SMI_L, lspci=LSPCI, ibv_devinfo=IBV_DEVINFO_L, sysfs_rdma=["x"]
-    )
+def test_node_fact_prefers_nvidia_smi_and_takes_the_rdma_probe_as_it_answered() -> None:
+    fact = node_facts.node_fact(FACTS, nvidia_smi=NVIDIA_SMI_L, lspci=LSPCI, rdma=RDMA)
     assert fact["os"] == {
         "distribution": "Debian",
         "version": "12.11",
@@ -104,14 +103,14 @@ def test_node_fact_prefers_nvidia_smi_and_ibv_devinfo() -> None:
         "pkg_mgr": "apt",
     }
     assert (fact["cpu_count"], fact["gpu_count"], fact["gpu_source"]) == (128, 2, "nvidia-smi")
-    assert (fact["rdma_devices"], fact["rdma_source"]) == (["erdma_0", "erdma_1"], "ibv_devinfo")
+    assert (fact["rdma_devices"], fact["rdma_source"]) == (["mlx5_1", "mlx5_3"], "ibv_devinfo")
     assert fact["default_route_interface"] == "eth0"
 
 
-def test_node_fact_falls_back_to_lspci_and_sysfs() -> None:
-    fact = node_facts.node_fact(FACTS, lspci=LSPCI, sysfs_rdma=["mlx5_1", "mlx5_0"])
+def test_node_fact_falls_back_to_lspci_and_names_the_rdma_source() -> None:
+    fact = node_facts.node_fact(FACTS, lspci=LSPCI, rdma={**RDMA, "source": "sysfs"})
     assert (fact["gpu_count"], fact["gpu_source"]) == (2, "lspci")
-    assert (fact["rdma_devices"], fact["rdma_source"]) == (["mlx5_0", "mlx5_1"], "sysfs")
+    assert (fact["rdma_devices"], fact["rdma_source"]) == (["mlx5_1", "mlx5_3"], "sysfs")
 
 
 def test_node_fact_of_a_bare_host() -> None:

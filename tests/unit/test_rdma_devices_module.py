@@ -174,6 +174,78 @@ def test_no_devices_is_not_an_error(tmp_path, rdma_link):
     assert not (tmp_path / "fake_rdma.args").exists()  # nothing to map to netdevs
 
 
+def fake_sysfs_from_sample(root: Path, *samples: str) -> list:
+    """A test double of /sys/class/infiniband (there is no RDMA hardware here) holding what real ``ibv_devinfo``
+    outputs say, in the kernel's formats: port states as ``CODE: NAME``, LIDs in hex. Returns the samples' devices
+    as ibv_devinfo's parser reads them: what the module must report from sysfs."""
+    devices = []
+    for sample in samples:
+        text = (IBV / sample).read_text()
+        physical_codes = iter(re.findall(r"phys_state:\s*.*?\((\d+)\)", text))  # verbose output only, in port order
+        for device in parse_ibv_devinfo(text):
+            device_dir = root / device["name"]
+            (device_dir / "ports").mkdir(parents=True)
+            for name, key in (("fw_ver", "fw_ver"), ("node_guid", "node_guid"), ("sys_image_guid", "sys_image_guid"),
+                              ("board_id", "board_id"), ("hw_rev", "hw_ver")):  # fmt: skip
+                if device[key] is not None:
+                    (device_dir / name).write_text(f"{device[key]}\n")
+            for port in device["ports"]:
+                port_dir = device_dir / "ports" / str(port["port"])
+                port_dir.mkdir()
+                (port_dir / "state").write_text(f"{port['state_code']}: {str(port['state']).removeprefix('PORT_')}\n")
+                if port["physical_state"] is not None:
+                    (port_dir / "phys_state").write_text(f"{next(physical_codes)}: {port['physical_state']}\n")
+                if port["link_layer"] is not None:
+                    (port_dir / "link_layer").write_text(f"{port['link_layer']}\n")
+                (port_dir / "lid").write_text(f"{port['port_lid']:#x}\n")
+                (port_dir / "sm_lid").write_text(f"{port['sm_lid']:#x}\n")
+            devices.append(device)
+    return devices
+
+
+SYSFS_PORT_KEYS = ("port", "state", "state_code", "physical_state", "link_layer", "sm_lid", "port_lid")
+SYSFS_DEVICE_KEYS = ("name", "fw_ver", "node_guid", "sys_image_guid", "board_id", "hw_ver")
+
+
+def test_sysfs_answers_when_ibv_devinfo_fails(tmp_path):
+    """A bare host's case (rdma-core not installed yet, or its ibv_devinfo broken): the kernel's sysfs answers, in
+    ibv_devinfo's vocabulary, so preflight, doctor and rdma_core read one shape."""
+    sysfs = tmp_path / "sys-class-infiniband"
+    want = fake_sysfs_from_sample(sysfs, "mlx5_ib_and_roce_ofed.txt", "mlx4_ib_port_polling_verbose.txt")
+    broken = "Failed to get IB devices list: Function not implemented"
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr=broken, rc=1)
+    rdma = fake_tool(tmp_path, "fake_rdma", None, stderr="Failed to open NETLINK_RDMA socket", rc=1)
+    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma), "sysfs_root": str(sysfs)})
+    assert rc == 0, result
+    assert result["source"] == "sysfs" and result["tool_present"] is True
+    got = {d["name"]: d for d in result["devices"]}
+    assert sorted(got) == sorted(d["name"] for d in want)
+    for device in want:
+        assert {k: got[device["name"]][k] for k in SYSFS_DEVICE_KEYS} == {k: device[k] for k in SYSFS_DEVICE_KEYS}
+        assert [{k: p[k] for k in SYSFS_PORT_KEYS} for p in got[device["name"]]["ports"]] == [
+            {k: p[k] for k in SYSFS_PORT_KEYS} for p in device["ports"]
+        ]
+        assert got[device["name"]]["phys_port_cnt"] == len(device["ports"])
+    assert "exited with 1" in err  # the broken tool is still named
+    # The ports that are not active are named as ibv_devinfo's would be, and require_active fails on them.
+    down = [f"{d['name']}/{p['port']}: {p['state']}" for d in want for p in d["ports"] if p["state"] != "PORT_ACTIVE"]
+    assert down and sorted(result["inactive_ports"]) == sorted(down)
+    rc, failed, _ = run_module(
+        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma), "sysfs_root": str(sysfs), "require_active": True}
+    )
+    assert rc != 0 and failed["msg"].startswith("RDMA ports not ready: "), failed
+
+
+def test_ibv_devinfo_that_answers_wins_over_sysfs(tmp_path, rdma_link):
+    sysfs = tmp_path / "sys-class-infiniband"
+    fake_sysfs_from_sample(sysfs, "mlx4_ib_port_polling_verbose.txt")
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
+    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "sysfs_root": str(sysfs)})
+    assert rc == 0, result
+    assert result["source"] == "ibv_devinfo"
+    assert [d["name"] for d in result["devices"]] == [d["name"] for d in expected_devices("erdma_alibaba.txt", None)]
+
+
 def test_no_devices_with_require_active_fails(tmp_path, rdma_link):
     ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
     rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True})
@@ -233,6 +305,7 @@ def test_tool_absent_is_not_an_error_even_with_require_active():
     assert result["tool_present"] is False
     assert result["ansible_facts"] == {"rdma_devices": []}
     assert "ibv_devinfo not found" in result["msg"]
+    assert result["source"] == "none"  # and no /sys/class/infiniband here either (the default sysfs_root)
 
 
 @pytest.mark.skipif(not PY38.exists(), reason=f"{PY38} not installed (set RDMAFORGE_PY38)")
