@@ -12,7 +12,10 @@ The one implementation of these parsers: the preflight role uses them through
     gpu_compute_caps: each GPU's compute capability, e.g. ['9.0'] (nvidia-smi; [] when it cannot say)
     rdma_devices:  RDMA device names, e.g. ['erdma_0'] or ['mlx5_0', 'mlx5_1']
     rdma_source:   'ibv_devinfo' | 'sysfs' | 'none'
-    nics:          [{name, mac, mtu, state, type, ipv4: ['172.20.20.145/24', ...]}], loopback excluded
+    nics:          the nic_facts module's records, in ifindex order, without the interfaces preflight_nic_exclude
+                   names: [{name, ifindex, mac, driver, pci_address, numa_node, mtu, operstate, virtual,
+                   ipv4: [{address, prefixlen, network, broadcast}], default_route}]
+    nics_error:    why there is no NIC list (no iproute2, say), else None
     default_route_interface: name of the interface holding the IPv4 default route ('' when none)
 """
 
@@ -63,42 +66,18 @@ def count_lspci_gpus(output: str) -> int:
     return count
 
 
-def _fact_key(interface: str) -> str:
-    # Ansible stores interface 'veth-a' under the fact 'veth_a' (and 'eth0:1' is listed as 'eth0_1').
-    return interface.replace("-", "_").replace(":", "_")
+def nics_from_probe(probe: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], str, str | None]:
+    """The ``nic_facts`` module's registered result -> (nics, default-route interface, error or None).
 
-
-def _ipv4_cidrs(fact: Mapping[str, Any]) -> list[str]:
-    entries: list[Mapping[str, Any]] = []
-    primary = fact.get("ipv4")
-    if isinstance(primary, Mapping):
-        entries.append(primary)
-    secondaries = fact.get("ipv4_secondaries")
-    if isinstance(secondaries, list):
-        entries += [e for e in secondaries if isinstance(e, Mapping)]
-    return [
-        f"{e['address']}/{e['prefix']}" if e.get("prefix") else str(e["address"]) for e in entries if e.get("address")
-    ]
-
-
-def nics_from_facts(facts: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Network interfaces from gathered facts (``ansible_facts``), loopback excluded, sorted by name."""
-    nics = []
-    for interface in facts.get("interfaces") or []:
-        fact = facts.get(_fact_key(str(interface)))
-        if not isinstance(fact, Mapping) or fact.get("type") == "loopback" or interface == "lo":
-            continue
-        nics.append(
-            {
-                "name": str(fact.get("device", interface)),
-                "mac": str(fact.get("macaddress", "")),
-                "mtu": int(fact.get("mtu", 0) or 0),
-                "state": "up" if fact.get("active") else "down",
-                "type": str(fact.get("type", "unknown")),
-                "ipv4": _ipv4_cidrs(fact),
-            }
-        )
-    return sorted(nics, key=lambda nic: nic["name"])
+    The module reads sysfs and ``ip -j``; it fails where iproute2 is missing or too old (no JSON). Then the node has
+    no NIC list and the error says why, rather than an empty list that reads as "no NICs".
+    """
+    probe = probe if isinstance(probe, Mapping) else {}
+    listed = probe.get("nics")
+    if not isinstance(listed, list):
+        return [], "", str(probe.get("msg") or "nic_facts returned no NICs")
+    nics = [dict(nic) for nic in listed if isinstance(nic, Mapping) and nic.get("name")]
+    return nics, str(probe.get("default_route_interface") or ""), None
 
 
 def node_fact(
@@ -107,6 +86,7 @@ def node_fact(
     lspci: str | None = None,
     rdma: Mapping[str, Any] | None = None,
     compute_caps: str | None = None,
+    nics: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``rdmaforge_node`` fact. A tool's output is None when the tool is absent or failed.
 
@@ -114,6 +94,7 @@ def node_fact(
     bare host before any driver is installed), else 0. RDMA devices: the ``rdma_devices`` module's
     result (``ibv_devinfo`` when rdma-core is installed, else the kernel's /sys/class/infiniband:
     drivers load before user space is installed), in the order it lists them, and its ``source``.
+    NICs: the ``nic_facts`` module's result (sysfs and ``ip -j``), the same records doctor and eni read.
     """
     if nvidia_smi is not None:
         gpu_count, gpu_source = count_nvidia_smi_gpus(nvidia_smi), "nvidia-smi"
@@ -126,7 +107,7 @@ def node_fact(
     devices: list[Any] = listed if isinstance(listed, list) else []
     rdma_devices = [str(d["name"]) for d in devices if isinstance(d, Mapping) and d.get("name")]
     rdma_source = str(rdma.get("source") or "none")
-    default_ipv4 = facts.get("default_ipv4")
+    nic_list, default_route, nics_error = nics_from_probe(nics)
     return {
         "os": {
             "distribution": str(facts.get("distribution", "")),
@@ -141,6 +122,7 @@ def node_fact(
         "gpu_compute_caps": parse_compute_caps(compute_caps) if nvidia_smi is not None and compute_caps else [],
         "rdma_devices": rdma_devices,
         "rdma_source": rdma_source,
-        "nics": nics_from_facts(facts),
-        "default_route_interface": str(default_ipv4.get("interface", "")) if isinstance(default_ipv4, Mapping) else "",
+        "nics": nic_list,
+        "nics_error": nics_error,
+        "default_route_interface": default_route,
     }

@@ -131,13 +131,17 @@ def eni_names(
     return sorted(names, key=order)
 
 
-def eni_gpu_problem(host: str, enis: Sequence[str], gpu_count: int, gpu_source: str = "") -> str:
+def eni_gpu_problem(
+    host: str, enis: Sequence[str], gpu_count: int, gpu_source: str = "", nics_error: str | None = None
+) -> str:
     """'' when TACO's one-ENI-per-GPU holds, else a message naming both numbers."""
     gpus = int(gpu_count or 0)
     if len(enis) == gpus:
         return ""
     source = f" (from {gpu_source})" if gpu_source else ""
     listed = ", ".join(enis) if enis else "none"
+    if nics_error:
+        listed += f"; the NICs could not be read: {nics_error}"
     return (
         f"{host}: eni_per_gpu is true, so every GPU needs its own secondary NIC, but the node has "
         f"{len(enis)} secondary NIC(s) ({listed}) and {gpus} GPU(s){source}. Attach or detach ENIs until "
@@ -153,14 +157,8 @@ def eni_mtu(fabric: str, jumbo_frames: bool, override: int | None = None) -> int
 
 
 def _ipv4_of(nic: Mapping[str, Any]) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    for entry in nic.get("ipv4") or []:
-        if isinstance(entry, Mapping):
-            out.append((str(entry["address"]), int(entry["prefixlen"])))
-        else:  # "198.18.1.10/24", as in rdmaforge_node.nics
-            iface = ipaddress.IPv4Interface(str(entry))
-            out.append((str(iface.ip), iface.network.prefixlen))
-    return out
+    """(address, prefix length) of each IPv4 address in a ``nic_facts`` record."""
+    return [(str(entry["address"]), int(entry["prefixlen"])) for entry in nic.get("ipv4") or []]
 
 
 def eni_plan(

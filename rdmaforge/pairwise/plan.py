@@ -39,7 +39,7 @@ def node_addresses(node: Mapping[str, Any]) -> dict[str, str]:
     """NIC name -> first IPv4 address (without prefix) from the ``rdmaforge_node`` fact's ``nics``."""
     found: dict[str, str] = {}
     for nic in node.get("nics") or []:
-        addresses = [str(a).split("/")[0] for a in nic.get("ipv4") or []]
+        addresses = [str(a["address"]) for a in nic.get("ipv4") or [] if isinstance(a, Mapping) and a.get("address")]
         if addresses:
             found[str(nic["name"])] = addresses[0]
     return found

@@ -244,11 +244,11 @@ def test_nics_that_could_not_be_read_leave_the_mtu_not_checked() -> None:
 def test_doctor_playbook_without_iproute2_still_checks_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A GPU machine lent to a session had no `ip` binary; doctor_ip_path pointing nowhere makes the same case here.
+    # A GPU machine lent to a session had no `ip` binary; preflight_ip_path pointing nowhere makes the same case here.
     monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
     hosts = {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                            "rdmaforge_fabric": "tcp", "eni_enabled": True, "doctor_expected_gpus": 0,
-                           "doctor_ip_path": str(tmp_path / "no-ip")}}  # fmt: skip
+                           "preflight_ip_path": str(tmp_path / "no-ip")}}  # fmt: skip
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
     main(["doctor", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs")])

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rdmaforge import node_facts
+from rdmaforge.parsers import nic_facts as nic_parser
 from rdmaforge.parsers import rdma_devinfo
 
 NVIDIA_SMI_L = """\
@@ -37,26 +39,6 @@ FACTS = {
     "os_family": "Debian",
     "pkg_mgr": "apt",
     "processor_vcpus": 128,
-    "interfaces": ["lo", "eth0", "veth-a", "eth0_1"],
-    "lo": {"device": "lo", "type": "loopback", "active": True, "mtu": 65536},
-    "eth0": {
-        "device": "eth0",
-        "macaddress": "00:16:3e:00:00:01",
-        "mtu": 1500,
-        "active": True,
-        "type": "ether",
-        "ipv4": {"address": "172.20.20.145", "prefix": "24"},
-        "ipv4_secondaries": [{"address": "172.20.20.200", "prefix": "24"}],
-    },
-    "veth_a": {
-        "device": "veth-a",
-        "macaddress": "02:00:00:00:00:02",
-        "mtu": 9000,
-        "active": False,
-        "type": "ether",
-    },
-    "eth0_1": {"device": "eth0:1", "mtu": 1500, "active": True, "type": "ether"},
-    "default_ipv4": {"interface": "eth0", "address": "172.20.20.145"},
 }
 
 
@@ -71,26 +53,39 @@ def test_count_lspci_gpus_counts_nvidia_display_controllers_only() -> None:
     assert node_facts.count_lspci_gpus('broken "line\n') == 0
 
 
-def test_nics_from_facts() -> None:
-    assert node_facts.nics_from_facts(FACTS) == [
-        {
-            "name": "eth0",
-            "mac": "00:16:3e:00:00:01",
-            "mtu": 1500,
-            "state": "up",
-            "type": "ether",
-            "ipv4": ["172.20.20.145/24", "172.20.20.200/24"],
-        },
-        {"name": "eth0:1", "mac": "", "mtu": 1500, "state": "up", "type": "ether", "ipv4": []},
-        {
-            "name": "veth-a",
-            "mac": "02:00:00:00:00:02",
-            "mtu": 9000,
-            "state": "down",
-            "type": "ether",
-            "ipv4": [],
-        },
-    ]
+IP_SAMPLES = Path(__file__).resolve().parents[1] / "data" / "ip"
+
+
+def nic_probe_of_a_real_capture() -> dict:
+    """The nic_facts module's result for a machine whose ``ip -j`` output was captured (tests/data/ip)."""
+    links = nic_parser.parse_ip_addr((IP_SAMPLES / "this_machine_addr_show.json").read_text())
+    route = nic_parser.parse_default_route((IP_SAMPLES / "this_machine_route_default.json").read_text())
+    sysfs = [nic_parser.read_sysfs_nic("/nonexistent", name) for name in links if name != "lo"]
+    nics = nic_parser.build_nics(sysfs, links, route)
+    return {"changed": False, "nics": nics, "default_route_interface": route["interface"] if route else None}
+
+
+def test_node_fact_takes_the_nic_probe_as_it_answered() -> None:
+    probe = nic_probe_of_a_real_capture()
+    fact = node_facts.node_fact(FACTS, nics=probe)
+    # the default route's device as ip printed it, read here without rdmaforge's parser
+    route_dev = json.loads((IP_SAMPLES / "this_machine_route_default.json").read_text())[0]["dev"]
+    assert fact["nics"] == probe["nics"] and fact["nics"], "the same records doctor and eni read"
+    assert fact["default_route_interface"] == route_dev and fact["nics_error"] is None
+    addresses = {nic["name"]: [a["address"] for a in nic["ipv4"]] for nic in fact["nics"]}
+    captured = json.loads((IP_SAMPLES / "this_machine_addr_show.json").read_text())
+    assert addresses == {
+        link["ifname"]: [a["local"] for a in link.get("addr_info", []) if a.get("family") == "inet"]
+        for link in captured
+        if link["ifname"] != "lo"
+    }
+
+
+def test_node_fact_without_iproute2_says_why_it_has_no_nics() -> None:
+    failed = {"failed": True, "msg": "ip not found: install iproute2 (or set ip_path)"}
+    fact = node_facts.node_fact(FACTS, nics=failed)
+    assert (fact["nics"], fact["default_route_interface"]) == ([], "")
+    assert fact["nics_error"] == "ip not found: install iproute2 (or set ip_path)"
 
 
 def test_node_fact_prefers_nvidia_smi_and_takes_the_rdma_probe_as_it_answered() -> None:
@@ -104,7 +99,6 @@ def test_node_fact_prefers_nvidia_smi_and_takes_the_rdma_probe_as_it_answered() 
     }
     assert (fact["cpu_count"], fact["gpu_count"], fact["gpu_source"]) == (128, 2, "nvidia-smi")
     assert (fact["rdma_devices"], fact["rdma_source"]) == (["mlx5_1", "mlx5_3"], "ibv_devinfo")
-    assert fact["default_route_interface"] == "eth0"
 
 
 def test_node_fact_falls_back_to_lspci_and_names_the_rdma_source() -> None:
@@ -122,6 +116,7 @@ def test_node_fact_of_a_bare_host() -> None:
         "none",
     )
     assert fact["nics"] == [] and fact["default_route_interface"] == "" and fact["cpu_count"] == 0
+    assert fact["nics_error"] == "nic_facts returned no NICs"
 
 
 H100_PROBE = Path(__file__).resolve().parents[1] / "data" / "device-h100" / "probe.txt"

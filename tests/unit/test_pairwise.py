@@ -70,10 +70,11 @@ def test_schedule_refuses_what_it_cannot_schedule():
 
 
 def lab_fact(index: int, nics: int = 2, down: tuple[str, ...] = ()) -> dict:
-    """An rdmaforge_node fact shaped like a lab node's (addresses as rdmaforge/lab/spec.py gives them)."""
+    """An rdmaforge_node fact shaped like a lab node's (addresses as rdmaforge/lab/spec.py gives them, records as
+    the nic_facts module gives them)."""
     return {
-        "nics": [{"name": f"eth{k}", "ipv4": [f"198.18.{k}.{10 + index}/24"]} for k in range(nics + 1)
-                 if f"eth{k}" not in down],
+        "nics": [{"name": f"eth{k}", "ipv4": [{"address": f"198.18.{k}.{10 + index}", "prefixlen": 24}]}
+                 for k in range(nics + 1) if f"eth{k}" not in down],
         "default_route_interface": "eth0",
         "gpu_count": 0,
     }  # fmt: skip

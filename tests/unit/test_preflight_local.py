@@ -17,6 +17,7 @@ import yaml
 from conftest import recap, run_playbook
 from inventory_cases import CASES, Case, InventoryDraft, check_case, names_of
 
+from rdmaforge.parsers import nic_facts as nic_parser
 from rdmaforge.paths import PROJECT_ROOT
 
 # Facts of fake hosts must not land in the project's fact cache (.cache/facts).
@@ -135,6 +136,7 @@ def test_node_fact_has_the_published_shape(node_facts: dict[str, dict]) -> None:
             "rdma_devices",
             "rdma_source",
             "nics",
+            "nics_error",
             "default_route_interface",
         }
         assert set(fact["os"]) == {"distribution", "version", "major_version", "family", "pkg_mgr"}
@@ -147,7 +149,9 @@ def test_node_fact_has_the_published_shape(node_facts: dict[str, dict]) -> None:
             "sysfs",
             "none",
         )
-        assert all(set(nic) == {"name", "mac", "mtu", "state", "type", "ipv4"} for nic in fact["nics"])
+        # the nic_facts module's records, as doctor and eni read them (this machine has iproute2)
+        assert fact["nics_error"] is None and fact["nics"]
+        assert all(set(nic) == set(nic_parser.Nic.__annotations__) for nic in fact["nics"])
         assert "lo" not in [nic["name"] for nic in fact["nics"]]
         if fact["default_route_interface"]:
             assert fact["default_route_interface"] in [nic["name"] for nic in fact["nics"]]

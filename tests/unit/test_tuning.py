@@ -164,11 +164,9 @@ def test_eni_plan_tables_rules_and_problems() -> None:
                      "network": "198.18.1.0/24", "gateway": "198.18.1.1", "table": 1001, "priority": 1001,
                      "mtu": 1400}  # fmt: skip
     assert (second["table"], second["priority"], second["gateway"]) == (1002, 1002, "")
-    # rdmaforge_node's string form of addresses works too
-    assert (
-        tuning.eni_plan("n1", [{"name": "eth1", "ipv4": ["10.0.0.5/20"]}], ["eth1"], 1, 1, 1400)["enis"][0]["network"]
-        == "10.0.0.0/20"
-    )
+    # the network comes from the address and its prefix length, not from a /24 guess
+    wide = [{"name": "eth1", "ipv4": [{"address": "10.0.0.5", "prefixlen": 20}]}]
+    assert tuning.eni_plan("n1", wide, ["eth1"], 1, 1, 1400)["enis"][0]["network"] == "10.0.0.0/20"
     bad = tuning.eni_plan(
         "n1",
         [*NICS, {"name": "eth3", "ipv4": []}],
