@@ -345,6 +345,12 @@ CASES: list[Case] = [
         needs_facts=True,
     ),
     Case(
+        "ssh-check-parallel-zero",
+        lambda d, n: d.set(n.b, "ssh_trust_check_parallel", 0),
+        lambda n: {n.b: [f"{n.b}: ssh_trust_check_parallel=0; allowed: a whole number, 1 or more"]},
+        needs_facts=True,  # ssh_trust's validate.yml, run by preflight after gathering facts
+    ),
+    Case(
         "network-retries-out-of-range",
         lambda d, n: d.set(n.b, "rdmaforge_network_retries", 1000),
         lambda n: {
