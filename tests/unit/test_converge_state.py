@@ -274,7 +274,10 @@ def test_a_package_missing_is_drift(tmp_path: Path) -> None:
     data["observations"]["packages"]["apt"]["dpkg"] = "0.0 installed"  # as if dpkg had been up/downgraded
     state.write_text(json.dumps(data))
     checked = check(state)
-    assert checked.result["in_sync"] is False and "package dpkg" in checked.result["reasons"][0]
+    # any(): this machine's own fingerprint can change meanwhile (the lab adds bridges and addresses beside the
+    # unit tests), which adds a reason of its own
+    assert checked.result["in_sync"] is False
+    assert any("package dpkg" in reason for reason in checked.result["reasons"]), checked.result["reasons"]
 
 
 def test_no_record_unreadable_record_and_unverifiable_record_are_never_in_sync(tmp_path: Path) -> None:
@@ -284,7 +287,8 @@ def test_no_record_unreadable_record_and_unverifiable_record_are_never_in_sync(t
     broken.write_text("{")
     assert "cannot be read" in check(broken).result["reasons"][0]
     _, state = record(tmp_path, {"unverifiable": ["Load a module (module community.general.modprobe)"]})
-    assert "no drift check: Load a module" in check(state).result["reasons"][0]
+    reasons = check(state).result["reasons"]
+    assert any("no drift check: Load a module" in reason for reason in reasons), reasons
 
 
 def test_check_mode_writes_no_record(tmp_path: Path, managed: dict) -> None:
