@@ -290,3 +290,18 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent: the shared corpus is only beside a project checkout")
     return SHARED
+
+
+def same_run_as_text_and_json(text: Path, as_json: Path, sizes: list[int]) -> tuple[Any, Any]:
+    """nccl-tests' text output and its own ``-J`` file of one run, parsed by rdmaforge: one run each, the sizes the
+    command line asked for, the same out-of-place times (the JSON keeps two decimals). Returns both runs."""
+    import pytest
+
+    from rdmaforge.nccl_tests import parse_file
+
+    runs, json_runs = parse_file(text).runs, parse_file(as_json).runs
+    assert len(runs) == len(json_runs) == 1
+    assert [r.size for r in runs[0].rows] == [r.size for r in json_runs[0].rows] == sizes
+    for a, b in zip(runs[0].rows, json_runs[0].rows, strict=True):
+        assert a.out_of_place.time_us == pytest.approx(b.out_of_place.time_us, abs=0.01)
+    return runs[0], json_runs[0]

@@ -12,11 +12,9 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-from conftest import recap
+from conftest import recap, same_run_as_text_and_json
 
 from rdmaforge import doctor
-from rdmaforge.nccl_tests import parse_file
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "device-h100-toolkit"
 #: The binaries the toolkit runs (benchmark: all_reduce_perf; pairwise: sendrecv_perf) and seed 000's all_gather.
@@ -83,15 +81,10 @@ def test_installed_binaries_load_the_clusters_nccl_build() -> None:
 
 
 def test_installed_all_reduce_ran_on_the_gpu_with_that_build() -> None:
-    text = parse_file(SAMPLES / "all_reduce.txt").runs
-    as_json = parse_file(SAMPLES / "all_reduce.json").runs
-    assert len(text) == len(as_json) == 1
     sizes = [8 * 2**i for i in range(25)]  # -b 8 -e 128M -f 2
-    assert [r.size for r in text[0].rows] == [r.size for r in as_json[0].rows] == sizes
-    for a, b in zip(text[0].rows, as_json[0].rows, strict=True):
-        assert a.out_of_place.time_us == pytest.approx(b.out_of_place.time_us, abs=0.01)
-    assert text[0].ranks == 1 and text[0].status == "ok"
-    assert text[0].nccl_version == as_json[0].nccl_version == manifests()["nccl"]["version"]
+    text, as_json = same_run_as_text_and_json(SAMPLES / "all_reduce.txt", SAMPLES / "all_reduce.json", sizes)
+    assert text.ranks == 1 and text.status == "ok"
+    assert text.nccl_version == as_json.nccl_version == manifests()["nccl"]["version"]
     assert (SAMPLES / "all_reduce.txt").read_text().rstrip().endswith("rc=0")
 
 
