@@ -369,6 +369,25 @@ def network_retry_problems(host: str, values: Mapping[str, object]) -> list[Prob
     return found
 
 
+# --- renamed variables ---------------------------------------------------------------------------
+
+#: Role variables that were renamed: old name -> the name that replaced it. An inventory that still sets the old
+#: name would otherwise be ignored without a word.
+RENAMED_VARIABLES: dict[str, str] = {
+    "doctor_nic_exclude": "preflight_nic_exclude",
+    "doctor_ip_path": "preflight_ip_path",
+}
+
+
+def renamed_variable_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A renamed variable set under its old name (its value would be ignored)."""
+    return [
+        Problem(host, old, f"{host}: {old} was renamed to {new}; set {new} instead (the old name is ignored)")
+        for old, new in RENAMED_VARIABLES.items()
+        if old in values
+    ]
+
+
 # --- versions --------------------------------------------------------------------------------------
 
 #: A version variable -> its source variable -> the value of ``<role>_source`` that uses that source.
@@ -621,6 +640,7 @@ def inventory_report(nodes: Sequence[NodeInput], group: str = "cluster") -> dict
         found += fabric_problems(node.name, node.fabric)
         found += node_name_problems(node.name)
         found += network_retry_problems(node.name, node.values)
+        found += renamed_variable_problems(node.name, node.values)
         found += version_problems(node.name, node.values)
         if node.address is not None:
             found += address_problems(node.name, node.address)

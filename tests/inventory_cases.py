@@ -345,6 +345,14 @@ CASES: list[Case] = [
         needs_facts=True,
     ),
     Case(
+        "renamed-doctor-variable",
+        lambda d, n: d.set(n.b, "doctor_ip_path", "/usr/sbin/ip"),
+        lambda n: {
+            n.b: [f"{n.b}: doctor_ip_path was renamed to preflight_ip_path; set preflight_ip_path instead "
+                  "(the old name is ignored)"]
+        },  # fmt: skip
+    ),
+    Case(
         "ssh-check-parallel-zero",
         lambda d, n: d.set(n.b, "ssh_trust_check_parallel", 0),
         lambda n: {n.b: [f"{n.b}: ssh_trust_check_parallel=0; allowed: a whole number, 1 or more"]},
