@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
-from rdmaforge import fabrics
+from rdmaforge import fabrics, tuning
 from rdmaforge.nccl_build import arch_for, build_id, uncovered_caps
 from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers.nccl_env import plugin_api_versions
@@ -143,15 +143,13 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
 
 
 def eni_names(node: Mapping[str, Any]) -> list[str]:
-    """The secondary NICs the ENI plan covers: eni_interfaces, else the NICs matching the patterns except the
-    default-route NIC."""
-    listed = [str(n) for n in variable(node, "eni_interfaces") or []]
-    nics = [str(n.get("name")) for n in node.get("nics") or []]
-    if listed:
-        return listed
-    patterns = [str(p) for p in variable(node, "eni_interface_patterns") or []]
-    primary = node.get("default_route_interface")
-    return [n for n in nics if n != primary and any(fnmatch.fnmatch(n, p) for p in patterns)]
+    """The secondary NICs the ENI plan covers, by the eni role's own rule (tuning.eni_names) on this node's NICs."""
+    return tuning.eni_names(
+        node.get("nics") or [],
+        str(node.get("default_route_interface") or ""),
+        [str(p) for p in variable(node, "eni_interface_patterns") or []],
+        [str(n) for n in variable(node, "eni_interfaces") or []],
+    )
 
 
 def planned_mtu(node: Mapping[str, Any]) -> int:

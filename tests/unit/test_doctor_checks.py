@@ -180,3 +180,16 @@ def test_the_plugin_must_export_an_api_the_installed_nccl_loads() -> None:
     plugin = {c.check: c for c in doctor.diagnose(disjoint).checks}["plugin"]
     assert plugin.status == "problem" and plugin.expected == "aiacc, exporting one of v8, v9, v10"
     assert "the plugin exports v6: no common version" in plugin.reason
+
+
+def test_doctor_plans_the_same_enis_as_the_eni_role() -> None:
+    """doctor and the eni role share one rule (tuning.eni_names): the default-route NIC left out, natural order,
+    eni_interfaces when the inventory lists them."""
+    from rdmaforge import doctor_checks, tuning
+
+    node = copy.deepcopy(LAB_NODE)
+    node["nics"] = [nic("eth0"), nic("eth10", 1400), nic("eth2", 1400), nic("docker0")]
+    assert doctor_checks.eni_names(node) == ["eth2", "eth10"]
+    assert doctor_checks.eni_names(node) == tuning.eni_names(node["nics"], "eth0")
+    node["inventory"]["eni_interfaces"] = ["eth10"]
+    assert doctor_checks.eni_names(node) == ["eth10"]
