@@ -4,7 +4,10 @@ For each N (default 1, 4, 8, 16; RDMAFORGE_BENCH_SCALE="1,4" to choose) the lab 
 and 2 extra NICs each, then timed: the first converge (NCCL from the controller cache), a no-op
 `rdmaforge provision` (must take the fast path), and `rdmaforge provision --check --diff`. At 4 nodes the
 same site.yml also runs with Ansible's defaults (no pipelining, 5 forks, linear strategy, no fact cache),
-with the fast path and without it (every task, as before the fast path existed).
+with the fast path and without it (every task, as before the fast path existed). From 2 nodes on, one node's
+/etc/nccl.conf is made drift (its mode) and `rdmaforge provision` repairs it: the nodes in sync skip their own
+roles (per-node fast path); at 4 nodes the same repair also runs with converge_state_fast_path_per_node=false,
+where every node converges in full.
 
 Targets (issue 19): no-op at 4 nodes < 20 s and at least 2x faster than site.yml with Ansible's defaults;
 no-op at 16 nodes <= 2.5x no-op at 1 node; first converge at 16 <= 3x first converge at 1; --check --diff
@@ -70,6 +73,21 @@ def plain_site(inventory: Path, *extra: str) -> tuple[float, bool]:
     return seconds, IN_SYNC in proc.stdout
 
 
+PER_NODE = "node(s) in sync skip their own roles"
+DRIFTED_FILE = "/etc/nccl.conf"
+
+
+def drift_and_repair(lab: Lab, inventory: Path, node: str, *extra: str) -> tuple[float, bool]:
+    """Seconds `rdmaforge provision` takes to repair one drifted node, and whether it took the per-node path and
+    left the file as the role writes it."""
+    ssh = lab.ssh_argv(node)
+    subprocess.run([*ssh, f"chmod 0600 {DRIFTED_FILE}"], check=True, timeout=60)
+    seconds, _, proc = provision(inventory, *extra)
+    mode = subprocess.run([*ssh, f"stat -c %a {DRIFTED_FILE}"], capture_output=True, text=True, timeout=60).stdout
+    repaired = mode.strip() == "644"
+    return seconds, repaired and (PER_NODE in proc.stdout) == (not extra)
+
+
 def measure(n: int) -> dict[str, Any]:
     lab = Lab()
     lab.down()
@@ -82,6 +100,12 @@ def measure(n: int) -> dict[str, Any]:
     if n == 4:
         row["ansible_defaults_noop_s"], row["ansible_defaults_fast_path"] = plain_site(inventory)
         row["ansible_defaults_full_noop_s"], _ = plain_site(inventory, "-e", "converge_state_fast_path=false")
+    if n >= 2:
+        row["drift_one_s"], row["drift_one_ok"] = drift_and_repair(lab, inventory, f"node{n}")
+    if n == 4:
+        row["drift_one_all_nodes_s"], row["drift_one_all_nodes_ok"] = drift_and_repair(
+            lab, inventory, f"node{n}", "-e", "converge_state_fast_path_per_node=false"
+        )
     print(json.dumps(row), flush=True)
     return row
 
@@ -99,6 +123,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> str:
     ax.plot(nodes, [r["first_converge_s"] for r in rows], marker="o", label="first converge (NCCL cached)")
     ax.plot(nodes, [r["noop_s"] for r in rows], marker="o", label="no-op provision (fast path)")
     ax.plot(nodes, [r["check_diff_s"] for r in rows], marker="x", linestyle="--", label="--check --diff")
+    drift = [r for r in rows if "drift_one_s" in r]
+    if drift:
+        ax.plot([r["nodes"] for r in drift], [r["drift_one_s"] for r in drift], marker="s", label="one node drifted")
     ax.set_xlabel("lab nodes")
     ax.set_ylabel("seconds")
     ax.set_title("rdmaforge provision on the lab (2 cores)")
@@ -120,6 +147,13 @@ def targets(rows: list[dict[str, Any]]) -> list[Result]:
                 r["noop_fast_path"], f"first converge {r['first_converge_s']:.0f} s",
             )
         )  # fmt: skip
+        if "drift_one_s" in r:
+            results.append(
+                Result(
+                    f"one node drifted, {r['nodes']} nodes: repair", round(r["drift_one_s"], 1), "s",
+                    "repaired; the others skip their own roles", r["drift_one_ok"],
+                )
+            )  # fmt: skip
         results.append(
             Result(
                 f"--check --diff, {r['nodes']} node(s)", round(r["check_diff_s"], 1), "s", "<= no-op +10%/1 s",
@@ -138,6 +172,15 @@ def targets(rows: list[dict[str, Any]]) -> list[Result]:
                     f"defaults {four['ansible_defaults_noop_s']:.1f} s"
                     f" (fast path {four['ansible_defaults_fast_path']});"
                     f" defaults with every task run {four['ansible_defaults_full_noop_s']:.1f} s",
+                )
+            )  # fmt: skip
+        if "drift_one_all_nodes_s" in four:
+            results.append(
+                Result(
+                    "one node drifted, 4 nodes: repair with every node converged",
+                    round(four["drift_one_all_nodes_s"], 1), "s",
+                    "repaired (converge_state_fast_path_per_node=false, for comparison)",
+                    four["drift_one_all_nodes_ok"], f"per-node {four['drift_one_s']:.1f} s",
                 )
             )  # fmt: skip
     if 1 in by and 16 in by:

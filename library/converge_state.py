@@ -50,6 +50,16 @@ options:
   summary:
     description: The node's summary to keep with the record (returned as RV(summary) by O(state=check)).
     type: dict
+  merge:
+    description:
+      - With O(state=record), keep what the stored record lists beside O(resources), and observe both again.
+        For a node that was in sync and skipped its own roles in a run that converged other nodes: this run's
+        ledger then lists only the cluster-wide tasks it ran, and a record of those alone would check less
+        than the last complete converge did.
+      - When the stored record cannot be merged (missing, unreadable, another format or digest), the new
+        record is marked unverifiable, so the next run converges the node in full.
+    type: bool
+    default: false
   command_timeout:
     description: Seconds each recorded command may run before it counts as drifted.
     type: int
@@ -76,6 +86,12 @@ EXAMPLES = r"""
       packages: {apt: [rdma-core, ibverbs-utils]}
       services: [systemd-networkd]
       commands: [[ip, rule, show]]
+- name: Record a node that skipped its own roles, keeping what its last record lists
+  converge_state:
+    state: record
+    digest: "{{ converge_state_digest }}"
+    resources: {paths: [/etc/hosts]}
+    merge: true
 """
 
 RETURN = r"""
@@ -325,6 +341,39 @@ def load(path: str) -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
+def merge_resources(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Everything either lists: the stored record's resources first, then what only ``new`` names."""
+    out: dict[str, Any] = {}
+    for kind in ("paths", "listings", "services"):
+        out[kind] = sorted(set(old.get(kind) or []) | set(new.get(kind) or []))
+    managers = set(old.get("packages") or {}) | set(new.get("packages") or {})
+    out["packages"] = {
+        m: sorted(set((old.get("packages") or {}).get(m) or []) | set((new.get("packages") or {}).get(m) or []))
+        for m in sorted(managers)
+    }
+    for kind in ("commands", "effects", "unverifiable"):
+        merged = list(old.get(kind) or [])
+        merged += [item for item in new.get(kind) or [] if item not in merged]
+        out[kind] = merged
+    return out
+
+
+def resources_to_record(path: str, digest: str, resources: dict[str, Any], merge: bool) -> dict[str, Any]:
+    """The resources a new record lists: with ``merge``, those of the stored record as well (see the option)."""
+    if not merge:
+        return resources
+    stored, problem = load(path)
+    if stored is not None and stored.get("format") != FORMAT:
+        problem = f"the stored record's format {stored.get('format')!r} is not {FORMAT}"
+    elif stored is not None and stored.get("digest") != digest:
+        problem = "the stored record was written for another desired state"
+    if problem is not None or stored is None:
+        unverifiable = list(resources.get("unverifiable") or [])
+        unverifiable.append(f"a partial run with no earlier record to keep ({problem})")
+        return dict(resources, unverifiable=unverifiable)
+    return merge_resources(stored.get("resources") or {}, resources)
+
+
 def write_record(module: AnsibleModule, path: str, record: dict[str, Any]) -> bool:
     text = json.dumps(record, sort_keys=True, indent=1) + "\n"
     try:
@@ -355,6 +404,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "resources": {"type": "dict"},
     "summary": {"type": "dict"},
     "command_timeout": {"type": "int", "default": 30},
+    "merge": {"type": "bool", "default": False},
 }
 
 
@@ -363,7 +413,7 @@ def main() -> None:
     params = module.params
     path, digest, timeout = params["path"], params["digest"], params["command_timeout"]
     if params["state"] == "record":
-        resources = params["resources"] or {}
+        resources = resources_to_record(path, digest, params["resources"] or {}, params["merge"])
         record = {
             "format": FORMAT,
             "digest": digest,

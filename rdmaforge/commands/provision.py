@@ -48,16 +48,18 @@ def converge(args: argparse.Namespace, variables: list[Any]) -> int:
         **command.ansible_options(args),
     )
     outcome = command.run_playbook(session, request)
-    for line in fast_path_lines(outcome.events.fact("converge_state_in_sync"),
-                                outcome.events.fact("converge_state_reasons")):  # fmt: skip
+    for line in fast_path_lines(outcome.events.fact("converge_state_cluster_in_sync"),
+                                outcome.events.fact("converge_state_reasons"),
+                                outcome.events.fact("converge_state_in_sync_hosts")):  # fmt: skip
         print(line, file=session.out)
     code = command.playbook_exit(outcome)
     return command.finish(session, args, code, command.host_cases(outcome, f"rdmaforge.{NAME}"),
                           command.outcome_record(outcome))  # fmt: skip
 
 
-def fast_path_lines(in_sync: Any, reasons: Any, most: int = 5) -> list[str]:
-    """What site.yml's fast path decided, in plain words (nothing when the gate did not run)."""
+def fast_path_lines(in_sync: Any, reasons: Any, skipping: Any = None, most: int = 5) -> list[str]:
+    """What site.yml's fast path decided, in plain words (nothing when the gate did not run). ``skipping``: the
+    nodes in sync that skip their own roles while the nodes in ``reasons`` converge."""
     if in_sync is True:
         return [
             "fast path: every node is in sync with its last complete converge; nothing ran after the inventory "
@@ -65,7 +67,15 @@ def fast_path_lines(in_sync: Any, reasons: Any, most: int = 5) -> list[str]:
         ]
     if not isinstance(reasons, dict) or not reasons:
         return []
-    lines = [f"full converge: {len(reasons)} node(s) differ from their last complete converge"]
+    skipping = sorted(skipping) if isinstance(skipping, list) else []
+    if skipping:
+        lines = [
+            f"converge: {len(reasons)} node(s) differ from their last complete converge and converge in full; "
+            f"{len(skipping)} node(s) in sync skip their own roles and run only the cluster-wide plays "
+            "(/etc/hosts, SSH trust, MPI launch)"
+        ]
+    else:
+        lines = [f"full converge: {len(reasons)} node(s) differ from their last complete converge"]
     for host, why in sorted(reasons.items())[:most]:
         first = why[0] if isinstance(why, list) and why else str(why)
         more = f" (+{len(why) - 1} more)" if isinstance(why, list) and len(why) > 1 else ""

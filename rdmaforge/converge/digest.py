@@ -54,6 +54,7 @@ GATE_VARS = frozenset(
         "converge_state_reasons",
         # Turning the fast path on or off changes how a run goes, not the desired state.
         "converge_state_fast_path",
+        "converge_state_fast_path_per_node",
         "preflight_fast_path_gate",
     }
 )

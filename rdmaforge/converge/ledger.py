@@ -43,8 +43,8 @@ NO_STATE = frozenset(
         "nic_facts",
         "rdma_devices",
         "gpu_topology",
-        # Connects to the other nodes: their host keys are in their fingerprints, and the fast path is
-        # taken for the whole cluster or for no node.
+        # Connects to the other nodes: their host keys are in their fingerprints, and ssh_trust is a
+        # cluster-wide play, run on every node whenever any node differs from its record.
         "ssh_mesh_check",
     }
 )

@@ -55,6 +55,24 @@ def test_check_diff_on_a_cluster_without_drift_takes_the_fast_path(in_sync: LabH
     assert_no_changes(proc.stdout)
 
 
+#: Roles of plays that touch only their own node (skipped by a node in sync), and of the cluster-wide plays.
+NODE_ROLES = ("rdma_core", "mpi", "nccl_env", "nccl_plugin")
+CLUSTER_ROLES = ("cluster_hosts", "ssh_trust", "mpi_launch")
+
+
+def hosts_in_tasks(output: str, role: str) -> set[str]:
+    """The hosts that reported a result (ok, changed, skipping, failed) in a task of ``role`` after preflight
+    (preflight runs every role's read-only validate tasks on every node it checks)."""
+    hosts: set[str] = set()
+    for play in re.split(r"^PLAY \[", output, flags=re.M)[1:]:
+        if play.startswith("Preflight"):
+            continue
+        for block in re.split(r"^TASK \[", play, flags=re.M)[1:]:
+            if re.match(rf"(?:rdmaforge\.cluster\.)?{role} : ", block):
+                hosts.update(re.findall(r"^(?:ok|changed|skipping|failed|fatal): \[([^\]]+)\]", block, re.M))
+    return hosts
+
+
 def changed_tasks(output: str) -> set[str]:
     """Names ('role : task', collection prefix dropped) of the tasks that reported changed on some host."""
     names: set[str] = set()
@@ -82,20 +100,37 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     assert "/etc/nccl.conf" in reason and "package ibverbs-utils" in reason, reason
     assert summary[drifted]["nccl_plugin"] == "aiacc"  # the earlier entry is kept, not dropped
 
-    # The operator's repair: the drifted node alone (the others' full runs are the idempotence tests' concern).
-    proc = converge(converged, "--limit", drifted)
+    # The operator's repair: one run over the whole cluster. Only the drifted node converges in full; the others
+    # are in sync, so they skip the roles that touch only themselves and run the cluster-wide plays (/etc/hosts,
+    # SSH trust, the MPI launch across every node).
+    proc = converge(converged)
     assert IN_SYNC not in proc.stdout
     assert "/etc/nccl.conf" in proc.stdout and "package ibverbs-utils" in proc.stdout  # the reasons name what drifted
-    assert recap(proc.stdout)[drifted]["changed"] > 0
+    counts = recap(proc.stdout)
+    assert counts[drifted]["changed"] > 0
     assert converged.ssh(drifted, "cat /etc/nccl.conf").stdout == want
     assert "install ok installed" in converged.ssh(drifted, "dpkg-query -W -f '${Status}' ibverbs-utils").stdout
+    others = [node for node in converged.nodes if node != drifted]
+    for node in others:
+        assert counts[node]["changed"] == 0, (node, counts)
+        for role in NODE_ROLES:
+            assert not hosts_in_tasks(proc.stdout, role) & {node}, (role, node)
+        for role in CLUSTER_ROLES:
+            assert node in hosts_in_tasks(proc.stdout, role), (role, node)
+    for role in NODE_ROLES:
+        assert drifted in hosts_in_tasks(proc.stdout, role), role
 
-    # The summary that limited run wrote still lists the nodes left out, marked as such with their earlier time.
-    summary = json.loads((PROJECT_ROOT / "artifacts" / "summary.json").read_text())
-    nodes = {node["host"]: node for node in summary["nodes"]}
-    assert set(nodes) == set(converged.nodes)
-    assert nodes[first]["not_in_this_run"] == "not in this run (outside --limit)"
-    assert nodes[first]["as_of"] < summary["time"] == nodes[drifted]["as_of"]
+    # The nodes that skipped their roles wrote records that still check what those roles manage: summary.yml
+    # (read-only) sees a hand edit of a file only a skipped role manages; undone, every node is in sync again.
+    converged.ssh(first, "chmod 0600 /etc/nccl.conf")
+    try:
+        reason = converged.summary()[first].get("not_in_this_run", "")
+        assert "/etc/nccl.conf" in reason and "mode 0600" in reason, reason
+    finally:
+        converged.ssh(first, "chmod 0644 /etc/nccl.conf")
+    proc = converge(converged)
+    assert IN_SYNC in proc.stdout
+    assert_no_changes(proc.stdout)
 
     # One full run (every role's every task; a minute per node here) proves two things at once. A changed variable
     # is never skipped by the fast path, and changes only what it names: NCCL_DEBUG lives in /etc/nccl.conf and the
@@ -114,3 +149,10 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     # ... and the diffs show only that variable's lines: the repaired files need nothing else.
     edits = [line for line in check.stdout.splitlines() if re.match(r"[+-](?!\+\+ |-- )", line)]
     assert edits and all("NCCL_DEBUG" in line for line in edits), edits
+
+    # The summary that limited run wrote still lists the nodes left out, marked as such with their earlier time.
+    summary = json.loads((PROJECT_ROOT / "artifacts" / "summary.json").read_text())
+    nodes = {node["host"]: node for node in summary["nodes"]}
+    assert set(nodes) == set(converged.nodes)
+    assert nodes[first]["not_in_this_run"] == "not in this run (outside --limit)"
+    assert nodes[first]["as_of"] < summary["time"] == nodes[drifted]["as_of"]

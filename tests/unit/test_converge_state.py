@@ -193,13 +193,10 @@ def test_the_same_code_has_one_digest_in_a_checkout_and_in_the_collection_instal
 # --- the module, for real -------------------------------------------------------------------------------
 
 
-def record(tmp_path: Path, resources: dict, digest_value: str = "d1", python: Path | None = None):
+def record(tmp_path: Path, resources: dict, digest_value: str = "d1", python: Path | None = None, merge: bool = False):
     state = tmp_path / "state.json"
-    return run_module(
-        "converge_state",
-        {"state": "record", "path": str(state), "digest": digest_value, "resources": resources, "summary": {"a": 1}},
-        python=python,
-    ), state
+    args = {"state": "record", "path": str(state), "digest": digest_value, "resources": resources, "summary": {"a": 1}}
+    return run_module("converge_state", dict(args, merge=merge), python=python), state
 
 
 def check(state: Path, digest_value: str = "d1", *extra: str):
@@ -291,6 +288,38 @@ def test_no_record_unreadable_record_and_unverifiable_record_are_never_in_sync(t
     assert any("no drift check: Load a module" in reason for reason in reasons), reasons
 
 
+def test_a_node_that_skipped_its_own_roles_keeps_what_its_record_checked(tmp_path: Path, managed: dict) -> None:
+    """Per-node fast path: a node in sync ran only the cluster-wide plays, so this run's ledger lists a few files.
+    Its new record must still check everything its last complete converge managed, or drift would go unseen."""
+    _, state = record(tmp_path, managed)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("198.18.0.11 node1\n")
+    merged, _ = record(tmp_path, {"paths": [str(hosts)], "commands": [["cat", str(hosts)]]}, merge=True)
+    assert merged.rc == 0, merged.stderr
+    kept = json.loads(state.read_text())["resources"]
+    assert kept["paths"] == sorted([managed["paths"][0], str(hosts)])
+    assert kept["listings"] == managed["listings"] and kept["packages"] == managed["packages"]
+    assert kept["commands"] == managed["commands"] + [["cat", str(hosts)]]
+    assert check(state).result["in_sync"] is True
+    # Drift in what only the earlier record listed (a role this run skipped) is still found ...
+    Path(managed["paths"][0]).write_text("NCCL_DEBUG=WARN\n")
+    assert any(managed["paths"][0] in reason for reason in check(state).result["reasons"])
+    # ... and so is drift in what this run added.
+    Path(managed["paths"][0]).write_text("NCCL_DEBUG=INFO\n")
+    hosts.write_text("198.18.0.99 node1\n")
+    assert any(str(hosts) in reason for reason in check(state).result["reasons"])
+
+
+@pytest.mark.parametrize("stored", ["none", "other-digest"])
+def test_a_merge_without_a_record_to_keep_is_never_in_sync(tmp_path: Path, managed: dict, stored: str) -> None:
+    if stored == "other-digest":
+        record(tmp_path, managed, digest_value="d0")
+    merged, state = record(tmp_path, {"paths": managed["paths"]}, merge=True)
+    assert merged.rc == 0, merged.stderr
+    reasons = check(state).result["reasons"]
+    assert any("a partial run with no earlier record to keep" in reason for reason in reasons), reasons
+
+
 def test_check_mode_writes_no_record(tmp_path: Path, managed: dict) -> None:
     state = tmp_path / "state.json"
     run = run_module(
@@ -316,6 +345,11 @@ def test_provision_says_in_plain_words_what_the_fast_path_decided() -> None:
         "  node2: path /etc/nccl.conf: was a, now b (+1 more)",
     ]
     assert fast_path_lines(None, None) == []  # the gate did not run (--tags, an early failure)
+    # Per-node fast path: the nodes in sync are counted, the ones that converge are named with their reasons.
+    lines = fast_path_lines(False, {"node2": ["package x: was 1, now absent"]}, ["node3", "node1"])
+    assert lines[0].startswith("converge: 1 node(s) differ from their last complete converge and converge in full; ")
+    assert "2 node(s) in sync skip their own roles" in lines[0]
+    assert lines[1] == "  node2: package x: was 1, now absent"
 
 
 def test_a_task_that_reads_no_state_can_say_so() -> None:
