@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rdmaforge.lab.node import ssh_answers
 from rdmaforge.lab.spec import node_spec
@@ -236,3 +237,34 @@ def test_a_node_with_sshd_stopped_exits_3(converged: LabHandle, runs: Path, sshd
     verify = cli(runs, "verify", "-i", inventory)
     assert verify.returncode == ExitCode.UNREACHABLE, verify.stdout[-4000:]
     assert table_rows(verify.stdout, [sshd_stopped])[sshd_stopped] == ["-", "-", "-", "UNREACHABLE"]
+
+
+@pytest.fixture
+def opt_full(converged: LabHandle, victim: str) -> Iterator[str]:
+    """/opt on the victim, where NCCL builds, nccl-tests and the plugin's venv go, turned into a small filesystem
+    filled to the last byte (a tmpfs mounted over it from the lab's console: the node's root cannot mount)."""
+    fill = "mount -t tmpfs -o size=16m rdmaforge-test-full /opt && (head -c 16m /dev/zero > /opt/fill || true)"
+    mounted = converged.console(victim, fill)
+    assert mounted.returncode == 0, mounted.stdout + mounted.stderr
+    try:
+        yield victim
+    finally:
+        undone = converged.console(victim, "umount /opt")
+        assert undone.returncode == 0, undone.stdout + undone.stderr
+
+
+def test_a_node_whose_disk_is_full_fails_before_any_change_and_the_others_converge(
+    converged: LabHandle, runs: Path, opt_full: str
+) -> None:
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / "preflight" / "defaults" / "main.yml").read_text())
+    need = defaults["preflight_min_free_mb"]["/opt"]
+    proc = cli(runs, "provision", "-i", str(converged.inventory))
+    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-6000:]
+    # Named with the path, the free space measured (none) and the need, from preflight's own check.
+    assert f"{opt_full}: /opt is on /opt with 0 MiB free; {need} MiB needed" in proc.stdout, proc.stdout[-6000:]
+    rows = table_rows(proc.stdout, list(converged.nodes))
+    assert rows[opt_full][-1] == "FAILED" and rows[opt_full][1] == "0", rows  # failed, and changed nothing
+    for node in converged.nodes:
+        if node != opt_full:
+            assert rows[node][-1] in ("ok", "changed") and rows[node][2:4] == ["0", "0"], (node, rows)
+    assert converged.ssh(opt_full, "cat /opt/fill | wc -c").stdout.strip() == str(16 * 1024 * 1024)
