@@ -217,14 +217,28 @@ def managed(tmp_path: Path) -> dict:
     }
 
 
+#: This machine's own fingerprint parts that the lab changes while the unit tests run beside it (bridges, veth
+#: pairs and their addresses come and go): a reason of their own, unrelated to what a test recorded.
+LAB_VOLATILE = ("fingerprint links:", "fingerprint addresses:")
+
+
+def reasons_apart_from_the_lab(result: dict) -> list[str]:
+    return [reason for reason in result["reasons"] if not reason.startswith(LAB_VOLATILE)]
+
+
 def test_record_then_check_is_in_sync_and_a_second_record_changes_nothing(tmp_path: Path, managed: dict) -> None:
     first, state = record(tmp_path, managed)
     assert first.rc == 0 and first.result["changed"] is True
     assert json.loads(state.read_text())["observations"]["packages"]["apt"]["dpkg"].endswith("installed")
-    again, _ = record(tmp_path, managed)
+    # A second record of the same state is no change; tried again only while the lab beside moved this machine's
+    # links or addresses in between (each try records afresh, so a real difference would fail every try).
+    for _ in range(3):
+        again, _ = record(tmp_path, managed)
+        if again.result["changed"] is False:
+            break
     assert again.result["changed"] is False
     checked = check(state)
-    assert checked.result["in_sync"] is True, checked.result["reasons"]
+    assert reasons_apart_from_the_lab(checked.result) == [], checked.result["reasons"]
     assert checked.result["summary"] == {"a": 1} and checked.result["changed"] is False
 
 
@@ -300,7 +314,7 @@ def test_a_node_that_skipped_its_own_roles_keeps_what_its_record_checked(tmp_pat
     assert kept["paths"] == sorted([managed["paths"][0], str(hosts)])
     assert kept["listings"] == managed["listings"] and kept["packages"] == managed["packages"]
     assert kept["commands"] == managed["commands"] + [["cat", str(hosts)]]
-    assert check(state).result["in_sync"] is True
+    assert reasons_apart_from_the_lab(check(state).result) == []
     # Drift in what only the earlier record listed (a role this run skipped) is still found ...
     Path(managed["paths"][0]).write_text("NCCL_DEBUG=WARN\n")
     assert any(managed["paths"][0] in reason for reason in check(state).result["reasons"])
