@@ -9,8 +9,13 @@ from rdmaforge.converge import digest, ledger
 
 
 def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> str:
-    """The digest of the code and of every listed host's input variables and groups."""
+    """The cluster digest: the code and every listed host's input variables and groups."""
     return digest.converge_digest(hostvars, hosts)
+
+
+def converge_node_digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> dict[str, str]:
+    """{host: its node digest}: the code and that host's own input variables and groups."""
+    return digest.node_digests(hostvars, hosts)
 
 
 def converge_ledger(host: str) -> dict[str, Any]:
@@ -42,10 +47,23 @@ def converge_reasons(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, A
     return out
 
 
+def converge_cluster_changes(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """{host: why} for the hosts whose record was written for another cluster (a node added, removed or with other
+    variables): they may be in sync themselves, but their cluster-wide files must be written again."""
+    out: dict[str, str] = {}
+    for host in hosts:
+        reason = _check(hostvars, host).get("cluster_changed")
+        if isinstance(reason, str) and reason:
+            out[host] = reason
+    return out
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
+            "rdmaforge_converge_cluster_changes": converge_cluster_changes,
             "rdmaforge_converge_digest": converge_digest,
+            "rdmaforge_converge_node_digests": converge_node_digests,
             "rdmaforge_converge_ledger": converge_ledger,
             "rdmaforge_converge_reasons": converge_reasons,
         }

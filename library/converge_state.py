@@ -35,10 +35,17 @@ options:
     default: /var/lib/rdmaforge/converge-state.json
   digest:
     description:
-      - The controller's digest of everything that decides the desired state (code, variables of every
-        host, controller-side files). A record with another digest is never in sync.
+      - The controller's digest of what decides this node's desired state (code, controller-side files, this
+        host's variables and groups). A record with another digest is never in sync.
     type: str
     required: true
+  cluster_digest:
+    description:
+      - The controller's digest of the whole cluster (the same, with every host's variables and groups), stored
+        with O(state=record). With O(state=check), a record written for another cluster digest leaves
+        RV(in_sync) as it is and sets RV(cluster_changed): the node itself is in sync, but the files that list
+        the other nodes must be written again.
+    type: str
   resources:
     description:
       - With O(state=record), what to observe. Keys C(paths) (type, owner, mode and content hash),
@@ -74,7 +81,8 @@ attributes:
 EXAMPLES = r"""
 - name: Compare the node with what the last converge left
   converge_state:
-    digest: "{{ converge_state_digest }}"
+    digest: "{{ converge_state_node_digests[inventory_hostname] }}"
+    cluster_digest: "{{ converge_state_digest }}"
   register: state
 
 - name: Record what this converge left
@@ -99,6 +107,12 @@ in_sync:
   description: True when nothing differs from the record (O(state=check)).
   returned: always
   type: bool
+cluster_changed:
+  description:
+    - Why the record's cluster digest is not O(cluster_digest) (a node added or removed, another host's
+      variables changed); empty when it is the same, when O(cluster_digest) is not given, or with no record.
+  returned: always
+  type: str
 reasons:
   description: What differs, one line each, at most 20 (more are counted in the last line).
   returned: always
@@ -328,6 +342,12 @@ def compare(record: dict[str, Any], digest: str, timeout: int) -> list[str]:
     return reasons
 
 
+def cluster_change(record: dict[str, Any], cluster_digest: str | None) -> str:
+    if cluster_digest is None or record.get("cluster_digest") == cluster_digest:
+        return ""
+    return "the cluster changed since the record (a node added or removed, or another host's variables)"
+
+
 def load(path: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -401,6 +421,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "state": {"type": "str", "choices": ["check", "record"], "default": "check"},
     "path": {"type": "path", "default": "/var/lib/rdmaforge/converge-state.json"},
     "digest": {"type": "str", "required": True},
+    "cluster_digest": {"type": "str"},
     "resources": {"type": "dict"},
     "summary": {"type": "dict"},
     "command_timeout": {"type": "int", "default": 30},
@@ -417,16 +438,19 @@ def main() -> None:
         record = {
             "format": FORMAT,
             "digest": digest,
+            "cluster_digest": params["cluster_digest"],
             "resources": resources,
             "fingerprint": fingerprint(timeout),
             "observations": observe(resources, timeout),
             "summary": params["summary"] or {},
         }
         changed = write_record(module, path, record)
-        module.exit_json(changed=changed, in_sync=True, reasons=[], observed=_count(resources), path=path)
+        module.exit_json(
+            changed=changed, in_sync=True, reasons=[], cluster_changed="", observed=_count(resources), path=path
+        )
     stored, problem = load(path)
     if stored is None:
-        module.exit_json(changed=False, in_sync=False, reasons=[problem], observed=0, path=path)
+        module.exit_json(changed=False, in_sync=False, reasons=[problem], cluster_changed="", observed=0, path=path)
         return
     reasons = compare(stored, digest, timeout)
     if len(reasons) > MAX_REASONS:
@@ -435,6 +459,7 @@ def main() -> None:
         changed=False,
         in_sync=not reasons,
         reasons=reasons,
+        cluster_changed=cluster_change(stored, params["cluster_digest"]),
         observed=_count(stored.get("resources") or {}),
         summary=stored.get("summary") or {},
         path=path,

@@ -510,6 +510,11 @@ CASES: list[Case] = [
     Case("int-given-a-word", *_one_role_value("ssh_trust_check_peers", "all", "'all'", "ssh_trust", "an integer")),
     Case("bool-given-a-list", *_one_role_value("eni_enabled", [True], "[true]", "eni", "true or false")),
     Case(
+        "bool-given-a-word",
+        *_one_role_value("converge_state_fast_path_per_node", "sometimes", "'sometimes'", "converge_state",
+                         "true or false"),  # fmt: skip
+    ),
+    Case(
         "float-given-a-percentage",
         *_one_role_value("benchmark_min_efficiency", "80%", "'80%'", "benchmark", "a number"),
     ),

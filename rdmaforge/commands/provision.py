@@ -50,32 +50,47 @@ def converge(args: argparse.Namespace, variables: list[Any]) -> int:
     outcome = command.run_playbook(session, request)
     for line in fast_path_lines(outcome.events.fact("converge_state_cluster_in_sync"),
                                 outcome.events.fact("converge_state_reasons"),
-                                outcome.events.fact("converge_state_in_sync_hosts")):  # fmt: skip
+                                outcome.events.fact("converge_state_in_sync_hosts"),
+                                outcome.events.fact("converge_state_cluster_changes")):  # fmt: skip
         print(line, file=session.out)
     code = command.playbook_exit(outcome)
     return command.finish(session, args, code, command.host_cases(outcome, f"rdmaforge.{NAME}"),
                           command.outcome_record(outcome))  # fmt: skip
 
 
-def fast_path_lines(in_sync: Any, reasons: Any, skipping: Any = None, most: int = 5) -> list[str]:
+CLUSTER_PLAYS = "(/etc/hosts, SSH trust, MPI launch)"
+
+
+def fast_path_lines(in_sync: Any, reasons: Any, skipping: Any = None, cluster_changes: Any = None,
+                    most: int = 5) -> list[str]:  # fmt: skip
     """What site.yml's fast path decided, in plain words (nothing when the gate did not run). ``skipping``: the
-    nodes in sync that skip their own roles while the nodes in ``reasons`` converge."""
+    nodes in sync that skip their own roles while the nodes in ``reasons`` converge; ``cluster_changes``: the
+    nodes recorded for another cluster (a node added or removed), which make every node run the cluster-wide
+    plays."""
     if in_sync is True:
         return [
             "fast path: every node is in sync with its last complete converge; nothing ran after the inventory "
             "checks (-e converge_state_fast_path=false runs every task)"
         ]
-    if not isinstance(reasons, dict) or not reasons:
-        return []
+    reasons = reasons if isinstance(reasons, dict) else {}
+    changed = sorted(cluster_changes) if isinstance(cluster_changes, (dict, list)) else []
     skipping = sorted(skipping) if isinstance(skipping, list) else []
-    if skipping:
-        lines = [
+    lines: list[str] = []
+    if reasons and skipping:
+        lines.append(
             f"converge: {len(reasons)} node(s) differ from their last complete converge and converge in full; "
-            f"{len(skipping)} node(s) in sync skip their own roles and run only the cluster-wide plays "
-            "(/etc/hosts, SSH trust, MPI launch)"
-        ]
-    else:
-        lines = [f"full converge: {len(reasons)} node(s) differ from their last complete converge"]
+            f"{len(skipping)} node(s) in sync skip their own roles and run only the cluster-wide plays {CLUSTER_PLAYS}"
+        )
+    elif reasons:
+        lines.append(f"full converge: {len(reasons)} node(s) differ from their last complete converge")
+    elif changed and skipping:
+        lines.append(
+            f"converge: every node is in sync with its last complete converge, but the cluster changed since "
+            f"{len(changed)} node(s) recorded it (a node added or removed, or another host's variables); "
+            f"{len(skipping)} node(s) run only the cluster-wide plays {CLUSTER_PLAYS}"
+        )
+    elif changed:
+        lines.append(f"full converge: the cluster changed since {len(changed)} node(s) recorded it")
     for host, why in sorted(reasons.items())[:most]:
         first = why[0] if isinstance(why, list) and why else str(why)
         more = f" (+{len(why) - 1} more)" if isinstance(why, list) and len(why) > 1 else ""

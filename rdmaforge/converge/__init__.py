@@ -2,7 +2,7 @@
 
 - ``ledger``: turns the results of a converge's tasks into the resources to observe on each node (files,
   listings, packages, services, read-only commands), filled by the ``converge_ledger`` callback.
-- ``digest``: one digest of everything on the controller that decides the desired state (the code, every
-  host's variables, controller-side files).
+- ``digest``: the digests of what on the controller decides the desired state (the code, controller-side files,
+  and each node's own variables for its node digest, every host's for the cluster digest).
 The node side (observe, record, compare) is the ``converge_state`` module.
 """

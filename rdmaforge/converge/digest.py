@@ -1,8 +1,11 @@
-"""One digest of what decides the desired state of the cluster, computed on the controller.
+"""The digests of what decides the desired state, computed on the controller.
 
-It covers the code (roles, playbooks, modules, plugins, the rdmaforge package), each host's variables that
-the roles read (named by the roles' prefixes, minus the facts the roles set at run time) and the groups it is
-in. A change to any of them makes every node's record stale, so the next run converges in full.
+Both cover the code (roles, playbooks, modules, plugins, the rdmaforge package) and the controller files the roles
+copy to the nodes. A host's *node digest* adds that host's own input variables (named by the roles' prefixes,
+minus the facts the roles set at run time) and its groups: what the plays that touch only that node read. The
+*cluster digest* adds every host's inputs: what the cluster-wide plays (/etc/hosts, SSH trust, the MPI hostfile)
+read. A node whose node digest changed converges in full; a node added, removed or re-addressed changes only the
+cluster digest, so the others run just the cluster-wide plays.
 """
 
 from __future__ import annotations
@@ -202,9 +205,12 @@ def controller_files(directory: str) -> dict[str, Any]:
     return out
 
 
-def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES) -> str:
-    digest = hashlib.sha256(code_digest(root).encode())
+def _inputs_and_caches(
+    hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path
+) -> tuple[dict[str, bytes], str]:
+    """({host: sha256 of its input variables}, the digest of the controller caches the hosts name)."""
     caches: set[str] = {str(CONTROLLER_CACHE)}  # where the roles' defaults keep keys, keyrings and builds
+    per_host: dict[str, bytes] = {}
     for host in sorted(set(hosts)):
         raw, groups = _raw(hostvars, host)
         inputs = host_inputs(raw, groups, root)
@@ -212,10 +218,32 @@ def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[s
             value = hostvars[host].get(name) if isinstance(hostvars[host], Mapping) else None
             if isinstance(value, str):
                 caches.add(value)
-        text = json.dumps(inputs, sort_keys=True, default=str)
-        digest.update(host.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
+        per_host[host] = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).digest()
     # What roles copy from the controller (the cluster key, keyrings, cached builds) is desired state too.
+    files = hashlib.sha256()
     for cache in sorted(caches):
         text = json.dumps(controller_files(cache), sort_keys=True)
-        digest.update(cache.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
+        files.update(cache.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
+    return per_host, files.hexdigest()
+
+
+def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES) -> str:
+    """The cluster digest: the code, the controller files and every listed host's inputs and groups."""
+    per_host, files = _inputs_and_caches(hostvars, hosts, root)
+    digest = hashlib.sha256(code_digest(root).encode())
+    for host, inputs in per_host.items():
+        digest.update(host.encode() + b"\0" + inputs)
+    digest.update(files.encode())
     return digest.hexdigest()
+
+
+def node_digests(
+    hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES
+) -> dict[str, str]:
+    """{host: its node digest}: the code, the controller files and that host's own inputs and groups."""
+    per_host, files = _inputs_and_caches(hostvars, hosts, root)
+    code = code_digest(root)
+    return {
+        host: hashlib.sha256(b"\0".join([code.encode(), host.encode(), inputs, files.encode()])).hexdigest()
+        for host, inputs in per_host.items()
+    }

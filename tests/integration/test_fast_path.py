@@ -4,26 +4,32 @@ run after a repair also proves the roles themselves idempotent (issue 3): it cha
 variable asks for.
 
 The drift is made by hand over SSH on one node (a managed file edited, a package of the profile removed), the
-way an operator or an unattended upgrade would; the expected content comes from another node.
+way an operator or an unattended upgrade would; the expected content comes from another node. The repair runs with
+a third node out of the inventory, which is then put back: a node removed or added changes only the cluster-wide
+files, and the nodes in sync run no role of their own.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
+import yaml
 
 from rdmaforge.paths import PROJECT_ROOT
 from tests.conftest import LabHandle, assert_no_changes, recap
+from tests.integration.test_remove_node_on_lab import block as marked_block
 
 pytestmark = pytest.mark.lab
 
 IN_SYNC = "fast path: every node is in sync with its last complete converge"
 
 
-def converge(lab: LabHandle, *extra: str):
-    proc = lab.playbook("site.yml", *extra)
+def converge(lab: LabHandle, *extra: str, inventory: Path | None = None):
+    proc = lab.playbook("site.yml", *extra, inventory=inventory)
     assert proc.returncode == 0, proc.stdout[-6000:]
     return proc
 
@@ -34,25 +40,6 @@ def in_sync(converged: LabHandle) -> LabHandle:
     here leave it in sync (check mode changes nothing; the drift test repairs what it breaks)."""
     converge(converged)
     return converged
-
-
-def test_a_cluster_without_drift_takes_the_fast_path_and_changes_nothing(in_sync: LabHandle) -> None:
-    converged = in_sync
-    proc = converge(converged)
-    assert IN_SYNC in proc.stdout
-    assert_no_changes(proc.stdout)
-    # No role after preflight's inventory checks ran a task on any node.
-    for role in ("rdma_core", "nccl_env", "ssh_trust", "hugepages", "eni", "mpi_launch"):
-        assert not re.search(rf"^TASK \[(?:rdmaforge\.cluster\.)?{role} :", proc.stdout, re.M), role
-    assert set(recap(proc.stdout)) >= set(converged.nodes)
-
-
-def test_check_diff_on_a_cluster_without_drift_takes_the_fast_path(in_sync: LabHandle) -> None:
-    converged = in_sync
-    proc = converged.playbook("site.yml", "--check", "--diff")
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    assert IN_SYNC in proc.stdout
-    assert_no_changes(proc.stdout)
 
 
 #: Roles of plays that touch only their own node (skipped by a node in sync), and of the cluster-wide plays.
@@ -73,18 +60,35 @@ def hosts_in_tasks(output: str, role: str) -> set[str]:
     return hosts
 
 
-def changed_tasks(output: str) -> set[str]:
-    """Names ('role : task', collection prefix dropped) of the tasks that reported changed on some host."""
+def changed_tasks(output: str, host: str = "") -> set[str]:
+    """Names ('role : task', collection prefix dropped) of the tasks that reported changed on ``host`` (any host
+    when empty)."""
     names: set[str] = set()
+    changed = re.compile(rf"^changed: \[{re.escape(host)}" + (r"[\] ]" if host else ""), re.M)
     for block in re.split(r"^TASK \[", output, flags=re.M)[1:]:
-        if re.search(r"^changed: \[", block, re.M):
+        if changed.search(block):
             names.add(re.sub(r"^rdmaforge\.cluster\.", "", block.split("]", 1)[0]))
     return names
 
 
-def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it_names(in_sync: LabHandle) -> None:
+def inventory_without(lab: LabHandle, node: str, where: Path) -> Path:
+    """A copy of the lab's inventory (hosts.yml and its group_vars) with ``node`` taken out."""
+    shutil.copytree(lab.inventory.parent, where)
+    hosts = yaml.safe_load((where / lab.inventory.name).read_text())
+    del hosts["all"]["children"]["cluster"]["hosts"][node]
+    (where / lab.inventory.name).write_text(yaml.safe_dump(hosts))
+    return where / lab.inventory.name
+
+
+def cluster_block(lab: LabHandle, node: str) -> str:
+    return marked_block(lab.ssh(node, "cat /etc/hosts").stdout, "rdmaforge cluster hosts")
+
+
+def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it_names(
+    in_sync: LabHandle, tmp_path: Path
+) -> None:
     converged = in_sync
-    first, drifted = sorted(converged.nodes)[:2]
+    first, drifted, left_out = sorted(converged.nodes)[:3]
     want = converged.ssh(first, "cat /etc/nccl.conf").stdout
     # Two kinds of drift on one node: a managed file edited and a package removed.
     converged.ssh(
@@ -100,25 +104,28 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     assert "/etc/nccl.conf" in reason and "package ibverbs-utils" in reason, reason
     assert summary[drifted]["nccl_plugin"] == "aiacc"  # the earlier entry is kept, not dropped
 
-    # The operator's repair: one run over the whole cluster. Only the drifted node converges in full; the others
-    # are in sync, so they skip the roles that touch only themselves and run the cluster-wide plays (/etc/hosts,
-    # SSH trust, the MPI launch across every node).
-    proc = converge(converged)
+    # The operator's repair: one run over the cluster, while one node is out of the inventory (for maintenance,
+    # say). Only the drifted node converges in full; the other node is in sync, so it skips the roles that touch
+    # only itself and runs the cluster-wide plays (/etc/hosts, SSH trust, the MPI launch), which now list the
+    # nodes of this inventory only.
+    smaller = inventory_without(converged, left_out, tmp_path / "inventory")
+    proc = converge(converged, inventory=smaller)
     assert IN_SYNC not in proc.stdout
     assert "/etc/nccl.conf" in proc.stdout and "package ibverbs-utils" in proc.stdout  # the reasons name what drifted
     counts = recap(proc.stdout)
-    assert counts[drifted]["changed"] > 0
+    assert counts[drifted]["changed"] > 0 and left_out not in counts
     assert converged.ssh(drifted, "cat /etc/nccl.conf").stdout == want
     assert "install ok installed" in converged.ssh(drifted, "dpkg-query -W -f '${Status}' ibverbs-utils").stdout
-    others = [node for node in converged.nodes if node != drifted]
-    for node in others:
-        assert counts[node]["changed"] == 0, (node, counts)
-        for role in NODE_ROLES:
-            assert not hosts_in_tasks(proc.stdout, role) & {node}, (role, node)
-        for role in CLUSTER_ROLES:
-            assert node in hosts_in_tasks(proc.stdout, role), (role, node)
     for role in NODE_ROLES:
+        assert first not in hosts_in_tasks(proc.stdout, role), role
         assert drifted in hosts_in_tasks(proc.stdout, role), role
+    for role in CLUSTER_ROLES:
+        assert first in hosts_in_tasks(proc.stdout, role), role
+    # On the node in sync, only the cluster-wide files changed: the node left out is gone from them.
+    assert {name.split(" : ")[0] for name in changed_tasks(proc.stdout, first)} <= set(CLUSTER_ROLES)
+    for node in (first, drifted):
+        listed = cluster_block(converged, node)
+        assert converged.nodes[first] in listed and converged.nodes[left_out] not in listed, (node, listed)
 
     # The nodes that skipped their roles wrote records that still check what those roles manage: summary.yml
     # (read-only) sees a hand edit of a file only a skipped role manages; undone, every node is in sync again.
@@ -128,9 +135,22 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
         assert "/etc/nccl.conf" in reason and "mode 0600" in reason, reason
     finally:
         converged.ssh(first, "chmod 0644 /etc/nccl.conf")
+
+    # The node is put back (as a node is added). Every node is in sync with its own record, so no node-local role
+    # runs anywhere; the two nodes recorded for the smaller cluster make the cluster-wide plays run on every node.
+    # The node put back kept its record and its files from before: nothing to change on it.
     proc = converge(converged)
-    assert IN_SYNC in proc.stdout
-    assert_no_changes(proc.stdout)
+    assert IN_SYNC not in proc.stdout and "cluster_changed_since_their_record" in proc.stdout, proc.stdout[-3000:]
+    counts = recap(proc.stdout)
+    assert counts[first]["changed"] > 0 and counts[drifted]["changed"] > 0 and counts[left_out]["changed"] == 0
+    for role in NODE_ROLES:
+        assert not hosts_in_tasks(proc.stdout, role), role
+    for role in CLUSTER_ROLES:
+        assert {host.split(" -> ")[0] for host in hosts_in_tasks(proc.stdout, role)} == set(converged.nodes), role
+    assert {name.split(" : ")[0] for name in changed_tasks(proc.stdout)} <= set(CLUSTER_ROLES)
+    for node in converged.nodes:
+        assert all(address in cluster_block(converged, node) for address in converged.nodes.values()), node
+    # (The tests after this one start with a run that must find every node in sync again.)
 
     # One full run (every role's every task; a minute per node here) proves two things at once. A changed variable
     # is never skipped by the fast path, and changes only what it names: NCCL_DEBUG lives in /etc/nccl.conf and the
@@ -156,3 +176,23 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     assert set(nodes) == set(converged.nodes)
     assert nodes[first]["not_in_this_run"] == "not in this run (outside --limit)"
     assert nodes[first]["as_of"] < summary["time"] == nodes[drifted]["as_of"]
+
+
+# After the drift test (above), these first prove that it left every node in sync.
+def test_a_cluster_without_drift_takes_the_fast_path_and_changes_nothing(in_sync: LabHandle) -> None:
+    converged = in_sync
+    proc = converge(converged)
+    assert IN_SYNC in proc.stdout
+    assert_no_changes(proc.stdout)
+    # No role after preflight's inventory checks ran a task on any node.
+    for role in ("rdma_core", "nccl_env", "ssh_trust", "hugepages", "eni", "mpi_launch"):
+        assert not re.search(rf"^TASK \[(?:rdmaforge\.cluster\.)?{role} :", proc.stdout, re.M), role
+    assert set(recap(proc.stdout)) >= set(converged.nodes)
+
+
+def test_check_diff_on_a_cluster_without_drift_takes_the_fast_path(in_sync: LabHandle) -> None:
+    converged = in_sync
+    proc = converged.playbook("site.yml", "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert IN_SYNC in proc.stdout
+    assert_no_changes(proc.stdout)

@@ -132,7 +132,29 @@ def test_the_digest_covers_input_variables_and_ignores_runtime_facts() -> None:
     for changed in (other, moved, regrouped):
         assert digest.converge_digest(changed, ["node1"]) != first
     two = {**base, "node2": dict(base["node1"], ansible_host="198.18.0.12")}
-    assert digest.converge_digest(two, ["node1", "node2"]) != first  # a node added changes every node's digest
+    assert digest.converge_digest(two, ["node1", "node2"]) != first  # a node added changes the cluster digest
+
+
+def test_a_node_added_or_another_hosts_variable_leaves_a_nodes_own_digest_as_it_was() -> None:
+    """The node digest covers only the host's own inputs: adding node3 (or moving node2) must not make node1 converge
+    in full, while the cluster digest, which the cluster-wide plays follow, changes."""
+    node = {"ansible_host": "198.18.0.11", "nccl_build_version": "2.29.7", "group_names": ["cluster"]}
+    two = {"node1": node, "node2": dict(node, ansible_host="198.18.0.12")}
+    three = {**two, "node3": dict(node, ansible_host="198.18.0.13")}
+    moved = {**two, "node2": dict(two["node2"], ansible_host="198.18.0.22")}
+    before = digest.node_digests(two, ["node1", "node2"])
+    assert set(before) == {"node1", "node2"} and before["node1"] != before["node2"]
+    grown = digest.node_digests(three, ["node1", "node2", "node3"])
+    assert grown["node1"] == before["node1"] and grown["node2"] == before["node2"]
+    assert digest.node_digests(moved, ["node1", "node2"])["node1"] == before["node1"]
+    assert digest.node_digests(moved, ["node1", "node2"])["node2"] != before["node2"]
+    cluster = digest.converge_digest(two, ["node1", "node2"])
+    for other, hosts in ((three, ["node1", "node2", "node3"]), (moved, ["node1", "node2"]), (two, ["node1"])):
+        assert digest.converge_digest(other, hosts) != cluster
+    # A variable every node has (group_vars, -e) changes every node's own digest.
+    upgraded = {h: dict(v, nccl_build_version="2.16.5") for h, v in two.items()}
+    after = digest.node_digests(upgraded, ["node1", "node2"])
+    assert all(after[h] != before[h] for h in before)
 
 
 def test_turning_the_fast_path_off_is_not_a_change_of_desired_state() -> None:
@@ -193,14 +215,16 @@ def test_the_same_code_has_one_digest_in_a_checkout_and_in_the_collection_instal
 # --- the module, for real -------------------------------------------------------------------------------
 
 
-def record(tmp_path: Path, resources: dict, digest_value: str = "d1", python: Path | None = None, merge: bool = False):
+def record(tmp_path: Path, resources: dict, digest_value: str = "d1", python: Path | None = None, merge: bool = False,
+           cluster: str = "c1"):  # fmt: skip
     state = tmp_path / "state.json"
-    args = {"state": "record", "path": str(state), "digest": digest_value, "resources": resources, "summary": {"a": 1}}
+    args = {"state": "record", "path": str(state), "digest": digest_value, "resources": resources, "summary": {"a": 1},
+            "cluster_digest": cluster}  # fmt: skip
     return run_module("converge_state", dict(args, merge=merge), python=python), state
 
 
-def check(state: Path, digest_value: str = "d1", *extra: str):
-    return run_module("converge_state", {"path": str(state), "digest": digest_value}, *extra)
+def check(state: Path, digest_value: str = "d1", *extra: str, cluster: str = "c1"):
+    return run_module("converge_state", {"path": str(state), "digest": digest_value, "cluster_digest": cluster}, *extra)
 
 
 @pytest.fixture()
@@ -324,6 +348,24 @@ def test_a_node_that_skipped_its_own_roles_keeps_what_its_record_checked(tmp_pat
     assert any(str(hosts) in reason for reason in check(state).result["reasons"])
 
 
+def test_a_node_recorded_for_another_cluster_is_in_sync_but_says_the_cluster_changed(
+    tmp_path: Path, managed: dict
+) -> None:
+    _, state = record(tmp_path, managed, cluster="c1")
+    same = check(state, cluster="c1").result
+    assert same["cluster_changed"] == "" and reasons_apart_from_the_lab(same) == []
+    grown = check(state, cluster="c2").result
+    assert reasons_apart_from_the_lab(grown) == []  # the node itself has not changed
+    assert grown["cluster_changed"].startswith("the cluster changed since the record"), grown
+    assert check(tmp_path / "none.json", cluster="c2").result["cluster_changed"] == ""  # no record: not in sync anyway
+    # The gate's filter names exactly the nodes recorded for another cluster.
+    from tests.unit.test_filter_docs import FILTERS
+
+    converge_cluster_changes = FILTERS["rdmaforge_converge_cluster_changes"]
+    hostvars = {"node1": {"converge_state_check": same}, "node2": {"converge_state_check": grown}, "node3": {}}
+    assert list(converge_cluster_changes(["node1", "node2", "node3"], hostvars)) == ["node2"]
+
+
 @pytest.mark.parametrize("stored", ["none", "other-digest"])
 def test_a_merge_without_a_record_to_keep_is_never_in_sync(tmp_path: Path, managed: dict, stored: str) -> None:
     if stored == "other-digest":
@@ -364,6 +406,14 @@ def test_provision_says_in_plain_words_what_the_fast_path_decided() -> None:
     assert lines[0].startswith("converge: 1 node(s) differ from their last complete converge and converge in full; ")
     assert "2 node(s) in sync skip their own roles" in lines[0]
     assert lines[1] == "  node2: package x: was 1, now absent"
+    # A node added: every node in sync, but the cluster-wide plays run because the cluster changed.
+    lines = fast_path_lines(False, {}, ["node1", "node2", "node3"], {"node1": "x", "node2": "x"})
+    assert len(lines) == 1 and "the cluster changed since 2 node(s) recorded it" in lines[0], lines
+    assert "3 node(s) run only the cluster-wide plays" in lines[0]
+    # The new node itself has no record: it converges in full, the others run only the cluster-wide plays.
+    lines = fast_path_lines(False, {"node4": ["no record at /var/lib/rdmaforge/converge-state.json"]},
+                            ["node1", "node2", "node3"], {"node1": "x"})  # fmt: skip
+    assert lines[0].startswith("converge: 1 node(s) differ") and lines[1].startswith("  node4: no record"), lines
 
 
 def test_a_task_that_reads_no_state_can_say_so() -> None:
