@@ -7,7 +7,9 @@ same site.yml also runs with Ansible's defaults (no pipelining, 5 forks, linear 
 with the fast path and without it (every task, as before the fast path existed). From 2 nodes on, one node's
 /etc/nccl.conf is made drift (its mode) and `rdmaforge provision` repairs it: the nodes in sync skip their own
 roles (per-node fast path); at 4 nodes the same repair also runs with converge_state_fast_path_per_node=false,
-where every node converges in full.
+where every node converges in full. Last, one more lab node (running, idle, outside the inventory until then)
+joins the inventory and `rdmaforge provision` converges it: the new node converges in full, the others (in sync,
+recorded for the smaller cluster) run only the cluster-wide plays.
 
 Targets (issue 19): no-op at 4 nodes < 20 s and at least 2x faster than site.yml with Ansible's defaults;
 no-op at 16 nodes <= 2.5x no-op at 1 node; first converge at 16 <= 3x first converge at 1; --check --diff
@@ -21,12 +23,14 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Result
 from rdmaforge.lab import Lab
+from rdmaforge.lab import inventory as lab_inventory
 from rdmaforge.paths import PROJECT_ROOT
 
 BIN = PROJECT_ROOT / ".venv" / "bin"
@@ -88,11 +92,25 @@ def drift_and_repair(lab: Lab, inventory: Path, node: str, *extra: str) -> tuple
     return seconds, repaired and (PER_NODE in proc.stdout) == (not extra)
 
 
+def add_node(lab: Lab, n: int) -> tuple[float, bool]:
+    """Seconds `rdmaforge provision` takes once node n + 1 (running since the start, outside the inventory) joins
+    the inventory, and whether only that node converged in full while the n others skipped their own roles."""
+    seconds, _, proc = provision(lab.inventory_path)
+    said = proc.stdout
+    return seconds, "converge: 1 node(s) differ" in said and f"{n} node(s) in sync skip their own roles" in said
+
+
 def measure(n: int) -> dict[str, Any]:
     lab = Lab()
     lab.down()
-    lab.up(nodes=n, nics=2)
+    # From 2 nodes on, one more node runs from the start, outside the inventory, to be added last: growing the lab
+    # later would rewrite the lab's own /etc/hosts block on every node, a change no real cluster makes when it
+    # gains a node (the converge would rightly see it as drift on every node).
+    lab.up(nodes=n + 1 if n >= 2 else n, nics=2)
     inventory = lab.inventory_path
+    if n >= 2:
+        spare = Path(tempfile.mkdtemp(prefix="converge-scale-"))
+        inventory = lab_inventory.without(lab.inventory_path, f"node{n + 1}", spare / "inventory")
     row: dict[str, Any] = {"nodes": n}
     row["first_converge_s"], _, _ = provision(inventory)
     row["noop_s"], row["noop_fast_path"], _ = provision(inventory)
@@ -106,6 +124,8 @@ def measure(n: int) -> dict[str, Any]:
         row["drift_one_all_nodes_s"], row["drift_one_all_nodes_ok"] = drift_and_repair(
             lab, inventory, f"node{n}", "-e", "converge_state_fast_path_per_node=false"
         )
+    if n >= 2:
+        row["node_added_s"], row["node_added_ok"] = add_node(lab, n)
     print(json.dumps(row), flush=True)
     return row
 
@@ -152,6 +172,15 @@ def targets(rows: list[dict[str, Any]]) -> list[Result]:
                 Result(
                     f"one node drifted, {r['nodes']} nodes: repair", round(r["drift_one_s"], 1), "s",
                     "repaired; the others skip their own roles", r["drift_one_ok"],
+                )
+            )  # fmt: skip
+        if "node_added_s" in r:
+            first = f"; first converge of 1 node {by[1]['first_converge_s']:.0f} s" if 1 in by else ""
+            results.append(
+                Result(
+                    f"one node added to {r['nodes']}: converge", round(r["node_added_s"], 1), "s",
+                    "only the new node converges in full", r["node_added_ok"],
+                    f"first converge of {r['nodes']} nodes {r['first_converge_s']:.0f} s{first}",
                 )
             )  # fmt: skip
         results.append(

@@ -169,6 +169,16 @@ def write(paths: LabPaths, nodes: list[NodeSpec], mirror: Mirror) -> Path:
     return inv / "hosts.yml"
 
 
+def without(hosts_yml: Path, node: str, where: Path) -> Path:
+    """A copy of the lab's inventory (hosts.yml and its group_vars) in ``where`` with ``node`` taken out: the
+    cluster as it was before that node was added, or after it is removed, while the lab keeps the node running."""
+    shutil.copytree(hosts_yml.parent, where)
+    doc = yaml.safe_load((where / hosts_yml.name).read_text())
+    del doc["all"]["children"]["cluster"]["hosts"][node]
+    (where / hosts_yml.name).write_text(HEADER + "---\n" + yaml.safe_dump(doc, sort_keys=False))
+    return where / hosts_yml.name
+
+
 def dump(path: Path, data: dict[str, Any], comments: dict[str, str] | None = None) -> None:
     """Write ``data`` as YAML, each of ``comments`` a comment above its top-level key."""
     lines = yaml.safe_dump(data, sort_keys=False, default_flow_style=False).splitlines()

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
+from rdmaforge.lab import inventory as lab_inventory
 from rdmaforge.paths import PROJECT_ROOT
 from tests.conftest import LabHandle, assert_no_changes, recap
 from tests.integration.test_remove_node_on_lab import block as marked_block
@@ -71,15 +70,6 @@ def changed_tasks(output: str, host: str = "") -> set[str]:
     return names
 
 
-def inventory_without(lab: LabHandle, node: str, where: Path) -> Path:
-    """A copy of the lab's inventory (hosts.yml and its group_vars) with ``node`` taken out."""
-    shutil.copytree(lab.inventory.parent, where)
-    hosts = yaml.safe_load((where / lab.inventory.name).read_text())
-    del hosts["all"]["children"]["cluster"]["hosts"][node]
-    (where / lab.inventory.name).write_text(yaml.safe_dump(hosts))
-    return where / lab.inventory.name
-
-
 def cluster_block(lab: LabHandle, node: str) -> str:
     return marked_block(lab.ssh(node, "cat /etc/hosts").stdout, "rdmaforge cluster hosts")
 
@@ -108,7 +98,7 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     # say). Only the drifted node converges in full; the other node is in sync, so it skips the roles that touch
     # only itself and runs the cluster-wide plays (/etc/hosts, SSH trust, the MPI launch), which now list the
     # nodes of this inventory only.
-    smaller = inventory_without(converged, left_out, tmp_path / "inventory")
+    smaller = lab_inventory.without(converged.inventory, left_out, tmp_path / "inventory")
     proc = converge(converged, inventory=smaller)
     assert IN_SYNC not in proc.stdout
     assert "/etc/nccl.conf" in proc.stdout and "package ibverbs-utils" in proc.stdout  # the reasons name what drifted
