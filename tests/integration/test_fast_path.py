@@ -118,7 +118,7 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
         assert converged.nodes[first] in listed and converged.nodes[left_out] not in listed, (node, listed)
 
     # The nodes that skipped their roles wrote records that still check what those roles manage: summary.yml
-    # (read-only) sees a hand edit of a file only a skipped role manages; undone, every node is in sync again.
+    # (read-only) sees a hand edit of a file only a skipped role manages (then undone).
     converged.ssh(first, "chmod 0600 /etc/nccl.conf")
     try:
         reason = converged.summary()[first].get("not_in_this_run", "")
