@@ -8,14 +8,9 @@ from typing import Any
 from rdmaforge.converge import digest, ledger
 
 
-def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> str:
-    """The cluster digest: the code and every listed host's input variables and groups."""
-    return digest.converge_digest(hostvars, hosts)
-
-
-def converge_node_digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> dict[str, str]:
-    """{host: its node digest}: the code and that host's own input variables and groups."""
-    return digest.node_digests(hostvars, hosts)
+def converge_digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> dict[str, Any]:
+    """{cluster: the cluster digest, nodes: {host: its node digest}} (rdmaforge.converge.digest.digests)."""
+    return digest.digests(hostvars, hosts)
 
 
 def converge_ledger(host: str) -> dict[str, Any]:
@@ -62,8 +57,7 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "rdmaforge_converge_cluster_changes": converge_cluster_changes,
-            "rdmaforge_converge_digest": converge_digest,
-            "rdmaforge_converge_node_digests": converge_node_digests,
+            "rdmaforge_converge_digests": converge_digests,
             "rdmaforge_converge_ledger": converge_ledger,
             "rdmaforge_converge_reasons": converge_reasons,
         }

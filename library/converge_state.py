@@ -81,14 +81,14 @@ attributes:
 EXAMPLES = r"""
 - name: Compare the node with what the last converge left
   converge_state:
-    digest: "{{ converge_state_node_digests[inventory_hostname] }}"
-    cluster_digest: "{{ converge_state_digest }}"
+    digest: "{{ converge_state_digests.nodes[inventory_hostname] }}"
+    cluster_digest: "{{ converge_state_digests.cluster }}"
   register: state
 
 - name: Record what this converge left
   converge_state:
     state: record
-    digest: "{{ converge_state_digest }}"
+    digest: "{{ converge_state_digests.nodes[inventory_hostname] }}"
     resources:
       paths: [/etc/nccl.conf]
       packages: {apt: [rdma-core, ibverbs-utils]}
@@ -97,7 +97,7 @@ EXAMPLES = r"""
 - name: Record a node that skipped its own roles, keeping what its last record lists
   converge_state:
     state: record
-    digest: "{{ converge_state_digest }}"
+    digest: "{{ converge_state_digests.nodes[inventory_hostname] }}"
     resources: {paths: [/etc/hosts]}
     merge: true
 """

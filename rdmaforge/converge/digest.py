@@ -52,7 +52,7 @@ EXTRA_PREFIXES = ("rdmaforge_", "doctor_", "lab_")
 GATE_VARS = frozenset(
     {
         "converge_state_in_sync",
-        "converge_state_digest",
+        "converge_state_digests",
         "converge_state_check",
         "converge_state_reasons",
         # Turning the fast path on or off changes how a run goes, not the desired state.
@@ -227,23 +227,22 @@ def _inputs_and_caches(
     return per_host, files.hexdigest()
 
 
-def converge_digest(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES) -> str:
-    """The cluster digest: the code, the controller files and every listed host's inputs and groups."""
-    per_host, files = _inputs_and_caches(hostvars, hosts, root)
-    digest = hashlib.sha256(code_digest(root).encode())
-    for host, inputs in per_host.items():
-        digest.update(host.encode() + b"\0" + inputs)
-    digest.update(files.encode())
-    return digest.hexdigest()
+def digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES) -> dict[str, Any]:
+    """Both digests of the desired state, from one read of the inputs and the controller files:
 
-
-def node_digests(
-    hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES
-) -> dict[str, str]:
-    """{host: its node digest}: the code, the controller files and that host's own inputs and groups."""
+    - ``cluster``: the code, the controller files and every listed host's inputs and groups; it decides whether
+      the cluster-wide plays run;
+    - ``nodes``: {host: its node digest}, the code, the controller files and that host's own inputs and groups; it
+      decides whether the node converges in full. Adding or removing a node leaves the others' node digests alone.
+    """
     per_host, files = _inputs_and_caches(hostvars, hosts, root)
     code = code_digest(root)
-    return {
+    cluster = hashlib.sha256(code.encode())
+    for host, inputs in per_host.items():
+        cluster.update(host.encode() + b"\0" + inputs)
+    cluster.update(files.encode())
+    nodes = {
         host: hashlib.sha256(b"\0".join([code.encode(), host.encode(), inputs, files.encode()])).hexdigest()
         for host, inputs in per_host.items()
     }
+    return {"cluster": cluster.hexdigest(), "nodes": nodes}

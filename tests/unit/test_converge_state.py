@@ -11,6 +11,7 @@ import configparser
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,6 +114,14 @@ def test_every_module_the_roles_use_is_known_to_the_ledger() -> None:
     assert used - known - not_in_site == set()
 
 
+def cluster_digest(hostvars: dict[str, Any], hosts: list[str]) -> str:
+    return str(digest.digests(hostvars, hosts)["cluster"])
+
+
+def node_digests(hostvars: dict[str, Any], hosts: list[str]) -> dict[str, str]:
+    return dict(digest.digests(hostvars, hosts)["nodes"])
+
+
 def test_the_digest_covers_input_variables_and_ignores_runtime_facts() -> None:
     base = {"node1": {"ansible_host": "198.18.0.11", "nccl_build_version": "2.29.7", "group_names": ["cluster"]}}
     # Facts gathered, set by set_fact, or published by rdmaforge's modules (kept in the fact cache) are not inputs:
@@ -126,13 +135,13 @@ def test_the_digest_covers_input_variables_and_ignores_runtime_facts() -> None:
     other = {"node1": dict(base["node1"], nccl_build_version="2.16.5")}
     moved = {"node1": dict(base["node1"], ansible_host="198.18.0.21")}
     regrouped = {"node1": dict(base["node1"], group_names=["cluster", "builders"])}
-    first = digest.converge_digest(base, ["node1"])
-    assert digest.converge_digest(same, ["node1"]) == first  # facts and set_fact results are not inputs
+    first = cluster_digest(base, ["node1"])
+    assert cluster_digest(same, ["node1"]) == first  # facts and set_fact results are not inputs
     assert {"rdmaforge_node", "nccl_env_in_force", "rdma_devices", "rdmaforge_topology"} <= digest.runtime_names()
     for changed in (other, moved, regrouped):
-        assert digest.converge_digest(changed, ["node1"]) != first
+        assert cluster_digest(changed, ["node1"]) != first
     two = {**base, "node2": dict(base["node1"], ansible_host="198.18.0.12")}
-    assert digest.converge_digest(two, ["node1", "node2"]) != first  # a node added changes the cluster digest
+    assert cluster_digest(two, ["node1", "node2"]) != first  # a node added changes the cluster digest
 
 
 def test_a_node_added_or_another_hosts_variable_leaves_a_nodes_own_digest_as_it_was() -> None:
@@ -142,25 +151,25 @@ def test_a_node_added_or_another_hosts_variable_leaves_a_nodes_own_digest_as_it_
     two = {"node1": node, "node2": dict(node, ansible_host="198.18.0.12")}
     three = {**two, "node3": dict(node, ansible_host="198.18.0.13")}
     moved = {**two, "node2": dict(two["node2"], ansible_host="198.18.0.22")}
-    before = digest.node_digests(two, ["node1", "node2"])
+    before = node_digests(two, ["node1", "node2"])
     assert set(before) == {"node1", "node2"} and before["node1"] != before["node2"]
-    grown = digest.node_digests(three, ["node1", "node2", "node3"])
+    grown = node_digests(three, ["node1", "node2", "node3"])
     assert grown["node1"] == before["node1"] and grown["node2"] == before["node2"]
-    assert digest.node_digests(moved, ["node1", "node2"])["node1"] == before["node1"]
-    assert digest.node_digests(moved, ["node1", "node2"])["node2"] != before["node2"]
-    cluster = digest.converge_digest(two, ["node1", "node2"])
+    assert node_digests(moved, ["node1", "node2"])["node1"] == before["node1"]
+    assert node_digests(moved, ["node1", "node2"])["node2"] != before["node2"]
+    cluster = cluster_digest(two, ["node1", "node2"])
     for other, hosts in ((three, ["node1", "node2", "node3"]), (moved, ["node1", "node2"]), (two, ["node1"])):
-        assert digest.converge_digest(other, hosts) != cluster
+        assert cluster_digest(other, hosts) != cluster
     # A variable every node has (group_vars, -e) changes every node's own digest.
     upgraded = {h: dict(v, nccl_build_version="2.16.5") for h, v in two.items()}
-    after = digest.node_digests(upgraded, ["node1", "node2"])
+    after = node_digests(upgraded, ["node1", "node2"])
     assert all(after[h] != before[h] for h in before)
 
 
 def test_turning_the_fast_path_off_is_not_a_change_of_desired_state() -> None:
     base = {"n": {"ansible_host": "a"}}
     off = {"n": {"ansible_host": "a", "converge_state_fast_path": False, "preflight_fast_path_gate": True}}
-    assert digest.converge_digest(base, ["n"]) == digest.converge_digest(off, ["n"])
+    assert cluster_digest(base, ["n"]) == cluster_digest(off, ["n"])
 
 
 def test_a_controller_cache_file_is_part_of_the_digest(tmp_path: Path) -> None:
@@ -168,9 +177,9 @@ def test_a_controller_cache_file_is_part_of_the_digest(tmp_path: Path) -> None:
     cache.mkdir()
     (cache / "id_cluster").write_text("key one")
     hv = {"n": {"ansible_host": "a", "ssh_trust_controller_cache": str(cache)}}
-    first = digest.converge_digest(hv, ["n"])
+    first = cluster_digest(hv, ["n"])
     (cache / "id_cluster").write_text("key two")
-    assert digest.converge_digest(hv, ["n"]) != first
+    assert cluster_digest(hv, ["n"]) != first
 
 
 def test_run_locks_and_module_payloads_are_not_desired_state(tmp_path: Path) -> None:
