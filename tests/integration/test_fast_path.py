@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +69,16 @@ def changed_tasks(output: str, host: str = "") -> set[str]:
         if changed.search(block):
             names.add(re.sub(r"^rdmaforge\.cluster\.", "", block.split("]", 1)[0]))
     return names
+
+
+def gate_decision(output: str) -> dict[str, Any]:
+    """The gate's "Say which nodes converge and why" message (converge, cluster_changed_since_their_record,
+    in_sync_skip_their_own_roles), read from the default callback's JSON after ``ok: [node] =>``."""
+    block = re.split(r"^TASK \[(?:rdmaforge\.cluster\.)?converge_state : Say which nodes converge and why\]", output,
+                     flags=re.M)[1]  # fmt: skip
+    start = block.index("=> {") + 3
+    result, _ = json.JSONDecoder().raw_decode(block[start:])
+    return dict(result["msg"])
 
 
 def cluster_block(lab: LabHandle, node: str) -> str:
@@ -130,7 +141,12 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     # runs anywhere; the two nodes recorded for the smaller cluster make the cluster-wide plays run on every node.
     # The node put back kept its record and its files from before: nothing to change on it.
     proc = converge(converged)
-    assert IN_SYNC not in proc.stdout and "cluster_changed_since_their_record" in proc.stdout, proc.stdout[-3000:]
+    assert IN_SYNC not in proc.stdout, proc.stdout[-3000:]
+    decision = gate_decision(proc.stdout)
+    assert decision["converge"] == {}, decision  # every node is in sync with its own record
+    # Exactly the two nodes recorded for the smaller cluster; all three skip their own roles.
+    assert set(decision["cluster_changed_since_their_record"]) == {first, drifted}, decision
+    assert set(decision["in_sync_skip_their_own_roles"]) == {first, drifted, left_out}, decision
     counts = recap(proc.stdout)
     assert counts[first]["changed"] > 0 and counts[drifted]["changed"] > 0 and counts[left_out]["changed"] == 0
     for role in NODE_ROLES:
