@@ -107,10 +107,17 @@ def measure(n: int) -> dict[str, Any]:
     # later would rewrite the lab's own /etc/hosts block on every node, a change no real cluster makes when it
     # gains a node (the converge would rightly see it as drift on every node).
     lab.up(nodes=n + 1 if n >= 2 else n, nics=2)
-    inventory = lab.inventory_path
-    if n >= 2:
-        spare = Path(tempfile.mkdtemp(prefix="converge-scale-"))
-        inventory = lab_inventory.without(lab.inventory_path, f"node{n + 1}", spare / "inventory")
+    with tempfile.TemporaryDirectory(prefix="converge-scale-") as spare:
+        inventory = lab.inventory_path
+        if n >= 2:
+            inventory = lab_inventory.without(lab.inventory_path, f"node{n + 1}", Path(spare) / "inventory")
+        row = runs(lab, n, inventory)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def runs(lab: Lab, n: int, inventory: Path) -> dict[str, Any]:
+    """The timed runs on a lab of n nodes in ``inventory`` (and, from 2 nodes on, one more to be added last)."""
     row: dict[str, Any] = {"nodes": n}
     row["first_converge_s"], _, _ = provision(inventory)
     row["noop_s"], row["noop_fast_path"], _ = provision(inventory)
@@ -126,7 +133,6 @@ def measure(n: int) -> dict[str, Any]:
         )
     if n >= 2:
         row["node_added_s"], row["node_added_ok"] = add_node(lab, n)
-    print(json.dumps(row), flush=True)
     return row
 
 
