@@ -139,6 +139,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import merge as merge_resources
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import package_name, parse_query, query_argv
 
 FORMAT = 1
@@ -359,23 +360,6 @@ def load(path: str) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(data, dict):
         return None, f"the record {path} is not a JSON object"
     return data, None
-
-
-def merge_resources(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """Everything either lists: the stored record's resources first, then what only ``new`` names."""
-    out: dict[str, Any] = {}
-    for kind in ("paths", "listings", "services"):
-        out[kind] = sorted(set(old.get(kind) or []) | set(new.get(kind) or []))
-    managers = set(old.get("packages") or {}) | set(new.get("packages") or {})
-    out["packages"] = {
-        m: sorted(set((old.get("packages") or {}).get(m) or []) | set((new.get("packages") or {}).get(m) or []))
-        for m in sorted(managers)
-    }
-    for kind in ("commands", "effects", "unverifiable"):
-        merged = list(old.get(kind) or [])
-        merged += [item for item in new.get(kind) or [] if item not in merged]
-        out[kind] = merged
-    return out
 
 
 def resources_to_record(path: str, digest: str, resources: dict[str, Any], merge: bool) -> dict[str, Any]:

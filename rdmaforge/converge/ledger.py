@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rdmaforge.parsers import converge_resources
+
 #: Modules that manage or read no node state of their own (facts come back through the fingerprint).
 NO_STATE = frozenset(
     {
@@ -90,15 +92,8 @@ class Resources:
             self.commands.append(argv)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "paths": sorted(self.paths),
-            "listings": sorted(self.listings),
-            "packages": {m: sorted(n) for m, n in sorted(self.packages.items())},
-            "services": sorted(self.services),
-            "commands": self.commands,
-            "effects": self.effects,
-            "unverifiable": self.unverifiable,
-        }
+        """The record form (rdmaforge.parsers.converge_resources, shared with the converge_state module)."""
+        return converge_resources.merge({kind: getattr(self, kind) for kind in converge_resources.KINDS})
 
 
 def _argv(result: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:

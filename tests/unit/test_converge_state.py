@@ -8,6 +8,7 @@ events of a lab converge: ``invocation.module_args`` carries the templated argum
 from __future__ import annotations
 
 import configparser
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from rdmaforge.converge import digest, ledger
+from rdmaforge.parsers import converge_resources
 from rdmaforge.paths import PROJECT_ROOT
 from tests.unit.adhoc import PY38, run_module
 
@@ -355,6 +357,28 @@ def test_a_node_that_skipped_its_own_roles_keeps_what_its_record_checked(tmp_pat
     Path(managed["paths"][0]).write_text("NCCL_DEBUG=INFO\n")
     hosts.write_text("198.18.0.99 node1\n")
     assert any(str(hosts) in reason for reason in check(state).result["reasons"])
+
+
+def test_one_rule_combines_resource_lists_for_the_ledger_and_the_module() -> None:
+    """The ledger's record form and the module's merge are the same function (converge_resources.merge): names
+    sorted once each, packages per manager, ordered kinds in first-seen order; and the ledger collects exactly the
+    kinds a record lists."""
+    assert {f.name for f in dataclasses.fields(ledger.Resources)} == set(converge_resources.KINDS)
+    old = {"paths": ["/etc/b", "/etc/a"], "packages": {"apt": ["rdma-core"]}, "commands": [["ip", "rule"]]}
+    new = {"paths": ["/etc/a", "/etc/hosts"], "packages": {"apt": ["perftest", "rdma-core"], "dnf": ["numactl"]},
+           "commands": [["cat", "/etc/hosts"], ["ip", "rule"]], "effects": ["sysctl -p"]}  # fmt: skip
+    assert converge_resources.merge(old, new) == {
+        "paths": ["/etc/a", "/etc/b", "/etc/hosts"],
+        "listings": [],
+        "services": [],
+        "packages": {"apt": ["perftest", "rdma-core"], "dnf": ["numactl"]},
+        "commands": [["ip", "rule"], ["cat", "/etc/hosts"]],
+        "effects": ["sysctl -p"],
+        "unverifiable": [],
+    }
+    collected = ledger.Resources(paths={"/etc/b", "/etc/a"}, packages={"apt": {"rdma-core"}})
+    collected.command(["ip", "rule"])
+    assert collected.as_dict() == converge_resources.merge(old)
 
 
 def test_a_node_recorded_for_another_cluster_is_in_sync_but_says_the_cluster_changed(
