@@ -1,9 +1,12 @@
-"""rdmaforge's own playbooks on a real H100 (tests/data/device-h100-toolkit, see its README).
+"""rdmaforge's own playbooks on a real H100 (tests/data/device-h100-toolkit and device-h100-interrupted, see their
+READMEs).
 
 ``scripts/device/toolkit-build`` ran preflight.yml, nccl.yml and nccl_tests.yml twice on the GPU machine itself,
-then the installed all_reduce_perf; ``playbooks/doctor.yml --check`` followed. Expected values come from the
-samples' other witnesses: the settings the script passed (the ``vars:`` line of check.txt), the build manifests,
-nccl-tests' command line (``-b 8 -e 128M -f 2``), and ldd's and readlink's answers.
+then the installed all_reduce_perf; ``playbooks/doctor.yml --check`` followed (2026-11-26). On 2026-11-27 it ran
+again with a first run whose controller was killed with SIGKILL 20 s into NCCL's compile (issue 18). Expected values
+come from the samples' other witnesses: the settings the script passed (the ``vars:`` line of check.txt), the build
+manifests, nccl-tests' command line (``-b 8 -e 128M -f 2``), ldd's and readlink's answers, and what the script saw
+after the kill.
 """
 
 from __future__ import annotations
@@ -12,30 +15,38 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from conftest import recap, same_run_as_text_and_json
 
 from rdmaforge import doctor
 
-SAMPLES = Path(__file__).resolve().parents[1] / "data" / "device-h100-toolkit"
+DATA = Path(__file__).resolve().parents[1] / "data"
+SAMPLES = DATA / "device-h100-toolkit"
+INTERRUPTED = DATA / "device-h100-interrupted"
+#: Both runs of scripts/device/toolkit-build: the plain one, and the one that recovered from a killed controller.
+BOTH = pytest.mark.parametrize("samples", [SAMPLES, INTERRUPTED], ids=["plain", "after-a-killed-run"])
 #: The binaries the toolkit runs (benchmark: all_reduce_perf; pairwise: sendrecv_perf) and seed 000's all_gather.
 RUN_BY_THE_TOOLKIT = {"all_reduce_perf", "sendrecv_perf", "all_gather_perf"}
 
 
-def check_section(name: str) -> str:
-    text = (SAMPLES / "check.txt").read_text()
+def check_section(name: str, samples: Path = SAMPLES) -> str:
+    text = (samples / "check.txt").read_text()
     return text.split(f"== {name}", 1)[1].split("\n== ", 1)[0]
 
 
-def settings() -> dict:
-    line = (SAMPLES / "check.txt").read_text().splitlines()[0]
+def settings(samples: Path = SAMPLES) -> dict:
+    line = (samples / "check.txt").read_text().splitlines()[0]
     return json.loads(line.removeprefix("vars: "))
 
 
-def manifests() -> dict[str, dict]:
+def all_manifests(samples: Path = SAMPLES) -> list[dict]:
+    text = check_section("controller cache", samples)
+    return [json.loads(m) for m in re.findall(r"^\{$.*?^\}$", text, flags=re.S | re.M)]
+
+
+def manifests(samples: Path = SAMPLES) -> dict[str, dict]:
     """The build manifests in the controller cache, by name (nccl, nccl-tests)."""
-    text = check_section("controller cache")
-    found = [json.loads(m) for m in re.findall(r"^\{$.*?^\}$", text, flags=re.S | re.M)]
-    return {m["name"]: m for m in found}
+    return {m["name"]: m for m in all_manifests(samples)}
 
 
 def final_recap(output: str) -> dict[str, int]:
@@ -43,9 +54,10 @@ def final_recap(output: str) -> dict[str, int]:
     return recap(output[output.rindex("PLAY RECAP") :])["gpu-node"]
 
 
-def test_first_run_builds_and_installs_and_the_second_changes_nothing() -> None:
-    first = (SAMPLES / "run1.txt").read_text()
-    second = (SAMPLES / "run2.txt").read_text()
+@BOTH
+def test_first_run_builds_and_installs_and_the_second_changes_nothing(samples: Path) -> None:
+    first = (samples / "run1.txt").read_text()
+    second = (samples / "run2.txt").read_text()
     assert final_recap(first)["failed"] == 0 and final_recap(first)["changed"] > 0
     assert first.count("TASK [rdmaforge.cluster.build_once : Compile]") == 2  # NCCL, then nccl-tests
     assert final_recap(second)["changed"] == 0 and final_recap(second)["failed"] == 0
@@ -53,8 +65,9 @@ def test_first_run_builds_and_installs_and_the_second_changes_nothing() -> None:
     assert "\nchanged: " not in second
 
 
-def test_the_builds_are_what_the_settings_asked_for() -> None:
-    asked, built = settings(), manifests()
+@BOTH
+def test_the_builds_are_what_the_settings_asked_for(samples: Path) -> None:
+    asked, built = settings(samples), manifests(samples)
     nccl, tests = built["nccl"], built["nccl-tests"]
     assert (nccl["version"], nccl["archs"], nccl["only_funcs"]) == (
         asked["nccl_build_version"],
@@ -67,25 +80,27 @@ def test_the_builds_are_what_the_settings_asked_for() -> None:
         assert re.fullmatch(r"[0-9a-f]{64}", manifest["sha256"]) and manifest["builder"] == "gpu-node"
 
 
-def test_installed_binaries_load_the_clusters_nccl_build() -> None:
-    nccl = manifests()["nccl"]
+@BOTH
+def test_installed_binaries_load_the_clusters_nccl_build(samples: Path) -> None:
+    nccl = manifests(samples)["nccl"]
     # ld.so resolves libnccl.so.2 through the registered /opt/nccl/current, which points at this build
-    assert "/opt/nccl/current/lib" in check_section("ld.so.conf.d")
-    ldd = check_section("ldd all_reduce_perf")
+    assert "/opt/nccl/current/lib" in check_section("ld.so.conf.d", samples)
+    ldd = check_section("ldd all_reduce_perf", samples)
     assert re.search(r"libnccl\.so\.2 => /opt/nccl/current/lib/libnccl\.so\.2 ", ldd), ldd
-    resolved = check_section("readlink -f ").split("\n", 1)[1].strip()
+    resolved = check_section("readlink -f ", samples).split("\n", 1)[1].strip()
     assert resolved == f"/opt/nccl/{nccl['id']}/lib/libnccl.so.{nccl['version']}"
-    listed = check_section("binaries (sha256)").splitlines()
+    listed = check_section("binaries (sha256)", samples).splitlines()
     binaries = {Path(line.split()[1]).name for line in listed if line.endswith("_perf")}
     assert RUN_BY_THE_TOOLKIT <= binaries
 
 
-def test_installed_all_reduce_ran_on_the_gpu_with_that_build() -> None:
+@BOTH
+def test_installed_all_reduce_ran_on_the_gpu_with_that_build(samples: Path) -> None:
     sizes = [8 * 2**i for i in range(25)]  # -b 8 -e 128M -f 2
-    text, as_json = same_run_as_text_and_json(SAMPLES / "all_reduce.txt", SAMPLES / "all_reduce.json", sizes)
+    text, as_json = same_run_as_text_and_json(samples / "all_reduce.txt", samples / "all_reduce.json", sizes)
     assert text.ranks == 1 and text.status == "ok"
-    assert text.nccl_version == as_json.nccl_version == manifests()["nccl"]["version"]
-    assert (SAMPLES / "all_reduce.txt").read_text().rstrip().endswith("rc=0")
+    assert text.nccl_version == as_json.nccl_version == manifests(samples)["nccl"]["version"]
+    assert (samples / "all_reduce.txt").read_text().rstrip().endswith("rc=0")
 
 
 def test_doctor_judges_the_installed_build_on_the_h100() -> None:
@@ -100,3 +115,26 @@ def test_doctor_judges_the_installed_build_on_the_h100() -> None:
     rendered = doctor.render(diagnosis)
     assert "healthy: 1 node(s)" in rendered and "not checked" in rendered
     assert rendered in (SAMPLES / "doctor-check.txt").read_text(), "the table the GPU machine printed"
+
+
+def test_a_controller_killed_mid_compile_leaves_one_good_build() -> None:
+    """Run 0 was killed with SIGKILL (its whole process group) 20 s into NCCL's make. Its make outlived it (Ansible's
+    async wrapper), as after a real crash. Run 1 stopped that make, built once and wrote a cache whose every
+    package is complete and is the one its manifest hashes; run 2 (above, with the plain run) changed nothing."""
+    killed = (INTERRUPTED / "run0.txt").read_text()
+    # Three playbooks, one PLAY RECAP each: run 0 never reached the end of the second (nccl.yml).
+    assert killed.count("PLAY RECAP") == 1 == (INTERRUPTED / "run1.txt").read_text().count("PLAY RECAP") - 2
+    assert killed.rstrip().split("TASK [")[-1].startswith("rdmaforge.cluster.build_once : Compile]"), killed[-400:]
+    note = re.search(r"run 0: SIGKILL .*?make processes left running: (\d+)", (INTERRUPTED / "check.txt").read_text())
+    assert note and int(note.group(1)) >= 1, "the killed run's make was still running"
+    first = (INTERRUPTED / "run1.txt").read_text()
+    stop = first.split("TASK [rdmaforge.cluster.build_once : Stop a compile that an interrupted run left running]")
+    assert stop[1].split("\n\n", 1)[0].splitlines()[1] == "changed: [gpu-node]", "run 1 stopped the left-over make"
+    assert final_recap(first)["failed"] == 0
+    # One manifest per build, each naming a package that lists in full and hashes to what the manifest says.
+    built = all_manifests(INTERRUPTED)
+    assert sorted(m["name"] for m in built) == ["nccl", "nccl-tests"]
+    cache = check_section("cache check", INTERRUPTED)
+    for manifest in built:
+        assert f"{manifest['tarball']}: listed, sha256 matches" in cache, cache
+    assert "temporary files: 0" in cache and "make processes: 0" in cache, cache
