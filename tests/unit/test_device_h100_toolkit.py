@@ -22,9 +22,12 @@ from rdmaforge import doctor
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SAMPLES = DATA / "device-h100-toolkit"
-INTERRUPTED = DATA / "device-h100-interrupted"
-#: Both runs of scripts/device/toolkit-build: the plain one, and the one that recovered from a killed controller.
-BOTH = pytest.mark.parametrize("samples", [SAMPLES, INTERRUPTED], ids=["plain", "after-a-killed-run"])
+#: Runs whose controller was killed (SIGKILL to its process group) in NCCL's compile, and in its packaging.
+KILLED_IN = {step: DATA / "device-h100-interrupted" / step for step in ("compile", "package")}
+#: Every run of scripts/device/toolkit-build: the plain one, and the two that recovered from a killed controller.
+BOTH = pytest.mark.parametrize(
+    "samples", [SAMPLES, *KILLED_IN.values()], ids=["plain", *(f"after-a-kill-in-{s}" for s in KILLED_IN)]
+)
 #: The binaries the toolkit runs (benchmark: all_reduce_perf; pairwise: sendrecv_perf) and seed 000's all_gather.
 RUN_BY_THE_TOOLKIT = {"all_reduce_perf", "sendrecv_perf", "all_gather_perf"}
 
@@ -117,24 +120,49 @@ def test_doctor_judges_the_installed_build_on_the_h100() -> None:
     assert rendered in (SAMPLES / "doctor-check.txt").read_text(), "the table the GPU machine printed"
 
 
-def test_a_controller_killed_mid_compile_leaves_one_good_build() -> None:
-    """Run 0 was killed with SIGKILL (its whole process group) 20 s into NCCL's make. Its make outlived it (Ansible's
-    async wrapper), as after a real crash. Run 1 stopped that make, built once and wrote a cache whose every
-    package is complete and is the one its manifest hashes; run 2 (above, with the plain run) changed nothing."""
-    killed = (INTERRUPTED / "run0.txt").read_text()
+#: The task the killed run's output ends in, for each step it was killed in.
+LAST_TASK = {"compile": "Compile", "package": "Package the build"}
+
+
+@pytest.mark.parametrize("step", sorted(KILLED_IN))
+def test_a_controller_killed_mid_build_leaves_one_good_build(step: str) -> None:
+    """Run 0 was killed with SIGKILL (its whole process group), 20 s into NCCL's make or as soon as NCCL's package
+    was being written. Run 1 built once and wrote a cache whose every package is complete and is the one its
+    manifest hashes; run 2 (with the plain run, above) changed nothing."""
+    samples = KILLED_IN[step]
+    killed = (samples / "run0.txt").read_text()
     # Three playbooks, one PLAY RECAP each: run 0 never reached the end of the second (nccl.yml).
-    assert killed.count("PLAY RECAP") == 1 == (INTERRUPTED / "run1.txt").read_text().count("PLAY RECAP") - 2
-    assert killed.rstrip().split("TASK [")[-1].startswith("rdmaforge.cluster.build_once : Compile]"), killed[-400:]
-    note = re.search(r"run 0: SIGKILL .*?make processes left running: (\d+)", (INTERRUPTED / "check.txt").read_text())
-    assert note and int(note.group(1)) >= 1, "the killed run's make was still running"
-    first = (INTERRUPTED / "run1.txt").read_text()
+    assert killed.count("PLAY RECAP") == 1 == (samples / "run1.txt").read_text().count("PLAY RECAP") - 2
+    assert killed.rstrip().split("TASK [")[-1].startswith(f"rdmaforge.cluster.build_once : {LAST_TASK[step]}]")
+    check = (samples / "check.txt").read_text()
+    note = re.search(r"run 0: SIGKILL .*?make processes left running: (\d+)(?:; packages being written: (\d+))?", check)
+    assert note, check[:2000]
+    first = (samples / "run1.txt").read_text()
     stop = first.split("TASK [rdmaforge.cluster.build_once : Stop a compile that an interrupted run left running]")
-    assert stop[1].split("\n\n", 1)[0].splitlines()[1] == "changed: [gpu-node]", "run 1 stopped the left-over make"
+    stopped = stop[1].split("\n\n", 1)[0].splitlines()[1]
+    if step == "compile":
+        # The make outlived the killed run (Ansible's async wrapper), as after a real crash; run 1 stopped it.
+        assert int(note[1]) >= 1 and stopped == "changed: [gpu-node]", (note[0], stopped)
+    else:
+        # Killed while tar wrote NCCL's package: a cut .part on the builder, nothing in the controller cache.
+        after = check_section("after run 0", samples)
+        part = re.search(r"(\d+) \w+ \d+ [\d:]+ \S+/(nccl-[^/\s]+\.tar\.gz)\.part$", after, re.M)
+        assert int(note[2]) >= 1 and part, after
+        assert ".json" not in after and "total 8" in after, "the controller cache was empty"
+    assert first.count("TASK [rdmaforge.cluster.build_once : Compile]") == 2, "run 1 built NCCL and nccl-tests"
     assert final_recap(first)["failed"] == 0
     # One manifest per build, each naming a package that lists in full and hashes to what the manifest says.
-    built = all_manifests(INTERRUPTED)
+    built = all_manifests(samples)
     assert sorted(m["name"] for m in built) == ["nccl", "nccl-tests"]
-    cache = check_section("cache check", INTERRUPTED)
+    cache = check_section("cache check", samples)
     for manifest in built:
         assert f"{manifest['tarball']}: listed, sha256 matches" in cache, cache
     assert "temporary files: 0" in cache and "make processes: 0" in cache, cache
+    if step == "package":
+        size = int(part[1]) if part else 0
+        listed = re.search(rf"^-\S+ \d+ \w+ \w+ +(\d+) .* {re.escape(manifest_named(built, 'nccl'))}$", check, re.M)
+        assert listed and size < int(listed[1]), "the .part run 0 left was cut short of the package run 1 made"
+
+
+def manifest_named(built: list[dict], name: str) -> str:
+    return next(str(m["tarball"]) for m in built if m["name"] == name)
