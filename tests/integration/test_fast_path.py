@@ -34,11 +34,21 @@ def converge(lab: LabHandle, *extra: str, inventory: Path | None = None):
     return proc
 
 
+def first_lab_module(request: pytest.FixtureRequest) -> bool:
+    """Whether no lab test of this session runs before this module (LAB_ORDER puts it first)."""
+    items = request.session.items
+    mine = next(i for i, item in enumerate(items) if getattr(item, "module", None) is request.module)
+    return not any(item.get_closest_marker("lab") for item in items[:mine])
+
+
 @pytest.fixture(scope="module")
-def in_sync(converged: LabHandle) -> LabHandle:
-    """The lab converged and recorded once for this module: whatever earlier modules changed is repaired. The tests
-    here leave it in sync (check mode changes nothing; the drift test repairs what it breaks)."""
-    converge(converged)
+def in_sync(converged: LabHandle, request: pytest.FixtureRequest) -> LabHandle:
+    """The lab converged and recorded for this module. When this is the session's first lab module, the session's
+    own complete converge left every node as recorded and nothing has touched the lab since; otherwise one more
+    converge repairs whatever earlier modules changed. The tests here leave it in sync (check mode changes nothing;
+    the drift test repairs what it breaks)."""
+    if not first_lab_module(request):
+        converge(converged)
     return converged
 
 
