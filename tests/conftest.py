@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -179,6 +180,16 @@ def run_playbook(
     if check and proc.returncode != 0:
         raise AssertionError(f"ansible-playbook {playbook} failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}")
     return proc
+
+
+def gate_decision(output: str) -> dict[str, Any]:
+    """The gate's "Say which nodes converge and why" message (converge, cluster_changed_since_their_record,
+    in_sync_skip_their_own_roles), read from the default callback's JSON after ``ok: [node] =>``."""
+    block = re.split(r"^TASK \[(?:rdmaforge\.cluster\.)?converge_state : Say which nodes converge and why\]", output,
+                     flags=re.M)[1]  # fmt: skip
+    start = block.index("=> {") + 3
+    result, _ = json.JSONDecoder().raw_decode(block[start:])
+    return dict(result["msg"])
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:

@@ -51,7 +51,8 @@ def converge(args: argparse.Namespace, variables: list[Any]) -> int:
     for line in fast_path_lines(outcome.events.fact("converge_state_cluster_in_sync"),
                                 outcome.events.fact("converge_state_reasons"),
                                 outcome.events.fact("converge_state_in_sync_hosts"),
-                                outcome.events.fact("converge_state_cluster_changes")):  # fmt: skip
+                                outcome.events.fact("converge_state_cluster_changes"),
+                                outcome.events.fact("converge_state_lost_hosts")):  # fmt: skip
         print(line, file=session.out)
     code = command.playbook_exit(outcome)
     return command.finish(session, args, code, command.host_cases(outcome, f"rdmaforge.{NAME}"),
@@ -62,11 +63,12 @@ CLUSTER_PLAYS = "(/etc/hosts, SSH trust, MPI launch)"
 
 
 def fast_path_lines(in_sync: Any, reasons: Any, skipping: Any = None, cluster_changes: Any = None,
-                    most: int = 5) -> list[str]:  # fmt: skip
+                    lost: Any = None, most: int = 5) -> list[str]:  # fmt: skip
     """What site.yml's fast path decided, in plain words (nothing when the gate did not run). ``skipping``: the
     nodes in sync that skip their own roles while the nodes in ``reasons`` converge; ``cluster_changes``: the
     nodes recorded for another cluster (a node added or removed), which make every node run the cluster-wide
-    plays."""
+    plays; ``lost``: the nodes that could not be checked (unreachable or failed before the check), which do
+    too."""
     if in_sync is True:
         return [
             "fast path: every node is in sync with its last complete converge; nothing ran after the inventory "
@@ -75,6 +77,7 @@ def fast_path_lines(in_sync: Any, reasons: Any, skipping: Any = None, cluster_ch
     reasons = reasons if isinstance(reasons, dict) else {}
     changed = sorted(cluster_changes) if isinstance(cluster_changes, (dict, list)) else []
     skipping = sorted(skipping) if isinstance(skipping, list) else []
+    lost = sorted(lost) if isinstance(lost, list) else []
     lines: list[str] = []
     if reasons and skipping:
         lines.append(
@@ -91,6 +94,16 @@ def fast_path_lines(in_sync: Any, reasons: Any, skipping: Any = None, cluster_ch
         )
     elif changed:
         lines.append(f"full converge: the cluster changed since {len(changed)} node(s) recorded it")
+    elif lost and skipping:
+        lines.append(
+            f"converge: every node checked is in sync with its last complete converge, but {len(lost)} node(s) "
+            f"could not be checked; {len(skipping)} node(s) run only the cluster-wide plays {CLUSTER_PLAYS}"
+        )
+    elif lost:
+        lines.append(f"full converge: {len(lost)} node(s) could not be checked")
+    if lost:
+        more = f" and {len(lost) - most} more" if len(lost) > most else ""
+        lines.append(f"  not checked (unreachable or failed before the check): {', '.join(lost[:most])}{more}")
     for host, why in sorted(reasons.items())[:most]:
         first = why[0] if isinstance(why, list) and why else str(why)
         more = f" (+{len(why) - 1} more)" if isinstance(why, list) and len(why) > 1 else ""

@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rdmaforge.lab import inventory as lab_inventory
 from rdmaforge.paths import PROJECT_ROOT
-from tests.conftest import LabHandle, assert_no_changes, recap
+from tests.conftest import LabHandle, assert_no_changes, gate_decision, recap
 from tests.integration.test_remove_node_on_lab import block as marked_block
 
 pytestmark = pytest.mark.lab
@@ -79,16 +78,6 @@ def changed_tasks(output: str, host: str = "") -> set[str]:
         if changed.search(block):
             names.add(re.sub(r"^rdmaforge\.cluster\.", "", block.split("]", 1)[0]))
     return names
-
-
-def gate_decision(output: str) -> dict[str, Any]:
-    """The gate's "Say which nodes converge and why" message (converge, cluster_changed_since_their_record,
-    in_sync_skip_their_own_roles), read from the default callback's JSON after ``ok: [node] =>``."""
-    block = re.split(r"^TASK \[(?:rdmaforge\.cluster\.)?converge_state : Say which nodes converge and why\]", output,
-                     flags=re.M)[1]  # fmt: skip
-    start = block.index("=> {") + 3
-    result, _ = json.JSONDecoder().raw_decode(block[start:])
-    return dict(result["msg"])
 
 
 def cluster_block(lab: LabHandle, node: str) -> str:

@@ -447,6 +447,18 @@ def test_provision_says_in_plain_words_what_the_fast_path_decided() -> None:
     lines = fast_path_lines(False, {"node4": ["no record at /var/lib/rdmaforge/converge-state.json"]},
                             ["node1", "node2", "node3"], {"node1": "x"})  # fmt: skip
     assert lines[0].startswith("converge: 1 node(s) differ") and lines[1].startswith("  node4: no record"), lines
+    # A node unreachable at the check: never "every node is in sync"; the nodes checked run the cluster-wide plays
+    # and the lost node is named as not checked.
+    lines = fast_path_lines(False, {}, ["node1", "node2"], {}, ["node3"])
+    assert lines == [
+        "converge: every node checked is in sync with its last complete converge, but 1 node(s) could not be "
+        "checked; 2 node(s) run only the cluster-wide plays (/etc/hosts, SSH trust, MPI launch)",
+        "  not checked (unreachable or failed before the check): node3",
+    ]
+    assert (
+        "not checked (unreachable or failed before the check): node3"
+        in fast_path_lines(False, {"node2": ["package x: was 1, now absent"]}, ["node1"], {}, ["node3"])[1]
+    )
 
 
 def test_a_task_that_reads_no_state_can_say_so() -> None:
