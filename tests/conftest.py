@@ -184,7 +184,8 @@ def run_playbook(
 
 def gate_decision(output: str) -> dict[str, Any]:
     """The gate's "Say which nodes converge and why" message (converge, cluster_changed_since_their_record,
-    in_sync_skip_their_own_roles), read from the default callback's JSON after ``ok: [node] =>``."""
+    in_sync_skip_their_own_roles, not_checked_unreachable_or_failed), read from the default callback's JSON after
+    ``ok: [node] =>``."""
     block = re.split(r"^TASK \[(?:rdmaforge\.cluster\.)?converge_state : Say which nodes converge and why\]", output,
                      flags=re.M)[1]  # fmt: skip
     start = block.index("=> {") + 3
