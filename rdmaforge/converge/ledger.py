@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdmaforge.parsers import converge_resources
+from rdmaforge.parsers import converge_resources, packages
 
 #: Modules that manage or read no node state of their own (facts come back through the fingerprint).
 NO_STATE = frozenset(
@@ -164,7 +164,7 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
         return
     if name == "pip" and args.get("virtualenv"):
         venv = str(args["virtualenv"])
-        ledger.command([venv + "/bin/python", "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"])
+        ledger.command(packages.venv_packages_argv(venv))
         return
     if name == "kernel_cmdline":
         for key in ("path", "dropin"):

@@ -54,3 +54,18 @@ def test_a_removed_package_that_kept_its_configuration_is_not_installed() -> Non
 @pytest.mark.parametrize(("spec", "name"), [("rdma-core=44.0-2", "rdma-core"), ("openmpi >= 4", "openmpi"), ("x", "x")])
 def test_package_name_drops_the_version_constraint(spec: str, name: str) -> None:
     assert packages.package_name(spec) == name
+
+
+def test_the_venv_listing_prints_what_pip_freeze_prints(tmp_path: Path) -> None:
+    """The fast venv listing (the NCCL plugin role's read and the drift check's) against pip's own freeze, in a real
+    venv that ensurepip filled."""
+    venv = tmp_path / "venv"
+    subprocess.run(["python3", "-m", "venv", str(venv)], check=True, capture_output=True)
+    freeze = subprocess.run(
+        [str(venv / "bin/python"), "-m", "pip", "freeze", "--all", "--disable-pip-version-check"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    listing = subprocess.run(packages.venv_packages_argv(str(venv)), capture_output=True, text=True, check=True).stdout
+    lines = sorted(line.lower() for line in listing.splitlines())
+    assert any(line.startswith("pip==") for line in lines)
+    assert lines == sorted(line.lower() for line in freeze.splitlines())
