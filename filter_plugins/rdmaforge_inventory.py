@@ -9,28 +9,22 @@ from typing import Any
 from rdmaforge import inventory_checks as checks
 
 
-def role_argument_specs(roles_dir: str) -> list[dict[str, Any]]:
-    """``[{role, path, options}]`` for every role beside the caller (runs on the controller)."""
-    return [{"role": s.role, "path": s.path, "options": s.options} for s in checks.discover_argument_specs(roles_dir)]
+def role_argument_specs(roles_dir: str) -> dict[str, dict[str, Any]]:
+    """``{options, owners}``: every role's options beside the caller merged into one spec, and the role that owns
+    each option (runs on the controller)."""
+    return checks.merged_argument_specs(checks.discover_argument_specs(roles_dir))
 
 
 def _argspec_results(registered: object) -> list[checks.ArgspecResult]:
-    """Pull (role, errors, options) out of a registered ``validate_argument_spec`` loop; the role comes
-    from the ``validate_args_context`` the task passed, the options from the failed result."""
-    results = registered.get("results", []) if isinstance(registered, Mapping) else []
-    parsed = []
-    for result in results:
-        errors = result.get("argument_errors") or []
-        if errors:
-            context = result.get("validate_args_context") or {}
-            parsed.append(
-                checks.ArgspecResult(
-                    role=str(context.get("role", "?")),
-                    errors=[str(e) for e in errors],
-                    options=result.get("argument_spec_data") or {},
-                )
-            )
-    return parsed
+    """Pull (role, errors, options) out of a registered ``validate_argument_spec`` of the merged spec: the
+    owners come from the ``validate_args_context`` the task passed, the options from the failed result."""
+    if not isinstance(registered, Mapping):
+        return []
+    errors = [str(e) for e in registered.get("argument_errors") or []]
+    if not errors:
+        return []
+    owners = (registered.get("validate_args_context") or {}).get("owners") or {}
+    return checks.split_argspec_errors(errors, registered.get("argument_spec_data") or {}, owners)
 
 
 def inventory_report(

@@ -305,6 +305,50 @@ def test_discovery_skips_roles_without_a_main_entry_point(tmp_path: Path) -> Non
     assert [(s.role, list(s.options)) for s in checks.discover_argument_specs(tmp_path)] == [("b", ["b_x"])]
 
 
+def test_merged_specs_keep_each_options_role_and_refuse_a_name_two_roles_declare() -> None:
+    specs = [
+        checks.RoleSpec("a", "roles/a/meta/argument_specs.yml", {"a_x": {"type": "int"}}),
+        checks.RoleSpec("b", "roles/b/meta/argument_specs.yml", {"b_y": {"type": "bool"}, "b_z": {}}),
+    ]
+    merged = checks.merged_argument_specs(specs)
+    assert merged["options"] == {"a_x": {"type": "int"}, "b_y": {"type": "bool"}, "b_z": {}}
+    assert merged["owners"] == {"a_x": "a", "b_y": "b", "b_z": "b"}
+    clash = specs + [checks.RoleSpec("c", "roles/c/meta/argument_specs.yml", {"b_z": {}})]
+    with pytest.raises(ValueError, match="b_z is in the argument specs of both b and c"):
+        checks.merged_argument_specs(clash)
+
+
+def test_the_checkouts_role_specs_merge_without_a_clash() -> None:
+    specs = checks.discover_argument_specs(PROJECT_ROOT / "roles")
+    merged = checks.merged_argument_specs(specs)
+    assert len(merged["options"]) == sum(len(s.options) for s in specs)
+    assert merged["owners"]["rdmaforge_fabric"] == "preflight"
+    assert merged["owners"]["cluster_hosts_manage"] == "cluster_hosts"
+
+
+def test_errors_of_the_merged_spec_are_split_back_per_role() -> None:
+    """One validation of every role's options; each problem line must still name the role that owns it."""
+    owners = {"rdmaforge_fabric": "preflight", "cluster_hosts_manage": "cluster_hosts", "nccl_env": "nccl"}
+    errors = [
+        "missing required arguments: rdmaforge_fabric, cluster_hosts_manage",
+        "Elements value for option 'nccl_env' is of type str and we were unable to convert to dict: "
+        "dictionary requested, could not parse JSON or key=value",
+        "something odd",
+    ]
+    results = {r.role: r for r in checks.split_argspec_errors(errors, OPTIONS, owners)}
+    assert set(results) == {"preflight", "cluster_hosts", "nccl", "*"}
+    assert results["preflight"].errors == ["missing required arguments: rdmaforge_fabric"]
+    assert list(results["preflight"].options) == ["rdmaforge_fabric"]
+    assert results["cluster_hosts"].errors == ["missing required arguments: cluster_hosts_manage"]
+    assert results["nccl"].errors == [errors[1]]
+    assert results["*"].errors == ["something odd"]
+    nodes = [NodeInput("node1", "10.0.0.1", "erdma", values={"nccl_env": ["x"]}, argspecs=list(results.values()))]
+    lines = checks.inventory_report(nodes)["node1"]
+    required = "node1: cluster_hosts_manage is not set, but role cluster_hosts requires it"
+    assert any(line.startswith(required) for line in lines)
+    assert any(line.startswith('node1: nccl_env=["x"] is not valid for role nccl') for line in lines)
+
+
 # --- the whole inventory ---------------------------------------------------------------------------
 
 
