@@ -31,6 +31,7 @@ from typing import Any
 from benchmarks.common import Result
 from rdmaforge.lab import Lab
 from rdmaforge.lab import inventory as lab_inventory
+from rdmaforge.lab.spec import MAX_NODES
 from rdmaforge.paths import PROJECT_ROOT
 
 BIN = PROJECT_ROOT / ".venv" / "bin"
@@ -106,18 +107,20 @@ def measure(n: int) -> dict[str, Any]:
     # From 2 nodes on, one more node runs from the start, outside the inventory, to be added last: growing the lab
     # later would rewrite the lab's own /etc/hosts block on every node, a change no real cluster makes when it
     # gains a node (the converge would rightly see it as drift on every node).
-    lab.up(nodes=n + 1 if n >= 2 else n, nics=2)
-    with tempfile.TemporaryDirectory(prefix="converge-scale-") as spare:
+    # At the lab's largest size there is no room for that node: no node is added there.
+    spare = 2 <= n < MAX_NODES
+    lab.up(nodes=n + 1 if spare else n, nics=2)
+    with tempfile.TemporaryDirectory(prefix="converge-scale-") as spare_dir:
         inventory = lab.inventory_path
-        if n >= 2:
-            inventory = lab_inventory.without(lab.inventory_path, f"node{n + 1}", Path(spare) / "inventory")
-        row = runs(lab, n, inventory)
+        if spare:
+            inventory = lab_inventory.without(lab.inventory_path, f"node{n + 1}", Path(spare_dir) / "inventory")
+        row = runs(lab, n, inventory, spare)
     print(json.dumps(row), flush=True)
     return row
 
 
-def runs(lab: Lab, n: int, inventory: Path) -> dict[str, Any]:
-    """The timed runs on a lab of n nodes in ``inventory`` (and, from 2 nodes on, one more to be added last)."""
+def runs(lab: Lab, n: int, inventory: Path, spare: bool) -> dict[str, Any]:
+    """The timed runs on a lab of n nodes in ``inventory`` (and, with ``spare``, one more to be added last)."""
     row: dict[str, Any] = {"nodes": n}
     row["first_converge_s"], _, _ = provision(inventory)
     row["noop_s"], row["noop_fast_path"], _ = provision(inventory)
@@ -131,7 +134,7 @@ def runs(lab: Lab, n: int, inventory: Path) -> dict[str, Any]:
         row["drift_one_all_nodes_s"], row["drift_one_all_nodes_ok"] = drift_and_repair(
             lab, inventory, f"node{n}", "-e", "converge_state_fast_path_per_node=false"
         )
-    if n >= 2:
+    if spare:
         row["node_added_s"], row["node_added_ok"] = add_node(lab, n)
     return row
 
