@@ -25,6 +25,8 @@ description:
     rdmaforge modules they use) in the controller process, under the module names Ansible's plugin loader uses.
   - Workers forked for each task and host then find them loaded instead of importing them again. Changes no result
     and prints nothing; a filter file that cannot be imported is left for the task that uses it to report.
+  - A filter file may define C(preload(filter_dir)), called here too, to load what its filters read from files
+    (the preflight filters parse every role's argument spec this way once, not once per node).
 """
 
 #: The package Ansible's loader imports a collection filter file under (ansible.plugins.loader.Jinja2Loader).
@@ -38,12 +40,16 @@ def filter_module_names(filter_dir: Path) -> list[str]:
     return sorted(f"{FILTER_PACKAGE}.{path.stem}" for path in filter_dir.glob("*.py") if path.stem != "__init__")
 
 
-def preload(names: list[str]) -> None:
-    """Import ``names``; one that fails is left for the task that uses it to report why."""
+def preload(names: list[str], filter_dir: Path | None = None) -> None:
+    """Import ``names``; one that fails is left for the task that uses it to report why. A filter file that
+    defines ``preload(filter_dir)`` gets it called too, to load what its filters read (the role specs)."""
     for name in names:
         try:
-            importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - any import error is reported by the task that needs the filter
+            module = importlib.import_module(name)
+            hook = getattr(module, "preload", None)
+            if callable(hook) and filter_dir is not None:
+                hook(filter_dir)
+        except Exception as exc:  # noqa: BLE001 - any error is reported by the task that needs the filter
             display.vvv(f"filter_preload: {name} not preloaded: {exc}")
 
 
@@ -60,4 +66,4 @@ class CallbackModule(CallbackBase):  # type: ignore[misc]  # ansible-core ships 
             display.vvv(f"filter_preload: {FILTER_PACKAGE} not found: {exc}")
             return
         for directory in package.__path__:  # the collection's plugins/filter, wherever it is installed
-            preload(filter_module_names(Path(directory)))
+            preload(filter_module_names(Path(directory)), Path(directory))

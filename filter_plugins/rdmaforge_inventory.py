@@ -4,6 +4,7 @@ rdmaforge.inventory_checks, which holds the rules (and is what the CLI and tests
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rdmaforge import inventory_checks as checks
@@ -13,6 +14,14 @@ def role_argument_specs(roles_dir: str) -> dict[str, dict[str, Any]]:
     """``{options, owners}``: every role's options beside the caller merged into one spec, and the role that owns
     each option (runs on the controller)."""
     return checks.merged_argument_specs(checks.discover_argument_specs(roles_dir))
+
+
+def preload(filter_dir: Path) -> None:
+    """Run by the filter_preload callback in the controller before workers fork: the role specs are parsed once,
+    and every worker (one per node) inherits them instead of parsing them itself."""
+    roles = filter_dir.parent.parent / "roles"  # the collection's roles, beside plugins/filter
+    if roles.is_dir():
+        checks.discover_argument_specs(roles)
 
 
 def _argspec_results(registered: object) -> list[checks.ArgspecResult]:

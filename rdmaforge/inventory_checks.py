@@ -14,17 +14,16 @@ that is: the host, the variable, the bad value, and what is allowed.
 from __future__ import annotations
 
 import difflib
+import functools
 import ipaddress
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any
 
-import yaml
-
-from rdmaforge import fabrics
+from rdmaforge import fabrics, fast_yaml
 
 #: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
 FABRICS: tuple[str, ...] = fabrics.NAMES
@@ -514,13 +513,21 @@ def discover_argument_specs(roles_dir: str | Path) -> list[RoleSpec]:
     for path in sorted(Path(roles_dir).glob("*/meta/argument_specs.y*ml")):
         if path.suffix not in (".yml", ".yaml"):
             continue
-        data = yaml.safe_load(path.read_text()) or {}
-        main = (data.get("argument_specs") or {}).get("main")
-        if isinstance(main, Mapping):
-            specs.append(
-                RoleSpec(role=path.parent.parent.name, path=str(path), options=dict(main.get("options") or {}))
-            )
+        options = _main_options(str(path.resolve()), path.stat().st_mtime_ns)
+        if options is not None:
+            specs.append(RoleSpec(role=path.parent.parent.name, path=str(path), options=dict(options)))
     return specs
+
+
+@functools.lru_cache(maxsize=128)
+def _main_options(path: str, mtime_ns: int) -> dict[str, dict[str, object]] | None:
+    """The ``main`` entry point's options of one spec file (None without one). Cached by path and mtime: the
+    filter_preload callback parses them once in the controller, and every worker forked for a node inherits
+    them instead of parsing them again."""
+    del mtime_ns  # part of the cache key only: an edited file is parsed again
+    data = fast_yaml.load(Path(path).read_text()) or {}
+    main = (data.get("argument_specs") or {}).get("main")
+    return dict(main.get("options") or {}) if isinstance(main, Mapping) else None
 
 
 def merged_argument_specs(specs: Sequence[RoleSpec]) -> dict[str, dict[str, Any]]:

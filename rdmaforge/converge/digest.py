@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from rdmaforge import collection
+from rdmaforge import collection, fast_yaml
 from rdmaforge.paths import CONTROLLER_CACHE, PACKAGE_DIR, RESOURCES
 
 #: The rdmaforge package's code: its modules and its data (pyproject's package-data). Not compiled accelerators,
@@ -113,7 +113,7 @@ def runtime_names(root: Path = RESOURCES) -> frozenset[str]:
     files += list((root / "playbooks").glob("*.yml"))
     for path in files:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = fast_yaml.load(path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError):
             continue
         for task in _task_lists(data):
@@ -136,7 +136,7 @@ def module_fact_names(root: Path = RESOURCES) -> set[str]:
             continue
         body = text[start + len('RETURN = r"""') : text.find('"""', start + len('RETURN = r"""'))]
         try:
-            spec = yaml.safe_load(body) or {}
+            spec = fast_yaml.load(body) or {}
         except yaml.YAMLError:
             continue
         facts = spec.get("ansible_facts") if isinstance(spec, Mapping) else None

@@ -36,3 +36,32 @@ def test_every_filter_file_is_imported_before_any_task() -> None:
     files = sorted(p.stem for p in (PROJECT_ROOT / "filter_plugins").glob("*.py"))
     assert files and result["loaded"] == [f"ansible_collections.rdmaforge.cluster.plugins.filter.{f}" for f in files]
     assert not [m for m in result["new"] if "rdmaforge" in m], result["new"]
+
+
+SPECS_PROBE = """
+import json, sys
+from pathlib import Path
+from ansible.plugins.loader import callback_loader, filter_loader, init_plugin_loader
+init_plugin_loader([sys.argv[1]])
+from rdmaforge import inventory_checks
+callback_loader.get("rdmaforge.cluster.filter_preload").v2_playbook_on_start(None)
+parsed = inventory_checks._main_options.cache_info().misses
+roles = Path(sys.argv[1]) / "ansible_collections" / "rdmaforge" / "cluster" / "roles"
+specs = filter_loader.get_with_context("rdmaforge.cluster.rdmaforge_role_argument_specs").object.j2_function(str(roles))
+print(json.dumps({"parsed": parsed, "after": inventory_checks._main_options.cache_info().misses,
+                  "owners": len(specs["owners"])}))
+"""
+
+
+def test_the_role_specs_are_parsed_before_any_worker_forks() -> None:
+    """Preflight's one validation per node reads every role's spec: the callback parses them in the controller,
+    so a worker's filter call parses none."""
+    collections = PROJECT_ROOT / "build" / "collections"
+    proc = subprocess.run([sys.executable, "-c", SPECS_PROBE, str(collections)], capture_output=True, text=True,
+                          cwd=PROJECT_ROOT, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    spec_files = list((PROJECT_ROOT / "roles").glob("*/meta/argument_specs.yml"))
+    assert result["parsed"] == len(spec_files)
+    assert result["after"] == result["parsed"]
+    assert result["owners"] > 0
