@@ -33,7 +33,8 @@ def _argspec_results(registered: object) -> list[checks.ArgspecResult]:
     if not errors:
         return []
     owners = (registered.get("validate_args_context") or {}).get("owners") or {}
-    return checks.split_argspec_errors(errors, registered.get("argument_spec_data") or {}, owners)
+    # "*": an error that names no option of any role (the problem line then says so).
+    return [checks.ArgspecResult("*", errors, registered.get("argument_spec_data") or {}, owners)]
 
 
 def inventory_report(

@@ -548,29 +548,6 @@ def merged_argument_specs(specs: Sequence[RoleSpec]) -> dict[str, dict[str, Any]
     return {"options": options, "owners": owners}
 
 
-def split_argspec_errors(
-    errors: Sequence[str], options: Mapping[str, Mapping[str, object]], owners: Mapping[str, str]
-) -> list[ArgspecResult]:
-    """The errors of one validation of the merged spec, back per role (the role that owns the option each
-    error names; ``*`` for one naming none). "missing required arguments: a, b" is split by owner."""
-    per_role: dict[str, list[str]] = {}
-    for error in errors:
-        missing = _MISSING.match(error)
-        if missing and " found in " not in error:
-            by_owner: dict[str, list[str]] = {}
-            for name in (n.strip() for n in missing.group("names").split(",")):
-                by_owner.setdefault(owners.get(name, "*"), []).append(name)
-            for role, names in by_owner.items():
-                per_role.setdefault(role, []).append("missing required arguments: " + ", ".join(names))
-            continue
-        name = _mentioned_option(error, options)
-        per_role.setdefault(owners.get(name, "*") if name else "*", []).append(error)
-    return [
-        ArgspecResult(role, found, {n: o for n, o in options.items() if owners.get(n, "*") == role} or options)
-        for role, found in per_role.items()
-    ]
-
-
 _MISSING = re.compile(r"^missing required arguments: (?P<names>[^:]+?)(?: found in .*)?$")
 _PLAIN_KINDS = ("is of type", "must be one of", "must be one or more of", "Elements value for option")
 
@@ -581,15 +558,22 @@ def argspec_problems(
     errors: Sequence[str],
     options: Mapping[str, Mapping[str, object]],
     values: Mapping[str, object],
+    owners: Mapping[str, str] | None = None,
 ) -> list[Problem]:
     """Turn ``validate_argument_spec``'s error strings into lines naming host, role, variable, value.
 
     Ansible's own messages name the variable but neither the host nor (for type errors) what is
     allowed. Each message is matched to the top-level option it mentions; sub-option errors keep
-    Ansible's wording, since it says where inside the value the problem is.
+    Ansible's wording, since it says where inside the value the problem is. ``owners`` (option -> role,
+    for preflight's one validation of every role's merged spec) names the role of each option; an
+    option it does not name, and an error naming no option, get ``role``.
     """
     problems: list[Problem] = []
-    spec_file = f"roles/{role}/meta/argument_specs.yml"
+
+    def owner(name: str | None) -> tuple[str, str]:
+        found = (owners or {}).get(name, role) if name else role
+        return found, f"roles/{found}/meta/argument_specs.yml"
+
     # Ansible reports a list element's conversion error twice: alone, then inside "Elements value for option
     # ...". The one that names the option is enough.
     errors = [e for e in errors if not any(e != other and e in other for other in errors)]
@@ -598,18 +582,20 @@ def argspec_problems(
         if missing and " found in " not in error:
             for name in (n.strip() for n in missing.group("names").split(",")):
                 option = options.get(name, {})
+                owning, spec_file = owner(name)
                 problems.append(
                     Problem(
                         host,
                         name,
-                        f"{host}: {name} is not set, but role {role} requires it; "
+                        f"{host}: {name} is not set, but role {owning} requires it; "
                         f"allowed: {describe_option(option)} (see {spec_file})",
                     )
                 )
             continue
         name = _mentioned_option(error, options)
+        owning, spec_file = owner(name)
         if name is None:
-            problems.append(Problem(host, "?", f"{host}: role {role}: {error} (see {spec_file})"))
+            problems.append(Problem(host, "?", f"{host}: role {owning}: {error} (see {spec_file})"))
             continue
         option = options[name]
         value = values.get(name)
@@ -620,7 +606,7 @@ def argspec_problems(
             Problem(
                 host,
                 name,
-                f"{host}: {name}={show(value)} is not valid for role {role}{detail}{hint}; "
+                f"{host}: {name}={show(value)} is not valid for role {owning}{detail}{hint}; "
                 f"allowed: {describe_option(option)} (see {spec_file})",
             )
         )
@@ -656,11 +642,13 @@ def first_per_variable(problems: Iterable[Problem]) -> list[Problem]:
 
 @dataclass
 class ArgspecResult:
-    """One ``validate_argument_spec`` run: a role's ``main`` options and the errors it found."""
+    """One ``validate_argument_spec`` run: the options it checked and the errors it found. ``role`` names their
+    role; ``owners`` (option -> role) does per option when the run checked several roles' merged options."""
 
     role: str
     errors: list[str]
     options: Mapping[str, Mapping[str, object]]
+    owners: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -694,7 +682,9 @@ def inventory_report(nodes: Sequence[NodeInput], group: str = "cluster") -> dict
         if node.address is not None:
             found += address_problems(node.name, node.address)
         for result in node.argspecs:
-            found += argspec_problems(node.name, result.role, result.errors, result.options, node.values)
+            found += argspec_problems(
+                node.name, result.role, result.errors, result.options, node.values, result.owners
+            )
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
     in_play = {n.name for n in nodes if n.in_play}
     found += [p for p in mixed_fabric_problems([(n.name, n.fabric) for n in nodes], group) if p.host in in_play]

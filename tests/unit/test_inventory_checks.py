@@ -326,7 +326,7 @@ def test_the_checkouts_role_specs_merge_without_a_clash() -> None:
     assert merged["owners"]["cluster_hosts_manage"] == "cluster_hosts"
 
 
-def test_errors_of_the_merged_spec_are_split_back_per_role() -> None:
+def test_errors_of_the_merged_spec_name_the_role_that_owns_each_option() -> None:
     """One validation of every role's options; each problem line must still name the role that owns it."""
     owners = {"rdmaforge_fabric": "preflight", "cluster_hosts_manage": "cluster_hosts", "nccl_env": "nccl"}
     errors = [
@@ -335,14 +335,18 @@ def test_errors_of_the_merged_spec_are_split_back_per_role() -> None:
         "dictionary requested, could not parse JSON or key=value",
         "something odd",
     ]
-    results = {r.role: r for r in checks.split_argspec_errors(errors, OPTIONS, owners)}
-    assert set(results) == {"preflight", "cluster_hosts", "nccl", "*"}
-    assert results["preflight"].errors == ["missing required arguments: rdmaforge_fabric"]
-    assert list(results["preflight"].options) == ["rdmaforge_fabric"]
-    assert results["cluster_hosts"].errors == ["missing required arguments: cluster_hosts_manage"]
-    assert results["nccl"].errors == [errors[1]]
-    assert results["*"].errors == ["something odd"]
-    nodes = [NodeInput("node1", "10.0.0.1", "erdma", values={"nccl_env": ["x"]}, argspecs=list(results.values()))]
+    found = checks.argspec_problems("node1", "*", errors, OPTIONS, {"nccl_env": ["x"]}, owners)
+    assert [p.variable for p in found] == ["rdmaforge_fabric", "cluster_hosts_manage", "nccl_env", "?"]
+    fabric, manage, env, odd = messages(found)
+    assert fabric.startswith("node1: rdmaforge_fabric is not set, but role preflight requires it")
+    assert fabric.endswith("(see roles/preflight/meta/argument_specs.yml)")
+    assert manage.startswith("node1: cluster_hosts_manage is not set, but role cluster_hosts requires it")
+    assert manage.endswith("(see roles/cluster_hosts/meta/argument_specs.yml)")
+    assert env.startswith('node1: nccl_env=["x"] is not valid for role nccl')
+    assert env.endswith("(see roles/nccl/meta/argument_specs.yml)")
+    assert odd == "node1: role *: something odd (see roles/*/meta/argument_specs.yml)"
+    argspec = ArgspecResult("*", errors, OPTIONS, owners)
+    nodes = [NodeInput("node1", "10.0.0.1", "erdma", values={"nccl_env": ["x"]}, argspecs=[argspec])]
     lines = checks.inventory_report(nodes)["node1"]
     required = "node1: cluster_hosts_manage is not set, but role cluster_hosts requires it"
     assert any(line.startswith(required) for line in lines)
