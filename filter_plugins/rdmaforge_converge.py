@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rdmaforge.converge import digest, ledger
+from ansible.errors import AnsibleFilterError
+
+from rdmaforge.converge import digest, ledger, targets
 
 
 def converge_digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> dict[str, Any]:
@@ -53,6 +55,21 @@ def converge_cluster_changes(hosts: Sequence[str], hostvars: Mapping[str, Mappin
     return out
 
 
+def converge_targets(groups: Mapping[str, Sequence[str]], scope: str, group: str = "cluster") -> list[str]:
+    """The hosts of ``group`` a play after preflight targets (rdmaforge.converge.targets.play_hosts)."""
+    try:
+        return targets.play_hosts(groups, scope, group)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def converge_skip_groups(cluster_in_sync: bool) -> list[str]:
+    """The groups the fast path puts a node in sync into (rdmaforge.converge.targets.skip_groups)."""
+    if not isinstance(cluster_in_sync, bool):
+        raise AnsibleFilterError(f"rdmaforge_converge_skip_groups needs true or false, not {cluster_in_sync!r}")
+    return targets.skip_groups(cluster_in_sync)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -60,4 +77,6 @@ class FilterModule:
             "rdmaforge_converge_digests": converge_digests,
             "rdmaforge_converge_ledger": converge_ledger,
             "rdmaforge_converge_reasons": converge_reasons,
+            "rdmaforge_converge_skip_groups": converge_skip_groups,
+            "rdmaforge_converge_targets": converge_targets,
         }
