@@ -21,10 +21,11 @@ from rdmaforge.converge import targets
 from rdmaforge.paths import PROJECT_ROOT
 
 PLAYBOOKS = PROJECT_ROOT / "playbooks"
-#: The plays that read the other nodes (README, "Per node"): they run on every node unless the cluster is in sync.
-CLUSTER_WIDE = {"cluster_hosts.yml", "ssh_trust.yml", "mpi_launch.yml"}
-#: site.yml's plays that every node is in: preflight (the gate itself), the summary and the record.
-EVERY_NODE = {"preflight.yml", "summary.yml", "converge_record.yml"}
+#: The plays that read the other nodes (README, "Per node"), and the record (nothing to record when the cluster is
+#: in sync): they run on every node unless the cluster is in sync.
+CLUSTER_WIDE = {"cluster_hosts.yml", "ssh_trust.yml", "mpi_launch.yml", "converge_record.yml"}
+#: site.yml's plays that every node is in: preflight (the gate itself) and the summary.
+EVERY_NODE = {"preflight.yml", "summary.yml"}
 
 
 def site_playbooks() -> list[str]:
