@@ -56,8 +56,9 @@ def test_every_play_after_preflight_leaves_out_what_its_scope_allows() -> None:
             assert hosts == expected, name
 
 
-def run_plays(tmp_path: Path, in_sync: list[str], cluster_in_sync: bool) -> dict[str, list[str]]:
-    """The hosts each scope's play ran on, after the gate's task grouped ``in_sync``."""
+def run_plays(tmp_path: Path, in_sync: list[str], cluster_in_sync: bool) -> dict[str, dict[str, bool]]:
+    """{scope: {host: its converge_state_in_sync}} for the hosts each scope's play ran on, after the gate's task
+    grouped ``in_sync`` (the later roles read converge_state_in_sync: the summary, the record's merge)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": {
         name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
@@ -66,7 +67,8 @@ def run_plays(tmp_path: Path, in_sync: list[str], cluster_in_sync: bool) -> dict
                                     "converge_state_cluster_in_sync": cluster_in_sync}}  # fmt: skip
     plays = [{"name": "gate", "hosts": "cluster", "gather_facts": False, "tasks": [gate]}]
     for scope, example in (("node", "rdma.yml"), ("cluster", "ssh_trust.yml")):
-        task = {"name": f"ran {scope}", "ansible.builtin.debug": {"msg": "{{ inventory_hostname }}"}}
+        msg = "IN_SYNC={{ converge_state_in_sync | default(false) }}"
+        task = {"name": f"ran {scope}", "ansible.builtin.debug": {"msg": msg}}
         plays.append({"name": f"scope {scope}", "hosts": first_play(example)["hosts"], "gather_facts": False,
                       "tasks": [task]})  # fmt: skip
     playbook = tmp_path / "plays.yml"
@@ -77,21 +79,23 @@ def run_plays(tmp_path: Path, in_sync: list[str], cluster_in_sync: bool) -> dict
     proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "changed=1" not in proc.stdout  # grouping changes nothing on a node
-    ran: dict[str, list[str]] = {}
+    ran: dict[str, dict[str, bool]] = {}
     for scope in ("node", "cluster"):
         section = proc.stdout.split(f"PLAY [scope {scope}]")[1].split("PLAY ")[0]
-        ran[scope] = re.findall(r"^ok: \[(\w+)\]", section, re.MULTILINE)
+        found = re.findall(r'^ok: \[(\w+)\] => \{\n\s+"msg": "IN_SYNC=(True|False)"', section, re.MULTILINE)
+        assert len(found) == section.count("ok: ["), section
+        ran[scope] = {host: flag == "True" for host, flag in found}
     return ran
 
 
 def test_a_node_in_sync_is_in_no_play_of_its_own_but_in_the_cluster_wide_ones(tmp_path: Path) -> None:
     ran = run_plays(tmp_path, ["node1", "node3"], cluster_in_sync=False)
-    assert ran == {"node": ["node2"], "cluster": ["node1", "node2", "node3"]}
+    assert ran == {"node": {"node2": False}, "cluster": {"node1": True, "node2": False, "node3": True}}
 
 
 def test_a_cluster_in_sync_leaves_every_node_out_of_every_play(tmp_path: Path) -> None:
     ran = run_plays(tmp_path, ["node1", "node2", "node3"], cluster_in_sync=True)
-    assert ran == {"node": [], "cluster": []}
+    assert ran == {"node": {}, "cluster": {}}
 
 
 def test_without_the_gate_every_play_targets_the_whole_group() -> None:
