@@ -169,16 +169,17 @@ def test_a_mirror_that_fails_twice_is_retried_and_the_key_verified(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"
-        proc = key_download(tmp_path, url, fingerprint, retries=4, delay=2)
+        proc = key_download(tmp_path, url, fingerprint, retries=4, delay=3)
     finally:
         server.shutdown()
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert server.requests == 3
-    # The backoff for delay 2: at least 2 s before the second try and 4 s before the third. Lower bounds (a busy
-    # machine makes a gap longer, never shorter), and the second gap longer by most of 2 s: with a fixed delay the
-    # two would differ only by the noise of one module run.
+    # The backoff for delay 3: at least 3 s before the second try and 6 s before the third. Lower bounds (a busy
+    # machine makes a gap longer, never shorter), and the second gap longer by 2 of the 3 s it should add: with a
+    # fixed delay the two would differ only by the noise of one module run. (With delay 2 and a 1.5 s margin, the
+    # unit tests beside the lab once saw 3.38 s and 4.75 s: 1.4 s of noise on the first gap.)
     first_gap, second_gap = (b - a for a, b in zip(server.times, server.times[1:], strict=False))
-    assert first_gap >= 2 and second_gap >= 4 and second_gap - first_gap >= 1.5, server.times
+    assert first_gap >= 3 and second_gap >= 6 and second_gap - first_gap >= 2, server.times
     assert proc.stdout.count("FAILED - RETRYING: [localhost]: Download the erdma signing key") == 2, proc.stdout
     assert (tmp_path / "keys" / f"erdma-{fingerprint}.gpg").stat().st_size > 0
     assert recap(proc.stdout)["localhost"]["failed"] == 0
