@@ -22,5 +22,6 @@ class FilterModule:
         return {
             "rdmaforge_node_fact": node_facts.node_fact,
             "rdmaforge_rail_outliers": rail_outliers,
+            "rdmaforge_summary_entries": cluster_summary.entries,
             "rdmaforge_summary_merge": cluster_summary.merge,
         }

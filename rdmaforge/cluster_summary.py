@@ -17,6 +17,7 @@ from rdmaforge.errors import UserError
 
 OUTSIDE_LIMIT = "not in this run (outside --limit)"
 LOST = "not in this run (failed or unreachable earlier in it)"
+NO_RECORDED_SUMMARY = "in sync with its last complete converge, which kept no summary of it"
 
 
 def previous_nodes(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
@@ -29,6 +30,23 @@ def previous_nodes(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
     except UserError as exc:
         return {}, str(exc)
     return {node["host"]: node for node in document["nodes"]}, None
+
+
+def entries(hosts: Iterable[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """This run's entry of each of ``hosts`` that has one: the entry the summary's per-node tasks set
+    (``cluster_summary_node``), or, for a node site.yml's fast path left out of them, the summary kept with the record
+    of its last complete converge, which the gate found the node still matches (``converge_state_in_sync``). A host
+    with neither has no entry, and merge() names it lost."""
+    found: list[dict[str, Any]] = []
+    for host in hosts:
+        facts = hostvars[host]
+        if "cluster_summary_node" in facts:
+            found.append(dict(facts["cluster_summary_node"]))
+        elif facts.get("converge_state_in_sync"):
+            recorded = (facts.get("converge_state_check") or {}).get("summary")
+            missing = {"host": host, "not_in_this_run": NO_RECORDED_SUMMARY}
+            found.append(dict(recorded, host=host) if recorded else missing)
+    return found
 
 
 def merge(

@@ -11,6 +11,7 @@ files, and the nodes in sync run no role of their own.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from pathlib import Path
@@ -186,6 +187,7 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
 # After the drift test (above), these first prove that it left every node in sync.
 def test_a_cluster_without_drift_takes_the_fast_path_and_changes_nothing(in_sync: LabHandle) -> None:
     converged = in_sync
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     proc = converge(converged)
     assert IN_SYNC in proc.stdout
     assert_no_changes(proc.stdout)
@@ -193,6 +195,17 @@ def test_a_cluster_without_drift_takes_the_fast_path_and_changes_nothing(in_sync
     for role in ("rdma_core", "nccl_env", "ssh_trust", "hugepages", "eni", "mpi_launch"):
         assert not re.search(rf"^TASK \[(?:rdmaforge\.cluster\.)?{role} :", proc.stdout, re.M), role
     assert set(recap(proc.stdout)) >= set(converged.nodes)
+    # No node was in the summary's per-node play, yet this run's summary lists every node as current: the entry
+    # kept with the record each node was found to match, with what the lab inventory asks for.
+    assert not re.search(r"^TASK \[(?:rdmaforge\.cluster\.)?cluster_summary : Assemble", proc.stdout, re.M)
+    summary = json.loads((PROJECT_ROOT / "artifacts" / "summary.json").read_text())
+    assert summary["time"] >= started, (summary["time"], started)
+    nodes = {node["host"]: node for node in summary["nodes"]}
+    assert set(nodes) == set(converged.nodes)
+    for host, node in nodes.items():
+        assert node["as_of"] == summary["time"] and "not_in_this_run" not in node, node
+        assert node["address"] == converged.nodes[host] and node["fabric"] == "erdma", node
+        assert node["nccl_plugin"] == "aiacc" and node["nccl_plugin_version"] == "2.0.1", node
 
 
 def test_check_diff_on_a_cluster_without_drift_takes_the_fast_path(in_sync: LabHandle) -> None:

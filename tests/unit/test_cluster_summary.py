@@ -12,7 +12,7 @@ import pytest
 
 from rdmaforge import stored
 from rdmaforge.cli import main
-from rdmaforge.cluster_summary import merge
+from rdmaforge.cluster_summary import entries, merge
 
 MEMBERS = ["node1", "node2", "node3"]
 # The reasons a user reads, written out here rather than taken from the code under test.
@@ -102,3 +102,24 @@ def test_an_entry_the_role_could_not_vouch_for_keeps_the_earlier_one_with_the_ro
     nodes = merge(current, path, MEMBERS, MEMBERS, SECOND)["nodes"]
     assert nodes[1] == {**entry("node2"), "as_of": FIRST, "not_in_this_run": drifted}
     assert nodes[0]["as_of"] == nodes[2]["as_of"] == SECOND
+
+
+def test_nodes_on_the_fast_path_get_the_summary_kept_with_their_record(tmp_path: Path) -> None:
+    # site.yml's summary: node1 converged in this run (its tasks set its entry); node2 and node3 took the fast path
+    # (the gate found them in sync with their record), node3's record from before records kept a summary; node4
+    # has neither (lost before the summary).
+    hostvars: dict[str, dict[str, Any]] = {
+        "node1": {"cluster_summary_node": entry("node1", mpi="5.0.0")},
+        "node2": {"converge_state_in_sync": True, "converge_state_check": {"in_sync": True, "summary": entry("node2")}},
+        "node3": {"converge_state_in_sync": True, "converge_state_check": {"in_sync": True, "summary": {}}},
+        "node4": {"converge_state_check": {"in_sync": False, "summary": entry("node4")}},
+    }
+    found = entries(list(hostvars), hostvars)
+    assert [node["host"] for node in found] == ["node1", "node2", "node3"]
+    assert found[0]["mpi_version"] == "5.0.0" and found[1] == entry("node2")
+    assert found[2] == {"host": "node3", "not_in_this_run": "in sync with its last complete converge, which kept no "
+                        "summary of it"}  # fmt: skip
+    document = merge(found, tmp_path / "none", [*hostvars], [*hostvars], SECOND)
+    nodes = {node["host"]: node for node in document["nodes"]}
+    assert nodes["node2"]["as_of"] == SECOND and "not_in_this_run" not in nodes["node2"]
+    assert nodes["node4"]["not_in_this_run"] == LOST

@@ -24,8 +24,9 @@ PLAYBOOKS = PROJECT_ROOT / "playbooks"
 #: The plays that read the other nodes (README, "Per node"), and the record (nothing to record when the cluster is
 #: in sync): they run on every node unless the cluster is in sync.
 CLUSTER_WIDE = {"cluster_hosts.yml", "ssh_trust.yml", "mpi_launch.yml", "converge_record.yml"}
-#: site.yml's plays that every node is in: preflight (the gate itself) and the summary.
-EVERY_NODE = {"preflight.yml", "summary.yml"}
+#: site.yml's plays that every node is in: preflight (the gate itself). (The summary's report play too, but its tasks
+#: run once for the cluster: test_the_summary_costs_a_node_in_sync_no_task.)
+EVERY_NODE = {"preflight.yml"}
 
 
 def site_playbooks() -> list[str]:
@@ -54,6 +55,17 @@ def test_every_play_after_preflight_leaves_out_what_its_scope_allows() -> None:
             scope = "cluster" if name in CLUSTER_WIDE else "node"
             expected = "{{ groups | rdmaforge.cluster.rdmaforge_converge_targets('" + scope + "') }}"
             assert hosts == expected, name
+
+
+def test_the_summary_costs_a_node_in_sync_no_task() -> None:
+    # Its per-node play leaves out the nodes in sync (first_play, above); its report play is on every node the run
+    # reached, and runs each of its tasks once, on the controller.
+    plays = yaml.safe_load((PLAYBOOKS / "summary.yml").read_text())
+    assert [play["hosts"] for play in plays][1:] == ["cluster"]
+    imports = [task["ansible.builtin.import_role"] for task in plays[1]["tasks"]]
+    assert imports == [{"name": "rdmaforge.cluster.cluster_summary", "tasks_from": "write", "rolespec_validate": False}]
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "cluster_summary" / "tasks" / "write.yml").read_text())
+    assert tasks and all(task.get("run_once") is True and task.get("delegate_to") == "localhost" for task in tasks)
 
 
 def run_plays(tmp_path: Path, in_sync: list[str], cluster_in_sync: bool) -> dict[str, dict[str, bool]]:
