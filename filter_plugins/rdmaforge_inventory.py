@@ -24,26 +24,24 @@ def preload(filter_dir: Path) -> None:
         checks.discover_argument_specs(roles)
 
 
-def _argspec_results(registered: object) -> list[checks.ArgspecResult]:
-    """Pull (role, errors, options) out of a registered ``validate_argument_spec`` of the merged spec: the
-    owners come from the ``validate_args_context`` the task passed, the options from the failed result."""
-    if not isinstance(registered, Mapping):
+def _argspec_results(specs: Mapping[str, Any] | None, values: Mapping[str, Any]) -> list[checks.ArgspecResult]:
+    """The errors of one node's role variables against ``specs`` (rdmaforge_role_argument_specs: every role's
+    options merged, and the role that owns each)."""
+    if not specs:
         return []
-    errors = [str(e) for e in registered.get("argument_errors") or []]
-    if not errors:
-        return []
-    owners = (registered.get("validate_args_context") or {}).get("owners") or {}
+    errors = checks.argspec_errors(specs["options"], values)
     # "*": an error that names no option of any role (the problem line then says so).
-    return [checks.ArgspecResult("*", errors, registered.get("argument_spec_data") or {}, owners)]
+    return [checks.ArgspecResult("*", errors, specs["options"], specs.get("owners") or {})] if errors else []
 
 
 def inventory_report(
     hostvars: Mapping[str, Mapping[str, Any]],
     cluster_hosts: Sequence[str],
     play_hosts: Sequence[str],
-    argspec_var: str = "preflight_argspec_results",
+    argument_specs: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, list[str]]]:
-    """``{'problems': {host: [line, ...]}}`` for every host of the cluster group (and of the play)."""
+    """``{'problems': {host: [line, ...]}}`` for every host of the cluster group (and of the play). With
+    ``argument_specs``, each node of the play has its role variables validated against them too."""
     nodes = []
     # the group's name, for messages: preflight_cluster_group as the inventory or -e sets it (hostvars holds
     # no role defaults, so its default is repeated here)
@@ -62,7 +60,7 @@ def inventory_report(
                 address=None if address is None else str(address),
                 fabric=values.get("rdmaforge_fabric"),
                 values=values,
-                argspecs=_argspec_results(values.get(argspec_var)),
+                argspecs=_argspec_results(argument_specs, values) if host in play_hosts else [],
                 in_play=host in play_hosts,
             )
         )

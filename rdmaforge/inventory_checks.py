@@ -548,6 +548,18 @@ def merged_argument_specs(specs: Sequence[RoleSpec]) -> dict[str, dict[str, Any]
     return {"options": options, "owners": owners}
 
 
+def argspec_errors(options: Mapping[str, Mapping[str, Any]], values: Mapping[str, object]) -> list[str]:
+    """Ansible's own check of a role spec (what ``validate_argument_spec`` runs) against the options ``values`` sets.
+
+    Preflight runs it on the controller for every node, from ``hostvars`` (inventory, group and extra vars): one
+    task for the cluster instead of a task execution per node."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # only the roles' filters need Ansible
+
+    given = {name: values[name] for name in options if name in values}
+    validator = ArgumentSpecValidator(dict(options))
+    return [str(e) for e in validator.validate(given, validate_role_argument_spec=True).error_messages]
+
+
 _MISSING = re.compile(r"^missing required arguments: (?P<names>[^:]+?)(?: found in .*)?$")
 _PLAIN_KINDS = ("is of type", "must be one of", "must be one or more of", "Elements value for option")
 

@@ -523,6 +523,13 @@ CASES: list[Case] = [
         "dict-given-a-quoted-mapping",
         *_one_role_value("preflight_min_free_mb", "/opt: 1024", "'/opt: 1024'", "preflight", "a mapping"),
     ),
+    # Validated from hostvars on the controller: an -e value reaches every node's check, as the inventory's does.
+    Case(
+        "role-value-given-by-extra-vars",
+        lambda d, n: None,
+        lambda n: {h: _role_value(h, "benchmark_min_efficiency", "'80%'", "benchmark", "a number") for h in (n.a, n.b)},
+        extra=("-e", json.dumps({"benchmark_min_efficiency": "80%"})),
+    ),
     Case(
         "dict-given-a-list",
         *_one_role_value("nccl_env_overrides", ["NCCL_DEBUG=INFO"], '["NCCL_DEBUG=INFO"]', "nccl_env", "a mapping"),
