@@ -25,23 +25,26 @@ def preload(filter_dir: Path) -> None:
 
 
 def _argspec_results(specs: Mapping[str, Any] | None, values: Mapping[str, Any]) -> list[checks.ArgspecResult]:
-    """The errors of one node's role variables against ``specs`` (rdmaforge_role_argument_specs: every role's
-    options merged, and the role that owns each)."""
+    """The errors of one node's role variables against ``specs`` (every role's options merged, and the role that
+    owns each)."""
     if not specs:
         return []
     errors = checks.argspec_errors(specs["options"], values)
     # "*": an error that names no option of any role (the problem line then says so).
-    return [checks.ArgspecResult("*", errors, specs["options"], specs.get("owners") or {})] if errors else []
+    return [checks.ArgspecResult("*", errors, specs["options"], specs["owners"])] if errors else []
 
 
 def inventory_report(
     hostvars: Mapping[str, Mapping[str, Any]],
     cluster_hosts: Sequence[str],
     play_hosts: Sequence[str],
-    argument_specs: Mapping[str, Any] | None = None,
+    roles_dir: str | None = None,
 ) -> dict[str, dict[str, list[str]]]:
     """``{'problems': {host: [line, ...]}}`` for every host of the cluster group (and of the play). With
-    ``argument_specs``, each node of the play has its role variables validated against them too."""
+    ``roles_dir``, each node of the play has its role variables validated against every role's argument spec too.
+    The specs are read here, not passed in: handed over by Ansible they are lazy containers, and validating one
+    node against them took 0.7 s instead of 0.02 s."""
+    argument_specs = role_argument_specs(roles_dir) if roles_dir else None
     nodes = []
     # the group's name, for messages: preflight_cluster_group as the inventory or -e sets it (hostvars holds
     # no role defaults, so its default is repeated here)
