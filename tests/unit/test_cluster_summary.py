@@ -5,14 +5,19 @@ The lab proof (a real `--limit` run) is tests/integration/test_rdma_userspace.py
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from rdmaforge import stored
 from rdmaforge.cli import main
 from rdmaforge.cluster_summary import entries, merge
+from rdmaforge.paths import PROJECT_ROOT
 
 MEMBERS = ["node1", "node2", "node3"]
 # The reasons a user reads, written out here rather than taken from the code under test.
@@ -123,3 +128,47 @@ def test_nodes_on_the_fast_path_get_the_summary_kept_with_their_record(tmp_path:
     nodes = {node["host"]: node for node in document["nodes"]}
     assert nodes["node2"]["as_of"] == SECOND and "not_in_this_run" not in nodes["node2"]
     assert nodes["node4"]["not_in_this_run"] == LOST
+
+
+def test_summary_yml_alone_marks_each_node_its_record_cannot_vouch_for(tmp_path: Path) -> None:
+    # The role's own tasks (its per-node set_fact, then write.yml), run by ansible-playbook on local hosts, each
+    # given the answer of the converge check that summary.yml runs first (converge_state_check).
+    role = PROJECT_ROOT / "roles" / "cluster_summary"
+    checks = {
+        "node1": {"in_sync": True, "summary": entry("node1")},
+        "node2": {"in_sync": True, "summary": {}},  # a record that kept no summary
+        "node3": {"in_sync": False, "summary": entry("node3"), "reasons": ["/etc/nccl.conf: mode 0600"]},
+        "node4": {"in_sync": False, "reasons": ["no record"]},  # the check answers no summary without a record
+    }
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    hosts = {name: {**local, "converge_state_check": check} for name, check in checks.items()}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    tasks = yaml.safe_load((role / "tasks" / "main.yml").read_text())
+    entry_task = next(task for task in tasks if "ansible.builtin.set_fact" in task)
+    play_vars = {**yaml.safe_load((role / "vars" / "main.yml").read_text()), "cluster_summary_from_this_run": False,
+                 "cluster_summary_dir": str(tmp_path), "cluster_summary_group": "cluster"}  # fmt: skip
+    plays = [
+        {"name": "entries", "hosts": "cluster", "gather_facts": False, "vars": play_vars, "tasks": [entry_task]},
+        {"name": "report", "hosts": "cluster", "gather_facts": False, "vars": play_vars,
+         "tasks": yaml.safe_load((role / "tasks" / "write.yml").read_text())},
+    ]  # fmt: skip
+    playbook = tmp_path / "summary.yml"
+    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"), "ANSIBLE_CACHE_PLUGIN": "memory",
+           "ANSIBLE_NOCOLOR": "1"}  # fmt: skip
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(playbook)]
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    nodes = {node["host"]: node for node in json.loads((tmp_path / "summary.json").read_text())["nodes"]}
+    assert list(nodes) == list(checks)
+    assert "not_in_this_run" not in nodes["node1"] and nodes["node1"]["mpi_version"] == "4.1.4"
+    assert nodes["node2"]["not_in_this_run"] == (
+        "not converged by this run, and its last complete converge, which it matches, kept no summary of it"
+    )
+    assert nodes["node3"]["not_in_this_run"] == (
+        "not converged by this run, and it differs from its last complete converge (/etc/nccl.conf: mode 0600)"
+    )
+    assert nodes["node4"]["not_in_this_run"] == (
+        "not converged by this run, and no complete converge has been recorded on it"
+    )
