@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rdmaforge import fabrics
+from rdmaforge.plain_data import plain
 from rdmaforge.workloads import nodes, options, plan, render
 
 
@@ -26,8 +27,8 @@ def workload_plan(
     inputs = []
     for host in hosts:
         values = hostvars[host]
-        node_input = render.plain(values.get("workload_manifests_node_input")) or {}
-        variables = {name: render.plain(values[name]) for name in nodes.HOST_VARIABLES if name in values}
+        node_input = plain(values.get("workload_manifests_node_input")) or {}
+        variables = {name: plain(values[name]) for name in nodes.HOST_VARIABLES if name in values}
         inputs.append(
             nodes.HostInput(
                 name=str(host),
@@ -36,14 +37,14 @@ def workload_plan(
                 found_device_files=node_input.get("found_device_files"),
             )
         )
-    return plan.plan_from_hosts(inputs, render.plain(nccl_env_profiles)).to_dict()
+    return plan.plan_from_hosts(inputs, plain(nccl_env_profiles)).to_dict()
 
 
 def validate_plan(planned: Mapping[str, Any], kubernetes_version: str) -> list[str]:
     from rdmaforge.workloads import validate  # heavy: imported only when asked for
 
     problems: list[str] = []
-    for item in render.plain(planned).get("files", []):
+    for item in plain(planned).get("files", []):
         document = item["context"].get("document")
         if document is not None:
             problems += [f"{item['path']}: {p}" for p in validate.problems(document, str(kubernetes_version))]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import fabrics, fast_yaml
+from rdmaforge.plain_data import plain
 
 #: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
 FABRICS: tuple[str, ...] = fabrics.NAMES
@@ -548,27 +549,12 @@ def merged_argument_specs(specs: Sequence[RoleSpec]) -> dict[str, dict[str, Any]
     return {"options": options, "owners": owners}
 
 
-def plain(value: object) -> object:
-    """``value`` as plain Python data. A variable read from ``hostvars`` is one of Ansible's lazy containers, which
-    carries the whole template context of its host: the validator's deep copy of one node's values copied that
-    context, 0.7 s a node."""
-    if isinstance(value, Mapping):
-        return {plain(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    for kind in (str, int, float):
-        if isinstance(value, kind):
-            return kind(value) if type(value) is not kind else value
-    return value
-
-
 def argspec_errors(options: Mapping[str, Mapping[str, Any]], values: Mapping[str, object]) -> list[str]:
     """Ansible's own check of a role spec (what ``validate_argument_spec`` runs) against the options ``values`` sets.
 
     Preflight runs it on the controller for every node, from ``hostvars`` (inventory, group and extra vars): one
-    task for the cluster instead of a task execution per node."""
+    task for the cluster instead of a task execution per node. The values are made plain data first: the
+    validator's deep copy of Ansible's lazy containers took 0.7 s a node."""
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # only the roles' filters need Ansible
 
     given = {name: plain(values[name]) for name in options if name in values}

@@ -8,35 +8,19 @@ from ``filter_plugins/rdmaforge_workloads.py``), and the environment has the tem
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from rdmaforge.plain_data import plain
 from rdmaforge.workloads import docker, k8s
 from rdmaforge.workloads.options import TEMPLATES_DIR
 from rdmaforge.workloads.plan import Plan, PlannedFile
 
 #: The name the templates read their data from (the role sets it in the template task's vars).
 CONTEXT_NAME = "workload_manifests_file"
-
-
-def plain(value: Any) -> Any:
-    """Ansible's values (tagged strings, lazy containers, HostVars) as plain Python data."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    return value
 
 
 def _on_plain_data(function: Callable[[Any], str]) -> Callable[[Any], str]:
