@@ -344,16 +344,18 @@ def mixed_fabric_problems(nodes: Sequence[tuple[str, object]], group: str = "clu
 
 # --- network retries -------------------------------------------------------------------------------
 
-#: Bounds of the retry settings every download and package task uses (roles read them with the same defaults).
+#: Bounds of the retry and timeout settings every download and package task uses (roles read them with the same
+#: defaults).
 NETWORK_RETRY_BOUNDS: dict[str, tuple[int, int]] = {
     "rdmaforge_network_retries": (0, 20),
     "rdmaforge_network_retry_delay": (0, 300),
+    "rdmaforge_network_timeout": (5, 3600),
 }
 
 
 def network_retry_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
-    """The retry count and delay must be whole numbers in range: a huge value would hold a dead mirror's
-    failure for hours, a negative one makes Ansible skip the task's retries silently."""
+    """The retry count, delay and mirror timeout must be whole numbers in range: a huge value would hold a dead
+    mirror's failure for hours, a negative one makes Ansible skip the task's retries silently."""
     found = []
     for variable, (low, high) in NETWORK_RETRY_BOUNDS.items():
         if variable not in values:

@@ -366,6 +366,13 @@ CASES: list[Case] = [
         },
     ),
     Case(
+        "network-timeout-too-short",
+        lambda d, n: d.set(n.a, "rdmaforge_network_timeout", 1),
+        lambda n: {
+            n.a: [f"{n.a}: rdmaforge_network_timeout=1 is not allowed; allowed: a whole number from 5 to 3600"]
+        },
+    ),
+    Case(
         "network-retry-delay-not-a-number",
         lambda d, n: d.set(n.a, "rdmaforge_network_retry_delay", "five"),
         lambda n: {n.a: [f"{n.a}: rdmaforge_network_retry_delay='five'"]},

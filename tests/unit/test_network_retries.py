@@ -1,10 +1,13 @@
-"""Network operations are retried with doubling waits, then fail with the URL named (issue 18).
+"""Network operations are retried with doubling waits, give up on a silent mirror, then fail with the URL named
+(issue 18).
 
-Every download, checkout, pip and package task of every role reads the same two variables with the same
+Every download, checkout, pip and package task of every role reads the same variables with the same
 defaults as preflight's argument spec documents (a copy that drifts fails here), and ends its tries with the
-backoff filter. Then for real: the erdma key download of role rdma_repos (a real get_url on this machine,
-ansible_connection=local) against an HTTP server on loopback that answers 503 twice and then serves a real key
-(the gaps between its requests show the backoff), and against a port nothing listens on.
+backoff filter; every download, checkout and pip install also has a timeout. Then for real: the erdma key download
+of role rdma_repos (a real get_url on this machine, ansible_connection=local) against an HTTP server on loopback that
+answers 503 twice and then serves a real key (the gaps between its requests show the backoff), against a port
+nothing listens on, and against a server that accepts the connection and never answers; and a real git checkout
+with build_once's own git environment against that silent server (without it, git waits for ever).
 """
 
 from __future__ import annotations
@@ -80,6 +83,25 @@ def test_every_network_task_retries_with_the_documented_defaults() -> None:
     assert any(rescued for _, _, rescued in found)  # os_packages' apt install
 
 
+def test_every_download_checkout_and_pip_install_gives_up_on_a_silent_mirror() -> None:
+    """The mirror timeout, with preflight's documented default: get_url's timeout, pip's --timeout, git's low-speed
+    abort. (apt and dnf keep their own timeouts: the argument spec says so.)"""
+    timeout = f"{{{{ rdmaforge_network_timeout | default({preflight_default('rdmaforge_network_timeout')}) }}}}"
+    seen = set()
+    for name, task, _ in network_tasks():
+        if "ansible.builtin.get_url" in task:
+            assert task["ansible.builtin.get_url"].get("timeout") == timeout, name
+        elif "ansible.builtin.pip" in task:
+            assert f"--timeout {timeout}" in task["ansible.builtin.pip"].get("extra_args", ""), name
+        elif "ansible.builtin.git" in task:
+            wanted = {"GIT_HTTP_LOW_SPEED_LIMIT": "1", "GIT_HTTP_LOW_SPEED_TIME": timeout}
+            assert task.get("environment") == wanted, name
+        else:
+            continue
+        seen.update(key for key in task if key.startswith("ansible.builtin."))
+    assert seen == {"ansible.builtin.get_url", "ansible.builtin.pip", "ansible.builtin.git"}, seen
+
+
 def test_the_waits_double_from_the_delay_up_to_a_minute() -> None:
     """The rule the argument spec documents: delay, 2 x delay, 4 x delay, ..., at most 60 s or the delay."""
     assert [network_retry.wait_after(attempt, 5) for attempt in range(1, 7)] == [5, 10, 20, 40, 60, 60]
@@ -138,7 +160,7 @@ def signing_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str]:
 
 
 def key_download(
-    tmp_path: Path, url: str, fingerprint: str, retries: int, delay: int = 0
+    tmp_path: Path, url: str, fingerprint: str, retries: int, delay: int = 0, timeout: int | None = None
 ) -> subprocess.CompletedProcess[str]:
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
@@ -156,6 +178,7 @@ def key_download(
             "rdma_repos_controller_cache": str(tmp_path / "keys"),
             "rdmaforge_network_retries": retries,
             "rdmaforge_network_retry_delay": delay,
+            **({} if timeout is None else {"rdmaforge_network_timeout": timeout}),
         },
     }]))  # fmt: skip
     return run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
@@ -198,3 +221,89 @@ def test_a_dead_mirror_fails_after_the_retries_naming_the_url(
     fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
     assert fatal and url in fatal[-1] and "Connection refused" in fatal[-1], proc.stdout[-3000:]
     assert not (tmp_path / "keys" / "erdma.asc").exists() or os.path.getsize(tmp_path / "keys" / "erdma.asc") == 0
+
+
+class SilentServer:
+    """Accepts connections on loopback and never sends a byte; notes, per connection, how long the client waited
+    before it closed (a mirror whose server hangs, or a firewall that swallows the replies)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.waits: list[float] = []
+        self.closing = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closing.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._hold, args=(conn, time.monotonic()), daemon=True).start()
+
+    def _hold(self, conn: socket.socket, accepted: float) -> None:
+        with conn:
+            while conn.recv(65536):  # read the request, answer nothing, until the client gives up
+                pass
+            self.waits.append(time.monotonic() - accepted)
+
+    def close(self) -> None:
+        self.closing.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[SilentServer]:
+    server = SilentServer()
+    yield server
+    server.close()
+
+
+def test_a_silent_mirror_ends_the_key_download_after_the_inventory_timeout(
+    signing_key: tuple[bytes, str], silent_server: SilentServer, tmp_path: Path
+) -> None:
+    # 15 s, above get_url's own default of 10 s: a wait this long shows the inventory's value was applied.
+    url = f"http://127.0.0.1:{silent_server.port}/erdma/GPGKEY"
+    proc = key_download(tmp_path, url, signing_key[1], retries=0, timeout=15)
+    assert proc.returncode != 0
+    fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
+    assert fatal and url in fatal[-1] and "timed out" in fatal[-1], proc.stdout[-3000:]
+    assert len(silent_server.waits) == 1 and silent_server.waits[0] >= 14, silent_server.waits
+
+
+def test_a_silent_git_mirror_ends_the_checkout_with_build_once_git_environment(
+    silent_server: SilentServer, tmp_path: Path
+) -> None:
+    """build_once's git task, its environment as the role writes it, against the silent server: it fails once
+    nothing came for rdmaforge_network_timeout seconds. Without that environment git waits for ever (seen on this
+    machine: git 2.39 still waiting when killed after 300 s), and the playbook's time limit below fails the test."""
+    build = yaml.safe_load((ROLES / "build_once" / "tasks" / "build.yml").read_text())
+
+    def tasks(items: list) -> Iterator[dict]:
+        for item in items or []:
+            yield item
+            yield from tasks(item.get("block", []))
+
+    git_task = next(t for t in tasks(build) if "ansible.builtin.git" in t)
+    url = f"http://127.0.0.1:{silent_server.port}/nccl.git"
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    playbook = tmp_path / "git.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "build_once's git checkout",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars": {"rdmaforge_network_timeout": 5},
+        "tasks": [{
+            "name": "Check out the source",
+            "ansible.builtin.git": {"repo": url, "dest": str(tmp_path / "src"), "version": "v2.29.7-1", "depth": 1},
+            "environment": git_task["environment"],
+        }],
+    }]))  # fmt: skip
+    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=120)
+    assert proc.returncode != 0
+    fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
+    assert fatal and url in fatal[-1], proc.stdout[-3000:]
+    assert silent_server.waits and min(silent_server.waits) >= 4.5, silent_server.waits
