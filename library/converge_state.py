@@ -50,8 +50,9 @@ options:
     description:
       - With O(state=record), what to observe. Keys C(paths) (type, owner, mode and content hash),
         C(listings) (the names in a directory), C(packages) (a mapping of C(apt)/C(dnf) to names),
-        C(services) (active and enabled state), C(commands) (argv lists of read-only commands whose exit
-        code and sorted output are kept) and C(unverifiable) (tasks the ledger could not check; a record
+        C(services) (active and enabled state), C(venvs) (the packages installed in a Python venv, read from
+        its metadata files), C(commands) (argv lists of read-only commands whose exit code and sorted output are
+        kept) and C(unverifiable) (tasks the ledger could not check; a record
         with any of them is never in sync).
     type: dict
   summary:
@@ -140,7 +141,12 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import merge as merge_resources
-from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import package_name, parse_query, query_argv
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import (
+    package_name,
+    parse_query,
+    query_argv,
+    venv_packages,
+)
 
 FORMAT = 1
 MAX_REASONS = 20
@@ -206,6 +212,11 @@ def observe_command(argv: list[str], timeout: int) -> dict[str, Any]:
     # Sorted lines: the order of, say, mpirun's ranks is not state; the lines themselves are.
     lines = sorted(line.rstrip() for line in out.splitlines() if line.strip())
     return {"rc": rc, "stdout_sha256": _sha256_bytes("\n".join(lines).encode())}
+
+
+def observe_venv(venv: str) -> Any:
+    listing = venv_packages(venv)
+    return "absent" if listing is None else listing
 
 
 def observe_packages(manager: str, names: list[str], timeout: int) -> dict[str, str]:
@@ -285,6 +296,7 @@ def observe(resources: dict[str, Any], timeout: int) -> dict[str, Any]:
         return {
             "paths": {p: observe_path(p) for p in sorted(set(resources.get("paths") or []))},
             "listings": {p: observe_listing(p) for p in sorted(set(resources.get("listings") or []))},
+            "venvs": {v: observe_venv(v) for v in sorted(set(resources.get("venvs") or []))},
             "packages": {m: f.result() for m, f in pkgs.items()},
             "services": services.result(),
             "commands": [dict(f.result(), argv=argv) for f, argv in zip(ran, commands)],  # noqa: B905 (3.8)
@@ -329,7 +341,7 @@ def compare(record: dict[str, Any], digest: str, timeout: int) -> list[str]:
     reasons = _differences("fingerprint", record.get("fingerprint") or {}, fingerprint(timeout))
     seen = record.get("observations") or {}
     now = observe(resources, timeout)
-    for kind in ("paths", "listings", "services"):
+    for kind in ("paths", "listings", "services", "venvs"):
         reasons += _differences(kind[:-1], seen.get(kind) or {}, now[kind])
     for manager in sorted(set(seen.get("packages") or {}) | set(now["packages"])):
         reasons += _differences("package", (seen.get("packages") or {}).get(manager) or {}, now["packages"][manager])

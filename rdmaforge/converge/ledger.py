@@ -83,6 +83,7 @@ class Resources:
     listings: set[str] = field(default_factory=set)
     packages: dict[str, set[str]] = field(default_factory=dict)
     services: set[str] = field(default_factory=set)
+    venvs: set[str] = field(default_factory=set)
     commands: list[list[str]] = field(default_factory=list)
     effects: list[str] = field(default_factory=list)
     unverifiable: list[str] = field(default_factory=list)
@@ -163,8 +164,7 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
         ledger.command(["git", "-C", str(args.get("dest")), "rev-parse", "HEAD"])
         return
     if name == "pip" and args.get("virtualenv"):
-        venv = str(args["virtualenv"])
-        ledger.command(packages.venv_packages_argv(venv))
+        ledger.venvs.add(str(args["virtualenv"]).rstrip("/"))
         return
     if name == "kernel_cmdline":
         for key in ("path", "dropin"):
@@ -185,7 +185,13 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
                 # Neither a shell line nor a script copied from the controller can be re-run as a node's argv.
                 ledger.unverifiable.append(f"{task} (a read-only {name})")
             else:
-                ledger.command(_argv(result, args))
+                argv = _argv(result, args)
+                # A venv's package listing is read in the check's own process, not by starting the venv's Python.
+                venv = packages.venv_of_argv(argv)
+                if venv is not None:
+                    ledger.venvs.add(venv)
+                else:
+                    ledger.command(argv)
         elif not (args.get("creates") or args.get("removes")):
             # Applies state kept in files the ledger observes (ldconfig, a reload, grub-mkconfig).
             ledger.effects.append(task)

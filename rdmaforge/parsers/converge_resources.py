@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 #: Kinds that are names, listed sorted and once each: files and directories (paths), directories whose entries
-#: are watched (listings), systemd units (services).
-NAME_KINDS = ("paths", "listings", "services")
+#: are watched (listings), systemd units (services), Python venvs whose installed packages are watched (venvs).
+NAME_KINDS = ("paths", "listings", "services", "venvs")
 #: Kinds kept in the order first seen, each item once: argv lists of read-only commands, effects that cannot be
 #: observed, and why something could not be verified.
 ORDERED_KINDS = ("commands", "effects", "unverifiable")

@@ -10,7 +10,10 @@ run; the summary needs a dozen names.
 
 from __future__ import annotations
 
+import glob
+import os
 import re
+from typing import Sequence
 
 #: What one query line looks like: name, version, status, tab-separated.
 _DPKG_FORMAT = "${Package}\t${Version}\t${db:Status-Status}\n"
@@ -42,6 +45,56 @@ _VENV_LIST = (
 def venv_packages_argv(venv: str) -> list[str]:
     """The command that prints ``name==version`` for every package in the venv at ``venv`` (Python 3.8+)."""
     return [venv.rstrip("/") + "/bin/python", "-I", "-c", _VENV_LIST]
+
+
+def venv_of_argv(argv: Sequence[str]) -> str | None:
+    """The venv that ``argv`` lists when it is :func:`venv_packages_argv`'s command, else None."""
+    if len(argv) == 4 and list(argv[1:]) == ["-I", "-c", _VENV_LIST] and argv[0].endswith("/bin/python"):
+        return argv[0][: -len("/bin/python")]
+    return None
+
+
+def _name_and_version(metadata: str) -> tuple[str, str] | None:
+    """Name and Version from a distribution's METADATA/PKG-INFO headers (they end at the first empty line)."""
+    found: dict[str, str] = {}
+    try:
+        with open(metadata, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    break
+                key, sep, value = line.partition(":")
+                if sep and key.lower() in ("name", "version") and key.lower() not in found:
+                    found[key.lower()] = value.strip()
+    except OSError:
+        return None
+    if "name" not in found or "version" not in found:
+        return None
+    return found["name"], found["version"]
+
+
+def venv_packages(venv: str) -> list[str] | None:
+    """The lines :func:`venv_packages_argv`'s command prints (``name==version``, sorted), read from the metadata
+    files of the venv's site-packages in this process; None when ``venv`` has no site-packages.
+
+    For the drift check, which reads the NCCL plugin's venv on every no-op: starting the venv's interpreter for it
+    cost about 0.13 s of CPU per node, reading the few metadata files almost nothing."""
+    sites = sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages")))
+    if not sites:
+        return None
+    lines = []
+    for site in sites:
+        for entry in sorted(os.listdir(site)):
+            if entry.endswith(".dist-info"):
+                metadata = os.path.join(site, entry, "METADATA")
+            elif entry.endswith(".egg-info"):
+                path = os.path.join(site, entry)
+                metadata = os.path.join(path, "PKG-INFO") if os.path.isdir(path) else path
+            else:
+                continue
+            found = _name_and_version(metadata)
+            if found is not None:
+                lines.append(f"{found[0]}=={found[1]}")
+    return sorted(lines)
 
 
 def _rows(output: str) -> dict[str, tuple[str, str]]:

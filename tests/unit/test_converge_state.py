@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from rdmaforge.converge import digest, ledger
-from rdmaforge.parsers import converge_resources
+from rdmaforge.parsers import converge_resources, packages
 from rdmaforge.paths import PROJECT_ROOT
 from tests.unit.adhoc import PY38, run_module
 
@@ -38,7 +38,14 @@ def test_the_ledger_keeps_what_each_kind_of_task_manages_or_reads() -> None:
     ledger.add_task_result(entry, "grub", "kernel_cmdline", result({"path": "/etc/default/grub", "dropin": None}))
     ledger.add_task_result(entry, "tools", "ansible.builtin.find", result({"paths": ["/usr/bin"]}, files=[]))
     ledger.add_task_result(entry, "facts", "ansible.builtin.set_fact", result({}))
+    # The NCCL plugin role's pip install into its venv, and its read of what the venv holds: one venv to watch,
+    # read by the check itself (no command that starts the venv's interpreter).
+    venv = "/opt/nccl-plugin/venv"
+    ledger.add_task_result(entry, "pip", "ansible.builtin.pip", result({"virtualenv": venv + "/", "requirements": "r"}))
+    read = packages.venv_packages_argv(venv)
+    ledger.add_task_result(entry, "read", "ansible.builtin.command", result({"argv": read}, cmd=read), [False])
     out = entry.as_dict()
+    assert out["venvs"] == [venv]
     assert out["paths"] == ["/etc/default/grub", "/etc/hosts", "/etc/nccl.conf"]
     assert out["packages"] == {"apt": ["perftest=4.5", "rdma-core"]}
     assert out["services"] == ["systemd-networkd"]
@@ -244,10 +251,15 @@ def managed(tmp_path: Path) -> dict:
     conf.write_text("NCCL_DEBUG=INFO\n")
     conf.chmod(0o644)
     (tmp_path / "plugins").mkdir()
+    # A venv as pip leaves one (site-packages with a distribution's metadata), read from its files by the module.
+    dist = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "aiacc_nccl_plugin-2.0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: aiacc-nccl-plugin\nVersion: 2.0.1\n\nText\n")
     return {
         "paths": [str(conf)],
         "listings": [str(tmp_path / "plugins")],
         "packages": {"apt": ["dpkg"]},
+        "venvs": [str(tmp_path / "venv")],
         "commands": [["cat", str(conf)]],
     }
 
@@ -277,7 +289,7 @@ def test_record_then_check_is_in_sync_and_a_second_record_changes_nothing(tmp_pa
     assert checked.result["summary"] == {"a": 1} and checked.result["changed"] is False
 
 
-@pytest.mark.parametrize("drift", ["content", "mode", "removed", "listing", "digest", "format"])
+@pytest.mark.parametrize("drift", ["content", "mode", "removed", "listing", "venv", "digest", "format"])
 def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, drift: str) -> None:
     _, state = record(tmp_path, managed)
     conf = Path(managed["paths"][0])
@@ -290,6 +302,9 @@ def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, d
         conf.unlink()
     elif drift == "listing":
         (tmp_path / "plugins" / "libnccl-net.so").write_text("")
+    elif drift == "venv":  # another version of the plugin installed into its venv by hand
+        (metadata,) = (tmp_path / "venv").glob("lib/python*/site-packages/*.dist-info/METADATA")
+        metadata.write_text(metadata.read_text().replace("2.0.1", "2.0.2"))
     elif drift == "digest":
         digest_value = "d2"
     elif drift == "format":
@@ -301,6 +316,7 @@ def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, d
     reasons = " ".join(checked.result["reasons"])
     expected = {
         "content": str(conf), "mode": "mode 0600", "removed": "absent", "listing": "plugins",
+        "venv": f"venv {tmp_path / 'venv'}: was [\"aiacc-nccl-plugin==2.0.1\"], now [\"aiacc-nccl-plugin==2.0.2\"]",
         "digest": "desired state changed", "format": "format 99",
     }[drift]  # fmt: skip
     assert expected in reasons
@@ -371,6 +387,7 @@ def test_one_rule_combines_resource_lists_for_the_ledger_and_the_module() -> Non
         "paths": ["/etc/a", "/etc/b", "/etc/hosts"],
         "listings": [],
         "services": [],
+        "venvs": [],
         "packages": {"apt": ["perftest", "rdma-core"], "dnf": ["numactl"]},
         "commands": [["ip", "rule"], ["cat", "/etc/hosts"]],
         "effects": ["sysctl -p"],

@@ -69,3 +69,12 @@ def test_the_venv_listing_prints_what_pip_freeze_prints(tmp_path: Path) -> None:
     lines = sorted(line.lower() for line in listing.splitlines())
     assert any(line.startswith("pip==") for line in lines)
     assert lines == sorted(line.lower() for line in freeze.splitlines())
+    # The drift check's reading of the same venv from its metadata files, in its own process: the same lines.
+    assert packages.venv_packages(str(venv)) == listing.splitlines()
+    assert packages.venv_of_argv(packages.venv_packages_argv(str(venv) + "/")) == str(venv)
+
+
+def test_a_path_without_a_venv_has_no_listing_and_other_commands_are_not_venv_listings(tmp_path: Path) -> None:
+    assert packages.venv_packages(str(tmp_path / "none")) is None
+    assert packages.venv_of_argv(["ip", "rule", "show"]) is None
+    assert packages.venv_of_argv(["/opt/v/bin/python", "-I", "-c", "print(1)"]) is None
