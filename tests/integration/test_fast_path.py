@@ -3,10 +3,10 @@ and every drift today's full run repairs still leads to a full run that repairs 
 run after a repair also proves the roles themselves idempotent (issue 3): it changes nothing but what a changed
 variable asks for.
 
-The drift is made by hand over SSH on one node (a managed file edited, a package of the profile removed), the
-way an operator or an unattended upgrade would; the expected content comes from another node. The repair runs with
-a third node out of the inventory, which is then put back: a node removed or added changes only the cluster-wide
-files, and the nodes in sync run no role of their own.
+The drift is made by hand over SSH on one node (a managed file edited, a package of the profile removed, a package
+in the NCCL plugin's venv given another version), the way an operator or an unattended upgrade would; the expected
+content comes from another node. The repair runs with a third node out of the inventory, which is then put back: a
+node removed or added changes only the cluster-wide files, and the nodes in sync run no role of their own.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from tests.integration.test_remove_node_on_lab import block as marked_block
 pytestmark = pytest.mark.lab
 
 IN_SYNC = "fast path: every node is in sync with its last complete converge"
+#: Finds the metadata of deep-index (a dependency of the AIACC plugin) in the plugin's venv on a node.
+VENV_METADATA = "find /opt -path '*/site-packages/deep_index-*.dist-info/METADATA'"
 
 
 def converge(lab: LabHandle, *extra: str, inventory: Path | None = None):
@@ -91,10 +93,12 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     converged = in_sync
     first, drifted, left_out = sorted(converged.nodes)[:3]
     want = converged.ssh(first, "cat /etc/nccl.conf").stdout
-    # Two kinds of drift on one node: a managed file edited and a package removed.
+    # Three kinds of drift on one node: a managed file edited, a package removed, and the version of a package in
+    # the NCCL plugin's venv changed by hand (deep-index, pinned at 1.0.0 by nccl_plugin_aiacc_requirements).
     converged.ssh(
-        drifted, "echo NCCL_IB_DISABLE=1 >> /etc/nccl.conf; dpkg -r --force-depends ibverbs-utils >/dev/null 2>&1"
-    )
+        drifted, "echo NCCL_IB_DISABLE=1 >> /etc/nccl.conf; dpkg -r --force-depends ibverbs-utils >/dev/null 2>&1; "
+        f"sed -i 's/^Version: 1.0.0$/Version: 0.9.9/' $({VENV_METADATA})",
+    )  # fmt: skip
 
     # summary.yml on its own vouches for a node's recorded summary only while the node matches its record: the
     # drifted node keeps its earlier entry, marked with what differs.
@@ -113,10 +117,12 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     proc = converge(converged, inventory=smaller)
     assert IN_SYNC not in proc.stdout
     assert "/etc/nccl.conf" in proc.stdout and "package ibverbs-utils" in proc.stdout  # the reasons name what drifted
+    assert "deep-index==0.9.9" in proc.stdout
     counts = recap(proc.stdout)
     assert counts[drifted]["changed"] > 0 and left_out not in counts
     assert converged.ssh(drifted, "cat /etc/nccl.conf").stdout == want
     assert "install ok installed" in converged.ssh(drifted, "dpkg-query -W -f '${Status}' ibverbs-utils").stdout
+    assert converged.ssh(drifted, f"grep -h '^Version:' $({VENV_METADATA})").stdout.split() == ["Version:", "1.0.0"]
     for role in NODE_ROLES:
         assert first not in hosts_in_tasks(proc.stdout, role), role
         assert drifted in hosts_in_tasks(proc.stdout, role), role
