@@ -159,17 +159,21 @@ def signing_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str]:
     return armored, fingerprint
 
 
-def key_download(
-    tmp_path: Path, url: str, fingerprint: str, retries: int, delay: int = 0, timeout: int | None = None
-) -> subprocess.CompletedProcess[str]:
+def local_play(tmp_path: Path, play: dict, timeout: int) -> subprocess.CompletedProcess[str]:
+    """Runs one play on this machine (ansible_connection=local)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
         "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
-    playbook = tmp_path / "key.yml"
-    playbook.write_text(yaml.safe_dump([{
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, **play}]))
+    return run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=timeout)
+
+
+def key_download(
+    tmp_path: Path, url: str, fingerprint: str, retries: int, delay: int = 0, timeout: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    return local_play(tmp_path, {
         "name": "The erdma key download of role rdma_repos",
-        "hosts": "localhost",
-        "gather_facts": False,
         "tasks": [{"name": "Verify the key", "ansible.builtin.include_role": {
             "name": "rdmaforge.cluster.rdma_repos", "tasks_from": "verify_key"}}],
         "vars": {
@@ -180,8 +184,7 @@ def key_download(
             "rdmaforge_network_retry_delay": delay,
             **({} if timeout is None else {"rdmaforge_network_timeout": timeout}),
         },
-    }]))  # fmt: skip
-    return run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    }, timeout=300)  # fmt: skip
 
 
 def test_a_mirror_that_fails_twice_is_retried_and_the_key_verified(
@@ -287,22 +290,15 @@ def test_a_silent_git_mirror_ends_the_checkout_with_build_once_git_environment(
 
     git_task = next(t for t in tasks(build) if "ansible.builtin.git" in t)
     url = f"http://127.0.0.1:{silent_server.port}/nccl.git"
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
-    playbook = tmp_path / "git.yml"
-    playbook.write_text(yaml.safe_dump([{
+    proc = local_play(tmp_path, {
         "name": "build_once's git checkout",
-        "hosts": "localhost",
-        "gather_facts": False,
         "vars": {"rdmaforge_network_timeout": 5},
         "tasks": [{
             "name": "Check out the source",
             "ansible.builtin.git": {"repo": url, "dest": str(tmp_path / "src"), "version": "v2.29.7-1", "depth": 1},
             "environment": git_task["environment"],
         }],
-    }]))  # fmt: skip
-    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=120)
+    }, timeout=120)  # fmt: skip
     assert proc.returncode != 0
     fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
     assert fatal and url in fatal[-1], proc.stdout[-3000:]
