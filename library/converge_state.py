@@ -140,6 +140,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import NAME_KINDS
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import merge as merge_resources
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import (
     package_name,
@@ -341,7 +342,7 @@ def compare(record: dict[str, Any], digest: str, timeout: int) -> list[str]:
     reasons = _differences("fingerprint", record.get("fingerprint") or {}, fingerprint(timeout))
     seen = record.get("observations") or {}
     now = observe(resources, timeout)
-    for kind in ("paths", "listings", "services", "venvs"):
+    for kind in NAME_KINDS:
         reasons += _differences(kind[:-1], seen.get(kind) or {}, now[kind])
     for manager in sorted(set(seen.get("packages") or {}) | set(now["packages"])):
         reasons += _differences("package", (seen.get("packages") or {}).get(manager) or {}, now["packages"][manager])

@@ -83,7 +83,7 @@ def venv_packages(venv: str) -> list[str] | None:
         return None
     lines = []
     for site in sites:
-        for entry in sorted(os.listdir(site)):
+        for entry in os.listdir(site):
             if entry.endswith(".dist-info"):
                 metadata = os.path.join(site, entry, "METADATA")
             elif entry.endswith(".egg-info"):

@@ -281,14 +281,8 @@ def test_a_silent_git_mirror_ends_the_checkout_with_build_once_git_environment(
     """build_once's git task, its environment as the role writes it, against the silent server: it fails once
     nothing came for rdmaforge_network_timeout seconds. Without that environment git waits for ever (seen on this
     machine: git 2.39 still waiting when killed after 300 s), and the playbook's time limit below fails the test."""
-    build = yaml.safe_load((ROLES / "build_once" / "tasks" / "build.yml").read_text())
-
-    def tasks(items: list) -> Iterator[dict]:
-        for item in items or []:
-            yield item
-            yield from tasks(item.get("block", []))
-
-    git_task = next(t for t in tasks(build) if "ansible.builtin.git" in t)
+    git_task = next(task for where, task, _ in network_tasks() if where.startswith("roles/build_once/") and
+                    "ansible.builtin.git" in task)  # fmt: skip
     url = f"http://127.0.0.1:{silent_server.port}/nccl.git"
     proc = local_play(tmp_path, {
         "name": "build_once's git checkout",
