@@ -17,8 +17,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,6 +209,36 @@ def recap(output: str) -> dict[str, dict[str, int]]:
             host, _, counters = line.partition(":")
             result[host.strip()] = {k: int(v) for k, v in (item.split("=") for item in counters.split())}
     return result
+
+
+class SilentServer:
+    """Accepts connections on loopback and never sends a byte; notes, per connection, how long the client waited
+    before it closed (a mirror whose server hangs, or a firewall that swallows the replies)."""
+
+    def __init__(self, address: str = "127.0.0.1", port: int = 0) -> None:
+        self.sock = socket.create_server((address, port))
+        self.port = self.sock.getsockname()[1]
+        self.waits: list[float] = []
+        self.closing = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closing.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._hold, args=(conn, time.monotonic()), daemon=True).start()
+
+    def _hold(self, conn: socket.socket, accepted: float) -> None:
+        with conn:
+            while conn.recv(65536):  # read the request, answer nothing, until the client gives up
+                pass
+            self.waits.append(time.monotonic() - accepted)
+
+    def close(self) -> None:
+        self.closing.set()
+        self.sock.close()
 
 
 def assert_no_changes(output: str, hosts: Sequence[str] | None = None) -> None:

@@ -1,22 +1,26 @@
 """Issue 18 on the lab: a package mirror that is down fails only the nodes that need it, with a message naming the
-mirror, and a run after it is back converges them.
+mirror, and a run after it is back converges them; a mirror that accepts connections and never answers ends the
+node's apt run after rdmaforge_network_timeout, through rdmaforge's apt settings.
 
 One node loses seed 000's OpenMPI package and apt's package cache (as an operator or a broken image might); then the
 lab's mirror server, the nodes' only package source, is stopped and `playbooks/mpi.yml` runs with one try per
 download (rdmaforge_network_retries: 0) and the package index kept. The node that must download the package fails,
 naming the mirror's URL; the nodes that have it converge in the same run. With the mirror serving again, the same
-playbook installs it.
+playbook installs it. Then the same with a server in the mirror's place that accepts and never answers: the node's
+apt tries end after the inventory's timeout instead of apt's own minutes.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from rdmaforge.lab import Lab, mirror
-from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, recap
+from rdmaforge.lab.spec import CONTROLLER_ADDRESS, MIRROR_PORT
+from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, SilentServer, recap
 
 # Heavy only for make test's 45-minute budget on 2 cores (about a minute); make test-heavy runs it.
 pytestmark = [pytest.mark.lab, pytest.mark.heavy("a minute of playbooks and a mirror restart")]
@@ -64,3 +68,37 @@ def test_a_stopped_mirror_fails_only_the_node_that_needs_it_and_names_the_mirror
     again = lab.playbook("mpi.yml", "-e", ONE_TRY)
     assert again.returncode == 0, again.stdout[-4000:]
     assert installed(lab, node)
+
+
+def test_a_silent_mirror_ends_the_nodes_apt_tries_after_the_inventory_timeout(
+    converged: LabHandle, mirror_stopped: str
+) -> None:
+    """In the mirror's place, a server that accepts every connection and sends nothing. The node must fetch the
+    package and then, in the role's rescue, the package index: with rdmaforge's apt settings each connection ends
+    after rdmaforge_network_timeout (5 s here) and apt does not try again. Without them apt 2.6 waits 30 s per
+    connection, tries each file four times and the apt module repeats the index update five times: more than the
+    time allowed below."""
+    lab, node = converged, mirror_stopped
+    silent = SilentServer(CONTROLLER_ADDRESS, MIRROR_PORT)
+    try:
+        started = time.monotonic()
+        proc = lab.playbook("mpi.yml", "-e", ONE_TRY, "-e", json.dumps({"rdmaforge_network_timeout": 5}), timeout=900)
+        took = time.monotonic() - started
+    finally:
+        silent.close()
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    counts = recap(proc.stdout)
+    assert counts[node]["failed"] == 1, counts
+    assert all(c["failed"] == 0 and c["unreachable"] == 0 for n, c in counts.items() if n != node), counts
+    failure = [line for line in proc.stdout.splitlines() if line.startswith(f"fatal: [{node}]")]
+    assert failure and mirror.MIRROR_URL in failure[0], proc.stdout[-4000:]
+    assert silent.waits and min(silent.waits) >= 4.5 and max(silent.waits) < 15, silent.waits
+    assert took < 300, (took, silent.waits)
+    assert lab.ssh(node, "cat /etc/rdmaforge/apt.conf").stdout.count('Timeout "5"') == 3
+
+    # The mirror back: the node gets its package and the settings their default again (as the converge recorded them).
+    Lab().up(nodes=LAB_NODES, nics=LAB_NICS)
+    again = lab.playbook("mpi.yml", "-e", ONE_TRY)
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert installed(lab, node)
+    assert 'Acquire::http::Timeout "30";' in lab.ssh(node, "cat /etc/rdmaforge/apt.conf").stdout

@@ -37,6 +37,7 @@ RDMAFORGE_PATHS = (
     "/opt/rdmaforge/nccl-plugin",
     "/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf",
     "/etc/rdmaforge/hostfile",
+    "/etc/rdmaforge/apt.conf",
     "/etc/security/limits.d/90-rdmaforge-memlock.conf",
     "/etc/apt/sources.list.d/erdma.sources",
     "/etc/apt/keyrings/erdma.gpg",

@@ -6,14 +6,16 @@ defaults as preflight's argument spec documents (a copy that drifts fails here),
 backoff filter; every download, checkout and pip install also has a timeout. Then for real: the erdma key download
 of role rdma_repos (a real get_url on this machine, ansible_connection=local) against an HTTP server on loopback that
 answers 503 twice and then serves a real key (the gaps between its requests show the backoff), against a port
-nothing listens on, and against a server that accepts the connection and never answers; and a real git checkout
-with build_once's own git environment against that silent server (without it, git waits for ever).
+nothing listens on, and against a server that accepts the connection and never answers; a real git checkout
+with build_once's own git environment against that silent server (without it, git waits for ever); and a real
+apt-get update with the apt settings role os_packages writes (without them, apt waits minutes).
 """
 
 from __future__ import annotations
 
 import http.server
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import recap, run_playbook
+from conftest import SilentServer, recap, run_playbook
 
 from rdmaforge import network_retry
 from rdmaforge.paths import PROJECT_ROOT
@@ -85,11 +87,21 @@ def test_every_network_task_retries_with_the_documented_defaults() -> None:
 
 def test_every_download_checkout_and_pip_install_gives_up_on_a_silent_mirror() -> None:
     """The mirror timeout, with preflight's documented default: get_url's timeout, pip's --timeout, git's low-speed
-    abort. (apt and dnf keep their own timeouts: the argument spec says so.)"""
+    abort, and for every apt task that reaches a mirror rdmaforge's apt settings (written before it in the same
+    file) with the apt module's own update retries off. (dnf keeps its own timeout: the argument spec says so.)"""
     timeout = f"{{{{ rdmaforge_network_timeout | default({preflight_default('rdmaforge_network_timeout')}) }}}}"
     seen = set()
     for name, task, _ in network_tasks():
-        if "ansible.builtin.get_url" in task:
+        apt = task.get("ansible.builtin.apt")
+        if apt is not None and apt.get("state") != "absent":  # removing packages downloads nothing
+            assert task.get("environment") == "{{ os_packages_apt_environment }}", name
+            if apt.get("update_cache"):
+                assert apt.get("update_cache_retries") == 1, name
+            path, _, task_name = name.partition(": ")
+            text = (PROJECT_ROOT / path).read_text()
+            settings = [text.find(f) for f in ("import_tasks: apt_settings.yml", "tasks_from: apt_settings")]
+            assert 0 <= min(i for i in settings if i >= 0) < text.index(task_name), f"{name}: no apt settings before it"
+        elif "ansible.builtin.get_url" in task:
             assert task["ansible.builtin.get_url"].get("timeout") == timeout, name
         elif "ansible.builtin.pip" in task:
             assert f"--timeout {timeout}" in task["ansible.builtin.pip"].get("extra_args", ""), name
@@ -99,7 +111,7 @@ def test_every_download_checkout_and_pip_install_gives_up_on_a_silent_mirror() -
         else:
             continue
         seen.update(key for key in task if key.startswith("ansible.builtin."))
-    assert seen == {"ansible.builtin.get_url", "ansible.builtin.pip", "ansible.builtin.git"}, seen
+    assert seen == {f"ansible.builtin.{name}" for name in ("apt", "get_url", "pip", "git")}, seen
 
 
 def test_the_waits_double_from_the_delay_up_to_a_minute() -> None:
@@ -226,36 +238,6 @@ def test_a_dead_mirror_fails_after_the_retries_naming_the_url(
     assert not (tmp_path / "keys" / "erdma.asc").exists() or os.path.getsize(tmp_path / "keys" / "erdma.asc") == 0
 
 
-class SilentServer:
-    """Accepts connections on loopback and never sends a byte; notes, per connection, how long the client waited
-    before it closed (a mirror whose server hangs, or a firewall that swallows the replies)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.waits: list[float] = []
-        self.closing = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closing.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._hold, args=(conn, time.monotonic()), daemon=True).start()
-
-    def _hold(self, conn: socket.socket, accepted: float) -> None:
-        with conn:
-            while conn.recv(65536):  # read the request, answer nothing, until the client gives up
-                pass
-            self.waits.append(time.monotonic() - accepted)
-
-    def close(self) -> None:
-        self.closing.set()
-        self.sock.close()
-
-
 @pytest.fixture
 def silent_server() -> Iterator[SilentServer]:
     server = SilentServer()
@@ -297,3 +279,66 @@ def test_a_silent_git_mirror_ends_the_checkout_with_build_once_git_environment(
     fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
     assert fatal and url in fatal[-1], proc.stdout[-3000:]
     assert silent_server.waits and min(silent_server.waits) >= 4.5, silent_server.waits
+
+
+def sandboxed_apt(tmp_path: Path, mirror: str) -> list[str]:
+    """apt-get's arguments for an update of a throwaway package index (its own state, cache and sources list under
+    ``tmp_path``, one source at ``mirror``): this machine's own apt state is neither read nor changed."""
+    root = tmp_path / "apt"
+    for sub in ("state/lists/partial", "cache/archives/partial"):
+        (root / sub).mkdir(parents=True)
+    (root / "status").touch()
+    (root / "sources.list").write_text(f"deb [trusted=yes] {mirror} bookworm main\n")
+    return ["apt-get", "-q", "-o", f"Dir::State={root}/state", "-o", f"Dir::State::status={root}/status",
+            "-o", f"Dir::Cache={root}/cache", "-o", f"Dir::Etc::sourcelist={root}/sources.list",
+            "-o", "Dir::Etc::sourceparts=/nonexistent", "-o", "APT::Sandbox::User=root", "update"]  # fmt: skip
+
+
+@pytest.mark.skipif(not shutil.which("apt-get"), reason="needs apt-get on this machine (Debian/Ubuntu)")
+def test_a_silent_mirror_ends_an_apt_update_after_the_inventory_timeout(
+    silent_server: SilentServer, tmp_path: Path
+) -> None:
+    """Role os_packages writes its apt settings for real (a local play, the file under tmp_path), then a real apt-get
+    update with APT_CONFIG set to that file, as the role's apt tasks set it, against the silent server: one try of at
+    most two connections, each ended after rdmaforge_network_timeout (5 s). Without the file apt 2.6 tries each
+    index file four times, two connections of 30 s each (4 min 7 s on this machine), and the test fails."""
+    settings = tmp_path / "etc" / "apt.conf"
+    proc = local_play(tmp_path, {
+        "name": "rdmaforge's apt settings",
+        "vars": {"rdmaforge_network_timeout": 5, "os_packages_apt_config": str(settings)},
+        "tasks": [{"name": "Write them", "ansible.builtin.include_role": {
+            "name": "rdmaforge.cluster.os_packages", "tasks_from": "apt_settings"}}],
+    }, timeout=120)  # fmt: skip
+    assert recap(proc.stdout)["localhost"]["failed"] == 0, proc.stdout[-3000:]
+    mirror = f"http://127.0.0.1:{silent_server.port}/debian"
+    started = time.monotonic()
+    update = subprocess.run(sandboxed_apt(tmp_path, mirror), env={**os.environ, "APT_CONFIG": str(settings)},
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    took = time.monotonic() - started
+    # apt-get update only warns about an index it could not fetch; the apt module turns that into a failure.
+    assert f"Failed to fetch {mirror}/dists/bookworm/InRelease" in update.stdout + update.stderr, update
+    assert 1 <= len(silent_server.waits) <= 2 and min(silent_server.waits) >= 4.5, silent_server.waits
+    assert took < 30, took
+
+
+@pytest.mark.skipif(not shutil.which("apt-config"), reason="needs apt-config on this machine (Debian/Ubuntu)")
+def test_the_nodes_own_apt_configuration_wins_over_rdmaforge_settings(tmp_path: Path) -> None:
+    """apt reads APT_CONFIG before the node's apt.conf.d: a timeout the node sets there is kept. Checked with a
+    stand-in for the node's directory (so this machine's own apt.conf.d is not touched)."""
+    proc = local_play(tmp_path, {
+        "name": "rdmaforge's apt settings",
+        "vars": {"rdmaforge_network_timeout": 5, "os_packages_apt_config": str(tmp_path / "apt.conf")},
+        "tasks": [{"name": "Write them", "ansible.builtin.include_role": {
+            "name": "rdmaforge.cluster.os_packages", "tasks_from": "apt_settings"}}],
+    }, timeout=120)  # fmt: skip
+    assert recap(proc.stdout)["localhost"]["failed"] == 0, proc.stdout[-3000:]
+    parts = tmp_path / "apt.conf.d"
+    parts.mkdir()
+    (parts / "90node").write_text('Acquire::https::Timeout "77";\n')
+    # The entry point apt reads first: rdmaforge's file, then the stand-in directory in place of /etc/apt/apt.conf.d.
+    entry = tmp_path / "entry.conf"
+    entry.write_text(f'#include "{tmp_path / "apt.conf"}";\nDir::Etc::parts "{parts}";\n')
+    dump = subprocess.run(["apt-config", "dump"], env={**os.environ, "APT_CONFIG": str(entry)},
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert 'Acquire::http::Timeout "5";' in dump and 'Acquire::Retries "0";' in dump, dump
+    assert 'Acquire::https::Timeout "77";' in dump, dump
