@@ -13,6 +13,7 @@ apt tries end after the inventory's timeout instead of apt's own minutes.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -37,6 +38,17 @@ def installed(lab: LabHandle, node: str) -> bool:
     return query.stdout.strip() == "installed"
 
 
+def assert_only_node_failed_naming_the_mirror(proc: subprocess.CompletedProcess[str], node: str) -> None:
+    """``node`` failed, with the mirror's URL in its error; every other node ran the play without failing."""
+    output = proc.stdout
+    assert proc.returncode != 0, output[-4000:]
+    counts = recap(output)
+    assert counts[node]["failed"] == 1, counts
+    assert all(c["failed"] == 0 and c["unreachable"] == 0 for n, c in counts.items() if n != node), counts
+    failure = [line for line in output.splitlines() if line.startswith(f"fatal: [{node}]")]
+    assert failure and mirror.MIRROR_URL in failure[0], output[-4000:]
+
+
 @pytest.fixture
 def mirror_stopped(converged: LabHandle) -> Iterator[str]:
     """The last node without the package and the lab's mirror stopped; the mirror serves again afterwards."""
@@ -56,12 +68,7 @@ def test_a_stopped_mirror_fails_only_the_node_that_needs_it_and_names_the_mirror
     lab, node = converged, mirror_stopped
     assert Lab().status().mirror is None  # nothing serves the mirror's address now
     proc = lab.playbook("mpi.yml", "-e", ONE_TRY)
-    assert proc.returncode != 0, proc.stdout[-4000:]
-    counts = recap(proc.stdout)
-    assert counts[node]["failed"] == 1, counts
-    assert all(c["failed"] == 0 and c["unreachable"] == 0 for n, c in counts.items() if n != node), counts
-    failure = [line for line in proc.stdout.splitlines() if line.startswith(f"fatal: [{node}]")]
-    assert failure and mirror.MIRROR_URL in failure[0], proc.stdout[-4000:]
+    assert_only_node_failed_naming_the_mirror(proc, node)
     assert not installed(lab, node)
 
     Lab().up(nodes=LAB_NODES, nics=LAB_NICS)
@@ -86,12 +93,7 @@ def test_a_silent_mirror_ends_the_nodes_apt_tries_after_the_inventory_timeout(
         took = time.monotonic() - started
     finally:
         silent.close()
-    assert proc.returncode != 0, proc.stdout[-4000:]
-    counts = recap(proc.stdout)
-    assert counts[node]["failed"] == 1, counts
-    assert all(c["failed"] == 0 and c["unreachable"] == 0 for n, c in counts.items() if n != node), counts
-    failure = [line for line in proc.stdout.splitlines() if line.startswith(f"fatal: [{node}]")]
-    assert failure and mirror.MIRROR_URL in failure[0], proc.stdout[-4000:]
+    assert_only_node_failed_naming_the_mirror(proc, node)
     assert silent.waits and min(silent.waits) >= 4.5 and max(silent.waits) < 15, silent.waits
     assert took < 300, (took, silent.waits)
     assert lab.ssh(node, "cat /etc/rdmaforge/apt.conf").stdout.count('Timeout "5"') == 3
