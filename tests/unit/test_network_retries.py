@@ -294,6 +294,17 @@ def sandboxed_apt(tmp_path: Path, mirror: str) -> list[str]:
             "-o", "Dir::Etc::sourceparts=/nonexistent", "-o", "APT::Sandbox::User=root", "update"]  # fmt: skip
 
 
+def write_apt_settings(tmp_path: Path, settings: Path) -> None:
+    """Role os_packages writes its apt settings for real (a local play) to ``settings``, with a 5 s mirror timeout."""
+    proc = local_play(tmp_path, {
+        "name": "rdmaforge's apt settings",
+        "vars": {"rdmaforge_network_timeout": 5, "os_packages_apt_config": str(settings)},
+        "tasks": [{"name": "Write them", "ansible.builtin.include_role": {
+            "name": "rdmaforge.cluster.os_packages", "tasks_from": "apt_settings"}}],
+    }, timeout=120)  # fmt: skip
+    assert recap(proc.stdout)["localhost"]["failed"] == 0, proc.stdout[-3000:]
+
+
 @pytest.mark.skipif(not shutil.which("apt-get"), reason="needs apt-get on this machine (Debian/Ubuntu)")
 def test_a_silent_mirror_ends_an_apt_update_after_the_inventory_timeout(
     silent_server: SilentServer, tmp_path: Path
@@ -303,13 +314,7 @@ def test_a_silent_mirror_ends_an_apt_update_after_the_inventory_timeout(
     most two connections, each ended after rdmaforge_network_timeout (5 s). Without the file apt 2.6 tries each
     index file four times, two connections of 30 s each (4 min 7 s on this machine), and the test fails."""
     settings = tmp_path / "etc" / "apt.conf"
-    proc = local_play(tmp_path, {
-        "name": "rdmaforge's apt settings",
-        "vars": {"rdmaforge_network_timeout": 5, "os_packages_apt_config": str(settings)},
-        "tasks": [{"name": "Write them", "ansible.builtin.include_role": {
-            "name": "rdmaforge.cluster.os_packages", "tasks_from": "apt_settings"}}],
-    }, timeout=120)  # fmt: skip
-    assert recap(proc.stdout)["localhost"]["failed"] == 0, proc.stdout[-3000:]
+    write_apt_settings(tmp_path, settings)
     mirror = f"http://127.0.0.1:{silent_server.port}/debian"
     started = time.monotonic()
     update = subprocess.run(sandboxed_apt(tmp_path, mirror), env={**os.environ, "APT_CONFIG": str(settings)},
@@ -325,13 +330,7 @@ def test_a_silent_mirror_ends_an_apt_update_after_the_inventory_timeout(
 def test_the_nodes_own_apt_configuration_wins_over_rdmaforge_settings(tmp_path: Path) -> None:
     """apt reads APT_CONFIG before the node's apt.conf.d: a timeout the node sets there is kept. Checked with a
     stand-in for the node's directory (so this machine's own apt.conf.d is not touched)."""
-    proc = local_play(tmp_path, {
-        "name": "rdmaforge's apt settings",
-        "vars": {"rdmaforge_network_timeout": 5, "os_packages_apt_config": str(tmp_path / "apt.conf")},
-        "tasks": [{"name": "Write them", "ansible.builtin.include_role": {
-            "name": "rdmaforge.cluster.os_packages", "tasks_from": "apt_settings"}}],
-    }, timeout=120)  # fmt: skip
-    assert recap(proc.stdout)["localhost"]["failed"] == 0, proc.stdout[-3000:]
+    write_apt_settings(tmp_path, tmp_path / "apt.conf")
     parts = tmp_path / "apt.conf.d"
     parts.mkdir()
     (parts / "90node").write_text('Acquire::https::Timeout "77";\n')
