@@ -13,6 +13,7 @@ the command reads the files and prints what they return.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -189,14 +190,17 @@ def nccl_summary(node: Mapping[str, Any]) -> str:
     return max(versions, key=len) if versions else "none"
 
 
+_AIACC_DIR = re.compile(r"/aiacc-(\d[^/]*)/")
+
+
 def plugin_summary(node: Mapping[str, Any]) -> str:
     if not node.get("plugin_present"):
         return "none"
-    for dist in node.get("plugin_dists") or []:
-        name = str(dist).removesuffix(".dist-info").removesuffix(".egg-info")
-        if name.startswith("aiacc_nccl_plugin-"):
-            return f"aiacc {name.removeprefix('aiacc_nccl_plugin-')}"
     target = node.get("plugin_target")
+    # nccl_plugin unpacks AIACC's library under <prefix>/aiacc-<version>/ (nccl_plugin_aiacc_dir).
+    aiacc = _AIACC_DIR.search(str(target or ""))
+    if aiacc:
+        return f"aiacc {aiacc.group(1)}"
     return f"-> {target}" if target else "present"
 
 

@@ -36,6 +36,8 @@ def mirror_vars(mirror: Mirror) -> dict[str, Any]:
             "--trusted-host",
             CONTROLLER_ADDRESS,
         ],
+        # The AIACC plugin's sdist, which nccl_plugin takes libnccl-net.so from (pip download keeps PyPI's file name)
+        "nccl_plugin_aiacc_sdist_url": f"{MIRROR_URL}/pip/aiacc_nccl_plugin-2.0.1.tar.gz",
         # NCCL source (Debian contrib nvidia-nccl orig tarball)
         "nccl_build_source": "tarball",
         "nccl_build_tarball_url": f"{MIRROR_URL}/nccl/{mirror.nccl_tarball}",

@@ -76,7 +76,6 @@ MIRROR_PIP_PACKAGES: tuple[str, ...] = (
     "aiacc-nccl-plugin==2.0.1",
     "torch==2.13.0",
     "setuptools",
-    "wheel==0.43.0",  # build tool for the AIACC sdist (its setup.py imports wheel.bdist_wheel)
 )
 
 #: Source distributions that must stay sdists (the AIACC plugin ships libnccl-net.so inside its sdist).

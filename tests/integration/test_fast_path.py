@@ -3,8 +3,8 @@ and every drift today's full run repairs still leads to a full run that repairs 
 run after a repair also proves the roles themselves idempotent (issue 3): it changes nothing but what a changed
 variable asks for.
 
-The drift is made by hand over SSH on one node (a managed file edited, a package of the profile removed, a package
-in the NCCL plugin's venv given another version), the way an operator or an unattended upgrade would; the expected
+The drift is made by hand over SSH on one node (a managed file edited, a package of the profile removed, the NCCL
+plugin's library cut short), the way an operator or an unattended upgrade would; the expected
 content comes from another node. The repair runs with a third node out of the inventory, which is then put back: a
 node removed or added changes only the cluster-wide files, and the nodes in sync run no role of their own.
 """
@@ -26,8 +26,8 @@ from tests.integration.test_remove_node_on_lab import block as marked_block
 pytestmark = pytest.mark.lab
 
 IN_SYNC = "fast path: every node is in sync with its last complete converge"
-#: Finds the metadata of deep-index (a dependency of the AIACC plugin) in the plugin's venv on a node.
-VENV_METADATA = "find /opt -path '*/site-packages/deep_index-*.dist-info/METADATA'"
+#: The AIACC plugin's library as nccl_plugin unpacks it from the sdist (nccl_plugin_aiacc_dir, version 2.0.1).
+PLUGIN_LIBRARY = "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0"
 
 
 def converge(lab: LabHandle, *extra: str, inventory: Path | None = None):
@@ -93,11 +93,12 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     converged = in_sync
     first, drifted, left_out = sorted(converged.nodes)[:3]
     want = converged.ssh(first, "cat /etc/nccl.conf").stdout
-    # Three kinds of drift on one node: a managed file edited, a package removed, and the version of a package in
-    # the NCCL plugin's venv changed by hand (deep-index, pinned at 1.0.0 by nccl_plugin_aiacc_requirements).
+    want_plugin = converged.ssh(first, f"sha256sum < {PLUGIN_LIBRARY}").stdout
+    # Three kinds of drift on one node: a managed file edited, a package removed, and the NCCL plugin's library cut
+    # short (a disk error, or a copy stopped halfway).
     converged.ssh(
         drifted, "echo NCCL_IB_DISABLE=1 >> /etc/nccl.conf; dpkg -r --force-depends ibverbs-utils >/dev/null 2>&1; "
-        f"sed -i 's/^Version: 1.0.0$/Version: 0.9.9/' $({VENV_METADATA})",
+        f"truncate -s 4096 {PLUGIN_LIBRARY}",
     )  # fmt: skip
 
     # summary.yml on its own vouches for a node's recorded summary only while the node matches its record: the
@@ -117,12 +118,12 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     proc = converge(converged, inventory=smaller)
     assert IN_SYNC not in proc.stdout
     assert "/etc/nccl.conf" in proc.stdout and "package ibverbs-utils" in proc.stdout  # the reasons name what drifted
-    assert "deep-index==0.9.9" in proc.stdout
+    assert PLUGIN_LIBRARY in proc.stdout
     counts = recap(proc.stdout)
     assert counts[drifted]["changed"] > 0 and left_out not in counts
     assert converged.ssh(drifted, "cat /etc/nccl.conf").stdout == want
     assert "install ok installed" in converged.ssh(drifted, "dpkg-query -W -f '${Status}' ibverbs-utils").stdout
-    assert converged.ssh(drifted, f"grep -h '^Version:' $({VENV_METADATA})").stdout.split() == ["Version:", "1.0.0"]
+    assert converged.ssh(drifted, f"sha256sum < {PLUGIN_LIBRARY}").stdout == want_plugin
     for role in NODE_ROLES:
         assert first not in hosts_in_tasks(proc.stdout, role), role
         assert drifted in hosts_in_tasks(proc.stdout, role), role

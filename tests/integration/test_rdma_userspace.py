@@ -4,12 +4,17 @@ with every role run: test_fast_path.py.)"""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import re
 import subprocess
+import tarfile
+import urllib.request
 
 import pytest
 
+from rdmaforge.lab.mirror import MIRROR_URL
 from tests.conftest import LabHandle, assert_no_changes
 
 pytestmark = pytest.mark.lab
@@ -84,14 +89,25 @@ def test_mpirun_on_path_for_non_interactive_ssh(converged: LabHandle) -> None:
 
 
 def test_real_aiacc_plugin_installed_and_exports_net_api(converged: LabHandle) -> None:
+    # Expected: the library inside the real sdist the lab mirror serves (PyPI's aiacc-nccl-plugin 2.0.1).
+    url = f"{MIRROR_URL}/pip/aiacc_nccl_plugin-2.0.1.tar.gz"
+    with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (the lab's own mirror)
+        sdist = tarfile.open(fileobj=io.BytesIO(response.read()), mode="r:gz")
+    member = sdist.extractfile("aiacc_nccl_plugin-2.0.1/aiacc_nccl_plugin/libnccl-net.so.0.0.0")
+    assert member is not None
+    sdist_library_sha256 = hashlib.sha256(member.read()).hexdigest()
     for node in converged.nodes:
         resolved = converged.ssh(node, "ldconfig -p | grep 'libnccl-net.so '").stdout
         assert "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so" in resolved
         symbols = converged.ssh(node, "nm -D --defined-only /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so").stdout
         versions = sorted(int(v) for v in re.findall(r"\sncclNetPlugin_v(\d+)$", symbols, re.M))
         assert versions == [2, 3, 4, 5, 6]
-        freeze = converged.ssh(node, "/opt/rdmaforge/nccl-plugin/aiacc-venv/bin/python -m pip freeze").stdout
-        assert "aiacc-nccl-plugin==2.0.1" in freeze
+        # The library is the sdist's own file (nccl_plugin takes it out of the package; pip is not run), and the
+        # ld.so entry that the sdist's install hook would write is not there.
+        got = converged.ssh(node, "sha256sum < /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so").stdout.split()[0]
+        assert got == sdist_library_sha256
+        entries = converged.ssh(node, "ls /etc/ld.so.conf.d/").stdout.split()
+        assert "rdmaforge-nccl-plugin.conf" in entries and "aiacc_nccl_plugin.conf" not in entries, entries
 
 
 def test_summary_reports_plugin_and_settings(converged: LabHandle) -> None:

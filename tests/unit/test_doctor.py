@@ -38,8 +38,7 @@ NODE: dict[str, Any] = {
     "nccl_manifest": {"id": "nccl-2.29.7-cuda13.0-sm_90-funcsc3dfaac5", "version": "2.29.7", "cuda": "13.0"},
     "nccl_libs": ["libnccl.so.2", "libnccl.so.2.29.7"],
     "plugin_present": True,
-    "plugin_target": "/opt/rdmaforge/nccl-plugin/aiacc-venv/lib/python3.11/site-packages/libnccl-net.so",
-    "plugin_dists": ["aiacc_nccl_plugin-2.0.1.dist-info"],
+    "plugin_target": "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0",
     "plugin_symbols": "0000000000012340 T ncclNetPlugin_v6\n0000000000012380 T ncclNetPlugin_v8\n",
     "default_route_interface": "eth0",
     "grub_defaults": [

@@ -31,7 +31,7 @@ LAB_NODE: dict[str, Any] = {
     "lspci": "",
     "nccl_manifest": {"id": "nccl-2.29.7-cuda13.0-sm_80-funcsc3dfaac5", "version": "2.29.7", "cuda": "13.0"},
     "plugin_present": True,
-    "plugin_dists": ["aiacc_nccl_plugin-2.0.1.egg-info"],  # the lab installs the sdist
+    "plugin_target": "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0",  # nccl_plugin's layout
     "plugin_symbols": "0000000000001000 T ncclNetPlugin_v6\n",
     "inventory": {
         "rdmaforge_fabric": "erdma",
