@@ -34,6 +34,11 @@ ACSPEED_WARMUP_STEPS = 400
 #: How each net plugin provider names its networks in ``Using network``. A provider not listed here counts as
 #: used when NCCL used a network it does not have built in (IB, Socket): the registered plugin's.
 PLUGIN_NETWORK_PREFIXES = {"aiacc": "AIACC"}
+#: Why a provider's plugin may load and then fail to initialise, as far as it is known.
+PLUGIN_INIT_HINTS = {
+    "aiacc": "AIACC's library checks for an Alibaba Cloud GPU instance type (from the instance metadata service) "
+    "when NCCL initialises it; on any other machine it cannot initialise (docs/nccl-tests-on-gpu.md)",
+}
 _BUILTIN_NETWORKS = ("IB", SOCKET)
 
 
@@ -116,7 +121,12 @@ def judge_net_plugin(
     theirs = [name for name in networks if _is_plugin_network(provider, name)]
     others = [name for name in networks if name not in theirs]
     where = ", ".join(log.name for log in present)
-    if transport.plugin_result in ("failed", "not_found"):
+    if transport.plugin_result == "init_failed":
+        used = ", ".join(networks) or "no network (the log ends before NCCL chose one)"
+        hint = f". {PLUGIN_INIT_HINTS[provider]}" if provider in PLUGIN_INIT_HINTS else ""
+        component.reason = (f"NCCL loaded the {provider} net plugin ({transport.plugin}) but it did not initialise "
+                            f"('{transport.plugin_detail}'); NCCL used {used}{hint}")  # fmt: skip
+    elif transport.plugin_result in ("failed", "not_found"):
         component.reason = f"NCCL did not load the {provider} net plugin: {transport.plugin_detail}"
     elif transport.info_lines == 0:
         component.reason = (f"no NCCL INFO line in {where}: NCCL_DEBUG=INFO was not in effect, so nothing shows "

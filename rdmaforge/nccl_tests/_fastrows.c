@@ -435,7 +435,7 @@ static int via_net(const unsigned char *m, Py_ssize_t n, Py_ssize_t *net, Py_ssi
 static int message_start(const unsigned char *m, Py_ssize_t n) {
     return starts(m, n, "Using network") || starts(m, n, "NET/IB") || starts(m, n, "NET/Socket") ||
            starts(m, n, "NET/Plugin") || starts(m, n, "NET/OFI Using aws-ofi-nccl") || starts(m, n, "NCCL") ||
-           starts(m, n, "Failed to open libibverbs");
+           starts(m, n, "Failed to open libibverbs") || starts(m, n, "Failed to initialize NET plugin");
 }
 
 /* transport.read_message can only use messages that pass this test (a superset of its readers' patterns) */

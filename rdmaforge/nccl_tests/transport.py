@@ -18,7 +18,7 @@ from rdmaforge.nccl_tests.lines import clean_lines, find_nccl_line
 
 Expectation = Literal["rdma", "socket"]
 VerdictStatus = Literal["ok", "warn", "fail", "unknown"]
-PluginResult = Literal["loaded", "not_found", "failed"]
+PluginResult = Literal["loaded", "not_found", "failed", "init_failed"]
 
 #: What each fabric profile expects NCCL to use between nodes (rdmaforge.fabrics' transports).
 FABRIC_PROFILES: dict[str, Expectation] = fabrics.transports()
@@ -57,12 +57,15 @@ _PLUGIN_NOT_FOUND = re.compile(
     r"|.*cannot open shared object file: No such file)"
 )
 _PLUGIN_FAILED = re.compile(r"^NET/Plugin ?: Plugin load.*returned")
+# NCCL 2.28+: a plugin that loaded but whose init() failed (NCCL then tries its internal IB and Socket, which it
+# reports the same way: only the loaded plugin's name counts). Seen with AIACC 2.0.1 outside Alibaba Cloud.
+_PLUGIN_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (.+?)\s*$")
 _PLUGIN_OUTCOMES: tuple[tuple[re.Pattern[str], PluginResult], ...] = (
     (_PLUGIN_NOT_FOUND, "not_found"),
     (_PLUGIN_FAILED, "failed"),
 )
 # Worst first: one rank that failed to load the plugin is what matters.
-_PLUGIN_SEVERITY: tuple[PluginResult, ...] = ("failed", "not_found", "loaded")
+_PLUGIN_SEVERITY: tuple[PluginResult, ...] = ("failed", "init_failed", "not_found", "loaded")
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ def parse_transport(text: str) -> Transport:
 #: "GPU Direct RDMA" in the message. (_fastrows.c, message_relevant, keeps the same list.)
 _MESSAGE_STARTS = (
     "Using network", "NET/IB", "NET/Socket", "NET/Plugin", "NET/OFI Using aws-ofi-nccl", "NCCL",
-    "Failed to open libibverbs",
+    "Failed to open libibverbs", "Failed to initialize NET plugin",
 )  # fmt: skip
 
 
@@ -276,6 +279,11 @@ def _read_plugin(transport: Transport, message: str) -> bool:
             transport.plugin_results.append(result)
             transport.plugin_detail = transport.plugin_detail or message
             return True
+    init_failed = _PLUGIN_INIT_FAILED.match(message)
+    if init_failed is not None and init_failed.group(1) == transport.plugin_name:
+        transport.plugin_results.append("init_failed")
+        transport.plugin_detail = message  # the cause, where "Loaded net plugin" was recorded first
+        return True
     return False
 
 
@@ -418,6 +426,6 @@ def _fallback_causes(transport: Transport) -> str:
     causes = list(transport.ib_problems)
     if transport.env.get("NCCL_IB_DISABLE", "0").strip() not in ("", "0"):
         causes.append(f"NCCL_IB_DISABLE={transport.env['NCCL_IB_DISABLE']}")
-    if transport.plugin_result == "failed" and transport.plugin_detail:
+    if transport.plugin_result in ("failed", "init_failed") and transport.plugin_detail:
         causes.append(transport.plugin_detail)
     return f"; cause: {'; '.join(causes)}" if causes else ""

@@ -4,6 +4,7 @@ plugin NCCL cannot load refused before it is linked."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tests.conftest import LabHandle, assert_no_changes, recap
 pytestmark = pytest.mark.lab
 
 PLUGIN_LINK = "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"
+H100_LOG = Path(__file__).resolve().parents[1] / "data" / "device-h100-plugin" / "all_reduce.txt"
 
 
 def test_aiacc_with_nccl_2_29_is_loaded_through_v6_with_a_warning(converged: LabHandle) -> None:
@@ -24,7 +26,11 @@ def test_aiacc_with_nccl_2_29_is_loaded_through_v6_with_a_warning(converged: Lab
     out = " ".join(proc.stdout.split())
     # Seed 000 documents AIACC for NCCL 2.8.x-2.16.x; the cluster's build is 2.29.7.
     assert "is documented for NCCL 2.8-2.16; this NCCL is 2.29.7" in out, out[-3000:]
-    assert "through net API v6 (common: v6)" in out
+    # The version read from the lab's binaries is the one NCCL 2.29.7 itself reported loading the same plugin
+    # through on a real H100 (tests/data/device-h100-plugin).
+    on_gpu = re.search(r"NCCL INFO NET/Plugin: Loaded net plugin .+ \(v(\d+)\)$", H100_LOG.read_text(), re.M)
+    assert on_gpu is not None and "NCCL version 2.29.7" in H100_LOG.read_text()
+    assert f"through net API v{on_gpu.group(1)} (common: v{on_gpu.group(1)})" in out
 
 
 def test_a_plugin_without_a_common_api_version_is_refused_before_any_change(
