@@ -348,7 +348,6 @@ def serve(www: Path, pidfile: Path, log: Path) -> bool:
         if previous == str(www):
             return False
         stop(pidfile)  # serving another (older) mirror build
-        time.sleep(0.2)
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [
@@ -377,8 +376,16 @@ def serve(www: Path, pidfile: Path, log: Path) -> bool:
     raise LabError(f"mirror: HTTP server did not answer on {MIRROR_URL} (log: {log})")
 
 
-def stop(pidfile: Path) -> None:
+def stop(pidfile: Path, timeout: float = 10.0) -> None:
+    """Stop the mirror's server and return once it has exited (its port is then free); killed after ``timeout``."""
     pid = pid_alive(pidfile, owner=SERVER)
     if pid is not None:
         signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while pid_alive(pidfile, owner=SERVER) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid_alive(pidfile, owner=SERVER) is not None:
+            signal_group(pid, signal.SIGKILL)
+            while pid_alive(pidfile, owner=SERVER) is not None and time.monotonic() < deadline + timeout:
+                time.sleep(0.1)
     pidfile.unlink(missing_ok=True)

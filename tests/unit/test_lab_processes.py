@@ -82,3 +82,34 @@ def test_signal_group_kills_that_group_and_nothing_else() -> None:
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_stopping_the_mirror_returns_once_its_server_has_exited_and_freed_the_port(tmp_path: Path) -> None:
+    import socket
+
+    from rdmaforge.lab import mirror
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # A real http.server, started as the mirror starts its own (a session of its own, "http.server" in its argv).
+    server = subprocess.Popen(
+        [sys.executable, "-m", mirror.SERVER, str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the server never listened"
+            time.sleep(0.1)
+        pidfile = write_pid(tmp_path, server.pid)
+        mirror.stop(pidfile)
+        assert server.poll() is not None and not pidfile.exists()
+        with socket.socket() as again:  # no wait here: the port is free as soon as stop returns
+            again.bind(("127.0.0.1", port))
+    finally:
+        server.kill()
+        server.wait()
