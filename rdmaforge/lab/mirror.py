@@ -381,11 +381,13 @@ def stop(pidfile: Path, timeout: float = 10.0) -> None:
     pid = pid_alive(pidfile, owner=SERVER)
     if pid is not None:
         signal_group(pid, signal.SIGTERM)
+        # Without the owner check from here on: an exiting process loses its command line before it closes its
+        # files (the port), and only a zombie or no process at all has closed them.
         deadline = time.monotonic() + timeout
-        while pid_alive(pidfile, owner=SERVER) is not None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if pid_alive(pidfile, owner=SERVER) is not None:
+        while pid_alive(pidfile) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if pid_alive(pidfile) is not None:
             signal_group(pid, signal.SIGKILL)
-            while pid_alive(pidfile, owner=SERVER) is not None and time.monotonic() < deadline + timeout:
-                time.sleep(0.1)
+            while pid_alive(pidfile) is not None and time.monotonic() < deadline + timeout:
+                time.sleep(0.05)
     pidfile.unlink(missing_ok=True)

@@ -92,24 +92,28 @@ def test_stopping_the_mirror_returns_once_its_server_has_exited_and_freed_the_po
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    # A real http.server, started as the mirror starts its own (a session of its own, "http.server" in its argv).
-    server = subprocess.Popen(
-        [sys.executable, "-m", mirror.SERVER, str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)],
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    # A real http.server, started as the lab's mirror runs: a session of its own, "http.server" in its argv, and
+    # not a child of this process (the `lab up` that started it has exited), so nothing here reaps it.
+    argv = [sys.executable, "-m", mirror.SERVER, str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)]
+    launcher = (
+        "import subprocess, sys; "
+        f"p = subprocess.Popen({argv!r}, start_new_session=True, "
+        "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid)"
+    )
+    pid = int(subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, check=True).stdout)
     try:
         deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as client:
-                if client.connect_ex(("127.0.0.1", port)) == 0:
-                    break
+        # Listening, read from the kernel's table: a test connection would leave a TIME_WAIT on the port.
+        listening = f"0100007F:{port:04X} 00000000:0000 0A"
+        while listening not in Path("/proc/net/tcp").read_text():
             assert time.monotonic() < deadline, "the server never listened"
             time.sleep(0.1)
-        pidfile = write_pid(tmp_path, server.pid)
+        pidfile = write_pid(tmp_path, pid)
         mirror.stop(pidfile)
-        assert server.poll() is not None and not pidfile.exists()
+        assert not pidfile.exists()
         with socket.socket() as again:  # no wait here: the port is free as soon as stop returns
+            again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             again.bind(("127.0.0.1", port))
     finally:
-        server.kill()
-        server.wait()
+        if process_state(pid) not in (None, "Z", "X"):
+            signal_process(pid, signal.SIGKILL)
