@@ -7,11 +7,11 @@ Python as python.txt printed it.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from conftest import recap, same_run_as_text_and_json
+from test_device_h100_toolkit import settings as toolkit_settings
 
 from rdmaforge.bench import accelerators
 from rdmaforge.bench.e2e import parse_output
@@ -85,7 +85,7 @@ def test_the_role_without_pip_installed_and_registered_the_plugin_on_python_3_12
     first, second = (recap((ROLE / f"plugin{n}.txt").read_text())["gpu-node"] for n in (1, 2))
     assert first["failed"] == 0 and first["changed"] > 0
     assert second["failed"] == 0 and second["changed"] == 0
-    settings = json.loads((ROLE / "check.txt").read_text().splitlines()[0].removeprefix("vars: "))
+    settings = toolkit_settings(ROLE)
     link = f"{settings['nccl_plugin_prefix']}/lib/libnccl-net.so"
     check = (ROLE / "check.txt").read_text()
     assert f"libnccl-net.so (libc6,x86-64) => {link}" in check  # ld.so resolves the role's link
@@ -96,7 +96,7 @@ def test_the_role_without_pip_installed_and_registered_the_plugin_on_python_3_12
 
 def test_nccl_found_the_plugin_through_ld_so_and_loaded_it_through_the_version_the_role_predicted() -> None:
     text = (ROLE / "all_reduce.txt").read_text()
-    settings = json.loads((ROLE / "check.txt").read_text().splitlines()[0].removeprefix("vars: "))
+    settings = toolkit_settings(ROLE)
     assert f"Successfully loaded external network plugin {settings['nccl_plugin_prefix']}/lib/libnccl-net.so" in text
     (_, api), *_ = LOADED.findall(text)
     predicted = re.search(r"through net API v(\d+)", (ROLE / "plugin1.txt").read_text())
