@@ -45,3 +45,9 @@ def role_vars(role: str, facts: dict[str, Any], **inventory: Any) -> Templar:
 
 def evaluate(templar: Templar, expression: str) -> Any:
     return templar.template(trust_as_template("{{ " + expression + " }}"))
+
+
+def spec_default(role: str, option: str) -> Any:
+    """The default a role's argument spec documents for ``option`` (entry point main)."""
+    spec = yaml.safe_load((PROJECT_ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    return spec["argument_specs"]["main"]["options"][option]["default"]

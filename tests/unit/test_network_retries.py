@@ -29,6 +29,7 @@ from conftest import SilentServer, recap, run_playbook
 
 from rdmaforge import network_retry
 from rdmaforge.paths import PROJECT_ROOT
+from tests.unit.role_vars import spec_default
 
 ROLES = PROJECT_ROOT / "roles"
 #: Modules that reach a mirror, an index or a remote repository.
@@ -40,8 +41,7 @@ ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
 
 
 def preflight_default(option: str) -> object:
-    spec = yaml.safe_load((ROLES / "preflight" / "meta" / "argument_specs.yml").read_text())
-    return spec["argument_specs"]["main"]["options"][option]["default"]
+    return spec_default("preflight", option)
 
 
 def network_tasks() -> Iterator[tuple[str, dict, bool]]:
@@ -88,7 +88,7 @@ def test_every_network_task_retries_with_the_documented_defaults() -> None:
 def test_every_download_checkout_and_pip_install_gives_up_on_a_silent_mirror() -> None:
     """The mirror timeout, with preflight's documented default: get_url's timeout, pip's --timeout, git's low-speed
     abort, and for every apt task that reaches a mirror rdmaforge's apt settings (written before it in the same
-    file) with the apt module's own update retries off. (dnf keeps its own timeout: the argument spec says so.)"""
+    file) with the apt module's own update retries off. (dnf's: the erdma repository file, test_rhel_and_ubuntu.py.)"""
     timeout = f"{{{{ rdmaforge_network_timeout | default({preflight_default('rdmaforge_network_timeout')}) }}}}"
     seen = set()
     for name, task, _ in network_tasks():

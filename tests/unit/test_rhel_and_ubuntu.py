@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_playbook
-from tests.unit.role_vars import evaluate, role_vars
+from tests.unit.role_vars import evaluate, role_vars, spec_default
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "hosts.yml"
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
@@ -84,6 +84,10 @@ def test_rendered_yum_repo_and_ubuntu_source(tmp_path: Path, codename: str) -> N
         "gpgkey": "https://mirrors.aliyun.com/erdma/GPGKEY",
         "name": "ERDMA Repository",
         "repo_gpgcheck": "0",
+        # Not in the seed: dnf's waits on a silent mirror, bounded by the inventory's timeout (preflight's
+        # documented default here) with dnf's fewest retries (dnf.conf(5): 0 means for ever).
+        "timeout": str(spec_default("preflight", "rdmaforge_network_timeout")),
+        "retries": "1",
     }
     source = (tmp_path / "erdma.sources").read_text()
     assert f"Suites: {codename}/erdma\n" in source
