@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ansible.utils.display import Display
+
 from rdmaforge import network_retry, paths, ssh_mesh
 from rdmaforge.parsers import gpg, nccl_env, nccl_net_api, packages
 
@@ -42,8 +44,11 @@ def venv_packages_argv(venv: str) -> list[str]:
 
 
 def network_retry_done(result: dict[str, Any], retries: int, delay: float) -> bool:
-    """The until condition of a retried network task: True once it succeeded; after a failure that another try
-    follows, first waits what a doubling backoff adds to the task's fixed delay."""
+    """The until condition of a retried network task: True once it succeeded or failed for good; after a failure
+    that another try follows, first waits what a doubling backoff adds to the task's fixed delay."""
+    reason = network_retry.permanent_failure(result) if isinstance(result, dict) else None
+    if reason:
+        Display().warning(f"not retried: {reason}")
     return network_retry.settled(result, retries, delay)
 
 

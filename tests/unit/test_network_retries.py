@@ -14,6 +14,7 @@ apt-get update with the apt settings role os_packages writes (without them, apt 
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import shutil
 import socket
@@ -130,11 +131,39 @@ def test_the_until_filter_waits_only_the_part_ansible_does_not_and_never_after_t
     assert slept == [5, 15, 35]
 
 
-class FlakyKeyServer(http.server.ThreadingHTTPServer):
-    """Answers 503 to the first ``failures`` requests, then serves ``body``; notes when each request came."""
+def test_a_failure_another_try_cannot_mend_ends_the_tries_at_once() -> None:
+    slept: list[float] = []
+    for status in (404, 403, 401, 410):
+        result = {"failed": True, "attempts": 1, "status_code": status, "msg": "HTTP Error"}
+        assert network_retry.settled(result, 4, 5, sleep=slept.append) is True, status
+    for status in (408, 425, 429, 500, 503, -1):  # -1: get_url's status when nothing answered
+        result = {"failed": True, "attempts": 1, "status_code": status, "msg": "Request failed"}
+        assert network_retry.settled(result, 4, 5, sleep=slept.append) is False, status
+    assert network_retry.permanent_failure({"failed": False, "status_code": 404}) is None
+    assert network_retry.permanent_failure({"failed": True, "msg": "Unsupported parameters for (pip) module: x"})
+    assert slept == []  # the first wait is Ansible's own; nothing else is waited for
 
-    def __init__(self, body: bytes, failures: int) -> None:
-        self.body, self.failures, self.requests = body, failures, 0
+
+def test_the_real_pip_build_failure_of_the_h100_run_is_not_retried() -> None:
+    """The pip result the H100 run printed (tests/data/device-h100-plugin/plugin1.txt): four identical build failures,
+    99 s of retries. The until filter now ends the tries after the first."""
+    line = next(
+        line
+        for line in (PROJECT_ROOT / "tests" / "data" / "device-h100-plugin" / "plugin1.txt").read_text().splitlines()
+        if line.startswith("failed: [gpu-node]")
+    )
+    result = {**json.loads(line.split(" => ", 1)[1]), "failed": True, "attempts": 1}
+    reason = network_retry.permanent_failure(result)
+    assert reason and "could not build" in reason, reason
+    assert network_retry.settled(result, 4, 5, sleep=lambda _: None) is True
+
+
+class FlakyKeyServer(http.server.ThreadingHTTPServer):
+    """Answers ``status`` (503 unless told) to the first ``failures`` requests, then serves ``body``; notes when
+    each request came."""
+
+    def __init__(self, body: bytes, failures: int, status: int = 503) -> None:
+        self.body, self.failures, self.requests, self.status = body, failures, 0, status
         self.times: list[float] = []
         super().__init__(("127.0.0.1", 0), FlakyHandler)
 
@@ -146,7 +175,7 @@ class FlakyHandler(http.server.BaseHTTPRequestHandler):
         self.server.requests += 1
         self.server.times.append(time.monotonic())
         if self.server.requests <= self.server.failures:
-            self.send_error(503, "mirror busy")
+            self.send_error(self.server.status, "mirror says no")
             return
         self.send_response(200)
         self.send_header("Content-Length", str(len(self.server.body)))
@@ -236,6 +265,53 @@ def test_a_dead_mirror_fails_after_the_retries_naming_the_url(
     fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
     assert fatal and url in fatal[-1] and "Connection refused" in fatal[-1], proc.stdout[-3000:]
     assert not (tmp_path / "keys" / "erdma.asc").exists() or os.path.getsize(tmp_path / "keys" / "erdma.asc") == 0
+
+
+def test_a_mirror_that_answers_404_fails_at_the_first_try_naming_the_url(
+    signing_key: tuple[bytes, str], tmp_path: Path
+) -> None:
+    armored, fingerprint = signing_key
+    server = FlakyKeyServer(armored, failures=100, status=404)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"
+        proc = key_download(tmp_path, url, fingerprint, retries=4, delay=3)
+    finally:
+        server.shutdown()
+    assert proc.returncode != 0
+    assert server.requests == 1, proc.stdout[-3000:]
+    assert "FAILED - RETRYING" not in proc.stdout
+    assert "not retried: the server answered HTTP 404" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
+    assert fatal and url in fatal[-1] and "404" in fatal[-1], proc.stdout[-3000:]
+
+
+def test_a_python_package_that_fails_to_build_is_not_retried(tmp_path: Path) -> None:
+    """A real pip (the node's kind: Debian's python3 -m venv) builds a local package whose build fails: one try, with
+    the until filter of every pip task. Before, each retry rebuilt it (the H100 run spent 99 s on four)."""
+    package = tmp_path / "badpkg"
+    package.mkdir()
+    # Its build script fails whatever pip asks of it (metadata or wheel; pip's choice depends on its version and on
+    # the wheel package). The H100 sample above covers the wheel step.
+    (package / "setup.py").write_text("raise SystemExit('this package cannot be built')\n")
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True, timeout=120)
+    proc = local_play(tmp_path, {
+        "name": "A pip install with the roles' retries",
+        "tasks": [{
+            "name": "Build and install it",
+            "ansible.builtin.pip": {"name": str(package), "executable": str(venv / "bin" / "pip"),
+                                    "extra_args": "--no-index --no-build-isolation"},
+            "register": "pip_result",
+            "retries": 3,
+            "delay": 1,
+            "until": "pip_result | rdmaforge.cluster.rdmaforge_network_retry_done(3, 1)",
+        }],
+    }, timeout=300)  # fmt: skip
+    assert proc.returncode != 0
+    assert "FAILED - RETRYING" not in proc.stdout, proc.stdout[-3000:]
+    assert "not retried: the package's build script failed" in proc.stdout + proc.stderr, proc.stderr
+    assert "cannot be built" in proc.stdout
 
 
 @pytest.fixture
