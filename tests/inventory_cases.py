@@ -353,6 +353,24 @@ CASES: list[Case] = [
         },  # fmt: skip
     ),
     Case(
+        # Neither this machine nor a lab node is an Alibaba Cloud ECS instance (their DMI product name says so or is
+        # not readable); the lab's inventory allows the plugin there, which node b takes back.
+        "aiacc-outside-alibaba-cloud",
+        lambda d, n: (
+            d.set(n.b, "nccl_plugin_provider", "aiacc"),
+            d.set(n.b, "nccl_plugin_aiacc_outside_alibaba_cloud", False),
+        ),
+        lambda n: {
+            n.b: [
+                f"{n.b}: nccl_plugin_provider=aiacc, but this host's DMI product name is ",
+                "not 'Alibaba Cloud ECS': the AIACC plugin checks its licence with Alibaba Cloud's metadata service",
+                "Allowed on this host: nccl_plugin_provider none or harp, or nccl_plugin_aiacc_outside_alibaba_cloud "
+                "true to install it anyway",
+            ]
+        },
+        needs_facts=True,  # nccl_plugin's validate.yml reads the DMI product name preflight gathered
+    ),
+    Case(
         "ssh-check-parallel-zero",
         lambda d, n: d.set(n.b, "ssh_trust_check_parallel", 0),
         lambda n: {n.b: [f"{n.b}: ssh_trust_check_parallel=0; allowed: a whole number, 1 or more"]},

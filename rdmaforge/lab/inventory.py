@@ -158,6 +158,13 @@ def write(paths: LabPaths, nodes: list[NodeSpec], mirror: Mirror) -> Path:
             # The lab mimics seed 000's two-node eRDMA cluster, without RDMA hardware.
             "rdmaforge_fabric": "erdma",
             "rdma_require_active_ports": False,
+            "nccl_plugin_aiacc_outside_alibaba_cloud": True,
+        },
+        comments={
+            "nccl_plugin_aiacc_outside_alibaba_cloud": (
+                "The lab is not an Alibaba Cloud ECS instance: the AIACC plugin is installed and checked here, but "
+                "could not initialise (its licence check needs Alibaba Cloud). No lab node runs NCCL on a GPU."
+            )
         },
     )
     dump(
