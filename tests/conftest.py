@@ -53,6 +53,7 @@ LAB_ORDER = (
     "test_installed_on_lab",  # provision from the wheel (site.yml)
     "test_nccl_build_on_lab",
     "test_nccl_plugin_api",
+    "test_nccl_plugin_package_on_lab",  # one node on the deb source and back, in sync again (site.yml --limit)
     "test_nccl_tests_on_lab",  # heavy
     "test_nccl_upgrade_on_lab",  # heavy
     "test_rdma_userspace",  # site.yml (the summary test)
