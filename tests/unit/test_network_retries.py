@@ -228,17 +228,24 @@ def key_download(
     }, timeout=300)  # fmt: skip
 
 
+def download_from(
+    server: FlakyKeyServer, tmp_path: Path, fingerprint: str
+) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """The role's key download from ``server`` (4 retries, delay 3 s): the URL and the run."""
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"
+        return url, key_download(tmp_path, url, fingerprint, retries=4, delay=3)
+    finally:
+        server.shutdown()
+
+
 def test_a_mirror_that_fails_twice_is_retried_and_the_key_verified(
     signing_key: tuple[bytes, str], tmp_path: Path
 ) -> None:
     armored, fingerprint = signing_key
     server = FlakyKeyServer(armored, failures=2)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"
-        proc = key_download(tmp_path, url, fingerprint, retries=4, delay=3)
-    finally:
-        server.shutdown()
+    _url, proc = download_from(server, tmp_path, fingerprint)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert server.requests == 3
     # The backoff for delay 3: at least 3 s before the second try and 6 s before the third. Lower bounds (a busy
@@ -272,12 +279,7 @@ def test_a_mirror_that_answers_404_fails_at_the_first_try_naming_the_url(
 ) -> None:
     armored, fingerprint = signing_key
     server = FlakyKeyServer(armored, failures=100, status=404)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"
-        proc = key_download(tmp_path, url, fingerprint, retries=4, delay=3)
-    finally:
-        server.shutdown()
+    url, proc = download_from(server, tmp_path, fingerprint)
     assert proc.returncode != 0
     assert server.requests == 1, proc.stdout[-3000:]
     assert "FAILED - RETRYING" not in proc.stdout
