@@ -46,10 +46,7 @@ def venv_packages_argv(venv: str) -> list[str]:
 def network_retry_done(result: dict[str, Any], retries: int, delay: float) -> bool:
     """The until condition of a retried network task: True once it succeeded or failed for good; after a failure
     that another try follows, first waits what a doubling backoff adds to the task's fixed delay."""
-    reason = network_retry.permanent_failure(result) if isinstance(result, dict) else None
-    if reason:
-        Display().warning(f"not retried: {reason}")
-    return network_retry.settled(result, retries, delay)
+    return network_retry.settled(result, retries, delay, warn=Display().warning)
 
 
 def package_manual_argv(manager: str) -> list[str]:

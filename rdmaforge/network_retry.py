@@ -66,15 +66,23 @@ def permanent_failure(result: Mapping[str, Any]) -> str | None:
 
 
 def settled(
-    result: Mapping[str, Any], retries: int, delay: float, sleep: Callable[[float], None] = time.sleep
+    result: Mapping[str, Any],
+    retries: int,
+    delay: float,
+    sleep: Callable[[float], None] = time.sleep,
+    warn: Callable[[str], None] = lambda _: None,
 ) -> bool:
     """The ``until`` condition of a retried network task: True when the try succeeded. After a failed try that
     another follows, waits what the backoff adds to Ansible's fixed ``delay`` (which Ansible then waits), and
     returns False; after the last try, returns False at once. A failure :func:`permanent_failure` recognises
-    returns True at once: the tries end and the task fails with that result."""
+    returns True at once (the tries end and the task fails with that result), after ``warn("not retried: <why>")``."""
     if not isinstance(result, Mapping):
         raise TypeError(f"rdmaforge_network_retry_done expects a registered task result, got {type(result).__name__}")
-    if not result.get("failed") or permanent_failure(result):
+    if not result.get("failed"):
+        return True
+    reason = permanent_failure(result)
+    if reason:
+        warn(f"not retried: {reason}")
         return True
     attempt = int(result.get("attempts") or 1)
     if attempt <= int(retries):

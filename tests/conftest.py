@@ -13,14 +13,17 @@ modules then run in LAB_ORDER.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
 import socket
 import subprocess
+import tarfile
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +33,7 @@ import pytest
 from installed import installed_collection, wheel_venv  # noqa: F401 - session fixtures
 
 from rdmaforge.collection import ensure_dev_tree
+from rdmaforge.lab.mirror import MIRROR_URL
 from rdmaforge.lab.session import LabSession, hold_lab
 from rdmaforge.paths import PROJECT_ROOT
 
@@ -183,6 +187,16 @@ def run_playbook(
     if check and proc.returncode != 0:
         raise AssertionError(f"ansible-playbook {playbook} failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}")
     return proc
+
+
+def aiacc_library_from_mirror() -> bytes:
+    """The AIACC library inside the real sdist the lab mirror serves (PyPI's aiacc-nccl-plugin 2.0.1)."""
+    url = f"{MIRROR_URL}/pip/aiacc_nccl_plugin-2.0.1.tar.gz"
+    with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (the lab's own mirror)
+        sdist = tarfile.open(fileobj=io.BytesIO(response.read()), mode="r:gz")
+    member = sdist.extractfile("aiacc_nccl_plugin-2.0.1/aiacc_nccl_plugin/libnccl-net.so.0.0.0")
+    assert member is not None
+    return member.read()
 
 
 def gate_decision(output: str) -> dict[str, Any]:

@@ -379,15 +379,14 @@ def serve(www: Path, pidfile: Path, log: Path) -> bool:
 def stop(pidfile: Path, timeout: float = 10.0) -> None:
     """Stop the mirror's server and return once it has exited (its port is then free); killed after ``timeout``."""
     pid = pid_alive(pidfile, owner=SERVER)
-    if pid is not None:
-        signal_group(pid, signal.SIGTERM)
-        # Without the owner check from here on: an exiting process loses its command line before it closes its
-        # files (the port), and only a zombie or no process at all has closed them.
+    # SIGTERM, then SIGKILL when it outlives ``timeout``; each waits until the server is gone. Without the owner
+    # check from here on: an exiting process loses its command line before it closes its files (the port), and only
+    # a zombie or no process at all has closed them.
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if pid is None or pid_alive(pidfile) is None:
+            break
+        signal_group(pid, sig)
         deadline = time.monotonic() + timeout
         while pid_alive(pidfile) is not None and time.monotonic() < deadline:
             time.sleep(0.05)
-        if pid_alive(pidfile) is not None:
-            signal_group(pid, signal.SIGKILL)
-            while pid_alive(pidfile) is not None and time.monotonic() < deadline + timeout:
-                time.sleep(0.05)
     pidfile.unlink(missing_ok=True)

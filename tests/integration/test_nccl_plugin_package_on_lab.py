@@ -14,38 +14,29 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
-import io
 import json
 import subprocess
-import tarfile
 import threading
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
-from rdmaforge.lab.mirror import MIRROR_URL
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS
-from tests.conftest import LabHandle, assert_no_changes, recap
+from tests.conftest import LabHandle, aiacc_library_from_mirror, assert_no_changes, recap
+from tests.integration.test_fast_path import IN_SYNC
 
 pytestmark = pytest.mark.lab
 
-SDIST = "aiacc_nccl_plugin-2.0.1.tar.gz"
-SDIST_LIBRARY = "aiacc_nccl_plugin-2.0.1/aiacc_nccl_plugin/libnccl-net.so.0.0.0"
 DEB = "aiacc-nccl-plugin-1.0.2.deb"  # seed 000's file name
 PACKAGE_LIB = "/usr/local/lib/libnccl-net.so"  # nccl_plugin_aiacc_package_lib's default
 LINK = "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"
 RECORD = "/var/lib/rdmaforge/packages-added"
-IN_SYNC = "fast path: every node is in sync with its last complete converge"
 
 
 @pytest.fixture(scope="module")
 def stand_in_deb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, bytes]]:
     """(URL, sha256) of the stand-in deb served on the lab bridge, and the library in it."""
-    with urllib.request.urlopen(f"{MIRROR_URL}/pip/{SDIST}", timeout=30) as response:  # noqa: S310 (the lab mirror)
-        member = tarfile.open(fileobj=io.BytesIO(response.read()), mode="r:gz").extractfile(SDIST_LIBRARY)
-        assert member is not None
-        library = member.read()
+    library = aiacc_library_from_mirror()
     root = tmp_path_factory.mktemp("deb-root")
     (root / "DEBIAN").mkdir()
     (root / "DEBIAN" / "control").write_text(

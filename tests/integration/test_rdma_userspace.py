@@ -5,17 +5,13 @@ with every role run: test_fast_path.py.)"""
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import subprocess
-import tarfile
-import urllib.request
 
 import pytest
 
-from rdmaforge.lab.mirror import MIRROR_URL
-from tests.conftest import LabHandle, assert_no_changes
+from tests.conftest import LabHandle, aiacc_library_from_mirror, assert_no_changes
 
 pytestmark = pytest.mark.lab
 
@@ -90,12 +86,7 @@ def test_mpirun_on_path_for_non_interactive_ssh(converged: LabHandle) -> None:
 
 def test_real_aiacc_plugin_installed_and_exports_net_api(converged: LabHandle) -> None:
     # Expected: the library inside the real sdist the lab mirror serves (PyPI's aiacc-nccl-plugin 2.0.1).
-    url = f"{MIRROR_URL}/pip/aiacc_nccl_plugin-2.0.1.tar.gz"
-    with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (the lab's own mirror)
-        sdist = tarfile.open(fileobj=io.BytesIO(response.read()), mode="r:gz")
-    member = sdist.extractfile("aiacc_nccl_plugin-2.0.1/aiacc_nccl_plugin/libnccl-net.so.0.0.0")
-    assert member is not None
-    sdist_library_sha256 = hashlib.sha256(member.read()).hexdigest()
+    sdist_library_sha256 = hashlib.sha256(aiacc_library_from_mirror()).hexdigest()
     for node in converged.nodes:
         resolved = converged.ssh(node, "ldconfig -p | grep 'libnccl-net.so '").stdout
         assert "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so" in resolved

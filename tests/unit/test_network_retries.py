@@ -142,6 +142,9 @@ def test_a_failure_another_try_cannot_mend_ends_the_tries_at_once() -> None:
     assert network_retry.permanent_failure({"failed": False, "status_code": 404}) is None
     assert network_retry.permanent_failure({"failed": True, "msg": "Unsupported parameters for (pip) module: x"})
     assert slept == []  # the first wait is Ansible's own; nothing else is waited for
+    warned: list[str] = []
+    network_retry.settled({"failed": True, "attempts": 1, "status_code": 404}, 4, 5, warn=warned.append)
+    assert warned == ["not retried: the server answered HTTP 404; another try gets the same answer"]
 
 
 def test_the_real_pip_build_failure_of_the_h100_run_is_not_retried() -> None:
