@@ -106,7 +106,7 @@ class Diagnosis:
 #: The table column each check marks.
 CHECK_COLUMN = {"rdma": "rdma", "memlock": "memlock", "mtu": "mtu", "hugepages": "hugepages",
                 "hugepages_boot": "hugepages", "gpus": "gpus", "nccl": "nccl", "plugin": "plugin",
-                "clock": "clock"}  # fmt: skip
+                "plugin_host": "plugin", "clock": "clock"}  # fmt: skip
 #: Table width limit: the table fits a 120-column terminal or CI log.
 TABLE_WIDTH = 120
 #: The printed table's columns (the RDMA cell also shows the ports; the JSON and recap keep every full value).

@@ -37,7 +37,7 @@ RDMA_FABRICS = fabrics.RDMA_NAMES
 #: The RDMA device names each RDMA fabric brings (ibv_devinfo's hca_id): erdma_N on eRDMA, mlx5_N on the rest.
 RDMA_DEVICE_PATTERNS = fabrics.device_patterns()
 #: The checks of one node, in table order.
-CHECKS = ("rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus", "nccl", "plugin", "clock")
+CHECKS = ("rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus", "nccl", "plugin", "plugin_host", "clock")
 
 #: Inventory variables the doctor role copies into each node's file (doctor_inventory_names in its defaults: a test
 #: keeps the two lists equal); the rest of the names come from role defaults.
@@ -57,6 +57,7 @@ DEFAULTS_OF = {
     "nccl_cuda_archs": "nccl_build",
     "nccl_build_only_funcs": "nccl_build",
     "nccl_plugin_provider": "nccl_plugin",
+    "nccl_plugin_aiacc_outside_alibaba_cloud": "nccl_plugin",
     "doctor_expected_gpus": None,
     "doctor_accept": None,
 }
@@ -76,8 +77,9 @@ class Check:
 
 
 @cache
-def role_defaults(role: str) -> dict[str, Any]:
-    data = yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text()) or {}
+def role_file(role: str, kind: str = "defaults") -> dict[str, Any]:
+    """A role's defaults/main.yml (or, with kind="vars", its vars/main.yml) as written."""
+    data = yaml.safe_load((ROLES_DIR / role / kind / "main.yml").read_text()) or {}
     return dict(data)
 
 
@@ -87,7 +89,7 @@ def variable(node: Mapping[str, Any], name: str) -> Any:
     if isinstance(given, Mapping) and name in given:
         return given[name]
     role = DEFAULTS_OF.get(name)
-    value = role_defaults(role).get(name) if role else None
+    value = role_file(role).get(name) if role else None
     return None if isinstance(value, str) and "{{" in value else value
 
 
@@ -314,6 +316,26 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
     return "ok", actual, expected, f"exports {exported}; the installed NCCL loads v{common[-1]}"
 
 
+def check_plugin_host(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
+    """The AIACC plugin checks its licence with Alibaba Cloud's metadata service: only an ECS instance (its DMI
+    product name, the one preflight's nccl_plugin validation requires) can initialise it."""
+    provider = plugin_provider(node)
+    product = str(node.get("dmi_product_name") or "").strip()
+    actual = repr(product) if product and product != "NA" else "not readable"
+    if provider != "aiacc":
+        return "not_checked", actual, None, f"nccl_plugin_provider is {provider}: only AIACC needs Alibaba Cloud"
+    ecs = str(role_file("nccl_plugin", "vars")["nccl_plugin_aiacc_dmi_product"])
+    if product == ecs:
+        return "ok", actual, repr(ecs), "an Alibaba Cloud ECS instance, where the AIACC plugin can initialise"
+    reason = (
+        f"the DMI product name is {actual}: not an Alibaba Cloud ECS instance, so the AIACC plugin cannot pass "
+        "its licence check and NCCL does not use it"
+    )
+    if truthy(variable(node, "nccl_plugin_aiacc_outside_alibaba_cloud")):
+        reason += " (installed anyway: nccl_plugin_aiacc_outside_alibaba_cloud is true)"
+    return "problem", actual, repr(ecs), reason
+
+
 def judge_node(
     host: str,
     node: Mapping[str, Any],
@@ -331,6 +353,7 @@ def judge_node(
         "gpus": check_gpus(node, gpus),
         "nccl": check_nccl(node),
         "plugin": check_plugin(node, row.get("plugin", "")),
+        "plugin_host": check_plugin_host(node),
         "clock": clock(),
     }
     accept = variable(node, "doctor_accept") or {}

@@ -122,6 +122,8 @@ LAB_ACCEPTED_DEVIATIONS = {
     "limit to unlimited",
     "rdma": "the lab has no RDMA NICs: no erdma device exists on a lab node",
     "hugepages": "a lab node is a container and boots no kernel of its own, so its 1 GiB pages are never reserved",
+    "plugin_host": "a lab node is not an Alibaba Cloud ECS instance: the AIACC plugin is installed and checked "
+    "(nccl_plugin_aiacc_outside_alibaba_cloud) but could not initialise",
 }
 
 

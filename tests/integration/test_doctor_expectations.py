@@ -1,7 +1,7 @@
 """Issue 13 on the lab: `rdmaforge doctor` judges each node against its inventory.
 
-- the lab's memlock, missing RDMA devices and unreserved huge pages are `accepted` (the lab inventory lists them
-  in doctor_accept), so the lab is healthy and says what it accepted;
+- the lab's memlock, missing RDMA devices, unreserved huge pages and AIACC plugin off Alibaba Cloud are
+  `accepted` (the lab inventory lists them in doctor_accept), so the lab is healthy and says what it accepted;
 - without the acceptances they are problems on every node (nodes that agree can still be wrong): exit 6;
 - one node's ENI MTU or huge page count off the plan is that node's problem row.
 Every test restores what it changed: the other tests of the session share the lab.
@@ -52,6 +52,9 @@ def test_doctor_accepts_the_lab_deviations_and_says_so(converged: LabHandle, run
         checks = result["checks"]
         assert checks["memlock"]["status"] == "accepted" and checks["memlock"]["expected"] == "unlimited"
         assert checks["rdma"]["status"] == "accepted"
+        # A lab node is no Alibaba Cloud ECS instance: the AIACC plugin it carries could not initialise.
+        assert checks["plugin_host"]["status"] == "accepted", checks["plugin_host"]
+        assert checks["plugin_host"]["expected"] == repr("Alibaba Cloud ECS")
         # What the lab can be, it is: the planned ENI MTU, the boot loader's page count, no GPU, the NCCL build.
         for name in ("mtu", "hugepages_boot", "gpus", "nccl", "plugin", "clock"):
             assert checks[name]["status"] == "ok", (node, name, checks[name])
@@ -72,6 +75,7 @@ def test_without_the_acceptances_the_lab_is_not_healthy(converged: LabHandle, ru
         checks = nodes[node]["checks"]
         assert nodes[node]["status"] == "problem"
         assert checks["memlock"]["status"] == "problem" and checks["rdma"]["status"] == "problem"
+        assert checks["plugin_host"]["status"] == "problem"
         assert checks["rdma"]["expected"] == "erdma* with every port ACTIVE" and checks["rdma"]["actual"] == "none"
         assert nodes[node]["findings"] == []  # the nodes agree with each other: skew alone called this healthy
 

@@ -17,7 +17,12 @@ from rdmaforge.runner.exit_codes import ExitCode
 from tests.unit.test_doctor import NODE, nic
 
 ACCEPT = {"memlock": "no CAP_SYS_RESOURCE in the lab", "rdma": "the lab has no RDMA NICs",
-          "hugepages": "a container boots no kernel of its own"}  # fmt: skip
+          "hugepages": "a container boots no kernel of its own",
+          "plugin_host": "a lab node is not on Alibaba Cloud"}  # fmt: skip
+#: cloud-init's AliYun datasource detects an ECS instance by this DMI product name; QEMU's q35 machine reports the
+#: other (a real DMI value of a host that is not ECS).
+ECS_PRODUCT = "Alibaba Cloud ECS"
+QEMU_PRODUCT = "Standard PC (Q35 + ICH9, 2009)"
 
 LAB_NODE: dict[str, Any] = {
     "clock": ["1700000000.100000", "1700000000.104000000"],
@@ -33,6 +38,7 @@ LAB_NODE: dict[str, Any] = {
     "plugin_present": True,
     "plugin_target": "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0",  # nccl_plugin's layout
     "plugin_symbols": "0000000000001000 T ncclNetPlugin_v6\n",
+    "dmi_product_name": None,  # a container: /sys has no DMI
     "inventory": {
         "rdmaforge_fabric": "erdma",
         "rdma_require_active_ports": False,
@@ -41,6 +47,7 @@ LAB_NODE: dict[str, Any] = {
         "nccl_build_only_funcs": "AllReduce Sum f32 RING SIMPLE",
         "doctor_expected_gpus": 0,
         "doctor_accept": ACCEPT,
+        "nccl_plugin_aiacc_outside_alibaba_cloud": True,
     },
 }
 
@@ -63,7 +70,7 @@ def test_the_lab_is_healthy_with_its_deviations_accepted() -> None:
     assert diagnosis.exit_code == ExitCode.OK, doctor.render(diagnosis)
     assert statuses(diagnosis, "node1") == {
         "rdma": "accepted", "memlock": "accepted", "mtu": "ok", "hugepages": "accepted", "hugepages_boot": "ok",
-        "gpus": "ok", "nccl": "ok", "plugin": "ok", "clock": "ok",
+        "gpus": "ok", "nccl": "ok", "plugin": "ok", "plugin_host": "accepted", "clock": "ok",
     }  # fmt: skip
     text = doctor.render(diagnosis)
     assert "  node1: memlock accepted: 8192 KiB (expected unlimited): memlock of a non-interactive login is 8192 " in (
@@ -80,11 +87,11 @@ def test_nodes_all_wrong_the_same_way_are_not_healthy() -> None:
     assert diagnosis.findings == []  # the nodes agree with each other
     assert diagnosis.exit_code == ExitCode.UNHEALTHY
     assert {(c.host, c.check) for c in diagnosis.problems} == {
-        (h, c) for h in ("node1", "node2") for c in ("rdma", "memlock", "hugepages")
+        (h, c) for h in ("node1", "node2") for c in ("rdma", "memlock", "hugepages", "plugin_host")
     }
     text = doctor.render(diagnosis)
     assert "healthy:" not in text.replace("not healthy:", "")
-    assert "not healthy: 6 problem(s) against the inventory, 0 skew finding(s)" in text
+    assert "not healthy: 8 problem(s) against the inventory, 0 skew finding(s)" in text
     memlock = next(c for c in diagnosis.problems if c.check == "memlock")
     assert (memlock.expected, memlock.actual) == ("unlimited", "8192 KiB")
 
@@ -154,7 +161,7 @@ def test_the_table_fits_120_columns_and_json_has_every_check() -> None:
     assert "2.29.7 cu13.0" in table and "aiacc 2.0.1" in table  # versions, not ids or paths
     per_node = json.loads(json.dumps(diagnosis.per_node()))
     assert set(per_node["node1"]["checks"]) == {"rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus",
-                                                "nccl", "plugin", "clock"}  # fmt: skip
+                                                "nccl", "plugin", "plugin_host", "clock"}  # fmt: skip
     assert per_node["node1"]["checks"]["memlock"]["status"] == "accepted"
 
 
@@ -193,3 +200,35 @@ def test_doctor_plans_the_same_enis_as_the_eni_role() -> None:
     assert doctor_checks.eni_names(node) == tuning.eni_names(node["nics"], "eth0")
     node["inventory"]["eni_interfaces"] = ["eth10"]
     assert doctor_checks.eni_names(node) == ["eth10"]
+
+
+def test_the_aiacc_plugin_host_must_be_an_alibaba_cloud_ecs_instance() -> None:
+    """Preflight refuses AIACC off ECS unless told to install it anyway; doctor judges a provisioned node the same
+    way, so a plugin that cannot initialise is never called ok."""
+    nodes = lab(4, doctor_accept={})
+    nodes["node1"]["dmi_product_name"] = ECS_PRODUCT + "\n"
+    nodes["node2"]["dmi_product_name"] = QEMU_PRODUCT
+    nodes["node4"]["inventory"]["nccl_plugin_provider"] = "none"
+    nodes["node4"].update(plugin_present=False, plugin_symbols="")
+    checks = {(c.host, c.check): c for c in doctor.diagnose(nodes).checks}
+    assert checks["node1", "plugin_host"].status == "ok"
+    assert checks["node1", "plugin_host"].expected == repr(ECS_PRODUCT)
+    qemu = checks["node2", "plugin_host"]
+    assert qemu.status == "problem" and qemu.actual == repr(QEMU_PRODUCT)
+    assert f"the DMI product name is {QEMU_PRODUCT!r}: not an Alibaba Cloud ECS instance" in qemu.reason
+    assert qemu.reason.endswith("(installed anyway: nccl_plugin_aiacc_outside_alibaba_cloud is true)")
+    unreadable = checks["node3", "plugin_host"]
+    assert unreadable.status == "problem" and unreadable.actual == "not readable"
+    assert checks["node4", "plugin_host"].status == "not_checked"
+    assert checks["node4", "plugin_host"].reason == "nccl_plugin_provider is none: only AIACC needs Alibaba Cloud"
+    # The ECS node's plugin column carries no mark; the others' do.
+    table = doctor.render(doctor.diagnose(nodes)).split("\n\n")[0].splitlines()
+    marks = {line.split()[0]: line for line in table[2:]}
+    assert "aiacc 2.0.1 !" not in marks["node1"] and "aiacc 2.0.1 !" in marks["node2"]
+
+
+def test_without_the_override_the_reason_does_not_claim_one() -> None:
+    nodes = lab(1, doctor_accept={}, nccl_plugin_aiacc_outside_alibaba_cloud=False)
+    nodes["node1"]["dmi_product_name"] = QEMU_PRODUCT
+    host = {c.check: c for c in doctor.diagnose(nodes).checks}["plugin_host"]
+    assert host.status == "problem" and "installed anyway" not in host.reason
