@@ -27,6 +27,7 @@ import yaml
 from rdmaforge import fabrics, tuning
 from rdmaforge.nccl_build import arch_for, build_id, uncovered_caps
 from rdmaforge.node_facts import parse_compute_caps
+from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.paths import ROLES_DIR
 
@@ -275,7 +276,16 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         wanted = ", ".join(arch_for(cap) for cap in uncovered)
         reason = f"the installed NCCL build has no kernels for this node's GPUs; add {wanted} to nccl_cuda_archs"
         return "problem", installed, f"an arch for compute capability {', '.join(uncovered)}", reason
-    return "ok", installed, expected, "the cluster's NCCL build"
+    lines, home = node.get("ld_cache_nccl"), str(node.get("nccl_home") or "")
+    if lines is None or not home:
+        return "ok", installed, expected, "the cluster's NCCL build (the ld.so cache was not read)"
+    found = ld_cache.resolve(lines, "libnccl.so.2")
+    root = home.rsplit("/", 1)[0] + "/"
+    if not found or not found.startswith(root):
+        where = f"at {found}" if found else "nowhere"
+        reason = f"programs that name no path find libnccl.so.2 {where}, not the cluster's build under {root}"
+        return "problem", installed, expected, reason + " (its ld.so.conf.d entry is missing or ldconfig was not run)"
+    return "ok", installed, expected, f"the cluster's NCCL build, which ld.so gives programs ({found})"
 
 
 def plugin_provider(node: Mapping[str, Any]) -> str:
@@ -288,19 +298,40 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
     provider = plugin_provider(node)
     apis = plugin_api_versions(str(node.get("plugin_symbols") or ""))
     actual = summary + (f" v{','.join(map(str, apis))}" if apis else "")
+    lines = node.get("ld_cache_nccl")
+    # What NCCL's dlopen("libnccl-net.so") gets: the plugin NCCL really loads (None: the cache was not read).
+    loaded = ld_cache.resolve(lines, "libnccl-net.so") if lines is not None else None
     if provider == "none":
         if node.get("plugin_present"):
             return "problem", actual, "none", "a net plugin is registered although nccl_plugin_provider is none"
+        if loaded:
+            return (
+                "problem",
+                actual,
+                "none",
+                f"ld.so gives every NCCL the net plugin {loaded}, although nccl_plugin_provider is none",
+            )
         return "ok", actual, "none", "no net plugin, as nccl_plugin_provider says"
     expected = f"{provider}, exporting ncclNetPlugin_v*"
     if not node.get("plugin_present"):
         return "problem", actual, expected, f"no NCCL net plugin library; nccl_plugin_provider is {provider}"
     if not apis:
         return "problem", actual, expected, "the plugin exports no ncclNetPlugin_vN symbol: NCCL would not load it"
+    link = str(node.get("plugin_link") or "")
+    if lines is not None and link and loaded != link:
+        found = f"finds libnccl-net.so at {loaded}" if loaded else "has no libnccl-net.so"
+        reason = f"the ld.so cache {found}, so NCCL does not load {link}"
+        return "problem", actual, expected, reason + " (its ld.so.conf.d entry is missing or ldconfig was not run)"
+    cache = " (the ld.so cache was not read)" if lines is None else ", which ld.so gives NCCL"
     loader = sorted({int(v) for v in node.get("nccl_loader_apis") or []})
     exported = f"v{', v'.join(map(str, apis))}"
     if not loader:
-        return "ok", actual, expected, f"exports net plugin API {exported} (the NCCL loader's versions were not read)"
+        return (
+            "ok",
+            actual,
+            expected,
+            f"exports net plugin API {exported}{cache} (the NCCL loader's versions were not read)",
+        )
     common = sorted(set(apis) & set(loader))
     wanted = f"v{', v'.join(map(str, loader))}"
     if not common:
@@ -313,7 +344,7 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
                 "no common version, so NCCL would not use the plugin"
             ),
         )
-    return "ok", actual, expected, f"exports {exported}; the installed NCCL loads v{common[-1]}"
+    return "ok", actual, expected, f"exports {exported}{cache}; the installed NCCL loads v{common[-1]}"
 
 
 def check_plugin_host(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:

@@ -10,6 +10,8 @@ import json
 import re
 from typing import Any
 
+from rdmaforge.parsers import ld_cache
+
 
 def literal(hostvars: dict[str, Any], name: str, default: str) -> str:
     """An inventory value, or the role's default when it is unset or still a template (testinfra does not render)."""
@@ -27,9 +29,10 @@ def test_nccl_is_installed_from_the_cluster_build_and_registered(host: Any, host
         assert manifest["version"] == version
     assert host.file(f"{prefix}/current/lib/libnccl.so.2").exists
     assert f"{prefix}/current/lib" in host.file("/etc/ld.so.conf.d/rdmaforge-nccl.conf").content_string
-    cache = host.check_output("PATH=$PATH:/sbin:/usr/sbin ldconfig -p")
+    cache = host.check_output("PATH=$PATH:/sbin:/usr/sbin ldconfig -p").splitlines()
     # ld.so.cache holds the directory as configured (current/) or resolved (the versioned build directory).
-    assert re.search(rf"libnccl\.so\.2 .*=> {re.escape(prefix)}/[^/\s]+/lib/libnccl\.so\.2$", cache, re.M), cache
+    found = ld_cache.resolve(cache, "libnccl.so.2") or ""
+    assert re.fullmatch(rf"{re.escape(prefix)}/[^/\s]+/lib/libnccl\.so\.2", found), found
 
 
 def test_cluster_ssh_trust_key_and_known_hosts(host: Any, hostvars: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from rdmaforge import fabrics
+from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from tests.infra.expectations import accepted, nccl_conf, read_conf, setting
 
@@ -92,4 +93,7 @@ def test_nccl_net_plugin_registered_and_exports_net_api(host: Any, hostvars: dic
         return
     assert link.is_symlink
     assert f"{prefix}/lib" in host.file("/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf").content_string
+    # What NCCL's dlopen("libnccl-net.so") gets: the cache must hand out this link, not another plugin or none.
+    cache = host.check_output("PATH=$PATH:/sbin:/usr/sbin ldconfig -p").splitlines()
+    assert ld_cache.resolve(cache, "libnccl-net.so") == link.path, [line for line in cache if "nccl" in line]
     assert plugin_api_versions(host.check_output(f"nm -D --defined-only {prefix}/lib/libnccl-net.so"))

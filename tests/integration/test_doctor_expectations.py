@@ -117,3 +117,30 @@ def test_a_node_off_the_huge_page_plan_is_its_problem_row(
     recap = json.loads((run_dir_of(proc.stdout) / "recap.json").read_text())
     bad = {n for n, r in recap["nodes"].items() if r["checks"]["hugepages_boot"]["status"] == "problem"}
     assert bad == {odd_hugepages}
+
+
+@pytest.fixture
+def unregistered_plugin(converged: LabHandle, victim: str) -> Iterator[str]:
+    """One node whose plugin link is in place but no longer in the ld.so cache (its ld.so.conf.d entry moved away
+    and ldconfig run), so NCCL would not load it; restored afterwards."""
+    conf = "/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf"  # nccl_plugin_ldconf (the nccl_plugin role's vars)
+    converged.ssh(victim, f"mv {conf} {conf}.rdmaforge-test && ldconfig")
+    try:
+        yield victim
+    finally:
+        converged.ssh(victim, f"mv {conf}.rdmaforge-test {conf} && ldconfig")
+
+
+def test_a_plugin_ld_so_does_not_hand_out_is_that_nodes_problem(
+    converged: LabHandle, runs: Path, unregistered_plugin: str
+) -> None:
+    code, document, output = doctor_json(converged, runs)
+    assert code == ExitCode.UNHEALTHY, output[-4000:]
+    nodes = document["nodes"]
+    assert isinstance(nodes, dict)
+    bad = {name for name, result in nodes.items() if result["checks"]["plugin"]["status"] == "problem"}
+    assert bad == {unregistered_plugin}
+    reason = nodes[unregistered_plugin]["checks"]["plugin"]["reason"]
+    assert reason.startswith("the ld.so cache has no libnccl-net.so, so NCCL does not load "), reason
+    # The NCCL build is still handed out there: only the plugin is flagged.
+    assert nodes[unregistered_plugin]["checks"]["nccl"]["status"] == "ok"

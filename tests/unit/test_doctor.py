@@ -41,6 +41,12 @@ NODE: dict[str, Any] = {
     "plugin_target": "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0",
     "plugin_symbols": "0000000000012340 T ncclNetPlugin_v6\n0000000000012380 T ncclNetPlugin_v8\n",
     "dmi_product_name": "Alibaba Cloud ECS",  # where AIACC can initialise (cloud-init's ECS detection value)
+    "plugin_link": "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so",
+    "nccl_home": "/opt/nccl/current",
+    "ld_cache_nccl": [
+        "\tlibnccl.so.2 (libc6,x86-64) => /opt/nccl/current/lib/libnccl.so.2",
+        "\tlibnccl-net.so (libc6,x86-64) => /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so",
+    ],
     "default_route_interface": "eth0",
     "grub_defaults": [
         'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G hugepages=50"\n'

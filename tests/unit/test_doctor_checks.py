@@ -24,6 +24,12 @@ ACCEPT = {"memlock": "no CAP_SYS_RESOURCE in the lab", "rdma": "the lab has no R
 ECS_PRODUCT = "Alibaba Cloud ECS"
 QEMU_PRODUCT = "Standard PC (Q35 + ICH9, 2009)"
 
+LAB_LD_CACHE = [
+    "\tlibnccl.so.2 (libc6,x86-64) => /opt/nccl/current/lib/libnccl.so.2",
+    "\tlibnccl.so (libc6,x86-64) => /opt/nccl/current/lib/libnccl.so",
+    "\tlibnccl-net.so (libc6,x86-64) => /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so",
+]
+
 LAB_NODE: dict[str, Any] = {
     "clock": ["1700000000.100000", "1700000000.104000000"],
     "rdma_devices": [],
@@ -39,6 +45,10 @@ LAB_NODE: dict[str, Any] = {
     "plugin_target": "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0",  # nccl_plugin's layout
     "plugin_symbols": "0000000000001000 T ncclNetPlugin_v6\n",
     "dmi_product_name": None,  # a container: /sys has no DMI
+    "plugin_link": "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so",
+    "nccl_home": "/opt/nccl/current",
+    # `ldconfig -p | grep libnccl` on a converged lab node (2026-11-28).
+    "ld_cache_nccl": LAB_LD_CACHE,
     "inventory": {
         "rdmaforge_fabric": "erdma",
         "rdma_require_active_ports": False,
@@ -181,7 +191,7 @@ def test_the_plugin_must_export_an_api_the_installed_nccl_loads() -> None:
     shared = lab(1)
     shared["node1"]["nccl_loader_apis"] = [6, 7, 8, 9, 10]
     plugin = {c.check: c for c in doctor.diagnose(shared).checks}["plugin"]
-    assert plugin.status == "ok" and plugin.reason == "exports v6; the installed NCCL loads v6"
+    assert plugin.status == "ok" and plugin.reason == "exports v6, which ld.so gives NCCL; the installed NCCL loads v6"
     disjoint = lab(1)
     disjoint["node1"]["nccl_loader_apis"] = [8, 9, 10]
     plugin = {c.check: c for c in doctor.diagnose(disjoint).checks}["plugin"]
@@ -232,3 +242,34 @@ def test_without_the_override_the_reason_does_not_claim_one() -> None:
     nodes["node1"]["dmi_product_name"] = QEMU_PRODUCT
     host = {c.check: c for c in doctor.diagnose(nodes).checks}["plugin_host"]
     assert host.status == "problem" and "installed anyway" not in host.reason
+
+
+def test_what_the_ld_so_cache_gives_programs_is_judged() -> None:
+    """A plugin link or an NCCL build that ld.so does not hand out is never loaded: doctor says so."""
+    nodes = lab(4, doctor_accept=ACCEPT)
+    # node1: the plugin's ld.so.conf.d entry removed and ldconfig run (no libnccl-net.so in the cache).
+    nodes["node1"]["ld_cache_nccl"] = LAB_LD_CACHE[:2]
+    # node2: Debian's libnccl2 package found first for libnccl.so.2.
+    nodes["node2"]["ld_cache_nccl"] = ["\tlibnccl.so.2 (libc6,x86-64) => /lib/x86_64-linux-gnu/libnccl.so.2"]
+    # node3: rdmaforge installs no plugin, but another package put a libnccl-net.so into the cache.
+    nodes["node3"]["inventory"]["nccl_plugin_provider"] = "none"
+    nodes["node3"].update(plugin_present=False, plugin_symbols="")
+    nodes["node3"]["ld_cache_nccl"] = ["\tlibnccl-net.so (libc6,x86-64) => /usr/lib/libnccl-net.so"]
+    del nodes["node4"]["ld_cache_nccl"]  # a node file without the reading: judged without it, and says so
+    checks = {(c.host, c.check): c for c in doctor.diagnose(nodes).checks}
+    missing = checks["node1", "plugin"]
+    assert missing.status == "problem" and missing.reason.startswith(
+        "the ld.so cache has no libnccl-net.so, so NCCL does not load /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"
+    )
+    assert checks["node1", "nccl"].status == "ok"
+    debian = checks["node2", "nccl"]
+    assert debian.status == "problem"
+    assert "find libnccl.so.2 at /lib/x86_64-linux-gnu/libnccl.so.2, not the cluster's build under /opt/nccl/" in (
+        debian.reason
+    )
+    assert checks["node2", "plugin"].status == "problem"  # that cache has no plugin either
+    other = checks["node3", "plugin"]
+    assert other.status == "problem" and "/usr/lib/libnccl-net.so" in other.reason
+    unread = checks["node4", "plugin"]
+    assert unread.status == "ok" and "(the ld.so cache was not read)" in unread.reason
+    assert checks["node4", "nccl"].reason == "the cluster's NCCL build (the ld.so cache was not read)"
