@@ -269,6 +269,10 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     expected = build_id(version, cuda, archs, funcs)
     if installed != expected:
         return "problem", installed, expected, f"installed NCCL build {installed}, the cluster's build is {expected}"
+    # The manifest alone is not the library: the build's libnccl.so.<version> must be there too.
+    library = f"libnccl.so.{manifest.get('version') or version}"
+    if "nccl_libs" in node and library not in (node.get("nccl_libs") or []):
+        return "problem", installed, expected, f"the build's manifest is there but its lib/ has no {library}"
     # The build has no PTX: its kernels load only on GPUs its archs cover (one rank would still run: a copy).
     caps = parse_compute_caps(str(node.get("compute_caps") or ""))
     uncovered = uncovered_caps([str(a) for a in manifest.get("archs") or archs], caps)

@@ -41,6 +41,7 @@ LAB_NODE: dict[str, Any] = {
     "nvidia_smi": None,
     "lspci": "",
     "nccl_manifest": {"id": "nccl-2.29.7-cuda13.0-sm_80-funcsc3dfaac5", "version": "2.29.7", "cuda": "13.0"},
+    "nccl_libs": ["libnccl.so.2", "libnccl.so.2.29.7"],  # a lab node's /opt/nccl/current/lib (find libnccl.so.*)
     "plugin_present": True,
     "plugin_target": "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0",  # nccl_plugin's layout
     "plugin_symbols": "0000000000001000 T ncclNetPlugin_v6\n",
@@ -273,3 +274,13 @@ def test_what_the_ld_so_cache_gives_programs_is_judged() -> None:
     unread = checks["node4", "plugin"]
     assert unread.status == "ok" and "(the ld.so cache was not read)" in unread.reason
     assert checks["node4", "nccl"].reason == "the cluster's NCCL build (the ld.so cache was not read)"
+
+
+def test_a_manifest_without_its_library_is_a_problem() -> None:
+    nodes = lab(1)
+    nodes["node1"]["nccl_libs"] = ["libnccl.so.2"]  # the versioned library deleted, its link left dangling
+    nccl = {c.check: c for c in doctor.diagnose(nodes).checks}["nccl"]
+    assert (
+        nccl.status == "problem"
+        and nccl.reason == "the build's manifest is there but its lib/ has no libnccl.so.2.29.7"
+    )
