@@ -38,11 +38,6 @@ def package_file_name_argv(path: str, manager: str) -> list[str]:
     return packages.file_name_argv(manager, path)
 
 
-def venv_packages_argv(venv: str) -> list[str]:
-    """The command that prints ``name==version`` for every package in a Python venv (pip freeze's lines, faster)."""
-    return packages.venv_packages_argv(venv)
-
-
 def network_retry_done(result: dict[str, Any], retries: int, delay: float) -> bool:
     """The until condition of a retried network task: True once it succeeded or failed for good; after a failure
     that another try follows, first waits what a doubling backoff adds to the task's fixed delay."""
@@ -80,7 +75,6 @@ class FilterModule:
             "rdmaforge_package_removal_argv": package_removal_argv,
             "rdmaforge_package_manual_argv": package_manual_argv,
             "rdmaforge_package_file_name_argv": package_file_name_argv,
-            "rdmaforge_venv_packages_argv": venv_packages_argv,
             "rdmaforge_package_removal_blockers": packages.removal_blockers,
             "rdmaforge_role_validators": role_validators,
             "rdmaforge_workspace_path": workspace_path,

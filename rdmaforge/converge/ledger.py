@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdmaforge.parsers import converge_resources, packages
+from rdmaforge.parsers import converge_resources
 
 #: Modules that manage or read no node state of their own (facts come back through the fingerprint).
 NO_STATE = frozenset(
@@ -185,13 +185,7 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
                 # Neither a shell line nor a script copied from the controller can be re-run as a node's argv.
                 ledger.unverifiable.append(f"{task} (a read-only {name})")
             else:
-                argv = _argv(result, args)
-                # A venv's package listing is read in the check's own process, not by starting the venv's Python.
-                venv = packages.venv_of_argv(argv)
-                if venv is not None:
-                    ledger.venvs.add(venv)
-                else:
-                    ledger.command(argv)
+                ledger.command(_argv(result, args))
         elif not (args.get("creates") or args.get("removes")):
             # Applies state kept in files the ledger observes (ldconfig, a reload, grub-mkconfig).
             ledger.effects.append(task)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import Sequence
 
 #: What one query line looks like: name, version, status, tab-separated.
 _DPKG_FORMAT = "${Package}\t${Version}\t${db:Status-Status}\n"
@@ -31,27 +30,6 @@ def query_argv(manager: str, names: list[str]) -> list[str]:
     if manager == "apt":
         return ["dpkg-query", "-W", "-f", _DPKG_FORMAT] + bare
     return ["rpm", "-q", "--qf", _RPM_FORMAT] + bare
-
-
-#: Prints one "name==version" line per distribution the interpreter sees, the lines ``pip freeze --all`` prints for
-#: a venv of plain wheels. Runs every time a venv is checked (each no-op re-checks the NCCL plugin's): pip imports
-#: its whole command line to print them and takes about 0.7 s of CPU per call, this about 0.1 s.
-_VENV_LIST = (
-    "import importlib.metadata as m; "
-    "print('\\n'.join(sorted('%s==%s' % (d.metadata['Name'], d.version) for d in m.distributions())))"
-)
-
-
-def venv_packages_argv(venv: str) -> list[str]:
-    """The command that prints ``name==version`` for every package in the venv at ``venv`` (Python 3.8+)."""
-    return [venv.rstrip("/") + "/bin/python", "-I", "-c", _VENV_LIST]
-
-
-def venv_of_argv(argv: Sequence[str]) -> str | None:
-    """The venv that ``argv`` lists when it is :func:`venv_packages_argv`'s command, else None."""
-    if len(argv) == 4 and list(argv[1:]) == ["-I", "-c", _VENV_LIST] and argv[0].endswith("/bin/python"):
-        return argv[0][: -len("/bin/python")]
-    return None
 
 
 def _name_and_version(metadata: str) -> tuple[str, str] | None:
@@ -73,8 +51,8 @@ def _name_and_version(metadata: str) -> tuple[str, str] | None:
 
 
 def venv_packages(venv: str) -> list[str] | None:
-    """The lines :func:`venv_packages_argv`'s command prints (``name==version``, sorted), read from the metadata
-    files of the venv's site-packages in this process; None when ``venv`` has no site-packages.
+    """The lines ``pip freeze --all`` prints for a venv of plain wheels (``name==version``, sorted), read from the
+    metadata files of the venv's site-packages in this process; None when ``venv`` has no site-packages.
 
     For the drift check, which reads the NCCL plugin's venv on every no-op: starting the venv's interpreter for it
     cost about 0.13 s of CPU per node, reading the few metadata files almost nothing."""

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from rdmaforge.converge import digest, ledger
-from rdmaforge.parsers import converge_resources, packages
+from rdmaforge.parsers import converge_resources
 from rdmaforge.paths import PROJECT_ROOT
 from tests.unit.adhoc import PY38, run_module
 
@@ -38,12 +38,9 @@ def test_the_ledger_keeps_what_each_kind_of_task_manages_or_reads() -> None:
     ledger.add_task_result(entry, "grub", "kernel_cmdline", result({"path": "/etc/default/grub", "dropin": None}))
     ledger.add_task_result(entry, "tools", "ansible.builtin.find", result({"paths": ["/usr/bin"]}, files=[]))
     ledger.add_task_result(entry, "facts", "ansible.builtin.set_fact", result({}))
-    # The NCCL plugin role's pip install into its venv, and its read of what the venv holds: one venv to watch,
-    # read by the check itself (no command that starts the venv's interpreter).
-    venv = "/opt/nccl-plugin/venv"
+    # The benchmark role's pip install into its venv: one venv to watch, read by the check itself.
+    venv = "/opt/rdmaforge/e2e-venv"
     ledger.add_task_result(entry, "pip", "ansible.builtin.pip", result({"virtualenv": venv + "/", "requirements": "r"}))
-    read = packages.venv_packages_argv(venv)
-    ledger.add_task_result(entry, "read", "ansible.builtin.command", result({"argv": read}, cmd=read), [False])
     out = entry.as_dict()
     assert out["venvs"] == [venv]
     assert out["paths"] == ["/etc/default/grub", "/etc/hosts", "/etc/nccl.conf"]

@@ -56,8 +56,8 @@ def test_package_name_drops_the_version_constraint(spec: str, name: str) -> None
     assert packages.package_name(spec) == name
 
 
-def test_the_venv_listing_prints_what_pip_freeze_prints(tmp_path: Path) -> None:
-    """The fast venv listing (the NCCL plugin role's read and the drift check's) against pip's own freeze, in a real
+def test_the_venv_listing_reads_what_pip_freeze_prints(tmp_path: Path) -> None:
+    """The drift check's venv listing (metadata files read in its own process) against pip's own freeze, in a real
     venv that ensurepip filled."""
     venv = tmp_path / "venv"
     subprocess.run(["python3", "-m", "venv", str(venv)], check=True, capture_output=True)
@@ -65,16 +65,10 @@ def test_the_venv_listing_prints_what_pip_freeze_prints(tmp_path: Path) -> None:
         [str(venv / "bin/python"), "-m", "pip", "freeze", "--all", "--disable-pip-version-check"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    listing = subprocess.run(packages.venv_packages_argv(str(venv)), capture_output=True, text=True, check=True).stdout
-    lines = sorted(line.lower() for line in listing.splitlines())
-    assert any(line.startswith("pip==") for line in lines)
-    assert lines == sorted(line.lower() for line in freeze.splitlines())
-    # The drift check's reading of the same venv from its metadata files, in its own process: the same lines.
-    assert packages.venv_packages(str(venv)) == listing.splitlines()
-    assert packages.venv_of_argv(packages.venv_packages_argv(str(venv) + "/")) == str(venv)
+    listing = packages.venv_packages(str(venv))
+    assert listing is not None and any(line.startswith("pip==") for line in listing)
+    assert sorted(line.lower() for line in listing) == sorted(line.lower() for line in freeze.splitlines())
 
 
-def test_a_path_without_a_venv_has_no_listing_and_other_commands_are_not_venv_listings(tmp_path: Path) -> None:
+def test_a_path_without_a_venv_has_no_listing(tmp_path: Path) -> None:
     assert packages.venv_packages(str(tmp_path / "none")) is None
-    assert packages.venv_of_argv(["ip", "rule", "show"]) is None
-    assert packages.venv_of_argv(["/opt/v/bin/python", "-I", "-c", "print(1)"]) is None
