@@ -1,0 +1,97 @@
+"""The nccl-tests run the benchmark role composes, against seed 000's own command line (run.sh).
+
+The lab has no GPU, so the run itself never happens in `make test` (docs/seed-coverage.md 000.26-000.29). Here the
+role's real task (its argv expression in roles/benchmark/tasks/nccl_tests.yml, the role's defaults and filters) is
+evaluated for seed 000's cluster, two nodes of eight GPUs, and compared flag by flag with the seed's line.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rdmaforge.paths import PROJECT_ROOT
+from tests.unit.role_vars import evaluate, role_vars
+
+SEED_000 = "000_ef36f584565cda0e.txt"
+TASK = "Run each collective across all nodes (seed 000's flags)"
+
+
+def seed_run_line(shared_dir: Path) -> str:
+    """The seed's run.sh as one line: NP=... mpirun ... ./build/all_reduce_perf ...; line continuations removed."""
+    text = (shared_dir / "seeds" / SEED_000).read_text()
+    line = next(line for line in text.splitlines() if "mpirun" in line and "all_reduce_perf" in line)
+    return line.replace("\\ ", " ")
+
+
+def composed(gpus_per_node: int, nodes: int, **inventory: Any) -> list[str]:
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "tasks" / "nccl_tests.yml").read_text())
+    task = next(t for t in tasks if t.get("name") == TASK)
+    names = [f"node{i}" for i in range(1, nodes + 1)]
+    given = {
+        "ansible_play_hosts_all": names,
+        "hostvars": {name: {"rdmaforge_node": {"gpu_count": gpus_per_node}} for name in names},
+        "item": "all_reduce",
+        "benchmark_nccl_help": {"stdout": "", "stderr": ""},  # an nccl-tests without -J
+    }
+    templar = role_vars("benchmark", {}, **{**given, **inventory})
+    argv = evaluate(templar, task["ansible.builtin.command"]["argv"].strip().removeprefix("{{").removesuffix("}}"))
+    return [str(a) for a in argv]
+
+
+def contains(argv: list[str], part: list[str]) -> bool:
+    return any(argv[i : i + len(part)] == part for i in range(len(argv) - len(part) + 1))
+
+
+@pytest.fixture
+def seed(shared_dir: Path) -> dict[str, Any]:
+    line = seed_run_line(shared_dir)
+    settings = dict(re.findall(r"\b(NP|NPER)=(\d+)", line))
+    tokens = shlex.split(line[line.index("mpirun") :])
+    binary = next(i for i, t in enumerate(tokens) if t.endswith("/all_reduce_perf"))
+    return {"np": settings["NP"], "nper": settings["NPER"], "mpirun": tokens[1:binary], "perf": tokens[binary + 1 :]}
+
+
+def test_the_composed_run_is_seed_000s(seed: dict[str, Any]) -> None:
+    # Seed 000's cluster: NP=16 ranks, NPER=8 per node, so two nodes of eight GPUs.
+    nodes = int(seed["np"]) // int(seed["nper"])
+    argv = composed(int(seed["nper"]), nodes)
+    mpirun = argv.index("mpirun")
+    binary = next(i for i, t in enumerate(argv) if t.endswith("/all_reduce_perf"))
+    # nccl-tests' own flags, every one with the seed's value, in the seed's order.
+    assert argv[binary + 1 :] == seed["perf"]
+    launcher = argv[mpirun + 1 : binary]
+    assert contains(launcher, ["-np", seed["np"]])
+    # The seed's mpirun options, each with its value. Placement: the seed says -npernode; rdmaforge's hostfile
+    # gives each node slots=<GPUs> (mpi_launch), the same eight ranks per node.
+    options = [t for t in seed["mpirun"] if not t.startswith("$")]
+    pairs = []
+    i = 0
+    while i < len(options):
+        flag = options[i]
+        if flag in ("-np", "-npernode", "--hostfile"):
+            i += 2
+            continue
+        takes = flag in ("-x", "--bind-to") or flag == "-mca"
+        pairs.append(options[i : i + (3 if flag == "-mca" else 2 if takes else 1)])
+        i += len(pairs[-1])
+    assert ["--allow-run-as-root"] in pairs and ["-x", "NCCL_DEBUG=INFO"] in pairs
+    missing = [pair for pair in pairs if not contains(launcher, pair)]
+    assert not missing, (missing, launcher)
+    assert contains(launcher, ["--hostfile", "/etc/rdmaforge/hostfile"])
+    # Bounded: a hung run ends at benchmark_timeout (SIGINT first, so nccl-tests can print what it has).
+    assert argv[:mpirun] == ["timeout", "--signal=INT", "--kill-after=30", "1800"]
+
+
+def test_ranks_follow_the_inventory_gpus(seed: dict[str, Any]) -> None:
+    argv = composed(4, 3, benchmark_collectives=["all_reduce"])
+    assert contains(argv, ["-np", "12"])
+    with_json = composed(
+        8, 2, benchmark_nccl_help={"stdout": "  -J,--output_file <file>", "stderr": ""}, benchmark_run_id="r1"
+    )
+    assert with_json[-2:] == ["-J", "/tmp/rdmaforge-r1-all_reduce.json"]
