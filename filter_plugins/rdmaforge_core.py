@@ -38,6 +38,13 @@ def package_file_name_argv(path: str, manager: str) -> list[str]:
     return packages.file_name_argv(manager, path)
 
 
+def nccl_env_topology(enabled: Any, topology: Any) -> dict[str, Any]:
+    """nccl_env_ib_hca_from_topology: ``settings`` (NCCL_IB_HCA from the node's rail map, {} when not enabled) and
+    ``problem`` (why the node cannot have them, else "")."""
+    settings, problem = nccl_env.topology_settings(enabled, topology)
+    return {"settings": settings, "problem": problem}
+
+
 def network_retry_done(result: dict[str, Any], retries: int, delay: float) -> bool:
     """The until condition of a retried network task: True once it succeeded or failed for good; after a failure
     that another try follows, first waits what a doubling backoff adds to the task's fixed delay."""
@@ -87,6 +94,7 @@ class FilterModule:
             "rdmaforge_ssh_mesh_ring_peers": ssh_mesh.ring_peers,
             "rdmaforge_ssh_mesh_coverage": ssh_mesh.coverage,
             "rdmaforge_nccl_env_merge": nccl_env.merge,
+            "rdmaforge_nccl_env_topology": nccl_env_topology,
             "rdmaforge_nccl_env_problems": nccl_env.problems,
             "rdmaforge_nccl_env_unknown": nccl_env.unknown_names,
             "rdmaforge_nccl_env_split_nccl": lambda env: nccl_env.split(env)[0],

@@ -371,6 +371,19 @@ CASES: list[Case] = [
         needs_facts=True,  # nccl_plugin's validate.yml reads the DMI product name preflight gathered
     ),
     Case(
+        # Neither this machine nor a lab node has a GPU, so neither has a rail map to take NCCL_IB_HCA from.
+        "ib-hca-from-topology-without-gpus",
+        lambda d, n: d.set(n.b, "nccl_env_ib_hca_from_topology", True),
+        lambda n: {
+            n.b: [
+                f"{n.b}: nccl_env_ib_hca_from_topology is true, but this node has no GPU-to-NIC rail map: no GPU on "
+                "this node",
+                "Allowed: nccl_env_ib_hca_from_topology false on this node",
+            ]
+        },
+        needs_facts=True,  # nccl_env's validate.yml reads the rail map preflight's node probe published
+    ),
+    Case(
         "ssh-check-parallel-zero",
         lambda d, n: d.set(n.b, "ssh_trust_check_parallel", 0),
         lambda n: {n.b: [f"{n.b}: ssh_trust_check_parallel=0; allowed: a whole number, 1 or more"]},

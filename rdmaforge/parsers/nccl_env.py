@@ -73,6 +73,21 @@ def unknown_names(env: Mapping[str, object], known: frozenset[str] | None = None
     return sorted(k for k in env if str(k).startswith("NCCL_") and k not in names)
 
 
+def topology_settings(enabled: object, topology: object) -> tuple[dict[str, str], str]:
+    """nccl_env_ib_hca_from_topology's settings and, when they cannot be had, why: NCCL_IB_HCA naming exactly the
+    RDMA devices nearest the node's GPUs, in GPU order (the rail map preflight publishes as rdmaforge_topology), so
+    an HCA no GPU is near (storage, a front-end bond: seed 001 says never to give those to NCCL) is left out.
+    ({}, "") when not enabled; ({}, reason) on a node without a rail map."""
+    if str(enabled).strip().lower() not in ("true", "yes", "1", "on"):
+        return {}, ""
+    rails = topology if isinstance(topology, Mapping) else {}
+    order = str(rails.get("nccl_ib_hca") or "")
+    if not order:
+        why = str(rails.get("reason") or "") or "no rail map is known (rdmaforge_topology unset: run preflight first)"
+        return {}, f"nccl_env_ib_hca_from_topology is true, but this node has no GPU-to-NIC rail map: {why}"
+    return {"NCCL_IB_HCA": "=" + order}, ""
+
+
 def merge(profile: Mapping[str, object], overrides: Mapping[str, object]) -> dict[str, str]:
     """Overrides win; an override of None removes the profile's setting. Values become strings."""
     merged: dict[str, object] = dict(profile)

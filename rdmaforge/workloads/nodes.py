@@ -33,7 +33,9 @@ HOST_VARIABLES: tuple[str, ...] = (
     "nccl_env_overrides",
     "nccl_env_accelerator",
     "nccl_env_accelerators",
+    "nccl_env_ib_hca_from_topology",
     "rdmaforge_node",
+    "rdmaforge_topology",
 )
 
 #: Device files NCCL (libibverbs, librdmacm) opens; umadN and issmN are for management tools only.
@@ -101,11 +103,13 @@ def environment(
     overrides: Mapping[str, Any],
     extra: Mapping[str, object],
     accelerator: Mapping[str, Any] | None = None,
+    topology: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """nccl_env's profile, its accelerator (nccl_env_accelerator), nccl_env_overrides, then
-    workload_manifests_env; null removes a setting."""
+    """nccl_env's profile, its accelerator (nccl_env_accelerator), the rail map's NCCL_IB_HCA
+    (nccl_env_ib_hca_from_topology), nccl_env_overrides, then workload_manifests_env; null removes a setting."""
     base = profiles.get(profile) or {}
     merged = nccl_env.merge(base if isinstance(base, Mapping) else {}, accelerator or {})
+    merged = nccl_env.merge(merged, topology or {})
     return nccl_env.merge(nccl_env.merge(merged, overrides), extra)
 
 
@@ -240,7 +244,13 @@ def build_cluster(
             )
             overrides = {}
         accelerator = _accelerator(host.name, variables, default_accelerators, cluster.problems)
-        env = environment(profiles, str(profile), overrides, settings.env, accelerator)
+        rails, missing = nccl_env.topology_settings(
+            variables.get("nccl_env_ib_hca_from_topology", False), variables.get("rdmaforge_topology")
+        )
+        if missing and "NCCL_IB_HCA" not in overrides:
+            # `rdmaforge render` reads no facts: the hosts' nccl.conf has the rail map's value, the files cannot.
+            cluster.warnings.append(f"{host.name}: {missing}; the rendered NCCL_IB_HCA is the profile's")
+        env = environment(profiles, str(profile), overrides, settings.env, accelerator, rails)
         cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(env)]
         unknown = nccl_env.unknown_names(env)
         if unknown:

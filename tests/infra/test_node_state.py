@@ -10,7 +10,7 @@ import pytest
 from rdmaforge import fabrics
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from tests.infra.expectations import accepted, nccl_conf, read_conf, setting
+from tests.infra.expectations import accepted, enabled, nccl_conf, read_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
 
@@ -74,7 +74,17 @@ def test_nccl_conf_holds_the_profile(host: Any, hostvars: dict[str, Any], fabric
     assert conf.exists and conf.mode == 0o644
     expected = nccl_conf(hostvars, fabric)
     assert expected, f"the nccl_env profile table has no NCCL setting for {fabric}"
-    assert read_conf(conf.content_string) == expected
+    found = read_conf(conf.content_string)
+    overrides = setting(hostvars, "nccl_env", "nccl_env_overrides") or {}
+    if enabled(setting(hostvars, "nccl_env", "nccl_env_ib_hca_from_topology")) and "NCCL_IB_HCA" not in overrides:
+        # The rail map's exact device list: each one an RDMA device of this node (which are near its GPUs is the
+        # gpu_topology module's finding, checked against real captures in tests/unit/test_gpu_topology.py).
+        hca = found.pop("NCCL_IB_HCA", "")
+        assert hca.startswith("=") and hca[1:], f"NCCL_IB_HCA={hca!r} is not an exact device list"
+        devices = set(host.run("ls /sys/class/infiniband").stdout.split())
+        assert set(hca[1:].split(",")) <= devices, (hca, devices)
+        expected.pop("NCCL_IB_HCA", None)
+    assert found == expected
 
 
 def test_mpirun_on_non_interactive_path(host: Any) -> None:
