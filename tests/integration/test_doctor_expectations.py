@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -35,6 +37,16 @@ def doctor_json(converged: LabHandle, runs_dir: Path, *extra: str) -> tuple[int,
     # stdout holds the JSON document only; stderr (appended by cli()) may follow it.
     document, _ = json.JSONDecoder().raw_decode(proc.stdout.lstrip())
     return proc.returncode, document, proc.stdout
+
+
+def problems_of(converged: LabHandle, runs: Path, check: str) -> tuple[dict[str, Any], set[str]]:
+    """`rdmaforge doctor --json` on the lab, which must say unhealthy: every node's result, and the nodes whose
+    ``check`` is a problem."""
+    code, document, output = doctor_json(converged, runs)
+    assert code == ExitCode.UNHEALTHY, output[-4000:]
+    nodes = document["nodes"]
+    assert isinstance(nodes, dict)
+    return nodes, {name for name, result in nodes.items() if result["checks"][check]["status"] == "problem"}
 
 
 def test_doctor_accepts_the_lab_deviations_and_says_so(converged: LabHandle, runs: Path) -> None:
@@ -84,25 +96,30 @@ def test_a_node_off_the_eni_mtu_plan_is_its_problem_row(
     converged: LabHandle, runs: Path, odd_mtu: tuple[str, int]
 ) -> None:
     node, mtu = odd_mtu
-    code, document, output = doctor_json(converged, runs)
-    assert code == ExitCode.UNHEALTHY, output[-4000:]
-    nodes = document["nodes"]
-    assert isinstance(nodes, dict)
-    bad = {name for name, result in nodes.items() if result["checks"]["mtu"]["status"] == "problem"}
+    nodes, bad = problems_of(converged, runs, "mtu")
     assert bad == {node}
     assert f"eth1={mtu}" in nodes[node]["checks"]["mtu"]["reason"]
     assert nodes[node]["checks"]["mtu"]["expected"].endswith("=1400")  # the eni role's default for the lab
+
+
+@contextmanager
+def spoiled(converged: LabHandle, node: str, path: str, spoil: str, after: str = "") -> Iterator[str]:
+    """``node`` with ``path`` saved aside while the shell command ``spoil`` changes the node; the file is put back
+    (then ``after`` run) at the end."""
+    saved = f"{path}.rdmaforge-test"
+    converged.ssh(node, f"cp -p {path} {saved} && {spoil}")
+    try:
+        yield node
+    finally:
+        converged.ssh(node, f"mv {saved} {path}" + (f" && {after}" if after else ""))
 
 
 @pytest.fixture
 def odd_hugepages(converged: LabHandle, victim: str) -> Iterator[str]:
     """One node's boot loader defaults with 3 huge pages instead of the planned count; restored afterwards."""
     grub = "/etc/default/grub"
-    converged.ssh(victim, f"cp -p {grub} {grub}.rdmaforge-test && sed -i -E 's/hugepages=[0-9]+/hugepages=3/' {grub}")
-    try:
-        yield victim
-    finally:
-        converged.ssh(victim, f"mv {grub}.rdmaforge-test {grub}")
+    with spoiled(converged, victim, grub, f"sed -i -E 's/hugepages=[0-9]+/hugepages=3/' {grub}") as node:
+        yield node
 
 
 def test_a_node_off_the_huge_page_plan_is_its_problem_row(
@@ -124,21 +141,14 @@ def unregistered_plugin(converged: LabHandle, victim: str) -> Iterator[str]:
     """One node whose plugin link is in place but no longer in the ld.so cache (its ld.so.conf.d entry moved away
     and ldconfig run), so NCCL would not load it; restored afterwards."""
     conf = "/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf"  # nccl_plugin_ldconf (the nccl_plugin role's vars)
-    converged.ssh(victim, f"mv {conf} {conf}.rdmaforge-test && ldconfig")
-    try:
-        yield victim
-    finally:
-        converged.ssh(victim, f"mv {conf}.rdmaforge-test {conf} && ldconfig")
+    with spoiled(converged, victim, conf, f"rm {conf} && ldconfig", after="ldconfig") as node:
+        yield node
 
 
 def test_a_plugin_ld_so_does_not_hand_out_is_that_nodes_problem(
     converged: LabHandle, runs: Path, unregistered_plugin: str
 ) -> None:
-    code, document, output = doctor_json(converged, runs)
-    assert code == ExitCode.UNHEALTHY, output[-4000:]
-    nodes = document["nodes"]
-    assert isinstance(nodes, dict)
-    bad = {name for name, result in nodes.items() if result["checks"]["plugin"]["status"] == "problem"}
+    nodes, bad = problems_of(converged, runs, "plugin")
     assert bad == {unregistered_plugin}
     reason = nodes[unregistered_plugin]["checks"]["plugin"]["reason"]
     assert reason.startswith("the ld.so cache has no libnccl-net.so, so NCCL does not load "), reason
