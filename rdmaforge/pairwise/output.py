@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rdmaforge.pairwise.score import Measurement, RailScore, Suspect, Thresholds, suspects_first
+from rdmaforge.pairwise.score import Measurement, RailScore, SingleStream, Suspect, Thresholds, suspects_first
 
 CELL = 9
 
@@ -21,6 +21,7 @@ def results(
     limits: Thresholds,
     method: str,
     notes: Sequence[str] = (),
+    single: Sequence[SingleStream] = (),
 ) -> dict[str, Any]:
     """The content of results.json: every directed measurement, every suspect, and what they were judged by."""
     suspects = suspects_first(rails)
@@ -46,6 +47,8 @@ def results(
         # Rails where no pair completed: nothing to judge a pair against, so no suspect could be named there.
         "unjudged": [rail.nic for rail in rails if rail.reference_gbps is None],
         "healthy_nodes": healthy_nodes(plan["nodes"], suspects),
+        # Seed 003: the first pair with one TCP stream against the sweep's streams; measured, not judged.
+        "single_stream": [asdict(one) for one in single],
     }
 
 
@@ -88,6 +91,21 @@ def ordered_nodes(results_data: Mapping[str, Any], nic: str) -> list[str]:
     return first + [n for n in results_data["nodes"] if n not in first]
 
 
+def single_stream_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Seed 003's one-stream check, one line per direction and rail: a measurement shown, not a verdict."""
+    lines = []
+    for one in entries:
+        what = f"{one['nic']} {one['a']}->{one['b']}"
+        if one["share"] is not None:
+            lines.append(f"one TCP stream (seed 003; measured, not judged): {what} {one['single_gbps']:.2f} Gb/s, "
+                         f"{one['share']:.0%} of its {one['streams']}-stream {one['multi_gbps']:.2f} Gb/s")  # fmt: skip
+        else:
+            why = one["status"] if one["status"] != "ok" else f"the {one['streams']}-stream run did not complete"
+            lines.append(f"one TCP stream (seed 003): {what} not compared: {why}"
+                         + (f" ({one['detail']})" if one.get("detail") else ""))  # fmt: skip
+    return lines
+
+
 def table(results_data: Mapping[str, Any]) -> str:
     """Suspects, then one matrix per rail (row = sender, column = receiver, Gb/s)."""
     out: list[str] = []
@@ -103,6 +121,7 @@ def table(results_data: Mapping[str, Any]) -> str:
         out.append(f"not judged: {nic}: no pair completed, so there is nothing to compare a pair with")
     for note in results_data.get("notes") or []:
         out.append(f"note: {note}")
+    out += single_stream_lines(results_data.get("single_stream") or [])
     for nic in results_data["nics"]:
         rail = results_data["rails"][nic]
         median = rail["median_gbps"]

@@ -2,8 +2,9 @@
 results.json, table.txt, hostfile.healthy and heatmap-<nic>.png into OUT_DIR.
 
 RAW_JSON (written by the pairwise role, and by nothing else) holds ``plan`` (plan.Plan.to_dict()),
-``measurements`` (score.Measurement records), ``thresholds`` (score.Thresholds fields), ``method``, ``notes``
-and ``slots`` (MPI slots per node). Prints one JSON object: the suspects, the table and the output files.
+``measurements`` (score.Measurement records), ``thresholds`` (score.Thresholds fields), ``method``, ``notes``,
+``slots`` (MPI slots per node) and ``single_stream`` (``streams`` and the one-stream ``measurements`` of seed 003's
+check). Prints one JSON object: the suspects, the table and the output files.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge.pairwise.output import results, write_all
-from rdmaforge.pairwise.score import Measurement, Thresholds, score
+from rdmaforge.pairwise.score import Measurement, Thresholds, score, single_stream
 
 
 def thresholds_from(data: dict[str, Any]) -> Thresholds:
@@ -49,8 +50,11 @@ def build(raw: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     measurements = with_missing([Measurement.from_dict(m) for m in raw["measurements"]], plan)
     measurements.sort(key=lambda m: (m.nic, m.round, m.a, m.b))
     rails = score(measurements, plan["nodes"], plan["rails"], limits)
+    one = raw.get("single_stream") or {}
+    single = single_stream([Measurement.from_dict(m) for m in one.get("measurements") or []], measurements,
+                           int(one.get("streams") or 0))  # fmt: skip
     data = results(measurements, rails, plan, limits, str(raw.get("method", "iperf3")),
-                   [*plan.get("notes", []), *raw.get("notes", [])])  # fmt: skip
+                   [*plan.get("notes", []), *raw.get("notes", [])], single)  # fmt: skip
     slots = {str(k): int(v) for k, v in (raw.get("slots") or {}).items()}
     data["notes"] += write_all(data, out_dir, slots)
     return data

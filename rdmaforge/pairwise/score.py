@@ -123,6 +123,35 @@ class RailScore:
     suspects: list[Suspect] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SingleStream:
+    """Seed 003's check, one direction of one pair on one rail: one TCP stream against ``streams`` streams."""
+
+    a: str
+    b: str
+    nic: str
+    streams: int
+    single_gbps: float | None
+    multi_gbps: float | None
+    #: single_gbps / multi_gbps; None when either run did not complete. Measured, never judged.
+    share: float | None
+    status: str
+    detail: str = ""
+
+
+def single_stream(single: Sequence[Measurement], multi: Sequence[Measurement], streams: int) -> list[SingleStream]:
+    """Each one-stream measurement beside the same direction's multi-stream one of the sweep."""
+    by_direction = {(m.a, m.b, m.nic): m for m in multi}
+    found = []
+    for one in sorted(single, key=lambda m: (m.nic, m.a, m.b)):
+        many = by_direction.get((one.a, one.b, one.nic))
+        multi_gbps = many.gbps if many is not None and many.status == "ok" else None
+        share = one.gbps / multi_gbps if one.status == "ok" and one.gbps is not None and multi_gbps else None
+        found.append(SingleStream(one.a, one.b, one.nic, streams, one.gbps if one.status == "ok" else None,
+                                  multi_gbps, share, one.status, one.detail))  # fmt: skip
+    return found
+
+
 def _worst(statuses: Iterable[str]) -> str:
     order = {"ok": 0, "failed": 1, "hang": 2, "unreachable": 3, "missing": 4}
     return max(statuses, key=lambda s: order.get(s, 1))

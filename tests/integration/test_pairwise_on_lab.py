@@ -114,6 +114,14 @@ def test_a_clean_lab_has_no_suspect_and_every_pair_is_measured_both_ways(lab4: L
     # what was measured is the shaping the lab applied (a token bucket of BASE on every NIC), not the veth's speed
     assert all(0.5 * BASE_GBPS < m["gbps"] < 1.1 * BASE_GBPS for m in results["pairs"]), results["pairs"]
     assert_rounds_are_disjoint(results, NODES - 1 if NODES % 2 == 0 else NODES)
+    # Seed 003's one-stream check: the first pair of the first round again with one stream, both ways on every rail,
+    # beside its multi-stream rate (on the lab's token buckets one stream fills the shaped link too).
+    a, b = results["rounds"][0][0]
+    single = results["single_stream"]
+    assert {(s["a"], s["b"], s["nic"]) for s in single} == {(x, y, nic) for x, y in ((a, b), (b, a)) for nic in RAILS}
+    assert all(s["status"] == "ok" and 0.5 * BASE_GBPS < s["single_gbps"] < 1.1 * BASE_GBPS for s in single), single
+    assert all(s["share"] == pytest.approx(s["single_gbps"] / s["multi_gbps"]) for s in single), single
+    assert f"one TCP stream (seed 003; measured, not judged): {RAILS[0]} {a}->{b} " in proc.stderr
     run_dir = next(tmp_path.glob("*pairwise*"))
     out = run_dir / "pairwise"
     hosts = [ln.split()[0] for ln in (out / "hostfile.healthy").read_text().splitlines() if not ln.startswith("#")]

@@ -398,3 +398,24 @@ def test_an_unjudged_rail_exits_incomplete():
     assert pairwise_exit(run_outcome({"node1": 1}, [verdict]), {"suspects": [], "unjudged": ["eth2"]}) == (
         ExitCode.INCOMPLETE
     )
+
+
+def test_seed_003s_one_stream_check_is_shown_beside_the_multi_stream_rate_and_not_judged(tmp_path):
+    """The role measures the first pair again with one stream; the report sets each direction beside the sweep's
+    multi-stream rate. Nothing is judged by it: a slow single stream names no suspect and changes no exit."""
+    raw = raw_sweep(sweep({}))
+    single = [Measurement("node1", "node2", "eth1", 0.05, "ok"), Measurement("node2", "node1", "eth1", None, "hang",
+                                                                             detail="killed after 15 s")]  # fmt: skip
+    raw["single_stream"] = {"streams": 4, "measurements": [m.to_dict() for m in single]}
+    data = build(raw, tmp_path)
+    assert data["suspects"] == [] and data["unjudged"] == []
+    first, second = data["single_stream"]
+    assert (first["single_gbps"], first["multi_gbps"], first["streams"]) == (0.05, 0.19, 4)
+    assert first["share"] == pytest.approx(0.05 / 0.19)
+    assert second["share"] is None and second["status"] == "hang"
+    table = (tmp_path / "table.txt").read_text()
+    assert "one TCP stream (seed 003; measured, not judged): eth1 node1->node2 0.05 Gb/s, 26% of its 4-stream " \
+           "0.19 Gb/s" in table  # fmt: skip
+    assert "one TCP stream (seed 003): eth1 node2->node1 not compared: hang (killed after 15 s)" in table
+    # A sweep without the check (sendrecv, one stream, or switched off) has none.
+    assert build(raw_sweep(sweep({})), tmp_path / "none")["single_stream"] == []
