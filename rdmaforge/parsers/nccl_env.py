@@ -10,6 +10,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 _DATA = Path(__file__).resolve().parent.parent / "data" / "nccl_env_names.txt"
 _HCA_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+(:[0-9]+)?$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -78,7 +80,7 @@ def topology_settings(enabled: object, topology: object) -> tuple[dict[str, str]
     RDMA devices nearest the node's GPUs, in GPU order (the rail map preflight publishes as rdmaforge_topology), so
     an HCA no GPU is near (storage, a front-end bond: seed 001 says never to give those to NCCL) is left out.
     ({}, "") when not enabled; ({}, reason) on a node without a rail map."""
-    if str(enabled).strip().lower() not in ("true", "yes", "1", "on"):
+    if not boolean(enabled, strict=False):  # Ansible's own reading, as the role's `| bool`
         return {}, ""
     rails = topology if isinstance(topology, Mapping) else {}
     order = str(rails.get("nccl_ib_hca") or "")
