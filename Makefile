@@ -5,8 +5,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 # Host tools the lab needs: systemd-nspawn, debootstrap, apt-ftparchive (mirror index), gpg (mirror signing);
-# iperf3 for the pairwise unit test on loopback.
-APT_PACKAGES := systemd-container debootstrap apt-utils gnupg openssh-client iproute2 ca-certificates make iperf3
+# iperf3 for the pairwise unit test on loopback; dnf, rpm (rpmbuild, rpmsign) and createrepo-c for the RHEL-family
+# package path, run with Debian's real dnf (tests/unit/test_network_retries.py, tests/integration/test_dnf_path_on_lab.py).
+APT_PACKAGES := systemd-container debootstrap apt-utils gnupg openssh-client iproute2 ca-certificates make iperf3 \
+  dnf rpm createrepo-c
 NODES ?= 2
 NICS ?= 2
 PYTEST_ARGS ?=

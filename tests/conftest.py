@@ -73,6 +73,7 @@ LAB_ORDER = (
     "test_pairwise_on_lab",
     "test_verdicts",
     "test_mirror_down_on_lab",  # removes a package on one node and installs it again from the restarted mirror
+    "test_dnf_path_on_lab",  # Debian's dnf on one node, purged again afterwards
     # These two leave the nodes differing from their records (other fabric profiles' packages; a removed node's
     # rotated cluster key): the next session's first converge repairs that. test_zz_lab_down removes the lab.
     "test_fabric_profiles_on_lab",

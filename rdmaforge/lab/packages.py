@@ -59,6 +59,10 @@ MIRROR_APT_PACKAGES: tuple[str, ...] = (
     "curl",
     # rdmaforge pairwise measures each node pair per rail with iperf3 where there is no GPU (seed 003)
     "iperf3",
+    # The RHEL-family package path (rpm_key, the yum repository, dnf install and reset), run with Debian's dnf on
+    # one node by tests/integration/test_dnf_path_on_lab.py; no role installs them.
+    "dnf",
+    "rpm",
 )
 
 #: The subset that the erdma repository (laid out like Alibaba's erdma apt mirror) carries.

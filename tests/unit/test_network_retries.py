@@ -7,8 +7,9 @@ backoff filter; every download, checkout and pip install also has a timeout. The
 of role rdma_repos (a real get_url on this machine, ansible_connection=local) against an HTTP server on loopback that
 answers 503 twice and then serves a real key (the gaps between its requests show the backoff), against a port
 nothing listens on, and against a server that accepts the connection and never answers; a real git checkout
-with build_once's own git environment against that silent server (without it, git waits for ever); and a real
-apt-get update with the apt settings role os_packages writes (without them, apt waits minutes).
+with build_once's own git environment against that silent server (without it, git waits for ever); a real
+apt-get update with the apt settings role os_packages writes (without them, apt waits minutes); and a real dnf
+reading the erdma yum repository that role rdma_repos writes (without its timeout, dnf waits 30 s a connection).
 """
 
 from __future__ import annotations
@@ -141,6 +142,10 @@ def test_a_failure_another_try_cannot_mend_ends_the_tries_at_once() -> None:
         assert network_retry.settled(result, 4, 5, sleep=slept.append) is False, status
     assert network_retry.permanent_failure({"failed": False, "status_code": 404}) is None
     assert network_retry.permanent_failure({"failed": True, "msg": "Unsupported parameters for (pip) module: x"})
+    # The dnf module's result for an unsigned package, from tests/integration/test_dnf_path_on_lab.py's lab run.
+    unsigned = {"failed": True, "changed": False, "msg": "Failed to validate GPG signature for "
+                "rdmaforge-unsigned-1.0-1.noarch: Package rdmaforge-unsigned-1.0-1.noarch.rpm is not signed"}
+    assert network_retry.settled(unsigned, 4, 5, sleep=slept.append) is True
     assert slept == []  # the first wait is Ansible's own; nothing else is waited for
     warned: list[str] = []
     network_retry.settled({"failed": True, "attempts": 1, "status_code": 404}, 4, 5, warn=warned.append)
@@ -422,3 +427,36 @@ def test_the_nodes_own_apt_configuration_wins_over_rdmaforge_settings(tmp_path: 
                           capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert 'Acquire::http::Timeout "5";' in dump and 'Acquire::Retries "0";' in dump, dump
     assert 'Acquire::https::Timeout "77";' in dump, dump
+
+
+@pytest.mark.skipif(not shutil.which("dnf"), reason="needs dnf on this machine (`make deps` installs Debian's dnf)")
+def test_a_silent_mirror_ends_dnf_metadata_download_after_the_inventory_timeout(
+    silent_server: SilentServer, tmp_path: Path
+) -> None:
+    """Role rdma_repos writes the erdma yum repository file for real (yum_repository, into a scratch reposdir) with a
+    5 s rdmaforge_network_timeout and the silent server as its baseurl; then a real dnf (Debian's dnf 4.14) reads its
+    metadata in a throwaway install root. Every connection ends after the file's 5 s. Without the file's `timeout`
+    dnf waits its own 30 s per connection (measured on this machine: four connections, 2 min for one repository)."""
+    reposdir = tmp_path / "yum.repos.d"
+    reposdir.mkdir()
+    mirror = f"http://127.0.0.1:{silent_server.port}/erdma/yum/redhat/$releasever/erdma/x86_64"
+    proc = local_play(tmp_path, {
+        "name": "rdma_repos' yum repository",
+        "vars": {"rdmaforge_network_timeout": 5, "rdma_repos_erdma_enabled": True, "rdma_repos_yum_reposdir":
+                 str(reposdir), "rdma_repos_erdma_yum_baseurl": mirror},
+        "tasks": [{"name": "Write it", "ansible.builtin.include_role": {
+            "name": "rdmaforge.cluster.rdma_repos", "tasks_from": "yum_repo"}}],
+    }, timeout=120)  # fmt: skip
+    assert recap(proc.stdout)["localhost"]["failed"] == 0, proc.stdout[-3000:]
+    root = tmp_path / "root"
+    started = time.monotonic()
+    makecache = subprocess.run(
+        ["dnf", "-y", f"--installroot={root}", "--releasever=8", f"--setopt=reposdir={reposdir}",
+         "--setopt=skip_if_unavailable=False", "makecache"],
+        env={**os.environ, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert makecache.returncode != 0, makecache
+    assert "Failed to download metadata for repo 'erdma'" in makecache.stderr, makecache.stderr
+    assert silent_server.waits and all(4.5 <= wait < 15 for wait in silent_server.waits), silent_server.waits
+    assert took < 60, took

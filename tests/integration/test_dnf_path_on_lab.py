@@ -1,0 +1,208 @@
+"""The RHEL-family package path, run with a real dnf on one lab node.
+
+The lab has no RHEL image and no RHEL mirror can be reached, so the node is Debian with Debian's own dnf 4.14 and
+rpm 4.18 installed from the lab mirror, and the play tells the roles that dnf is the node's package manager (the
+fact they choose their path by; tests/playbooks/dnf_path.yml). The packages are STAND-INS built here with rpmbuild,
+signed with a throwaway key (rpmsign) and published with createrepo_c on the lab bridge. What is real: rpm_key
+importing the key over HTTP with its fingerprint pinned, the yum repository file, dnf installing with gpgcheck on
+and refusing an unsigned package, the record rdmaforge reset reads (rpm -q), a second run changing nothing, and
+reset's withdrawal (rpm -e --test, dnf repoquery --userinstalled, dnf remove) keeping a package that one installed
+on purpose needs and removing it once that one is gone, then the repository file and the key. Not shown: a RHEL
+host's own repositories and its rpm database location (/var/lib/rpm there; Debian's rpm keeps root's in ~/.rpmdb),
+and dnf5.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import subprocess
+import textwrap
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.lab.spec import CONTROLLER_ADDRESS
+from tests.conftest import LabHandle, assert_no_changes, recap
+
+pytestmark = pytest.mark.lab
+
+RECORD = "/var/lib/rdmaforge/dnf-path-test-packages"  # not the node's real record of the apt converge
+PROBE = "rdmaforge-probe"
+PROBE_FILE = "/usr/share/rdmaforge-probe/README"
+DEPENDANT = "rdmaforge-probe-user"  # requires PROBE; installed on purpose by hand in the test
+UNSIGNED = "rdmaforge-unsigned"
+
+
+@dataclass(frozen=True)
+class RpmRepo:
+    url: str
+    key_url: str
+    fingerprint: str
+
+
+def spec(name: str, requires: str = "") -> str:
+    return textwrap.dedent(f"""\
+        Name: {name}
+        Version: 1.0
+        Release: 1
+        Summary: STAND-IN package for rdmaforge's dnf path test
+        License: MIT
+        BuildArch: noarch
+        {f"Requires: {requires}" if requires else ""}
+        %description
+        STAND-IN package built by tests/integration/test_dnf_path_on_lab.py.
+        %install
+        mkdir -p %{{buildroot}}/usr/share/{name}
+        echo {name} > %{{buildroot}}/usr/share/{name}/README
+        %files
+        /usr/share/{name}/README
+        """)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def rpm_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmRepo]:
+    """Three noarch rpms (two signed, one not) in a createrepo_c repository served on the lab bridge."""
+    work = tmp_path_factory.mktemp("rpm-build")
+    home = work / "gnupg"
+    home.mkdir(mode=0o700)
+    gpg = ["gpg", "--batch", "--homedir", str(home)]
+    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", "rdmaforge dnf test <dnf@lab.invalid>", "rsa2048",
+                    "sign", "never"], check=True, capture_output=True)  # fmt: skip
+    listing = subprocess.run([*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True)
+    fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
+    repo = work / "repo"
+    repo.mkdir()
+    (repo / "RPM-GPG-KEY").write_bytes(subprocess.run([*gpg, "--armor", "--export"], check=True,
+                                                      capture_output=True).stdout)  # fmt: skip
+    for name, requires in ((PROBE, ""), (DEPENDANT, PROBE), (UNSIGNED, "")):
+        (work / f"{name}.spec").write_text(spec(name, requires))
+        subprocess.run(["rpmbuild", "--define", f"_topdir {work / 'top'}", "-bb", str(work / f"{name}.spec")],
+                       check=True, capture_output=True, timeout=120)  # fmt: skip
+        built = work / "top" / "RPMS" / "noarch" / f"{name}-1.0-1.noarch.rpm"
+        if name != UNSIGNED:
+            subprocess.run(["rpmsign", "--define", f"_gpg_name {fingerprint}", "--define", "__gpg /usr/bin/gpg",
+                            "--define", f"_gpg_path {home}", "--addsign", str(built)],
+                           check=True, capture_output=True, timeout=120)  # fmt: skip
+        built.rename(repo / built.name)
+    subprocess.run(["createrepo_c", "-q", str(repo)], check=True, capture_output=True, timeout=120)
+    handler = functools.partial(QuietHandler, directory=str(repo))
+    server = http.server.ThreadingHTTPServer((CONTROLLER_ADDRESS, 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://{CONTROLLER_ADDRESS}:{server.server_address[1]}"
+    try:
+        yield RpmRepo(url=f"{base}/", key_url=f"{base}/RPM-GPG-KEY", fingerprint=fingerprint)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def installed_names(lab: LabHandle, node: str) -> set[str]:
+    return set(lab.ssh(node, "dpkg-query -W -f '${Package}\\n'").stdout.split())
+
+
+@pytest.fixture(scope="module")
+def dnf_node(converged: LabHandle) -> Iterator[str]:
+    """A node with Debian's dnf and rpm (from the lab mirror), /etc/yum.repos.d and a release version for dnf's
+    $releasever; afterwards the node is as before: the packages the test brought are purged, its files removed."""
+    node = sorted(converged.nodes)[-1]
+    before = installed_names(converged, node)
+    converged.ssh(node, "DEBIAN_FRONTEND=noninteractive apt-get install -y -q dnf rpm", timeout=600)
+    brought = sorted(installed_names(converged, node) - before)
+    converged.ssh(node, "mkdir -p /etc/yum.repos.d /etc/dnf/vars && echo 8 > /etc/dnf/vars/releasever")
+    try:
+        yield node
+    finally:
+        converged.ssh(node, f"rm -rf /etc/yum.repos.d /etc/dnf /var/lib/dnf /var/cache/dnf /root/.rpmdb {RECORD} "
+                            "/var/log/dnf*.log /var/log/hawkey.log", check=False)  # fmt: skip
+        if brought:
+            converged.ssh(node, f"DEBIAN_FRONTEND=noninteractive apt-get purge -y -q {' '.join(brought)}",
+                          check=False, timeout=600)  # fmt: skip
+    assert installed_names(converged, node) == before
+
+
+def dnf_play(lab: LabHandle, node: str, repo: RpmRepo, **extra: object) -> subprocess.CompletedProcess[str]:
+    variables = {
+        "dnf_node": node,
+        "rdma_repos_erdma_yum_baseurl": repo.url,
+        "rdma_repos_erdma_gpg_key_url": repo.key_url,
+        "rdma_repos_erdma_gpg_fingerprint": repo.fingerprint,
+        "os_packages_record": RECORD,
+        **extra,
+    }
+    return lab.playbook(str(Path("..") / "tests" / "playbooks" / "dnf_path.yml"), "-e", json.dumps(variables),
+                        timeout=600)  # fmt: skip
+
+
+def rpm_query(lab: LabHandle, node: str, *names: str) -> subprocess.CompletedProcess[str]:
+    return lab.ssh(node, "rpm -q " + " ".join(names), check=False)
+
+
+def test_dnf_installs_signed_packages_records_them_and_changes_nothing_the_second_time(
+    converged: LabHandle, dnf_node: str, rpm_repo: RpmRepo
+) -> None:
+    node = dnf_node
+    first = dnf_play(converged, node, rpm_repo, dnf_packages=[PROBE])
+    assert first.returncode == 0, first.stdout[-4000:]
+    assert recap(first.stdout)[node]["changed"] > 0
+    assert rpm_query(converged, node, PROBE).stdout.startswith(f"{PROBE}-1.0-1"), rpm_query(converged, node, PROBE)
+    assert converged.ssh(node, f"cat {PROBE_FILE}").stdout.strip() == PROBE
+    # rpm_key imported the test key (rpm names it gpg-pubkey-<last 8 hex digits of the fingerprint>).
+    keys = converged.ssh(node, "rpm -q gpg-pubkey --qf '%{VERSION}\\n'").stdout.split()
+    assert rpm_repo.fingerprint[-8:].lower() in keys, keys
+    repo_file = converged.ssh(node, "cat /etc/yum.repos.d/erdma.repo").stdout
+    assert "gpgcheck = 1" in repo_file and f"baseurl = {rpm_repo.url}" in repo_file, repo_file
+    assert converged.ssh(node, f"cat {RECORD}").stdout.split() == [PROBE]
+
+    again = dnf_play(converged, node, rpm_repo, dnf_packages=[PROBE])
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert_no_changes(again.stdout, [node])
+
+
+def test_dnf_refuses_an_unsigned_package_at_the_first_try(
+    converged: LabHandle, dnf_node: str, rpm_repo: RpmRepo
+) -> None:
+    """With the default retries: another try would get the same package, so there is none."""
+    proc = dnf_play(converged, dnf_node, rpm_repo, dnf_packages=[UNSIGNED])
+    assert proc.returncode != 0
+    fatal = [line for line in proc.stdout.splitlines() if line.startswith(f"fatal: [{dnf_node}]")]
+    assert fatal and "not signed" in fatal[-1], proc.stdout[-4000:]
+    assert "FAILED - RETRYING" not in proc.stdout and "not retried: dnf refused" in proc.stdout, proc.stdout[-4000:]
+    assert rpm_query(converged, dnf_node, UNSIGNED).returncode != 0
+
+
+def test_reset_keeps_what_a_package_installed_on_purpose_needs_then_removes_it(
+    converged: LabHandle, dnf_node: str, rpm_repo: RpmRepo
+) -> None:
+    node = dnf_node
+    if rpm_query(converged, node, PROBE).returncode != 0:  # run on its own: install it first
+        assert dnf_play(converged, node, rpm_repo, dnf_packages=[PROBE]).returncode == 0
+    # Installed by hand, on purpose, after rdmaforge: it needs the package rdmaforge added.
+    converged.ssh(node, f"dnf -y -q install {DEPENDANT}", timeout=300)
+
+    kept = dnf_play(converged, node, rpm_repo, withdraw=True)
+    assert kept.returncode == 0, kept.stdout[-4000:]
+    assert f"the packages rdmaforge added ({PROBE}) stay" in kept.stdout, kept.stdout[-4000:]
+    assert f"because {DEPENDANT}, installed since, depend on them" in kept.stdout, kept.stdout[-4000:]
+    assert rpm_query(converged, node, PROBE, DEPENDANT).returncode == 0
+    assert PROBE in converged.ssh(node, f"cat {RECORD}").stdout.split()
+
+    converged.ssh(node, f"rpm -e {DEPENDANT}")
+    removed = dnf_play(converged, node, rpm_repo, withdraw=True)
+    assert removed.returncode == 0, removed.stdout[-4000:]
+    assert rpm_query(converged, node, PROBE).returncode != 0
+    assert converged.ssh(node, f"test -e {RECORD}", check=False).returncode != 0
+    assert converged.ssh(node, f"test -e {PROBE_FILE}", check=False).returncode != 0
+    # The repository file and the key rpm_key imported went with them.
+    assert converged.ssh(node, "test -e /etc/yum.repos.d/erdma.repo", check=False).returncode != 0
+    keys = converged.ssh(node, "rpm -q gpg-pubkey --qf '%{VERSION}\\n'", check=False).stdout.split()
+    assert rpm_repo.fingerprint[-8:].lower() not in keys, keys
