@@ -14,7 +14,9 @@ and dnf5.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import http.server
 import json
 import subprocess
@@ -27,7 +29,8 @@ from pathlib import Path
 import pytest
 
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS
-from tests.conftest import LabHandle, assert_no_changes, recap
+from tests.conftest import LabHandle, aiacc_library_from_mirror, assert_no_changes, recap
+from tests.integration.test_fast_path import IN_SYNC
 
 pytestmark = pytest.mark.lab
 
@@ -90,12 +93,18 @@ def rpm_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmRepo]:
                            check=True, capture_output=True, timeout=120)  # fmt: skip
         built.rename(repo / built.name)
     subprocess.run(["createrepo_c", "-q", str(repo)], check=True, capture_output=True, timeout=120)
-    handler = functools.partial(QuietHandler, directory=str(repo))
+    with served(repo) as base:
+        yield RpmRepo(url=f"{base}/", key_url=f"{base}/RPM-GPG-KEY", fingerprint=fingerprint)
+
+
+@contextlib.contextmanager
+def served(directory: Path) -> Iterator[str]:
+    """``directory`` over HTTP on the lab bridge; yields its base URL."""
+    handler = functools.partial(QuietHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer((CONTROLLER_ADDRESS, 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://{CONTROLLER_ADDRESS}:{server.server_address[1]}"
     try:
-        yield RpmRepo(url=f"{base}/", key_url=f"{base}/RPM-GPG-KEY", fingerprint=fingerprint)
+        yield f"http://{CONTROLLER_ADDRESS}:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
@@ -189,7 +198,7 @@ def test_reset_keeps_what_a_package_installed_on_purpose_needs_then_removes_it(
     # Installed by hand, on purpose, after rdmaforge: it needs the package rdmaforge added.
     converged.ssh(node, f"dnf -y -q install {DEPENDANT}", timeout=300)
 
-    kept = dnf_play(converged, node, rpm_repo, withdraw=True)
+    kept = dnf_play(converged, node, rpm_repo, dnf_stage="withdraw")
     assert kept.returncode == 0, kept.stdout[-4000:]
     assert f"the packages rdmaforge added ({PROBE}) stay" in kept.stdout, kept.stdout[-4000:]
     assert f"because {DEPENDANT}, installed since, depend on them" in kept.stdout, kept.stdout[-4000:]
@@ -197,7 +206,7 @@ def test_reset_keeps_what_a_package_installed_on_purpose_needs_then_removes_it(
     assert PROBE in converged.ssh(node, f"cat {RECORD}").stdout.split()
 
     converged.ssh(node, f"rpm -e {DEPENDANT}")
-    removed = dnf_play(converged, node, rpm_repo, withdraw=True)
+    removed = dnf_play(converged, node, rpm_repo, dnf_stage="withdraw")
     assert removed.returncode == 0, removed.stdout[-4000:]
     assert rpm_query(converged, node, PROBE).returncode != 0
     assert converged.ssh(node, f"test -e {RECORD}", check=False).returncode != 0
@@ -206,3 +215,85 @@ def test_reset_keeps_what_a_package_installed_on_purpose_needs_then_removes_it(
     assert converged.ssh(node, "test -e /etc/yum.repos.d/erdma.repo", check=False).returncode != 0
     keys = converged.ssh(node, "rpm -q gpg-pubkey --qf '%{VERSION}\\n'", check=False).stdout.split()
     assert rpm_repo.fingerprint[-8:].lower() not in keys, keys
+
+
+PLUGIN_RPM = "aiacc-nccl-plugin-1.0.2.rpm"  # seed 000's file name (rpm -i aiacc-nccl-plugin-1.0.2.rpm)
+PACKAGE_LIB = "/usr/local/lib/libnccl-net.so"  # nccl_plugin_aiacc_package_lib's default
+PLUGIN_LINK = "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"
+
+
+@pytest.fixture(scope="module")
+def stand_in_plugin_rpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, bytes]]:
+    """(URL, sha256) of a STAND-IN for seed 000's aiacc-nccl-plugin 1.0.2 rpm, and the library in it: a real rpm
+    built here whose only file is the real AIACC library (PyPI sdist, from the lab mirror) at the path the role
+    expects. Unsigned, as the role assumes of Alibaba's; without rpm's automatic library dependencies, which no rpm
+    on a Debian node provides."""
+    library = aiacc_library_from_mirror()
+    work = tmp_path_factory.mktemp("plugin-rpm")
+    (work / "libnccl-net.so").write_bytes(library)
+    (work / "plugin.spec").write_text(textwrap.dedent(f"""\
+        Name: aiacc-nccl-plugin
+        Version: 1.0.2
+        Release: 1
+        Summary: STAND-IN for Alibaba's aiacc-nccl-plugin rpm (rdmaforge lab test)
+        License: Proprietary
+        AutoReqProv: no
+        %global debug_package %{{nil}}
+        %global __strip /bin/true
+        %global _build_id_links none
+        %description
+        Carries only the AIACC library of PyPI's aiacc-nccl-plugin 2.0.1 sdist.
+        %install
+        mkdir -p %{{buildroot}}{PACKAGE_LIB.rsplit("/", 1)[0]}
+        install -m 0755 {work / "libnccl-net.so"} %{{buildroot}}{PACKAGE_LIB}
+        %files
+        {PACKAGE_LIB}
+        """))  # fmt: skip
+    subprocess.run(["rpmbuild", "--define", f"_topdir {work / 'top'}", "-bb", str(work / "plugin.spec")],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    served_dir = work / "served"
+    served_dir.mkdir()
+    (work / "top" / "RPMS" / "x86_64" / "aiacc-nccl-plugin-1.0.2-1.x86_64.rpm").rename(served_dir / PLUGIN_RPM)
+    sha256 = hashlib.sha256((served_dir / PLUGIN_RPM).read_bytes()).hexdigest()
+    with served(served_dir) as base:
+        yield f"{base}/{PLUGIN_RPM}", sha256, library
+
+
+def test_the_plugin_rpm_source_installs_registers_and_rechecks_the_plugin(
+    converged: LabHandle, dnf_node: str, rpm_repo: RpmRepo, stand_in_plugin_rpm: tuple[str, str, bytes]
+) -> None:
+    """nccl_plugin_aiacc_source: package on a dnf node: seed 000's `rpm -i aiacc-nccl-plugin-1.0.2.rpm`."""
+    url, sha256, library = stand_in_plugin_rpm
+    node = dnf_node
+    # In sync with a converge record of its own first, so that the check at the end speaks of this test alone.
+    start = converged.playbook("site.yml", "--limit", node)
+    assert start.returncode == 0, start.stdout[-4000:]
+    package = {"nccl_plugin_aiacc_source": "package", "nccl_plugin_aiacc_rpm_url": url,
+               "nccl_plugin_aiacc_package_sha256": sha256}  # fmt: skip
+    try:
+        first = dnf_play(converged, node, rpm_repo, dnf_stage="plugin", **package)
+        assert first.returncode == 0, first.stdout[-4000:]
+        assert recap(first.stdout)[node]["changed"] > 0
+        assert rpm_query(converged, node, "aiacc-nccl-plugin").stdout.strip() == "aiacc-nccl-plugin-1.0.2-1.x86_64"
+        assert converged.ssh(node, f"readlink {PLUGIN_LINK}").stdout.strip() == PACKAGE_LIB
+        got = converged.ssh(node, f"sha256sum < {PLUGIN_LINK}").stdout.split()[0]
+        assert got == hashlib.sha256(library).hexdigest()
+        assert PLUGIN_LINK in converged.ssh(node, "ldconfig -p | grep 'libnccl-net.so '").stdout
+        # Recorded (read from the rpm file) as a package this run added, so `rdmaforge reset` removes it.
+        assert "aiacc-nccl-plugin" in converged.ssh(node, f"cat {RECORD}").stdout.split()
+        # The checks ran on the rpm's library: the version from the rpm's file name, NCCL's pairing.
+        assert "aiacc 1.0.2 is documented for NCCL 2.8-2.16" in first.stdout, first.stdout[-4000:]
+        assert "through net API v6" in first.stdout
+
+        again = dnf_play(converged, node, rpm_repo, dnf_stage="plugin", **package)
+        assert again.returncode == 0, again.stdout[-4000:]
+        assert_no_changes(again.stdout, [node])
+    finally:
+        # Back to the converge's plugin (the lab's pypi source, apt as the node really is), without the rpm.
+        restore = converged.playbook("nccl_plugin.yml", "--limit", node, timeout=600)
+        converged.ssh(node, f"rpm -e aiacc-nccl-plugin; ldconfig; rm -f /opt/rdmaforge/nccl-plugin/pkg/{PLUGIN_RPM}",
+                      check=False)  # fmt: skip
+    assert restore.returncode == 0, restore.stdout[-4000:]
+    assert converged.ssh(node, f"readlink {PLUGIN_LINK}").stdout.strip().endswith("/aiacc-2.0.1/libnccl-net.so.0.0.0")
+    proc = converged.playbook("site.yml", "--limit", node)
+    assert proc.returncode == 0 and IN_SYNC in proc.stdout, proc.stdout[-4000:]
