@@ -13,6 +13,9 @@ modules then run in LAB_ORDER.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import io
 import json
 import os
@@ -35,6 +38,7 @@ from installed import installed_collection, wheel_venv  # noqa: F401 - session f
 from rdmaforge.collection import ensure_dev_tree
 from rdmaforge.lab.mirror import MIRROR_URL
 from rdmaforge.lab.session import LabSession, hold_lab
+from rdmaforge.lab.spec import CONTROLLER_ADDRESS
 from rdmaforge.paths import PROJECT_ROOT
 
 SHARED = PROJECT_ROOT.parent / "shared"
@@ -188,6 +192,24 @@ def run_playbook(
     if check and proc.returncode != 0:
         raise AssertionError(f"ansible-playbook {playbook} failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}")
     return proc
+
+
+@contextlib.contextmanager
+def served_on_lab_bridge(directory: Path) -> Iterator[str]:
+    """``directory`` over HTTP on the lab bridge, where lab nodes reach it; yields its base URL."""
+    handler = functools.partial(QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer((CONTROLLER_ADDRESS, 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://{CONTROLLER_ADDRESS}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def aiacc_library_from_mirror() -> bytes:

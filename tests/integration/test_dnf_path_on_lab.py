@@ -14,23 +14,22 @@ and dnf5.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
-import http.server
 import json
 import subprocess
 import textwrap
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from rdmaforge.lab.spec import CONTROLLER_ADDRESS
-from tests.conftest import LabHandle, aiacc_library_from_mirror, assert_no_changes, recap
-from tests.integration.test_fast_path import IN_SYNC
+from tests.conftest import LabHandle, aiacc_library_from_mirror, assert_no_changes, recap, served_on_lab_bridge
+from tests.integration.test_nccl_plugin_package_on_lab import (
+    PACKAGE_LIB,
+    assert_converge_plugin_back,
+    assert_package_plugin_in_place,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -93,26 +92,8 @@ def rpm_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmRepo]:
                            check=True, capture_output=True, timeout=120)  # fmt: skip
         built.rename(repo / built.name)
     subprocess.run(["createrepo_c", "-q", str(repo)], check=True, capture_output=True, timeout=120)
-    with served(repo) as base:
+    with served_on_lab_bridge(repo) as base:
         yield RpmRepo(url=f"{base}/", key_url=f"{base}/RPM-GPG-KEY", fingerprint=fingerprint)
-
-
-@contextlib.contextmanager
-def served(directory: Path) -> Iterator[str]:
-    """``directory`` over HTTP on the lab bridge; yields its base URL."""
-    handler = functools.partial(QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer((CONTROLLER_ADDRESS, 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://{CONTROLLER_ADDRESS}:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def installed_names(lab: LabHandle, node: str) -> set[str]:
@@ -218,8 +199,6 @@ def test_reset_keeps_what_a_package_installed_on_purpose_needs_then_removes_it(
 
 
 PLUGIN_RPM = "aiacc-nccl-plugin-1.0.2.rpm"  # seed 000's file name (rpm -i aiacc-nccl-plugin-1.0.2.rpm)
-PACKAGE_LIB = "/usr/local/lib/libnccl-net.so"  # nccl_plugin_aiacc_package_lib's default
-PLUGIN_LINK = "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +234,7 @@ def stand_in_plugin_rpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
     served_dir.mkdir()
     (work / "top" / "RPMS" / "x86_64" / "aiacc-nccl-plugin-1.0.2-1.x86_64.rpm").rename(served_dir / PLUGIN_RPM)
     sha256 = hashlib.sha256((served_dir / PLUGIN_RPM).read_bytes()).hexdigest()
-    with served(served_dir) as base:
+    with served_on_lab_bridge(served_dir) as base:
         yield f"{base}/{PLUGIN_RPM}", sha256, library
 
 
@@ -275,15 +254,7 @@ def test_the_plugin_rpm_source_installs_registers_and_rechecks_the_plugin(
         assert first.returncode == 0, first.stdout[-4000:]
         assert recap(first.stdout)[node]["changed"] > 0
         assert rpm_query(converged, node, "aiacc-nccl-plugin").stdout.strip() == "aiacc-nccl-plugin-1.0.2-1.x86_64"
-        assert converged.ssh(node, f"readlink {PLUGIN_LINK}").stdout.strip() == PACKAGE_LIB
-        got = converged.ssh(node, f"sha256sum < {PLUGIN_LINK}").stdout.split()[0]
-        assert got == hashlib.sha256(library).hexdigest()
-        assert PLUGIN_LINK in converged.ssh(node, "ldconfig -p | grep 'libnccl-net.so '").stdout
-        # Recorded (read from the rpm file) as a package this run added, so `rdmaforge reset` removes it.
-        assert "aiacc-nccl-plugin" in converged.ssh(node, f"cat {RECORD}").stdout.split()
-        # The checks ran on the rpm's library: the version from the rpm's file name, NCCL's pairing.
-        assert "aiacc 1.0.2 is documented for NCCL 2.8-2.16" in first.stdout, first.stdout[-4000:]
-        assert "through net API v6" in first.stdout
+        assert_package_plugin_in_place(converged, node, first.stdout, library, RECORD)
 
         again = dnf_play(converged, node, rpm_repo, dnf_stage="plugin", **package)
         assert again.returncode == 0, again.stdout[-4000:]
@@ -294,6 +265,4 @@ def test_the_plugin_rpm_source_installs_registers_and_rechecks_the_plugin(
         converged.ssh(node, f"rpm -e aiacc-nccl-plugin; ldconfig; rm -f /opt/rdmaforge/nccl-plugin/pkg/{PLUGIN_RPM}",
                       check=False)  # fmt: skip
     assert restore.returncode == 0, restore.stdout[-4000:]
-    assert converged.ssh(node, f"readlink {PLUGIN_LINK}").stdout.strip().endswith("/aiacc-2.0.1/libnccl-net.so.0.0.0")
-    proc = converged.playbook("site.yml", "--limit", node)
-    assert proc.returncode == 0 and IN_SYNC in proc.stdout, proc.stdout[-4000:]
+    assert_converge_plugin_back(converged, node)

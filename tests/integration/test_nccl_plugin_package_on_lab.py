@@ -11,18 +11,14 @@ The node is put back as the converge left it, and the test shows that with site.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
 import subprocess
-import threading
 from collections.abc import Iterator
 
 import pytest
 
-from rdmaforge.lab.spec import CONTROLLER_ADDRESS
-from tests.conftest import LabHandle, aiacc_library_from_mirror, assert_no_changes, recap
+from tests.conftest import LabHandle, aiacc_library_from_mirror, assert_no_changes, recap, served_on_lab_bridge
 from tests.integration.test_fast_path import IN_SYNC
 
 pytestmark = pytest.mark.lab
@@ -52,19 +48,8 @@ def stand_in_deb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(served / DEB)], check=True,
                    capture_output=True, timeout=120)  # fmt: skip
     sha256 = hashlib.sha256((served / DEB).read_bytes()).hexdigest()
-    handler = functools.partial(QuietHandler, directory=str(served))
-    server = http.server.ThreadingHTTPServer((CONTROLLER_ADDRESS, 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://{CONTROLLER_ADDRESS}:{server.server_address[1]}/{DEB}", sha256, library
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
+    with served_on_lab_bridge(served) as base:
+        yield f"{base}/{DEB}", sha256, library
 
 
 def test_the_package_source_installs_registers_and_rechecks_the_plugin(
@@ -88,15 +73,7 @@ def test_the_package_source_installs_registers_and_rechecks_the_plugin(
         assert recap(first.stdout)[node]["changed"] > 0
         status = converged.ssh(node, "dpkg-query -W -f '${Status} ${Version}' aiacc-nccl-plugin").stdout
         assert status == "install ok installed 1.0.2", status
-        assert converged.ssh(node, f"readlink {LINK}").stdout.strip() == PACKAGE_LIB
-        got = converged.ssh(node, f"sha256sum < {LINK}").stdout.split()[0]
-        assert got == hashlib.sha256(library).hexdigest()
-        assert LINK in converged.ssh(node, "ldconfig -p | grep 'libnccl-net.so '").stdout
-        # Recorded as a package this run added, so `rdmaforge reset` removes it.
-        assert "aiacc-nccl-plugin" in converged.ssh(node, f"cat {RECORD}").stdout.split()
-        # The checks ran on the package's library: the version from the file name, NCCL's pairing.
-        assert "aiacc 1.0.2 is documented for NCCL 2.8-2.16" in first.stdout, first.stdout[-4000:]
-        assert "through net API v6" in first.stdout
+        assert_package_plugin_in_place(converged, node, first.stdout, library, RECORD)
 
         again = converged.playbook("nccl_plugin.yml", "--limit", node, "-e", package_vars, timeout=600)
         assert again.returncode == 0, again.stdout[-4000:]
@@ -111,7 +88,25 @@ def test_the_package_source_installs_registers_and_rechecks_the_plugin(
         else:
             converged.ssh(node, f"cat > {RECORD} <<'EOF'\n{record_before}EOF")
     assert restore.returncode == 0, restore.stdout[-4000:]
-    assert converged.ssh(node, f"readlink {LINK}").stdout.strip().endswith("/aiacc-2.0.1/libnccl-net.so.0.0.0")
-    # Nothing of the test is left: the node is in sync with its converge record again.
-    proc = converged.playbook("site.yml", "--limit", node)
+    assert_converge_plugin_back(converged, node)
+
+
+def assert_package_plugin_in_place(lab: LabHandle, node: str, output: str, library: bytes, record: str) -> None:
+    """After nccl_plugin's package source (deb or rpm) installed seed 000's aiacc-nccl-plugin 1.0.2 on ``node``."""
+    assert lab.ssh(node, f"readlink {LINK}").stdout.strip() == PACKAGE_LIB
+    got = lab.ssh(node, f"sha256sum < {LINK}").stdout.split()[0]
+    assert got == hashlib.sha256(library).hexdigest()
+    assert LINK in lab.ssh(node, "ldconfig -p | grep 'libnccl-net.so '").stdout
+    # Recorded as a package this run added (its name read from the file), so `rdmaforge reset` removes it.
+    assert "aiacc-nccl-plugin" in lab.ssh(node, f"cat {record}").stdout.split()
+    # The checks ran on the package's library: the version from the file name, NCCL's pairing.
+    assert "aiacc 1.0.2 is documented for NCCL 2.8-2.16" in output, output[-4000:]
+    assert "through net API v6" in output
+
+
+def assert_converge_plugin_back(lab: LabHandle, node: str) -> None:
+    """``node`` has the converge's plugin again (the lab's pypi source) and nothing of the test is left: it is in
+    sync with its converge record."""
+    assert lab.ssh(node, f"readlink {LINK}").stdout.strip().endswith("/aiacc-2.0.1/libnccl-net.so.0.0.0")
+    proc = lab.playbook("site.yml", "--limit", node)
     assert proc.returncode == 0 and IN_SYNC in proc.stdout, proc.stdout[-4000:]
