@@ -34,6 +34,8 @@ PERMANENT_MESSAGES: tuple[tuple[str, str], ...] = (
     ("externally-managed-environment", "pip refuses to install into the system's Python (PEP 668)"),
     ("post-installation script subprocess returned error exit status", "a package's maintainer script failed"),
     ("pre-installation script subprocess returned error exit status", "a package's maintainer script failed"),
+    # apt: the repository is signed by a key its keyring lacks (a rotated key, a wrong keyring).
+    ("NO_PUBKEY", "apt has no key for the repository's signature"),
     # Ansible's dnf module, gpgcheck on: an unsigned package, or one whose signature no imported key verifies.
     ("Failed to validate GPG signature for", "dnf refused the package's signature (gpgcheck is on)"),
     ("Unsupported parameters for", "the module was called with arguments it does not take"),

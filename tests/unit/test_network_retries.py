@@ -14,6 +14,7 @@ reading the erdma yum repository that role rdma_repos writes (without its timeou
 
 from __future__ import annotations
 
+import functools
 import http.server
 import json
 import os
@@ -460,3 +461,64 @@ def test_a_silent_mirror_ends_dnf_metadata_download_after_the_inventory_timeout(
     assert "Failed to download metadata for repo 'erdma'" in makecache.stderr, makecache.stderr
     assert silent_server.waits and all(4.5 <= wait < 15 for wait in silent_server.waits), silent_server.waits
     assert took < 60, took
+
+
+@pytest.mark.skipif(not shutil.which("apt-ftparchive"), reason="needs apt-ftparchive (apt-utils) on this machine")
+def test_a_repository_signed_by_a_key_its_keyring_lacks_is_not_retried(
+    signing_key: tuple[bytes, str], tmp_path: Path
+) -> None:
+    """A real apt repository (apt-ftparchive) on loopback signed with one throwaway key, apt's keyring holding
+    another: the apt module (a throwaway package index, APT_CONFIG as the roles pass it) fails with NO_PUBKEY once,
+    with the until filter of every apt task. Another try would get the same signature."""
+    home = tmp_path / "other-gnupg"
+    home.mkdir(mode=0o700)
+    gpg = ["gpg", "--batch", "--homedir", str(home)]
+    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", "other <other@lab.invalid>", "ed25519", "sign",
+                    "never"], check=True, capture_output=True)  # fmt: skip
+    suite = tmp_path / "repo" / "dists" / "bookworm"
+    (suite / "main" / "binary-amd64").mkdir(parents=True)
+    (suite / "main" / "binary-amd64" / "Packages").touch()
+    release = subprocess.run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Suite=bookworm",
+                              "-o", "APT::FTPArchive::Release::Components=main", "release", str(suite)],
+                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+    (suite / "Release").write_text(release)
+    subprocess.run([*gpg, "--clearsign", "-o", str(suite / "InRelease"), str(suite / "Release")], check=True,
+                   capture_output=True)  # fmt: skip
+    keyring = tmp_path / "keyring.gpg"  # the signing_key fixture's key, not the one that signed
+    keyring.write_bytes(subprocess.run(["gpg", "--dearmor"], input=signing_key[0], check=True,
+                                       capture_output=True).stdout)  # fmt: skip
+    handler = functools.partial(QuietFiles, directory=str(tmp_path / "repo"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        mirror = f"http://127.0.0.1:{server.server_address[1]}"
+        argv = sandboxed_apt(tmp_path, mirror)
+        (tmp_path / "apt" / "sources.list").write_text(f"deb [signed-by={keyring}] {mirror} bookworm main\n")
+        settings = tmp_path / "apt.conf"  # apt-get's -o options of sandboxed_apt, as an APT_CONFIG file
+        settings.write_text("".join(f'{option.split("=", 1)[0]} "{option.split("=", 1)[1]}";\n'
+                                    for flag, option in zip(argv, argv[1:], strict=False) if flag == "-o"))  # fmt: skip
+        proc = local_play(tmp_path, {
+            "name": "An apt index refresh with the roles' retries",
+            "tasks": [{
+                "name": "Refresh the index",
+                "ansible.builtin.apt": {"update_cache": True, "update_cache_retries": 1},
+                "environment": {"APT_CONFIG": str(settings)},
+                "register": "apt_result",
+                "retries": 3,
+                "delay": 1,
+                "until": "apt_result | rdmaforge.cluster.rdmaforge_network_retry_done(3, 1)",
+            }],
+        }, timeout=300)  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode != 0
+    assert "FAILED - RETRYING" not in proc.stdout, proc.stdout[-3000:]
+    assert "not retried: apt has no key for the repository's signature" in proc.stdout + proc.stderr, proc.stdout
+    fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
+    assert fatal and "NO_PUBKEY" in fatal[-1] and mirror in fatal[-1], proc.stdout[-3000:]
+
+
+class QuietFiles(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
