@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SilentServer, recap, run_playbook
+from conftest import QuietHandler, SilentServer, recap, run_playbook
 
 from rdmaforge import network_retry
 from rdmaforge.paths import PROJECT_ROOT
@@ -487,7 +487,7 @@ def test_a_repository_signed_by_a_key_its_keyring_lacks_is_not_retried(
     keyring = tmp_path / "keyring.gpg"  # the signing_key fixture's key, not the one that signed
     keyring.write_bytes(subprocess.run(["gpg", "--dearmor"], input=signing_key[0], check=True,
                                        capture_output=True).stdout)  # fmt: skip
-    handler = functools.partial(QuietFiles, directory=str(tmp_path / "repo"))
+    handler = functools.partial(QuietHandler, directory=str(tmp_path / "repo"))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -517,8 +517,3 @@ def test_a_repository_signed_by_a_key_its_keyring_lacks_is_not_retried(
     assert "not retried: apt has no key for the repository's signature" in proc.stdout + proc.stderr, proc.stdout
     fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
     assert fatal and "NO_PUBKEY" in fatal[-1] and mirror in fatal[-1], proc.stdout[-3000:]
-
-
-class QuietFiles(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
