@@ -194,6 +194,19 @@ def run_playbook(
     return proc
 
 
+def throwaway_signing_key(home: Path, uid: str, algorithm: str = "ed25519") -> tuple[list[str], str]:
+    """A new OpenPGP signing key (no passphrase) in a fresh gpg home ``home``: the gpg command for that home and the
+    key's fingerprint."""
+    home.mkdir(mode=0o700, exist_ok=True)
+    home.chmod(0o700)
+    gpg = ["gpg", "--batch", "--homedir", str(home)]
+    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", uid, algorithm, "sign", "never"], check=True,
+                   capture_output=True)  # fmt: skip
+    listing = subprocess.run([*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True)
+    fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
+    return gpg, fingerprint
+
+
 @contextlib.contextmanager
 def served_on_lab_bridge(directory: Path) -> Iterator[str]:
     """``directory`` over HTTP on the lab bridge, where lab nodes reach it; yields its base URL."""

@@ -146,9 +146,10 @@ def single_stream(single: Sequence[Measurement], multi: Sequence[Measurement], s
     for one in sorted(single, key=lambda m: (m.nic, m.a, m.b)):
         many = by_direction.get((one.a, one.b, one.nic))
         multi_gbps = many.gbps if many is not None and many.status == "ok" else None
-        share = one.gbps / multi_gbps if one.status == "ok" and one.gbps is not None and multi_gbps else None
-        found.append(SingleStream(one.a, one.b, one.nic, streams, one.gbps if one.status == "ok" else None,
-                                  multi_gbps, share, one.status, one.detail))  # fmt: skip
+        single_gbps = one.gbps if one.status == "ok" else None
+        share = single_gbps / multi_gbps if single_gbps is not None and multi_gbps else None
+        found.append(SingleStream(one.a, one.b, one.nic, streams, single_gbps, multi_gbps, share, one.status,
+                                  one.detail))  # fmt: skip
     return found
 
 

@@ -24,7 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LabHandle, aiacc_library_from_mirror, assert_no_changes, recap, served_on_lab_bridge
+from tests.conftest import (
+    LabHandle,
+    aiacc_library_from_mirror,
+    assert_no_changes,
+    recap,
+    served_on_lab_bridge,
+    throwaway_signing_key,
+)
 from tests.integration.test_nccl_plugin_package_on_lab import (
     PACKAGE_LIB,
     assert_converge_plugin_back,
@@ -71,12 +78,7 @@ def rpm_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmRepo]:
     """Three noarch rpms (two signed, one not) in a createrepo_c repository served on the lab bridge."""
     work = tmp_path_factory.mktemp("rpm-build")
     home = work / "gnupg"
-    home.mkdir(mode=0o700)
-    gpg = ["gpg", "--batch", "--homedir", str(home)]
-    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", "rdmaforge dnf test <dnf@lab.invalid>", "rsa2048",
-                    "sign", "never"], check=True, capture_output=True)  # fmt: skip
-    listing = subprocess.run([*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True)
-    fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
+    gpg, fingerprint = throwaway_signing_key(home, "rdmaforge dnf test <dnf@lab.invalid>", "rsa2048")
     repo = work / "repo"
     repo.mkdir()
     (repo / "RPM-GPG-KEY").write_bytes(subprocess.run([*gpg, "--armor", "--export"], check=True,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import QuietHandler, SilentServer, recap, run_playbook
+from conftest import QuietHandler, SilentServer, recap, run_playbook, throwaway_signing_key
 
 from rdmaforge import network_retry
 from rdmaforge.paths import PROJECT_ROOT
@@ -198,13 +198,7 @@ class FlakyHandler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def signing_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str]:
     """A real OpenPGP public key (armored) and its fingerprint, made with gpg in a throwaway home."""
-    home = tmp_path_factory.mktemp("gnupg")
-    home.chmod(0o700)
-    gpg = ["gpg", "--batch", "--homedir", str(home)]
-    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", "retry test <retry@lab.invalid>", "ed25519", "sign",
-                    "never"], check=True, capture_output=True)  # fmt: skip
-    listing = subprocess.run([*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True)
-    fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
+    gpg, fingerprint = throwaway_signing_key(tmp_path_factory.mktemp("gnupg"), "retry test <retry@lab.invalid>")
     armored = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True).stdout
     return armored, fingerprint
 
@@ -368,17 +362,24 @@ def test_a_silent_git_mirror_ends_the_checkout_with_build_once_git_environment(
     assert silent_server.waits and min(silent_server.waits) >= 4.5, silent_server.waits
 
 
-def sandboxed_apt(tmp_path: Path, mirror: str) -> list[str]:
-    """apt-get's arguments for an update of a throwaway package index (its own state, cache and sources list under
-    ``tmp_path``, one source at ``mirror``): this machine's own apt state is neither read nor changed."""
+def sandboxed_apt_settings(tmp_path: Path, mirror: str, source_options: str = "trusted=yes") -> dict[str, str]:
+    """apt's settings for a throwaway package index (its own state, cache and sources list under ``tmp_path``, one
+    source at ``mirror`` with ``source_options``): this machine's own apt state is neither read nor changed."""
     root = tmp_path / "apt"
     for sub in ("state/lists/partial", "cache/archives/partial"):
         (root / sub).mkdir(parents=True)
     (root / "status").touch()
-    (root / "sources.list").write_text(f"deb [trusted=yes] {mirror} bookworm main\n")
-    return ["apt-get", "-q", "-o", f"Dir::State={root}/state", "-o", f"Dir::State::status={root}/status",
-            "-o", f"Dir::Cache={root}/cache", "-o", f"Dir::Etc::sourcelist={root}/sources.list",
-            "-o", "Dir::Etc::sourceparts=/nonexistent", "-o", "APT::Sandbox::User=root", "update"]  # fmt: skip
+    (root / "sources.list").write_text(f"deb [{source_options}] {mirror} bookworm main\n")
+    return {"Dir::State": f"{root}/state", "Dir::State::status": f"{root}/status", "Dir::Cache": f"{root}/cache",
+            "Dir::Etc::sourcelist": f"{root}/sources.list", "Dir::Etc::sourceparts": "/nonexistent",
+            "APT::Sandbox::User": "root"}  # fmt: skip
+
+
+def sandboxed_apt(tmp_path: Path, mirror: str) -> list[str]:
+    """apt-get's arguments for an update of the throwaway package index of :func:`sandboxed_apt_settings`."""
+    options = [arg for name, value in sandboxed_apt_settings(tmp_path, mirror).items()
+               for arg in ("-o", f"{name}={value}")]  # fmt: skip
+    return ["apt-get", "-q", *options, "update"]
 
 
 def write_apt_settings(tmp_path: Path, settings: Path) -> None:
@@ -470,11 +471,7 @@ def test_a_repository_signed_by_a_key_its_keyring_lacks_is_not_retried(
     """A real apt repository (apt-ftparchive) on loopback signed with one throwaway key, apt's keyring holding
     another: the apt module (a throwaway package index, APT_CONFIG as the roles pass it) fails with NO_PUBKEY once,
     with the until filter of every apt task. Another try would get the same signature."""
-    home = tmp_path / "other-gnupg"
-    home.mkdir(mode=0o700)
-    gpg = ["gpg", "--batch", "--homedir", str(home)]
-    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", "other <other@lab.invalid>", "ed25519", "sign",
-                    "never"], check=True, capture_output=True)  # fmt: skip
+    gpg, _ = throwaway_signing_key(tmp_path / "other-gnupg", "other <other@lab.invalid>")
     suite = tmp_path / "repo" / "dists" / "bookworm"
     (suite / "main" / "binary-amd64").mkdir(parents=True)
     (suite / "main" / "binary-amd64" / "Packages").touch()
@@ -492,11 +489,9 @@ def test_a_repository_signed_by_a_key_its_keyring_lacks_is_not_retried(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         mirror = f"http://127.0.0.1:{server.server_address[1]}"
-        argv = sandboxed_apt(tmp_path, mirror)
-        (tmp_path / "apt" / "sources.list").write_text(f"deb [signed-by={keyring}] {mirror} bookworm main\n")
-        settings = tmp_path / "apt.conf"  # apt-get's -o options of sandboxed_apt, as an APT_CONFIG file
-        settings.write_text("".join(f'{option.split("=", 1)[0]} "{option.split("=", 1)[1]}";\n'
-                                    for flag, option in zip(argv, argv[1:], strict=False) if flag == "-o"))  # fmt: skip
+        sandbox = sandboxed_apt_settings(tmp_path, mirror, f"signed-by={keyring}")
+        settings = tmp_path / "apt.conf"  # the throwaway index's settings as an APT_CONFIG file
+        settings.write_text("".join(f'{name} "{value}";\n' for name, value in sandbox.items()))
         proc = local_play(tmp_path, {
             "name": "An apt index refresh with the roles' retries",
             "tasks": [{
