@@ -9,12 +9,14 @@ with the fast path and without it (every task, as before the fast path existed).
 roles (per-node fast path); at 4 nodes the same repair also runs with converge_state_fast_path_per_node=false,
 where every node converges in full. Last, one more lab node (running, idle, outside the inventory until then)
 joins the inventory and `rdmaforge provision` converges it: the new node converges in full, the others (in sync,
-recorded for the smaller cluster) run only the cluster-wide plays.
+recorded for the smaller cluster) run only the cluster-wide plays. When mitogen is installed (the optional
+accelerator, `--mitogen`), the lab is then made afresh at the same size and timed again under mitogen's strategy:
+the first converge and a no-op.
 
 Targets (issue 19): no-op at 4 nodes < 20 s and at least 2x faster than site.yml with Ansible's defaults;
 no-op at 16 nodes <= 2.5x no-op at 1 node; first converge at 16 <= 3x first converge at 1; --check --diff
-no slower than the no-op (10% or 1 s, whichever is larger, for timing noise). Writes the curve as JSON
-and PNG under artifacts/bench/.
+no slower than the no-op (10% or 1 s, whichever is larger, for timing noise); with --mitogen the same 16/1
+ratio, and each first converge faster than the plain one. Writes the curve as JSON and PNG under artifacts/bench/.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from rdmaforge.lab import Lab
 from rdmaforge.lab import inventory as lab_inventory
 from rdmaforge.lab.spec import MAX_NODES
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner import accelerator
 
 BIN = PROJECT_ROOT / ".venv" / "bin"
 IN_SYNC = "fast path: every node is in sync with its last complete converge"
@@ -134,7 +137,30 @@ def measure(n: int) -> dict[str, Any]:
         if spare:
             inventory = lab_inventory.without(lab.inventory_path, f"node{n + 1}", Path(spare_dir) / "inventory")
         row = runs(lab, n, inventory, spare)
+    if mitogen_installed():
+        # Bare nodes again, the same size, for the accelerator's first converge.
+        lab.down()
+        lab.up(nodes=n, nics=2)
+        row.update(mitogen_runs(lab.inventory_path))
     print(json.dumps(row), flush=True)
+    return row
+
+
+def mitogen_installed() -> bool:
+    try:
+        accelerator.strategy_dir()
+    except accelerator.NotInstalled:
+        return False
+    return True
+
+
+def mitogen_runs(inventory: Path) -> dict[str, Any]:
+    """The first converge and a no-op under `--mitogen`, on bare nodes (the lab made afresh)."""
+    row: dict[str, Any] = {}
+    row["mitogen_first_converge_s"], _, _ = provision(inventory, "--mitogen")
+    row["mitogen_first_controller_cpu_s"] = round(LAST_CPU["controller"], 2)
+    row["mitogen_first_machine_cpu_s"] = round(LAST_CPU["machine"], 2)
+    row["mitogen_noop_s"], row["mitogen_noop_fast_path"], _ = provision(inventory, "--mitogen")
     return row
 
 
@@ -180,6 +206,10 @@ def plot(rows: list[dict[str, Any]], path: Path) -> str:
     ax.plot(nodes, [r["first_converge_s"] for r in rows], marker="o", label="first converge (NCCL cached)")
     ax.plot(nodes, [r["noop_s"] for r in rows], marker="o", label="no-op provision (fast path)")
     ax.plot(nodes, [r["check_diff_s"] for r in rows], marker="x", linestyle="--", label="--check --diff")
+    mitogen = [r for r in rows if "mitogen_first_converge_s" in r]
+    if mitogen:
+        ax.plot([r["nodes"] for r in mitogen], [r["mitogen_first_converge_s"] for r in mitogen], marker="^",
+                label="first converge, --mitogen")  # fmt: skip
     drift = [r for r in rows if "drift_one_s" in r]
     if drift:
         ax.plot([r["nodes"] for r in drift], [r["drift_one_s"] for r in drift], marker="s", label="one node drifted")
@@ -226,6 +256,15 @@ def targets(rows: list[dict[str, Any]]) -> list[Result]:
                 r["check_diff_fast_path"] and r["check_diff_s"] <= r["noop_s"] + max(1.0, r["noop_s"] * 0.1),
             )
         )  # fmt: skip
+        if "mitogen_first_converge_s" in r:
+            results.append(
+                Result(
+                    f"first converge with --mitogen, {r['nodes']} node(s)", round(r["mitogen_first_converge_s"], 1),
+                    "s", "faster than the plain strategy's", r["mitogen_first_converge_s"] < r["first_converge_s"],
+                    f"plain {r['first_converge_s']:.1f} s; no-op with --mitogen {r['mitogen_noop_s']:.1f} s"
+                    f" (fast path {r['mitogen_noop_fast_path']})",
+                )
+            )  # fmt: skip
     if 4 in by:
         four = by[4]
         results.append(Result("no-op provision, 4 nodes", round(four["noop_s"], 1), "s", "< 20 s", four["noop_s"] < 20))
@@ -263,6 +302,14 @@ def targets(rows: list[dict[str, Any]]) -> list[Result]:
                 cpu_detail(by[1], by[16], "first"),
             )
         )  # fmt: skip
+        if "mitogen_first_converge_s" in by[1] and "mitogen_first_converge_s" in by[16]:
+            mitogen = by[16]["mitogen_first_converge_s"] / by[1]["mitogen_first_converge_s"]
+            results.append(
+                Result(
+                    "first converge 16 nodes / 1 node, --mitogen", round(mitogen, 2), "x", "<= 3", mitogen <= 3,
+                    cpu_detail(by[1], by[16], "mitogen_first"),
+                )
+            )  # fmt: skip
     return results
 
 

@@ -57,6 +57,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 #: record, and the modules that leave a node differing from it come after them.
 LAB_ORDER = (
     "test_fast_path",  # first: its opening converge is then the fast path, not a repair of earlier modules' changes
+    "test_mitogen_on_lab",  # the optional accelerator: a repair, every task, then the plain fast path
     "test_bad_inventory",
     "test_installed_on_lab",  # provision from the wheel (site.yml)
     "test_nccl_build_on_lab",

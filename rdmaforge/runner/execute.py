@@ -22,7 +22,7 @@ import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
 
 from rdmaforge import paths
-from rdmaforge.runner import extravars, secrets
+from rdmaforge.runner import accelerator, extravars, secrets
 from rdmaforge.runner.events import EventLog
 from rdmaforge.runner.recap import HostRecap, from_stats
 
@@ -55,6 +55,8 @@ class Request:
     forks: int | None = None
     vault_ids: Sequence[str] = ()
     vault_password_files: Sequence[Path] = ()
+    #: run under mitogen's strategy (--mitogen; the accelerator module), else ansible.cfg's (linear)
+    mitogen: bool = False
 
 
 @dataclass
@@ -126,7 +128,7 @@ def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[st
         "ident": IDENT,
         "project_dir": str(paths.WORKSPACE),
         "inventory": str(request.inventory.resolve()),
-        "envvars": runner_env(),
+        "envvars": {**runner_env(), **accelerator.environment(request.mitogen)},
         "suppress_env_files": True,  # nothing of this run is written to env/ (extravars, passwords, ssh_key)
         "quiet": True,  # the progress display replaces Ansible's own output; it is kept in ansible/stdout
         "fact_cache_type": "project",  # not 'jsonfile': keep ansible.cfg's fact cache, shared with ansible-playbook

@@ -214,6 +214,51 @@ def test_request_and_runner_kwargs_carry_the_flags(tmp_path: Path) -> None:
     assert not {"cmdline", "forks", "skip_tags", "tags"} & set(plain)
 
 
+def test_mitogen_sets_the_strategy_of_every_playbook_command_and_only_when_asked(tmp_path: Path) -> None:
+    parsers = subcommands()
+    for name in ("provision", "bench", "doctor", "pairwise", *LIFECYCLE):
+        assert "--mitogen" in completion.options(parsers[name]), name
+    assert "--mitogen" not in completion.options(parsers["verify"])  # testinfra's suite, not a playbook
+    asked = parsers["provision"].parse_args(["-i", "hosts.yml", "--mitogen"])
+    request = execute.Request(inventory=tmp_path, playbook=Path("/p.yml"), **command.ansible_options(asked))
+    env = execute.runner_kwargs(request, tmp_path / "run", tmp_path)["envvars"]
+    # mitogen's documented strategy name; its plugin file is where ansible-core will look for it.
+    assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
+    assert (Path(env["ANSIBLE_STRATEGY_PLUGINS"]) / "mitogen_linear.py").is_file()
+    default = parsers["provision"].parse_args(["-i", "hosts.yml"])
+    request = execute.Request(inventory=tmp_path, playbook=Path("/p.yml"), **command.ansible_options(default))
+    env = execute.runner_kwargs(request, tmp_path / "run", tmp_path)["envvars"]
+    assert "ANSIBLE_STRATEGY" not in env and "ANSIBLE_STRATEGY_PLUGINS" not in env
+
+
+def test_mitogen_runs_a_playbook_under_its_strategy(tiny: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["provision", "-i", str(tiny["inventory"]), "--runs-dir", str(tiny["runs"]), "--mitogen", "-q"])
+    said = "".join(capsys.readouterr())
+    assert code == ExitCode.OK, said[-3000:]
+    stdout = (run_dir_of(said) / "ansible" / "stdout").read_text()
+    # ansible-core says so whenever it loads a strategy from outside ansible.builtin.
+    assert "Use of strategy plugins not included in ansible.builtin" in stdout and "hello" in stdout
+
+
+def test_mitogen_missing_is_an_error_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ansible_mitogen" else real_find_spec(name, *a))  # fmt: skip
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text(yaml.safe_dump({"all": {}}))
+    for name in ("provision", "doctor"):
+        code = main([name, "-i", str(hosts), "--runs-dir", str(tmp_path / "runs"), "--mitogen"])
+        err = capsys.readouterr().err
+        assert code == ExitCode.ERROR, (name, err)
+        assert "mitogen is not installed" in err and "pip install 'rdmaforge[mitogen]'" in err, err
+        assert "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_verify_hands_user_become_and_vault_to_testinfra_through_its_environment(tmp_path: Path) -> None:
     request = execute.Request(inventory=tmp_path, user="deploy", become=True, become_user="root",
                               vault_ids=("dev@/x",), vault_password_files=(tmp_path / "pw",))  # fmt: skip

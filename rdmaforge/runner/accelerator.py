@@ -1,0 +1,43 @@
+"""The optional mitogen accelerator (`--mitogen`): the same playbooks under mitogen's ``mitogen_linear`` strategy.
+
+mitogen keeps one Python interpreter per node for the whole run and runs modules inside it, instead of one SSH
+command and one fresh interpreter per task and node. On the lab it halves a first converge (issue 19; README,
+"Converge speed"); a no-op run, one module call per node, gains nothing. The plain strategy stays the default and
+the one every test runs, so mitogen is an extra (``pip install 'rdmaforge[mitogen]'``), never required.
+ansible-core warns that third-party strategy plugins may stop working in a future release: that warning stays in
+the run's output, because it is true.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+#: mitogen's strategy that keeps Ansible's linear order (every host finishes a task before the next starts).
+STRATEGY = "mitogen_linear"
+INSTALL_HINT = "pip install 'rdmaforge[mitogen]'"
+
+
+class NotInstalled(Exception):
+    """--mitogen was asked for, but this Python cannot load mitogen's Ansible strategy plugins."""
+
+
+def strategy_dir() -> Path:
+    """The directory of mitogen's Ansible strategy plugins in this Python (ANSIBLE_STRATEGY_PLUGINS)."""
+    try:
+        spec = importlib.util.find_spec("ansible_mitogen")
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        plugins = Path(location) / "plugins" / "strategy"
+        if (plugins / f"{STRATEGY}.py").is_file():
+            return plugins
+    raise NotInstalled(f"--mitogen: mitogen is not installed for this Python; {INSTALL_HINT}, or leave --mitogen out")
+
+
+def environment(enabled: bool) -> dict[str, str]:
+    """The variables that make ansible-playbook use mitogen (nothing when ``enabled`` is false)."""
+    if not enabled:
+        return {}
+    return {"ANSIBLE_STRATEGY_PLUGINS": str(strategy_dir()), "ANSIBLE_STRATEGY": STRATEGY}

@@ -1,0 +1,56 @@
+"""`rdmaforge provision --mitogen` on the lab (issue 19): the optional accelerator runs the same site.yml under
+mitogen's strategy, and what it does must be what the plain strategy does. It repairs a drifted node, its run
+with every task changes nothing on a converged cluster, and the converge record it leaves is the one the plain
+strategy's fast path accepts. (Its speed is measured by `make bench`, benchmark converge_scale.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.runner.exit_codes import ExitCode
+from tests.conftest import LabHandle
+from tests.integration.test_cli import cli, run_dir_of
+
+pytestmark = pytest.mark.lab
+
+#: ansible-core's warning when it loads a strategy from outside ansible.builtin: the run used mitogen's.
+THIRD_PARTY_STRATEGY = "Use of strategy plugins not included in ansible.builtin"
+IN_SYNC = "fast path: every node is in sync with its last complete converge"
+DRIFTED = "/etc/nccl.conf"
+
+
+def changed_per_host(run_dir: Path) -> dict[str, int]:
+    recap = json.loads((run_dir / "recap.json").read_text())
+    return {host: counts["changed"] for host, counts in recap["hosts"].items()}
+
+
+def test_mitogen_converges_as_the_plain_strategy_does(converged: LabHandle, tmp_path: Path) -> None:
+    nodes = list(converged.nodes)
+    reference, victim = nodes[0], nodes[-1]
+    inventory = str(converged.inventory)
+    role_mode = converged.ssh(reference, f"stat -c %a {DRIFTED}").stdout.strip()
+    converged.ssh(victim, f"chmod 0600 {DRIFTED}")
+
+    repair = cli(tmp_path, "provision", "-i", inventory, "--mitogen")
+    assert repair.returncode == ExitCode.OK, repair.stdout[-6000:]
+    stdout = (run_dir_of(repair.stdout) / "ansible" / "stdout").read_text(errors="replace")
+    assert THIRD_PARTY_STRATEGY in stdout, stdout[-3000:]
+    assert converged.ssh(victim, f"stat -c %a {DRIFTED}").stdout.strip() == role_mode
+    assert f"{len(nodes) - 1} node(s) in sync skip their own roles" in repair.stdout, repair.stdout[-4000:]
+
+    # Every task of site.yml under mitogen, on the converged cluster: nothing to change on any node.
+    full = cli(tmp_path, "provision", "-i", inventory, "--mitogen", "-e", "converge_state_fast_path=false")
+    assert full.returncode == ExitCode.OK, full.stdout[-6000:]
+    changed = changed_per_host(run_dir_of(full.stdout))
+    assert set(changed) == {*nodes, "localhost"} and not any(changed.values()), full.stdout[-4000:]
+
+    # The record mitogen's runs left is the one the plain strategy's fast path checks against.
+    plain = cli(tmp_path, "provision", "-i", inventory)
+    assert plain.returncode == ExitCode.OK, plain.stdout[-6000:]
+    assert IN_SYNC in plain.stdout, plain.stdout[-4000:]
+    plain_stdout = (run_dir_of(plain.stdout) / "ansible" / "stdout").read_text(errors="replace")
+    assert THIRD_PARTY_STRATEGY not in plain_stdout
