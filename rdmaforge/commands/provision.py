@@ -20,6 +20,7 @@ def register(subparsers: Any) -> None:
         "at the end, and a run directory with the events, Ansible's output, recap.json and junit.xml.",
     )
     command.add_target_arguments(parser)
+    command.add_mitogen_argument(parser)
     command.add_json_argument(parser)
     command.add_output_arguments(parser)
     command.add_no_wait_argument(parser)

@@ -1,9 +1,11 @@
 """The optional mitogen accelerator (`--mitogen`): the same playbooks under mitogen's ``mitogen_linear`` strategy.
 
 mitogen keeps one Python interpreter per node for the whole run and runs modules inside it, instead of one SSH
-command and one fresh interpreter per task and node. On the lab it halves a first converge (issue 19; README,
-"Converge speed"); a no-op run, one module call per node, gains nothing. The plain strategy stays the default and
-the one every test runs, so mitogen is an extra (``pip install 'rdmaforge[mitogen]'``), never required.
+command and one fresh interpreter per task and node. On the lab it roughly halves a first converge (issue 19;
+README, "Converge speed"); a no-op run, one module call per node, is slower (starting mitogen on every node costs
+more than the call it replaces). `rdmaforge provision` takes --mitogen: the one command whose runs under mitogen are
+tested and measured. The plain strategy stays the default, so mitogen is an extra
+(``pip install 'rdmaforge[mitogen]'``), never required.
 ansible-core warns that third-party strategy plugins may stop working in a future release: that warning stays in
 the run's output, because it is true.
 """

@@ -104,9 +104,6 @@ def add_target_arguments(
                                  "written to ansible-runner's env/ nor put on a command line; values of secret "
                                  "names (password, token, secret, ...) are redacted from the artifacts")  # fmt: skip
     add_connection_arguments(parser)
-    parser.add_argument("--mitogen", action="store_true",
-                        help="run with mitogen's mitogen_linear strategy (optional accelerator, about 2x on a first "
-                        f"converge; {accelerator.INSTALL_HINT})")  # fmt: skip
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="Ansible verbosity (-vvv for more), recorded in ansible/stdout; on screen, Ansible's own "
                         "output instead of the condensed progress")  # fmt: skip
@@ -285,6 +282,13 @@ def outcome_record(outcome: execute.Outcome) -> dict[str, Any]:
 def usage_error(command: str, message: str) -> int:
     print(f"rdmaforge {command}: {message}", file=sys.stderr)
     return int(ExitCode.ERROR)
+
+
+def add_mitogen_argument(parser: argparse.ArgumentParser) -> None:
+    """--mitogen, on provision only: the command whose runs under mitogen are tested and measured."""
+    parser.add_argument("--mitogen", action="store_true",
+                        help="run site.yml under mitogen's mitogen_linear strategy: an optional accelerator for first "
+                        f"converges and repairs, slower on a no-op ({accelerator.INSTALL_HINT})")  # fmt: skip
 
 
 def add_no_wait_argument(parser: argparse.ArgumentParser) -> None:
