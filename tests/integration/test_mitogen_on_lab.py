@@ -14,12 +14,12 @@ import pytest
 from rdmaforge.runner.exit_codes import ExitCode
 from tests.conftest import LabHandle
 from tests.integration.test_cli import cli, run_dir_of
+from tests.integration.test_fast_path import IN_SYNC
 
 pytestmark = pytest.mark.lab
 
 #: ansible-core's warning when it loads a strategy from outside ansible.builtin: the run used mitogen's.
 THIRD_PARTY_STRATEGY = "Use of strategy plugins not included in ansible.builtin"
-IN_SYNC = "fast path: every node is in sync with its last complete converge"
 DRIFTED = "/etc/nccl.conf"
 
 
