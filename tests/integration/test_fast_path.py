@@ -26,6 +26,14 @@ from tests.integration.test_remove_node_on_lab import block as marked_block
 pytestmark = pytest.mark.lab
 
 IN_SYNC = "fast path: every node is in sync with its last complete converge"
+#: Each node's converge record (converge_state_path) and reset's list of the packages rdmaforge added
+#: (os_packages_record): their defaults.
+STATE_RECORD = "/var/lib/rdmaforge/converge-state.json"
+PACKAGES_ADDED = "/var/lib/rdmaforge/packages-added"
+#: The benchmark role's environment (torch in a venv), as `rdmaforge bench` installs it.
+PREPARE_BENCH_ENV = Path(__file__).resolve().parents[1] / "playbooks" / "prepare_bench_env.yml"
+#: One of the packages it installs (benchmark role, e2e_env.yml) that site.yml does not.
+BENCH_ENV_PACKAGE = "python3-packaging"
 #: The AIACC plugin's library as nccl_plugin unpacks it from the sdist (nccl_plugin_aiacc_dir, version 2.0.1).
 PLUGIN_LIBRARY = "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0"
 
@@ -95,10 +103,12 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     want = converged.ssh(first, "cat /etc/nccl.conf").stdout
     want_plugin = converged.ssh(first, f"sha256sum < {PLUGIN_LIBRARY}").stdout
     # Three kinds of drift on one node: a managed file edited, a package removed, and the NCCL plugin's library cut
-    # short (a disk error, or a copy stopped halfway).
+    # short (a disk error, or a copy stopped halfway). (And the benchmark environment's python3-packaging is gone,
+    # with its line in reset's record: no drift for site.yml; the next test installs it the way bench does.)
     converged.ssh(
         drifted, "echo NCCL_IB_DISABLE=1 >> /etc/nccl.conf; dpkg -r --force-depends ibverbs-utils >/dev/null 2>&1; "
-        f"truncate -s 4096 {PLUGIN_LIBRARY}",
+        f"truncate -s 4096 {PLUGIN_LIBRARY}; dpkg -r --force-depends {BENCH_ENV_PACKAGE} >/dev/null 2>&1; "
+        f"sed -i '/^{BENCH_ENV_PACKAGE}$/d' {PACKAGES_ADDED}",
     )  # fmt: skip
 
     # summary.yml on its own vouches for a node's recorded summary only while the node matches its record: the
@@ -193,6 +203,26 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     assert set(nodes) == set(converged.nodes)
     assert nodes[first]["not_in_this_run"] == "not in this run (outside --limit)"
     assert nodes[first]["as_of"] < summary["time"] == nodes[drifted]["as_of"]
+
+
+def test_the_benchmark_environment_installed_later_is_not_drift(in_sync: LabHandle) -> None:
+    """`rdmaforge bench` installs its Python environment with the os_packages role, which appends each package it
+    adds to reset's record of them. That record is bookkeeping, not state a converge repairs: the next provision
+    still takes the fast path. (It did not: after the first benchmark every node's next converge was a full one.)
+    The drift test above removed one of the environment's packages on its node, then repaired the node with a run
+    that added a package, the kind of run whose record watched reset's."""
+    converged = in_sync
+    node = sorted(converged.nodes)[1]
+    before = converged.ssh(node, f"cat {PACKAGES_ADDED}").stdout
+    assert BENCH_ENV_PACKAGE not in before.split(), before
+    ready = converged.playbook(str(PREPARE_BENCH_ENV), "--limit", node)
+    assert ready.returncode == 0, ready.stdout[-4000:]
+    assert converged.ssh(node, f"cat {PACKAGES_ADDED}").stdout == f"{before}{BENCH_ENV_PACKAGE}\n"
+    proc = converge(converged)
+    assert IN_SYNC in proc.stdout, proc.stdout[-4000:]
+    assert_no_changes(proc.stdout)
+    record = json.loads(converged.ssh(node, f"cat {STATE_RECORD}").stdout)
+    assert PACKAGES_ADDED not in record["resources"]["paths"], record["resources"]["paths"]
 
 
 # After the drift test (above), these first prove that it left every node in sync.
