@@ -188,11 +188,36 @@ def run_playbook(
         argv = ["ansible-playbook"]
     argv += ["-i", str(inventory), str(PROJECT_ROOT / "playbooks" / playbook), *extra]
     full_env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1", **(env or {})}
+    started = time.monotonic()
     proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, env=full_env, timeout=timeout)
     proc.stdout = proc.stdout + proc.stderr
+    trace_playbook(argv[3:], proc, time.monotonic() - started)
     if check and proc.returncode != 0:
         raise AssertionError(f"ansible-playbook {playbook} failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}")
     return proc
+
+
+#: One JSON line per playbook the tests run: which test, how long, and (site.yml) which nodes converged in full and
+#: why. Where the suite's time goes, e.g. a module whose first converge is a full one because of the module before.
+PLAYBOOK_TRACE = PROJECT_ROOT / "artifacts" / "lab-playbooks.jsonl"
+
+
+def trace_playbook(args: Sequence[str], proc: subprocess.CompletedProcess[str], seconds: float) -> None:
+    entry: dict[str, Any] = {
+        "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
+        "playbook": Path(args[0]).name,
+        "args": list(args[1:]),
+        "seconds": round(seconds, 1),
+        "rc": proc.returncode,
+    }
+    if "fast path: every node is in sync with its last complete converge" in proc.stdout:
+        entry["converge"] = {}
+    elif "converge_state : Say which nodes converge and why]" in proc.stdout:
+        with contextlib.suppress(ValueError, KeyError, IndexError):
+            entry["converge"] = gate_decision(proc.stdout).get("converge", {})
+    PLAYBOOK_TRACE.parent.mkdir(parents=True, exist_ok=True)
+    with PLAYBOOK_TRACE.open("a") as trace:
+        trace.write(json.dumps(entry) + "\n")
 
 
 def throwaway_signing_key(home: Path, uid: str, algorithm: str = "ed25519") -> tuple[list[str], str]:
