@@ -49,7 +49,8 @@ options:
   resources:
     description:
       - With O(state=record), what to observe. Keys C(paths) (type, owner, mode and content hash),
-        C(listings) (the names in a directory), C(packages) (a mapping of C(apt)/C(dnf) to names),
+        C(listings) (the names in a directory, or only those matching a find task's patterns, as deep as it
+        looked), C(packages) (a mapping of C(apt)/C(dnf) to names),
         C(services) (active and enabled state), C(venvs) (the packages installed in a Python venv, read from
         its metadata files), C(commands) (argv lists of read-only commands whose exit code and sorted output are
         kept) and C(unverifiable) (tasks the ledger could not check; a record
@@ -140,7 +141,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import NAME_KINDS
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import NAME_KINDS, observe_listing
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import merge as merge_resources
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import (
     package_name,
@@ -184,15 +185,6 @@ def observe_path(path: str) -> dict[str, Any]:
     except OSError as exc:
         return {"type": "error", "error": exc.strerror or str(exc)}
     return dict(meta, type="file", size=st.st_size, sha256=digest.hexdigest())
-
-
-def observe_listing(path: str) -> Any:
-    try:
-        return sorted(os.listdir(path))
-    except FileNotFoundError:
-        return "absent"
-    except OSError as exc:
-        return "error: %s" % (exc.strerror or exc)
 
 
 def _run(argv: list[str], timeout: int) -> tuple[int, str]:

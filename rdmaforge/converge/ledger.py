@@ -126,7 +126,12 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
         ledger.paths.add(str(args.get("src") or args.get("path")))
         return
     if name == "find":
-        ledger.listings.update(_names(args.get("paths")))
+        # What the task saw: the names that match its patterns, as deep as it looked (every name with regexes).
+        patterns = [] if args.get("use_regex") else _names(args.get("patterns"))
+        depth = (args.get("depth") or None) if args.get("recurse") else 1
+        ledger.listings.update(
+            converge_resources.listing_entry(path, patterns, depth) for path in _names(args.get("paths"))
+        )
         ledger.paths.update(str(f.get("path")) for f in result.get("files") or [] if f.get("path"))
         return
     if name == "unarchive":

@@ -8,10 +8,14 @@ Python 3.8.
 
 from __future__ import annotations
 
+import fnmatch
+import os
+import re
 from typing import Any, Iterable, Mapping
 
 #: Kinds that are names, listed sorted and once each: files and directories (paths), directories whose entries
-#: are watched (listings), systemd units (services), Python venvs whose installed packages are watched (venvs).
+#: are watched (listings, in listing_entry's form), systemd units (services), Python venvs whose installed
+#: packages are watched (venvs).
 NAME_KINDS = ("paths", "listings", "services", "venvs")
 #: Kinds kept in the order first seen, each item once: argv lists of read-only commands, effects that cannot be
 #: observed, and why something could not be verified.
@@ -42,3 +46,51 @@ def merge(*lists: Mapping[str, Any]) -> dict[str, Any]:
     for kind in ORDERED_KINDS:
         out[kind] = _ordered_union(resources.get(kind) or [] for resources in lists)
     return out
+
+
+#: A listing of the entries a find task with patterns sees: "DIR matching P1,P2", and with recurse
+#: "DIR matching P1,P2 to depth N" (N levels down at most, as find counts them; "any": every level).
+_MATCHING = re.compile(r"^(?P<directory>/.*?) matching (?P<patterns>[^ ]+?)(?: to depth (?P<depth>[1-9][0-9]*|any))?$")
+
+
+def listing_entry(directory: str, patterns: Iterable[str] = (), depth: int | None = 1) -> str:
+    """The listings entry for ``directory`` as a find task sees it: only the names matching one of ``patterns``
+    (shell patterns on the name, as find matches them), ``depth`` levels down (1: its own entries; None: every
+    level). Without patterns, or with one this form cannot carry (empty, or with a comma or a space), the plain
+    directory: every name in it, which watches more, never less."""
+    names = [str(pattern) for pattern in patterns]
+    if not names or any(not name or "," in name or " " in name for name in names):
+        return directory
+    entry = f"{directory} matching {','.join(names)}"
+    if depth != 1:
+        entry += f" to depth {'any' if depth is None else int(depth)}"
+    return entry
+
+
+def observe_listing(entry: str) -> Any:
+    """What a listings entry watches now: the sorted names (relative paths below the directory when it recurses),
+    "absent" when the directory is not there, or "error: ..." when it cannot be read. Hidden names count too (more
+    than find returns by default: a superset only makes the check stricter)."""
+    match = _MATCHING.match(entry)
+    directory = entry if match is None else match.group("directory")
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return "absent"
+    except OSError as exc:
+        return "error: %s" % (exc.strerror or exc)
+    if match is None:
+        return sorted(names)
+    patterns = match.group("patterns").split(",")
+    depth_text = match.group("depth")
+    depth = None if depth_text == "any" else int(depth_text or 1)
+    found = []
+    for root, dirs, files in os.walk(directory):
+        below = os.path.relpath(root, directory)
+        level = 1 if below == "." else below.count(os.sep) + 2  # the level of root's entries (find's depth)
+        for name in dirs + files:
+            if any(fnmatch.fnmatch(name, pattern) for pattern in patterns):
+                found.append(name if below == "." else os.path.join(below, name))
+        if depth is not None and level >= depth:
+            dirs[:] = []  # their entries would be deeper than find looks
+    return sorted(found)

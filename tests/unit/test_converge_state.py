@@ -51,6 +51,60 @@ def test_the_ledger_keeps_what_each_kind_of_task_manages_or_reads() -> None:
     assert out["unverifiable"] == []
 
 
+def test_a_find_with_patterns_is_watched_as_far_as_it_looks() -> None:
+    """A find for a few names (preflight's GPU tools in /usr/bin) watches those names, not every binary a package
+    adds: a tool installed beside them is no drift. Regexes, which the listing form does not carry, watch every name."""
+    entry = ledger.Resources()
+    tools = {"paths": ["/usr/bin", "/usr/sbin"], "patterns": ["nvidia-smi", "lspci"], "recurse": False, "depth": None}
+    ledger.add_task_result(entry, "tools", "ansible.builtin.find", result(dict(tools, use_regex=False), files=[]))
+    boot = {"paths": ["/boot"], "patterns": ["grub", "grub.cfg"], "recurse": True, "depth": 4, "use_regex": False}
+    ledger.add_task_result(entry, "boot", "ansible.builtin.find", result(boot, files=[]))
+    regex = {"paths": ["/etc/netplan"], "patterns": [r".*\.ya?ml$"], "recurse": False, "use_regex": True}
+    ledger.add_task_result(entry, "netplan", "ansible.builtin.find", result(regex, files=[]))
+    assert entry.as_dict()["listings"] == [
+        "/boot matching grub,grub.cfg to depth 4",
+        "/etc/netplan",
+        "/usr/bin matching nvidia-smi,lspci",
+        "/usr/sbin matching nvidia-smi,lspci",
+    ]
+
+
+@pytest.mark.parametrize(("recurse", "depth"), [(False, None), (True, 2), (True, None)])
+def test_a_listing_with_patterns_sees_what_the_find_module_finds(tmp_path: Path, recurse: bool, depth: int | None):
+    """The names a listing entry watches are the ones ansible-core's own find module returns for the same task (run
+    here for real), at every depth: so the record notices every change the task would see."""
+    top = tmp_path / "boot"
+    for name in ("grub", "grub.cfg", ".grub", "vmlinuz", "d1/grub.cfg", "d1/other", "d1/d2/grub", "d1/d2/d3/grub.cfg"):
+        (top / name).parent.mkdir(parents=True, exist_ok=True)
+        (top / name).write_text("")
+    (top / "d1" / "grub").mkdir()  # a directory that matches
+    args: dict[str, Any] = {"paths": [str(top)], "patterns": ["grub", "grub.cfg"], "file_type": "any", "hidden": True,
+                            "recurse": recurse}  # fmt: skip
+    if depth is not None:
+        args["depth"] = depth
+    found = run_module("ansible.builtin.find", args)
+    assert found.rc == 0, found.stderr
+    want = sorted(os.path.relpath(f["path"], top) for f in found.result["files"])
+    assert "grub.cfg" in want and "vmlinuz" not in want
+    entry = converge_resources.listing_entry(str(top), args["patterns"], depth if recurse else 1)
+    assert converge_resources.observe_listing(entry) == want
+
+
+def test_a_listing_with_patterns_drifts_only_for_a_name_it_matches(tmp_path: Path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "lspci").write_text("")
+    entry = converge_resources.listing_entry(str(tools), ["nvidia-smi", "lspci"])
+    python = PY38 if PY38.exists() else None  # the module's own code on the oldest Python it supports, when here
+    recorded, state = record(tmp_path, {"listings": [entry]}, python=python)
+    assert recorded.rc == 0, recorded.stderr
+    (tools / "iperf3").write_text("")  # another package's binary beside the tools
+    assert reasons_apart_from_the_lab(check(state).result) == []
+    (tools / "nvidia-smi").write_text("")  # the driver installed: preflight would now see a GPU tool
+    reasons = check(state).result["reasons"]
+    assert any(entry in reason and "nvidia-smi" in reason for reason in reasons), reasons
+
+
 def test_loop_results_are_each_recorded_and_skipped_items_are_not() -> None:
     entry = ledger.Resources()
     items = [result({"path": "/etc/a"}), {"skipped": True}, result({"path": "/etc/b"})]
