@@ -197,6 +197,8 @@ def run_playbook(
     return proc
 
 
+#: What site.yml prints when every node takes the fast path.
+IN_SYNC = "fast path: every node is in sync with its last complete converge"
 #: One JSON line per playbook the tests run: which test, how long, and (site.yml) which nodes converged in full and
 #: why. Where the suite's time goes, e.g. a module whose first converge is a full one because of the module before.
 PLAYBOOK_TRACE = PROJECT_ROOT / "artifacts" / "lab-playbooks.jsonl"
@@ -210,10 +212,10 @@ def trace_playbook(args: Sequence[str], proc: subprocess.CompletedProcess[str], 
         "seconds": round(seconds, 1),
         "rc": proc.returncode,
     }
-    if "fast path: every node is in sync with its last complete converge" in proc.stdout:
+    if IN_SYNC in proc.stdout:
         entry["converge"] = {}
-    elif "converge_state : Say which nodes converge and why]" in proc.stdout:
-        with contextlib.suppress(ValueError, KeyError, IndexError):
+    else:
+        with contextlib.suppress(ValueError, KeyError, IndexError):  # IndexError: a playbook without the gate
             entry["converge"] = gate_decision(proc.stdout).get("converge", {})
     PLAYBOOK_TRACE.parent.mkdir(parents=True, exist_ok=True)
     with PLAYBOOK_TRACE.open("a") as trace:

@@ -20,12 +20,11 @@ import pytest
 
 from rdmaforge.lab import inventory as lab_inventory
 from rdmaforge.paths import PROJECT_ROOT
-from tests.conftest import LabHandle, assert_no_changes, gate_decision, recap
+from tests.conftest import IN_SYNC, LabHandle, assert_no_changes, gate_decision, recap
 from tests.integration.test_remove_node_on_lab import block as marked_block
 
 pytestmark = pytest.mark.lab
 
-IN_SYNC = "fast path: every node is in sync with its last complete converge"
 #: Each node's converge record (converge_state_path) and reset's list of the packages rdmaforge added
 #: (os_packages_record): their defaults.
 STATE_RECORD = "/var/lib/rdmaforge/converge-state.json"

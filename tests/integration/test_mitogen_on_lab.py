@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from rdmaforge.runner.exit_codes import ExitCode
-from tests.conftest import LabHandle
+from tests.conftest import IN_SYNC, LabHandle
 from tests.integration.test_cli import cli, run_dir_of
-from tests.integration.test_fast_path import IN_SYNC
 
 pytestmark = pytest.mark.lab
 

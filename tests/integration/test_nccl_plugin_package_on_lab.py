@@ -18,8 +18,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import LabHandle, aiacc_library_from_mirror, assert_no_changes, recap, served_on_lab_bridge
-from tests.integration.test_fast_path import IN_SYNC
+from tests.conftest import (
+    IN_SYNC,
+    LabHandle,
+    aiacc_library_from_mirror,
+    assert_no_changes,
+    recap,
+    served_on_lab_bridge,
+)
 
 pytestmark = pytest.mark.lab
 
