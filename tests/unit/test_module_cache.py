@@ -1,16 +1,31 @@
-"""The module_cache callback keeps assembled module payloads across runs and never serves a stale one.
+"""The module_cache callback keeps assembled module payloads across runs and never serves a stale one, and puts
+bytecode in them that only a node with the controller's Python version uses.
 
 Real ansible-playbook runs with a module next to the playbook (library/): the first run fills a cache directory,
 the second reuses it, and after the module's source changes the next run gets a new directory and runs the new
-code.
+code. The bytecode tests run the module under the controller's Python and under another Python version found on
+this machine (pyenv's or the system's).
 """
 
 from __future__ import annotations
 
+import base64
+import glob
+import importlib.util
+import io
 import os
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
-from conftest import run_playbook
+import pytest
+from ansible.executor import module_common
+from conftest import PROJECT_ROOT, run_playbook
+
+sys.path.insert(0, str(PROJECT_ROOT / "callback_plugins"))
+import module_cache  # noqa: E402  # the callback's own file, as Ansible loads it
 
 MODULE = """#!/usr/bin/python
 from ansible.module_utils.basic import AnsibleModule
@@ -43,16 +58,18 @@ def write_module(library: Path, answer: str, mtime: float) -> None:
     os.utime(path, (mtime, mtime))
 
 
-def run(playbook: Path, cache: Path) -> str:
+def run(playbook: Path, cache: Path, *extra: str, bytecode: bool = True) -> str:
     inventory = playbook.parent / "hosts.yml"
-    proc = run_playbook(str(playbook), inventory=inventory, env={
-        "RDMAFORGE_MODULE_CACHE": str(cache), "ANSIBLE_CACHE_PLUGIN": "memory"})  # fmt: skip
+    proc = run_playbook(str(playbook), *extra, inventory=inventory, env={
+        "RDMAFORGE_MODULE_CACHE": str(cache), "ANSIBLE_CACHE_PLUGIN": "memory",
+        "RDMAFORGE_MODULE_BYTECODE": str(bytecode).lower()})  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
     return proc.stdout
 
 
-def test_payloads_are_reused_until_the_module_changes(tmp_path: Path) -> None:
-    play_dir, cache = tmp_path / "play", tmp_path / "cache"
+def play_with_module(tmp_path: Path, answer: str) -> Path:
+    """A playbook that runs library/answer.py on localhost, with the controller's Python; returns the playbook."""
+    play_dir = tmp_path / "play"
     library = play_dir / "library"
     library.mkdir(parents=True)
     (play_dir / "hosts.yml").write_text(
@@ -61,7 +78,14 @@ def test_payloads_are_reused_until_the_module_changes(tmp_path: Path) -> None:
     )
     playbook = play_dir / "ask.yml"
     playbook.write_text(PLAYBOOK)
-    write_module(library, "one", 1_700_000_000)
+    write_module(library, answer, 1_700_000_000)
+    return playbook
+
+
+def test_payloads_are_reused_until_the_module_changes(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    playbook = play_with_module(tmp_path, "one")
+    library = playbook.parent / "library"
 
     assert "answer=one" in run(playbook, cache)
     first = sorted(cache.iterdir())
@@ -73,3 +97,106 @@ def test_payloads_are_reused_until_the_module_changes(tmp_path: Path) -> None:
     write_module(library, "two", 1_700_000_100)
     assert "answer=two" in run(playbook, cache)  # never the payload built from the old source
     assert len(list(cache.iterdir())) == 2
+
+
+def magic_of(python: str) -> bytes | None:
+    """The bytecode magic number of ``python``; None when it is not a Python that ansible-core runs modules with."""
+    probe = "import sys, importlib.util; assert sys.version_info >= (3, 8); print(importlib.util.MAGIC_NUMBER.hex())"
+    proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
+    return bytes.fromhex(proc.stdout.strip()) if proc.returncode == 0 else None
+
+
+def another_python_version() -> str | None:
+    """A Python on this machine whose bytecode this (the controller's) Python's does not match."""
+    names = [f"python3.{minor}" for minor in range(8, 15)]
+    candidates = [found for found in map(shutil.which, names) if found]
+    candidates += sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.*/bin/python3")))
+    for python in candidates:
+        magic = magic_of(python)
+        if magic is not None and magic != importlib.util.MAGIC_NUMBER:
+            return python
+    return None
+
+
+def payloads(cache: Path) -> dict[str, zipfile.ZipFile]:
+    """The answer module's payload in each cache directory, by directory name."""
+    found = {}
+    for path in cache.glob("*/*.answer-*-none"):
+        zip_data = base64.b64decode(module_common._CachedModule.load(str(path)).zip_data)
+        found[path.parent.name] = zipfile.ZipFile(io.BytesIO(zip_data))
+    return found
+
+
+def replace_source(cache_file: Path, member: str, source: str) -> None:
+    """Put ``source`` in the payload's ``member`` and leave its bytecode as it was."""
+    cached = module_common._CachedModule.load(str(cache_file))
+    old = zipfile.ZipFile(io.BytesIO(base64.b64decode(cached.zip_data)))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as new:
+        for info in old.infolist():
+            new.writestr(info, source.encode() if info.filename == member else old.read(info))
+    tampered = module_common._CachedModule(zip_data=base64.b64encode(out.getvalue()), metadata=cached.metadata,
+                                           source_mapping=cached.source_mapping)  # fmt: skip
+    cache_file.unlink()
+    tampered.dump(str(cache_file))
+
+
+def test_the_same_python_runs_the_payloads_bytecode_and_another_version_its_source(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    playbook = play_with_module(tmp_path, "compiled")
+    assert "answer=compiled" in run(playbook, cache)
+    ((directory, payload),) = payloads(cache).items()
+    sources = [name for name in payload.namelist() if name.endswith(".py")]
+    assert sources and all(f"{name}c" in payload.namelist() for name in sources)
+    module = next(name for name in sources if name.endswith("/answer.py"))
+
+    # The module's source now says something else; its bytecode still says "compiled". Whatever runs the source
+    # would answer "source".
+    replace_source(next(cache.glob("*/*.answer-*-none")), module, MODULE % "source")
+    assert "answer=compiled" in run(playbook, cache)  # the controller's Python version: the bytecode ran
+
+    other = another_python_version()
+    if other is None:
+        pytest.skip("no Python of another version on this machine to show that one ignores the bytecode")
+    assert "answer=source" in run(playbook, cache, "-e", f"ansible_python_interpreter={other}")
+    assert [p.name for p in cache.iterdir()] == [directory]  # the same payload served both versions
+
+
+def test_bytecode_turned_off_gives_payloads_of_source_only_in_a_directory_of_their_own(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    playbook = play_with_module(tmp_path, "plain")
+    assert "answer=plain" in run(playbook, cache, bytecode=False)
+    assert "answer=plain" in run(playbook, cache)
+    by_variant = {name: any(n.endswith(".pyc") for n in z.namelist()) for name, z in payloads(cache).items()}
+    assert sorted(by_variant.values()) == [False, True], by_variant
+
+
+def zip_of(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as payload:
+        for name, body in files.items():
+            payload.writestr(name, body)
+    return out.getvalue()
+
+
+def test_source_this_python_cannot_compile_is_shipped_without_bytecode() -> None:
+    files = {"pkg/__init__.py": b"", "pkg/ok.py": b"X = 1\n", "pkg/broken.py": b"def f(:\n", "pkg/data.json": b"{}"}
+    shipped = zipfile.ZipFile(io.BytesIO(module_cache.with_bytecode(zip_of(files))))
+    assert sorted(shipped.namelist()) == [
+        "pkg/__init__.py", "pkg/__init__.pyc", "pkg/broken.py", "pkg/data.json", "pkg/ok.py", "pkg/ok.pyc"]  # fmt: skip
+    assert shipped.read("pkg/broken.py") == b"def f(:\n"
+    assert all(info.compress_type == zipfile.ZIP_DEFLATED for info in shipped.infolist())
+
+
+def test_bytecode_of_another_python_version_is_skipped_for_the_source(tmp_path: Path) -> None:
+    shipped = module_cache.with_bytecode(zip_of({"rf_magic_probe.py": b"ANSWER = 'compiled'\n"}))
+    payload = zipfile.ZipFile(io.BytesIO(shipped))
+    pyc = payload.read("rf_magic_probe.pyc")
+    assert pyc[:4] == importlib.util.MAGIC_NUMBER
+    foreign = (int.from_bytes(pyc[:2], "little") - 1).to_bytes(2, "little") + pyc[2:]  # another version's magic
+    for name, bytecode, expected in (("same.zip", pyc, "compiled"), ("foreign.zip", foreign, "source")):
+        path = tmp_path / name
+        path.write_bytes(zip_of({"rf_magic_probe.py": b"ANSWER = 'source'\n", "rf_magic_probe.pyc": bytecode}))
+        probe = f"import sys; sys.path.insert(0, {str(path)!r}); import rf_magic_probe; print(rf_magic_probe.ANSWER)"
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+        assert proc.stdout.strip() == expected, proc.stderr
