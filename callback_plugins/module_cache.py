@@ -160,7 +160,8 @@ def compiled(source: bytes, filename: str) -> bytes | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings are the node's Python's to print, if it compiles the source
         try:
-            code = compile(source, filename, "exec", dont_inherit=True)
+            # optimize=0: asserts and docstrings kept, whatever -O the controller runs with (the node decides).
+            code = compile(source, filename, "exec", dont_inherit=True, optimize=0)
         except (SyntaxError, ValueError):
             return None
     unchecked_hash_based = (1).to_bytes(4, "little")
@@ -222,6 +223,8 @@ class CallbackModule(CallbackBase):  # type: ignore[misc]  # ansible-core ships 
     def v2_playbook_on_start(self, playbook: Any) -> None:
         # Before the first worker forks: the workers build the payloads, with the patched cache.
         bytecode = bool(self.get_option("bytecode")) and ship_bytecode()
+        if self.get_option("bytecode") and not bytecode:
+            display.vvv("module_cache: this ansible-core builds payloads another way; they carry no bytecode")
         configured = self.get_option("dir")
         if not configured:
             return

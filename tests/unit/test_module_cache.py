@@ -200,3 +200,14 @@ def test_bytecode_of_another_python_version_is_skipped_for_the_source(tmp_path: 
         probe = f"import sys; sys.path.insert(0, {str(path)!r}); import rf_magic_probe; print(rf_magic_probe.ANSWER)"
         proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
         assert proc.stdout.strip() == expected, proc.stderr
+
+
+def test_bytecode_keeps_asserts_when_the_controller_runs_python_with_optimizations() -> None:
+    # The node's Python decides about -O, as it does for the source: bytecode compiled under `python -O` keeps asserts.
+    probe = (
+        f"import sys, marshal; sys.path.insert(0, {str(PROJECT_ROOT / 'callback_plugins')!r}); import module_cache\n"
+        "pyc = module_cache.compiled(b'assert False, \"kept\"\\n', 'probe.py')\n"
+        "exec(marshal.loads(pyc[16:]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-O", "-c", probe], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "AssertionError: kept" in proc.stderr, proc.stderr
