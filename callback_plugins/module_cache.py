@@ -222,8 +222,9 @@ class CallbackModule(CallbackBase):  # type: ignore[misc]  # ansible-core ships 
 
     def v2_playbook_on_start(self, playbook: Any) -> None:
         # Before the first worker forks: the workers build the payloads, with the patched cache.
-        bytecode = bool(self.get_option("bytecode")) and ship_bytecode()
-        if self.get_option("bytecode") and not bytecode:
+        wanted = bool(self.get_option("bytecode"))
+        bytecode = wanted and ship_bytecode()
+        if wanted and not bytecode:
             display.vvv("module_cache: this ansible-core builds payloads another way; they carry no bytecode")
         configured = self.get_option("dir")
         if not configured:

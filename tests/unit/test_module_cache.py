@@ -24,8 +24,12 @@ import pytest
 from ansible.executor import module_common
 from conftest import PROJECT_ROOT, run_playbook
 
-sys.path.insert(0, str(PROJECT_ROOT / "callback_plugins"))
-import module_cache  # noqa: E402  # the callback's own file, as Ansible loads it
+#: The callback's own file, loaded from where it lives (nothing added to sys.path).
+CALLBACK = PROJECT_ROOT / "callback_plugins" / "module_cache.py"
+_spec = importlib.util.spec_from_file_location("_rdmaforge_module_cache", CALLBACK)
+assert _spec is not None and _spec.loader is not None
+module_cache = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(module_cache)
 
 MODULE = """#!/usr/bin/python
 from ansible.module_utils.basic import AnsibleModule
@@ -205,7 +209,9 @@ def test_bytecode_of_another_python_version_is_skipped_for_the_source(tmp_path: 
 def test_bytecode_keeps_asserts_when_the_controller_runs_python_with_optimizations() -> None:
     # The node's Python decides about -O, as it does for the source: bytecode compiled under `python -O` keeps asserts.
     probe = (
-        f"import sys, marshal; sys.path.insert(0, {str(PROJECT_ROOT / 'callback_plugins')!r}); import module_cache\n"
+        "import importlib.util, marshal\n"
+        f"spec = importlib.util.spec_from_file_location('module_cache', {str(CALLBACK)!r})\n"
+        "module_cache = importlib.util.module_from_spec(spec); spec.loader.exec_module(module_cache)\n"
         "pyc = module_cache.compiled(b'assert False, \"kept\"\\n', 'probe.py')\n"
         "exec(marshal.loads(pyc[16:]))\n"
     )
