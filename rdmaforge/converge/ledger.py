@@ -50,7 +50,7 @@ NO_STATE = frozenset(
         "ssh_mesh_check",
     }
 )
-FILE_DEST = frozenset({"copy", "template", "get_url"})
+FILE_DEST = frozenset({"copy", "template", "get_url", "text_file"})
 FILE_PATH = frozenset({"file", "blockinfile", "lineinfile", "replace", "stat"})
 PREFIXES = ("ansible.builtin.", "ansible.legacy.", "rdmaforge.cluster.")
 

@@ -30,6 +30,7 @@ def test_the_ledger_keeps_what_each_kind_of_task_manages_or_reads() -> None:
     entry = ledger.Resources()
     ledger.add_task_result(entry, "hosts", "ansible.builtin.blockinfile", result({"path": "/etc/hosts"}))
     ledger.add_task_result(entry, "conf", "ansible.builtin.template", result({}, dest="/etc/nccl.conf"))
+    ledger.add_task_result(entry, "ld", "rdmaforge.cluster.text_file", result({"dest": "/etc/ld.so.conf.d/n.conf"}))
     ledger.add_task_result(entry, "pkgs", "ansible.builtin.apt", result({"name": ["rdma-core", "perftest=4.5"]}))
     ledger.add_task_result(entry, "svc", "ansible.builtin.systemd_service", result({"name": "systemd-networkd"}))
     ledger.add_task_result(
@@ -43,7 +44,7 @@ def test_the_ledger_keeps_what_each_kind_of_task_manages_or_reads() -> None:
     ledger.add_task_result(entry, "pip", "ansible.builtin.pip", result({"virtualenv": venv + "/", "requirements": "r"}))
     out = entry.as_dict()
     assert out["venvs"] == [venv]
-    assert out["paths"] == ["/etc/default/grub", "/etc/hosts", "/etc/nccl.conf"]
+    assert out["paths"] == ["/etc/default/grub", "/etc/hosts", "/etc/ld.so.conf.d/n.conf", "/etc/nccl.conf"]
     assert out["packages"] == {"apt": ["perftest=4.5", "rdma-core"]}
     assert out["services"] == ["systemd-networkd"]
     assert out["commands"] == [["ip", "rule"]]

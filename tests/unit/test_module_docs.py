@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.module_utils.basic import FILE_COMMON_ARGUMENTS
 
 from rdmaforge.collection import FQCN, ensure_dev_tree
 from rdmaforge.paths import PROJECT_ROOT
 
-MODULES = ["kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology", "pairwise_iperf"]
+MODULES = ["kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology", "pairwise_iperf", "text_file"]
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 
 
@@ -49,6 +50,9 @@ def test_documentation_matches_the_argument_spec(module):
     doc = json.loads(proc.stdout)[f"{FQCN}.{module}"]
     options = doc["doc"]["options"]
     spec = argument_spec(module)
+    if "add_file_common_args=True" in (PROJECT_ROOT / "library" / f"{module}.py").read_text():
+        # Documented by the ansible.builtin.files fragment; AnsibleModule adds them to the spec.
+        spec.update({name: {"type": entry.get("type")} for name, entry in FILE_COMMON_ARGUMENTS.items()})
     assert sorted(options) == sorted(spec)
     for name, entry in spec.items():
         assert options[name].get("type") == entry.get("type"), name

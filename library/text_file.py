@@ -1,0 +1,179 @@
+#!/usr/bin/python
+# Copyright: rdmaforge contributors
+# Apache License 2.0 (see pyproject.toml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: text_file
+short_description: Write a small text file, with its owner, group and mode, in one module call
+description:
+  - Makes O(dest) hold exactly O(content) (UTF-8), then sets its owner, group and mode like M(ansible.builtin.file).
+    The file is replaced atomically (a temporary file in the same directory, then a rename), so a reader never
+    sees half a file.
+  - Why not M(ansible.builtin.copy) or M(ansible.builtin.template) with O(content)? Those action plugins reach the
+    node two to five times for one file (a C(stat) module run, a temporary directory, a file transfer, the
+    C(copy) or C(file) module run, the clean-up). This module is one run with the content in its arguments, which
+    is what a converge of hundreds of nodes pays per file. Render a template on the controller with
+    C(lookup('ansible.builtin.template', ...)).
+  - For configuration files, keys and records of a few kilobytes; the content travels inside the module's
+    arguments, so large or binary files belong with M(ansible.builtin.copy).
+  - The parent directory must exist; the module fails naming it otherwise (create it with M(ansible.builtin.file)).
+  - Supports check mode and diff mode (the old and new text, and any owner, group or mode change).
+version_added: "0.2.0"
+author:
+  - rdmaforge contributors
+options:
+  dest:
+    description: Absolute path of the file to write.
+    type: path
+    required: true
+  content:
+    description:
+      - The whole text of the file. It appears in the task's logged arguments and in its diff: give a task that
+        writes a secret C(no_log: true).
+    type: str
+    required: true
+extends_documentation_fragment:
+  - ansible.builtin.files
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+seealso:
+  - module: ansible.builtin.copy
+  - module: ansible.builtin.template
+"""
+
+EXAMPLES = r"""
+- name: Write the NCCL settings from a template rendered on the controller
+  rdmaforge.cluster.text_file:
+    dest: /etc/nccl.conf
+    content: "{{ lookup('ansible.builtin.template', 'nccl.conf.j2') }}"
+    owner: root
+    group: root
+    mode: "0644"
+
+- name: Register a library directory with ld.so
+  rdmaforge.cluster.text_file:
+    dest: /etc/ld.so.conf.d/nccl.conf
+    content: "/opt/nccl/current/lib\n"
+    mode: "0644"
+  notify: Refresh the ld.so cache
+"""
+
+RETURN = r"""
+dest:
+  description: The file written (or that would be, in check mode).
+  returned: always
+  type: str
+  sample: /etc/nccl.conf
+content_changed:
+  description: Whether the text differed from O(content) (false when only the owner, group or mode changed).
+  returned: always
+  type: bool
+checksum:
+  description: SHA-1 of the content (the checksum M(ansible.builtin.copy) returns).
+  returned: always
+  type: str
+size:
+  description: Length of the content in bytes.
+  returned: always
+  type: int
+"""
+
+import hashlib
+import os
+import tempfile
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+ARGUMENT_SPEC = {
+    "dest": {"type": "path", "required": True},
+    # Not no_log: Ansible would mask the text in the diff and every value equal to it in the output. A task that
+    # writes a secret sets no_log itself.
+    "content": {"type": "str", "required": True},
+}
+
+
+def read_bytes(path: str) -> bytes | None:
+    """The file's bytes; None when it does not exist."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def text_for_diff(data: bytes | None) -> str:
+    return "" if data is None else data.decode("utf-8", errors="replace")
+
+
+def write_atomically(module: AnsibleModule, dest: str, data: bytes) -> None:
+    """A temporary file beside dest, then AnsibleModule.atomic_move (which keeps dest's SELinux context)."""
+    fd, temporary = tempfile.mkstemp(prefix=".rdmaforge-", dir=os.path.dirname(dest))
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        module.atomic_move(temporary, dest, unsafe_writes=module.params.get("unsafe_writes", False))
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True)
+    dest = module.params["dest"]
+    data = module.params["content"].encode("utf-8")
+    parent = os.path.dirname(dest) or "."
+    if not os.path.isabs(dest):
+        module.fail_json(msg=f"dest={dest} is not an absolute path")
+    if os.path.isdir(dest):
+        module.fail_json(msg=f"dest={dest} is a directory; text_file writes a file")
+    if not os.path.isdir(parent):
+        module.fail_json(msg=f"dest={dest}: the directory {parent} does not exist (create it first)")
+
+    before = read_bytes(dest)
+    content_changed = before != data
+    result: dict[str, Any] = {
+        "dest": dest,
+        "content_changed": content_changed,
+        "checksum": hashlib.sha1(data).hexdigest(),  # noqa: S324  # the checksum copy returns, not security
+        "size": len(data),
+    }
+    if content_changed and not module.check_mode:
+        write_atomically(module, dest, data)
+    # The owner, group and mode changes go in a diff of their own (AnsibleModule fills it as a dict of attributes).
+    attributes: dict[str, Any] = {"before_header": dest, "after_header": dest}
+    file_args = module.load_file_common_arguments(module.params, path=dest)
+    if module.check_mode and before is None:
+        changed = True  # nothing to set attributes on yet: the file would be created with them
+    else:
+        changed = module.set_fs_attributes_if_different(file_args, content_changed, diff=attributes)
+    result["changed"] = changed
+    if module._diff:
+        diffs = []
+        if content_changed:
+            diffs.append(
+                {
+                    "before_header": dest,
+                    "after_header": dest,
+                    "before": text_for_diff(before),
+                    "after": text_for_diff(data),
+                }
+            )
+        if "before" in attributes:
+            diffs.append(attributes)
+        result["diff"] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
