@@ -40,6 +40,15 @@ options:
     type: list
     elements: str
     default: [lo]
+  routing_tables:
+    description:
+      - Also read the policy routing state and return it as RV(routing) - the rules (C(ip -j rule show)), the
+        routes of each table listed (C(ip -j route show table N)) and the main table's default routes - in this
+        one module run instead of one command task each.
+      - A table the kernel does not have (C(ip) says so and exits 2) has no routes.
+      - Not given, none of it is read.
+    type: list
+    elements: int
 attributes:
   check_mode:
     support: full
@@ -56,6 +65,11 @@ EXAMPLES = r"""
 - name: Secondary NICs (everything but the default-route one), leaving container veths out
   nic_facts:
     exclude: [lo, "veth*", "docker*"]
+
+- name: The NICs and the policy routing of tables 1001 and 1002, in one run
+  nic_facts:
+    routing_tables: [1001, 1002]
+  register: state
 
 - name: Use the facts
   ansible.builtin.debug:
@@ -123,6 +137,22 @@ default_route:
   description: The default route's C(interface), C(gateway) and C(metric); null when there is none.
   returned: always
   type: dict
+routing:
+  description: The policy routing state, as C(ip -j) lists it.
+  returned: when O(routing_tables) is given
+  type: dict
+  contains:
+    rules:
+      description: C(ip -j rule show).
+      type: list
+      elements: dict
+    tables:
+      description: The routes of each table in O(routing_tables), by table number (a string).
+      type: dict
+    main_default:
+      description: C(ip -j route show default).
+      type: list
+      elements: dict
 """
 
 import os
@@ -135,13 +165,16 @@ from ansible_collections.rdmaforge.cluster.plugins.module_utils.nic_facts import
     list_interfaces,
     parse_default_route,
     parse_ip_addr,
+    parse_ip_list,
     read_sysfs_nic,
+    routing_commands,
 )
 
 ARGUMENT_SPEC = {
     "sysfs_root": {"type": "path", "default": "/sys/class/net"},
     "ip_path": {"type": "path"},
     "exclude": {"type": "list", "elements": "str", "default": ["lo"]},
+    "routing_tables": {"type": "list", "elements": "int"},
 }
 
 
@@ -167,6 +200,21 @@ def ip_json(module: AnsibleModule, ip: str, *arguments: str) -> str:
     return str(stdout)
 
 
+def read_routing(module: AnsibleModule, ip: str, tables: list[int]) -> dict[str, Any]:
+    """The rules, each table's routes and the main table's default routes (RV(routing))."""
+    rules_argv, *table_argvs, default_argv = routing_commands(tables, ip)
+    routes: dict[str, Any] = {}
+    for table, argv in zip(tables, table_argvs):
+        rc, stdout, _ = module.run_command(argv)
+        # A table with no route does not exist for the kernel: ip prints an error and exits 2.
+        routes[str(table)] = parse_ip_list(stdout, " ".join(argv[1:])) if rc == 0 else []
+    return {
+        "rules": parse_ip_list(ip_json(module, ip, *rules_argv[2:]), "ip -j rule show"),
+        "tables": routes,
+        "main_default": parse_ip_list(ip_json(module, ip, *default_argv[2:]), "ip -j route show default"),
+    }
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     root = module.params["sysfs_root"]
@@ -190,6 +238,11 @@ def main() -> None:
         "default_route": route,
         "ansible_facts": {"nics": nics, "default_route_interface": default_interface},
     }
+    if module.params["routing_tables"] is not None:
+        try:
+            result["routing"] = read_routing(module, ip, module.params["routing_tables"])
+        except IpJsonError as error:
+            module.fail_json(msg=f"{error} (JSON output needs iproute2 4.14 or later)")
     module.exit_json(**result)
 
 

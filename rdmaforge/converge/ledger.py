@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdmaforge.parsers import converge_resources
+from rdmaforge.parsers import converge_resources, nic_facts
 
 #: Modules that manage or read no node state of their own (facts come back through the fingerprint).
 NO_STATE = frozenset(
@@ -42,7 +42,6 @@ NO_STATE = frozenset(
         "reboot",
         # Read the kernel, sysfs and links, all in the node fingerprint.
         "hugepages_facts",
-        "nic_facts",
         "rdma_devices",
         "gpu_topology",
         # Connects to the other nodes: their host keys are in their fingerprints, and ssh_trust is a
@@ -177,6 +176,13 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
                 ledger.paths.add(str(args[key]))
         if args.get("backend") == "grubby":
             ledger.command(["grubby", "--info=ALL"])
+        return
+    if name == "nic_facts":
+        # The NICs are in the node fingerprint; the policy routing state it read (routing_tables) is not, so the
+        # drift check re-reads it with the same commands.
+        if args.get("routing_tables") is not None:
+            for argv in nic_facts.routing_commands(args["routing_tables"]):
+                ledger.command(argv)
         return
     if name == "nccl_net_api":
         ledger.paths.update(_names(args.get("path")))

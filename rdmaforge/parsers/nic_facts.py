@@ -187,6 +187,21 @@ def _load_json_list(text: str | None, command: str) -> list[dict[str, Any]]:
     return [item for item in data if isinstance(item, dict) and item]
 
 
+def routing_commands(tables: Iterable[int], ip: str = "ip") -> list[list[str]]:
+    """The commands that read the policy routing state: the rules, each table's routes, the main table's default
+    routes. nic_facts runs them (``routing_tables``); the converge ledger records the same argvs for the drift check."""
+    return [
+        [ip, "-j", "rule", "show"],
+        *([ip, "-j", "route", "show", "table", str(int(table))] for table in tables),
+        [ip, "-j", "route", "show", "default"],
+    ]
+
+
+def parse_ip_list(text: str | None, command: str) -> list[dict[str, Any]]:
+    """The records of an ``ip -j`` listing (rules, routes); [] when it printed nothing. IpJsonError otherwise."""
+    return _load_json_list(text, command)
+
+
 def _ipv4(info: Mapping[str, Any]) -> Ipv4 | None:
     address, prefixlen = info.get("local"), info.get("prefixlen")
     if info.get("family") != "inet" or not isinstance(address, str) or not isinstance(prefixlen, int):

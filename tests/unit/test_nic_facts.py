@@ -14,10 +14,12 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from rdmaforge.converge import ledger
 from rdmaforge.parsers.nic_facts import (
     IpJsonError,
     build_nics,
@@ -30,6 +32,7 @@ from rdmaforge.parsers.nic_facts import (
     read_sysfs_nic,
 )
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.tuning import eni_state_problems
 from tests.unit.adhoc import PY38, run_module
 
 IP_DATA = PROJECT_ROOT / "tests" / "data" / "ip"
@@ -355,3 +358,75 @@ def test_module_runs_with_python38_on_the_target(tmp_path, fake_sys):
     assert nics["eth0"]["ipv4"][0]["address"] == "192.0.2.2"
     assert nics["ens1f0np0"]["pci_address"] == "0000:3b:00.0"
     assert run.result["default_route_interface"] is None
+
+
+@pytest.fixture
+def routing_namespace(tmp_path):
+    """A real network namespace laid out like a node after the eni role: a secondary NIC (one end of a veth pair)
+    with its own table and a rule for its address. Yields (namespace, a Python that runs in it, the NIC's plan)."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    name = f"rf-nicfacts-{os.getpid()}"
+    subprocess.run([IP, "netns", "add", name], check=True)
+    try:
+
+        def ns(*argv: str) -> None:
+            subprocess.run([IP, "-n", name, *argv], check=True, capture_output=True)
+
+        ns("link", "add", "eni1", "mtu", "8500", "type", "veth", "peer", "name", "eni1-peer", "mtu", "8500")
+        ns("link", "set", "eni1-peer", "up")
+        ns("link", "set", "eni1", "up")
+        ns("addr", "add", "198.18.200.5/24", "dev", "eni1")
+        ns("route", "add", "198.18.200.0/24", "dev", "eni1", "table", "1001")
+        ns("route", "add", "default", "via", "198.18.200.1", "dev", "eni1", "table", "1001")
+        ns("rule", "add", "from", "198.18.200.5", "lookup", "1001", "priority", "1001")
+        python = tmp_path / "python-in-namespace"
+        python.write_text(f'#!/bin/sh\nexec {IP} netns exec {name} {sys.executable} "$@"\n')
+        python.chmod(0o755)
+        plan = {"name": "eni1", "address": "198.18.200.5", "network": "198.18.200.0/24", "table": 1001,
+                "priority": 1001, "gateway": "198.18.200.1", "mtu": 8500}  # fmt: skip
+        yield name, python, plan
+    finally:
+        subprocess.run([IP, "netns", "delete", name], check=False)
+
+
+def test_the_module_reads_the_policy_routing_state_in_one_run(routing_namespace):
+    """routing_tables: the rules, each table's routes and the main default routes, as ip itself lists them in
+    the namespace; a table the kernel does not have has none. The eni role checks the plan against this output."""
+    name, python, plan = routing_namespace
+
+    def ip_in_ns(*argv: str) -> list:
+        out = subprocess.run([IP, "-n", name, "-j", *argv], capture_output=True, text=True, check=True).stdout
+        return json.loads(out) if out.strip() else []
+
+    run = run_module("nic_facts", {"routing_tables": [1001, 1002]}, python=python)
+    assert run.rc == 0, run.result
+    routing = run.result["routing"]
+    assert routing["rules"] == ip_in_ns("rule", "show")
+    assert routing["tables"] == {"1001": ip_in_ns("route", "show", "table", "1001"), "1002": []}
+    assert routing["main_default"] == ip_in_ns("route", "show", "default") == []
+    nics = run.result["ansible_facts"]["nics"]
+    assert eni_state_problems([plan], routing["rules"], {"eni1": routing["tables"]["1001"]}, [], nics) == []
+    # The rule taken away: the same check names it.
+    subprocess.run([IP, "-n", name, "rule", "del", "priority", "1001"], check=True)
+    again = run_module("nic_facts", {"routing_tables": [1001]}, python=python).result["routing"]
+    problems = eni_state_problems([plan], again["rules"], {"eni1": again["tables"]["1001"]}, [], nics)
+    assert problems == ["rule missing: from 198.18.200.5 lookup 1001 priority 1001"]
+    assert "routing" not in run_module("nic_facts", {}, python=python).result
+
+
+def test_the_ledger_re_reads_what_the_routing_read_saw():
+    """nic_facts with routing_tables replaced three command tasks of the eni role; the drift check re-runs the
+    same commands those tasks left in the record (their argvs as the role's verify.yml spelled them)."""
+    entry = ledger.Resources()
+    args = {"routing_tables": [1001, 1002], "exclude": ["lo"]}
+    ledger.add_task_result(entry, "read", "rdmaforge.cluster.nic_facts", {"invocation": {"module_args": args}})
+    assert entry.commands == [
+        ["ip", "-j", "rule", "show"],
+        ["ip", "-j", "route", "show", "table", "1001"],
+        ["ip", "-j", "route", "show", "table", "1002"],
+        ["ip", "-j", "route", "show", "default"],
+    ]
+    plain = ledger.Resources()
+    ledger.add_task_result(plain, "read", "rdmaforge.cluster.nic_facts", {"invocation": {"module_args": {}}})
+    assert plain.as_dict() == ledger.Resources().as_dict()  # the NICs alone are in the node fingerprint
