@@ -20,6 +20,8 @@ description:
   - For configuration files, keys and records of a few kilobytes; the content travels inside the module's
     arguments, so large or binary files belong with M(ansible.builtin.copy).
   - The parent directory must exist; the module fails naming it otherwise (create it with M(ansible.builtin.file)).
+    In check mode a missing directory is no error, since the task that would create it did not run either; the
+    file is reported as one that would be created.
   - Supports check mode and diff mode (the old and new text, and any owner, group or mode change).
 version_added: "0.2.0"
 author:
@@ -132,20 +134,34 @@ def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True)
     dest = module.params["dest"]
     data = module.params["content"].encode("utf-8")
+    checksum = hashlib.sha1(data).hexdigest()  # noqa: S324  # the checksum copy returns, not security
     parent = os.path.dirname(dest) or "."
     if not os.path.isabs(dest):
         module.fail_json(msg=f"dest={dest} is not an absolute path")
     if os.path.isdir(dest):
         module.fail_json(msg=f"dest={dest} is a directory; text_file writes a file")
     if not os.path.isdir(parent):
-        module.fail_json(msg=f"dest={dest}: the directory {parent} does not exist (create it first)")
+        if not module.check_mode:
+            module.fail_json(msg=f"dest={dest}: the directory {parent} does not exist (create it first)")
+        # In check mode the task that creates the directory did not run either (a new node): the file would be
+        # created, as ansible.builtin.copy reports it.
+        diff = {"before_header": dest, "after_header": dest, "before": "", "after": text_for_diff(data)}
+        module.exit_json(
+            changed=True,
+            dest=dest,
+            content_changed=True,
+            size=len(data),
+            checksum=checksum,
+            msg=f"{parent} does not exist yet; the file would be created once it does",
+            **({"diff": [diff]} if module._diff else {}),
+        )
 
     before = read_bytes(dest)
     content_changed = before != data
     result: dict[str, Any] = {
         "dest": dest,
         "content_changed": content_changed,
-        "checksum": hashlib.sha1(data).hexdigest(),  # noqa: S324  # the checksum copy returns, not security
+        "checksum": checksum,
         "size": len(data),
     }
     if content_changed and not module.check_mode:

@@ -61,10 +61,15 @@ def test_a_mode_change_alone_is_a_change_and_shows_in_the_diff(tmp_path):
     assert mode_of(dest) == 0o644
 
 
-def test_refuses_a_missing_directory_and_a_directory_as_dest(tmp_path):
+def test_refuses_a_missing_directory_unless_checking_and_a_directory_as_dest(tmp_path):
     missing = run_module("text_file", {"dest": str(tmp_path / "nowhere" / "f"), "content": "x"})
     assert missing.rc != 0
     assert f"the directory {tmp_path / 'nowhere'} does not exist" in missing.result["msg"]
+    # In check mode the directory may be one an earlier task would create (a new node): the file would be created.
+    would = run_module("text_file", {"dest": str(tmp_path / "nowhere" / "f"), "content": "x\n"}, "--check", "--diff")
+    assert would.rc == 0 and would.result["changed"] is True, would.result
+    assert "+x" in would.before_result
+    assert not (tmp_path / "nowhere").exists()
     directory = run_module("text_file", {"dest": str(tmp_path), "content": "x"})
     assert directory.rc != 0
     assert "is a directory" in directory.result["msg"]
