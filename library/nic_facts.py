@@ -200,9 +200,10 @@ def ip_json(module: AnsibleModule, ip: str, *arguments: str) -> str:
     return str(stdout)
 
 
-def read_routing(module: AnsibleModule, ip: str, tables: list[int]) -> dict[str, Any]:
-    """The rules, each table's routes and the main table's default routes (RV(routing))."""
-    rules_argv, *table_argvs, default_argv = routing_commands(tables, ip)
+def read_routing(module: AnsibleModule, ip: str, tables: list[int], default_text: str) -> dict[str, Any]:
+    """The rules, each table's routes and the main table's default routes (RV(routing)); ``default_text`` is the
+    ``ip -j route show default`` output main() already read."""
+    rules_argv, *table_argvs, _ = routing_commands(tables, ip)
     routes: dict[str, Any] = {}
     for table, argv in zip(tables, table_argvs):
         rc, stdout, _ = module.run_command(argv)
@@ -211,7 +212,7 @@ def read_routing(module: AnsibleModule, ip: str, tables: list[int]) -> dict[str,
     return {
         "rules": parse_ip_list(ip_json(module, ip, *rules_argv[2:]), "ip -j rule show"),
         "tables": routes,
-        "main_default": parse_ip_list(ip_json(module, ip, *default_argv[2:]), "ip -j route show default"),
+        "main_default": parse_ip_list(default_text, "ip -j route show default"),
     }
 
 
@@ -223,7 +224,8 @@ def main() -> None:
     ip = find_ip(module)
     try:
         links = parse_ip_addr(ip_json(module, ip, "addr", "show"))
-        route = parse_default_route(ip_json(module, ip, "route", "show", "default"))
+        default_text = ip_json(module, ip, "route", "show", "default")
+        route = parse_default_route(default_text)
     except IpJsonError as error:
         module.fail_json(msg=f"{error} (JSON output needs iproute2 4.14 or later)")
 
@@ -240,7 +242,7 @@ def main() -> None:
     }
     if module.params["routing_tables"] is not None:
         try:
-            result["routing"] = read_routing(module, ip, module.params["routing_tables"])
+            result["routing"] = read_routing(module, ip, module.params["routing_tables"], default_text)
         except IpJsonError as error:
             module.fail_json(msg=f"{error} (JSON output needs iproute2 4.14 or later)")
     module.exit_json(**result)

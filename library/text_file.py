@@ -104,11 +104,11 @@ ARGUMENT_SPEC = {
 
 
 def read_bytes(path: str) -> bytes | None:
-    """The file's bytes; None when it does not exist."""
+    """The file's bytes; None when it does not exist (nor its directory, in check mode)."""
     try:
         with open(path, "rb") as handle:
             return handle.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
@@ -140,21 +140,10 @@ def main() -> None:
         module.fail_json(msg=f"dest={dest} is not an absolute path")
     if os.path.isdir(dest):
         module.fail_json(msg=f"dest={dest} is a directory; text_file writes a file")
-    if not os.path.isdir(parent):
-        if not module.check_mode:
-            module.fail_json(msg=f"dest={dest}: the directory {parent} does not exist (create it first)")
-        # In check mode the task that creates the directory did not run either (a new node): the file would be
-        # created, as ansible.builtin.copy reports it.
-        diff = {"before_header": dest, "after_header": dest, "before": "", "after": text_for_diff(data)}
-        module.exit_json(
-            changed=True,
-            dest=dest,
-            content_changed=True,
-            size=len(data),
-            checksum=checksum,
-            msg=f"{parent} does not exist yet; the file would be created once it does",
-            **({"diff": [diff]} if module._diff else {}),
-        )
+    # In check mode the task that creates the directory did not run either (a new node): the file would be
+    # created, as ansible.builtin.copy reports it (read_bytes finds no file there).
+    if not os.path.isdir(parent) and not module.check_mode:
+        module.fail_json(msg=f"dest={dest}: the directory {parent} does not exist (create it first)")
 
     before = read_bytes(dest)
     content_changed = before != data
@@ -168,10 +157,10 @@ def main() -> None:
         write_atomically(module, dest, data)
     # The owner, group and mode changes go in a diff of their own (AnsibleModule fills it as a dict of attributes).
     attributes: dict[str, Any] = {"before_header": dest, "after_header": dest}
-    file_args = module.load_file_common_arguments(module.params, path=dest)
     if module.check_mode and before is None:
         changed = True  # nothing to set attributes on yet: the file would be created with them
     else:
+        file_args = module.load_file_common_arguments(module.params, path=dest)
         changed = module.set_fs_attributes_if_different(file_args, content_changed, diff=attributes)
     result["changed"] = changed
     if module._diff:

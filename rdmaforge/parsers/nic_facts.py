@@ -173,7 +173,9 @@ def list_interfaces(root: str, exclude: Iterable[str] = ("lo",)) -> list[str]:
 # --- ip -j ----------------------------------------------------------------------------------------
 
 
-def _load_json_list(text: str | None, command: str) -> list[dict[str, Any]]:
+def parse_ip_list(text: str | None, command: str) -> list[dict[str, Any]]:
+    """The records of an ``ip -j`` listing (addresses, rules, routes); [] when it printed nothing. IpJsonError when
+    it printed something that is not its JSON."""
     if not text or not text.strip():
         return []
     try:
@@ -197,11 +199,6 @@ def routing_commands(tables: Iterable[int], ip: str = "ip") -> list[list[str]]:
     ]
 
 
-def parse_ip_list(text: str | None, command: str) -> list[dict[str, Any]]:
-    """The records of an ``ip -j`` listing (rules, routes); [] when it printed nothing. IpJsonError otherwise."""
-    return _load_json_list(text, command)
-
-
 def _ipv4(info: Mapping[str, Any]) -> Ipv4 | None:
     address, prefixlen = info.get("local"), info.get("prefixlen")
     if info.get("family") != "inet" or not isinstance(address, str) or not isinstance(prefixlen, int):
@@ -222,7 +219,7 @@ def _ipv4(info: Mapping[str, Any]) -> Ipv4 | None:
 def parse_ip_addr(text: str | None) -> dict[str, IpLink]:
     """``ip -j addr show`` -> ``{ifname: {mac, mtu, operstate, ipv4: [...]}}`` (IPv4 only, in order)."""
     links: dict[str, IpLink] = {}
-    for record in _load_json_list(text, "ip -j addr show"):
+    for record in parse_ip_list(text, "ip -j addr show"):
         name = record.get("ifname")
         if not isinstance(name, str):
             continue
@@ -246,7 +243,7 @@ def parse_default_route(text: str | None) -> DefaultRoute | None:
     A multipath route (``nexthops``) reports its first next hop. ``None`` when there is none.
     """
     best: DefaultRoute | None = None
-    for route in _load_json_list(text, "ip -j route show default"):
+    for route in parse_ip_list(text, "ip -j route show default"):
         if route.get("dst", "default") != "default" or route.get("type", "unicast") != "unicast":
             continue  # "unreachable default" and friends carry no traffic out of an interface
         hop: Mapping[str, Any] = route
