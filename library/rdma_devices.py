@@ -10,8 +10,13 @@ module: rdma_devices
 short_description: Report RDMA devices and port states from ibv_devinfo, or from the kernel's sysfs
 description:
   - Runs C(ibv_devinfo -v) and, when iproute2's C(rdma) tool is installed, C(rdma link show), and
-    returns every RDMA device with its ports (state, physical state, MTUs, link layer, LIDs, GIDs,
+    returns every RDMA device with its ports (state, physical state, MTUs, link layer, LIDs, link rate, GIDs,
     netdev) as the C(rdma_devices) fact.
+  - When infiniband-diags' C(ibstat) is installed (seed 001's port check; the V(infiniband) and V(acs_type1)
+    profiles install it), it runs too: its port states are compared with C(ibv_devinfo)'s (a disagreement is a
+    warning and is listed in RV(ibstat.notes)), and its C(Rate) fills each port's C(rate_gbps) (the lower of the two
+    when both tools give one). A host where C(ibstat) lists no device reports that in RV(ibstat.cas), never as
+    healthy ports.
   - When C(ibv_devinfo) is not installed (a bare host: the kernel's drivers load before rdma-core's user space), or
     fails without listing a device, the devices and their ports' states, link layers and LIDs come from
     O(sysfs_root) instead; RV(source) says which answered. The one RDMA probe of preflight, doctor and rdma_core.
@@ -36,6 +41,11 @@ options:
         it is given but not executable.
       - By default it is looked up like C(ibv_devinfo); when it is absent, every port's C(netdev) is null.
     type: path
+  ibstat_path:
+    description:
+      - Path of infiniband-diags' C(ibstat); the module fails when it is given but not executable.
+      - By default it is looked up like C(ibv_devinfo); when it is absent, RV(ibstat) is null.
+    type: path
   sysfs_root:
     description:
       - The kernel's RDMA device directory, read when C(ibv_devinfo) cannot answer (tests point it at a fake tree).
@@ -57,6 +67,12 @@ options:
         C(ibv_devinfo) finds no device at all fails too (usually a driver that did not load).
     type: bool
     default: false
+  min_rate_gbps:
+    description:
+      - With O(require_active=true), also fail when an expected port that is active runs slower than this many
+        Gbit/s (a link that trained down: 100 on an HDR fabric), or when its rate cannot be read.
+      - Unset, the rate is reported and not judged.
+    type: float
 attributes:
   check_mode:
     support: full
@@ -78,6 +94,12 @@ EXAMPLES = r"""
   rdma_devices:
     expected_ports: [mlx5_0:1, mlx5_1:1]
     require_active: true
+
+- name: Both HDR ports active and at 200 Gbit/s
+  rdma_devices:
+    expected_ports: [mlx5_0:1, mlx5_1:1]
+    require_active: true
+    min_rate_gbps: 200
 
 - name: Every port of the eRDMA device must be active
   rdma_devices:
@@ -178,6 +200,13 @@ devices:
         active_speed:
           description: Per-lane speed such as C(25.0 Gbps).
           type: str
+        rate_gbps:
+          description:
+            - Link rate in Gbit/s, for example V(200.0) for 4X HDR.
+            - From C(ibv_devinfo -v)'s width times lane speed, C(ibstat)'s C(Rate), or the kernel's C(rate) file
+              when the devices come from sysfs; the lower one when two sources differ; null when none says.
+            - Meaningful for active ports only.
+          type: float
         netdev:
           description: Network interface of the port, from C(rdma link show).
           type: str
@@ -197,6 +226,15 @@ tool_present:
   description: Whether C(ibv_devinfo) was found on the host.
   returned: always
   type: bool
+ibstat:
+  description:
+    - What C(ibstat) reported, or null when it is not installed.
+    - C(path) the executable, C(rc) its exit status, C(cas) the device names it listed (empty on a host without
+      an InfiniBand or RoCE device, or without the C(ib_umad) kernel module), C(errors) its C(ibpanic) lines,
+      C(notes) where it and C(ibv_devinfo) disagree (each also a warning).
+  returned: always
+  type: dict
+  sample: {path: /usr/sbin/ibstat, rc: 0, cas: [mlx5_0, mlx5_1], errors: [], notes: []}
 source:
   description:
     - Where RV(devices) came from. V(ibv_devinfo) when it answered (with or without devices); V(sysfs) when it
@@ -214,9 +252,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.rdma_devinfo import (
     NO_DEVICES_MESSAGE,
     Device,
+    ibstat_errors,
     inactive_ports,
+    merge_ibstat,
     merge_rdma_links,
     parse_expected_port,
+    parse_ibstat,
     parse_ibv_devinfo,
     parse_rdma_link,
     port_problems,
@@ -226,9 +267,11 @@ from ansible_collections.rdmaforge.cluster.plugins.module_utils.rdma_devinfo imp
 ARGUMENT_SPEC = {
     "ibv_devinfo_path": {"type": "path"},
     "rdma_path": {"type": "path"},
+    "ibstat_path": {"type": "path"},
     "sysfs_root": {"type": "path", "default": "/sys/class/infiniband"},
     "expected_ports": {"type": "list", "elements": "str", "default": []},
     "require_active": {"type": "bool", "default": False},
+    "min_rate_gbps": {"type": "float"},
 }
 
 
@@ -271,6 +314,28 @@ def add_netdevs(module: AnsibleModule, devices: list[Device]) -> list[Device]:
     return merge_rdma_links(devices, parse_rdma_link(stdout))
 
 
+def add_ibstat(module: AnsibleModule, devices: list[Device]) -> tuple[list[Device], dict[str, Any] | None]:
+    """Devices with ibstat's rates, and what ibstat said (None when it is not installed)."""
+    ibstat = find_tool(module, "ibstat_path", "ibstat")
+    if ibstat is None:
+        return devices, None
+    rc, stdout, stderr = module.run_command([ibstat])
+    cas = parse_ibstat(stdout)
+    errors = ibstat_errors(stderr + "\n" + stdout)
+    if rc != 0:
+        module.warn(f"{ibstat} exited with {rc}: {'; '.join(errors) or stderr.strip() or 'no message'}")
+    merged, notes = merge_ibstat(devices, cas)
+    # eRDMA and iWARP devices have no umad port, so ibstat never lists them; InfiniBand-transport ones (IB and RoCE)
+    # it should, unless the ib_umad kernel module is not loaded.
+    listed = {ca["name"] for ca in cas}
+    unlisted = [d["name"] for d in devices if d["transport"] == "InfiniBand" and d["name"] not in listed]
+    if unlisted and rc == 0:
+        notes.append(f"ibstat does not list {', '.join(unlisted)}, which ibv_devinfo does (is ib_umad loaded?)")
+    for note in notes:
+        module.warn(note)
+    return merged, {"path": ibstat, "rc": rc, "cas": [ca["name"] for ca in cas], "errors": errors, "notes": notes}
+
+
 def check_expected_syntax(module: AnsibleModule) -> None:
     """Fail early on an ``expected_ports`` entry that can never match, rather than report it missing."""
     bad = [spec for spec in module.params["expected_ports"] if parse_expected_port(spec) is None]
@@ -281,6 +346,9 @@ def check_expected_syntax(module: AnsibleModule) -> None:
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     check_expected_syntax(module)
+    min_rate = module.params["min_rate_gbps"]
+    if min_rate is not None and not min_rate > 0:
+        module.fail_json(msg=f"min_rate_gbps must be a positive number of Gbit/s, got {min_rate}")
     result: dict[str, Any] = {"changed": False, "tool_present": False}
 
     ibv_devinfo = find_tool(module, "ibv_devinfo_path", "ibv_devinfo")
@@ -298,6 +366,7 @@ def main() -> None:
     else:
         result["source"] = "none"
     devices = add_netdevs(module, devices)
+    devices, result["ibstat"] = add_ibstat(module, devices)
 
     result.update(
         devices=devices,
@@ -309,7 +378,7 @@ def main() -> None:
         if result["source"] == "sysfs":
             result["msg"] += f"; the devices come from {sysfs_root}"
     if (ibv_devinfo is not None or result["source"] == "sysfs") and module.params["require_active"]:
-        problems = port_problems(devices, module.params["expected_ports"])
+        problems = port_problems(devices, module.params["expected_ports"], module.params["min_rate_gbps"])
         if problems:
             module.fail_json(msg="RDMA ports not ready: " + "; ".join(problems), **result)
     module.exit_json(**result)

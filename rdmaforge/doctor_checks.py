@@ -38,13 +38,15 @@ RDMA_FABRICS = fabrics.RDMA_NAMES
 #: The RDMA device names each RDMA fabric brings (ibv_devinfo's hca_id): erdma_N on eRDMA, mlx5_N on the rest.
 RDMA_DEVICE_PATTERNS = fabrics.device_patterns()
 #: The checks of one node, in table order.
-CHECKS = ("rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus", "nccl", "plugin", "plugin_host", "clock")
+CHECKS = ("rdma", "port_rate", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus", "nccl", "plugin", "plugin_host",
+          "clock")  # fmt: skip
 
 #: Inventory variables the doctor role copies into each node's file (doctor_inventory_names in its defaults: a test
 #: keeps the two lists equal); the rest of the names come from role defaults.
 DEFAULTS_OF = {
     "rdmaforge_fabric": None,
     "rdma_require_active_ports": "rdma_core",
+    "rdma_core_min_port_rate_gbps": "rdma_core",
     "hugepages_enabled": "hugepages",
     "hugepages_count": "hugepages",
     "hugepages_size": "hugepages",
@@ -143,6 +145,49 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     if inactive or not ports:
         return "problem", actual, expected, "not ACTIVE: " + (", ".join(inactive) or "no port at all")
     return "ok", actual, expected, f"{len(matching)} device(s), {ports} port(s) ACTIVE"
+
+
+def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
+    """Each active port's link rate (ibv_devinfo -v, ibstat): against rdma_core_min_port_rate_gbps when the inventory
+    sets one, else against the node's other ports, so a link that trained down (100 on an HDR fabric) is caught."""
+    fabric = fabric_of(node)
+    if fabric not in RDMA_FABRICS:
+        return "not_checked", "-", None, f"fabric {fabric} does not use RDMA"
+    pattern = RDMA_DEVICE_PATTERNS[fabric]
+    active = [(f"{d.get('name')}:{p.get('port')}", p.get("rate_gbps")) for d in node.get("rdma_devices") or []
+              if fnmatch.fnmatch(str(d.get("name")), pattern)
+              for p in d.get("ports") or [] if p.get("state") == "PORT_ACTIVE"]  # fmt: skip
+    if not active:
+        return "not_checked", "none", None, f"no active {pattern} port to read a rate from"
+    actual = ", ".join(f"{name} {_gbps(rate)}" for name, rate in active)
+    unknown = [name for name, rate in active if not isinstance(rate, (int, float))]
+    known = [(name, float(rate)) for name, rate in active if isinstance(rate, (int, float))]
+    not_read = ""
+    if unknown:
+        not_read = f"; rate not reported for {', '.join(unknown)} (no ibv_devinfo -v width/speed, no ibstat)"
+    floor = variable(node, "rdma_core_min_port_rate_gbps")
+    if floor not in (None, ""):
+        expected = f">= {float(floor):g} Gb/s on every active port"
+        slow = [f"{name} at {rate:g} Gb/s" for name, rate in known if rate < float(floor)]
+        if slow or unknown:
+            what = ("below the minimum: " + ", ".join(slow) if slow else "") + not_read
+            return "problem", actual, expected, what.lstrip("; ")
+        return "ok", actual, expected, f"{len(known)} active port(s), none below {float(floor):g} Gb/s"
+    if len(known) < 2:
+        return ("not_checked", actual, None, "fewer than two port rates to compare and no rdma_core_min_port_rate_gbps"
+                + not_read)  # fmt: skip
+    top = max(rate for _, rate in known)
+    expected = f"every active port at the node's fastest, {top:g} Gb/s"
+    slow = [f"{name} at {rate:g} Gb/s" for name, rate in known if rate < top]
+    if slow:
+        reason = f"trained down: {', '.join(slow)} while others run at {top:g} Gb/s{not_read}"
+        return "problem", actual, expected, reason
+    return ("ok", actual, expected, f"{len(known)} ports at {top:g} Gb/s, compared with each other (set "
+            f"rdma_core_min_port_rate_gbps to judge them against a number){not_read}")  # fmt: skip
+
+
+def _gbps(rate: object) -> str:
+    return f"{float(rate):g} Gb/s" if isinstance(rate, (int, float)) else "rate unknown"
 
 
 def eni_names(node: Mapping[str, Any]) -> list[str]:
@@ -381,6 +426,7 @@ def judge_node(
     """Every check of one node, with the inventory's acceptances applied."""
     results = {
         "rdma": check_rdma(node),
+        "port_rate": check_port_rate(node),
         "memlock": check_memlock(node),
         "mtu": check_mtu(node),
         "hugepages": check_hugepages(node, gpus),

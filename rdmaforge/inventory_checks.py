@@ -372,6 +372,29 @@ def network_retry_problems(host: str, values: Mapping[str, object]) -> list[Prob
     return found
 
 
+#: Numbers that must be positive when set (null leaves them unset), with what is allowed, in words.
+POSITIVE_NUMBERS: dict[str, str] = {
+    "rdma_core_min_port_rate_gbps": "a positive number of Gbit/s (100 for EDR, 200 for HDR, 400 for NDR), or null",
+}
+
+
+def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A rate of 0, a negative one or a word would make the port check meaningless or fail on every node."""
+    found = []
+    for variable, allowed in POSITIVE_NUMBERS.items():
+        if variable not in values or values[variable] is None:
+            continue
+        value = values[variable]
+        try:
+            number = None if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            number = None
+        if number is None or not 0 < number < float("inf"):
+            message = f"{host}: {variable}={show(value)} is not allowed; allowed: {allowed}"
+            found.append(Problem(host, variable, message))
+    return found
+
+
 # --- renamed variables ---------------------------------------------------------------------------
 
 #: Role variables that were renamed: old name -> the name that replaced it. An inventory that still sets the old
@@ -693,6 +716,7 @@ def inventory_report(nodes: Sequence[NodeInput], group: str = "cluster") -> dict
         found += fabric_problems(node.name, node.fabric)
         found += node_name_problems(node.name)
         found += network_retry_problems(node.name, node.values)
+        found += positive_number_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
         found += version_problems(node.name, node.values)
         if node.address is not None:

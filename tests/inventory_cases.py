@@ -620,6 +620,19 @@ CASES: list[Case] = [
             n.b: [f"{n.b}: rdmaforge_network_retry_delay=-5 is not allowed; allowed: a whole number from 0 to 300"]
         },
     ),
+    Case(
+        "min-port-rate-zero",
+        lambda d, n: d.set(n.a, "rdma_core_min_port_rate_gbps", 0),
+        lambda n: {
+            n.a: [f"{n.a}: rdma_core_min_port_rate_gbps=0 is not allowed; allowed: a positive number of Gbit/s "
+                  "(100 for EDR, 200 for HDR, 400 for NDR), or null"]
+        },  # fmt: skip
+    ),
+    Case(
+        "min-port-rate-with-a-unit",
+        lambda d, n: d.set(n.b, "rdma_core_min_port_rate_gbps", "200G"),
+        lambda n: {n.b: [f"{n.b}: rdma_core_min_port_rate_gbps='200G' is not allowed; allowed: a positive number"]},
+    ),
     # --- caught once the nodes' facts are known ----------------------------------------------------------
     Case(
         "nccl-cuda-arch-without-sm",

@@ -18,10 +18,14 @@ A device (``parse_ibv_devinfo``)::
 A port::
 
     {port, state, state_code, physical_state, max_mtu, active_mtu, link_layer, sm_lid, port_lid,
-     lmc, active_width, active_speed, netdev, gids: [{index, gid, type}, ...]}
+     lmc, active_width, active_speed, rate_gbps, netdev, gids: [{index, gid, type}, ...]}
 
 ``physical_state``, ``active_width``, ``active_speed`` and ``gids`` are only printed by ``-v``;
+``rate_gbps`` is the link rate (width x lane speed, the number ``ibstat`` prints as ``Rate``);
 ``netdev`` is filled by ``merge_rdma_links`` from ``rdma link show``.
+
+``parse_ibstat`` reads infiniband-diags' ``ibstat`` (seed 001's port check) into CA records of its own, and
+``merge_ibstat`` compares them with the devices above and takes the rate from them.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class Port(TypedDict):
     lmc: int | None
     active_width: str | None
     active_speed: str | None
+    rate_gbps: float | None
     netdev: str | None
     gids: list[Gid]
 
@@ -145,6 +150,26 @@ def _non_empty(text: str | None) -> str | None:
     return text if text else None
 
 
+_NUMBER_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)")
+
+
+def _leading_number(text: str | None) -> float | None:
+    """``"25.0 Gbps"`` -> 25.0, ``"4X"`` -> 4.0, ``"200 Gb/sec (4X HDR)"`` -> 200.0; None without a number."""
+    match = _NUMBER_RE.match(text or "")
+    return float(match.group(1)) if match else None
+
+
+def port_rate_gbps(active_width: str | None, active_speed: str | None) -> float | None:
+    """A port's link rate from ibv_devinfo -v's width and lane speed: ``("4X", "50.0 Gbps")`` -> 200.0.
+
+    ``None`` when either is missing or not a number (``invalid speed``): a rate is never guessed.
+    """
+    lanes, lane_speed = _leading_number(active_width), _leading_number(active_speed)
+    if not lanes or not lane_speed or not (active_width or "").strip().upper().endswith("X"):
+        return None
+    return round(lanes * lane_speed, 3)
+
+
 # --- ibv_devinfo ---------------------------------------------------------------------------------
 
 
@@ -205,6 +230,7 @@ def _build_port(raw: _RawPort) -> Port:
         "lmc": _to_int(fields.get("port_lmc"), 16),
         "active_width": _name(fields.get("active_width")),
         "active_speed": _name(fields.get("active_speed")),
+        "rate_gbps": port_rate_gbps(_name(fields.get("active_width")), _name(fields.get("active_speed"))),
         "netdev": None,
         "gids": list(raw.gids),
     }
@@ -334,6 +360,165 @@ def merge_rdma_links(devices: Sequence[Device], links: Iterable[RdmaLink]) -> li
     return merged
 
 
+# --- ibstat (infiniband-diags) --------------------------------------------------------------------
+# Seed 001 checks its ports with ibstat. Per device it prints "CA 'mlx5_0'" ("Switch", "Router" or "iWARP RNIC" for
+# other node types), that type's "... type", "Number of ports", "Firmware version", "Hardware version", "Node GUID",
+# "System image GUID", then per port "Port N:", "State", "Physical state", "Rate" (Gbit/s: "200", "2.5" for 1X SDR,
+# "40 (FDR10)"), "Base lid", "LMC", "SM lid", "Capability mask", "Port GUID" and "Link layer". Errors
+# ("ibpanic: ...", "ibwarn: ...") go to stderr, which pasted copies mix in. It lists the devices the kernel's umad
+# interface offers (ib_umad loaded; eRDMA and iWARP devices have none). With no such device it prints nothing and
+# exits 0, so an empty output means "no CA", never "every port is fine".
+
+#: ibstat's port state and physical state names (rdma-core's infiniband-diags/ibstat.c) by their kernel code; the
+#: records carry ibv_devinfo's name for the same code, the one vocabulary of every consumer.
+IBSTAT_PORT_STATES = {"Down": 1, "Initializing": 2, "Armed": 3, "Active": 4}
+IBSTAT_PHYSICAL_STATES = {
+    "Sleep": 1,
+    "Polling": 2,
+    "Disabled": 3,
+    "PortConfigurationTraining": 4,
+    "LinkUp": 5,
+    "LinkErrorRecovery": 6,
+    "PhyTest": 7,
+}
+
+_IBSTAT_CA_RE = re.compile(r"^\s*(CA|Switch|Router|iWARP RNIC) '([^']+)'\s*$")
+_IBSTAT_PORT_RE = re.compile(r"^\s*Port (\d+):\s*$")
+_IBSTAT_FIELD_RE = re.compile(r"^\s*([A-Za-z][A-Za-z ]{0,40}):\s*(.*?)\s*$")
+_IBSTAT_ERROR_RE = re.compile(r"^\s*(ibpanic|iberror):")
+
+
+class IbstatPort(TypedDict):
+    port: int
+    state: str | None
+    physical_state: str | None
+    rate_gbps: float | None
+    base_lid: int | None
+    sm_lid: int | None
+    lmc: int | None
+    capability_mask: str | None
+    port_guid: str | None
+    link_layer: str | None
+
+
+class IbstatCa(TypedDict):
+    name: str
+    node_type: str
+    ca_type: str | None
+    number_of_ports: int | None
+    fw_ver: str | None
+    hw_ver: str | None
+    node_guid: str | None
+    sys_image_guid: str | None
+    ports: list[IbstatPort]
+
+
+def _ibstat_state(text: str | None, codes: dict[str, int], names: dict[int, str]) -> str | None:
+    """ibstat's ``Active`` -> ``PORT_ACTIVE``; a name ibstat does not define is kept as printed."""
+    if not text:
+        return None
+    code = codes.get(text.strip())
+    return names.get(code, text.strip()) if code is not None else text.strip()
+
+
+def _ibstat_port(number: int, fields: dict[str, str]) -> IbstatPort:
+    return {
+        "port": number,
+        "state": _ibstat_state(fields.get("State"), IBSTAT_PORT_STATES, SYSFS_PORT_STATES),
+        "physical_state": _ibstat_state(fields.get("Physical state"), IBSTAT_PHYSICAL_STATES, SYSFS_PHYSICAL_STATES),
+        "rate_gbps": _leading_number(fields.get("Rate")),
+        "base_lid": _to_int(fields.get("Base lid")),
+        "sm_lid": _to_int(fields.get("SM lid")),
+        "lmc": _to_int(fields.get("LMC")),
+        "capability_mask": _non_empty(fields.get("Capability mask")),
+        "port_guid": _non_empty(fields.get("Port GUID")),
+        "link_layer": _non_empty(fields.get("Link layer")),
+    }
+
+
+def parse_ibstat(output: str | None) -> list[IbstatCa]:
+    """The devices and ports of ``ibstat`` output, in the order printed; ``[]`` for empty output.
+
+    Matching is by key name, never by indentation (pasted copies lose the tabs); lines that are neither a device
+    header, a port header nor a known key (``ibwarn:`` noise, a ``...`` a reporter left) are skipped.
+    """
+    cas: list[IbstatCa] = []
+    ca: IbstatCa | None = None
+    ca_fields: dict[str, str] = {}
+    ports: list[tuple[int, dict[str, str]]] = []
+
+    def close() -> None:
+        if ca is None:
+            return
+        ca["ca_type"] = _non_empty(ca_fields.get(ca["node_type"] + " type"))
+        ca["number_of_ports"] = _to_int(ca_fields.get("Number of ports"))
+        ca["fw_ver"] = _non_empty(ca_fields.get("Firmware version"))
+        ca["hw_ver"] = _non_empty(ca_fields.get("Hardware version"))
+        ca["node_guid"] = _non_empty(ca_fields.get("Node GUID"))
+        ca["sys_image_guid"] = _non_empty(ca_fields.get("System image GUID"))
+        ca["ports"] = [_ibstat_port(number, fields) for number, fields in ports]
+
+    for line in (output or "").splitlines():
+        header = _IBSTAT_CA_RE.match(line)
+        if header is not None:
+            close()
+            ca = {"name": header.group(2), "node_type": header.group(1), "ca_type": None, "number_of_ports": None,
+                  "fw_ver": None, "hw_ver": None, "node_guid": None, "sys_image_guid": None, "ports": []}  # fmt: skip
+            cas.append(ca)
+            ca_fields, ports = {}, []
+            continue
+        if ca is None:
+            continue
+        port = _IBSTAT_PORT_RE.match(line)
+        if port is not None:
+            ports.append((int(port.group(1)), {}))
+            continue
+        field = _IBSTAT_FIELD_RE.match(line)
+        if field is not None:
+            # Device keys always precede the ports, so once a port is open every key is a port key.
+            (ports[-1][1] if ports else ca_fields).setdefault(field.group(1).strip(), field.group(2))
+    close()
+    return cas
+
+
+def ibstat_errors(output: str | None) -> list[str]:
+    """ibstat's own failure lines (``ibpanic: ... stat of IB device 'mlx5_8' failed``), as printed."""
+    return [line.strip() for line in (output or "").splitlines() if _IBSTAT_ERROR_RE.match(line)]
+
+
+def merge_ibstat(devices: Sequence[Device], cas: Sequence[IbstatCa]) -> tuple[list[Device], list[str]]:
+    """Copies of ``devices`` with ibstat's rates, and where ibstat and ibv_devinfo disagree, in words.
+
+    A port keeps the lower of the two rates when both are known and differ (a rate is never overstated), takes
+    ibstat's when ibv_devinfo printed none (no ``-v``), and a state disagreement is reported, not resolved: the
+    port's state stays ibv_devinfo's, which every check reads.
+    """
+    by_port = {(ca["name"], port["port"]): port for ca in cas for port in ca["ports"]}
+    listed = {device["name"] for device in devices}
+    notes = [f"ibstat lists {ca['name']}, which ibv_devinfo does not" for ca in cas if ca["name"] not in listed]
+    merged: list[Device] = []
+    for device in devices:
+        ports: list[Port] = []
+        for port in device["ports"]:
+            copy = port.copy()
+            copy["gids"] = list(port["gids"])
+            seen = by_port.get((device["name"], port["port"]))
+            if seen is not None:
+                where = f"{device['name']} port {port['port']}"
+                if seen["state"] and port["state"] and seen["state"] != port["state"]:
+                    notes.append(f"{where}: ibv_devinfo says {port['state']}, ibstat says {seen['state']}")
+                ours, theirs = port["rate_gbps"], seen["rate_gbps"]
+                if ours is not None and theirs is not None and abs(ours - theirs) > 0.01 * max(ours, theirs):
+                    notes.append(f"{where}: ibv_devinfo's width x speed gives {ours:g} Gb/s, ibstat's Rate {theirs:g}")
+                known = [rate for rate in (ours, theirs) if rate is not None]
+                copy["rate_gbps"] = min(known) if known else None
+            ports.append(copy)
+        device_copy = device.copy()
+        device_copy["ports"] = ports
+        merged.append(device_copy)
+    return merged, notes
+
+
 # --- checks shared by the module and filters -----------------------------------------------------
 
 
@@ -420,11 +605,30 @@ def _select_ports(devices: Sequence[Device], expected: Sequence[str]) -> tuple[l
     return selected, problems
 
 
-def port_problems(devices: Sequence[Device], expected: Sequence[str] = ()) -> list[str]:
+def rate_problem(device: str, port: Port, min_rate_gbps: float) -> str | None:
+    """Why an active port's link rate is not good enough, or None when it is at least ``min_rate_gbps``."""
+    rate = port["rate_gbps"]
+    if rate is None:
+        return (f"{device} port {port['port']}: its link rate is unknown (ibv_devinfo -v printed no active width and "
+                f"speed, and ibstat is not installed or does not list it), so it cannot be shown to reach "
+                f"{min_rate_gbps:g} Gb/s")  # fmt: skip
+    if rate < min_rate_gbps:
+        lanes = f" ({port['active_width']} at {port['active_speed']} per lane)" if port["active_width"] else ""
+        return (
+            f"{device} port {port['port']} runs at {rate:g} Gb/s{lanes}, below the {min_rate_gbps:g} Gb/s expected: "
+            "the link trained down (check the cable or transceiver and the switch port's speed)"
+        )
+    return None
+
+
+def port_problems(
+    devices: Sequence[Device], expected: Sequence[str] = (), min_rate_gbps: float | None = None
+) -> list[str]:
     """Human-readable reasons the expected ports (every port when ``expected`` is empty) are not usable.
 
-    An empty list means every selected port exists and is PORT_ACTIVE. With nothing expected and no
-    device at all, that absence is the problem: a driver that failed to load shows up this way.
+    An empty list means every selected port exists and is PORT_ACTIVE (and, with ``min_rate_gbps``, runs at least
+    that fast). With nothing expected and no device at all, that absence is the problem: a driver that failed to
+    load shows up this way.
     """
     if not devices and not expected:
         return ["ibv_devinfo reports no RDMA devices: check the HCA driver is loaded (lsmod | grep _ib)"]
@@ -436,6 +640,10 @@ def port_problems(devices: Sequence[Device], expected: Sequence[str] = ()) -> li
         seen.add((name, port["port"]))
         if port["state"] != ACTIVE:
             problems.append(describe_port(name, port))
+        elif min_rate_gbps is not None:
+            slow = rate_problem(name, port, min_rate_gbps)
+            if slow is not None:
+                problems.append(slow)
     return problems
 
 
@@ -482,6 +690,8 @@ def sysfs_port(number: int, files: dict[str, str]) -> Port:
         "lmc": _to_int(files.get("lid_mask_count")),
         "active_width": None,
         "active_speed": None,
+        # The kernel's rate file reads "200 Gb/sec (4X HDR)": ibstat's Rate and ibstatus's rate line both come from it.
+        "rate_gbps": _leading_number(files.get("rate")) or None,
         "netdev": None,
         "gids": [],
     }
@@ -516,7 +726,7 @@ def _read_small_files(directory: str, names: Iterable[str]) -> dict[str, str]:
 
 
 _DEVICE_FILES = ("fw_ver", "node_guid", "sys_image_guid", "hw_rev", "board_id")
-_PORT_FILES = ("state", "phys_state", "link_layer", "sm_lid", "lid", "lid_mask_count")
+_PORT_FILES = ("state", "phys_state", "link_layer", "sm_lid", "lid", "lid_mask_count", "rate")
 
 
 def read_sysfs_devices(root: str) -> list[Device]:
@@ -542,20 +752,29 @@ def read_sysfs_devices(root: str) -> list[Device]:
 
 __all__ = [
     "ACTIVE",
+    "IBSTAT_PHYSICAL_STATES",
+    "IBSTAT_PORT_STATES",
     "NO_DEVICES_MESSAGE",
     "Device",
     "Gid",
+    "IbstatCa",
+    "IbstatPort",
     "Port",
     "RdmaLink",
     "describe_port",
+    "ibstat_errors",
     "inactive_ports",
+    "merge_ibstat",
     "merge_rdma_links",
     "parse_expected_port",
     "parse_gid_line",
+    "parse_ibstat",
     "parse_ibv_devinfo",
     "parse_rdma_link",
     "parse_rdma_link_line",
     "port_problems",
+    "port_rate_gbps",
+    "rate_problem",
     "read_sysfs_devices",
     "sysfs_device",
     "sysfs_port",

@@ -81,6 +81,12 @@ def test_every_fabric_profile_converges_on_a_lab_node(converged: LabHandle, tmp_
             assert f"WARNING {node}: fabric profile '{profile}' expects RDMA devices but" in rdma.stdout
             assert converged.ssh(node, f"test -e {LIMITS_FILE}", check=False).returncode == 0
             assert converged.ssh(node, f"test -e {ERDMA_SOURCES}", check=False).returncode == 1  # erdma only
+        # Seed 001's port check: Debian's real ibstat runs where the profile installs infiniband-diags (infiniband,
+        # acs_type1); on a node without a device it prints nothing and exits 0, which must read as "no device".
+        for node in (ib_node, acs_node):
+            assert converged.ssh(node, "command -v ibstat", check=False).returncode == 0
+            assert (f"WARNING {node}: fabric profile '{rdma_nodes[node]}' expects RDMA devices but ibv_devinfo found "
+                    "none and ibstat lists no device either;") in rdma.stdout  # fmt: skip
 
         sockets = converged.playbook(
             "rdma.yml", "--limit", ",".join(socket_nodes),

@@ -18,8 +18,9 @@ from rdmaforge.cli import main
 from rdmaforge.runner.exit_codes import ExitCode
 
 
-def port(number: int, state: str = "PORT_ACTIVE", physical: str = "LINK_UP") -> dict[str, Any]:
-    return {"port": number, "state": state, "physical_state": physical}
+def port(number: int, state: str = "PORT_ACTIVE", physical: str = "LINK_UP", rate: float = 200.0) -> dict[str, Any]:
+    """A port as the rdma_devices module reports it (4X HDR: 200 Gbit/s, the infiniband profile's line rate)."""
+    return {"port": number, "state": state, "physical_state": physical, "rate_gbps": rate}
 
 
 def nic(name: str, mtu: int = 1500) -> dict[str, Any]:

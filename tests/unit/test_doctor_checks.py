@@ -80,7 +80,8 @@ def test_the_lab_is_healthy_with_its_deviations_accepted() -> None:
     diagnosis = doctor.diagnose(lab())
     assert diagnosis.exit_code == ExitCode.OK, doctor.render(diagnosis)
     assert statuses(diagnosis, "node1") == {
-        "rdma": "accepted", "memlock": "accepted", "mtu": "ok", "hugepages": "accepted", "hugepages_boot": "ok",
+        "rdma": "accepted", "port_rate": "not_checked", "memlock": "accepted", "mtu": "ok",
+        "hugepages": "accepted", "hugepages_boot": "ok",
         "gpus": "ok", "nccl": "ok", "plugin": "ok", "plugin_host": "accepted", "clock": "ok",
     }  # fmt: skip
     text = doctor.render(diagnosis)
@@ -160,7 +161,7 @@ def test_not_checked_says_why() -> None:
 def test_an_unknown_acceptance_is_named() -> None:
     diagnosis = doctor.diagnose(lab(1, doctor_accept={**ACCEPT, "memlok": "typo"}))
     assert diagnosis.exit_code == ExitCode.UNHEALTHY
-    assert any("doctor_accept names 'memlok', which is not a check; allowed: rdma, memlock" in f.reason
+    assert any("doctor_accept names 'memlok', which is not a check; allowed: rdma, port_rate, memlock" in f.reason
                for f in diagnosis.findings)  # fmt: skip
 
 
@@ -171,7 +172,8 @@ def test_the_table_fits_120_columns_and_json_has_every_check() -> None:
     assert max(len(line) for line in table.splitlines()) <= doctor.TABLE_WIDTH, table
     assert "2.29.7 cu13.0" in table and "aiacc 2.0.1" in table  # versions, not ids or paths
     per_node = json.loads(json.dumps(diagnosis.per_node()))
-    assert set(per_node["node1"]["checks"]) == {"rdma", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus",
+    assert set(per_node["node1"]["checks"]) == {"rdma", "port_rate", "memlock", "mtu", "hugepages", "hugepages_boot",
+                                                "gpus",
                                                 "nccl", "plugin", "plugin_host", "clock"}  # fmt: skip
     assert per_node["node1"]["checks"]["memlock"]["status"] == "accepted"
 

@@ -314,3 +314,72 @@ def test_runs_with_python38_on_the_target(tmp_path, rdma_link):
     rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)}, python=PY38)
     assert rc == 0, result
     assert result["devices"] == expected_devices("mlx5_ib_and_roce_ofed.txt", "roce_and_ib_disabled.txt")
+
+
+# --- ibstat (infiniband-diags): seed 001's port check ------------------------------------------------------------
+IBSTAT = PROJECT_ROOT / "tests" / "data" / "ibstat"
+
+
+def test_ibstat_on_a_host_without_devices_says_no_ca(tmp_path, rdma_link):
+    """Both tools as on a lab node with the infiniband profile: ibv_devinfo's "No IB devices found" (255) and
+    ibstat's empty output (0). The result says ibstat ran and listed nothing; nothing reads as a healthy port."""
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
+    ibstat = fake_tool(tmp_path, "fake_ibstat", None)
+    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link),
+                                  "ibstat_path": str(ibstat), "sysfs_root": str(tmp_path / "none")})  # fmt: skip
+    assert rc == 0, result
+    assert result["devices"] == [] and result["source"] == "ibv_devinfo"
+    assert result["ibstat"] == {"path": str(ibstat), "rc": 0, "cas": [], "errors": [], "notes": []}
+    assert (tmp_path / "fake_ibstat.args").read_text().split() == []  # plain `ibstat`, as seed 001 runs it
+    rc, failed, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "ibstat_path": str(ibstat),
+                                "sysfs_root": str(tmp_path / "none"), "require_active": True})  # fmt: skip
+    assert rc != 0 and "reports no RDMA devices" in failed["msg"]
+
+
+def test_ibstat_rates_and_disagreements_reach_the_result(tmp_path, rdma_link):
+    """Two real outputs from two different hosts, put side by side to exercise the comparison: ibv_devinfo (no -v,
+    so no rates) lists mlx5_1 and mlx5_3, ibstat lists mlx5_0 and mlx5_1 at 100 Gbit/s."""
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+    ibstat = fake_tool(tmp_path, "fake_ibstat", IBSTAT / "mlx5_roce_cx6dx_two_ports.txt")
+    args = {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "ibstat_path": str(ibstat)}
+    rc, result, err = run_module(args)
+    assert rc == 0, result
+    rates = {(d["name"], p["port"]): p["rate_gbps"] for d in result["devices"] for p in d["ports"]}
+    assert rates == {("mlx5_1", 1): 100.0, ("mlx5_3", 1): None}
+    assert result["ibstat"]["cas"] == ["mlx5_0", "mlx5_1"]
+    assert result["ibstat"]["notes"] == [
+        "ibstat lists mlx5_0, which ibv_devinfo does not",
+        "ibstat does not list mlx5_3, which ibv_devinfo does (is ib_umad loaded?)",
+    ]
+    assert "ibstat lists mlx5_0, which ibv_devinfo does not" in err  # each note is a warning too
+    rc, failed, _ = run_module({**args, "require_active": True, "expected_ports": ["mlx5_1:1"], "min_rate_gbps": 200})
+    assert rc != 0
+    assert failed["msg"] == (
+        "RDMA ports not ready: mlx5_1 port 1 runs at 100 Gb/s, below the 200 Gb/s expected: the link trained down "
+        "(check the cable or transceiver and the switch port's speed)"
+    )
+    rc, passed, _ = run_module({**args, "require_active": True, "expected_ports": ["mlx5_1:1"], "min_rate_gbps": 100})
+    assert rc == 0, passed
+
+
+def test_ibstat_that_panics_is_named(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
+    ibstat = fake_tool(tmp_path, "fake_ibstat", IBSTAT / "mlx5_ib_hdr_then_ibpanic.txt", rc=255)
+    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link),
+                                  "ibstat_path": str(ibstat), "sysfs_root": str(tmp_path / "none")})  # fmt: skip
+    assert rc == 0, result
+    assert result["ibstat"]["rc"] == 255 and result["ibstat"]["cas"] == ["mlx5_7"]
+    assert result["ibstat"]["errors"] == [
+        "ibpanic: [1323906] main: stat of IB device 'mlx5_8' failed: No such file or directory"
+    ]
+    assert f"{ibstat} exited with 255: ibpanic: [1323906] main: stat of IB device 'mlx5_8' failed" in " ".join(
+        err.split()
+    )
+
+
+def test_min_rate_must_be_positive_and_ibstat_path_must_exist(tmp_path, rdma_link):
+    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "min_rate_gbps": 0})
+    assert rc != 0 and result["msg"] == "min_rate_gbps must be a positive number of Gbit/s, got 0.0"
+    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "ibstat_path": str(tmp_path / "no-ibstat")})
+    assert rc != 0 and result["msg"] == f"ibstat_path={tmp_path / 'no-ibstat'} is not an executable file"

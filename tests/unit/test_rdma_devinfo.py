@@ -76,6 +76,7 @@ def test_mlx4_two_hcas_tab_indented_ofed():
         "lmc": 0,
         "active_width": None,
         "active_speed": None,
+        "rate_gbps": None,  # no -v: no width and speed to multiply
         "netdev": None,
         "gids": [],
     }
@@ -91,6 +92,7 @@ def test_mlx4_verbose_single_port_polling():
     assert port["port"] == 2
     assert (port["state"], port["state_code"], port["physical_state"]) == ("PORT_DOWN", 1, "POLLING")
     assert (port["active_width"], port["active_speed"]) == ("4X", "2.5 Gbps")
+    assert port["rate_gbps"] == 10.0  # 4 lanes x 2.5 Gbit/s (SDR)
     assert port["gids"] == [{"index": 0, "gid": "fe80:0000:0000:0000:7cfe:9003:00a5:95c2", "type": None}]
     # OFED-only device lines ("log atomic arg sizes (mask)", "ooo_rc_caps  = 0x0") do not leak anywhere.
     assert dev["board_id"] == "MT_1090120019"
@@ -163,6 +165,7 @@ def test_rxe_verbose_untyped_gids():
         "1X",
         "2.5 Gbps",
     )
+    assert port["rate_gbps"] == 2.5
     assert port["gids"] == [
         {"index": 0, "gid": "fe80:0000:0000:0000:b208:75ff:fe5f:b85e", "type": None},
         {"index": 1, "gid": "0000:0000:0000:0000:0000:ffff:0a0b:0bfb", "type": None},
