@@ -55,6 +55,9 @@ class FabricProfile:
     device_pattern: str | None = None
     #: The link layer every HCA NCCL opens must report, where the profile makes it unambiguous (IB, RoCE).
     link_layer: str | None = None
+    #: Whether the ports' rates are the links' own (mlx5 HCAs), so that a node's rails give its line rate
+    #: (rdmaforge.bench.line_rate). eRDMA's are virtual: its profile rate stands.
+    line_rate_from_ports: bool = False
     packages: Packages = Packages()
 
     @property
@@ -90,6 +93,7 @@ PROFILES: tuple[FabricProfile, ...] = (
         description="native InfiniBand",
         device_pattern="mlx5*",
         link_layer="IB",
+        line_rate_from_ports=True,
         packages=Packages(debian=_INFINIBAND_DEBIAN, redhat=_INFINIBAND_REDHAT),
     ),
     FabricProfile(
@@ -100,6 +104,7 @@ PROFILES: tuple[FabricProfile, ...] = (
         description="RDMA over Converged Ethernet",
         device_pattern="mlx5*",
         link_layer="RoCE",
+        line_rate_from_ports=True,
         packages=Packages(
             debian=("rdma-core", "ibverbs-providers", "libibverbs1", "ibverbs-utils", "librdmacm1", "perftest"),
             redhat=("rdma-core", "libibverbs", "libibverbs-utils", "librdmacm", "perftest"),
@@ -112,6 +117,7 @@ PROFILES: tuple[FabricProfile, ...] = (
         seed="002",
         description="Alibaba ACS GPU pods with RDMA NIC type 1 (GU8TF, GU8TEF, GX8SF): mlx5 NICs in the pod",
         device_pattern="mlx5*",
+        line_rate_from_ports=True,
         packages=Packages(
             debian=("rdma-core", "ibverbs-providers", "libibverbs1", "ibverbs-utils", "librdmacm1", "infiniband-diags"),
             redhat=("rdma-core", "libibverbs", "libibverbs-utils", "librdmacm", "infiniband-diags"),
@@ -143,6 +149,7 @@ RDMA_NAMES: tuple[str, ...] = tuple(p.name for p in PROFILES if p.is_rdma)
 #: What ``facts(name)`` can return, per profile.
 FACTS: tuple[str, ...] = (
     "transport", "rdma", "line_rate_gbps", "seed", "description", "device_pattern", "link_layer", "packages",
+    "line_rate_from_ports",
 )  # fmt: skip
 
 

@@ -192,6 +192,9 @@ RUN_JSON = Obj(
         "fabric": Scalar(("string",), one_of(*fabrics.NAMES)),
         "nodes": ListOf(STRING),
         "line_rate_gbps": Scalar(("number", "null"), non_negative),  # 0: the fabric profile's default
+        # Each node's rails (rdmaforge.bench.line_rate.node_line_rate); absent in runs recorded before them.
+        "port_line_rates": MapOf(Obj({"gbps": Scalar(("number", "null"), non_negative), "detail": STRING},
+                                     frozenset({"gbps", "detail"}))),  # fmt: skip
         "min_efficiency": Scalar(("number", "string", "null"), _no_threshold_or_fraction),
         "baseline": OPT_STRING,
         "tolerance": Scalar(("number",), fraction(0.0, 1.0, high_open=True)),

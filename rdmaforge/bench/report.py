@@ -25,6 +25,7 @@ from typing import Any
 
 from rdmaforge import fabrics
 from rdmaforge.bench import accelerators, baseline
+from rdmaforge.bench.line_rate import expected_line_rate
 from rdmaforge.bench.verdict import Component, Status, describe, mark_required, overall, required_groups
 from rdmaforge.nccl_tests import parse_file, verdict
 from rdmaforge.nccl_tests.transport import merge_transports
@@ -33,10 +34,16 @@ from rdmaforge.nccl_tests.transport import merge_transports
 DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
 
 
-def expected_busbw_gbs(run: dict[str, Any]) -> float:
+def line_rate(run: dict[str, Any]) -> dict[str, Any]:
+    """The per-node line rate the run is judged by (rdmaforge.bench.line_rate): ``{gbps, source, detail}``."""
     fallback = DEFAULT_LINE_RATE_GBPS["tcp"]
-    gbps = run.get("line_rate_gbps") or DEFAULT_LINE_RATE_GBPS.get(run.get("fabric", "tcp"), fallback)
-    return float(gbps) / 8.0
+    fabric = str(run.get("fabric", "tcp"))
+    configured = float(run.get("line_rate_gbps") or DEFAULT_LINE_RATE_GBPS.get(fabric, fallback))
+    return expected_line_rate(fabric, configured, run.get("port_line_rates"))
+
+
+def expected_busbw_gbs(run: dict[str, Any]) -> float:
+    return float(line_rate(run)["gbps"]) / 8.0
 
 
 def optional_float(value: Any) -> float | None:
@@ -78,7 +85,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         components.append(Component("nccl-tests", "nccl-tests", "skipped", reason))
         components.append(Component("transport", "transport", "skipped", "nccl-tests did not run"))
         return {"status": nccl.get("status", "skipped"), "reason": nccl.get("reason"), "collectives": {}}
-    expected = expected_busbw_gbs(run)
+    rate = line_rate(run)
+    expected = float(rate["gbps"]) / 8.0
     threshold = optional_float(run.get("min_efficiency", 0.8))
     on = f"{run.get('fabric', 'tcp')} fabric, {gpu_words(run)}"
     collectives: dict[str, Any] = {}
@@ -130,7 +138,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         components.append(Component("transport", "transport", status, "; ".join(judged.messages),
                                     threshold=judged.expected, value=", ".join(transport.all_networks) or None,
                                     on=f"{fabric} fabric"))  # fmt: skip
-    return {"status": "ran", "expected_busbw_gbs": expected, "min_efficiency": threshold,
+    return {"status": "ran", "expected_busbw_gbs": expected, "line_rate": rate, "min_efficiency": threshold,
             "collectives": collectives, "transport": transport_dict}  # fmt: skip
 
 
@@ -408,7 +416,10 @@ def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
     lines += [f"- {describe(component)}" for component in results["components"]] + [""]
     nccl = results["nccl"]
     if nccl["status"] == "ran":
-        lines += [f"Expected bus bandwidth (line rate): {nccl['expected_busbw_gbs']:.1f} GB/s", ""]
+        lines += [f"Expected bus bandwidth (line rate): {nccl['expected_busbw_gbs']:.1f} GB/s"]
+        if nccl.get("line_rate"):
+            lines += [f"({nccl['line_rate']['source']}: {nccl['line_rate']['detail']})"]
+        lines += [""]
         lines += ["| collective | status | avg busbw GB/s | peak busbw GB/s | efficiency |", "|---|---|---|---|---|"]
         for name, entry in nccl["collectives"].items():
             eff = f"{entry['efficiency']:.0%}" if entry.get("efficiency") is not None else "-"

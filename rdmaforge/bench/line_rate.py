@@ -1,0 +1,80 @@
+"""The line rate a benchmark's bus bandwidth is judged against, from the nodes' own RDMA ports where they say it.
+
+A fabric profile's rate (rdmaforge.fabrics: IB 200 Gbit/s per node) is the seeds' one-HCA node. A node with eight
+400 Gbit/s rails judged against it would pass at a tenth of what its fabric carries, which is the false pass this
+module exists to prevent. Multi-node collectives reach a bus bandwidth near the sum of the rails a node's GPUs use
+(one rail per GPU in a rail-optimised node), so on the profiles whose port rates are the links' own
+(``FabricProfile.line_rate_from_ports``: mlx5 HCAs) a node's rate is the sum of its fastest active ports of the
+fabric's device pattern, one per GPU. The cluster's rate is the slowest node's: a collective waits for it.
+
+The measured rate only ever raises the bar: the expected rate is the larger of it and the configured one
+(``benchmark_line_rate_gbps``, the profile's by default), so a port table that under-reports cannot lower a
+threshold. Pure functions; the benchmark role's filter and ``rdmaforge report`` share them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rdmaforge import fabrics
+
+
+def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int) -> dict[str, Any]:
+    """``{"gbps": float | None, "detail": str}`` for one node from its ``rdma_devices`` fact.
+
+    ``gbps`` is None, with the reason in ``detail``, when the fabric's rates are not link rates, the node has no
+    active port of the fabric, or an active port's rate is unknown (a rate is never guessed).
+    """
+    profile = fabrics.BY_NAME.get(fabric)
+    if profile is None or not profile.line_rate_from_ports or not profile.device_pattern:
+        return {"gbps": None, "detail": f"fabric {fabric}: port rates are not used"}
+    pattern = profile.device_pattern
+    active = [(f"{device.get('name')}:{port.get('port')}", port.get("rate_gbps"))
+              for device in devices if isinstance(device, Mapping) and fnmatch.fnmatch(str(device.get("name")), pattern)
+              for port in device.get("ports") or [] if isinstance(port, Mapping)
+              and port.get("state") == "PORT_ACTIVE"]  # fmt: skip
+    if not active:
+        return {"gbps": None, "detail": f"no active {pattern} port"}
+    unknown = [name for name, rate in active if not _is_rate(rate)]
+    if unknown:
+        return {"gbps": None, "detail": f"rate unknown for {', '.join(unknown)}"}
+    rates = sorted((float(rate) for _, rate in active if isinstance(rate, (int, float))), reverse=True)
+    used = rates[:gpus] if gpus > 0 else rates
+    per_port = ", ".join(f"{rate:g}" for rate in used)
+    rails = f"{len(used)} of {len(rates)} active {pattern} ports" if len(used) < len(rates) else (
+        f"{len(rates)} active {pattern} port(s)")  # fmt: skip
+    per_gpu = " (one per GPU)" if len(used) < len(rates) else ""
+    return {"gbps": round(sum(used), 3), "detail": f"{rails}{per_gpu}: {per_port} Gb/s"}
+
+
+def _is_rate(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The rate a run is judged against: ``{"gbps", "source", "detail"}``.
+
+    ``ports`` is run.json's ``port_line_rates`` (host -> ``node_line_rate``), absent or empty when the run did not
+    read them. ``source`` is ``ports`` when the slowest node's ports carry more than ``configured_gbps``, else
+    ``configured`` (the inventory's ``benchmark_line_rate_gbps``, by default the fabric profile's).
+    """
+    detail = f"benchmark_line_rate_gbps {configured_gbps:g} Gb/s per node"
+    if not ports:
+        return {"gbps": configured_gbps, "source": "configured", "detail": detail}
+    known = {host: entry for host, entry in ports.items() if isinstance(entry, Mapping) and _is_rate(entry.get("gbps"))}
+    if len(known) < len(ports):
+        missing = sorted(set(ports) - set(known))
+        why = (ports[missing[0]] or {}).get("detail") if isinstance(ports[missing[0]], Mapping) else None
+        detail += f"; port rates not used: {', '.join(missing)} without one ({why or 'not read'})"
+        return {"gbps": configured_gbps, "source": "configured", "detail": detail}
+    slowest = min(known, key=lambda host: float(known[host]["gbps"]))
+    measured = float(known[slowest]["gbps"])
+    slowest_detail = f"slowest node {slowest}: {known[slowest].get('detail')}"
+    if measured > configured_gbps:
+        return {"gbps": measured, "source": "ports",
+                "detail": f"{measured:g} Gb/s per node from the ports ({slowest_detail}), above "
+                          f"benchmark_line_rate_gbps {configured_gbps:g}"}  # fmt: skip
+    detail += f"; the ports carry {measured:g} Gb/s per node ({slowest_detail}), no more"
+    return {"gbps": configured_gbps, "source": "configured", "detail": detail}

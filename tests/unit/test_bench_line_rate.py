@@ -1,0 +1,102 @@
+"""The line rate a benchmark is judged against, from the nodes' RDMA ports (rdmaforge.bench.line_rate).
+
+Ports come from real ibstat outputs (tests/data/ibstat/SOURCES.md) through the parser the rdma_devices module uses;
+the nccl-tests log is the corpus' 80-GPU H100 run. A node with more rails than its fabric profile's one-HCA rate
+must be judged by its rails: judged by the profile it would pass at a fraction of its capacity.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.bench.line_rate import expected_line_rate, node_line_rate
+from rdmaforge.bench.report import render
+from rdmaforge.parsers.rdma_devinfo import merge_ibstat
+from tests.unit.test_bench_report import component, make_run
+from tests.unit.test_ibstat import cas, devinfo_like
+
+
+def devices(name: str) -> list:
+    parsed = cas(name)
+    merged, _ = merge_ibstat(devinfo_like(parsed), parsed)
+    return merged
+
+
+CX7 = "mlx5_roce_cx7_and_disabled_cx6dx.txt"  # mlx5_0 and mlx5_1 active at 200, mlx5_10 down
+
+
+def test_a_node_is_the_sum_of_its_active_rails_one_per_gpu() -> None:
+    assert node_line_rate(devices(CX7), "roce", gpus=8) == {
+        "gbps": 400.0, "detail": "2 active mlx5* port(s): 200, 200 Gb/s"}  # fmt: skip
+    assert node_line_rate(devices(CX7), "roce", gpus=1) == {
+        "gbps": 200.0, "detail": "1 of 2 active mlx5* ports (one per GPU): 200 Gb/s"}  # fmt: skip
+    assert node_line_rate(devices(CX7), "roce", gpus=0)["gbps"] == 400.0  # no GPU: no cap (nccl-tests is skipped)
+
+
+def test_no_rate_without_link_rates_or_active_ports() -> None:
+    assert node_line_rate(devices(CX7), "erdma", gpus=8) == {
+        "gbps": None, "detail": "fabric erdma: port rates are not used"}  # fmt: skip
+    assert node_line_rate(devices(CX7), "tcp", gpus=8)["gbps"] is None
+    assert node_line_rate([], "infiniband", gpus=8) == {"gbps": None, "detail": "no active mlx5* port"}
+    unknown = devinfo_like(cas(CX7))  # ibv_devinfo without -v and no ibstat: no rates at all
+    assert node_line_rate(unknown, "roce", gpus=8) == {
+        "gbps": None, "detail": "rate unknown for mlx5_0:1, mlx5_1:1"}  # fmt: skip
+
+
+def test_the_slowest_node_sets_the_rate_and_it_only_ever_raises_the_bar() -> None:
+    ports = {"n1": {"gbps": 400.0, "detail": "2 active mlx5* port(s): 200, 200 Gb/s"},
+             "n2": {"gbps": 200.0, "detail": "1 of 2 active mlx5* ports (one per GPU): 200 Gb/s"}}  # fmt: skip
+    assert expected_line_rate("roce", 100.0, ports) == {
+        "gbps": 200.0, "source": "ports",
+        "detail": "200 Gb/s per node from the ports (slowest node n2: 1 of 2 active mlx5* ports (one per GPU): "
+                  "200 Gb/s), above benchmark_line_rate_gbps 100"}  # fmt: skip
+    kept = expected_line_rate("roce", 400.0, ports)
+    assert (kept["gbps"], kept["source"]) == (400.0, "configured")
+    assert kept["detail"].endswith("; the ports carry 200 Gb/s per node (slowest node n2: 1 of 2 active mlx5* ports "
+                                   "(one per GPU): 200 Gb/s), no more")  # fmt: skip
+
+
+def test_a_node_without_a_rate_keeps_the_configured_one() -> None:
+    ports = {"n1": {"gbps": 3200.0, "detail": "8 active mlx5* port(s)"},
+             "n2": {"gbps": None, "detail": "rate unknown for mlx5_3:1"}}  # fmt: skip
+    rate = expected_line_rate("infiniband", 200.0, ports)
+    assert (rate["gbps"], rate["source"]) == (200.0, "configured")
+    assert "port rates not used: n2 without one (rate unknown for mlx5_3:1)" in rate["detail"]
+    assert expected_line_rate("infiniband", 200.0, {})["source"] == "configured"
+    assert expected_line_rate("infiniband", 200.0, None)["gbps"] == 200.0
+
+
+@pytest.fixture
+def h100_log(shared_dir: Path) -> Path:
+    return shared_dir / "corpus" / "nccl-tests" / "02_multi_v2.17.8_h100_80gpu_10node_5colls.txt"
+
+
+@pytest.mark.parametrize(("rails_gbps", "expected_gbs"), [(400.0, 400.0), (800.0, 800.0)])
+def test_the_report_judges_by_the_rails_not_the_profile(tmp_path: Path, h100_log: Path, rails_gbps: float,
+                                                        expected_gbs: float) -> None:  # fmt: skip
+    """Eight rails per node (the H100 nodes of the corpus run): judged by the infiniband profile's 200 Gbit/s
+    (25 GB/s) any H100 run passes; judged by its rails the threshold is 80% of 8 x the rail rate / 8."""
+    ports = {host: {"gbps": 8 * rails_gbps, "detail": f"8 active mlx5* port(s): {rails_gbps:g} Gb/s each"}
+             for host in ("n1", "n2")}  # fmt: skip
+    results = render(make_run(tmp_path, "infiniband", h100_log, line_rate_gbps=200, port_line_rates=ports))
+    nccl = component(results, "nccl-tests all_reduce")
+    assert results["nccl"]["expected_busbw_gbs"] == expected_gbs
+    assert results["nccl"]["line_rate"]["source"] == "ports"
+    assert nccl["threshold"] == pytest.approx(0.8 * expected_gbs)
+    assert nccl["status"] == ("pass" if nccl["value"] >= 0.8 * expected_gbs else "fail")
+    assert f"of the expected {expected_gbs:.1f} GB/s line rate" in nccl["reason"]
+    summary = (tmp_path / "summary.md").read_text()
+    assert f"Expected bus bandwidth (line rate): {expected_gbs:.1f} GB/s" in summary
+    assert f"{8 * rails_gbps:g} Gb/s per node from the ports" in summary
+    stored = json.loads((tmp_path / "results.json").read_text())
+    assert stored["nccl"]["line_rate"]["gbps"] == 8 * rails_gbps
+
+
+def test_the_report_without_port_rates_says_the_rate_is_configured(tmp_path: Path, h100_log: Path) -> None:
+    results = render(make_run(tmp_path, "infiniband", h100_log, line_rate_gbps=200))
+    assert results["nccl"]["expected_busbw_gbs"] == 25.0
+    assert results["nccl"]["line_rate"] == {"gbps": 200.0, "source": "configured",
+                                            "detail": "benchmark_line_rate_gbps 200 Gb/s per node"}  # fmt: skip
