@@ -62,6 +62,21 @@ def gpu_words(run: dict[str, Any]) -> str:
     return f"{total} GPUs on {len(nodes)} nodes" if total else f"CPU only, {len(nodes)} nodes"
 
 
+def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
+    """Why a log's rank count shows it is not the job the run asked for (one rank per GPU of every node), or None.
+
+    A log of fewer ranks measured part of the cluster (or another job), so its bus bandwidth must not pass for it.
+    Not judged when the run names no GPUs (a report of a hand-made run directory).
+    """
+    gpus = run.get("gpus")
+    if ranks is None or not isinstance(gpus, Mapping):
+        return None
+    total = sum(n for n in gpus.values() if isinstance(n, int) and not isinstance(n, bool))
+    if total <= 0 or ranks == total:
+        return None
+    return f"it is not this run's job: the log has {ranks} ranks, the run asked for {total} ({gpu_words(dict(run))})"
+
+
 def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
     """Why a clean nccl-tests run says nothing about the fabric, or None when its traffic crossed it.
 
@@ -110,6 +125,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             component.value = peak
             if last.status != "ok":
                 component.reason = f"run {last.status}: {last.status_reason}"
+            elif (other := other_job(run, last.ranks)) is not None:
+                component.reason = f"run ok but {other}"
             elif (crossing := fabric_untested(run, last.ranks)) is not None:
                 component.status = "not_judged"
                 component.reason = crossing

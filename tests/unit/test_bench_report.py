@@ -168,3 +168,23 @@ def test_e2e_output_line_is_found_among_logs() -> None:
     text = 'W1122 warning\nRDMAFORGE_E2E {"world_size": 2}\nother\n'
     assert parse_output(text) == {"world_size": 2}
     assert parse_output("Traceback ...\n") is None
+
+
+@pytest.fixture
+def two_rank_log(shared_dir: Path) -> Path:
+    """nccl-tests 2.17.6 on two H100 nodes, one GPU each: 2 ranks (the corpus' INDEX.md)."""
+    return shared_dir / "corpus" / "nccl-tests" / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt"
+
+
+def test_a_log_with_fewer_ranks_than_the_runs_gpus_is_not_the_clusters_bandwidth(
+    tmp_path: Path, two_rank_log: Path
+) -> None:
+    """The run asked for 8 GPUs on each of two nodes; a log of 2 ranks measured a different job (one GPU per node),
+    so its bus bandwidth says nothing about this cluster and must not pass."""
+    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, line_rate_gbps=1, gpus={"n1": 8, "n2": 8}))
+    nccl = component(results, "nccl-tests all_reduce")
+    assert nccl["status"] == "fail" and results["verdict"] == "fail"
+    assert nccl["reason"] == ("run ok but it is not this run's job: the log has 2 ranks, the run asked for 16 "
+                              "(16 GPUs on 2 nodes)")  # fmt: skip
+    matching = render(make_run(tmp_path / "b", "tcp", two_rank_log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
+    assert component(matching, "nccl-tests all_reduce")["status"] == "pass"
