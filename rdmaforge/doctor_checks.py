@@ -29,6 +29,7 @@ from rdmaforge.nccl_build import arch_for, build_id, uncovered_caps
 from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
+from rdmaforge.parsers.rdma_devinfo import parse_expected_port
 from rdmaforge.paths import ROLES_DIR
 
 CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
@@ -47,6 +48,7 @@ DEFAULTS_OF = {
     "rdmaforge_fabric": None,
     "rdma_require_active_ports": "rdma_core",
     "rdma_core_min_port_rate_gbps": "rdma_core",
+    "rdma_core_expected_ports": "rdma_core",
     "hugepages_enabled": "hugepages",
     "hugepages_count": "hugepages",
     "hugepages_size": "hugepages",
@@ -154,11 +156,16 @@ def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | No
     if fabric not in RDMA_FABRICS:
         return "not_checked", "-", None, f"fabric {fabric} does not use RDMA"
     pattern = RDMA_DEVICE_PATTERNS[fabric]
+    # rdma_core_expected_ports names the rails when a node has other ports of the pattern (a storage HCA).
+    wanted = [spec for spec in map(parse_expected_port, variable(node, "rdma_core_expected_ports") or []) if spec]
     active = [(f"{d.get('name')}:{p.get('port')}", p.get("rate_gbps")) for d in node.get("rdma_devices") or []
               if fnmatch.fnmatch(str(d.get("name")), pattern)
-              for p in d.get("ports") or [] if p.get("state") == "PORT_ACTIVE"]  # fmt: skip
+              for p in d.get("ports") or [] if p.get("state") == "PORT_ACTIVE"
+              and (not wanted or any(d.get("name") == name and number in (None, p.get("port"))
+                                     for name, number in wanted))]  # fmt: skip
     if not active:
-        return "not_checked", "none", None, f"no active {pattern} port to read a rate from"
+        among = f" among rdma_core_expected_ports {[f'{n}:{p}' if p else n for n, p in wanted]}" if wanted else ""
+        return "not_checked", "none", None, f"no active {pattern} port{among} to read a rate from"
     actual = ", ".join(f"{name} {_gbps(rate)}" for name, rate in active)
     unknown = [name for name, rate in active if not isinstance(rate, (int, float))]
     known = [(name, float(rate)) for name, rate in active if isinstance(rate, (int, float))]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from rdmaforge import fabrics
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
+from rdmaforge.parsers.rdma_devinfo import merge_ibstat, parse_ibstat, parse_ibv_devinfo
 from tests.infra.expectations import accepted, enabled, nccl_conf, read_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
@@ -43,6 +45,32 @@ def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: st
         pytest.skip(f"fabric {fabric} on {family}: the rdma_core table lists no package to install")
     missing = [name for name in names if not host.package(name).is_installed]
     assert not missing, f"not installed: {missing}"
+
+
+def test_rdma_ports_active_at_their_rate(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """Seed 001's reading of ibstat (State Active, the Rate) on the fabric's devices: ibv_devinfo -v, and ibstat where
+    infiniband-diags is installed, read here with the shared parsers and judged here, not by rdma_core's checks."""
+    if fabric not in RDMA_PROFILES:
+        pytest.skip(f"fabric {fabric} does not use RDMA")
+    required = setting(hostvars, "rdma_core", "rdma_require_active_ports")  # default: true on RDMA fabrics
+    if required is not None and not enabled(required):
+        reason = accepted(hostvars, "rdma")
+        pytest.skip("rdma_require_active_ports is false: the inventory does not require active RDMA ports"
+                    + (f"; accepted by the inventory (doctor_accept): {reason}" if reason else ""))  # fmt: skip
+    pattern = fabrics.device_patterns()[fabric]
+    devinfo = host.run("ibv_devinfo -v")
+    devices = [d for d in parse_ibv_devinfo(devinfo.stdout) if fnmatch.fnmatch(d["name"], pattern)]
+    if host.exists("ibstat"):
+        devices, _ = merge_ibstat(devices, parse_ibstat(host.run("ibstat").stdout))
+    assert devices, f"no {pattern} RDMA device: ibv_devinfo -v exited {devinfo.rc}: {devinfo.stderr.strip()[:200]}"
+    ports = {f"{d['name']}:{p['port']}": p for d in devices for p in d["ports"]}
+    down = {name: port["state"] for name, port in ports.items() if port["state"] != "PORT_ACTIVE"}
+    assert ports and not down, f"ports not active: {down or 'no port at all'}"
+    minimum = setting(hostvars, "rdma_core", "rdma_core_min_port_rate_gbps")
+    if minimum is not None:
+        slow = {name: port["rate_gbps"] for name, port in ports.items()
+                if port["rate_gbps"] is None or port["rate_gbps"] < float(minimum)}  # fmt: skip
+        assert not slow, f"ports below rdma_core_min_port_rate_gbps={minimum} Gb/s (None: rate unknown): {slow}"
 
 
 def test_memlock_drop_in(host: Any, fabric: str) -> None:

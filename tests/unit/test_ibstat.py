@@ -263,3 +263,18 @@ def test_ibstat_parser_runs_on_python38() -> None:
     proc = subprocess.run([str(PY38), "-c", script, str(PARSER), *map(str, fixtures)],
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert json.loads(proc.stdout) == [parse_ibstat(f.read_text()) for f in fixtures]
+
+
+def test_port_rate_only_on_the_expected_ports() -> None:
+    """rdma_core_expected_ports names the rails: a slower port outside them (a storage HCA) is not a rail that
+    trained down."""
+    parsed = copy.deepcopy(cas("mlx5_roce_cx7_and_disabled_cx6dx.txt"))
+    parsed[1]["ports"][0]["rate_gbps"] = 100.0  # mlx5_1 slower than mlx5_0
+    assert doctor_checks.check_port_rate(node_of(parsed, "roce"))[0] == "problem"
+    status, actual, _, _ = doctor_checks.check_port_rate(node_of(parsed, "roce", rdma_core_expected_ports=["mlx5_0"]))
+    assert (status, actual) == ("not_checked", "mlx5_0:1 200 Gb/s")  # one rail left: nothing to compare it with
+    status, _, _, reason = doctor_checks.check_port_rate(
+        node_of(parsed, "roce", rdma_core_expected_ports=["mlx5_10:1"])  # a port that is down
+    )
+    assert status == "not_checked"
+    assert reason == "no active mlx5* port among rdma_core_expected_ports ['mlx5_10:1'] to read a rate from"
