@@ -19,9 +19,13 @@ description:
     C(lookup('ansible.builtin.template', ...)).
   - For configuration files, keys and records of a few kilobytes; the content travels inside the module's
     arguments, so large or binary files belong with M(ansible.builtin.copy).
-  - The parent directory must exist; the module fails naming it otherwise (create it with M(ansible.builtin.file)).
+  - The parent directory must exist; the module fails naming it otherwise (create it with M(ansible.builtin.file)),
+    unless O(create_directory=true).
     In check mode a missing directory is no error, since the task that would create it did not run either; the
     file is reported as one that would be created.
+  - With O(append_lines) instead of O(content) the file keeps its text and gets each of those lines it lacks, at
+    its end, in one run (a record that several runs add to; what a loop of M(ansible.builtin.lineinfile) with
+    O(ansible.builtin.lineinfile#module:create=true) writes, one module run per line).
   - Supports check mode and diff mode (the old and new text, and any owner, group or mode change).
 version_added: "0.2.0"
 author:
@@ -35,8 +39,22 @@ options:
     description:
       - The whole text of the file. It appears in the task's logged arguments and in its diff: give a task that
         writes a secret C(no_log: true).
+      - Exactly one of O(content) and O(append_lines) is given.
     type: str
-    required: true
+  append_lines:
+    description:
+      - Lines the file must hold; those it lacks (compared as whole lines) are added at its end, in this order,
+        each once, after a line break if the file's last line has none. A missing file is created with them.
+      - Each entry is one line, without a line break.
+    type: list
+    elements: str
+  create_directory:
+    description:
+      - Create the parent directory and any missing above it (mode 0755, owned by the user the module runs as) when
+        it does not exist, as M(ansible.builtin.lineinfile) with O(ansible.builtin.lineinfile#module:create=true)
+        does. Off by default, so that a typo in O(dest) fails instead of making a directory.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.files
 attributes:
@@ -60,6 +78,12 @@ EXAMPLES = r"""
     group: root
     mode: "0644"
 
+- name: Record the packages this run adds (kept for reset; other runs add to the same file)
+  rdmaforge.cluster.text_file:
+    dest: /var/lib/rdmaforge/packages-added
+    append_lines: [perftest, infiniband-diags]
+    mode: "0644"
+
 - name: Register a library directory with ld.so
   rdmaforge.cluster.text_file:
     dest: /etc/ld.so.conf.d/nccl.conf
@@ -75,7 +99,7 @@ dest:
   type: str
   sample: /etc/nccl.conf
 content_changed:
-  description: Whether the text differed from O(content) (false when only the owner, group or mode changed).
+  description: Whether the text changed (false when only the owner, group or mode changed).
   returned: always
   type: bool
 checksum:
@@ -99,7 +123,9 @@ ARGUMENT_SPEC = {
     "dest": {"type": "path", "required": True},
     # Not no_log: Ansible would mask the text in the diff and every value equal to it in the output. A task that
     # writes a secret sets no_log itself.
-    "content": {"type": "str", "required": True},
+    "content": {"type": "str"},
+    "append_lines": {"type": "list", "elements": "str"},
+    "create_directory": {"type": "bool", "default": False},
 }
 
 
@@ -114,6 +140,18 @@ def read_bytes(path: str) -> bytes | None:
 
 def text_for_diff(data: bytes | None) -> str:
     return "" if data is None else data.decode("utf-8", errors="replace")
+
+
+def with_lines(before: bytes | None, lines: list[str]) -> bytes:
+    """``before`` with each of ``lines`` it lacks appended, in order and once, as a lineinfile loop leaves it."""
+    text = text_for_diff(before)
+    present = set(text.splitlines())
+    missing = [line for line in dict.fromkeys(lines) if line not in present]
+    if not missing:
+        return before if before is not None else b""
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return (text + "".join(line + "\n" for line in missing)).encode("utf-8")
 
 
 def write_atomically(module: AnsibleModule, dest: str, data: bytes) -> None:
@@ -131,10 +169,14 @@ def write_atomically(module: AnsibleModule, dest: str, data: bytes) -> None:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True,
+                           mutually_exclusive=[("content", "append_lines")],
+                           required_one_of=[("content", "append_lines")])  # fmt: skip
     dest = module.params["dest"]
-    data = module.params["content"].encode("utf-8")
-    checksum = hashlib.sha1(data).hexdigest()  # noqa: S324  # the checksum copy returns, not security
+    lines = module.params["append_lines"]
+    broken = [line for line in lines or [] if "\n" in line or "\r" in line]
+    if broken:
+        module.fail_json(msg=f"append_lines entries are single lines; {broken[0]!r} holds a line break")
     parent = os.path.dirname(dest) or "."
     if not os.path.isabs(dest):
         module.fail_json(msg=f"dest={dest} is not an absolute path")
@@ -143,9 +185,14 @@ def main() -> None:
     # In check mode the task that creates the directory did not run either (a new node): the file would be
     # created, as ansible.builtin.copy reports it (read_bytes finds no file there).
     if not os.path.isdir(parent) and not module.check_mode:
-        module.fail_json(msg=f"dest={dest}: the directory {parent} does not exist (create it first)")
+        if not module.params["create_directory"]:
+            module.fail_json(msg=f"dest={dest}: the directory {parent} does not exist (create it first, or set "
+                                 "create_directory: true)")  # fmt: skip
+        os.makedirs(parent, mode=0o755, exist_ok=True)
 
     before = read_bytes(dest)
+    data = with_lines(before, lines) if lines is not None else module.params["content"].encode("utf-8")
+    checksum = hashlib.sha1(data).hexdigest()  # noqa: S324  # the checksum copy returns, not security
     content_changed = before != data
     result: dict[str, Any] = {
         "dest": dest,

@@ -135,3 +135,70 @@ def test_same_bytes_as_the_builtin_template_and_copy_modules(tmp_path, ending):
     assert b"a=1\nb=2\nEXTRA=1\nlast line" in by_template  # the template did render
     assert (tmp_path / "by-text-file").read_bytes() == by_template
     assert (tmp_path / "copy-tf").read_bytes() == (tmp_path / "by-copy").read_bytes() == content.encode()
+
+
+# --- append_lines: a record that other runs add to (os_packages' packages-added) ----------------------------------
+
+
+def run_play(tmp_path: Path, tasks: list[dict], *extra: str) -> subprocess.CompletedProcess[str]:
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump(play))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"), "ANSIBLE_CACHE_PLUGIN": "memory"}
+    argv = [str(PLAYBOOK), "-i", "localhost,", "-c", "local",
+            "-e", json.dumps({"ansible_python_interpreter": sys.executable}), str(playbook), *extra]  # fmt: skip
+    return subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("before", [None, "", "openmpi-bin\n", "openmpi-bin", "binutils\nopenmpi-bin\n"])
+def test_append_lines_writes_what_a_lineinfile_loop_writes(tmp_path, before):
+    """os_packages' record moved from one lineinfile run per package to one text_file run: the same bytes for a
+    missing file, an empty one, one without its last newline and one that already holds some of the lines."""
+    names = ["binutils", "ibverbs-utils", "binutils", "perftest"]
+    for name in ("by-lineinfile", "by-text-file"):
+        if before is not None:
+            (tmp_path / name).write_text(before)
+    tasks = [
+        {"name": "lineinfile loop", "loop": names,
+         "ansible.builtin.lineinfile": {"path": str(tmp_path / "by-lineinfile"), "line": "{{ item }}", "create": True,
+                                        "mode": "0644"}},
+        {"name": "text_file", "rdmaforge.cluster.text_file": {"dest": str(tmp_path / "by-text-file"),
+                                                               "append_lines": names, "mode": "0644"}},
+    ]  # fmt: skip
+    proc = run_play(tmp_path, tasks)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    written = (tmp_path / "by-text-file").read_bytes()
+    assert written == (tmp_path / "by-lineinfile").read_bytes()
+    assert written.decode().splitlines()[-1] == "perftest" and mode_of(tmp_path / "by-text-file") == 0o644
+
+
+def test_append_lines_then_changes_nothing_and_checks_without_writing(tmp_path):
+    dest = tmp_path / "packages-added"
+    first = run_module("text_file", {"dest": str(dest), "append_lines": ["perftest", "binutils"], "mode": "0644"})
+    assert first.rc == 0 and first.result["changed"] is True, first.result
+    assert dest.read_text() == "perftest\nbinutils\n"
+    again = run_module("text_file", {"dest": str(dest), "append_lines": ["binutils"], "mode": "0644"})
+    assert again.result["changed"] is False and dest.read_text() == "perftest\nbinutils\n"
+    check = run_module("text_file", {"dest": str(dest), "append_lines": ["infiniband-diags"]}, "--check", "--diff")
+    assert check.rc == 0 and check.result["changed"] is True and dest.read_text() == "perftest\nbinutils\n"
+    assert "+infiniband-diags" in check.before_result and "-binutils" not in check.before_result
+
+
+def test_append_lines_refuses_content_too_and_a_line_with_a_newline(tmp_path):
+    both = run_module("text_file", {"dest": str(tmp_path / "f"), "content": "x\n", "append_lines": ["y"]})
+    assert both.rc != 0 and "mutually exclusive" in both.result["msg"] and "append_lines" in both.result["msg"]
+    neither = run_module("text_file", {"dest": str(tmp_path / "f")})
+    assert neither.rc != 0 and "content" in neither.result["msg"] and "append_lines" in neither.result["msg"]
+    two = run_module("text_file", {"dest": str(tmp_path / "f"), "append_lines": ["a\nb"]})
+    assert two.rc != 0 and two.result["msg"] == "append_lines entries are single lines; 'a\\nb' holds a line break"
+    assert not (tmp_path / "f").exists()
+
+
+def test_create_directory_makes_the_missing_parents_and_check_mode_does_not(tmp_path):
+    dest = tmp_path / "var" / "lib" / "rdmaforge" / "packages-added"
+    check = run_module("text_file", {"dest": str(dest), "append_lines": ["binutils"], "create_directory": True},
+                       "--check")  # fmt: skip
+    assert check.rc == 0 and check.result["changed"] is True and not (tmp_path / "var").exists()
+    run = run_module("text_file", {"dest": str(dest), "append_lines": ["binutils"], "create_directory": True})
+    assert run.rc == 0 and run.result["changed"] is True, run.result
+    assert dest.read_text() == "binutils\n" and mode_of(dest.parent) == 0o755
