@@ -25,7 +25,7 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int)
     """``{"gbps": float | None, "detail": str}`` for one node from its ``rdma_devices`` fact.
 
     ``gbps`` is None, with the reason in ``detail``, when the fabric's rates are not link rates, the node has no
-    active port of the fabric, or an active port's rate is unknown (a rate is never guessed).
+    active port of the fabric, or no active port's rate is known (a rate is never guessed).
     """
     profile = fabrics.BY_NAME.get(fabric)
     if profile is None or not profile.line_rate_from_ports or not profile.device_pattern:
@@ -38,15 +38,17 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int)
     if not active:
         return {"gbps": None, "detail": f"no active {pattern} port"}
     unknown = [name for name, rate in active if not _is_rate(rate)]
-    if unknown:
+    rates = sorted((float(rate) for _, rate in active if isinstance(rate, (int, float)) and _is_rate(rate)),
+                   reverse=True)  # fmt: skip
+    if not rates:
         return {"gbps": None, "detail": f"rate unknown for {', '.join(unknown)}"}
-    rates = sorted((float(rate) for _, rate in active if isinstance(rate, (int, float))), reverse=True)
+    # A port of unknown rate is left out: the sum stays a lower bound of what the node carries, never a guess.
     used = rates[:gpus] if gpus > 0 else rates
-    per_port = ", ".join(f"{rate:g}" for rate in used)
-    rails = f"{len(used)} of {len(rates)} active {pattern} ports" if len(used) < len(rates) else (
+    rails = f"{len(used)} of {len(rates)} active {pattern} ports (one per GPU)" if len(used) < len(rates) else (
         f"{len(rates)} active {pattern} port(s)")  # fmt: skip
-    per_gpu = " (one per GPU)" if len(used) < len(rates) else ""
-    return {"gbps": round(sum(used), 3), "detail": f"{rails}{per_gpu}: {per_port} Gb/s"}
+    not_counted = f"; rate unknown for {', '.join(unknown)}, not counted" if unknown else ""
+    per_port = ", ".join(f"{rate:g}" for rate in used)
+    return {"gbps": round(sum(used), 3), "detail": f"{rails}: {per_port} Gb/s{not_counted}"}
 
 
 def _is_rate(value: object) -> bool:

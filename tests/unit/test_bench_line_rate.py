@@ -46,6 +46,15 @@ def test_no_rate_without_link_rates_or_active_ports() -> None:
         "gbps": None, "detail": "rate unknown for mlx5_0:1, mlx5_1:1"}  # fmt: skip
 
 
+def test_a_port_of_unknown_rate_is_left_out_of_a_lower_bound() -> None:
+    partly = devices(CX7)
+    partly[1]["ports"][0]["rate_gbps"] = None  # mlx5_1's rate not read
+    assert node_line_rate(partly, "roce", gpus=8) == {
+        "gbps": 200.0,
+        "detail": "1 active mlx5* port(s): 200 Gb/s; rate unknown for mlx5_1:1, not counted",
+    }
+
+
 def test_the_slowest_node_sets_the_rate_and_it_only_ever_raises_the_bar() -> None:
     ports = {"n1": {"gbps": 400.0, "detail": "2 active mlx5* port(s): 200, 200 Gb/s"},
              "n2": {"gbps": 200.0, "detail": "1 of 2 active mlx5* ports (one per GPU): 200 Gb/s"}}  # fmt: skip
