@@ -29,6 +29,7 @@ from rdmaforge.runner.recap import render_table
 COLUMNS = {
     "rdma": "RDMA devices",
     "ports": "ports",
+    "rates": "port rates (Gb/s)",
     "mtu": "MTU",
     "memlock": "memlock",
     "hugepages": "hugepages",
@@ -39,8 +40,9 @@ COLUMNS = {
     "clock": "clock",
 }
 #: Columns where the nodes must agree (the clock is judged against a limit instead: it always differs a little).
-#: Ports are judged one by one (every port must be active), so they are not compared as a column.
-SKEW_COLUMNS = ("rdma", "mtu", "memlock", "hugepages", "gpus", "enis", "nccl", "plugin")
+#: Ports are judged one by one (every port must be active), so they are not compared as a column; their rates are:
+#: a node whose every rail trained down agrees with itself, not with its peers.
+SKEW_COLUMNS = ("rdma", "rates", "mtu", "memlock", "hugepages", "gpus", "enis", "nccl", "plugin")
 DEFAULT_MAX_CLOCK_OFFSET = 1.0  # seconds; the measurement includes one SSH hop of latency
 
 
@@ -79,6 +81,10 @@ class Diagnosis:
     def flagged(self, host: str, column: str) -> bool:
         return any(f.host == host and f.column == column for f in self.findings)
 
+    def columns_of(self, host: str) -> list[str]:
+        """The columns a finding names for ``host``."""
+        return [f.column for f in self.findings if f.host == host]
+
     def status(self, host: str, column: str) -> CheckStatus | None:
         """The worst status of the checks shown in a column: problem, then accepted."""
         statuses = {c.status for c in self.checks if c.host == host and CHECK_COLUMN.get(c.check) == column}
@@ -104,12 +110,13 @@ class Diagnosis:
 
 
 #: The table column each check marks.
-CHECK_COLUMN = {"rdma": "rdma", "memlock": "memlock", "mtu": "mtu", "hugepages": "hugepages",
+CHECK_COLUMN = {"rdma": "rdma", "port_rate": "rdma", "memlock": "memlock", "mtu": "mtu", "hugepages": "hugepages",
                 "hugepages_boot": "hugepages", "gpus": "gpus", "nccl": "nccl", "plugin": "plugin",
                 "plugin_host": "plugin", "clock": "clock"}  # fmt: skip
 #: Table width limit: the table fits a 120-column terminal or CI log.
 TABLE_WIDTH = 120
-#: The printed table's columns (the RDMA cell also shows the ports; the JSON and recap keep every full value).
+#: The printed table's columns (the RDMA cell also shows the ports, and is marked when their rates are off; the JSON
+#: and recap keep every full value, the rates included).
 TABLE = {"rdma": "RDMA", "mtu": "MTU", "memlock": "memlock", "hugepages": "pages", "gpus": "GPUs", "enis": "ENIs",
          "nccl": "NCCL", "plugin": "plugin", "clock": "clock"}  # fmt: skip
 
@@ -148,6 +155,14 @@ def port_states(node: Mapping[str, Any]) -> tuple[str, list[str]]:
     if total == 0:
         return "-", []
     return f"{total - len(inactive)}/{total} active", inactive
+
+
+def port_rates(node: Mapping[str, Any]) -> str:
+    """The active ports' link rates in Gb/s, each once ("200", "100,200"); "-" when none is known."""
+    rates = {float(port["rate_gbps"]) for device in node.get("rdma_devices") or [] for port in device.get("ports") or []
+             if port.get("state") == "PORT_ACTIVE" and isinstance(port.get("rate_gbps"), (int, float))
+             and not isinstance(port.get("rate_gbps"), bool)}  # fmt: skip
+    return ",".join(f"{rate:g}" for rate in sorted(rates)) or "-"
 
 
 def mtu_summary(node: Mapping[str, Any]) -> str:
@@ -213,6 +228,7 @@ def node_row(node: Mapping[str, Any]) -> dict[str, str]:
     return {
         "rdma": ",".join(devices) if devices else "none",
         "ports": ports,
+        "rates": port_rates(node),
         "mtu": mtu_summary(node),
         "memlock": str(memlock).strip() if memlock is not None else "?",
         "hugepages": hugepages_summary(node),
@@ -317,7 +333,7 @@ def cell(diagnosis: Diagnosis, host: str, column: str, row: Mapping[str, str]) -
     value = display(column, row[column])
     if column == "rdma" and row.get("ports", "-") != "-":
         value += " " + row["ports"].removesuffix(" active")
-    if diagnosis.flagged(host, column) or (column == "rdma" and diagnosis.flagged(host, "ports")):
+    if diagnosis.flagged(host, column) or (column == "rdma" and {"ports", "rates"} & set(diagnosis.columns_of(host))):
         return value + " !"
     return value + MARKS.get(diagnosis.status(host, column) or "", "")
 

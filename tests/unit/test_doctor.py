@@ -75,6 +75,7 @@ def test_node_row_reads_every_column() -> None:
     assert doctor.node_row(NODE) == {
         "rdma": "mlx5_0,mlx5_1",
         "ports": "2/2 active",
+        "rates": "200",
         "mtu": "eth0=1500 eth1=9000 eth2=9000",
         "memlock": "unlimited",
         "hugepages": "50x1G",
@@ -264,3 +265,20 @@ def test_doctor_playbook_without_iproute2_still_checks_the_rest(
     assert node["nics"] == [] and node["nics_error"] == f"ip_path={tmp_path / 'no-ip'} is not an executable file"
     assert f"mtu not checked: unknown: the node's NICs could not be read: ip_path={tmp_path / 'no-ip'}" in out, out
     assert node["clock"] and node["memlock"]  # the checks after it still ran
+
+
+def test_a_node_whose_every_rail_trained_down_is_skew_not_a_quiet_pass() -> None:
+    """Within node3 the two ports agree (100 and 100), so its own port_rate check has nothing to say; against its
+    peers (200 Gb/s HDR rails) it is the odd one out, and the table marks its RDMA cell."""
+    nodes = cluster(3)
+    nodes["node3"]["rdma_devices"] = [{"name": f"mlx5_{i}", "ports": [port(1, rate=100.0)]} for i in (0, 1)]
+    diagnosis = doctor.diagnose(nodes)
+    assert [(f.host, f.column, f.reason) for f in diagnosis.findings] == [
+        ("node3", "rates", "port rates (Gb/s) is '100' where 2 of 3 nodes have '200'")
+    ]
+    assert diagnosis.exit_code == ExitCode.UNHEALTHY
+    port_rate = next(c for c in diagnosis.checks if c.host == "node3" and c.check == "port_rate")
+    assert port_rate.status == "ok"  # the node agrees with itself: only the comparison across nodes catches it
+    node3 = next(line for line in doctor.render(diagnosis).splitlines() if line.startswith("node3 "))
+    assert "mlx5 x2 2/2 !" in node3
+    assert "  node3: port rates (Gb/s) is '100' where 2 of 3 nodes have '200'" in doctor.render(diagnosis)
