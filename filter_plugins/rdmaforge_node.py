@@ -24,4 +24,5 @@ class FilterModule:
             "rdmaforge_rail_outliers": rail_outliers,
             "rdmaforge_summary_entries": cluster_summary.entries,
             "rdmaforge_summary_merge": cluster_summary.merge,
+            "rdmaforge_summary_port_lines": cluster_summary.port_lines,
         }

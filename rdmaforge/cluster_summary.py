@@ -20,6 +20,26 @@ LOST = "not in this run (failed or unreachable earlier in it)"
 NO_RECORDED_SUMMARY = "in sync with its last complete converge, which kept no summary of it"
 
 
+def port_lines(devices: object) -> list[str]:
+    """One line per RDMA port of the ``rdma_devices`` fact for the summary: ``mlx5_0:1 ACTIVE 200 Gb/s`` (the rate
+    only where one was read), ``mlx5_1:1 DOWN (DISABLED)``."""
+    lines = []
+    for device in devices if isinstance(devices, list) else []:
+        if not isinstance(device, Mapping):
+            continue
+        for port in device.get("ports") or []:
+            if not isinstance(port, Mapping):
+                continue
+            state = str(port.get("state") or "unknown state").removeprefix("PORT_")
+            rate = port.get("rate_gbps")
+            if state == "ACTIVE" and isinstance(rate, (int, float)) and not isinstance(rate, bool):
+                state += f" {rate:g} Gb/s"
+            elif state != "ACTIVE" and port.get("physical_state"):
+                state += f" ({port['physical_state']})"
+            lines.append(f"{device.get('name')}:{port.get('port')} {state}")
+    return lines
+
+
 def previous_nodes(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
     """The entries of the summary at ``path`` by host, and why it could not be used (None when it could, or when
     there is none yet)."""

@@ -254,6 +254,8 @@ SUMMARY_JSON = Obj(
                     "cpus": SCALAR,
                     "gpus": SCALAR,
                     "rdma_devices": ListOf(STRING, nullable=True),
+                    # One line per port (rdmaforge.cluster_summary.port_lines); absent in earlier summaries.
+                    "rdma_ports": ListOf(STRING, nullable=True),
                     "rdma_packages": MapOf(SCALAR, nullable=True),
                     "mpi_version": SCALAR,
                     "nccl_build": SCALAR,

@@ -39,9 +39,11 @@ def current(node: dict[str, Any]) -> list[str]:
     packages = " ".join(f"{k}={v}" for k, v in sorted((node.get("rdma_packages") or {}).items())) or "-"
     settings = " ".join(f"{k}={v}" for k, v in sorted((node.get("nccl_settings") or {}).items())) or "-"
     devices = ", ".join(node.get("rdma_devices") or []) or "none"
+    ports = [f"  RDMA ports:  {', '.join(node['rdma_ports'])}"] if node.get("rdma_ports") else []
     return [
         f"{node['host']} ({node.get('address')}): {node.get('os')}, fabric {node.get('fabric')}, "
         f"{node.get('cpus')} CPUs, {node.get('gpus')} GPUs, RDMA devices: {devices}",
+        *ports,
         f"  packages:    {packages}",
         f"  MPI:         {node.get('mpi_version') or '-'}",
         f"  NCCL:        {node.get('nccl_build') or '-'}",

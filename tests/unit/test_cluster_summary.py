@@ -172,3 +172,26 @@ def test_summary_yml_alone_marks_each_node_its_record_cannot_vouch_for(tmp_path:
     assert nodes["node4"]["not_in_this_run"] == (
         "not converged by this run, and no complete converge has been recorded on it"
     )
+
+
+def test_the_summary_lists_each_rdma_port_with_its_state_and_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ports of a real ibstat output (tests/data/ibstat: two CX-7 RoCE ports at 200, a CX-6 Dx port down and
+    disabled) as the rdma_devices module reports them, through the role's filter, into summary.json and out of
+    `rdmaforge summary`."""
+    from rdmaforge.cluster_summary import port_lines
+    from rdmaforge.parsers.rdma_devinfo import merge_ibstat
+    from tests.unit.test_ibstat import cas, devinfo_like
+
+    parsed = cas("mlx5_roce_cx7_and_disabled_cx6dx.txt")
+    devices, _ = merge_ibstat(devinfo_like(parsed), parsed)
+    devices[2]["ports"][0]["physical_state"] = "DISABLED"  # rdma link fills it in on a node (ibstat's Disabled)
+    lines = port_lines(devices)
+    assert lines == ["mlx5_0:1 ACTIVE 200 Gb/s", "mlx5_1:1 ACTIVE 200 Gb/s", "mlx5_10:1 DOWN (DISABLED)"]
+    assert port_lines([]) == [] and port_lines(None) == []
+    node = {**entry("node1"), "rdma_devices": ["mlx5_0", "mlx5_1", "mlx5_10"], "rdma_ports": lines}
+    path = write(tmp_path / "summary.json", merge([node], tmp_path / "none", ["node1"], ["node1"], FIRST))
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "  RDMA ports:  mlx5_0:1 ACTIVE 200 Gb/s, mlx5_1:1 ACTIVE 200 Gb/s, mlx5_10:1 DOWN (DISABLED)" in out
