@@ -229,6 +229,10 @@ RUN_KEYS: list[tuple[str, Any, str]] = [
     ("gpus", {"n1": -1}, "gpus.n1: must be 0 or more"),
     ("required", "nccl-tests", "required: expected a list"),
     ("optional", 5, "optional: expected a list"),
+    ("port_line_rates", [400], "port_line_rates: expected an object"),
+    ("port_line_rates", {"n1": {"gbps": "400G", "detail": "x"}}, "port_line_rates.n1.gbps: expected number or null"),
+    ("port_line_rates", {"n1": {"gbps": -5, "detail": "x"}}, "port_line_rates.n1.gbps: must be 0 or more"),
+    ("port_line_rates", {"n1": {"gbps": 400}}, "port_line_rates.n1.detail: missing"),
 ]
 
 
@@ -309,6 +313,8 @@ SUMMARY_KEYS: list[tuple[str, Any, str]] = [
     ("host", DELETE, "nodes[0].host: missing"),
     ("rdma_devices", "mlx5_0", "nodes[0].rdma_devices: expected a list"),
     ("rdma_devices", [0], "nodes[0].rdma_devices[0]: expected string"),
+    ("rdma_ports", "mlx5_0:1 ACTIVE", "nodes[0].rdma_ports: expected a list"),
+    ("rdma_ports", [{"port": 1}], "nodes[0].rdma_ports[0]: expected string"),
     ("rdma_packages", ["rdma-core"], "nodes[0].rdma_packages: expected an object"),
     ("nccl_settings", "NCCL_DEBUG=INFO", "nodes[0].nccl_settings: expected an object"),
     ("nccl_plugin_api_versions", "v8", "nodes[0].nccl_plugin_api_versions: expected a list"),
