@@ -22,6 +22,7 @@ from typing import Any
 from rdmaforge import doctor_checks
 from rdmaforge.doctor_checks import Check, CheckStatus
 from rdmaforge.node_facts import count_lspci_gpus, count_nvidia_smi_gpus
+from rdmaforge.parsers.rdma_devinfo import active_port_rates
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.recap import render_table
 
@@ -159,9 +160,8 @@ def port_states(node: Mapping[str, Any]) -> tuple[str, list[str]]:
 
 def port_rates(node: Mapping[str, Any]) -> str:
     """The active ports' link rates in Gb/s, each once ("200", "100,200"); "-" when none is known."""
-    rates = {float(port["rate_gbps"]) for device in node.get("rdma_devices") or [] for port in device.get("ports") or []
-             if port.get("state") == "PORT_ACTIVE" and isinstance(port.get("rate_gbps"), (int, float))
-             and not isinstance(port.get("rate_gbps"), bool)}  # fmt: skip
+    rates = {float(rate) for _, rate in active_port_rates(node.get("rdma_devices"))
+             if isinstance(rate, (int, float)) and not isinstance(rate, bool)}  # fmt: skip
     return ",".join(f"{rate:g}" for rate in sorted(rates)) or "-"
 
 

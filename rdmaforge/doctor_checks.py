@@ -29,7 +29,7 @@ from rdmaforge.nccl_build import arch_for, build_id, uncovered_caps
 from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from rdmaforge.parsers.rdma_devinfo import parse_expected_port
+from rdmaforge.parsers.rdma_devinfo import active_port_rates, parse_expected_port
 from rdmaforge.paths import ROLES_DIR
 
 CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
@@ -158,11 +158,9 @@ def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | No
     pattern = RDMA_DEVICE_PATTERNS[fabric]
     # rdma_core_expected_ports names the rails when a node has other ports of the pattern (a storage HCA).
     wanted = [spec for spec in map(parse_expected_port, variable(node, "rdma_core_expected_ports") or []) if spec]
-    active = [(f"{d.get('name')}:{p.get('port')}", p.get("rate_gbps")) for d in node.get("rdma_devices") or []
-              if fnmatch.fnmatch(str(d.get("name")), pattern)
-              for p in d.get("ports") or [] if p.get("state") == "PORT_ACTIVE"
-              and (not wanted or any(d.get("name") == name and number in (None, p.get("port"))
-                                     for name, number in wanted))]  # fmt: skip
+    active = [(label, rate) for label, rate in active_port_rates(node.get("rdma_devices"), pattern)
+              if not wanted or any(label == f"{name}:{number}" if number is not None else label.startswith(f"{name}:")
+                                   for name, number in wanted)]  # fmt: skip
     if not active:
         among = f" among rdma_core_expected_ports {[f'{n}:{p}' if p else n for n, p in wanted]}" if wanted else ""
         return "not_checked", "none", None, f"no active {pattern} port{among} to read a rate from"

@@ -14,11 +14,11 @@ threshold. Pure functions; the benchmark role's filter and ``rdmaforge report`` 
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rdmaforge import fabrics
+from rdmaforge.parsers.rdma_devinfo import active_port_rates
 
 
 def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int) -> dict[str, Any]:
@@ -31,10 +31,7 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int)
     if profile is None or not profile.line_rate_from_ports or not profile.device_pattern:
         return {"gbps": None, "detail": f"fabric {fabric}: port rates are not used"}
     pattern = profile.device_pattern
-    active = [(f"{device.get('name')}:{port.get('port')}", port.get("rate_gbps"))
-              for device in devices if isinstance(device, Mapping) and fnmatch.fnmatch(str(device.get("name")), pattern)
-              for port in device.get("ports") or [] if isinstance(port, Mapping)
-              and port.get("state") == "PORT_ACTIVE"]  # fmt: skip
+    active = active_port_rates(list(devices), pattern)
     if not active:
         return {"gbps": None, "detail": f"no active {pattern} port"}
     unknown = [name for name, rate in active if not _is_rate(rate)]

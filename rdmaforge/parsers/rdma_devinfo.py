@@ -30,6 +30,7 @@ A port::
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from typing import TYPE_CHECKING, TypedDict
@@ -522,6 +523,22 @@ def merge_ibstat(devices: Sequence[Device], cas: Sequence[IbstatCa]) -> tuple[li
 # --- checks shared by the module and filters -----------------------------------------------------
 
 
+def active_port_rates(devices: object, pattern: str | None = None) -> list[tuple[str, object]]:
+    """``("DEVICE:PORT", rate_gbps)`` of every PORT_ACTIVE port of the devices whose name matches the fnmatch
+    ``pattern`` (every device without one). Takes facts as stored (anything not a list of mappings is skipped); the
+    rate is as recorded, None when unknown. doctor's checks and the benchmark's line rate read ports through it."""
+    found: list[tuple[str, object]] = []
+    for device in devices if isinstance(devices, list) else []:
+        if not isinstance(device, dict) or (pattern and not fnmatch.fnmatch(str(device.get("name")), pattern)):
+            continue
+        for port in device.get("ports") or []:
+            if isinstance(port, dict) and port.get("state") == ACTIVE:
+                found.append((f"{device.get('name')}:{port.get('port')}", port.get("rate_gbps")))
+    return found
+
+
+
+
 def inactive_ports(devices: Iterable[Device]) -> list[str]:
     """``["mlx5_1/1: PORT_DOWN", ...]`` for every port that is not PORT_ACTIVE."""
     return [
@@ -761,6 +778,7 @@ __all__ = [
     "IbstatPort",
     "Port",
     "RdmaLink",
+    "active_port_rates",
     "describe_port",
     "ibstat_errors",
     "inactive_ports",
