@@ -53,11 +53,11 @@ def mirror_vars(mirror: Mirror) -> dict[str, Any]:
 
 #: Why the lab's converge leaves nccl-tests out even when the mirror carries its source (a comment in mirror.yml).
 NCCL_TESTS_OFF = (
-    "nccl-tests is off by default although the mirror serves its source: its build (84 s of compile on the lab's "
-    "2 cores, plus the builder's MPI headers and the copies) does not fit make test's 45-minute budget. make "
-    "test-heavy builds it "
-    "(tests/integration/test_nccl_tests_on_lab.py: playbooks/nccl_tests.yml -e nccl_tests_enabled=true); without "
-    "GPUs its binaries only start, and rdmaforge bench reports them installed but skipped."
+    "nccl-tests is off in the lab's converges although the mirror serves its source: every site.yml run of make "
+    "test would carry its role, and the first its compile (84 s on the lab's 2 cores). make test builds it once, "
+    "in tests/integration/test_nccl_tests_on_lab.py (playbooks/nccl_tests.yml -e nccl_tests_enabled=true), and "
+    "removes the binaries afterwards; without GPUs they only start, and rdmaforge bench reports them installed "
+    "but skipped."
 )
 
 
