@@ -23,8 +23,7 @@ from rdmaforge.lab import Lab, mirror
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS, MIRROR_PORT
 from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, SilentServer, recap
 
-# Heavy only for make test's 45-minute budget on 2 cores (about a minute); make test-heavy runs it.
-pytestmark = [pytest.mark.lab, pytest.mark.heavy("a minute of playbooks and a mirror restart")]
+pytestmark = pytest.mark.lab
 
 PACKAGE = "openmpi-bin"  # seed 000's OpenMPI, mpi_packages' Debian entry
 #: One try per download, and the package index the converge fetched kept (as it is for an hour after a converge by
