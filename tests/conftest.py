@@ -64,7 +64,7 @@ LAB_ORDER = (
     "test_nccl_plugin_api",
     "test_nccl_plugin_package_on_lab",  # one node on the deb source and back, in sync again (site.yml --limit)
     "test_nccl_tests_on_lab",  # nccl-tests compiled once, then removed from the nodes
-    "test_nccl_upgrade_on_lab",  # heavy
+    "test_nccl_upgrade_on_lab",  # a second NCCL build, rolled out and back; every node on the first again
     "test_rdma_userspace",  # site.yml (the summary test)
     # The last module whose tests converge with site.yml on a clean cluster; its unreachable-node provision leaves
     # the stopped node behind the others' records.

@@ -18,7 +18,9 @@ import pytest
 from tests.conftest import LabHandle, assert_no_changes, recap
 from tests.integration.test_nccl_build_on_lab import VERSION, task_outcomes
 
-pytestmark = [pytest.mark.lab, pytest.mark.heavy]  # the second build is a fresh NCCL compile
+# In make test: the second build is compiled once per machine (209 s on the 2 cores) and then comes from the
+# controller's build cache like the first (the module then takes under two minutes).
+pytestmark = pytest.mark.lab
 
 # Another reduced function set (the lab's own is "AllReduce Sum f32 RING SIMPLE"): a different build id.
 SECOND_FUNCS = "AllReduce Sum f32 RING LL"
