@@ -36,6 +36,13 @@ class NodeResult:
     skipped: int = 0
     failures: list[TestOutcome] = field(default_factory=list)
 
+    @property
+    def result(self) -> str:
+        """FAIL, pass, or "not judged": a node whose every test was skipped proved nothing, so it is not a pass."""
+        if self.failed:
+            return "FAIL"
+        return "pass" if self.passed else "not judged"
+
 
 def host_of(params: str, hosts: Sequence[str]) -> str | None:
     """The host in a parameter id such as ``ansible://node1`` or ``ansible://node-1-erdma``."""
@@ -82,21 +89,35 @@ def by_node(outcomes: Iterable[TestOutcome]) -> dict[str | None, NodeResult]:
 
 
 def exit_code(outcomes: Sequence[TestOutcome], unreachable: Sequence[str], pytest_rc: int) -> ExitCode:
-    """3 a host unreachable, 2 a test failed on a host, 1 the suite could not run (pytest's 2-5), else 0."""
+    """3 a host unreachable, 2 a test failed on a host, 1 the suite could not run (pytest's 2-5), 5 a node on which
+    every test was skipped (nothing judged there), else 0."""
     if unreachable:
         return ExitCode.UNREACHABLE
     if any(o.status in ("failed", "error") for o in outcomes):
         return ExitCode.HOST_FAILED
     if pytest_rc != 0 or not outcomes:
         return ExitCode.ERROR
+    if any(result.result == "not judged" for host, result in by_node(outcomes).items() if host is not None):
+        return ExitCode.INCOMPLETE
     return ExitCode.OK
 
 
+def skipped_lines(outcomes: Iterable[TestOutcome]) -> list[str]:
+    """Each skipped test once, with the nodes it was skipped on and pytest's reason: what the table's skipped
+    column counts, named (the same test skipped for different reasons gets a line per reason)."""
+    nodes: dict[tuple[str, str], list[str]] = {}
+    for outcome in outcomes:
+        if outcome.status == "skipped":
+            reason = first_line(" ".join(outcome.message.split()), 200).removeprefix("Skipped: ")
+            nodes.setdefault((outcome.test, reason), []).append(outcome.host or "(suite)")
+    return [f"  {test} on {', '.join(hosts)}: {reason or 'no reason given'}" for (test, reason), hosts in nodes.items()]
+
+
 def render(outcomes: Sequence[TestOutcome], unreachable: Sequence[str] = ()) -> str:
-    """One row per node: passed, failed, skipped, verdict; then each failing test with its message."""
+    """One row per node: passed, failed, skipped, verdict; then each failing test with its message, and each
+    skipped test with its nodes and reason."""
     nodes = by_node(outcomes)
-    rows = [[host or "(suite)", str(r.passed), str(r.failed), str(r.skipped), "FAIL" if r.failed else "pass"]
-            for host, r in nodes.items()]  # fmt: skip
+    rows = [[host or "(suite)", str(r.passed), str(r.failed), str(r.skipped), r.result] for host, r in nodes.items()]
     rows += [[host, "-", "-", "-", "UNREACHABLE"] for host in unreachable]
     lines = [render_table(rows, ["node", "passed", "failed", "skipped", "result"]) if rows else "no test ran"]
     failures = [f for r in nodes.values() for f in r.failures]
@@ -105,4 +126,7 @@ def render(outcomes: Sequence[TestOutcome], unreachable: Sequence[str] = ()) -> 
         # pytest's assertion messages span lines ("assert (False)" then "+ where False = <file ...>.exists").
         lines += [f"  {f.host or '(suite)'}: {f.test}: {first_line(' '.join(f.message.split()), 200)}"
                   for f in failures]  # fmt: skip
+    skipped = skipped_lines(outcomes)
+    if skipped:
+        lines += ["", "skipped (not judged):", *skipped]
     return "\n".join(lines)

@@ -134,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     print("", file=session.out)
     print(infra_report.render(outcomes, unreachable), file=session.out)
     code = infra_report.exit_code(outcomes, unreachable, rc) if hosts else ExitCode.UNREACHABLE
-    record = {"pattern": args.limit, "hosts": hosts, "unreachable": unreachable, "pytest_rc": rc,
+    nodes = {host or "(suite)": {"passed": r.passed, "failed": r.failed, "skipped": r.skipped, "result": r.result}
+             for host, r in infra_report.by_node(outcomes).items()}  # fmt: skip
+    record = {"pattern": args.limit, "hosts": hosts, "unreachable": unreachable, "pytest_rc": rc, "nodes": nodes,
               "tests": [o.__dict__ for o in outcomes]}  # fmt: skip
     return command.finish(session, args, code, cases(outcomes, unreachable), record)

@@ -90,6 +90,11 @@ def test_verify_passes_on_the_converged_lab(converged: LabHandle, runs: Path) ->
     # (doctor_accept: the nodes share the controller's limits) and requires no active RDMA port (it has none), so
     # those two are skipped, with the reasons.
     assert all(cells == ["11", "0", "2", "pass"] for cells in rows.values()), rows
+    # the two skips per node are named below the table, each with its nodes and reason
+    named = proc.stdout[proc.stdout.index("skipped (not judged):"):].splitlines()
+    ports = [line for line in named if line.startswith("  test_rdma_ports_active_at_their_rate on ")]
+    assert len(ports) == 1 and "rdma_require_active_ports is false" in ports[0], named
+    assert all(node in ports[0].split(":")[0] for node in converged.nodes), ports
     junit_xml = (run_dir_of(proc.stdout) / "verify" / "junit.xml").read_text()
     assert junit_xml.count("accepted by the inventory (doctor_accept)") >= 2 * len(converged.nodes)
     port_cases = [case for case in ET.fromstring(junit_xml).iter("testcase")

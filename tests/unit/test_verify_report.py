@@ -3,6 +3,7 @@ against this machine (plus a node whose SSH port is closed)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -58,18 +59,30 @@ def test_junit_is_read_back_per_node(junit_file: Path) -> None:
 def test_table_and_exit_codes(junit_file: Path) -> None:
     outcomes = infra_report.parse_junit(junit_file, ["node1", "node-10", "node-10-x"])
     table = infra_report.render(outcomes, ["node7"])
-    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[2:] if line and not line.startswith(" ")}
+    head = table.split("\n\n")[0].splitlines()[2:]
+    rows = {line.split()[0]: line.split(maxsplit=4)[1:] for line in head}
+    # node-10-x ran one test, and it was skipped: nothing was judged there, so it is not a pass
     assert rows == {"node1": ["2", "1", "0", "FAIL"], "node-10": ["1", "1", "0", "FAIL"],
-                    "node-10-x": ["0", "0", "1", "pass"], "(suite)": ["0", "1", "0", "FAIL"],
+                    "node-10-x": ["0", "0", "1", "not judged"], "(suite)": ["0", "1", "0", "FAIL"],
                     "node7": ["-", "-", "-", "UNREACHABLE"]}  # fmt: skip
     assert (
         "  node-10: test_nccl_conf_holds_the_profile: assert (False) + where False = <file /etc/nccl.conf>.exists"
         in table
     )
+    # what the skipped column counts is named, with the reason from the JUnit file
+    assert table.endswith(
+        "skipped (not judged):\n"
+        "  test_erdma_repository_and_keyring on node-10-x: fabric tcp: the erdma repository is not used"
+    ), table
     assert infra_report.exit_code(outcomes, ["node7"], 1) == ExitCode.UNREACHABLE
     assert infra_report.exit_code(outcomes, [], 1) == ExitCode.HOST_FAILED
-    passed = [o for o in outcomes if o.status in ("passed", "skipped")]
+    passed = [o for o in outcomes if o.status == "passed"]
     assert infra_report.exit_code(passed, [], 0) == ExitCode.OK
+    # a skip beside passes on the same node leaves it a pass; a node with skips only is incomplete (exit 5)
+    node1_skip = infra_report.TestOutcome("test_memlock", "node1", "skipped", "accepted by the inventory")
+    assert infra_report.exit_code([*passed, node1_skip], [], 0) == ExitCode.OK
+    only_skipped = [o for o in outcomes if o.status in ("passed", "skipped")]
+    assert infra_report.exit_code(only_skipped, [], 0) == ExitCode.INCOMPLETE
     assert infra_report.exit_code([], [], 5) == ExitCode.ERROR  # no test collected
     assert infra_report.exit_code(passed, [], 2) == ExitCode.ERROR  # pytest interrupted or a usage error
 
@@ -107,7 +120,31 @@ def test_verify_for_real_against_this_machine(
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith(("localhost", "ghost"))}
     # On tcp the erdma repository and the login's memlock (no RDMA) are skipped.
     assert rows["ghost"] == ["-", "-", "-", "UNREACHABLE"] and rows["localhost"][2] == "2"
+    assert "skipped (not judged):\n  test_" in out  # the two skips are named below the table
     run_dir = next(runs.iterdir())
     assert (run_dir / "verify" / "junit.xml").is_file() and (run_dir / "verify" / "pytest.log").is_file()
+    recap = json.loads((run_dir / "recap.json").read_text())
+    assert recap["nodes"]["localhost"]["skipped"] == 2 and recap["nodes"]["localhost"]["result"] == rows["localhost"][3]
     names = [c.get("name") for c in ET.parse(tmp_path / "ci.xml").getroot().iter("testcase")]
     assert "test_erdma_repository_and_keyring[localhost]" in names and "ghost" in names
+
+
+def test_verify_of_a_node_whose_every_test_is_skipped_is_not_a_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The erdma repository test is skipped on a tcp node: selected alone, nothing is judged there, and verify
+    says so (exit 5, "not judged") instead of printing pass."""
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
+    hosts = {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                           "rdmaforge_fabric": "tcp"}}  # fmt: skip
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    runs = tmp_path / "runs"
+    code = main(["verify", "-i", str(inventory), "--runs-dir", str(runs), "-k", "erdma_repository"])
+    out = capsys.readouterr().out
+    assert code == ExitCode.INCOMPLETE, out
+    row = next(line for line in out.splitlines() if line.startswith("localhost"))
+    assert row.split() == ["localhost", "0", "0", "1", "not", "judged"], out
+    assert "  test_erdma_repository_and_keyring on localhost: " in out, out
+    recap = json.loads((next(runs.iterdir()) / "recap.json").read_text())
+    assert recap["nodes"] == {"localhost": {"passed": 0, "failed": 0, "skipped": 1, "result": "not judged"}}
