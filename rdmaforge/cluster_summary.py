@@ -14,6 +14,7 @@ from typing import Any
 
 from rdmaforge import stored
 from rdmaforge.errors import UserError
+from rdmaforge.parsers.rdma_devinfo import known_rate
 
 OUTSIDE_LIMIT = "not in this run (outside --limit)"
 LOST = "not in this run (failed or unreachable earlier in it)"
@@ -31,8 +32,8 @@ def port_lines(devices: object) -> list[str]:
             if not isinstance(port, Mapping):
                 continue
             state = str(port.get("state") or "unknown state").removeprefix("PORT_")
-            rate = port.get("rate_gbps")
-            if state == "ACTIVE" and isinstance(rate, (int, float)) and not isinstance(rate, bool):
+            rate = known_rate(port.get("rate_gbps"))
+            if state == "ACTIVE" and rate is not None:
                 state += f" {rate:g} Gb/s"
             elif state != "ACTIVE" and port.get("physical_state"):
                 state += f" ({port['physical_state']})"

@@ -160,8 +160,7 @@ def port_states(node: Mapping[str, Any]) -> tuple[str, list[str]]:
 
 def port_rates(node: Mapping[str, Any]) -> str:
     """The active ports' link rates in Gb/s, each once ("200", "100,200"); "-" when none is known."""
-    rates = {float(rate) for _, rate in active_port_rates(node.get("rdma_devices"))
-             if isinstance(rate, (int, float)) and not isinstance(rate, bool)}  # fmt: skip
+    rates = {rate for _, rate in active_port_rates(node.get("rdma_devices")) if rate is not None}
     return ",".join(f"{rate:g}" for rate in sorted(rates)) or "-"
 
 

@@ -165,8 +165,8 @@ def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | No
         among = f" among rdma_core_expected_ports {[f'{n}:{p}' if p else n for n, p in wanted]}" if wanted else ""
         return "not_checked", "none", None, f"no active {pattern} port{among} to read a rate from"
     actual = ", ".join(f"{name} {_gbps(rate)}" for name, rate in active)
-    unknown = [name for name, rate in active if not isinstance(rate, (int, float))]
-    known = [(name, float(rate)) for name, rate in active if isinstance(rate, (int, float))]
+    unknown = [name for name, rate in active if rate is None]
+    known = [(name, rate) for name, rate in active if rate is not None]
     not_read = ""
     if unknown:
         not_read = f"; rate not reported for {', '.join(unknown)} (no ibv_devinfo -v width/speed, no ibstat)"
@@ -191,8 +191,8 @@ def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | No
             f"rdma_core_min_port_rate_gbps to judge them against a number){not_read}")  # fmt: skip
 
 
-def _gbps(rate: object) -> str:
-    return f"{float(rate):g} Gb/s" if isinstance(rate, (int, float)) else "rate unknown"
+def _gbps(rate: float | None) -> str:
+    return f"{rate:g} Gb/s" if rate is not None else "rate unknown"
 
 
 def eni_names(node: Mapping[str, Any]) -> list[str]:

@@ -35,8 +35,7 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int)
     if not active:
         return {"gbps": None, "detail": f"no active {pattern} port"}
     unknown = [name for name, rate in active if not _is_rate(rate)]
-    rates = sorted((float(rate) for _, rate in active if isinstance(rate, (int, float)) and _is_rate(rate)),
-                   reverse=True)  # fmt: skip
+    rates = sorted((rate for _, rate in active if rate is not None and _is_rate(rate)), reverse=True)
     if not rates:
         return {"gbps": None, "detail": f"rate unknown for {', '.join(unknown)}"}
     # A port of unknown rate is left out: the sum stays a lower bound of what the node carries, never a guess.

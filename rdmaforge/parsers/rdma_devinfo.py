@@ -523,20 +523,24 @@ def merge_ibstat(devices: Sequence[Device], cas: Sequence[IbstatCa]) -> tuple[li
 # --- checks shared by the module and filters -----------------------------------------------------
 
 
-def active_port_rates(devices: object, pattern: str | None = None) -> list[tuple[str, object]]:
+def known_rate(value: object) -> float | None:
+    """A port's recorded ``rate_gbps`` as a number; None when it is unknown or not a number (a stored fact of the
+    wrong type, a boolean)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def active_port_rates(devices: object, pattern: str | None = None) -> list[tuple[str, float | None]]:
     """``("DEVICE:PORT", rate_gbps)`` of every PORT_ACTIVE port of the devices whose name matches the fnmatch
     ``pattern`` (every device without one). Takes facts as stored (anything not a list of mappings is skipped); the
-    rate is as recorded, None when unknown. doctor's checks and the benchmark's line rate read ports through it."""
-    found: list[tuple[str, object]] = []
+    rate is ``known_rate``'s, None when unknown. doctor's checks and the benchmark's line rate read ports through it."""
+    found: list[tuple[str, float | None]] = []
     for device in devices if isinstance(devices, list) else []:
         if not isinstance(device, dict) or (pattern and not fnmatch.fnmatch(str(device.get("name")), pattern)):
             continue
         for port in device.get("ports") or []:
             if isinstance(port, dict) and port.get("state") == ACTIVE:
-                found.append((f"{device.get('name')}:{port.get('port')}", port.get("rate_gbps")))
+                found.append((f"{device.get('name')}:{port.get('port')}", known_rate(port.get("rate_gbps"))))
     return found
-
-
 
 
 def inactive_ports(devices: Iterable[Device]) -> list[str]:
@@ -782,6 +786,7 @@ __all__ = [
     "describe_port",
     "ibstat_errors",
     "inactive_ports",
+    "known_rate",
     "merge_ibstat",
     "merge_rdma_links",
     "parse_expected_port",
