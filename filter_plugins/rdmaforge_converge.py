@@ -55,6 +55,11 @@ def converge_cluster_changes(hosts: Sequence[str], hostvars: Mapping[str, Mappin
     return out
 
 
+def converge_drift_is_local(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether every host out of sync differs only in what it manages itself (targets.drift_is_local)."""
+    return targets.drift_is_local({host: _check(hostvars, host) for host in hosts})
+
+
 def converge_targets(groups: Mapping[str, Sequence[str]], scope: str, group: str = "cluster") -> list[str]:
     """The hosts of ``group`` a play after preflight targets (rdmaforge.converge.targets.play_hosts)."""
     try:
@@ -63,11 +68,13 @@ def converge_targets(groups: Mapping[str, Sequence[str]], scope: str, group: str
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def converge_skip_groups(cluster_in_sync: bool) -> list[str]:
+def converge_skip_groups(cluster_plays_skip_in_sync: bool) -> list[str]:
     """The groups the fast path puts a node in sync into (rdmaforge.converge.targets.skip_groups)."""
-    if not isinstance(cluster_in_sync, bool):
-        raise AnsibleFilterError(f"rdmaforge_converge_skip_groups needs true or false, not {cluster_in_sync!r}")
-    return targets.skip_groups(cluster_in_sync)
+    if not isinstance(cluster_plays_skip_in_sync, bool):
+        raise AnsibleFilterError(
+            f"rdmaforge_converge_skip_groups needs true or false, not {cluster_plays_skip_in_sync!r}"
+        )
+    return targets.skip_groups(cluster_plays_skip_in_sync)
 
 
 class FilterModule:
@@ -75,6 +82,7 @@ class FilterModule:
         return {
             "rdmaforge_converge_cluster_changes": converge_cluster_changes,
             "rdmaforge_converge_digests": converge_digests,
+            "rdmaforge_converge_drift_is_local": converge_drift_is_local,
             "rdmaforge_converge_ledger": converge_ledger,
             "rdmaforge_converge_reasons": converge_reasons,
             "rdmaforge_converge_skip_groups": converge_skip_groups,

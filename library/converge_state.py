@@ -120,6 +120,15 @@ reasons:
   returned: always
   type: list
   elements: str
+drift_local:
+  description:
+    - True when the node differs from its record only in resources its tasks manage or read (files, directory
+      listings, packages, services, venvs). Such drift is the node's own - the other nodes' cluster-wide files
+      (/etc/hosts, SSH trust, the MPI hostfile) do not depend on it - so only this node has to run the
+      cluster-wide plays again. False when in sync, and whenever the fingerprint (host keys, addresses, boot,
+      hostname), the record, the desired state or a recorded command's output differs.
+  returned: always
+  type: bool
 summary:
   description: The summary kept with the record, when there is one.
   returned: when a record exists
@@ -322,30 +331,34 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def compare(record: dict[str, Any], digest: str, timeout: int) -> list[str]:
+def compare(record: dict[str, Any], digest: str, timeout: int) -> tuple[list[str], bool]:
+    """What differs from ``record``, and whether all of it is the node's own (see RV(drift_local))."""
     if record.get("format") != FORMAT:
-        return [f"the record's format {record.get('format')!r} is not {FORMAT} (written by another rdmaforge)"]
+        return [f"the record's format {record.get('format')!r} is not {FORMAT} (written by another rdmaforge)"], False
     if record.get("digest") != digest:
-        return ["the desired state changed (code, inventory, variables or controller files) since the record"]
+        return ["the desired state changed (code, inventory, variables or controller files) since the record"], False
     resources = record.get("resources") or {}
     unverifiable = resources.get("unverifiable") or []
     if unverifiable:
-        return ["the recorded converge ran tasks with no drift check: {}".format(", ".join(unverifiable[:5]))]
-    reasons = _differences("fingerprint", record.get("fingerprint") or {}, fingerprint(timeout))
+        return ["the recorded converge ran tasks with no drift check: {}".format(", ".join(unverifiable[:5]))], False
+    node = _differences("fingerprint", record.get("fingerprint") or {}, fingerprint(timeout))
     seen = record.get("observations") or {}
     now = observe(resources, timeout)
+    own: list[str] = []
     for kind in NAME_KINDS:
-        reasons += _differences(kind[:-1], seen.get(kind) or {}, now[kind])
+        own += _differences(kind[:-1], seen.get(kind) or {}, now[kind])
     for manager in sorted(set(seen.get("packages") or {}) | set(now["packages"])):
-        reasons += _differences("package", (seen.get("packages") or {}).get(manager) or {}, now["packages"][manager])
+        own += _differences("package", (seen.get("packages") or {}).get(manager) or {}, now["packages"][manager])
+    # A command's output may come from other nodes (an mpirun across the cluster): never the node's own drift.
+    commands = []
     for old, new in zip(seen.get("commands") or [], now["commands"]):  # noqa: B905 (zip strict is 3.10+; targets run 3.8)
         if old != new:
-            reasons.append(
+            commands.append(
                 "command `{}`: output or exit code changed (rc {}, now {})".format(
                     " ".join(new["argv"]), old.get("rc"), new["rc"]
                 )
             )
-    return reasons
+    return node + own + commands, bool(own) and not node and not commands
 
 
 def cluster_change(record: dict[str, Any], cluster_digest: str | None) -> str:
@@ -435,19 +448,34 @@ def main() -> None:
         }
         changed = write_record(module, path, record)
         module.exit_json(
-            changed=changed, in_sync=True, reasons=[], cluster_changed="", observed=_count(resources), path=path
+            changed=changed,
+            in_sync=True,
+            reasons=[],
+            drift_local=False,
+            cluster_changed="",
+            observed=_count(resources),
+            path=path,
         )
     stored, problem = load(path)
     if stored is None:
-        module.exit_json(changed=False, in_sync=False, reasons=[problem], cluster_changed="", observed=0, path=path)
+        module.exit_json(
+            changed=False,
+            in_sync=False,
+            reasons=[problem],
+            drift_local=False,
+            cluster_changed="",
+            observed=0,
+            path=path,
+        )
         return
-    reasons = compare(stored, digest, timeout)
+    reasons, local = compare(stored, digest, timeout)
     if len(reasons) > MAX_REASONS:
         reasons = reasons[: MAX_REASONS - 1] + [f"... and {len(reasons) - MAX_REASONS + 1} more"]
     module.exit_json(
         changed=False,
         in_sync=not reasons,
         reasons=reasons,
+        drift_local=local,
         cluster_changed=cluster_change(stored, params["cluster_digest"]),
         observed=_count(stored.get("resources") or {}),
         summary=stored.get("summary") or {},

@@ -53,7 +53,8 @@ def converge(args: argparse.Namespace, variables: list[Any]) -> int:
                                 outcome.events.fact("converge_state_reasons"),
                                 outcome.events.fact("converge_state_in_sync_hosts"),
                                 outcome.events.fact("converge_state_cluster_changes"),
-                                outcome.events.fact("converge_state_lost_hosts")):  # fmt: skip
+                                outcome.events.fact("converge_state_lost_hosts"),
+                                outcome.events.fact("converge_state_drift_local")):  # fmt: skip
         print(line, file=session.out)
     code = command.playbook_exit(outcome)
     return command.finish(session, args, code, command.host_cases(outcome, f"rdmaforge.{NAME}"),
@@ -64,12 +65,13 @@ CLUSTER_PLAYS = "(/etc/hosts, SSH trust, MPI launch)"
 
 
 def fast_path_lines(in_sync: Any, reasons: Any, skipping: Any = None, cluster_changes: Any = None,
-                    lost: Any = None, most: int = 5) -> list[str]:  # fmt: skip
+                    lost: Any = None, drift_local: Any = False, most: int = 5) -> list[str]:  # fmt: skip
     """What site.yml's fast path decided, in plain words (nothing when the gate did not run). ``skipping``: the
     nodes in sync that skip their own roles while the nodes in ``reasons`` converge; ``cluster_changes``: the
     nodes recorded for another cluster (a node added or removed), which make every node run the cluster-wide
     plays; ``lost``: the nodes that could not be checked (unreachable or failed before the check), which do
-    too."""
+    too; ``drift_local``: what differs is the drifted nodes' own, so the nodes in sync skip the cluster-wide
+    plays as well."""
     if in_sync is True:
         return [
             "fast path: every node is in sync with its last complete converge; nothing ran after the inventory "
@@ -80,7 +82,13 @@ def fast_path_lines(in_sync: Any, reasons: Any, skipping: Any = None, cluster_ch
     skipping = sorted(skipping) if isinstance(skipping, list) else []
     lost = sorted(lost) if isinstance(lost, list) else []
     lines: list[str] = []
-    if reasons and skipping:
+    if reasons and skipping and drift_local is True:
+        lines.append(
+            f"converge: {len(reasons)} node(s) differ from their last complete converge in their own files, packages "
+            f"or services and converge in full; {len(skipping)} node(s) in sync skip their own roles and the "
+            f"cluster-wide plays {CLUSTER_PLAYS}, which run on the drifted node(s) alone"
+        )
+    elif reasons and skipping:
         lines.append(
             f"converge: {len(reasons)} node(s) differ from their last complete converge and converge in full; "
             f"{len(skipping)} node(s) in sync skip their own roles and run only the cluster-wide plays {CLUSTER_PLAYS}"

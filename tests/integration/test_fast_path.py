@@ -206,6 +206,37 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     assert nodes[first]["as_of"] < summary["time"] == nodes[drifted]["as_of"]
 
 
+def test_a_nodes_own_drift_is_repaired_with_the_cluster_wide_plays_on_that_node_alone(in_sync: LabHandle) -> None:
+    """A file's mode and a package changed on one node differ only in what that node manages: nothing the other
+    nodes' /etc/hosts, SSH trust or MPI hostfile is written from. The drifted node converges in full, the
+    cluster-wide plays included; the nodes in sync are in no play after preflight, change nothing, and the next run
+    finds every node in sync (their records still hold)."""
+    converged = in_sync
+    first, drifted = sorted(converged.nodes)[:2]
+    others = set(converged.nodes) - {drifted}
+    converged.ssh(drifted, "chmod 0600 /etc/nccl.conf; dpkg -r --force-depends ibverbs-utils >/dev/null 2>&1")
+    proc = converge(converged)
+    decision = gate_decision(proc.stdout)
+    assert list(decision["converge"]) == [drifted], decision
+    assert any("/etc/nccl.conf" in reason for reason in decision["converge"][drifted]), decision
+    assert decision["cluster_changed_since_their_record"] == [] and decision["not_checked_unreachable_or_failed"] == []
+    assert decision["cluster_wide_plays_only_on_the_nodes_that_converge"] is True, decision
+    assert set(decision["in_sync_skip_their_own_roles"]) == others, decision
+    for role in NODE_ROLES + CLUSTER_ROLES:
+        # (ssh_trust reads the left-out nodes' host keys delegated to them: "node2 -> node1" counts as node2)
+        assert {host.split(" -> ")[0] for host in hosts_in_tasks(proc.stdout, role)} == {drifted}, role
+    counts = recap(proc.stdout)
+    assert counts[drifted]["changed"] > 0 and all(counts[node]["changed"] == 0 for node in others), counts
+    assert converged.ssh(drifted, "stat -c %a /etc/nccl.conf").stdout.strip() == "644"
+    assert "install ok installed" in converged.ssh(drifted, "dpkg-query -W -f '${Status}' ibverbs-utils").stdout
+    # The cluster-wide files on every node still list every node.
+    for node in converged.nodes:
+        assert all(address in cluster_block(converged, node) for address in converged.nodes.values()), node
+    again = converge(converged)
+    assert IN_SYNC in again.stdout, again.stdout[-4000:]
+    assert_no_changes(again.stdout)
+
+
 def test_the_benchmark_environment_and_other_tools_installed_later_are_not_drift(in_sync: LabHandle) -> None:
     """`rdmaforge bench` installs its Python environment with the os_packages role, which appends each package it
     adds to reset's record of them. That record is bookkeeping, not state a converge repairs: the next provision

@@ -372,6 +372,62 @@ def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, d
         "digest": "desired state changed", "format": "format 99",
     }[drift]  # fmt: skip
     assert expected in reasons
+    # A node's own files, listings and venvs are its own drift; another desired state or record format is not, nor
+    # a file whose content the recorded command (`cat`) prints. (Unless the lab beside moved this machine's links.)
+    if reasons_apart_from_the_lab(checked.result) == checked.result["reasons"]:
+        assert checked.result["drift_local"] is (drift in ("mode", "listing", "venv")), checked.result
+    elif drift not in ("digest", "format"):
+        assert checked.result["drift_local"] is False
+
+
+def test_only_a_nodes_own_resources_make_its_drift_local(tmp_path: Path, managed: dict) -> None:
+    """drift_local lets the nodes in sync skip the cluster-wide plays: it must be False for anything the other
+    nodes' cluster-wide files are written from (the fingerprint: host keys, addresses) and for commands, whose
+    output may come from other nodes."""
+    _, state = record(tmp_path, {k: v for k, v in managed.items() if k != "commands"})
+    Path(managed["paths"][0]).chmod(0o600)
+    own = check(state).result
+    if reasons_apart_from_the_lab(own) == own["reasons"]:  # the lab beside did not move this machine's links
+        assert own["drift_local"] is True, own
+    data = json.loads(state.read_text())
+    data["fingerprint"]["ssh_host_keys"] = {"ssh_host_ed25519_key.pub": "another key"}
+    state.write_text(json.dumps(data))
+    rekeyed = check(state).result
+    assert any(r.startswith("fingerprint ssh_host_keys") for r in rekeyed["reasons"]), rekeyed
+    assert rekeyed["drift_local"] is False
+    assert check(tmp_path / "none.json").result["drift_local"] is False  # no record
+    # A command's output changed (with the file): not the node's own.
+    _, state = record(tmp_path, managed)
+    Path(managed["paths"][0]).write_text("NCCL_DEBUG=TRACE\n")
+    assert check(state).result["drift_local"] is False
+    # In sync: nothing drifted, so nothing is local drift either.
+    _, state = record(tmp_path, {"paths": managed["paths"]})
+    synced = check(state).result
+    if not synced["reasons"]:
+        assert synced["in_sync"] is True and synced["drift_local"] is False
+
+
+def test_the_gate_keeps_the_nodes_in_sync_out_of_the_cluster_wide_plays_only_for_local_drift() -> None:
+    from tests.unit.test_filter_docs import FILTERS
+
+    drift_is_local = FILTERS["rdmaforge_converge_drift_is_local"]
+    own = {"in_sync": False, "reasons": ["path /etc/nccl.conf: ..."], "drift_local": True}
+    other = {"in_sync": False, "reasons": ["fingerprint ssh_host_keys: ..."], "drift_local": False}
+    synced = {"in_sync": True, "reasons": [], "drift_local": False}
+
+    def hostvars(**checks: dict | None) -> dict:
+        return {h: ({"converge_state_check": c} if c is not None else {}) for h, c in checks.items()}
+
+    hosts = ["node1", "node2", "node3"]
+    assert drift_is_local(hosts, hostvars(node1=synced, node2=own, node3=synced)) is True
+    assert drift_is_local(hosts, hostvars(node1=own, node2=own, node3=synced)) is True
+    assert drift_is_local(hosts, hostvars(node1=synced, node2=own, node3=other)) is False
+    assert drift_is_local(hosts, hostvars(node1=synced, node2=synced, node3=synced)) is False  # nothing drifted
+    assert drift_is_local(hosts, hostvars(node1=synced, node2=own, node3=None)) is False  # node3 not checked
+    skipped = {"skipped": True, "drift_local": True}
+    assert drift_is_local(hosts, hostvars(node1=synced, node2=own, node3=skipped)) is False
+    older = {"in_sync": False, "reasons": ["x"]}  # checked by a module without drift_local
+    assert drift_is_local(hosts, hostvars(node1=synced, node2=older, node3=synced)) is False
 
 
 def test_a_command_whose_output_changes_is_drift(tmp_path: Path, managed: dict) -> None:
@@ -528,6 +584,10 @@ def test_provision_says_in_plain_words_what_the_fast_path_decided() -> None:
         "not checked (unreachable or failed before the check): node3"
         in fast_path_lines(False, {"node2": ["package x: was 1, now absent"]}, ["node1"], {}, ["node3"])[1]
     )
+    # Drift that is the drifted node's own: the nodes in sync skip the cluster-wide plays too, and say so.
+    lines = fast_path_lines(False, {"node2": ["path /etc/nccl.conf: was a, now b"]}, ["node1", "node3"], {}, [], True)
+    assert "2 node(s) in sync skip their own roles and the cluster-wide plays" in lines[0], lines
+    assert "run on the drifted node(s) alone" in lines[0] and lines[1] == "  node2: path /etc/nccl.conf: was a, now b"
 
 
 def test_a_task_that_reads_no_state_can_say_so() -> None:

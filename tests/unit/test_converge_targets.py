@@ -68,7 +68,8 @@ def test_the_summary_costs_a_node_in_sync_no_task() -> None:
     assert tasks and all(task.get("run_once") is True and task.get("delegate_to") == "localhost" for task in tasks)
 
 
-def run_plays(tmp_path: Path, in_sync: list[str], cluster_in_sync: bool) -> dict[str, dict[str, bool]]:
+def run_plays(tmp_path: Path, in_sync: list[str], cluster_in_sync: bool,
+              drift_local: bool = False) -> dict[str, dict[str, bool]]:  # fmt: skip
     """{scope: {host: its converge_state_in_sync}} for the hosts each scope's play ran on, after the gate's task
     grouped ``in_sync`` (the later roles read converge_state_in_sync: the summary, the record's merge)."""
     inventory = tmp_path / "hosts.yml"
@@ -76,7 +77,8 @@ def run_plays(tmp_path: Path, in_sync: list[str], cluster_in_sync: bool) -> dict
         name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
         for name in ("node1", "node2", "node3")}}}}}))  # fmt: skip
     gate = {**gate_task(), "vars": {"converge_state_in_sync_hosts": in_sync,
-                                    "converge_state_cluster_in_sync": cluster_in_sync}}  # fmt: skip
+                                    "converge_state_cluster_in_sync": cluster_in_sync,
+                                    "converge_state_drift_local": drift_local}}  # fmt: skip
     plays = [{"name": "gate", "hosts": "cluster", "gather_facts": False, "tasks": [gate]}]
     for scope, example in (("node", "rdma.yml"), ("cluster", "ssh_trust.yml")):
         msg = "IN_SYNC={{ converge_state_in_sync | default(false) }}"
@@ -103,6 +105,11 @@ def run_plays(tmp_path: Path, in_sync: list[str], cluster_in_sync: bool) -> dict
 def test_a_node_in_sync_is_in_no_play_of_its_own_but_in_the_cluster_wide_ones(tmp_path: Path) -> None:
     ran = run_plays(tmp_path, ["node1", "node3"], cluster_in_sync=False)
     assert ran == {"node": {"node2": False}, "cluster": {"node1": True, "node2": False, "node3": True}}
+
+
+def test_drift_of_a_nodes_own_leaves_the_nodes_in_sync_out_of_the_cluster_wide_plays_too(tmp_path: Path) -> None:
+    ran = run_plays(tmp_path, ["node1", "node3"], cluster_in_sync=False, drift_local=True)
+    assert ran == {"node": {"node2": False}, "cluster": {"node2": False}}
 
 
 def test_a_cluster_in_sync_leaves_every_node_out_of_every_play(tmp_path: Path) -> None:
