@@ -123,10 +123,10 @@ reasons:
 drift_local:
   description:
     - True when the node differs from its record only in resources its tasks manage or read (files, directory
-      listings, packages, services, venvs). Such drift is the node's own - the other nodes' cluster-wide files
-      (/etc/hosts, SSH trust, the MPI hostfile) do not depend on it - so only this node has to run the
-      cluster-wide plays again. False when in sync, and whenever the fingerprint (host keys, addresses, boot,
-      hostname), the record, the desired state or a recorded command's output differs.
+      listings, packages, services, venvs, the output of read-only commands run on the node). Such drift is the
+      node's own - the other nodes' cluster-wide files (/etc/hosts, SSH trust, the MPI hostfile) do not depend
+      on it - so only this node has to run the cluster-wide plays again. False when in sync, and whenever the
+      fingerprint (host keys, addresses, boot, hostname), the record or the desired state differs.
   returned: always
   type: bool
 summary:
@@ -290,7 +290,7 @@ def observe(resources: dict[str, Any], timeout: int) -> dict[str, Any]:
     packages = resources.get("packages") or {}
     commands = [list(argv) for argv in resources.get("commands") or []]
     # The commands, package and service queries run side by side: the check is one round trip whose length is
-    # its slowest command (an mpirun across the cluster), not their sum.
+    # its slowest command, not their sum.
     with ThreadPoolExecutor(max_workers=8) as pool:
         ran = [pool.submit(observe_command, argv, timeout) for argv in commands]
         pkgs = {m: pool.submit(observe_packages, m, list(n), timeout) for m, n in sorted(packages.items())}
@@ -349,7 +349,8 @@ def compare(record: dict[str, Any], digest: str, timeout: int) -> tuple[list[str
         own += _differences(kind[:-1], seen.get(kind) or {}, now[kind])
     for manager in sorted(set(seen.get("packages") or {}) | set(now["packages"])):
         own += _differences("package", (seen.get("packages") or {}).get(manager) or {}, now["packages"][manager])
-    # A command's output may come from other nodes (an mpirun across the cluster): never the node's own drift.
+    # Recorded commands read the node itself: a test across nodes (the MPI launch) is never recorded
+    # (converge_state_observe: false), so a command whose output changed is the node's own drift too.
     commands = []
     for old, new in zip(seen.get("commands") or [], now["commands"]):  # noqa: B905 (zip strict is 3.10+; targets run 3.8)
         if old != new:
@@ -358,7 +359,7 @@ def compare(record: dict[str, Any], digest: str, timeout: int) -> tuple[list[str
                     " ".join(new["argv"]), old.get("rc"), new["rc"]
                 )
             )
-    return node + own + commands, bool(own) and not node and not commands
+    return node + own + commands, bool(own or commands) and not node
 
 
 def cluster_change(record: dict[str, Any], cluster_digest: str | None) -> str:

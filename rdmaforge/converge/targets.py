@@ -29,7 +29,8 @@ def skip_groups(cluster_plays_skip_in_sync: bool) -> list[str]:
 
 def drift_is_local(checks: Mapping[str, Mapping[str, Any] | None]) -> bool:
     """True when some node is out of sync and every such node differs from its record only in resources it manages
-    or reads itself (the converge_state module's ``drift_local``: files, listings, packages, services, venvs).
+    or reads itself (the converge_state module's ``drift_local``: files, listings, packages, services, venvs, the
+    output of read-only commands run on the node).
 
     The other nodes' cluster-wide files are written from the inventory and from each node's fingerprint (addresses,
     host keys), never from those resources: the nodes in sync can then stay out of the cluster-wide plays, which

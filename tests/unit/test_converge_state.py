@@ -372,18 +372,18 @@ def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, d
         "digest": "desired state changed", "format": "format 99",
     }[drift]  # fmt: skip
     assert expected in reasons
-    # A node's own files, listings and venvs are its own drift; another desired state or record format is not, nor
-    # a file whose content the recorded command (`cat`) prints. (Unless the lab beside moved this machine's links.)
+    # A node's own files, listings, venvs and commands are its own drift; another desired state or record format is
+    # not. (Unless the lab beside moved this machine's links: a fingerprint of its own.)
     if reasons_apart_from_the_lab(checked.result) == checked.result["reasons"]:
-        assert checked.result["drift_local"] is (drift in ("mode", "listing", "venv")), checked.result
+        assert checked.result["drift_local"] is (drift not in ("digest", "format")), checked.result
     elif drift not in ("digest", "format"):
         assert checked.result["drift_local"] is False
 
 
 def test_only_a_nodes_own_resources_make_its_drift_local(tmp_path: Path, managed: dict) -> None:
     """drift_local lets the nodes in sync skip the cluster-wide plays: it must be False for anything the other
-    nodes' cluster-wide files are written from (the fingerprint: host keys, addresses) and for commands, whose
-    output may come from other nodes."""
+    nodes' cluster-wide files are written from (the fingerprint: host keys, addresses). A recorded command reads
+    the node itself (the MPI launch across nodes is never recorded): its output is the node's own."""
     _, state = record(tmp_path, {k: v for k, v in managed.items() if k != "commands"})
     Path(managed["paths"][0]).chmod(0o600)
     own = check(state).result
@@ -396,10 +396,13 @@ def test_only_a_nodes_own_resources_make_its_drift_local(tmp_path: Path, managed
     assert any(r.startswith("fingerprint ssh_host_keys") for r in rekeyed["reasons"]), rekeyed
     assert rekeyed["drift_local"] is False
     assert check(tmp_path / "none.json").result["drift_local"] is False  # no record
-    # A command's output changed (with the file): not the node's own.
-    _, state = record(tmp_path, managed)
+    # A recorded command's output changed (`cat` of the file, whose content changed): the node's own drift.
+    _, state = record(tmp_path, {"commands": managed["commands"]})
     Path(managed["paths"][0]).write_text("NCCL_DEBUG=TRACE\n")
-    assert check(state).result["drift_local"] is False
+    catted = check(state).result
+    assert any(r.startswith("command `cat ") for r in catted["reasons"]), catted
+    if reasons_apart_from_the_lab(catted) == catted["reasons"]:
+        assert catted["drift_local"] is True, catted
     # In sync: nothing drifted, so nothing is local drift either.
     _, state = record(tmp_path, {"paths": managed["paths"]})
     synced = check(state).result
