@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rdmaforge import fabrics
-from rdmaforge.parsers.rdma_devinfo import active_port_rates
+from rdmaforge.parsers.rdma_devinfo import active_port_rates, known_rate
 
 
 def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int) -> dict[str, Any]:
@@ -48,7 +48,9 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int)
 
 
 def _is_rate(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    # A known rate (rdma_devinfo.known_rate) above 0: a rate of 0 must not pull the lower bound, or the threshold, to 0.
+    rate = known_rate(value)
+    return rate is not None and rate > 0
 
 
 def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, Any] | None) -> dict[str, Any]:
