@@ -129,6 +129,16 @@ drift_local:
       fingerprint (host keys, addresses, boot, hostname), the record or the desired state differs.
   returned: always
   type: bool
+host_identity:
+  description:
+    - What the node answers to and proves itself with, read in this call (O(state=check)) - its SSH host public
+      keys (C(ssh_host_keys), by kind - ed25519, ecdsa, rsa - each with C(keytype) and C(key), from the first of
+      C(/etc/ssh), C(/etc/openssh), C(/etc) that holds any, as Ansible's ssh_pub_keys facts) and its IPv4
+      addresses but loopback (C(ipv4_addresses), sorted).
+    - The ssh_trust role writes the other nodes' ssh_known_hosts lines from it, without a delegated fact
+      gathering on each node the run leaves out of its SSH trust play.
+  returned: when O(state=check)
+  type: dict
 summary:
   description: The summary kept with the record, when there is one.
   returned: when a record exists
@@ -284,6 +294,31 @@ def fingerprint(timeout: int) -> dict[str, Any]:
         "rdma_devices": rdma,
         "gpus": _sha256_bytes(gpus[1].encode()),
     }
+
+
+HOST_KEY_DIRS = ("/etc/ssh", "/etc/openssh", "/etc")
+HOST_KEY_KINDS = ("ed25519", "ecdsa", "rsa")
+
+
+def host_identity(timeout: int) -> dict[str, Any]:
+    """The node's SSH host public keys and IPv4 addresses, as ssh_known_hosts lines need them (RV(host_identity))."""
+    keys: dict[str, dict[str, str]] = {}
+    for directory in HOST_KEY_DIRS:
+        for kind in HOST_KEY_KINDS:
+            words = _read(os.path.join(directory, f"ssh_host_{kind}_key.pub")).split()
+            if len(words) >= 2:
+                keys[kind] = {"keytype": words[0], "key": words[1]}
+        if keys:
+            break
+    rc, out = _run(["ip", "-o", "-4", "addr", "show"], timeout)
+    addresses = set()
+    for line in out.splitlines() if rc == 0 else []:
+        words = line.split()
+        if "inet" in words[:-1]:
+            address = words[words.index("inet") + 1].split("/", 1)[0]
+            if not address.startswith("127."):
+                addresses.add(address)
+    return {"ssh_host_keys": keys, "ipv4_addresses": sorted(addresses)}
 
 
 def observe(resources: dict[str, Any], timeout: int) -> dict[str, Any]:
@@ -466,6 +501,7 @@ def main() -> None:
             drift_local=False,
             cluster_changed="",
             observed=0,
+            host_identity=host_identity(timeout),
             path=path,
         )
         return
@@ -480,6 +516,7 @@ def main() -> None:
         cluster_changed=cluster_change(stored, params["cluster_digest"]),
         observed=_count(stored.get("resources") or {}),
         summary=stored.get("summary") or {},
+        host_identity=host_identity(timeout),
         path=path,
     )
 

@@ -7,6 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+#: What the converge_state role registers on every node at the start of site.yml: its answer carries the node's
+#: host keys and addresses as read in this run (``host_identity``), never from the fact cache.
+OBSERVATION = "converge_state_check"
+_IDENTITY_FACTS = ("all_ipv4_addresses", *(f"ssh_host_key_{kind}_public" for kind in HOST_KEY_TYPES))
 
 
 def short(name: str) -> str:
@@ -44,22 +48,65 @@ def ring_peers(members: Sequence[str], source: str, limit: int) -> list[str]:
     return [ring[(start + step) % len(ring)] for step in range(1, limit + 1)]
 
 
-def names(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Every name and address a node answers to: inventory name, short name, ansible_host, all its IPv4s."""
-    facts = hostvars[host].get("ansible_facts", {})
-    candidates = [host, short(host), address(host, hostvars), *facts.get("all_ipv4_addresses", [])]
+def observed_identity(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The host keys and addresses this run read on ``host`` (see OBSERVATION), or None when it read none."""
+    registered = hostvars[host].get(OBSERVATION)
+    identity = registered.get("host_identity") if isinstance(registered, Mapping) else None
+    if not isinstance(identity, Mapping) or not identity.get("ssh_host_keys"):
+        return None
+    return identity
+
+
+def unobserved(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The hosts whose host keys this run has not read yet: the ssh_trust role gathers their facts itself."""
+    return [host for host in hosts if observed_identity(host, hostvars) is None]
+
+
+def identity_facts(host: str, hostvars: Mapping[str, Mapping[str, Any]],
+                   gathered: Sequence[str] | None = None) -> Mapping[str, Any]:  # fmt: skip
+    """The host's facts, its host keys and addresses taken from this run's observation when the host is not in
+    ``gathered`` (the hosts whose facts the play gathered itself; None: all of them) and was observed. A host the
+    play leaves out may have facts from the fact cache, that is, from an earlier run; a host in the play has facts
+    read after the roles before it (a secondary NIC's address, say), later than the observation."""
+    facts: Mapping[str, Any] = hostvars[host].get("ansible_facts", {})
+    identity = None if gathered is None or host in gathered else observed_identity(host, hostvars)
+    if identity is None:
+        return facts
+    merged = {k: v for k, v in facts.items() if not k.startswith(_IDENTITY_FACTS)}
+    merged["all_ipv4_addresses"] = list(identity.get("ipv4_addresses") or [])
+    for kind, key in identity["ssh_host_keys"].items():
+        merged[f"ssh_host_key_{kind}_public"] = key.get("key")
+        merged[f"ssh_host_key_{kind}_public_keytype"] = key.get("keytype")
+    return merged
+
+
+def _ipv4_order(value: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in value.split("."))
+    except ValueError:
+        return (1 << 16,)
+
+
+def names(host: str, hostvars: Mapping[str, Mapping[str, Any]], gathered: Sequence[str] | None = None) -> list[str]:
+    """Every name and address a node answers to: inventory name, short name, ansible_host, all its IPv4s (sorted:
+    gathered facts list them in the kernel's order of interfaces, an observation sorted; one text for both)."""
+    ipv4 = sorted(identity_facts(host, hostvars, gathered).get("all_ipv4_addresses", []), key=_ipv4_order)
+    candidates = [host, short(host), address(host, hostvars), *ipv4]
     return list(dict.fromkeys(c for c in candidates if c))
 
 
-def peer_names(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(n for host in hosts for n in names(host, hostvars)))
+def peer_names(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]],
+               gathered: Sequence[str] | None = None) -> list[str]:  # fmt: skip
+    return list(dict.fromkeys(n for host in hosts for n in names(host, hostvars, gathered)))
 
 
-def known_hosts_lines(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """ssh_known_hosts lines from the gathered host-key facts; a node without gathered keys is an error."""
+def known_hosts_lines(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]],
+                      gathered: Sequence[str] | None = None) -> list[str]:  # fmt: skip
+    """ssh_known_hosts lines from the host-key facts (see identity_facts for ``gathered``); a node without keys is
+    an error."""
     lines = []
     for host in sorted(hosts):
-        facts = hostvars[host].get("ansible_facts", {})
+        facts = identity_facts(host, hostvars, gathered)
         keys = [
             (facts.get(f"ssh_host_key_{kind}_public_keytype"), facts.get(f"ssh_host_key_{kind}_public"))
             for kind in HOST_KEY_TYPES
@@ -67,7 +114,7 @@ def known_hosts_lines(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, 
         keys = [(t, k) for t, k in keys if t and k]
         if not keys:
             raise ValueError(f"{host}: no SSH host key facts were gathered (is sshd installed and running?)")
-        lines += [f"{','.join(names(host, hostvars))} {kind} {key}" for kind, key in keys]
+        lines += [f"{','.join(names(host, hostvars, gathered))} {kind} {key}" for kind, key in keys]
     return lines
 
 

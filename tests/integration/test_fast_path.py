@@ -214,6 +214,8 @@ def test_a_nodes_own_drift_is_repaired_with_the_cluster_wide_plays_on_that_node_
     converged = in_sync
     first, drifted = sorted(converged.nodes)[:2]
     others = set(converged.nodes) - {drifted}
+    trust_files = "cat /etc/ssh/ssh_known_hosts ~/.ssh/config"
+    trusted = converged.ssh(drifted, trust_files).stdout
     converged.ssh(drifted, "chmod 0600 /etc/nccl.conf; dpkg -r --force-depends ibverbs-utils >/dev/null 2>&1")
     proc = converge(converged)
     decision = gate_decision(proc.stdout)
@@ -223,8 +225,13 @@ def test_a_nodes_own_drift_is_repaired_with_the_cluster_wide_plays_on_that_node_
     assert decision["cluster_wide_plays_only_on_the_nodes_that_converge"] is True, decision
     assert set(decision["in_sync_skip_their_own_roles"]) == others, decision
     for role in NODE_ROLES + CLUSTER_ROLES:
-        # (ssh_trust reads the left-out nodes' host keys delegated to them: "node2 -> node1" counts as node2)
-        assert {host.split(" -> ")[0] for host in hosts_in_tasks(proc.stdout, role)} == {drifted}, role
+        # (ssh_trust prepares the cluster key on the controller: "node2 -> localhost" counts as node2)
+        assert {host.removesuffix(" -> localhost") for host in hosts_in_tasks(proc.stdout, role)} == {drifted}, role
+    # The other nodes' host keys and addresses came from this run's converge check, not from a fact gathering
+    # delegated to each (no "node2 -> node1" above), and wrote the same ssh_known_hosts and ~/.ssh/config lines as
+    # the full converge before, where every node gathered its own facts with Ansible's setup.
+    assert not {task for task in changed_tasks(proc.stdout, drifted) if task.startswith("ssh_trust : ")}
+    assert converged.ssh(drifted, trust_files).stdout == trusted
     counts = recap(proc.stdout)
     assert counts[drifted]["changed"] > 0 and all(counts[node]["changed"] == 0 for node in others), counts
     assert converged.ssh(drifted, "stat -c %a /etc/nccl.conf").stdout.strip() == "644"

@@ -11,6 +11,7 @@ import configparser
 import dataclasses
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -378,6 +379,45 @@ def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, d
         assert checked.result["drift_local"] is (drift not in ("digest", "format")), checked.result
     elif drift not in ("digest", "format"):
         assert checked.result["drift_local"] is False
+
+
+def the_module() -> Any:
+    """The converge_state module imported from the collection tree, to call one of its functions in process."""
+    import importlib
+    import sys
+
+    from rdmaforge.collection import ensure_dev_tree
+
+    root = str(ensure_dev_tree())
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return importlib.import_module("ansible_collections.rdmaforge.cluster.plugins.modules.converge_state")
+
+
+def test_the_checks_host_identity_matches_what_ansibles_setup_gathers(tmp_path: Path, monkeypatch) -> None:
+    """The ssh_trust role writes a node left out of its play from the check's host_identity instead of a delegated
+    setup: the addresses must be those of setup's all_ipv4_addresses (Ansible's own collector, run here for real),
+    the keys each host key file's type and key, from the first directory holding any, as setup reads them."""
+    module = the_module()
+    for _ in range(3):  # the lab beside may add or remove a bridge's address between the two readings
+        gathered = run_module("ansible.builtin.setup", {"gather_subset": ["!all", "!min", "network"]})
+        facts = gathered.result["ansible_facts"]
+        identity = module.host_identity(10)
+        if set(identity["ipv4_addresses"]) == set(facts["ansible_all_ipv4_addresses"]):
+            break
+    assert identity["ipv4_addresses"] == sorted(facts["ansible_all_ipv4_addresses"]), (identity, facts)
+    first, second = tmp_path / "first", tmp_path / "second"
+    for directory, kinds in ((first, ["ecdsa"]), (second, ["ed25519", "rsa"])):
+        directory.mkdir()
+        for kind in kinds:
+            subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", str(directory / f"ssh_host_{kind}_key")],
+                           check=True)  # fmt: skip
+    monkeypatch.setattr(module, "HOST_KEY_DIRS", (str(tmp_path / "none"), str(first), str(second)))
+    words = (first / "ssh_host_ecdsa_key.pub").read_text().split()
+    assert module.host_identity(10)["ssh_host_keys"] == {"ecdsa": {"keytype": words[0], "key": words[1]}}
+    assert words[0].startswith("ecdsa-sha2-") and len(words) == 3  # type, key, comment: the comment is left out
+    monkeypatch.setattr(module, "HOST_KEY_DIRS", (str(tmp_path / "none"),))
+    assert module.host_identity(10)["ssh_host_keys"] == {}
 
 
 def test_only_a_nodes_own_resources_make_its_drift_local(tmp_path: Path, managed: dict) -> None:

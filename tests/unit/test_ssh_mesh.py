@@ -118,3 +118,48 @@ def test_pairs_a_bounded_check_left_out_are_not_checked_never_reached() -> None:
     assert table["node01"] == {"node02": True, "node03": None, "node04": None}
     assert ssh_mesh.coverage(table) == {"reached": 4, "failed": 0, "not_checked": 8}
     assert ssh_mesh.failures(members, hv, ["address"]) == []
+
+
+def observed(n: int, addresses: list[str]) -> dict[str, Any]:
+    """A node's converge check answer as the converge_state module returns it (RV(host_identity))."""
+    keys = {"ed25519": {"keytype": "ssh-ed25519", "key": f"AAAAnow{n}"}}
+    return {"in_sync": True, "host_identity": {"ssh_host_keys": keys, "ipv4_addresses": addresses}}
+
+
+def test_a_node_left_out_of_the_play_is_written_from_this_runs_observation_not_its_cached_facts() -> None:
+    """The drift of one node puts it alone in the SSH trust play; the others' host keys and addresses, read by the
+    converge check at the start of the run, replace their facts (from the fact cache: an earlier run's keys). A node
+    of the play keeps its gathered facts: read later, after the roles before it (a secondary NIC's address)."""
+    hv = hostvars()
+    hv["node2.lab"][ssh_mesh.OBSERVATION] = observed(2, ["198.18.2.12", "198.18.0.12"])
+    hv["node1.lab"][ssh_mesh.OBSERVATION] = observed(1, ["198.18.0.11"])
+    lines = ssh_mesh.known_hosts_lines(["node1.lab", "node2.lab"], hv, ["node1.lab"])
+    assert lines == [
+        "node1.lab,node1,198.18.0.11,198.18.1.11 ssh-ed25519 AAAAkey1",
+        "node2.lab,node2,198.18.0.12,198.18.2.12 ssh-ed25519 AAAAnow2",
+    ]
+    assert ssh_mesh.peer_names(["node2.lab"], hv, ["node1.lab"]) == ["node2.lab", "node2", "198.18.0.12", "198.18.2.12"]
+    # Without the play's hosts (the argument left out) every node comes from its facts, as before.
+    cached = ["node2.lab,node2,198.18.0.12,198.18.1.12 ssh-ed25519 AAAAkey2"]
+    assert ssh_mesh.known_hosts_lines(["node2.lab"], hv) == cached
+
+
+def test_only_nodes_without_an_observation_with_keys_are_read_by_the_role_itself() -> None:
+    hv = hostvars()
+    hv["node1.lab"][ssh_mesh.OBSERVATION] = observed(1, ["198.18.0.11"])
+    hv["node2.lab"][ssh_mesh.OBSERVATION] = {"skipped": True, "changed": False}  # the check did not run
+    no_keys = observed(3, ["198.18.0.13"])
+    no_keys["host_identity"]["ssh_host_keys"] = {}
+    hv["node3.lab"][ssh_mesh.OBSERVATION] = no_keys  # no sshd keys where setup would look: setup says so itself
+    assert ssh_mesh.unobserved(["node1.lab", "node2.lab", "node3.lab"], hv) == ["node2.lab", "node3.lab"]
+    # Facts of an unobserved node left out of the play are taken as they are (the role has just gathered them).
+    assert ssh_mesh.known_hosts_lines(["node2.lab"], hv, ["node1.lab"]) == [
+        "node2.lab,node2,198.18.0.12,198.18.1.12 ssh-ed25519 AAAAkey2"
+    ]
+
+
+def test_addresses_are_listed_in_numeric_order_whatever_order_the_facts_give() -> None:
+    """Gathered facts list addresses in the kernel's order of interfaces; the text must not depend on it."""
+    hv = hostvars()
+    hv["node1.lab"]["ansible_facts"]["all_ipv4_addresses"] = ["198.18.10.11", "198.18.9.11", "198.18.0.11"]
+    assert ssh_mesh.names("node1.lab", hv) == ["node1.lab", "node1", "198.18.0.11", "198.18.9.11", "198.18.10.11"]
