@@ -74,8 +74,10 @@ def parse_junit(path: Path, hosts: Sequence[str] = ()) -> list[TestOutcome]:
     return outcomes
 
 
-def by_node(outcomes: Iterable[TestOutcome]) -> dict[str | None, NodeResult]:
-    nodes: dict[str | None, NodeResult] = {}
+def by_node(outcomes: Iterable[TestOutcome], hosts: Sequence[str] = ()) -> dict[str | None, NodeResult]:
+    """Counts per node; each of ``hosts`` (the nodes the suite was run on) is there even with no result at all,
+    which makes it "not judged" (a -k or a collection that selected none of its tests proved nothing there)."""
+    nodes: dict[str | None, NodeResult] = {host: NodeResult() for host in hosts}
     for outcome in outcomes:
         node = nodes.setdefault(outcome.host, NodeResult())
         if outcome.status == "passed":
@@ -88,16 +90,17 @@ def by_node(outcomes: Iterable[TestOutcome]) -> dict[str | None, NodeResult]:
     return nodes
 
 
-def exit_code(outcomes: Sequence[TestOutcome], unreachable: Sequence[str], pytest_rc: int) -> ExitCode:
-    """3 a host unreachable, 2 a test failed on a host, 1 the suite could not run (pytest's 2-5), 5 a node on which
-    every test was skipped (nothing judged there), else 0."""
+def exit_code(outcomes: Sequence[TestOutcome], unreachable: Sequence[str], pytest_rc: int,
+              hosts: Sequence[str] = ()) -> ExitCode:  # fmt: skip
+    """3 a host unreachable, 2 a test failed on a host, 1 the suite could not run (pytest's 2-5), 5 a node of
+    ``hosts`` with no result or on which every test was skipped (nothing judged there), else 0."""
     if unreachable:
         return ExitCode.UNREACHABLE
     if any(o.status in ("failed", "error") for o in outcomes):
         return ExitCode.HOST_FAILED
     if pytest_rc != 0 or not outcomes:
         return ExitCode.ERROR
-    if any(result.result == "not judged" for host, result in by_node(outcomes).items() if host is not None):
+    if any(result.result == "not judged" for host, result in by_node(outcomes, hosts).items() if host is not None):
         return ExitCode.INCOMPLETE
     return ExitCode.OK
 
@@ -113,10 +116,11 @@ def skipped_lines(outcomes: Iterable[TestOutcome]) -> list[str]:
     return [f"  {test} on {', '.join(hosts)}: {reason or 'no reason given'}" for (test, reason), hosts in nodes.items()]
 
 
-def render(outcomes: Sequence[TestOutcome], unreachable: Sequence[str] = ()) -> str:
-    """One row per node: passed, failed, skipped, verdict; then each failing test with its message, and each
-    skipped test with its nodes and reason."""
-    nodes = by_node(outcomes)
+def render(outcomes: Sequence[TestOutcome], unreachable: Sequence[str] = (), hosts: Sequence[str] = ()) -> str:
+    """One row per node (each of ``hosts`` too, when no test reported on it): passed, failed, skipped, verdict;
+    then each failing test with its message, each skipped test with its nodes and reason, and the nodes no test
+    reported on."""
+    nodes = by_node(outcomes, hosts)
     rows = [[host or "(suite)", str(r.passed), str(r.failed), str(r.skipped), r.result] for host, r in nodes.items()]
     rows += [[host, "-", "-", "-", "UNREACHABLE"] for host in unreachable]
     lines = [render_table(rows, ["node", "passed", "failed", "skipped", "result"]) if rows else "no test ran"]
@@ -129,4 +133,7 @@ def render(outcomes: Sequence[TestOutcome], unreachable: Sequence[str] = ()) -> 
     skipped = skipped_lines(outcomes)
     if skipped:
         lines += ["", "skipped (not judged):", *skipped]
+    silent = [host for host, r in nodes.items() if host is not None and not (r.passed or r.failed or r.skipped)]
+    if silent:
+        lines += ["", f"no test result (not judged): {', '.join(silent)}"]
     return "\n".join(lines)

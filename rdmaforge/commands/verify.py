@@ -18,6 +18,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -101,11 +102,16 @@ def verify_hosts(
     return (infra_report.parse_junit(junit_path, hosts) if junit_path.is_file() else []), rc
 
 
-def cases(outcomes: list[infra_report.TestOutcome], unreachable: list[str]) -> list[junit.Case]:
+def cases(
+    outcomes: list[infra_report.TestOutcome], unreachable: list[str], hosts: Sequence[str] = ()
+) -> list[junit.Case]:
     status = {"passed": "passed", "skipped": "skipped", "failed": "failed", "error": "error"}
     result = [junit.Case(f"{o.test}[{o.host}]" if o.host else o.test, f"rdmaforge.verify.{o.host or 'suite'}",
                          outcome=status[o.status], message=o.message) for o in outcomes]  # fmt: skip
     result += [junit.Case(host, "rdmaforge.verify", outcome="error", message="unreachable") for host in unreachable]
+    reported = {o.host for o in outcomes}
+    result += [junit.Case(host, "rdmaforge.verify", outcome="skipped", message="no test result (not judged)")
+               for host in hosts if host not in reported]  # fmt: skip
     return result
 
 
@@ -132,10 +138,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"testinfra suite on {len(hosts)} node(s){down}", file=session.out, flush=True)
     outcomes, rc = verify_hosts(session.run_dir / NAME, hosts, args, request, session.out) if hosts else ([], 0)
     print("", file=session.out)
-    print(infra_report.render(outcomes, unreachable), file=session.out)
-    code = infra_report.exit_code(outcomes, unreachable, rc) if hosts else ExitCode.UNREACHABLE
+    print(infra_report.render(outcomes, unreachable, hosts), file=session.out)
+    code = infra_report.exit_code(outcomes, unreachable, rc, hosts) if hosts else ExitCode.UNREACHABLE
     nodes = {host or "(suite)": {"passed": r.passed, "failed": r.failed, "skipped": r.skipped, "result": r.result}
-             for host, r in infra_report.by_node(outcomes).items()}  # fmt: skip
+             for host, r in infra_report.by_node(outcomes, hosts).items()}  # fmt: skip
     record = {"pattern": args.limit, "hosts": hosts, "unreachable": unreachable, "pytest_rc": rc, "nodes": nodes,
               "tests": [o.__dict__ for o in outcomes]}  # fmt: skip
-    return command.finish(session, args, code, cases(outcomes, unreachable), record)
+    return command.finish(session, args, code, cases(outcomes, unreachable, hosts), record)

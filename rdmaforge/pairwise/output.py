@@ -64,8 +64,10 @@ def hostfile(results_data: Mapping[str, Any], slots: Mapping[str, int]) -> str:
     for s in results_data["suspects"]:
         if s["kind"] == "node":
             lines.append(f"# left out: {s['node']} ({s['nic']}: {s['evidence']})")
-        else:
+        elif s["kind"] == "link":
             lines.append(f"# kept, but suspect link {s['node']} on {s['nic']}: {s['evidence']}")
+        else:
+            lines.append(f"# kept, but slow with no node to blame on {s['nic']}: {s['evidence']}")
     lines += [f"{n} slots={max(1, int(slots.get(n, 1)))}" for n in results_data["healthy_nodes"]]
     return "\n".join(lines) + "\n"
 

@@ -101,9 +101,9 @@ class NodeScore:
 
 @dataclass(frozen=True)
 class Suspect:
-    node: str  # a node name, or "a<->b" for a link
+    node: str  # a node name, "a<->b" for a link, or "rail NIC" for slow pairs no node or link explains
     nic: str
-    kind: Literal["node", "link"]
+    kind: Literal["node", "link", "rail"]
     evidence: str
     nodes: tuple[str, ...] = ()
 
@@ -238,7 +238,25 @@ def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[st
             others = "both nodes' other pairs are fine" if len(nodes) > 2 else "only two nodes: cannot tell which"
             suspects.append(Suspect(f"{p.a}<->{p.b}", nic, "link",
                                     f"{p.a}-{p.b} {_pair_text(p)} ({where}); {others}", (p.a, p.b)))  # fmt: skip
+    blamed = {frozenset(s.nodes) for s in suspects if s.kind == "link"}
+    unexplained = [p for p in pairs if p.slow and not ({p.a, p.b} & node_suspects or frozenset((p.a, p.b)) in blamed)]
+    # (With no pair completed there is nothing to compare with: the rail is reported as not judged instead.)
+    if unexplained and reference is not None:
+        suspects.append(rail_suspect(nic, unexplained, len(pairs), reference, limits))
     return RailScore(nic, median, reference, pairs, scores, suspects)
+
+
+def rail_suspect(nic: str, slow: Sequence[PairResult], total: int, reference: float | None,
+                 limits: Thresholds) -> Suspect:  # fmt: skip
+    """Slow pairs that no node or link explains: slow everywhere (the rail, its switch, the whole fabric, or a
+    reference too low for the line rate), or too mixed to point at one node. Never a clean result."""
+    shown = ", ".join(f"{p.a}-{p.b} {_pair_text(p)}" for p in slow[:4]) + (", ..." if len(slow) > 4 else "")
+    against = [f"rail reference {reference:.2f} Gb/s" if reference is not None else "no reference"]
+    if limits.line_rate_gbps is not None:
+        against.append(f"line rate {limits.line_rate_gbps:g} Gb/s")
+    nodes = tuple(dict.fromkeys(n for p in slow for n in (p.a, p.b)))
+    return Suspect(f"rail {nic}", nic, "rail", f"{len(slow)} of {total} pairs slow ({shown}; {', '.join(against)}) "
+                   "and no single node or link to blame: the rail, its switch or the fabric", nodes)  # fmt: skip
 
 
 def score(measurements: Sequence[Measurement], nodes: Sequence[str], rails: Sequence[str],
@@ -248,6 +266,7 @@ def score(measurements: Sequence[Measurement], nodes: Sequence[str], rails: Sequ
 
 
 def suspects_first(rails: Sequence[RailScore]) -> list[Suspect]:
-    """Node suspects before link suspects, then by rail and name."""
+    """Node suspects, then link suspects, then rails; each by rail and name."""
     every = [s for rail in rails for s in rail.suspects]
-    return sorted(every, key=lambda s: (s.kind != "node", s.nic, s.node))
+    order = {"node": 0, "link": 1, "rail": 2}
+    return sorted(every, key=lambda s: (order[s.kind], s.nic, s.node))

@@ -168,6 +168,22 @@ def test_one_slow_link_is_a_link_suspect_and_neither_node_is_blamed(fault: LabHa
     assert results["healthy_nodes"] == sorted(fault.nodes)
 
 
+def test_a_rail_slow_on_every_node_is_a_rail_suspect_not_a_clean_sweep(fault: LabHandle, tmp_path: Path) -> None:
+    """Every node's eth1 limited to SLOW (a rail's switch port speed set wrong everywhere) against a line rate of
+    BASE: no node is worse than its partners, so neither the node nor the link rule blames anyone. The rail is
+    named, nobody is dropped from hostfile.healthy, and the exit code is 7, not 0."""
+    for node in sorted(fault.nodes):
+        impair(node, "eth1", "--rate", SLOW)
+    proc, results = sweep(fault, tmp_path, "-e", f"pairwise_line_rate_gbps={BASE_GBPS}")
+    assert proc.returncode == ExitCode.SUSPECTS, proc.stderr[-4000:]
+    assert suspects(results) == [("rail", "rail eth1", "eth1")]
+    pairs = NODES * (NODES - 1) // 2
+    assert f"{pairs} of {pairs} pairs slow" in results["suspects"][0]["evidence"], results["suspects"]
+    assert sorted(results["suspects"][0]["nodes"]) == sorted(fault.nodes)
+    assert sorted(results["healthy_nodes"]) == sorted(fault.nodes)
+    assert "rdmaforge pairwise: exit 7" in proc.stderr
+
+
 def test_rounds_k_from_ansible_playbook(lab4: LabHandle, tmp_path: Path) -> None:
     """The role runs without the CLI too: K random perfect matchings, their pairs disjoint within a round."""
     out = tmp_path / "sweep"

@@ -183,6 +183,35 @@ def test_two_nodes_can_only_blame_the_link_and_only_against_the_line_rate():
     assert suspects_of(measured, nodes, ("eth1",), limits) == [("link", "node1<->node2", "eth1")]
 
 
+def test_a_rail_slow_everywhere_is_named_not_passed():
+    """Every pair at 1 Gb/s on a 100 Gb/s rail: no node is worse than its partners, so no node or link is to blame,
+    and yet nothing on the rail reaches half its line rate. The rail itself is the suspect, naming every pair's
+    nodes; it does not leave any node out of the healthy hostfile (none is worse than another)."""
+    limits = Thresholds(line_rate_gbps=100.0, min_line_fraction=0.5)
+    measured = sweep({}, rails=("eth1",), base=1.0)
+    assert suspects_of(measured, rails=("eth1",), limits=limits) == [("rail", "rail eth1", "eth1")]
+    (rail,) = score(measured, NODES, ("eth1",), limits)
+    (named,) = rail.suspects
+    assert set(named.nodes) == set(NODES) and "6 of 6 pairs slow" in named.evidence, named
+    assert "line rate 100 Gb/s" in named.evidence
+    # At the line rate nothing is slow.
+    assert suspects_of(sweep({}, rails=("eth1",), base=90.0), rails=("eth1",), limits=limits) == []
+
+
+def test_a_fabric_that_hangs_almost_everywhere_is_named_not_passed():
+    """6 nodes, 14 of 15 pairs hung: each node's partners are as bad as it is, so no node suspect; the one pair
+    that completed sets the reference. Before, this was 'suspects: none' and every node healthy."""
+    nodes = [f"node{i}" for i in range(1, 7)]
+    status = {}
+    for a, b in itertools.permutations(nodes, 2):
+        if {a, b} != {"node1", "node2"}:
+            status[(a, b, "eth1")] = "hang"
+    found = suspects_of(sweep({}, status, nodes=nodes, rails=("eth1",)), nodes, ("eth1",))
+    assert found == [("rail", "rail eth1", "eth1")]
+    (rail,) = score(sweep({}, status, nodes=nodes, rails=("eth1",)), nodes, ("eth1",), Thresholds())
+    assert "14 of 15 pairs slow" in rail.suspects[0].evidence, rail.suspects
+
+
 def test_thresholds_are_checked():
     with pytest.raises(ValueError, match="pairwise_slow_ratio"):
         Thresholds(slow_ratio=0).check()
@@ -386,6 +415,25 @@ def test_a_rail_where_no_pair_completed_is_not_judged(tmp_path):
     assert data["suspects"] == [] and data["unjudged"] == ["eth2"]
     table = (tmp_path / "table.txt").read_text()
     assert "suspects: none named" in table and "not judged: eth2" in table
+
+
+def test_a_rail_slow_everywhere_is_a_suspect_in_every_output_and_exits_7(tmp_path):
+    from rdmaforge.commands.pairwise import pairwise_exit
+    from rdmaforge.runner.events import HostProblem
+    from rdmaforge.runner.exit_codes import ExitCode
+
+    raw = raw_sweep(sweep({}, rails=("eth1", "eth2"), base=1.0))
+    raw["thresholds"]["line_rate_gbps"] = 100.0
+    data = build(raw, tmp_path)
+    assert [(s["kind"], s["nic"]) for s in data["suspects"]] == [("rail", "eth1"), ("rail", "eth2")]
+    assert data["healthy_nodes"] == NODES  # no node is worse than another
+    hostfile = (tmp_path / "hostfile.healthy").read_text()
+    assert "# kept, but slow with no node to blame on eth1: 6 of 6 pairs slow" in hostfile
+    table = (tmp_path / "table.txt").read_text()
+    assert "suspects (2):" in table and "rail rail eth1" in table and "suspects: none" not in table
+    verdict = HostProblem("node1", "Fail when suspects are found", "ansible.builtin.fail",
+                          "pairwise suspects: rail eth1/eth1, rail eth2/eth2")  # fmt: skip
+    assert pairwise_exit(run_outcome({"node1": 1}, [verdict]), data) == ExitCode.SUSPECTS
 
 
 def test_an_unjudged_rail_exits_incomplete():

@@ -87,6 +87,22 @@ def test_table_and_exit_codes(junit_file: Path) -> None:
     assert infra_report.exit_code(passed, [], 2) == ExitCode.ERROR  # pytest interrupted or a usage error
 
 
+def test_a_node_the_suite_ran_on_without_any_result_is_not_judged(junit_file: Path) -> None:
+    """`verify -k <a node's name>`, or tests collected for some hosts only: a node of the run with no result in the
+    JUnit file proved nothing. Before, the table left it out and the exit code was 0."""
+    hosts = ["node1", "node2"]
+    outcomes = [o for o in infra_report.parse_junit(junit_file, ["node1", "node-10", "node-10-x"]) if o.status == "passed"]
+    outcomes = [o for o in outcomes if o.host == "node1"]
+    assert infra_report.exit_code(outcomes, [], 0) == ExitCode.OK  # what the old call saw
+    assert infra_report.exit_code(outcomes, [], 0, hosts) == ExitCode.INCOMPLETE
+    table = infra_report.render(outcomes, [], hosts)
+    rows = {line.split()[0]: line.split()[1:] for line in table.split("\n\n")[0].splitlines()[2:]}
+    assert rows == {"node1": ["2", "0", "0", "pass"], "node2": ["0", "0", "0", "not", "judged"]}, table
+    assert table.endswith("no test result (not judged): node2"), table
+    (silent,) = [c for c in verify.cases(outcomes, [], hosts) if c.name == "node2"]
+    assert silent.outcome == "skipped" and "not judged" in silent.message
+
+
 def test_host_ids_without_a_host_list() -> None:
     assert infra_report.host_of("ansible://node3", []) == "node3"
     assert infra_report.host_of("ansible://a-ansible://b", ["b"]) == "b"
