@@ -282,3 +282,26 @@ def test_cli_fabric_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nccl-report", "--fabric", "tcp", log]) == 0
     out = capsys.readouterr().out
     assert "verdict (tcp): OK" in out
+
+
+# -- the verdict's exit code: only an ok verdict is a pass --------------------------------------------------
+
+
+@needs_corpus
+def test_unknown_transport_is_not_a_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    """File 02 has no NCCL INFO line (INDEX.md): nothing shows the transport, so the verdict proves nothing (5)."""
+    log = str(CORPUS / "02_multi_v2.17.8_h100_80gpu_10node_5colls.txt")
+    assert main(["nccl-report", "--fabric", "infiniband", log]) == ExitCode.INCOMPLETE
+    assert "verdict (infiniband): UNKNOWN" in capsys.readouterr().out
+    assert main(["nccl-report", log]) == ExitCode.OK  # every run ok, and no verdict asked for
+
+
+@needs_corpus
+def test_warn_transport_is_not_a_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """File 05's runs are clean (INDEX.md); with RoCE INFO lines whose GPUDirect RDMA is off, the verdict warns."""
+    log = tmp_path / "roce.log"
+    log.write_text(ROCE_NO_GDR + (CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text())
+    assert main(["nccl-report", "--fabric", "roce", str(log)]) == ExitCode.INCOMPLETE
+    assert "verdict (roce): WARN" in capsys.readouterr().out
+    assert main(["nccl-report", str(log)]) == ExitCode.OK
+
