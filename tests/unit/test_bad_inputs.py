@@ -176,6 +176,9 @@ def nccl_cases() -> list[Case]:
     cases = [
         Case("nccl-missing-file", lambda t: ["nccl-report", str(t / "nope.log")], BAD, ("nope.log", "No such file")),
         Case("nccl-directory", lambda t: ["nccl-report", str(t)], BAD, ("Is a directory",)),
+        # Opens, then every read fails (EIO) with no file name in the error: the message must name the file.
+        Case("nccl-read-error", lambda t: ["nccl-report", "/proc/self/mem"], BAD,
+             ("/proc/self/mem: cannot be read (Input/output error)",)),  # fmt: skip
         Case("nccl-utf16-no-bom", nccl(LOG.encode("utf-16-le")), BAD, ("in.log", "UTF-16 without a byte-order mark")),
         Case("nccl-utf32-no-bom", nccl(LOG.encode("utf-32-le")), BAD, ("in.log", "not an nccl-tests log")),
         Case("nccl-corrupt-gzip", nccl(b"\x1f\x8b" + b"garbage" * 50), BAD, ("in.log", "gzip data is corrupt")),
