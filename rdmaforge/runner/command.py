@@ -154,10 +154,8 @@ def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
             accelerator.strategy_dir()
         except accelerator.NotInstalled as exc:
             raise UsageError(str(exc)) from exc
-    try:
-        return extravars.parse(getattr(args, "extra_vars", []) or [])
-    except extravars.ExtraVarsError as exc:
-        raise UsageError(str(exc)) from exc
+    # A bad -e is a bad command line: ExtraVarsError is a UserError, which rdmaforge.cli reports with exit 64.
+    return extravars.parse(getattr(args, "extra_vars", []) or [])
 
 
 def start(args: argparse.Namespace, command: str, out: TextIO | None = None, json_recap: bool = False) -> Session:
