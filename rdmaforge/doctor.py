@@ -13,6 +13,7 @@ the command reads the files and prints what they return.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -283,6 +284,11 @@ def port_findings(host: str, node: Mapping[str, Any], row: Mapping[str, str]) ->
 
 
 def clock_check(node: Mapping[str, Any], row: Mapping[str, str], max_offset: float) -> Any:
+    """The clock check's judge; ValueError for a limit that is no finite number of seconds, 0 or more: against nan
+    every offset would pass (no comparison with nan is true)."""
+    if not (isinstance(max_offset, int | float) and math.isfinite(max_offset) and max_offset >= 0):
+        raise ValueError(f"the clock offset limit must be a finite number of seconds, 0 or more, got {max_offset!r}")
+
     def judge() -> tuple[CheckStatus, str, str | None, str]:
         offset = clock_offset(node.get("clock") or [])
         if offset is None:

@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
     )
     command.add_target_arguments(parser, tags=False, check=False)
     limit = doctor.DEFAULT_MAX_CLOCK_OFFSET
-    parser.add_argument("--max-clock-offset", type=float, default=limit, metavar="SECONDS",
+    parser.add_argument("--max-clock-offset", type=command.seconds_limit, default=limit, metavar="SECONDS",
                         help=f"flag a clock further off the controller's (default {limit})")  # fmt: skip
     command.add_json_argument(parser)
     command.add_output_arguments(parser)

@@ -282,3 +282,27 @@ def test_a_node_whose_every_rail_trained_down_is_skew_not_a_quiet_pass() -> None
     node3 = next(line for line in doctor.render(diagnosis).splitlines() if line.startswith("node3 "))
     assert "mlx5 x2 2/2 !" in node3
     assert "  node3: port rates (Gb/s) is '100' where 2 of 3 nodes have '200'" in doctor.render(diagnosis)
+
+
+@pytest.mark.parametrize("limit", [float("nan"), float("inf"), -1.0])
+def test_a_clock_limit_that_is_no_finite_number_judges_nothing(limit: float) -> None:
+    """Against nan every comparison is false: a node 500 s off was 'ok, within nans'."""
+    nodes = cluster(2)
+    nodes["node2"]["clock"] = ["1700000000.0", "1700000500.0"]
+    with pytest.raises(ValueError, match="clock offset limit must be a finite number of seconds, 0 or more"):
+        doctor.diagnose(nodes, max_clock_offset=limit)
+    assert doctor.diagnose(nodes, max_clock_offset=0.0).exit_code == ExitCode.UNHEALTHY
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "1e999", "soon"])
+def test_max_clock_offset_must_be_a_finite_number_of_seconds(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text(yaml.safe_dump({"all": {"hosts": {"node1": {}}}}))
+    with pytest.raises(SystemExit) as exited:
+        main(["doctor", "-i", str(hosts), "--runs-dir", str(tmp_path / "runs"), f"--max-clock-offset={value}"])
+    assert exited.value.code == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert "argument --max-clock-offset:" in err and repr(value) in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()  # nothing ran
