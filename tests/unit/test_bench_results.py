@@ -1,6 +1,8 @@
 """The benchmark harness's verdicts (benchmarks/common.py): a result is PASS or FAIL only when it was judged
 against its target; a reference figure and a target the run could not judge print as such and are never a pass.
-Figures are made up to sit on either side of the targets; nothing here runs a benchmark."""
+The nccl-report benchmark's targets hold only for a run that ended with the exit code its input calls for (the
+corpus' INDEX.md: the concatenated corpus holds failed runs, file 02's runs none). Figures are made up to sit on
+either side of the targets; nothing here runs a benchmark."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import common, nccl_build
+from benchmarks import common, nccl_build, nccl_parser
 from benchmarks.common import Result, exit_code, table_line
 from rdmaforge.runner.exit_codes import ExitCode
 
@@ -49,3 +51,31 @@ def test_the_report_file_carries_each_verdict(tmp_path: Path, monkeypatch: pytes
         ("c", False, "not judged (sizes 1 and 16 not in this run)"),
     ]  # fmt: skip
 
+
+@pytest.mark.parametrize(
+    ("label", "rc"),
+    [(nccl_parser.CORPUS_LABEL, 4), (nccl_parser.SINGLE_LABEL, 0)],
+)
+def test_a_parse_that_ended_as_its_input_calls_for_is_judged_on_its_figures(label: str, rc: int) -> None:
+    fast = nccl_parser.judge(label, 1 << 30, 5.0, 120.0, rc, 4.5, "0.5 before / 1.0 after")
+    assert [r.verdict for r in fast] == ["PASS", "PASS"]  # 215 MB/s, 120 MiB
+    slow = nccl_parser.judge(label, 1 << 30, 20.0, 400.0, rc, 19.0, "0.5 before / 1.0 after")
+    assert [r.verdict for r in slow] == ["FAIL", "FAIL"]  # 54 MB/s, 400 MiB
+
+
+@pytest.mark.parametrize(
+    ("label", "rc", "said"),
+    [
+        (nccl_parser.CORPUS_LABEL, 70, "nccl-report exited 70 (internal error (traceback saved)), not 4 (benchmark "
+                                       "verdict fail"),
+        (nccl_parser.CORPUS_LABEL, 0, "nccl-report exited 0 (success), not 4"),
+        (nccl_parser.SINGLE_LABEL, 64, "nccl-report exited 64 (bad command line or input file), not 0 (success)"),
+        (nccl_parser.SINGLE_LABEL, -9, "nccl-report exited -9 (unknown), not 0"),
+    ],
+)  # fmt: skip
+def test_a_crashed_parse_fails_both_targets_naming_its_exit_code(label: str, rc: int, said: str) -> None:
+    """A crash can be fast and small: its figures measure no parse."""
+    results = nccl_parser.judge(label, 1 << 30, 2.0, 50.0, rc, 1.9, "0.5 before / 1.0 after")
+    assert [r.verdict for r in results] == ["FAIL", "FAIL"]
+    for result in results:
+        assert result.detail.startswith(said), result.detail
