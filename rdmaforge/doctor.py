@@ -13,6 +13,7 @@ the command reads the files and prints what they return.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -66,6 +67,8 @@ class Diagnosis:
     unreachable: list[str] = field(default_factory=list)
     #: Every check of every node that answered, against its inventory (doctor_checks).
     checks: list[Check] = field(default_factory=list)
+    #: Nodes the run covered whose result doctor could not read, and why: nothing was judged there.
+    not_judged: dict[str, str] = field(default_factory=dict)
 
     @property
     def problems(self) -> list[Check]:
@@ -77,6 +80,8 @@ class Diagnosis:
             return ExitCode.UNREACHABLE
         if any(f.column == "check" for f in self.findings):
             return ExitCode.HOST_FAILED  # doctor could not read a node: nothing was judged there
+        if self.not_judged or not self.rows:
+            return ExitCode.INCOMPLETE  # a node without a result, or no node at all: nothing proves it healthy
         return ExitCode.UNHEALTHY if self.findings or self.problems else ExitCode.OK
 
     def flagged(self, host: str, column: str) -> bool:
@@ -107,6 +112,8 @@ class Diagnosis:
                            "findings": skew}  # fmt: skip
         for host in self.unreachable:
             nodes[host] = {"status": "unreachable", "row": None, "checks": {}, "findings": []}
+        for host, reason in self.not_judged.items():
+            nodes[host] = {"status": "not_judged", "reason": reason, "row": None, "checks": {}, "findings": []}
         return nodes
 
 
@@ -283,6 +290,11 @@ def port_findings(host: str, node: Mapping[str, Any], row: Mapping[str, str]) ->
 
 
 def clock_check(node: Mapping[str, Any], row: Mapping[str, str], max_offset: float) -> Any:
+    """The clock check's judge; ValueError for a limit that is no finite number of seconds, 0 or more: against nan
+    every offset would pass (no comparison with nan is true)."""
+    if not (isinstance(max_offset, int | float) and math.isfinite(max_offset) and max_offset >= 0):
+        raise ValueError(f"the clock offset limit must be a finite number of seconds, 0 or more, got {max_offset!r}")
+
     def judge() -> tuple[CheckStatus, str, str | None, str]:
         offset = clock_offset(node.get("clock") or [])
         if offset is None:
@@ -300,9 +312,10 @@ def diagnose(
     unreachable: Iterable[str] = (),
     failed: Mapping[str, str] | None = None,
     max_clock_offset: float = DEFAULT_MAX_CLOCK_OFFSET,
+    not_judged: Mapping[str, str] | None = None,
 ) -> Diagnosis:
     """Rows, every node's checks against its inventory, and skew across nodes; ``failed`` maps a host to a failed
-    doctor task."""
+    doctor task, ``not_judged`` a host the run covered to why its result could not be read (no file, not JSON)."""
     rows = {host: node_row(node) for host, node in nodes.items()}
     findings: list[Finding] = []
     checks: list[Check] = []
@@ -318,7 +331,7 @@ def diagnose(
         findings.append(Finding(host, "check", "failed", None, f"a doctor check failed: {message}"))
     hosts = list(rows)
     findings.sort(key=lambda f: (_position(hosts, f.host), _position(list(COLUMNS), f.column)))
-    return Diagnosis(rows, findings, sorted(set(unreachable)), checks)
+    return Diagnosis(rows, findings, sorted(set(unreachable)), checks, dict(not_judged or {}))
 
 
 def _position(items: list[str], item: str) -> int:
@@ -345,6 +358,7 @@ def render(diagnosis: Diagnosis) -> str:
     table += [[host, "UNREACHABLE", *("-" for _ in list(TABLE)[1:])] for host in diagnosis.unreachable]
     lines = [render_table(table, header) if table else "no node answered", "! problem   * accepted deviation", ""]
     lines += [f"  {host}: unreachable" for host in diagnosis.unreachable]
+    lines += [f"  {host}: not judged: {reason}" for host, reason in diagnosis.not_judged.items()]
     for status in ("problem", "accepted", "not_checked"):
         for check in (c for c in diagnosis.checks if c.status == status):
             expected = f" (expected {check.expected})" if check.expected and status != "not_checked" else ""
@@ -353,13 +367,20 @@ def render(diagnosis: Diagnosis) -> str:
     lines += [f"  {f.host}: {f.reason}" for f in diagnosis.findings]
     counts = doctor_checks.summarize(diagnosis.checks)
     tally = f"{counts['ok']} ok, {counts['accepted']} accepted, {counts['not_checked']} not checked"
+    skew = len([f for f in diagnosis.findings if f.column not in ("check", "accept")])
+    found = f"{counts['problem']} problem(s) against the inventory, {skew} skew finding(s)"
+    missing = diagnosis.not_judged
     if diagnosis.exit_code == ExitCode.OK:
         lines.append(f"\nhealthy: {len(diagnosis.rows)} node(s) meet their inventory's expectations and agree "
                      f"on every column ({tally})")  # fmt: skip
+    elif diagnosis.exit_code == ExitCode.INCOMPLETE and not missing:
+        lines.append("\nnot judged: doctor read no node's result, so no node is judged healthy")
+    elif diagnosis.exit_code == ExitCode.INCOMPLETE:
+        lines.append(f"\nnot judged: {len(missing)} node(s) without a result ({', '.join(missing)}); on the "
+                     f"{len(diagnosis.rows)} judged: {found} ({tally})")  # fmt: skip
     else:
-        skew = len([f for f in diagnosis.findings if f.column not in ("check", "accept")])
-        lines.append(f"\nnot healthy: {counts['problem']} problem(s) against the inventory, {skew} skew finding(s), "
-                     f"{len(diagnosis.unreachable)} unreachable ({tally})")  # fmt: skip
+        lines.append(f"\nnot healthy: {found}, {len(diagnosis.unreachable)} unreachable, {len(missing)} not judged "
+                     f"({tally})")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -1,9 +1,9 @@
 """The fabric profiles: the one definition of each way rdmaforge connects GPUs across nodes.
 
 A host's ``rdmaforge_fabric`` names one of these profiles. Everything rdmaforge knows about a profile is
-here, once: whether NCCL should move data over RDMA or sockets, the link layer its HCAs report, the per-node
-line rate the benchmark judges against, the names of the RDMA devices it brings, and the RDMA userspace
-packages per OS family. Every consumer derives from this table:
+here, once: whether NCCL should move data over RDMA or sockets, the NCCL networks that carry it, the link
+layer its HCAs report, the per-node line rate the benchmark judges against, the names of the RDMA devices it
+brings, and the RDMA userspace packages per OS family. Every consumer derives from this table:
 
 * Python: ``rdmaforge.inventory_checks.FABRICS``, ``rdmaforge.nccl_tests.transport.FABRIC_PROFILES``,
   ``rdmaforge.doctor_checks`` (RDMA fabrics, device patterns), ``rdmaforge.bench.report`` (line rates),
@@ -46,6 +46,13 @@ class FabricProfile:
     name: str
     #: What NCCL must use between nodes: rdma (net IB) or socket (a silent fallback to sockets fails on rdma).
     transport: Transport
+    #: The NCCL networks (``Using network <name>``, ``via NET/<name>/...``) that carry the profile's traffic, as
+    #: fnmatch patterns of NCCL's own names: ``IB`` is NCCL's verbs transport (InfiniBand, RoCE and eRDMA verbs
+    #: devices alike), ``IBext*`` the verbs plugins forked from it (NVIDIA's nccl-rdma-sharp-plugins), ``AIACC-*``
+    #: the AIACC net plugin's networks (seed 000 installs it on eRDMA; seed 003: it adapts to Alibaba Cloud's VPC,
+    #: RDMA and eRDMA networks), ``*Socket*`` NCCL's TCP transport and every plugin's socket variant. Any other
+    #: network (AWS Libfabric, for EFA) is not what the profile was built for.
+    nccl_networks: tuple[str, ...]
     #: Per-node line rate in Gbit/s: peak bus bandwidth is judged against it.
     line_rate_gbps: int
     #: Where the profile comes from: a seed document's number, or None for a profile of rdmaforge's own.
@@ -71,11 +78,17 @@ _INFINIBAND_DEBIAN = ("infiniband-diags", "perftest", "ibverbs-providers", "libi
 _INFINIBAND_REDHAT = ("infiniband-diags", "perftest", "libibverbs", "libibumad", "librdmacm", "libibverbs-utils",
                       "rdma-core")  # fmt: skip
 
+#: NCCL's verbs transport and the plugins forked from it (``Using network IBext_v8``).
+_VERBS_NETWORKS = ("IB", "IBext*")
+#: NCCL's TCP transport and a net plugin's socket variant (``AIACC-2.0-Socket``, seed 003).
+_SOCKET_NETWORKS = ("*Socket*",)
+
 #: The profiles, in the order messages and argument specs list them.
 PROFILES: tuple[FabricProfile, ...] = (
     FabricProfile(
         name="erdma",
         transport="rdma",
+        nccl_networks=("IB", "AIACC-*"),
         line_rate_gbps=160,  # ebmgn7ex: 2 x 80 Gbit/s (issue 7)
         seed="000",
         description="Alibaba Cloud elastic RDMA (eRDMA)",
@@ -88,6 +101,7 @@ PROFILES: tuple[FabricProfile, ...] = (
     FabricProfile(
         name="infiniband",
         transport="rdma",
+        nccl_networks=_VERBS_NETWORKS,
         line_rate_gbps=200,
         seed="001",
         description="native InfiniBand",
@@ -99,6 +113,7 @@ PROFILES: tuple[FabricProfile, ...] = (
     FabricProfile(
         name="roce",
         transport="rdma",
+        nccl_networks=_VERBS_NETWORKS,
         line_rate_gbps=100,
         seed=None,
         description="RDMA over Converged Ethernet",
@@ -113,6 +128,7 @@ PROFILES: tuple[FabricProfile, ...] = (
     FabricProfile(
         name="acs_type1",
         transport="rdma",
+        nccl_networks=(*_VERBS_NETWORKS, "AIACC-*"),
         line_rate_gbps=200,
         seed="002",
         description="Alibaba ACS GPU pods with RDMA NIC type 1 (GU8TF, GU8TEF, GX8SF): mlx5 NICs in the pod",
@@ -126,6 +142,7 @@ PROFILES: tuple[FabricProfile, ...] = (
     FabricProfile(
         name="acs_type2",
         transport="socket",  # P16EN: NCCL_IB_DISABLE=1, nothing to install
+        nccl_networks=_SOCKET_NETWORKS,
         line_rate_gbps=50,
         seed="002",
         description="Alibaba ACS GPU pods with RDMA NIC type 2 (P16EN): NCCL over sockets",
@@ -133,6 +150,7 @@ PROFILES: tuple[FabricProfile, ...] = (
     FabricProfile(
         name="tcp",
         transport="socket",
+        nccl_networks=_SOCKET_NETWORKS,
         line_rate_gbps=25,  # VPC networking
         seed=None,
         description="no RDMA: TCP sockets only",
@@ -161,6 +179,11 @@ def is_rdma(name: object) -> bool:
 
 def transports() -> dict[str, Transport]:
     return {p.name: p.transport for p in PROFILES}
+
+
+def nccl_networks() -> dict[str, tuple[str, ...]]:
+    """The NCCL network name patterns each profile accepts (fnmatch, case-sensitive as NCCL prints them)."""
+    return {p.name: p.nccl_networks for p in PROFILES}
 
 
 def line_rates() -> dict[str, int]:

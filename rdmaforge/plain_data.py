@@ -1,9 +1,34 @@
-"""Ansible's values as plain Python data, for the code behind the filters."""
+"""Ansible's values as plain Python data, for the code behind the filters, and the nesting depth an input read
+from a user may have."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+#: Levels of lists and mappings a document read from a user (-e, a stored JSON file) may nest. rdmaforge's own
+#: files nest a handful; the code that walks a document (json.dumps, the secret scrubber, the schema check)
+#: recurses once or twice a level, and Python stops at 1000 frames: a deeper input is refused where it is read.
+MAX_DEPTH = 100
+#: What a refusal says, after the input's name.
+TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels of lists and mappings)"
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests lists/tuples and mappings more than ``limit`` levels (walked without recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 def plain(value: Any) -> Any:

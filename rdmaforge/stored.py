@@ -17,6 +17,7 @@ from typing import Any
 
 from rdmaforge import fabrics
 from rdmaforge.errors import UserError
+from rdmaforge.plain_data import TOO_DEEP, too_deep
 
 #: Stored files are written by rdmaforge itself and are small; anything bigger is not one of them.
 MAX_BYTES = 64 << 20
@@ -122,7 +123,10 @@ def _is(kind: str, value: Any) -> bool:
 
 
 def _shown(value: Any) -> str:
-    text = json.dumps(value)
+    try:
+        text = json.dumps(value)
+    except RecursionError:  # a schema's own check before check() ran (rdmaforge.bench.baseline's kind check)
+        return f"a value {TOO_DEEP}"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -338,14 +342,19 @@ def load(path: Path, schema: Spec, what: str) -> Any:
     except json.JSONDecodeError as exc:
         where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
         raise UserError(f"{path}: not valid JSON ({where}); expected {what}") from exc
-    except (ValueError, RecursionError) as exc:
+    except RecursionError as exc:
+        raise UserError(f"{path}: {TOO_DEEP}; expected {what}") from exc
+    except ValueError as exc:
         raise UserError(f"{path}: not valid JSON ({exc}); expected {what}") from exc
     check(document, schema, f"{path}", what)
     return document
 
 
 def check(document: Any, schema: Spec, name: str, what: str) -> None:
-    """UserError listing (up to five) places where ``document`` does not match ``schema``."""
+    """UserError listing (up to five) places where ``document`` does not match ``schema``, or saying that it nests
+    too deeply (checking, printing or walking it would exhaust the interpreter's recursion limit)."""
+    if too_deep(document):
+        raise UserError(f"{name}: {TOO_DEEP}; expected {what}")
     found = schema.problems(document, "")
     if found:
         more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""

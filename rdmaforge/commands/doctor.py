@@ -36,33 +36,52 @@ def register(subparsers: Any) -> None:
         "ACTIVE ports the fabric needs, GPU count (doctor_expected_gpus), huge pages reserved and configured, ENI "
         "MTUs, the NCCL build, the net plugin and its API, the clock offset. Each check is ok, problem, accepted "
         "(listed in doctor_accept with a reason) or not checked. A value that differs from what most nodes have "
-        "is flagged too. Exit 0 healthy, 6 a problem, 2 a doctor task failed, 3 a node unreachable.",
+        "is flagged too. Exit 0 healthy, 6 a problem, 2 a doctor task failed, 3 a node unreachable, 5 a node "
+        "without a result (or no node at all): not judged.",
     )
     command.add_target_arguments(parser, tags=False, check=False)
     limit = doctor.DEFAULT_MAX_CLOCK_OFFSET
-    parser.add_argument("--max-clock-offset", type=float, default=limit, metavar="SECONDS",
+    parser.add_argument("--max-clock-offset", type=command.seconds_limit, default=limit, metavar="SECONDS",
                         help=f"flag a clock further off the controller's (default {limit})")  # fmt: skip
     command.add_json_argument(parser)
     command.add_output_arguments(parser)
     parser.set_defaults(func=run)
 
 
-def read_nodes(directory: Path, hosts: list[str]) -> dict[str, dict[str, Any]]:
-    nodes = {}
+def read_nodes(directory: Path, hosts: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The result doctor.yml wrote for each of ``hosts`` (the nodes the run covered that answered), and for each
+    one without a readable result why: that node is not judged, never left out."""
+    nodes: dict[str, dict[str, Any]] = {}
+    unread: dict[str, str] = {}
     for host in hosts:
         path = directory / f"{host}.json"
-        if path.is_file():
-            nodes[host] = json.loads(path.read_text())
-    return nodes
+        if not path.is_file():
+            unread[host] = f"doctor wrote no result for it ({path} is missing)"
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            unread[host] = f"its result {path} cannot be read ({exc.__class__.__name__}: {str(exc)[:120]})"
+            continue
+        if not isinstance(data, dict):
+            unread[host] = f"its result {path} is not a JSON object"
+            continue
+        nodes[host] = data
+    return nodes, unread
 
 
 def host_cases(diagnosis: doctor.Diagnosis, failed: dict[str, str]) -> list[junit.Case]:
     cases = []
-    for host in [*diagnosis.rows, *diagnosis.unreachable, *(h for h in failed if h not in diagnosis.rows)]:
+    hosts = [*diagnosis.rows, *diagnosis.unreachable, *(h for h in failed if h not in diagnosis.rows),
+             *(h for h in diagnosis.not_judged if h not in failed)]  # fmt: skip
+    for host in hosts:
         findings = [f"{c.check}: {c.reason}" for c in diagnosis.problems if c.host == host]
         findings += [f.reason for f in diagnosis.findings if f.host == host]
         if host in diagnosis.unreachable:
             cases.append(junit.Case(host, f"rdmaforge.{NAME}", outcome="error", message="unreachable"))
+        elif host in diagnosis.not_judged:
+            cases.append(junit.Case(host, f"rdmaforge.{NAME}", outcome="error",
+                                    message=f"not judged: {diagnosis.not_judged[host]}"))  # fmt: skip
         elif findings:
             cases.append(junit.Case(host, f"rdmaforge.{NAME}", outcome="failed", message=findings[0],
                                     details="\n".join(findings)))  # fmt: skip
@@ -90,12 +109,15 @@ def run(args: argparse.Namespace) -> int:
         return command.finish(session, args, command.playbook_exit(outcome), [], record)
     unreachable = [p.host for p in outcome.events.unreachable()]
     failed = {p.host: f"{p.task}: {first_line(p.message)}" for p in reversed(outcome.events.failures())}
-    nodes = read_nodes(output, [h for h in outcome.recaps if h not in unreachable])
-    diagnosis = doctor.diagnose(nodes, unreachable, failed, args.max_clock_offset)
+    # The nodes the run covered (its recap) that answered: each one has a result, or is named as not judged (a node
+    # whose doctor task failed is named by that failure).
+    nodes, unread = read_nodes(output, [h for h in outcome.recaps if h not in unreachable])
+    unread = {host: why for host, why in unread.items() if host not in failed}
+    diagnosis = doctor.diagnose(nodes, unreachable, failed, args.max_clock_offset, unread)
     code = diagnosis.exit_code if outcome.status != "canceled" else ExitCode.INTERRUPTED
     print("", file=session.out)
     print(doctor.render(diagnosis), file=session.out)
     record = {**command.outcome_record(outcome), "healthy": code == ExitCode.OK, "rows": diagnosis.rows,
               "nodes": diagnosis.per_node(), "findings": [f.to_dict() for f in diagnosis.findings],
-              "unreachable": diagnosis.unreachable}  # fmt: skip
+              "unreachable": diagnosis.unreachable, "not_judged": diagnosis.not_judged}  # fmt: skip
     return command.finish(session, args, code, host_cases(diagnosis, failed), record)

@@ -11,8 +11,10 @@ UTF-16/UTF-32 with a BOM; ``-`` reads stdin. Files are read incrementally and ru
 so memory does not grow with the input.
 
 Exit code (the table of rdmaforge.runner.exit_codes): 0 every run is ok (and the transport verdict, when
-asked for, is ok); 4 a run failed or the transport verdict failed; 5 a run is incomplete or a file holds no
-run at all (nothing failed, nothing was proven); 64 an unreadable or unusable file, or a usage error.
+asked for, is ok); 4 a run failed or the transport verdict failed; 5 a run is incomplete, a file holds no
+run at all, or the transport verdict is unknown (no NCCL INFO evidence) or a warning (RDMA used, with a
+reservation the verdict names): nothing failed, nothing was proven; 64 an unreadable or unusable file, or a
+usage error.
 """
 
 from __future__ import annotations
@@ -131,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: no nccl-tests run found in {name}", file=sys.stderr)
     if "failed" in statuses or (judged is not None and judged.failed):
         return ExitCode.BELOW_THRESHOLD
-    if empty or "incomplete" in statuses:
-        return ExitCode.INCOMPLETE
+    if empty or "incomplete" in statuses or (judged is not None and judged.status != "ok"):
+        return ExitCode.INCOMPLETE  # an unknown or warn verdict proves nothing either
     return ExitCode.OK
 
 

@@ -60,7 +60,11 @@ def run(args: argparse.Namespace) -> int:
     data = stored.load(args.file, stored.SUMMARY_JSON, "cluster summary (summary.json)")
     if data.get("time"):
         print(f"summary written {data['time']}")
-    print("\n".join(line for node in data["nodes"] for line in format_node(node)))
+    if not data["nodes"]:
+        # A display, not a verdict (exit 0 means it was printed): say that there is nothing, not a blank line.
+        print(f"no node in {args.file}: the summary lists none (playbooks/summary.yml summarized no host)")
+    else:
+        print("\n".join(line for node in data["nodes"] for line in format_node(node)))
     if data.get("previous_summary_problem"):
         print(f"WARNING: {data['previous_summary_problem']}")
     return int(ExitCode.OK)

@@ -676,6 +676,11 @@ static int parse_half(const unsigned char **tok, const Py_ssize_t *len, const in
     return 1;
 }
 
+/* rowstore._no_measurement: a negative time or bandwidth, or no time for a message of some bytes */
+static int no_measurement(long long size, const double *h) {
+    return h[0] < 0 || h[1] < 0 || h[2] < 0 || (size > 0 && h[0] == 0);
+}
+
 /* little-endian host (checked at import): the record's "<" fields are the native bytes */
 static inline void put_le64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
@@ -761,6 +766,8 @@ static int handle_row(Ctx *c, const Spec *spec, const unsigned char *s, Py_ssize
     double out[5], inp[5] = {0.0, 0.0, 0.0, py_nan(), py_nan()};
     if (!parse_half(tok, len, out_at, spec->scale, out)) return 0;
     if (spec->halves == 2 && !parse_half(tok, len, in_at, spec->scale, inp)) return 0;
+    /* rowstore._no_measurement: the Python code counts and names such rows */
+    if (no_measurement(size, out) || (spec->halves == 2 && no_measurement(size, inp))) return 0;
     if (redop != NULL && redop_len == 4 && memcmp(redop, "none", 4) == 0) redop = NULL;
     if (!has_root || root < 0) root = -1;
     int r = load_rows(c);
@@ -1269,5 +1276,12 @@ PyMODINIT_FUNC PyInit__fastrows(void) {
     INTERN(str_interleaved, "interleaved")
     INTERN(str_question, "?")
 #undef INTERN
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    /* accel.VERSION: the Python code uses an extension built from this very source only */
+    if (PyModule_AddIntConstant(m, "VERSION", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

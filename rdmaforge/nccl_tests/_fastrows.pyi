@@ -2,6 +2,8 @@ from typing import Any
 
 from _typeshed import ReadableBuffer
 
+VERSION: int
+
 def scan(
     block: str, pos: int, state: Any, spec: tuple[Any, ...] | None, messages: list[str], channels: list[str]
 ) -> tuple[int, int, int, int, int, int, int]: ...

@@ -116,6 +116,12 @@ class Run:
         wrong_rows = self.rows.wrong_rows
         if wrong_rows:
             return f"{wrong_rows} row(s) with #wrong > 0"
+        invalid = self.rows.invalid_rows
+        if invalid:
+            sizes = ", ".join(map(str, self.rows.invalid_sizes)) + (", ..." if invalid > len(self.rows.invalid_sizes)
+                                                                     else "")  # fmt: skip
+            return (f"{invalid} invalid row(s), not a measurement: a negative size, count, time or bandwidth, or a "
+                    f"zero time for a message of some bytes (size {sizes})")  # fmt: skip
         if self.bw_check_failed:
             return "average bus bandwidth below the NCCL_TESTS_MIN_BW threshold"
         return None

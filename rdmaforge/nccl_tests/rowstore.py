@@ -23,6 +23,16 @@ SPILL = 16 << 20
 _BATCH = 4096
 
 
+#: How many invalid rows a run's status names by their size.
+INVALID_NAMED = 5
+
+
+def _no_measurement(size: int, time_us: float, algbw: float, busbw: float) -> bool:
+    """Whether a half holds no measurement: a negative time or bandwidth (a broken timer, an overflow), or no time
+    at all for a message of some bytes (nothing moves bytes between GPUs in zero microseconds)."""
+    return time_us < 0 or algbw < 0 or busbw < 0 or (size > 0 and time_us == 0)
+
+
 def _opt(value: float | None) -> float:
     return _NONE if value is None else value
 
@@ -42,6 +52,10 @@ class RowStore:
         self._count = 0
         #: Rows with #wrong > 0, counted as they arrive (a status must not re-read a spilled sweep).
         self.wrong_rows = 0
+        #: Rows that hold no measurement (_no_measurement; a negative size or count), counted as they arrive, and the
+        #: sizes of the first INVALID_NAMED of them (the C accelerator declines such rows: they all come here).
+        self.invalid_rows = 0
+        self.invalid_sizes: list[int] = []
         #: Sum and count of every half's busbw: nccl-tests' "Avg bus bandwidth" is their mean.
         self.busbw_sum = 0.0
         self.busbw_count = 0
@@ -76,6 +90,9 @@ class RowStore:
         self._count += 1
         if row.has_wrong_values():
             self.wrong_rows += 1
+        if (row.size < 0 or row.count < 0 or _no_measurement(row.size, out.time_us, out.algbw, out.busbw)
+                or (inp is not None and _no_measurement(row.size, time_in, algbw_in, busbw_in))):  # fmt: skip
+            self._invalid(row.size)
         self.busbw_sum += out.busbw + (inp.busbw if inp is not None else 0.0)
         self.busbw_count += 1 if inp is None else 2
         if len(self._buffer) >= SPILL:
@@ -98,11 +115,19 @@ class RowStore:
         self._count += 1
         if out[3] > 0 or (inp is not None and inp[3] > 0):
             self.wrong_rows += 1
+        if (size < 0 or count < 0 or _no_measurement(size, out[0], out[1], out[2])
+                or (inp is not None and _no_measurement(size, inp[0], inp[1], inp[2]))):  # fmt: skip
+            self._invalid(size)
         self.busbw_sum += out[2] + (inp[2] if inp is not None else 0.0)
         self.busbw_count += 1 if inp is None else 2
         if len(self._buffer) >= SPILL:
             self._spill()
         return True
+
+    def _invalid(self, size: int) -> None:
+        self.invalid_rows += 1
+        if len(self.invalid_sizes) < INVALID_NAMED:
+            self.invalid_sizes.append(size)
 
     def spill_if_full(self) -> bool:
         """Spill the buffer when it holds SPILL bytes or more (for the C accelerator, which appends in bulk)."""

@@ -62,6 +62,8 @@ def _read_some(stream: BinaryIO, name: str) -> bytes:
         return stream.read(BLOCK)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise InputError(f"{name}: the gzip data is corrupt or cut short ({exc}); {ACCEPTED}") from exc
+    except OSError as exc:  # a read error carries no file name (/proc/self/mem: EIO): name it here
+        raise InputError(f"{name}: cannot be read ({exc.strerror or exc}); expected nccl-tests output") from exc
 
 
 def _encoding(head: bytes, name: str) -> tuple[str, int]:

@@ -3,7 +3,8 @@ the cluster's fabric profile expects.
 
 A silent fallback to TCP sockets is the commonest reason a freshly built RDMA cluster is slow: NCCL does
 not fail when libibverbs or the HCAs are unusable, it prints ``Using network Socket`` and carries on.
-``verdict()`` turns that into a failure when the fabric profile expects RDMA.
+``verdict()`` turns that into a failure when the fabric profile expects RDMA, and so is a network the profile does
+not name (rdmaforge.fabrics' ``nccl_networks``: AWS Libfabric under an InfiniBand profile is another fabric).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from rdmaforge import fabrics
@@ -24,6 +26,8 @@ PluginResult = Literal["loaded", "not_found", "failed", "init_failed"]
 FABRIC_PROFILES: dict[str, Expectation] = fabrics.transports()
 #: Link layer the HCAs must report for profiles where it is unambiguous.
 _EXPECTED_LINK_LAYER = fabrics.link_layers()
+#: The NCCL networks each profile accepts (fnmatch patterns of ``Using network`` names).
+_ACCEPTED_NETWORKS = fabrics.nccl_networks()
 SOCKET = "Socket"
 _BUILTIN_NETWORKS = ("IB", SOCKET)
 
@@ -391,6 +395,14 @@ def _judge_rdma(transport: Transport, fabric: str) -> tuple[VerdictStatus, list[
             f"fabric profile '{fabric}' expects RDMA but NCCL fell back to the Socket transport (TCP){named} {where}"
         )
         return "fail", [message + _fallback_causes(transport)]
+    foreign = [name for name in rdma_networks if not accepts(fabric, name)]
+    if foreign:
+        others = [name for name in rdma_networks if name not in foreign]
+        where = f" on some ranks (others used {', '.join(others)})" if others else ""
+        plugin = f" (net plugin {transport.plugin})" if transport.plugin and transport.plugin not in foreign else ""
+        message = (f"fabric profile '{fabric}' expects NCCL network {_accepted(fabric)} but NCCL used "
+                   f"{', '.join(foreign)}{plugin}{where}: not the fabric the profile was built for")  # fmt: skip
+        return "fail", [message]
     messages = [f"NCCL used {', '.join(rdma_networks)} as fabric profile '{fabric}' expects"]
     status: VerdictStatus = "ok"
     odd = _hcas_on_other_link_layer(transport, fabric)
@@ -411,8 +423,18 @@ def _hcas_on_other_link_layer(transport: Transport, fabric: str) -> list[str]:
     return [f"{h.name}:{h.port}/{h.link_layer}" for h in transport.hcas if h.link_layer != wanted]
 
 
+def accepts(fabric: str, network: str) -> bool:
+    """Whether NCCL's network ``network`` is one fabric profile ``fabric`` expects (rdmaforge.fabrics)."""
+    return any(fnmatchcase(network, pattern) for pattern in _ACCEPTED_NETWORKS.get(fabric, ()))
+
+
+def _accepted(fabric: str) -> str:
+    *first, last = _ACCEPTED_NETWORKS[fabric]
+    return f"{', '.join(first)} or {last}" if first else last
+
+
 def _judge_socket(transport: Transport, fabric: str) -> tuple[VerdictStatus, list[str]]:
-    rdma_networks = [name for name in transport.all_networks if not is_socket(name)]
+    rdma_networks = [name for name in transport.all_networks if not accepts(fabric, name)]
     if rdma_networks:
         message = (
             f"fabric profile '{fabric}' expects the Socket transport (NCCL_IB_DISABLE=1) but NCCL used "

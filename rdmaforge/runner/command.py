@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +41,18 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def seconds_limit(text: str) -> float:
+    """argparse type: a finite number of seconds, 0 or more (else a usage error, exit 64): a limit of nan, inf or
+    -1 would judge nothing (every comparison with nan is false) or everything."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, 0 or more, got {text!r}")
     return value
 
 
@@ -154,10 +167,8 @@ def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
             accelerator.strategy_dir()
         except accelerator.NotInstalled as exc:
             raise UsageError(str(exc)) from exc
-    try:
-        return extravars.parse(getattr(args, "extra_vars", []) or [])
-    except extravars.ExtraVarsError as exc:
-        raise UsageError(str(exc)) from exc
+    # A bad -e is a bad command line: ExtraVarsError is a UserError, which rdmaforge.cli reports with exit 64.
+    return extravars.parse(getattr(args, "extra_vars", []) or [])
 
 
 def start(args: argparse.Namespace, command: str, out: TextIO | None = None, json_recap: bool = False) -> Session:

@@ -17,11 +17,14 @@ from typing import Any
 
 import yaml
 
+from rdmaforge.errors import UserError
+from rdmaforge.plain_data import TOO_DEEP, too_deep
+
 VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class ExtraVarsError(ValueError):
-    """An `-e` argument rdmaforge cannot read; the message names the argument."""
+class ExtraVarsError(UserError):
+    """An `-e` argument rdmaforge cannot read; the message names the argument (exit 64, a bad command line)."""
 
 
 @dataclass(frozen=True)
@@ -37,9 +40,9 @@ class ExtraVars:
             return self.inline
         try:
             data = yaml.safe_load(self.file.read_text())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             return {}
-        return data if isinstance(data, dict) else {}
+        return data if isinstance(data, dict) and not too_deep(data) else {}
 
 
 def parse_one(argument: str) -> ExtraVars:
@@ -47,7 +50,7 @@ def parse_one(argument: str) -> ExtraVars:
     if text.startswith("@"):
         path = Path(text[1:]).expanduser()
         if not path.is_file():
-            raise ExtraVarsError(f"-e {argument}: no such file {path}")
+            raise ExtraVarsError(f"-e {_shown(argument)}: no such file {path}")
         return ExtraVars(file=path.resolve())
     if text.startswith(("{", "[")):
         return ExtraVars(inline=_parse_mapping(argument, text))
@@ -63,26 +66,35 @@ def _parse_mapping(argument: str, text: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)  # JSON is YAML; Ansible accepts both here
     except yaml.YAMLError as exc:
-        raise ExtraVarsError(f"-e {argument}: not valid JSON or YAML ({exc.__class__.__name__})") from exc
+        raise ExtraVarsError(f"-e {_shown(argument)}: not valid JSON or YAML ({exc.__class__.__name__})") from exc
+    except RecursionError as exc:
+        raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_DEEP}") from exc
+    if too_deep(data):
+        raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_DEEP}")
     if not isinstance(data, dict):
-        raise ExtraVarsError(f"-e {argument}: must be a mapping of variable names to values")
+        raise ExtraVarsError(f"-e {_shown(argument)}: must be a mapping of variable names to values")
     for name in data:
         _check_name(argument, str(name))
     return {str(k): v for k, v in data.items()}
+
+
+def _shown(argument: str, limit: int = 80) -> str:
+    """The argument as a message names it: its start, when it is long (a message stays one readable line)."""
+    return argument if len(argument) <= limit else argument[: limit - 3] + "..."
 
 
 def _parse_pairs(argument: str, text: str) -> dict[str, Any]:
     try:
         words = shlex.split(text)
     except ValueError as exc:
-        raise ExtraVarsError(f"-e {argument}: {exc}") from exc
+        raise ExtraVarsError(f"-e {_shown(argument)}: {exc}") from exc
     if not words:
         raise ExtraVarsError("-e needs KEY=VALUE, @FILE or a JSON mapping")
     pairs: dict[str, Any] = {}
     for word in words:
         name, sep, value = word.partition("=")
         if not sep:
-            raise ExtraVarsError(f"-e {argument}: {word!r} is not KEY=VALUE (nor @FILE or a JSON mapping)")
+            raise ExtraVarsError(f"-e {_shown(argument)}: {word!r} is not KEY=VALUE (nor @FILE or a JSON mapping)")
         _check_name(argument, name)
         pairs[name] = value  # Ansible keeps k=v values as strings too
     return pairs
@@ -90,7 +102,7 @@ def _parse_pairs(argument: str, text: str) -> dict[str, Any]:
 
 def _check_name(argument: str, name: str) -> None:
     if not VAR_NAME.match(name):
-        raise ExtraVarsError(f"-e {argument}: {name!r} is not a valid variable name")
+        raise ExtraVarsError(f"-e {_shown(argument)}: {name!r} is not a valid variable name")
 
 
 def merged(sources: Sequence[ExtraVars]) -> dict[str, Any]:

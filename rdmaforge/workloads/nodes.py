@@ -147,9 +147,14 @@ def select_device_files(names: Iterable[str]) -> list[str]:
     return sorted(chosen, key=order)
 
 
-def _gpu_count(host: str, settings: NodeSettings, variables: Mapping[str, Any]) -> tuple[int | None, str]:
+def _gpu_count(
+    host: str, settings: NodeSettings, variables: Mapping[str, Any], options: Mapping[str, Any]
+) -> tuple[int | None, str]:
     if settings.gpus_per_node is not None:
         return settings.gpus_per_node, f"{PREFIX}gpus_per_node"
+    given = options.get(f"{PREFIX}gpus_per_node")
+    if given is not None:  # set, to no GPU count (-1, 0, 8.5, true): read_node_settings named it as well
+        return None, f"{PREFIX}gpus_per_node={show(given)} is not a GPU count"
     fact = variables.get("rdmaforge_node")
     if isinstance(fact, Mapping) and isinstance(fact.get("gpu_count"), int):
         return int(fact["gpu_count"]), "rdmaforge_node.gpu_count"
@@ -258,7 +263,7 @@ def build_cluster(
                 f"{host.name}: {', '.join(unknown)} unknown to NCCL (typo?); NCCL ignores them "
                 f"(see rdmaforge/data/nccl_env_names.txt)"
             )
-        gpus, gpu_source = _gpu_count(host.name, node_settings, variables)
+        gpus, gpu_source = _gpu_count(host.name, node_settings, variables, host.options)
         devices = _device_files(
             host.name, fabric_name, node_settings, host.found_device_files, settings.require_rdma_devices, cluster
         )

@@ -176,6 +176,9 @@ def nccl_cases() -> list[Case]:
     cases = [
         Case("nccl-missing-file", lambda t: ["nccl-report", str(t / "nope.log")], BAD, ("nope.log", "No such file")),
         Case("nccl-directory", lambda t: ["nccl-report", str(t)], BAD, ("Is a directory",)),
+        # Opens, then every read fails (EIO) with no file name in the error: the message must name the file.
+        Case("nccl-read-error", lambda t: ["nccl-report", "/proc/self/mem"], BAD,
+             ("/proc/self/mem: cannot be read (Input/output error)",)),  # fmt: skip
         Case("nccl-utf16-no-bom", nccl(LOG.encode("utf-16-le")), BAD, ("in.log", "UTF-16 without a byte-order mark")),
         Case("nccl-utf32-no-bom", nccl(LOG.encode("utf-32-le")), BAD, ("in.log", "not an nccl-tests log")),
         Case("nccl-corrupt-gzip", nccl(b"\x1f\x8b" + b"garbage" * 50), BAD, ("in.log", "gzip data is corrupt")),
@@ -410,6 +413,9 @@ def baseline_file_cases() -> list[Case]:
         Case("baseline-file-nan", with_baseline(raw=valid.replace("17.45", "NaN").encode()), BAD,
              ("b.json", f"{SIZE}: expected number, got NaN")),  # fmt: skip
         Case("baseline-file-utf16", with_baseline(raw=valid.encode("utf-16")), BAD, ("b.json", "not JSON (not UTF-8")),
+        Case("baseline-file-nested-500",
+             with_baseline(raw=valid.replace('"/runs/r1/benchmark"', "[" * 500 + "]" * 500).encode()), BAD,
+             ("b.json", "nested too deeply (more than 100 levels")),  # fmt: skip
         Case("baseline-file-directory", lambda t: [*report(RUN)(t), "--baseline", str(mkdir(t / "b.json"))], BAD,
              ("b.json", "cannot read it (is a directory)")),  # fmt: skip
     ]
@@ -435,8 +441,19 @@ def summary_cases() -> list[Case]:
         Case("summary-no-nodes", summary({}), BAD, ("summary.json", "nodes: missing")),
         Case("summary-nodes-string", summary({"nodes": "n1"}), BAD, ("nodes: expected a list",)),
         Case("summary-binary", summary(None, raw=bytes(range(256)) * 4), BAD, ("summary.json", "not UTF-8")),
+        # 985 levels: json.loads reads it, the schema check's message would recurse past Python's limit; 1500: the
+        # JSON decoder itself does. 101 levels: deeper than any summary.
+        *(Case(f"summary-nested-{depth}", summary(None, raw=deep_settings(depth)), BAD,
+               ("summary.json", "nested too deeply (more than 100 levels"))  # fmt: skip
+          for depth in (985, 1500, 99)),
     ]
     return cases
+
+
+def deep_settings(depth: int) -> bytes:
+    """A summary whose node's nccl_settings value is ``depth`` nested lists (with the root object, the nodes list,
+    the node and nccl_settings: ``depth + 4`` levels)."""
+    return ('{"nodes":[{"host":"a","nccl_settings":{"A":' + "[" * depth + "]" * depth + "}}]}").encode()
 
 
 def inventory(tmp: Path, group_vars: str = "", host_vars: str = "", hosts: str | None = None) -> Path:
@@ -474,7 +491,21 @@ def render_cases() -> list[Case]:
     ]
 
 
-CASES = nccl_cases() + run_json_cases() + baseline_cases() + baseline_file_cases() + summary_cases() + render_cases()
+#: An -e mapping past Python's recursion limit: the commands that run against hosts refuse it before anything runs.
+DEEP_EXTRA_VARS = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
+
+
+def extra_vars_cases() -> list[Case]:
+    return [
+        Case(f"{name}-extra-vars-nested-too-deeply",
+             lambda t, name=name: [name, "-i", str(inventory(t)), "--runs-dir", str(t / "runs"), "-e", DEEP_EXTRA_VARS],
+             BAD, ('-e {"a": [[[', "...: nested too deeply (more than 100 levels")) # fmt: skip
+        for name in ("doctor", "pairwise", "provision", "bench")
+    ]
+
+
+CASES = (nccl_cases() + run_json_cases() + baseline_cases() + baseline_file_cases() + summary_cases() + render_cases()
+         + extra_vars_cases())  # fmt: skip
 
 
 # -- huge and binary inputs: each in its own process, with a wall-time and a peak-memory bound ------------------

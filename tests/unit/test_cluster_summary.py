@@ -100,6 +100,15 @@ def test_cli_prints_earlier_entries_as_earlier(tmp_path: Path, capsys: pytest.Ca
     assert not any(line.startswith("node1 (") for line in out)
 
 
+def test_a_summary_without_nodes_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`summary` is a display (exit 0: printed, no verdict); with no node it printed one blank line."""
+    path = write(tmp_path / "summary.json", {"nodes": []})
+    assert main(["summary", str(path)]) == 0
+    assert capsys.readouterr().out == (
+        f"no node in {path}: the summary lists none (playbooks/summary.yml summarized no host)\n"
+    )
+
+
 def test_an_entry_the_role_could_not_vouch_for_keeps_the_earlier_one_with_the_role_s_reason(tmp_path: Path) -> None:
     path = full_run(tmp_path)
     drifted = "not converged by this run, and it differs from its last complete converge (file /etc/nccl.conf)"

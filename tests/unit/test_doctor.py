@@ -15,6 +15,7 @@ import yaml
 
 from rdmaforge import doctor
 from rdmaforge.cli import main
+from rdmaforge.commands import doctor as doctor_command
 from rdmaforge.runner.exit_codes import ExitCode
 
 
@@ -282,3 +283,60 @@ def test_a_node_whose_every_rail_trained_down_is_skew_not_a_quiet_pass() -> None
     node3 = next(line for line in doctor.render(diagnosis).splitlines() if line.startswith("node3 "))
     assert "mlx5 x2 2/2 !" in node3
     assert "  node3: port rates (Gb/s) is '100' where 2 of 3 nodes have '200'" in doctor.render(diagnosis)
+
+
+@pytest.mark.parametrize("limit", [float("nan"), float("inf"), -1.0])
+def test_a_clock_limit_that_is_no_finite_number_judges_nothing(limit: float) -> None:
+    """Against nan every comparison is false: a node 500 s off was 'ok, within nans'."""
+    nodes = cluster(2)
+    nodes["node2"]["clock"] = ["1700000000.0", "1700000500.0"]
+    with pytest.raises(ValueError, match="clock offset limit must be a finite number of seconds, 0 or more"):
+        doctor.diagnose(nodes, max_clock_offset=limit)
+    assert doctor.diagnose(nodes, max_clock_offset=0.0).exit_code == ExitCode.UNHEALTHY
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "1e999", "soon"])
+def test_max_clock_offset_must_be_a_finite_number_of_seconds(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text(yaml.safe_dump({"all": {"hosts": {"node1": {}}}}))
+    with pytest.raises(SystemExit) as exited:
+        main(["doctor", "-i", str(hosts), "--runs-dir", str(tmp_path / "runs"), f"--max-clock-offset={value}"])
+    assert exited.value.code == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert "argument --max-clock-offset:" in err and repr(value) in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+def test_no_node_judged_is_not_healthy() -> None:
+    diagnosis = doctor.diagnose({})
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE
+    text = doctor.render(diagnosis)
+    assert "healthy:" not in text.replace("no node is judged healthy", "")
+    assert text.endswith("not judged: doctor read no node's result, so no node is judged healthy")
+
+
+def test_a_node_without_a_result_is_named_not_judged(tmp_path: Path) -> None:
+    """doctor.yml writes <host>.json per node; a node the run covered whose file is missing or unreadable was
+    silently left out, and the others were 'healthy'."""
+    nodes = cluster(3)
+    (tmp_path / "node1.json").write_text(json.dumps(nodes["node1"]))
+    (tmp_path / "node2.json").write_text('{"host": "node2", "memlock": ')  # cut short
+    read, unread = doctor_command.read_nodes(tmp_path, ["node1", "node2", "node3"])
+    assert list(read) == ["node1"] and list(unread) == ["node2", "node3"]
+    assert unread["node3"] == f"doctor wrote no result for it ({tmp_path / 'node3.json'} is missing)"
+    assert unread["node2"].startswith(f"its result {tmp_path / 'node2.json'} cannot be read (JSONDecodeError")
+    diagnosis = doctor.diagnose(read, not_judged=unread)
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE
+    text = doctor.render(diagnosis)
+    assert f"  node3: not judged: {unread['node3']}" in text
+    assert "\nnot judged: 2 node(s) without a result (node2, node3); on the 1 judged: 0 problem(s)" in text
+    assert diagnosis.per_node()["node3"]["status"] == "not_judged"
+    cases = {c.name: c for c in doctor_command.host_cases(diagnosis, {})}
+    assert cases["node3"].outcome == "error" and cases["node3"].message.startswith("not judged: doctor wrote no")
+    # A problem on a judged node still shows, with the nodes not judged in the count.
+    nodes["node1"]["memlock"] = "64"
+    worse = doctor.diagnose({"node1": nodes["node1"]}, not_judged=unread)
+    assert worse.exit_code == ExitCode.INCOMPLETE and worse.problems
+    assert "on the 1 judged: 1 problem(s) against the inventory" in doctor.render(worse)

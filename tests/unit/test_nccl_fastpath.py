@@ -72,6 +72,17 @@ def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert accel.load() is FAST
 
 
+@needs_fast
+def test_an_extension_built_from_an_older_source_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-place build left from before a change of _fastrows.c would parse differently: the pure code runs."""
+    monkeypatch.delenv(accel.DISABLE_ENV, raising=False)
+    assert accel.load() is FAST
+    monkeypatch.setattr(FAST, "VERSION", accel.VERSION - 1)
+    assert accel.load() is None
+    monkeypatch.delattr(FAST, "VERSION")
+    assert accel.load() is None
+
+
 @pytest.mark.parametrize("path", inputs(), ids=lambda p: p.name)
 def test_corpus_output_is_byte_identical(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
     fast = cli_json(monkeypatch, FAST, "--fabric", "infiniband", str(path))

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rdmaforge.cli import main
-from rdmaforge.nccl_tests import Run, parse, parse_file, parse_json_output, parse_text
+from rdmaforge.nccl_tests import Run, accel, parse, parse_file, parse_json_output, parse_text
 from rdmaforge.runner.exit_codes import ExitCode
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "nccl-tests"
@@ -381,6 +381,50 @@ def test_clean_v2_17_run() -> None:
     assert (run.collective, run.nccl_tests_version, run.nccl_version) == ("all_reduce", "2.17.9", "2.28.3")
     assert run.ranks == 2
     assert (len(run.rows), run.avg_busbw, run.out_of_bounds, run.status) == (2, 19.7875, 0, "ok")
+
+
+#: A 1 MiB row whose times and bandwidths are negative (as /tmp/audit-cli-1/t_neg.txt made of file 05's first row)
+#: and a 2 MiB row measured in no time at all: neither is a measurement.
+NEGATIVE_1M = PRE_1M + "   -60.10  -17.45  -17.45     N/A   -59.80  -17.53  -17.53     N/A"
+ZERO_TIME_2M = PRE_2M + "     0.00    0.00    0.00       0     0.00    0.00    0.00       0"
+#: nccl-tests' average of those two rows (the mean busbw of their four halves).
+FOOTER_NO_MEASUREMENT = FOOTER.replace("19.7875", "-8.745")
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["accelerator", "pure-python"])
+def test_rows_that_are_no_measurement_fail_the_run(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    if not fast:
+        monkeypatch.setattr(accel, "fast", None)
+    (run,) = parse_text(HEAD_2_17 + NEGATIVE_1M + "\n" + ZERO_TIME_2M + "\n" + FOOTER_NO_MEASUREMENT)
+    assert [r.size for r in run.rows] == [1048576, 2097152]
+    assert run.status == "failed"
+    assert run.status_reason == (
+        "2 invalid row(s), not a measurement: a negative size, count, time or bandwidth, or a zero time for a message "
+        "of some bytes (size 1048576, 2097152)"
+    )
+    (one,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + NEGATIVE_1M.replace("-17.45", " 17.45") + "\n" + FOOTER)
+    assert one.status == "failed" and one.status_reason is not None and "(size 1048576)" in one.status_reason
+
+
+def test_a_json_row_with_a_negative_size_or_time_fails_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = json.loads((DATA / "all_reduce_v2.17.8_ok.json").read_text())
+    document["results"][0]["size"] = -8
+    document["results"][1]["in_place"]["time"] = -20.02
+    path = tmp_path / "negative.json"
+    path.write_text(json.dumps(document))
+    assert main(["nccl-report", "--json", str(path)]) == ExitCode.BELOW_THRESHOLD
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["status"] == "failed"
+    assert run["status_reason"].startswith("2 invalid row(s), not a measurement")
+    assert run["status_reason"].endswith("(size -8, 16)")
+
+
+def test_zero_byte_rows_with_zero_bandwidth_stay_ok() -> None:
+    zero = "           0             0     float     sum      -1" + "     0.12    0.00    0.00       0" * 2
+    (run,) = parse_text(HEAD_2_17 + zero + "\n" + ROW_1M + "\n" + FOOTER_1M.replace("17.49", "8.745"))
+    assert run.status == "ok", run.status_reason
 
 
 def test_failure_glued_onto_a_row() -> None:

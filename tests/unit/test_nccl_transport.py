@@ -282,3 +282,93 @@ def test_cli_fabric_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nccl-report", "--fabric", "tcp", log]) == 0
     out = capsys.readouterr().out
     assert "verdict (tcp): OK" in out
+
+
+# -- the verdict's exit code: only an ok verdict is a pass --------------------------------------------------
+
+
+@needs_corpus
+def test_unknown_transport_is_not_a_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    """File 02 has no NCCL INFO line (INDEX.md): nothing shows the transport, so the verdict proves nothing (5)."""
+    log = str(CORPUS / "02_multi_v2.17.8_h100_80gpu_10node_5colls.txt")
+    assert main(["nccl-report", "--fabric", "infiniband", log]) == ExitCode.INCOMPLETE
+    assert "verdict (infiniband): UNKNOWN" in capsys.readouterr().out
+    assert main(["nccl-report", log]) == ExitCode.OK  # every run ok, and no verdict asked for
+
+
+@needs_corpus
+def test_warn_transport_is_not_a_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """File 05's runs are clean (INDEX.md); with RoCE INFO lines whose GPUDirect RDMA is off, the verdict warns."""
+    log = tmp_path / "roce.log"
+    log.write_text(ROCE_NO_GDR + (CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text())
+    assert main(["nccl-report", "--fabric", "roce", str(log)]) == ExitCode.INCOMPLETE
+    assert "verdict (roce): WARN" in capsys.readouterr().out
+    assert main(["nccl-report", str(log)]) == ExitCode.OK
+
+
+# -- each profile names the NCCL networks it accepts (rdmaforge.fabrics) ------------------------------------
+
+
+def efa_with_gdr(tmp_path: Path) -> Path:
+    """File 01 (AWS EFA through aws-ofi-nccl) with its channels on GPUDirect RDMA, as the audit made it."""
+    text = (CORPUS / "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt").read_text()
+    path = tmp_path / "efa_gdr.txt"
+    path.write_text(text.replace("via NET/AWS Libfabric/0", "via NET/AWS Libfabric/0/GDRDMA"))
+    return path
+
+
+@needs_corpus
+@pytest.mark.parametrize(
+    ("fabric", "accepted"),
+    [("infiniband", "IB or IBext*"), ("roce", "IB or IBext*"), ("erdma", "IB or AIACC-*"),
+     ("acs_type1", "IB, IBext* or AIACC-*")],
+)  # fmt: skip
+def test_a_foreign_network_fails_an_rdma_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fabric: str, accepted: str
+) -> None:
+    transport = parse_file(efa_with_gdr(tmp_path)).transport
+    assert (transport.network, transport.gdr) == ("AWS Libfabric", "on")
+    judged = verdict(transport, fabric)
+    assert judged.status == "fail"
+    assert judged.messages == (
+        f"fabric profile '{fabric}' expects NCCL network {accepted} but NCCL used AWS Libfabric "
+        "(net plugin aws-ofi-nccl 1.5.0aws): not the fabric the profile was built for",
+    )
+    assert main(["nccl-report", "--fabric", fabric, str(tmp_path / "efa_gdr.txt")]) == ExitCode.BELOW_THRESHOLD
+    assert f"verdict ({fabric}): FAIL" in capsys.readouterr().out
+
+
+@needs_corpus
+def test_the_efa_plugin_log_is_not_an_ib_pass() -> None:
+    """File 08 (EFA, NCCL 2.6.4) names its network only in channel lines: still not InfiniBand."""
+    transport = parse_file(CORPUS / "08_allreduce_v2.0-era_v100_16gpu_2node_efa_ncclinfo.txt").transport
+    assert verdict(transport, "infiniband").status == "fail"
+
+
+@pytest.mark.parametrize(
+    ("fabric", "network"),
+    [("infiniband", "IB"), ("roce", "IB"), ("acs_type1", "IB"), ("erdma", "IB"), ("infiniband", "IBext_v8"),
+     ("erdma", "AIACC-2.0-RDMA"), ("erdma", "AIACC-2.0-RDMA-V6"), ("acs_type1", "AIACC-2.0-RDMA")],
+)  # fmt: skip
+def test_the_networks_each_rdma_profile_accepts(fabric: str, network: str) -> None:
+    """IB: NCCL's verbs transport; IBext_v8: nccl-rdma-sharp-plugins; AIACC-2.0-RDMA[-V6]: strings of the AIACC
+    2.0.1 library (tests/unit/test_bench_accelerators.py)."""
+    assert verdict(parse_transport(info(f"Using network {network}")), fabric).status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("fabric", "network"),
+    [("infiniband", "AIACC-2.0-RDMA"), ("roce", "AIACC-2.0-RDMA"), ("erdma", "IBext_v8"), ("infiniband", "ib")],
+)
+def test_a_network_of_another_fabric_fails(fabric: str, network: str) -> None:
+    judged = verdict(parse_transport(info(f"Using network {network}")), fabric)
+    assert judged.status == "fail"
+    assert f"but NCCL used {network}" in judged.messages[0]
+
+
+def test_a_foreign_network_on_some_ranks_fails() -> None:
+    text = info("Using network IB", "node-01") + info("Using network AWS Libfabric", "node-02")
+    judged = verdict(parse_transport(text), "infiniband")
+    assert judged.status == "fail"
+    assert judged.messages[0].endswith("used AWS Libfabric on some ranks (others used IB): not the fabric the profile "
+                                       "was built for")  # fmt: skip

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from rdmaforge.commands import bench
+from rdmaforge.errors import UserError
+from rdmaforge.plain_data import too_deep
 from rdmaforge.runner import artifacts, command, execute, extravars, junit, secrets
 from rdmaforge.runner.events import EventLog, HostProblem, result_message
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode, for_hosts
@@ -178,11 +180,23 @@ def test_extra_vars_pairs_json_and_files(tmp_path: Path) -> None:
         ("[1, 2]", "must be a mapping"),
         ("{bad", "not valid JSON or YAML"),
         ("", "needs KEY=VALUE"),
+        # Past Python's recursion limit (the YAML parser's RecursionError), and under it but deeper than any
+        # variable (json.dumps and the secret scrubber would recurse through it later).
+        pytest.param('{"a": ' + "[" * 3000 + "]" * 3000 + "}", "nested too deeply", id="lists-3000"),
+        pytest.param('{"a": ' + "[" * 150 + "]" * 150 + "}", "nested too deeply", id="lists-150"),
+        pytest.param("{a: " + "{b: " * 120 + "1" + "}" * 121, "nested too deeply", id="mappings-121"),
     ],
 )
 def test_bad_extra_vars_are_refused_with_the_argument(argument: str, message: str) -> None:
-    with pytest.raises(extravars.ExtraVarsError, match=message):
+    with pytest.raises(extravars.ExtraVarsError, match=message) as raised:
         extravars.parse_one(argument)
+    assert isinstance(raised.value, UserError)  # rdmaforge.cli: one line, exit 64
+    assert len(str(raised.value)) < 200 and str(raised.value).startswith(f"-e {argument[:20]}")
+
+
+def test_extra_vars_nested_as_deep_as_allowed_are_read() -> None:
+    deepest = extravars.parse_one('{"a": ' + "[" * 99 + "]" * 99 + "}").inline
+    assert not too_deep(deepest) and too_deep({"b": deepest})
 
 
 def test_inline_extra_vars_go_through_private_files_in_order(tmp_path: Path) -> None:

@@ -262,6 +262,16 @@ def test_unknown_gpu_count_stops_the_kubeflow_jobs_but_not_docker() -> None:
     assert "a PyTorchJob needs it" in line
 
 
+@pytest.mark.parametrize(("value", "shown"), [(-1, "-1"), (0, "0"), (8.5, "8.5"), (True, "true")])
+def test_a_gpu_count_that_is_set_to_no_count_is_never_called_not_set(value: Any, shown: str) -> None:
+    plan = cluster_plan(host("n1", gpus=value), kinds=["mpijob", "pytorchjob"])
+    assert plan.files == []
+    assert not [p for p in plan.problems if "is not set" in p], plan.problems
+    assert f"n1: workload_manifests_gpus_per_node={shown} is not valid; allowed: an integer from 1" in plan.problems
+    line = single_problem(plan, "a PyTorchJob needs it")
+    assert line.startswith(f"n1: the GPU count is unknown: workload_manifests_gpus_per_node={shown} is not a GPU count")
+
+
 def test_nodes_of_different_gpu_counts_cannot_share_a_kubeflow_job() -> None:
     plan = cluster_plan(host("n1", gpus=8), host("n2", gpus=4), kinds=["mpijob"])
     line = single_problem(plan, "different GPU counts")
