@@ -32,7 +32,9 @@ deps:
 	  echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-$(VENV)/.installed: pyproject.toml
+# The parser's C accelerator is built in place by the editable install: a changed source rebuilds it (an older
+# build is ignored by rdmaforge.nccl_tests.accel, and the parser would fall back to pure Python).
+$(VENV)/.installed: pyproject.toml setup.py rdmaforge/nccl_tests/_fastrows.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
