@@ -209,6 +209,8 @@ RUN_JSON = Obj(
         "e2e_enabled": Scalar(("boolean",)),
         "accelerators": Obj({"acspeed": Scalar(("boolean",)), "net_plugin": Scalar(("string",))}),
         "gpus": MapOf(Scalar(("integer", "null"), non_negative)),
+        # Each node's host name (its facts), which nccl-tests' Rank lines name; absent in runs recorded before.
+        "hostnames": MapOf(OPT_STRING),
         "required": ListOf(STRING),
         "optional": ListOf(STRING),
     }

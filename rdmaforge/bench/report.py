@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from rdmaforge import fabrics
 from rdmaforge.bench import accelerators, baseline
 from rdmaforge.bench.line_rate import expected_line_rate
 from rdmaforge.bench.verdict import Component, Status, describe, mark_required, overall, required_groups
-from rdmaforge.nccl_tests import parse_file, verdict
+from rdmaforge.nccl_tests import Run, parse_file, verdict
 from rdmaforge.nccl_tests.transport import merge_transports
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
@@ -77,6 +77,65 @@ def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
     return f"it is not this run's job: the log has {ranks} ranks, the run asked for {total} ({gpu_words(dict(run))})"
 
 
+def short_host(name: str) -> str:
+    """A host name as nccl-tests prints it in its ``#  Rank`` lines: up to its first dot."""
+    return name.split(".", 1)[0]
+
+
+def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tuple[Status, str] | None:
+    """Whether the log's ranks ran on the run's nodes: None when they did, else (fail or not_judged, why).
+
+    The hosts are those of the ``#  Rank`` lines; run.json's ``hostnames`` (node -> host name, recorded by the role
+    from the nodes' facts) say which host each node is. A job on other nodes (mpirun filling a hostfile that lists
+    nodes this run left out) or on fewer of them (all ranks on one node: NVLink, not the fabric) measured something
+    else, and fails. Without ``hostnames`` (a run recorded before they were kept, or by hand) the hosts are compared
+    with the node names; when they differ, which nodes ran cannot be told: not judged.
+    """
+    nodes = [str(n) for n in run.get("nodes") or []]
+    ran = sorted({short_host(h) for h in rank_hosts.values()})
+    if not ran:
+        return "not_judged", "its '#  Rank' lines name no host: which nodes ran the job cannot be told"
+    if not nodes:
+        return "not_judged", f"run.json names no nodes: the ranks ran on {', '.join(ran)}, against nothing to compare"
+    recorded = run.get("hostnames") if isinstance(run.get("hostnames"), Mapping) else {}
+    named = {n: str(recorded[n]) for n in nodes if isinstance(recorded, Mapping) and recorded.get(n)}
+    if len(named) == len(nodes):
+        hosts = {n: short_host(h) for n, h in named.items()}
+        shared = sorted({h for h in hosts.values() if list(hosts.values()).count(h) > 1})
+        if shared:
+            return "not_judged", (f"nodes {', '.join(n for n in nodes if hosts[n] in shared)} have the same host name "
+                                  f"({', '.join(shared)}): which of them ran the ranks cannot be told")  # fmt: skip
+    elif {short_host(n) for n in nodes} == set(ran):
+        return None  # a run directory that names its nodes by host name
+    elif len(ran) < len(nodes):
+        return "fail", (f"the ranks ran on {len(ran)} host(s) ({', '.join(ran)}), the run has {len(nodes)} nodes "
+                        f"({', '.join(nodes)}): the job did not span the run's nodes")  # fmt: skip
+    else:
+        return "not_judged", (f"run.json records no host names of its nodes: the ranks ran on {', '.join(ran)}, not "
+                              f"named like the run's nodes ({', '.join(nodes)}); whether they are the same nodes "
+                              "cannot be told")  # fmt: skip
+    expected = {hosts[n]: n for n in nodes}
+    if set(ran) == set(expected):
+        return None
+    others = [h for h in ran if h not in expected]
+    idle = [f"{expected[h]} ({h})" for h in sorted(expected) if h not in ran]
+    parts = ([f"ranks on {', '.join(others)}, not nodes of this run"] if others else []) + (
+        [f"no rank on {', '.join(idle)}"] if idle else [])  # fmt: skip
+    return "fail", f"it is not this run's nodes' job: {'; '.join(parts)}"
+
+
+def run_of(runs: Sequence[Run], name: str, log: str) -> tuple[Run | None, str]:
+    """The last run of collective ``name`` in a log (or of an unnamed one: nccl-tests before 2.13 does not print
+    it), and why there is none: another collective's output is not this one's result."""
+    mine = [r for r in runs if r.collective == name] or [r for r in runs if r.collective is None]
+    if mine:
+        return mine[-1], ""
+    if not runs:
+        return None, f"no nccl-tests result in {log} (crashed before the table)"
+    others = ", ".join(dict.fromkeys(str(r.collective) for r in runs))
+    return None, f"{log} holds no {name} run (it holds {others}): it is another collective's output"
+
+
 def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
     """Why a clean nccl-tests run says nothing about the fabric, or None when its traffic crossed it.
 
@@ -114,10 +173,10 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             transports.append(report.transport)
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
-        if not runs:
-            component.reason = f"no nccl-tests result in {log.name} (crashed before the table)"
+        last, missing = run_of(runs, name, log.name)
+        if last is None:
+            component.reason = missing
         else:
-            last = runs[-1]
             peak = max((r.out_of_place.busbw for r in last.rows), default=None)
             entry = {"status": last.status, "avg_busbw": last.avg_busbw, "peak_busbw": peak,
                      "efficiency": (peak / expected) if peak is not None else None,
@@ -125,8 +184,14 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             component.value = peak
             if last.status != "ok":
                 component.reason = f"run {last.status}: {last.status_reason}"
+            elif last.ranks is None:
+                component.status = "not_judged"
+                component.reason = ("run ok but the log lists no '#  Rank' lines: how many ranks ran, and on which "
+                                    "nodes, cannot be told")  # fmt: skip
             elif (other := other_job(run, last.ranks)) is not None:
                 component.reason = f"run ok but {other}"
+            elif (elsewhere := ranks_elsewhere(run, last.rank_hosts)) is not None:
+                component.status, component.reason = elsewhere[0], f"run ok but {elsewhere[1]}"
             elif (crossing := fabric_untested(run, last.ranks)) is not None:
                 component.status = "not_judged"
                 component.reason = crossing
@@ -151,12 +216,24 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     else:
         judged = verdict(transport, fabric)
         transport_dict["verdict"] = judged.to_dict()
-        status: Status = {"ok": "pass", "warn": "pass", "fail": "fail"}.get(judged.status, "not_judged")  # type: ignore[assignment]
-        components.append(Component("transport", "transport", status, "; ".join(judged.messages),
+        components.append(Component("transport", "transport", *transport_status(judged.status, judged.messages),
                                     threshold=judged.expected, value=", ".join(transport.all_networks) or None,
                                     on=f"{fabric} fabric"))  # fmt: skip
     return {"status": "ran", "expected_busbw_gbs": expected, "line_rate": rate, "min_efficiency": threshold,
             "collectives": collectives, "transport": transport_dict}  # fmt: skip
+
+
+def transport_status(status: str, messages: Sequence[str]) -> tuple[Status, str]:
+    """The transport component's status and reason from the transport verdict (rdmaforge.nccl_tests.transport).
+
+    A warn verdict met the expectation the component is judged by (the fabric's transport: RDMA or Socket) and
+    passes, but its warnings (GPUDirect RDMA off, an HCA on another link layer) are named as warnings in the
+    reason: they were not judged against anything, and the pass is not a clean one.
+    """
+    if status == "warn" and len(messages) > 1:
+        return "pass", f"{messages[0]}; with a warning, not judged: {'; '.join(messages[1:])}"
+    found: Status = {"ok": "pass", "warn": "pass", "fail": "fail"}.get(status, "not_judged")  # type: ignore[assignment]
+    return found, "; ".join(messages)
 
 
 #: e2e.json's training runs and how the report names them.
