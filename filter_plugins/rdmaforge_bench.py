@@ -7,6 +7,8 @@ from typing import Any
 
 from rdmaforge.bench.e2e import parse_output
 from rdmaforge.bench.line_rate import node_line_rate
+from rdmaforge.bench.verdict import optional_float
+from rdmaforge.inventory_checks import threshold_problems as _threshold_problems
 
 
 def nodes_without_gpus(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -32,6 +34,16 @@ def port_line_rates(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, An
     return rates
 
 
+def threshold(value: Any) -> float | None:
+    """A benchmark threshold for run.json and e2e.json: the number, or None (not judged) when it is empty."""
+    return optional_float(value)
+
+
+def threshold_problems(values: Mapping[str, Any], host: str) -> list[str]:
+    """One line per benchmark threshold of ``values`` that is not allowed (0 or less, not a number)."""
+    return [problem.message for problem in _threshold_problems(host, values)]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -39,4 +51,6 @@ class FilterModule:
             "rdmaforge_gpu_counts": gpu_counts,
             "rdmaforge_port_line_rates": port_line_rates,
             "rdmaforge_e2e_result": parse_output,
+            "rdmaforge_threshold": threshold,
+            "rdmaforge_threshold_problems": threshold_problems,
         }

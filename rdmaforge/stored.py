@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import fabrics
+from rdmaforge.bench.verdict import threshold_problem
 from rdmaforge.errors import UserError
 
 #: Stored files are written by rdmaforge itself and are small; anything bigger is not one of them.
@@ -169,15 +170,11 @@ def safe_name(value: Any) -> str | None:
 
 
 def _no_threshold_or_fraction(value: Any) -> str | None:
-    if isinstance(value, str):
-        return None if value.strip().lower() in ("", "none", "null") else 'must be a number, null, "" or "none"'
-    return fraction(0.0, 1.0)(value)
+    return threshold_problem(value, 1.0)  # 0 would pass anything: an empty threshold is "not judged"
 
 
 def _threshold(value: Any) -> str | None:
-    if isinstance(value, str):
-        return None if value.strip().lower() in ("", "none", "null") else 'must be a number, null, "" or "none"'
-    return non_negative(value)
+    return threshold_problem(value, None)
 
 
 STRING = Scalar(("string",))

@@ -26,7 +26,15 @@ from typing import Any
 from rdmaforge import fabrics
 from rdmaforge.bench import accelerators, baseline
 from rdmaforge.bench.line_rate import expected_line_rate
-from rdmaforge.bench.verdict import Component, Status, describe, mark_required, overall, required_groups
+from rdmaforge.bench.verdict import (
+    Component,
+    Status,
+    describe,
+    mark_required,
+    optional_float,
+    overall,
+    required_groups,
+)
 from rdmaforge.nccl_tests import Run, parse_file, verdict
 from rdmaforge.nccl_tests.transport import merge_transports
 
@@ -44,13 +52,6 @@ def line_rate(run: dict[str, Any]) -> dict[str, Any]:
 
 def expected_busbw_gbs(run: dict[str, Any]) -> float:
     return float(line_rate(run)["gbps"]) / 8.0
-
-
-def optional_float(value: Any) -> float | None:
-    """A threshold from run.json: None, "" and "none" mean no threshold."""
-    if value is None or str(value).strip().lower() in ("", "none", "null"):
-        return None
-    return float(value)
 
 
 def gpu_words(run: dict[str, Any]) -> str:

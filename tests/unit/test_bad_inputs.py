@@ -210,7 +210,11 @@ RUN_KEYS: list[tuple[str, Any, str]] = [
     ("line_rate_gbps", "100G", "line_rate_gbps: expected number"),
     ("line_rate_gbps", -1, "line_rate_gbps: must be 0 or more"),
     ("min_efficiency", "eighty", "min_efficiency: must be a number"),
-    ("min_efficiency", 80, "min_efficiency: must be from 0.0 to 1.0"),
+    ("min_efficiency", 80, "min_efficiency: must be a number above 0 and at most 1"),
+    # 0 would pass anything, 0 GB/s included: an empty threshold (null or "") is how a run says "not judged".
+    ("min_efficiency", 0, "min_efficiency: must be a number above 0 and at most 1, or empty"),
+    ("min_efficiency", -0.5, "min_efficiency: must be a number above 0 and at most 1, or empty"),
+    ("hostnames", {"n1": 5}, "hostnames.n1: expected string or null"),
     ("min_efficiency", True, "min_efficiency: expected number"),
     ("baseline", 5, "baseline: expected string or null"),
     ("tolerance", "x", "tolerance: expected number"),
@@ -277,6 +281,8 @@ def run_json_cases() -> list[Case]:
              ("e2e.json", "single.percentiles.p50.samples_per_s: expected number")),  # fmt: skip
         Case("report-e2e-threshold-word", report(RUN, e2e={"min_linearity": "high"}), BAD,
              ("e2e.json", "min_linearity: must be a number")),  # fmt: skip
+        Case("report-e2e-threshold-zero", report(RUN, e2e={"min_linearity": 0.0}), BAD,
+             ("e2e.json", "min_linearity: must be a number above 0, or empty")),  # fmt: skip
     ]
     return cases
 

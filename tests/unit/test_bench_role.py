@@ -1,0 +1,76 @@
+"""What the benchmark role records for the report, evaluated from its real tasks (roles/benchmark/tasks/*.yml) with
+the role's defaults, vars and filters, as Ansible would: thresholds (empty is None, never 0) and the refusal of a
+threshold of 0 or less.
+
+The lab has no GPU and its bench runs only on CPUs, so these values are checked here for the shapes the lab cannot
+produce.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from ansible.template import trust_as_template
+
+from rdmaforge.paths import PROJECT_ROOT
+from tests.unit.role_vars import role_vars
+
+TASKS = PROJECT_ROOT / "roles" / "benchmark" / "tasks"
+NODES = ["node1", "node2"]
+
+
+def task(file: str, name: str) -> dict[str, Any]:
+    tasks = yaml.safe_load((TASKS / file).read_text())
+    found: dict[str, Any] = next(t for t in tasks if t.get("name") == name)
+    return found
+
+
+def evaluate(text: str, **inventory: Any) -> Any:
+    """A task's templated value for two nodes of eight GPUs (each with its facts), with ``inventory`` on top."""
+    hostvars: dict[str, dict[str, Any]] = {
+        name: {"rdmaforge_node": {"gpu_count": 8}, "ansible_facts": {"hostname": f"gpu-{name}"}} for name in NODES
+    }
+    given = {"ansible_play_hosts_all": NODES, "hostvars": hostvars, "inventory_hostname": NODES[0], **inventory}
+    return role_vars("benchmark", {}, **given).template(trust_as_template(text))
+
+
+def run_json(field: str) -> str:
+    recorded: str = task("report.yml", "Record what was asked for this run")["vars"]["benchmark_run"][field]
+    return recorded
+
+
+def e2e_json(field: str) -> str:
+    recorded: str = task("e2e.yml", "Keep the e2e result on the controller")["vars"]["benchmark_e2e_result"][field]
+    return recorded
+
+
+@pytest.mark.parametrize(("value", "recorded"), [(None, None), ("", None), (0.9, 0.9), ("0.85", 0.85)])
+def test_an_empty_threshold_is_recorded_as_none_never_0(value: object, recorded: float | None) -> None:
+    """Empty means not judged (README); as 0.0 it passed every run, 0 GB/s included."""
+    assert evaluate(run_json("min_efficiency"), benchmark_min_efficiency=value) == recorded
+    assert evaluate(e2e_json("min_linearity"), benchmark_e2e_min_linearity=value) == recorded
+    # The intra-node floor defaults to the cross-node one, empty included.
+    assert evaluate(e2e_json("min_intra_node_linearity"), benchmark_e2e_min_linearity=value) == recorded
+
+
+def threshold_check(**inventory: Any) -> Any:
+    check = task("main.yml", "Check the benchmark's thresholds")
+    return evaluate(check["vars"]["benchmark_threshold_problems"], **inventory)
+
+
+def test_a_threshold_of_0_or_less_is_refused_naming_the_variable() -> None:
+    assert threshold_check() == []  # the defaults
+    assert threshold_check(benchmark_min_efficiency=None, benchmark_e2e_min_linearity="") == []
+    assert threshold_check(benchmark_min_efficiency=0) == [
+        "node1: benchmark_min_efficiency=0 is not allowed; allowed: a number above 0 and at most 1, or empty (null "
+        'or "": reported, not judged)'
+    ]
+    problems = threshold_check(benchmark_e2e_min_linearity=-0.5, benchmark_min_efficiency=1.5)
+    assert [p.split("=")[0] for p in problems] == [
+        "node1: benchmark_min_efficiency",
+        "node1: benchmark_e2e_min_linearity",
+        "node1: benchmark_e2e_min_intra_node_linearity",  # its default is benchmark_e2e_min_linearity
+    ]
+    assert "allowed: a number above 0, or empty" in problems[1]
