@@ -34,6 +34,17 @@ def port_line_rates(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, An
     return rates
 
 
+def hostnames(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
+    """Each host's host name from its gathered facts (``hostname``: up to the first dot, as nccl-tests names the
+    host of each rank), None where no facts were gathered; for run.json."""
+    found: dict[str, str | None] = {}
+    for host in hosts:
+        facts = hostvars[host].get("ansible_facts") or {}
+        name = facts.get("hostname") or facts.get("nodename")
+        found[host] = str(name) if name else None
+    return found
+
+
 def threshold(value: Any) -> float | None:
     """A benchmark threshold for run.json and e2e.json: the number, or None (not judged) when it is empty."""
     return optional_float(value)
@@ -51,6 +62,7 @@ class FilterModule:
             "rdmaforge_gpu_counts": gpu_counts,
             "rdmaforge_port_line_rates": port_line_rates,
             "rdmaforge_e2e_result": parse_output,
+            "rdmaforge_hostnames": hostnames,
             "rdmaforge_threshold": threshold,
             "rdmaforge_threshold_problems": threshold_problems,
         }

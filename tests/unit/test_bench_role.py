@@ -1,6 +1,6 @@
 """What the benchmark role records for the report, evaluated from its real tasks (roles/benchmark/tasks/*.yml) with
-the role's defaults, vars and filters, as Ansible would: thresholds (empty is None, never 0) and the refusal of a
-threshold of 0 or less.
+the role's defaults, vars and filters, as Ansible would: thresholds (empty is None, never 0), the refusal of a
+threshold of 0 or less and the nodes' host names in run.json.
 
 The lab has no GPU and its bench runs only on CPUs, so these values are checked here for the shapes the lab cannot
 produce.
@@ -74,3 +74,10 @@ def test_a_threshold_of_0_or_less_is_refused_naming_the_variable() -> None:
         "node1: benchmark_e2e_min_intra_node_linearity",  # its default is benchmark_e2e_min_linearity
     ]
     assert "allowed: a number above 0, or empty" in problems[1]
+
+
+def test_run_json_records_each_nodes_host_name_from_its_facts() -> None:
+    """nccl-tests' Rank lines name the host (gethostname up to its first dot, the facts' ``hostname``)."""
+    assert evaluate(run_json("hostnames")) == {"node1": "gpu-node1", "node2": "gpu-node2"}
+    without_facts = {"node1": {"rdmaforge_node": {"gpu_count": 8}}, "node2": {"rdmaforge_node": {"gpu_count": 8}}}
+    assert evaluate(run_json("hostnames"), hostvars=without_facts) == {"node1": None, "node2": None}
