@@ -152,8 +152,14 @@ def equals(expected: Any) -> Check:
     return check
 
 
+#: A message size in bytes fits in 64 bits: 20 digits at most (Python refuses to read an int of over 4300).
+MAX_SIZE_DIGITS = 20
+
+
 def digits(value: Any) -> str | None:
-    return None if value.isascii() and value.isdigit() else "must be a message size in bytes (digits only)"
+    if value.isascii() and value.isdigit() and len(value) <= MAX_SIZE_DIGITS:
+        return None
+    return f"must be a message size in bytes (digits only, {MAX_SIZE_DIGITS} at most)"
 
 
 def one_of(*allowed: str) -> Check:

@@ -25,6 +25,7 @@ from typing import Any
 
 from rdmaforge import fabrics
 from rdmaforge.bench import accelerators, baseline
+from rdmaforge.bench.e2e import count, percentile
 from rdmaforge.bench.line_rate import expected_line_rate
 from rdmaforge.bench.verdict import (
     Component,
@@ -37,6 +38,7 @@ from rdmaforge.bench.verdict import (
 )
 from rdmaforge.nccl_tests import Run, parse_file, verdict
 from rdmaforge.nccl_tests.transport import merge_transports
+from rdmaforge.stored import PERCENTILES
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
 DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
@@ -241,8 +243,22 @@ def transport_status(status: str, messages: Sequence[str]) -> tuple[Status, str]
 RUN_LABELS = {"one": "1-GPU", "single": "1-node", "multi": "N-node"}
 
 
-def p50(run: dict[str, Any]) -> float:
-    return float(run["percentiles"]["p50"]["samples_per_s"])
+def p50(run: Mapping[str, Any]) -> float | None:
+    return percentile(run, "p50")
+
+
+def shown(value: Any) -> str:
+    """A value of e2e.json in the summary: "-" where it is missing."""
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def training_on(run: Mapping[str, Any], nodes: str) -> str:
+    """What a training run ran on, in words (e.g. "gloo on CPU, 2 nodes, 2 ranks")."""
+    backend = run.get("backend")
+    device = "GPU" if backend == "nccl" else "CPU" if backend else "?"
+    return f"{backend or 'unknown backend'} on {device}, {nodes}, {shown(count(run, 'world_size'))} ranks"
 
 
 def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component]) -> dict[str, Any] | None:
@@ -255,19 +271,35 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
     single, multi = e2e.get("single"), e2e.get("multi")
     minimum = optional_float(e2e.get("min_linearity"))
     component = Component("e2e", "e2e", "fail", "", unit="linearity")
+    e2e["linearity"] = None
+    error = e2e.get("error")
     if single and multi:
         # Seed 003, across nodes: multi-node throughput / single-node throughput / node count.
-        nodes = int(multi.get("nodes") or 1)
+        nodes = count(multi, "nodes")
         one, many = p50(single), p50(multi)
-        e2e["linearity"] = many / (one * nodes) if one and nodes else None
-        device = "GPU" if multi.get("backend") == "nccl" else "CPU"
-        ranks = int(multi.get("world_size") or nodes)
-        component.on = f"{multi.get('backend')} on {device}, {nodes} nodes, {ranks} ranks"
+        if one is not None and many is not None and nodes is not None and nodes >= 2:
+            e2e["linearity"] = many / (one * nodes) if one else None
+        component.on = training_on(multi, f"{shown(nodes)} nodes")
         component.value = round(e2e["linearity"], 3) if e2e["linearity"] is not None else None
-        judge_linearity(component, e2e["linearity"], minimum, "benchmark_e2e_min_linearity",
-                        "the 1-node run measured no throughput")  # fmt: skip
+        if error:  # a run that exited non-zero failed, whatever its result line says
+            component.reason = f"e2e benchmark failed: {error}"
+        elif nodes is None:
+            component.status = "not_judged"
+            component.reason = ("e2e.json does not say how many nodes the N-node run trained on (multi.nodes is "
+                                "missing or null): its linearity across nodes cannot be computed")  # fmt: skip
+        elif nodes < 2:
+            component.status = "not_judged"
+            component.reason = f"the N-node run trained on {nodes} node: a linearity across nodes needs 2 or more"
+        elif one is None or many is None:
+            component.status = "not_judged"
+            which, key = ("1-node", "single") if one is None else ("N-node", "multi")
+            component.reason = (f"the {which} run's p50 throughput is missing (e2e.json: {key}.percentiles.p50."
+                                "samples_per_s is null): the linearity cannot be computed")  # fmt: skip
+        else:
+            judge_linearity(component, e2e["linearity"], minimum, "benchmark_e2e_min_linearity",
+                            "the 1-node run measured no throughput")  # fmt: skip
     else:
-        component.reason = f"e2e benchmark failed: {e2e.get('error') or 'no result line from the training run'}"
+        component.reason = f"e2e benchmark failed: {error or 'no result line from the training run'}"
     components.append(component)
     intra_node_result(e2e, minimum, components)
     return e2e
@@ -291,15 +323,21 @@ def intra_node_result(e2e: dict[str, Any], across_minimum: float | None, compone
     elif not one:
         component.reason = "the 1-GPU run printed no result"
     else:
-        gpus = int(single.get("world_size") or 1)
-        device = "GPU" if single.get("backend") == "nccl" else "CPU"
-        component.on = f"{single.get('backend')} on {device}, 1 node, {gpus} ranks against 1"
-        reference = p50(one)
-        e2e["linearity_intra_node"] = p50(single) / (reference * gpus) if reference else None
-        if e2e["linearity_intra_node"] is not None:
-            component.value = round(e2e["linearity_intra_node"], 3)
-        judge_linearity(component, e2e["linearity_intra_node"], minimum, "benchmark_e2e_min_intra_node_linearity",
-                        "the 1-GPU run measured no throughput")  # fmt: skip
+        gpus = count(single, "world_size")
+        component.on = training_on(single, "1 node") + " against 1"
+        reference, node = p50(one), p50(single)
+        if gpus is None or reference is None or node is None:
+            component.status = "not_judged"
+            missing = "single.world_size" if gpus is None else "one" if reference is None else "single"
+            if gpus is not None:
+                missing += ".percentiles.p50.samples_per_s"
+            component.reason = f"e2e.json has no {missing}: the linearity within a node cannot be computed"
+        else:
+            e2e["linearity_intra_node"] = node / (reference * gpus) if reference else None
+            if e2e["linearity_intra_node"] is not None:
+                component.value = round(e2e["linearity_intra_node"], 3)
+            judge_linearity(component, e2e["linearity_intra_node"], minimum, "benchmark_e2e_min_intra_node_linearity",
+                            "the 1-GPU run measured no throughput")  # fmt: skip
     components.append(component)
 
 
@@ -453,17 +491,19 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
         written.append("nccl_busbw.png")
     e2e = results.get("e2e") or {}
     if e2e.get("single") and e2e.get("multi"):
-        labels = ["p50", "p75", "p90", "p95"]
+        labels = list(PERCENTILES)
         fig, ax = plt.subplots(figsize=(8, 5))
         runs = e2e_runs(e2e)
         width = 0.8 / len(runs)
         for offset, (key, run) in enumerate(runs):
-            values = [run["percentiles"][label]["samples_per_s"] for label in labels]
-            ax.bar([i + offset * width for i in range(len(labels))], values, width, label=key)
+            bars = [(i, value) for i, name in enumerate(labels) if (value := percentile(run, name)) is not None]
+            ax.bar([i + offset * width for i, _ in bars], [value for _, value in bars], width, label=key)
         ax.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(labels))], labels)
+        linearity = e2e.get("linearity")
         ax.set(
             ylabel="samples/s",
-            title=f"e2e DDP throughput ({e2e['multi']['backend']}), linearity {e2e['linearity']:.2f}",
+            title=f"e2e DDP throughput ({shown(e2e['multi'].get('backend'))}), linearity "
+            + (f"{linearity:.2f}" if linearity is not None else "-"),
         )
         ax.legend()
         fig.savefig(run_dir / "e2e_throughput.png", dpi=100)
@@ -480,7 +520,7 @@ def e2e_runs(e2e: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     if e2e.get("single"):
         runs.append(("1 node", e2e["single"]))
     if e2e.get("multi"):
-        runs.append((f"{e2e['multi']['nodes']} nodes", e2e["multi"]))
+        runs.append((f"{shown(count(e2e['multi'], 'nodes'))} nodes", e2e["multi"]))
     return runs
 
 
@@ -522,11 +562,11 @@ def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
         lines.append("")
     e2e = results.get("e2e")
     if e2e and e2e.get("multi"):
-        lines += ["| e2e run | ranks | " + " | ".join(f"{p} samples/s" for p in ("p50", "p75", "p90", "p95")) + " |",
+        lines += ["| e2e run | ranks | " + " | ".join(f"{p} samples/s" for p in PERCENTILES) + " |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
         for label, run in e2e_runs(e2e):
-            values = " | ".join(f"{run['percentiles'][p]['samples_per_s']:.1f}" for p in ("p50", "p75", "p90", "p95"))
-            lines.append(f"| {label} | {run['world_size']} | {values} |")
+            values = " | ".join(shown(percentile(run, p)) for p in PERCENTILES)
+            lines.append(f"| {label} | {shown(count(run, 'world_size'))} | {values} |")
         warmup = e2e["multi"].get("warmup_steps")
         if warmup is not None:
             lines += ["", f"Each run's first {warmup} steps are warm-up, left out of the percentiles "

@@ -40,7 +40,7 @@ def make_run(tmp_path: Path, fabric: str, log: Path | None, collective: str = "a
     tmp_path.mkdir(parents=True, exist_ok=True)
     run: dict[str, object] = {"fabric": fabric, "nodes": ["n1", "n2"], "min_efficiency": 0.8, "tolerance": 0.1}
     if log is not None:
-        run["hostnames"] = dict(zip(["n1", "n2"], log_hosts(log)))
+        run["hostnames"] = dict(zip(["n1", "n2"], log_hosts(log), strict=False))
     run |= extra
     if run.get("hostnames") is None:
         run.pop("hostnames", None)
@@ -195,12 +195,14 @@ def test_a_log_with_fewer_ranks_than_the_runs_gpus_is_not_the_clusters_bandwidth
 ) -> None:
     """The run asked for 8 GPUs on each of two nodes; a log of 2 ranks measured a different job (one GPU per node),
     so its bus bandwidth says nothing about this cluster and must not pass."""
-    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=1, gpus={"n1": 8, "n2": 8}))
+    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+                              gpus={"n1": 8, "n2": 8}))  # fmt: skip
     nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "fail" and results["verdict"] == "fail"
     assert nccl["reason"] == ("run ok but it is not this run's job: the log has 2 ranks, the run asked for 16 "
                               "(16 GPUs on 2 nodes)")  # fmt: skip
-    matching = render(make_run(tmp_path / "b", "tcp", two_rank_log, "alltoall", line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
+    matching = render(make_run(tmp_path / "b", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+                               gpus={"n1": 1, "n2": 1}))  # fmt: skip
     assert component(matching, "nccl-tests alltoall")["status"] == "pass"
 
 
@@ -312,6 +314,71 @@ def test_a_transport_warning_is_named_not_hidden_in_a_pass(tmp_path: Path, share
     results = render(make_run(tmp_path, "erdma", log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
     transport = component(results, "transport")
     assert transport["status"] == "pass"
-    assert transport["reason"] == ("NCCL used AWS Libfabric as fabric profile 'erdma' expects; with a warning, not "
-                                   "judged: GPUDirect RDMA is off: some traffic is staged through host memory")  # fmt: skip
+    assert transport["reason"] == (
+        "NCCL used AWS Libfabric as fabric profile 'erdma' expects; with a warning, not judged: GPUDirect RDMA is off: "
+        "some traffic is staged through host memory"
+    )
     assert results["nccl"]["transport"]["verdict"]["status"] == "warn"
+
+
+def edited_e2e(run_dir: Path, **changes: object) -> Path:
+    """e2e.json of ``run_dir`` with keys changed: ``multi__nodes=None`` sets multi.nodes to null, ``...=DELETE`` removes
+    it (what a hand-edited or older file may hold; the schema allows both)."""
+    e2e = json.loads((run_dir / "e2e.json").read_text())
+    for path, value in changes.items():
+        *parents, last = path.split("__")
+        node = e2e
+        for key in parents:
+            node = node[key]
+        if value == "DELETE":
+            del node[last]
+        else:
+            node[last] = value
+    (run_dir / "e2e.json").write_text(json.dumps(e2e))
+    return run_dir
+
+
+def test_a_failed_training_run_fails_e2e_even_with_result_lines(tmp_path: Path) -> None:
+    """A node exited non-zero (e2e.json's error), yet rank 0 printed results whose linearity would pass: fail."""
+    error = "the N-node run on n2 exited 1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
+    results = render(edited_e2e(e2e_dir(tmp_path, 0.5), error=error))
+    e2e = component(results, "e2e")
+    assert e2e["status"] == "fail" and results["verdict"] == "fail"
+    assert e2e["reason"] == f"e2e benchmark failed: {error}"
+    assert main(["report", str(tmp_path)]) == 4
+
+
+@pytest.mark.parametrize("nodes", [1, None, "DELETE"])
+def test_a_linearity_across_nodes_needs_two_nodes(tmp_path: Path, nodes: object) -> None:
+    """multi.nodes of 1 (the N-node run trained on one node), null or missing: nothing crossed nodes, not judged."""
+    results = render(edited_e2e(e2e_dir(tmp_path, 0.5), multi__nodes=nodes))
+    e2e = component(results, "e2e")
+    assert e2e["status"] == "not_judged" and results["verdict"] == "incomplete"
+    assert results["e2e"]["linearity"] is None and e2e["value"] is None
+    assert ("needs 2 or more" if nodes == 1 else "multi.nodes is missing or null") in str(e2e["reason"])
+    assert main(["report", str(tmp_path)]) == 5
+
+
+@pytest.mark.parametrize(
+    ("change", "status"),
+    [
+        ({"single__percentiles__p50__samples_per_s": None}, "not_judged"),
+        ({"multi__percentiles__p50__samples_per_s": None}, "not_judged"),
+        ({"multi__percentiles__p75__samples_per_s": None}, "pass"),  # shown as "-", not needed by the linearity
+        ({"multi__world_size": "DELETE"}, "pass"),
+        ({"multi__backend": "DELETE"}, "pass"),
+        ({"single__world_size": None, "multi__nodes": "DELETE"}, "not_judged"),
+    ],
+)
+def test_null_or_missing_e2e_values_are_shown_as_dashes_not_a_crash(
+    tmp_path: Path, change: dict[str, object], status: str
+) -> None:
+    results = render(edited_e2e(e2e_dir(tmp_path, 0.5), **change))
+    assert component(results, "e2e")["status"] == status
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| e2e run | ranks |" in summary
+    if status == "not_judged" or "p75" in next(iter(change)):
+        assert " - |" in summary
+    assert (tmp_path / "e2e_throughput.png").read_bytes().startswith(PNG)
+    assert main(["report", str(tmp_path)]) == (0 if status == "pass" else 5)
+    assert main(["baseline", str(tmp_path), "-o", str(tmp_path / "baseline.json")]) == 0

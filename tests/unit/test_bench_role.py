@@ -1,9 +1,9 @@
 """What the benchmark role records for the report, evaluated from its real tasks (roles/benchmark/tasks/*.yml) with
 the role's defaults, vars and filters, as Ansible would: thresholds (empty is None, never 0), the refusal of a
-threshold of 0 or less and the nodes' host names in run.json.
+threshold of 0 or less, the nodes' host names in run.json and every training run's exit in e2e.json.
 
 The lab has no GPU and its bench runs only on CPUs, so these values are checked here for the shapes the lab cannot
-produce.
+produce. Registered results have the shape of ansible.builtin.command's and async_status's return values.
 """
 
 from __future__ import annotations
@@ -81,3 +81,41 @@ def test_run_json_records_each_nodes_host_name_from_its_facts() -> None:
     assert evaluate(run_json("hostnames")) == {"node1": "gpu-node1", "node2": "gpu-node2"}
     without_facts = {"node1": {"rdmaforge_node": {"gpu_count": 8}}, "node2": {"rdmaforge_node": {"gpu_count": 8}}}
     assert evaluate(run_json("hostnames"), hostvars=without_facts) == {"node1": None, "node2": None}
+
+
+def command_result(rc: int, stderr: str = "", stdout: str = "") -> dict[str, Any]:
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "changed": False, "failed": False}
+
+
+def async_result(rc: int | None, stderr: str = "") -> dict[str, Any]:
+    if rc is None:  # still running when the wait ended (benchmark_timeout)
+        return {"finished": 0, "started": 1, "ansible_job_id": "j1", "failed": False}
+    return {"finished": 1, "started": 1, "ansible_job_id": "j1", **command_result(rc, stderr)}
+
+
+def e2e_error(one: dict[str, Any], single: dict[str, Any], multi: list[dict[str, Any]]) -> Any:
+    placed = zip(NODES, multi, strict=True)
+    hostvars: dict[str, dict[str, Any]] = {name: {"benchmark_e2e_multi": result} for name, result in placed}
+    hostvars["node1"] |= {"benchmark_e2e_one": one, "benchmark_e2e_single": single}
+    return evaluate(e2e_json("error"), hostvars=hostvars)
+
+
+SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+TRACE = "Traceback (most recent call last):\n  File \"ddp_train.py\", line 1\nRuntimeError: NCCL error: unhandled"
+
+
+def test_e2e_json_records_every_training_runs_failure() -> None:
+    ok = command_result(0, stdout='RDMAFORGE_E2E {"world_size": 1}')
+    assert e2e_error(SKIPPED, ok, [async_result(0), async_result(0)]) is None
+    # The 1-node run is the reference of the linearity: its failure was not recorded before.
+    failed_single = command_result(1, TRACE, stdout='RDMAFORGE_E2E {"world_size": 1}')
+    assert e2e_error(SKIPPED, failed_single, [async_result(0), async_result(0)]) == (
+        "the 1-node run on node1 exited 1: RuntimeError: NCCL error: unhandled"
+    )
+    assert e2e_error(command_result(134), ok, [async_result(0), async_result(1, TRACE)]) == (
+        "the 1-GPU run on node1 exited 134; the N-node run on node2 exited 1: RuntimeError: NCCL error: unhandled"
+    )
+    assert e2e_error(SKIPPED, ok, [async_result(0), async_result(None)]) == (
+        "the N-node run on node2 did not finish before the benchmark's timeout"
+    )
+
