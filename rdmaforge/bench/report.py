@@ -193,11 +193,11 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                                     "nodes, cannot be told")  # fmt: skip
             elif (other := other_job(run, last.ranks)) is not None:
                 component.reason = f"run ok but {other}"
-            elif (elsewhere := ranks_elsewhere(run, last.rank_hosts)) is not None:
-                component.status, component.reason = elsewhere[0], f"run ok but {elsewhere[1]}"
             elif (crossing := fabric_untested(run, last.ranks)) is not None:
                 component.status = "not_judged"
                 component.reason = crossing
+            elif (elsewhere := ranks_elsewhere(run, last.rank_hosts)) is not None:
+                component.status, component.reason = elsewhere[0], f"run ok but {elsewhere[1]}"
             elif threshold is None:
                 component.status = "not_judged"
                 component.reason = "no threshold: benchmark_min_efficiency is empty"

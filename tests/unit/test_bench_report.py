@@ -35,12 +35,15 @@ def log_hosts(log: Path) -> list[str]:
 
 
 def make_run(tmp_path: Path, fabric: str, log: Path | None, collective: str = "all_reduce", **extra: object) -> Path:
-    """A run directory; with a log, run.json records the host names of its nodes as the role does (from the nodes'
-    facts): unless ``hostnames`` is given (None: not recorded), n1 and n2 are the hosts the log's ranks ran on."""
+    """A run directory of nodes n1, n2, ...: one per host the log's ranks ran on (two without a log, or with a log of
+    one host), and run.json records their host names as the role does (from the nodes' facts) unless ``hostnames``
+    is given (None: not recorded)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    run: dict[str, object] = {"fabric": fabric, "nodes": ["n1", "n2"], "min_efficiency": 0.8, "tolerance": 0.1}
+    hosts = log_hosts(log) if log is not None else []
+    nodes = [f"n{i}" for i in range(1, max(len(hosts), 2) + 1)]
+    run: dict[str, object] = {"fabric": fabric, "nodes": nodes, "min_efficiency": 0.8, "tolerance": 0.1}
     if log is not None:
-        run["hostnames"] = dict(zip(["n1", "n2"], log_hosts(log), strict=False))
+        run["hostnames"] = dict(zip(nodes, hosts, strict=False))
     run |= extra
     if run.get("hostnames") is None:
         run.pop("hostnames", None)
