@@ -100,23 +100,21 @@ def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tu
         return "not_judged", "its '#  Rank' lines name no host: which nodes ran the job cannot be told"
     if not nodes:
         return "not_judged", f"run.json names no nodes: the ranks ran on {', '.join(ran)}, against nothing to compare"
-    recorded = run.get("hostnames") if isinstance(run.get("hostnames"), Mapping) else {}
-    named = {n: str(recorded[n]) for n in nodes if isinstance(recorded, Mapping) and recorded.get(n)}
-    if len(named) == len(nodes):
-        hosts = {n: short_host(h) for n, h in named.items()}
-        shared = sorted({h for h in hosts.values() if list(hosts.values()).count(h) > 1})
-        if shared:
-            return "not_judged", (f"nodes {', '.join(n for n in nodes if hosts[n] in shared)} have the same host name "
-                                  f"({', '.join(shared)}): which of them ran the ranks cannot be told")  # fmt: skip
-    elif {short_host(n) for n in nodes} == set(ran):
-        return None  # a run directory that names its nodes by host name
-    elif len(ran) < len(nodes):
-        return "fail", (f"the ranks ran on {len(ran)} host(s) ({', '.join(ran)}), the run has {len(nodes)} nodes "
-                        f"({', '.join(nodes)}): the job did not span the run's nodes")  # fmt: skip
-    else:
+    recorded = run.get("hostnames")
+    hosts = {n: short_host(str(recorded[n])) for n in nodes if isinstance(recorded, Mapping) and recorded.get(n)}
+    if len(hosts) < len(nodes):  # not recorded: compared with the node names
+        if {short_host(n) for n in nodes} == set(ran):
+            return None  # a run directory that names its nodes by host name
+        if len(ran) < len(nodes):
+            return "fail", (f"the ranks ran on {len(ran)} host(s) ({', '.join(ran)}), the run has {len(nodes)} nodes "
+                            f"({', '.join(nodes)}): the job did not span the run's nodes")  # fmt: skip
         return "not_judged", (f"run.json records no host names of its nodes: the ranks ran on {', '.join(ran)}, not "
                               f"named like the run's nodes ({', '.join(nodes)}); whether they are the same nodes "
                               "cannot be told")  # fmt: skip
+    shared = sorted({h for h in hosts.values() if list(hosts.values()).count(h) > 1})
+    if shared:
+        return "not_judged", (f"nodes {', '.join(n for n in nodes if hosts[n] in shared)} have the same host name "
+                              f"({', '.join(shared)}): which of them ran the ranks cannot be told")  # fmt: skip
     expected = {hosts[n]: n for n in nodes}
     if set(ran) == set(expected):
         return None

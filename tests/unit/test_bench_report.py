@@ -270,6 +270,17 @@ def test_without_recorded_host_names_other_hosts_are_not_judged(tmp_path: Path, 
     assert main(["report", str(tmp_path)]) == 5
 
 
+def test_nodes_sharing_a_host_name_are_not_judged(tmp_path: Path, shared_dir: Path) -> None:
+    """Two nodes whose facts give the same host name (a cloned image): which of them ran the ranks cannot be told."""
+    log = corpus_log(shared_dir, LOG_05)
+    first = log_hosts(log)[0]
+    results = render(make_run(tmp_path, "tcp", log, "alltoall", line_rate_gbps=1, gpus={"n1": 1, "n2": 1},
+                              hostnames={"n1": first, "n2": f"{first}.other-domain"}))  # fmt: skip
+    nccl = component(results, "nccl-tests alltoall")
+    assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
+    assert f"nodes n1, n2 have the same host name ({first})" in str(nccl["reason"])
+
+
 def test_all_ranks_on_one_node_are_not_a_two_node_result(tmp_path: Path, shared_dir: Path) -> None:
     """07: twelve V100 ranks of one DGX-2 (its Rank lines all name one host). As a two-node run's log its busbw
     went over NVLink, not the fabric: it fails, with or without the nodes' host names in run.json."""
