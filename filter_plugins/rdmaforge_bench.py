@@ -7,6 +7,8 @@ from typing import Any
 
 from rdmaforge.bench.e2e import parse_output
 from rdmaforge.bench.line_rate import node_line_rate
+from rdmaforge.bench.verdict import optional_float
+from rdmaforge.inventory_checks import threshold_problems as _threshold_problems
 
 
 def nodes_without_gpus(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -32,6 +34,57 @@ def port_line_rates(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, An
     return rates
 
 
+def _last_line(text: Any) -> str:
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def e2e_error(nodes: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Why the e2e training failed, for e2e.json's ``error``: each run that exited non-zero or did not finish (the
+    1-GPU and 1-node runs on the first node, the N-node run on every node), with its last line of output; None when
+    every run that ran exited 0. A run with a result line but a non-zero exit failed all the same."""
+    if not nodes:
+        return None
+    first = hostvars[nodes[0]]
+    runs = [("1-GPU", nodes[0], first.get("benchmark_e2e_one"))]
+    runs += [("1-node", nodes[0], first.get("benchmark_e2e_single"))]
+    runs += [("N-node", node, hostvars[node].get("benchmark_e2e_multi")) for node in nodes]
+    failures = []
+    for label, node, result in runs:
+        if not isinstance(result, Mapping) or result.get("skipped"):
+            continue
+        if "rc" not in result and not result.get("finished", True):
+            failures.append(f"the {label} run on {node} did not finish before the benchmark's timeout")
+            continue
+        rc = result.get("rc")
+        if rc is None or rc == 0:
+            continue
+        why = _last_line(result.get("stderr")) or _last_line(result.get("msg")) or _last_line(result.get("stdout"))
+        failures.append(f"the {label} run on {node} exited {rc}" + (f": {why}" if why else ""))
+    return "; ".join(failures) or None
+
+
+def hostnames(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
+    """Each host's host name from its gathered facts (``hostname``: up to the first dot, as nccl-tests names the
+    host of each rank), None where no facts were gathered; for run.json."""
+    found: dict[str, str | None] = {}
+    for host in hosts:
+        facts = hostvars[host].get("ansible_facts") or {}
+        name = facts.get("hostname") or facts.get("nodename")
+        found[host] = str(name) if name else None
+    return found
+
+
+def threshold(value: Any) -> float | None:
+    """A benchmark threshold for run.json and e2e.json: the number, or None (not judged) when it is empty."""
+    return optional_float(value)
+
+
+def threshold_problems(values: Mapping[str, Any], host: str) -> list[str]:
+    """One line per benchmark threshold of ``values`` that is not allowed (0 or less, not a number)."""
+    return [problem.message for problem in _threshold_problems(host, values)]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -39,4 +92,8 @@ class FilterModule:
             "rdmaforge_gpu_counts": gpu_counts,
             "rdmaforge_port_line_rates": port_line_rates,
             "rdmaforge_e2e_result": parse_output,
+            "rdmaforge_e2e_error": e2e_error,
+            "rdmaforge_hostnames": hostnames,
+            "rdmaforge_threshold": threshold,
+            "rdmaforge_threshold_problems": threshold_problems,
         }

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import fabrics, fast_yaml
+from rdmaforge.bench.verdict import THRESHOLDS, threshold_allowed, threshold_problem
 from rdmaforge.plain_data import plain
 
 #: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
@@ -395,6 +396,18 @@ def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Pr
     return found
 
 
+def threshold_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """The benchmark's thresholds (rdmaforge.bench.verdict.THRESHOLDS) must be above 0 or empty: a threshold of 0 or
+    less would pass anything (0 GB/s included); empty is the way to report a component without judging it."""
+    found = []
+    for variable, at_most in THRESHOLDS.items():
+        if variable in values and threshold_problem(values[variable], at_most) is not None:
+            message = (f"{host}: {variable}={show(values[variable])} is not allowed; allowed: "
+                       f"{threshold_allowed(at_most)}")  # fmt: skip
+            found.append(Problem(host, variable, message))
+    return found
+
+
 # --- renamed variables ---------------------------------------------------------------------------
 
 #: Role variables that were renamed: old name -> the name that replaced it. An inventory that still sets the old
@@ -717,6 +730,7 @@ def inventory_report(nodes: Sequence[NodeInput], group: str = "cluster") -> dict
         found += node_name_problems(node.name)
         found += network_retry_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
+        found += threshold_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
         found += version_problems(node.name, node.values)
         if node.address is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import fabrics
+from rdmaforge.bench.verdict import threshold_problem
 from rdmaforge.errors import UserError
 from rdmaforge.plain_data import TOO_DEEP, too_deep
 
@@ -155,8 +156,14 @@ def equals(expected: Any) -> Check:
     return check
 
 
+#: A message size in bytes fits in 64 bits: 20 digits at most (Python refuses to read an int of over 4300).
+MAX_SIZE_DIGITS = 20
+
+
 def digits(value: Any) -> str | None:
-    return None if value.isascii() and value.isdigit() else "must be a message size in bytes (digits only)"
+    if value.isascii() and value.isdigit() and len(value) <= MAX_SIZE_DIGITS:
+        return None
+    return f"must be a message size in bytes (digits only, {MAX_SIZE_DIGITS} at most)"
 
 
 def one_of(*allowed: str) -> Check:
@@ -173,15 +180,11 @@ def safe_name(value: Any) -> str | None:
 
 
 def _no_threshold_or_fraction(value: Any) -> str | None:
-    if isinstance(value, str):
-        return None if value.strip().lower() in ("", "none", "null") else 'must be a number, null, "" or "none"'
-    return fraction(0.0, 1.0)(value)
+    return threshold_problem(value, 1.0)  # 0 would pass anything: an empty threshold is "not judged"
 
 
 def _threshold(value: Any) -> str | None:
-    if isinstance(value, str):
-        return None if value.strip().lower() in ("", "none", "null") else 'must be a number, null, "" or "none"'
-    return non_negative(value)
+    return threshold_problem(value, None)
 
 
 STRING = Scalar(("string",))
@@ -213,6 +216,8 @@ RUN_JSON = Obj(
         "e2e_enabled": Scalar(("boolean",)),
         "accelerators": Obj({"acspeed": Scalar(("boolean",)), "net_plugin": Scalar(("string",))}),
         "gpus": MapOf(Scalar(("integer", "null"), non_negative)),
+        # Each node's host name (its facts), which nccl-tests' Rank lines name; absent in runs recorded before.
+        "hostnames": MapOf(OPT_STRING),
         "required": ListOf(STRING),
         "optional": ListOf(STRING),
     }

@@ -10,8 +10,9 @@ Two accelerators of seed 003 (AIACC-ACSpeed) print a line when they are in use:
   variants (strings of the released binary). Those NCCL lines are read by rdmaforge.nccl_tests.transport, the
   same reader as for nccl-tests' logs.
 
-An enabled accelerator whose line is absent from a log that exists is a failure; with a log missing (and the
-line not found in the others) it is not judged. Neither is ever a pass.
+An enabled accelerator whose line is absent from a log that exists is a failure; with a log missing or empty (the
+role writes a blank file when a node's output is missing) it is not judged, even when another node's log shows
+the line: nothing shows what ran on that node. Neither is ever a pass.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ class TrainingLog:
     name: str
     text: str | None
 
+    @property
+    def blank(self) -> str | None:
+        """Why the log has nothing to read ("missing", "empty"), or None when it has text."""
+        if self.text is None:
+            return "missing"
+        return None if self.text.strip() else "empty"
+
+
+def _blank_logs(logs: Sequence[TrainingLog]) -> list[str]:
+    """'NAME is missing' / 'NAME is empty' for each log with nothing to read."""
+    return [f"{log.name} is {log.blank}" for log in logs if log.blank]
+
 
 def acspeed_lines(text: str) -> list[str]:
     """The lines of ``text`` that say ACSpeed's c10d plugin initialised (one per rank that prints it)."""
@@ -57,30 +70,34 @@ def acspeed_lines(text: str) -> list[str]:
 
 
 def judge_acspeed(logs: Sequence[TrainingLog], warmup_steps: int | None) -> tuple[Component, dict[str, Any]]:
-    """ACSpeed's init line must appear in every training run (any node's log of that run)."""
+    """ACSpeed's init line must appear in every training run (any node's log of that run: whether every rank prints
+    it is not documented), and every log of the run must have text (a missing or empty one is not judged)."""
     component = Component("e2e acspeed", GROUP, "fail", "", threshold=f"'{ACSPEED_LINE}' in every training run")
-    counts = {log.name: len(acspeed_lines(log.text)) for log in logs if log.text is not None}
-    missing = [log.name for log in logs if log.text is None]
+    counts = {log.name: len(acspeed_lines(log.text)) for log in logs if log.text is not None and not log.blank}
+    missing = [log.name for log in logs if log.blank]
     detail = {"enabled": True, "init_lines": counts, "missing_logs": missing}
     component.value = f"{sum(counts.values())} init lines"
     if not logs:
         component.status, component.reason = "not_judged", "no training log to read (the e2e run left none)"
         return component, detail
     runs = list(dict.fromkeys(log.run for log in logs))
-    without: list[str] = []  # runs whose logs all exist and none has the line
-    unknown: list[str] = []  # runs without the line in the logs there are, but with a log missing
+    without: list[str] = []  # runs whose logs all have text and none has the line
+    unknown: list[str] = []  # runs with a log missing or empty
     for run in runs:
         mine = [log for log in logs if log.run == run]
-        if any(counts.get(log.name) for log in mine):
-            continue
-        names = ", ".join(log.name for log in mine)
-        (unknown if any(log.text is None for log in mine) else without).append(f"{run} run ({names})")
+        blank = _blank_logs(mine)
+        if blank:
+            found = ", ".join(log.name for log in mine if counts.get(log.name))
+            unknown.append(f"{run} run ({', '.join(blank)}" + (f"; the line is in {found})" if found else ")"))
+        elif not any(counts.get(log.name) for log in mine):
+            without.append(f"{run} run ({', '.join(log.name for log in mine)})")
     if without:
         component.reason = (f"ACSpeed is enabled but its '{ACSPEED_LINE}' line is absent from the "
                             f"{', '.join(without)}: the training ran without ACSpeed")  # fmt: skip
     elif unknown:
         component.status = "not_judged"
-        component.reason = f"no '{ACSPEED_LINE}' line and a log missing for the {', '.join(unknown)}"
+        component.reason = (f"a log missing or empty for the {'; '.join(unknown)}: whether ACSpeed ran on every node "
+                            "cannot be told")  # fmt: skip
     else:
         component.status = "pass"
         component.reason = f"'{ACSPEED_LINE}' found in every training run ({', '.join(runs)})"
@@ -98,22 +115,25 @@ def _is_plugin_network(provider: str, network: str) -> bool:
 def judge_net_plugin(
     provider: str, fabric: str, logs: Sequence[TrainingLog], backend: str | None
 ) -> tuple[Component, dict[str, Any]]:
-    """The net plugin must have carried the N-node training's traffic: every ``Using network`` names it."""
+    """The net plugin must have carried the N-node training's traffic on every node: each node's log must show a
+    ``Using network`` line, and every one must name the plugin's network. A node whose log is missing or empty is not
+    judged (nothing shows what its ranks used); one node's log is never evidence for another's."""
     prefix = PLUGIN_NETWORK_PREFIXES.get(provider)
     expected = f"Using network {prefix}-*" if prefix else "Using network <the plugin's, not IB or Socket>"
     component = Component(f"e2e net plugin {provider}", GROUP, "fail", "", threshold=expected)
-    detail: dict[str, Any] = {"provider": provider, "missing_logs": [log.name for log in logs if log.text is None]}
+    detail: dict[str, Any] = {"provider": provider, "missing_logs": [log.name for log in logs if log.blank]}
     if backend is not None and backend != "nccl":
         component.status = "skipped"
         component.reason = f"the training used {backend}, not NCCL (no GPU), so no NCCL net plugin could be used"
         return component, detail
-    present = [log for log in logs if log.text is not None]
+    present = [log for log in logs if not log.blank]
+    blank = _blank_logs(logs)
     if not present:
         component.status = "not_judged"
-        component.reason = "no N-node training log to read" + (" (missing: " + ", ".join(detail["missing_logs"]) + ")"
-                                                               if detail["missing_logs"] else "")  # fmt: skip
+        component.reason = "no N-node training log to read" + (f" ({', '.join(blank)})" if blank else "")
         return component, detail
-    transport = merge_transports(parse_transport(log.text or "") for log in present)
+    per_log = {log.name: parse_transport(log.text or "") for log in present}
+    transport = merge_transports(per_log.values())
     networks = transport.all_networks
     detail.update({"networks": networks, "plugin": transport.plugin, "plugin_result": transport.plugin_result,
                    "plugin_detail": transport.plugin_detail, "info_lines": transport.info_lines})  # fmt: skip
@@ -121,6 +141,8 @@ def judge_net_plugin(
     theirs = [name for name in networks if _is_plugin_network(provider, name)]
     others = [name for name in networks if name not in theirs]
     where = ", ".join(log.name for log in present)
+    silent = [name for name, read in per_log.items() if not read.all_networks]  # no 'Using network' line
+    elsewhere = [name for name, read in per_log.items() if any(n in others for n in read.all_networks)]
     if transport.plugin_result == "init_failed":
         used = ", ".join(networks) or "no network (the log ends before NCCL chose one)"
         hint = f". {PLUGIN_INIT_HINTS[provider]}" if provider in PLUGIN_INIT_HINTS else ""
@@ -135,14 +157,18 @@ def judge_net_plugin(
         component.reason = f"no 'Using network' line in {where}: nothing shows that the {provider} plugin was used"
     elif others:
         some = f"on some ranks (others used {', '.join(theirs)})" if theirs else "instead"
-        component.reason = f"the {provider} net plugin is enabled but NCCL used {', '.join(others)} {some}"
+        component.reason = (f"the {provider} net plugin is enabled but NCCL used {', '.join(others)} {some} "
+                            f"({', '.join(elsewhere)})")  # fmt: skip
     elif fabrics.is_rdma(fabric) and any(is_socket(name) for name in theirs):
         component.reason = (f"the {provider} plugin carried the traffic over TCP ({', '.join(theirs)}), but fabric "
                             f"profile '{fabric}' expects RDMA")  # fmt: skip
-    elif detail["missing_logs"]:
+    elif silent:
+        component.reason = (f"no 'Using network' line in {', '.join(silent)}: nothing shows that the {provider} plugin "
+                            f"was used there (NCCL used {', '.join(theirs)} in the other logs)")  # fmt: skip
+    elif blank:
         component.status = "not_judged"
-        component.reason = (f"NCCL used {', '.join(theirs)} in {where}, but the log of "
-                            f"{', '.join(detail['missing_logs'])} is missing")  # fmt: skip
+        component.reason = (f"NCCL used {', '.join(theirs)} in {where}, but the log of {', '.join(blank)}: what its "
+                            "ranks used cannot be told")  # fmt: skip
     else:
         component.status = "pass"
         component.reason = f"NCCL used the {provider} net plugin's network {', '.join(theirs)} ({where})"

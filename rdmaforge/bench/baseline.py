@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import stored
+from rdmaforge.bench.e2e import percentile
 from rdmaforge.bench.verdict import Component
 from rdmaforge.errors import UserError
 
@@ -44,7 +45,7 @@ def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dic
     measured = results.get("e2e") or {}
     for key in ("single", "multi"):
         if measured.get(key):
-            e2e[f"{key}_p50_samples_per_s"] = measured[key]["percentiles"]["p50"]["samples_per_s"]
+            e2e[f"{key}_p50_samples_per_s"] = percentile(measured[key], "p50")
             e2e[f"{key}_backend"] = measured[key].get("backend")
     if not nccl and not e2e:
         raise BaselineError(f"{source}: the run has no nccl-tests table and no e2e result to make a baseline from")
@@ -134,7 +135,11 @@ def compare_e2e(base: Mapping[str, Any], e2e: Mapping[str, Any] | None, toleranc
     multi = (e2e or {}).get("multi")
     if not multi:
         return Component(name, "baseline", "skipped", "no N-node e2e result in this run")
-    now = float(multi["percentiles"]["p50"]["samples_per_s"])
+    now = percentile(multi, "p50")
+    if now is None:
+        return Component(name, "baseline", "not_judged", "this run's N-node p50 throughput is missing (e2e.json: "
+                         "multi.percentiles.p50.samples_per_s)", threshold=round(float(previous) * (1 - tolerance), 3),
+                         unit="samples/s")  # fmt: skip
     floor = float(previous) * (1 - tolerance)
     if now < floor:
         return Component(name, "baseline", "fail", f"N-node p50 throughput {now:.1f} samples/s regressed from the "

@@ -19,16 +19,26 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rdmaforge import fabrics
 from rdmaforge.bench import accelerators, baseline
+from rdmaforge.bench.e2e import count, percentile
 from rdmaforge.bench.line_rate import expected_line_rate
-from rdmaforge.bench.verdict import Component, Status, describe, mark_required, overall, required_groups
-from rdmaforge.nccl_tests import parse_file, verdict
+from rdmaforge.bench.verdict import (
+    Component,
+    Status,
+    describe,
+    mark_required,
+    optional_float,
+    overall,
+    required_groups,
+)
+from rdmaforge.nccl_tests import Run, parse_file, verdict
 from rdmaforge.nccl_tests.transport import merge_transports
+from rdmaforge.stored import PERCENTILES
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
 DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
@@ -44,13 +54,6 @@ def line_rate(run: dict[str, Any]) -> dict[str, Any]:
 
 def expected_busbw_gbs(run: dict[str, Any]) -> float:
     return float(line_rate(run)["gbps"]) / 8.0
-
-
-def optional_float(value: Any) -> float | None:
-    """A threshold from run.json: None, "" and "none" mean no threshold."""
-    if value is None or str(value).strip().lower() in ("", "none", "null"):
-        return None
-    return float(value)
 
 
 def gpu_words(run: dict[str, Any]) -> str:
@@ -75,6 +78,63 @@ def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
     if total <= 0 or ranks == total:
         return None
     return f"it is not this run's job: the log has {ranks} ranks, the run asked for {total} ({gpu_words(dict(run))})"
+
+
+def short_host(name: str) -> str:
+    """A host name as nccl-tests prints it in its ``#  Rank`` lines: up to its first dot."""
+    return name.split(".", 1)[0]
+
+
+def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tuple[Status, str] | None:
+    """Whether the log's ranks ran on the run's nodes: None when they did, else (fail or not_judged, why).
+
+    The hosts are those of the ``#  Rank`` lines; run.json's ``hostnames`` (node -> host name, recorded by the role
+    from the nodes' facts) say which host each node is. A job on other nodes (mpirun filling a hostfile that lists
+    nodes this run left out) or on fewer of them (all ranks on one node: NVLink, not the fabric) measured something
+    else, and fails. Without ``hostnames`` (a run recorded before they were kept, or by hand) the hosts are compared
+    with the node names; when they differ, which nodes ran cannot be told: not judged.
+    """
+    nodes = [str(n) for n in run.get("nodes") or []]
+    ran = sorted({short_host(h) for h in rank_hosts.values()})
+    if not ran:
+        return "not_judged", "its '#  Rank' lines name no host: which nodes ran the job cannot be told"
+    if not nodes:
+        return "not_judged", f"run.json names no nodes: the ranks ran on {', '.join(ran)}, against nothing to compare"
+    recorded = run.get("hostnames")
+    hosts = {n: short_host(str(recorded[n])) for n in nodes if isinstance(recorded, Mapping) and recorded.get(n)}
+    if len(hosts) < len(nodes):  # not recorded: compared with the node names
+        if {short_host(n) for n in nodes} == set(ran):
+            return None  # a run directory that names its nodes by host name
+        if len(ran) < len(nodes):
+            return "fail", (f"the ranks ran on {len(ran)} host(s) ({', '.join(ran)}), the run has {len(nodes)} nodes "
+                            f"({', '.join(nodes)}): the job did not span the run's nodes")  # fmt: skip
+        return "not_judged", (f"run.json records no host names of its nodes: the ranks ran on {', '.join(ran)}, not "
+                              f"named like the run's nodes ({', '.join(nodes)}); whether they are the same nodes "
+                              "cannot be told")  # fmt: skip
+    shared = sorted({h for h in hosts.values() if list(hosts.values()).count(h) > 1})
+    if shared:
+        return "not_judged", (f"nodes {', '.join(n for n in nodes if hosts[n] in shared)} have the same host name "
+                              f"({', '.join(shared)}): which of them ran the ranks cannot be told")  # fmt: skip
+    expected = {hosts[n]: n for n in nodes}
+    if set(ran) == set(expected):
+        return None
+    others = [h for h in ran if h not in expected]
+    idle = [f"{expected[h]} ({h})" for h in sorted(expected) if h not in ran]
+    parts = ([f"ranks on {', '.join(others)}, not nodes of this run"] if others else []) + (
+        [f"no rank on {', '.join(idle)}"] if idle else [])  # fmt: skip
+    return "fail", f"it is not this run's nodes' job: {'; '.join(parts)}"
+
+
+def run_of(runs: Sequence[Run], name: str, log: str) -> tuple[Run | None, str]:
+    """The last run of collective ``name`` in a log (or of an unnamed one: nccl-tests before 2.13 does not print
+    it), and why there is none: another collective's output is not this one's result."""
+    mine = [r for r in runs if r.collective == name] or [r for r in runs if r.collective is None]
+    if mine:
+        return mine[-1], ""
+    if not runs:
+        return None, f"no nccl-tests result in {log} (crashed before the table)"
+    others = ", ".join(dict.fromkeys(str(r.collective) for r in runs))
+    return None, f"{log} holds no {name} run (it holds {others}): it is another collective's output"
 
 
 def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
@@ -114,10 +174,10 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             transports.append(report.transport)
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
-        if not runs:
-            component.reason = f"no nccl-tests result in {log.name} (crashed before the table)"
+        last, missing = run_of(runs, name, log.name)
+        if last is None:
+            component.reason = missing
         else:
-            last = runs[-1]
             peak = max((r.out_of_place.busbw for r in last.rows), default=None)
             entry = {"status": last.status, "avg_busbw": last.avg_busbw, "peak_busbw": peak,
                      "efficiency": (peak / expected) if peak is not None else None,
@@ -125,11 +185,17 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             component.value = peak
             if last.status != "ok":
                 component.reason = f"run {last.status}: {last.status_reason}"
+            elif last.ranks is None:
+                component.status = "not_judged"
+                component.reason = ("run ok but the log lists no '#  Rank' lines: how many ranks ran, and on which "
+                                    "nodes, cannot be told")  # fmt: skip
             elif (other := other_job(run, last.ranks)) is not None:
                 component.reason = f"run ok but {other}"
             elif (crossing := fabric_untested(run, last.ranks)) is not None:
                 component.status = "not_judged"
                 component.reason = crossing
+            elif (elsewhere := ranks_elsewhere(run, last.rank_hosts)) is not None:
+                component.status, component.reason = elsewhere[0], f"run ok but {elsewhere[1]}"
             elif threshold is None:
                 component.status = "not_judged"
                 component.reason = "no threshold: benchmark_min_efficiency is empty"
@@ -151,20 +217,46 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     else:
         judged = verdict(transport, fabric)
         transport_dict["verdict"] = judged.to_dict()
-        status: Status = {"ok": "pass", "warn": "pass", "fail": "fail"}.get(judged.status, "not_judged")  # type: ignore[assignment]
-        components.append(Component("transport", "transport", status, "; ".join(judged.messages),
+        components.append(Component("transport", "transport", *transport_status(judged.status, judged.messages),
                                     threshold=judged.expected, value=", ".join(transport.all_networks) or None,
                                     on=f"{fabric} fabric"))  # fmt: skip
     return {"status": "ran", "expected_busbw_gbs": expected, "line_rate": rate, "min_efficiency": threshold,
             "collectives": collectives, "transport": transport_dict}  # fmt: skip
 
 
+def transport_status(status: str, messages: Sequence[str]) -> tuple[Status, str]:
+    """The transport component's status and reason from the transport verdict (rdmaforge.nccl_tests.transport).
+
+    A warn verdict met the expectation the component is judged by (the fabric's transport: RDMA or Socket) and
+    passes, but its warnings (GPUDirect RDMA off, an HCA on another link layer) are named as warnings in the
+    reason: they were not judged against anything, and the pass is not a clean one.
+    """
+    if status == "warn" and len(messages) > 1:
+        return "pass", f"{messages[0]}; with a warning, not judged: {'; '.join(messages[1:])}"
+    found: Status = {"ok": "pass", "warn": "pass", "fail": "fail"}.get(status, "not_judged")  # type: ignore[assignment]
+    return found, "; ".join(messages)
+
+
 #: e2e.json's training runs and how the report names them.
 RUN_LABELS = {"one": "1-GPU", "single": "1-node", "multi": "N-node"}
 
 
-def p50(run: dict[str, Any]) -> float:
-    return float(run["percentiles"]["p50"]["samples_per_s"])
+def p50(run: Mapping[str, Any]) -> float | None:
+    return percentile(run, "p50")
+
+
+def shown(value: Any) -> str:
+    """A value of e2e.json in the summary: "-" where it is missing."""
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def training_on(run: Mapping[str, Any], nodes: str) -> str:
+    """What a training run ran on, in words (e.g. "gloo on CPU, 2 nodes, 2 ranks")."""
+    backend = run.get("backend")
+    device = "GPU" if backend == "nccl" else "CPU" if backend else "?"
+    return f"{backend or 'unknown backend'} on {device}, {nodes}, {shown(count(run, 'world_size'))} ranks"
 
 
 def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component]) -> dict[str, Any] | None:
@@ -177,19 +269,35 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
     single, multi = e2e.get("single"), e2e.get("multi")
     minimum = optional_float(e2e.get("min_linearity"))
     component = Component("e2e", "e2e", "fail", "", unit="linearity")
+    e2e["linearity"] = None
+    error = e2e.get("error")
     if single and multi:
         # Seed 003, across nodes: multi-node throughput / single-node throughput / node count.
-        nodes = int(multi.get("nodes") or 1)
+        nodes = count(multi, "nodes")
         one, many = p50(single), p50(multi)
-        e2e["linearity"] = many / (one * nodes) if one and nodes else None
-        device = "GPU" if multi.get("backend") == "nccl" else "CPU"
-        ranks = int(multi.get("world_size") or nodes)
-        component.on = f"{multi.get('backend')} on {device}, {nodes} nodes, {ranks} ranks"
+        if one is not None and many is not None and nodes is not None and nodes >= 2:
+            e2e["linearity"] = many / (one * nodes) if one else None
+        component.on = training_on(multi, f"{shown(nodes)} nodes")
         component.value = round(e2e["linearity"], 3) if e2e["linearity"] is not None else None
-        judge_linearity(component, e2e["linearity"], minimum, "benchmark_e2e_min_linearity",
-                        "the 1-node run measured no throughput")  # fmt: skip
+        if error:  # a run that exited non-zero failed, whatever its result line says
+            component.reason = f"e2e benchmark failed: {error}"
+        elif nodes is None:
+            component.status = "not_judged"
+            component.reason = ("e2e.json does not say how many nodes the N-node run trained on (multi.nodes is "
+                                "missing or null): its linearity across nodes cannot be computed")  # fmt: skip
+        elif nodes < 2:
+            component.status = "not_judged"
+            component.reason = f"the N-node run trained on {nodes} node: a linearity across nodes needs 2 or more"
+        elif one is None or many is None:
+            component.status = "not_judged"
+            which, key = ("1-node", "single") if one is None else ("N-node", "multi")
+            component.reason = (f"the {which} run's p50 throughput is missing (e2e.json: {key}.percentiles.p50."
+                                "samples_per_s is null): the linearity cannot be computed")  # fmt: skip
+        else:
+            judge_linearity(component, e2e["linearity"], minimum, "benchmark_e2e_min_linearity",
+                            "the 1-node run measured no throughput")  # fmt: skip
     else:
-        component.reason = f"e2e benchmark failed: {e2e.get('error') or 'no result line from the training run'}"
+        component.reason = f"e2e benchmark failed: {error or 'no result line from the training run'}"
     components.append(component)
     intra_node_result(e2e, minimum, components)
     return e2e
@@ -213,15 +321,21 @@ def intra_node_result(e2e: dict[str, Any], across_minimum: float | None, compone
     elif not one:
         component.reason = "the 1-GPU run printed no result"
     else:
-        gpus = int(single.get("world_size") or 1)
-        device = "GPU" if single.get("backend") == "nccl" else "CPU"
-        component.on = f"{single.get('backend')} on {device}, 1 node, {gpus} ranks against 1"
-        reference = p50(one)
-        e2e["linearity_intra_node"] = p50(single) / (reference * gpus) if reference else None
-        if e2e["linearity_intra_node"] is not None:
-            component.value = round(e2e["linearity_intra_node"], 3)
-        judge_linearity(component, e2e["linearity_intra_node"], minimum, "benchmark_e2e_min_intra_node_linearity",
-                        "the 1-GPU run measured no throughput")  # fmt: skip
+        gpus = count(single, "world_size")
+        component.on = training_on(single, "1 node") + " against 1"
+        reference, node = p50(one), p50(single)
+        if gpus is None or reference is None or node is None:
+            component.status = "not_judged"
+            missing = "single.world_size" if gpus is None else "one" if reference is None else "single"
+            if gpus is not None:
+                missing += ".percentiles.p50.samples_per_s"
+            component.reason = f"e2e.json has no {missing}: the linearity within a node cannot be computed"
+        else:
+            e2e["linearity_intra_node"] = node / (reference * gpus) if reference else None
+            if e2e["linearity_intra_node"] is not None:
+                component.value = round(e2e["linearity_intra_node"], 3)
+            judge_linearity(component, e2e["linearity_intra_node"], minimum, "benchmark_e2e_min_intra_node_linearity",
+                            "the 1-GPU run measured no throughput")  # fmt: skip
     components.append(component)
 
 
@@ -375,17 +489,19 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
         written.append("nccl_busbw.png")
     e2e = results.get("e2e") or {}
     if e2e.get("single") and e2e.get("multi"):
-        labels = ["p50", "p75", "p90", "p95"]
+        labels = list(PERCENTILES)
         fig, ax = plt.subplots(figsize=(8, 5))
         runs = e2e_runs(e2e)
         width = 0.8 / len(runs)
         for offset, (key, run) in enumerate(runs):
-            values = [run["percentiles"][label]["samples_per_s"] for label in labels]
-            ax.bar([i + offset * width for i in range(len(labels))], values, width, label=key)
+            bars = [(i, value) for i, name in enumerate(labels) if (value := percentile(run, name)) is not None]
+            ax.bar([i + offset * width for i, _ in bars], [value for _, value in bars], width, label=key)
         ax.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(labels))], labels)
+        linearity = e2e.get("linearity")
         ax.set(
             ylabel="samples/s",
-            title=f"e2e DDP throughput ({e2e['multi']['backend']}), linearity {e2e['linearity']:.2f}",
+            title=f"e2e DDP throughput ({shown(e2e['multi'].get('backend'))}), linearity "
+            + (f"{linearity:.2f}" if linearity is not None else "-"),
         )
         ax.legend()
         fig.savefig(run_dir / "e2e_throughput.png", dpi=100)
@@ -402,7 +518,7 @@ def e2e_runs(e2e: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     if e2e.get("single"):
         runs.append(("1 node", e2e["single"]))
     if e2e.get("multi"):
-        runs.append((f"{e2e['multi']['nodes']} nodes", e2e["multi"]))
+        runs.append((f"{shown(count(e2e['multi'], 'nodes'))} nodes", e2e["multi"]))
     return runs
 
 
@@ -444,11 +560,11 @@ def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
         lines.append("")
     e2e = results.get("e2e")
     if e2e and e2e.get("multi"):
-        lines += ["| e2e run | ranks | " + " | ".join(f"{p} samples/s" for p in ("p50", "p75", "p90", "p95")) + " |",
+        lines += ["| e2e run | ranks | " + " | ".join(f"{p} samples/s" for p in PERCENTILES) + " |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
         for label, run in e2e_runs(e2e):
-            values = " | ".join(f"{run['percentiles'][p]['samples_per_s']:.1f}" for p in ("p50", "p75", "p90", "p95"))
-            lines.append(f"| {label} | {run['world_size']} | {values} |")
+            values = " | ".join(shown(percentile(run, p)) for p in PERCENTILES)
+            lines.append(f"| {label} | {shown(count(run, 'world_size'))} | {values} |")
         warmup = e2e["multi"].get("warmup_steps")
         if warmup is not None:
             lines += ["", f"Each run's first {warmup} steps are warm-up, left out of the percentiles "

@@ -15,6 +15,7 @@ not), ``incomplete`` when a required component was skipped or not judged or when
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -33,6 +34,45 @@ EXIT_CODES: dict[str, ExitCode] = {
     "fail": ExitCode.BELOW_THRESHOLD,
     "incomplete": ExitCode.INCOMPLETE,
 }
+
+
+#: The benchmark's thresholds (roles/benchmark variables) and the highest value each allows (None: no upper bound).
+#: Empty (null or "") means the component is reported but not judged; 0 or less would pass anything, 0 GB/s too.
+THRESHOLDS: dict[str, float | None] = {
+    "benchmark_min_efficiency": 1.0,  # a fraction of the line rate
+    "benchmark_e2e_min_linearity": None,  # seed 003's 0.8; a super-linear floor is the user's choice
+    "benchmark_e2e_min_intra_node_linearity": None,
+}
+
+
+def optional_float(value: Any) -> float | None:
+    """A threshold as written in run.json, e2e.json or a role variable: None, "", "none" and "null" mean no
+    threshold (not judged); anything else is a number (ValueError or TypeError when it is not one)."""
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None
+    return float(value)
+
+
+def threshold_allowed(at_most: float | None) -> str:
+    """What a threshold allows, in words."""
+    upper = f" and at most {at_most:g}" if at_most is not None else ""
+    return f'a number above 0{upper}, or empty (null or "": reported, not judged)'
+
+
+def threshold_problem(value: Any, at_most: float | None) -> str | None:
+    """Why ``value`` cannot be a threshold (in the words of threshold_allowed), or None when it can be one."""
+    problem = f"must be {threshold_allowed(at_most)}"
+    if isinstance(value, bool):
+        return problem
+    try:
+        number = optional_float(value)
+    except (TypeError, ValueError):
+        return problem
+    if number is None:
+        return None
+    if not math.isfinite(number) or number <= 0 or (at_most is not None and number > at_most):
+        return problem
+    return None
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge.bench import baseline
-from rdmaforge.bench.verdict import EXIT_CODES, GROUPS, describe
+from rdmaforge.bench.verdict import EXIT_CODES, GROUPS, THRESHOLDS, describe, threshold_problem
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, junit
 from rdmaforge.runner.exit_codes import ExitCode
@@ -124,6 +124,11 @@ def run(args: argparse.Namespace) -> int:
         return command.usage_error(NAME, str(exc))
     except ValueError as exc:
         return bad_input(str(exc))
+    for variable, at_most in THRESHOLDS.items():  # 0 or less would pass anything; the role refuses it too
+        value = merged(variables).get(variable)
+        templated = isinstance(value, str) and "{{" in value  # the role checks it once Ansible has templated it
+        if not templated and (problem := threshold_problem(value, at_most)) is not None:
+            return bad_input(f"{variable}={value!r} (from -e): {problem}")
     given = merged(variables).get("benchmark_baseline")
     if given:
         try:  # before anything runs: a baseline that cannot be compared with is an error, never ignored

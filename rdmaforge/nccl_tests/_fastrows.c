@@ -46,7 +46,7 @@ static double py_nan(void) {
 
 static PyObject *str_fast, *str_run, *str_rows, *str_buffer, *str_count, *str_wrong_rows, *str_busbw_sum,
     *str_busbw_count, *str_names, *str_index, *str_spill, *str_last_size, *str_repeated_size, *str_max_rank,
-    *str_rank_pids, *str_interleaved, *str_question;
+    *str_rank_pids, *str_rank_hosts, *str_interleaved, *str_question;
 
 /* ---------------------------------------------------------------------------------------------------- */
 /* Character classes (ASCII; str.isspace / regex \s, \d, \w restricted to ASCII)                          */
@@ -474,7 +474,7 @@ typedef struct {
     /* ranks */
     int ranks_loaded, ranks_usable;
     long long max_rank, max_rank_start;
-    PyObject *rank_pids, *interleaved; /* owned */
+    PyObject *rank_pids, *rank_hosts, *interleaved; /* owned */
     /* channel lines (via NET/...): the networks named, in order, and the GDR / host connection counts */
     PyObject *channels; /* borrowed */
     long long gdr, host;
@@ -813,7 +813,7 @@ static int handle_row(Ctx *c, const Spec *spec, const unsigned char *s, Py_ssize
 
 /* TextParser._on_rank on a line whose first word is "Rank": 1 done, 2 no match, 0 decline, -1 error */
 static int handle_rank(Ctx *c, const unsigned char *s, Py_ssize_t n) {
-    /* _RANK = ^#\s*Rank\s+(\d+)\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+(\d+)\s+)?on\s */
+    /* _RANK = ^#\s*Rank\s+(\d+)\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+(\d+)\s+)?on\s(?:\s*(\S+))? */
     Py_ssize_t i = 0;
     if (n < 1 || s[0] != '#') return 2;
     i = 1;
@@ -858,7 +858,11 @@ static int handle_rank(Ctx *c, const unsigned char *s, Py_ssize_t n) {
         i = ok ? j : save;
     }
     if (!(starts(s + i, n - i, "on") && i + 2 < n && is_ws(s[i + 2]))) return 2;
-    /* matched */
+    /* matched; the host is the word after "on" (the line has no trailing whitespace, so there is one) */
+    Py_ssize_t host_start = i + 3;
+    while (host_start < n && is_ws(s[host_start])) host_start++;
+    Py_ssize_t host_end = host_start;
+    while (host_end < n && !is_ws(s[host_end])) host_end++;
     if (rank_len > 17) return 0;
     if (!c->ranks_loaded) {
         c->ranks_loaded = 1;
@@ -866,9 +870,11 @@ static int handle_rank(Ctx *c, const unsigned char *s, Py_ssize_t n) {
         int r = get_ll(c->state, str_max_rank, &c->max_rank);
         if (r < 0) return -1;
         c->rank_pids = PyObject_GetAttr(c->state, str_rank_pids);
+        c->rank_hosts = PyObject_GetAttr(c->state, str_rank_hosts);
         c->interleaved = PyObject_GetAttr(c->state, str_interleaved);
-        if (c->rank_pids == NULL || c->interleaved == NULL) return -1;
-        c->ranks_usable = r == 0 && PyDict_CheckExact(c->rank_pids) && PySet_CheckExact(c->interleaved);
+        if (c->rank_pids == NULL || c->rank_hosts == NULL || c->interleaved == NULL) return -1;
+        c->ranks_usable = r == 0 && PyDict_CheckExact(c->rank_pids) && PyDict_CheckExact(c->rank_hosts) &&
+                          PySet_CheckExact(c->interleaved);
         c->max_rank_start = c->max_rank;
     }
     if (!c->ranks_usable) return 0;
@@ -897,6 +903,11 @@ static int handle_rank(Ctx *c, const unsigned char *s, Py_ssize_t n) {
             if (PyDict_SetItem(c->rank_pids, key, list) < 0) rc = -1;
             Py_DECREF(list);
         }
+    }
+    if (rc == 0 && host_end > host_start) {
+        PyObject *host = PyUnicode_DecodeLatin1((const char *)s + host_start, host_end - host_start, NULL);
+        if (host == NULL || PyDict_SetDefault(c->rank_hosts, key, host) == NULL) rc = -1;
+        Py_XDECREF(host);
     }
     Py_DECREF(key);
     Py_DECREF(pid_obj);
@@ -1006,6 +1017,7 @@ static int finish_ctx(Ctx *c) {
     Py_XDECREF(c->names);
     Py_XDECREF(c->index);
     Py_XDECREF(c->rank_pids);
+    Py_XDECREF(c->rank_hosts);
     Py_XDECREF(c->interleaved);
     PyMem_Free(c->records.data);
     return rc;
@@ -1273,6 +1285,7 @@ PyMODINIT_FUNC PyInit__fastrows(void) {
     INTERN(str_repeated_size, "repeated_size")
     INTERN(str_max_rank, "max_rank")
     INTERN(str_rank_pids, "rank_pids")
+    INTERN(str_rank_hosts, "rank_hosts")
     INTERN(str_interleaved, "interleaved")
     INTERN(str_question, "?")
 #undef INTERN

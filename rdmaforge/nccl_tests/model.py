@@ -75,6 +75,9 @@ class Run:
     nccl_tests_version: str | None = None
     nccl_version: str | None = None
     ranks: int | None = None
+    #: Rank -> the host it ran on, from the ``#  Rank N ... on HOST device ...`` lines (nccl-tests prints the host
+    #: name up to its first dot); empty when the log lists none. Not part of ``to_dict``.
+    rank_hosts: dict[int, str] = field(default_factory=dict)
     #: Packed and spilled to disk past a size (rowstore.py); reads like a list of Row.
     rows: RowStore = field(default_factory=lambda: _row_store())
     avg_busbw: float | None = None

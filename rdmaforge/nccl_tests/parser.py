@@ -40,7 +40,8 @@ _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
 # v1 prints the nThread line without the leading '#'.
 _NTHREAD = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+(\d+)\s+)?on\s")
+#: ``#  Rank  N Group  G Pid  P on HOST device ...``: the rank, its pid and the host it ran on.
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+(\d+)\s+)?on\s(?:\s*(\S+))?")
 _COMPILED_WITH = re.compile(r"^#\s*NCCL Tests compiled with NCCL (\d+\.\d+(?:\.\d+)?)")
 # v1 footer lines have no '#', but a leading space.
 _OOB = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\d+)")
@@ -375,6 +376,8 @@ class _RunState:
     fast: _FastRow | None = None
     #: Rank -> pid of each ``#  Rank`` line (a list: an interleaved file lists a rank more than once).
     rank_pids: dict[int, list[str]] = field(default_factory=dict)
+    #: Rank -> the host its ``#  Rank`` line names (the first one, when a rank is listed again).
+    rank_hosts: dict[int, str] = field(default_factory=dict)
     interleaved: set[int] = field(default_factory=set)
     #: Size of the last row and whether the Avg line came: what interleave.route needs.
     last_size: int = -1
@@ -405,6 +408,7 @@ class _RunState:
         run = self.run
         run.nccl_version = self.library_version or self.info_version or self.compiled_with
         run.ranks = ranks_from_devices(self.max_rank, self.gpus_per_process)
+        run.rank_hosts = dict(sorted(self.rank_hosts.items()))
         if not run.errors:
             # Without a primary failure line, the `` .. Test failure`` stack is what says the run failed.
             run.errors = list(self.traces)
@@ -698,6 +702,8 @@ class TextParser:
             # One run lists each rank once: a rank listed again is another process writing to the same file.
             state.interleaved.add(rank)
         state.rank_pids.setdefault(rank, []).append(pid or "?")
+        if match.group(3):
+            state.rank_hosts.setdefault(rank, match.group(3))
         return True
 
     def _on_compiled_with(self, line: str) -> bool:

@@ -213,7 +213,11 @@ RUN_KEYS: list[tuple[str, Any, str]] = [
     ("line_rate_gbps", "100G", "line_rate_gbps: expected number"),
     ("line_rate_gbps", -1, "line_rate_gbps: must be 0 or more"),
     ("min_efficiency", "eighty", "min_efficiency: must be a number"),
-    ("min_efficiency", 80, "min_efficiency: must be from 0.0 to 1.0"),
+    ("min_efficiency", 80, "min_efficiency: must be a number above 0 and at most 1"),
+    # 0 would pass anything, 0 GB/s included: an empty threshold (null or "") is how a run says "not judged".
+    ("min_efficiency", 0, "min_efficiency: must be a number above 0 and at most 1, or empty"),
+    ("min_efficiency", -0.5, "min_efficiency: must be a number above 0 and at most 1, or empty"),
+    ("hostnames", {"n1": 5}, "hostnames.n1: expected string or null"),
     ("min_efficiency", True, "min_efficiency: expected number"),
     ("baseline", 5, "baseline: expected string or null"),
     ("tolerance", "x", "tolerance: expected number"),
@@ -280,6 +284,8 @@ def run_json_cases() -> list[Case]:
              ("e2e.json", "single.percentiles.p50.samples_per_s: expected number")),  # fmt: skip
         Case("report-e2e-threshold-word", report(RUN, e2e={"min_linearity": "high"}), BAD,
              ("e2e.json", "min_linearity: must be a number")),  # fmt: skip
+        Case("report-e2e-threshold-zero", report(RUN, e2e={"min_linearity": 0.0}), BAD,
+             ("e2e.json", "min_linearity: must be a number above 0, or empty")),  # fmt: skip
     ]
     return cases
 
@@ -371,7 +377,7 @@ BASELINE_KEYS: list[tuple[str, Any, str]] = [
     (SIZE, None, f"{INVALID}{SIZE}: expected number, got null"),
     (SIZE, -1, f"{INVALID}{SIZE}: must be 0 or more, got -1"),
     ("nccl.all_reduce.busbw_gbs.1M", 1, f'{INVALID}nccl.all_reduce.busbw_gbs: key must be a message size in bytes '
-     '(digits only), got "1M"'),  # fmt: skip
+     '(digits only, 20 at most), got "1M"'),  # fmt: skip
     ("e2e", "fast", f'{INVALID}e2e: expected an object, got "fast"'),
     ("e2e", DELETE, f"{INVALID}e2e: missing (required)"),
     ("e2e.single_p50_samples_per_s", "fast", f'{INVALID}e2e.single_p50_samples_per_s: expected number or null, '

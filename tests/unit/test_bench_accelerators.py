@@ -126,13 +126,51 @@ def test_the_line_on_one_node_of_the_n_node_run_is_enough(tmp_path: Path) -> Non
     assert components(render(run_dir(tmp_path, logs, acspeed=True)))["e2e acspeed"]["status"] == "pass"
 
 
+#: What roles/benchmark/tasks/e2e.yml writes for a node whose output is missing: its stdout, a newline, its stderr.
+EMPTY_LOG = "\n\n"
+
+
+def test_an_empty_node_log_is_not_evidence_for_the_plugin_or_acspeed(tmp_path: Path) -> None:
+    """n1's log shows the plugin's network and ACSpeed's line; n2's log is what the role writes when the node's output
+    is missing. Nothing shows what n2's ranks used: not judged, n2's log named, never a pass."""
+    logs = all_logs(**{"e2e-multi-node-n1.log": aiacc_log("n1", network="AIACC-2.0-RDMA"),
+                       "e2e-multi-node-n2.log": EMPTY_LOG})  # fmt: skip
+    results = render(run_dir(tmp_path, logs, acspeed=True))
+    found = components(results)
+    plugin, acspeed = found["e2e net plugin aiacc"], found["e2e acspeed"]
+    assert plugin["status"] == "not_judged" and acspeed["status"] == "not_judged"
+    assert results["verdict"] == "incomplete"
+    assert plugin["reason"] == ("NCCL used AIACC-2.0-RDMA in e2e-multi-node-n1.log, but the log of "
+                                "e2e-multi-node-n2.log is empty: what its ranks used cannot be told")  # fmt: skip
+    assert "N-node run (e2e-multi-node-n2.log is empty; the line is in e2e-multi-node-n1.log)" in acspeed["reason"]
+    assert results["accelerators"]["net_plugin"]["missing_logs"] == ["e2e-multi-node-n2.log"]
+
+
+def test_every_node_must_show_the_plugins_network(tmp_path: Path, shared_dir: Path) -> None:
+    """n2's log is a real NCCL_DEBUG=INFO log of ranks that used another network (AWS Libfabric, the corpus' EFA
+    log), or that has NCCL INFO lines but no 'Using network' one: n1's AIACC line does not cover it."""
+    efa = (shared_dir / "corpus" / "nccl-tests" / EFA_LOG).read_text()
+    (tmp_path / "a").mkdir()
+    other = render(run_dir(tmp_path / "a", all_logs(**{"e2e-multi-node-n2.log": efa})))
+    plugin = components(other)["e2e net plugin aiacc"]
+    assert plugin["status"] == "fail" and other["verdict"] == "fail"
+    assert plugin["reason"].endswith("used AWS Libfabric on some ranks (others used AIACC-2.0-RDMA-V6) "
+                                     "(e2e-multi-node-n2.log)")  # fmt: skip
+    (tmp_path / "b").mkdir()
+    quiet = nccl("n2", 1, "NCCL version 2.29.7+cuda13.0") + "RDMAFORGE_E2E {}\n"
+    silent = render(run_dir(tmp_path / "b", all_logs(**{"e2e-multi-node-n2.log": quiet})))
+    plugin = components(silent)["e2e net plugin aiacc"]
+    assert plugin["status"] == "fail"
+    assert plugin["reason"].startswith("no 'Using network' line in e2e-multi-node-n2.log")
+
+
 def test_a_missing_log_is_not_judged_and_keeps_the_verdict_from_pass(tmp_path: Path) -> None:
     """The N-node run: n1's log is missing and n2's has no init line - the run may or may not have used ACSpeed."""
     logs = all_logs(**{"e2e-multi-node-n1.log": None, "e2e-multi-node-n2.log": aiacc_log("n2", acspeed=False)})
     results = render(run_dir(tmp_path, logs, acspeed=True))
     found = components(results)
     assert found["e2e acspeed"]["status"] == "not_judged" and results["verdict"] == "incomplete"
-    why = "a log missing for the N-node run (e2e-multi-node-n1.log, e2e-multi-node-n2.log)"
+    why = "a log missing or empty for the N-node run (e2e-multi-node-n1.log is missing)"
     assert why in found["e2e acspeed"]["reason"]
     # n2 used AIACC, but n1's ranks may not have: not judged either, never a pass.
     assert found["e2e net plugin aiacc"]["status"] == "not_judged"

@@ -102,6 +102,12 @@ def test_a_baseline_from_another_cluster_is_not_judged(run_dir: Path, made: Path
             '"nccl": {"all_reduce": {"busbw_gbs": {"1M": 1}}}}',
             "not a valid rdmaforge baseline: nccl.all_reduce.busbw_gbs: key must be a message size in bytes",
         ),
+        (  # more digits than Python reads into an int (4300): a clear error, not a crash
+            '{"kind": "rdmaforge-baseline", "version": 1, "fingerprint": {}, "e2e": {}, '
+            '"nccl": {"all_reduce": {"busbw_gbs": {"' + "9" * 5000 + '": 1}}}}',
+            "not a valid rdmaforge baseline: nccl.all_reduce.busbw_gbs: key must be a message size in bytes "
+            "(digits only, 20 at most)",
+        ),
     ],
 )
 def test_a_missing_or_malformed_baseline_is_an_error_naming_its_path(
@@ -132,3 +138,17 @@ def test_baseline_refuses_a_failed_run_and_a_run_without_measurements(
     assert main(["baseline", str(empty), "-o", str(tmp_path / "y.json")]) == 64
     assert "no nccl-tests table and no e2e result" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "y.json").exists()
+
+
+def test_an_e2e_run_without_its_p50_is_not_compared(tmp_path: Path) -> None:
+    """e2e.json allows a null p50 (schema): the baseline comparison of the N-node throughput is not judged."""
+    from tests.unit.test_bench_report import e2e_dir, edited_e2e
+
+    source = e2e_dir(tmp_path / "a", 0.5)
+    target = tmp_path / "e2e-baseline.json"
+    assert main(["baseline", str(source), "-o", str(target)]) == 0
+    assert json.loads(target.read_text())["e2e"]["multi_p50_samples_per_s"] > 0
+    run_dir = edited_e2e(e2e_dir(tmp_path / "b", 0.5), multi__percentiles__p50__samples_per_s=None)
+    assert main(["report", str(run_dir), "--baseline", str(target)]) == 5
+    compared = component(json.loads((run_dir / "results.json").read_text()), "baseline e2e")
+    assert compared["status"] == "not_judged" and "N-node p50 throughput is missing" in str(compared["reason"])

@@ -1,5 +1,6 @@
-"""`rdmaforge bench` refuses bad input before anything runs: an unknown --require component and a missing or
-malformed baseline given with -e exit 64, name what is wrong, and create no run directory."""
+"""`rdmaforge bench` refuses bad input before anything runs: an unknown --require component, a missing or
+malformed baseline and a threshold of 0 or less given with -e exit 64, name what is wrong, and create no run
+directory."""
 
 from __future__ import annotations
 
@@ -40,4 +41,21 @@ def test_a_missing_or_malformed_baseline_is_refused_with_its_path(
         baseline.write_text(content)
     assert bench(inventory, tmp_path / "runs", "-e", f"benchmark_baseline={baseline}") == ExitCode.BAD_INPUT
     assert f"benchmark baseline {baseline}: {why}" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(("given", "allowed"), [
+    ("benchmark_min_efficiency=0", "a number above 0 and at most 1"),
+    ("benchmark_e2e_min_linearity=-0.5", "a number above 0,"),
+    ("benchmark_e2e_min_intra_node_linearity=high", "a number above 0,"),
+])  # fmt: skip
+def test_a_threshold_of_0_or_less_is_refused(
+    inventory: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str, allowed: str
+) -> None:
+    """A threshold of 0 passes anything (0 GB/s included); empty is how a run is reported without being judged."""
+    variable, value = given.split("=")
+    assert bench(inventory, tmp_path / "runs", "-e", given) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"rdmaforge bench: {variable}={value!r} (from -e): must be {allowed}" in err
+    assert 'or empty (null or "": reported, not judged)' in err
     assert not (tmp_path / "runs").exists()

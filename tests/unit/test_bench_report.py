@@ -4,6 +4,7 @@ artifacts (JSON, CSV, Markdown, PNG) and `rdmaforge report` exit codes. nccl-tes
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -27,12 +28,28 @@ def e2e_run(world: int, nodes: int, step_s: float) -> dict[str, object]:
     }
 
 
-def make_run(tmp_path: Path, fabric: str, log: Path | None, **extra: object) -> Path:
+def log_hosts(log: Path) -> list[str]:
+    """The hosts a real nccl-tests log's ``#  Rank N ... on HOST device`` lines name, in order of appearance."""
+    found = re.findall(r"^#\s*Rank\s+\d+\s.*?\bon\s+(\S+)\s+device", log.read_text(errors="replace"), re.M)
+    return list(dict.fromkeys(found))
+
+
+def make_run(tmp_path: Path, fabric: str, log: Path | None, collective: str = "all_reduce", **extra: object) -> Path:
+    """A run directory of nodes n1, n2, ...: one per host the log's ranks ran on (two without a log, or with a log of
+    one host), and run.json records their host names as the role does (from the nodes' facts) unless ``hostnames``
+    is given (None: not recorded)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    run = {"fabric": fabric, "nodes": ["n1", "n2"], "min_efficiency": 0.8, "tolerance": 0.1, **extra}
+    hosts = log_hosts(log) if log is not None else []
+    nodes = [f"n{i}" for i in range(1, max(len(hosts), 2) + 1)]
+    run: dict[str, object] = {"fabric": fabric, "nodes": nodes, "min_efficiency": 0.8, "tolerance": 0.1}
     if log is not None:
-        (tmp_path / "nccl-all_reduce.log").write_bytes(log.read_bytes())
-        run["nccl"] = {"status": "ran", "collectives": ["all_reduce"]}
+        run["hostnames"] = dict(zip(nodes, hosts, strict=False))
+    run |= extra
+    if run.get("hostnames") is None:
+        run.pop("hostnames", None)
+    if log is not None:
+        (tmp_path / f"nccl-{collective}.log").write_bytes(log.read_bytes())
+        run["nccl"] = {"status": "ran", "collectives": [collective]}
     else:
         run["nccl"] = {"status": "skipped", "reason": "no GPU on n1, n2 (rdmaforge_node.gpu_count=0)"}
     (tmp_path / "run.json").write_text(json.dumps(run))
@@ -181,10 +198,201 @@ def test_a_log_with_fewer_ranks_than_the_runs_gpus_is_not_the_clusters_bandwidth
 ) -> None:
     """The run asked for 8 GPUs on each of two nodes; a log of 2 ranks measured a different job (one GPU per node),
     so its bus bandwidth says nothing about this cluster and must not pass."""
-    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, line_rate_gbps=1, gpus={"n1": 8, "n2": 8}))
-    nccl = component(results, "nccl-tests all_reduce")
+    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+                              gpus={"n1": 8, "n2": 8}))  # fmt: skip
+    nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "fail" and results["verdict"] == "fail"
     assert nccl["reason"] == ("run ok but it is not this run's job: the log has 2 ranks, the run asked for 16 "
                               "(16 GPUs on 2 nodes)")  # fmt: skip
-    matching = render(make_run(tmp_path / "b", "tcp", two_rank_log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
-    assert component(matching, "nccl-tests all_reduce")["status"] == "pass"
+    matching = render(make_run(tmp_path / "b", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+                               gpus={"n1": 1, "n2": 1}))  # fmt: skip
+    assert component(matching, "nccl-tests alltoall")["status"] == "pass"
+
+
+CORPUS_LOG = "corpus/nccl-tests/{}"
+
+
+def corpus_log(shared_dir: Path, name: str) -> Path:
+    path = shared_dir / CORPUS_LOG.format(name)
+    if not path.is_file():
+        pytest.skip(f"the nccl-tests corpus log {path} is not here")
+    return path
+
+
+def test_the_parser_keeps_the_host_of_every_rank(shared_dir: Path) -> None:
+    """02: nccl-tests 2.17.8 on ten H100 nodes of eight GPUs each (INDEX.md), five collectives of 80 ranks."""
+    from rdmaforge.nccl_tests import parse_file
+
+    log = corpus_log(shared_dir, "02_multi_v2.17.8_h100_80gpu_10node_5colls.txt")
+    hosts = log_hosts(log)
+    assert len(hosts) == 10
+    for run in parse_file(log).runs:
+        assert len(run.rank_hosts) == run.ranks == 80
+        assert sorted(set(run.rank_hosts.values())) == sorted(hosts)
+        assert all(list(run.rank_hosts.values()).count(h) == 8 for h in hosts)
+
+
+#: 05 and 20 ran on the same cluster, two ranks each: 05 on cnode2-001 and cnode2-002, 20 on cnode2-002 and
+#: cnode2-008 (their Rank lines).
+LOG_05 = "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt"
+LOG_20 = "20_alltoall_ok_sendrecv_HANG_v2.17.6_h100_2gpu_2node.txt"
+
+
+def test_ranks_on_nodes_the_run_left_out_fail(tmp_path: Path, shared_dir: Path) -> None:
+    """Under --limit the role's mpirun took the cluster's hostfile and filled other nodes: the log's ranks ran on
+    cnode2-002 and cnode2-008 while the run's nodes were cnode2-001 and cnode2-002. Same rank count, not its job."""
+    ours = log_hosts(corpus_log(shared_dir, LOG_05))
+    other_job = corpus_log(shared_dir, LOG_20)
+    results = render(make_run(tmp_path / "a", "tcp", other_job, "alltoall", line_rate_gbps=1,
+                              gpus={"n1": 1, "n2": 1}, hostnames={"n1": ours[0], "n2": ours[1]}))  # fmt: skip
+    nccl = component(results, "nccl-tests alltoall")
+    assert nccl["status"] == "fail" and results["verdict"] == "fail"
+    theirs = sorted(set(log_hosts(other_job)) - set(ours))
+    idle = sorted(set(ours) - set(log_hosts(other_job)))
+    assert nccl["reason"] == (f"run ok but it is not this run's nodes' job: ranks on {', '.join(theirs)}, not nodes "
+                              f"of this run; no rank on n1 ({idle[0]})")  # fmt: skip
+    assert main(["report", str(tmp_path / "a")]) == 4
+    # The same log on the nodes it ran on passes (host names compared up to the first dot, as nccl-tests prints).
+    own = dict(zip(["n1", "n2"], (f"{h}.cluster.internal" for h in log_hosts(other_job)), strict=True))
+    results = render(make_run(tmp_path / "b", "tcp", other_job, "alltoall", line_rate_gbps=1,
+                              gpus={"n1": 1, "n2": 1}, hostnames=own))  # fmt: skip
+    assert component(results, "nccl-tests alltoall")["status"] == "pass", results["reasons"]
+
+
+def test_without_recorded_host_names_other_hosts_are_not_judged(tmp_path: Path, shared_dir: Path) -> None:
+    """A run recorded before run.json kept the nodes' host names: ranks on hosts not named like its nodes could be
+    its nodes or others; never a pass."""
+    log = corpus_log(shared_dir, LOG_20)
+    results = render(make_run(tmp_path, "tcp", log, "alltoall", line_rate_gbps=1, hostnames=None))
+    nccl = component(results, "nccl-tests alltoall")
+    assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
+    assert "run.json records no host names of its nodes" in str(nccl["reason"])
+    assert main(["report", str(tmp_path)]) == 5
+
+
+def test_nodes_sharing_a_host_name_are_not_judged(tmp_path: Path, shared_dir: Path) -> None:
+    """Two nodes whose facts give the same host name (a cloned image): which of them ran the ranks cannot be told."""
+    log = corpus_log(shared_dir, LOG_05)
+    first = log_hosts(log)[0]
+    results = render(make_run(tmp_path, "tcp", log, "alltoall", line_rate_gbps=1, gpus={"n1": 1, "n2": 1},
+                              hostnames={"n1": first, "n2": f"{first}.other-domain"}))  # fmt: skip
+    nccl = component(results, "nccl-tests alltoall")
+    assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
+    assert f"nodes n1, n2 have the same host name ({first})" in str(nccl["reason"])
+
+
+def test_all_ranks_on_one_node_are_not_a_two_node_result(tmp_path: Path, shared_dir: Path) -> None:
+    """07: twelve V100 ranks of one DGX-2 (its Rank lines all name one host). As a two-node run's log its busbw
+    went over NVLink, not the fabric: it fails, with or without the nodes' host names in run.json."""
+    log = corpus_log(shared_dir, "07_multi_v2.0-era_v100_12gpu_dgx2_allgather_oob4.txt")
+    (host,) = log_hosts(log)
+    gpus = {"n1": 6, "n2": 6}
+    recorded = render(make_run(tmp_path / "a", "tcp", log, line_rate_gbps=1, gpus=gpus,
+                               hostnames={"n1": host, "n2": f"{host}-2"}))  # fmt: skip
+    nccl = component(recorded, "nccl-tests all_reduce")
+    assert nccl["status"] == "fail" and recorded["verdict"] == "fail"
+    assert nccl["reason"].endswith(f"no rank on n2 ({host}-2)")
+    unrecorded = render(make_run(tmp_path / "b", "tcp", log, line_rate_gbps=1, gpus=gpus, hostnames=None))
+    nccl = component(unrecorded, "nccl-tests all_reduce")
+    assert nccl["status"] == "fail"
+    assert f"the ranks ran on 1 host(s) ({host}), the run has 2 nodes (n1, n2)" in str(nccl["reason"])
+
+
+def test_a_log_without_rank_lines_is_not_judged(tmp_path: Path, shared_dir: Path) -> None:
+    source = corpus_log(shared_dir, "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt")
+    hosts = log_hosts(source)
+    stripped = tmp_path / "no-ranks.log"
+    stripped.write_text("".join(line for line in source.read_text().splitlines(keepends=True)
+                                if not re.match(r"^#\s*Rank\s", line)))  # fmt: skip
+    results = render(make_run(tmp_path / "run", "tcp", stripped, line_rate_gbps=1, gpus={"n1": 1, "n2": 1},
+                              hostnames=dict(zip(["n1", "n2"], hosts, strict=True))))  # fmt: skip
+    nccl = component(results, "nccl-tests all_reduce")
+    assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
+    assert "lists no '#  Rank' lines" in str(nccl["reason"])
+
+
+def test_another_collectives_log_is_not_this_collectives_result(tmp_path: Path, shared_dir: Path) -> None:
+    """05 holds an alltoall and a sendrecv run; kept as nccl-all_reduce.log it says nothing about all_reduce."""
+    results = render(make_run(tmp_path, "tcp", corpus_log(shared_dir, LOG_05), line_rate_gbps=1,
+                              gpus={"n1": 1, "n2": 1}))  # fmt: skip
+    nccl = component(results, "nccl-tests all_reduce")
+    assert nccl["status"] == "fail" and results["verdict"] == "fail"
+    assert nccl["reason"] == ("nccl-all_reduce.log holds no all_reduce run (it holds alltoall, sendrecv): it is "
+                              "another collective's output")  # fmt: skip
+
+
+def test_a_transport_warning_is_named_not_hidden_in_a_pass(tmp_path: Path, shared_dir: Path) -> None:
+    """01: EFA with GPUDirect RDMA off (its NCCL INFO lines): the RDMA transport an RDMA profile expects, with
+    traffic staged through host memory."""
+    log = corpus_log(shared_dir, "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt")
+    results = render(make_run(tmp_path, "erdma", log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
+    transport = component(results, "transport")
+    assert transport["status"] == "pass"
+    assert transport["reason"] == (
+        "NCCL used AWS Libfabric as fabric profile 'erdma' expects; with a warning, not judged: GPUDirect RDMA is off: "
+        "some traffic is staged through host memory"
+    )
+    assert results["nccl"]["transport"]["verdict"]["status"] == "warn"
+
+
+def edited_e2e(run_dir: Path, **changes: object) -> Path:
+    """e2e.json of ``run_dir`` with keys changed: ``multi__nodes=None`` sets multi.nodes to null, ``...=DELETE`` removes
+    it (what a hand-edited or older file may hold; the schema allows both)."""
+    e2e = json.loads((run_dir / "e2e.json").read_text())
+    for path, value in changes.items():
+        *parents, last = path.split("__")
+        node = e2e
+        for key in parents:
+            node = node[key]
+        if value == "DELETE":
+            del node[last]
+        else:
+            node[last] = value
+    (run_dir / "e2e.json").write_text(json.dumps(e2e))
+    return run_dir
+
+
+def test_a_failed_training_run_fails_e2e_even_with_result_lines(tmp_path: Path) -> None:
+    """A node exited non-zero (e2e.json's error), yet rank 0 printed results whose linearity would pass: fail."""
+    error = "the N-node run on n2 exited 1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
+    results = render(edited_e2e(e2e_dir(tmp_path, 0.5), error=error))
+    e2e = component(results, "e2e")
+    assert e2e["status"] == "fail" and results["verdict"] == "fail"
+    assert e2e["reason"] == f"e2e benchmark failed: {error}"
+    assert main(["report", str(tmp_path)]) == 4
+
+
+@pytest.mark.parametrize("nodes", [1, None, "DELETE"])
+def test_a_linearity_across_nodes_needs_two_nodes(tmp_path: Path, nodes: object) -> None:
+    """multi.nodes of 1 (the N-node run trained on one node), null or missing: nothing crossed nodes, not judged."""
+    results = render(edited_e2e(e2e_dir(tmp_path, 0.5), multi__nodes=nodes))
+    e2e = component(results, "e2e")
+    assert e2e["status"] == "not_judged" and results["verdict"] == "incomplete"
+    assert results["e2e"]["linearity"] is None and e2e["value"] is None
+    assert ("needs 2 or more" if nodes == 1 else "multi.nodes is missing or null") in str(e2e["reason"])
+    assert main(["report", str(tmp_path)]) == 5
+
+
+@pytest.mark.parametrize(
+    ("change", "status"),
+    [
+        ({"single__percentiles__p50__samples_per_s": None}, "not_judged"),
+        ({"multi__percentiles__p50__samples_per_s": None}, "not_judged"),
+        ({"multi__percentiles__p75__samples_per_s": None}, "pass"),  # shown as "-", not needed by the linearity
+        ({"multi__world_size": "DELETE"}, "pass"),
+        ({"multi__backend": "DELETE"}, "pass"),
+        ({"single__world_size": None, "multi__nodes": "DELETE"}, "not_judged"),
+    ],
+)
+def test_null_or_missing_e2e_values_are_shown_as_dashes_not_a_crash(
+    tmp_path: Path, change: dict[str, object], status: str
+) -> None:
+    results = render(edited_e2e(e2e_dir(tmp_path, 0.5), **change))
+    assert component(results, "e2e")["status"] == status
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| e2e run | ranks |" in summary
+    if status == "not_judged" or "p75" in next(iter(change)):
+        assert " - |" in summary
+    assert (tmp_path / "e2e_throughput.png").read_bytes().startswith(PNG)
+    assert main(["report", str(tmp_path)]) == (0 if status == "pass" else 5)
+    assert main(["baseline", str(tmp_path), "-o", str(tmp_path / "baseline.json")]) == 0

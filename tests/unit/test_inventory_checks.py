@@ -618,3 +618,25 @@ def test_a_path_df_cannot_read_is_named() -> None:
     assert checks.free_space_problems("n", ["/opt", "/nowhere"], short, {"/opt": 1, "/nowhere": 1}) == [
         "n: cannot measure free space of /opt, /nowhere (df answered 1 of them)"
     ]
+
+
+# --- benchmark thresholds --------------------------------------------------------------------------
+
+
+def test_a_benchmark_threshold_of_0_or_less_is_an_inventory_error() -> None:
+    """A threshold of 0 passed every run (0 GB/s included); empty (null or "") reports without judging."""
+    good = {"benchmark_min_efficiency": 0.85, "benchmark_e2e_min_linearity": None,
+            "benchmark_e2e_min_intra_node_linearity": ""}  # fmt: skip
+    assert checks.threshold_problems("node1", good) == []
+    bad = {"benchmark_min_efficiency": 0, "benchmark_e2e_min_linearity": -1,
+           "benchmark_e2e_min_intra_node_linearity": "x"}  # fmt: skip
+    assert messages(checks.threshold_problems("node1", bad)) == [
+        "node1: benchmark_min_efficiency=0 is not allowed; allowed: a number above 0 and at most 1, or empty (null or "
+        '"": reported, not judged)',
+        'node1: benchmark_e2e_min_linearity=-1 is not allowed; allowed: a number above 0, or empty (null or "": '
+        "reported, not judged)",
+        "node1: benchmark_e2e_min_intra_node_linearity='x' is not allowed; allowed: a number above 0, or empty (null "
+        'or "": reported, not judged)',
+    ]
+    nodes = [NodeInput("node1", "10.0.0.1", "erdma", values={"benchmark_min_efficiency": 1.2})]
+    assert checks.inventory_report(nodes)["node1"][0].startswith("node1: benchmark_min_efficiency=1.2 is not allowed")

@@ -19,7 +19,7 @@ from rdmaforge.paths import PROJECT_ROOT
 from tests.unit.role_vars import evaluate, role_vars
 
 SEED_000 = "000_ef36f584565cda0e.txt"
-TASK = "Run each collective across all nodes (seed 000's flags)"
+TASK = "Run each collective across the benchmark's nodes (seed 000's flags)"
 
 
 def seed_run_line(shared_dir: Path) -> str:
@@ -29,13 +29,24 @@ def seed_run_line(shared_dir: Path) -> str:
     return line.replace("\\ ", " ")
 
 
-def composed(gpus_per_node: int, nodes: int, **inventory: Any) -> list[str]:
+def seed_addresses(shared_dir: Path) -> list[str]:
+    """The two eRDMA instances' private addresses seed 000 writes into its hostfile.txt."""
+    text = (shared_dir / "seeds" / SEED_000).read_text()
+    found = re.search(r"^(?:\d{1,3}\.){3}\d{1,3}(?:[ \t]+(?:\d{1,3}\.){3}\d{1,3})*$", text, re.M)
+    assert found, "seed 000 has no line of addresses (its hostfile.txt)"
+    return found.group(0).split()
+
+
+def composed(gpus_per_node: int, nodes: int, addresses: list[str] | None = None, **inventory: Any) -> list[str]:
     tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "tasks" / "nccl_tests.yml").read_text())
     task = next(t for t in tasks if t.get("name") == TASK)
     names = [f"node{i}" for i in range(1, nodes + 1)]
+    hostvars: dict[str, dict[str, Any]] = {name: {"rdmaforge_node": {"gpu_count": gpus_per_node}} for name in names}
+    for name, address in zip(names, addresses or [], strict=False):
+        hostvars[name]["ansible_host"] = address
     given = {
         "ansible_play_hosts_all": names,
-        "hostvars": {name: {"rdmaforge_node": {"gpu_count": gpus_per_node}} for name in names},
+        "hostvars": hostvars,
         "item": "all_reduce",
         "benchmark_nccl_help": {"stdout": "", "stderr": ""},  # an nccl-tests without -J
     }
@@ -57,18 +68,20 @@ def seed(shared_dir: Path) -> dict[str, Any]:
     return {"np": settings["NP"], "nper": settings["NPER"], "mpirun": tokens[1:binary], "perf": tokens[binary + 1 :]}
 
 
-def test_the_composed_run_is_seed_000s(seed: dict[str, Any]) -> None:
-    # Seed 000's cluster: NP=16 ranks, NPER=8 per node, so two nodes of eight GPUs.
+def test_the_composed_run_is_seed_000s(seed: dict[str, Any], shared_dir: Path) -> None:
+    # Seed 000's cluster: NP=16 ranks, NPER=8 per node, so two nodes of eight GPUs, at its hostfile's addresses.
     nodes = int(seed["np"]) // int(seed["nper"])
-    argv = composed(int(seed["nper"]), nodes)
+    addresses = seed_addresses(shared_dir)
+    assert len(addresses) == nodes
+    argv = composed(int(seed["nper"]), nodes, addresses)
     mpirun = argv.index("mpirun")
     binary = next(i for i, t in enumerate(argv) if t.endswith("/all_reduce_perf"))
     # nccl-tests' own flags, every one with the seed's value, in the seed's order.
     assert argv[binary + 1 :] == seed["perf"]
     launcher = argv[mpirun + 1 : binary]
     assert contains(launcher, ["-np", seed["np"]])
-    # The seed's mpirun options, each with its value. Placement: the seed says -npernode; rdmaforge's hostfile
-    # gives each node slots=<GPUs> (mpi_launch), the same eight ranks per node.
+    # The seed's mpirun options, each with its value. Placement: the seed says -npernode and a hostfile of the
+    # nodes; rdmaforge's --host gives each of the benchmark's nodes <GPUs> slots, the same eight ranks per node.
     options = [t for t in seed["mpirun"] if not t.startswith("$")]
     pairs = []
     i = 0
@@ -83,7 +96,8 @@ def test_the_composed_run_is_seed_000s(seed: dict[str, Any]) -> None:
     assert ["--allow-run-as-root"] in pairs and ["-x", "NCCL_DEBUG=INFO"] in pairs
     missing = [pair for pair in pairs if not contains(launcher, pair)]
     assert not missing, (missing, launcher)
-    assert contains(launcher, ["--hostfile", "/etc/rdmaforge/hostfile"])
+    assert contains(launcher, ["--host", ",".join(f"{a}:{seed['nper']}" for a in addresses)])
+    assert "--hostfile" not in launcher
     # Bounded: a hung run ends at benchmark_timeout (SIGINT first, so nccl-tests can print what it has).
     assert argv[:mpirun] == ["timeout", "--signal=INT", "--kill-after=30", "1800"]
 
@@ -95,3 +109,20 @@ def test_ranks_follow_the_inventory_gpus(seed: dict[str, Any]) -> None:
         8, 2, benchmark_nccl_help={"stdout": "  -J,--output_file <file>", "stderr": ""}, benchmark_run_id="r1"
     )
     assert with_json[-2:] == ["-J", "/tmp/rdmaforge-r1-all_reduce.json"]
+
+
+def test_a_limited_run_launches_on_its_own_nodes_only(shared_dir: Path) -> None:
+    """Under --limit the play's hosts are some of the cluster's: mpirun gets exactly them, never the cluster's
+    hostfile (every node of the group), so no rank lands on a node the run left out."""
+    cluster = ["node1", "node2", "node3"]
+    addresses = seed_addresses(shared_dir) + ["172.20.20.147"]  # a third node beside seed 000's two
+    placed = zip(cluster, addresses, strict=True)
+    hostvars = {n: {"rdmaforge_node": {"gpu_count": 8}, "ansible_host": a} for n, a in placed}
+    argv = composed(8, 2, ansible_play_hosts_all=["node3", "node1"], hostvars=hostvars,
+                    groups={"cluster": cluster})  # fmt: skip
+    assert contains(argv, ["-np", "16"])
+    assert contains(argv, ["--host", f"{addresses[0]}:8,{addresses[2]}:8"]) and "--hostfile" not in argv
+    by_name = composed(4, 2, ansible_play_hosts_all=["node2", "node1"], mpi_launch_hostfile_by="name",
+                       hostvars={n: {"rdmaforge_node": {"gpu_count": 4}, "ansible_host": a}
+                                 for n, a in zip(cluster, addresses, strict=True)})  # fmt: skip
+    assert contains(by_name, ["--host", "node1:4,node2:4"]) and contains(by_name, ["-np", "8"])

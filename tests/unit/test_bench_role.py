@@ -1,0 +1,121 @@
+"""What the benchmark role records for the report, evaluated from its real tasks (roles/benchmark/tasks/*.yml) with
+the role's defaults, vars and filters, as Ansible would: thresholds (empty is None, never 0), the refusal of a
+threshold of 0 or less, the nodes' host names in run.json and every training run's exit in e2e.json.
+
+The lab has no GPU and its bench runs only on CPUs, so these values are checked here for the shapes the lab cannot
+produce. Registered results have the shape of ansible.builtin.command's and async_status's return values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from ansible.template import trust_as_template
+
+from rdmaforge.paths import PROJECT_ROOT
+from tests.unit.role_vars import role_vars
+
+TASKS = PROJECT_ROOT / "roles" / "benchmark" / "tasks"
+NODES = ["node1", "node2"]
+
+
+def task(file: str, name: str) -> dict[str, Any]:
+    tasks = yaml.safe_load((TASKS / file).read_text())
+    found: dict[str, Any] = next(t for t in tasks if t.get("name") == name)
+    return found
+
+
+def evaluate(text: str, **inventory: Any) -> Any:
+    """A task's templated value for two nodes of eight GPUs (each with its facts), with ``inventory`` on top."""
+    hostvars: dict[str, dict[str, Any]] = {
+        name: {"rdmaforge_node": {"gpu_count": 8}, "ansible_facts": {"hostname": f"gpu-{name}"}} for name in NODES
+    }
+    given = {"ansible_play_hosts_all": NODES, "hostvars": hostvars, "inventory_hostname": NODES[0], **inventory}
+    return role_vars("benchmark", {}, **given).template(trust_as_template(text))
+
+
+def run_json(field: str) -> str:
+    recorded: str = task("report.yml", "Record what was asked for this run")["vars"]["benchmark_run"][field]
+    return recorded
+
+
+def e2e_json(field: str) -> str:
+    recorded: str = task("e2e.yml", "Keep the e2e result on the controller")["vars"]["benchmark_e2e_result"][field]
+    return recorded
+
+
+@pytest.mark.parametrize(("value", "recorded"), [(None, None), ("", None), (0.9, 0.9), ("0.85", 0.85)])
+def test_an_empty_threshold_is_recorded_as_none_never_0(value: object, recorded: float | None) -> None:
+    """Empty means not judged (README); as 0.0 it passed every run, 0 GB/s included."""
+    assert evaluate(run_json("min_efficiency"), benchmark_min_efficiency=value) == recorded
+    assert evaluate(e2e_json("min_linearity"), benchmark_e2e_min_linearity=value) == recorded
+    # The intra-node floor defaults to the cross-node one, empty included.
+    assert evaluate(e2e_json("min_intra_node_linearity"), benchmark_e2e_min_linearity=value) == recorded
+
+
+def threshold_check(**inventory: Any) -> Any:
+    check = task("main.yml", "Check the benchmark's thresholds")
+    return evaluate(check["vars"]["benchmark_threshold_problems"], **inventory)
+
+
+def test_a_threshold_of_0_or_less_is_refused_naming_the_variable() -> None:
+    assert threshold_check() == []  # the defaults
+    assert threshold_check(benchmark_min_efficiency=None, benchmark_e2e_min_linearity="") == []
+    assert threshold_check(benchmark_min_efficiency=0) == [
+        "node1: benchmark_min_efficiency=0 is not allowed; allowed: a number above 0 and at most 1, or empty (null "
+        'or "": reported, not judged)'
+    ]
+    problems = threshold_check(benchmark_e2e_min_linearity=-0.5, benchmark_min_efficiency=1.5)
+    assert [p.split("=")[0] for p in problems] == [
+        "node1: benchmark_min_efficiency",
+        "node1: benchmark_e2e_min_linearity",
+        "node1: benchmark_e2e_min_intra_node_linearity",  # its default is benchmark_e2e_min_linearity
+    ]
+    assert "allowed: a number above 0, or empty" in problems[1]
+
+
+def test_run_json_records_each_nodes_host_name_from_its_facts() -> None:
+    """nccl-tests' Rank lines name the host (gethostname up to its first dot, the facts' ``hostname``)."""
+    assert evaluate(run_json("hostnames")) == {"node1": "gpu-node1", "node2": "gpu-node2"}
+    without_facts = {"node1": {"rdmaforge_node": {"gpu_count": 8}}, "node2": {"rdmaforge_node": {"gpu_count": 8}}}
+    assert evaluate(run_json("hostnames"), hostvars=without_facts) == {"node1": None, "node2": None}
+
+
+def command_result(rc: int, stderr: str = "", stdout: str = "") -> dict[str, Any]:
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "changed": False, "failed": False}
+
+
+def async_result(rc: int | None, stderr: str = "") -> dict[str, Any]:
+    if rc is None:  # still running when the wait ended (benchmark_timeout)
+        return {"finished": 0, "started": 1, "ansible_job_id": "j1", "failed": False}
+    return {"finished": 1, "started": 1, "ansible_job_id": "j1", **command_result(rc, stderr)}
+
+
+def e2e_error(one: dict[str, Any], single: dict[str, Any], multi: list[dict[str, Any]]) -> Any:
+    placed = zip(NODES, multi, strict=True)
+    hostvars: dict[str, dict[str, Any]] = {name: {"benchmark_e2e_multi": result} for name, result in placed}
+    hostvars["node1"] |= {"benchmark_e2e_one": one, "benchmark_e2e_single": single}
+    return evaluate(e2e_json("error"), hostvars=hostvars)
+
+
+SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+TRACE = "Traceback (most recent call last):\n  File \"ddp_train.py\", line 1\nRuntimeError: NCCL error: unhandled"
+
+
+def test_e2e_json_records_every_training_runs_failure() -> None:
+    ok = command_result(0, stdout='RDMAFORGE_E2E {"world_size": 1}')
+    assert e2e_error(SKIPPED, ok, [async_result(0), async_result(0)]) is None
+    # The 1-node run is the reference of the linearity: its failure was not recorded before.
+    failed_single = command_result(1, TRACE, stdout='RDMAFORGE_E2E {"world_size": 1}')
+    assert e2e_error(SKIPPED, failed_single, [async_result(0), async_result(0)]) == (
+        "the 1-node run on node1 exited 1: RuntimeError: NCCL error: unhandled"
+    )
+    assert e2e_error(command_result(134), ok, [async_result(0), async_result(1, TRACE)]) == (
+        "the 1-GPU run on node1 exited 134; the N-node run on node2 exited 1: RuntimeError: NCCL error: unhandled"
+    )
+    assert e2e_error(SKIPPED, ok, [async_result(0), async_result(None)]) == (
+        "the N-node run on node2 did not finish before the benchmark's timeout"
+    )
+
