@@ -9,7 +9,7 @@ from typing import Any
 
 from ansible.utils.display import Display
 
-from rdmaforge import network_retry, paths, ssh_mesh
+from rdmaforge import mpi_hosts, network_retry, paths, ssh_mesh
 from rdmaforge.parsers import gpg, nccl_env, nccl_net_api, packages
 
 
@@ -86,6 +86,8 @@ class FilterModule:
             "rdmaforge_role_validators": role_validators,
             "rdmaforge_workspace_path": workspace_path,
             "rdmaforge_package_path": package_path,
+            "rdmaforge_mpi_names": mpi_hosts.names,
+            "rdmaforge_mpi_host_list": mpi_hosts.host_list,
             "rdmaforge_ssh_peer_names": ssh_mesh.peer_names,
             "rdmaforge_ssh_peer_forms": ssh_mesh.peer_forms,
             "rdmaforge_ssh_known_hosts_lines": ssh_mesh.known_hosts_lines,
