@@ -218,6 +218,8 @@ RUN_JSON = Obj(
         "gpus": MapOf(Scalar(("integer", "null"), non_negative)),
         # Each node's host name (its facts), which nccl-tests' Rank lines name; absent in runs recorded before.
         "hostnames": MapOf(OPT_STRING),
+        # Each collective's launch exit code (timeout, mpirun, the binary); absent in runs recorded before.
+        "nccl_exit_codes": MapOf(Scalar(("integer", "null"))),
         "required": ListOf(STRING),
         "optional": ListOf(STRING),
     }

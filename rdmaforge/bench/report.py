@@ -137,6 +137,18 @@ def run_of(runs: Sequence[Run], name: str, log: str) -> tuple[Run | None, str]:
     return None, f"{log} holds no {name} run (it holds {others}): it is another collective's output"
 
 
+def exit_problem(run: Mapping[str, Any], name: str) -> str | None:
+    """Why the launch of ``name`` did not end well (run.json's nccl_exit_codes): a table printed in full and then a
+    rank that failed, an mpirun that reported an error, or the benchmark's timeout. None when it exited 0 or when
+    the run recorded no exit codes (runs before they were recorded)."""
+    code = (run.get("nccl_exit_codes") or {}).get(name)
+    if code is None or code == 0:
+        return None
+    if code == 124:
+        return "the launch reached benchmark_timeout (exit 124)"
+    return f"the launch exited {code} (timeout, mpirun or the binary reported a failure)"
+
+
 def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
     """Why a clean nccl-tests run says nothing about the fabric, or None when its traffic crossed it.
 
@@ -185,6 +197,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             component.value = peak
             if last.status != "ok":
                 component.reason = f"run {last.status}: {last.status_reason}"
+            elif (exited := exit_problem(run, name)) is not None:
+                component.reason = f"run ok but {exited}"
             elif last.ranks is None:
                 component.status = "not_judged"
                 component.reason = ("run ok but the log lists no '#  Rank' lines: how many ranks ran, and on which "

@@ -106,6 +106,20 @@ def test_passes_when_every_required_component_passed(tmp_path: Path, socket_log:
     assert component(ok, "e2e")["status"] == "skipped" and component(ok, "e2e")["required"] is False
 
 
+@pytest.mark.parametrize(("code", "why"), [(1, "the launch exited 1"), (124, "reached benchmark_timeout")])
+def test_a_launch_that_exited_non_zero_fails_even_with_its_whole_table(tmp_path: Path, socket_log: Path, code: int,
+                                                                      why: str) -> None:  # fmt: skip
+    """The same complete, passing table (10, 2 nodes over sockets), but the launch (timeout, mpirun, the binary)
+    exited with an error: a rank that failed after the table, an mpirun error at teardown, the timeout."""
+    ok = render(make_run(tmp_path / "ok", "tcp", socket_log, line_rate_gbps=1, nccl_exit_codes={"all_reduce": 0}))
+    assert component(ok, "nccl-tests all_reduce")["status"] == "pass"
+    failed = render(make_run(tmp_path / "failed", "tcp", socket_log, line_rate_gbps=1,
+                             nccl_exit_codes={"all_reduce": code}))  # fmt: skip
+    nccl = component(failed, "nccl-tests all_reduce")
+    assert nccl["status"] == "fail" and failed["verdict"] == "fail"
+    assert why in str(nccl["reason"]), nccl
+
+
 def test_no_efficiency_threshold_is_not_judged_hence_incomplete(tmp_path: Path, socket_log: Path) -> None:
     results = render(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=1, min_efficiency=""))
     nccl = component(results, "nccl-tests all_reduce")
@@ -322,14 +336,19 @@ def test_another_collectives_log_is_not_this_collectives_result(tmp_path: Path, 
 
 
 def test_a_transport_warning_is_named_not_hidden_in_a_pass(tmp_path: Path, shared_dir: Path) -> None:
-    """01: EFA with GPUDirect RDMA off (its NCCL INFO lines): the RDMA transport an RDMA profile expects, with
-    traffic staged through host memory."""
-    log = corpus_log(shared_dir, "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt")
-    results = render(make_run(tmp_path, "erdma", log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
+    """01: EFA with GPUDirect RDMA off (its NCCL INFO lines). As it is, AWS Libfabric is not a network the erdma
+    profile accepts: the transport fails. With its network renamed to NCCL's verbs transport (IB), it is the RDMA
+    transport the profile expects, with traffic staged through host memory: a warning, named."""
+    source = corpus_log(shared_dir, "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt")
+    efa = render(make_run(tmp_path / "efa", "erdma", source, line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
+    assert component(efa, "transport")["status"] == "fail" and efa["verdict"] == "fail"
+    log = tmp_path / "verbs.log"
+    log.write_text(source.read_text().replace("AWS Libfabric", "IB"))
+    results = render(make_run(tmp_path / "verbs", "erdma", log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
     transport = component(results, "transport")
     assert transport["status"] == "pass"
     assert transport["reason"] == (
-        "NCCL used AWS Libfabric as fabric profile 'erdma' expects; with a warning, not judged: GPUDirect RDMA is off: "
+        "NCCL used IB as fabric profile 'erdma' expects; with a warning, not judged: GPUDirect RDMA is off: "
         "some traffic is staged through host memory"
     )
     assert results["nccl"]["transport"]["verdict"]["status"] == "warn"

@@ -119,3 +119,13 @@ def test_e2e_json_records_every_training_runs_failure() -> None:
         "the N-node run on node2 did not finish before the benchmark's timeout"
     )
 
+
+
+def test_each_collectives_exit_code_is_recorded() -> None:
+    """The report fails a collective whose launch exited non-zero; the role records each loop item's rc (the shape
+    of a looped ansible.builtin.command's registered result); an item that did not run has none."""
+    runs = {"results": [{"item": "all_reduce", "rc": 0}, {"item": "all_gather", "rc": 124},
+                        {"item": "broadcast", "skipped": True}]}  # fmt: skip
+    recorded = evaluate(run_json("nccl_exit_codes"), benchmark_nccl_runs=runs)
+    assert recorded == {"all_reduce": 0, "all_gather": 124}
+    assert evaluate(run_json("nccl_exit_codes")) == {}  # nccl-tests never launched
