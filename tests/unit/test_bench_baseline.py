@@ -80,6 +80,20 @@ def test_only_the_regressed_sizes_are_named(run_dir: Path, made: Path, tmp_path:
     assert main(["report", str(run_dir), "--baseline", str(one), "--tolerance", "0.2"]) == 0
 
 
+def test_a_shorter_sweep_than_the_baselines_is_not_judged_within_it(run_dir: Path, made: Path, tmp_path: Path) -> None:
+    """A baseline that also holds a size this run did not sweep (a 1 GiB message, where a fabric's bandwidth shows):
+    the sizes compared are within it, but "within the baseline" would claim the size left out too."""
+    data = json.loads(made.read_text())
+    data["nccl"]["all_reduce"]["busbw_gbs"][str(1 << 30)] = 0.7
+    longer = tmp_path / "longer.json"
+    longer.write_text(json.dumps(data))
+    assert main(["report", str(run_dir), "--baseline", str(longer)]) == 5
+    results = json.loads((run_dir / "results.json").read_text())
+    compared = component(results, "baseline nccl-tests all_reduce")
+    assert compared["status"] == "not_judged" and results["verdict"] == "incomplete"
+    assert "18 sizes within 10% of the baseline, but this run lacks 1 of its sizes (1G)" in str(compared["reason"])
+
+
 def test_a_baseline_from_another_cluster_is_not_judged(run_dir: Path, made: Path, tmp_path: Path) -> None:
     data = json.loads(made.read_text())
     data["fingerprint"]["fabric"] = "infiniband"
