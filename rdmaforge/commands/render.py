@@ -310,6 +310,17 @@ def run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         print(f"{PROG}: {len(problems)} problem(s); nothing written", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
+    if args.validate and args.kubernetes_version:
+        from rdmaforge.workloads import validate
+
+        try:
+            validate.check_version(args.kubernetes_version)
+        except validate.UnknownVersion as exc:
+            print(f"{PROG}: {exc}; nothing written", file=sys.stderr)
+            return int(ExitCode.BAD_INPUT)
+        except validate.ValidatorUnavailable as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return int(ExitCode.ERROR)
     written = write(plan, out_dir)
     for path in written:
         print(f"wrote   {path}")

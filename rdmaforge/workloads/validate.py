@@ -64,15 +64,25 @@ def _path(parts: Any) -> str:
 # --- core kinds: kubernetes-validate ---------------------------------------------------------------
 
 
-def core_problems(document: Mapping[str, Any], version: str = KUBERNETES_VERSION, where: str = "") -> list[str]:
+class UnknownVersion(ValueError):
+    """A Kubernetes version the installed schemas do not cover: bad input, named before anything is written."""
+
+
+def check_version(version: str) -> None:
+    """Raise UnknownVersion unless kubernetes-validate ships schemas for exactly this major.minor (never a fallback
+    to an older one, kubernetes-validate's own behaviour)."""
     kv = _require("kubernetes_validate", "kubernetes-validate")
-    # The exact release asked for, never a fallback to an older one (kubernetes-validate's own behaviour).
-    shipped = [kv.utils.major_minor(v) for v in kv.utils.all_versions()]
+    shipped = list(dict.fromkeys(kv.utils.major_minor(v) for v in kv.utils.all_versions()))
     if kv.utils.major_minor(version.removeprefix("v")) not in shipped:
-        raise ValidatorUnavailable(
-            f"kubernetes-validate {kv.__version__} has no schemas for Kubernetes {version}; "
+        raise UnknownVersion(
+            f"--kubernetes-version {version}: kubernetes-validate {kv.__version__} has no schemas for it; "
             f"allowed: {', '.join(shipped)}"
         )
+
+
+def core_problems(document: Mapping[str, Any], version: str = KUBERNETES_VERSION, where: str = "") -> list[str]:
+    kv = _require("kubernetes_validate", "kubernetes-validate")
+    check_version(version)
     try:
         kv.validate(dict(document), version, strict=True)
     except kv.ValidationError as exc:

@@ -659,6 +659,18 @@ def test_unprivileged_host_network_pods_with_an_rdma_resource_validate() -> None
     assert container(worker)["resources"]["limits"] == {"nvidia.com/gpu": "8", "rdma/hca": "1", "memory": "100Gi"}
 
 
-def test_validation_refuses_a_kubernetes_version_without_schemas() -> None:
-    with pytest.raises(validate.ValidatorUnavailable, match="no schemas for Kubernetes 1.2"):
+def test_validation_refuses_a_kubernetes_version_without_schemas(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    with pytest.raises(validate.UnknownVersion, match="--kubernetes-version 1.2: .* has no schemas for it"):
         validate.problems(_valid_documents()["acs"], "1.2")
+    # From the command line: refused before anything is written, each allowed version named once.
+    inventory = write_inventory(tmp_path / "inventory", NODES, {**LOCAL, "rdmaforge_fabric": "erdma",
+                                                                 f"{PREFIX}gpus_per_node": 8,
+                                                                 f"{PREFIX}rdma_device_files": DEVICES})  # fmt: skip
+    out = tmp_path / "out"
+    assert main(["render", "-i", str(inventory), "-o", str(out), "--validate", "--kubernetes-version", "bogus"]) == 64
+    err = capsys.readouterr().err
+    assert "--kubernetes-version bogus" in err and "nothing written" in err, err
+    allowed = err.split("allowed: ", 1)[1].split(";", 1)[0].split(", ")
+    assert validate.KUBERNETES_VERSION in allowed and len(allowed) == len(set(allowed)), allowed
+    assert not out.exists() or not any(out.rglob("*"))
