@@ -659,8 +659,9 @@ def test_unprivileged_host_network_pods_with_an_rdma_resource_validate() -> None
     assert container(worker)["resources"]["limits"] == {"nvidia.com/gpu": "8", "rdma/hca": "1", "memory": "100Gi"}
 
 
-def test_validation_refuses_a_kubernetes_version_without_schemas(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_validation_refuses_a_kubernetes_version_without_schemas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(validate.UnknownVersion, match="--kubernetes-version 1.2: .* has no schemas for it"):
         validate.problems(_valid_documents()["acs"], "1.2")
     # From the command line: refused before anything is written, each allowed version named once.
