@@ -554,7 +554,14 @@ CASES: list[Case] = [
     ),
     Case(
         "float-given-a-percentage",
-        *_one_role_value("benchmark_min_efficiency", "80%", "'80%'", "benchmark", "a number"),
+        *_one_role_value("benchmark_regression_tolerance", "10%", "'10%'", "benchmark", "a number"),
+    ),
+    # A benchmark threshold may be empty (reported, not judged), so it is no plain float: its own rule names it.
+    Case(
+        "threshold-given-a-percentage",
+        lambda d, n: d.set(n.b, "benchmark_min_efficiency", "80%"),
+        lambda n: {n.b: [f"{n.b}: benchmark_min_efficiency='80%' is not allowed; allowed: a number above 0 and at "
+                         'most 1, or empty (null or "": reported, not judged)']},
     ),
     Case("dict-given-an-address", *_one_role_value("eni_addresses", "10.0.0.2", "'10.0.0.2'", "eni", "a mapping")),
     Case(
@@ -565,8 +572,9 @@ CASES: list[Case] = [
     Case(
         "role-value-given-by-extra-vars",
         lambda d, n: None,
-        lambda n: {h: _role_value(h, "benchmark_min_efficiency", "'80%'", "benchmark", "a number") for h in (n.a, n.b)},
-        extra=("-e", json.dumps({"benchmark_min_efficiency": "80%"})),
+        lambda n: {h: _role_value(h, "benchmark_regression_tolerance", "'10%'", "benchmark", "a number")
+                   for h in (n.a, n.b)},
+        extra=("-e", json.dumps({"benchmark_regression_tolerance": "10%"})),
     ),
     Case(
         "dict-given-a-list",
