@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -381,28 +382,32 @@ def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, d
         assert checked.result["drift_local"] is False
 
 
-def the_module() -> Any:
-    """The converge_state module imported from the collection tree, to call one of its functions in process."""
-    import importlib
-    import sys
-
+def host_identity(key_dirs: list[Path] | None = None) -> dict[str, Any]:
+    """The module's host_identity(), called in a process of its own (importing the collection's module here would
+    leave a plain ``ansible_collections`` package in this process, hiding the collection from Ansible's loader for
+    the tests after it), with its HOST_KEY_DIRS replaced by ``key_dirs`` when given."""
     from rdmaforge.collection import ensure_dev_tree
 
-    root = str(ensure_dev_tree())
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    return importlib.import_module("ansible_collections.rdmaforge.cluster.plugins.modules.converge_state")
+    code = (
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import ansible_collections.rdmaforge.cluster.plugins.modules.converge_state as m\n"
+        "if len(sys.argv) > 2: m.HOST_KEY_DIRS = tuple(sys.argv[2:])\n"
+        "print(json.dumps(m.host_identity(10)))\n"
+    )
+    argv = [sys.executable, "-c", code, str(ensure_dev_tree()), *(str(d) for d in key_dirs or [])]
+    found: dict[str, Any] = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
+    return found
 
 
-def test_the_checks_host_identity_matches_what_ansibles_setup_gathers(tmp_path: Path, monkeypatch) -> None:
+def test_the_checks_host_identity_matches_what_ansibles_setup_gathers(tmp_path: Path) -> None:
     """The ssh_trust role writes a node left out of its play from the check's host_identity instead of a delegated
     setup: the addresses must be those of setup's all_ipv4_addresses (Ansible's own collector, run here for real),
     the keys each host key file's type and key, from the first directory holding any, as setup reads them."""
-    module = the_module()
     for _ in range(3):  # the lab beside may add or remove a bridge's address between the two readings
         gathered = run_module("ansible.builtin.setup", {"gather_subset": ["!all", "!min", "network"]})
         facts = gathered.result["ansible_facts"]
-        identity = module.host_identity(10)
+        identity = host_identity()
         if set(identity["ipv4_addresses"]) == set(facts["ansible_all_ipv4_addresses"]):
             break
     assert identity["ipv4_addresses"] == sorted(facts["ansible_all_ipv4_addresses"]), (identity, facts)
@@ -412,12 +417,11 @@ def test_the_checks_host_identity_matches_what_ansibles_setup_gathers(tmp_path: 
         for kind in kinds:
             subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", str(directory / f"ssh_host_{kind}_key")],
                            check=True)  # fmt: skip
-    monkeypatch.setattr(module, "HOST_KEY_DIRS", (str(tmp_path / "none"), str(first), str(second)))
     words = (first / "ssh_host_ecdsa_key.pub").read_text().split()
-    assert module.host_identity(10)["ssh_host_keys"] == {"ecdsa": {"keytype": words[0], "key": words[1]}}
+    found = host_identity([tmp_path / "none", first, second])
+    assert found["ssh_host_keys"] == {"ecdsa": {"keytype": words[0], "key": words[1]}}
     assert words[0].startswith("ecdsa-sha2-") and len(words) == 3  # type, key, comment: the comment is left out
-    monkeypatch.setattr(module, "HOST_KEY_DIRS", (str(tmp_path / "none"),))
-    assert module.host_identity(10)["ssh_host_keys"] == {}
+    assert host_identity([tmp_path / "none"])["ssh_host_keys"] == {}
 
 
 def test_only_a_nodes_own_resources_make_its_drift_local(tmp_path: Path, managed: dict) -> None:
