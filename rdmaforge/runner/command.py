@@ -56,6 +56,18 @@ def seconds_limit(text: str) -> float:
     return value
 
 
+def run_count(text: str) -> int:
+    """argparse type: how many run directories to keep, 1 or more (else a usage error, exit 64): the run being
+    started is one of them."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more (the run being started is kept), got {text!r}")
+    return value
+
+
 def existing_file(text: str) -> Path:
     """argparse type: a file that exists now, checked before anything runs (else a usage error naming it)."""
     path = Path(text).expanduser()
@@ -133,7 +145,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here (for CI)")
     parser.add_argument("--runs-dir", type=Path, default=artifacts.RUNS_DIR,
                         help=f"where run directories go (default {artifacts.RUNS_DIR})")  # fmt: skip
-    parser.add_argument("--keep", type=int, default=artifacts.DEFAULT_KEEP,
+    parser.add_argument("--keep", type=run_count, default=artifacts.DEFAULT_KEEP,
                         help=f"run directories to keep, newest first (default {artifacts.DEFAULT_KEEP})")  # fmt: skip
 
 

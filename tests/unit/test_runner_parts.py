@@ -461,3 +461,19 @@ def test_warning_lines_of_debug_tasks_are_kept_once_and_printed_under_the_recap(
     ]
     table = render(from_stats(STATS), [], log.warnings)
     assert table.splitlines()[-2:] == [f"  {line}" for line in log.warnings]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two", "1.5"])
+def test_keep_must_be_a_count_of_one_or_more(value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--keep 0 would delete the run being started; it was an error after argument parsing (exit 1), now a usage
+    error naming the option (exit 64) before anything runs, as every other bad argument."""
+    from rdmaforge.cli import main
+
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text("all:\n  hosts:\n    node1: {}\n")
+    with pytest.raises(SystemExit) as exited:
+        main(["doctor", "-i", str(hosts), "--runs-dir", str(tmp_path / "runs"), f"--keep={value}"])
+    assert exited.value.code == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert "argument --keep:" in err and repr(value) in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
