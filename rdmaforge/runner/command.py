@@ -40,7 +40,7 @@ def positive_int(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
     return value
 
 
@@ -53,18 +53,6 @@ def seconds_limit(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds, 0 or more, got {text!r}")
-    return value
-
-
-def run_count(text: str) -> int:
-    """argparse type: how many run directories to keep, 1 or more (else a usage error, exit 64): the run being
-    started is one of them."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more (the run being started is kept), got {text!r}")
     return value
 
 
@@ -145,7 +133,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here (for CI)")
     parser.add_argument("--runs-dir", type=Path, default=artifacts.RUNS_DIR,
                         help=f"where run directories go (default {artifacts.RUNS_DIR})")  # fmt: skip
-    parser.add_argument("--keep", type=run_count, default=artifacts.DEFAULT_KEEP,
+    parser.add_argument("--keep", type=positive_int, default=artifacts.DEFAULT_KEEP,
                         help=f"run directories to keep, newest first (default {artifacts.DEFAULT_KEEP})")  # fmt: skip
 
 
@@ -172,8 +160,6 @@ class UsageError(Exception):
 def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
     if not args.inventory.exists():
         raise UsageError(f"inventory {args.inventory} does not exist")
-    if args.keep < 1:
-        raise UsageError("--keep must be at least 1")
     if getattr(args, "mitogen", False):
         try:
             accelerator.strategy_dir()
