@@ -25,6 +25,7 @@ from typing import Any
 
 from rdmaforge import fabrics, fast_yaml
 from rdmaforge.bench.verdict import THRESHOLDS, threshold_allowed, threshold_problem
+from rdmaforge.hostnames import short_name
 from rdmaforge.plain_data import plain
 
 #: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
@@ -122,11 +123,6 @@ def describe_option(option: Mapping[str, object]) -> str:
 
 
 # --- names and addresses ---------------------------------------------------------------------------
-
-
-def short_name(name: str) -> str:
-    """The part of a host name before the first dot: ``node1.example.com`` -> ``node1``."""
-    return name.split(".", 1)[0]
 
 
 def looks_like_ipv4(text: str) -> bool:

@@ -6,15 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rdmaforge.hostnames import short_name
+
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
 #: What the converge_state role registers on every node at the start of site.yml: its answer carries the node's
 #: host keys and addresses as read in this run (``host_identity``), never from the fact cache.
 OBSERVATION = "converge_state_check"
 _IDENTITY_FACTS = ("all_ipv4_addresses", *(f"ssh_host_key_{kind}_public" for kind in HOST_KEY_TYPES))
-
-
-def short(name: str) -> str:
-    return name.split(".", 1)[0]
 
 
 def address(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> str:
@@ -91,7 +89,7 @@ def names(host: str, hostvars: Mapping[str, Mapping[str, Any]], gathered: Sequen
     """Every name and address a node answers to: inventory name, short name, ansible_host, all its IPv4s (sorted:
     gathered facts list them in the kernel's order of interfaces, an observation sorted; one text for both)."""
     ipv4 = sorted(identity_facts(host, hostvars, gathered).get("all_ipv4_addresses", []), key=_ipv4_order)
-    candidates = [host, short(host), address(host, hostvars), *ipv4]
+    candidates = [host, short_name(host), address(host, hostvars), *ipv4]
     return list(dict.fromkeys(c for c in candidates if c))
 
 

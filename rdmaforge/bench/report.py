@@ -36,6 +36,7 @@ from rdmaforge.bench.verdict import (
     overall,
     required_groups,
 )
+from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, parse_file, verdict
 from rdmaforge.nccl_tests.transport import merge_transports
 from rdmaforge.stored import PERCENTILES
@@ -80,11 +81,6 @@ def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
     return f"it is not this run's job: the log has {ranks} ranks, the run asked for {total} ({gpu_words(dict(run))})"
 
 
-def short_host(name: str) -> str:
-    """A host name as nccl-tests prints it in its ``#  Rank`` lines: up to its first dot."""
-    return name.split(".", 1)[0]
-
-
 def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tuple[Status, str] | None:
     """Whether the log's ranks ran on the run's nodes: None when they did, else (fail or not_judged, why).
 
@@ -95,15 +91,15 @@ def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tu
     with the node names; when they differ, which nodes ran cannot be told: not judged.
     """
     nodes = [str(n) for n in run.get("nodes") or []]
-    ran = sorted({short_host(h) for h in rank_hosts.values()})
+    ran = sorted({short_name(h) for h in rank_hosts.values()})
     if not ran:
         return "not_judged", "its '#  Rank' lines name no host: which nodes ran the job cannot be told"
     if not nodes:
         return "not_judged", f"run.json names no nodes: the ranks ran on {', '.join(ran)}, against nothing to compare"
     recorded = run.get("hostnames")
-    hosts = {n: short_host(str(recorded[n])) for n in nodes if isinstance(recorded, Mapping) and recorded.get(n)}
+    hosts = {n: short_name(str(recorded[n])) for n in nodes if isinstance(recorded, Mapping) and recorded.get(n)}
     if len(hosts) < len(nodes):  # not recorded: compared with the node names
-        if {short_host(n) for n in nodes} == set(ran):
+        if {short_name(n) for n in nodes} == set(ran):
             return None  # a run directory that names its nodes by host name
         if len(ran) < len(nodes):
             return "fail", (f"the ranks ran on {len(ran)} host(s) ({', '.join(ran)}), the run has {len(nodes)} nodes "

@@ -18,6 +18,7 @@ from rdmaforge.inventory_checks import (
     NodeInput,
     Problem,
 )
+from rdmaforge.hostnames import short_name
 from rdmaforge.paths import PROJECT_ROOT
 
 ALLOWED_FABRICS = "allowed: erdma, infiniband, roce, acs_type1, acs_type2, tcp"
@@ -94,8 +95,8 @@ def test_address_as_node_name(name: str) -> None:
 
 
 def test_short_name() -> None:
-    assert checks.short_name("node1.example.com") == "node1"
-    assert checks.short_name("node1") == "node1"
+    assert short_name("node1.example.com") == "node1"
+    assert short_name("node1") == "node1"
 
 
 @pytest.mark.parametrize("address", ["172.20.20.145", "198.18.0.11", "node1.example.com", "localhost"])
