@@ -267,14 +267,36 @@ def _glob_dir(path: str) -> list[str]:
         return []
 
 
-def fingerprint(timeout: int) -> dict[str, Any]:
+class NodeReading:
+    """One reading of the node per module run: the fingerprint and host_identity share the ``ip -o addr show``
+    output and the host key files instead of reading them twice."""
+
+    def __init__(self, timeout: int) -> None:
+        self.timeout = timeout
+        self._files: dict[str, str] = {}
+        self._addresses: tuple[int, str] | None = None
+
+    def read(self, path: str) -> str:
+        if path not in self._files:
+            self._files[path] = _read(path)
+        return self._files[path]
+
+    def addresses(self) -> tuple[int, str]:
+        """``ip -o addr show`` (every family): its exit code and output."""
+        if self._addresses is None:
+            self._addresses = _run(["ip", "-o", "addr", "show"], self.timeout)
+        return self._addresses
+
+
+def fingerprint(reading: NodeReading) -> dict[str, Any]:
     """What the tasks read from facts and the kernel: when any of it changes, the roles may decide otherwise."""
+    timeout = reading.timeout
     links = _run(["ip", "-o", "link", "show"], timeout)[1]
-    addrs = _LIFETIME.sub("", _run(["ip", "-o", "addr", "show"], timeout)[1])
+    addrs = _LIFETIME.sub("", reading.addresses()[1])
     keys = {}
     for name in _glob_dir("/etc/ssh"):
         if name.startswith("ssh_host_") and name.endswith(".pub"):
-            keys[name] = _sha256_bytes(_read(os.path.join("/etc/ssh", name)).encode())
+            keys[name] = _sha256_bytes(reading.read(os.path.join("/etc/ssh", name)).encode())
     pools = {p: _read(f"/sys/kernel/mm/hugepages/{p}/nr_hugepages") for p in _glob_dir("/sys/kernel/mm/hugepages")}
     rdma = {}
     for dev in _glob_dir("/sys/class/infiniband"):
@@ -300,21 +322,21 @@ HOST_KEY_DIRS = ("/etc/ssh", "/etc/openssh", "/etc")
 HOST_KEY_KINDS = ("ed25519", "ecdsa", "rsa")
 
 
-def host_identity(timeout: int) -> dict[str, Any]:
+def host_identity(reading: NodeReading) -> dict[str, Any]:
     """The node's SSH host public keys and IPv4 addresses, as ssh_known_hosts lines need them (RV(host_identity))."""
     keys: dict[str, dict[str, str]] = {}
     for directory in HOST_KEY_DIRS:
         for kind in HOST_KEY_KINDS:
-            words = _read(os.path.join(directory, f"ssh_host_{kind}_key.pub")).split()
+            words = reading.read(os.path.join(directory, f"ssh_host_{kind}_key.pub")).split()
             if len(words) >= 2:
                 keys[kind] = {"keytype": words[0], "key": words[1]}
         if keys:
             break
-    rc, out = _run(["ip", "-o", "-4", "addr", "show"], timeout)
+    rc, out = reading.addresses()
     addresses = set()
     for line in out.splitlines() if rc == 0 else []:
         words = line.split()
-        if "inet" in words[:-1]:
+        if "inet" in words[:-1]:  # IPv4 only: an IPv6 line says inet6
             address = words[words.index("inet") + 1].split("/", 1)[0]
             if not address.startswith("127."):
                 addresses.add(address)
@@ -366,7 +388,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def compare(record: dict[str, Any], digest: str, timeout: int) -> tuple[list[str], bool]:
+def compare(record: dict[str, Any], digest: str, reading: NodeReading) -> tuple[list[str], bool]:
     """What differs from ``record``, and whether all of it is the node's own (see RV(drift_local))."""
     if record.get("format") != FORMAT:
         return [f"the record's format {record.get('format')!r} is not {FORMAT} (written by another rdmaforge)"], False
@@ -376,9 +398,9 @@ def compare(record: dict[str, Any], digest: str, timeout: int) -> tuple[list[str
     unverifiable = resources.get("unverifiable") or []
     if unverifiable:
         return ["the recorded converge ran tasks with no drift check: {}".format(", ".join(unverifiable[:5]))], False
-    node = _differences("fingerprint", record.get("fingerprint") or {}, fingerprint(timeout))
+    node = _differences("fingerprint", record.get("fingerprint") or {}, fingerprint(reading))
     seen = record.get("observations") or {}
-    now = observe(resources, timeout)
+    now = observe(resources, reading.timeout)
     own: list[str] = []
     for kind in NAME_KINDS:
         own += _differences(kind[:-1], seen.get(kind) or {}, now[kind])
@@ -478,7 +500,7 @@ def main() -> None:
             "digest": digest,
             "cluster_digest": params["cluster_digest"],
             "resources": resources,
-            "fingerprint": fingerprint(timeout),
+            "fingerprint": fingerprint(NodeReading(timeout)),
             "observations": observe(resources, timeout),
             "summary": params["summary"] or {},
         }
@@ -493,6 +515,7 @@ def main() -> None:
             path=path,
         )
     stored, problem = load(path)
+    reading = NodeReading(timeout)
     if stored is None:
         module.exit_json(
             changed=False,
@@ -501,11 +524,11 @@ def main() -> None:
             drift_local=False,
             cluster_changed="",
             observed=0,
-            host_identity=host_identity(timeout),
+            host_identity=host_identity(reading),
             path=path,
         )
         return
-    reasons, local = compare(stored, digest, timeout)
+    reasons, local = compare(stored, digest, reading)
     if len(reasons) > MAX_REASONS:
         reasons = reasons[: MAX_REASONS - 1] + [f"... and {len(reasons) - MAX_REASONS + 1} more"]
     module.exit_json(
@@ -516,7 +539,7 @@ def main() -> None:
         cluster_changed=cluster_change(stored, params["cluster_digest"]),
         observed=_count(stored.get("resources") or {}),
         summary=stored.get("summary") or {},
-        host_identity=host_identity(timeout),
+        host_identity=host_identity(reading),
         path=path,
     )
 

@@ -11,6 +11,7 @@ import configparser
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -393,11 +394,30 @@ def host_identity(key_dirs: list[Path] | None = None) -> dict[str, Any]:
         "sys.path.insert(0, sys.argv[1])\n"
         "import ansible_collections.rdmaforge.cluster.plugins.modules.converge_state as m\n"
         "if len(sys.argv) > 2: m.HOST_KEY_DIRS = tuple(sys.argv[2:])\n"
-        "print(json.dumps(m.host_identity(10)))\n"
+        "print(json.dumps(m.host_identity(m.NodeReading(10))))\n"
     )
     argv = [sys.executable, "-c", code, str(ensure_dev_tree()), *(str(d) for d in key_dirs or [])]
     found: dict[str, Any] = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
     return found
+
+
+def test_the_check_reads_the_nodes_addresses_once(
+    tmp_path: Path, managed: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fingerprint and host_identity share one ``ip -o addr show`` (a real ``ip`` behind a wrapper that logs
+    each call): the check is on every node's path at every converge."""
+    _, state = record(tmp_path, managed)
+    real_ip = shutil.which("ip")
+    assert real_ip, "iproute2's ip is needed on this machine"
+    wrappers, log = tmp_path / "bin", tmp_path / "ip.log"
+    wrappers.mkdir()
+    (wrappers / "ip").write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real_ip} "$@"\n')
+    (wrappers / "ip").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrappers}{os.pathsep}{os.environ['PATH']}")
+    result = check(state).result
+    calls = log.read_text().splitlines()
+    assert calls.count("-o addr show") == 1 and not [c for c in calls if "addr" in c and c != "-o addr show"], calls
+    assert isinstance(result["host_identity"]["ipv4_addresses"], list), result  # what they are: the test below
 
 
 def test_the_checks_host_identity_matches_what_ansibles_setup_gathers(tmp_path: Path) -> None:
