@@ -120,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
         require = required_components(args.require)
-    except command.UsageError as exc:
-        return command.usage_error(NAME, str(exc))
+    except command.CannotRun as exc:
+        return command.cannot_run(NAME, str(exc))
     except ValueError as exc:
         return bad_input(str(exc))
     for variable, at_most in THRESHOLDS.items():  # 0 or less would pass anything; the role refuses it too

@@ -93,8 +93,8 @@ def host_cases(diagnosis: doctor.Diagnosis, failed: dict[str, str]) -> list[juni
 def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
-    except command.UsageError as exc:
-        return command.usage_error(NAME, str(exc))
+    except command.CannotRun as exc:
+        return command.cannot_run(NAME, str(exc))
     # With --json the human output goes to stderr: stdout holds the JSON document (recap.json) only.
     session = command.start(args, NAME, json_recap=args.json)
     output = session.run_dir / NAME

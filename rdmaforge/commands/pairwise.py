@@ -120,8 +120,8 @@ def check(args: argparse.Namespace) -> tuple[list[extravars.ExtraVars], list[str
 def run(args: argparse.Namespace) -> int:
     try:
         variables, nics = check(args)
-    except command.UsageError as exc:
-        return command.usage_error(NAME, str(exc))
+    except command.CannotRun as exc:
+        return command.cannot_run(NAME, str(exc))
     except PlanError as exc:
         print(f"rdmaforge {NAME}: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)

@@ -30,8 +30,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
-    except command.UsageError as exc:
-        return command.usage_error(NAME, str(exc))
+    except command.CannotRun as exc:
+        return command.cannot_run(NAME, str(exc))
     return command.under_inventory_lock(args, NAME, lambda: converge(args, variables))
 
 

@@ -12,6 +12,7 @@ from rdmaforge import stored
 from rdmaforge.bench.baseline import BaselineError
 from rdmaforge.bench.report import render
 from rdmaforge.bench.verdict import EXIT_CODES
+from rdmaforge.errors import missing_path
 from rdmaforge.paths import WORKSPACE
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode
 
@@ -55,6 +56,9 @@ def find_run_dir(args: argparse.Namespace) -> Path | str:
     if args.run_dir is None:
         return "give RUN_DIR or --latest"
     run_dir: Path = args.run_dir
+    problem = missing_path(run_dir, "run directory")
+    if problem:
+        return problem
     # exists(), not is_file(): a run.json that is a device or a pipe is refused by the bounded read, with its size.
     if not (run_dir / "run.json").exists() and (run_dir / "benchmark" / "run.json").exists():
         run_dir = run_dir / "benchmark"  # `rdmaforge bench` keeps the benchmark's run there

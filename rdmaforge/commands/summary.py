@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import stored
+from rdmaforge.errors import missing_path
 from rdmaforge.paths import WORKSPACE
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 
@@ -53,8 +54,10 @@ def current(node: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.file.exists():
-        print(f"rdmaforge summary: {args.file} does not exist (run playbooks/summary.yml first)", file=sys.stderr)
+    problem = missing_path(args.file, "summary")
+    if problem:
+        hint = " (run playbooks/summary.yml first)" if problem.endswith("does not exist") else ""
+        print(f"rdmaforge summary: {problem}{hint}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     # Checked against the schema first (UserError: one line naming the key, exit 64 from rdmaforge.cli).
     data = stored.load(args.file, stored.SUMMARY_JSON, "cluster summary (summary.json)")

@@ -118,10 +118,10 @@ def cases(
 def run(args: argparse.Namespace) -> int:
     try:
         command.check_arguments(args)
-    except command.UsageError as exc:
-        return command.usage_error(NAME, str(exc))
+    except command.CannotRun as exc:
+        return command.cannot_run(NAME, str(exc))
     if importlib.util.find_spec("testinfra") is None:  # the suite's runner is a test dependency
-        return command.usage_error(NAME, "needs pytest-testinfra, a dependency of rdmaforge: pip install rdmaforge")
+        return command.cannot_run(NAME, "needs pytest-testinfra, a dependency of rdmaforge: pip install rdmaforge")
     session = command.start(args, NAME, json_recap=args.json)
     # Unreachable nodes are found first and left out of the suite: testinfra would fail every test on them with
     # messages that do not say why.

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from rdmaforge.errors import UserError, missing_path
 from rdmaforge.paths import playbook as playbook_path
 from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock
 from rdmaforge.runner.events import HostProblem
@@ -153,18 +154,20 @@ class Session:
         return (dt.datetime.now(dt.UTC) - self.started).total_seconds()
 
 
-class UsageError(Exception):
-    """Bad arguments: reported on stderr, exit 1, before anything runs."""
+class CannotRun(Exception):
+    """This installation lacks what the command needs (mitogen, testinfra): reported on stderr, exit 1, before
+    anything runs. A wrong argument is a UserError instead (exit 64)."""
 
 
 def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
-    if not args.inventory.exists():
-        raise UsageError(f"inventory {args.inventory} does not exist")
+    problem = missing_path(args.inventory, "inventory")
+    if problem:  # a wrong -i is a bad command line: UserError, exit 64 from rdmaforge.cli, like render's
+        raise UserError(problem)
     if getattr(args, "mitogen", False):
         try:
             accelerator.strategy_dir()
         except accelerator.NotInstalled as exc:
-            raise UsageError(str(exc)) from exc
+            raise CannotRun(str(exc)) from exc
     # A bad -e is a bad command line: ExtraVarsError is a UserError, which rdmaforge.cli reports with exit 64.
     return extravars.parse(getattr(args, "extra_vars", []) or [])
 
@@ -288,7 +291,7 @@ def outcome_record(outcome: execute.Outcome) -> dict[str, Any]:
     }
 
 
-def usage_error(command: str, message: str) -> int:
+def cannot_run(command: str, message: str) -> int:
     print(f"rdmaforge {command}: {message}", file=sys.stderr)
     return int(ExitCode.ERROR)
 
@@ -332,8 +335,8 @@ def run_changing_playbook(args: argparse.Namespace, command: str, playbook: str,
     progress, recap, artifacts and exit code."""
     try:
         variables = check_arguments(args)
-    except UsageError as exc:
-        return usage_error(command, str(exc))
+    except CannotRun as exc:
+        return cannot_run(command, str(exc))
 
     def body() -> int:
         session = start(args, command, json_recap=args.json)

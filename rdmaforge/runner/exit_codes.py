@@ -9,7 +9,8 @@ from enum import IntEnum
 
 class ExitCode(IntEnum):
     OK = 0
-    #: rdmaforge or Ansible could not do the job at all: bad arguments, a missing inventory, a syntax error.
+    #: rdmaforge or Ansible could not do the job at all: an inventory Ansible cannot parse, no host matched, a missing
+    #: optional part (mitogen).
     #: `rdmaforge report` also uses it for a benchmark run that failed.
     ERROR = 1
     HOST_FAILED = 2
@@ -34,7 +35,7 @@ class ExitCode(IntEnum):
 
 MEANING = {
     ExitCode.OK: "success",
-    ExitCode.ERROR: "rdmaforge or Ansible could not run (bad arguments, missing inventory, syntax error)",
+    ExitCode.ERROR: "rdmaforge or Ansible could not run (an inventory Ansible cannot parse, no host matched)",
     ExitCode.HOST_FAILED: "a host failed",
     ExitCode.UNREACHABLE: "a host was unreachable",
     ExitCode.BELOW_THRESHOLD: "benchmark verdict fail (below a threshold, a failed run, a regression)",

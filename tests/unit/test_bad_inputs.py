@@ -263,7 +263,7 @@ def run_json_cases() -> list[Case]:
         Case("report-run.json-nan", report(None, raw=valid.replace("0.8", "NaN").encode()), BAD,
              ("min_efficiency", "expected number")),  # fmt: skip
         Case("report-no-args", lambda t: ["report"], BAD, ("give RUN_DIR or --latest",)),
-        Case("report-missing-dir", lambda t: ["report", str(t / "nope")], BAD, ("nope has no run.json",)),
+        Case("report-missing-dir", lambda t: ["report", str(t / "nope")], BAD, ("run dir", "nope does not exist")),
         Case("report-dir-is-a-file", lambda t: ["report", str(write(t / "f", "x"))], BAD, ("has no run.json",)),
         Case("report-run.json-is-a-dir", lambda t: ["report", str(mkdir(t / "r" / "run.json").parent)], BAD,
              ("run.json: is a directory, expected benchmark run.json",)),  # fmt: skip
@@ -307,7 +307,7 @@ def unwritable_results(tmp: Path) -> list[str]:
 def baseline_cases() -> list[Case]:
     return [
         Case("baseline-missing-dir", lambda t: ["baseline", str(t / "nope"), "-o", str(t / "b.json")], BAD,
-             ("nope has no run.json",)),  # fmt: skip
+             ("run directory", "nope does not exist")),  # fmt: skip
         Case("baseline-run.json-corrupt", baseline(None, raw=b'{"fabric": '), BAD, ("run.json", "not valid JSON")),
         Case("baseline-run.json-wrong-type", baseline(with_key(RUN, "nodes", "n1")), BAD, ("run.json", "nodes")),
         Case("baseline-collectives-string", baseline(with_key(RUN, "nccl.collectives", "allreduce")), BAD,
@@ -510,8 +510,38 @@ def extra_vars_cases() -> list[Case]:
     ]
 
 
+def symlink_loop(tmp: Path) -> Path:
+    """A path that is a link to itself: stat() fails with ELOOP, not ENOENT."""
+    loop = tmp / "loop.yml"
+    loop.symlink_to(loop.name)
+    return loop
+
+
+def inventory_path_cases() -> list[Case]:
+    """An -i that is not there, or a link loop, is a bad command line (64) on every command that runs against
+    hosts, named as what it is; and so is a RUN_DIR that is a link loop."""
+    commands = {"provision": [], "verify": [], "doctor": [], "bench": [], "pairwise": [], "upgrade-nccl": [],
+                "rollback-nccl": [], "remove-node": ["n1"], "reset": ["--yes"]}  # fmt: skip
+    cases = []
+    for name, more in commands.items():
+        cases += [
+            Case(f"{name}-inventory-missing",
+                 lambda t, name=name, more=more: [name, "-i", str(t / "no.yml"), "--runs-dir", str(t / "runs"), *more],
+                 BAD, ("no.yml", "does not exist")),  # fmt: skip
+            Case(f"{name}-inventory-link-loop",
+                 lambda t, name=name, more=more: [name, "-i", str(symlink_loop(t)), "--runs-dir", str(t / "runs"),
+                                                  *more],
+                 BAD, ("loop.yml", "cannot be read: Too many levels of symbolic links")),  # fmt: skip
+        ]
+    cases.append(Case("summary-link-loop", lambda t: ["summary", str(symlink_loop(t))], BAD,
+                      ("summary", "loop.yml", "cannot be read: Too many levels of symbolic links")))  # fmt: skip
+    cases.append(Case("report-run-dir-link-loop", lambda t: ["report", str(symlink_loop(t))], BAD,
+                      ("loop.yml", "cannot be read: Too many levels of symbolic links")))  # fmt: skip
+    return cases
+
+
 CASES = (nccl_cases() + run_json_cases() + baseline_cases() + baseline_file_cases() + summary_cases() + render_cases()
-         + extra_vars_cases())  # fmt: skip
+         + extra_vars_cases() + inventory_path_cases())  # fmt: skip
 
 
 # -- huge and binary inputs: each in its own process, with a wall-time and a peak-memory bound ------------------

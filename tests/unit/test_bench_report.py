@@ -192,7 +192,7 @@ def test_report_command_exit_codes(tmp_path: Path, socket_log: Path, capsys: pyt
     assert main(["report", str(make_run(tmp_path / "d", "erdma", None))]) == 5
     assert main(["report", str(tmp_path / "nothing")]) == 64
     out, err = capsys.readouterr()
-    assert "Verdict: pass" in out and f"{tmp_path / 'nothing'} has no run.json" in err
+    assert "Verdict: pass" in out and f"run directory {tmp_path / 'nothing'} does not exist" in err
 
 
 def test_e2e_output_line_is_found_among_logs() -> None:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from rdmaforge import inventory_checks as checks
+from rdmaforge.hostnames import short_name
 from rdmaforge.inventory_checks import (
     FABRICS,
     ArgspecResult,
@@ -18,7 +19,6 @@ from rdmaforge.inventory_checks import (
     NodeInput,
     Problem,
 )
-from rdmaforge.hostnames import short_name
 from rdmaforge.paths import PROJECT_ROOT
 
 ALLOWED_FABRICS = "allowed: erdma, infiniband, roce, acs_type1, acs_type2, tcp"
