@@ -99,7 +99,7 @@ def read_inventory(inventory: str, group: str) -> dict[str, dict[str, Any]]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InventoryError(f"cannot run ansible-inventory: {exc}") from exc
     if proc.returncode != 0:
-        raise InventoryError(f"ansible-inventory -i {inventory} failed: {proc.stderr.strip()[-2000:]}")
+        raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr)}")
     try:
         data = json.loads(proc.stdout)
     except ValueError as exc:
@@ -228,7 +228,7 @@ def yaml_problems(inventory: Path) -> list[str]:
         if path.suffix not in (".yml", ".yaml") and path.parent.name not in ("group_vars", "host_vars"):
             continue
         try:
-            yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - a SafeLoader subclass
+            data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -236,7 +236,38 @@ def yaml_problems(inventory: Path) -> list[str]:
             found.append(f"{path}:{where}: YAML syntax error: {problem}")
         except OSError as exc:
             found.append(f"{path}: cannot read: {exc.strerror or exc}")
+        else:
+            found += [f"{path}: {key} is a !!binary value (bytes), which ansible-inventory cannot list; allowed: text, "
+                      "numbers, booleans, lists and mappings (base64 text without the tag, decoded where it is used "
+                      "with the b64decode filter)" for key in _binary_keys(data)]  # fmt: skip
     return found
+
+
+def _binary_keys(data: Any, where: str = "") -> list[str]:
+    """The keys (``a.b[2]``) whose value YAML's ``!!binary`` made bytes: ansible-inventory --list stops with a
+    traceback on them ("not JSON serializable"), naming neither the file nor the key."""
+    if isinstance(data, bytes):
+        return [where or "the document"]
+    if isinstance(data, dict):
+        return [k for key, value in data.items() for k in _binary_keys(value, f"{where}.{key}" if where else str(key))]
+    if isinstance(data, list):
+        return [k for i, value in enumerate(data) for k in _binary_keys(value, f"{where}[{i}]")]
+    return []
+
+
+def ansible_error(stderr: str) -> str:
+    """What an Ansible command said went wrong, without the traceback it may print after it: the ``[ERROR]:`` (or
+    older ``ERROR!``) paragraph, else the last 2000 characters."""
+    lines = stderr.strip().splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith(("[ERROR]:", "ERROR!")):
+            kept = []
+            for text in lines[start:]:
+                if not text.strip() or text.startswith("Traceback"):
+                    break
+                kept.append(text)
+            return "\n".join(kept)
+    return stderr.strip()[-2000:]
 
 
 def output_problem(out_dir: Path) -> str | None:

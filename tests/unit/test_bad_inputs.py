@@ -491,6 +491,15 @@ def render_cases() -> list[Case]:
         Case("render-hosts-yaml",
              lambda t: ["render", "-i", str(inventory(t, hosts="all:\n  - [\n")), "-o", str(t / "o")], BAD,
              ("hosts.yml", "YAML syntax error")),  # fmt: skip
+        # YAML's !!binary makes bytes, which ansible-inventory --list stops on with a traceback naming no key.
+        Case("render-binary-value",
+             lambda t: ["render", "-i", str(inventory(t, group_vars="x: 1\nodd:\n  l: [1, !!binary aGVsbG8=]\n")),
+                        "-o", str(t / "o")], BAD,
+             ("group_vars/all.yml: odd.l[1] is a !!binary value", "allowed: text")),  # fmt: skip
+        # Valid YAML that Ansible refuses: its [ERROR] line, not a cut traceback.
+        Case("render-group-vars-list",
+             lambda t: ["render", "-i", str(inventory(t, group_vars="- a\n- b\n")), "-o", str(t / "o")], BAD,
+             ("ansible-inventory", "failed: [ERROR]: Could not process", "group_vars/all.yml")),  # fmt: skip
         Case("render-no-output", lambda t: ["render", "-i", str(inventory(t))], BAD, ("-o/--output",)),
         Case("render-bad-kind", lambda t: ["render", "-i", str(inventory(t)), "-o", str(t), "--kind", "helm"], BAD,
              ("invalid choice", "helm")),  # fmt: skip
