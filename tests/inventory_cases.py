@@ -646,7 +646,7 @@ CASES: list[Case] = [
         "nccl-cuda-arch-without-sm",
         lambda d, n: d.set(n.b, "nccl_cuda_archs", ["80"]),
         lambda n: {
-            n.b: [f"{n.b}: nccl_build_source=", 'nccl_cuda_archs=["80"]', "archs are a non-empty list of sm_NN names"]
+            n.b: [f'{n.b}: nccl_cuda_archs=["80"]: allowed: a non-empty list of sm_NN names']
         },  # fmt: skip
         needs_facts=True,
     ),
