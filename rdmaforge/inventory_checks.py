@@ -555,6 +555,67 @@ def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     return found
 
 
+# --- misspelled variables --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VariableNames:
+    """``settable``: what an inventory sets for the roles (their options and defaults, and the variables checked
+    here); ``mentioned``: every such-shaped name the roles, playbooks and rdmaforge's code use (facts included)."""
+
+    settable: frozenset[str]
+    mentioned: frozenset[str]
+
+
+_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+#: How close a name must be to one of ours to be called a misspelling of it (difflib's ratio).
+_MISSPELLING_CUTOFF = 0.85
+
+
+def variable_names(roles_dir: str | Path) -> VariableNames:
+    """The names the misspelling check knows, from the roles beside preflight (and their playbooks)."""
+    return _variable_names(str(Path(roles_dir).resolve()))
+
+
+@functools.lru_cache(maxsize=8)
+def _variable_names(roles_dir: str) -> VariableNames:
+    """Read once per process (a run): about 0.2 s for every role, playbook and module of rdmaforge."""
+    roles = Path(roles_dir)
+    settable = {"rdmaforge_fabric", *NETWORK_RETRY_BOUNDS, *POSITIVE_NUMBERS, *THRESHOLDS}
+    settable.update(merged_argument_specs(discover_argument_specs(roles))["options"])
+    for path in roles.glob("*/defaults/main.y*ml"):
+        data = fast_yaml.load(path.read_text())
+        settable.update(str(name) for name in (data if isinstance(data, Mapping) else {}))
+    files = [*roles.rglob("*.y*ml"), *roles.parent.joinpath("playbooks").glob("*.y*ml")]
+    files += Path(__file__).parent.rglob("*.py")
+    mentioned = set(settable)
+    for path in files:
+        mentioned.update(_NAME.findall(path.read_text(errors="replace")))
+    return VariableNames(frozenset(settable), frozenset(mentioned))
+
+
+def misspelled_variable_problems(host: str, values: Mapping[str, object], names: VariableNames) -> list[Problem]:
+    """A variable that nothing of rdmaforge reads, but close to one that is read: its value would be ignored
+    without a word (rdmaforge_fabric with two letters swapped). A name not close to one of ours is left alone: it
+    may be the user's own; Ansible's (``ansible_*``) are Ansible's to check."""
+    found = []
+    for variable in values:
+        if not isinstance(variable, str) or variable in names.mentioned or variable.startswith("ansible_"):
+            continue
+        close = difflib.get_close_matches(variable, names.settable, n=1, cutoff=_MISSPELLING_CUTOFF)
+        if close:
+            found.append(
+                Problem(
+                    host,
+                    variable,
+                    f"{host}: {variable} is not a variable rdmaforge reads, so its value would be ignored "
+                    f"(did you mean {close[0]!r}?); allowed: a variable of a role's defaults/main.yml or "
+                    f"meta/argument_specs.yml, such as {close[0]}",
+                )
+            )
+    return found
+
+
 # --- operating system ------------------------------------------------------------------------------
 
 
@@ -795,10 +856,13 @@ class NodeInput:
     in_play: bool = True
 
 
-def inventory_report(nodes: Sequence[NodeInput], group: str = "cluster") -> dict[str, list[str]]:
+def inventory_report(
+    nodes: Sequence[NodeInput], group: str = "cluster", names: VariableNames | None = None
+) -> dict[str, list[str]]:
     """Every inventory problem of every node, as host -> lines; nothing here needs a connection.
 
-    Per-node checks (fabric, name, address, role variables) run for the nodes in the play; the
+    Per-node checks (fabric, name, address, role variables, and with ``names`` misspelled variables) run for the
+    nodes in the play; the
     uniqueness and one-fabric checks cover every node given (the hosts of ``group``), so a ``--limit``
     run still sees its peers.
     """
@@ -814,6 +878,8 @@ def inventory_report(nodes: Sequence[NodeInput], group: str = "cluster") -> dict
         found += renamed_variable_problems(node.name, node.values)
         found += version_problems(node.name, node.values)
         found += download_problems(node.name, node.values)
+        if names is not None:
+            found += misspelled_variable_problems(node.name, node.values, names)
         if node.address is not None:
             found += address_problems(node.name, node.address)
         for result in node.argspecs:

@@ -409,6 +409,16 @@ CASES: list[Case] = [
         lambda n: {n.a: [f"{n.a}: rdmaforge_network_retry_delay='five'"]},
     ),
     Case(
+        "misspelled-variable",
+        lambda d, n: d.set(n.b, "hugepages_enabeld", True),
+        lambda n: {
+            n.b: [
+                f"{n.b}: hugepages_enabeld is not a variable rdmaforge reads, so its value would be ignored "
+                "(did you mean 'hugepages_enabled'?)"
+            ]
+        },
+    ),
+    Case(
         "no-cluster-group",
         lambda d, n: d.rename_group("nodes"),
         lambda n: {"localhost": ["the inventory has no hosts in group 'cluster'"]},

@@ -711,3 +711,42 @@ def test_a_switched_off_role_downloads_nothing_so_its_tarball_is_not_checked() -
     assert report_of(nccl_tests_enabled=False, nccl_tests_source="tarball") == []
     assert report_of(nccl_tests_enabled="no", nccl_tests_source="tarball") == []
     assert len(report_of(nccl_tests_enabled="yes", nccl_tests_source="tarball")) == 2
+
+
+# --- misspelled variables ----------------------------------------------------------------------------
+
+ROLES = PROJECT_ROOT / "roles"
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("rdmaforge_fabirc", "rdmaforge_fabric"),  # inventories/example/group_vars/all/fabric.yml's variable
+        ("hugepages_enabeld", "hugepages_enabled"),  # inventories/example/group_vars/all/hugepages.yml's
+        ("hugepage_count", "hugepages_count"),
+        ("eni_per_gpus", "eni_per_gpu"),  # inventories/example/group_vars/all/eni.yml's
+        ("cluster_host_manage", "cluster_hosts_manage"),  # inventories/example/group_vars/all/cluster_hosts.yml's
+        ("rdmaforge_network_retry", "rdmaforge_network_retries"),  # .../network.yml's
+    ],
+)
+def test_a_misspelled_variable_of_ours_is_named_with_the_one_meant(typo: str, meant: str) -> None:
+    names = checks.variable_names(ROLES)
+    node = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", typo: True})
+    assert checks.inventory_report([node], names=names) == {
+        "node1": [
+            f"node1: {typo} is not a variable rdmaforge reads, so its value would be ignored (did you mean "
+            f"{meant!r}?); allowed: a variable of a role's defaults/main.yml or meta/argument_specs.yml, "
+            f"such as {meant}"
+        ]
+    }
+
+
+def test_the_example_inventory_and_foreign_variables_have_no_misspelling() -> None:
+    names = checks.variable_names(ROLES)
+    example = PROJECT_ROOT / "inventories" / "example" / "group_vars" / "all"
+    values: dict[str, object] = {}
+    for path in sorted(example.glob("*.yml")):
+        values.update(yaml.safe_load(path.read_text()) or {})
+    # a user's own variables, Ansible's, and role variables the roles set for themselves
+    values.update(my_team="ml", ansible_user="root", ansible_port=22, hugepages_pages=50, nccl_env_in_force={})
+    assert checks.misspelled_variable_problems("node1", values, names) == []
