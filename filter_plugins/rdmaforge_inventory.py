@@ -17,11 +17,12 @@ def role_argument_specs(roles_dir: str) -> dict[str, dict[str, Any]]:
 
 
 def preload(filter_dir: Path) -> None:
-    """Run by the filter_preload callback in the controller before workers fork: the role specs are parsed once,
-    and every worker (one per node) inherits them instead of parsing them itself."""
+    """Run by the filter_preload callback in the controller before workers fork: the role specs (and the variable
+    names the misspelling check knows) are read once, and every worker (one per node) inherits them."""
     roles = filter_dir.parent.parent / "roles"  # the collection's roles, beside plugins/filter
     if roles.is_dir():
         checks.discover_argument_specs(roles)
+        checks.variable_names(roles)
 
 
 def _argspec_results(specs: Mapping[str, Any] | None, values: Mapping[str, Any]) -> list[checks.ArgspecResult]:
@@ -67,7 +68,8 @@ def inventory_report(
                 in_play=host in play_hosts,
             )
         )
-    return {"problems": checks.inventory_report(nodes, group)}
+    names = checks.variable_names(roles_dir) if roles_dir else None
+    return {"problems": checks.inventory_report(nodes, group, names)}
 
 
 def os_report(

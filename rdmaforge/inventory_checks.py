@@ -471,6 +471,151 @@ def version_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     return found
 
 
+# --- downloads -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Download:
+    """A file a role downloads and checks against a pinned sha256, used when ``source`` is ``in_use``."""
+
+    url: str | None  # the URL variable (None: the role's URL is not the inventory's to set)
+    sha256: str
+    source: str
+    in_use: str
+    default: str  # the role's default of ``source``
+    switch: str | None = None  # the role's on/off variable (default on), when it has one
+
+
+#: The pinned downloads, as their roles' defaults name them (an unset URL or sha256 defaults to "").
+DOWNLOADS: tuple[Download, ...] = (
+    Download("nccl_build_tarball_url", "nccl_build_tarball_sha256", "nccl_build_source", "tarball", "git"),
+    Download(
+        "nccl_tests_tarball_url",
+        "nccl_tests_tarball_sha256",
+        "nccl_tests_source",
+        "tarball",
+        "git",
+        "nccl_tests_enabled",
+    ),
+    Download(None, "nccl_plugin_aiacc_package_sha256", "nccl_plugin_aiacc_source", "package", "pypi"),
+)
+
+#: sha256 pins with a shipped default, checked when the inventory sets them.
+SHA256_PINS: tuple[str, ...] = ("nccl_plugin_aiacc_sdist_sha256", "nccl_plugin_aiacc_library_sha256")
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SHA256_ALLOWED = "64 lower-case hexadecimal digits, as sha256sum prints them"
+_URL_ALLOWED = "an http://, https:// or ftp:// URL with a host, or a file:// URL"
+
+
+def _ansible_bool(value: object) -> bool:
+    """What Ansible's ``bool`` filter makes of a value."""
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("yes", "on", "1", "true")
+
+
+def is_download_url(value: object) -> bool:
+    """What get_url can fetch: http(s) or ftp with a host, or a local file:// path; no spaces."""
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        return False
+    scheme, _, rest = value.partition("://")
+    if scheme.lower() == "file":
+        return rest.startswith("/")
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    return scheme.lower() in ("http", "https", "ftp") and bool(host.split(":", 1)[0])
+
+
+def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A download in use needs a fetchable URL and a sha256 that get_url and ``stat`` can compare: otherwise the
+    role fails only after earlier roles have changed the nodes. The AIACC package is used only where the plugin
+    provider is aiacc (its default on erdma, as roles/nccl_plugin/defaults/main.yml says)."""
+    found = []
+    provider = values.get("nccl_plugin_provider", "aiacc" if values.get("rdmaforge_fabric") == "erdma" else "none")
+    for download in DOWNLOADS:
+        source = values.get(download.source, download.default)
+        if source != download.in_use or (download.source.startswith("nccl_plugin_") and provider != "aiacc"):
+            continue
+        if download.switch is not None and not _ansible_bool(values.get(download.switch, True)):
+            continue
+        used = f"{download.source}={show(source)}"
+        url = values.get(download.url, "") if download.url is not None else None
+        if download.url is not None and not is_download_url(url):
+            message = f"{host}: {download.url}={show(url)} is not a download URL, but {used} downloads it"
+            found.append(Problem(host, download.url, f"{message}; allowed: {_URL_ALLOWED}"))
+        sha256 = values.get(download.sha256, "")
+        if not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
+            message = f"{host}: {download.sha256}={show(sha256)} is not a sha256, but {used} needs one"
+            found.append(Problem(host, download.sha256, f"{message}; allowed: {_SHA256_ALLOWED}"))
+    for variable in SHA256_PINS:
+        value = values.get(variable)
+        if variable in values and not (isinstance(value, str) and _SHA256.fullmatch(value)):
+            message = f"{host}: {variable}={show(value)} is not a sha256"
+            found.append(Problem(host, variable, f"{message}; allowed: {_SHA256_ALLOWED}"))
+    return found
+
+
+# --- misspelled variables --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VariableNames:
+    """``settable``: what an inventory sets for the roles (their options and defaults, and the variables checked
+    here); ``mentioned``: every such-shaped name the roles, playbooks and rdmaforge's code use (facts included)."""
+
+    settable: frozenset[str]
+    mentioned: frozenset[str]
+
+
+_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+#: How close a name must be to one of ours to be called a misspelling of it (difflib's ratio).
+_MISSPELLING_CUTOFF = 0.85
+
+
+def variable_names(roles_dir: str | Path) -> VariableNames:
+    """The names the misspelling check knows, from the roles beside preflight (and their playbooks)."""
+    return _variable_names(str(Path(roles_dir).resolve()))
+
+
+@functools.lru_cache(maxsize=8)
+def _variable_names(roles_dir: str) -> VariableNames:
+    """Read once per process (a run): about 0.2 s for every role, playbook and module of rdmaforge."""
+    roles = Path(roles_dir)
+    settable = {"rdmaforge_fabric", *NETWORK_RETRY_BOUNDS, *POSITIVE_NUMBERS, *THRESHOLDS}
+    settable.update(merged_argument_specs(discover_argument_specs(roles))["options"])
+    for path in roles.glob("*/defaults/main.y*ml"):
+        data = fast_yaml.load(path.read_text())
+        settable.update(str(name) for name in (data if isinstance(data, Mapping) else {}))
+    files = [*roles.rglob("*.y*ml"), *roles.parent.joinpath("playbooks").glob("*.y*ml")]
+    files += Path(__file__).parent.rglob("*.py")
+    mentioned = set(settable)
+    for path in files:
+        mentioned.update(_NAME.findall(path.read_text(errors="replace")))
+    return VariableNames(frozenset(settable), frozenset(mentioned))
+
+
+def misspelled_variable_problems(host: str, values: Mapping[str, object], names: VariableNames) -> list[Problem]:
+    """A variable that nothing of rdmaforge reads, but close to one that is read: its value would be ignored
+    without a word (rdmaforge_fabric with two letters swapped). A name not close to one of ours is left alone: it
+    may be the user's own; Ansible's (``ansible_*``) are Ansible's to check."""
+    found = []
+    for variable in values:
+        if not isinstance(variable, str) or variable in names.mentioned or variable.startswith("ansible_"):
+            continue
+        close = difflib.get_close_matches(variable, names.settable, n=1, cutoff=_MISSPELLING_CUTOFF)
+        if close:
+            found.append(
+                Problem(
+                    host,
+                    variable,
+                    f"{host}: {variable} is not a variable rdmaforge reads, so its value would be ignored "
+                    f"(did you mean {close[0]!r}?); allowed: a variable of a role's defaults/main.yml or "
+                    f"meta/argument_specs.yml, such as {close[0]}",
+                )
+            )
+    return found
+
+
 # --- operating system ------------------------------------------------------------------------------
 
 
@@ -711,10 +856,13 @@ class NodeInput:
     in_play: bool = True
 
 
-def inventory_report(nodes: Sequence[NodeInput], group: str = "cluster") -> dict[str, list[str]]:
+def inventory_report(
+    nodes: Sequence[NodeInput], group: str = "cluster", names: VariableNames | None = None
+) -> dict[str, list[str]]:
     """Every inventory problem of every node, as host -> lines; nothing here needs a connection.
 
-    Per-node checks (fabric, name, address, role variables) run for the nodes in the play; the
+    Per-node checks (fabric, name, address, role variables, and with ``names`` misspelled variables) run for the
+    nodes in the play; the
     uniqueness and one-fabric checks cover every node given (the hosts of ``group``), so a ``--limit``
     run still sees its peers.
     """
@@ -729,6 +877,9 @@ def inventory_report(nodes: Sequence[NodeInput], group: str = "cluster") -> dict
         found += threshold_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
         found += version_problems(node.name, node.values)
+        found += download_problems(node.name, node.values)
+        if names is not None:
+            found += misspelled_variable_problems(node.name, node.values, names)
         if node.address is not None:
             found += address_problems(node.name, node.address)
         for result in node.argspecs:

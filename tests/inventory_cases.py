@@ -409,6 +409,16 @@ CASES: list[Case] = [
         lambda n: {n.a: [f"{n.a}: rdmaforge_network_retry_delay='five'"]},
     ),
     Case(
+        "misspelled-variable",
+        lambda d, n: d.set(n.b, "hugepages_enabeld", True),
+        lambda n: {
+            n.b: [
+                f"{n.b}: hugepages_enabeld is not a variable rdmaforge reads, so its value would be ignored "
+                "(did you mean 'hugepages_enabled'?)"
+            ]
+        },
+    ),
+    Case(
         "no-cluster-group",
         lambda d, n: d.rename_group("nodes"),
         lambda n: {"localhost": ["the inventory has no hosts in group 'cluster'"]},
@@ -646,7 +656,7 @@ CASES: list[Case] = [
         "nccl-cuda-arch-without-sm",
         lambda d, n: d.set(n.b, "nccl_cuda_archs", ["80"]),
         lambda n: {
-            n.b: [f"{n.b}: nccl_build_source=", 'nccl_cuda_archs=["80"]', "archs are a non-empty list of sm_NN names"]
+            n.b: [f'{n.b}: nccl_cuda_archs=["80"]: allowed: a non-empty list of sm_NN names']
         },  # fmt: skip
         needs_facts=True,
     ),

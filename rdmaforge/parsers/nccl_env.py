@@ -53,7 +53,8 @@ def parse_ib_hca(value: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
 
 
 def problems(env: Mapping[str, object]) -> list[str]:
-    """Errors that make a setting unusable: bad names, values NCCL cannot read from nccl.conf, bad NCCL_IB_HCA."""
+    """Errors that make a setting unusable: bad names, values NCCL cannot read from nccl.conf, bad NCCL_IB_HCA or
+    NCCL_SOCKET_IFNAME."""
     errors: list[str] = []
     for key, value in env.items():
         if not _ENV_NAME.match(str(key)):
@@ -66,7 +67,34 @@ def problems(env: Mapping[str, object]) -> list[str]:
             parse_ib_hca(str(hca))
         except ValueError as exc:
             errors.append(str(exc))
+    ifname = env.get("NCCL_SOCKET_IFNAME")
+    if ifname is not None:
+        errors += socket_ifname_problems(str(ifname))
     return errors
+
+
+#: A Linux interface name: 1-15 characters (IFNAMSIZ), none of them blank or '/'.
+_IFNAME_ENTRY = re.compile(r"^[^\s/,]{1,15}$")
+
+
+def socket_ifname_problems(value: str) -> list[str]:
+    """NCCL_SOCKET_IFNAME's grammar (NCCL docs), as NCCL_IB_HCA's without ports: optional '^' (exclude), optional
+    '=' (exact names), then a comma-separated list of interface names or prefixes. An entry NCCL cannot match (a
+    blank inside, an empty one, one longer than a Linux interface name) leaves NCCL without the interface meant: it
+    stops with "no socket interface found" or bootstraps over another. An empty value means "not set"."""
+    rest = value.strip()
+    rest = rest[1:] if rest.startswith("^") else rest
+    rest = rest[1:] if rest.startswith("=") else rest
+    if not value.strip():
+        return []
+    bad = [item for item in rest.split(",") if not _IFNAME_ENTRY.match(item)]
+    if not bad:
+        return []
+    return [
+        f"NCCL_SOCKET_IFNAME={value!r}: {bad[0]!r} is not an interface name (allowed: optional '^' to exclude, "
+        "optional '=' for exact names, then a comma-separated list of interface names or prefixes, 1-15 characters "
+        "without blanks or '/', e.g. 'eth0', '=eth0,eth1', '^docker,lo')"
+    ]
 
 
 def unknown_names(env: Mapping[str, object], known: frozenset[str] | None = None) -> list[str]:

@@ -641,3 +641,112 @@ def test_a_benchmark_threshold_of_0_or_less_is_an_inventory_error() -> None:
     ]
     nodes = [NodeInput("node1", "10.0.0.1", "erdma", values={"benchmark_min_efficiency": 1.2})]
     assert checks.inventory_report(nodes)["node1"][0].startswith("node1: benchmark_min_efficiency=1.2 is not allowed")
+
+
+# --- downloads -------------------------------------------------------------------------------------
+
+# sha256sum of an empty file: a well-known value, not one the code under test computed.
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+NCCL_TARBALL = "https://github.com/NVIDIA/nccl/archive/refs/tags/v2.21.5-1.tar.gz"
+
+
+def report_of(**values: object) -> list[str]:
+    node = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", **values})
+    return checks.inventory_report([node]).get("node1", [])
+
+
+@pytest.mark.parametrize("role", ["nccl_build", "nccl_tests"])
+def test_a_tarball_source_needs_a_url_and_a_sha256_before_any_node_is_touched(role: str) -> None:
+    assert report_of(**{f"{role}_source": "tarball"}) == [
+        f"node1: {role}_tarball_url='' is not a download URL, but {role}_source='tarball' downloads it; "
+        "allowed: an http://, https:// or ftp:// URL with a host, or a file:// URL",
+        f"node1: {role}_tarball_sha256='' is not a sha256, but {role}_source='tarball' needs one; "
+        "allowed: 64 lower-case hexadecimal digits, as sha256sum prints them",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "sha256"),
+    [
+        ("htps:/github.com/NVIDIA/nccl.tar.gz", EMPTY_SHA256),  # a mistyped scheme
+        ("github.com/NVIDIA/nccl/archive/refs/tags/v2.21.5-1.tar.gz", EMPTY_SHA256),  # no scheme
+        (NCCL_TARBALL, EMPTY_SHA256[:63]),  # one digit lost in the copy
+        (NCCL_TARBALL, EMPTY_SHA256.upper()),  # stat's checksum, compared with it, is lower-case
+        (NCCL_TARBALL, f"sha256:{EMPTY_SHA256}"),  # get_url's checksum form, prefixed again by the role
+        (NCCL_TARBALL, 12345),
+    ],
+)
+def test_a_malformed_download_is_refused(url: str, sha256: object) -> None:
+    lines = report_of(nccl_tests_source="tarball", nccl_tests_tarball_url=url, nccl_tests_tarball_sha256=sha256)
+    assert len(lines) == 1
+    assert lines[0].startswith("node1: nccl_tests_tarball_")
+
+
+def test_a_well_formed_download_passes_and_an_unused_one_is_not_checked() -> None:
+    assert report_of(nccl_build_source="tarball", nccl_build_tarball_url=NCCL_TARBALL,
+                     nccl_build_tarball_sha256=EMPTY_SHA256) == []  # fmt: skip
+    assert report_of(nccl_build_tarball_url="", nccl_build_tarball_sha256="todo") == []  # git is the default source
+
+
+def test_the_aiacc_package_needs_its_sha256_where_aiacc_is_the_provider() -> None:
+    # seed 000's package source on an erdma cluster (aiacc is the provider there unless the inventory says otherwise)
+    assert report_of(nccl_plugin_aiacc_source="package") == [
+        "node1: nccl_plugin_aiacc_package_sha256='' is not a sha256, but nccl_plugin_aiacc_source='package' needs "
+        "one; allowed: 64 lower-case hexadecimal digits, as sha256sum prints them"
+    ]
+    assert report_of(nccl_plugin_aiacc_source="package", nccl_plugin_provider="none") == []
+    assert report_of(nccl_plugin_aiacc_source="package", nccl_plugin_aiacc_package_sha256=EMPTY_SHA256) == []
+
+
+def test_a_pinned_plugin_sha256_the_inventory_sets_is_checked() -> None:
+    assert report_of(nccl_plugin_aiacc_library_sha256=EMPTY_SHA256) == []
+    assert report_of(nccl_plugin_aiacc_library_sha256=EMPTY_SHA256.upper()) == [
+        f"node1: nccl_plugin_aiacc_library_sha256='{EMPTY_SHA256.upper()}' is not a sha256; "
+        "allowed: 64 lower-case hexadecimal digits, as sha256sum prints them"
+    ]
+
+
+def test_a_switched_off_role_downloads_nothing_so_its_tarball_is_not_checked() -> None:
+    # the lab's nccl-tests: a tarball source, switched off (rdmaforge/lab/inventory.py)
+    assert report_of(nccl_tests_enabled=False, nccl_tests_source="tarball") == []
+    assert report_of(nccl_tests_enabled="no", nccl_tests_source="tarball") == []
+    assert len(report_of(nccl_tests_enabled="yes", nccl_tests_source="tarball")) == 2
+
+
+# --- misspelled variables ----------------------------------------------------------------------------
+
+ROLES = PROJECT_ROOT / "roles"
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("rdmaforge_fabirc", "rdmaforge_fabric"),  # inventories/example/group_vars/all/fabric.yml's variable
+        ("hugepages_enabeld", "hugepages_enabled"),  # inventories/example/group_vars/all/hugepages.yml's
+        ("hugepage_count", "hugepages_count"),
+        ("eni_per_gpus", "eni_per_gpu"),  # inventories/example/group_vars/all/eni.yml's
+        ("cluster_host_manage", "cluster_hosts_manage"),  # inventories/example/group_vars/all/cluster_hosts.yml's
+        ("rdmaforge_network_retry", "rdmaforge_network_retries"),  # .../network.yml's
+    ],
+)
+def test_a_misspelled_variable_of_ours_is_named_with_the_one_meant(typo: str, meant: str) -> None:
+    names = checks.variable_names(ROLES)
+    node = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", typo: True})
+    assert checks.inventory_report([node], names=names) == {
+        "node1": [
+            f"node1: {typo} is not a variable rdmaforge reads, so its value would be ignored (did you mean "
+            f"{meant!r}?); allowed: a variable of a role's defaults/main.yml or meta/argument_specs.yml, "
+            f"such as {meant}"
+        ]
+    }
+
+
+def test_the_example_inventory_and_foreign_variables_have_no_misspelling() -> None:
+    names = checks.variable_names(ROLES)
+    example = PROJECT_ROOT / "inventories" / "example" / "group_vars" / "all"
+    values: dict[str, object] = {}
+    for path in sorted(example.glob("*.yml")):
+        values.update(yaml.safe_load(path.read_text()) or {})
+    # a user's own variables, Ansible's, and role variables the roles set for themselves
+    values.update(my_team="ml", ansible_user="root", ansible_port=22, hugepages_pages=50, nccl_env_in_force={})
+    assert checks.misspelled_variable_problems("node1", values, names) == []

@@ -92,3 +92,21 @@ def test_gpg_fingerprints_primary_keys_only() -> None:
         "fpr:::::::::0000000000000000000000001111111111111111:\n"
     )
     assert fingerprints(listing) == ["B50E88FC820838FBD040B79CAAFAC04D97651B04"]
+
+
+# seed 001 (export NCCL_SOCKET_IFNAME=eth), seed 002 (=eth0), and NCCL's documented forms
+@pytest.mark.parametrize("value", ["eth", "eth0", "=eth0,eth1", "^docker,lo", "^=docker0", "bond0.100", ""])
+def test_socket_ifname_of_nccls_grammar_passes(value: str) -> None:
+    assert nccl_env.problems({"NCCL_SOCKET_IFNAME": value}) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "entry"),
+    [("eth 0", "eth 0"), ("eth0,,eth1", ""), ("eth0, eth1", " eth1"), ("enp1s0f0np0-extra", "enp1s0f0np0-extra")],
+)
+def test_socket_ifname_nccl_cannot_match_is_a_problem(value: str, entry: str) -> None:
+    assert nccl_env.problems({"NCCL_SOCKET_IFNAME": value}) == [
+        f"NCCL_SOCKET_IFNAME={value!r}: {entry!r} is not an interface name (allowed: optional '^' to exclude, "
+        "optional '=' for exact names, then a comma-separated list of interface names or prefixes, 1-15 characters "
+        "without blanks or '/', e.g. 'eth0', '=eth0,eth1', '^docker,lo')"
+    ]
