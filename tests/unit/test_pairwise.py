@@ -219,6 +219,32 @@ def test_thresholds_are_checked():
         Thresholds(line_rate_gbps=-1).check()
 
 
+def test_a_rail_that_moved_nothing_is_not_passed():
+    """iperf3 can exit 0 with 0 bits/s received: every pair at 0 Gb/s made a reference of 0, nothing was below
+    half of it, and the rail had no suspect (exit 0)."""
+    measured = sweep({}, rails=("eth1",), base=0.0)
+    assert suspects_of(measured, rails=("eth1",)) == [("rail", "rail eth1", "eth1")]
+    one = {("node1", "node2", "eth1"): 0.0}
+    assert suspects_of(sweep(one, rails=("eth1",)), rails=("eth1",)) == [("link", "node1<->node2", "eth1")]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_a_rate_that_is_not_a_number_of_gbps_is_a_failed_measurement(tmp_path, value):
+    """A NaN rate (json.loads reads NaN) compared false with every threshold: the pair was never slow, and a rail
+    of NaNs had no suspect. Such a value is a failed measurement that names what was reported."""
+    bad = {("node1", "node2", "eth1"): value}
+    assert suspects_of(sweep(bad, rails=("eth1",)), rails=("eth1",)) == [("link", "node1<->node2", "eth1")]
+    raw = raw_sweep(sweep(bad))
+    data = build(json.loads(json.dumps(raw)), tmp_path)
+    (pair,) = [p for p in data["pairs"] if (p["a"], p["b"], p["nic"]) == ("node1", "node2", "eth1")]
+    assert pair["status"] == "failed" and pair["gbps"] is None and f"not a rate: {value}" in pair["detail"]
+    assert [(s["kind"], s["node"], s["nic"]) for s in data["suspects"]] == [("link", "node1<->node2", "eth1")]
+    json.loads((tmp_path / "results.json").read_text(), parse_constant=pytest.fail)  # strict JSON: no NaN written
+    every = {(a, b, "eth1"): float("nan") for a, b in itertools.permutations(NODES, 2)}
+    data = build(raw_sweep(sweep(every)), tmp_path / "all")
+    assert data["suspects"] == [] and data["unjudged"] == ["eth1"]
+
+
 # --- outputs ----------------------------------------------------------------------------------------------
 
 
