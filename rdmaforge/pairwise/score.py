@@ -75,8 +75,8 @@ class Thresholds:
             problems.append(f"pairwise_slow_ratio must be in (0, 1], got {self.slow_ratio}")
         if not 0 <= self.node_fraction < 1:
             problems.append(f"pairwise_node_fraction must be in [0, 1), got {self.node_fraction}")
-        if self.line_rate_gbps is not None and self.line_rate_gbps <= 0:
-            problems.append(f"pairwise_line_rate_gbps must be positive or null, got {self.line_rate_gbps}")
+        if self.line_rate_gbps is not None and not (math.isfinite(self.line_rate_gbps) and self.line_rate_gbps > 0):
+            problems.append(f"pairwise_line_rate_gbps must be a positive number or null, got {self.line_rate_gbps}")
         if not 0 < self.min_line_fraction <= 1:
             problems.append(f"pairwise_min_line_fraction must be in (0, 1], got {self.min_line_fraction}")
         if problems:

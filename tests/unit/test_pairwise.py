@@ -217,6 +217,11 @@ def test_thresholds_are_checked():
         Thresholds(slow_ratio=0).check()
     with pytest.raises(ValueError, match="pairwise_line_rate_gbps"):
         Thresholds(line_rate_gbps=-1).check()
+    # NaN compares false with every rate, so no pair was ever below it: judged against nothing, yet printed as the
+    # line rate. inf makes every pair slow. Neither is a line rate.
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="pairwise_line_rate_gbps"):
+            Thresholds(line_rate_gbps=bad).check()
 
 
 def test_a_rail_that_moved_nothing_is_not_passed():
