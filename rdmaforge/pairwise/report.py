@@ -71,7 +71,8 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"rdmaforge pairwise report: cannot read {raw_path}: {exc}", file=sys.stderr)
         return 64
-    summary = {"suspects": data["suspects"], "unjudged": data["unjudged"], "healthy_nodes": data["healthy_nodes"],
+    summary = {"suspects": data["suspects"], "unjudged": data["unjudged"], "unmeasured": data["unmeasured"],
+               "healthy_nodes": data["healthy_nodes"],
                "notes": data["notes"],
                "results": str(out_dir / "results.json"), "table": (out_dir / "table.txt").read_text()}  # fmt: skip
     print(json.dumps(summary))

@@ -479,6 +479,36 @@ def test_an_unjudged_rail_exits_incomplete():
     )
 
 
+def test_a_node_in_no_pair_of_the_random_rounds_is_not_judged_healthy(tmp_path):
+    """--rounds 1 on 5 nodes: one perfect matching pairs 4 of them, the fifth sits the only round out. Every
+    measured pair was fine, and the sweep said 'suspects: none', exit 0, and listed the never-measured node in
+    hostfile.healthy."""
+    from rdmaforge.commands.pairwise import pairwise_exit, verdict_case
+    from rdmaforge.runner.exit_codes import ExitCode
+
+    nodes = [*NODES, "node5"]
+    facts = {n: lab_fact(i) for i, n in enumerate(nodes, start=1)}
+    made = plan.make_plan(facts, "eth1", rounds=1, seed=0).to_dict()
+    (left_out,) = set(nodes) - {n for pair in made["rounds"][0] for n in pair}
+    measured = [m for m in sweep({}, nodes=nodes, rails=("eth1",)) if left_out not in (m.a, m.b)]
+    raw = {**raw_sweep(measured), "plan": made, "slots": {n: 1 for n in nodes}}
+    data = build(raw, tmp_path)
+    assert data["suspects"] == [] and data["unjudged"] == [] and data["unmeasured"] == [left_out]
+    assert data["healthy_nodes"] == [n for n in nodes if n != left_out]
+    hostfile = (tmp_path / "hostfile.healthy").read_text()
+    assert f"# left out: {left_out} (not measured" in hostfile and f"\n{left_out} slots" not in hostfile
+    table = (tmp_path / "table.txt").read_text()
+    assert "suspects: none named" in table and f"not judged: {left_out}: in no pair of the 1 round(s)" in table
+    assert pairwise_exit(run_outcome({}, [], rc=0), data) == ExitCode.INCOMPLETE
+    case = verdict_case(data)
+    assert case.outcome == "error" and f"{left_out} (in no pair: not measured)" in case.message
+    # The round-robin schedule pairs every node: nothing is left out.
+    full = build({**raw_sweep(sweep({}, nodes=nodes, rails=("eth1",))), "plan": plan.make_plan(facts, "eth1")
+                  .to_dict()}, tmp_path / "full")  # fmt: skip
+    assert full["unmeasured"] == [] and full["healthy_nodes"] == nodes
+    assert pairwise_exit(run_outcome({}, [], rc=0), full) == ExitCode.OK
+
+
 def test_seed_003s_one_stream_check_is_shown_beside_the_multi_stream_rate_and_not_judged(tmp_path):
     """The role measures the first pair again with one stream; the report sets each direction beside the sweep's
     multi-stream rate. Nothing is judged by it: a slow single stream names no suspect and changes no exit."""
