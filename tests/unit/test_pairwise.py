@@ -224,6 +224,38 @@ def test_thresholds_are_checked():
             Thresholds(line_rate_gbps=bad).check()
 
 
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [({"slow_ratio": 0}, "pairwise_slow_ratio must be in (0, 1], got 0.0"),
+     ({"line_rate_gbps": "nan"}, "pairwise_line_rate_gbps must be a positive number or null, got nan"),
+     ({"line_rate_gbps": "100G"}, "pairwise_line_rate_gbps='100G'"),
+     ({"node_fraction": -0.1}, "pairwise_node_fraction must be in [0, 1)")],
+)  # fmt: skip
+def test_a_threshold_the_report_would_refuse_stops_the_role_before_the_sweep(variables, named):
+    """The report checked the thresholds only after every pair had been measured, and its refusal was a failed
+    command task (exit 2). The role now asks the same check first, in an assert whose 'pairwise: ' message the CLI
+    reads as a refused plan (exit 64)."""
+    import yaml
+
+    from filter_plugins.rdmaforge_pairwise import pairwise_threshold_problem
+    from rdmaforge.commands.pairwise import is_plan_refusal
+    from rdmaforge.paths import PROJECT_ROOT
+    from rdmaforge.runner.events import HostProblem
+
+    defaults = {"slow_ratio": 0.5, "node_fraction": 0.5, "line_rate_gbps": None, "min_line_fraction": 0.5}
+    assert pairwise_threshold_problem(defaults) == ""
+    assert pairwise_threshold_problem({**defaults, "line_rate_gbps": 100}) == ""
+    problem = pairwise_threshold_problem({**defaults, **variables})
+    assert named in problem
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "pairwise" / "tasks" / "main.yml").read_text())
+    names = [task["name"] for task in tasks]
+    check = tasks[names.index("Stop when a scoring threshold cannot judge a pair")]
+    assert names.index(check["name"]) < names.index("Measure each round (its pairs at the same time, every rail)")
+    assert "rdmaforge_pairwise_threshold_problem" in check["vars"]["pairwise_threshold_problem"]
+    message = check["ansible.builtin.assert"]["fail_msg"].replace("{{ pairwise_threshold_problem }}", problem)
+    assert is_plan_refusal(HostProblem("node1", check["name"], "ansible.builtin.assert", message))
+
+
 def test_a_rail_that_moved_nothing_is_not_passed():
     """iperf3 can exit 0 with 0 bits/s received: every pair at 0 Gb/s made a reference of 0, nothing was below
     half of it, and the rail had no suspect (exit 0)."""
