@@ -7,6 +7,7 @@ from typing import Any
 
 from rdmaforge.pairwise import plan as pairwise_plan_module
 from rdmaforge.pairwise import sendrecv
+from rdmaforge.pairwise.report import thresholds_from
 
 
 def pairwise_plan(
@@ -40,6 +41,15 @@ def pairwise_sendrecv_result(stdout: str, rc: int, timeout_rc: int = 124) -> dic
     return {"gbps": result.gbps, "status": result.status, "detail": result.detail}
 
 
+def pairwise_threshold_problem(thresholds: Mapping[str, Any]) -> str:
+    """Why the scoring thresholds cannot judge a pair (the report's own check), or "" when they can."""
+    try:
+        thresholds_from(dict(thresholds)).check()
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return ""
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -47,4 +57,5 @@ class FilterModule:
             "rdmaforge_pairwise_jobs": pairwise_jobs,
             "rdmaforge_pairwise_sendrecv_argv": pairwise_sendrecv_argv,
             "rdmaforge_pairwise_sendrecv_result": pairwise_sendrecv_result,
+            "rdmaforge_pairwise_threshold_problem": pairwise_threshold_problem,
         }

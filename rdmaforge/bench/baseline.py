@@ -49,6 +49,10 @@ def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dic
             e2e[f"{key}_backend"] = measured[key].get("backend")
     if not nccl and not e2e:
         raise BaselineError(f"{source}: the run has no nccl-tests table and no e2e result to make a baseline from")
+    if not nccl and not e2e.get("multi_p50_samples_per_s"):
+        # compare() judges the N-node throughput only: a baseline of the 1-node one would compare nothing.
+        why = "no nccl-tests table and no N-node e2e p50 throughput (e2e.json: multi.percentiles.p50.samples_per_s)"
+        raise BaselineError(f"{source}: the run has {why}: a baseline of it would compare nothing")
     return {"kind": KIND, "version": VERSION, "source": source, "fingerprint": fingerprint(run),
             "nccl": nccl, "e2e": e2e}  # fmt: skip
 

@@ -85,7 +85,7 @@ def pairwise_exit(outcome: execute.Outcome, results: dict[str, Any] | None) -> E
         return ExitCode.INCOMPLETE if base == ExitCode.OK else base
     if results["suspects"]:
         return ExitCode.SUSPECTS
-    return ExitCode.INCOMPLETE if results.get("unjudged") else ExitCode.OK
+    return ExitCode.INCOMPLETE if results.get("unjudged") or results.get("unmeasured") else ExitCode.OK
 
 
 def read_results(directory: Path) -> dict[str, Any] | None:
@@ -100,10 +100,11 @@ def verdict_case(results: dict[str, Any] | None) -> junit.Case:
     if results is None:
         return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", outcome="error", message="no pairwise results")
     suspects = results["suspects"]
-    if not suspects and results.get("unjudged"):
-        unjudged = ", ".join(results["unjudged"])
+    if not suspects and (results.get("unjudged") or results.get("unmeasured")):
+        why = [f"{nic} (no pair completed)" for nic in results.get("unjudged") or []]
+        why += [f"{node} (in no pair: not measured)" for node in results.get("unmeasured") or []]
         return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", outcome="error",
-                          message=f"not judged: {unjudged} (no pair completed)")  # fmt: skip
+                          message=f"not judged: {', '.join(why)}")  # fmt: skip
     if not suspects:
         return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", message="no suspect")
     named = "; ".join(f"{s['kind']} {s['node']} {s['nic']}: {s['evidence']}" for s in suspects)

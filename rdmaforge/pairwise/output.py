@@ -25,6 +25,7 @@ def results(
 ) -> dict[str, Any]:
     """The content of results.json: every directed measurement, every suspect, and what they were judged by."""
     suspects = suspects_first(rails)
+    unmeasured = unmeasured_nodes(plan)
     return {
         "method": method,
         "nodes": list(plan["nodes"]),
@@ -46,10 +47,19 @@ def results(
         "suspects": [s.to_dict() for s in suspects],
         # Rails where no pair completed: nothing to judge a pair against, so no suspect could be named there.
         "unjudged": [rail.nic for rail in rails if rail.reference_gbps is None],
-        "healthy_nodes": healthy_nodes(plan["nodes"], suspects),
+        # Nodes in no pair of the schedule (--rounds K random matchings can leave a node out of every round): never
+        # measured, so neither suspect nor healthy.
+        "unmeasured": unmeasured,
+        "healthy_nodes": [n for n in healthy_nodes(plan["nodes"], suspects) if n not in unmeasured],
         # Seed 003: the first pair with one TCP stream against the sweep's streams; measured, not judged.
         "single_stream": [asdict(one) for one in single],
     }
+
+
+def unmeasured_nodes(plan: Mapping[str, Any]) -> list[str]:
+    """The plan's nodes that are in no pair of any round."""
+    paired = {node for pairs in plan["rounds"] for pair in pairs for node in pair}
+    return [n for n in plan["nodes"] if n not in paired]
 
 
 def healthy_nodes(nodes: Sequence[str], suspects: Sequence[Suspect]) -> list[str]:
@@ -68,6 +78,8 @@ def hostfile(results_data: Mapping[str, Any], slots: Mapping[str, int]) -> str:
             lines.append(f"# kept, but suspect link {s['node']} on {s['nic']}: {s['evidence']}")
         else:
             lines.append(f"# kept, but slow with no node to blame on {s['nic']}: {s['evidence']}")
+    for node in results_data.get("unmeasured") or []:
+        lines.append(f"# left out: {node} (not measured: in no pair of the sweep's rounds)")
     lines += [f"{n} slots={max(1, int(slots.get(n, 1)))}" for n in results_data["healthy_nodes"]]
     return "\n".join(lines) + "\n"
 
@@ -115,12 +127,15 @@ def table(results_data: Mapping[str, Any]) -> str:
     if suspects:
         out.append(f"suspects ({len(suspects)}):")
         out += [f"  {s['kind']:4} {s['node']:<16} {s['nic']:<8} {s['evidence']}" for s in suspects]
-    elif results_data.get("unjudged"):
+    elif results_data.get("unjudged") or results_data.get("unmeasured"):
         out.append("suspects: none named")
     else:
         out.append("suspects: none")
     for nic in results_data.get("unjudged") or []:
         out.append(f"not judged: {nic}: no pair completed, so there is nothing to compare a pair with")
+    for node in results_data.get("unmeasured") or []:
+        out.append(f"not judged: {node}: in no pair of the {len(results_data['rounds'])} round(s), so never measured "
+                   "(random matchings leave nodes out; more --rounds, or 0 for every pair, measure it)")  # fmt: skip
     for note in results_data.get("notes") or []:
         out.append(f"note: {note}")
     out += single_stream_lines(results_data.get("single_stream") or [])

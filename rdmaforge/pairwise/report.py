@@ -19,6 +19,16 @@ from rdmaforge.pairwise.score import Measurement, Thresholds, score, single_stre
 
 
 def thresholds_from(data: dict[str, Any]) -> Thresholds:
+    """ValueError (naming the role variable) for a value that is not a number."""
+    try:
+        return _thresholds_from(data)
+    except (TypeError, ValueError) as exc:
+        keys = ("slow_ratio", "node_fraction", "line_rate_gbps", "min_line_fraction")
+        shown = ", ".join(f"pairwise_{key}={data[key]!r}" for key in keys if key in data)
+        raise ValueError(f"the scoring thresholds must be numbers ({exc}): {shown}") from exc
+
+
+def _thresholds_from(data: dict[str, Any]) -> Thresholds:
     line_rate = data.get("line_rate_gbps")
     return Thresholds(
         slow_ratio=float(data.get("slow_ratio", Thresholds.slow_ratio)),
@@ -71,7 +81,8 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"rdmaforge pairwise report: cannot read {raw_path}: {exc}", file=sys.stderr)
         return 64
-    summary = {"suspects": data["suspects"], "unjudged": data["unjudged"], "healthy_nodes": data["healthy_nodes"],
+    summary = {"suspects": data["suspects"], "unjudged": data["unjudged"], "unmeasured": data["unmeasured"],
+               "healthy_nodes": data["healthy_nodes"],
                "notes": data["notes"],
                "results": str(out_dir / "results.json"), "table": (out_dir / "table.txt").read_text()}  # fmt: skip
     print(json.dumps(summary))

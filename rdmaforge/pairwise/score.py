@@ -1,7 +1,7 @@
 """Scoring a sweep, per rail.
 
 A pair's value is the slower of its two directions (a link is as fast as its slower way); a pair that did not
-complete (hang, unreachable, failed) counts as slow. A pair is *slow* when its value is below
+complete (hang, unreachable, failed) or moved 0 Gb/s counts as slow. A pair is *slow* when its value is below
 ``slow_ratio`` x the rail's reference, or below ``min_line_fraction`` x the line rate where the line rate is
 known. The reference is the cluster's median of each node's fastest pair on the rail: the plain median of all
 pairs would be pulled down by a bad node in a small cluster (with 3 nodes, 2 of the 3 pairs include it). Each
@@ -16,6 +16,7 @@ node's median pair is reported against the rail's median pair (``ratio_to_cluste
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -43,9 +44,18 @@ class Measurement:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Measurement:
         gbps = data.get("gbps")
-        return cls(a=str(data["a"]), b=str(data["b"]), nic=str(data["nic"]),
-                   gbps=None if gbps is None else float(gbps), status=str(data["status"]),
-                   round=int(data.get("round", 0)), detail=str(data.get("detail") or ""))  # fmt: skip
+        return checked(cls(a=str(data["a"]), b=str(data["b"]), nic=str(data["nic"]),
+                           gbps=None if gbps is None else float(gbps), status=str(data["status"]),
+                           round=int(data.get("round", 0)), detail=str(data.get("detail") or "")))  # fmt: skip
+
+
+def checked(m: Measurement) -> Measurement:
+    """A measurement that says ``ok`` with a rate that is not a finite number of 0 or more (NaN, inf, negative: what
+    no link moves) is ``failed``, naming the value: it is never judged as if it were a rate."""
+    if m.status != "ok" or m.gbps is None or (math.isfinite(m.gbps) and m.gbps >= 0):
+        return m
+    why = f"not a rate: {m.gbps} Gb/s reported" + (f" ({m.detail})" if m.detail else "")
+    return Measurement(m.a, m.b, m.nic, None, "failed", m.round, why)
 
 
 @dataclass(frozen=True)
@@ -65,8 +75,8 @@ class Thresholds:
             problems.append(f"pairwise_slow_ratio must be in (0, 1], got {self.slow_ratio}")
         if not 0 <= self.node_fraction < 1:
             problems.append(f"pairwise_node_fraction must be in [0, 1), got {self.node_fraction}")
-        if self.line_rate_gbps is not None and self.line_rate_gbps <= 0:
-            problems.append(f"pairwise_line_rate_gbps must be positive or null, got {self.line_rate_gbps}")
+        if self.line_rate_gbps is not None and not (math.isfinite(self.line_rate_gbps) and self.line_rate_gbps > 0):
+            problems.append(f"pairwise_line_rate_gbps must be a positive number or null, got {self.line_rate_gbps}")
         if not 0 < self.min_line_fraction <= 1:
             problems.append(f"pairwise_min_line_fraction must be in (0, 1], got {self.min_line_fraction}")
         if problems:
@@ -184,8 +194,8 @@ def _median(values: Iterable[float | None]) -> float | None:
 
 
 def _is_slow(pair: PairResult, median: float | None, limits: Thresholds) -> bool:
-    if pair.status != "ok" or pair.gbps is None:
-        return True
+    if pair.status != "ok" or pair.gbps is None or pair.gbps <= 0:
+        return True  # did not complete, or moved nothing (a rail of zeros has a reference of 0: nothing is below it)
     if median is not None and pair.gbps < limits.slow_ratio * median:
         return True
     return limits.line_rate_gbps is not None and pair.gbps < limits.min_line_fraction * limits.line_rate_gbps
@@ -262,6 +272,7 @@ def rail_suspect(nic: str, slow: Sequence[PairResult], total: int, reference: fl
 def score(measurements: Sequence[Measurement], nodes: Sequence[str], rails: Sequence[str],
           limits: Thresholds) -> list[RailScore]:  # fmt: skip
     limits.check()
+    measurements = [checked(m) for m in measurements]
     return [score_rail(nic, measurements, nodes, limits) for nic in rails]
 
 

@@ -166,3 +166,26 @@ def test_an_e2e_run_without_its_p50_is_not_compared(tmp_path: Path) -> None:
     assert main(["report", str(run_dir), "--baseline", str(target)]) == 5
     compared = component(json.loads((run_dir / "results.json").read_text()), "baseline e2e")
     assert compared["status"] == "not_judged" and "N-node p50 throughput is missing" in str(compared["reason"])
+
+
+def test_a_baseline_that_compares_nothing_is_neither_made_nor_passed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run with no nccl-tests table whose N-node p50 is null made a baseline (exit 0, "e2e throughput") of the
+    1-node throughput alone, which compare() never reads: every later run with it could only be incomplete."""
+    from tests.unit.test_bench_report import e2e_dir, edited_e2e
+
+    source = edited_e2e(e2e_dir(tmp_path / "a", 0.5), multi__percentiles__p50__samples_per_s=None)
+    assert main(["baseline", str(source), "-o", str(tmp_path / "x.json")]) == 64
+    assert "no N-node e2e p50 throughput" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+    # Such a file, written before or by hand, still leaves the verdict incomplete, naming the baseline.
+    made = tmp_path / "e2e-baseline.json"
+    assert main(["baseline", str(e2e_dir(tmp_path / "b", 0.5)), "-o", str(made)]) == 0
+    data = json.loads(made.read_text())
+    data["e2e"]["multi_p50_samples_per_s"] = None
+    made.write_text(json.dumps(data))
+    run_dir = e2e_dir(tmp_path / "c", 0.5)
+    assert main(["report", str(run_dir)]) == 0  # without a baseline, this run passes
+    assert main(["report", str(run_dir), "--baseline", str(made)]) == 5
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["verdict"] == "incomplete" and "baseline (required): no result at all" in results["reasons"]

@@ -217,6 +217,69 @@ def test_thresholds_are_checked():
         Thresholds(slow_ratio=0).check()
     with pytest.raises(ValueError, match="pairwise_line_rate_gbps"):
         Thresholds(line_rate_gbps=-1).check()
+    # NaN compares false with every rate, so no pair was ever below it: judged against nothing, yet printed as the
+    # line rate. inf makes every pair slow. Neither is a line rate.
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="pairwise_line_rate_gbps"):
+            Thresholds(line_rate_gbps=bad).check()
+
+
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [({"slow_ratio": 0}, "pairwise_slow_ratio must be in (0, 1], got 0.0"),
+     ({"line_rate_gbps": "nan"}, "pairwise_line_rate_gbps must be a positive number or null, got nan"),
+     ({"line_rate_gbps": "100G"}, "pairwise_line_rate_gbps='100G'"),
+     ({"node_fraction": -0.1}, "pairwise_node_fraction must be in [0, 1)")],
+)  # fmt: skip
+def test_a_threshold_the_report_would_refuse_stops_the_role_before_the_sweep(variables, named):
+    """The report checked the thresholds only after every pair had been measured, and its refusal was a failed
+    command task (exit 2). The role now asks the same check first, in an assert whose 'pairwise: ' message the CLI
+    reads as a refused plan (exit 64)."""
+    import yaml
+
+    from filter_plugins.rdmaforge_pairwise import pairwise_threshold_problem
+    from rdmaforge.commands.pairwise import is_plan_refusal
+    from rdmaforge.paths import PROJECT_ROOT
+    from rdmaforge.runner.events import HostProblem
+
+    defaults = {"slow_ratio": 0.5, "node_fraction": 0.5, "line_rate_gbps": None, "min_line_fraction": 0.5}
+    assert pairwise_threshold_problem(defaults) == ""
+    assert pairwise_threshold_problem({**defaults, "line_rate_gbps": 100}) == ""
+    problem = pairwise_threshold_problem({**defaults, **variables})
+    assert named in problem
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "pairwise" / "tasks" / "main.yml").read_text())
+    names = [task["name"] for task in tasks]
+    check = tasks[names.index("Stop when a scoring threshold cannot judge a pair")]
+    assert names.index(check["name"]) < names.index("Measure each round (its pairs at the same time, every rail)")
+    assert "rdmaforge_pairwise_threshold_problem" in check["vars"]["pairwise_threshold_problem"]
+    message = check["ansible.builtin.assert"]["fail_msg"].replace("{{ pairwise_threshold_problem }}", problem)
+    assert is_plan_refusal(HostProblem("node1", check["name"], "ansible.builtin.assert", message))
+
+
+def test_a_rail_that_moved_nothing_is_not_passed():
+    """iperf3 can exit 0 with 0 bits/s received: every pair at 0 Gb/s made a reference of 0, nothing was below
+    half of it, and the rail had no suspect (exit 0)."""
+    measured = sweep({}, rails=("eth1",), base=0.0)
+    assert suspects_of(measured, rails=("eth1",)) == [("rail", "rail eth1", "eth1")]
+    one = {("node1", "node2", "eth1"): 0.0}
+    assert suspects_of(sweep(one, rails=("eth1",)), rails=("eth1",)) == [("link", "node1<->node2", "eth1")]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_a_rate_that_is_not_a_number_of_gbps_is_a_failed_measurement(tmp_path, value):
+    """A NaN rate (json.loads reads NaN) compared false with every threshold: the pair was never slow, and a rail
+    of NaNs had no suspect. Such a value is a failed measurement that names what was reported."""
+    bad = {("node1", "node2", "eth1"): value}
+    assert suspects_of(sweep(bad, rails=("eth1",)), rails=("eth1",)) == [("link", "node1<->node2", "eth1")]
+    raw = raw_sweep(sweep(bad))
+    data = build(json.loads(json.dumps(raw)), tmp_path)
+    (pair,) = [p for p in data["pairs"] if (p["a"], p["b"], p["nic"]) == ("node1", "node2", "eth1")]
+    assert pair["status"] == "failed" and pair["gbps"] is None and f"not a rate: {value}" in pair["detail"]
+    assert [(s["kind"], s["node"], s["nic"]) for s in data["suspects"]] == [("link", "node1<->node2", "eth1")]
+    json.loads((tmp_path / "results.json").read_text(), parse_constant=pytest.fail)  # strict JSON: no NaN written
+    every = {(a, b, "eth1"): float("nan") for a, b in itertools.permutations(NODES, 2)}
+    data = build(raw_sweep(sweep(every)), tmp_path / "all")
+    assert data["suspects"] == [] and data["unjudged"] == ["eth1"]
 
 
 # --- outputs ----------------------------------------------------------------------------------------------
@@ -446,6 +509,36 @@ def test_an_unjudged_rail_exits_incomplete():
     assert pairwise_exit(run_outcome({"node1": 1}, [verdict]), {"suspects": [], "unjudged": ["eth2"]}) == (
         ExitCode.INCOMPLETE
     )
+
+
+def test_a_node_in_no_pair_of_the_random_rounds_is_not_judged_healthy(tmp_path):
+    """--rounds 1 on 5 nodes: one perfect matching pairs 4 of them, the fifth sits the only round out. Every
+    measured pair was fine, and the sweep said 'suspects: none', exit 0, and listed the never-measured node in
+    hostfile.healthy."""
+    from rdmaforge.commands.pairwise import pairwise_exit, verdict_case
+    from rdmaforge.runner.exit_codes import ExitCode
+
+    nodes = [*NODES, "node5"]
+    facts = {n: lab_fact(i) for i, n in enumerate(nodes, start=1)}
+    made = plan.make_plan(facts, "eth1", rounds=1, seed=0).to_dict()
+    (left_out,) = set(nodes) - {n for pair in made["rounds"][0] for n in pair}
+    measured = [m for m in sweep({}, nodes=nodes, rails=("eth1",)) if left_out not in (m.a, m.b)]
+    raw = {**raw_sweep(measured), "plan": made, "slots": {n: 1 for n in nodes}}
+    data = build(raw, tmp_path)
+    assert data["suspects"] == [] and data["unjudged"] == [] and data["unmeasured"] == [left_out]
+    assert data["healthy_nodes"] == [n for n in nodes if n != left_out]
+    hostfile = (tmp_path / "hostfile.healthy").read_text()
+    assert f"# left out: {left_out} (not measured" in hostfile and f"\n{left_out} slots" not in hostfile
+    table = (tmp_path / "table.txt").read_text()
+    assert "suspects: none named" in table and f"not judged: {left_out}: in no pair of the 1 round(s)" in table
+    assert pairwise_exit(run_outcome({}, [], rc=0), data) == ExitCode.INCOMPLETE
+    case = verdict_case(data)
+    assert case.outcome == "error" and f"{left_out} (in no pair: not measured)" in case.message
+    # The round-robin schedule pairs every node: nothing is left out.
+    full = build({**raw_sweep(sweep({}, nodes=nodes, rails=("eth1",))), "plan": plan.make_plan(facts, "eth1")
+                  .to_dict()}, tmp_path / "full")  # fmt: skip
+    assert full["unmeasured"] == [] and full["healthy_nodes"] == nodes
+    assert pairwise_exit(run_outcome({}, [], rc=0), full) == ExitCode.OK
 
 
 def test_seed_003s_one_stream_check_is_shown_beside_the_multi_stream_rate_and_not_judged(tmp_path):
