@@ -45,6 +45,7 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
             f"{first.name}: the nodes have different GPU counts ({listing}); {a_kind} runs the same pod on "
             f"every node; allowed: one count, e.g. {PREFIX}gpus_per_node in group_vars"
         )
+    problems += _resource_overlaps(cluster, kind)
     for node in cluster.nodes[1:]:
         if node.env != first.env:
             problems.append(
@@ -53,6 +54,36 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
                 f"{PREFIX}env on every node"
             )
     return JobShape(len(cluster.nodes), int(first.gpus or 0), first.env), problems
+
+
+def _resource_overlaps(cluster: Cluster, kind: str) -> list[str]:
+    """k8s_extra_resources naming a resource the job sets itself: one of the two values would be dropped.
+
+    The GPU limit must be the count the ranks are sized by (slotsPerWorker, -np, --nproc-per-node); an
+    MPIJob also sets memory and hugepages-1Gi from its own options.
+    """
+    settings, first = cluster.settings, cluster.nodes[0]
+    extra = settings.k8s_extra_resources
+    variable = f"{PREFIX}k8s_extra_resources"
+    problems = []
+    if GPU_RESOURCE in extra:
+        problems.append(
+            f"{first.name}: {variable} has {GPU_RESOURCE}={show(extra[GPU_RESOURCE])}, but the {kind}'s pods get "
+            f"the node's GPU count ({first.gpu_source}={first.gpus}), which sizes its ranks; allowed: other "
+            f"resources (e.g. rdma/hca), and the GPU count in {PREFIX}gpus_per_node"
+        )
+    if kind == "MPIJob":
+        for key, option, value in (
+            ("memory", f"{PREFIX}mpijob_memory", settings.mpijob_memory),
+            ("hugepages-1Gi", f"{PREFIX}mpijob_hugepages_1gi", settings.mpijob_hugepages_1gi),
+        ):
+            if key in extra and value is not None:
+                problems.append(
+                    f"{first.name}: {variable} has {key}={show(extra[key])} and {option}={show(value)} sets it too; "
+                    f"the MPIJob workers have one {key} limit; allowed: one of the two ({option}: null, or "
+                    f"{key} left out of {variable})"
+                )
+    return problems
 
 
 def _security_context(settings: Settings) -> dict[str, Any]:

@@ -675,3 +675,23 @@ def test_validation_refuses_a_kubernetes_version_without_schemas(
     allowed = err.split("allowed: ", 1)[1].split(";", 1)[0].split(", ")
     assert validate.KUBERNETES_VERSION in allowed and len(allowed) == len(set(allowed)), allowed
     assert not out.exists() or not any(out.rglob("*"))
+
+
+@pytest.mark.parametrize("kind", ["mpijob", "pytorchjob"])
+def test_extra_resources_cannot_replace_the_gpu_count_the_job_is_sized_by(kind: str) -> None:
+    # gpus_per_node 8: slotsPerWorker / --nproc-per-node 8, so the pods must get 8 GPUs, not the extra map's 4.
+    extra = {"k8s_extra_resources": {"nvidia.com/gpu": 4, "rdma/hca": 1}}
+    plan = cluster_plan(host("n1", **extra), host("n2", **extra), kinds=[kind])
+    line = single_problem(plan, "workload_manifests_k8s_extra_resources", "nvidia.com/gpu")
+    assert line.startswith("n1: ") and "workload_manifests_gpus_per_node=8" in line and "allowed:" in line
+
+
+@pytest.mark.parametrize(("key", "option"), [("memory", "mpijob_memory"), ("hugepages-1Gi", "mpijob_hugepages_1gi")])
+def test_mpijob_resources_set_twice_are_refused_not_one_silently_dropped(key: str, option: str) -> None:
+    extra = {"k8s_extra_resources": {key: "10Gi"}}  # the defaults set mpijob_memory 100Gi, hugepages 50Gi
+    line = single_problem(cluster_plan(host("n1", **extra), kinds=["mpijob"]), key, f"workload_manifests_{option}")
+    assert line.startswith("n1: ") and "10Gi" in line and "allowed:" in line
+    # the PyTorchJob has no memory or hugepages option of its own: there the extra resource is the only one
+    limits = container(manifest(ok_plan(host("n1", **extra), kinds=["pytorchjob"]), "pytorchjob")["spec"][
+        "pytorchReplicaSpecs"]["Master"]["template"])["resources"]["limits"]  # fmt: skip
+    assert limits[key] == "10Gi"
