@@ -45,7 +45,7 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
             f"{first.name}: the nodes have different GPU counts ({listing}); {a_kind} runs the same pod on "
             f"every node; allowed: one count, e.g. {PREFIX}gpus_per_node in group_vars"
         )
-    problems += _resource_overlaps(cluster, kind)
+    problems += _resource_problems(cluster, kind)
     for node in cluster.nodes[1:]:
         if node.env != first.env:
             problems.append(
@@ -56,8 +56,9 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
     return JobShape(len(cluster.nodes), int(first.gpus or 0), first.env), problems
 
 
-def _resource_overlaps(cluster: Cluster, kind: str) -> list[str]:
-    """k8s_extra_resources naming a resource the job sets itself: one of the two values would be dropped.
+def _resource_problems(cluster: Cluster, kind: str) -> list[str]:
+    """k8s_extra_resources naming a resource the job sets itself (one of the two values would be dropped), and
+    hugepages without the cpu or memory limit the API requires with them.
 
     The GPU limit must be the count the ranks are sized by (slotsPerWorker, -np, --nproc-per-node); an
     MPIJob also sets memory and hugepages-1Gi from its own options.
@@ -83,6 +84,14 @@ def _resource_overlaps(cluster: Cluster, kind: str) -> list[str]:
                     f"the MPIJob workers have one {key} limit; allowed: one of the two ({option}: null, or "
                     f"{key} left out of {variable})"
                 )
+        hugepages = settings.mpijob_hugepages_1gi
+        if hugepages is not None and settings.mpijob_memory is None and not {"cpu", "memory"} & set(extra):
+            problems.append(
+                f"{first.name}: {PREFIX}mpijob_hugepages_1gi={show(hugepages)} with {PREFIX}mpijob_memory=null and no "
+                f"cpu or memory in {variable}: Kubernetes refuses the workers ('HugePages require cpu or memory'); "
+                f"allowed: a memory limit in {PREFIX}mpijob_memory (seed 004: 100Gi), "
+                f"or {PREFIX}mpijob_hugepages_1gi: null"
+            )
     return problems
 
 

@@ -695,3 +695,41 @@ def test_mpijob_resources_set_twice_are_refused_not_one_silently_dropped(key: st
     limits = container(manifest(ok_plan(host("n1", **extra), kinds=["pytorchjob"]), "pytorchjob")["spec"][
         "pytorchReplicaSpecs"]["Master"]["template"])["resources"]["limits"]  # fmt: skip
     assert limits[key] == "10Gi"
+
+
+@pytest.mark.parametrize("value", [50, "50", "1536Mi", "0.5Gi"])
+def test_hugepages_1gi_must_be_whole_gibibytes(value: Any) -> None:
+    # Seed 004 reserves hugepages=50 pages and limits hugepages-1Gi: "50Gi". The API refuses a hugepages-1Gi
+    # limit that is not a positive multiple of 1Gi; 50 alone would be 50 bytes.
+    plan = cluster_plan(host("n1", mpijob_hugepages_1gi=value))
+    line = single_problem(plan, "workload_manifests_mpijob_hugepages_1gi")
+    assert line.startswith("n1: ") and "allowed:" in line and "50Gi" in line
+
+
+def test_hugepages_without_a_memory_or_cpu_limit_are_refused() -> None:
+    # The API: "HugePages require cpu or memory" (a container with hugepages must limit cpu or memory too).
+    plan = cluster_plan(host("n1", mpijob_memory=None), kinds=["mpijob"])
+    line = single_problem(plan, "workload_manifests_mpijob_hugepages_1gi", "workload_manifests_mpijob_memory")
+    assert line.startswith("n1: ") and "allowed:" in line
+    # a cpu or memory limit from the extra resources is enough
+    ok_plan(host("n1", mpijob_memory=None, k8s_extra_resources={"cpu": 16}), kinds=["mpijob"])
+
+
+def test_validation_applies_the_apis_hugepages_and_extended_resource_rules() -> None:
+    mpijob = _valid_documents()["mpijob"]
+    limits = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert validate.problems(mpijob) == []
+    for change, expected in [
+        ({"hugepages-1Gi": "50"}, "not a whole multiple of 1Gi"),
+        ({"hugepages-2Mi": "3Mi"}, "not a whole multiple of 2Mi"),
+        ({"memory": None}, "HugePages require cpu or memory"),
+        ({"rdma/hca": "500m"}, "must be an integer"),
+    ]:
+        broken = copy.deepcopy(mpijob)
+        target = broken["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]
+        target["limits"] = {k: v for k, v in {**limits, **change}.items() if v is not None}
+        found = validate.problems(broken)
+        assert any(expected in p and "Worker" in p for p in found), (change, found)
+    acs = copy.deepcopy(_valid_documents()["acs"])
+    acs["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["rdma/hca"] = "0.5"
+    assert any("rdma/hca: 0.5 must be an integer" in p for p in validate.problems(acs))
