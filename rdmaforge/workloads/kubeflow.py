@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rdmaforge import tuning
 from rdmaforge.inventory_checks import show
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster, gpu_problems
-from rdmaforge.workloads.options import PREFIX, Settings
+from rdmaforge.workloads.options import PREFIX, Settings, as_int
 
 GPU_RESOURCE = "nvidia.com/gpu"
 #: training-operator finds the PyTorch container by this name (and the master's port by the port name).
@@ -93,6 +94,55 @@ def _resource_problems(cluster: Cluster, kind: str) -> list[str]:
                 f"or {PREFIX}mpijob_hugepages_1gi: null"
             )
     return problems
+
+
+def hugepages_findings(cluster: Cluster) -> tuple[list[str], list[str]]:
+    """The MPIJob workers' hugepages-1Gi against the pages role hugepages reserves on each node (seed 004: 50
+    pages of 1 GiB on an 8-GPU node, requested as 50Gi): problems where the node reserves fewer pages or another
+    page size (the workers would stay Pending), warnings where the inventory reserves none."""
+    wanted = cluster.settings.mpijob_hugepages_1gi
+    value = k8s.quantity_value(wanted)
+    if wanted is None or value is None:
+        return [], []
+    pages = int(value // 2**30)
+    option = f"{PREFIX}mpijob_hugepages_1gi"
+    problems: list[str] = []
+    warnings: list[str] = []
+    for node in cluster.nodes:
+        variables = node.hugepages
+        if str(variables.get("hugepages_enabled", False)).strip().lower() not in ("true", "yes", "1", "on"):
+            warnings.append(
+                f"{node.name}: {option}={wanted}, but hugepages_enabled is false (role hugepages reserves no pages "
+                f"on this node): the MPIJob workers stay Pending unless the node has {pages} pages of 1 GiB "
+                f"reserved some other way; set {option}: null, or hugepages_enabled: true"
+            )
+            continue
+        size = str(variables.get("hugepages_size") or "1G")
+        if size != "1G":
+            problems.append(
+                f"{node.name}: {option}={wanted} requests hugepages-1Gi, but hugepages_size={show(size)} reserves "
+                f"pages of another size on this node; allowed: hugepages_size: 1G, or {option}: null"
+            )
+            continue
+        given = variables.get("hugepages_count")
+        count = as_int(given)
+        if given not in (None, "") and count is None:
+            continue  # not a count: role hugepages' argument_specs refuse it
+        if count is None and node.gpus is None:
+            continue  # the unknown GPU count is a problem of its own
+        reserved = tuning.hugepages_count(node.gpus or 0, count)
+        source = (
+            f"hugepages_count={count}"
+            if count is not None
+            else f"hugepages_count=null: seed 004's rule for {node.gpus} GPUs, 50 on 8, else GPUs x 5 + 10"
+        )
+        if pages > reserved:
+            problems.append(
+                f"{node.name}: {option}={wanted} asks each MPIJob worker for {pages} pages of 1 GiB, but the node "
+                f"reserves {reserved} ({source}): the worker would never be scheduled; allowed: {reserved}Gi at "
+                f"most, or hugepages_count: {pages} or more"
+            )
+    return problems, warnings
 
 
 def _security_context(settings: Settings) -> dict[str, Any]:

@@ -36,7 +36,12 @@ HOST_VARIABLES: tuple[str, ...] = (
     "nccl_env_ib_hca_from_topology",
     "rdmaforge_node",
     "rdmaforge_topology",
+    "hugepages_enabled",
+    "hugepages_size",
+    "hugepages_count",
 )
+#: Role hugepages' variables, which say how many huge pages of which size the node reserves.
+HUGEPAGES_VARIABLES = ("hugepages_enabled", "hugepages_size", "hugepages_count")
 
 #: Device files NCCL (libibverbs, librdmacm) opens; umadN and issmN are for management tools only.
 _RDMA_DEVICE_FILE = re.compile(r"^(rdma_cm|uverbs[0-9]+)$")
@@ -74,6 +79,8 @@ class Node:
     settings: NodeSettings
     nccl_profiles: Mapping[str, Any]
     nccl_overrides: Mapping[str, Any]
+    #: Role hugepages' variables as the inventory sets them (absent: the role's defaults apply).
+    hugepages: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def rdma(self) -> bool:
@@ -279,6 +286,7 @@ def build_cluster(
                 settings=node_settings,
                 nccl_profiles=profiles,
                 nccl_overrides=overrides,
+                hugepages={name: variables[name] for name in HUGEPAGES_VARIABLES if name in variables},
             )
         )
     return cluster

@@ -733,3 +733,42 @@ def test_validation_applies_the_apis_hugepages_and_extended_resource_rules() -> 
     acs = copy.deepcopy(_valid_documents()["acs"])
     acs["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["rdma/hca"] = "0.5"
     assert any("rdma/hca: 0.5 must be an integer" in p for p in validate.problems(acs))
+
+
+def _hugepages_plan(gpus: int, **variables: Any) -> Plan:
+    return cluster_plan(host("n1", "tcp", gpus, variables=variables), kinds=["mpijob"])
+
+
+def test_mpijob_hugepages_fit_what_the_hugepages_role_reserves() -> None:
+    # Seed 004: hugepages=50 on an 8-GPU node, requested as hugepages-1Gi: 50Gi. roles/hugepages reserves
+    # 50 pages on 8 GPUs, otherwise GPUs x 5 + 10: 30 on a 4-GPU node, where 50Gi would never be scheduled.
+    assert not _hugepages_plan(8, hugepages_enabled=True).problems
+    line = single_problem(_hugepages_plan(4, hugepages_enabled=True), "workload_manifests_mpijob_hugepages_1gi")
+    assert line.startswith("n1: ") and "50Gi" in line and "30" in line and "allowed:" in line
+    line = single_problem(_hugepages_plan(8, hugepages_enabled=True, hugepages_count=32), "hugepages_count=32")
+    assert "50Gi" in line and "allowed:" in line
+    line = single_problem(_hugepages_plan(8, hugepages_enabled=True, hugepages_size="2M"), "hugepages_size='2M'")
+    assert "hugepages-1Gi" in line and "allowed:" in line
+    assert not _hugepages_plan(4, hugepages_enabled=True, hugepages_count=64).problems
+    assert not cluster_plan(host("n1", "tcp", 4, variables={"hugepages_enabled": True}, mpijob_hugepages_1gi="30Gi"),
+                            kinds=["mpijob"]).problems  # fmt: skip
+
+
+def test_mpijob_hugepages_on_nodes_the_inventory_reserves_none_for_are_a_warning() -> None:
+    plan = _hugepages_plan(8, hugepages_enabled=False)
+    assert plan.files and not plan.problems
+    assert any(w.startswith("n1: ") and "hugepages_enabled" in w and "50Gi" in w for w in plan.warnings), plan.warnings
+    quiet = cluster_plan(host("n1", "tcp", 8, mpijob_hugepages_1gi=None), kinds=["mpijob"])
+    assert not any("hugepages" in w for w in quiet.warnings)
+
+
+def test_cli_reads_the_hugepages_roles_variables_from_the_inventory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    variables = {**LOCAL, "rdmaforge_fabric": "tcp", f"{PREFIX}gpus_per_node": 4, "hugepages_enabled": True}
+    inventory = write_inventory(tmp_path / "inventory", NODES, variables)
+    out = tmp_path / "out"
+    assert main(["render", "-i", str(inventory), "--kind", "mpijob", "-o", str(out)]) == 64  # BAD_INPUT
+    err = capsys.readouterr().err
+    assert "localhost: workload_manifests_mpijob_hugepages_1gi=50Gi asks each MPIJob worker for 50 pages" in err
+    assert "reserves 30 (hugepages_count=null" in err and not out.exists()
