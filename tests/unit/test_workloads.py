@@ -772,3 +772,16 @@ def test_cli_reads_the_hugepages_roles_variables_from_the_inventory(
     err = capsys.readouterr().err
     assert "localhost: workload_manifests_mpijob_hugepages_1gi=50Gi asks each MPIJob worker for 50 pages" in err
     assert "reserves 30 (hugepages_count=null" in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("variables", "options"),
+    [({"nccl_env_overrides": {"NCCL_IB_DISABLE": 1}}, {}), ({}, {"env": {"NCCL_IB_DISABLE": "1"}})],
+)
+def test_type1_acs_pods_with_ib_disabled_are_refused(variables: dict[str, Any], options: dict[str, Any]) -> None:
+    # Seed 002: type 1 models (GU8TF, GU8TEF, GX8SF) reach their RDMA NIC through NCCL's IB transport
+    # (NCCL_IB_HCA=mlx5); NCCL_IB_DISABLE=1 "closes IB/RoCE and uses IP sockets", which only P16EN must set.
+    plan = cluster_plan(host("n1", "tcp", variables=variables, **options), kinds=["acs"])
+    line = single_problem(plan, "NCCL_IB_DISABLE", "GU8TF")
+    assert line.startswith("n1: ") and "allowed:" in line
+    assert not cluster_plan(host("n1", "tcp", env={"NCCL_IB_DISABLE": "0"}), kinds=["acs"]).problems
