@@ -69,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="validate the Kubernetes manifests written (needs kubernetes-validate and kubeflow-training)",
     )
-    parser.add_argument("--kubernetes-version", help="Kubernetes version of the core schemas (default: the pinned one)")
+    parser.add_argument(
+        "--kubernetes-version", help="with --validate: Kubernetes version of the core schemas (default: the pinned one)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -286,6 +288,9 @@ def _validate(paths: list[Path], out_dir: Path, version: str | None) -> int:
     from rdmaforge.workloads import validate  # heavy: imported only when asked for
 
     target = version or validate.KUBERNETES_VERSION
+    if not any(path.suffix == ".yaml" for path in paths):
+        print(f"{PROG}: --validate: no Kubernetes manifest among the files written; nothing validated", file=sys.stderr)
+        return 0
     failed = 0
     for path in paths:
         if path.suffix != ".yaml":
@@ -303,6 +308,13 @@ def _validate(paths: list[Path], out_dir: Path, version: str | None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.kubernetes_version and not args.validate:
+        print(
+            f"{PROG}: --kubernetes-version {args.kubernetes_version} only says what --validate checks against, and "
+            "--validate is not given; allowed: both, or neither",
+            file=sys.stderr,
+        )
+        return int(ExitCode.BAD_INPUT)
     out_dir = Path(os.path.abspath(args.output))  # the caller's directory, not the project's
     problem = output_problem(out_dir)
     inventory_arg = args.inventory

@@ -785,3 +785,19 @@ def test_type1_acs_pods_with_ib_disabled_are_refused(variables: dict[str, Any], 
     line = single_problem(plan, "NCCL_IB_DISABLE", "GU8TF")
     assert line.startswith("n1: ") and "allowed:" in line
     assert not cluster_plan(host("n1", "tcp", env={"NCCL_IB_DISABLE": "0"}), kinds=["acs"]).problems
+
+
+def test_cli_validate_options_never_pass_silently(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inventory = write_inventory(tmp_path / "inventory", NODES, {**LOCAL, "rdmaforge_fabric": "erdma",
+                                                                 f"{PREFIX}gpus_per_node": 8,
+                                                                 f"{PREFIX}rdma_device_files": DEVICES})  # fmt: skip
+    out = tmp_path / "out"
+    # --kubernetes-version does nothing without --validate: a bad command line, not a silent no-op
+    assert main(["render", "-i", str(inventory), "-o", str(out), "--kubernetes-version", "9.99"]) == 64
+    err = capsys.readouterr().err
+    assert "--kubernetes-version 9.99" in err and "--validate" in err and not out.exists()
+    # --validate with no Kubernetes manifest among the kinds says that nothing was validated
+    assert main(["render", "-i", str(inventory), "-o", str(out), "--kind", "docker", "--validate"]) == 0
+    captured = capsys.readouterr()
+    assert "valid " not in captured.out
+    assert "no Kubernetes manifest" in captured.err and "nothing validated" in captured.err
