@@ -801,3 +801,18 @@ def test_cli_validate_options_never_pass_silently(tmp_path: Path, capsys: pytest
     captured = capsys.readouterr()
     assert "valid " not in captured.out
     assert "no Kubernetes manifest" in captured.err and "nothing validated" in captured.err
+
+
+@pytest.mark.parametrize(("blocker", "is_dir"), [("mpijob", False), ("acs/rdmaforge-train.yaml", True)])
+def test_cli_refuses_an_output_path_taken_by_the_wrong_kind_of_file_before_writing_any(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], blocker: str, is_dir: bool
+) -> None:
+    inventory = write_inventory(tmp_path / "inventory", NODES, {**LOCAL, "rdmaforge_fabric": "tcp",
+                                                                 f"{PREFIX}gpus_per_node": 8})  # fmt: skip
+    out = tmp_path / "out"
+    (out / blocker).parent.mkdir(parents=True, exist_ok=True)
+    (out / blocker).mkdir() if is_dir else (out / blocker).write_text("")
+    assert main(["render", "-i", str(inventory), "-o", str(out)]) == 64
+    err = capsys.readouterr().err
+    assert f"-o {out}: {blocker}" in err and "nothing written" in err, err
+    assert not (out / "docker").exists()  # the files planned before the blocked one were not written either
