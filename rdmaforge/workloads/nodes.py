@@ -142,6 +142,16 @@ def _accelerator(
     return chosen
 
 
+def _text_problems(host: str, variable: str, env: Mapping[str, Any]) -> list[str]:
+    """An environment variable holds text: a list or mapping would reach the containers as Python's repr."""
+    return [
+        f"{host}: {variable}.{key}={show(value)} is a {'list' if isinstance(value, list) else 'mapping'}, and an "
+        f"environment variable holds text; allowed: a string, number or boolean (null removes the setting)"
+        for key, value in env.items()
+        if isinstance(value, list | Mapping)
+    ]
+
+
 def select_device_files(names: Iterable[str]) -> list[str]:
     """rdma_cm first, then uverbsN in numeric order; other names (umad0, issm0, ...) are dropped."""
     chosen = {name.rsplit("/", 1)[-1] for name in names}
@@ -232,6 +242,7 @@ def build_cluster(
     first = inputs[0] if inputs else HostInput("cluster", {})
     settings = read_settings(first.name, first.options, problems)
     cluster = Cluster(nodes=[], settings=settings, problems=problems)
+    cluster.problems += _text_problems(first.name, f"{PREFIX}env", settings.env)
     for host in inputs:
         node_settings = read_node_settings(host.name, host.options, cluster.problems)
         variables = host.variables
@@ -255,6 +266,7 @@ def build_cluster(
                 f"{host.name}: nccl_env_overrides={show(overrides)} is not valid; allowed: a mapping"
             )
             overrides = {}
+        cluster.problems += _text_problems(host.name, "nccl_env_overrides", overrides)
         accelerator = _accelerator(host.name, variables, default_accelerators, cluster.problems)
         rails, missing = nccl_env.topology_settings(
             variables.get("nccl_env_ib_hca_from_topology", False), variables.get("rdmaforge_topology")

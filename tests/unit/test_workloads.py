@@ -816,3 +816,19 @@ def test_cli_refuses_an_output_path_taken_by_the_wrong_kind_of_file_before_writi
     err = capsys.readouterr().err
     assert f"-o {out}: {blocker}" in err and "nothing written" in err, err
     assert not (out / "docker").exists()  # the files planned before the blocked one were not written either
+
+
+@pytest.mark.parametrize(
+    ("variables", "options", "variable"),
+    [
+        ({}, {"env": {"LIGHT_INTRA_SIZE": [8]}}, "workload_manifests_env"),
+        ({"nccl_env_overrides": {"NCCL_IB_HCA": {"mlx5_0": 1}}}, {}, "nccl_env_overrides"),
+    ],
+)
+def test_an_environment_value_that_is_a_list_or_mapping_is_refused_not_written_as_python(
+    variables: dict[str, Any], options: dict[str, Any], variable: str
+) -> None:
+    # An environment variable holds text: a list or mapping used to reach the pods as "[8]" or "{'mlx5_0': 1}".
+    plan = cluster_plan(host("n1", "tcp", variables=variables, **options))
+    line = single_problem(plan, variable)
+    assert line.startswith("n1: ") and "allowed:" in line
