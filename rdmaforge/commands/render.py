@@ -69,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="validate the Kubernetes manifests written (needs kubernetes-validate and kubeflow-training)",
     )
-    parser.add_argument("--kubernetes-version", help="Kubernetes version of the core schemas (default: the pinned one)")
+    parser.add_argument(
+        "--kubernetes-version", help="with --validate: Kubernetes version of the core schemas (default: the pinned one)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -282,10 +284,26 @@ def output_problem(out_dir: Path) -> str | None:
     return None
 
 
+def _blocked(out_dir: Path, target: Path) -> list[str]:
+    """Why ``target`` under ``out_dir`` cannot be written: a folder of its path is a file, or it is a folder itself
+    (checked for every file before any is written, so that a failure leaves no half-written output)."""
+    for path in [*reversed(target.relative_to(out_dir).parents[:-1]), target.relative_to(out_dir)]:
+        found = out_dir / path
+        if found == target and found.is_dir():
+            return [f"-o {out_dir}: {path} is a directory, where a file of that name goes; allowed: a file, or nothing"]
+        if found != target and (found.exists() or found.is_symlink()) and not found.is_dir():
+            return [f"-o {out_dir}: {path} is not a directory, and {target.relative_to(out_dir)} goes below it; "
+                    f"allowed: a directory, or nothing"]  # fmt: skip
+    return []
+
+
 def _validate(paths: list[Path], out_dir: Path, version: str | None) -> int:
     from rdmaforge.workloads import validate  # heavy: imported only when asked for
 
     target = version or validate.KUBERNETES_VERSION
+    if not any(path.suffix == ".yaml" for path in paths):
+        print(f"{PROG}: --validate: no Kubernetes manifest among the files written; nothing validated", file=sys.stderr)
+        return 0
     failed = 0
     for path in paths:
         if path.suffix != ".yaml":
@@ -303,6 +321,13 @@ def _validate(paths: list[Path], out_dir: Path, version: str | None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.kubernetes_version and not args.validate:
+        print(
+            f"{PROG}: --kubernetes-version {args.kubernetes_version} only says what --validate checks against, and "
+            "--validate is not given; allowed: both, or neither",
+            file=sys.stderr,
+        )
+        return int(ExitCode.BAD_INPUT)
     out_dir = Path(os.path.abspath(args.output))  # the caller's directory, not the project's
     problem = output_problem(out_dir)
     inventory_arg = args.inventory
@@ -336,6 +361,8 @@ def run(args: argparse.Namespace) -> int:
         target = Path(os.path.normpath(out_dir / planned.path))
         if not target.is_relative_to(out_dir):
             problems.append(f"{planned.path}: would be written outside -o {out_dir}; a name in it is not plain")
+        else:
+            problems += _blocked(out_dir, target)
     if problems:
         for line in problems:
             print(line, file=sys.stderr)

@@ -128,6 +128,14 @@ def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
                 + ", ".join(f"{k}={show(v)}" for k, v in REQUIRED_ENV[model.nic_type].items())
                 + f" (RDMA NIC type {model.nic_type})"
             )
+    disabled = str(env.get("NCCL_IB_DISABLE", "0")).strip()
+    if model.nic_type == 1 and disabled not in ("", "0"):
+        # Type 1 reaches its RDMA NIC through NCCL's IB transport (NCCL_IB_HCA=mlx5); NCCL_IB_DISABLE=1 means sockets.
+        problems.append(
+            f"{first}: NCCL_IB_DISABLE={show(env.get('NCCL_IB_DISABLE'))} (from nccl_env_overrides or {PREFIX}env) "
+            f"turns off RDMA on ACS GPU model {model.name}, whose pods carry {LABEL_HPN}: rdma: NCCL would use TCP "
+            f"sockets; allowed: NCCL_IB_DISABLE unset or 0 (RDMA NIC type 1: NCCL_IB_HCA=mlx5, seed 002)"
+        )
     replicas = settings.acs_replicas or len(cluster.nodes)
     return AcsJob(model, gpus, replicas, env), problems
 

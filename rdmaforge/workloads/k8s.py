@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import yaml
 
 SHM_VOLUME = "dshm"
+
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_SUFFIXES = {
+    **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+    **{s: Decimal(1000) ** (i + 1) for i, s in enumerate(("k", "M", "G", "T", "P", "E"))},
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+}
+
+
+def quantity_value(text: object) -> Decimal | None:
+    """The number a Kubernetes quantity stands for (``50Gi`` -> 53687091200, ``500m`` -> 0.5), or None."""
+    match = _QUANTITY.match(str(text)) if isinstance(text, str | int) and not isinstance(text, bool) else None
+    if match is None:
+        return None
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        if suffix[:1] in ("e", "E"):
+            return Decimal(number) * Decimal(10) ** int(suffix[1:])
+        return Decimal(number) * _SUFFIXES[suffix]
+    except (InvalidOperation, ValueError, OverflowError):
+        return None
+
+
+def is_multiple(text: object, unit: int) -> bool:
+    """Whether a quantity is a positive whole multiple of ``unit`` bytes (hugepages-1Gi: 50Gi, not 50)."""
+    value = quantity_value(text)
+    return value is not None and value > 0 and value % unit == 0
 
 
 def env_list(env: Mapping[str, str]) -> list[dict[str, str]]:

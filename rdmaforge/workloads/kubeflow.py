@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rdmaforge import tuning
 from rdmaforge.inventory_checks import show
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster, gpu_problems
-from rdmaforge.workloads.options import PREFIX, Settings
+from rdmaforge.workloads.options import PREFIX, Settings, as_int
 
 GPU_RESOURCE = "nvidia.com/gpu"
 #: training-operator finds the PyTorch container by this name (and the master's port by the port name).
@@ -45,6 +46,7 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
             f"{first.name}: the nodes have different GPU counts ({listing}); {a_kind} runs the same pod on "
             f"every node; allowed: one count, e.g. {PREFIX}gpus_per_node in group_vars"
         )
+    problems += _resource_problems(cluster, kind)
     for node in cluster.nodes[1:]:
         if node.env != first.env:
             problems.append(
@@ -53,6 +55,94 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
                 f"{PREFIX}env on every node"
             )
     return JobShape(len(cluster.nodes), int(first.gpus or 0), first.env), problems
+
+
+def _resource_problems(cluster: Cluster, kind: str) -> list[str]:
+    """k8s_extra_resources naming a resource the job sets itself (one of the two values would be dropped), and
+    hugepages without the cpu or memory limit the API requires with them.
+
+    The GPU limit must be the count the ranks are sized by (slotsPerWorker, -np, --nproc-per-node); an
+    MPIJob also sets memory and hugepages-1Gi from its own options.
+    """
+    settings, first = cluster.settings, cluster.nodes[0]
+    extra = settings.k8s_extra_resources
+    variable = f"{PREFIX}k8s_extra_resources"
+    problems = []
+    if GPU_RESOURCE in extra:
+        problems.append(
+            f"{first.name}: {variable} has {GPU_RESOURCE}={show(extra[GPU_RESOURCE])}, but the {kind}'s pods get "
+            f"the node's GPU count ({first.gpu_source}={first.gpus}), which sizes its ranks; allowed: other "
+            f"resources (e.g. rdma/hca), and the GPU count in {PREFIX}gpus_per_node"
+        )
+    if kind == "MPIJob":
+        for key, option, value in (
+            ("memory", f"{PREFIX}mpijob_memory", settings.mpijob_memory),
+            ("hugepages-1Gi", f"{PREFIX}mpijob_hugepages_1gi", settings.mpijob_hugepages_1gi),
+        ):
+            if key in extra and value is not None:
+                problems.append(
+                    f"{first.name}: {variable} has {key}={show(extra[key])} and {option}={show(value)} sets it too; "
+                    f"the MPIJob workers have one {key} limit; allowed: one of the two ({option}: null, or "
+                    f"{key} left out of {variable})"
+                )
+        hugepages = settings.mpijob_hugepages_1gi
+        if hugepages is not None and settings.mpijob_memory is None and not {"cpu", "memory"} & set(extra):
+            problems.append(
+                f"{first.name}: {PREFIX}mpijob_hugepages_1gi={show(hugepages)} with {PREFIX}mpijob_memory=null and no "
+                f"cpu or memory in {variable}: Kubernetes refuses the workers ('HugePages require cpu or memory'); "
+                f"allowed: a memory limit in {PREFIX}mpijob_memory (seed 004: 100Gi), "
+                f"or {PREFIX}mpijob_hugepages_1gi: null"
+            )
+    return problems
+
+
+def hugepages_findings(cluster: Cluster) -> tuple[list[str], list[str]]:
+    """The MPIJob workers' hugepages-1Gi against the pages role hugepages reserves on each node (seed 004: 50
+    pages of 1 GiB on an 8-GPU node, requested as 50Gi): problems where the node reserves fewer pages or another
+    page size (the workers would stay Pending), warnings where the inventory reserves none."""
+    wanted = cluster.settings.mpijob_hugepages_1gi
+    value = k8s.quantity_value(wanted)
+    if wanted is None or value is None:
+        return [], []
+    pages = int(value // 2**30)
+    option = f"{PREFIX}mpijob_hugepages_1gi"
+    problems: list[str] = []
+    warnings: list[str] = []
+    for node in cluster.nodes:
+        variables = node.hugepages
+        if str(variables.get("hugepages_enabled", False)).strip().lower() not in ("true", "yes", "1", "on"):
+            warnings.append(
+                f"{node.name}: {option}={wanted}, but hugepages_enabled is false (role hugepages reserves no pages "
+                f"on this node): the MPIJob workers stay Pending unless the node has {pages} pages of 1 GiB "
+                f"reserved some other way; set {option}: null, or hugepages_enabled: true"
+            )
+            continue
+        size = str(variables.get("hugepages_size") or "1G")
+        if size != "1G":
+            problems.append(
+                f"{node.name}: {option}={wanted} requests hugepages-1Gi, but hugepages_size={show(size)} reserves "
+                f"pages of another size on this node; allowed: hugepages_size: 1G, or {option}: null"
+            )
+            continue
+        given = variables.get("hugepages_count")
+        count = as_int(given)
+        if given not in (None, "") and count is None:
+            continue  # not a count: role hugepages' argument_specs refuse it
+        if count is None and node.gpus is None:
+            continue  # the unknown GPU count is a problem of its own
+        reserved = tuning.hugepages_count(node.gpus or 0, count)
+        source = (
+            f"hugepages_count={count}"
+            if count is not None
+            else f"hugepages_count=null: seed 004's rule for {node.gpus} GPUs, 50 on 8, else GPUs x 5 + 10"
+        )
+        if pages > reserved:
+            problems.append(
+                f"{node.name}: {option}={wanted} asks each MPIJob worker for {pages} pages of 1 GiB, but the node "
+                f"reserves {reserved} ({source}): the worker would never be scheduled; allowed: {reserved}Gi at "
+                f"most, or hugepages_count: {pages} or more"
+            )
+    return problems, warnings
 
 
 def _security_context(settings: Settings) -> dict[str, Any]:

@@ -36,7 +36,12 @@ HOST_VARIABLES: tuple[str, ...] = (
     "nccl_env_ib_hca_from_topology",
     "rdmaforge_node",
     "rdmaforge_topology",
+    "hugepages_enabled",
+    "hugepages_size",
+    "hugepages_count",
 )
+#: Role hugepages' variables, which say how many huge pages of which size the node reserves.
+HUGEPAGES_VARIABLES = ("hugepages_enabled", "hugepages_size", "hugepages_count")
 
 #: Device files NCCL (libibverbs, librdmacm) opens; umadN and issmN are for management tools only.
 _RDMA_DEVICE_FILE = re.compile(r"^(rdma_cm|uverbs[0-9]+)$")
@@ -74,6 +79,8 @@ class Node:
     settings: NodeSettings
     nccl_profiles: Mapping[str, Any]
     nccl_overrides: Mapping[str, Any]
+    #: Role hugepages' variables as the inventory sets them (absent: the role's defaults apply).
+    hugepages: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def rdma(self) -> bool:
@@ -133,6 +140,16 @@ def _accelerator(
         problems.append(f"{host}: nccl_env_accelerators[{name}]={show(chosen)} is not valid; allowed: a mapping")
         return {}
     return chosen
+
+
+def _text_problems(host: str, variable: str, env: Mapping[str, Any]) -> list[str]:
+    """An environment variable holds text: a list or mapping would reach the containers as Python's repr."""
+    return [
+        f"{host}: {variable}.{key}={show(value)} is a {'list' if isinstance(value, list) else 'mapping'}, and an "
+        f"environment variable holds text; allowed: a string, number or boolean (null removes the setting)"
+        for key, value in env.items()
+        if isinstance(value, list | Mapping)
+    ]
 
 
 def select_device_files(names: Iterable[str]) -> list[str]:
@@ -225,6 +242,7 @@ def build_cluster(
     first = inputs[0] if inputs else HostInput("cluster", {})
     settings = read_settings(first.name, first.options, problems)
     cluster = Cluster(nodes=[], settings=settings, problems=problems)
+    cluster.problems += _text_problems(first.name, f"{PREFIX}env", settings.env)
     for host in inputs:
         node_settings = read_node_settings(host.name, host.options, cluster.problems)
         variables = host.variables
@@ -248,6 +266,7 @@ def build_cluster(
                 f"{host.name}: nccl_env_overrides={show(overrides)} is not valid; allowed: a mapping"
             )
             overrides = {}
+        cluster.problems += _text_problems(host.name, "nccl_env_overrides", overrides)
         accelerator = _accelerator(host.name, variables, default_accelerators, cluster.problems)
         rails, missing = nccl_env.topology_settings(
             variables.get("nccl_env_ib_hca_from_topology", False), variables.get("rdmaforge_topology")
@@ -279,6 +298,7 @@ def build_cluster(
                 settings=node_settings,
                 nccl_profiles=profiles,
                 nccl_overrides=overrides,
+                hugepages={name: variables[name] for name in HUGEPAGES_VARIABLES if name in variables},
             )
         )
     return cluster

@@ -19,6 +19,7 @@ import yaml
 from rdmaforge.inventory_checks import show
 from rdmaforge.paths import ROLES_DIR
 from rdmaforge.workloads import KINDS
+from rdmaforge.workloads.k8s import is_multiple
 
 ROLE_DIR = ROLES_DIR / "workload_manifests"
 DEFAULTS_FILE = ROLE_DIR / "defaults" / "main.yml"
@@ -291,6 +292,15 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
     else:
         host_paths = [HostPath(str(p["name"]), str(p["path"])) for p in raw_paths]
     shm = r.string(f"{PREFIX}shm_size", _DOCKER_SIZE, "a docker size: a number with b, k, m or g, such as 8g")
+    hugepages = r.quantity(f"{PREFIX}mpijob_hugepages_1gi", optional=True)
+    if hugepages is not None and not is_multiple(hugepages, 2**30):
+        # Kubernetes refuses a hugepages-1Gi limit that is not whole pages; a bare 50 (seed 004's page count) is bytes.
+        r.bad(
+            f"{PREFIX}mpijob_hugepages_1gi",
+            "is not a whole number of 1 GiB pages (a number without a unit is bytes)",
+            "a positive multiple of 1Gi such as 50Gi (seed 004: 50 pages of 1 GiB), or null",
+        )
+        hugepages = None
     return Settings(
         kinds=tuple(k for k in KINDS if k in kinds),
         name=name or "rdmaforge-train",
@@ -316,7 +326,7 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         mpijob_mpirun_args=r.strings(f"{PREFIX}mpijob_mpirun_args"),
         mpijob_tcp_if_include=r.string(f"{PREFIX}mpijob_tcp_if_include"),
         mpijob_worker_command=r.optional_strings(f"{PREFIX}mpijob_worker_command", allow_empty=False),
-        mpijob_hugepages_1gi=r.quantity(f"{PREFIX}mpijob_hugepages_1gi", optional=True),
+        mpijob_hugepages_1gi=hugepages,
         mpijob_memory=r.quantity(f"{PREFIX}mpijob_memory", optional=True),
         mpijob_host_paths=tuple(host_paths),
         pytorchjob_script=r.strings(f"{PREFIX}pytorchjob_script", allow_empty=False),

@@ -96,6 +96,10 @@ def plan(cluster: Cluster, kinds: Iterable[str] | None = None) -> Plan:
         if kind in wanted:
             shape, problems = kubeflow.check(cluster, title)
             result.problems += problems
+            if kind == "mpijob":
+                hugepages_problems, hugepages_warnings = kubeflow.hugepages_findings(cluster)
+                result.problems += hugepages_problems
+                result.warnings += hugepages_warnings
             if shape is not None:
                 summary = kubeflow.summary(title, settings, shape)
                 files.append(_manifest(f"{kind}/{name}.yaml", build(settings, shape), summary))

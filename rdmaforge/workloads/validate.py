@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rdmaforge.workloads import mpijob_schema
+from rdmaforge.workloads import k8s, mpijob_schema
 
 #: The Kubernetes release whose schemas the core kinds and pod templates are checked against.
 KUBERNETES_VERSION = "1.33"
@@ -96,7 +96,51 @@ def pod_template_problems(template: object, where: str, version: str = KUBERNETE
     """A PodTemplateSpec, checked as the ``template`` of a core/v1 PodTemplate object."""
     wrapper = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"}, "template": template}
     problems = core_problems(wrapper, version, where)
-    return [p.replace(": template.", ": ", 1) if ": template." in p else p for p in problems]
+    problems = [p.replace(": template.", ": ", 1) if ": template." in p else p for p in problems]
+    return problems + resource_problems(template, where)
+
+
+def _extended(name: str) -> bool:
+    """An extended resource (``rdma/hca``, ``nvidia.com/gpu``): a domain-prefixed name outside kubernetes.io."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def resource_problems(template: object, where: str) -> list[str]:
+    """The API server's rules on container resources that no schema encodes (ValidateResourceRequirements in
+    k8s.io/kubernetes pkg/apis/core/validation): a hugepages-<size> quantity is a positive multiple of the page
+    size, a container with hugepages also limits or requests cpu or memory, an extended resource is an integer."""
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return []
+    problems = []
+    for field_name in ("initContainers", "containers"):
+        containers = spec.get(field_name)
+        for index, container in enumerate(containers if isinstance(containers, list) else []):
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            if not isinstance(resources, Mapping):
+                continue
+            names: set[str] = set()
+            for part in ("limits", "requests"):
+                values = resources.get(part)
+                for name, value in values.items() if isinstance(values, Mapping) else []:
+                    names.add(str(name))
+                    path = f"{where}: spec.{field_name}.{index}.resources.{part}.{name}"
+                    if str(name).startswith("hugepages-"):
+                        page = k8s.quantity_value(str(name).removeprefix("hugepages-"))
+                        number = k8s.quantity_value(value)
+                        if page is not None and page > 0 and number is not None and number % page != 0:
+                            problems.append(f"{path}: {value} is not a whole multiple of {str(name)[10:]}")
+                    elif _extended(str(name)):
+                        number = k8s.quantity_value(value)
+                        if number is not None and number != int(number):
+                            problems.append(f"{path}: {value} must be an integer (an extended resource)")
+            hugepages = sorted(n for n in names if n.startswith("hugepages-"))
+            if hugepages and not {"cpu", "memory"} & names:
+                problems.append(
+                    f"{where}: spec.{field_name}.{index}.resources: HugePages require cpu or memory "
+                    f"(a cpu or memory limit or request beside {', '.join(hugepages)})"
+                )
+    return problems
 
 
 # --- kubeflow.org/v1: the training SDK's typed models ----------------------------------------------
@@ -231,7 +275,9 @@ def problems(document: Mapping[str, Any], version: str = KUBERNETES_VERSION) -> 
     """Every problem of one rendered object (empty: valid). Raises ValidatorUnavailable without the packages."""
     api_version, kind = document.get("apiVersion"), document.get("kind")
     if (api_version, kind) in (("apps/v1", "Deployment"), ("batch/v1", "Job")):
-        return core_problems(document, version)
+        spec = document.get("spec") if isinstance(document.get("spec"), Mapping) else {}
+        template = (spec or {}).get("template")
+        return core_problems(document, version) + resource_problems(template, f"{_name(document)}: spec.template")
     if api_version == "kubeflow.org/v1" and kind in _SDK_MODELS:
         return kubeflow_v1_problems(document, version)
     if (api_version, kind) == (mpijob_schema.API_VERSION, "MPIJob"):

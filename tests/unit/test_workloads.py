@@ -675,3 +675,160 @@ def test_validation_refuses_a_kubernetes_version_without_schemas(
     allowed = err.split("allowed: ", 1)[1].split(";", 1)[0].split(", ")
     assert validate.KUBERNETES_VERSION in allowed and len(allowed) == len(set(allowed)), allowed
     assert not out.exists() or not any(out.rglob("*"))
+
+
+@pytest.mark.parametrize("kind", ["mpijob", "pytorchjob"])
+def test_extra_resources_cannot_replace_the_gpu_count_the_job_is_sized_by(kind: str) -> None:
+    # gpus_per_node 8: slotsPerWorker / --nproc-per-node 8, so the pods must get 8 GPUs, not the extra map's 4.
+    extra = {"k8s_extra_resources": {"nvidia.com/gpu": 4, "rdma/hca": 1}}
+    plan = cluster_plan(host("n1", **extra), host("n2", **extra), kinds=[kind])
+    line = single_problem(plan, "workload_manifests_k8s_extra_resources", "nvidia.com/gpu")
+    assert line.startswith("n1: ") and "workload_manifests_gpus_per_node=8" in line and "allowed:" in line
+
+
+@pytest.mark.parametrize(("key", "option"), [("memory", "mpijob_memory"), ("hugepages-1Gi", "mpijob_hugepages_1gi")])
+def test_mpijob_resources_set_twice_are_refused_not_one_silently_dropped(key: str, option: str) -> None:
+    extra = {"k8s_extra_resources": {key: "10Gi"}}  # the defaults set mpijob_memory 100Gi, hugepages 50Gi
+    line = single_problem(cluster_plan(host("n1", **extra), kinds=["mpijob"]), key, f"workload_manifests_{option}")
+    assert line.startswith("n1: ") and "10Gi" in line and "allowed:" in line
+    # the PyTorchJob has no memory or hugepages option of its own: there the extra resource is the only one
+    limits = container(manifest(ok_plan(host("n1", **extra), kinds=["pytorchjob"]), "pytorchjob")["spec"][
+        "pytorchReplicaSpecs"]["Master"]["template"])["resources"]["limits"]  # fmt: skip
+    assert limits[key] == "10Gi"
+
+
+@pytest.mark.parametrize("value", [50, "50", "1536Mi", "0.5Gi"])
+def test_hugepages_1gi_must_be_whole_gibibytes(value: Any) -> None:
+    # Seed 004 reserves hugepages=50 pages and limits hugepages-1Gi: "50Gi". The API refuses a hugepages-1Gi
+    # limit that is not a positive multiple of 1Gi; 50 alone would be 50 bytes.
+    plan = cluster_plan(host("n1", mpijob_hugepages_1gi=value))
+    line = single_problem(plan, "workload_manifests_mpijob_hugepages_1gi")
+    assert line.startswith("n1: ") and "allowed:" in line and "50Gi" in line
+
+
+def test_hugepages_without_a_memory_or_cpu_limit_are_refused() -> None:
+    # The API: "HugePages require cpu or memory" (a container with hugepages must limit cpu or memory too).
+    plan = cluster_plan(host("n1", mpijob_memory=None), kinds=["mpijob"])
+    line = single_problem(plan, "workload_manifests_mpijob_hugepages_1gi", "workload_manifests_mpijob_memory")
+    assert line.startswith("n1: ") and "allowed:" in line
+    # a cpu or memory limit from the extra resources is enough
+    ok_plan(host("n1", mpijob_memory=None, k8s_extra_resources={"cpu": 16}), kinds=["mpijob"])
+
+
+def test_validation_applies_the_apis_hugepages_and_extended_resource_rules() -> None:
+    mpijob = _valid_documents()["mpijob"]
+    limits = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert validate.problems(mpijob) == []
+    for change, expected in [
+        ({"hugepages-1Gi": "50"}, "not a whole multiple of 1Gi"),
+        ({"hugepages-2Mi": "3Mi"}, "not a whole multiple of 2Mi"),
+        ({"memory": None}, "HugePages require cpu or memory"),
+        ({"rdma/hca": "500m"}, "must be an integer"),
+    ]:
+        broken = copy.deepcopy(mpijob)
+        target = broken["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]
+        target["limits"] = {k: v for k, v in {**limits, **change}.items() if v is not None}
+        found = validate.problems(broken)
+        assert any(expected in p and "Worker" in p for p in found), (change, found)
+    acs = copy.deepcopy(_valid_documents()["acs"])
+    acs["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["rdma/hca"] = "0.5"
+    assert any("rdma/hca: 0.5 must be an integer" in p for p in validate.problems(acs))
+
+
+def _hugepages_plan(gpus: int, **variables: Any) -> Plan:
+    return cluster_plan(host("n1", "tcp", gpus, variables=variables), kinds=["mpijob"])
+
+
+def test_mpijob_hugepages_fit_what_the_hugepages_role_reserves() -> None:
+    # Seed 004: hugepages=50 on an 8-GPU node, requested as hugepages-1Gi: 50Gi. roles/hugepages reserves
+    # 50 pages on 8 GPUs, otherwise GPUs x 5 + 10: 30 on a 4-GPU node, where 50Gi would never be scheduled.
+    assert not _hugepages_plan(8, hugepages_enabled=True).problems
+    line = single_problem(_hugepages_plan(4, hugepages_enabled=True), "workload_manifests_mpijob_hugepages_1gi")
+    assert line.startswith("n1: ") and "50Gi" in line and "30" in line and "allowed:" in line
+    line = single_problem(_hugepages_plan(8, hugepages_enabled=True, hugepages_count=32), "hugepages_count=32")
+    assert "50Gi" in line and "allowed:" in line
+    line = single_problem(_hugepages_plan(8, hugepages_enabled=True, hugepages_size="2M"), "hugepages_size='2M'")
+    assert "hugepages-1Gi" in line and "allowed:" in line
+    assert not _hugepages_plan(4, hugepages_enabled=True, hugepages_count=64).problems
+    assert not cluster_plan(host("n1", "tcp", 4, variables={"hugepages_enabled": True}, mpijob_hugepages_1gi="30Gi"),
+                            kinds=["mpijob"]).problems  # fmt: skip
+
+
+def test_mpijob_hugepages_on_nodes_the_inventory_reserves_none_for_are_a_warning() -> None:
+    plan = _hugepages_plan(8, hugepages_enabled=False)
+    assert plan.files and not plan.problems
+    assert any(w.startswith("n1: ") and "hugepages_enabled" in w and "50Gi" in w for w in plan.warnings), plan.warnings
+    quiet = cluster_plan(host("n1", "tcp", 8, mpijob_hugepages_1gi=None), kinds=["mpijob"])
+    assert not any("hugepages" in w for w in quiet.warnings)
+
+
+def test_cli_reads_the_hugepages_roles_variables_from_the_inventory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    variables = {**LOCAL, "rdmaforge_fabric": "tcp", f"{PREFIX}gpus_per_node": 4, "hugepages_enabled": True}
+    inventory = write_inventory(tmp_path / "inventory", NODES, variables)
+    out = tmp_path / "out"
+    assert main(["render", "-i", str(inventory), "--kind", "mpijob", "-o", str(out)]) == 64  # BAD_INPUT
+    err = capsys.readouterr().err
+    assert "localhost: workload_manifests_mpijob_hugepages_1gi=50Gi asks each MPIJob worker for 50 pages" in err
+    assert "reserves 30 (hugepages_count=null" in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("variables", "options"),
+    [({"nccl_env_overrides": {"NCCL_IB_DISABLE": 1}}, {}), ({}, {"env": {"NCCL_IB_DISABLE": "1"}})],
+)
+def test_type1_acs_pods_with_ib_disabled_are_refused(variables: dict[str, Any], options: dict[str, Any]) -> None:
+    # Seed 002: type 1 models (GU8TF, GU8TEF, GX8SF) reach their RDMA NIC through NCCL's IB transport
+    # (NCCL_IB_HCA=mlx5); NCCL_IB_DISABLE=1 "closes IB/RoCE and uses IP sockets", which only P16EN must set.
+    plan = cluster_plan(host("n1", "tcp", variables=variables, **options), kinds=["acs"])
+    line = single_problem(plan, "NCCL_IB_DISABLE", "GU8TF")
+    assert line.startswith("n1: ") and "allowed:" in line
+    assert not cluster_plan(host("n1", "tcp", env={"NCCL_IB_DISABLE": "0"}), kinds=["acs"]).problems
+
+
+def test_cli_validate_options_never_pass_silently(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inventory = write_inventory(tmp_path / "inventory", NODES, {**LOCAL, "rdmaforge_fabric": "erdma",
+                                                                 f"{PREFIX}gpus_per_node": 8,
+                                                                 f"{PREFIX}rdma_device_files": DEVICES})  # fmt: skip
+    out = tmp_path / "out"
+    # --kubernetes-version does nothing without --validate: a bad command line, not a silent no-op
+    assert main(["render", "-i", str(inventory), "-o", str(out), "--kubernetes-version", "9.99"]) == 64
+    err = capsys.readouterr().err
+    assert "--kubernetes-version 9.99" in err and "--validate" in err and not out.exists()
+    # --validate with no Kubernetes manifest among the kinds says that nothing was validated
+    assert main(["render", "-i", str(inventory), "-o", str(out), "--kind", "docker", "--validate"]) == 0
+    captured = capsys.readouterr()
+    assert "valid " not in captured.out
+    assert "no Kubernetes manifest" in captured.err and "nothing validated" in captured.err
+
+
+@pytest.mark.parametrize(("blocker", "is_dir"), [("mpijob", False), ("acs/rdmaforge-train.yaml", True)])
+def test_cli_refuses_an_output_path_taken_by_the_wrong_kind_of_file_before_writing_any(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], blocker: str, is_dir: bool
+) -> None:
+    inventory = write_inventory(tmp_path / "inventory", NODES, {**LOCAL, "rdmaforge_fabric": "tcp",
+                                                                 f"{PREFIX}gpus_per_node": 8})  # fmt: skip
+    out = tmp_path / "out"
+    (out / blocker).parent.mkdir(parents=True, exist_ok=True)
+    (out / blocker).mkdir() if is_dir else (out / blocker).write_text("")
+    assert main(["render", "-i", str(inventory), "-o", str(out)]) == 64
+    err = capsys.readouterr().err
+    assert f"-o {out}: {blocker}" in err and "nothing written" in err, err
+    assert not (out / "docker").exists()  # the files planned before the blocked one were not written either
+
+
+@pytest.mark.parametrize(
+    ("variables", "options", "variable"),
+    [
+        ({}, {"env": {"LIGHT_INTRA_SIZE": [8]}}, "workload_manifests_env"),
+        ({"nccl_env_overrides": {"NCCL_IB_HCA": {"mlx5_0": 1}}}, {}, "nccl_env_overrides"),
+    ],
+)
+def test_an_environment_value_that_is_a_list_or_mapping_is_refused_not_written_as_python(
+    variables: dict[str, Any], options: dict[str, Any], variable: str
+) -> None:
+    # An environment variable holds text: a list or mapping used to reach the pods as "[8]" or "{'mlx5_0': 1}".
+    plan = cluster_plan(host("n1", "tcp", variables=variables, **options))
+    line = single_problem(plan, variable)
+    assert line.startswith("n1: ") and "allowed:" in line
