@@ -123,12 +123,17 @@ def gpus_unknown(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> str | No
 
 
 def compare_collective(name: str, base: Mapping[str, Any], entry: Mapping[str, Any] | None,
-                       tolerance: float) -> Component:  # fmt: skip
-    """One collective against the baseline, size by size: the sizes that regressed are named."""
+                       tolerance: float, status: str | None = None) -> Component:  # fmt: skip
+    """One collective against the baseline, size by size: the sizes that regressed are named. ``status`` is the
+    collective's own verdict: the table of one that failed (a crash, a non-zero exit, wrong values, a hang) is not
+    compared, so its line never says it is within the baseline."""
     component_name = f"baseline nccl-tests {name}"
     rows = {str(row["size"]): row["out_of_place"].get("busbw") for row in (entry or {}).get("rows") or []}
     if not rows:
         return Component(component_name, "baseline", "skipped", f"{name} has no nccl-tests table in this run")
+    if status == "fail":
+        return Component(component_name, "baseline", "not_judged",
+                         f"nccl-tests {name} failed: its table is not compared with the baseline")
     regressed, compared, lacking = [], 0, []
     for size, previous in sorted(base["busbw_gbs"].items(), key=lambda item: int(item[0])):
         now = rows.get(size)
@@ -183,8 +188,9 @@ def compare_e2e(base: Mapping[str, Any], e2e: Mapping[str, Any] | None, toleranc
                      unit="samples/s")  # fmt: skip
 
 
-def compare(baseline: Mapping[str, Any], run: Mapping[str, Any], results: Mapping[str, Any],
-            tolerance: float) -> list[Component]:  # fmt: skip
+def compare(baseline: Mapping[str, Any], run: Mapping[str, Any], results: Mapping[str, Any], tolerance: float,
+            judged: Mapping[str, str]) -> list[Component]:  # fmt: skip
+    """The baseline's components; ``judged`` holds the run's component statuses by name ("nccl-tests NAME")."""
     mismatch = fingerprint_mismatch(baseline, run)
     if mismatch:
         return [Component("baseline", "baseline", "not_judged", f"the baseline is from another cluster: {mismatch}")]
@@ -194,7 +200,7 @@ def compare(baseline: Mapping[str, Any], run: Mapping[str, Any], results: Mappin
         return [Component("baseline", "baseline", "not_judged", f"GPUs per node not compared: {unknown}; the "
                           "baseline may be from another cluster shape")]  # fmt: skip
     collectives = (results.get("nccl") or {}).get("collectives") or {}
-    components = [compare_collective(name, base, collectives.get(name), tolerance)
+    components = [compare_collective(name, base, collectives.get(name), tolerance, judged.get(f"nccl-tests {name}"))
                   for name, base in baseline["nccl"].items()]  # fmt: skip
     e2e = compare_e2e(baseline["e2e"], results.get("e2e"), tolerance)
     if e2e is not None:

@@ -417,7 +417,7 @@ def judge(run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     results["accelerators"] = accelerator_results(run_dir, run, results["e2e"], components)
     if reference is not None:
         tolerance = float(run.get("tolerance", 0.1))
-        components += baseline.compare(reference, run, results, tolerance)
+        components += baseline.compare(reference, run, results, tolerance, {c.name: c.status for c in components})
         results["baseline"] = {"path": run.get("baseline"), "tolerance": tolerance}
     required = required_groups(run, (c.group for c in components if c.status != "skipped"))
     mark_required(components, required)

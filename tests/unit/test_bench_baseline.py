@@ -151,6 +151,21 @@ def test_gpus_per_node_that_a_side_lacks_are_not_compared_and_not_judged(
     assert not [c for c in results["components"] if c["group"] == "baseline" and c["status"] == "pass"]
 
 
+def test_a_failed_collective_is_not_passed_by_its_baseline_line(run_dir: Path, made: Path) -> None:
+    """The same whole table as the baseline's, but the launch exited 1: the collective fails (the verdict with it);
+    the baseline's line must not say its sizes are within the baseline."""
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, "nccl_exit_codes": {"all_reduce": 1}}))
+    assert main(["report", str(run_dir), "--baseline", str(made)]) == 4
+    results = json.loads((run_dir / "results.json").read_text())
+    assert component(results, "nccl-tests all_reduce")["status"] == "fail"
+    compared = component(results, "baseline nccl-tests all_reduce")
+    assert compared["status"] == "not_judged", compared
+    assert "within" not in str(compared["reason"]) and "nccl-tests all_reduce failed" in str(compared["reason"])
+    line = next(x for x in (run_dir / "summary.md").read_text().splitlines() if "baseline nccl-tests all_reduce" in x)
+    assert "pass" not in line and "within" not in line, line
+
+
 @pytest.mark.parametrize(
     ("content", "why"),
     [
