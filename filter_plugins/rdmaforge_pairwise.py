@@ -36,8 +36,9 @@ def pairwise_sendrecv_argv(job: Mapping[str, Any], host: str, options: Mapping[s
                             extra_mpirun_args=list(options.get("mpirun_args") or []))  # fmt: skip
 
 
-def pairwise_sendrecv_result(stdout: str, rc: int, timeout_rc: int = 124) -> dict[str, Any]:
-    result = sendrecv.read_output(stdout or "", timed_out=int(rc) == timeout_rc)
+def pairwise_sendrecv_result(stdout: str, rc: int) -> dict[str, Any]:
+    """The launch's output and exit status (124: timeout's): a non-zero status is never an ok measurement."""
+    result = sendrecv.read_output(stdout or "", exit_code=int(rc))
     return {"gbps": result.gbps, "status": result.status, "detail": result.detail}
 
 

@@ -27,10 +27,11 @@ class BaselineError(UserError):
 
 
 def fingerprint(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's cluster shape; a node whose GPU count is null (unknown) has none in ``gpus``, never 0."""
     nodes = [str(n) for n in run.get("nodes") or []]
     gpus = run.get("gpus") if isinstance(run.get("gpus"), Mapping) else {}
     return {"fabric": run.get("fabric"), "nodes": nodes, "node_count": len(nodes),
-            "gpus": {str(k): int(v or 0) for k, v in (gpus or {}).items()}}  # fmt: skip
+            "gpus": {str(k): int(v) for k, v in (gpus or {}).items() if v is not None}}  # fmt: skip
 
 
 def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -97,19 +98,42 @@ def fingerprint_mismatch(baseline: Mapping[str, Any], run: Mapping[str, Any]) ->
     for key in ("fabric", "node_count"):
         if theirs.get(key) != ours[key]:
             differences.append(f"{key} {theirs.get(key)!r} in the baseline, {ours[key]!r} now")
-    if theirs.get("gpus") and ours["gpus"] and sorted(theirs["gpus"].values()) != sorted(ours["gpus"].values()):
+    if not gpus_unknown(theirs, ours) and sorted(theirs["gpus"].values()) != sorted(ours["gpus"].values()):
         differences.append(f"GPUs per node {sorted(theirs['gpus'].values())} in the baseline, "
                            f"{sorted(ours['gpus'].values())} now")  # fmt: skip
     return "; ".join(differences) or None
 
 
+def _gpus_lacking(shape: Mapping[str, Any]) -> list[str] | None:
+    """The nodes of a fingerprint without a GPU count; None when it has GPU counts for all of its nodes."""
+    gpus = shape.get("gpus") or {}
+    lacking = [str(n) for n in shape.get("nodes") or [] if str(n) not in gpus]
+    return lacking or (None if gpus else ["its nodes"])
+
+
+def gpus_unknown(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> str | None:
+    """Why the GPUs per node of the baseline (``theirs``) and the run (``ours``) cannot be compared: a side that
+    records no GPU count for some node (a baseline or run.json made by hand, a null count). None when both can."""
+    why = []
+    for side, shape in (("the baseline", theirs), ("this run", ours)):
+        lacking = _gpus_lacking(shape)
+        if lacking is not None:
+            why.append(f"{side} records no GPU count for {', '.join(lacking)}")
+    return "; ".join(why) or None
+
+
 def compare_collective(name: str, base: Mapping[str, Any], entry: Mapping[str, Any] | None,
-                       tolerance: float) -> Component:  # fmt: skip
-    """One collective against the baseline, size by size: the sizes that regressed are named."""
+                       tolerance: float, status: str | None = None) -> Component:  # fmt: skip
+    """One collective against the baseline, size by size: the sizes that regressed are named. ``status`` is the
+    collective's own verdict: the table of one that failed (a crash, a non-zero exit, wrong values, a hang) is not
+    compared, so its line never says it is within the baseline."""
     component_name = f"baseline nccl-tests {name}"
     rows = {str(row["size"]): row["out_of_place"].get("busbw") for row in (entry or {}).get("rows") or []}
     if not rows:
         return Component(component_name, "baseline", "skipped", f"{name} has no nccl-tests table in this run")
+    if status == "fail":
+        return Component(component_name, "baseline", "not_judged",
+                         f"nccl-tests {name} failed: its table is not compared with the baseline")
     regressed, compared, lacking = [], 0, []
     for size, previous in sorted(base["busbw_gbs"].items(), key=lambda item: int(item[0])):
         now = rows.get(size)
@@ -164,13 +188,19 @@ def compare_e2e(base: Mapping[str, Any], e2e: Mapping[str, Any] | None, toleranc
                      unit="samples/s")  # fmt: skip
 
 
-def compare(baseline: Mapping[str, Any], run: Mapping[str, Any], results: Mapping[str, Any],
-            tolerance: float) -> list[Component]:  # fmt: skip
+def compare(baseline: Mapping[str, Any], run: Mapping[str, Any], results: Mapping[str, Any], tolerance: float,
+            judged: Mapping[str, str]) -> list[Component]:  # fmt: skip
+    """The baseline's components; ``judged`` holds the run's component statuses by name ("nccl-tests NAME")."""
     mismatch = fingerprint_mismatch(baseline, run)
     if mismatch:
         return [Component("baseline", "baseline", "not_judged", f"the baseline is from another cluster: {mismatch}")]
+    unknown = gpus_unknown(baseline.get("fingerprint") or {}, fingerprint(run))
+    if unknown:
+        # As with a fabric or node count that differs: a shape not known to match is not compared size by size.
+        return [Component("baseline", "baseline", "not_judged", f"GPUs per node not compared: {unknown}; the "
+                          "baseline may be from another cluster shape")]  # fmt: skip
     collectives = (results.get("nccl") or {}).get("collectives") or {}
-    components = [compare_collective(name, base, collectives.get(name), tolerance)
+    components = [compare_collective(name, base, collectives.get(name), tolerance, judged.get(f"nccl-tests {name}"))
                   for name, base in baseline["nccl"].items()]  # fmt: skip
     e2e = compare_e2e(baseline["e2e"], results.get("e2e"), tolerance)
     if e2e is not None:

@@ -37,7 +37,7 @@ from rdmaforge.bench.verdict import (
     required_groups,
 )
 from rdmaforge.hostnames import short_name
-from rdmaforge.nccl_tests import Run, parse_file, verdict
+from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
 from rdmaforge.nccl_tests.transport import merge_transports
 from rdmaforge.stored import PERCENTILES
 
@@ -137,12 +137,7 @@ def exit_problem(run: Mapping[str, Any], name: str) -> str | None:
     """Why the launch of ``name`` did not end well (run.json's nccl_exit_codes): a table printed in full and then a
     rank that failed, an mpirun that reported an error, or the benchmark's timeout. None when it exited 0 or when
     the run recorded no exit codes (runs before they were recorded)."""
-    code = (run.get("nccl_exit_codes") or {}).get(name)
-    if code is None or code == 0:
-        return None
-    if code == 124:
-        return "the launch reached benchmark_timeout (exit 124)"
-    return f"the launch exited {code} (timeout, mpirun or the binary reported a failure)"
+    return launch_problem((run.get("nccl_exit_codes") or {}).get(name), "benchmark_timeout")
 
 
 def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
@@ -422,7 +417,7 @@ def judge(run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     results["accelerators"] = accelerator_results(run_dir, run, results["e2e"], components)
     if reference is not None:
         tolerance = float(run.get("tolerance", 0.1))
-        components += baseline.compare(reference, run, results, tolerance)
+        components += baseline.compare(reference, run, results, tolerance, {c.name: c.status for c in components})
         results["baseline"] = {"path": run.get("baseline"), "tolerance": tolerance}
     required = required_groups(run, (c.group for c in components if c.status != "skipped"))
     mark_required(components, required)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge.nccl_tests.json_format import looks_like_json, parse_json_output
-from rdmaforge.nccl_tests.model import Half, Row, Run, RunStatus
+from rdmaforge.nccl_tests.model import TIMEOUT_EXIT, Half, Row, Run, RunStatus, launch_problem
 from rdmaforge.nccl_tests.parser import TextParser, parse_text
 from rdmaforge.nccl_tests.source import InputError, open_text
 from rdmaforge.nccl_tests.transport import (
@@ -47,9 +47,11 @@ __all__ = [
     "Row",
     "Run",
     "RunStatus",
+    "TIMEOUT_EXIT",
     "Transport",
     "TransportVerdict",
     "check_input",
+    "launch_problem",
     "merge_reports",
     "parse",
     "parse_file",

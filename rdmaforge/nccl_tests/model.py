@@ -202,3 +202,19 @@ def add_unique(items: list[str], item: str, limit: int = 50) -> None:
     """Append ``item`` unless present; ``limit`` keeps a log full of repeated warnings readable."""
     if item and item not in items and len(items) < limit:
         items.append(item)
+
+
+#: The exit status of coreutils ``timeout`` when it stopped the command it ran (both roles launch through it).
+TIMEOUT_EXIT = 124
+
+
+def launch_problem(code: int | None, timeout_setting: str) -> str | None:
+    """Why a launch of nccl-tests (``timeout ... mpirun ... *_perf``) did not end well, from its exit status: a table
+    printed in full and then a rank that failed, an mpirun that reported an error, or the timeout (named by the
+    variable that set it, ``timeout_setting``). None when it exited 0 or when the exit status is unknown (None).
+    Whatever the table shows, a launch with a problem is no passing measurement."""
+    if code is None or code == 0:
+        return None
+    if code == TIMEOUT_EXIT:
+        return f"the launch reached {timeout_setting} (exit {TIMEOUT_EXIT})"
+    return f"the launch exited {code} (timeout, mpirun or the binary reported a failure)"

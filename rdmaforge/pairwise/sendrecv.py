@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rdmaforge.nccl_tests import parse
+from rdmaforge.nccl_tests import TIMEOUT_EXIT, launch_problem, parse
 
 SKIPPED_NO_GPU = "sendrecv_perf: skipped, no GPU"
 
@@ -47,17 +47,25 @@ def command(
     return argv
 
 
-def read_output(text: str, timed_out: bool = False) -> SendrecvResult:
-    """The pair's result from sendrecv_perf's output (text or -J JSON); a run killed at the timeout is a hang."""
+def read_output(text: str, exit_code: int | None = None) -> SendrecvResult:
+    """The pair's result from sendrecv_perf's output (text or -J JSON) and the launch's exit status (None: not
+    known). A run killed at the timeout is a hang; a launch that exited non-zero (a rank failing after the table,
+    mpirun's error) is no measurement whatever its table shows: the same rule as the benchmark's collectives."""
+    timed_out = exit_code == TIMEOUT_EXIT
+    exited = launch_problem(exit_code, "pairwise_timeout")
+    also = f"; {exited}" if exited is not None else ""
     runs = [run for run in parse(text).runs if run.collective == "sendrecv"]
     if not runs:
         status = "hang" if timed_out else "failed"
-        return SendrecvResult(None, status, "no sendrecv_perf run in the output")
+        return SendrecvResult(None, status, f"no sendrecv_perf run in the output{also}")
     run = runs[-1]
     if run.status == "failed":
-        return SendrecvResult(None, "failed", run.status_reason or "failed")
+        return SendrecvResult(None, "failed", (run.status_reason or "failed") + also)
     if run.status == "incomplete" or timed_out:
         reason = run.status_reason or "killed at the timeout"
-        return SendrecvResult(None, "hang", reason)
+        return SendrecvResult(None, "hang", reason + also)
     peak = max(row.out_of_place.busbw for row in run.rows)
-    return SendrecvResult(round(peak * 8, 3), "ok", f"peak busbw {peak} GB/s over {len(run.rows)} sizes")
+    table = f"peak busbw {peak} GB/s over {len(run.rows)} sizes"
+    if exited is not None:
+        return SendrecvResult(None, "failed", f"table complete ({table}) but {exited}")
+    return SendrecvResult(round(peak * 8, 3), "ok", table)

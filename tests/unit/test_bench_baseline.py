@@ -19,8 +19,10 @@ SOCKET_LOG = "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt"
 
 @pytest.fixture
 def run_dir(tmp_path: Path, shared_dir: Path) -> Path:
-    """A tcp run whose all_reduce passes its line-rate threshold (1 Gbit/s, so 0.1 GB/s at 80%)."""
-    return make_run(tmp_path / "run", "tcp", shared_dir / "corpus" / "nccl-tests" / SOCKET_LOG, line_rate_gbps=1)
+    """A tcp run whose all_reduce passes its line-rate threshold (1 Gbit/s, so 0.1 GB/s at 80%); its GPUs recorded
+    as the role records them (the log's 2 GPUs on 2 nodes: 1 per node)."""
+    return make_run(tmp_path / "run", "tcp", shared_dir / "corpus" / "nccl-tests" / SOCKET_LOG, line_rate_gbps=1,
+                    gpus={"n1": 1, "n2": 1})  # fmt: skip
 
 
 @pytest.fixture
@@ -103,6 +105,65 @@ def test_a_baseline_from_another_cluster_is_not_judged(run_dir: Path, made: Path
     compared = component(json.loads((run_dir / "results.json").read_text()), "baseline")
     assert compared["status"] == "not_judged"
     assert "fabric 'infiniband' in the baseline, 'tcp' now" in str(compared["reason"])
+
+
+def test_a_baseline_with_other_gpus_per_node_is_not_judged(run_dir: Path, made: Path, tmp_path: Path) -> None:
+    data = json.loads(made.read_text())
+    data["fingerprint"]["gpus"] = {"n1": 8, "n2": 8}
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    assert main(["report", str(run_dir), "--baseline", str(other)]) == 5
+    compared = component(json.loads((run_dir / "results.json").read_text()), "baseline")
+    assert compared["status"] == "not_judged"
+    assert "GPUs per node [8, 8] in the baseline, [1, 1] now" in str(compared["reason"])
+
+
+@pytest.mark.parametrize(
+    ("in_baseline", "in_run", "missing", "code"),
+    [(True, False, "this run records no GPU count for n1, n2", 5),
+     (False, True, "the baseline records no GPU count for n1, n2", 5),
+     (False, False, "the baseline records no GPU count for n1, n2; this run records no GPU count for n1, n2", 5),
+     # A null count is unknown, not 0 GPUs (the collective fails on its own: 2 ranks where 1 GPU is known).
+     (True, {"n1": 1, "n2": None}, "this run records no GPU count for n2", 4)],
+)  # fmt: skip
+def test_gpus_per_node_that_a_side_lacks_are_not_compared_and_not_judged(
+    run_dir: Path, made: Path, tmp_path: Path, in_baseline: bool, in_run: object, missing: str, code: int
+) -> None:
+    """The GPUs per node were compared only when both sides recorded some: a baseline or run.json without them (made
+    by hand, or from a run without the record) passed as if the shapes matched. Like a fabric or node count that
+    differs, a shape that cannot be compared makes the baseline not judged: the sizes are not compared."""
+    data = json.loads(made.read_text())
+    if not in_baseline:
+        del data["fingerprint"]["gpus"]
+    baseline_file = tmp_path / "gpus.json"
+    baseline_file.write_text(json.dumps(data))
+    run = json.loads((run_dir / "run.json").read_text())
+    if in_run is False:
+        del run["gpus"]
+    elif isinstance(in_run, dict):
+        run["gpus"] = in_run
+    (run_dir / "run.json").write_text(json.dumps(run))
+    assert main(["report", str(run_dir), "--baseline", str(baseline_file)]) == code
+    results = json.loads((run_dir / "results.json").read_text())
+    compared = component(results, "baseline")
+    assert compared["status"] == "not_judged" and results["verdict"] != "pass"
+    assert f"GPUs per node not compared: {missing}" in str(compared["reason"]), compared
+    assert not [c for c in results["components"] if c["group"] == "baseline" and c["status"] == "pass"]
+
+
+def test_a_failed_collective_is_not_passed_by_its_baseline_line(run_dir: Path, made: Path) -> None:
+    """The same whole table as the baseline's, but the launch exited 1: the collective fails (the verdict with it);
+    the baseline's line must not say its sizes are within the baseline."""
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, "nccl_exit_codes": {"all_reduce": 1}}))
+    assert main(["report", str(run_dir), "--baseline", str(made)]) == 4
+    results = json.loads((run_dir / "results.json").read_text())
+    assert component(results, "nccl-tests all_reduce")["status"] == "fail"
+    compared = component(results, "baseline nccl-tests all_reduce")
+    assert compared["status"] == "not_judged", compared
+    assert "within" not in str(compared["reason"]) and "nccl-tests all_reduce failed" in str(compared["reason"])
+    line = next(x for x in (run_dir / "summary.md").read_text().splitlines() if "baseline nccl-tests all_reduce" in x)
+    assert "pass" not in line and "within" not in line, line
 
 
 @pytest.mark.parametrize(

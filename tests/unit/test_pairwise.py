@@ -361,9 +361,31 @@ def test_a_sendrecv_run_cut_off_after_its_header_is_a_hang(shared_dir: Path):
     assert result.status == "hang" and result.gbps is None
 
 
+@pytest.mark.parametrize(("rc", "status", "named"), [(1, "failed", "exited 1"), (124, "hang", "exit 124")])
+def test_a_sendrecv_launch_that_exited_non_zero_is_not_ok_whatever_its_table(shared_dir: Path, tmp_path: Path,
+                                                                            rc: int, status: str, named: str) -> None:
+    """Corpus 05's complete sendrecv table (a peak of 13.60 GB/s) and then mpirun exiting non-zero (a rank failing
+    after the table, mpirun's error at teardown, the timeout): through the role's filter, no direction is ok and the
+    two-node sweep names its pair, not 'no suspects'."""
+    from filter_plugins.rdmaforge_pairwise import pairwise_sendrecv_result
+
+    text = (shared_dir / CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text()
+    exited_0 = pairwise_sendrecv_result(text, 0)
+    assert exited_0["status"] == "ok" and exited_0["gbps"] == pytest.approx(13.60 * 8)
+    value = pairwise_sendrecv_result(text, rc)
+    assert value["status"] == status and value["gbps"] is None and named in value["detail"], value
+    facts = {"node1": lab_fact(1, nics=1), "node2": lab_fact(2, nics=1)}
+    made = plan.make_plan(facts, "all").to_dict()
+    measured = [dict(value, a=a, b=b, nic="eth1", round=0) for a, b in (("node1", "node2"), ("node2", "node1"))]
+    data = build({"plan": made, "measurements": measured, "method": "sendrecv_perf"}, tmp_path)
+    assert [m["status"] for m in data["pairs"]] == [status, status]
+    assert [(s["node"], s["kind"]) for s in data["suspects"]] == [("node1<->node2", "link")]
+    assert data["unjudged"] == ["eth1"]
+
+
 def test_output_without_a_sendrecv_run_is_not_a_measurement():
     assert sendrecv.read_output("mpirun: command not found\n").status == "failed"
-    assert sendrecv.read_output("", timed_out=True).status == "hang"
+    assert sendrecv.read_output("", exit_code=124).status == "hang"
 
 
 # --- iperf3 (real iperf3 on loopback) ---------------------------------------------------------------------
