@@ -392,6 +392,52 @@ def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Pr
     return found
 
 
+def _whole_number(value: object) -> int | None:
+    """An integer as YAML or -e (a string) gives it; None for anything else (the argument spec names those)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]+\s*", value):
+        return int(value)
+    return None
+
+
+def hugepages_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """Huge page settings wrong without any fact about the node (roles/hugepages): a count below 1 while
+    hugepages_enabled is true (the kernel would get hugepages=0, or a negative count), and a share of the memory
+    outside (0, 1). Whether the pages fit the node's memory needs its facts: roles/hugepages/tasks/validate.yml."""
+    found = []
+    count = values.get("hugepages_count")
+    number = _whole_number(count)
+    if _ansible_bool(values.get("hugepages_enabled", False)) and number is not None and number < 1:
+        found.append(
+            Problem(
+                host,
+                "hugepages_count",
+                f"{host}: hugepages_count={show(count)} is not allowed while hugepages_enabled is true; allowed: a "
+                "whole number of pages above 0, or null for seed 004's rule (50 on an 8-GPU node, otherwise GPUs x 5 "
+                "+ 10); 0 only with hugepages_enabled: false",
+            )
+        )
+    if "hugepages_max_memory_fraction" in values:
+        value = values["hugepages_max_memory_fraction"]
+        try:
+            fraction = None if isinstance(value, bool) or value is None else float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            fraction = None
+        if fraction is None or not 0 < fraction < 1:
+            found.append(
+                Problem(
+                    host,
+                    "hugepages_max_memory_fraction",
+                    f"{host}: hugepages_max_memory_fraction={show(value)} is not allowed; allowed: a number above 0 "
+                    "and below 1, the largest share of the node's memory huge pages may take (default 0.5)",
+                )
+            )
+    return found
+
+
 def threshold_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """The benchmark's thresholds (rdmaforge.bench.verdict.THRESHOLDS) must be above 0 or empty: a threshold of 0 or
     less would pass anything (0 GB/s included); empty is the way to report a component without judging it."""
@@ -874,6 +920,7 @@ def inventory_report(
         found += node_name_problems(node.name)
         found += network_retry_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
+        found += hugepages_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
         found += version_problems(node.name, node.values)

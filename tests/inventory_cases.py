@@ -651,6 +651,26 @@ CASES: list[Case] = [
         lambda d, n: d.set(n.b, "rdma_core_min_port_rate_gbps", "200G"),
         lambda n: {n.b: [f"{n.b}: rdma_core_min_port_rate_gbps='200G' is not allowed; allowed: a positive number"]},
     ),
+    # A count below 1 would put hugepages=0 (or a negative count) on the kernel command line: refused before any
+    # connection, the value shown; 0 stays allowed with hugepages_enabled: false (the good inventory's default).
+    Case(
+        "hugepages-count-zero-while-enabled",
+        _set_everywhere_many({"hugepages_enabled": True, "hugepages_count": 0}),
+        _every_host(["{host}: hugepages_count=0 is not allowed while hugepages_enabled is true; allowed: a whole "
+                     "number of pages above 0, or null for seed 004's rule"]),  # fmt: skip
+    ),
+    Case(
+        "hugepages-count-negative-by-extra-vars",
+        lambda d, n: None,
+        _every_host(["{host}: hugepages_count='-2' is not allowed while hugepages_enabled is true"]),
+        extra=("-e", "hugepages_enabled=true", "-e", "hugepages_count=-2"),
+    ),
+    Case(
+        "hugepages-max-memory-fraction-all-of-it",
+        lambda d, n: d.set(n.b, "hugepages_max_memory_fraction", 1),
+        lambda n: {n.b: [f"{n.b}: hugepages_max_memory_fraction=1 is not allowed; allowed: a number above 0 and "
+                         "below 1"]},  # fmt: skip
+    ),
     # --- caught once the nodes' facts are known ----------------------------------------------------------
     Case(
         "nccl-cuda-arch-without-sm",
