@@ -339,6 +339,40 @@ def mixed_fabric_problems(nodes: Sequence[tuple[str, object]], group: str = "clu
     ]
 
 
+# --- hosts the playbooks leave out ----------------------------------------------------------------
+
+#: The group every playbook after preflight targets (playbooks/*.yml: hosts: cluster, or the nodes of cluster the
+#: fast path did not leave out).
+PLAYBOOK_GROUP = "cluster"
+#: Ansible's names for the controller itself (its implicit localhost): listed in an inventory, it is the controller
+#: the hosts: localhost plays run on, not a node.
+LOCALHOST_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def outside_group_problems(groups: Mapping[str, Sequence[str]], target: str = PLAYBOOK_GROUP) -> list[Problem]:
+    """Every host of the inventory outside ``target`` (in ``ungrouped``, or only in other groups): no playbook
+    converges it, and a run would end green without a word about it (an ``nccl_builder`` outside the cluster is not
+    used either). ``groups`` is Ansible's ``groups``. An error, like the empty cluster group preflight.yml refuses:
+    the node was meant to be in the cluster, and a training job would start without it."""
+    members = set(groups.get(target) or [])
+    found = []
+    for host in groups.get("all") or []:
+        if host in members or host in LOCALHOST_NAMES:
+            continue
+        where = sorted(name for name, hosts in groups.items() if name != "all" and host in (hosts or []))
+        found.append(
+            Problem(
+                host,
+                "groups",
+                f"{host}: is in group{'s' if len(where) > 1 else ''} {', '.join(where) or 'ungrouped'}, not in group "
+                f"{target}, which the playbooks "
+                f"target: no playbook would converge it; allowed: every node under all.children.{target}.hosts (or "
+                f"in a group inside {target}); take any other host out of this inventory",
+            )
+        )
+    return found
+
+
 # --- network retries -------------------------------------------------------------------------------
 
 #: Bounds of the retry and timeout settings every download and package task uses (roles read them with the same
@@ -903,14 +937,18 @@ class NodeInput:
 
 
 def inventory_report(
-    nodes: Sequence[NodeInput], group: str = "cluster", names: VariableNames | None = None
+    nodes: Sequence[NodeInput],
+    group: str = "cluster",
+    names: VariableNames | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, list[str]]:
     """Every inventory problem of every node, as host -> lines; nothing here needs a connection.
 
     Per-node checks (fabric, name, address, role variables, and with ``names`` misspelled variables) run for the
     nodes in the play; the
     uniqueness and one-fabric checks cover every node given (the hosts of ``group``), so a ``--limit``
-    run still sees its peers.
+    run still sees its peers. With ``groups`` (Ansible's), every host outside the group the playbooks target is
+    reported too (it is in no play: preflight prints its lines with the run's stop).
     """
     found: list[Problem] = []
     for node in nodes:
@@ -936,6 +974,8 @@ def inventory_report(
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
     in_play = {n.name for n in nodes if n.in_play}
     found += [p for p in mixed_fabric_problems([(n.name, n.fabric) for n in nodes], group) if p.host in in_play]
+    if groups is not None:
+        found += outside_group_problems(groups)
     report: dict[str, list[str]] = {}
     for problem in first_per_variable(found):
         report.setdefault(problem.host, []).append(problem.message)

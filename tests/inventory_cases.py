@@ -188,6 +188,13 @@ def _eni_per_gpu(draft: InventoryDraft, n: Names) -> None:
     draft.set(n.b, "eni_interfaces", ["eth1", "eth2", "eth3"])
 
 
+def _hosts_outside_cluster(draft: InventoryDraft, n: Names) -> None:
+    # one host left ungrouped, one only in other groups (a builder outside the cluster is not used either)
+    draft.doc["all"]["hosts"] = {"stray-node": {"ansible_host": "192.0.2.77"}}
+    draft.doc["all"]["children"]["spare"] = {"hosts": {"spare-node": {"ansible_host": "192.0.2.78"}}}
+    draft.doc["all"]["children"]["nccl_builder"] = {"hosts": {"spare-node": None}}
+
+
 def _role_value(host: str, name: str, value: str, role: str, allowed: str) -> list[str]:
     """The line the argument-spec check prints for one variable of one role."""
     return [
@@ -670,6 +677,21 @@ CASES: list[Case] = [
         lambda d, n: d.set(n.b, "hugepages_max_memory_fraction", 1),
         lambda n: {n.b: [f"{n.b}: hugepages_max_memory_fraction=1 is not allowed; allowed: a number above 0 and "
                          "below 1"]},  # fmt: skip
+    ),
+    # A host outside group cluster is in no play: it would never be converged, and the run would end green.
+    Case(
+        "host-outside-the-cluster-group",
+        _hosts_outside_cluster,
+        lambda n: {
+            h: [
+                "not run: the inventory has problems on hosts outside the play (below); no node was changed:\n",
+                "\nstray-node: is in group ungrouped, not in group cluster, which the playbooks target: no playbook "
+                "would converge it; allowed: every node under all.children.cluster.hosts (or in a group inside "
+                "cluster); take any other host out of this inventory",
+                "\nspare-node: is in groups nccl_builder, spare, not in group cluster",
+            ]
+            for h in (n.a, n.b)
+        },
     ),
     # --- caught once the nodes' facts are known ----------------------------------------------------------
     Case(
