@@ -41,7 +41,8 @@ def inventory_report(
     play_hosts: Sequence[str],
     roles_dir: str | None = None,
 ) -> dict[str, dict[str, list[str]]]:
-    """``{'problems': {host: [line, ...]}}`` for every host of the cluster group (and of the play). With
+    """``{'problems': {host: [line, ...]}}`` for every host of the cluster group (and of the play), and for every
+    host of the inventory outside group cluster, which no playbook converges. With
     ``roles_dir``, each node of the play has its role variables validated against every role's argument spec too.
     The specs are read here, not passed in: handed over by Ansible they are lazy containers, and validating one
     node against them took 0.7 s instead of 0.02 s."""
@@ -69,7 +70,7 @@ def inventory_report(
             )
         )
     names = checks.variable_names(roles_dir) if roles_dir else None
-    return {"problems": checks.inventory_report(nodes, group, names)}
+    return {"problems": checks.inventory_report(nodes, group, names, first.get("groups") or None)}
 
 
 def os_report(

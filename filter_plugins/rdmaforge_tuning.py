@@ -13,6 +13,7 @@ class FilterModule:
         return {
             "rdmaforge_hugepages_pages_for": tuning.hugepages_count,
             "rdmaforge_hugepages_kernel_args": tuning.hugepages_kernel_args,
+            "rdmaforge_hugepages_memory_problem": tuning.hugepages_memory_problem,
             "rdmaforge_boot_loader": tuning.boot_loader,
             "rdmaforge_grub_config_output": tuning.grub_config_output,
             "rdmaforge_grub_mkconfig_argv": tuning.grub_mkconfig_argv,

@@ -339,6 +339,40 @@ def mixed_fabric_problems(nodes: Sequence[tuple[str, object]], group: str = "clu
     ]
 
 
+# --- hosts the playbooks leave out ----------------------------------------------------------------
+
+#: The group every playbook after preflight targets (playbooks/*.yml: hosts: cluster, or the nodes of cluster the
+#: fast path did not leave out).
+PLAYBOOK_GROUP = "cluster"
+#: Ansible's names for the controller itself (its implicit localhost): listed in an inventory, it is the controller
+#: the hosts: localhost plays run on, not a node.
+LOCALHOST_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def outside_group_problems(groups: Mapping[str, Sequence[str]], target: str = PLAYBOOK_GROUP) -> list[Problem]:
+    """Every host of the inventory outside ``target`` (in ``ungrouped``, or only in other groups): no playbook
+    converges it, and a run would end green without a word about it (an ``nccl_builder`` outside the cluster is not
+    used either). ``groups`` is Ansible's ``groups``. An error, like the empty cluster group preflight.yml refuses:
+    the node was meant to be in the cluster, and a training job would start without it."""
+    members = set(groups.get(target) or [])
+    found = []
+    for host in groups.get("all") or []:
+        if host in members or host in LOCALHOST_NAMES:
+            continue
+        where = sorted(name for name, hosts in groups.items() if name != "all" and host in (hosts or []))
+        found.append(
+            Problem(
+                host,
+                "groups",
+                f"{host}: is in group{'s' if len(where) > 1 else ''} {', '.join(where) or 'ungrouped'}, not in group "
+                f"{target}, which the playbooks "
+                f"target: no playbook would converge it; allowed: every node under all.children.{target}.hosts (or "
+                f"in a group inside {target}); take any other host out of this inventory",
+            )
+        )
+    return found
+
+
 # --- network retries -------------------------------------------------------------------------------
 
 #: Bounds of the retry and timeout settings every download and package task uses (roles read them with the same
@@ -389,6 +423,52 @@ def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Pr
         if number is None or not 0 < number < float("inf"):
             message = f"{host}: {variable}={show(value)} is not allowed; allowed: {allowed}"
             found.append(Problem(host, variable, message))
+    return found
+
+
+def _whole_number(value: object) -> int | None:
+    """An integer as YAML or -e (a string) gives it; None for anything else (the argument spec names those)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]+\s*", value):
+        return int(value)
+    return None
+
+
+def hugepages_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """Huge page settings wrong without any fact about the node (roles/hugepages): a count below 1 while
+    hugepages_enabled is true (the kernel would get hugepages=0, or a negative count), and a share of the memory
+    outside (0, 1). Whether the pages fit the node's memory needs its facts: roles/hugepages/tasks/validate.yml."""
+    found = []
+    count = values.get("hugepages_count")
+    number = _whole_number(count)
+    if _ansible_bool(values.get("hugepages_enabled", False)) and number is not None and number < 1:
+        found.append(
+            Problem(
+                host,
+                "hugepages_count",
+                f"{host}: hugepages_count={show(count)} is not allowed while hugepages_enabled is true; allowed: a "
+                "whole number of pages above 0, or null for seed 004's rule (50 on an 8-GPU node, otherwise GPUs x 5 "
+                "+ 10); 0 only with hugepages_enabled: false",
+            )
+        )
+    if "hugepages_max_memory_fraction" in values:
+        value = values["hugepages_max_memory_fraction"]
+        try:
+            fraction = None if isinstance(value, bool) or value is None else float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            fraction = None
+        if fraction is None or not 0 < fraction < 1:
+            found.append(
+                Problem(
+                    host,
+                    "hugepages_max_memory_fraction",
+                    f"{host}: hugepages_max_memory_fraction={show(value)} is not allowed; allowed: a number above 0 "
+                    "and below 1, the largest share of the node's memory huge pages may take (default 0.5)",
+                )
+            )
     return found
 
 
@@ -857,14 +937,18 @@ class NodeInput:
 
 
 def inventory_report(
-    nodes: Sequence[NodeInput], group: str = "cluster", names: VariableNames | None = None
+    nodes: Sequence[NodeInput],
+    group: str = "cluster",
+    names: VariableNames | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, list[str]]:
     """Every inventory problem of every node, as host -> lines; nothing here needs a connection.
 
     Per-node checks (fabric, name, address, role variables, and with ``names`` misspelled variables) run for the
     nodes in the play; the
     uniqueness and one-fabric checks cover every node given (the hosts of ``group``), so a ``--limit``
-    run still sees its peers.
+    run still sees its peers. With ``groups`` (Ansible's), every host outside the group the playbooks target is
+    reported too (it is in no play: preflight prints its lines with the run's stop).
     """
     found: list[Problem] = []
     for node in nodes:
@@ -874,6 +958,7 @@ def inventory_report(
         found += node_name_problems(node.name)
         found += network_retry_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
+        found += hugepages_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
         found += version_problems(node.name, node.values)
@@ -889,6 +974,8 @@ def inventory_report(
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
     in_play = {n.name for n in nodes if n.in_play}
     found += [p for p in mixed_fabric_problems([(n.name, n.fabric) for n in nodes], group) if p.host in in_play]
+    if groups is not None:
+        found += outside_group_problems(groups)
     report: dict[str, list[str]] = {}
     for problem in first_per_variable(found):
         report.setdefault(problem.host, []).append(problem.message)

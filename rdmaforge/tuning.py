@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rdmaforge.parsers.hugepages import size_kb
 from rdmaforge.parsers.kernel_cmdline import split_cmdline
 
 # --- huge pages --------------------------------------------------------------------------------------
@@ -30,6 +31,42 @@ def hugepages_count(gpu_count: int, override: int | None = None) -> int:
 def hugepages_kernel_args(count: int, size: str = "1G") -> dict[str, str]:
     """The arguments in the order the kernel needs them: hugepages= counts pages of the hugepagesz= before it."""
     return {"default_hugepagesz": size, "hugepagesz": size, "hugepages": str(int(count))}
+
+
+def hugepages_memory_problem(
+    host: str,
+    pages: int,
+    size: str,
+    memtotal_mb: int | None,
+    max_fraction: float,
+    count: int | None = None,
+    gpu_count: int = 0,
+) -> str:
+    """'' when ``pages`` huge pages of ``size`` fit in ``max_fraction`` of the node's memory (``memtotal_mb``, as
+    Ansible's ansible_memtotal_mb reports /proc/meminfo's MemTotal), else a message naming the host, the variables,
+    the memory and the most pages allowed. A node whose memory is unknown is not judged here ('')."""
+    if memtotal_mb is None or str(memtotal_mb) == "" or int(memtotal_mb) <= 0:
+        return ""
+    kb = size_kb(size)
+    if kb is None:
+        return ""  # not a size: the argument spec's choices refuse it
+    page_mib = kb / 1024
+    memory = int(memtotal_mb)
+    fraction = float(max_fraction)
+    allowed = int(memory * fraction // page_mib)
+    if int(pages) <= allowed:
+        return ""
+    if count is not None and str(count) != "":
+        source = f"hugepages_count={count}"
+    else:
+        source = f"hugepages_count=null (seed 004's rule for {int(gpu_count or 0)} GPU(s): {int(pages)} pages)"
+    return (
+        f"{host}: {source} x hugepages_size={size} reserves {int(int(pages) * page_mib)} MiB at boot, more than "
+        f"hugepages_max_memory_fraction={fraction:g} of the node's {memory} MiB of memory (ansible_memtotal_mb); "
+        f"allowed: at most {allowed} pages of {size} ({int(allowed * page_mib)} MiB) on this node. Set on the kernel "
+        "command line, a reservation this large can leave the node unable to boot or to run anything but the "
+        "kernel. Nothing was changed: lower hugepages_count, or raise hugepages_max_memory_fraction."
+    )
 
 
 # --- boot loader ------------------------------------------------------------------------------------

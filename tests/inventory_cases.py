@@ -188,6 +188,13 @@ def _eni_per_gpu(draft: InventoryDraft, n: Names) -> None:
     draft.set(n.b, "eni_interfaces", ["eth1", "eth2", "eth3"])
 
 
+def _hosts_outside_cluster(draft: InventoryDraft, n: Names) -> None:
+    # one host left ungrouped, one only in other groups (a builder outside the cluster is not used either)
+    draft.doc["all"]["hosts"] = {"stray-node": {"ansible_host": "192.0.2.77"}}
+    draft.doc["all"]["children"]["spare"] = {"hosts": {"spare-node": {"ansible_host": "192.0.2.78"}}}
+    draft.doc["all"]["children"]["nccl_builder"] = {"hosts": {"spare-node": None}}
+
+
 def _role_value(host: str, name: str, value: str, role: str, allowed: str) -> list[str]:
     """The line the argument-spec check prints for one variable of one role."""
     return [
@@ -650,6 +657,41 @@ CASES: list[Case] = [
         "min-port-rate-with-a-unit",
         lambda d, n: d.set(n.b, "rdma_core_min_port_rate_gbps", "200G"),
         lambda n: {n.b: [f"{n.b}: rdma_core_min_port_rate_gbps='200G' is not allowed; allowed: a positive number"]},
+    ),
+    # A count below 1 would put hugepages=0 (or a negative count) on the kernel command line: refused before any
+    # connection, the value shown; 0 stays allowed with hugepages_enabled: false (the good inventory's default).
+    Case(
+        "hugepages-count-zero-while-enabled",
+        _set_everywhere_many({"hugepages_enabled": True, "hugepages_count": 0}),
+        _every_host(["{host}: hugepages_count=0 is not allowed while hugepages_enabled is true; allowed: a whole "
+                     "number of pages above 0, or null for seed 004's rule"]),  # fmt: skip
+    ),
+    Case(
+        "hugepages-count-negative-by-extra-vars",
+        lambda d, n: None,
+        _every_host(["{host}: hugepages_count='-2' is not allowed while hugepages_enabled is true"]),
+        extra=("-e", "hugepages_enabled=true", "-e", "hugepages_count=-2"),
+    ),
+    Case(
+        "hugepages-max-memory-fraction-all-of-it",
+        lambda d, n: d.set(n.b, "hugepages_max_memory_fraction", 1),
+        lambda n: {n.b: [f"{n.b}: hugepages_max_memory_fraction=1 is not allowed; allowed: a number above 0 and "
+                         "below 1"]},  # fmt: skip
+    ),
+    # A host outside group cluster is in no play: it would never be converged, and the run would end green.
+    Case(
+        "host-outside-the-cluster-group",
+        _hosts_outside_cluster,
+        lambda n: {
+            h: [
+                "not run: the inventory has problems on hosts outside the play (below); no node was changed:\n",
+                "\nstray-node: is in group ungrouped, not in group cluster, which the playbooks target: no playbook "
+                "would converge it; allowed: every node under all.children.cluster.hosts (or in a group inside "
+                "cluster); take any other host out of this inventory",
+                "\nspare-node: is in groups nccl_builder, spare, not in group cluster",
+            ]
+            for h in (n.a, n.b)
+        },
     ),
     # --- caught once the nodes' facts are known ----------------------------------------------------------
     Case(
