@@ -90,6 +90,9 @@ def tuning_vars(nodes: list[NodeSpec]) -> dict[str, Any]:
         "hugepages_enabled": True,
         # A container boots no kernel: the lab's stand-in regenerates grub.cfg (rdmaforge/lab/bootloader.py).
         "hugepages_grub_mkconfig_command": [bootloader.STANDIN, "-o", bootloader.GRUB_CFG],
+        # Nothing is reserved at boot in a container; the memory check still runs, against the controller's memory
+        # (the nodes' MemTotal), with room for seed 004's 10 pages at 0 GPUs on a controller smaller than 24 GiB.
+        "hugepages_max_memory_fraction": 0.9,
         "eni_enabled": extra > 0,
         # The controller is each extra bridge's gateway, as a subnet's gateway is for a cloud ENI.
         "eni_gateways": {f"eth{k}": gateway_address(k) for k in range(1, extra + 1)},
