@@ -435,6 +435,40 @@ def test_taco_accelerator_exports_seed_004s_settings_in_the_mpijob() -> None:
     assert "/dev/hugepages" in [m["mountPath"] for m in worker["volumeMounts"]]
 
 
+def light_intra_size(plan: Plan) -> tuple[str | None, str | None]:
+    """LIGHT_INTRA_SIZE in the MPIJob's launcher and worker containers."""
+    spec = manifest(plan, "mpijob")["spec"]
+    return tuple(  # type: ignore[return-value]
+        env_of(container(spec["mpiReplicaSpecs"][role]["template"])).get("LIGHT_INTRA_SIZE")
+        for role in ("Launcher", "Worker")
+    )
+
+
+@pytest.mark.parametrize("gpus", [8, 4])
+def test_taco_light_intra_size_is_the_ranks_of_one_node(gpus: int) -> None:
+    # Seed 004: LIGHT_INTRA_SIZE=8 with 8 ranks on each 8-GPU worker (mpirun -np 32 -H taco-bench-worker-0:8,...):
+    # LightCC's intra-node group is one node's ranks, one per GPU. A 4-GPU node (gpus_per_node: 4) runs 4 ranks.
+    taco = {"nccl_env_accelerator": "taco"}
+    plan = ok_plan(*(host(n, "tcp", gpus, variables=taco) for n in ("a", "b")), kinds=["mpijob"])
+    assert manifest(plan, "mpijob")["spec"]["slotsPerWorker"] == gpus
+    assert light_intra_size(plan) == (str(gpus), str(gpus))
+    assert f"LIGHT_INTRA_SIZE={gpus}" in docker_argv(host("a", "tcp", gpus, variables=taco))
+
+
+def test_taco_light_intra_size_from_an_override_wins() -> None:
+    variables = {"nccl_env_accelerator": "taco", "nccl_env_overrides": {"LIGHT_INTRA_SIZE": 2}}
+    plan = ok_plan(*(host(n, "tcp", 4, variables=variables) for n in ("a", "b")), kinds=["mpijob"])
+    assert light_intra_size(plan) == ("2", "2")
+
+
+def test_taco_without_a_gpu_count_is_refused_unless_overridden() -> None:
+    taco = {"nccl_env_accelerator": "taco"}
+    plan = cluster_plan(host("n1", "tcp", None, variables=taco), kinds=["docker"])
+    single_problem(plan, "n1: NCCL settings: LIGHT_INTRA_SIZE=node_gpu_count", "nccl_env_overrides")
+    overridden = {**taco, "nccl_env_overrides": {"LIGHT_INTRA_SIZE": 8}}
+    ok_plan(host("n1", "tcp", None, variables=overridden), kinds=["docker"])
+
+
 def test_an_unknown_accelerator_is_refused_naming_the_choices() -> None:
     plan = cluster_plan(host("n1", variables={"nccl_env_accelerator": "tacoo"}))
     assert plan.files == []
