@@ -476,6 +476,46 @@ def test_an_unknown_accelerator_is_refused_naming_the_choices() -> None:
     assert expected in plan.problems
 
 
+def nodes_named(count: int, name: str) -> list[HostInput]:
+    return [host(f"n{i:04d}", "tcp", 8, name=name) for i in range(count)]
+
+
+def test_a_name_fits_the_pod_names_of_a_thousand_workers() -> None:
+    # mpi-operator names worker i "<name>-worker-<i>", from 0, and makes it the pod's hostname: a DNS label of 63
+    # characters at most. 1000 nodes: worker-999, 52 + 11 = 63.
+    name = "t" * 52
+    plan = ok_plan(*nodes_named(1000, name), kinds=["mpijob"])
+    replicas = manifest(plan, "mpijob")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    assert replicas == 1000
+    assert len(f"{name}-worker-{replicas - 1}") == 63
+
+
+def test_a_name_too_long_for_the_workers_pod_names_is_refused_with_the_count() -> None:
+    # 1001 nodes: worker-1000 would be 52 + 12 = 64 characters; 51 is the most that fits.
+    problem = single_problem(
+        cluster_plan(*nodes_named(1001, "t" * 52), kinds=["mpijob"]), "workload_manifests_name=", "1001 workers"
+    )
+    assert f"{'t' * 52}-worker-1000" in problem
+    assert "allowed: 51 characters at most for 1001 workers" in problem
+    ok_plan(*nodes_named(1001, "t" * 51), kinds=["mpijob"])
+    # PyTorchJob: a master and 1000 workers (worker-0 to worker-999): the 52 characters fit.
+    ok_plan(*nodes_named(1001, "t" * 52), kinds=["pytorchjob"])
+
+
+def test_a_small_job_allows_the_name_up_to_its_longest_pod_name() -> None:
+    # 2 nodes: <name>-launcher, <name>-worker-1 (MPIJob) and <name>-master-0 (PyTorchJob) add 9 characters.
+    ok_plan(*nodes_named(2, "t" * 54), kinds=["mpijob", "pytorchjob"])
+    plan = cluster_plan(*nodes_named(2, "t" * 55), kinds=["mpijob"])
+    assert "allowed: 54 characters at most for 2 workers" in single_problem(plan, f"{'t' * 55}-")
+    # docker and ACS add nothing: a DNS label, 63 characters.
+    ok_plan(*nodes_named(2, "t" * 63), kinds=["docker", "acs"])
+    single_problem(
+        cluster_plan(*nodes_named(1, "t" * 64), kinds=["docker"]),
+        "workload_manifests_name=",
+        "63 characters at most",
+    )
+
+
 # --- validation catches what a cluster would refuse ------------------------------------------------
 
 
