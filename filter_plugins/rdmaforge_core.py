@@ -98,6 +98,7 @@ class FilterModule:
             "rdmaforge_ssh_mesh_coverage": ssh_mesh.coverage,
             "rdmaforge_nccl_env_merge": nccl_env.merge,
             "rdmaforge_nccl_env_topology": nccl_env_topology,
+            "rdmaforge_nccl_env_gpu_count": nccl_env.with_gpu_count,
             "rdmaforge_nccl_env_problems": nccl_env.problems,
             "rdmaforge_nccl_env_unknown": nccl_env.unknown_names,
             "rdmaforge_nccl_env_split_nccl": lambda env: nccl_env.split(env)[0],

@@ -61,6 +61,12 @@ def problems(env: Mapping[str, object]) -> list[str]:
             errors.append(f"{key!r} is not a valid environment variable name (allowed: A-Z, 0-9, _)")
         if value is not None and "\n" in str(value):
             errors.append(f"{key}: values cannot contain a newline")
+        if value == NODE_GPU_COUNT:
+            errors.append(
+                f"{key}={NODE_GPU_COUNT} is the node's GPU count, which is unknown or 0 on this node (preflight's "
+                f"rdmaforge_node.gpu_count; `rdmaforge render`: workload_manifests_gpus_per_node); allowed: a node "
+                f"with GPUs, or {key} set in nccl_env_overrides"
+            )
     hca = env.get("NCCL_IB_HCA")
     if hca is not None:
         try:
@@ -116,6 +122,21 @@ def topology_settings(enabled: object, topology: object) -> tuple[dict[str, str]
         why = str(rails.get("reason") or "") or "no rail map is known (rdmaforge_topology unset: run preflight first)"
         return {}, f"nccl_env_ib_hca_from_topology is true, but this node has no GPU-to-NIC rail map: {why}"
     return {"NCCL_IB_HCA": "=" + order}, ""
+
+
+#: A value that stands for the node's GPU count, the ranks one node runs (one per GPU: mpi_launch's hostfile slots,
+#: the MPIJob's slotsPerWorker). nccl_env_accelerators' taco sets LightCC's LIGHT_INTRA_SIZE to it: the ranks of one
+#: node, the inner level of LightCC's 2D allreduce. Seed 004 passes LIGHT_INTRA_SIZE=8 with 8 ranks on each of its
+#: 8-GPU nodes (mpirun -np 32 -H taco-bench-worker-0:8,...,taco-bench-worker-3:8); a 4-GPU node runs 4.
+NODE_GPU_COUNT = "node_gpu_count"
+
+
+def with_gpu_count(env: Mapping[str, object], gpus: object) -> dict[str, str]:
+    """``env`` with each value NODE_GPU_COUNT replaced by the node's GPU count (preflight's rdmaforge_node.gpu_count,
+    or workload_manifests_gpus_per_node in rendered manifests). Applied to the merged settings, so a value set in
+    nccl_env_overrides wins. With no count of 1 or more the value stays NODE_GPU_COUNT, which problems() refuses."""
+    known = isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 1
+    return {k: str(gpus) if known and v == NODE_GPU_COUNT else _as_str(v) for k, v in env.items()}
 
 
 def merge(profile: Mapping[str, object], overrides: Mapping[str, object]) -> dict[str, str]:

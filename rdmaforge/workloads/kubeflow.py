@@ -23,6 +23,41 @@ PYTORCH_PORT_NAME = "pytorchjob-port"
 MPI_CONTAINER = "mpi"
 #: mpi-operator v2beta1: the launcher reaches the workers over SSH with keys it mounts here.
 SSH_AUTH_MOUNT_PATH = "/root/.ssh"
+#: Pod hostnames and Service names are DNS labels: 63 characters at most.
+DNS_LABEL_MAX = 63
+
+
+def derived_names(kind: str, name: str, nodes: int) -> list[str]:
+    """The longest names the operator derives from the job's name, for a job on ``nodes`` nodes.
+
+    mpi-operator v2beta1 (pkg/controller/mpi_job_controller.go): worker pods, each its own hostname,
+    ``<name>-worker-<i>`` for i from 0 (one worker per node here), the workers' headless Service (their subdomain)
+    ``<name>-worker``, the launcher's Job, hostname and Service ``<name>-launcher``; its validation
+    (pkg/apis/kubeflow/validation) refuses a job whose ``<name>-worker-<replicas - 1>`` is no DNS label. v1 names
+    the pods the same way (seed 004: taco-bench-worker-0, taco-bench-launcher). training-operator's PyTorchJob
+    (GenGeneralName): pods and a Service each ``<name>-master-0`` and ``<name>-worker-<i>``, the workers being the
+    nodes after the master's.
+    """
+    if kind == "MPIJob":
+        return [f"{name}-launcher", f"{name}-worker-{nodes - 1}"]
+    return [f"{name}-master-0"] + ([f"{name}-worker-{nodes - 2}"] if nodes > 1 else [])
+
+
+def name_problems(cluster: Cluster, kind: str) -> list[str]:
+    """workload_manifests_name too long for the names the operator derives from it for this many workers."""
+    name, nodes = cluster.settings.name, len(cluster.nodes)
+    if not name or not nodes:
+        return []
+    longest = max(derived_names(kind, name, nodes), key=len)
+    if len(longest) <= DNS_LABEL_MAX:
+        return []
+    workers = f"{nodes} workers" if kind == "MPIJob" else f"a master and {nodes - 1} workers"
+    allowed = DNS_LABEL_MAX - (len(longest) - len(name))
+    return [
+        f"{cluster.first}: {PREFIX}name={show(name)} has {len(name)} characters, too long for {kind} with "
+        f"{workers}: the operator would name a pod {longest}, {len(longest)} characters, and pod hostnames and "
+        f"Service names are DNS labels of {DNS_LABEL_MAX} at most; allowed: {allowed} characters at most for {workers}"
+    ]
 
 
 @dataclass(frozen=True)
@@ -35,7 +70,7 @@ class JobShape:
 def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
     """Nodes, GPUs per node and the NCCL settings of the one pod template, or the problems."""
     a_kind = f"an {kind}" if kind == "MPIJob" else f"a {kind}"
-    problems = gpu_problems(cluster.nodes, a_kind)
+    problems = name_problems(cluster, kind) + gpu_problems(cluster.nodes, a_kind)
     if problems or not cluster.nodes:
         return None, problems
     first = cluster.nodes[0]

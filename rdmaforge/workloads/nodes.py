@@ -89,7 +89,7 @@ class Node:
 
     def env_for_profile(self, profile: str, extra: Mapping[str, object]) -> dict[str, str]:
         """The settings this node would have with another profile (the ACS GPU model's), same overrides."""
-        return environment(self.nccl_profiles, profile, self.nccl_overrides, extra)
+        return environment(self.nccl_profiles, profile, self.nccl_overrides, extra, gpus=self.gpus)
 
 
 @dataclass
@@ -111,13 +111,15 @@ def environment(
     extra: Mapping[str, object],
     accelerator: Mapping[str, Any] | None = None,
     topology: Mapping[str, str] | None = None,
+    gpus: int | None = None,
 ) -> dict[str, str]:
     """nccl_env's profile, its accelerator (nccl_env_accelerator), the rail map's NCCL_IB_HCA
-    (nccl_env_ib_hca_from_topology), nccl_env_overrides, then workload_manifests_env; null removes a setting."""
+    (nccl_env_ib_hca_from_topology), nccl_env_overrides, then workload_manifests_env; null removes a setting.
+    A value node_gpu_count (taco's LIGHT_INTRA_SIZE) becomes ``gpus``, as role nccl_env does on the node."""
     base = profiles.get(profile) or {}
     merged = nccl_env.merge(base if isinstance(base, Mapping) else {}, accelerator or {})
     merged = nccl_env.merge(merged, topology or {})
-    return nccl_env.merge(nccl_env.merge(merged, overrides), extra)
+    return nccl_env.with_gpu_count(nccl_env.merge(nccl_env.merge(merged, overrides), extra), gpus)
 
 
 def _accelerator(
@@ -274,7 +276,8 @@ def build_cluster(
         if missing and "NCCL_IB_HCA" not in overrides:
             # `rdmaforge render` reads no facts: the hosts' nccl.conf has the rail map's value, the files cannot.
             cluster.warnings.append(f"{host.name}: {missing}; the rendered NCCL_IB_HCA is the profile's")
-        env = environment(profiles, str(profile), overrides, settings.env, accelerator, rails)
+        gpus, gpu_source = _gpu_count(host.name, node_settings, variables, host.options)
+        env = environment(profiles, str(profile), overrides, settings.env, accelerator, rails, gpus)
         cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(env)]
         unknown = nccl_env.unknown_names(env)
         if unknown:
@@ -282,7 +285,6 @@ def build_cluster(
                 f"{host.name}: {', '.join(unknown)} unknown to NCCL (typo?); NCCL ignores them "
                 f"(see rdmaforge/data/nccl_env_names.txt)"
             )
-        gpus, gpu_source = _gpu_count(host.name, node_settings, variables, host.options)
         devices = _device_files(
             host.name, fabric_name, node_settings, host.found_device_files, settings.require_rdma_devices, cluster
         )

@@ -270,8 +270,10 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         if kind not in KINDS:
             r.bad(f"{PREFIX}kinds", f"names {kind!r}, which is not a kind", ", ".join(KINDS))
     name = r.string(f"{PREFIX}name", _DNS_LABEL, "a DNS-1123 label: a-z, 0-9 and '-', such as rdmaforge-train")
-    if len(name) > 52:  # Kubeflow adds "-worker-NNN" / "-launcher"; pod names are labels of 63 at most
-        r.bad(f"{PREFIX}name", "is too long for the pod names Kubeflow derives from it", "52 characters at most")
+    # A DNS label. Kubeflow adds "-launcher", "-worker-<i>" ...: kubeflow.name_problems checks those for the job's
+    # real number of workers.
+    if len(name) > 63:
+        r.bad(f"{PREFIX}name", "is longer than a DNS label", "63 characters at most")
     resources: dict[str, str] = {}
     for key, value in r.mapping(f"{PREFIX}k8s_extra_resources").items():
         if not _RESOURCE_NAME.match(key) or as_quantity(value) is None:

@@ -175,8 +175,10 @@ def test_nccl_conf_matches_each_profile(converged: LabHandle, profile: str) -> N
 
 def test_taco_accelerator_on_a_vpc_profile(converged: LabHandle) -> None:
     # Seed 004 (TACO-Training, LightCC over HARP on a VPC): its mpirun line's NCCL_ALGO and LIGHT_* settings.
+    # LIGHT_INTRA_SIZE is the node's GPU count; the lab's nodes have none, so the seed's 8 comes from an override
+    # (tests/unit/test_nccl_env.py covers the count itself and the refusal on a node without GPUs).
     node = list(converged.nodes)[0]
-    extra = '{"nccl_env_profile": "tcp", "nccl_env_accelerator": "taco"}'
+    extra = '{"nccl_env_profile": "tcp", "nccl_env_accelerator": "taco", "nccl_env_overrides": {"LIGHT_INTRA_SIZE": 8}}'
     proc = converged.playbook("nccl_env.yml", "--limit", node, "-e", extra)
     try:
         assert proc.returncode == 0, proc.stdout[-3000:]

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from rdmaforge.parsers import nccl_env
@@ -110,3 +115,51 @@ def test_socket_ifname_nccl_cannot_match_is_a_problem(value: str, entry: str) ->
         "optional '=' for exact names, then a comma-separated list of interface names or prefixes, 1-15 characters "
         "without blanks or '/', e.g. 'eth0', '=eth0,eth1', '^docker,lo')"
     ]
+
+
+# --- taco's LIGHT_INTRA_SIZE on the node: role nccl_env on this machine (ansible_connection=local) ---------------
+
+
+def taco_play(tmp_path: Path, **variables: Any) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Role nccl_env with seed 004's accelerator on a VPC (tcp) profile; the login-shell script it writes."""
+    from tests.unit.test_nccl_env_topology import nccl_env_play
+
+    run, _ = nccl_env_play(tmp_path, nccl_env_profile="tcp", nccl_env_accelerator="taco", **variables)
+    return run, tmp_path / "rdmaforge-nccl.sh"
+
+
+@pytest.mark.parametrize("gpus", [8, 4])
+def test_taco_light_intra_size_on_the_node_is_its_gpu_count(tmp_path: Path, gpus: int) -> None:
+    # Seed 004: LIGHT_INTRA_SIZE=8 on its 8-GPU nodes, 8 ranks each (-H taco-bench-worker-0:8,...); 4 GPUs, 4 ranks.
+    run, script = taco_play(tmp_path, rdmaforge_node={"gpu_count": gpus})
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert f"export LIGHT_INTRA_SIZE={gpus}\n" in script.read_text()
+    assert "export LIGHT_TOPK_THRESHOLD=2097152\n" in script.read_text()
+
+
+def test_taco_light_intra_size_override_wins_on_the_node(tmp_path: Path) -> None:
+    run, script = taco_play(tmp_path, rdmaforge_node={"gpu_count": 4}, nccl_env_overrides={"LIGHT_INTRA_SIZE": 2})
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "export LIGHT_INTRA_SIZE=2\n" in script.read_text()
+
+
+def test_taco_on_a_node_without_gpus_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    run, script = taco_play(tmp_path, rdmaforge_node={"gpu_count": 0})
+    assert run.returncode != 0
+    refused = "LIGHT_INTRA_SIZE=node_gpu_count is the node's GPU count, which is unknown or 0"
+    assert refused in run.stdout, run.stdout[-3000:]
+    assert not script.exists() and not (tmp_path / "nccl.conf").exists()
+
+
+def test_taco_run_on_its_own_probes_the_gpu_count(tmp_path: Path) -> None:
+    # No preflight in the play (no rdmaforge_node): the role runs preflight's read-only probes for the count.
+    run, script = taco_play(tmp_path)
+    found = re.search(r"localhost: .*?, (\d+) GPUs \(", run.stdout)
+    assert found, run.stdout[-3000:]
+    gpus = int(found.group(1))
+    if gpus:
+        assert run.returncode == 0, run.stdout[-3000:]
+        assert f"export LIGHT_INTRA_SIZE={gpus}\n" in script.read_text()
+    else:
+        assert run.returncode != 0 and not script.exists()
+        assert "LIGHT_INTRA_SIZE=node_gpu_count is the node's GPU count" in run.stdout, run.stdout[-3000:]

@@ -435,11 +435,85 @@ def test_taco_accelerator_exports_seed_004s_settings_in_the_mpijob() -> None:
     assert "/dev/hugepages" in [m["mountPath"] for m in worker["volumeMounts"]]
 
 
+def light_intra_size(plan: Plan) -> tuple[str | None, str | None]:
+    """LIGHT_INTRA_SIZE in the MPIJob's launcher and worker containers."""
+    spec = manifest(plan, "mpijob")["spec"]
+    return tuple(  # type: ignore[return-value]
+        env_of(container(spec["mpiReplicaSpecs"][role]["template"])).get("LIGHT_INTRA_SIZE")
+        for role in ("Launcher", "Worker")
+    )
+
+
+@pytest.mark.parametrize("gpus", [8, 4])
+def test_taco_light_intra_size_is_the_ranks_of_one_node(gpus: int) -> None:
+    # Seed 004: LIGHT_INTRA_SIZE=8 with 8 ranks on each 8-GPU worker (mpirun -np 32 -H taco-bench-worker-0:8,...):
+    # LightCC's intra-node group is one node's ranks, one per GPU. A 4-GPU node (gpus_per_node: 4) runs 4 ranks.
+    taco = {"nccl_env_accelerator": "taco"}
+    plan = ok_plan(*(host(n, "tcp", gpus, variables=taco) for n in ("a", "b")), kinds=["mpijob"])
+    assert manifest(plan, "mpijob")["spec"]["slotsPerWorker"] == gpus
+    assert light_intra_size(plan) == (str(gpus), str(gpus))
+    assert f"LIGHT_INTRA_SIZE={gpus}" in docker_argv(host("a", "tcp", gpus, variables=taco))
+
+
+def test_taco_light_intra_size_from_an_override_wins() -> None:
+    variables = {"nccl_env_accelerator": "taco", "nccl_env_overrides": {"LIGHT_INTRA_SIZE": 2}}
+    plan = ok_plan(*(host(n, "tcp", 4, variables=variables) for n in ("a", "b")), kinds=["mpijob"])
+    assert light_intra_size(plan) == ("2", "2")
+
+
+def test_taco_without_a_gpu_count_is_refused_unless_overridden() -> None:
+    taco = {"nccl_env_accelerator": "taco"}
+    plan = cluster_plan(host("n1", "tcp", None, variables=taco), kinds=["docker"])
+    single_problem(plan, "n1: NCCL settings: LIGHT_INTRA_SIZE=node_gpu_count", "nccl_env_overrides")
+    overridden = {**taco, "nccl_env_overrides": {"LIGHT_INTRA_SIZE": 8}}
+    ok_plan(host("n1", "tcp", None, variables=overridden), kinds=["docker"])
+
+
 def test_an_unknown_accelerator_is_refused_naming_the_choices() -> None:
     plan = cluster_plan(host("n1", variables={"nccl_env_accelerator": "tacoo"}))
     assert plan.files == []
     expected = "n1: nccl_env_accelerator='tacoo' is not a key of nccl_env_accelerators; allowed: none, taco"
     assert expected in plan.problems
+
+
+def nodes_named(count: int, name: str) -> list[HostInput]:
+    return [host(f"n{i:04d}", "tcp", 8, name=name) for i in range(count)]
+
+
+def test_a_name_fits_the_pod_names_of_a_thousand_workers() -> None:
+    # mpi-operator names worker i "<name>-worker-<i>", from 0, and makes it the pod's hostname: a DNS label of 63
+    # characters at most. 1000 nodes: worker-999, 52 + 11 = 63.
+    name = "t" * 52
+    plan = ok_plan(*nodes_named(1000, name), kinds=["mpijob"])
+    replicas = manifest(plan, "mpijob")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    assert replicas == 1000
+    assert len(f"{name}-worker-{replicas - 1}") == 63
+
+
+def test_a_name_too_long_for_the_workers_pod_names_is_refused_with_the_count() -> None:
+    # 1001 nodes: worker-1000 would be 52 + 12 = 64 characters; 51 is the most that fits.
+    problem = single_problem(
+        cluster_plan(*nodes_named(1001, "t" * 52), kinds=["mpijob"]), "workload_manifests_name=", "1001 workers"
+    )
+    assert f"{'t' * 52}-worker-1000" in problem
+    assert "allowed: 51 characters at most for 1001 workers" in problem
+    ok_plan(*nodes_named(1001, "t" * 51), kinds=["mpijob"])
+    # PyTorchJob: a master and 1000 workers (worker-0 to worker-999): the 52 characters fit.
+    ok_plan(*nodes_named(1001, "t" * 52), kinds=["pytorchjob"])
+
+
+def test_a_small_job_allows_the_name_up_to_its_longest_pod_name() -> None:
+    # 2 nodes: <name>-launcher, <name>-worker-1 (MPIJob) and <name>-master-0 (PyTorchJob) add 9 characters.
+    ok_plan(*nodes_named(2, "t" * 54), kinds=["mpijob", "pytorchjob"])
+    plan = cluster_plan(*nodes_named(2, "t" * 55), kinds=["mpijob"])
+    assert "allowed: 54 characters at most for 2 workers" in single_problem(plan, f"{'t' * 55}-")
+    # docker and ACS add nothing: a DNS label, 63 characters.
+    ok_plan(*nodes_named(2, "t" * 63), kinds=["docker", "acs"])
+    single_problem(
+        cluster_plan(*nodes_named(1, "t" * 64), kinds=["docker"]),
+        "workload_manifests_name=",
+        "63 characters at most",
+    )
 
 
 # --- validation catches what a cluster would refuse ------------------------------------------------
