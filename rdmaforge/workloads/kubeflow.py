@@ -48,6 +48,14 @@ def name_problems(cluster: Cluster, kind: str) -> list[str]:
     name, nodes = cluster.settings.name, len(cluster.nodes)
     if not name or not nodes:
         return []
+    if not "a" <= name[0] <= "z":
+        # The operator's Services (<name>-worker, <name>-launcher, <name>-master-0) are DNS-1035 labels, which the
+        # API refuses when they start with a digit; a pod name alone would pass.
+        return [
+            f"{cluster.first}: {PREFIX}name={show(name)} starts with {name[0]!r}: the operator names Services after it "
+            f"({name}-worker ...), and a Service name must start with a letter; allowed: a DNS-1035 label, a-z first, "
+            "such as rdmaforge-train"
+        ]
     longest = max(derived_names(kind, name, nodes), key=len)
     if len(longest) <= DNS_LABEL_MAX:
         return []

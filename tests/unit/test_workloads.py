@@ -516,6 +516,16 @@ def test_a_small_job_allows_the_name_up_to_its_longest_pod_name() -> None:
     )
 
 
+def test_a_kubeflow_name_must_start_with_a_letter() -> None:
+    # Kubernetes refuses a Service whose name is not a DNS-1035 label (a letter first); the operators name their
+    # Services <name>-worker, <name>-launcher, <name>-master-0. docker and ACS name no Service after it.
+    for kind in ("mpijob", "pytorchjob"):
+        problem = single_problem(cluster_plan(*nodes_named(2, "1train"), kinds=[kind]), "workload_manifests_name=")
+        assert "must start with a letter" in problem and "1train-worker" in problem, problem
+    ok_plan(*nodes_named(2, "1train"), kinds=["docker", "acs"])
+    ok_plan(*nodes_named(2, "train1"), kinds=["mpijob", "pytorchjob"])
+
+
 # --- validation catches what a cluster would refuse ------------------------------------------------
 
 
