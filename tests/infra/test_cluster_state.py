@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from rdmaforge.parsers import ld_cache
+from tests.infra.expectations import setting
 
 
 def literal(hostvars: dict[str, Any], name: str, default: str) -> str:
@@ -24,9 +25,10 @@ def test_nccl_is_installed_from_the_cluster_build_and_registered(host: Any, host
     assert host.file(f"{prefix}/current").is_symlink
     manifest = json.loads(host.file(f"{prefix}/current/.rdmaforge-build.json").content_string)
     assert manifest["name"] == "nccl" and manifest["sha256"]
-    version = literal(hostvars, "nccl_build_version", "")
-    if version:
-        assert manifest["version"] == version
+    # The inventory's version, else the nccl_build role's default: the version the role installs when none is set.
+    version = setting(hostvars, "nccl_build", "nccl_build_version")
+    if version not in (None, ""):
+        assert manifest["version"] == str(version), f"NCCL {manifest['version']} installed; planned {version}"
     assert host.file(f"{prefix}/current/lib/libnccl.so.2").exists
     assert f"{prefix}/current/lib" in host.file("/etc/ld.so.conf.d/rdmaforge-nccl.conf").content_string
     cache = host.check_output("PATH=$PATH:/sbin:/usr/sbin ldconfig -p").splitlines()

@@ -1,0 +1,107 @@
+"""The testinfra suite's own tests (tests/infra) against a stand-in for testinfra's host: a node in a planned
+state must pass, and a node that deviates from its inventory or the roles' documented defaults must fail. What is
+expected comes from the inventory given here, roles/*/defaults/main.yml read as YAML, or the seeds, never from
+tests/infra/expectations.py."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import yaml
+
+from rdmaforge.paths import ROLES_DIR
+from tests.infra import test_cluster_state
+
+
+@dataclass
+class Result:
+    rc: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass
+class File:
+    path: str
+    content_string: str = ""
+    exists: bool = True
+    is_symlink: bool = False
+    is_directory: bool = False
+    mode: int = 0o644
+    user: str = "root"
+
+    def contains(self, text: str) -> bool:
+        return text in self.content_string
+
+
+@dataclass
+class User:
+    home: str
+
+
+@dataclass
+class FakeHost:
+    """What the suite calls on testinfra's host: file, run, check_output, exists, user."""
+
+    files: dict[str, File] = field(default_factory=dict)
+    commands: dict[str, Result] = field(default_factory=dict)
+
+    def file(self, path: str) -> File:
+        return self.files.get(path) or File(path, exists=False)
+
+    def add(self, path: str, content: str = "", **kwargs: Any) -> None:
+        self.files[path] = File(path, content, **kwargs)
+
+    def run(self, command: str) -> Result:
+        return self.commands.get(command, Result(127, "", f"{command}: not found"))
+
+    def check_output(self, command: str) -> str:
+        result = self.run(command)
+        assert result.rc == 0, f"{command} exited {result.rc}"
+        return result.stdout.rstrip("\n")
+
+    def exists(self, command: str) -> bool:
+        return command in self.commands
+
+    def user(self, name: str) -> User:
+        return User("/root" if name == "root" else f"/home/{name}")
+
+
+def role_default(role: str, name: str) -> Any:
+    return yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text())[name]
+
+
+def nccl_node(version: str) -> FakeHost:
+    """A node with the cluster's NCCL build installed under /opt/nccl (the nccl_build role's default prefix)."""
+    host = FakeHost()
+    build = "/opt/nccl/nccl-abc123"
+    host.add("/opt/nccl/current", is_symlink=True)
+    manifest = {"name": "nccl", "sha256": "0" * 64, "version": version, "archs": ["sm_80"], "only_funcs": ""}
+    host.add("/opt/nccl/current/.rdmaforge-build.json", json.dumps(manifest))
+    host.add("/opt/nccl/current/lib/libnccl.so.2")
+    host.add("/etc/ld.so.conf.d/rdmaforge-nccl.conf", "/opt/nccl/current/lib\n")
+    cache = f"1 libs found in cache `/etc/ld.so.cache'\n\tlibnccl.so.2 (libc6,x86-64) => {build}/lib/libnccl.so.2\n"
+    host.commands["PATH=$PATH:/sbin:/usr/sbin ldconfig -p"] = Result(0, cache)
+    return host
+
+
+def test_nccl_build_of_the_inventory_version_passes() -> None:
+    test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(
+        nccl_node("2.18.3"), {"nccl_build_version": "2.18.3"}
+    )
+    with pytest.raises(AssertionError, match="2.18.3"):
+        test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(
+            nccl_node("2.18.3"), {"nccl_build_version": "2.21.5"}
+        )
+
+
+def test_nccl_build_is_judged_against_the_role_default_when_the_inventory_sets_no_version() -> None:
+    """An inventory without nccl_build_version gets the role's default version installed: a node still carrying
+    another NCCL is not the cluster's build. Before, the version was compared only when the inventory set one."""
+    default = str(role_default("nccl_build", "nccl_build_version"))
+    test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(nccl_node(default), {})
+    with pytest.raises(AssertionError, match="NCCL 2.18.3 installed"):
+        test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(nccl_node("2.18.3"), {})
