@@ -73,7 +73,13 @@ def test_policy_routing_per_secondary_nic(host: Any, hostvars: dict[str, Any]) -
     wrong = []
     for index, name in enumerate(names):
         table, priority = table_base + index, priority_base + index
-        interface = ipaddress.IPv4Interface(planned_addresses.get(name) or addresses[name][0])
+        planned = planned_addresses.get(name)
+        has = [ipaddress.IPv4Interface(a) for a in addresses.get(name, [])]
+        if planned and ipaddress.IPv4Interface(planned) not in has:
+            # The rule and routes below are written from the plan: traffic from the address the NIC really has
+            # would not use them.
+            wrong.append(f"{name}: eni_addresses plans {planned}, the NIC has {addresses.get(name) or 'no address'}")
+        interface = ipaddress.IPv4Interface(planned or addresses[name][0])
         if (str(interface.ip), str(table), priority) not in rules:
             wrong.append(f"{name}: no rule 'from {interface.ip} lookup {table}' at priority {priority}")
         run = host.run(f"{ip} route show table {table}")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from rdmaforge.paths import ROLES_DIR
-from tests.infra import test_cluster_state
+from tests.infra import test_cluster_state, test_tuning_state
 
 
 @dataclass
@@ -105,3 +105,35 @@ def test_nccl_build_is_judged_against_the_role_default_when_the_inventory_sets_n
     test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(nccl_node(default), {})
     with pytest.raises(AssertionError, match="NCCL 2.18.3 installed"):
         test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(nccl_node("2.18.3"), {})
+
+
+IP = "PATH=$PATH:/sbin:/usr/sbin ip -j"
+
+
+def eni_node(eth1_address: str) -> FakeHost:
+    """eth0 with the default route, eth1 a secondary NIC with policy routing in table 1001 at priority 1001 (the eni
+    role's documented bases) from 10.0.1.5, and the MTU 1400 the role documents off erdma."""
+    host = FakeHost()
+    local, prefix = eth1_address.split("/")
+    links = [
+        {"ifname": "lo", "mtu": 65536, "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
+        {"ifname": "eth0", "mtu": 1500, "addr_info": [{"family": "inet", "local": "10.0.0.5", "prefixlen": 24}]},
+        {"ifname": "eth1", "mtu": 1400, "addr_info": [{"family": "inet", "local": local, "prefixlen": int(prefix)}]},
+    ]
+    host.commands[f"{IP} addr show"] = Result(0, json.dumps(links))
+    host.commands[f"{IP} route show default"] = Result(0, json.dumps([{"dst": "default", "dev": "eth0"}]))
+    rules = [{"priority": 0, "src": "all", "table": "local"}, {"priority": 1001, "src": "10.0.1.5", "table": "1001"}]
+    host.commands[f"{IP} rule show"] = Result(0, json.dumps(rules))
+    host.commands[f"{IP} route show table 1001"] = Result(0, json.dumps([{"dst": "10.0.1.0/24", "dev": "eth1"}]))
+    return host
+
+
+def test_policy_routing_needs_the_planned_address_on_the_nic() -> None:
+    """eni_addresses plans eth1's address: the rule and route written from the plan do not help a NIC that has
+    another address. Before, the test read the rule and routes only, and passed."""
+    hostvars = {"eni_enabled": True, "rdmaforge_fabric": "tcp", "eni_addresses": {"eth1": "10.0.1.5/24"}}
+    test_tuning_state.test_policy_routing_per_secondary_nic(eni_node("10.0.1.5/24"), hostvars)
+    with pytest.raises(
+        AssertionError, match=r"eth1: eni_addresses plans 10\.0\.1\.5/24, the NIC has \['10\.0\.1\.77/24'\]"
+    ):
+        test_tuning_state.test_policy_routing_per_secondary_nic(eni_node("10.0.1.77/24"), hostvars)
