@@ -137,3 +137,30 @@ def test_policy_routing_needs_the_planned_address_on_the_nic() -> None:
         AssertionError, match=r"eth1: eni_addresses plans 10\.0\.1\.5/24, the NIC has \['10\.0\.1\.77/24'\]"
     ):
         test_tuning_state.test_policy_routing_per_secondary_nic(eni_node("10.0.1.77/24"), hostvars)
+
+
+def grub_node(pages: int, gpus: int | None = None) -> FakeHost:
+    """A GRUB host whose grub.cfg boots with 1 GiB pages (the hugepages role's default size), and ``gpus`` GPUs
+    listed by nvidia-smi -L (None: no nvidia-smi, no lspci)."""
+    host = FakeHost()
+    args = f"root=/dev/sda1 ro default_hugepagesz=1G hugepagesz=1G hugepages={pages}"
+    host.add("/boot/grub/grub.cfg", f"menuentry 'Debian' {{\n\tlinux\t/vmlinuz-6.1.0 {args}\n}}\n")
+    host.add("/etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf", "[Mount]\nOptions=pagesize=1G\n")
+    if gpus is not None:
+        listed = "".join(f"GPU {i}: NVIDIA A100-SXM4-80GB (UUID: GPU-{i})\n" for i in range(gpus))
+        host.commands["nvidia-smi -L"] = Result(0, listed)
+    return host
+
+
+def test_hugepages_count_is_the_planned_one() -> None:
+    """Seed 004 reserves 50 one-GiB pages on its 8-GPU nodes (hugepages=50); the role's rule is GPUs x 5 + 10 on
+    other nodes, and hugepages_count overrides both. Before, any hugepages= value passed."""
+    check = test_tuning_state.test_hugepage_arguments_configured_once
+    check(grub_node(50, gpus=8), {"hugepages_enabled": True})
+    check(grub_node(30, gpus=4), {"hugepages_enabled": True})
+    check(grub_node(10), {"hugepages_enabled": True})  # no GPU: 0 x 5 + 10
+    check(grub_node(32, gpus=8), {"hugepages_enabled": True, "hugepages_count": 32})
+    with pytest.raises(AssertionError, match=r"hugepages=50"):
+        check(grub_node(2, gpus=8), {"hugepages_enabled": True})
+    with pytest.raises(AssertionError, match=r"hugepages_count=32 plans hugepages=32"):
+        check(grub_node(50, gpus=8), {"hugepages_enabled": True, "hugepages_count": 32})
