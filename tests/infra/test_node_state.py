@@ -11,7 +11,7 @@ import pytest
 from rdmaforge import fabrics
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from rdmaforge.parsers.rdma_devinfo import merge_ibstat, parse_ibstat, parse_ibv_devinfo
+from rdmaforge.parsers.rdma_devinfo import merge_ibstat, parse_expected_port, parse_ibstat, parse_ibv_devinfo
 from tests.infra.expectations import accepted, enabled, nccl_conf, read_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
@@ -59,9 +59,18 @@ def test_rdma_ports_active_at_their_rate(host: Any, hostvars: dict[str, Any], fa
                     + (f"; accepted by the inventory (doctor_accept): {reason}" if reason else ""))  # fmt: skip
     pattern = fabrics.device_patterns()[fabric]
     devinfo = host.run("ibv_devinfo -v")
-    devices = [d for d in parse_ibv_devinfo(devinfo.stdout) if fnmatch.fnmatch(d["name"], pattern)]
+    every = parse_ibv_devinfo(devinfo.stdout)
     if host.exists("ibstat"):
-        devices, _ = merge_ibstat(devices, parse_ibstat(host.run("ibstat").stdout))
+        every, _ = merge_ibstat(every, parse_ibstat(host.run("ibstat").stdout))
+    devices = [d for d in every if fnmatch.fnmatch(d["name"], pattern)]
+    # rdma_core_expected_ports (DEVICE or DEVICE:PORT) must exist, whatever the pattern finds besides them.
+    listed = {(d["name"], p["port"]) for d in every for p in d["ports"]}
+    missing = []
+    for spec in [str(s) for s in setting(hostvars, "rdma_core", "rdma_core_expected_ports") or []]:
+        name, number = parse_expected_port(spec) or (spec, None)
+        if not any(device == name and number in (None, port) for device, port in listed):
+            missing.append(spec)
+    assert not missing, f"rdma_core_expected_ports not found by ibv_devinfo -v: {missing}"
     assert devices, f"no {pattern} RDMA device: ibv_devinfo -v exited {devinfo.rc}: {devinfo.stderr.strip()[:200]}"
     ports = {f"{d['name']}:{p['port']}": p for d in devices for p in d["ports"]}
     down = {name: port["state"] for name, port in ports.items() if port["state"] != "PORT_ACTIVE"}

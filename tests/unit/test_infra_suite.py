@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from rdmaforge.paths import ROLES_DIR
-from tests.infra import test_cluster_state, test_tuning_state
+from tests.infra import test_cluster_state, test_node_state, test_tuning_state
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 @dataclass
@@ -164,3 +167,22 @@ def test_hugepages_count_is_the_planned_one() -> None:
         check(grub_node(2, gpus=8), {"hugepages_enabled": True})
     with pytest.raises(AssertionError, match=r"hugepages_count=32 plans hugepages=32"):
         check(grub_node(50, gpus=8), {"hugepages_enabled": True, "hugepages_count": 32})
+
+
+def erdma_node() -> FakeHost:
+    """An eRDMA node whose ibv_devinfo -v lists one device, erdma_0, its port active (a real capture)."""
+    host = FakeHost()
+    host.commands["ibv_devinfo -v"] = Result(0, (DATA / "ibv_devinfo" / "erdma_alibaba.txt").read_text())
+    return host
+
+
+def test_rdma_ports_expected_by_the_inventory_must_exist() -> None:
+    """rdma_core_expected_ports names the ports the node must have (the rdma_core role fails when one is missing);
+    a node where one of them is gone is not "active at its rate". Before, only the ports found were judged."""
+    check = test_node_state.test_rdma_ports_active_at_their_rate
+    check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0"]}, "erdma")
+    check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:1"]}, "erdma")
+    with pytest.raises(AssertionError, match=r"rdma_core_expected_ports not found by ibv_devinfo -v: \['erdma_1'\]"):
+        check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0", "erdma_1"]}, "erdma")
+    with pytest.raises(AssertionError, match=r"\['erdma_0:2'\]"):
+        check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:2"]}, "erdma")
