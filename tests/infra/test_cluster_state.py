@@ -42,7 +42,14 @@ def test_cluster_ssh_trust_key_and_known_hosts(host: Any, hostvars: dict[str, An
     home = host.user(user).home
     key = host.file(f"{home}/.ssh/{literal(hostvars, 'ssh_trust_key_name', 'rdmaforge_cluster_ed25519')}")
     assert key.exists and key.mode == 0o600 and key.user == user
-    assert "# BEGIN rdmaforge cluster trust" in host.file(f"{home}/.ssh/authorized_keys").content_string
+    authorized = host.file(f"{home}/.ssh/authorized_keys").content_string
+    assert "# BEGIN rdmaforge cluster trust" in authorized
+    # The cluster block must authorise this very key (every node holds the cluster's one pair): a block left with
+    # another key, as an interrupted rotation leaves it, lets no peer in with the key the node offers.
+    trusted = authorized.partition("# BEGIN rdmaforge cluster trust")[2].partition("# END rdmaforge cluster trust")[0]
+    public = host.run(f"ssh-keygen -y -f {key.path}")
+    assert public.rc == 0 and public.stdout.split()[:2], f"ssh-keygen -y -f {key.path}: {public.stderr.strip()}"
+    assert " ".join(public.stdout.split()[:2]) in trusted, f"authorized_keys' cluster block lacks {key.path}'s key"
     known = host.file("/etc/ssh/ssh_known_hosts").content_string
     block = known.partition("# BEGIN rdmaforge cluster trust")[2].partition("# END rdmaforge cluster trust")[0]
     missing = [

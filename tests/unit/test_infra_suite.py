@@ -6,6 +6,8 @@ tests/infra/expectations.py."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,3 +188,38 @@ def test_rdma_ports_expected_by_the_inventory_must_exist() -> None:
         check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0", "erdma_1"]}, "erdma")
     with pytest.raises(AssertionError, match=r"\['erdma_0:2'\]"):
         check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:2"]}, "erdma")
+
+
+def key_pair(directory: Path, name: str) -> str:
+    """A real ed25519 key pair made by ssh-keygen; its public key as `ssh-keygen -y` prints it."""
+    path = directory / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)], check=True)
+    return subprocess.run(["ssh-keygen", "-y", "-f", str(path)], check=True, capture_output=True, text=True).stdout
+
+
+def trust_node(private_public: str, authorized_public: str) -> FakeHost:
+    """root's cluster key (the ssh_trust role's defaults: user root, key rdmaforge_cluster_ed25519) whose public half
+    is ``private_public``, and an authorized_keys whose cluster block holds ``authorized_public``."""
+    host = FakeHost()
+    key = "/root/.ssh/rdmaforge_cluster_ed25519"
+    host.add(key, mode=0o600)
+    host.commands[f"ssh-keygen -y -f {key}"] = Result(0, private_public)
+    block = f"# BEGIN rdmaforge cluster trust\n{authorized_public}# END rdmaforge cluster trust\n"
+    host.add("/root/.ssh/authorized_keys", f"ssh-rsa AAAAB3Nza operator@laptop\n{block}")
+    host.add("/etc/ssh/ssh_known_hosts", f"# BEGIN rdmaforge cluster trust\nnode1,10.0.0.1 {private_public}"
+             "# END rdmaforge cluster trust\n")  # fmt: skip
+    return host
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is not installed here")
+def test_ssh_trust_authorises_the_key_the_node_holds(tmp_path: Path) -> None:
+    """The cluster block of authorized_keys must hold the public half of the cluster key on the node: every node
+    holds the one pair and logs in to its peers with it. Before, the block's marker was enough."""
+    cluster, old = key_pair(tmp_path, "cluster"), key_pair(tmp_path, "old")
+    hostvars = {"groups": {"cluster": ["node1"]}}
+    check = test_cluster_state.test_cluster_ssh_trust_key_and_known_hosts
+    check(trust_node(cluster, cluster), hostvars)
+    with pytest.raises(
+        AssertionError, match="authorized_keys' cluster block lacks /root/.ssh/rdmaforge_cluster_ed25519"
+    ):
+        check(trust_node(cluster, old), hostvars)
