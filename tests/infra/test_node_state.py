@@ -139,6 +139,19 @@ def test_nccl_net_plugin_registered_and_exports_net_api(host: Any, hostvars: dic
         assert not link.exists, f"{link.path} is registered although nccl_plugin_provider is none"
         return
     assert link.is_symlink
+    # The provider's library (roles/nccl_plugin/defaults/main.yml): AIACC from PyPI is the file of the pinned sha256,
+    # the vendor's package and HARP are the files at the paths the inventory gives.
+    target = host.check_output(f"readlink -f {link.path}").strip()
+    source = str(setting(hostvars, "nccl_plugin", "nccl_plugin_aiacc_source") or "pypi")
+    if provider == "aiacc" and source == "pypi":
+        pinned = str(setting(hostvars, "nccl_plugin", "nccl_plugin_aiacc_library_sha256") or "")
+        found = host.check_output(f"sha256sum {target}").split()[0]
+        assert found == pinned, f"{link.path} -> {target}, sha256 {found}; nccl_plugin_aiacc_library_sha256 {pinned}"
+    else:
+        name = {"harp": "nccl_plugin_harp_lib"}.get(provider, "nccl_plugin_aiacc_package_lib")
+        planned = str(setting(hostvars, "nccl_plugin", name) or "")
+        planned_target = host.run(f"readlink -f {planned}").stdout.strip() or planned
+        assert target == planned_target, f"{link.path} -> {target}; {name} is {planned} ({planned_target})"
     assert f"{prefix}/lib" in host.file("/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf").content_string
     # What NCCL's dlopen("libnccl-net.so") gets: the cache must hand out this link, not another plugin or none.
     cache = host.check_output("PATH=$PATH:/sbin:/usr/sbin ldconfig -p").splitlines()

@@ -223,3 +223,34 @@ def test_ssh_trust_authorises_the_key_the_node_holds(tmp_path: Path) -> None:
         AssertionError, match="authorized_keys' cluster block lacks /root/.ssh/rdmaforge_cluster_ed25519"
     ):
         check(trust_node(cluster, old), hostvars)
+
+
+def plugin_node(library: str, sha256: str) -> FakeHost:
+    """An eRDMA node whose libnccl-net.so (under the nccl_plugin role's default prefix) links to ``library``, a file
+    with that ``sha256``, registered with ld.so and exporting ncclNetPlugin_v6."""
+    host = FakeHost()
+    link = "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"
+    host.add(link, is_symlink=True)
+    host.add("/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf", "/opt/rdmaforge/nccl-plugin/lib\n")
+    host.commands[f"readlink -f {link}"] = Result(0, f"{library}\n")
+    host.commands[f"sha256sum {library}"] = Result(0, f"{sha256}  {library}\n")
+    cache = f"1 libs found in cache `/etc/ld.so.cache'\n\tlibnccl-net.so (libc6,x86-64) => {link}\n"
+    host.commands["PATH=$PATH:/sbin:/usr/sbin ldconfig -p"] = Result(0, cache)
+    host.commands[f"nm -D --defined-only {link}"] = Result(0, "0000000000061be0 D ncclNetPlugin_v6\n")
+    return host
+
+
+def test_nccl_net_plugin_is_the_provider_library() -> None:
+    """On erdma the provider is AIACC from PyPI, whose library the role pins by sha256: another library behind the
+    link (a hand-replaced file, a plugin of another provider) is not the plugin planned. Before, any library that
+    exported a net API passed."""
+    check = test_node_state.test_nccl_net_plugin_registered_and_exports_net_api
+    aiacc = "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0"
+    pinned = role_default("nccl_plugin", "nccl_plugin_aiacc_library_sha256")
+    check(plugin_node(aiacc, pinned), {}, "erdma")
+    with pytest.raises(AssertionError, match="nccl_plugin_aiacc_library_sha256"):
+        check(plugin_node(aiacc, "1" * 64), {}, "erdma")
+    harp = role_default("nccl_plugin", "nccl_plugin_harp_lib")
+    check(plugin_node(harp, "2" * 64), {"nccl_plugin_provider": "harp"}, "tcp")
+    with pytest.raises(AssertionError, match="nccl_plugin_harp_lib"):
+        check(plugin_node(aiacc, pinned), {"nccl_plugin_provider": "harp"}, "tcp")
