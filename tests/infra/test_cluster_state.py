@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from rdmaforge.parsers import ld_cache
+from tests.infra.expectations import setting
 
 
 def literal(hostvars: dict[str, Any], name: str, default: str) -> str:
@@ -24,9 +25,10 @@ def test_nccl_is_installed_from_the_cluster_build_and_registered(host: Any, host
     assert host.file(f"{prefix}/current").is_symlink
     manifest = json.loads(host.file(f"{prefix}/current/.rdmaforge-build.json").content_string)
     assert manifest["name"] == "nccl" and manifest["sha256"]
-    version = literal(hostvars, "nccl_build_version", "")
-    if version:
-        assert manifest["version"] == version
+    # The inventory's version, else the nccl_build role's default: the version the role installs when none is set.
+    version = setting(hostvars, "nccl_build", "nccl_build_version")
+    if version not in (None, ""):
+        assert manifest["version"] == str(version), f"NCCL {manifest['version']} installed; planned {version}"
     assert host.file(f"{prefix}/current/lib/libnccl.so.2").exists
     assert f"{prefix}/current/lib" in host.file("/etc/ld.so.conf.d/rdmaforge-nccl.conf").content_string
     cache = host.check_output("PATH=$PATH:/sbin:/usr/sbin ldconfig -p").splitlines()
@@ -40,7 +42,14 @@ def test_cluster_ssh_trust_key_and_known_hosts(host: Any, hostvars: dict[str, An
     home = host.user(user).home
     key = host.file(f"{home}/.ssh/{literal(hostvars, 'ssh_trust_key_name', 'rdmaforge_cluster_ed25519')}")
     assert key.exists and key.mode == 0o600 and key.user == user
-    assert "# BEGIN rdmaforge cluster trust" in host.file(f"{home}/.ssh/authorized_keys").content_string
+    authorized = host.file(f"{home}/.ssh/authorized_keys").content_string
+    assert "# BEGIN rdmaforge cluster trust" in authorized
+    # The cluster block must authorise this very key (every node holds the cluster's one pair): a block left with
+    # another key, as an interrupted rotation leaves it, lets no peer in with the key the node offers.
+    trusted = authorized.partition("# BEGIN rdmaforge cluster trust")[2].partition("# END rdmaforge cluster trust")[0]
+    public = host.run(f"ssh-keygen -y -f {key.path}")
+    assert public.rc == 0 and public.stdout.split()[:2], f"ssh-keygen -y -f {key.path}: {public.stderr.strip()}"
+    assert " ".join(public.stdout.split()[:2]) in trusted, f"authorized_keys' cluster block lacks {key.path}'s key"
     known = host.file("/etc/ssh/ssh_known_hosts").content_string
     block = known.partition("# BEGIN rdmaforge cluster trust")[2].partition("# END rdmaforge cluster trust")[0]
     missing = [

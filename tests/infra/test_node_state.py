@@ -11,7 +11,7 @@ import pytest
 from rdmaforge import fabrics
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from rdmaforge.parsers.rdma_devinfo import merge_ibstat, parse_ibstat, parse_ibv_devinfo
+from rdmaforge.parsers.rdma_devinfo import merge_ibstat, parse_expected_port, parse_ibstat, parse_ibv_devinfo
 from tests.infra.expectations import accepted, enabled, nccl_conf, read_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
@@ -59,9 +59,18 @@ def test_rdma_ports_active_at_their_rate(host: Any, hostvars: dict[str, Any], fa
                     + (f"; accepted by the inventory (doctor_accept): {reason}" if reason else ""))  # fmt: skip
     pattern = fabrics.device_patterns()[fabric]
     devinfo = host.run("ibv_devinfo -v")
-    devices = [d for d in parse_ibv_devinfo(devinfo.stdout) if fnmatch.fnmatch(d["name"], pattern)]
+    every = parse_ibv_devinfo(devinfo.stdout)
     if host.exists("ibstat"):
-        devices, _ = merge_ibstat(devices, parse_ibstat(host.run("ibstat").stdout))
+        every, _ = merge_ibstat(every, parse_ibstat(host.run("ibstat").stdout))
+    devices = [d for d in every if fnmatch.fnmatch(d["name"], pattern)]
+    # rdma_core_expected_ports (DEVICE or DEVICE:PORT) must exist, whatever the pattern finds besides them.
+    listed = {(d["name"], p["port"]) for d in every for p in d["ports"]}
+    missing = []
+    for spec in [str(s) for s in setting(hostvars, "rdma_core", "rdma_core_expected_ports") or []]:
+        name, number = parse_expected_port(spec) or (spec, None)
+        if not any(device == name and number in (None, port) for device, port in listed):
+            missing.append(spec)
+    assert not missing, f"rdma_core_expected_ports not found by ibv_devinfo -v: {missing}"
     assert devices, f"no {pattern} RDMA device: ibv_devinfo -v exited {devinfo.rc}: {devinfo.stderr.strip()[:200]}"
     ports = {f"{d['name']}:{p['port']}": p for d in devices for p in d["ports"]}
     down = {name: port["state"] for name, port in ports.items() if port["state"] != "PORT_ACTIVE"}
@@ -130,6 +139,19 @@ def test_nccl_net_plugin_registered_and_exports_net_api(host: Any, hostvars: dic
         assert not link.exists, f"{link.path} is registered although nccl_plugin_provider is none"
         return
     assert link.is_symlink
+    # The provider's library (roles/nccl_plugin/defaults/main.yml): AIACC from PyPI is the file of the pinned sha256,
+    # the vendor's package and HARP are the files at the paths the inventory gives.
+    target = host.check_output(f"readlink -f {link.path}").strip()
+    source = str(setting(hostvars, "nccl_plugin", "nccl_plugin_aiacc_source") or "pypi")
+    if provider == "aiacc" and source == "pypi":
+        pinned = str(setting(hostvars, "nccl_plugin", "nccl_plugin_aiacc_library_sha256") or "")
+        found = host.check_output(f"sha256sum {target}").split()[0]
+        assert found == pinned, f"{link.path} -> {target}, sha256 {found}; nccl_plugin_aiacc_library_sha256 {pinned}"
+    else:
+        name = {"harp": "nccl_plugin_harp_lib"}.get(provider, "nccl_plugin_aiacc_package_lib")
+        planned = str(setting(hostvars, "nccl_plugin", name) or "")
+        planned_target = host.run(f"readlink -f {planned}").stdout.strip() or planned
+        assert target == planned_target, f"{link.path} -> {target}; {name} is {planned} ({planned_target})"
     assert f"{prefix}/lib" in host.file("/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf").content_string
     # What NCCL's dlopen("libnccl-net.so") gets: the cache must hand out this link, not another plugin or none.
     cache = host.check_output("PATH=$PATH:/sbin:/usr/sbin ldconfig -p").splitlines()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rdmaforge import node_facts
 from tests.infra.expectations import eni_mtu, secondary_nics, setting
 
 
@@ -24,6 +25,22 @@ def enabled(hostvars: dict[str, Any], name: str) -> bool:
     return str(literal(hostvars, name, False)).lower() in ("true", "yes", "1")
 
 
+def planned_pages(host: Any, hostvars: dict[str, Any]) -> tuple[int, str]:
+    """The pages the node should reserve, and where that number comes from: hugepages_count, else seed 004's rule
+    (50 on an 8-GPU node, otherwise GPUs x 5 + 10) for the GPUs nvidia-smi -L lists, else lspci (preflight's
+    sources, in its order), else none."""
+    given = literal(hostvars, "hugepages_count", None)
+    if given not in (None, ""):
+        return int(given), f"hugepages_count={given}"
+    smi = host.run("nvidia-smi -L")
+    if smi.rc == 0:
+        gpus, tool = node_facts.count_nvidia_smi_gpus(smi.stdout), "nvidia-smi -L"
+    else:
+        lspci = host.run("PATH=$PATH:/sbin:/usr/sbin lspci -n -mm")
+        gpus, tool = (node_facts.count_lspci_gpus(lspci.stdout), "lspci") if lspci.rc == 0 else (0, "no GPU tool")
+    return (50 if gpus == 8 else gpus * 5 + 10), f"seed 004's rule for {gpus} GPU(s) ({tool})"
+
+
 def test_hugepage_arguments_configured_once(host: Any, hostvars: dict[str, Any]) -> None:
     if not enabled(hostvars, "hugepages_enabled"):
         pytest.skip("hugepages_enabled is false for this node")
@@ -35,11 +52,13 @@ def test_hugepage_arguments_configured_once(host: Any, hostvars: dict[str, Any])
         cfg = str(literal(hostvars, "hugepages_grub_cfg", "") or "/boot/grub/grub.cfg")
         lines = re.findall(r"^\s*linux\S*\s+\S+(.*)$", host.file(cfg).content_string, re.M)
     assert lines, "no kernel line in the boot loader configuration"
+    count, source = planned_pages(host, hostvars)
     for line in lines:
         tokens = line.split()
         for key in ("default_hugepagesz", "hugepagesz"):
             assert tokens.count(f"{key}={size}") == 1, line
-        assert len([t for t in tokens if t.startswith("hugepages=")]) == 1, line
+        pages = [t for t in tokens if t.startswith("hugepages=")]
+        assert pages == [f"hugepages={count}"], f"{pages} on a kernel line; {source} plans hugepages={count}: {line}"
     drop_in = host.file("/etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf")
     if enabled(hostvars, "hugepages_mount") or hostvars.get("hugepages_mount") is None:
         assert f"pagesize={size}" in drop_in.content_string
@@ -73,7 +92,13 @@ def test_policy_routing_per_secondary_nic(host: Any, hostvars: dict[str, Any]) -
     wrong = []
     for index, name in enumerate(names):
         table, priority = table_base + index, priority_base + index
-        interface = ipaddress.IPv4Interface(planned_addresses.get(name) or addresses[name][0])
+        planned = planned_addresses.get(name)
+        has = [ipaddress.IPv4Interface(a) for a in addresses.get(name, [])]
+        if planned and ipaddress.IPv4Interface(planned) not in has:
+            # The rule and routes below are written from the plan: traffic from the address the NIC really has
+            # would not use them.
+            wrong.append(f"{name}: eni_addresses plans {planned}, the NIC has {addresses.get(name) or 'no address'}")
+        interface = ipaddress.IPv4Interface(planned or addresses[name][0])
         if (str(interface.ip), str(table), priority) not in rules:
             wrong.append(f"{name}: no rule 'from {interface.ip} lookup {table}' at priority {priority}")
         run = host.run(f"{ip} route show table {table}")

@@ -1,0 +1,256 @@
+"""The testinfra suite's own tests (tests/infra) against a stand-in for testinfra's host: a node in a planned
+state must pass, and a node that deviates from its inventory or the roles' documented defaults must fail. What is
+expected comes from the inventory given here, roles/*/defaults/main.yml read as YAML, or the seeds, never from
+tests/infra/expectations.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rdmaforge.paths import ROLES_DIR
+from tests.infra import test_cluster_state, test_node_state, test_tuning_state
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@dataclass
+class Result:
+    rc: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass
+class File:
+    path: str
+    content_string: str = ""
+    exists: bool = True
+    is_symlink: bool = False
+    is_directory: bool = False
+    mode: int = 0o644
+    user: str = "root"
+
+    def contains(self, text: str) -> bool:
+        return text in self.content_string
+
+
+@dataclass
+class User:
+    home: str
+
+
+@dataclass
+class FakeHost:
+    """What the suite calls on testinfra's host: file, run, check_output, exists, user."""
+
+    files: dict[str, File] = field(default_factory=dict)
+    commands: dict[str, Result] = field(default_factory=dict)
+
+    def file(self, path: str) -> File:
+        return self.files.get(path) or File(path, exists=False)
+
+    def add(self, path: str, content: str = "", **kwargs: Any) -> None:
+        self.files[path] = File(path, content, **kwargs)
+
+    def run(self, command: str) -> Result:
+        return self.commands.get(command, Result(127, "", f"{command}: not found"))
+
+    def check_output(self, command: str) -> str:
+        result = self.run(command)
+        assert result.rc == 0, f"{command} exited {result.rc}"
+        return result.stdout.rstrip("\n")
+
+    def exists(self, command: str) -> bool:
+        return command in self.commands
+
+    def user(self, name: str) -> User:
+        return User("/root" if name == "root" else f"/home/{name}")
+
+
+def role_default(role: str, name: str) -> Any:
+    return yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text())[name]
+
+
+def nccl_node(version: str) -> FakeHost:
+    """A node with the cluster's NCCL build installed under /opt/nccl (the nccl_build role's default prefix)."""
+    host = FakeHost()
+    build = "/opt/nccl/nccl-abc123"
+    host.add("/opt/nccl/current", is_symlink=True)
+    manifest = {"name": "nccl", "sha256": "0" * 64, "version": version, "archs": ["sm_80"], "only_funcs": ""}
+    host.add("/opt/nccl/current/.rdmaforge-build.json", json.dumps(manifest))
+    host.add("/opt/nccl/current/lib/libnccl.so.2")
+    host.add("/etc/ld.so.conf.d/rdmaforge-nccl.conf", "/opt/nccl/current/lib\n")
+    cache = f"1 libs found in cache `/etc/ld.so.cache'\n\tlibnccl.so.2 (libc6,x86-64) => {build}/lib/libnccl.so.2\n"
+    host.commands["PATH=$PATH:/sbin:/usr/sbin ldconfig -p"] = Result(0, cache)
+    return host
+
+
+def test_nccl_build_of_the_inventory_version_passes() -> None:
+    test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(
+        nccl_node("2.18.3"), {"nccl_build_version": "2.18.3"}
+    )
+    with pytest.raises(AssertionError, match="2.18.3"):
+        test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(
+            nccl_node("2.18.3"), {"nccl_build_version": "2.21.5"}
+        )
+
+
+def test_nccl_build_is_judged_against_the_role_default_when_the_inventory_sets_no_version() -> None:
+    """An inventory without nccl_build_version gets the role's default version installed: a node still carrying
+    another NCCL is not the cluster's build. Before, the version was compared only when the inventory set one."""
+    default = str(role_default("nccl_build", "nccl_build_version"))
+    test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(nccl_node(default), {})
+    with pytest.raises(AssertionError, match="NCCL 2.18.3 installed"):
+        test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered(nccl_node("2.18.3"), {})
+
+
+IP = "PATH=$PATH:/sbin:/usr/sbin ip -j"
+
+
+def eni_node(eth1_address: str) -> FakeHost:
+    """eth0 with the default route, eth1 a secondary NIC with policy routing in table 1001 at priority 1001 (the eni
+    role's documented bases) from 10.0.1.5, and the MTU 1400 the role documents off erdma."""
+    host = FakeHost()
+    local, prefix = eth1_address.split("/")
+    links = [
+        {"ifname": "lo", "mtu": 65536, "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
+        {"ifname": "eth0", "mtu": 1500, "addr_info": [{"family": "inet", "local": "10.0.0.5", "prefixlen": 24}]},
+        {"ifname": "eth1", "mtu": 1400, "addr_info": [{"family": "inet", "local": local, "prefixlen": int(prefix)}]},
+    ]
+    host.commands[f"{IP} addr show"] = Result(0, json.dumps(links))
+    host.commands[f"{IP} route show default"] = Result(0, json.dumps([{"dst": "default", "dev": "eth0"}]))
+    rules = [{"priority": 0, "src": "all", "table": "local"}, {"priority": 1001, "src": "10.0.1.5", "table": "1001"}]
+    host.commands[f"{IP} rule show"] = Result(0, json.dumps(rules))
+    host.commands[f"{IP} route show table 1001"] = Result(0, json.dumps([{"dst": "10.0.1.0/24", "dev": "eth1"}]))
+    return host
+
+
+def test_policy_routing_needs_the_planned_address_on_the_nic() -> None:
+    """eni_addresses plans eth1's address: the rule and route written from the plan do not help a NIC that has
+    another address. Before, the test read the rule and routes only, and passed."""
+    hostvars = {"eni_enabled": True, "rdmaforge_fabric": "tcp", "eni_addresses": {"eth1": "10.0.1.5/24"}}
+    test_tuning_state.test_policy_routing_per_secondary_nic(eni_node("10.0.1.5/24"), hostvars)
+    with pytest.raises(
+        AssertionError, match=r"eth1: eni_addresses plans 10\.0\.1\.5/24, the NIC has \['10\.0\.1\.77/24'\]"
+    ):
+        test_tuning_state.test_policy_routing_per_secondary_nic(eni_node("10.0.1.77/24"), hostvars)
+
+
+def grub_node(pages: int, gpus: int | None = None) -> FakeHost:
+    """A GRUB host whose grub.cfg boots with 1 GiB pages (the hugepages role's default size), and ``gpus`` GPUs
+    listed by nvidia-smi -L (None: no nvidia-smi, no lspci)."""
+    host = FakeHost()
+    args = f"root=/dev/sda1 ro default_hugepagesz=1G hugepagesz=1G hugepages={pages}"
+    host.add("/boot/grub/grub.cfg", f"menuentry 'Debian' {{\n\tlinux\t/vmlinuz-6.1.0 {args}\n}}\n")
+    host.add("/etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf", "[Mount]\nOptions=pagesize=1G\n")
+    if gpus is not None:
+        listed = "".join(f"GPU {i}: NVIDIA A100-SXM4-80GB (UUID: GPU-{i})\n" for i in range(gpus))
+        host.commands["nvidia-smi -L"] = Result(0, listed)
+    return host
+
+
+def test_hugepages_count_is_the_planned_one() -> None:
+    """Seed 004 reserves 50 one-GiB pages on its 8-GPU nodes (hugepages=50); the role's rule is GPUs x 5 + 10 on
+    other nodes, and hugepages_count overrides both. Before, any hugepages= value passed."""
+    check = test_tuning_state.test_hugepage_arguments_configured_once
+    check(grub_node(50, gpus=8), {"hugepages_enabled": True})
+    check(grub_node(30, gpus=4), {"hugepages_enabled": True})
+    check(grub_node(10), {"hugepages_enabled": True})  # no GPU: 0 x 5 + 10
+    check(grub_node(32, gpus=8), {"hugepages_enabled": True, "hugepages_count": 32})
+    with pytest.raises(AssertionError, match=r"hugepages=50"):
+        check(grub_node(2, gpus=8), {"hugepages_enabled": True})
+    with pytest.raises(AssertionError, match=r"hugepages_count=32 plans hugepages=32"):
+        check(grub_node(50, gpus=8), {"hugepages_enabled": True, "hugepages_count": 32})
+
+
+def erdma_node() -> FakeHost:
+    """An eRDMA node whose ibv_devinfo -v lists one device, erdma_0, its port active (a real capture)."""
+    host = FakeHost()
+    host.commands["ibv_devinfo -v"] = Result(0, (DATA / "ibv_devinfo" / "erdma_alibaba.txt").read_text())
+    return host
+
+
+def test_rdma_ports_expected_by_the_inventory_must_exist() -> None:
+    """rdma_core_expected_ports names the ports the node must have (the rdma_core role fails when one is missing);
+    a node where one of them is gone is not "active at its rate". Before, only the ports found were judged."""
+    check = test_node_state.test_rdma_ports_active_at_their_rate
+    check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0"]}, "erdma")
+    check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:1"]}, "erdma")
+    with pytest.raises(AssertionError, match=r"rdma_core_expected_ports not found by ibv_devinfo -v: \['erdma_1'\]"):
+        check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0", "erdma_1"]}, "erdma")
+    with pytest.raises(AssertionError, match=r"\['erdma_0:2'\]"):
+        check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:2"]}, "erdma")
+
+
+def key_pair(directory: Path, name: str) -> str:
+    """A real ed25519 key pair made by ssh-keygen; its public key as `ssh-keygen -y` prints it."""
+    path = directory / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)], check=True)
+    return subprocess.run(["ssh-keygen", "-y", "-f", str(path)], check=True, capture_output=True, text=True).stdout
+
+
+def trust_node(private_public: str, authorized_public: str) -> FakeHost:
+    """root's cluster key (the ssh_trust role's defaults: user root, key rdmaforge_cluster_ed25519) whose public half
+    is ``private_public``, and an authorized_keys whose cluster block holds ``authorized_public``."""
+    host = FakeHost()
+    key = "/root/.ssh/rdmaforge_cluster_ed25519"
+    host.add(key, mode=0o600)
+    host.commands[f"ssh-keygen -y -f {key}"] = Result(0, private_public)
+    block = f"# BEGIN rdmaforge cluster trust\n{authorized_public}# END rdmaforge cluster trust\n"
+    host.add("/root/.ssh/authorized_keys", f"ssh-rsa AAAAB3Nza operator@laptop\n{block}")
+    host.add("/etc/ssh/ssh_known_hosts", f"# BEGIN rdmaforge cluster trust\nnode1,10.0.0.1 {private_public}"
+             "# END rdmaforge cluster trust\n")  # fmt: skip
+    return host
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is not installed here")
+def test_ssh_trust_authorises_the_key_the_node_holds(tmp_path: Path) -> None:
+    """The cluster block of authorized_keys must hold the public half of the cluster key on the node: every node
+    holds the one pair and logs in to its peers with it. Before, the block's marker was enough."""
+    cluster, old = key_pair(tmp_path, "cluster"), key_pair(tmp_path, "old")
+    hostvars = {"groups": {"cluster": ["node1"]}}
+    check = test_cluster_state.test_cluster_ssh_trust_key_and_known_hosts
+    check(trust_node(cluster, cluster), hostvars)
+    with pytest.raises(
+        AssertionError, match="authorized_keys' cluster block lacks /root/.ssh/rdmaforge_cluster_ed25519"
+    ):
+        check(trust_node(cluster, old), hostvars)
+
+
+def plugin_node(library: str, sha256: str) -> FakeHost:
+    """An eRDMA node whose libnccl-net.so (under the nccl_plugin role's default prefix) links to ``library``, a file
+    with that ``sha256``, registered with ld.so and exporting ncclNetPlugin_v6."""
+    host = FakeHost()
+    link = "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so"
+    host.add(link, is_symlink=True)
+    host.add("/etc/ld.so.conf.d/rdmaforge-nccl-plugin.conf", "/opt/rdmaforge/nccl-plugin/lib\n")
+    host.commands[f"readlink -f {link}"] = Result(0, f"{library}\n")
+    host.commands[f"sha256sum {library}"] = Result(0, f"{sha256}  {library}\n")
+    cache = f"1 libs found in cache `/etc/ld.so.cache'\n\tlibnccl-net.so (libc6,x86-64) => {link}\n"
+    host.commands["PATH=$PATH:/sbin:/usr/sbin ldconfig -p"] = Result(0, cache)
+    host.commands[f"nm -D --defined-only {link}"] = Result(0, "0000000000061be0 D ncclNetPlugin_v6\n")
+    return host
+
+
+def test_nccl_net_plugin_is_the_provider_library() -> None:
+    """On erdma the provider is AIACC from PyPI, whose library the role pins by sha256: another library behind the
+    link (a hand-replaced file, a plugin of another provider) is not the plugin planned. Before, any library that
+    exported a net API passed."""
+    check = test_node_state.test_nccl_net_plugin_registered_and_exports_net_api
+    aiacc = "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0"
+    pinned = role_default("nccl_plugin", "nccl_plugin_aiacc_library_sha256")
+    check(plugin_node(aiacc, pinned), {}, "erdma")
+    with pytest.raises(AssertionError, match="nccl_plugin_aiacc_library_sha256"):
+        check(plugin_node(aiacc, "1" * 64), {}, "erdma")
+    harp = role_default("nccl_plugin", "nccl_plugin_harp_lib")
+    check(plugin_node(harp, "2" * 64), {"nccl_plugin_provider": "harp"}, "tcp")
+    with pytest.raises(AssertionError, match="nccl_plugin_harp_lib"):
+        check(plugin_node(aiacc, pinned), {"nccl_plugin_provider": "harp"}, "tcp")
