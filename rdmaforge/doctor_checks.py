@@ -31,6 +31,7 @@ from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.parsers.rdma_devinfo import active_port_rates, parse_expected_port
 from rdmaforge.paths import ROLES_DIR
+from rdmaforge.plain_data import ansible_bool
 
 CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
 
@@ -98,10 +99,6 @@ def variable(node: Mapping[str, Any], name: str) -> Any:
     return None if isinstance(value, str) and "{{" in value else value
 
 
-def truthy(value: Any) -> bool:
-    return str(value).strip().lower() in ("true", "yes", "1", "on")
-
-
 def fabric_of(node: Mapping[str, Any]) -> str:
     return str(variable(node, "rdmaforge_fabric") or "tcp")
 
@@ -139,7 +136,7 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     if not matching:
         return "problem", actual, expected, f"no {pattern} RDMA device, which fabric {fabric} needs"
     require_active = variable(node, "rdma_require_active_ports")
-    if require_active is not None and not truthy(require_active):
+    if require_active is not None and not ansible_bool(require_active):
         return "ok", actual, pattern, f"{len(matching)} {pattern} device(s); port states not required"
     inactive = [f"{d.get('name')}:{p.get('port')} {p.get('state')}" for d in matching for p in d.get("ports") or []
                 if p.get("state") != "PORT_ACTIVE"]  # fmt: skip
@@ -210,13 +207,13 @@ def planned_mtu(node: Mapping[str, Any]) -> int:
     override = variable(node, "eni_mtu")
     if override not in (None, ""):
         return int(override)
-    return 8500 if fabric_of(node) == "erdma" and truthy(variable(node, "eni_jumbo_frames")) else 1400
+    return 8500 if fabric_of(node) == "erdma" and ansible_bool(variable(node, "eni_jumbo_frames")) else 1400
 
 
 def check_mtu(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
     nics = {str(n.get("name")): n.get("mtu") for n in node.get("nics") or []}
     actual = " ".join(f"{name}={mtu}" for name, mtu in sorted(nics.items())) or "none"
-    if not truthy(variable(node, "eni_enabled")):
+    if not ansible_bool(variable(node, "eni_enabled")):
         return "not_checked", actual, None, "eni_enabled is false: no MTU is planned"
     if node.get("nics_error"):
         return "not_checked", "unknown", None, f"the node's NICs could not be read: {node['nics_error']}"
@@ -237,7 +234,7 @@ def expected_gpus(node: Mapping[str, Any]) -> tuple[int | None, str]:
     given = variable(node, "doctor_expected_gpus")
     if given not in (None, ""):
         return int(given), "doctor_expected_gpus"
-    if truthy(variable(node, "eni_per_gpu")) and truthy(variable(node, "eni_enabled")):
+    if ansible_bool(variable(node, "eni_per_gpu")) and ansible_bool(variable(node, "eni_enabled")):
         return len(eni_names(node)), "eni_per_gpu (one GPU per ENI)"
     return None, ""
 
@@ -269,7 +266,7 @@ def check_hugepages(node: Mapping[str, Any], gpus: int) -> tuple[CheckStatus, st
     pools = (node.get("hugepages") or {}).get("by_size") or {}
     reserved = int((pools.get(str(page_kb(size))) or {}).get("nr") or 0)
     actual = f"{reserved}x{size}"
-    if not truthy(variable(node, "hugepages_enabled")):
+    if not ansible_bool(variable(node, "hugepages_enabled")):
         return "not_checked", actual, None, "hugepages_enabled is false"
     expected = planned_pages(node, gpus)
     if reserved != expected:
@@ -291,7 +288,7 @@ def check_hugepages_boot(node: Mapping[str, Any], gpus: int) -> tuple[CheckStatu
     tokens = [t for text in texts for t in boot_arguments(text)]
     counts = [t.partition("=")[2] for t in tokens if t.startswith("hugepages=")]
     actual = " ".join(f"hugepages={c}" for c in counts) or "none"
-    if not truthy(variable(node, "hugepages_enabled")):
+    if not ansible_bool(variable(node, "hugepages_enabled")):
         return "not_checked", actual, None, "hugepages_enabled is false"
     if not texts:
         return "not_checked", actual, None, "no /etc/default/grub (a BLS or grubby host: see rdmaforge verify)"
@@ -416,7 +413,7 @@ def check_plugin_host(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | 
         f"the DMI product name is {actual}: not an Alibaba Cloud ECS instance, so the AIACC plugin cannot pass "
         "its licence check and NCCL does not use it"
     )
-    if truthy(variable(node, "nccl_plugin_aiacc_outside_alibaba_cloud")):
+    if ansible_bool(variable(node, "nccl_plugin_aiacc_outside_alibaba_cloud")):
         reason += " (installed anyway: nccl_plugin_aiacc_outside_alibaba_cloud is true)"
     return "problem", actual, repr(ecs), reason
 

@@ -26,7 +26,7 @@ from typing import Any
 from rdmaforge import fabrics, fast_yaml
 from rdmaforge.bench.verdict import THRESHOLDS, threshold_allowed, threshold_problem
 from rdmaforge.hostnames import short_name
-from rdmaforge.plain_data import plain
+from rdmaforge.plain_data import ansible_bool, plain
 
 #: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
 FABRICS: tuple[str, ...] = fabrics.NAMES
@@ -444,7 +444,7 @@ def hugepages_problems(host: str, values: Mapping[str, object]) -> list[Problem]
     found = []
     count = values.get("hugepages_count")
     number = _whole_number(count)
-    if _ansible_bool(values.get("hugepages_enabled", False)) and number is not None and number < 1:
+    if ansible_bool(values.get("hugepages_enabled", False)) and number is not None and number < 1:
         found.append(
             Problem(
                 host,
@@ -588,13 +588,6 @@ _SHA256_ALLOWED = "64 lower-case hexadecimal digits, as sha256sum prints them"
 _URL_ALLOWED = "an http://, https:// or ftp:// URL with a host, or a file:// URL"
 
 
-def _ansible_bool(value: object) -> bool:
-    """What Ansible's ``bool`` filter makes of a value."""
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in ("yes", "on", "1", "true")
-
-
 def is_download_url(value: object) -> bool:
     """What get_url can fetch: http(s) or ftp with a host, or a local file:// path; no spaces."""
     if not isinstance(value, str) or not value or any(c.isspace() for c in value):
@@ -616,7 +609,7 @@ def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
         source = values.get(download.source, download.default)
         if source != download.in_use or (download.source.startswith("nccl_plugin_") and provider != "aiacc"):
             continue
-        if download.switch is not None and not _ansible_bool(values.get(download.switch, True)):
+        if download.switch is not None and not ansible_bool(values.get(download.switch, True)):
             continue
         used = f"{download.source}={show(source)}"
         url = values.get(download.url, "") if download.url is not None else None

@@ -48,3 +48,21 @@ def plain(value: Any) -> Any:
     if isinstance(value, str):
         return str(value)
     return value
+
+
+#: The strings (any case) Ansible's ``bool`` filter reads as true (ansible-core 2.19, plugins/filter/core.py).
+_ANSIBLE_TRUE = frozenset(("yes", "on", "true", "1"))
+
+
+def ansible_bool(value: Any) -> bool:
+    """What ``value | bool`` gives in a role: true for True, 1, and yes/on/true/1 in any case; false for anything
+    else (Ansible warns there and answers ``value == 1``). The code that predicts a role's choice reads a variable
+    the way the role does."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value.lower() in _ANSIBLE_TRUE
+    try:
+        return bool(value == 1)
+    except TypeError:
+        return False

@@ -12,6 +12,7 @@ from typing import Any
 
 from rdmaforge import tuning
 from rdmaforge.inventory_checks import show
+from rdmaforge.plain_data import ansible_bool
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster, gpu_problems
 from rdmaforge.workloads.options import PREFIX, Settings, as_int
@@ -153,7 +154,7 @@ def hugepages_findings(cluster: Cluster) -> tuple[list[str], list[str]]:
     warnings: list[str] = []
     for node in cluster.nodes:
         variables = node.hugepages
-        if str(variables.get("hugepages_enabled", False)).strip().lower() not in ("true", "yes", "1", "on"):
+        if not ansible_bool(variables.get("hugepages_enabled", False)):
             warnings.append(
                 f"{node.name}: {option}={wanted}, but hugepages_enabled is false (role hugepages reserves no pages "
                 f"on this node): the MPIJob workers stay Pending unless the node has {pages} pages of 1 GiB "

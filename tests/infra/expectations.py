@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from rdmaforge.paths import ROLES_DIR
+from rdmaforge.plain_data import ansible_bool
 
 ROLES = ROLES_DIR
 
@@ -30,7 +31,7 @@ def setting(hostvars: dict[str, Any], role: str, name: str) -> Any:
 
 
 def enabled(value: Any) -> bool:
-    return str(value).strip().lower() in ("true", "yes", "1", "on")
+    return ansible_bool(value)
 
 
 def accepted(hostvars: dict[str, Any], check: str) -> str | None:

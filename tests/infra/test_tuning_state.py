@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from rdmaforge import node_facts
+from rdmaforge.plain_data import ansible_bool
 from tests.infra.expectations import eni_mtu, secondary_nics, setting
 
 
@@ -22,7 +23,7 @@ def literal(hostvars: dict[str, Any], name: str, default: Any) -> Any:
 
 
 def enabled(hostvars: dict[str, Any], name: str) -> bool:
-    return str(literal(hostvars, name, False)).lower() in ("true", "yes", "1")
+    return ansible_bool(literal(hostvars, name, False))
 
 
 def planned_pages(host: Any, hostvars: dict[str, Any]) -> tuple[int, str]:
