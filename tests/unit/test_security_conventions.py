@@ -8,6 +8,7 @@ then edit what root compiles or writes. A private directory is made with ``ansib
 
 from __future__ import annotations
 
+import configparser
 import re
 from pathlib import Path
 
@@ -49,3 +50,11 @@ def test_the_pattern_finds_world_writable_paths_and_only_them() -> None:
     for text in ("/var/lib/rdmaforge/build", "/opt/tmp", "/etc/tmpfiles.d/x.conf", "~/tmp/x", "./tmp", "mountPath"):
         assert not WORLD_WRITABLE_PATH.search(text), text
 
+
+def test_ssh_control_sockets_are_not_in_a_shared_directory() -> None:
+    """Another user who creates the control directory first can replace the sockets every SSH session goes through."""
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(PROJECT / "ansible.cfg")
+    directory = config.get("ssh_connection", "control_path_dir", fallback="~/.ansible/cp")
+    assert not WORLD_WRITABLE_PATH.match(directory), directory
+    assert directory.startswith("~/"), f"control_path_dir={directory}: not private to the controller's user"
