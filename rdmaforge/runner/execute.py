@@ -22,7 +22,7 @@ import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
 
 from rdmaforge import paths
-from rdmaforge.runner import accelerator, extravars, secrets
+from rdmaforge.runner import accelerator, extravars, secrets, vault
 from rdmaforge.runner.events import EventLog
 from rdmaforge.runner.recap import HostRecap, from_stats
 
@@ -145,10 +145,39 @@ def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[st
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
+#: Where Ansible reads an inventory's variables beside it (the files, and directories of files, in these).
+INVENTORY_VARS_DIRS = ("group_vars", "host_vars")
+
+
+def inventory_variable_files(inventory: Path) -> list[Path]:
+    """The inventory's own files (a file, or the files of a directory) and its group_vars/host_vars files."""
+    base = inventory if inventory.is_dir() else inventory.parent
+    files = sorted(p for p in base.iterdir() if p.is_file()) if inventory.is_dir() else [inventory]
+    for name in INVENTORY_VARS_DIRS:
+        if (base / name).is_dir():
+            files += sorted(p for p in (base / name).rglob("*") if p.is_file())
+    return files
+
+
+def secret_values(request: Request) -> set[str]:
+    """The values the run's artifacts must not keep: secret-named and vaulted ones, from -e and the inventory."""
+    decrypt = vault.decryptor(request.vault_ids, request.vault_password_files)
+    values = secrets.secret_values(extravars.merged(request.extra_vars, decrypt))
+    try:
+        files = inventory_variable_files(request.inventory)
+    except OSError:
+        files = []
+    for path in files:
+        data = vault.load_file(path, decrypt)
+        if isinstance(data, dict):
+            values |= secrets.secret_values(data)
+    return values
+
+
 def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -> Outcome:
     """Run it; the outcome holds the per-host recap, the collected events and the scrubbed artifacts' path."""
     log = EventLog()
-    values = secrets.secret_values(extravars.merged(request.extra_vars))
+    values = secret_values(request)
 
     def handle(event: Mapping[str, Any]) -> bool:
         log.handle(event)

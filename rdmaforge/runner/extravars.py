@@ -19,6 +19,7 @@ import yaml
 
 from rdmaforge.errors import UserError
 from rdmaforge.plain_data import TOO_DEEP, too_deep
+from rdmaforge.runner.vault import Decrypt, load_vars
 
 VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -34,12 +35,13 @@ class ExtraVars:
     file: Path | None = None
     inline: dict[str, Any] = field(default_factory=dict)
 
-    def variables(self) -> dict[str, Any]:
-        """The variables, read from the file when there is one (an unreadable or vaulted file gives none)."""
+    def variables(self, decrypt: Decrypt | None = None) -> dict[str, Any]:
+        """The variables, read from the file when there is one (an unreadable file gives none). Vaulted values,
+        inline or the whole file, are decrypted with ``decrypt`` when it can (else left out)."""
         if self.file is None:
             return self.inline
         try:
-            data = yaml.safe_load(self.file.read_text())
+            data = load_vars(self.file.read_text(), decrypt)
         except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             return {}
         return data if isinstance(data, dict) and not too_deep(data) else {}
@@ -105,11 +107,11 @@ def _check_name(argument: str, name: str) -> None:
         raise ExtraVarsError(f"-e {_shown(argument)}: {name!r} is not a valid variable name")
 
 
-def merged(sources: Sequence[ExtraVars]) -> dict[str, Any]:
+def merged(sources: Sequence[ExtraVars], decrypt: Decrypt | None = None) -> dict[str, Any]:
     """All variables, later sources winning (what the playbook will see, for the run's own use)."""
     result: dict[str, Any] = {}
     for source in sources:
-        result.update(source.variables())
+        result.update(source.variables(decrypt))
     return result
 
 

@@ -3,7 +3,10 @@
 Three leaks are closed: ansible-runner writes `env/extravars`, `env/passwords` and `env/ssh_key` into its
 private data directory (prevented with ``suppress_env_files`` and checked by :func:`env_files`); it records
 the whole environment of the run in `command` (a CI job's tokens included, rewritten by :func:`scrub_command`);
-and a task may print a secret variable (replaced everywhere by :func:`scrub_tree`).
+and a task may print a secret variable (replaced everywhere by :func:`scrub_tree`). Secrets are the values of
+secret-named variables and every vault-encrypted value (:mod:`rdmaforge.runner.vault`), from the -e files and the
+inventory's variables; and, whatever variable they came from, private keys (PEM blocks) and the password of a
+URL (``https://user:PASSWORD@host``, as pip index, git and mirror URLs carry tokens), found by their form.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from rdmaforge.runner.vault import VaultPlaintext
 
 #: Variable and environment names whose values are secrets: ansible_password, ansible_become_pass,
 #: vault_password_file's content, *_token, *_secret, api keys, private keys, credentials.
@@ -25,6 +30,12 @@ REDACTED = "********"
 MIN_SECRET_LENGTH = 4
 #: Files larger than this are raw logs or archives, not text Ansible wrote; they are left alone.
 MAX_SCRUB_BYTES = 64 * 1024 * 1024
+#: A PEM private key (OpenSSH, PKCS#8, RSA, EC, ...), its lines raw or JSON-escaped (``\n``) as events hold them.
+PRIVATE_KEY_BLOCK = re.compile(
+    rb"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.DOTALL
+)
+#: The password of a URL's user information: scheme://user:PASSWORD@host.
+URL_PASSWORD = re.compile(rb"([a-z][a-z0-9+.-]*://[^/\s:@\"'\\]+:)[^/\s@\"'\\]+@", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
@@ -43,7 +54,19 @@ def secret_values(variables: Mapping[str, Any]) -> set[str]:
             for item in value:
                 if isinstance(item, Mapping):
                     found |= secret_values(item)
+        found |= _vaulted(value)
     return {value for value in found if len(value) >= MIN_SECRET_LENGTH}
+
+
+def _vaulted(value: Any) -> set[str]:
+    """Decrypted vault values anywhere in ``value``: the user encrypted them, whatever their name."""
+    if isinstance(value, VaultPlaintext):
+        return {str(value)}
+    if isinstance(value, Mapping):
+        return set().union(*(_vaulted(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_vaulted(v) for v in value)) if value else set()
+    return set()
 
 
 def _leaves(value: Any) -> set[str]:
@@ -60,7 +83,8 @@ def scrub_env(env: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str, 
     """The environment with secret-named variables, and any value holding a known secret, redacted."""
     known = [s for s in secrets if s]
     return {
-        key: REDACTED if is_secret_name(key) or any(s in value for s in known) else value for key, value in env.items()
+        key: REDACTED if is_secret_name(key) or any(s in value for s in known) else redact(value.encode(), ()).decode()
+        for key, value in env.items()
     }
 
 
@@ -80,15 +104,15 @@ def redact(data: bytes, secrets: Iterable[str]) -> bytes:
     for secret in sorted(set(secrets), key=len, reverse=True):
         for form in {secret, json.dumps(secret)[1:-1]}:
             data = data.replace(form.encode(), REDACTED.encode())
-    return data
+    hidden = REDACTED.encode()
+    data = PRIVATE_KEY_BLOCK.sub(rb"-----BEGIN \1PRIVATE KEY-----" + hidden + rb"-----END \1PRIVATE KEY-----", data)
+    return URL_PASSWORD.sub(rb"\1" + hidden + b"@", data)
 
 
 def scrub_tree(root: Path, secrets: Iterable[str]) -> list[Path]:
     """Replace every secret value in the files under ``root``; returns the files that held one."""
     values = [s for s in secrets if len(s) >= MIN_SECRET_LENGTH]
     changed: list[Path] = []
-    if not values:
-        return changed
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         if path.stat().st_size > MAX_SCRUB_BYTES:
             continue

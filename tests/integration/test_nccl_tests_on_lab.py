@@ -87,7 +87,7 @@ def test_compiled_once_on_the_builder_only(built: tuple[LabHandle, subprocess.Co
     assert info["id"] == f"{NCCL_TESTS_VERSION}-nccl{nccl_build['id']}"
     assert float(str(info["build_seconds"])) > 0
     # the builder's scratch directory is gone; the other nodes never had one
-    assert lab.ssh("node1", f"ls /var/tmp/rdmaforge-nccl-build/nccl-tests-{info['id']}", check=False).returncode != 0
+    assert lab.ssh("node1", f"ls /var/lib/rdmaforge/nccl-build/nccl-tests-{info['id']}", check=False).returncode != 0
 
 
 def test_every_node_has_the_same_binaries(built: tuple[LabHandle, subprocess.CompletedProcess[str]]) -> None:

@@ -105,10 +105,12 @@ def test_the_composed_run_is_seed_000s(seed: dict[str, Any], shared_dir: Path) -
 def test_ranks_follow_the_inventory_gpus(seed: dict[str, Any]) -> None:
     argv = composed(4, 3, benchmark_collectives=["all_reduce"])
     assert contains(argv, ["-np", "12"])
+    # The JSON goes into the private directory the role's tempfile task made (mkdtemp), not a guessable /tmp name.
     with_json = composed(
-        8, 2, benchmark_nccl_help={"stdout": "  -J,--output_file <file>", "stderr": ""}, benchmark_run_id="r1"
-    )
-    assert with_json[-2:] == ["-J", "/tmp/rdmaforge-r1-all_reduce.json"]
+        8, 2, benchmark_nccl_help={"stdout": "  -J,--output_file <file>", "stderr": ""}, benchmark_run_id="r1",
+        benchmark_nccl_json_dir={"path": "/tmp/rdmaforge-nccl-json-k2x9q"},
+    )  # fmt: skip
+    assert with_json[-2:] == ["-J", "/tmp/rdmaforge-nccl-json-k2x9q/nccl-all_reduce.json"]
 
 
 def test_a_limited_run_launches_on_its_own_nodes_only(shared_dir: Path) -> None:

@@ -1,0 +1,110 @@
+"""Read variable files as Ansible would for the secret scrubber: ``!vault`` values and whole-file vaults.
+
+A YAML file with an inline ``!vault`` value is not plain YAML: read with ``yaml.safe_load`` it gave nothing, so
+even its plain secret-named values went unscrubbed. Here ``!vault`` and ``!unsafe`` are understood, and a vaulted
+value (inline or a whole file) is decrypted with the run's own ``--vault-id`` / ``--vault-password-file``. Its
+plaintext is a :class:`VaultPlaintext`: the scrubber treats it as a secret whatever the variable's name, since the
+user encrypted it. Without the password a vaulted value is left out (Ansible then fails the run itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: Decrypts one vault text (``$ANSIBLE_VAULT;...``); None when it cannot.
+Decrypt = Callable[[str], "str | None"]
+VAULT_HEADER = "$ANSIBLE_VAULT;"
+
+
+class VaultPlaintext(str):
+    """A decrypted vault value: a secret whatever the name of the variable holding it."""
+
+
+class _Undecrypted:
+    """A ``!vault`` value the run has no password for (left out of the secrets: its plaintext is unknown)."""
+
+
+def _loader(decrypt: Decrypt | None) -> type[yaml.SafeLoader]:
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        pass
+
+    def vaulted(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+        text = loader.construct_scalar(node)
+        plain = decrypt(str(text)) if decrypt is not None else None
+        return _Undecrypted() if plain is None else VaultPlaintext(plain)
+
+    def unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_scalar(node)
+
+    Loader.add_constructor("!vault", vaulted)
+    Loader.add_constructor("!unsafe", unsafe)
+    return Loader
+
+
+def _marked(value: Any) -> Any:
+    """Every leaf of a whole-file vault's data marked as vault plaintext."""
+    if isinstance(value, dict):
+        return {k: _marked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_marked(v) for v in value]
+    if isinstance(value, str):
+        return VaultPlaintext(value)
+    if value is None or isinstance(value, bool):
+        return value
+    return VaultPlaintext(str(value))
+
+
+def load_vars(text: str, decrypt: Decrypt | None = None) -> Any:
+    """The data of a variables file (YAML or JSON), vaulted values decrypted where ``decrypt`` can."""
+    if text.lstrip().startswith(VAULT_HEADER):
+        plain = decrypt(text) if decrypt is not None else None
+        return None if plain is None else _marked(load_vars(plain))
+    return yaml.load(text, Loader=_loader(decrypt))  # noqa: S506 - a SafeLoader subclass
+
+
+def load_file(path: Path, decrypt: Decrypt | None = None) -> Any:
+    """:func:`load_vars` of a file; None when it cannot be read or is not YAML (an INI inventory)."""
+    try:
+        return load_vars(path.read_text(), decrypt)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return None
+
+
+def decryptor(vault_ids: Sequence[str], password_files: Sequence[Path | str]) -> Decrypt | None:
+    """Decrypts with the run's vault identities ([LABEL@]FILE or script) and password files; None without any."""
+    if not vault_ids and not password_files:
+        return None
+    from ansible.parsing.dataloader import DataLoader  # ansible is imported only by runs that use vault
+    from ansible.parsing.vault import VaultLib, get_file_vault_secret
+
+    loader = DataLoader()
+    identities: list[tuple[str, Any]] = []
+    sources = [(i.rpartition("@")[0] or "default", i.rpartition("@")[2]) for i in vault_ids]
+    sources += [("default", str(p)) for p in password_files]
+    for label, source in sources:
+        try:
+            secret = get_file_vault_secret(filename=str(Path(source).expanduser()), vault_id=label, loader=loader)
+            secret.load()
+        except Exception:  # noqa: BLE001 - Ansible itself reports a bad vault source; the scrubber goes on
+            continue
+        identities.append((label, secret))
+    if not identities:
+        return None
+    lib = VaultLib(identities)
+
+    def decrypt(text: str) -> str | None:
+        try:
+            plain: bytes = lib.decrypt(text.strip())
+            return plain.decode("utf-8", errors="replace")
+        except Exception:  # noqa: BLE001 - wrong password or not a vault: this value stays unknown
+            return None
+
+    return decrypt

@@ -1,0 +1,87 @@
+"""What the CLI keeps out of a run's artifacts (artifacts/runs/...): secret-named variables, vault-encrypted values
+(whatever their name, in -e files and in the inventory's group_vars/host_vars), private keys and URL passwords."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ansible.parsing.vault import VaultLib, VaultSecret
+
+from rdmaforge.runner import execute, extravars, secrets, vault
+
+PASSWORD = "vault-pass-for-the-test"
+PEM = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "QyNTUxOQAAACDm0lXwHcY0l0Yb0s0Zm3H0rY7n1W6Yb7JpP3uQ2pY6xQAAAJg=\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+def encrypted(plaintext: str) -> str:
+    return VaultLib([("default", VaultSecret(PASSWORD.encode()))]).encrypt(plaintext).decode()
+
+
+def inline_vault(plaintext: str) -> str:
+    return "!vault |\n" + "".join(f"  {line}\n" for line in encrypted(plaintext).splitlines())
+
+
+def password_file(tmp_path: Path) -> Path:
+    path = tmp_path / "vault-pass"
+    path.write_text(PASSWORD + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def test_a_vars_file_with_a_vaulted_value_still_gives_its_plain_secrets(tmp_path: Path) -> None:
+    """A !vault tag made the whole file unreadable to the scrubber: none of its secrets were scrubbed."""
+    vars_file = tmp_path / "vars.yml"
+    vars_file.write_text(f"db_password: plain-secret-1\nregistry_url: {inline_vault('https://u:tok@registry')}")
+    found = secrets.secret_values(extravars.merged(extravars.parse([f"@{vars_file}"])))
+    assert "plain-secret-1" in found
+
+
+def test_vaulted_values_are_secrets_whatever_their_name(tmp_path: Path) -> None:
+    inline = tmp_path / "inline.yml"
+    inline.write_text(f"pip_index: {inline_vault('https://ci:inline-token-9@pypi.example/simple')}\nplain: shown\n")
+    whole = tmp_path / "whole.yml"
+    whole.write_text(encrypted("ansible_become_password: whole-file-secret\nmirror: whole-file-mirror-9\n"))
+    decrypt = vault.decryptor((), (password_file(tmp_path),))
+    found = secrets.secret_values(extravars.merged(extravars.parse([f"@{inline}", f"@{whole}"]), decrypt))
+    assert {"https://ci:inline-token-9@pypi.example/simple", "whole-file-secret", "whole-file-mirror-9"} <= found
+    assert "shown" not in found
+    # Without the password nothing can be read from them, and nothing breaks.
+    assert secrets.secret_values(extravars.merged(extravars.parse([f"@{inline}", f"@{whole}"]))) == set()
+
+
+def test_the_inventory_vault_values_are_secrets(tmp_path: Path) -> None:
+    """Vault is mostly used in group_vars: a vaulted become password or token there is scrubbed too."""
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars" / "all").mkdir(parents=True)
+    (inventory / "host_vars").mkdir()
+    (inventory / "hosts.yml").write_text("all:\n  hosts:\n    n1: {}\n")
+    (inventory / "group_vars" / "all" / "vault.yml").write_text(encrypted("ansible_become_password: gv-secret-1\n"))
+    (inventory / "host_vars" / "n1.yml").write_text(f"bmc: {inline_vault('hv-secret-2')}\napi_token: hv-token-3\n")
+    request = execute.Request(inventory=inventory / "hosts.yml", vault_password_files=(password_file(tmp_path),))
+    assert {"gv-secret-1", "hv-secret-2", "hv-token-3"} <= execute.secret_values(request)
+    # An inventory directory is read the same way.
+    request = execute.Request(inventory=inventory, vault_password_files=(password_file(tmp_path),))
+    assert {"gv-secret-1", "hv-secret-2", "hv-token-3"} <= execute.secret_values(request)
+
+
+def test_private_keys_and_url_passwords_are_scrubbed_without_knowing_them(tmp_path: Path) -> None:
+    events = tmp_path / "ansible" / "job_events"
+    events.mkdir(parents=True)
+    (events / "1-x.json").write_text(json.dumps({"stdout": PEM, "cmd": "pip install --index-url "
+                                                 "https://ci:s3cr3t-tok@pypi.example/simple torch"}))  # fmt: skip
+    (tmp_path / "ansible" / "stdout").write_text(f"key:\n{PEM}git clone https://bot:gh-tok-77@git.example/x.git\n")
+    (tmp_path / "ansible" / "plain").write_text("ssh://git@github.com/x https://mirror.example/erdma 10:20@x\n")
+    changed = secrets.scrub_tree(tmp_path, [])
+    assert {p.name for p in changed} == {"1-x.json", "stdout"}
+    text = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+    for leaked in ("b3BlbnNzaC1rZXkt", "QyNTUxOQAAACDm0lXwHcY0l0Yb0s0Zm3H", "s3cr3t-tok", "gh-tok-77"):
+        assert leaked not in text, leaked
+    assert "https://ci:********@pypi.example/simple" in text and "https://bot:********@git.example" in text
+    assert "PRIVATE KEY" in text  # says what was there
+    assert (tmp_path / "ansible" / "plain").read_text().startswith("ssh://git@github.com/x https://mirror.example")
