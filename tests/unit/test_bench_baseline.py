@@ -96,25 +96,25 @@ def test_a_shorter_sweep_than_the_baselines_is_not_judged_within_it(run_dir: Pat
     assert "18 sizes within 10% of the baseline, but this run lacks 1 of its sizes (1G)" in str(compared["reason"])
 
 
-def test_a_baseline_from_another_cluster_is_not_judged(run_dir: Path, made: Path, tmp_path: Path) -> None:
+def against_a_changed_baseline(run_dir: Path, made: Path, tmp_path: Path, key: str, value: object) -> dict:
+    """The report's baseline component for ``run_dir`` against ``made`` with its fingerprint's ``key`` changed."""
     data = json.loads(made.read_text())
-    data["fingerprint"]["fabric"] = "infiniband"
+    data["fingerprint"][key] = value
     other = tmp_path / "other.json"
     other.write_text(json.dumps(data))
     assert main(["report", str(run_dir), "--baseline", str(other)]) == 5
-    compared = component(json.loads((run_dir / "results.json").read_text()), "baseline")
+    compared: dict = component(json.loads((run_dir / "results.json").read_text()), "baseline")
     assert compared["status"] == "not_judged"
+    return compared
+
+
+def test_a_baseline_from_another_cluster_is_not_judged(run_dir: Path, made: Path, tmp_path: Path) -> None:
+    compared = against_a_changed_baseline(run_dir, made, tmp_path, "fabric", "infiniband")
     assert "fabric 'infiniband' in the baseline, 'tcp' now" in str(compared["reason"])
 
 
 def test_a_baseline_with_other_gpus_per_node_is_not_judged(run_dir: Path, made: Path, tmp_path: Path) -> None:
-    data = json.loads(made.read_text())
-    data["fingerprint"]["gpus"] = {"n1": 8, "n2": 8}
-    other = tmp_path / "other.json"
-    other.write_text(json.dumps(data))
-    assert main(["report", str(run_dir), "--baseline", str(other)]) == 5
-    compared = component(json.loads((run_dir / "results.json").read_text()), "baseline")
-    assert compared["status"] == "not_judged"
+    compared = against_a_changed_baseline(run_dir, made, tmp_path, "gpus", {"n1": 8, "n2": 8})
     assert "GPUs per node [8, 8] in the baseline, [1, 1] now" in str(compared["reason"])
 
 
