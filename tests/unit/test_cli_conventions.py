@@ -26,6 +26,7 @@ from rdmaforge.commands import completion, provision, verify
 from rdmaforge.runner import command, execute
 from rdmaforge.runner.exit_codes import MEANING, ExitCode
 from rdmaforge.runner.progress import CLEAR, AnsibleEcho, Progress, escapes_allowed, strip_escapes
+from rdmaforge.runner.secrets import REDACTED
 from tests.unit.test_runner_local import inventory
 
 PLAYBOOK = """---
@@ -125,7 +126,8 @@ def test_flags_reach_ansible_json_on_stdout_and_quiet_shows_no_progress(
     assert argv[argv.index("--user") + 1] == user
     assert argv[argv.index("--vault-password-file") + 1] == str(password.resolve())
     stdout = (run_dir / "ansible" / "stdout").read_text()
-    assert f"vaulted is {VAULTED}" in stdout  # the vault password file decrypted the vaulted -e file
+    # The vault password file decrypted the vaulted -e file, and the decrypted value is redacted from the artifacts.
+    assert f"vaulted is {REDACTED}" in stdout and VAULTED not in stdout
     assert "Left out by skip-tags" not in stdout and "Say hello" in stdout
 
 
