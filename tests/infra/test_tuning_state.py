@@ -26,6 +26,15 @@ def enabled(hostvars: dict[str, Any], name: str) -> bool:
     return ansible_bool(literal(hostvars, name, False))
 
 
+def skip_unless_enabled(hostvars: dict[str, Any], name: str) -> None:
+    """Skip, naming why, unless the inventory switches ``name`` on: a template testinfra cannot render is not
+    judged, rather than read as false."""
+    if "{{" in str(hostvars.get(name, "")):
+        pytest.skip(f"not judged: {name} is a template ({hostvars[name]}) that testinfra does not render")
+    if not enabled(hostvars, name):
+        pytest.skip(f"{name} is false for this node")
+
+
 def planned_pages(host: Any, hostvars: dict[str, Any]) -> tuple[int, str]:
     """The pages the node should reserve, and where that number comes from: hugepages_count, else seed 004's rule
     (50 on an 8-GPU node, otherwise GPUs x 5 + 10) for the GPUs nvidia-smi -L lists, else lspci (preflight's
@@ -43,8 +52,7 @@ def planned_pages(host: Any, hostvars: dict[str, Any]) -> tuple[int, str]:
 
 
 def test_hugepage_arguments_configured_once(host: Any, hostvars: dict[str, Any]) -> None:
-    if not enabled(hostvars, "hugepages_enabled"):
-        pytest.skip("hugepages_enabled is false for this node")
+    skip_unless_enabled(hostvars, "hugepages_enabled")
     size = str(literal(hostvars, "hugepages_size", "1G"))
     if host.exists("grubby") and host.file("/boot/loader/entries").is_directory:
         text = host.check_output("grubby --info=ALL")
@@ -69,8 +77,7 @@ def test_policy_routing_per_secondary_nic(host: Any, hostvars: dict[str, Any]) -
     """Per secondary NIC, in order: table base+i, rule `from ADDRESS lookup TABLE` at priority base+i, the subnet
     route (and the gateway's default route) in that table, no default route via it in the main table, and the
     planned MTU. Expected values come from the inventory and the eni role's documented defaults."""
-    if not enabled(hostvars, "eni_enabled"):
-        pytest.skip("eni_enabled is false for this node")
+    skip_unless_enabled(hostvars, "eni_enabled")
     ip = "PATH=$PATH:/sbin:/usr/sbin ip -j"
     links = json.loads(host.check_output(f"{ip} addr show"))
     addresses = {

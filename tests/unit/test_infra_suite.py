@@ -254,3 +254,19 @@ def test_nccl_net_plugin_is_the_provider_library() -> None:
     check(plugin_node(harp, "2" * 64), {"nccl_plugin_provider": "harp"}, "tcp")
     with pytest.raises(AssertionError, match="nccl_plugin_harp_lib"):
         check(plugin_node(aiacc, pinned), {"nccl_plugin_provider": "harp"}, "tcp")
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        test_tuning_state.test_hugepage_arguments_configured_once,
+        test_tuning_state.test_policy_routing_per_secondary_nic,
+    ],
+)
+def test_a_templated_switch_is_not_judged_rather_than_read_as_false(check: Any) -> None:
+    """testinfra does not render templates: a switch the inventory sets with one is named as not judged."""
+    name = "hugepages_enabled" if "hugepage" in check.__name__ else "eni_enabled"
+    with pytest.raises(pytest.skip.Exception, match=rf"not judged: {name} is a template"):
+        check(FakeHost(), {name: "{{ inventory_hostname in groups['tuned'] }}"})
+    with pytest.raises(pytest.skip.Exception, match=rf"{name} is false for this node"):
+        check(FakeHost(), {name: False})
