@@ -30,12 +30,16 @@ REDACTED = "********"
 MIN_SECRET_LENGTH = 4
 #: Files larger than this are raw logs or archives, not text Ansible wrote; they are left alone.
 MAX_SCRUB_BYTES = 64 * 1024 * 1024
-#: A PEM private key (OpenSSH, PKCS#8, RSA, EC, ...), its lines raw or JSON-escaped (``\n``) as events hold them.
-PRIVATE_KEY_BLOCK = re.compile(
-    rb"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.DOTALL
+#: A PEM private key's first and last lines (OpenSSH, PKCS#8, RSA, EC, ...); between them, raw or JSON-escaped
+#: (``\n``) as events hold them, is what is redacted.
+KEY_BEGIN = re.compile(rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+KEY_END = re.compile(rb"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+#: The password of a URL's user information: scheme://user:PASSWORD@host. The scheme starts where a run of scheme
+#: characters starts and is 32 at most: without both, every position of a long run of letters (a task's output)
+#: would rescan the rest of it, quadratic in the run's length.
+URL_PASSWORD = re.compile(
+    rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://[^/\s:@\"'\\]+:)[^/\s@\"'\\]+@", re.IGNORECASE
 )
-#: The password of a URL's user information: scheme://user:PASSWORD@host.
-URL_PASSWORD = re.compile(rb"([a-z][a-z0-9+.-]*://[^/\s:@\"'\\]+:)[^/\s@\"'\\]+@", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
@@ -105,8 +109,22 @@ def redact(data: bytes, secrets: Iterable[str]) -> bytes:
         for form in {secret, json.dumps(secret)[1:-1]}:
             data = data.replace(form.encode(), REDACTED.encode())
     hidden = REDACTED.encode()
-    data = PRIVATE_KEY_BLOCK.sub(rb"-----BEGIN \1PRIVATE KEY-----" + hidden + rb"-----END \1PRIVATE KEY-----", data)
-    return URL_PASSWORD.sub(rb"\1" + hidden + b"@", data)
+    if b"PRIVATE KEY-----" in data:
+        data = _redact_private_keys(data, hidden)
+    return URL_PASSWORD.sub(rb"\1" + hidden + b"@", data) if b"://" in data else data
+
+
+def _redact_private_keys(data: bytes, hidden: bytes) -> bytes:
+    """Each BEGIN ... END private key block with its body replaced by ``hidden``, in one pass: a BEGIN with no END
+    after it ends the search (no later BEGIN has one either), so no input makes this quadratic."""
+    parts, position = [], 0
+    while begin := KEY_BEGIN.search(data, position):
+        end = KEY_END.search(data, begin.end())
+        if end is None:
+            break
+        parts += [data[position : begin.end()], hidden, end.group()]
+        position = end.end()
+    return b"".join([*parts, data[position:]])
 
 
 def scrub_tree(root: Path, secrets: Iterable[str]) -> list[Path]:

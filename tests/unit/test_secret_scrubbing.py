@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from ansible.parsing.vault import VaultLib, VaultSecret
@@ -85,3 +87,26 @@ def test_private_keys_and_url_passwords_are_scrubbed_without_knowing_them(tmp_pa
     assert "https://ci:********@pypi.example/simple" in text and "https://bot:********@git.example" in text
     assert "PRIVATE KEY" in text  # says what was there
     assert (tmp_path / "ansible" / "plain").read_text().startswith("ssh://git@github.com/x https://mirror.example")
+
+
+def test_key_and_url_forms_are_found_where_they_are_and_nowhere_else() -> None:
+    one = PEM.replace("\n", "\\n")  # as a JSON event holds it
+    data = f"a {one} b {PEM} c -----BEGIN RSA PRIVATE KEY----- cut here".encode()
+    clean = secrets.redact(data, [])
+    assert clean.count(b"********") == 2 and b"b3BlbnNzaC1rZXkt" not in clean
+    assert clean.endswith(b"-----BEGIN RSA PRIVATE KEY----- cut here")  # no END: left as it is
+    urls = b"see https://ci:tok3n@mirror.example/simple and http://198.18.0.1:8080/x and git+ssh://git@host/r"
+    assert secrets.redact(urls, []) == urls.replace(b"tok3n", b"********")
+
+
+def test_scrubbing_is_linear_on_inputs_built_to_make_a_regex_backtrack() -> None:
+    """A bound, not a speed target: each input below took minutes to hours with the first patterns (every
+    position of a letter run rescanned it; every BEGIN without END scanned to the end of the file). Run in a
+    process of its own with a wall-time limit far above what a linear pass takes."""
+    code = (
+        "from rdmaforge.runner import secrets\n"
+        "secrets.redact(b'a' * 4_000_000 + b' ://', [])\n"
+        "secrets.redact(b'-----BEGIN RSA PRIVATE KEY-----' * 200_000, [])\n"
+        "secrets.redact(b'http://' + b'u' * 4_000_000, [])\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
