@@ -297,6 +297,9 @@ class SilentServer:
     def __init__(self, address: str = "127.0.0.1", port: int = 0) -> None:
         self.sock = socket.create_server((address, port))
         self.port = self.sock.getsockname()[1]
+        #: Seconds from accept() to the client's close, per connection. accept() runs in a thread: on a loaded
+        #: machine it can run a second after the client connected, so a wait can read shorter than the client's
+        #: timeout (4.46 s for 5 s once, beside the lab); a lower bound holds for the longest wait, not for each.
         self.waits: list[float] = []
         self.closing = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()

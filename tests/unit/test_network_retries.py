@@ -359,7 +359,7 @@ def test_a_silent_git_mirror_ends_the_checkout_with_build_once_git_environment(
     assert proc.returncode != 0
     fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
     assert fatal and url in fatal[-1], proc.stdout[-3000:]
-    assert silent_server.waits and min(silent_server.waits) >= 4.5, silent_server.waits
+    assert silent_server.waits and max(silent_server.waits) >= 4.5, silent_server.waits  # see SilentServer.waits
 
 
 def sandboxed_apt_settings(tmp_path: Path, mirror: str, source_options: str = "trusted=yes") -> dict[str, str]:
@@ -410,8 +410,8 @@ def test_a_silent_mirror_ends_an_apt_update_after_the_inventory_timeout(
     took = time.monotonic() - started
     # apt-get update only warns about an index it could not fetch; the apt module turns that into a failure.
     assert f"Failed to fetch {mirror}/dists/bookworm/InRelease" in update.stdout + update.stderr, update
-    assert 1 <= len(silent_server.waits) <= 2 and min(silent_server.waits) >= 4.5, silent_server.waits
-    assert took < 30, took
+    assert 1 <= len(silent_server.waits) <= 2 and max(silent_server.waits) >= 4.5, silent_server.waits
+    assert 4.5 <= took < 30, took
 
 
 @pytest.mark.skipif(not shutil.which("apt-config"), reason="needs apt-config on this machine (Debian/Ubuntu)")
@@ -460,8 +460,8 @@ def test_a_silent_mirror_ends_dnf_metadata_download_after_the_inventory_timeout(
     took = time.monotonic() - started
     assert makecache.returncode != 0, makecache
     assert "Failed to download metadata for repo 'erdma'" in makecache.stderr, makecache.stderr
-    assert silent_server.waits and all(4.5 <= wait < 15 for wait in silent_server.waits), silent_server.waits
-    assert took < 60, took
+    assert silent_server.waits and max(silent_server.waits) >= 4.5, silent_server.waits  # see SilentServer.waits
+    assert all(wait < 15 for wait in silent_server.waits) and 4.5 <= took < 60, (silent_server.waits, took)
 
 
 @pytest.mark.skipif(not shutil.which("apt-ftparchive"), reason="needs apt-ftparchive (apt-utils) on this machine")
