@@ -254,11 +254,9 @@ def page_kb(size: str) -> int:
 
 
 def planned_pages(node: Mapping[str, Any], gpus: int) -> int:
-    """Seed 004's count (roles/hugepages/defaults: hugepages_count, else 50 on 8 GPUs, else GPUs x 5 + 10)."""
+    """The pages the hugepages role reserves: hugepages_count, else seed 004's rule (rdmaforge.tuning)."""
     override = variable(node, "hugepages_count")
-    if override not in (None, ""):
-        return int(override)
-    return 50 if gpus == 8 else gpus * 5 + 10
+    return tuning.hugepages_count(gpus, None if override in (None, "") else int(override))
 
 
 def check_hugepages(node: Mapping[str, Any], gpus: int) -> tuple[CheckStatus, str, str | None, str]:
@@ -340,9 +338,9 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
 
 
 def plugin_provider(node: Mapping[str, Any]) -> str:
-    """nccl_plugin_provider, else the nccl_plugin role's default: aiacc on erdma, none elsewhere."""
+    """nccl_plugin_provider, else the nccl_plugin role's default: the fabric profile's net plugin."""
     given = variable(node, "nccl_plugin_provider")
-    return str(given) if given else ("aiacc" if fabric_of(node) == "erdma" else "none")
+    return str(given) if given else fabrics.default_net_plugin(fabric_of(node))
 
 
 def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, str, str | None, str]:

@@ -8,8 +8,8 @@ brings, and the RDMA userspace packages per OS family. Every consumer derives fr
 * Python: ``rdmaforge.inventory_checks.FABRICS``, ``rdmaforge.nccl_tests.transport.FABRIC_PROFILES``,
   ``rdmaforge.doctor_checks`` (RDMA fabrics, device patterns), ``rdmaforge.bench.report`` (line rates),
   ``rdmaforge.stored``, ``rdmaforge.workloads``, the testinfra suite (``tests/infra``);
-* the roles: the defaults of ``rdma_core_packages``, ``rdma_require_active_ports`` and
-  ``benchmark_line_rates`` come from the filter ``rdmaforge.cluster.rdmaforge_fabric_profiles``
+* the roles: the defaults of ``rdma_core_packages``, ``rdma_require_active_ports``, ``benchmark_line_rates``,
+  ``nccl_plugin_provider`` and ``benchmark_e2e_net_plugin`` come from the filter ``rdmaforge.cluster.rdmaforge_fabric_profiles``
   (``filter_plugins/rdmaforge_fabrics.py``), and stay variables an inventory may override.
 
 The roles' ``meta/argument_specs.yml`` ``choices`` are static YAML; ``tests/unit/test_fabric_table.py`` fails
@@ -66,6 +66,9 @@ class FabricProfile:
     #: (rdmaforge.bench.line_rate). eRDMA's are virtual: its profile rate stands.
     line_rate_from_ports: bool = False
     packages: Packages = Packages()
+    #: The NCCL net plugin the nccl_plugin role installs by default (``nccl_plugin_provider``): aiacc on eRDMA,
+    #: as seed 000 installs it there; none elsewhere (HARP, seed 004, is only registered where an inventory asks).
+    net_plugin: str = "none"
 
     @property
     def is_rdma(self) -> bool:
@@ -93,6 +96,7 @@ PROFILES: tuple[FabricProfile, ...] = (
         seed="000",
         description="Alibaba Cloud elastic RDMA (eRDMA)",
         device_pattern="erdma*",
+        net_plugin="aiacc",
         packages=Packages(  # seed 000's Ubuntu and Alibaba Cloud Linux/CentOS lists
             debian=("libibverbs1", "ibverbs-providers", "ibverbs-utils", "librdmacm1", "rdma-core"),
             redhat=("libibverbs", "rdma-core", "librdmacm", "libibverbs-utils"),
@@ -167,7 +171,7 @@ RDMA_NAMES: tuple[str, ...] = tuple(p.name for p in PROFILES if p.is_rdma)
 #: What ``facts(name)`` can return, per profile.
 FACTS: tuple[str, ...] = (
     "transport", "rdma", "line_rate_gbps", "seed", "description", "device_pattern", "link_layer", "packages",
-    "line_rate_from_ports",
+    "line_rate_from_ports", "net_plugin",
 )  # fmt: skip
 
 
@@ -175,6 +179,12 @@ def is_rdma(name: object) -> bool:
     """Whether the profile ``name`` moves NCCL traffic over RDMA (False for an unknown name)."""
     profile = BY_NAME.get(str(name))
     return profile is not None and profile.is_rdma
+
+
+def default_net_plugin(name: object) -> str:
+    """The nccl_plugin role's default ``nccl_plugin_provider`` for the profile ``name`` (none for an unknown one)."""
+    profile = BY_NAME.get(str(name))
+    return profile.net_plugin if profile is not None else "none"
 
 
 def transports() -> dict[str, Transport]:

@@ -602,9 +602,9 @@ def is_download_url(value: object) -> bool:
 def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A download in use needs a fetchable URL and a sha256 that get_url and ``stat`` can compare: otherwise the
     role fails only after earlier roles have changed the nodes. The AIACC package is used only where the plugin
-    provider is aiacc (its default on erdma, as roles/nccl_plugin/defaults/main.yml says)."""
+    provider is aiacc (the fabric profile's net plugin by default: aiacc on erdma)."""
     found = []
-    provider = values.get("nccl_plugin_provider", "aiacc" if values.get("rdmaforge_fabric") == "erdma" else "none")
+    provider = values.get("nccl_plugin_provider", fabrics.default_net_plugin(values.get("rdmaforge_fabric", "tcp")))
     for download in DOWNLOADS:
         source = values.get(download.source, download.default)
         if source != download.in_use or (download.source.startswith("nccl_plugin_") and provider != "aiacc"):

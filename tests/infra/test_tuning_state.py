@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rdmaforge import node_facts
+from rdmaforge import node_facts, tuning
 from rdmaforge.plain_data import ansible_bool
 from tests.infra.expectations import eni_mtu, secondary_nics, setting
 
@@ -48,7 +48,7 @@ def planned_pages(host: Any, hostvars: dict[str, Any]) -> tuple[int, str]:
     else:
         lspci = host.run("PATH=$PATH:/sbin:/usr/sbin lspci -n -mm")
         gpus, tool = (node_facts.count_lspci_gpus(lspci.stdout), "lspci") if lspci.rc == 0 else (0, "no GPU tool")
-    return (50 if gpus == 8 else gpus * 5 + 10), f"seed 004's rule for {gpus} GPU(s) ({tool})"
+    return tuning.hugepages_count(gpus), f"seed 004's rule for {gpus} GPU(s) ({tool})"
 
 
 def test_hugepage_arguments_configured_once(host: Any, hostvars: dict[str, Any]) -> None:

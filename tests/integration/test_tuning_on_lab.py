@@ -73,20 +73,20 @@ def test_arguments_once_after_a_second_converge_and_backup_kept(tuned: LabHandle
 def test_check_mode_changes_nothing(tuned: LabHandle) -> None:
     lab = tuned
     before = {n: lab.ssh(n, "md5sum /etc/default/grub /boot/grub/grub.cfg").stdout for n in lab.nodes}
-    proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=64", "--check", "--diff")
+    proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=14", "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert all(c["changed"] > 0 for c in recap(proc.stdout).values())  # it reports what it would change
-    assert "hugepages=64" in proc.stdout  # in the diff
+    assert "hugepages=14" in proc.stdout  # in the diff
     assert {n: lab.ssh(n, "md5sum /etc/default/grub /boot/grub/grub.cfg").stdout for n in lab.nodes} == before
 
 
 def test_a_new_count_replaces_the_old_one(tuned: LabHandle) -> None:
     lab = tuned
-    proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=32")
+    proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=13")
     assert proc.returncode == 0, proc.stdout[-4000:]
     for node in lab.nodes:
-        assert pages_in(grub_line(lab, node)) == ["32"]
-        assert all(pages_in(k) == ["32"] for k in kernel_lines(lab, node))
+        assert pages_in(grub_line(lab, node)) == ["13"]
+        assert all(pages_in(k) == ["13"] for k in kernel_lines(lab, node))
         # the reboot this change needs is recorded, and reported
         assert (
             lab.ssh(node, "cat /var/lib/rdmaforge/hugepages-reboot-pending").stdout.strip()
@@ -108,16 +108,16 @@ def test_a_failing_grub_mkconfig_puts_the_defaults_back_and_says_so(tuned: LabHa
     before = lab.ssh(node, state).stdout
     command = ["/bin/sh", "-c", "echo grub-mkconfig: cannot probe disks >&2; exit 1"]
     failing = json.dumps({"hugepages_grub_mkconfig_command": command})
-    proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=24", "-e", failing)
+    proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=11", "-e", failing)
     assert proc.returncode != 0
     assert "cannot probe disks" in proc.stdout
     assert "Put back from backups: /etc/default/grub" in proc.stdout
     assert "boots as before" in proc.stdout
     assert lab.ssh(node, state).stdout == before
     # With a working command the same change goes through, and the tuned fixture restores the default.
-    proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=24")
+    proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=11")
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert pages_in(grub_line(lab, node)) == ["24"]
+    assert pages_in(grub_line(lab, node)) == ["11"]
 
 
 WIPE_NETWORK = (
@@ -210,19 +210,33 @@ def test_a_host_without_boot_loader_is_refused_before_any_change(tuned: LabHandl
     lab.ssh(node, "mv /boot/grub/grub.cfg /root/grub.cfg.saved")
     try:
         before = lab.ssh(node, "md5sum /etc/default/grub").stdout
-        proc = lab.playbook("preflight.yml", "-e", "hugepages_count=40")
+        proc = lab.playbook("preflight.yml", "-e", "hugepages_count=14")
         assert proc.returncode != 0
         assert f"{node}: hugepages_enabled is true, but no boot loader configuration" in proc.stdout, proc.stdout[
             -4000:
         ]
         assert "a generated grub.cfg under /boot is missing" in proc.stdout
-        proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=40", "--limit", node)
+        proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=14", "--limit", node)
         assert proc.returncode != 0
         assert "Nothing was changed" in proc.stdout
         assert lab.ssh(node, "md5sum /etc/default/grub").stdout == before
         assert lab.ssh(node, "ls /etc/default/grub.d").stdout.strip() == "init-select.cfg"
     finally:
         lab.ssh(node, "mv /root/grub.cfg.saved /boot/grub/grub.cfg")
+
+
+def test_the_playbook_on_its_own_refuses_more_pages_than_memory(tuned: LabHandle) -> None:
+    """playbooks/hugepages.yml run without preflight makes preflight's memory check itself: 4096 pages of 1 GiB are
+    more than any lab node's memory (the lab allows hugepages_max_memory_fraction 0.9), and nothing is written."""
+    lab = tuned
+    node = sorted(lab.nodes)[0]
+    before = lab.ssh(node, "md5sum /etc/default/grub /boot/grub/grub.cfg").stdout
+    proc = lab.playbook("hugepages.yml", "-e", "hugepages_count=4096", "--limit", node)
+    assert proc.returncode != 0
+    said = " ".join(proc.stdout.split())
+    assert f"{node}: hugepages_count=4096 x hugepages_size=1G reserves 4194304 MiB at boot" in said, proc.stdout[-4000:]
+    assert "more than hugepages_max_memory_fraction=0.9 of the node's" in said
+    assert lab.ssh(node, "md5sum /etc/default/grub /boot/grub/grub.cfg").stdout == before
 
 
 def test_turning_huge_pages_off_withdraws_exactly_what_was_set(tuned: LabHandle) -> None:

@@ -194,6 +194,10 @@ PLAYBOOK = """---
       ansible.builtin.import_role:
         name: rdmaforge.cluster.benchmark
       when: false
+    - name: Load role nccl_plugin's defaults
+      ansible.builtin.import_role:
+        name: rdmaforge.cluster.nccl_plugin
+      when: false
     - name: Write what they render to
       ansible.builtin.copy:
         dest: "{{ fabric_table_out }}/{{ inventory_hostname }}.json"
@@ -204,7 +208,9 @@ PLAYBOOK = """---
               "require_active": rdma_require_active_ports,
               "rdma_profile": rdma_core_rdma_profile,
               "line_rates": benchmark_line_rates,
-              "line_rate": benchmark_line_rate_gbps} | to_json }}
+              "line_rate": benchmark_line_rate_gbps,
+              "plugin": nccl_plugin_provider,
+              "e2e_net_plugin": benchmark_e2e_net_plugin} | to_json }}
 """
 
 
@@ -226,6 +232,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
             "benchmark_line_rates": {"erdma": 42},
             "rdma_require_active_ports": False,
         },
+        "deb-erdma-no-plugin": {**local, "rdmaforge_fabric": "erdma", "nccl_plugin_provider": "none"},
     }
     inventory = base / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
@@ -253,6 +260,18 @@ def test_rendered_line_rates_and_rdma_flags(rendered: dict[str, dict[str, Any]])
     assert rendered["deb-tcp"]["line_rate"] == 25
     assert [rendered[h]["require_active"] for h in ("deb-erdma", "deb-infiniband", "deb-tcp")] == [True, True, False]
     assert [rendered[h]["rdma_profile"] for h in ("deb-erdma", "deb-infiniband", "deb-tcp")] == [True, True, False]
+
+
+def test_the_default_net_plugin_is_aiacc_on_erdma_only(rendered: dict[str, dict[str, Any]]) -> None:
+    """Seed 000 installs the AIACC NCCL plugin on eRDMA; the other fabrics get none unless the inventory asks."""
+    plugins = {host: rendered[host]["e2e_net_plugin"] for host in ("deb-erdma", "deb-infiniband", "deb-tcp")}
+    assert plugins == {"deb-erdma": "aiacc", "deb-infiniband": "none", "deb-tcp": "none"}
+    assert {host: rendered[host]["plugin"] for host in plugins} == plugins
+    assert rendered["deb-erdma-no-plugin"]["plugin"] == rendered["deb-erdma-no-plugin"]["e2e_net_plugin"] == "none"
+    assert fabrics.default_net_plugin("erdma") == "aiacc"
+    assert [fabrics.default_net_plugin(name) for name in ("infiniband", "roce", "acs_type1", "acs_type2", "tcp")] == [
+        "none"] * 5  # fmt: skip
+    assert fabrics.default_net_plugin("no-such-fabric") == "none"
 
 
 def test_an_inventory_override_wins(rendered: dict[str, dict[str, Any]]) -> None:
