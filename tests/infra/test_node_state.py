@@ -11,7 +11,13 @@ import pytest
 from rdmaforge import fabrics
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from rdmaforge.parsers.rdma_devinfo import merge_ibstat, parse_expected_port, parse_ibstat, parse_ibv_devinfo
+from rdmaforge.parsers.rdma_devinfo import (
+    judge_port_rates,
+    merge_ibstat,
+    parse_expected_port,
+    parse_ibstat,
+    parse_ibv_devinfo,
+)
 from tests.infra.expectations import accepted, enabled, nccl_conf, read_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
@@ -47,9 +53,19 @@ def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: st
     assert not missing, f"not installed: {missing}"
 
 
-def test_rdma_ports_active_at_their_rate(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
-    """Seed 001's reading of ibstat (State Active, the Rate) on the fabric's devices: ibv_devinfo -v, and ibstat where
-    infiniband-diags is installed, read here with the shared parsers and judged here, not by rdma_core's checks."""
+def read_rdma_devices(host: Any) -> tuple[Any, list[Any]]:
+    """ibv_devinfo -v's result, and its devices with ibstat's rates merged in where infiniband-diags is installed."""
+    devinfo = host.run("ibv_devinfo -v")
+    every = parse_ibv_devinfo(devinfo.stdout)
+    if host.exists("ibstat"):
+        every, _ = merge_ibstat(every, parse_ibstat(host.run("ibstat").stdout))
+    return devinfo, every
+
+
+def test_rdma_ports_active(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """Seed 001's reading of ibstat (State Active) on the fabric's devices: ibv_devinfo -v, and ibstat where
+    infiniband-diags is installed, read here with the shared parsers and judged here, not by rdma_core's checks.
+    The ports' rates are test_rdma_port_rates'."""
     if fabric not in RDMA_PROFILES:
         pytest.skip(f"fabric {fabric} does not use RDMA")
     required = setting(hostvars, "rdma_core", "rdma_require_active_ports")  # default: true on RDMA fabrics
@@ -58,10 +74,7 @@ def test_rdma_ports_active_at_their_rate(host: Any, hostvars: dict[str, Any], fa
         pytest.skip("rdma_require_active_ports is false: the inventory does not require active RDMA ports"
                     + (f"; accepted by the inventory (doctor_accept): {reason}" if reason else ""))  # fmt: skip
     pattern = fabrics.device_patterns()[fabric]
-    devinfo = host.run("ibv_devinfo -v")
-    every = parse_ibv_devinfo(devinfo.stdout)
-    if host.exists("ibstat"):
-        every, _ = merge_ibstat(every, parse_ibstat(host.run("ibstat").stdout))
+    devinfo, every = read_rdma_devices(host)
     devices = [d for d in every if fnmatch.fnmatch(d["name"], pattern)]
     # rdma_core_expected_ports (DEVICE or DEVICE:PORT) must exist, whatever the pattern finds besides them.
     listed = {(d["name"], p["port"]) for d in every for p in d["ports"]}
@@ -75,11 +88,24 @@ def test_rdma_ports_active_at_their_rate(host: Any, hostvars: dict[str, Any], fa
     ports = {f"{d['name']}:{p['port']}": p for d in devices for p in d["ports"]}
     down = {name: port["state"] for name, port in ports.items() if port["state"] != "PORT_ACTIVE"}
     assert ports and not down, f"ports not active: {down or 'no port at all'}"
-    minimum = setting(hostvars, "rdma_core", "rdma_core_min_port_rate_gbps")
-    if minimum is not None:
-        slow = {name: port["rate_gbps"] for name, port in ports.items()
-                if port["rate_gbps"] is None or port["rate_gbps"] < float(minimum)}  # fmt: skip
-        assert not slow, f"ports below rdma_core_min_port_rate_gbps={minimum} Gb/s (None: rate unknown): {slow}"
+
+
+def test_rdma_port_rates(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """Seed 001's Rate of each active port of the fabric (of rdma_core_expected_ports when it names the rails):
+    at least rdma_core_min_port_rate_gbps when the inventory sets one, else the node's fastest, so a link that
+    trained down fails. Judged by the same function as doctor's port_rate check (rdma_devinfo.judge_port_rates);
+    what it cannot judge (one rate and no minimum, no active port, a rate not reported) is skipped as not judged."""
+    if fabric not in RDMA_PROFILES:
+        pytest.skip(f"fabric {fabric} does not use RDMA")
+    _, every = read_rdma_devices(host)
+    verdict = judge_port_rates(every, fabrics.device_patterns()[fabric],
+                               setting(hostvars, "rdma_core", "rdma_core_min_port_rate_gbps"),
+                               setting(hostvars, "rdma_core", "rdma_core_expected_ports") or [])  # fmt: skip
+    assert verdict.status != "problem", f"{verdict.reason} (ports: {verdict.actual}; expected {verdict.expected})"
+    if verdict.status == "not_checked":
+        pytest.skip(f"not judged: port rates: {verdict.reason} (ports: {verdict.actual})")
+    if verdict.unread:
+        pytest.skip(f"not judged: the rate of {', '.join(verdict.unread)}: {verdict.reason}")
 
 
 def test_memlock_drop_in(host: Any, fabric: str) -> None:
