@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rdmaforge import fabrics
-from rdmaforge.parsers import ld_cache
+from rdmaforge.parsers import ld_cache, pam_limits
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.parsers.rdma_devinfo import (
     judge_port_rates,
@@ -108,12 +108,37 @@ def test_rdma_port_rates(host: Any, hostvars: dict[str, Any], fabric: str) -> No
         pytest.skip(f"not judged: the rate of {', '.join(verdict.unread)}: {verdict.reason}")
 
 
-def test_memlock_drop_in(host: Any, fabric: str) -> None:
-    drop_in = host.file("/etc/security/limits.d/90-rdmaforge-memlock.conf")
+def limits_files(host: Any) -> list[tuple[str, str]]:
+    """(path, text) of the node's pam_limits files in pam_limits' order: limits.conf, then limits.d/*.conf."""
+    files = []
+    conf = host.file(pam_limits.LIMITS_CONF)
+    if conf.exists:
+        files.append((pam_limits.LIMITS_CONF, conf.content_string))
+    listed = host.run(f"find {pam_limits.LIMITS_D} -mindepth 1 -maxdepth 1 -name '*.conf' ! -type d -printf '%f\\n'")
+    for name in pam_limits.limits_d_order(listed.stdout.splitlines()):
+        path = f"{pam_limits.LIMITS_D}/{name}"
+        files.append((path, host.file(path).content_string))
+    return files
+
+
+def test_memlock_drop_in(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """rdma_core's drop-in is there on RDMA fabrics (gone on tcp), and what pam_limits makes of every limits file
+    gives each of rdma_core_memlock_users memlock unlimited, soft and hard: comments are not settings, and a later
+    file or a more specific domain that sets a number is a failure naming its file and line."""
+    drop_in = host.file(str(setting(hostvars, "rdma_core", "rdma_core_limits_file")
+                            or "/etc/security/limits.d/90-rdmaforge-memlock.conf"))  # fmt: skip
     if fabric == "tcp":
-        assert not drop_in.exists
-    else:
-        assert drop_in.contains("root hard memlock unlimited")
+        assert not drop_in.exists, f"{drop_in.path} is there although fabric tcp needs no memlock drop-in"
+        return
+    assert drop_in.exists, f"{drop_in.path} (rdma_core's memlock drop-in) is missing"
+    users = setting(hostvars, "rdma_core", "rdma_core_memlock_users")
+    if not users:
+        pytest.skip("not judged: rdma_core_memlock_users "
+                    + ("is a template (testinfra renders none)" if users is None else "names no user"))  # fmt: skip
+    lines = pam_limits.read_limits(limits_files(host))
+    problems = {str(user): pam_limits.unlimited_problems(lines, str(user)) for user in users}
+    problems = {user: found for user, found in problems.items() if found}
+    assert not problems, f"memlock not unlimited as pam_limits reads the limits files: {problems}"
 
 
 def test_memlock_of_a_login_is_unlimited(host: Any, hostvars: dict[str, Any], fabric: str) -> None:

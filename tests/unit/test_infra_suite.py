@@ -248,6 +248,61 @@ def test_rdma_port_rates_that_cannot_be_judged_are_skipped_as_not_judged() -> No
     assert "node1" in report and "not judged" in report.splitlines()[2]  # the node's row: nothing judged, no pass
 
 
+LIMITS = DATA / "limits"
+DROP_IN = "/etc/security/limits.d/90-rdmaforge-memlock.conf"  # roles/rdma_core/defaults: rdma_core_limits_file
+
+
+def limits_node(drop_in: str | None, **others: str) -> FakeHost:
+    """A node with Debian's real limits.conf (every example commented out), rdma_core's drop-in holding
+    ``drop_in`` and other limits.d files ``others`` (name: text), listed as find lists them."""
+    host = FakeHost()
+    host.add("/etc/security/limits.conf", (LIMITS / "debian_limits.conf").read_text())
+    files = dict(others, **({DROP_IN.rsplit("/", 1)[1]: drop_in} if drop_in is not None else {}))
+    for name, text in files.items():
+        host.add(f"/etc/security/limits.d/{name}", text)
+    listing = "".join(f"{name}\n" for name in files)  # find's order: not sorted
+    host.commands[LIMITS_D_FIND] = Result(0, listing)
+    return host
+
+
+#: How the suite lists limits.d (a command the stand-in does not know answers 127 and lists nothing: a fail, not a
+#: pass, for every case here that expects one).
+LIMITS_D_FIND = "find /etc/security/limits.d -mindepth 1 -maxdepth 1 -name '*.conf' ! -type d -printf '%f\\n'"
+
+
+#: The role's template (roles/rdma_core/templates/memlock.conf.j2) for its default users, * and root.
+ROLE_DROP_IN = ("# Managed by rdmaforge\n* soft memlock unlimited\n* hard memlock unlimited\n"
+                "root soft memlock unlimited\nroot hard memlock unlimited\n")  # fmt: skip
+
+
+def test_memlock_is_judged_as_pam_limits_reads_the_files() -> None:
+    """The drop-in was judged by the text "root hard memlock unlimited" anywhere in it, so a commented line passed,
+    and a later limits.d file lowering the limit was never read. Now every file is read as pam_limits reads it."""
+    check = test_node_state.test_memlock_drop_in
+    check(limits_node(ROLE_DROP_IN), {}, "erdma")
+    commented = "# * hard memlock unlimited\n# root soft memlock unlimited\n# root hard memlock unlimited\n"
+    with pytest.raises(AssertionError, match=r"no line sets \*'s soft memlock.*no line sets root's hard memlock"):
+        check(limits_node(commented), {}, "erdma")
+    later = "*\thard\tmemlock\t65536\n"  # tab-separated, read after 90-rdmaforge-memlock.conf (C order)
+    with pytest.raises(AssertionError, match=r"\*'s hard memlock is 65536 \(/etc/security/limits.d/99-site.conf:1\)"):
+        check(limits_node(ROLE_DROP_IN, **{"99-site.conf": later}), {}, "erdma")
+    check(limits_node(ROLE_DROP_IN, **{"10-site.conf": later}), {}, "erdma")  # read before the drop-in: overridden
+    check(limits_node(ROLE_DROP_IN, **{"99-site.conf.rpmsave": later}), {}, "erdma")  # not a *.conf: not read
+    with pytest.raises(AssertionError, match=r"90-rdmaforge-memlock.conf \(rdma_core's memlock drop-in\) is missing"):
+        check(limits_node(None), {}, "erdma")
+    with pytest.raises(AssertionError, match=r"fabric tcp needs no memlock drop-in"):
+        check(limits_node(ROLE_DROP_IN), {}, "tcp")
+    check(limits_node(None), {}, "tcp")
+    # the inventory's users: @rdma alone, and a user line outranking the group's for one of its possible members
+    group = "@rdma - memlock unlimited\n"
+    check(limits_node(group), {"rdma_core_memlock_users": ["@rdma"]}, "erdma")
+    with pytest.raises(AssertionError, match=r"alice's hard memlock is 64"):
+        check(limits_node(group, **{"50-alice.conf": "alice hard memlock 64\n"}),
+              {"rdma_core_memlock_users": ["@rdma"]}, "erdma")  # fmt: skip
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: rdma_core_memlock_users names no user"):
+        check(limits_node(ROLE_DROP_IN), {"rdma_core_memlock_users": []}, "erdma")
+
+
 def key_pair(directory: Path, name: str) -> str:
     """A real ed25519 key pair made by ssh-keygen; its public key as `ssh-keygen -y` prints it."""
     path = directory / name
