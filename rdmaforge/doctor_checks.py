@@ -29,7 +29,7 @@ from rdmaforge.nccl_build import arch_for, build_id, uncovered_caps
 from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from rdmaforge.parsers.rdma_devinfo import active_port_rates, parse_expected_port
+from rdmaforge.parsers.rdma_devinfo import judge_port_rates
 from rdmaforge.paths import ROLES_DIR
 from rdmaforge.plain_data import ansible_bool
 
@@ -148,48 +148,14 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
 
 def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
     """Each active port's link rate (ibv_devinfo -v, ibstat): against rdma_core_min_port_rate_gbps when the inventory
-    sets one, else against the node's other ports, so a link that trained down (100 on an HDR fabric) is caught."""
+    sets one, else against the node's other ports (rdma_devinfo.judge_port_rates, which verify's suite calls too)."""
     fabric = fabric_of(node)
     if fabric not in RDMA_FABRICS:
         return "not_checked", "-", None, f"fabric {fabric} does not use RDMA"
-    pattern = RDMA_DEVICE_PATTERNS[fabric]
-    # rdma_core_expected_ports names the rails when a node has other ports of the pattern (a storage HCA).
-    wanted = [spec for spec in map(parse_expected_port, variable(node, "rdma_core_expected_ports") or []) if spec]
-    active = [(label, rate) for label, rate in active_port_rates(node.get("rdma_devices"), pattern)
-              if not wanted or any(label == f"{name}:{number}" if number is not None else label.startswith(f"{name}:")
-                                   for name, number in wanted)]  # fmt: skip
-    if not active:
-        among = f" among rdma_core_expected_ports {[f'{n}:{p}' if p else n for n, p in wanted]}" if wanted else ""
-        return "not_checked", "none", None, f"no active {pattern} port{among} to read a rate from"
-    actual = ", ".join(f"{name} {_gbps(rate)}" for name, rate in active)
-    unknown = [name for name, rate in active if rate is None]
-    known = [(name, rate) for name, rate in active if rate is not None]
-    not_read = ""
-    if unknown:
-        not_read = f"; rate not reported for {', '.join(unknown)} (no ibv_devinfo -v width/speed, no ibstat)"
-    floor = variable(node, "rdma_core_min_port_rate_gbps")
-    if floor not in (None, ""):
-        expected = f">= {float(floor):g} Gb/s on every active port"
-        slow = [f"{name} at {rate:g} Gb/s" for name, rate in known if rate < float(floor)]
-        if slow or unknown:
-            what = ("below the minimum: " + ", ".join(slow) if slow else "") + not_read
-            return "problem", actual, expected, what.lstrip("; ")
-        return "ok", actual, expected, f"{len(known)} active port(s), none below {float(floor):g} Gb/s"
-    if len(known) < 2:
-        return ("not_checked", actual, None, "fewer than two port rates to compare and no rdma_core_min_port_rate_gbps"
-                + not_read)  # fmt: skip
-    top = max(rate for _, rate in known)
-    expected = f"every active port at the node's fastest, {top:g} Gb/s"
-    slow = [f"{name} at {rate:g} Gb/s" for name, rate in known if rate < top]
-    if slow:
-        reason = f"trained down: {', '.join(slow)} while others run at {top:g} Gb/s{not_read}"
-        return "problem", actual, expected, reason
-    return ("ok", actual, expected, f"{len(known)} ports at {top:g} Gb/s, compared with each other (set "
-            f"rdma_core_min_port_rate_gbps to judge them against a number){not_read}")  # fmt: skip
-
-
-def _gbps(rate: float | None) -> str:
-    return f"{rate:g} Gb/s" if rate is not None else "rate unknown"
+    verdict = judge_port_rates(node.get("rdma_devices"), RDMA_DEVICE_PATTERNS[fabric],
+                               variable(node, "rdma_core_min_port_rate_gbps"),
+                               variable(node, "rdma_core_expected_ports") or [])  # fmt: skip
+    return verdict.status, verdict.actual, verdict.expected, verdict.reason
 
 
 def eni_names(node: Mapping[str, Any]) -> list[str]:

@@ -35,7 +35,8 @@ def fingerprint(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """The baseline of a rendered run; BaselineError when the run measured nothing to compare with."""
+    """The baseline of a rendered run; BaselineError when the run measured nothing to compare with, or when run.json
+    records no GPU count for some node (a baseline without them could never be compared: not judged)."""
     nccl: dict[str, Any] = {}
     for name, entry in (results.get("nccl") or {}).get("collectives", {}).items():
         sizes = {str(row["size"]): row["out_of_place"]["busbw"] for row in entry.get("rows") or []
@@ -54,7 +55,16 @@ def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dic
         # compare() judges the N-node throughput only: a baseline of the 1-node one would compare nothing.
         why = "no nccl-tests table and no N-node e2e p50 throughput (e2e.json: multi.percentiles.p50.samples_per_s)"
         raise BaselineError(f"{source}: the run has {why}: a baseline of it would compare nothing")
-    return {"kind": KIND, "version": VERSION, "source": source, "fingerprint": fingerprint(run),
+    shape = fingerprint(run)
+    lacking = _gpus_lacking(shape)
+    if lacking is not None:
+        # compare() cannot tell a later run of another shape from a like one without them: every comparison would be
+        # "GPUs per node not compared" (not judged), so such a baseline is not made.
+        raise BaselineError(f"{Path(source) / 'run.json'}: records no GPU count for {', '.join(lacking)} (run.json: "
+                            "gpus, one count per node; an older run.json, or one written by hand): a baseline of it "
+                            "could not tell a later run of another cluster shape from a like one (GPUs per node not "
+                            "compared: not judged), so none is made")  # fmt: skip
+    return {"kind": KIND, "version": VERSION, "source": source, "fingerprint": shape,
             "nccl": nccl, "e2e": e2e}  # fmt: skip
 
 

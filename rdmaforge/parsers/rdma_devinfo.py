@@ -33,7 +33,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict
 
 if TYPE_CHECKING:  # only for annotations, which are never evaluated at runtime (Python 3.8 targets)
     from collections.abc import Iterable, Sequence
@@ -541,6 +541,64 @@ def active_port_rates(devices: object, pattern: str | None = None) -> list[tuple
             if isinstance(port, dict) and port.get("state") == ACTIVE:
                 found.append((f"{device.get('name')}:{port.get('port')}", known_rate(port.get("rate_gbps"))))
     return found
+
+
+class RateVerdict(NamedTuple):
+    """``judge_port_rates``'s finding: ``status`` ok (measured and as expected), problem, or not_checked (nothing to
+    judge against: the reason says why); ``unread`` the active ports whose rate was not reported (not judged)."""
+
+    status: Literal["ok", "problem", "not_checked"]
+    actual: str
+    expected: str | None
+    reason: str
+    unread: list[str]
+
+
+def _gbps(rate: float | None) -> str:
+    return f"{rate:g} Gb/s" if rate is not None else "rate unknown"
+
+
+def judge_port_rates(
+    devices: object, pattern: str, floor: object = None, expected_ports: Sequence[object] = ()
+) -> RateVerdict:
+    """Each active ``pattern`` port's link rate (ibv_devinfo -v, ibstat): against ``floor`` (the inventory's
+    rdma_core_min_port_rate_gbps) when it is set, else against the node's other active ports, so a link that
+    trained down (100 on an HDR fabric) is caught. ``expected_ports`` (rdma_core_expected_ports) names the rails
+    when a node has other ports of the pattern (a storage HCA): only those are judged then. With no floor and fewer
+    than two known rates there is nothing to compare: not_checked, never ok. The one judgement of port rates:
+    ``rdmaforge doctor`` (doctor_checks.check_port_rate) and ``rdmaforge verify`` (tests/infra) both call it."""
+    wanted = [spec for spec in (parse_expected_port(str(s)) for s in expected_ports or []) if spec]
+    active = [(label, rate) for label, rate in active_port_rates(devices, pattern)
+              if not wanted or any(label == f"{name}:{number}" if number is not None else label.startswith(f"{name}:")
+                                   for name, number in wanted)]  # fmt: skip
+    if not active:
+        among = f" among rdma_core_expected_ports {[f'{n}:{p}' if p else n for n, p in wanted]}" if wanted else ""
+        return RateVerdict("not_checked", "none", None, f"no active {pattern} port{among} to read a rate from", [])
+    actual = ", ".join(f"{name} {_gbps(rate)}" for name, rate in active)
+    unknown = [name for name, rate in active if rate is None]
+    known = [(name, rate) for name, rate in active if rate is not None]
+    not_read = ""
+    if unknown:
+        not_read = f"; rate not reported for {', '.join(unknown)} (no ibv_devinfo -v width/speed, no ibstat)"
+    if floor not in (None, ""):
+        minimum = float(floor)  # type: ignore[arg-type]
+        expected = f">= {minimum:g} Gb/s on every active port"
+        slow = [f"{name} at {rate:g} Gb/s" for name, rate in known if rate < minimum]
+        if slow or unknown:
+            what = ("below the minimum: " + ", ".join(slow) if slow else "") + not_read
+            return RateVerdict("problem", actual, expected, what.lstrip("; "), unknown)
+        return RateVerdict("ok", actual, expected, f"{len(known)} active port(s), none below {minimum:g} Gb/s", [])
+    if len(known) < 2:
+        return RateVerdict("not_checked", actual, None, "fewer than two port rates to compare and no "
+                           "rdma_core_min_port_rate_gbps" + not_read, unknown)  # fmt: skip
+    top = max(rate for _, rate in known)
+    expected = f"every active port at the node's fastest, {top:g} Gb/s"
+    slow = [f"{name} at {rate:g} Gb/s" for name, rate in known if rate < top]
+    if slow:
+        reason = f"trained down: {', '.join(slow)} while others run at {top:g} Gb/s{not_read}"
+        return RateVerdict("problem", actual, expected, reason, unknown)
+    return RateVerdict("ok", actual, expected, f"{len(known)} ports at {top:g} Gb/s, compared with each other (set "
+                       f"rdma_core_min_port_rate_gbps to judge them against a number){not_read}", unknown)  # fmt: skip
 
 
 def inactive_ports(devices: Iterable[Device]) -> list[str]:

@@ -9,9 +9,15 @@ from typing import Any
 import pytest
 
 from rdmaforge import fabrics
-from rdmaforge.parsers import ld_cache
+from rdmaforge.parsers import ld_cache, pam_limits
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from rdmaforge.parsers.rdma_devinfo import merge_ibstat, parse_expected_port, parse_ibstat, parse_ibv_devinfo
+from rdmaforge.parsers.rdma_devinfo import (
+    judge_port_rates,
+    merge_ibstat,
+    parse_expected_port,
+    parse_ibstat,
+    parse_ibv_devinfo,
+)
 from tests.infra.expectations import accepted, enabled, nccl_conf, read_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
@@ -47,9 +53,19 @@ def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: st
     assert not missing, f"not installed: {missing}"
 
 
-def test_rdma_ports_active_at_their_rate(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
-    """Seed 001's reading of ibstat (State Active, the Rate) on the fabric's devices: ibv_devinfo -v, and ibstat where
-    infiniband-diags is installed, read here with the shared parsers and judged here, not by rdma_core's checks."""
+def read_rdma_devices(host: Any) -> tuple[Any, list[Any]]:
+    """ibv_devinfo -v's result, and its devices with ibstat's rates merged in where infiniband-diags is installed."""
+    devinfo = host.run("ibv_devinfo -v")
+    every = parse_ibv_devinfo(devinfo.stdout)
+    if host.exists("ibstat"):
+        every, _ = merge_ibstat(every, parse_ibstat(host.run("ibstat").stdout))
+    return devinfo, every
+
+
+def test_rdma_ports_active(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """Seed 001's reading of ibstat (State Active) on the fabric's devices: ibv_devinfo -v, and ibstat where
+    infiniband-diags is installed, read here with the shared parsers and judged here, not by rdma_core's checks.
+    The ports' rates are test_rdma_port_rates'."""
     if fabric not in RDMA_PROFILES:
         pytest.skip(f"fabric {fabric} does not use RDMA")
     required = setting(hostvars, "rdma_core", "rdma_require_active_ports")  # default: true on RDMA fabrics
@@ -58,10 +74,7 @@ def test_rdma_ports_active_at_their_rate(host: Any, hostvars: dict[str, Any], fa
         pytest.skip("rdma_require_active_ports is false: the inventory does not require active RDMA ports"
                     + (f"; accepted by the inventory (doctor_accept): {reason}" if reason else ""))  # fmt: skip
     pattern = fabrics.device_patterns()[fabric]
-    devinfo = host.run("ibv_devinfo -v")
-    every = parse_ibv_devinfo(devinfo.stdout)
-    if host.exists("ibstat"):
-        every, _ = merge_ibstat(every, parse_ibstat(host.run("ibstat").stdout))
+    devinfo, every = read_rdma_devices(host)
     devices = [d for d in every if fnmatch.fnmatch(d["name"], pattern)]
     # rdma_core_expected_ports (DEVICE or DEVICE:PORT) must exist, whatever the pattern finds besides them.
     listed = {(d["name"], p["port"]) for d in every for p in d["ports"]}
@@ -75,19 +88,57 @@ def test_rdma_ports_active_at_their_rate(host: Any, hostvars: dict[str, Any], fa
     ports = {f"{d['name']}:{p['port']}": p for d in devices for p in d["ports"]}
     down = {name: port["state"] for name, port in ports.items() if port["state"] != "PORT_ACTIVE"}
     assert ports and not down, f"ports not active: {down or 'no port at all'}"
-    minimum = setting(hostvars, "rdma_core", "rdma_core_min_port_rate_gbps")
-    if minimum is not None:
-        slow = {name: port["rate_gbps"] for name, port in ports.items()
-                if port["rate_gbps"] is None or port["rate_gbps"] < float(minimum)}  # fmt: skip
-        assert not slow, f"ports below rdma_core_min_port_rate_gbps={minimum} Gb/s (None: rate unknown): {slow}"
 
 
-def test_memlock_drop_in(host: Any, fabric: str) -> None:
-    drop_in = host.file("/etc/security/limits.d/90-rdmaforge-memlock.conf")
+def test_rdma_port_rates(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """Seed 001's Rate of each active port of the fabric (of rdma_core_expected_ports when it names the rails):
+    at least rdma_core_min_port_rate_gbps when the inventory sets one, else the node's fastest, so a link that
+    trained down fails. Judged by the same function as doctor's port_rate check (rdma_devinfo.judge_port_rates);
+    what it cannot judge (one rate and no minimum, no active port, a rate not reported) is skipped as not judged."""
+    if fabric not in RDMA_PROFILES:
+        pytest.skip(f"fabric {fabric} does not use RDMA")
+    _, every = read_rdma_devices(host)
+    verdict = judge_port_rates(every, fabrics.device_patterns()[fabric],
+                               setting(hostvars, "rdma_core", "rdma_core_min_port_rate_gbps"),
+                               setting(hostvars, "rdma_core", "rdma_core_expected_ports") or [])  # fmt: skip
+    assert verdict.status != "problem", f"{verdict.reason} (ports: {verdict.actual}; expected {verdict.expected})"
+    if verdict.status == "not_checked":
+        pytest.skip(f"not judged: port rates: {verdict.reason} (ports: {verdict.actual})")
+    if verdict.unread:
+        pytest.skip(f"not judged: the rate of {', '.join(verdict.unread)}: {verdict.reason}")
+
+
+def limits_files(host: Any) -> list[tuple[str, str]]:
+    """(path, text) of the node's pam_limits files in pam_limits' order: limits.conf, then limits.d/*.conf."""
+    files = []
+    conf = host.file(pam_limits.LIMITS_CONF)
+    if conf.exists:
+        files.append((pam_limits.LIMITS_CONF, conf.content_string))
+    listed = host.run(f"find {pam_limits.LIMITS_D} -mindepth 1 -maxdepth 1 -name '*.conf' ! -type d -printf '%f\\n'")
+    for name in pam_limits.limits_d_order(listed.stdout.splitlines()):
+        path = f"{pam_limits.LIMITS_D}/{name}"
+        files.append((path, host.file(path).content_string))
+    return files
+
+
+def test_memlock_drop_in(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """rdma_core's drop-in is there on RDMA fabrics (gone on tcp), and what pam_limits makes of every limits file
+    gives each of rdma_core_memlock_users memlock unlimited, soft and hard: comments are not settings, and a later
+    file or a more specific domain that sets a number is a failure naming its file and line."""
+    drop_in = host.file(str(setting(hostvars, "rdma_core", "rdma_core_limits_file")
+                            or "/etc/security/limits.d/90-rdmaforge-memlock.conf"))  # fmt: skip
     if fabric == "tcp":
-        assert not drop_in.exists
-    else:
-        assert drop_in.contains("root hard memlock unlimited")
+        assert not drop_in.exists, f"{drop_in.path} is there although fabric tcp needs no memlock drop-in"
+        return
+    assert drop_in.exists, f"{drop_in.path} (rdma_core's memlock drop-in) is missing"
+    users = setting(hostvars, "rdma_core", "rdma_core_memlock_users")
+    if not users:
+        pytest.skip("not judged: rdma_core_memlock_users "
+                    + ("is a template (testinfra renders none)" if users is None else "names no user"))  # fmt: skip
+    lines = pam_limits.read_limits(limits_files(host))
+    problems = {str(user): pam_limits.unlimited_problems(lines, str(user)) for user in users}
+    problems = {user: found for user, found in problems.items() if found}
+    assert not problems, f"memlock not unlimited as pam_limits reads the limits files: {problems}"
 
 
 def test_memlock_of_a_login_is_unlimited(host: Any, hostvars: dict[str, Any], fabric: str) -> None:

@@ -86,19 +86,21 @@ def test_verify_passes_on_the_converged_lab(converged: LabHandle, runs: Path) ->
     assert proc.returncode == ExitCode.OK, proc.stdout[-4000:]
     rows = table_rows(proc.stdout, list(converged.nodes))
     assert set(rows) == set(converged.nodes)
-    # tests/infra per node: 8 node-state + 3 cluster + 2 tuning. The lab inventory accepts its memlock
+    # tests/infra per node: 9 node-state + 3 cluster + 2 tuning. The lab inventory accepts its memlock
     # (doctor_accept: the nodes share the controller's limits) and requires no active RDMA port (it has none), so
-    # those two are skipped, with the reasons.
-    assert all(cells == ["11", "0", "2", "pass"] for cells in rows.values()), rows
-    # the two skips per node are named below the table, each with its nodes and reason
+    # those two are skipped, with the reasons; with no active port there is no rate to judge either.
+    assert all(cells == ["11", "0", "3", "pass"] for cells in rows.values()), rows
+    # the three skips per node are named below the table, each with its nodes and reason
     named = proc.stdout[proc.stdout.index("skipped (not judged):"):].splitlines()
-    ports = [line for line in named if line.startswith("  test_rdma_ports_active_at_their_rate on ")]
+    ports = [line for line in named if line.startswith("  test_rdma_ports_active on ")]
     assert len(ports) == 1 and "rdma_require_active_ports is false" in ports[0], named
     assert all(node in ports[0].split(":")[0] for node in converged.nodes), ports
+    rates = [line for line in named if line.startswith("  test_rdma_port_rates on ")]
+    assert len(rates) == 1 and "not judged: port rates: no active" in rates[0], named
     junit_xml = (run_dir_of(proc.stdout) / "verify" / "junit.xml").read_text()
     assert junit_xml.count("accepted by the inventory (doctor_accept)") >= 2 * len(converged.nodes)
     port_cases = [case for case in ET.fromstring(junit_xml).iter("testcase")
-                  if case.get("name", "").startswith("test_rdma_ports_active_at_their_rate[")]  # fmt: skip
+                  if case.get("name", "").startswith("test_rdma_ports_active[")]  # fmt: skip
     assert len(port_cases) == len(converged.nodes)
     for case in port_cases:  # skipped, and saying why: the lab requires no active RDMA port, it has none
         skipped = case.find("skipped")

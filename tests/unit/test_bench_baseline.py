@@ -151,6 +151,57 @@ def test_gpus_per_node_that_a_side_lacks_are_not_compared_and_not_judged(
     assert not [c for c in results["components"] if c["group"] == "baseline" and c["status"] == "pass"]
 
 
+@pytest.mark.parametrize(
+    ("gpus", "lacking"),
+    [(None, "n1, n2"),  # an older run.json, from before GPU counts were recorded
+     ({}, "n1, n2")],
+)  # fmt: skip
+def test_a_baseline_is_not_made_from_a_run_without_gpu_counts(
+    run_dir: Path, made: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], gpus: object, lacking: str
+) -> None:
+    """A run.json without a GPU count for some node made a baseline (exit 0) that no later run could be compared with
+    (GPUs per node not compared: not judged, every time). It is refused as bad input (64, README's exit codes),
+    naming the run file and the missing field, and nothing is written."""
+    run = json.loads((run_dir / "run.json").read_text())
+    if gpus is None:
+        del run["gpus"]
+    else:
+        run["gpus"] = gpus
+    (run_dir / "run.json").write_text(json.dumps(run))
+    capsys.readouterr()
+    target = tmp_path / "unknown-gpus.json"
+    assert main(["baseline", str(run_dir), "-o", str(target)]) == 64
+    err = capsys.readouterr().err
+    assert f"{run_dir.resolve() / 'run.json'}: records no GPU count for {lacking} (run.json: gpus" in err, err
+    assert not target.exists()
+    # The later comparison of such a run with a baseline that has its GPU counts (made before, from the whole run):
+    # not judged, never within the baseline.
+    assert main(["report", str(run_dir), "--baseline", str(made)]) in (4, 5)
+    results = json.loads((run_dir / "results.json").read_text())
+    compared = component(results, "baseline")
+    assert compared["status"] == "not_judged" and f"this run records no GPU count for {lacking}" in str(
+        compared["reason"]
+    )
+    assert results["verdict"] != "pass"
+
+
+def test_a_baseline_is_not_made_from_a_run_with_a_null_gpu_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A null count is unknown, not 0 GPUs: an e2e run (its verdict not fail: nccl-tests skipped, no GPU) whose
+    run.json has none for n2 is refused too, naming n2."""
+    from tests.unit.test_bench_report import e2e_dir
+
+    source = e2e_dir(tmp_path / "a", 0.5)
+    run = json.loads((source / "run.json").read_text())
+    (source / "run.json").write_text(json.dumps({**run, "gpus": {"n1": 0, "n2": None}}))
+    capsys.readouterr()
+    assert main(["baseline", str(source), "-o", str(tmp_path / "x.json")]) == 64
+    err = capsys.readouterr().err
+    assert f"{source.resolve() / 'run.json'}: records no GPU count for n2 (run.json: gpus" in err, err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_a_failed_collective_is_not_passed_by_its_baseline_line(run_dir: Path, made: Path) -> None:
     """The same whole table as the baseline's, but the launch exited 1: the collective fails (the verdict with it);
     the baseline's line must not say its sizes are within the baseline."""

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from rdmaforge import infra_report
+from rdmaforge.parsers.rdma_devinfo import parse_ibstat
 from rdmaforge.paths import ROLES_DIR
 from tests.infra import test_cluster_state, test_node_state, test_tuning_state
 
@@ -181,13 +183,124 @@ def erdma_node() -> FakeHost:
 def test_rdma_ports_expected_by_the_inventory_must_exist() -> None:
     """rdma_core_expected_ports names the ports the node must have (the rdma_core role fails when one is missing);
     a node where one of them is gone is not "active at its rate". Before, only the ports found were judged."""
-    check = test_node_state.test_rdma_ports_active_at_their_rate
+    check = test_node_state.test_rdma_ports_active
     check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0"]}, "erdma")
     check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:1"]}, "erdma")
     with pytest.raises(AssertionError, match=r"rdma_core_expected_ports not found by ibv_devinfo -v: \['erdma_1'\]"):
         check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0", "erdma_1"]}, "erdma")
     with pytest.raises(AssertionError, match=r"\['erdma_0:2'\]"):
         check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:2"]}, "erdma")
+
+
+def roce_node(ibstat: str) -> FakeHost:
+    """A RoCE node with infiniband-diags: ``ibstat`` prints ``ibstat`` (a real capture), ``ibv_devinfo -v`` the same
+    devices and port states (rdma-core's layout) without a width or speed, so each port's rate is ibstat's Rate."""
+    host = FakeHost()
+    host.commands["ibstat"] = Result(0, ibstat)
+    cas = parse_ibstat(ibstat)
+    host.commands["ibv_devinfo -v"] = Result(0, "".join(
+        f"hca_id:\t{ca['name']}\n\ttransport:\t\t\tInfiniBand (0)\n"
+        + "".join(f"\t\tport:\t{p['port']}\n\t\t\tstate:\t\t\t{p['state']} (4)\n" for p in ca["ports"])
+        for ca in cas))  # fmt: skip
+    return host
+
+
+CX7 = (DATA / "ibstat" / "mlx5_roce_cx7_and_disabled_cx6dx.txt").read_text()  # mlx5_0, mlx5_1 at 200; mlx5_10 Down
+
+
+def test_rdma_port_rates_without_a_minimum_are_compared_with_each_other() -> None:
+    """rdma_core_min_port_rate_gbps is null by default: the node's active ports are then judged against each other,
+    as doctor's port_rate check does, so a rail that trained down fails. Before, nothing was judged and verify said
+    pass."""
+    check = test_node_state.test_rdma_port_rates
+    check(roce_node(CX7), {}, "roce")  # both rails at 200: passes (the Down mlx5_10 is not a rate to judge)
+    trained_down = CX7.replace("Rate: 200", "Rate: 100", 2).replace("Rate: 100", "Rate: 200", 1)  # mlx5_1 at 100
+    with pytest.raises(AssertionError, match=r"trained down: mlx5_1:1 at 100 Gb/s while others run at 200 Gb/s"):
+        check(roce_node(trained_down), {}, "roce")
+    # rdma_core_expected_ports naming the rails: a slower port outside them is not judged, and one rail alone has
+    # nothing to be compared with
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: port rates: fewer than two port rates"):
+        check(roce_node(trained_down), {"rdma_core_expected_ports": ["mlx5_0"]}, "roce")
+    # with a minimum, against it
+    check(roce_node(trained_down), {"rdma_core_min_port_rate_gbps": 100}, "roce")
+    with pytest.raises(AssertionError, match=r"below the minimum: mlx5_0:1 at 200 Gb/s, mlx5_1:1 at 200 Gb/s"):
+        check(roce_node(CX7), {"rdma_core_min_port_rate_gbps": 400}, "roce")
+
+
+def test_rdma_port_rates_that_cannot_be_judged_are_skipped_as_not_judged() -> None:
+    """One active port and no minimum (the eRDMA capture, which prints no rate either): nothing to compare, so the
+    test is skipped with a reason saying so, and verify's report names it under "skipped (not judged)"."""
+    check = test_node_state.test_rdma_port_rates
+    with pytest.raises(pytest.skip.Exception, match=r"^not judged: port rates: fewer than two port rates") as skip:
+        check(erdma_node(), {}, "erdma")
+    assert "erdma_0:1 rate unknown" in str(skip.value)
+    # no minimum, two rates, a third port whose rate is not reported: the third is named as not judged
+    unread = roce_node(CX7)
+    unread.commands["ibv_devinfo -v"].stdout += "hca_id:\tmlx5_2\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: the rate of mlx5_2:1"):
+        check(unread, {}, "roce")
+    # with a minimum, an unknown rate fails
+    with pytest.raises(AssertionError, match=r"rate not reported for erdma_0:1"):
+        check(erdma_node(), {"rdma_core_min_port_rate_gbps": 100}, "erdma")
+    report = infra_report.render([infra_report.TestOutcome("test_rdma_port_rates", "node1", "skipped",
+                                                           f"Skipped: {skip.value}")])  # fmt: skip
+    assert "skipped (not judged):\n  test_rdma_port_rates on node1: not judged: port rates: fewer than two" in report
+    assert "node1" in report and "not judged" in report.splitlines()[2]  # the node's row: nothing judged, no pass
+
+
+LIMITS = DATA / "limits"
+DROP_IN = "/etc/security/limits.d/90-rdmaforge-memlock.conf"  # roles/rdma_core/defaults: rdma_core_limits_file
+
+
+def limits_node(drop_in: str | None, **others: str) -> FakeHost:
+    """A node with Debian's real limits.conf (every example commented out), rdma_core's drop-in holding
+    ``drop_in`` and other limits.d files ``others`` (name: text), listed as find lists them."""
+    host = FakeHost()
+    host.add("/etc/security/limits.conf", (LIMITS / "debian_limits.conf").read_text())
+    files = dict(others, **({DROP_IN.rsplit("/", 1)[1]: drop_in} if drop_in is not None else {}))
+    for name, text in files.items():
+        host.add(f"/etc/security/limits.d/{name}", text)
+    listing = "".join(f"{name}\n" for name in files)  # find's order: not sorted
+    host.commands[LIMITS_D_FIND] = Result(0, listing)
+    return host
+
+
+#: How the suite lists limits.d (a command the stand-in does not know answers 127 and lists nothing: a fail, not a
+#: pass, for every case here that expects one).
+LIMITS_D_FIND = "find /etc/security/limits.d -mindepth 1 -maxdepth 1 -name '*.conf' ! -type d -printf '%f\\n'"
+
+
+#: The role's template (roles/rdma_core/templates/memlock.conf.j2) for its default users, * and root.
+ROLE_DROP_IN = ("# Managed by rdmaforge\n* soft memlock unlimited\n* hard memlock unlimited\n"
+                "root soft memlock unlimited\nroot hard memlock unlimited\n")  # fmt: skip
+
+
+def test_memlock_is_judged_as_pam_limits_reads_the_files() -> None:
+    """The drop-in was judged by the text "root hard memlock unlimited" anywhere in it, so a commented line passed,
+    and a later limits.d file lowering the limit was never read. Now every file is read as pam_limits reads it."""
+    check = test_node_state.test_memlock_drop_in
+    check(limits_node(ROLE_DROP_IN), {}, "erdma")
+    commented = "# * hard memlock unlimited\n# root soft memlock unlimited\n# root hard memlock unlimited\n"
+    with pytest.raises(AssertionError, match=r"no line sets \*'s soft memlock.*no line sets root's hard memlock"):
+        check(limits_node(commented), {}, "erdma")
+    later = "*\thard\tmemlock\t65536\n"  # tab-separated, read after 90-rdmaforge-memlock.conf (C order)
+    with pytest.raises(AssertionError, match=r"\*'s hard memlock is 65536 \(/etc/security/limits.d/99-site.conf:1\)"):
+        check(limits_node(ROLE_DROP_IN, **{"99-site.conf": later}), {}, "erdma")
+    check(limits_node(ROLE_DROP_IN, **{"10-site.conf": later}), {}, "erdma")  # read before the drop-in: overridden
+    check(limits_node(ROLE_DROP_IN, **{"99-site.conf.rpmsave": later}), {}, "erdma")  # not a *.conf: not read
+    with pytest.raises(AssertionError, match=r"90-rdmaforge-memlock.conf \(rdma_core's memlock drop-in\) is missing"):
+        check(limits_node(None), {}, "erdma")
+    with pytest.raises(AssertionError, match=r"fabric tcp needs no memlock drop-in"):
+        check(limits_node(ROLE_DROP_IN), {}, "tcp")
+    check(limits_node(None), {}, "tcp")
+    # the inventory's users: @rdma alone, and a user line outranking the group's for one of its possible members
+    group = "@rdma - memlock unlimited\n"
+    check(limits_node(group), {"rdma_core_memlock_users": ["@rdma"]}, "erdma")
+    with pytest.raises(AssertionError, match=r"alice's hard memlock is 64"):
+        check(limits_node(group, **{"50-alice.conf": "alice hard memlock 64\n"}),
+              {"rdma_core_memlock_users": ["@rdma"]}, "erdma")  # fmt: skip
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: rdma_core_memlock_users names no user"):
+        check(limits_node(ROLE_DROP_IN), {"rdma_core_memlock_users": []}, "erdma")
 
 
 def key_pair(directory: Path, name: str) -> str:
