@@ -7,7 +7,8 @@ plaintext is a :class:`VaultPlaintext`: the scrubber treats it as a secret whate
 user encrypted it. Without the password a vaulted value is left out (Ansible then fails the run itself).
 
 As Ansible's loader does, a file is read as JSON first (``{"__ansible_vault": ...}`` is a vaulted value there) and
-as YAML when it is not JSON: JSON indented with tabs is not YAML.
+as YAML when it is not JSON: JSON indented with tabs is not YAML. An inventory file that is not a YAML mapping is
+read as an INI inventory (:mod:`rdmaforge.runner.ini_inventory`), as Ansible tries its yaml plugin, then its ini one.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from rdmaforge.runner import ini_inventory
 
 #: Decrypts one vault text (``$ANSIBLE_VAULT;...``); None when it cannot.
 Decrypt = Callable[[str], "str | None"]
@@ -98,6 +101,28 @@ def load_file(path: Path, decrypt: Decrypt | None = None) -> Any:
         return load_vars(path.read_text(), decrypt)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return None
+
+
+def load_inventory(path: Path, decrypt: Decrypt | None = None) -> list[dict[str, Any]]:
+    """The variables an inventory file sets: a YAML (or JSON) inventory's mapping, or, when the file is not one,
+    one mapping per line of an INI inventory that sets any. A whole-file vault is decrypted where ``decrypt`` can
+    (all its values are then secrets), else nothing is read from it."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return []
+    vaulted = text.lstrip().startswith(VAULT_HEADER)
+    if vaulted:
+        plain = decrypt(text) if decrypt is not None else None
+        if plain is None:
+            return []
+        text = plain
+    try:
+        data = load_vars(text, decrypt)
+    except (yaml.YAMLError, RecursionError):
+        data = None
+    found = [data] if isinstance(data, dict) else ini_inventory.variables(text)
+    return [_marked(d) for d in found] if vaulted else found
 
 
 def decryptor(vault_ids: Sequence[str], password_files: Sequence[Path | str]) -> Decrypt | None:
