@@ -177,10 +177,12 @@ def inventory_variable_files(inventory: Path, playbook: Path | None = None) -> t
 
 
 def secret_values(request: Request) -> set[str]:
-    """The values the run's artifacts must not keep: secret-named and vaulted ones, from -e, the inventory (YAML
-    or INI) and the group_vars/host_vars beside it."""
+    """The values the run's artifacts must not keep: secret-named and vaulted ones, from every -e (each file and
+    inline mapping, an overridden one too), the inventory (YAML or INI) and the group_vars/host_vars beside it."""
     decrypt = vault.decryptor(request.vault_ids, request.vault_password_files)
-    values = secrets.secret_values(extravars.merged(request.extra_vars, decrypt))
+    values: set[str] = set()
+    for source in request.extra_vars:
+        values |= secrets.secret_values(source.variables(decrypt))
     try:
         own, beside = inventory_variable_files(request.inventory, request.playbook)
     except OSError:

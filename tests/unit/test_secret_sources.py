@@ -18,7 +18,7 @@ from ansible.parsing.vault import VaultLib, VaultSecret
 
 from rdmaforge import cli
 from rdmaforge.commands import provision
-from rdmaforge.runner import execute, ini_inventory, secrets, vault
+from rdmaforge.runner import execute, extravars, ini_inventory, secrets, vault
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.secrets import REDACTED
 
@@ -119,6 +119,17 @@ def test_vars_beside_an_ini_inventory_and_in_an_inventory_directory(tmp_path: Pa
     (plays / "group_vars" / "all.yml").write_text("ansible_password: playbook-gv-pw-7\n")
     request = execute.Request(inventory=inventory / "hosts.ini", playbook=plays / "site.yml")
     assert "playbook-gv-pw-7" in execute.secret_values(request)
+
+
+def test_every_extra_vars_source_counts_an_overridden_one_too(tmp_path: Path) -> None:
+    tabbed = tmp_path / "extra.json"
+    tabbed.write_text('{\n\t"db_password": "json-file-pw-1",\n\t"plain": "shown"\n}\n')  # JSON, not YAML
+    yml = tmp_path / "extra.yml"
+    yml.write_text("db_password: yaml-file-pw-2\n")
+    sources = extravars.parse([f"@{tabbed}", f"@{yml}", '{"api_token": "inline-json-3"}', "db_password=inline-4"])
+    found = execute.secret_values(execute.Request(inventory=tmp_path / "none.ini", extra_vars=sources))
+    # db_password is set three times; Ansible sees the last, but the others were on disk and are kept out too.
+    assert found == {"json-file-pw-1", "yaml-file-pw-2", "inline-json-3", "inline-4"}
 
 
 def test_vaults_that_cannot_be_opened_leave_the_rest_readable(tmp_path: Path) -> None:
