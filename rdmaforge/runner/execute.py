@@ -204,9 +204,9 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
 
     def handle(event: Mapping[str, Any]) -> bool:
         log.handle(event)
-        if on_event is not None:
-            on_event(event)
-        return True  # keep every event in job_events/
+        if on_event is not None:  # the live display, a CI job's log: never a secret there either
+            on_event(secrets.redact_data(event, values))
+        return True  # keep every event in job_events/ (scrubbed on disk below)
 
     started = time.monotonic()
     status, rc = "error", 1
@@ -220,6 +220,7 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
     secrets.scrub_tree(run_dir, values)
+    log.redact(values)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
     stopped = log.hosts if log.stopped_early else []
     recaps = from_stats(log.stats, log.hosts, stopped) if log.stats else recaps_from_events(log)
     return Outcome(

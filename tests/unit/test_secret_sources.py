@@ -230,3 +230,55 @@ def test_secret_names_cover_the_ini_connection_variables() -> None:
     for name in ("ansible_password", "ansible_ssh_pass", "ansible_become_password", "ansible_become_pass",
                  "ansible_sudo_pass"):  # fmt: skip
         assert secrets.is_secret_name(name), name
+
+
+FAILING = """---
+- name: Fail with a secret in the message
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Warn about {{ api_token }}
+      ansible.builtin.debug:
+        msg: "WARNING: token {{ api_token }} expires soon"
+    - name: Fail loudly
+      ansible.builtin.fail:
+        msg: "the password is {{ ansible_password }}"
+"""
+
+
+def test_failure_messages_and_warnings_are_redacted_in_recap_junit_and_on_screen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The events on disk were scrubbed, but the recap table, recap.json and the JUnit reports (the run
+    directory's and --junit's) were written from the events as they arrived, secrets and all."""
+    playbook = tmp_path / "fail.yml"
+    playbook.write_text(FAILING)
+    monkeypatch.setattr(provision, "playbook", lambda name: playbook)
+    inventory = tmp_path / "hosts.ini"
+    python = shlex.quote(sys.executable)
+    host = f"n1 ansible_connection=local ansible_python_interpreter={python} ansible_password='ini-failure-pw-1'"
+    inventory.write_text(f"[cluster]\n{host}\n[cluster:vars]\napi_token=ini-warning-tok-2\n")
+    junit = tmp_path / "ci" / "junit.xml"
+    code = cli.main(["provision", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs"), "--junit", str(junit)])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.HOST_FAILED, (out + err)[-3000:]
+    assert f"the password is {REDACTED}" in out and f"WARNING: token {REDACTED} expires soon" in out
+    written = [junit, *(p for p in (tmp_path / "runs").rglob("*") if p.is_file())]
+    assert {"recap.json", "junit.xml"} <= {p.name for p in written}
+    for text in [out, err, *(p.read_text(errors="replace") for p in written)]:
+        assert "ini-failure-pw-1" not in text and "ini-warning-tok-2" not in text
+    recap = json.loads(next(p for p in written if p.name == "recap.json").read_text())
+    assert recap["problems"][0]["message"] == f"the password is {REDACTED}"
+
+
+def test_redacting_an_event_keeps_its_shape() -> None:
+    event = {"event": "runner_on_failed", "event_data": {"host": "n1", "res": {"msg": "pw s3cret-1!", "rc": 2,
+             "results": [{"item": "s3cret-1!", "ok": True}], "s3cret-1!": None}}}  # fmt: skip
+    clean = secrets.redact_data(event, ["s3cret-1!"])
+    assert clean == {"event": "runner_on_failed", "event_data": {"host": "n1", "res": {"msg": f"pw {REDACTED}",
+                     "rc": 2, "results": [{"item": REDACTED, "ok": True}], REDACTED: None}}}  # fmt: skip
+    assert event["event_data"]["res"]["msg"] == "pw s3cret-1!"  # a copy: the original is left as it was
+    deep: dict[str, object] = {"a": "s3cret-1!"}
+    for _ in range(5000):
+        deep = {"a": deep}
+    secrets.redact_data(deep, ["s3cret-1!"])  # no recursion limit
