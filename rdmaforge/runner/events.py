@@ -8,9 +8,11 @@ callback name (runner_on_ok, runner_on_failed, runner_on_unreachable, playbook_o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from rdmaforge.runner.secrets import redact_text
 
 #: The action names of ansible.builtin.fail / assert as a task result reports them (short, FQCN, legacy).
 FAIL_ACTIONS = frozenset({"fail", "ansible.builtin.fail", "ansible.legacy.fail"})
@@ -106,6 +108,15 @@ class EventLog:
             message=result_message(res),
             unreachable=unreachable,
         )
+
+    def redact(self, secrets: Iterable[str]) -> None:
+        """Secrets out of the failure messages and warnings (what the recap, recap.json and the JUnit reports show);
+        the published facts stay as the play set them: commands read them (a benchmark's run directory)."""
+        known = list(secrets)
+        self.problems = [
+            replace(p, task=redact_text(p.task, known), message=redact_text(p.message, known)) for p in self.problems
+        ]
+        self.warnings = [redact_text(line, known) for line in self.warnings]
 
     def failures(self, host: str | None = None) -> list[HostProblem]:
         return [p for p in self.problems if not p.unreachable and (host is None or p.host == host)]

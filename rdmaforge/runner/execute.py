@@ -145,29 +145,52 @@ def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[st
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-#: Where Ansible reads an inventory's variables beside it (the files, and directories of files, in these).
+#: Where Ansible reads variables beside an inventory (and beside the playbook): files with or without an
+#: extension, and directories of them, named after a group or host.
 INVENTORY_VARS_DIRS = ("group_vars", "host_vars")
 
 
-def inventory_variable_files(inventory: Path) -> list[Path]:
-    """The inventory's own files (a file, or the files of a directory) and its group_vars/host_vars files."""
-    base = inventory if inventory.is_dir() else inventory.parent
-    files = sorted(p for p in base.iterdir() if p.is_file()) if inventory.is_dir() else [inventory]
-    for name in INVENTORY_VARS_DIRS:
-        if (base / name).is_dir():
-            files += sorted(p for p in (base / name).rglob("*") if p.is_file())
-    return files
+def inventory_variable_files(inventory: Path, playbook: Path | None = None) -> tuple[list[Path], list[Path]]:
+    """The inventory's own files (the file, or every file under the directory but hidden ones) and the variable
+    files Ansible reads beside them: group_vars/ and host_vars/ beside the inventory file, in the inventory
+    directory (at any depth), and beside the playbook. Every file there is listed, whatever its extension or
+    whether its group or host exists: reading more than Ansible does only redacts more."""
+    own: list[Path] = []
+    beside: list[Path] = []
+    bases: list[Path] = []
+    if inventory.is_dir():
+        for top, dirs, files in os.walk(inventory):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # not .git/: Ansible skips hidden entries
+            folders = Path(top).relative_to(inventory).parts
+            into = beside if any(part in INVENTORY_VARS_DIRS for part in folders) else own
+            into += [Path(top, name) for name in sorted(files) if not name.startswith(".")]
+    else:
+        own.append(inventory)
+        bases.append(inventory.parent)
+    if playbook is not None:
+        bases.append(playbook.parent)
+    for base in dict.fromkeys(b.resolve() for b in bases):
+        for name in INVENTORY_VARS_DIRS:
+            if (base / name).is_dir():
+                beside += sorted(p for p in (base / name).rglob("*") if p.is_file())
+    return own, beside
 
 
 def secret_values(request: Request) -> set[str]:
-    """The values the run's artifacts must not keep: secret-named and vaulted ones, from -e and the inventory."""
+    """The values the run's artifacts must not keep: secret-named and vaulted ones, from every -e (each file and
+    inline mapping, an overridden one too), the inventory (YAML or INI) and the group_vars/host_vars beside it."""
     decrypt = vault.decryptor(request.vault_ids, request.vault_password_files)
-    values = secrets.secret_values(extravars.merged(request.extra_vars, decrypt))
+    values: set[str] = set()
+    for source in request.extra_vars:
+        values |= secrets.secret_values(source.variables(decrypt))
     try:
-        files = inventory_variable_files(request.inventory)
+        own, beside = inventory_variable_files(request.inventory, request.playbook)
     except OSError:
-        files = []
-    for path in files:
+        own, beside = [], []
+    for path in own:
+        for variables in vault.load_inventory(path, decrypt):
+            values |= secrets.secret_values(variables)
+    for path in beside:
         data = vault.load_file(path, decrypt)
         if isinstance(data, dict):
             values |= secrets.secret_values(data)
@@ -181,9 +204,9 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
 
     def handle(event: Mapping[str, Any]) -> bool:
         log.handle(event)
-        if on_event is not None:
-            on_event(event)
-        return True  # keep every event in job_events/
+        if on_event is not None:  # the live display, a CI job's log: never a secret there either
+            on_event(secrets.redact_data(event, values))
+        return True  # keep every event in job_events/ (scrubbed on disk below)
 
     started = time.monotonic()
     status, rc = "error", 1
@@ -197,6 +220,7 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
     secrets.scrub_tree(run_dir, values)
+    log.redact(values)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
     stopped = log.hosts if log.stopped_early else []
     recaps = from_stats(log.stats, log.hosts, stopped) if log.stats else recaps_from_events(log)
     return Outcome(

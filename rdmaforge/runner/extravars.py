@@ -66,9 +66,9 @@ def parse(arguments: Iterable[str]) -> list[ExtraVars]:
 
 def _parse_mapping(argument: str, text: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(text)  # JSON is YAML; Ansible accepts both here
-    except yaml.YAMLError as exc:
-        raise ExtraVarsError(f"-e {_shown(argument)}: not valid JSON or YAML ({exc.__class__.__name__})") from exc
+        data = json.loads(text)  # JSON first, then YAML, as Ansible's loader reads it (JSON with tabs is not YAML)
+    except ValueError:
+        data = _parse_yaml(argument, text)
     except RecursionError as exc:
         raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_DEEP}") from exc
     if too_deep(data):
@@ -78,6 +78,15 @@ def _parse_mapping(argument: str, text: str) -> dict[str, Any]:
     for name in data:
         _check_name(argument, str(name))
     return {str(k): v for k, v in data.items()}
+
+
+def _parse_yaml(argument: str, text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ExtraVarsError(f"-e {_shown(argument)}: not valid JSON or YAML ({exc.__class__.__name__})") from exc
+    except RecursionError as exc:
+        raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_DEEP}") from exc
 
 
 def _shown(argument: str, limit: int = 80) -> str:

@@ -4,9 +4,11 @@ Three leaks are closed: ansible-runner writes `env/extravars`, `env/passwords` a
 private data directory (prevented with ``suppress_env_files`` and checked by :func:`env_files`); it records
 the whole environment of the run in `command` (a CI job's tokens included, rewritten by :func:`scrub_command`);
 and a task may print a secret variable (replaced everywhere by :func:`scrub_tree`). Secrets are the values of
-secret-named variables and every vault-encrypted value (:mod:`rdmaforge.runner.vault`), from the -e files and the
-inventory's variables; and, whatever variable they came from, private keys (PEM blocks) and the password of a
-URL (``https://user:PASSWORD@host``, as pip index, git and mirror URLs carry tokens), found by their form.
+secret-named variables and every vault-encrypted value (:mod:`rdmaforge.runner.vault`), from every -e (inline or a
+JSON/YAML file), the inventory (YAML, or INI: :mod:`rdmaforge.runner.ini_inventory`) and the group_vars/host_vars
+beside it and the playbook (:func:`rdmaforge.runner.execute.secret_values`); and, whatever variable they came
+from, private keys (PEM blocks) and the password of a URL (``https://user:PASSWORD@host``, as pip index, git and
+mirror URLs carry tokens), found by their form.
 """
 
 from __future__ import annotations
@@ -112,6 +114,41 @@ def redact(data: bytes, secrets: Iterable[str]) -> bytes:
     if b"PRIVATE KEY-----" in data:
         data = _redact_private_keys(data, hidden)
     return URL_PASSWORD.sub(rb"\1" + hidden + b"@", data) if b"://" in data else data
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """:func:`redact` of one string."""
+    return redact(text.encode("utf-8", "surrogatepass"), secrets).decode("utf-8", "surrogatepass")
+
+
+def redact_data(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` (an event: JSON's types) with every string in it, keys too, redacted as :func:`redact` does."""
+    known = [s for s in set(secrets) if len(s) >= MIN_SECRET_LENGTH]
+    pending: list[Any] = []
+
+    def clean(item: Any) -> Any:
+        if isinstance(item, str):
+            return redact_text(item, known)
+        if isinstance(item, Mapping):
+            copy: dict[Any, Any] = {}
+            pending.append((item, copy))
+            return copy
+        if isinstance(item, list | tuple):
+            items: list[Any] = []
+            pending.append((item, items))
+            return items
+        return item
+
+    # Walked without recursion: an event nests as deep as a module's result does.
+    top = clean(value)
+    while pending:
+        source, target = pending.pop()
+        if isinstance(target, dict):
+            for key, item in source.items():
+                target[clean(key) if isinstance(key, str) else key] = clean(item)
+        else:
+            target.extend(clean(item) for item in source)
+    return top
 
 
 def _redact_private_keys(data: bytes, hidden: bytes) -> bytes:

@@ -5,15 +5,22 @@ even its plain secret-named values went unscrubbed. Here ``!vault`` and ``!unsaf
 value (inline or a whole file) is decrypted with the run's own ``--vault-id`` / ``--vault-password-file``. Its
 plaintext is a :class:`VaultPlaintext`: the scrubber treats it as a secret whatever the variable's name, since the
 user encrypted it. Without the password a vaulted value is left out (Ansible then fails the run itself).
+
+As Ansible's loader does, a file is read as JSON first (``{"__ansible_vault": ...}`` is a vaulted value there) and
+as YAML when it is not JSON: JSON indented with tabs is not YAML. An inventory file that is not a YAML mapping is
+read as an INI inventory (:mod:`rdmaforge.runner.ini_inventory`), as Ansible tries its yaml plugin, then its ini one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from rdmaforge.runner import ini_inventory
 
 #: Decrypts one vault text (``$ANSIBLE_VAULT;...``); None when it cannot.
 Decrypt = Callable[[str], "str | None"]
@@ -62,20 +69,60 @@ def _marked(value: Any) -> Any:
     return VaultPlaintext(str(value))
 
 
+def _json_object(decrypt: Decrypt | None) -> Callable[[dict[str, Any]], Any]:
+    """JSON's forms of ``!vault`` and ``!unsafe``, as Ansible's JSON decoder reads them."""
+
+    def hook(value: dict[str, Any]) -> Any:
+        if len(value) == 1 and isinstance(value.get("__ansible_vault"), str):
+            plain = decrypt(value["__ansible_vault"]) if decrypt is not None else None
+            return _Undecrypted() if plain is None else VaultPlaintext(plain)
+        if len(value) == 1 and "__ansible_unsafe" in value:
+            return value["__ansible_unsafe"]
+        return value
+
+    return hook
+
+
 def load_vars(text: str, decrypt: Decrypt | None = None) -> Any:
-    """The data of a variables file (YAML or JSON), vaulted values decrypted where ``decrypt`` can."""
+    """The data of a variables file (JSON or YAML), vaulted values decrypted where ``decrypt`` can."""
     if text.lstrip().startswith(VAULT_HEADER):
         plain = decrypt(text) if decrypt is not None else None
         return None if plain is None else _marked(load_vars(plain))
+    try:
+        return json.loads(text, object_hook=_json_object(decrypt))
+    except ValueError:  # not JSON: YAML, as Ansible's loader tries next
+        pass
     return yaml.load(text, Loader=_loader(decrypt))  # noqa: S506 - a SafeLoader subclass
 
 
 def load_file(path: Path, decrypt: Decrypt | None = None) -> Any:
-    """:func:`load_vars` of a file; None when it cannot be read or is not YAML (an INI inventory)."""
+    """:func:`load_vars` of a file; None when it cannot be read or is neither JSON nor YAML."""
     try:
         return load_vars(path.read_text(), decrypt)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return None
+
+
+def load_inventory(path: Path, decrypt: Decrypt | None = None) -> list[dict[str, Any]]:
+    """The variables an inventory file sets: a YAML (or JSON) inventory's mapping, or, when the file is not one,
+    one mapping per line of an INI inventory that sets any. A whole-file vault is decrypted where ``decrypt`` can
+    (all its values are then secrets), else nothing is read from it."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return []
+    vaulted = text.lstrip().startswith(VAULT_HEADER)
+    if vaulted:
+        plain = decrypt(text) if decrypt is not None else None
+        if plain is None:
+            return []
+        text = plain
+    try:
+        data = load_vars(text, decrypt)
+    except (yaml.YAMLError, RecursionError):
+        data = None
+    found = [data] if isinstance(data, dict) else ini_inventory.variables(text)
+    return [_marked(d) for d in found] if vaulted else found
 
 
 def decryptor(vault_ids: Sequence[str], password_files: Sequence[Path | str]) -> Decrypt | None:

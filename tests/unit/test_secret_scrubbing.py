@@ -57,6 +57,21 @@ def test_vaulted_values_are_secrets_whatever_their_name(tmp_path: Path) -> None:
     assert secrets.secret_values(extravars.merged(extravars.parse([f"@{inline}", f"@{whole}"]))) == set()
 
 
+def test_json_vars_files_are_read_as_json_first_as_ansible_reads_them(tmp_path: Path) -> None:
+    """JSON indented with tabs is not YAML: such an -e file (or inline mapping) gave the scrubber nothing. JSON's
+    form of a vaulted value ({"__ansible_vault": ...}) is a secret whatever its name, as !vault is in YAML."""
+    tabbed = tmp_path / "extra.json"
+    tabbed.write_text(json.dumps({"db_password": "json-tab-pw-1", "bmc": {"__ansible_vault": encrypted("jv-2")},
+                                  "mirror": {"__ansible_unsafe": "https://u:{{x}}@m"}}, indent="\t"))  # fmt: skip
+    inline = '{\t"api_token": "inline-tab-tok-3"}'
+    sources = extravars.parse([f"@{tabbed}", inline])
+    decrypt = vault.decryptor((), (password_file(tmp_path),))
+    assert secrets.secret_values(extravars.merged(sources, decrypt)) == {"json-tab-pw-1", "jv-2", "inline-tab-tok-3"}
+    assert extravars.merged(sources)["mirror"] == "https://u:{{x}}@m"
+    # Without the password the vaulted value is left out, and nothing breaks.
+    assert secrets.secret_values(extravars.merged(sources)) == {"json-tab-pw-1", "inline-tab-tok-3"}
+
+
 def test_the_inventory_vault_values_are_secrets(tmp_path: Path) -> None:
     """Vault is mostly used in group_vars: a vaulted become password or token there is scrubbed too."""
     inventory = tmp_path / "inventory"
