@@ -16,9 +16,14 @@ def nodes_without_gpus(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str,
     return [h for h in hosts if int((hostvars[h].get("rdmaforge_node") or {}).get("gpu_count", 0) or 0) == 0]
 
 
-def gpu_counts(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
-    """Each host's GPU count from its preflight fact (0 without one), for run.json."""
-    return {h: int((hostvars[h].get("rdmaforge_node") or {}).get("gpu_count", 0) or 0) for h in hosts}
+def gpu_counts(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, int | None]:
+    """Each host's GPU count from its preflight fact, for run.json; None (unknown, never 0) for a host without one,
+    so that a baseline is not made from it and the verdict does not take the node for a CPU-only one."""
+    counts: dict[str, int | None] = {}
+    for host in hosts:
+        count = (hostvars[host].get("rdmaforge_node") or {}).get("gpu_count")
+        counts[host] = None if count in (None, "") else int(count)
+    return counts
 
 
 def port_line_rates(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], fabric: str) -> dict[str, Any]:

@@ -106,7 +106,9 @@ def required_groups(run: Mapping[str, Any], present: Iterable[str]) -> set[str]:
     else:
         required = set()
         gpus = run.get("gpus")
-        every_node_has_gpus = not (isinstance(gpus, Mapping) and gpus and min(int(n or 0) for n in gpus.values()) == 0)
+        # A node whose count is unknown (null) is not taken for a CPU-only one: nccl-tests stays required.
+        known = [int(n) for n in gpus.values() if n is not None] if isinstance(gpus, Mapping) else []
+        every_node_has_gpus = not (known and min(known) == 0)
         if every_node_has_gpus:
             required |= {"nccl-tests", "transport"}
         e2e_enabled = run.get("e2e_enabled")

@@ -180,6 +180,26 @@ def test_nccl_tests_is_required_on_gpu_nodes_even_when_switched_off(tmp_path: Pa
     assert "nccl-tests (required): skipped: benchmark_nccl_tests is false" in results["reasons"]
 
 
+def test_a_node_of_unknown_gpu_count_is_not_taken_for_a_cpu_only_node(tmp_path: Path) -> None:
+    """run.json's null count (a node without preflight's fact): nccl-tests stays required, so its absence is never a
+    pass on the strength of e2e alone."""
+    run_dir = e2e_dir(tmp_path, 0.5)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["gpus"] = {"n1": None, "n2": 8}
+    run["nccl"] = {"status": "skipped", "reason": "benchmark_nccl_tests is false"}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    results = render(run_dir)
+    assert results["verdict"] == "incomplete"
+    assert component(results, "nccl-tests")["required"] is True
+
+
+def test_the_role_records_a_node_without_preflights_fact_as_of_unknown_gpu_count() -> None:
+    from tests.unit.test_filter_docs import FILTERS
+
+    hostvars = {"n1": {"rdmaforge_node": {"gpu_count": 8}}, "n2": {}, "n3": {"rdmaforge_node": {"gpu_count": 0}}}
+    assert FILTERS["rdmaforge_gpu_counts"](["n1", "n2", "n3"], hostvars) == {"n1": 8, "n2": None, "n3": 0}
+
+
 def test_nothing_ran_is_incomplete(tmp_path: Path) -> None:
     results = render(make_run(tmp_path, "erdma", None))
     assert results["verdict"] == "incomplete"
