@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -53,13 +54,28 @@ def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: st
     assert not missing, f"not installed: {missing}"
 
 
-def read_rdma_devices(host: Any) -> tuple[Any, list[Any]]:
-    """ibv_devinfo -v's result, and its devices with ibstat's rates merged in where infiniband-diags is installed."""
-    devinfo = host.run("ibv_devinfo -v")
-    every = parse_ibv_devinfo(devinfo.stdout)
+#: ibv_devinfo exits 255 when it finds no device, which testinfra's SSH backend takes for ssh's own failure (and
+#: raises): the status travels on stderr's last line instead.
+DEVINFO_COMMAND = 'ibv_devinfo -v; echo "ibv_devinfo-exit=$?" >&2'
+
+
+@dataclass(frozen=True)
+class DevinfoRun:
+    rc: int
+    stderr: str
+
+
+def read_rdma_devices(host: Any) -> tuple[DevinfoRun, list[Any]]:
+    """ibv_devinfo -v's exit status and stderr (DEVINFO_COMMAND), and its devices with ibstat's rates merged in where
+    infiniband-diags is installed."""
+    result = host.run(DEVINFO_COMMAND)
+    stderr, _, last = result.stderr.rstrip("\n").rpartition("\n")
+    if not last.startswith("ibv_devinfo-exit="):
+        stderr, last = result.stderr, f"ibv_devinfo-exit={result.rc}"
+    every = parse_ibv_devinfo(result.stdout)
     if host.exists("ibstat"):
         every, _ = merge_ibstat(every, parse_ibstat(host.run("ibstat").stdout))
-    return devinfo, every
+    return DevinfoRun(int(last.partition("=")[2]), stderr), every
 
 
 def test_rdma_ports_active(host: Any, hostvars: dict[str, Any], fabric: str) -> None:

@@ -63,6 +63,9 @@ class FakeHost:
         self.files[path] = File(path, content, **kwargs)
 
     def run(self, command: str) -> Result:
+        if command == test_node_state.DEVINFO_COMMAND:  # the shell runs ibv_devinfo, then echoes its status
+            devinfo = self.run("ibv_devinfo -v")
+            return Result(0, devinfo.stdout, f"{devinfo.stderr}ibv_devinfo-exit={devinfo.rc}\n")
         return self.commands.get(command, Result(127, "", f"{command}: not found"))
 
     def check_output(self, command: str) -> str:
@@ -190,6 +193,17 @@ def test_rdma_ports_expected_by_the_inventory_must_exist() -> None:
         check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0", "erdma_1"]}, "erdma")
     with pytest.raises(AssertionError, match=r"\['erdma_0:2'\]"):
         check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:2"]}, "erdma")
+
+
+def test_a_node_without_rdma_devices_is_not_judged_on_rates_and_fails_active_ports() -> None:
+    """ibv_devinfo's own answer on a host without a device (exit 255, rdma-core's message): the rates are not judged
+    (skipped, named so) and the ports are not active, the status in the message."""
+    host = FakeHost()
+    host.commands["ibv_devinfo -v"] = Result(255, "", "Failed to get IB devices list: Function not implemented\n")
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: port rates"):
+        test_node_state.test_rdma_port_rates(host, {}, "erdma")
+    with pytest.raises(AssertionError, match=r"no erdma\* RDMA device: ibv_devinfo -v exited 255: Failed to get IB"):
+        test_node_state.test_rdma_ports_active(host, {}, "erdma")
 
 
 def roce_node(ibstat: str) -> FakeHost:
