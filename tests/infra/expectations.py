@@ -30,10 +30,6 @@ def setting(hostvars: dict[str, Any], role: str, name: str) -> Any:
     return None if isinstance(value, str) and "{{" in value else value
 
 
-def enabled(value: Any) -> bool:
-    return ansible_bool(value)
-
-
 def accepted(hostvars: dict[str, Any], check: str) -> str | None:
     """The reason the inventory gives for accepting a deviation of ``check`` (doctor_accept), if any."""
     accept = hostvars.get("doctor_accept") or {}
@@ -86,4 +82,4 @@ def eni_mtu(hostvars: dict[str, Any], fabric: str) -> int:
     given = setting(hostvars, "eni", "eni_mtu")
     if given not in (None, ""):
         return int(given)
-    return 8500 if fabric == "erdma" and enabled(setting(hostvars, "eni", "eni_jumbo_frames")) else 1400
+    return 8500 if fabric == "erdma" and ansible_bool(setting(hostvars, "eni", "eni_jumbo_frames")) else 1400

@@ -19,7 +19,8 @@ from rdmaforge.parsers.rdma_devinfo import (
     parse_ibstat,
     parse_ibv_devinfo,
 )
-from tests.infra.expectations import accepted, enabled, nccl_conf, read_conf, setting
+from rdmaforge.plain_data import ansible_bool
+from tests.infra.expectations import accepted, nccl_conf, read_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
 
@@ -85,7 +86,7 @@ def test_rdma_ports_active(host: Any, hostvars: dict[str, Any], fabric: str) -> 
     if fabric not in RDMA_PROFILES:
         pytest.skip(f"fabric {fabric} does not use RDMA")
     required = setting(hostvars, "rdma_core", "rdma_require_active_ports")  # default: true on RDMA fabrics
-    if required is not None and not enabled(required):
+    if required is not None and not ansible_bool(required):
         reason = accepted(hostvars, "rdma")
         pytest.skip("rdma_require_active_ports is false: the inventory does not require active RDMA ports"
                     + (f"; accepted by the inventory (doctor_accept): {reason}" if reason else ""))  # fmt: skip
@@ -180,7 +181,7 @@ def test_nccl_conf_holds_the_profile(host: Any, hostvars: dict[str, Any], fabric
     assert expected, f"the nccl_env profile table has no NCCL setting for {fabric}"
     found = read_conf(conf.content_string)
     overrides = setting(hostvars, "nccl_env", "nccl_env_overrides") or {}
-    if enabled(setting(hostvars, "nccl_env", "nccl_env_ib_hca_from_topology")) and "NCCL_IB_HCA" not in overrides:
+    if ansible_bool(setting(hostvars, "nccl_env", "nccl_env_ib_hca_from_topology")) and "NCCL_IB_HCA" not in overrides:
         # The rail map's exact device list: each one an RDMA device of this node (which are near its GPUs is the
         # gpu_topology module's finding, checked against real captures in tests/unit/test_gpu_topology.py).
         hca = found.pop("NCCL_IB_HCA", "")
