@@ -9,8 +9,9 @@ brings, and the RDMA userspace packages per OS family. Every consumer derives fr
   ``rdmaforge.doctor_checks`` (RDMA fabrics, device patterns), ``rdmaforge.bench.report`` (line rates),
   ``rdmaforge.stored``, ``rdmaforge.workloads``, the testinfra suite (``tests/infra``);
 * the roles: the defaults of ``rdma_core_packages``, ``rdma_require_active_ports``, ``benchmark_line_rates``,
-  ``nccl_plugin_provider`` and ``benchmark_e2e_net_plugin`` come from the filter ``rdmaforge.cluster.rdmaforge_fabric_profiles``
-  (``filter_plugins/rdmaforge_fabrics.py``), and stay variables an inventory may override.
+  ``nccl_plugin_provider`` and ``benchmark_e2e_net_plugin`` come from the filter
+  ``rdmaforge.cluster.rdmaforge_fabric_profiles`` (``filter_plugins/rdmaforge_fabrics.py``), and stay variables an
+  inventory may override.
 
 The roles' ``meta/argument_specs.yml`` ``choices`` are static YAML; ``tests/unit/test_fabric_table.py`` fails
 when they, or any other copy of the profile names, drift from this table. Stdlib only: filters, the CLI and the
