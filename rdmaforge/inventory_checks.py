@@ -551,6 +551,78 @@ def version_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     return found
 
 
+# --- pinned git commits ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GitPin:
+    """A git source pinned to a commit: the ref must check out ``commit`` (roles/build_once fails otherwise)."""
+
+    commit: str  # the commit variable
+    ref: str  # the ref variable
+    version: str  # the version variable the default ref is made of
+    ref_of_version: str  # the default ref, as a format of the version ("v{}-1")
+    default_version: str
+    default_commit: str  # the commit of the default ref, as the role's defaults pin it
+    source: str  # the role's source variable (git is its default)
+    switch: str | None = None  # the role's on/off variable (default on), when it has one
+
+    @property
+    def default_ref(self) -> str:
+        return self.ref_of_version.format(self.default_version)
+
+
+#: The roles' pinned git sources, as their defaults/main.yml set them (tests/unit/test_inventory_checks.py compares).
+GIT_PINS: tuple[GitPin, ...] = (
+    GitPin("nccl_build_git_commit", "nccl_build_git_ref", "nccl_build_version", "v{}-1", "2.29.7",
+           "b91894bd5b190c874d98a017f93f5daa515b65d0", "nccl_build_source"),  # fmt: skip
+    GitPin("nccl_tests_git_commit", "nccl_tests_git_ref", "nccl_tests_version", "v{}", "2.17.8",
+           "81463c58d093dba403c28c28cd050ea948e9e1ba", "nccl_tests_source", "nccl_tests_enabled"),  # fmt: skip
+)
+
+_GIT_COMMIT = re.compile(r"[0-9a-fA-F]{40}")
+
+
+def git_commit_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A pinned commit must be a full commit id (or empty: unpinned); a git module given a short or misspelled one
+    would fail only on the builder, after the nodes were changed. And a ref other than the default one, with the
+    commit left at the default ref's, would fail the build's commit check on the builder: refused here first."""
+    found = []
+    for pin in GIT_PINS:
+        if pin.commit in values:
+            value = values[pin.commit]
+            if not (isinstance(value, str) and (value == "" or _GIT_COMMIT.fullmatch(value))):
+                found.append(
+                    Problem(
+                        host,
+                        pin.commit,
+                        f"{host}: {pin.commit}={show(value)} is not allowed; allowed: a full commit id, 40 "
+                        f"hexadecimal digits as `git rev-parse '<tag>^{{commit}}'` prints them (quoted in YAML), or "
+                        "'' to build the ref unpinned",
+                    )
+                )
+            continue
+        if values.get(pin.source, "git") != "git":
+            continue
+        if pin.switch is not None and not ansible_bool(values.get(pin.switch, True)):
+            continue
+        ref = values.get(pin.ref)
+        if ref is None and pin.version in values:
+            ref = pin.ref_of_version.format(values[pin.version])
+        if not isinstance(ref, str) or "{{" in ref or ref == pin.default_ref:
+            continue
+        found.append(
+            Problem(
+                host,
+                pin.commit,
+                f"{host}: {pin.commit} is left at {pin.default_commit!r}, the commit of {pin.default_ref}, but the "
+                f"build checks out {pin.ref}={show(ref)}; allowed: set {pin.commit} to the commit of {ref} (git "
+                f"rev-parse '{ref}^{{commit}}', verified out of band), or '' to build it unpinned",
+            )
+        )
+    return found
+
+
 # --- downloads -------------------------------------------------------------------------------------
 
 
@@ -956,6 +1028,7 @@ def inventory_report(
         found += renamed_variable_problems(node.name, node.values)
         found += version_problems(node.name, node.values)
         found += download_problems(node.name, node.values)
+        found += git_commit_problems(node.name, node.values)
         if names is not None:
             found += misspelled_variable_problems(node.name, node.values, names)
         if node.address is not None:

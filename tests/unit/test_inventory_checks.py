@@ -713,6 +713,76 @@ def test_a_switched_off_role_downloads_nothing_so_its_tarball_is_not_checked() -
     assert len(report_of(nccl_tests_enabled="yes", nccl_tests_source="tarball")) == 2
 
 
+# --- pinned git commits ------------------------------------------------------------------------------
+
+#: The commits of the default tags, read from NVIDIA's repositories (git rev-parse 'v2.29.7-1^{commit}' in
+#: NVIDIA/nccl, 'v2.17.8^{commit}' in NVIDIA/nccl-tests).
+NCCL_V2_29_7_1 = "b91894bd5b190c874d98a017f93f5daa515b65d0"
+NCCL_TESTS_V2_17_8 = "81463c58d093dba403c28c28cd050ea948e9e1ba"
+GIT_COMMIT_ALLOWED = (
+    "allowed: a full commit id, 40 hexadecimal digits as `git rev-parse '<tag>^{commit}'` prints them (quoted in "
+    "YAML), or '' to build the ref unpinned"
+)
+
+
+@pytest.mark.parametrize(
+    ("role", "tag", "commit"),
+    [("nccl_build", "v2.29.7-1", NCCL_V2_29_7_1), ("nccl_tests", "v2.17.8", NCCL_TESTS_V2_17_8)],
+)
+def test_the_default_git_sources_are_pinned_to_the_commits_of_their_tags(role: str, tag: str, commit: str) -> None:
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+    version = defaults[f"{role}_version"]
+    assert defaults[f"{role}_git_ref"].replace(f"{{{{ {role}_version }}}}", version) == tag
+    assert defaults[f"{role}_git_commit"] == commit
+    spec = yaml.safe_load((PROJECT_ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    assert spec["argument_specs"]["main"]["options"][f"{role}_git_commit"]["default"] == commit
+    # preflight's table says the same, so an inventory that moves the ref is told to move the commit too
+    (pin,) = [p for p in checks.GIT_PINS if p.commit == f"{role}_git_commit"]
+    assert (pin.default_ref, pin.default_commit, pin.default_version) == (tag, commit, version)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        NCCL_V2_29_7_1[:7],  # the short id git log --oneline prints
+        f"{NCCL_V2_29_7_1}0",  # 41 digits
+        "v2.29.7-1",  # the tag itself
+        NCCL_V2_29_7_1.replace("b", "g", 1),  # not hexadecimal
+        12345,  # an unquoted all-digit id, read by YAML as a number
+        None,
+    ],
+)
+def test_a_malformed_git_commit_is_refused(value: object) -> None:
+    shown = repr(value) if isinstance(value, str) else "null" if value is None else str(value)
+    assert report_of(nccl_build_git_commit=value) == [
+        f"node1: nccl_build_git_commit={shown} is not allowed; {GIT_COMMIT_ALLOWED}"
+    ]
+
+
+def test_a_full_commit_or_empty_passes() -> None:
+    assert report_of(nccl_build_git_commit=NCCL_V2_29_7_1, nccl_tests_git_commit=NCCL_TESTS_V2_17_8) == []
+    assert report_of(nccl_build_git_commit="", nccl_tests_git_commit="") == []
+    assert report_of(nccl_tests_git_commit=NCCL_TESTS_V2_17_8.upper()) == []  # the role compares it lower-cased
+
+
+def test_another_ref_with_the_default_commit_is_refused_before_any_node_is_touched() -> None:
+    # the build would check out v2.30.3-1 and find a commit other than v2.29.7-1's
+    assert report_of(nccl_build_version="2.30.3") == [
+        f"node1: nccl_build_git_commit is left at {NCCL_V2_29_7_1!r}, the commit of v2.29.7-1, but the build checks "
+        "out nccl_build_git_ref='v2.30.3-1'; allowed: set nccl_build_git_commit to the commit of v2.30.3-1 (git "
+        "rev-parse 'v2.30.3-1^{commit}', verified out of band), or '' to build it unpinned"
+    ]
+    (message,) = report_of(nccl_tests_git_ref="master")
+    assert message.startswith(f"node1: nccl_tests_git_commit is left at {NCCL_TESTS_V2_17_8!r}, the commit of v2.17.8")
+    # the same ref as the default's, a commit of its own, an unpinned build, a tarball, nccl-tests switched off
+    assert report_of(nccl_build_version="2.29.7", nccl_build_git_ref="v2.29.7-1") == []
+    assert report_of(nccl_build_version="2.30.3", nccl_build_git_commit="0123456789abcdef" * 2 + "01234567") == []
+    assert report_of(nccl_build_git_ref="v2.30.3-1", nccl_build_git_commit="") == []
+    assert report_of(nccl_build_source="tarball", nccl_build_tarball_url=NCCL_TARBALL,
+                     nccl_build_tarball_sha256=EMPTY_SHA256, nccl_build_version="2.21.5") == []  # fmt: skip
+    assert report_of(nccl_tests_enabled=False, nccl_tests_version="2.19.6") == []
+
+
 # --- misspelled variables ----------------------------------------------------------------------------
 
 ROLES = PROJECT_ROOT / "roles"
