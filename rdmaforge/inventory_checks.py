@@ -700,6 +700,66 @@ def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     return found
 
 
+# --- pip hash pinning --------------------------------------------------------------------------------
+
+#: One requirement of pip's hash-checking mode: name (extras allowed), ==version, one or more sha256 hashes.
+_HASHED_REQUIREMENT = re.compile(
+    r"(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?:\[[A-Za-z0-9._,-]*\])?==(?P<version>[^\s;=]+)"
+    r"(?:\s+--hash=sha256:[0-9a-f]{64})+"
+)
+_HASHED_ALLOWED = (
+    "one package a line, `name==version --hash=sha256:<64 lower-case hexadecimal digits>` (one --hash per wheel), "
+    "every package of the environment included (pip's --require-hashes), or [] for no hash check"
+)
+
+
+#: benchmark_e2e_torch's default (roles/benchmark/defaults/main.yml; tests/unit/test_inventory_checks.py compares).
+BENCHMARK_E2E_TORCH = "torch==2.13.0"
+
+
+def _pip_name(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pip_hash_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """benchmark_e2e_torch_requirements: every line a pinned, hashed requirement (a malformed one would make pip
+    fail on every node, or worse, a hash pip does not read would pin nothing), and a line for the torch of
+    benchmark_e2e_torch (the lines replace it)."""
+    variable = "benchmark_e2e_torch_requirements"
+    if variable not in values:
+        return []
+    lines = values[variable]
+    if not isinstance(lines, list):
+        return [Problem(host, variable, f"{host}: {variable}={show(lines)} is not allowed; allowed: a list, "
+                                        f"{_HASHED_ALLOWED}")]  # fmt: skip
+    found = []
+    pinned: dict[str, str] = {}
+    for index, line in enumerate(lines):
+        match = _HASHED_REQUIREMENT.fullmatch(line.strip()) if isinstance(line, str) else None
+        if match is None:
+            message = f"{host}: {variable}[{index}]={show(line)} is not allowed; allowed: {_HASHED_ALLOWED}"
+            found.append(Problem(host, variable, message))
+        else:
+            pinned[_pip_name(match["name"])] = match["version"]
+    if found or not lines:
+        return found
+    torch = values.get("benchmark_e2e_torch", BENCHMARK_E2E_TORCH)
+    wanted = re.fullmatch(r"\s*torch\s*==\s*(\S+)\s*", torch) if isinstance(torch, str) else None
+    if "torch" not in pinned or (wanted is not None and pinned["torch"] != wanted[1]):
+        have = f"torch=={pinned['torch']}" if "torch" in pinned else "no torch"
+        want = f"a line for torch=={wanted[1]}" if wanted else "a line for torch"
+        found.append(
+            Problem(
+                host,
+                variable,
+                f"{host}: {variable} pins {have}, but benchmark_e2e_torch={show(torch)} is what the benchmark "
+                f"installs; allowed: {want}, hashed like the others",
+            )
+        )
+    return found
+
+
 # --- misspelled variables --------------------------------------------------------------------------
 
 
@@ -1029,6 +1089,7 @@ def inventory_report(
         found += version_problems(node.name, node.values)
         found += download_problems(node.name, node.values)
         found += git_commit_problems(node.name, node.values)
+        found += pip_hash_problems(node.name, node.values)
         if names is not None:
             found += misspelled_variable_problems(node.name, node.values, names)
         if node.address is not None:

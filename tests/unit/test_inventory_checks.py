@@ -783,6 +783,67 @@ def test_another_ref_with_the_default_commit_is_refused_before_any_node_is_touch
     assert report_of(nccl_tests_enabled=False, nccl_tests_version="2.19.6") == []
 
 
+# --- pip hash pinning ----------------------------------------------------------------------------------
+
+HASH_A = "a" * 64
+HASH_B = "0123456789abcdef" * 4
+HASHED_ALLOWED = (
+    "allowed: one package a line, `name==version --hash=sha256:<64 lower-case hexadecimal digits>` (one --hash per "
+    "wheel), every package of the environment included (pip's --require-hashes), or [] for no hash check"
+)
+
+
+def test_the_benchmark_installs_torch_unpinned_by_default_and_preflight_knows_its_version() -> None:
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "defaults" / "main.yml").read_text())
+    assert defaults["benchmark_e2e_torch_requirements"] == []  # documented as no hash check
+    assert defaults["benchmark_e2e_torch"] == checks.BENCHMARK_E2E_TORCH == "torch==2.13.0"
+    spec = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "meta" / "argument_specs.yml").read_text())
+    assert spec["argument_specs"]["main"]["options"]["benchmark_e2e_torch_requirements"]["default"] == []
+
+
+def test_hash_pinned_requirements_pass() -> None:
+    assert report_of(benchmark_e2e_torch_requirements=[]) == []
+    assert report_of(benchmark_e2e_torch_requirements=[
+        f"torch==2.13.0 --hash=sha256:{HASH_A} --hash=sha256:{HASH_B}",
+        f"typing_extensions==4.12.2 --hash=sha256:{HASH_B}",
+        f"jinja2[i18n]==3.1.4 --hash=sha256:{HASH_A}",
+    ]) == []  # fmt: skip
+    assert report_of(benchmark_e2e_torch="torch==2.12.0",
+                     benchmark_e2e_torch_requirements=[f"torch==2.12.0 --hash=sha256:{HASH_A}"]) == []  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch==2.13.0",  # no hash: pip's --require-hashes refuses it on every node
+        f"torch==2.13.0 --hash=sha256:{HASH_A[:63]}",  # a digit lost in the copy
+        f"torch==2.13.0 --hash=sha256:{HASH_A.upper()}",  # pip hash prints lower case
+        f"torch==2.13.0 --hash=md5:{HASH_A[:32]}",  # not a sha256
+        f"torch>=2.13 --hash=sha256:{HASH_A}",  # hash-checking mode needs == pins
+        f"torch==2.13.0 \\ --hash=sha256:{HASH_A}",  # pip-compile's line continuation, not joined
+        12345,
+    ],
+)
+def test_a_malformed_hash_pinned_requirement_is_refused(line: object) -> None:
+    shown = repr(line) if isinstance(line, str) else str(line)
+    assert report_of(benchmark_e2e_torch_requirements=[f"torch==2.13.0 --hash=sha256:{HASH_A}", line]) == [
+        f"node1: benchmark_e2e_torch_requirements[1]={shown} is not allowed; {HASHED_ALLOWED}"
+    ]
+
+
+def test_hash_pinned_requirements_must_be_a_list_and_name_the_torch_the_benchmark_installs() -> None:
+    assert report_of(benchmark_e2e_torch_requirements=f"torch==2.13.0 --hash=sha256:{HASH_A}") == [
+        f"node1: benchmark_e2e_torch_requirements='torch==2.13.0 --hash=sha256:{HASH_A}' is not allowed; allowed: a "
+        f"list, {HASHED_ALLOWED.removeprefix('allowed: ')}"
+    ]
+    assert report_of(benchmark_e2e_torch_requirements=[f"torch==2.12.0 --hash=sha256:{HASH_A}"]) == [
+        "node1: benchmark_e2e_torch_requirements pins torch==2.12.0, but benchmark_e2e_torch='torch==2.13.0' is what "
+        "the benchmark installs; allowed: a line for torch==2.13.0, hashed like the others"
+    ]
+    (message,) = report_of(benchmark_e2e_torch_requirements=[f"numpy==2.1.0 --hash=sha256:{HASH_A}"])
+    assert message.startswith("node1: benchmark_e2e_torch_requirements pins no torch, but ")
+
+
 # --- misspelled variables ----------------------------------------------------------------------------
 
 ROLES = PROJECT_ROOT / "roles"
