@@ -551,6 +551,78 @@ def version_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     return found
 
 
+# --- pinned git commits ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GitPin:
+    """A git source pinned to a commit: the ref must check out ``commit`` (roles/build_once fails otherwise)."""
+
+    commit: str  # the commit variable
+    ref: str  # the ref variable
+    version: str  # the version variable the default ref is made of
+    ref_of_version: str  # the default ref, as a format of the version ("v{}-1")
+    default_version: str
+    default_commit: str  # the commit of the default ref, as the role's defaults pin it
+    source: str  # the role's source variable (git is its default)
+    switch: str | None = None  # the role's on/off variable (default on), when it has one
+
+    @property
+    def default_ref(self) -> str:
+        return self.ref_of_version.format(self.default_version)
+
+
+#: The roles' pinned git sources, as their defaults/main.yml set them (tests/unit/test_inventory_checks.py compares).
+GIT_PINS: tuple[GitPin, ...] = (
+    GitPin("nccl_build_git_commit", "nccl_build_git_ref", "nccl_build_version", "v{}-1", "2.29.7",
+           "b91894bd5b190c874d98a017f93f5daa515b65d0", "nccl_build_source"),  # fmt: skip
+    GitPin("nccl_tests_git_commit", "nccl_tests_git_ref", "nccl_tests_version", "v{}", "2.17.8",
+           "81463c58d093dba403c28c28cd050ea948e9e1ba", "nccl_tests_source", "nccl_tests_enabled"),  # fmt: skip
+)
+
+_GIT_COMMIT = re.compile(r"[0-9a-fA-F]{40}")
+
+
+def git_commit_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A pinned commit must be a full commit id (or empty: unpinned); a git module given a short or misspelled one
+    would fail only on the builder, after the nodes were changed. And a ref other than the default one, with the
+    commit left at the default ref's, would fail the build's commit check on the builder: refused here first."""
+    found = []
+    for pin in GIT_PINS:
+        if pin.commit in values:
+            value = values[pin.commit]
+            if not (isinstance(value, str) and (value == "" or _GIT_COMMIT.fullmatch(value))):
+                found.append(
+                    Problem(
+                        host,
+                        pin.commit,
+                        f"{host}: {pin.commit}={show(value)} is not allowed; allowed: a full commit id, 40 "
+                        f"hexadecimal digits as `git rev-parse '<tag>^{{commit}}'` prints them (quoted in YAML), or "
+                        "'' to build the ref unpinned",
+                    )
+                )
+            continue
+        if values.get(pin.source, "git") != "git":
+            continue
+        if pin.switch is not None and not ansible_bool(values.get(pin.switch, True)):
+            continue
+        ref = values.get(pin.ref)
+        if ref is None and pin.version in values:
+            ref = pin.ref_of_version.format(values[pin.version])
+        if not isinstance(ref, str) or "{{" in ref or ref == pin.default_ref:
+            continue
+        found.append(
+            Problem(
+                host,
+                pin.commit,
+                f"{host}: {pin.commit} is left at {pin.default_commit!r}, the commit of {pin.default_ref}, but the "
+                f"build checks out {pin.ref}={show(ref)}; allowed: set {pin.commit} to the commit of {ref} (git "
+                f"rev-parse '{ref}^{{commit}}', verified out of band), or '' to build it unpinned",
+            )
+        )
+    return found
+
+
 # --- downloads -------------------------------------------------------------------------------------
 
 
@@ -625,6 +697,66 @@ def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
         if variable in values and not (isinstance(value, str) and _SHA256.fullmatch(value)):
             message = f"{host}: {variable}={show(value)} is not a sha256"
             found.append(Problem(host, variable, f"{message}; allowed: {_SHA256_ALLOWED}"))
+    return found
+
+
+# --- pip hash pinning --------------------------------------------------------------------------------
+
+#: One requirement of pip's hash-checking mode: name (extras allowed), ==version, one or more sha256 hashes.
+_HASHED_REQUIREMENT = re.compile(
+    r"(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?:\[[A-Za-z0-9._,-]*\])?==(?P<version>[^\s;=]+)"
+    r"(?:\s+--hash=sha256:[0-9a-f]{64})+"
+)
+_HASHED_ALLOWED = (
+    "one package a line, `name==version --hash=sha256:<64 lower-case hexadecimal digits>` (one --hash per wheel), "
+    "every package of the environment included (pip's --require-hashes), or [] for no hash check"
+)
+
+
+#: benchmark_e2e_torch's default (roles/benchmark/defaults/main.yml; tests/unit/test_inventory_checks.py compares).
+BENCHMARK_E2E_TORCH = "torch==2.13.0"
+
+
+def _pip_name(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pip_hash_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """benchmark_e2e_torch_requirements: every line a pinned, hashed requirement (a malformed one would make pip
+    fail on every node, or worse, a hash pip does not read would pin nothing), and a line for the torch of
+    benchmark_e2e_torch (the lines replace it)."""
+    variable = "benchmark_e2e_torch_requirements"
+    if variable not in values:
+        return []
+    lines = values[variable]
+    if not isinstance(lines, list):
+        return [Problem(host, variable, f"{host}: {variable}={show(lines)} is not allowed; allowed: a list, "
+                                        f"{_HASHED_ALLOWED}")]  # fmt: skip
+    found = []
+    pinned: dict[str, str] = {}
+    for index, line in enumerate(lines):
+        match = _HASHED_REQUIREMENT.fullmatch(line.strip()) if isinstance(line, str) else None
+        if match is None:
+            message = f"{host}: {variable}[{index}]={show(line)} is not allowed; allowed: {_HASHED_ALLOWED}"
+            found.append(Problem(host, variable, message))
+        else:
+            pinned[_pip_name(match["name"])] = match["version"]
+    if found or not lines:
+        return found
+    torch = values.get("benchmark_e2e_torch", BENCHMARK_E2E_TORCH)
+    wanted = re.fullmatch(r"\s*torch\s*==\s*(\S+)\s*", torch) if isinstance(torch, str) else None
+    if "torch" not in pinned or (wanted is not None and pinned["torch"] != wanted[1]):
+        have = f"torch=={pinned['torch']}" if "torch" in pinned else "no torch"
+        want = f"a line for torch=={wanted[1]}" if wanted else "a line for torch"
+        found.append(
+            Problem(
+                host,
+                variable,
+                f"{host}: {variable} pins {have}, but benchmark_e2e_torch={show(torch)} is what the benchmark "
+                f"installs; allowed: {want}, hashed like the others",
+            )
+        )
     return found
 
 
@@ -956,6 +1088,8 @@ def inventory_report(
         found += renamed_variable_problems(node.name, node.values)
         found += version_problems(node.name, node.values)
         found += download_problems(node.name, node.values)
+        found += git_commit_problems(node.name, node.values)
+        found += pip_hash_problems(node.name, node.values)
         if names is not None:
             found += misspelled_variable_problems(node.name, node.values, names)
         if node.address is not None:

@@ -38,6 +38,9 @@ PERMANENT_MESSAGES: tuple[tuple[str, str], ...] = (
     ("NO_PUBKEY", "apt has no key for the repository's signature"),
     # Ansible's dnf module, gpgcheck on: an unsigned package, or one whose signature no imported key verifies.
     ("Failed to validate GPG signature for", "dnf refused the package's signature (gpgcheck is on)"),
+    # pip's hash-checking mode (--require-hashes): a wheel whose sha256 is not a pinned one, or a package unpinned.
+    ("DO NOT MATCH THE HASHES", "pip refused a package whose sha256 is not a pinned one"),
+    ("Hashes are required in --require-hashes mode", "pip found a requirement without a pinned sha256"),
     ("Unsupported parameters for", "the module was called with arguments it does not take"),
     ("missing required arguments:", "the module was called without a required argument"),
 )

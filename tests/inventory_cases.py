@@ -485,6 +485,17 @@ CASES: list[Case] = [
         ),
     ),
     Case(
+        "nccl-git-commit-abbreviated",
+        _set_everywhere("nccl_build_git_commit", "b91894b"),
+        _every_host(
+            [
+                "{host}: nccl_build_git_commit='b91894b' is not allowed; allowed: a full commit id, 40 hexadecimal "
+                "digits as `git rev-parse '<tag>^{{commit}}'` prints them (quoted in YAML), or '' to build the ref "
+                "unpinned",
+            ]
+        ),
+    ),
+    Case(
         "nccl-tests-tarball-of-another-version",
         _set_everywhere_many(
             {

@@ -713,6 +713,137 @@ def test_a_switched_off_role_downloads_nothing_so_its_tarball_is_not_checked() -
     assert len(report_of(nccl_tests_enabled="yes", nccl_tests_source="tarball")) == 2
 
 
+# --- pinned git commits ------------------------------------------------------------------------------
+
+#: The commits of the default tags, read from NVIDIA's repositories (git rev-parse 'v2.29.7-1^{commit}' in
+#: NVIDIA/nccl, 'v2.17.8^{commit}' in NVIDIA/nccl-tests).
+NCCL_V2_29_7_1 = "b91894bd5b190c874d98a017f93f5daa515b65d0"
+NCCL_TESTS_V2_17_8 = "81463c58d093dba403c28c28cd050ea948e9e1ba"
+GIT_COMMIT_ALLOWED = (
+    "allowed: a full commit id, 40 hexadecimal digits as `git rev-parse '<tag>^{commit}'` prints them (quoted in "
+    "YAML), or '' to build the ref unpinned"
+)
+
+
+@pytest.mark.parametrize(
+    ("role", "tag", "commit"),
+    [("nccl_build", "v2.29.7-1", NCCL_V2_29_7_1), ("nccl_tests", "v2.17.8", NCCL_TESTS_V2_17_8)],
+)
+def test_the_default_git_sources_are_pinned_to_the_commits_of_their_tags(role: str, tag: str, commit: str) -> None:
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+    version = defaults[f"{role}_version"]
+    assert defaults[f"{role}_git_ref"].replace(f"{{{{ {role}_version }}}}", version) == tag
+    assert defaults[f"{role}_git_commit"] == commit
+    spec = yaml.safe_load((PROJECT_ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    assert spec["argument_specs"]["main"]["options"][f"{role}_git_commit"]["default"] == commit
+    # preflight's table says the same, so an inventory that moves the ref is told to move the commit too
+    (pin,) = [p for p in checks.GIT_PINS if p.commit == f"{role}_git_commit"]
+    assert (pin.default_ref, pin.default_commit, pin.default_version) == (tag, commit, version)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        NCCL_V2_29_7_1[:7],  # the short id git log --oneline prints
+        f"{NCCL_V2_29_7_1}0",  # 41 digits
+        "v2.29.7-1",  # the tag itself
+        NCCL_V2_29_7_1.replace("b", "g", 1),  # not hexadecimal
+        12345,  # an unquoted all-digit id, read by YAML as a number
+        None,
+    ],
+)
+def test_a_malformed_git_commit_is_refused(value: object) -> None:
+    shown = repr(value) if isinstance(value, str) else "null" if value is None else str(value)
+    assert report_of(nccl_build_git_commit=value) == [
+        f"node1: nccl_build_git_commit={shown} is not allowed; {GIT_COMMIT_ALLOWED}"
+    ]
+
+
+def test_a_full_commit_or_empty_passes() -> None:
+    assert report_of(nccl_build_git_commit=NCCL_V2_29_7_1, nccl_tests_git_commit=NCCL_TESTS_V2_17_8) == []
+    assert report_of(nccl_build_git_commit="", nccl_tests_git_commit="") == []
+    assert report_of(nccl_tests_git_commit=NCCL_TESTS_V2_17_8.upper()) == []  # the role compares it lower-cased
+
+
+def test_another_ref_with_the_default_commit_is_refused_before_any_node_is_touched() -> None:
+    # the build would check out v2.30.3-1 and find a commit other than v2.29.7-1's
+    assert report_of(nccl_build_version="2.30.3") == [
+        f"node1: nccl_build_git_commit is left at {NCCL_V2_29_7_1!r}, the commit of v2.29.7-1, but the build checks "
+        "out nccl_build_git_ref='v2.30.3-1'; allowed: set nccl_build_git_commit to the commit of v2.30.3-1 (git "
+        "rev-parse 'v2.30.3-1^{commit}', verified out of band), or '' to build it unpinned"
+    ]
+    (message,) = report_of(nccl_tests_git_ref="master")
+    assert message.startswith(f"node1: nccl_tests_git_commit is left at {NCCL_TESTS_V2_17_8!r}, the commit of v2.17.8")
+    # the same ref as the default's, a commit of its own, an unpinned build, a tarball, nccl-tests switched off
+    assert report_of(nccl_build_version="2.29.7", nccl_build_git_ref="v2.29.7-1") == []
+    assert report_of(nccl_build_version="2.30.3", nccl_build_git_commit="0123456789abcdef" * 2 + "01234567") == []
+    assert report_of(nccl_build_git_ref="v2.30.3-1", nccl_build_git_commit="") == []
+    assert report_of(nccl_build_source="tarball", nccl_build_tarball_url=NCCL_TARBALL,
+                     nccl_build_tarball_sha256=EMPTY_SHA256, nccl_build_version="2.21.5") == []  # fmt: skip
+    assert report_of(nccl_tests_enabled=False, nccl_tests_version="2.19.6") == []
+
+
+# --- pip hash pinning ----------------------------------------------------------------------------------
+
+HASH_A = "a" * 64
+HASH_B = "0123456789abcdef" * 4
+HASHED_ALLOWED = (
+    "allowed: one package a line, `name==version --hash=sha256:<64 lower-case hexadecimal digits>` (one --hash per "
+    "wheel), every package of the environment included (pip's --require-hashes), or [] for no hash check"
+)
+
+
+def test_the_benchmark_installs_torch_unpinned_by_default_and_preflight_knows_its_version() -> None:
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "defaults" / "main.yml").read_text())
+    assert defaults["benchmark_e2e_torch_requirements"] == []  # documented as no hash check
+    assert defaults["benchmark_e2e_torch"] == checks.BENCHMARK_E2E_TORCH == "torch==2.13.0"
+    spec = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "meta" / "argument_specs.yml").read_text())
+    assert spec["argument_specs"]["main"]["options"]["benchmark_e2e_torch_requirements"]["default"] == []
+
+
+def test_hash_pinned_requirements_pass() -> None:
+    assert report_of(benchmark_e2e_torch_requirements=[]) == []
+    assert report_of(benchmark_e2e_torch_requirements=[
+        f"torch==2.13.0 --hash=sha256:{HASH_A} --hash=sha256:{HASH_B}",
+        f"typing_extensions==4.12.2 --hash=sha256:{HASH_B}",
+        f"jinja2[i18n]==3.1.4 --hash=sha256:{HASH_A}",
+    ]) == []  # fmt: skip
+    assert report_of(benchmark_e2e_torch="torch==2.12.0",
+                     benchmark_e2e_torch_requirements=[f"torch==2.12.0 --hash=sha256:{HASH_A}"]) == []  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch==2.13.0",  # no hash: pip's --require-hashes refuses it on every node
+        f"torch==2.13.0 --hash=sha256:{HASH_A[:63]}",  # a digit lost in the copy
+        f"torch==2.13.0 --hash=sha256:{HASH_A.upper()}",  # pip hash prints lower case
+        f"torch==2.13.0 --hash=md5:{HASH_A[:32]}",  # not a sha256
+        f"torch>=2.13 --hash=sha256:{HASH_A}",  # hash-checking mode needs == pins
+        f"torch==2.13.0 \\ --hash=sha256:{HASH_A}",  # pip-compile's line continuation, not joined
+        12345,
+    ],
+)
+def test_a_malformed_hash_pinned_requirement_is_refused(line: object) -> None:
+    shown = repr(line) if isinstance(line, str) else str(line)
+    assert report_of(benchmark_e2e_torch_requirements=[f"torch==2.13.0 --hash=sha256:{HASH_A}", line]) == [
+        f"node1: benchmark_e2e_torch_requirements[1]={shown} is not allowed; {HASHED_ALLOWED}"
+    ]
+
+
+def test_hash_pinned_requirements_must_be_a_list_and_name_the_torch_the_benchmark_installs() -> None:
+    assert report_of(benchmark_e2e_torch_requirements=f"torch==2.13.0 --hash=sha256:{HASH_A}") == [
+        f"node1: benchmark_e2e_torch_requirements='torch==2.13.0 --hash=sha256:{HASH_A}' is not allowed; allowed: a "
+        f"list, {HASHED_ALLOWED.removeprefix('allowed: ')}"
+    ]
+    assert report_of(benchmark_e2e_torch_requirements=[f"torch==2.12.0 --hash=sha256:{HASH_A}"]) == [
+        "node1: benchmark_e2e_torch_requirements pins torch==2.12.0, but benchmark_e2e_torch='torch==2.13.0' is what "
+        "the benchmark installs; allowed: a line for torch==2.13.0, hashed like the others"
+    ]
+    (message,) = report_of(benchmark_e2e_torch_requirements=[f"numpy==2.1.0 --hash=sha256:{HASH_A}"])
+    assert message.startswith("node1: benchmark_e2e_torch_requirements pins no torch, but ")
+
+
 # --- misspelled variables ----------------------------------------------------------------------------
 
 ROLES = PROJECT_ROOT / "roles"

@@ -7,12 +7,14 @@ import configparser
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import run_playbook
 from tests.unit.role_vars import evaluate, role_vars, spec_default
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "hosts.yml"
-PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+PROJECT = Path(__file__).resolve().parents[2]
+PLAYBOOKS = PROJECT / "playbooks"
 
 
 @pytest.mark.parametrize(
@@ -93,6 +95,29 @@ def test_rendered_yum_repo_and_ubuntu_source(tmp_path: Path, codename: str) -> N
     assert f"Suites: {codename}/erdma\n" in source
     assert "URIs: https://mirrors.aliyun.com/erdma/apt/ubuntu\n" in source
     assert "Signed-By: /etc/apt/keyrings/erdma.gpg\n" in source
+
+
+def test_erdma_repo_metadata_signature_check_is_a_documented_choice_and_package_checks_stay_on(tmp_path: Path) -> None:
+    # Seed 000's erdma.repo has gpgcheck=1 and no repo_gpgcheck: packages are signed, the metadata is not known to
+    # be (no repomd.xml.asc). So the default stays off, documented in the role's defaults and argument spec, and an
+    # operator whose mirror signs its metadata can turn it on; gpgcheck stays on either way.
+    defaults = yaml.safe_load((PROJECT / "roles" / "rdma_repos" / "defaults" / "main.yml").read_text())
+    assert defaults["rdma_repos_erdma_yum_repo_gpgcheck"] is False
+    assert spec_default("rdma_repos", "rdma_repos_erdma_yum_repo_gpgcheck") is False
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+        "      ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+    )
+    proc = run_playbook("../tests/playbooks/render_rhel_repo.yml", "-e", f"scratch={tmp_path}",
+                        "-e", "ubuntu_codename=jammy", "-e", '{"rdma_repos_erdma_yum_repo_gpgcheck": true}',
+                        inventory=inventory, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    repo = configparser.ConfigParser(interpolation=None)
+    repo.read(tmp_path / "erdma.repo")
+    assert repo["erdma"]["repo_gpgcheck"] == "1"
+    assert repo["erdma"]["gpgcheck"] == "1"
+    assert repo["erdma"]["gpgkey"] == "https://mirrors.aliyun.com/erdma/GPGKEY"
 
 
 def test_every_playbook_passes_syntax_check_against_the_example_inventory() -> None:

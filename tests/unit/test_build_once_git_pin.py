@@ -1,0 +1,103 @@
+"""build_once's git source pinned to a commit: role build_once for real on this machine (connection local, builder
+localhost) against a git repository made here, whose tag is then moved to another commit, as an upstream that
+rewrites a tag would. A pinned build of the moved tag stops before compiling, naming the host, the variable, the
+pinned and the checked-out commit; an unpinned one builds, says so, and its manifest records it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import recap, run_playbook
+from test_build_once_interrupted import ENV, write_run
+
+MAKEFILE = "all:\n\tmkdir -p build\n\techo built > build/out.txt\n"
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=GIT_ENV).stdout.strip()  # fmt: skip
+
+
+def upstream(tmp: Path) -> tuple[Path, str, str]:
+    """A repository whose annotated tag v1.0 first names one commit and is then moved to a second one."""
+    repo = tmp / "upstream"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "Makefile").write_text(MAKEFILE)
+    git(repo, "add", "Makefile")
+    git(repo, "commit", "-q", "-m", "first")
+    first = git(repo, "rev-parse", "HEAD")
+    git(repo, "tag", "-a", "-m", "release", "v1.0")
+    (repo / "README").write_text("moved\n")
+    git(repo, "add", "README")
+    git(repo, "commit", "-q", "-m", "second")
+    second = git(repo, "rev-parse", "HEAD")
+    return repo, first, second
+
+
+def git_run(tmp: Path, repo: Path, build_id: str, commit: str) -> tuple[Path, Path]:
+    return write_run(tmp, build_id, MAKEFILE, name=f"{build_id}.yml", build_once_source="git",
+                     build_once_git_url=f"file://{repo}", build_once_git_ref="v1.0", build_once_git_commit=commit,
+                     build_once_git_commit_variable="nccl_build_git_commit")  # fmt: skip
+
+
+def test_a_moved_tag_is_refused_before_compiling_and_a_pinned_build_records_its_commit(tmp_path: Path) -> None:
+    repo, first, second = upstream(tmp_path)
+    cache = tmp_path / "cache"
+
+    # pinned to the tag's commit: built, and the manifest records where the source came from
+    inventory, playbook = git_run(tmp_path, repo, "pinned", first)
+    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "NOT PINNED" not in proc.stdout
+    manifest = json.loads((cache / "toy-pinned.json").read_text())
+    assert manifest["source"] == {"kind": "git", "url": f"file://{repo}", "ref": "v1.0", "commit": first,
+                                  "pinned": True}  # fmt: skip
+
+    # upstream moves the tag; a new build of the same pin stops before its make, and names everything
+    git(repo, "tag", "-f", "-a", "-m", "release, moved", "v1.0", second)
+    inventory, playbook = git_run(tmp_path, repo, "moved", first)
+    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert proc.returncode != 0
+    fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
+    assert fatal, proc.stdout[-4000:]
+    assert "localhost: nccl_build_git_commit=" in fatal[-1] and first in fatal[-1] and second in fatal[-1], fatal[-1]
+    assert "TASK [rdmaforge.cluster.build_once : Compile]" not in proc.stdout
+    assert not (cache / "toy-moved.json").exists()
+    assert not (tmp_path / "scratch" / "toy-moved.lock").exists()  # the builder lock is released
+
+    # unpinned (""): the moved tag is built, with a warning, and the manifest says it was not pinned
+    inventory, playbook = git_run(tmp_path, repo, "unpinned", "")
+    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "WARNING: localhost: toy is built from" in proc.stdout and "NOT PINNED" in proc.stdout
+    manifest = json.loads((cache / "toy-unpinned.json").read_text())
+    assert manifest["source"]["pinned"] is False and manifest["source"]["commit"] == second
+
+
+def test_a_cached_build_from_another_commit_is_not_taken_for_the_pinned_one(tmp_path: Path) -> None:
+    repo, first, second = upstream(tmp_path)
+    git(repo, "tag", "-f", "-a", "-m", "release, moved", "v1.0", second)
+    inventory, playbook = git_run(tmp_path, repo, "cached", "")  # an unpinned build caches the moved tag
+    assert run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300).returncode == 0
+    # pinned to the first commit: the cache (made from the second) is not used; the build is tried, and refused
+    inventory, playbook = git_run(tmp_path, repo, "cached", first)
+    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    assert "nccl_build_git_commit=" in proc.stdout and second in proc.stdout, proc.stdout[-4000:]
+    # pinned to the commit the cache was made from: taken from the cache, nothing built or changed
+    inventory, playbook = git_run(tmp_path, repo, "cached", second)
+    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert proc.returncode == 0 and recap(proc.stdout)["localhost"]["changed"] == 0, proc.stdout[-4000:]
