@@ -1,0 +1,180 @@
+"""The NCCL rollout and rollback never leave the cluster on mixed builds while reporting success.
+
+rollback_nccl.yml runs for real against three fake nodes on this machine (ansible_connection=local, each with its
+own nccl_build_prefix_root holding fake builds whose libnccl.so.2 answers ncclGetVersion): a rollback that would
+send the nodes to different `previous` builds is refused before any node switches.
+
+upgrade_nccl.yml's own plays need nvcc and a build: its gate play and its batch play's keywords are taken from the
+playbook and run around a node that fails earlier, or does not answer (ssh to a closed port), in a batch of two.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import run_playbook
+
+from rdmaforge.paths import PROJECT_ROOT
+
+ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
+PLAYBOOKS = PROJECT_ROOT / "playbooks"
+NODES = ("node1", "node2", "node3")
+# Build id -> NCCL release it reports.
+BUILDS = {"b0": ("2.28.3", 22803), "b1": ("2.29.7", 22907), "b2": ("2.30.1", 23001)}
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+         "ansible_become": False}  # fmt: skip
+UNREACHABLE = {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1}
+
+
+@pytest.fixture(scope="module")
+def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A shared library per build whose ncclGetVersion reports that build's release."""
+    out = tmp_path_factory.mktemp("libs")
+    source = out / "nccl.c"
+    source.write_text("int ncclGetVersion(int *v) { *v = CODE; return 0; }\n")
+    libs = {}
+    for build, (_, code) in BUILDS.items():
+        libs[build] = out / f"{build}.so"
+        subprocess.run(["cc", "-shared", "-fPIC", f"-DCODE={code}", "-o", str(libs[build]), str(source)], check=True)
+    return libs
+
+
+def install(root: Path, libraries: dict[str, Path], current: str, previous: str | None) -> None:
+    """A node's prefix root as build_once leaves it: every build, `current` and `previous` links."""
+    root.mkdir(parents=True)
+    for build, (version, _) in BUILDS.items():
+        (root / build / "lib").mkdir(parents=True)
+        (root / build / "lib" / "libnccl.so.2").write_bytes(libraries[build].read_bytes())
+        (root / build / ".rdmaforge-build.json").write_text(json.dumps({"id": build, "version": version}))
+    (root / "current").symlink_to(root / current)
+    if previous:
+        (root / "previous").symlink_to(root / previous)
+
+
+def links(root: Path) -> tuple[str, str]:
+    return (root / "current").readlink().name, (root / "previous").readlink().name
+
+
+def inventory(tmp_path: Path, hosts: dict[str, dict[str, Any]]) -> Path:
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    return path
+
+
+def rollback_fleet(tmp_path: Path, libraries: dict[str, Path],
+                   states: dict[str, tuple[str, str | None]]) -> tuple[Path, dict[str, Path]]:  # fmt: skip
+    roots = {node: tmp_path / node for node in states}
+    for node, (current, previous) in states.items():
+        install(roots[node], libraries, current, previous)
+    hosts = {node: {**LOCAL, "nccl_build_prefix_root": str(roots[node])} for node in states}
+    return inventory(tmp_path, hosts), roots
+
+
+def test_a_uniform_rollback_switches_every_node(tmp_path: Path, libraries: dict[str, Path]) -> None:
+    inv, roots = rollback_fleet(tmp_path, libraries, {node: ("b2", "b1") for node in NODES})
+    proc = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=2", inventory=inv, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert {node: links(root) for node, root in roots.items()} == {node: ("b1", "b2") for node in NODES}
+    for node in NODES:
+        assert f"{node}: libnccl loads and reports NCCL 2.29.7 (22907)" in proc.stdout
+
+
+def test_a_rollback_to_different_previous_builds_is_refused_before_any_node_switches(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    # An upgrade b1 -> b2 stopped after node1: node1 is on b2 (previous b1), the others still on b1 with b0, from
+    # an earlier upgrade, as previous. Rolling every node back would put node1 on b1 and the others on b0.
+    states: dict[str, tuple[str, str | None]] = {"node1": ("b2", "b1"), "node2": ("b1", "b0"), "node3": ("b1", "b0")}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    proc = run_playbook("rollback_nccl.yml", inventory=inv, env=ENV)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    assert "rolling back would leave the cluster on different NCCL builds" in proc.stdout, proc.stdout[-4000:]
+    assert "node1: b2 -> b1; node2: b1 -> b0; node3: b1 -> b0." in proc.stdout, proc.stdout[-4000:]
+    assert {node: links(root) for node, root in roots.items()} == states  # nothing switched
+    # What the message says to do: roll back the switched node only.
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", inventory=inv, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert {node: links(root)[0] for node, root in roots.items()} == dict.fromkeys(NODES, "b1")
+
+
+def test_a_node_without_a_previous_build_stops_the_rollback_before_any_node_switches(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    states: dict[str, tuple[str, str | None]] = {"node1": ("b2", "b1"), "node2": ("b2", "b1"), "node3": ("b2", None)}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    proc = run_playbook("rollback_nccl.yml", inventory=inv, env=ENV)
+    assert proc.returncode != 0
+    assert "node3: no previous NCCL build to roll back to" in proc.stdout, proc.stdout[-4000:]
+    assert [(root / "current").readlink().name for root in roots.values()] == ["b2", "b2", "b2"]
+
+
+def play(playbook: str, name_starts: str) -> dict[str, Any]:
+    plays = yaml.safe_load((PLAYBOOKS / playbook).read_text())
+    (found,) = [p for p in plays if str(p.get("name", "")).startswith(name_starts)]
+    return found
+
+
+def batch_play(playbook: str, marks: Path) -> dict[str, Any]:
+    """The playbook's batch play as it is, but for the tasks that install or switch a build: those only reach the
+    node and leave a mark per node in ``marks``."""
+    found = play(playbook, "Upgrade | install" if "upgrade" in playbook else "Rollback | switch")
+    stub = [
+        # A node whose install fails in the very task where another node of its batch does not answer.
+        {"name": "Reach the node", "ansible.builtin.ping": None, "failed_when": "fail_check | default(false)"},
+        {"name": "Switch", "ansible.builtin.file": {"path": f"{marks}/{{{{ inventory_hostname }}}}", "state": "touch",
+                                                    "mode": "0644"}, "delegate_to": "localhost"},
+    ]  # fmt: skip
+    tasks: list[dict[str, Any]] = []
+    for task in found["tasks"]:
+        role = task.get("ansible.builtin.include_role", {})
+        if role.get("name") == "rdmaforge.cluster.nccl_build" and role.get("tasks_from") != "batch_gate":
+            tasks += stub if not any(t["name"] == "Switch" for t in tasks) else []
+        else:
+            tasks.append(task)
+    assert any(t["name"] == "Switch" for t in tasks) and "nccl_build_batch_done" in str(tasks)
+    return {**found, "become": False, "tasks": tasks}
+
+
+@pytest.mark.parametrize("node1_fails", [False, True])
+@pytest.mark.parametrize("playbook", ["upgrade_nccl.yml", "rollback_nccl.yml"])
+def test_a_node_that_does_not_answer_in_a_batch_stops_the_rollout(tmp_path: Path, playbook: str,
+                                                                  node1_fails: bool) -> None:  # fmt: skip
+    # Batches of two: node2 (of the first batch) does not answer. max_fail_percentage does not count it, and when
+    # node1 fails in the same batch Ansible counts node2 twice: either way, without the batch gate, node3 and node4
+    # would switch too.
+    marks = tmp_path / "switched"
+    marks.mkdir()
+    hosts = {"node1": {**LOCAL, "fail_check": node1_fails}, "node2": UNREACHABLE, "node3": LOCAL, "node4": LOCAL}
+    inv = inventory(tmp_path, hosts)
+    path = tmp_path / "batches.yml"
+    path.write_text(yaml.safe_dump([batch_play(playbook, marks)]))
+    proc = run_playbook(str(path), "-e", "rdmaforge_upgrade_serial=2", inventory=inv, env=ENV)  # absolute path
+    assert proc.returncode != 0
+    assert sorted(p.name for p in marks.iterdir()) == ([] if node1_fails else ["node1"]), proc.stdout[-4000:]
+    unfinished = "node1, node2" if node1_fails else "node2"
+    assert f"{unfinished} did not finish its batch (failed or did not answer, see above)" in proc.stdout, proc.stdout
+    assert "stops here, with these nodes not switched: node3, node4." in proc.stdout
+
+
+def test_upgrade_switches_no_node_when_one_was_left_out_before_the_rollout(tmp_path: Path) -> None:
+    # node2 fails a play before the rollout (as preflight leaves out a node that fails its checks or does not
+    # answer): the gate stops the run, naming it, before the batch play starts.
+    marks = tmp_path / "switched"
+    marks.mkdir()
+    inv = inventory(tmp_path, {node: LOCAL for node in NODES})
+    before = {"name": "Preflight stand-in", "hosts": "cluster", "gather_facts": False, "tasks": [
+        {"name": "Fail node2", "ansible.builtin.fail": {"msg": "node2 fails preflight"},
+         "when": "inventory_hostname == 'node2'"}]}  # fmt: skip
+    path = tmp_path / "upgrade.yml"
+    path.write_text(yaml.safe_dump([before, play("upgrade_nccl.yml", "Upgrade | stop before"),
+                                    batch_play("upgrade_nccl.yml", marks)]))  # fmt: skip
+    proc = run_playbook(str(path), inventory=inv, env=ENV)
+    assert proc.returncode != 0
+    assert "node2 failed or did not answer before the rollout" in proc.stdout, proc.stdout[-4000:]
+    assert "no node was switched" in proc.stdout
+    assert list(marks.iterdir()) == [], proc.stdout[-4000:]
