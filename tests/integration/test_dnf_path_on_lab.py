@@ -3,8 +3,9 @@
 The lab has no RHEL image and no RHEL mirror can be reached, so the node is Debian with Debian's own dnf 4.14 and
 rpm 4.18 installed from the lab mirror, and the play tells the roles that dnf is the node's package manager (the
 fact they choose their path by; tests/playbooks/dnf_path.yml). The packages are STAND-INS built here with rpmbuild,
-signed with a throwaway key (rpmsign) and published with createrepo_c on the lab bridge. What is real: rpm_key
-importing the key over HTTP with its fingerprint pinned, the yum repository file, dnf installing with gpgcheck on
+signed with a throwaway key (rpmsign) and published with createrepo_c on the lab bridge. What is real: the key
+fetched over HTTP and its fingerprint checked on the controller, installed on the node and imported by rpm_key
+from there (the repository file's gpgkey names that file: dnf fetches no key), the yum repository file, dnf installing with gpgcheck on
 and refusing an unsigned package, the record rdmaforge reset reads (rpm -q), a second run changing nothing, and
 reset's withdrawal (rpm -e --test, dnf repoquery --userinstalled, dnf remove) keeping a package that one installed
 on purpose needs and removing it once that one is gone, then the repository file and the key. Not shown: a RHEL
@@ -52,6 +53,7 @@ class RpmRepo:
     url: str
     key_url: str
     fingerprint: str
+    key_text: str
 
 
 def spec(name: str, requires: str = "") -> str:
@@ -95,7 +97,12 @@ def rpm_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmRepo]:
         built.rename(repo / built.name)
     subprocess.run(["createrepo_c", "-q", str(repo)], check=True, capture_output=True, timeout=120)
     with served_on_lab_bridge(repo) as base:
-        yield RpmRepo(url=f"{base}/", key_url=f"{base}/RPM-GPG-KEY", fingerprint=fingerprint)
+        yield RpmRepo(url=f"{base}/", key_url=f"{base}/RPM-GPG-KEY", fingerprint=fingerprint,
+                      key_text=(repo / "RPM-GPG-KEY").read_text())  # fmt: skip
+
+
+#: Where rdma_repos installs the controller-verified key (roles/rdma_repos/defaults: rdma_repos_rpm_key_path).
+RPM_KEY = "/etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaforge-erdma"
 
 
 def installed_names(lab: LabHandle, node: str) -> set[str]:
@@ -153,6 +160,8 @@ def test_dnf_installs_signed_packages_records_them_and_changes_nothing_the_secon
     assert rpm_repo.fingerprint[-8:].lower() in keys, keys
     repo_file = converged.ssh(node, "cat /etc/yum.repos.d/erdma.repo").stdout
     assert "gpgcheck = 1" in repo_file and f"baseurl = {rpm_repo.url}" in repo_file, repo_file
+    assert f"gpgkey = file://{RPM_KEY}\n" in repo_file, repo_file
+    assert converged.ssh(node, f"cat {RPM_KEY}").stdout == rpm_repo.key_text  # the key the controller verified
     assert converged.ssh(node, f"cat {RECORD}").stdout.split() == [PROBE]
 
     again = dnf_play(converged, node, rpm_repo, dnf_packages=[PROBE])
@@ -196,6 +205,7 @@ def test_reset_keeps_what_a_package_installed_on_purpose_needs_then_removes_it(
     assert converged.ssh(node, f"test -e {PROBE_FILE}", check=False).returncode != 0
     # The repository file and the key rpm_key imported went with them.
     assert converged.ssh(node, "test -e /etc/yum.repos.d/erdma.repo", check=False).returncode != 0
+    assert converged.ssh(node, f"test -e {RPM_KEY}", check=False).returncode != 0
     keys = converged.ssh(node, "rpm -q gpg-pubkey --qf '%{VERSION}\\n'", check=False).stdout.split()
     assert rpm_repo.fingerprint[-8:].lower() not in keys, keys
 

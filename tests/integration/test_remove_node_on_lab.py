@@ -124,3 +124,42 @@ def test_a_removed_node_is_listed_nowhere_and_its_key_opens_nothing(
         again = converged.playbook(playbook)
         assert again.returncode == 0, again.stdout[-3000:]
         assert_no_changes(again.stdout)
+
+
+def test_a_remaining_node_that_does_not_answer_is_named_and_keeps_nothing_hidden(converged: LabHandle) -> None:
+    """A remaining node that cannot be reached during the removal still authorises the old key: the others go on,
+    the run fails naming it, and running the removal again once it answers finishes the job."""
+    lab = Lab()
+    lab.up(nodes=LAB_NODES + 1, nics=LAB_NICS)
+    newcomer = f"node{LAB_NODES + 1}"
+    try:
+        bigger = LabHandle(lab.inventory_path, {n.name: n.address for n in lab.status().nodes}, lab.ssh_key,
+                           lab.known_hosts)  # fmt: skip
+        for playbook in JOIN:
+            bigger.playbook(playbook, check=True)
+        remaining = sorted(n for n in bigger.nodes if n != newcomer)
+        silent, answering = remaining[1], [n for n in remaining if n != remaining[1]]
+        bigger.ssh(newcomer, f"cp {KEY} /root/retired_key && cp /etc/ssh/ssh_known_hosts /root/retired_known_hosts")
+        # A second inventory source sends Ansible to a closed port of that node: unreachable, the node itself intact.
+        override = lab.inventory_path.parent.parent / "remove-node-unreachable.yml"
+        override.write_text(json.dumps({"all": {"hosts": {silent: {"ansible_port": 1}}}}))
+        try:
+            removal = {"rdmaforge_remove_nodes": [newcomer]}
+            partial = bigger.playbook("remove_node.yml", "-i", str(override), "-e", json.dumps(removal))
+        finally:
+            override.unlink()
+        assert partial.returncode != 0
+        said = " ".join(partial.stdout.split())
+        assert f"the removal is incomplete: {silent} did not take the new cluster key" in said, partial.stdout[-4000:]
+        assert f"the old key, which the removed nodes ({newcomer}) hold" in said
+        assert retired_login(bigger, newcomer, bigger.nodes[silent]).returncode == 0  # as the message says
+        for node in answering:
+            assert retired_login(bigger, newcomer, bigger.nodes[node]).returncode != 0
+
+        again = bigger.playbook("remove_node.yml", "-e", json.dumps(removal))
+        assert again.returncode == 0, again.stdout[-4000:]
+        for node in remaining:
+            login = retired_login(bigger, newcomer, bigger.nodes[node])
+            assert login.returncode != 0 and "Permission denied" in login.stderr, (node, login.stderr)
+    finally:
+        lab.up(nodes=LAB_NODES, nics=LAB_NICS)

@@ -83,7 +83,8 @@ def test_rendered_yum_repo_and_ubuntu_source(tmp_path: Path, codename: str) -> N
         "baseurl": "https://mirrors.aliyun.com/erdma/yum/redhat/$releasever/erdma/x86_64",
         "enabled": "1",
         "gpgcheck": "1",
-        "gpgkey": "https://mirrors.aliyun.com/erdma/GPGKEY",
+        # Not the seed's URL: the key verified on the controller, installed on the node (no key fetched by dnf).
+        "gpgkey": "file:///etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaforge-erdma",
         "name": "ERDMA Repository",
         "repo_gpgcheck": "0",
         # Not in the seed: dnf's waits on a silent mirror, bounded by the inventory's timeout (preflight's
@@ -117,7 +118,7 @@ def test_erdma_repo_metadata_signature_check_is_a_documented_choice_and_package_
     repo.read(tmp_path / "erdma.repo")
     assert repo["erdma"]["repo_gpgcheck"] == "1"
     assert repo["erdma"]["gpgcheck"] == "1"
-    assert repo["erdma"]["gpgkey"] == "https://mirrors.aliyun.com/erdma/GPGKEY"
+    assert repo["erdma"]["gpgkey"] == "file:///etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaforge-erdma"
 
 
 def test_every_playbook_passes_syntax_check_against_the_example_inventory() -> None:
