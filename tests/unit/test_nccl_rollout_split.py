@@ -113,6 +113,35 @@ def test_a_node_without_a_previous_build_stops_the_rollback_before_any_node_swit
     assert [(root / "current").readlink().name for root in roots.values()] == ["b2", "b2", "b2"]
 
 
+CHECK_PLAYBOOK = """---
+- name: The check the upgrade runs on each batch after installing
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Check the build in use
+      ansible.builtin.include_role:
+        name: rdmaforge.cluster.nccl_build
+        tasks_from: check
+"""
+
+
+def test_the_check_tells_builds_of_one_release_apart(tmp_path: Path, libraries: dict[str, Path]) -> None:
+    """An upgrade that changes only nccl_cuda_archs or nccl_build_only_funcs keeps the release: `current` still on the
+    old build loads and reports the expected release, so the check must compare the build `current` points at."""
+    inv, roots = rollback_fleet(tmp_path, libraries, {"node1": ("b1", None), "node2": ("b1", None)})
+    (roots["node2"] / "current").unlink()
+    (roots["node2"] / "b1-sm_90").symlink_to(roots["node2"] / "b1")  # same library, same release, another build id
+    (roots["node2"] / "current").symlink_to(roots["node2"] / "b1-sm_90")
+    playbook = tmp_path / "check.yml"
+    playbook.write_text(CHECK_PLAYBOOK)
+    expected = json.dumps({"nccl_build_check_id": "b1-sm_90", "nccl_build_check_version": "2.29.7"})
+    proc = run_playbook(str(playbook), "-e", expected, inventory=inv, env=ENV)
+    assert proc.returncode != 0
+    said = " ".join(proc.stdout.split())
+    assert f"node1: {roots['node1']}/current should point at build b1-sm_90, but it points at {roots['node1']}/b1" in said
+    assert "node2: libnccl loads and reports NCCL 2.29.7 (22907)" in said, proc.stdout[-4000:]
+
+
 def play(playbook: str, name_starts: str) -> dict[str, Any]:
     plays = yaml.safe_load((PLAYBOOKS / playbook).read_text())
     (found,) = [p for p in plays if str(p.get("name", "")).startswith(name_starts)]
