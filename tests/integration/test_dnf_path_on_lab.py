@@ -5,10 +5,11 @@ rpm 4.18 installed from the lab mirror, and the play tells the roles that dnf is
 fact they choose their path by; tests/playbooks/dnf_path.yml). The packages are STAND-INS built here with rpmbuild,
 signed with a throwaway key (rpmsign) and published with createrepo_c on the lab bridge. What is real: the key
 fetched over HTTP and its fingerprint checked on the controller, installed on the node and imported by rpm_key
-from there (the repository file's gpgkey names that file: dnf fetches no key), the yum repository file, dnf installing with gpgcheck on
-and refusing an unsigned package, the record rdmaforge reset reads (rpm -q), a second run changing nothing, and
-reset's withdrawal (rpm -e --test, dnf repoquery --userinstalled, dnf remove) keeping a package that one installed
-on purpose needs and removing it once that one is gone, then the repository file and the key. Not shown: a RHEL
+from there (the repository file's gpgkey names that file: dnf fetches no key), the yum repository file, dnf
+installing with gpgcheck on and refusing an unsigned package, the record rdmaforge reset reads (rpm -q), a second
+run changing nothing, and reset's withdrawal (rpm -e --test, dnf repoquery --userinstalled, dnf remove) keeping a
+package that one installed on purpose needs and removing it once that one is gone, then the repository file and
+the key. Not shown: a RHEL
 host's own repositories and its rpm database location (/var/lib/rpm there; Debian's rpm keeps root's in ~/.rpmdb),
 and dnf5.
 """
@@ -54,6 +55,9 @@ class RpmRepo:
     key_url: str
     fingerprint: str
     key_text: str
+    #: The controller's key cache for this test's key: rdma_repos verifies keys there, and the lab's own cache is
+    #: part of its converge record's desired state (a test key there would make every node differ from it).
+    key_cache: str
 
 
 def spec(name: str, requires: str = "") -> str:
@@ -98,7 +102,7 @@ def rpm_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmRepo]:
     subprocess.run(["createrepo_c", "-q", str(repo)], check=True, capture_output=True, timeout=120)
     with served_on_lab_bridge(repo) as base:
         yield RpmRepo(url=f"{base}/", key_url=f"{base}/RPM-GPG-KEY", fingerprint=fingerprint,
-                      key_text=(repo / "RPM-GPG-KEY").read_text())  # fmt: skip
+                      key_text=(repo / "RPM-GPG-KEY").read_text(), key_cache=str(work / "controller-keys"))  # fmt: skip
 
 
 #: Where rdma_repos installs the controller-verified key (roles/rdma_repos/defaults: rdma_repos_rpm_key_path).
@@ -135,6 +139,7 @@ def dnf_play(lab: LabHandle, node: str, repo: RpmRepo, **extra: object) -> subpr
         "rdma_repos_erdma_yum_baseurl": repo.url,
         "rdma_repos_erdma_gpg_key_url": repo.key_url,
         "rdma_repos_erdma_gpg_fingerprint": repo.fingerprint,
+        "rdma_repos_controller_cache": repo.key_cache,
         "os_packages_record": RECORD,
         **extra,
     }
