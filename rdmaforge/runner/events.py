@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from rdmaforge.runner.secrets import redact_text
+from rdmaforge.runner.secrets import Redactor, redact_text
 
 #: The action names of ansible.builtin.fail / assert as a task result reports them (short, FQCN, legacy).
 FAIL_ACTIONS = frozenset({"fail", "ansible.builtin.fail", "ansible.legacy.fail"})
@@ -112,7 +112,7 @@ class EventLog:
     def redact(self, secrets: Iterable[str]) -> None:
         """Secrets out of the failure messages and warnings (what the recap, recap.json and the JUnit reports show);
         the published facts stay as the play set them: commands read them (a benchmark's run directory)."""
-        known = list(secrets)
+        known = Redactor(secrets)
         self.problems = [
             replace(p, task=redact_text(p.task, known), message=redact_text(p.message, known)) for p in self.problems
         ]

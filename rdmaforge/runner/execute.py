@@ -201,11 +201,12 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
     """Run it; the outcome holds the per-host recap, the collected events and the scrubbed artifacts' path."""
     log = EventLog()
     values = secret_values(request)
+    redactor = secrets.Redactor(values)
 
     def handle(event: Mapping[str, Any]) -> bool:
         log.handle(event)
         if on_event is not None:  # the live display, a CI job's log: never a secret there either
-            on_event(secrets.redact_data(event, values))
+            on_event(secrets.redact_data(event, redactor))
         return True  # keep every event in job_events/ (scrubbed on disk below)
 
     started = time.monotonic()

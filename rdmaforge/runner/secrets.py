@@ -116,19 +116,38 @@ def redact(data: bytes, secrets: Iterable[str]) -> bytes:
     return URL_PASSWORD.sub(rb"\1" + hidden + b"@", data) if b"://" in data else data
 
 
-def redact_text(text: str, secrets: Iterable[str]) -> str:
+class Redactor:
+    """:func:`redact` for many strings (every event of a run): the secrets' forms, raw and JSON-escaped, are compiled
+    into one pattern once, longest first so that a secret containing another is replaced whole. A string without a
+    secret costs one scan, whatever the number of secrets."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms = {form for s in set(secrets) if len(s) >= MIN_SECRET_LENGTH for form in (s, json.dumps(s)[1:-1])}
+        ordered = sorted(forms, key=lambda form: (-len(form), form))
+        self._pattern = re.compile("|".join(re.escape(form) for form in ordered)) if ordered else None
+
+    def text(self, text: str) -> str:
+        if self._pattern is not None:
+            text = self._pattern.sub(REDACTED, text)
+        if "PRIVATE KEY-----" in text or "://" in text:  # found by their form, whatever variable held them
+            return redact(text.encode("utf-8", "surrogatepass"), ()).decode("utf-8", "surrogatepass")
+        return text
+
+
+def redact_text(text: str, secrets: Iterable[str] | Redactor) -> str:
     """:func:`redact` of one string."""
-    return redact(text.encode("utf-8", "surrogatepass"), secrets).decode("utf-8", "surrogatepass")
+    return (secrets if isinstance(secrets, Redactor) else Redactor(secrets)).text(text)
 
 
-def redact_data(value: Any, secrets: Iterable[str]) -> Any:
-    """``value`` (an event: JSON's types) with every string in it, keys too, redacted as :func:`redact` does."""
-    known = [s for s in set(secrets) if len(s) >= MIN_SECRET_LENGTH]
+def redact_data(value: Any, secrets: Iterable[str] | Redactor) -> Any:
+    """``value`` (an event: JSON's types) with every string in it, keys too, redacted as :func:`redact` does. Pass a
+    :class:`Redactor` when redacting many values with the same secrets."""
+    redactor = secrets if isinstance(secrets, Redactor) else Redactor(secrets)
     pending: list[Any] = []
 
     def clean(item: Any) -> Any:
         if isinstance(item, str):
-            return redact_text(item, known)
+            return redactor.text(item)
         if isinstance(item, Mapping):
             copy: dict[Any, Any] = {}
             pending.append((item, copy))

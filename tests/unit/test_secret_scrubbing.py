@@ -125,3 +125,33 @@ def test_scrubbing_is_linear_on_inputs_built_to_make_a_regex_backtrack() -> None
         "secrets.redact(b'http://' + b'u' * 4_000_000, [])\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_compiled_redactor_hides_what_redact_hides() -> None:
+    """Events go through one compiled pattern (Redactor); whatever it leaves, the byte-level redact() finds nothing
+    more to hide, and neither lets a secret through: raw, JSON-escaped, one secret inside another, a URL password,
+    a private key, and a secret too short to be replaced."""
+    known = ["hunter2-long", "hunter2-long-and-longer", 'quo"te\\back', "pässwörd", "abc"]
+    texts = [
+        "login with hunter2-long-and-longer then hunter2-long",
+        json.dumps({"msg": 'see quo"te\\back and pässwörd'}),
+        json.dumps({"msg": "pässwörd"}, ensure_ascii=False),
+        "pip --index-url https://ci:tok3n-value@pypi.example/simple",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\\nb3BlbnNzaC1rZXk\\n-----END OPENSSH PRIVATE KEY-----",
+        "abc stays: too short to be a secret",
+        "nothing here",
+    ]
+    redactor = secrets.Redactor(known)
+    for text in texts:
+        ours = redactor.text(text)
+        long_enough = [s for s in known if len(s) >= secrets.MIN_SECRET_LENGTH]  # as every caller of redact() passes
+        assert secrets.redact(ours.encode(), long_enough) == ours.encode(), text
+        for secret in ("hunter2-long", 'quo"te\\back', "pässwörd", "tok3n-value", "b3BlbnNzaC1rZXk"):
+            assert secret not in ours and json.dumps(secret)[1:-1] not in ours, (text, ours)
+    assert redactor.text(texts[0]) == f"login with {secrets.REDACTED} then {secrets.REDACTED}"
+    assert redactor.text(texts[5]) == texts[5]
+    event = {"event_data": {"res": {"msg": texts[0], "items": [texts[3], 42, None], texts[6]: True}}}
+    assert secrets.redact_data(event, redactor) == {
+        "event_data": {"res": {"msg": redactor.text(texts[0]), "items": [redactor.text(texts[3]), 42, None],
+                               "nothing here": True}}  # fmt: skip
+    }
