@@ -43,16 +43,20 @@ def grown(converged: LabHandle) -> Iterator[tuple[LabHandle, str]]:
     rotated the cluster key, so the nodes now differ from their converge record: tests/conftest.py runs this module
     after every other that needs the converged cluster, and the next session's first converge repairs it."""
     lab = Lab()
-    lab.up(nodes=LAB_NODES + 1, nics=LAB_NICS)
-    newcomer = f"node{LAB_NODES + 1}"
     try:
-        bigger = LabHandle(lab.inventory_path, {n.name: n.address for n in lab.status().nodes}, lab.ssh_key,
-                           lab.known_hosts)  # fmt: skip
-        for playbook in JOIN:
-            bigger.playbook(playbook, check=True)
-        yield bigger, newcomer
+        yield grow(lab)
     finally:
         lab.up(nodes=LAB_NODES, nics=LAB_NICS)
+
+
+def grow(lab: Lab) -> tuple[LabHandle, str]:
+    """One more lab node, joined to the cluster (hosts block, OpenMPI, SSH trust, hostfile); and its name."""
+    lab.up(nodes=LAB_NODES + 1, nics=LAB_NICS)
+    bigger = LabHandle(lab.inventory_path, {n.name: n.address for n in lab.status().nodes}, lab.ssh_key,
+                       lab.known_hosts)  # fmt: skip
+    for playbook in JOIN:
+        bigger.playbook(playbook, check=True)
+    return bigger, f"node{LAB_NODES + 1}"
 
 
 def retired_login(lab: LabHandle, newcomer: str, target_address: str) -> subprocess.CompletedProcess[str]:
@@ -130,13 +134,8 @@ def test_a_remaining_node_that_does_not_answer_is_named_and_keeps_nothing_hidden
     """A remaining node that cannot be reached during the removal still authorises the old key: the others go on,
     the run fails naming it, and running the removal again once it answers finishes the job."""
     lab = Lab()
-    lab.up(nodes=LAB_NODES + 1, nics=LAB_NICS)
-    newcomer = f"node{LAB_NODES + 1}"
     try:
-        bigger = LabHandle(lab.inventory_path, {n.name: n.address for n in lab.status().nodes}, lab.ssh_key,
-                           lab.known_hosts)  # fmt: skip
-        for playbook in JOIN:
-            bigger.playbook(playbook, check=True)
+        bigger, newcomer = grow(lab)
         remaining = sorted(n for n in bigger.nodes if n != newcomer)
         silent, answering = remaining[1], [n for n in remaining if n != remaining[1]]
         bigger.ssh(newcomer, f"cp {KEY} /root/retired_key && cp /etc/ssh/ssh_known_hosts /root/retired_known_hosts")

@@ -138,7 +138,8 @@ def test_the_check_tells_builds_of_one_release_apart(tmp_path: Path, libraries: 
     proc = run_playbook(str(playbook), "-e", expected, inventory=inv, env=ENV)
     assert proc.returncode != 0
     said = " ".join(proc.stdout.split())
-    assert f"node1: {roots['node1']}/current should point at build b1-sm_90, but it points at {roots['node1']}/b1" in said
+    node1 = roots["node1"]
+    assert f"node1: {node1}/current should point at build b1-sm_90, but it points at {node1}/b1" in said
     assert "node2: libnccl loads and reports NCCL 2.29.7 (22907)" in said, proc.stdout[-4000:]
 
 
