@@ -11,6 +11,7 @@ playbook and run around a node that fails earlier, or does not answer (ssh to a 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,17 @@ BUILDS = {"b0": ("2.28.3", 22803), "b1": ("2.29.7", 22907), "b2": ("2.30.1", 230
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
          "ansible_become": False}  # fmt: skip
 UNREACHABLE = {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1}
+
+
+@pytest.fixture(autouse=True)
+def ldconfig_stand_in(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """rollback.yml runs ldconfig on each node, and here the nodes are this machine: a STAND-IN ldconfig (exits 0)
+    first on PATH keeps the host's ld.so cache as it is (three real ones at once also race on /etc/ld.so.cache~)."""
+    stand_in = tmp_path_factory.mktemp("stand-in-bin")
+    (stand_in / "ldconfig").write_text("#!/bin/sh\nexit 0\n")
+    (stand_in / "ldconfig").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stand_in}:{os.environ['PATH']}")
+    return stand_in
 
 
 @pytest.fixture(scope="module")
