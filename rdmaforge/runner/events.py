@@ -8,7 +8,7 @@ callback name (runner_on_ok, runner_on_failed, runner_on_unreachable, playbook_o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -109,10 +109,9 @@ class EventLog:
             unreachable=unreachable,
         )
 
-    def redact(self, secrets: Iterable[str]) -> None:
+    def redact(self, known: Redactor) -> None:
         """Secrets out of the failure messages and warnings (what the recap, recap.json and the JUnit reports show);
         the published facts stay as the play set them: commands read them (a benchmark's run directory)."""
-        known = Redactor(secrets)
         self.problems = [
             replace(p, task=redact_text(p.task, known), message=redact_text(p.message, known)) for p in self.problems
         ]

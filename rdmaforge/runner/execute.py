@@ -221,7 +221,7 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
     secrets.scrub_tree(run_dir, values)
-    log.redact(values)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
+    log.redact(redactor)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
     stopped = log.hosts if log.stopped_early else []
     recaps = from_stats(log.stats, log.hosts, stopped) if log.stats else recaps_from_events(log)
     return Outcome(
