@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +81,16 @@ def read_rdma_devices(host: Any) -> tuple[DevinfoRun, list[Any]]:
     return DevinfoRun(int(last.partition("=")[2]), stderr), every
 
 
-def test_rdma_ports_active(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+@pytest.fixture(scope="module")
+def rdma_devices(host: Any) -> Callable[[], tuple[DevinfoRun, list[Any]]]:
+    """read_rdma_devices(host), read once per node for both tests that judge it, and only when one asks (a node of
+    a fabric without RDMA is not asked)."""
+    return functools.cache(lambda: read_rdma_devices(host))
+
+
+def test_rdma_ports_active(
+    rdma_devices: Callable[[], tuple[DevinfoRun, list[Any]]], hostvars: dict[str, Any], fabric: str
+) -> None:
     """Seed 001's reading of ibstat (State Active) on the fabric's devices: ibv_devinfo -v, and ibstat where
     infiniband-diags is installed, read here with the shared parsers and judged here, not by rdma_core's checks.
     The ports' rates are test_rdma_port_rates'."""
@@ -91,7 +102,7 @@ def test_rdma_ports_active(host: Any, hostvars: dict[str, Any], fabric: str) -> 
         pytest.skip("rdma_require_active_ports is false: the inventory does not require active RDMA ports"
                     + (f"; accepted by the inventory (doctor_accept): {reason}" if reason else ""))  # fmt: skip
     pattern = fabrics.device_patterns()[fabric]
-    devinfo, every = read_rdma_devices(host)
+    devinfo, every = rdma_devices()
     devices = [d for d in every if fnmatch.fnmatch(d["name"], pattern)]
     # rdma_core_expected_ports (DEVICE or DEVICE:PORT) must exist, whatever the pattern finds besides them.
     listed = {(d["name"], p["port"]) for d in every for p in d["ports"]}
@@ -107,14 +118,16 @@ def test_rdma_ports_active(host: Any, hostvars: dict[str, Any], fabric: str) -> 
     assert ports and not down, f"ports not active: {down or 'no port at all'}"
 
 
-def test_rdma_port_rates(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+def test_rdma_port_rates(
+    rdma_devices: Callable[[], tuple[DevinfoRun, list[Any]]], hostvars: dict[str, Any], fabric: str
+) -> None:
     """Seed 001's Rate of each active port of the fabric (of rdma_core_expected_ports when it names the rails):
     at least rdma_core_min_port_rate_gbps when the inventory sets one, else the node's fastest, so a link that
     trained down fails. Judged by the same function as doctor's port_rate check (rdma_devinfo.judge_port_rates);
     what it cannot judge (one rate and no minimum, no active port, a rate not reported) is skipped as not judged."""
     if fabric not in RDMA_PROFILES:
         pytest.skip(f"fabric {fabric} does not use RDMA")
-    _, every = read_rdma_devices(host)
+    _, every = rdma_devices()
     verdict = judge_port_rates(every, fabrics.device_patterns()[fabric],
                                setting(hostvars, "rdma_core", "rdma_core_min_port_rate_gbps"),
                                setting(hostvars, "rdma_core", "rdma_core_expected_ports") or [])  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,11 @@ def test_hugepages_count_is_the_planned_one() -> None:
         check(grub_node(50, gpus=8), {"hugepages_enabled": True, "hugepages_count": 32})
 
 
+def devices(host: FakeHost) -> Callable[[], tuple[test_node_state.DevinfoRun, list[Any]]]:
+    """What the suite's rdma_devices fixture hands the RDMA tests: the node's devices, read when asked."""
+    return lambda: test_node_state.read_rdma_devices(host)
+
+
 def erdma_node() -> FakeHost:
     """An eRDMA node whose ibv_devinfo -v lists one device, erdma_0, its port active (a real capture)."""
     host = FakeHost()
@@ -187,12 +193,12 @@ def test_rdma_ports_expected_by_the_inventory_must_exist() -> None:
     """rdma_core_expected_ports names the ports the node must have (the rdma_core role fails when one is missing);
     a node where one of them is gone is not "active at its rate". Before, only the ports found were judged."""
     check = test_node_state.test_rdma_ports_active
-    check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0"]}, "erdma")
-    check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:1"]}, "erdma")
+    check(devices(erdma_node()), {"rdma_core_expected_ports": ["erdma_0"]}, "erdma")
+    check(devices(erdma_node()), {"rdma_core_expected_ports": ["erdma_0:1"]}, "erdma")
     with pytest.raises(AssertionError, match=r"rdma_core_expected_ports not found by ibv_devinfo -v: \['erdma_1'\]"):
-        check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0", "erdma_1"]}, "erdma")
+        check(devices(erdma_node()), {"rdma_core_expected_ports": ["erdma_0", "erdma_1"]}, "erdma")
     with pytest.raises(AssertionError, match=r"\['erdma_0:2'\]"):
-        check(erdma_node(), {"rdma_core_expected_ports": ["erdma_0:2"]}, "erdma")
+        check(devices(erdma_node()), {"rdma_core_expected_ports": ["erdma_0:2"]}, "erdma")
 
 
 def test_a_node_without_rdma_devices_is_not_judged_on_rates_and_fails_active_ports() -> None:
@@ -201,9 +207,9 @@ def test_a_node_without_rdma_devices_is_not_judged_on_rates_and_fails_active_por
     host = FakeHost()
     host.commands["ibv_devinfo -v"] = Result(255, "", "Failed to get IB devices list: Function not implemented\n")
     with pytest.raises(pytest.skip.Exception, match=r"not judged: port rates"):
-        test_node_state.test_rdma_port_rates(host, {}, "erdma")
+        test_node_state.test_rdma_port_rates(devices(host), {}, "erdma")
     with pytest.raises(AssertionError, match=r"no erdma\* RDMA device: ibv_devinfo -v exited 255: Failed to get IB"):
-        test_node_state.test_rdma_ports_active(host, {}, "erdma")
+        test_node_state.test_rdma_ports_active(devices(host), {}, "erdma")
 
 
 def roce_node(ibstat: str) -> FakeHost:
@@ -227,18 +233,18 @@ def test_rdma_port_rates_without_a_minimum_are_compared_with_each_other() -> Non
     as doctor's port_rate check does, so a rail that trained down fails. Before, nothing was judged and verify said
     pass."""
     check = test_node_state.test_rdma_port_rates
-    check(roce_node(CX7), {}, "roce")  # both rails at 200: passes (the Down mlx5_10 is not a rate to judge)
+    check(devices(roce_node(CX7)), {}, "roce")  # both rails at 200: passes (the Down mlx5_10 is not a rate to judge)
     trained_down = CX7.replace("Rate: 200", "Rate: 100", 2).replace("Rate: 100", "Rate: 200", 1)  # mlx5_1 at 100
     with pytest.raises(AssertionError, match=r"trained down: mlx5_1:1 at 100 Gb/s while others run at 200 Gb/s"):
-        check(roce_node(trained_down), {}, "roce")
+        check(devices(roce_node(trained_down)), {}, "roce")
     # rdma_core_expected_ports naming the rails: a slower port outside them is not judged, and one rail alone has
     # nothing to be compared with
     with pytest.raises(pytest.skip.Exception, match=r"not judged: port rates: fewer than two port rates"):
-        check(roce_node(trained_down), {"rdma_core_expected_ports": ["mlx5_0"]}, "roce")
+        check(devices(roce_node(trained_down)), {"rdma_core_expected_ports": ["mlx5_0"]}, "roce")
     # with a minimum, against it
-    check(roce_node(trained_down), {"rdma_core_min_port_rate_gbps": 100}, "roce")
+    check(devices(roce_node(trained_down)), {"rdma_core_min_port_rate_gbps": 100}, "roce")
     with pytest.raises(AssertionError, match=r"below the minimum: mlx5_0:1 at 200 Gb/s, mlx5_1:1 at 200 Gb/s"):
-        check(roce_node(CX7), {"rdma_core_min_port_rate_gbps": 400}, "roce")
+        check(devices(roce_node(CX7)), {"rdma_core_min_port_rate_gbps": 400}, "roce")
 
 
 def test_rdma_port_rates_that_cannot_be_judged_are_skipped_as_not_judged() -> None:
@@ -246,16 +252,16 @@ def test_rdma_port_rates_that_cannot_be_judged_are_skipped_as_not_judged() -> No
     test is skipped with a reason saying so, and verify's report names it under "skipped (not judged)"."""
     check = test_node_state.test_rdma_port_rates
     with pytest.raises(pytest.skip.Exception, match=r"^not judged: port rates: fewer than two port rates") as skip:
-        check(erdma_node(), {}, "erdma")
+        check(devices(erdma_node()), {}, "erdma")
     assert "erdma_0:1 rate unknown" in str(skip.value)
     # no minimum, two rates, a third port whose rate is not reported: the third is named as not judged
     unread = roce_node(CX7)
     unread.commands["ibv_devinfo -v"].stdout += "hca_id:\tmlx5_2\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"
     with pytest.raises(pytest.skip.Exception, match=r"not judged: the rate of mlx5_2:1"):
-        check(unread, {}, "roce")
+        check(devices(unread), {}, "roce")
     # with a minimum, an unknown rate fails
     with pytest.raises(AssertionError, match=r"rate not reported for erdma_0:1"):
-        check(erdma_node(), {"rdma_core_min_port_rate_gbps": 100}, "erdma")
+        check(devices(erdma_node()), {"rdma_core_min_port_rate_gbps": 100}, "erdma")
     report = infra_report.render([infra_report.TestOutcome("test_rdma_port_rates", "node1", "skipped",
                                                            f"Skipped: {skip.value}")])  # fmt: skip
     assert "skipped (not judged):\n  test_rdma_port_rates on node1: not judged: port rates: fewer than two" in report
