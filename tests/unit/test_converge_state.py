@@ -374,6 +374,24 @@ def test_code_changed_during_the_run_records_the_start_digests(run_caches: dict,
     assert (got["cluster"], got["nodes"], got["added"]) == (start["cluster"], start["nodes"], [])
 
 
+def test_the_record_takes_its_digests_from_one_read_per_run_and_a_node_in_sync_keeps_the_start_ones() -> None:
+    """record.yml reads the controller caches once (run_once), not once per node; a node in sync skipped its own
+    roles, so it did not converge against the files the run added and keeps the start's digests."""
+    import yaml
+
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "converge_state" / "tasks" / "record.yml").read_text())
+    block = [task for task in tasks if "block" in task]
+    assert len(block) == 1 and "converge_state_digests is defined" in block[0]["when"]
+    work_out, record_task = block[0]["block"]
+    assert work_out["run_once"] is True
+    expression = work_out["ansible.builtin.set_fact"]["converge_state_recorded_digests"]
+    assert "converge_state_digests | rdmaforge.cluster.rdmaforge_converge_recorded_digests" in expression
+    args = record_task["rdmaforge.cluster.converge_state"]
+    for key in ("digest", "cluster_digest"):
+        assert "ternary(converge_state_digests, converge_state_recorded_digests)" in args[key], args[key]
+        assert "converge_state_in_sync" in args[key]
+
+
 # --- the module, for real -------------------------------------------------------------------------------
 
 
