@@ -15,6 +15,14 @@ def converge_digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[
     return digest.digests(hostvars, hosts)
 
 
+def converge_recorded_digests(start: Mapping[str, Any]) -> dict[str, Any]:
+    """The digests the end of the run records: with the controller files the run added, when those are all that
+    changed since the start; else the start's (rdmaforge.converge.digest.recorded_digests)."""
+    if not isinstance(start, Mapping) or not {"cluster", "nodes"} <= set(start):
+        raise AnsibleFilterError("rdmaforge_converge_recorded_digests needs what rdmaforge_converge_digests returned")
+    return digest.recorded_digests(start)
+
+
 def converge_ledger(host: str) -> dict[str, Any]:
     """What this run's tasks managed and read on the host (unverifiable without the callback)."""
     found = ledger.resources_for(host)
@@ -85,6 +93,7 @@ class FilterModule:
             "rdmaforge_converge_drift_is_local": converge_drift_is_local,
             "rdmaforge_converge_ledger": converge_ledger,
             "rdmaforge_converge_reasons": converge_reasons,
+            "rdmaforge_converge_recorded_digests": converge_recorded_digests,
             "rdmaforge_converge_skip_groups": converge_skip_groups,
             "rdmaforge_converge_targets": converge_targets,
         }

@@ -87,10 +87,12 @@ EXAMPLES = r"""
     cluster_digest: "{{ converge_state_digests.cluster }}"
   register: state
 
+# The digests to record: the start's, with the controller cache files this run added (worked out once, run_once)
 - name: Record what this converge left
   converge_state:
     state: record
-    digest: "{{ converge_state_digests.nodes[inventory_hostname] }}"
+    digest: "{{ converge_state_recorded_digests.nodes[inventory_hostname] }}"
+    cluster_digest: "{{ converge_state_recorded_digests.cluster }}"
     resources:
       paths: [/etc/nccl.conf]
       packages: {apt: [rdma-core, ibverbs-utils]}

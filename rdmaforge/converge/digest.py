@@ -6,6 +6,9 @@ minus the facts the roles set at run time) and its groups: what the plays that t
 *cluster digest* adds every host's inputs: what the cluster-wide plays (/etc/hosts, SSH trust, the MPI hostfile)
 read. A node whose node digest changed converges in full; a node added, removed or re-addressed changes only the
 cluster digest, so the others run just the cluster-wide plays.
+
+Both are worked out at the start of a run. The record at its end carries recorded_digests(): the start's, or,
+when the run only added files to the controller caches, the same code and inputs with the caches as they are then.
 """
 
 from __future__ import annotations
@@ -207,8 +210,8 @@ def controller_files(directory: str) -> dict[str, Any]:
 
 def _inputs_and_caches(
     hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path
-) -> tuple[dict[str, bytes], str]:
-    """({host: sha256 of its input variables}, the digest of the controller caches the hosts name)."""
+) -> tuple[dict[str, bytes], dict[str, dict[str, Any]]]:
+    """({host: sha256 of its input variables}, {each controller cache the hosts name: its files})."""
     caches: set[str] = {str(CONTROLLER_CACHE)}  # where the roles' defaults keep keys, keyrings and builds
     per_host: dict[str, bytes] = {}
     for host in sorted(set(hosts)):
@@ -220,11 +223,29 @@ def _inputs_and_caches(
                 caches.add(value)
         per_host[host] = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).digest()
     # What roles copy from the controller (the cluster key, keyrings, cached builds) is desired state too.
-    files = hashlib.sha256()
-    for cache in sorted(caches):
-        text = json.dumps(controller_files(cache), sort_keys=True)
-        files.update(cache.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
-    return per_host, files.hexdigest()
+    return per_host, {cache: controller_files(cache) for cache in sorted(caches)}
+
+
+def _files_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
+    """The digest of the controller caches' files ({cache: controller_files(cache)})."""
+    digest = hashlib.sha256()
+    for cache in sorted(files):
+        text = json.dumps(files[cache], sort_keys=True)
+        digest.update(cache.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
+    return digest.hexdigest()
+
+
+def _combine(code: str, per_host: Mapping[str, bytes], files: str) -> dict[str, Any]:
+    """{cluster, nodes} from the code digest, each host's inputs digest and the controller files' digest."""
+    cluster = hashlib.sha256(code.encode())
+    for host, inputs in sorted(per_host.items()):
+        cluster.update(host.encode() + b"\0" + inputs)
+    cluster.update(files.encode())
+    nodes = {
+        host: hashlib.sha256(b"\0".join([code.encode(), host.encode(), inputs, files.encode()])).hexdigest()
+        for host, inputs in sorted(per_host.items())
+    }
+    return {"cluster": cluster.hexdigest(), "nodes": nodes}
 
 
 def digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES) -> dict[str, Any]:
@@ -233,16 +254,63 @@ def digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], roo
     - ``cluster``: the code, the controller files and every listed host's inputs and groups; it decides whether
       the cluster-wide plays run;
     - ``nodes``: {host: its node digest}, the code, the controller files and that host's own inputs and groups; it
-      decides whether the node converges in full. Adding or removing a node leaves the others' node digests alone.
+      decides whether the node converges in full. Adding or removing a node leaves the others' node digests alone;
+    - ``parts``: what they were computed from (the code digest, each host's inputs digest, the controller caches'
+      files), which recorded_digests compares with the controller caches at the end of the run.
     """
     per_host, files = _inputs_and_caches(hostvars, hosts, root)
     code = code_digest(root)
-    cluster = hashlib.sha256(code.encode())
-    for host, inputs in per_host.items():
-        cluster.update(host.encode() + b"\0" + inputs)
-    cluster.update(files.encode())
-    nodes = {
-        host: hashlib.sha256(b"\0".join([code.encode(), host.encode(), inputs, files.encode()])).hexdigest()
-        for host, inputs in per_host.items()
-    }
-    return {"cluster": cluster.hexdigest(), "nodes": nodes}
+    out = _combine(code, per_host, _files_digest(files))
+    out["parts"] = {"code": code, "inputs": {host: value.hex() for host, value in per_host.items()}, "files": files}
+    return out
+
+
+#: What controller_files says of a cache directory that is not there.
+ABSENT_CACHE = {"": "absent"}
+
+
+def added_files(start: Mapping[str, Mapping[str, Any]], end: Mapping[str, Mapping[str, Any]]) -> list[str] | None:
+    """The files of the controller caches ({cache: controller_files(cache)}) that were absent at the start and are
+    there at the end (a cache directory created counts as absent at the start); None when anything else differs:
+    a file that was there at the start changed or vanished, a cache directory vanished, or the caches differ."""
+    if set(start) != set(end):
+        return None
+    added: list[str] = []
+    for cache in sorted(start):
+        before = {} if dict(start[cache]) == ABSENT_CACHE else start[cache]
+        after = end[cache]
+        if dict(after) == ABSENT_CACHE:
+            if dict(start[cache]) != ABSENT_CACHE:
+                return None  # the directory vanished during the run
+            continue
+        for name, seen in before.items():
+            if name not in after or not isinstance(seen, Mapping) or dict(seen) != after[name]:
+                return None
+        added += [f"{cache}/{name}" for name in sorted(set(after) - set(before))]
+    return added
+
+
+def recorded_digests(start: Mapping[str, Any], root: Path = RESOURCES) -> dict[str, Any]:
+    """The digests the record at the end of the run carries, given the digests the run started with (digests()).
+
+    A run adds files to the controller caches (the verified erdma key, fetched NCCL builds, the cluster SSH key),
+    which changes the digests the next run computes. When those additions are the only change since the start,
+    this returns the start's code and host inputs with the controller files as they are now: what the next run's
+    start computes, so it is in sync. When anything else changed (a file that was there at the start changed or
+    vanished, or the code changed during the run) it returns the start's digests, so the next run converges in
+    full: never a digest of state this run did not converge. ``added`` lists the files taken in (empty when the
+    start's digests are returned).
+    """
+    kept = {"cluster": start["cluster"], "nodes": dict(start["nodes"]), "added": []}
+    parts = start.get("parts")
+    if not isinstance(parts, Mapping) or not isinstance(parts.get("files"), Mapping):
+        return kept
+    # Read afresh, past code_digest's cache: the roles and plugins may have been edited since the start.
+    if code_digest.__wrapped__(root) != parts["code"]:
+        return kept
+    end = {str(cache): controller_files(str(cache)) for cache in parts["files"]}
+    added = added_files(parts["files"], end)
+    if added is None:
+        return kept
+    per_host = {str(host): bytes.fromhex(str(value)) for host, value in parts["inputs"].items()}
+    return dict(_combine(str(parts["code"]), per_host, _files_digest(end)), added=added)

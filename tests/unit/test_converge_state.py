@@ -286,6 +286,112 @@ def test_the_same_code_has_one_digest_in_a_checkout_and_in_the_collection_instal
     assert digest.code_digest(installed) != digest.code_digest(PROJECT_ROOT)
 
 
+# --- the digests the record carries: the start's, with the controller files the run added -------------------
+
+
+@pytest.fixture
+def run_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Two nodes and their controller caches, all under tmp_path: the default cache (the module's CONTROLLER_CACHE,
+    never the user's) holding the verified erdma key, and an SSH trust cache the inventory names that the first
+    converge creates."""
+    default = tmp_path / "controller-cache"
+    (default / "keys").mkdir(parents=True)
+    (default / "keys" / "erdma.asc").write_text("armored key")
+    monkeypatch.setattr(digest, "CONTROLLER_CACHE", default)
+    ssh = tmp_path / "ssh-trust"
+    node = {"ansible_host": "198.18.0.11", "ssh_trust_controller_cache": str(ssh), "group_names": ["cluster"]}
+    hostvars = {"node1": node, "node2": dict(node, ansible_host="198.18.0.12")}
+    return {"default": default, "ssh": ssh, "hostvars": hostvars, "hosts": ["node1", "node2"]}
+
+
+def recorded(start: dict[str, Any]) -> dict[str, Any]:
+    """What record.yml records, through the filter, from the start's digests as a fact holds them (JSON)."""
+    from tests.unit.test_filter_docs import FILTERS
+
+    return dict(FILTERS["rdmaforge_converge_recorded_digests"](json.loads(json.dumps(start))))
+
+
+def test_files_the_run_added_to_the_controller_caches_are_in_the_digests_it_records(run_caches: dict) -> None:
+    """The first converge fetches an NCCL build and creates the cluster SSH key: the record takes them in, so the
+    next run's start computes the digests recorded and is in sync (it converged in full once more)."""
+    hostvars, hosts = run_caches["hostvars"], run_caches["hosts"]
+    start = digest.digests(hostvars, hosts)
+    (run_caches["default"] / "builds").mkdir()
+    (run_caches["default"] / "builds" / "nccl-2.29.7.tar.gz").write_bytes(b"build")
+    run_caches["ssh"].mkdir()  # absent at the start
+    (run_caches["ssh"] / "id_cluster").write_text("private key")
+    (run_caches["default"] / "locks").mkdir()
+    (run_caches["default"] / "locks" / "run.lock").write_text("not desired state")
+    got = recorded(start)
+    next_start = digest.digests(hostvars, hosts)
+    assert next_start["cluster"] != start["cluster"]
+    assert (got["cluster"], got["nodes"]) == (next_start["cluster"], next_start["nodes"])
+    assert got["added"] == [
+        f"{run_caches['default']}/builds/nccl-2.29.7.tar.gz",
+        f"{run_caches['ssh']}/id_cluster",
+    ]
+    # Nothing added: the start's digests, which the next run computes too.
+    again = recorded(next_start)
+    assert (again["cluster"], again["nodes"], again["added"]) == (next_start["cluster"], next_start["nodes"], [])
+
+
+@pytest.mark.parametrize("change", ["changed", "vanished", "cache-vanished"])
+def test_a_controller_file_the_run_changed_or_removed_records_the_start_digests(run_caches: dict, change: str) -> None:
+    """A file that was there at the start and differs at the end (rewritten, removed, its directory gone) was not
+    what the nodes converged against: the start's digests are recorded, and the next run converges in full."""
+    hostvars, hosts = run_caches["hostvars"], run_caches["hosts"]
+    run_caches["ssh"].mkdir()
+    (run_caches["ssh"] / "id_cluster").write_text("private key")
+    start = digest.digests(hostvars, hosts)
+    (run_caches["default"] / "builds").mkdir()
+    (run_caches["default"] / "builds" / "nccl-2.29.7.tar.gz").write_bytes(b"build")  # an addition beside it
+    if change == "changed":
+        (run_caches["default"] / "keys" / "erdma.asc").write_text("another key")
+    elif change == "vanished":
+        (run_caches["default"] / "keys" / "erdma.asc").unlink()
+    else:
+        shutil.rmtree(run_caches["ssh"])
+    got = recorded(start)
+    assert (got["cluster"], got["nodes"], got["added"]) == (start["cluster"], start["nodes"], [])
+    assert digest.digests(hostvars, hosts)["cluster"] != got["cluster"]  # so the next run converges in full
+
+
+def test_code_changed_during_the_run_records_the_start_digests(run_caches: dict, tmp_path: Path) -> None:
+    """Roles edited while the run went on: the nodes converged with the code of the start, whatever the run
+    added to the caches, so the start's digests are recorded (read past code_digest's cache)."""
+    from rdmaforge import collection
+
+    hostvars, hosts = run_caches["hostvars"], run_caches["hosts"]
+    installed = collection.assemble(tmp_path / "ansible_collections" / "rdmaforge" / "cluster")
+    start = digest.digests(hostvars, hosts, installed)
+    (run_caches["default"] / "builds").mkdir()
+    (run_caches["default"] / "builds" / "nccl-2.29.7.tar.gz").write_bytes(b"build")
+    untouched = digest.recorded_digests(json.loads(json.dumps(start)), installed)
+    assert untouched["added"] and untouched["cluster"] != start["cluster"]  # the same code: the addition is taken in
+    task = installed / "roles" / "cluster_hosts" / "tasks" / "main.yml"
+    task.write_text(task.read_text() + "\n# edited during the run\n")
+    got = digest.recorded_digests(json.loads(json.dumps(start)), installed)
+    assert (got["cluster"], got["nodes"], got["added"]) == (start["cluster"], start["nodes"], [])
+
+
+def test_the_record_takes_its_digests_from_one_read_per_run_and_a_node_in_sync_keeps_the_start_ones() -> None:
+    """record.yml reads the controller caches once (run_once), not once per node; a node in sync skipped its own
+    roles, so it did not converge against the files the run added and keeps the start's digests."""
+    import yaml
+
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "converge_state" / "tasks" / "record.yml").read_text())
+    block = [task for task in tasks if "block" in task]
+    assert len(block) == 1 and "converge_state_digests is defined" in block[0]["when"]
+    work_out, record_task = block[0]["block"]
+    assert work_out["run_once"] is True
+    expression = work_out["ansible.builtin.set_fact"]["converge_state_recorded_digests"]
+    assert "converge_state_digests | rdmaforge.cluster.rdmaforge_converge_recorded_digests" in expression
+    args = record_task["rdmaforge.cluster.converge_state"]
+    for key in ("digest", "cluster_digest"):
+        assert "ternary(converge_state_digests, converge_state_recorded_digests)" in args[key], args[key]
+        assert "converge_state_in_sync" in args[key]
+
+
 # --- the module, for real -------------------------------------------------------------------------------
 
 
