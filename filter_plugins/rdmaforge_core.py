@@ -66,6 +66,12 @@ def workspace_path(relative: str) -> str:
     return str(paths.WORKSPACE / relative)
 
 
+def controller_cache(relative: str) -> str:
+    """``relative`` under the controller cache (RDMAFORGE_CONTROLLER_CACHE, default ~/.cache/rdmaforge): the
+    directory the converge digest watches, so the roles' keys, keyrings and builds are where it looks."""
+    return str(paths.CONTROLLER_CACHE / relative)
+
+
 def package_path(relative: str) -> str:
     """``relative`` under the installed rdmaforge package (a file the roles copy to the nodes)."""
     return str(paths.PACKAGE_DIR / relative)
@@ -85,6 +91,7 @@ class FilterModule:
             "rdmaforge_package_removal_blockers": packages.removal_blockers,
             "rdmaforge_role_validators": role_validators,
             "rdmaforge_workspace_path": workspace_path,
+            "rdmaforge_controller_cache": controller_cache,
             "rdmaforge_package_path": package_path,
             "rdmaforge_mpi_names": mpi_hosts.names,
             "rdmaforge_mpi_host_list": mpi_hosts.host_list,
