@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rdmaforge.lab import inventory as lab_inventory
-from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.paths import CONTROLLER_CACHE, PROJECT_ROOT
 from tests.conftest import IN_SYNC, LabHandle, assert_no_changes, gate_decision, recap
 from tests.integration.test_remove_node_on_lab import block as marked_block
 
@@ -302,3 +302,27 @@ def test_check_diff_on_a_cluster_without_drift_takes_the_fast_path(in_sync: LabH
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert IN_SYNC in proc.stdout
     assert_no_changes(proc.stdout)
+
+
+def test_a_converge_that_adds_a_controller_cache_file_leaves_the_next_run_in_sync(in_sync: LabHandle) -> None:
+    """A converge adds files to the controller caches (the first one: the verified erdma key, the cluster SSH key,
+    the NCCL builds), and those files are part of every node's digest. The record at the end takes them in, so the
+    next run is in sync. Before, the record carried the digests of the run's start, and the run after the first
+    converge was a full one again. The file taken away here is one the run writes back as it was: the armored copy
+    of the verified erdma key (rdma_repos, kept for rpm and dnf)."""
+    converged = in_sync
+    (armored,) = (CONTROLLER_CACHE / "keys").glob("erdma-*.asc")
+    content = armored.read_bytes()
+    armored.unlink()
+    try:
+        proc = converge(converged)
+        decision = gate_decision(proc.stdout)
+        assert set(decision["converge"]) == set(converged.nodes), decision  # the controller files changed
+        assert_no_changes(proc.stdout)  # nothing on the nodes
+        assert armored.read_bytes() == content
+        again = converge(converged)
+        assert IN_SYNC in again.stdout, again.stdout[-4000:]
+        assert_no_changes(again.stdout)
+    finally:
+        if not armored.exists():
+            armored.write_bytes(content)
