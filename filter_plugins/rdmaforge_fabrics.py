@@ -1,5 +1,6 @@
 """The fabric profile table (rdmaforge.fabrics) for the roles: the defaults of variables such as
-``rdma_core_packages`` and ``benchmark_line_rates`` come from it, so there is one definition of a profile."""
+``rdma_core_packages``, ``benchmark_line_rates`` and ``nccl_plugin_provider`` come from it, so there is one
+definition of a profile."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ def fabric_profiles(fact: str) -> dict[str, Any]:
     return fabrics.facts(str(fact))
 
 
+def default_net_plugin(fabric: Any) -> str:
+    """The NCCL net plugin of the fabric profile ``fabric`` (none for a name that is not a profile): the default of
+    nccl_plugin_provider, and of benchmark_e2e_net_plugin where nccl_plugin_provider is not set."""
+    return fabrics.default_net_plugin(fabric)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"rdmaforge_fabric_profiles": fabric_profiles}
+        return {"rdmaforge_fabric_profiles": fabric_profiles, "rdmaforge_default_net_plugin": default_net_plugin}

@@ -19,10 +19,7 @@ import fnmatch
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import cache
 from typing import Any, Literal
-
-import yaml
 
 from rdmaforge import fabrics, tuning
 from rdmaforge.nccl_build import arch_for, build_id, uncovered_caps
@@ -30,8 +27,8 @@ from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.parsers.rdma_devinfo import judge_port_rates
-from rdmaforge.paths import ROLES_DIR
 from rdmaforge.plain_data import ansible_bool
+from rdmaforge.role_defaults import defaults
 
 CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
 
@@ -82,20 +79,13 @@ class Check:
         return asdict(self)
 
 
-@cache
-def role_file(role: str, kind: str = "defaults") -> dict[str, Any]:
-    """A role's defaults/main.yml (or, with kind="vars", its vars/main.yml) as written."""
-    data = yaml.safe_load((ROLES_DIR / role / kind / "main.yml").read_text()) or {}
-    return dict(data)
-
-
 def variable(node: Mapping[str, Any], name: str) -> Any:
     """The inventory's value, else the role's default; None for a default that is a template (computed below)."""
     given = node.get("inventory")
     if isinstance(given, Mapping) and name in given:
         return given[name]
     role = DEFAULTS_OF.get(name)
-    value = role_file(role).get(name) if role else None
+    value = defaults(role).get(name) if role else None
     return None if isinstance(value, str) and "{{" in value else value
 
 
@@ -370,7 +360,7 @@ def check_plugin_host(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | 
     actual = repr(product) if product and product != "NA" else "not readable"
     if provider != "aiacc":
         return "not_checked", actual, None, f"nccl_plugin_provider is {provider}: only AIACC needs Alibaba Cloud"
-    ecs = str(role_file("nccl_plugin", "vars")["nccl_plugin_aiacc_dmi_product"])
+    ecs = str(defaults("nccl_plugin", "vars")["nccl_plugin_aiacc_dmi_product"])
     if product == ecs:
         return "ok", actual, repr(ecs), "an Alibaba Cloud ECS instance, where the AIACC plugin can initialise"
     reason = (

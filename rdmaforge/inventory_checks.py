@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import fabrics, fast_yaml
+from rdmaforge import fabrics, fast_yaml, role_defaults
 from rdmaforge.bench.verdict import THRESHOLDS, threshold_allowed, threshold_problem
 from rdmaforge.hostnames import short_name
 from rdmaforge.plain_data import ansible_bool, plain
@@ -426,6 +426,11 @@ def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Pr
     return found
 
 
+def _value(values: Mapping[str, object], variable: str) -> object:
+    """The inventory's value of a role's variable, else the role's documented default (hostvars hold none)."""
+    return values[variable] if variable in values else role_defaults.default_of(variable)
+
+
 def _whole_number(value: object) -> int | None:
     """An integer as YAML or -e (a string) gives it; None for anything else (the argument spec names those)."""
     if isinstance(value, bool):
@@ -444,7 +449,7 @@ def hugepages_problems(host: str, values: Mapping[str, object]) -> list[Problem]
     found = []
     count = values.get("hugepages_count")
     number = _whole_number(count)
-    if ansible_bool(values.get("hugepages_enabled", False)) and number is not None and number < 1:
+    if ansible_bool(_value(values, "hugepages_enabled")) and number is not None and number < 1:
         found.append(
             Problem(
                 host,
@@ -556,28 +561,36 @@ def version_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
 
 @dataclass(frozen=True)
 class GitPin:
-    """A git source pinned to a commit: the ref must check out ``commit`` (roles/build_once fails otherwise)."""
+    """A git source pinned to a commit: the ref must check out ``commit`` (roles/build_once fails otherwise).
+    The fields name the role's variables; their values are the role's defaults (rdmaforge.role_defaults)."""
 
     commit: str  # the commit variable
     ref: str  # the ref variable
     version: str  # the version variable the default ref is made of
-    ref_of_version: str  # the default ref, as a format of the version ("v{}-1")
-    default_version: str
-    default_commit: str  # the commit of the default ref, as the role's defaults pin it
-    source: str  # the role's source variable (git is its default)
-    switch: str | None = None  # the role's on/off variable (default on), when it has one
+    source: str  # the role's source variable
+    switch: str | None = None  # the role's on/off variable, when it has one
+
+    def ref_of(self, version: object) -> str:
+        """The ref the role's default ref names for ``version``: its ``{{ <version variable> }}`` replaced (a
+        default ref without one is the same ref for every version)."""
+        template = str(role_defaults.default_of(self.ref))
+        return template.replace(f"{{{{ {self.version} }}}}", str(version))
 
     @property
     def default_ref(self) -> str:
-        return self.ref_of_version.format(self.default_version)
+        return self.ref_of(role_defaults.default_of(self.version))
+
+    @property
+    def default_commit(self) -> str:
+        return str(role_defaults.default_of(self.commit))
 
 
-#: The roles' pinned git sources, as their defaults/main.yml set them (tests/unit/test_inventory_checks.py compares).
+#: The roles' pinned git sources.
 GIT_PINS: tuple[GitPin, ...] = (
-    GitPin("nccl_build_git_commit", "nccl_build_git_ref", "nccl_build_version", "v{}-1", "2.29.7",
-           "b91894bd5b190c874d98a017f93f5daa515b65d0", "nccl_build_source"),  # fmt: skip
-    GitPin("nccl_tests_git_commit", "nccl_tests_git_ref", "nccl_tests_version", "v{}", "2.17.8",
-           "81463c58d093dba403c28c28cd050ea948e9e1ba", "nccl_tests_source", "nccl_tests_enabled"),  # fmt: skip
+    GitPin("nccl_build_git_commit", "nccl_build_git_ref", "nccl_build_version", "nccl_build_source"),
+    GitPin(
+        "nccl_tests_git_commit", "nccl_tests_git_ref", "nccl_tests_version", "nccl_tests_source", "nccl_tests_enabled"
+    ),
 )
 
 _GIT_COMMIT = re.compile(r"[0-9a-fA-F]{40}")
@@ -602,13 +615,13 @@ def git_commit_problems(host: str, values: Mapping[str, object]) -> list[Problem
                     )
                 )
             continue
-        if values.get(pin.source, "git") != "git":
+        if _value(values, pin.source) != "git":
             continue
-        if pin.switch is not None and not ansible_bool(values.get(pin.switch, True)):
+        if pin.switch is not None and not ansible_bool(_value(values, pin.switch)):
             continue
         ref = values.get(pin.ref)
         if ref is None and pin.version in values:
-            ref = pin.ref_of_version.format(values[pin.version])
+            ref = pin.ref_of(values[pin.version])
         if not isinstance(ref, str) or "{{" in ref or ref == pin.default_ref:
             continue
         found.append(
@@ -634,22 +647,16 @@ class Download:
     sha256: str
     source: str
     in_use: str
-    default: str  # the role's default of ``source``
-    switch: str | None = None  # the role's on/off variable (default on), when it has one
+    switch: str | None = None  # the role's on/off variable, when it has one
 
 
-#: The pinned downloads, as their roles' defaults name them (an unset URL or sha256 defaults to "").
+#: The pinned downloads, as their roles' defaults name them (their defaults are the roles').
 DOWNLOADS: tuple[Download, ...] = (
-    Download("nccl_build_tarball_url", "nccl_build_tarball_sha256", "nccl_build_source", "tarball", "git"),
+    Download("nccl_build_tarball_url", "nccl_build_tarball_sha256", "nccl_build_source", "tarball"),
     Download(
-        "nccl_tests_tarball_url",
-        "nccl_tests_tarball_sha256",
-        "nccl_tests_source",
-        "tarball",
-        "git",
-        "nccl_tests_enabled",
+        "nccl_tests_tarball_url", "nccl_tests_tarball_sha256", "nccl_tests_source", "tarball", "nccl_tests_enabled"
     ),
-    Download(None, "nccl_plugin_aiacc_package_sha256", "nccl_plugin_aiacc_source", "package", "pypi"),
+    Download(None, "nccl_plugin_aiacc_package_sha256", "nccl_plugin_aiacc_source", "package"),
 )
 
 #: sha256 pins with a shipped default, checked when the inventory sets them.
@@ -678,17 +685,17 @@ def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     found = []
     provider = values.get("nccl_plugin_provider", fabrics.default_net_plugin(values.get("rdmaforge_fabric", "tcp")))
     for download in DOWNLOADS:
-        source = values.get(download.source, download.default)
+        source = _value(values, download.source)
         if source != download.in_use or (download.source.startswith("nccl_plugin_") and provider != "aiacc"):
             continue
-        if download.switch is not None and not ansible_bool(values.get(download.switch, True)):
+        if download.switch is not None and not ansible_bool(_value(values, download.switch)):
             continue
         used = f"{download.source}={show(source)}"
-        url = values.get(download.url, "") if download.url is not None else None
+        url = _value(values, download.url) if download.url is not None else None
         if download.url is not None and not is_download_url(url):
             message = f"{host}: {download.url}={show(url)} is not a download URL, but {used} downloads it"
             found.append(Problem(host, download.url, f"{message}; allowed: {_URL_ALLOWED}"))
-        sha256 = values.get(download.sha256, "")
+        sha256 = _value(values, download.sha256)
         if not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
             message = f"{host}: {download.sha256}={show(sha256)} is not a sha256, but {used} needs one"
             found.append(Problem(host, download.sha256, f"{message}; allowed: {_SHA256_ALLOWED}"))
@@ -711,10 +718,6 @@ _HASHED_ALLOWED = (
     "one package a line, `name==version --hash=sha256:<64 lower-case hexadecimal digits>` (one --hash per wheel), "
     "every package of the environment included (pip's --require-hashes), or [] for no hash check"
 )
-
-
-#: benchmark_e2e_torch's default (roles/benchmark/defaults/main.yml; tests/unit/test_inventory_checks.py compares).
-BENCHMARK_E2E_TORCH = "torch==2.13.0"
 
 
 def _pip_name(name: str) -> str:
@@ -744,7 +747,7 @@ def pip_hash_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
             pinned[_pip_name(match["name"])] = match["version"]
     if found or not lines:
         return found
-    torch = values.get("benchmark_e2e_torch", BENCHMARK_E2E_TORCH)
+    torch = _value(values, "benchmark_e2e_torch")
     wanted = re.fullmatch(r"\s*torch\s*==\s*(\S+)\s*", torch) if isinstance(torch, str) else None
     if "torch" not in pinned or (wanted is not None and pinned["torch"] != wanted[1]):
         have = f"torch=={pinned['torch']}" if "torch" in pinned else "no torch"
@@ -788,9 +791,8 @@ def _variable_names(roles_dir: str) -> VariableNames:
     roles = Path(roles_dir)
     settable = {"rdmaforge_fabric", *NETWORK_RETRY_BOUNDS, *POSITIVE_NUMBERS, *THRESHOLDS}
     settable.update(merged_argument_specs(discover_argument_specs(roles))["options"])
-    for path in roles.glob("*/defaults/main.y*ml"):
-        data = fast_yaml.load(path.read_text())
-        settable.update(str(name) for name in (data if isinstance(data, Mapping) else {}))
+    for path in roles.glob("*/defaults/main.yml"):
+        settable.update(str(name) for name in role_defaults.defaults(path.parent.parent.name, roles_dir=roles))
     files = [*roles.rglob("*.y*ml"), *roles.parent.joinpath("playbooks").glob("*.y*ml")]
     files += Path(__file__).parent.rglob("*.py")
     mentioned = set(settable)

@@ -11,22 +11,17 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from rdmaforge.inventory_checks import show
 from rdmaforge.paths import ROLES_DIR
+from rdmaforge.role_defaults import defaults
 from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.k8s import is_multiple
 
 ROLE_DIR = ROLES_DIR / "workload_manifests"
-DEFAULTS_FILE = ROLE_DIR / "defaults" / "main.yml"
 ARGUMENT_SPECS_FILE = ROLE_DIR / "meta" / "argument_specs.yml"
 TEMPLATES_DIR = ROLE_DIR / "templates"
-#: The NCCL settings per fabric profile: role nccl_env's table, not a copy of it.
-NCCL_ENV_DEFAULTS_FILE = ROLES_DIR / "nccl_env" / "defaults" / "main.yml"
 
 PREFIX = "workload_manifests_"
 #: Variables only the role reads (the CLI has -o and --validate instead); they may hold Jinja.
@@ -58,10 +53,9 @@ _DOCKER_SIZE = re.compile(r"^([0-9]+)([bkmgBKMG]?)$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
-def role_defaults(path: Path = DEFAULTS_FILE) -> dict[str, Any]:
+def role_defaults() -> dict[str, Any]:
     """The role's defaults that describe the workload (ROLE_ONLY left out): the options, by name."""
-    data = yaml.safe_load(path.read_text()) or {}
-    return {str(k): v for k, v in data.items() if k not in ROLE_ONLY}
+    return {str(k): v for k, v in defaults("workload_manifests").items() if k not in ROLE_ONLY}
 
 
 def option_names() -> list[str]:
@@ -69,17 +63,15 @@ def option_names() -> list[str]:
     return sorted(role_defaults())
 
 
-def nccl_env_profiles(path: Path = NCCL_ENV_DEFAULTS_FILE) -> dict[str, Any]:
-    """``nccl_env_profiles`` from role nccl_env's defaults."""
-    data = yaml.safe_load(path.read_text()) or {}
-    profiles = data.get("nccl_env_profiles") or {}
+def nccl_env_profiles() -> dict[str, Any]:
+    """``nccl_env_profiles`` from role nccl_env's defaults: the NCCL settings per fabric profile (not a copy)."""
+    profiles = defaults("nccl_env").get("nccl_env_profiles") or {}
     return dict(profiles) if isinstance(profiles, Mapping) else {}
 
 
-def nccl_env_accelerators(path: Path = NCCL_ENV_DEFAULTS_FILE) -> dict[str, Any]:
+def nccl_env_accelerators() -> dict[str, Any]:
     """``nccl_env_accelerators`` from role nccl_env's defaults (seed 004's taco among them)."""
-    data = yaml.safe_load(path.read_text()) or {}
-    table = data.get("nccl_env_accelerators") or {}
+    table = defaults("nccl_env").get("nccl_env_accelerators") or {}
     return dict(table) if isinstance(table, Mapping) else {}
 
 

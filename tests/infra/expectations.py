@@ -6,27 +6,16 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from functools import cache
 from typing import Any
 
-import yaml
-
-from rdmaforge.paths import ROLES_DIR
 from rdmaforge.plain_data import ansible_bool
-
-ROLES = ROLES_DIR
-
-
-@cache
-def role_defaults(role: str) -> dict[str, Any]:
-    """A role's documented defaults, as written in roles/<role>/defaults/main.yml."""
-    data: dict[str, Any] = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
-    return data
+from rdmaforge.role_defaults import defaults
 
 
 def setting(hostvars: dict[str, Any], role: str, name: str) -> Any:
-    """The inventory's value, else the role's default; None when either is a template (testinfra renders none)."""
-    value = hostvars[name] if name in hostvars else role_defaults(role).get(name)
+    """The inventory's value, else the role's default as written in roles/<role>/defaults/main.yml; None when
+    either is a template (testinfra renders none)."""
+    value = hostvars[name] if name in hostvars else defaults(role).get(name)
     return None if isinstance(value, str) and "{{" in value else value
 
 

@@ -12,6 +12,7 @@ from ansible.template import Templar, trust_as_template
 
 from rdmaforge.collection import ensure_dev_tree
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.role_defaults import defaults
 
 _initialised = False
 
@@ -35,9 +36,8 @@ def role_vars(role: str, facts: dict[str, Any], **inventory: Any) -> Templar:
         _initialised = True
     variables: dict[str, Any] = {}
     for part in ("defaults", "vars"):
-        path = PROJECT_ROOT / "roles" / role / part / "main.yml"
-        if path.exists():
-            variables.update(_trusted(yaml.safe_load(path.read_text()) or {}))
+        if (PROJECT_ROOT / "roles" / role / part / "main.yml").exists():
+            variables.update(_trusted(defaults(role, part)))
     variables.update(inventory)
     variables["ansible_facts"] = facts
     return Templar(loader=DataLoader(), variables=variables)

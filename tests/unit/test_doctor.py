@@ -218,10 +218,9 @@ def test_doctor_playbook_for_real_against_this_machine(
 
 def test_the_role_copies_the_inventory_names_the_checks_read() -> None:
     from rdmaforge.doctor_checks import DEFAULTS_OF
-    from rdmaforge.paths import PROJECT_ROOT
+    from rdmaforge.role_defaults import defaults
 
-    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / "doctor" / "defaults" / "main.yml").read_text())
-    assert defaults["doctor_inventory_names"] == list(DEFAULTS_OF)
+    assert defaults("doctor")["doctor_inventory_names"] == list(DEFAULTS_OF)
 
 
 def test_an_installed_build_without_the_gpus_arch_is_a_problem() -> None:

@@ -19,6 +19,7 @@ import yaml
 
 from rdmaforge.bench.ddp_train import summarize
 from rdmaforge.bench.report import render
+from rdmaforge.role_defaults import defaults as role_defaults
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "benchmark"
 SEED_003 = "003_24faf922dd2d1668.txt"
@@ -31,7 +32,7 @@ def seed(shared_dir: Path) -> str:
 
 def test_seed_003_figures_are_the_role_defaults(seed: str) -> None:
     assert "warmup_iteration設定為400" in seed and "小於0.8" in seed
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    defaults = role_defaults("benchmark")
     assert defaults["benchmark_e2e_warmup_steps"] == 400
     assert defaults["benchmark_e2e_min_linearity"] == 0.8
     assert defaults["benchmark_e2e_min_intra_node_linearity"] == "{{ benchmark_e2e_min_linearity }}"
@@ -39,7 +40,7 @@ def test_seed_003_figures_are_the_role_defaults(seed: str) -> None:
     new = ("warmup_steps", "min_linearity", "min_intra_node_linearity", "acspeed", "net_plugin")
     for name in (f"benchmark_e2e_{suffix}" for suffix in new):
         assert name in defaults and specs[name]["description"], name
-    train_args = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["benchmark_e2e_train_args"]
+    train_args = role_defaults("benchmark", "vars")["benchmark_e2e_train_args"]
     assert "--warmup={{ benchmark_e2e_warmup_steps }}" in train_args
 
 

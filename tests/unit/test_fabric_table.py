@@ -211,6 +211,20 @@ PLAYBOOK = """---
               "line_rate": benchmark_line_rate_gbps,
               "plugin": nccl_plugin_provider,
               "e2e_net_plugin": benchmark_e2e_net_plugin} | to_json }}
+
+- name: The benchmark role's defaults alone, as in a play that does not run the nccl_plugin role
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Load role benchmark's defaults
+      ansible.builtin.import_role:
+        name: rdmaforge.cluster.benchmark
+      when: false
+    - name: Write what benchmark_e2e_net_plugin renders to
+      ansible.builtin.copy:
+        dest: "{{ fabric_table_out }}/{{ inventory_hostname }}.benchmark.json"
+        mode: "0644"
+        content: "{{ {'e2e_net_plugin': benchmark_e2e_net_plugin} | to_json }}"
 """
 
 
@@ -240,7 +254,11 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
     playbook.write_text(PLAYBOOK)
     run_playbook(str(playbook), "-e", f"fabric_table_out={out}", inventory=inventory, check=True,
                  env={"ANSIBLE_CACHE_PLUGIN": "memory"}, timeout=300)  # fmt: skip
-    return {name: json.loads((out / f"{name}.json").read_text()) for name in hosts}
+    found: dict[str, dict[str, Any]] = {}
+    for name in hosts:
+        found[name] = json.loads((out / f"{name}.json").read_text())
+        found[name]["benchmark_only"] = json.loads((out / f"{name}.benchmark.json").read_text())["e2e_net_plugin"]
+    return found
 
 
 def test_rendered_package_lists_are_the_seeds(rendered: dict[str, dict[str, Any]]) -> None:
@@ -267,7 +285,9 @@ def test_the_default_net_plugin_is_aiacc_on_erdma_only(rendered: dict[str, dict[
     plugins = {host: rendered[host]["e2e_net_plugin"] for host in ("deb-erdma", "deb-infiniband", "deb-tcp")}
     assert plugins == {"deb-erdma": "aiacc", "deb-infiniband": "none", "deb-tcp": "none"}
     assert {host: rendered[host]["plugin"] for host in plugins} == plugins
+    assert {host: rendered[host]["benchmark_only"] for host in plugins} == plugins  # without nccl_plugin's defaults
     assert rendered["deb-erdma-no-plugin"]["plugin"] == rendered["deb-erdma-no-plugin"]["e2e_net_plugin"] == "none"
+    assert rendered["deb-erdma-no-plugin"]["benchmark_only"] == "none"
     assert fabrics.default_net_plugin("erdma") == "aiacc"
     assert [fabrics.default_net_plugin(name) for name in ("infiniband", "roce", "acs_type1", "acs_type2", "tcp")] == [
         "none"] * 5  # fmt: skip

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from rdmaforge import inventory_checks as checks
-from rdmaforge import tuning
+from rdmaforge import role_defaults, tuning
 from rdmaforge.paths import PROJECT_ROOT
 
 SEED_004_PAGES = 50  # 1 GiB pages on an 8-GPU node (seed 004's GRUB line: hugepages=50)
-DEFAULTS = yaml.safe_load((PROJECT_ROOT / "roles" / "hugepages" / "defaults" / "main.yml").read_text())
+DEFAULTS = role_defaults.defaults("hugepages")
 
 
 def test_the_documented_limit_is_half_the_memory() -> None:

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from rdmaforge import infra_report
 from rdmaforge.parsers.rdma_devinfo import parse_ibstat
-from rdmaforge.paths import ROLES_DIR
+from rdmaforge.role_defaults import defaults
 from tests.infra import test_cluster_state, test_node_state, test_tuning_state
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -82,7 +81,7 @@ class FakeHost:
 
 
 def role_default(role: str, name: str) -> Any:
-    return yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text())[name]
+    return defaults(role)[name]
 
 
 def nccl_node(version: str) -> FakeHost:

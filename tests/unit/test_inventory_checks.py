@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from rdmaforge import inventory_checks as checks
+from rdmaforge import paths, role_defaults
 from rdmaforge.hostnames import short_name
 from rdmaforge.inventory_checks import (
     FABRICS,
@@ -217,7 +218,7 @@ def test_os_versions_written_as_numbers_still_match() -> None:
 
 
 def test_shipped_os_table_covers_the_documented_platforms() -> None:
-    defaults = yaml.safe_load((PROJECT_ROOT / "roles/preflight/defaults/main.yml").read_text())
+    defaults = role_defaults.defaults("preflight")
     table = defaults["preflight_supported_os"]
     for distribution, version, major in [
         ("Debian", "13.1", "13"),
@@ -730,15 +731,12 @@ GIT_COMMIT_ALLOWED = (
     [("nccl_build", "v2.29.7-1", NCCL_V2_29_7_1), ("nccl_tests", "v2.17.8", NCCL_TESTS_V2_17_8)],
 )
 def test_the_default_git_sources_are_pinned_to_the_commits_of_their_tags(role: str, tag: str, commit: str) -> None:
-    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / role / "defaults" / "main.yml").read_text())
-    version = defaults[f"{role}_version"]
-    assert defaults[f"{role}_git_ref"].replace(f"{{{{ {role}_version }}}}", version) == tag
-    assert defaults[f"{role}_git_commit"] == commit
+    assert role_defaults.defaults(role)[f"{role}_git_commit"] == commit
     spec = yaml.safe_load((PROJECT_ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
     assert spec["argument_specs"]["main"]["options"][f"{role}_git_commit"]["default"] == commit
-    # preflight's table says the same, so an inventory that moves the ref is told to move the commit too
+    # the ref preflight takes the default commit for: the role's default ref, made of its default version
     (pin,) = [p for p in checks.GIT_PINS if p.commit == f"{role}_git_commit"]
-    assert (pin.default_ref, pin.default_commit, pin.default_version) == (tag, commit, version)
+    assert pin.default_ref == tag
 
 
 @pytest.mark.parametrize(
@@ -783,6 +781,22 @@ def test_another_ref_with_the_default_commit_is_refused_before_any_node_is_touch
     assert report_of(nccl_tests_enabled=False, nccl_tests_version="2.19.6") == []
 
 
+def test_a_default_ref_not_made_of_the_version_is_the_ref_of_every_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # roles whose nccl_build defaults to a branch: a new version alone checks out the same ref, with its commit
+    for path in paths.ROLES_DIR.glob("*/defaults/main.yml"):
+        copy = tmp_path / path.relative_to(paths.ROLES_DIR)
+        copy.parent.mkdir(parents=True)
+        copy.write_text(path.read_text().replace('nccl_build_git_ref: "v{{ nccl_build_version }}-1"',
+                                                 "nccl_build_git_ref: master"))  # fmt: skip
+    monkeypatch.setattr(paths, "ROLES_DIR", tmp_path)
+    assert checks.git_commit_problems("node1", {"nccl_build_version": "2.30.3"}) == []
+    (problem,) = checks.git_commit_problems("node1", {"nccl_build_git_ref": "v2.30.3-1"})
+    assert problem.message.startswith(f"node1: nccl_build_git_commit is left at {NCCL_V2_29_7_1!r}, the commit of "
+                                      "master, but the build checks out nccl_build_git_ref='v2.30.3-1'")  # fmt: skip
+
+
 # --- pip hash pinning ----------------------------------------------------------------------------------
 
 HASH_A = "a" * 64
@@ -793,10 +807,8 @@ HASHED_ALLOWED = (
 )
 
 
-def test_the_benchmark_installs_torch_unpinned_by_default_and_preflight_knows_its_version() -> None:
-    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "defaults" / "main.yml").read_text())
-    assert defaults["benchmark_e2e_torch_requirements"] == []  # documented as no hash check
-    assert defaults["benchmark_e2e_torch"] == checks.BENCHMARK_E2E_TORCH == "torch==2.13.0"
+def test_the_benchmark_installs_torch_unpinned_by_default() -> None:
+    assert role_defaults.defaults("benchmark")["benchmark_e2e_torch_requirements"] == []  # documented: no hash check
     spec = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "meta" / "argument_specs.yml").read_text())
     assert spec["argument_specs"]["main"]["options"]["benchmark_e2e_torch_requirements"]["default"] == []
 

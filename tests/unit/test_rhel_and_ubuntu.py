@@ -7,8 +7,8 @@ import configparser
 from pathlib import Path
 
 import pytest
-import yaml
 
+from rdmaforge import role_defaults
 from tests.conftest import run_playbook
 from tests.unit.role_vars import evaluate, role_vars, spec_default
 
@@ -102,8 +102,7 @@ def test_erdma_repo_metadata_signature_check_is_a_documented_choice_and_package_
     # Seed 000's erdma.repo has gpgcheck=1 and no repo_gpgcheck: packages are signed, the metadata is not known to
     # be (no repomd.xml.asc). So the default stays off, documented in the role's defaults and argument spec, and an
     # operator whose mirror signs its metadata can turn it on; gpgcheck stays on either way.
-    defaults = yaml.safe_load((PROJECT / "roles" / "rdma_repos" / "defaults" / "main.yml").read_text())
-    assert defaults["rdma_repos_erdma_yum_repo_gpgcheck"] is False
+    assert role_defaults.defaults("rdma_repos")["rdma_repos_erdma_yum_repo_gpgcheck"] is False
     assert spec_default("rdma_repos", "rdma_repos_erdma_yum_repo_gpgcheck") is False
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rdmaforge import role_defaults
+
 ROLES = sorted(p for p in (Path(__file__).resolve().parents[2] / "roles").iterdir() if p.is_dir())
 
 
@@ -23,7 +25,7 @@ def test_every_default_is_typed_in_the_argument_spec(role: Path) -> None:
     defaults_file = role / "defaults" / "main.yml"
     if not defaults_file.exists():
         pytest.skip(f"{role.name} has no defaults")
-    defaults = set(yaml.safe_load(defaults_file.read_text()) or {})
+    defaults = set(role_defaults.defaults(role.name))
     options = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
     assert defaults <= set(options or {}), f"untyped: {sorted(defaults - set(options or {}))}"
     for name in defaults:
