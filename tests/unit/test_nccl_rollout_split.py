@@ -108,10 +108,63 @@ def test_a_rollback_to_different_previous_builds_is_refused_before_any_node_swit
     assert "rolling back would leave the cluster on different NCCL builds" in proc.stdout, proc.stdout[-4000:]
     assert "node1: b2 -> b1; node2: b1 -> b0; node3: b1 -> b0." in proc.stdout, proc.stdout[-4000:]
     assert {node: links(root) for node, root in roots.items()} == states  # nothing switched
-    # What the message says to do: roll back the switched node only.
-    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", inventory=inv, env=ENV)
+    # What the message says to do: roll back the switched node only, saying that leaving the others out is meant.
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", "-e", PARTIAL, inventory=inv, env=ENV)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert {node: links(root)[0] for node, root in roots.items()} == dict.fromkeys(NODES, "b1")
+
+
+PARTIAL = "nccl_build_rollback_allow_partial=true"
+
+
+def test_a_rollback_limited_to_part_of_the_cluster_is_refused_before_any_node_switches(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    # Every node could go back from b2 to b1, but --limit picks two of four: the other two would stay on b2. The
+    # node that does not answer is left out as well, and named as such.
+    states: dict[str, tuple[str, str | None]] = {node: ("b2", "b1") for node in NODES}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    hosts = yaml.safe_load(inv.read_text())["all"]["children"]["cluster"]["hosts"]
+    inv = inventory(tmp_path, {**hosts, "node4": UNREACHABLE})
+    for extra in ([], ["-e", "nccl_build_rollback_allow_partial=false"]):
+        proc = run_playbook("rollback_nccl.yml", "--limit", "node1,node2", *extra, inventory=inv, env=ENV)
+        assert proc.returncode != 0, proc.stdout[-4000:]
+        said = " ".join(proc.stdout.split())
+        refusal = "this run rolls back only node1, node2 (--limit), to b1; the other nodes of group cluster keep"
+        assert refusal in said, proc.stdout[-6000:]
+        assert "no node was switched" in said
+        assert "Left out, with the build each is on: node3: b2; node4: not read (did not answer)." in said, said[-4000:]
+        assert "-e nccl_build_rollback_allow_partial=true" in said
+        assert {node: links(root) for node, root in roots.items()} == states  # nothing switched
+        assert "Point `current` at the previous build" not in proc.stdout
+
+
+def test_a_partial_rollback_runs_when_the_user_allows_it(tmp_path: Path, libraries: dict[str, Path]) -> None:
+    states: dict[str, tuple[str, str | None]] = {node: ("b2", "b1") for node in NODES}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1,node2", "-e", PARTIAL, inventory=inv, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert {node: links(root) for node, root in roots.items()} == {
+        "node1": ("b1", "b2"), "node2": ("b1", "b2"), "node3": ("b2", "b1")}  # fmt: skip
+    # A limit that still covers the whole cluster is no partial rollback: nothing to allow.
+    proc = run_playbook("rollback_nccl.yml", "--limit", "cluster", inventory=inv, env=ENV)
+    assert proc.returncode != 0  # node3's previous is b1, the others' now b2: refused as before, for that reason
+    assert "rolling back would leave the cluster on different NCCL builds" in proc.stdout, proc.stdout[-4000:]
+    assert "this run rolls back only" not in proc.stdout
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", [True]])
+def test_a_bad_allow_partial_is_refused_before_any_node_switches(
+    tmp_path: Path, libraries: dict[str, Path], value: object
+) -> None:
+    states: dict[str, tuple[str, str | None]] = {node: ("b2", "b1") for node in NODES}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    extra = json.dumps({"nccl_build_rollback_allow_partial": value})
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", "-e", extra, inventory=inv, env=ENV)
+    assert proc.returncode != 0
+    said = " ".join(proc.stdout.split())
+    assert f"nccl_build_rollback_allow_partial={json.dumps(value)}: allowed: true or false" in said, said[-4000:]
+    assert {node: links(root) for node, root in roots.items()} == states
 
 
 def test_a_node_without_a_previous_build_stops_the_rollback_before_any_node_switches(
