@@ -515,6 +515,8 @@ class TextParser:
         # exactly as feed() would, and stops at each other line, which feed() then handles here.
         scan, next_line = fast.scan, fast.next_line
         feed = self.feed
+        # The handlers of kind 3 + i: a line whose first word is WORDS[i] (_fastrows.c), as _handlers_for finds them.
+        by_kind = ((), (), (), *map(self._handlers_for, fast.WORDS))
         strip_tag = _MPI_TAG.sub
         transport = self.transport
         messages: list[str] = []
@@ -548,6 +550,16 @@ class TextParser:
                     self._feed_lines(block[pos:].splitlines())
                     return
                 pos = after
+                if kind > 1:  # a line the extension classified: what feed() would do with it, without feed()
+                    raw = block[start:end]
+                    if raw.startswith("["):
+                        raw = strip_tag("", raw, count=1)
+                    line = raw.rstrip()
+                    if kind > 2:
+                        self._on_words(line, by_kind[kind])
+                    elif not self._on_failure(line):
+                        self._on_words(line, self._handlers_for(line))
+                    continue
             raw = block[start:end]
             if raw.startswith("["):
                 raw = strip_tag("", raw, count=1)
@@ -582,7 +594,11 @@ class TextParser:
             return
         if ("failure" in line or "timeout" in line) and self._on_failure(line):
             return
-        for handler in self._handlers_for(line):
+        self._on_words(line, self._handlers_for(line))
+
+    def _on_words(self, line: str, handlers: tuple[Callable[[str], bool], ...]) -> None:
+        """The end of feed(): the handlers of the line's first word, else a row, else other text."""
+        for handler in handlers:
             if handler(line):
                 return
         if _ROW_START.match(line):
@@ -609,8 +625,8 @@ class TextParser:
             "nThread": (self._on_nthread,),
             "Rank": (self._on_rank,),
             "NCCL": (self._on_compiled_with,),
-            "Out": (self._on_footer,),
-            "Avg": (self._on_footer,),
+            "Out": (self._on_oob,),
+            "Avg": (self._on_avg,),
             "size": (self._on_header,),
             "bytes": (self._on_header,),
         }
@@ -759,11 +775,14 @@ class TextParser:
             state.repeated_size = size
         state.last_size = size
 
-    def _on_footer(self, line: str) -> bool:
+    def _on_oob(self, line: str) -> bool:
         oob = _OOB.match(line)
-        if oob is not None:
-            self._current_or_new().run.out_of_bounds = int(oob.group(1))
-            return True
+        if oob is None:
+            return False
+        self._current_or_new().run.out_of_bounds = int(oob.group(1))
+        return True
+
+    def _on_avg(self, line: str) -> bool:
         avg = _AVG_BW.match(line)
         if avg is None:
             return False
