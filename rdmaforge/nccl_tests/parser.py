@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from rdmaforge.nccl_tests import accel
@@ -359,30 +359,36 @@ def _fast_row(layout: Layout) -> _FastRow:
     return fast
 
 
-@dataclass
 class _RunState:
-    """A run being assembled, with the facts that only matter while parsing."""
+    """A run being assembled, with the facts that only matter while parsing (a plain class: one is made a run)."""
 
-    run: Run = field(default_factory=Run)
-    layout: Layout | None = None
-    seen_nthread: bool = False
-    seen_starting: bool = False
-    max_rank: int = -1
-    gpus_per_process: int = 0
-    library_version: str | None = None
-    info_version: str | None = None
-    compiled_with: str | None = None
-    traces: list[str] = field(default_factory=list)
-    fast: _FastRow | None = None
-    #: Rank -> pid of each ``#  Rank`` line (a list: an interleaved file lists a rank more than once).
-    rank_pids: dict[int, list[str]] = field(default_factory=dict)
-    #: Rank -> the host its ``#  Rank`` line names (the first one, when a rank is listed again).
-    rank_hosts: dict[int, str] = field(default_factory=dict)
-    interleaved: set[int] = field(default_factory=set)
-    #: Size of the last row and whether the Avg line came: what interleave.route needs.
-    last_size: int = -1
-    footer_done: bool = False
-    repeated_size: int | None = None
+    __slots__ = (
+        "run", "layout", "seen_nthread", "seen_starting", "max_rank", "gpus_per_process", "library_version",
+        "info_version", "compiled_with", "traces", "fast", "rank_pids", "rank_hosts", "interleaved", "last_size",
+        "footer_done", "repeated_size",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.run = Run()
+        self.layout: Layout | None = None
+        self.seen_nthread = False
+        self.seen_starting = False
+        self.max_rank = -1
+        self.gpus_per_process = 0
+        self.library_version: str | None = None
+        self.info_version: str | None = None
+        self.compiled_with: str | None = None
+        self.traces: list[str] = []
+        self.fast: _FastRow | None = None
+        #: Rank -> pid of each ``#  Rank`` line (a list: an interleaved file lists a rank more than once).
+        self.rank_pids: dict[int, list[str]] = {}
+        #: Rank -> the host its ``#  Rank`` line names (the first one, when a rank is listed again).
+        self.rank_hosts: dict[int, str] = {}
+        self.interleaved: set[int] = set()
+        #: Size of the last row and whether the Avg line came: what interleave.route needs.
+        self.last_size = -1
+        self.footer_done = False
+        self.repeated_size: int | None = None
 
     @property
     def has_table(self) -> bool:
