@@ -170,7 +170,7 @@ def write_run_json(item: Run, write: Callable[[str], None]) -> None:
     write(head[:at] + "[\n")
     fast = accel.fast
     if fast is not None:
-        names = [json.dumps(name) if name is not None else "null" for name in item.rows.names]
+        names = [_json_str(name) if name is not None else "null" for name in item.rows.names]
         separator = ""
         for chunk in item.rows.record_chunks():
             if separator:
@@ -196,25 +196,33 @@ def _run_head_json(data: dict[str, Any]) -> str:
     None, str, int, finite float or a list of str); anything else goes through json.dumps itself."""
     parts = []
     for key, value in data.items():
-        if type(value) is list:
+        kind = type(value)
+        if value is None:
+            text = "null"
+        elif kind is str:
+            text = _json_str(value)
+        elif kind is list:
             if not value:
                 text = "[]"
-            elif all(type(element) is str for element in value):
+            elif set(map(type, value)) == {str}:
                 text = "[\n        " + ",\n        ".join(map(_json_str, value)) + "\n      ]"
             else:
                 return _head_by_json(data)
-        elif value is None:
-            text = "null"
-        elif type(value) is str:
-            text = _json_str(value)
-        elif type(value) is int:
+        elif kind is int:
             text = int.__repr__(value)
-        elif type(value) is float and value - value == 0.0:  # finite
+        elif kind is float and value - value == 0.0:  # finite
             text = float.__repr__(value)
         else:
             return _head_by_json(data)
-        parts.append(_json_str(key) + ": " + text)
+        key_text = _KEY_TEXT.get(key)
+        if key_text is None:
+            key_text = _KEY_TEXT[key] = _json_str(key) + ": "
+        parts.append(key_text + text)
     return _RUN_PAD + "{\n      " + ",\n      ".join(parts) + "\n    }"
+
+
+#: ``"key": `` of each key seen (a run has a dozen).
+_KEY_TEXT: dict[str, str] = {}
 
 
 def _head_by_json(data: dict[str, Any]) -> str:

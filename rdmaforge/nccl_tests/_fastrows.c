@@ -12,9 +12,13 @@
  *       channel lines ``... via NET/<net>/<n>`` gathered as _read_gdr would: the networks into
  *       ``channels``, the GDRDMA / other connections counted in gdr and host; the other messages that
  *       transport.read_message may use are appended to ``messages``), ``#  Rank`` lines, and lines that
- *       feed ignores.  Stops at the first line it does not handle:
- *       kind 1 and that line's [start, end) and the position of the next line; kind 0 at the end of
- *       the block; kind -1 (nothing done) when the block is not a 1-byte-kind str.
+ *       feed ignores.  Stops at the first line it does not handle, with that line's [start, end) and the
+ *       position of the next line: kind 1 for a line feed() decides, kind 2 for a failure line (the
+ *       "failure" or "timeout" of feed's _on_failure; no NCCL message), kind 3 + i for a line whose
+ *       first word is WORDS[i] (no NCCL message, no failure): the parser calls the handlers of that line
+ *       kind directly. Kind 0 at the end of the block; kind -1 (nothing done) when the block is not a
+ *       1-byte-kind str.
+ *   WORDS: the first words of kind 3 + i, in order.
  *   next_line(block, pos) -> (start, end, next) with str.splitlines' line breaks; None past the end or
  *       when the block is not a 1-byte-kind str.
  *   format_rows(records, names) -> str
@@ -914,16 +918,29 @@ static int handle_rank(Ctx *c, const unsigned char *s, Py_ssize_t n) {
     return rc < 0 ? -1 : 1;
 }
 
-static int is_handler_word(const unsigned char *w, Py_ssize_t n) {
-    static const char *words[] = {"nccl-tests", "Collective", "nThread", "NCCL", "Out", "Avg", "size", "bytes"};
-    for (size_t k = 0; k < sizeof(words) / sizeof(words[0]); k++) {
-        size_t l = strlen(words[k]);
-        if ((size_t)n == l && memcmp(w, words[k], l) == 0) return 1;
+/* The first words TextParser._handlers_for dispatches on ("error:" is a prefix), exported as WORDS: a line handed
+ * back with kind K_WORD + i starts with WORDS[i], and the parser calls that word's handlers without feed(). */
+static const char *const WORDS[] = {"error:", "nccl-tests", "Collective", "nThread", "Rank", "NCCL", "Out", "Avg",
+                                    "size", "bytes"};
+#define N_WORDS ((int)(sizeof(WORDS) / sizeof(WORDS[0])))
+#define W_RANK 4
+
+/* handle_line's results beyond 1 (handled), 0 (decline: feed() decides) and -1 (error): what the line is, for
+ * the parser to call its handlers directly. For each, lines.find_nccl_line is None (the NCCL lines were handled
+ * or declined before) and, but for K_FAILURE, the line holds no "failure" and no "timeout". */
+enum { K_FAILURE = 2, K_WORD = 3 };
+
+/* the index in WORDS of the line's first word (after an optional run of '#'), -1 none */
+static int handler_word(const unsigned char *w, Py_ssize_t n) {
+    if (starts(w, n, "error:")) return 0;
+    for (int k = 1; k < N_WORDS; k++) {
+        size_t l = strlen(WORDS[k]);
+        if ((size_t)n == l && memcmp(w, WORDS[k], l) == 0) return k;
     }
-    return 0;
+    return -1;
 }
 
-/* 1 handled, 0 decline, -1 error */
+/* 1 handled, 0 decline, K_FAILURE or K_WORD + i (see there), -1 error */
 static int handle_line(Ctx *c, const Spec *spec, PyObject *messages, const unsigned char *s, Py_ssize_t n,
                        const LineInfo *li, long long *info) {
     if (li->nonascii) return 0;
@@ -979,7 +996,7 @@ static int handle_line(Ctx *c, const Spec *spec, PyObject *messages, const unsig
         }
         if (starts(s + lead, n - lead, "NCCL version")) return 0; /* the bare version line */
     }
-    if (li->failure || li->timeout) return 0;
+    if (li->failure || li->timeout) return K_FAILURE;
     if (lead == n) return 1; /* blank */
     unsigned char first = s[lead];
     if (is_digit(first)) {
@@ -994,11 +1011,12 @@ static int handle_line(Ctx *c, const Spec *spec, PyObject *messages, const unsig
     while (i < n && !is_ws(s[i])) i++;
     Py_ssize_t wl = i - w;
     if (wl > 0) {
-        if (starts(s + w, wl, "error:") || is_handler_word(s + w, wl)) return 0;
-        if (wl == 4 && memcmp(s + w, "Rank", 4) == 0) {
-            if (c->state == Py_None) return 0;
+        int word = handler_word(s + w, wl);
+        if (word == W_RANK && c->state != Py_None) {
             int r = handle_rank(c, s, n);
-            if (r != 2) return r;
+            if (r != 2) return r == 0 ? K_WORD + word : r;
+        } else if (word >= 0) {
+            return K_WORD + word;
         }
     }
     if (first == '#') return 1; /* a comment feed ignores */
@@ -1062,8 +1080,8 @@ static PyObject *fr_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             finish_ctx(&c);
             return NULL;
         }
-        if (r == 0) {
-            kind = 1;
+        if (r != 1) {
+            kind = r == 0 ? 1 : r;
             start = pos;
             end = e;
             next = nx;
@@ -1292,7 +1310,26 @@ PyMODINIT_FUNC PyInit__fastrows(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* accel.VERSION: the Python code uses an extension built from this very source only */
-    if (PyModule_AddIntConstant(m, "VERSION", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 4) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *words = PyTuple_New(N_WORDS);
+    if (words == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    for (int k = 0; k < N_WORDS; k++) {
+        PyObject *word = PyUnicode_FromString(WORDS[k]);
+        if (word == NULL) {
+            Py_DECREF(words);
+            Py_DECREF(m);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(words, k, word);
+    }
+    if (PyModule_AddObject(m, "WORDS", words) < 0) {
+        Py_DECREF(words);
         Py_DECREF(m);
         return NULL;
     }

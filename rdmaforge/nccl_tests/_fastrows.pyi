@@ -3,6 +3,7 @@ from typing import Any
 from _typeshed import ReadableBuffer
 
 VERSION: int
+WORDS: tuple[str, ...]
 
 def scan(
     block: str, pos: int, state: Any, spec: tuple[Any, ...] | None, messages: list[str], channels: list[str]

@@ -100,16 +100,20 @@ class Run:
 
     @property
     def status(self) -> RunStatus:
-        if self._failure_reason() is not None:
-            return "failed"
-        if self._incomplete_reason() is not None:
-            return "incomplete"
-        return "ok"
+        return self.status_and_reason()[0]
 
     @property
     def status_reason(self) -> str | None:
         """Why the run is not ok, in words; None for an ok run."""
-        return self._failure_reason() or self._incomplete_reason()
+        return self.status_and_reason()[1]
+
+    def status_and_reason(self) -> tuple[RunStatus, str | None]:
+        """``status`` and ``status_reason``, each reason worked out once."""
+        failure = self._failure_reason()
+        if failure is not None:
+            return "failed", failure or self._incomplete_reason()
+        incomplete = self._incomplete_reason()
+        return ("ok" if incomplete is None else "incomplete"), incomplete
 
     def _failure_reason(self) -> str | None:
         if self.errors:
@@ -144,6 +148,7 @@ class Run:
 
     def to_dict(self, with_rows: bool = True) -> dict[str, Any]:
         """The run's JSON shape; ``with_rows=False`` leaves ``rows`` empty (for writers that stream them)."""
+        status, reason = self.status_and_reason()
         data: dict[str, Any] = {
             "collective": self.collective,
             "nccl_tests_version": self.nccl_tests_version,
@@ -152,8 +157,8 @@ class Run:
             "rows": [row.to_dict() for row in self.rows] if with_rows else [],
             "avg_busbw": self.avg_busbw,
             "out_of_bounds": self.out_of_bounds,
-            "status": self.status,
-            "status_reason": self.status_reason,
+            "status": status,
+            "status_reason": reason,
             "errors": list(self.errors),
             "warnings": list(self.warnings),
         }

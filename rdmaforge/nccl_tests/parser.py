@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from rdmaforge.nccl_tests import accel
@@ -359,30 +359,36 @@ def _fast_row(layout: Layout) -> _FastRow:
     return fast
 
 
-@dataclass
 class _RunState:
-    """A run being assembled, with the facts that only matter while parsing."""
+    """A run being assembled, with the facts that only matter while parsing (a plain class: one is made a run)."""
 
-    run: Run = field(default_factory=Run)
-    layout: Layout | None = None
-    seen_nthread: bool = False
-    seen_starting: bool = False
-    max_rank: int = -1
-    gpus_per_process: int = 0
-    library_version: str | None = None
-    info_version: str | None = None
-    compiled_with: str | None = None
-    traces: list[str] = field(default_factory=list)
-    fast: _FastRow | None = None
-    #: Rank -> pid of each ``#  Rank`` line (a list: an interleaved file lists a rank more than once).
-    rank_pids: dict[int, list[str]] = field(default_factory=dict)
-    #: Rank -> the host its ``#  Rank`` line names (the first one, when a rank is listed again).
-    rank_hosts: dict[int, str] = field(default_factory=dict)
-    interleaved: set[int] = field(default_factory=set)
-    #: Size of the last row and whether the Avg line came: what interleave.route needs.
-    last_size: int = -1
-    footer_done: bool = False
-    repeated_size: int | None = None
+    __slots__ = (
+        "run", "layout", "seen_nthread", "seen_starting", "max_rank", "gpus_per_process", "library_version",
+        "info_version", "compiled_with", "traces", "fast", "rank_pids", "rank_hosts", "interleaved", "last_size",
+        "footer_done", "repeated_size",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.run = Run()
+        self.layout: Layout | None = None
+        self.seen_nthread = False
+        self.seen_starting = False
+        self.max_rank = -1
+        self.gpus_per_process = 0
+        self.library_version: str | None = None
+        self.info_version: str | None = None
+        self.compiled_with: str | None = None
+        self.traces: list[str] = []
+        self.fast: _FastRow | None = None
+        #: Rank -> pid of each ``#  Rank`` line (a list: an interleaved file lists a rank more than once).
+        self.rank_pids: dict[int, list[str]] = {}
+        #: Rank -> the host its ``#  Rank`` line names (the first one, when a rank is listed again).
+        self.rank_hosts: dict[int, str] = {}
+        self.interleaved: set[int] = set()
+        #: Size of the last row and whether the Avg line came: what interleave.route needs.
+        self.last_size = -1
+        self.footer_done = False
+        self.repeated_size: int | None = None
 
     @property
     def has_table(self) -> bool:
@@ -515,6 +521,8 @@ class TextParser:
         # exactly as feed() would, and stops at each other line, which feed() then handles here.
         scan, next_line = fast.scan, fast.next_line
         feed = self.feed
+        # The handlers of kind 3 + i: a line whose first word is WORDS[i] (_fastrows.c), as _handlers_for finds them.
+        by_kind = ((), (), (), *map(self._handlers_for, fast.WORDS))
         strip_tag = _MPI_TAG.sub
         transport = self.transport
         messages: list[str] = []
@@ -548,6 +556,16 @@ class TextParser:
                     self._feed_lines(block[pos:].splitlines())
                     return
                 pos = after
+                if kind > 1:  # a line the extension classified: what feed() would do with it, without feed()
+                    raw = block[start:end]
+                    if raw.startswith("["):
+                        raw = strip_tag("", raw, count=1)
+                    line = raw.rstrip()
+                    if kind > 2:
+                        self._on_words(line, by_kind[kind])
+                    elif not self._on_failure(line):
+                        self._on_words(line, self._handlers_for(line))
+                    continue
             raw = block[start:end]
             if raw.startswith("["):
                 raw = strip_tag("", raw, count=1)
@@ -582,7 +600,11 @@ class TextParser:
             return
         if ("failure" in line or "timeout" in line) and self._on_failure(line):
             return
-        for handler in self._handlers_for(line):
+        self._on_words(line, self._handlers_for(line))
+
+    def _on_words(self, line: str, handlers: tuple[Callable[[str], bool], ...]) -> None:
+        """The end of feed(): the handlers of the line's first word, else a row, else other text."""
+        for handler in handlers:
             if handler(line):
                 return
         if _ROW_START.match(line):
@@ -609,8 +631,8 @@ class TextParser:
             "nThread": (self._on_nthread,),
             "Rank": (self._on_rank,),
             "NCCL": (self._on_compiled_with,),
-            "Out": (self._on_footer,),
-            "Avg": (self._on_footer,),
+            "Out": (self._on_oob,),
+            "Avg": (self._on_avg,),
             "size": (self._on_header,),
             "bytes": (self._on_header,),
         }
@@ -759,11 +781,14 @@ class TextParser:
             state.repeated_size = size
         state.last_size = size
 
-    def _on_footer(self, line: str) -> bool:
+    def _on_oob(self, line: str) -> bool:
         oob = _OOB.match(line)
-        if oob is not None:
-            self._current_or_new().run.out_of_bounds = int(oob.group(1))
-            return True
+        if oob is None:
+            return False
+        self._current_or_new().run.out_of_bounds = int(oob.group(1))
+        return True
+
+    def _on_avg(self, line: str) -> bool:
         avg = _AVG_BW.match(line)
         if avg is None:
             return False

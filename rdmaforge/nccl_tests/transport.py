@@ -238,6 +238,8 @@ def _read_socket(transport: Transport, message: str) -> bool:
 
 
 def _read_gdr(transport: Transport, message: str) -> bool:
+    if "via NET/" not in message and "GPU Direct RDMA" not in message:
+        return False  # what each of its patterns requires
     via = _VIA_NET.search(message)
     if via is not None:
         _add(transport.channel_networks, via.group("net"))
@@ -272,6 +274,8 @@ def add_channels(transport: Transport, networks: list[str], gdr: int, host: int)
 
 
 def _read_plugin(transport: Transport, message: str) -> bool:
+    if not message.startswith(_PLUGIN_STARTS):
+        return False  # how each of its patterns starts
     loaded = _PLUGIN_LOADED.match(message) or _OFI_PLUGIN.match(message)
     if loaded is not None:
         transport.plugin_results.append("loaded")
@@ -292,6 +296,8 @@ def _read_plugin(transport: Transport, message: str) -> bool:
 
 
 def _read_misc(transport: Transport, message: str) -> bool:
+    if not message.startswith(_MISC_STARTS):
+        return False  # how each of its patterns starts
     env = _ENV_SET.match(message)
     if env is not None:
         transport.env.setdefault(env.group(1), env.group(2))
@@ -307,6 +313,9 @@ def _read_misc(transport: Transport, message: str) -> bool:
 
 
 _FIRST_STARTS = ("Using network", "NET/IB", "NET/Socket")
+#: The beginnings _read_plugin's and _read_misc's anchored patterns require.
+_PLUGIN_STARTS = ("NET/Plugin", "NET/OFI Using ", "Failed to initialize NET plugin ")
+_MISC_STARTS = ("NCCL_", "NCCL version ", "NET/IB", "Failed to open libibverbs")
 _LATER_READERS = (_read_gdr, _read_plugin, _read_misc)
 _READERS = (_read_network, _read_hcas, _read_socket, *_LATER_READERS)
 

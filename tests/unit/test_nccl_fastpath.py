@@ -26,6 +26,7 @@ import pytest
 from rdmaforge.cli import main
 from rdmaforge.nccl_tests import accel, parse, parse_file, source
 from rdmaforge.nccl_tests import rowstore as rowstore_module
+from rdmaforge.nccl_tests.parser import TextParser
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "corpus" / "nccl-tests"
@@ -362,10 +363,11 @@ def test_token_parsing_matches_float() -> None:
 def test_scan_hands_back_what_it_does_not_handle() -> None:
     assert FAST is not None
     block = "plain text\n#  Rank 0 on x\n# nThread 1 nGpus 1\nrest\r\nlast"
+    word = {name: 3 + index for index, name in enumerate(FAST.WORDS)}  # kind 3 + i: a line of first word WORDS[i]
     kind, start, end, after, *counts = FAST.scan(block, 0, None, None, [], [])
-    assert (kind, block[start:end], counts) == (1, "#  Rank 0 on x", [0, 0, 0])  # no run yet: Python starts one
+    assert (kind, block[start:end], counts) == (word["Rank"], "#  Rank 0 on x", [0, 0, 0])  # no run yet: Python
     kind, start, end, after, *counts = FAST.scan(block, after, None, None, [], [])
-    assert (kind, block[start:end]) == (1, "# nThread 1 nGpus 1")
+    assert (kind, block[start:end]) == (word["nThread"], "# nThread 1 nGpus 1")
     assert FAST.scan(block, after, None, None, [], []) == (0, len(block), len(block), len(block), 0, 0, 0)
     assert FAST.scan("\u20ac\n", 0, None, None, [], [])[0] == -1  # not a 1-byte-kind str
     lines = "h:1:2 [0] NCCL INFO a via NET/IB/0/GDRDMA\nh:1:2 [0] NCCL INFO b via NET/Socket/1\n"
@@ -374,3 +376,34 @@ def test_scan_hands_back_what_it_does_not_handle() -> None:
     assert channels == ["IB", "Socket"]
     assert FAST.next_line("a\r\nb", 0) == (0, 1, 3)
     assert FAST.next_line("a", 1) is None
+
+
+@needs_fast
+def test_scan_says_what_kind_of_line_it_hands_back() -> None:
+    """Kind 2: a failure line; kind 3 + i: a line whose first word is WORDS[i], whose handlers the parser calls
+    without feed(); kind 1: any other line, for feed() (an NCCL WARN, a glued row, non-ASCII text)."""
+    assert FAST is not None
+    parser = TextParser()
+    assert {word: parser._handlers_for(word) for word in FAST.WORDS} == {
+        "error:": (parser._on_last_error,), **parser._by_first_word}  # fmt: skip
+    word = {name: 3 + index for index, name in enumerate(FAST.WORDS)}
+    cases = [
+        (" .. node-1 pid 4242: Test failure common.cu:519", 2),
+        ("node-1: Test NCCL failure common.cu:401 'remote process exited'", 2),
+        ("Test timeout (300s)", 2),
+        ("# nccl-tests version 2.17.8 nccl-headers=22902", word["nccl-tests"]),
+        ("# Collective test starting: all_gather_perf", word["Collective"]),
+        ("nThread 1 nGpus 8 minBytes 8", word["nThread"]),
+        ("#  Rank  0 Group  0 Pid  12345 on node-1 device  0", word["Rank"]),
+        ("# NCCL Tests compiled with NCCL 2.19", word["NCCL"]),
+        ("  # Out of bounds values : 3 FAILED", word["Out"]),
+        ("# Avg bus bandwidth    : 12.5", word["Avg"]),
+        ("#       size         count      type", word["size"]),
+        ("#  bytes    N    type      op", word["bytes"]),
+        ("# error:x", word["error:"]),
+        ("[1,0]<stdout>:# Avg bus bandwidth : 1", word["Avg"]),
+        ("host:1:2 [0] misc/x.cc:1 NCCL WARN boom", 1),
+        ("# Avg bus bandwidth \u00e9", 1),
+    ]
+    for line, kind in cases:
+        assert FAST.scan(line + "\n", 0, None, None, [], [])[:3] == (kind, 0, len(line)), line
