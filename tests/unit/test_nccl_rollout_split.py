@@ -108,10 +108,27 @@ def test_a_rollback_to_different_previous_builds_is_refused_before_any_node_swit
     assert "rolling back would leave the cluster on different NCCL builds" in proc.stdout, proc.stdout[-4000:]
     assert "node1: b2 -> b1; node2: b1 -> b0; node3: b1 -> b0." in proc.stdout, proc.stdout[-4000:]
     assert {node: links(root) for node, root in roots.items()} == states  # nothing switched
-    # What the message says to do: roll back the switched node only, saying that leaving the others out is meant.
-    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", "-e", PARTIAL, inventory=inv, env=ENV)
+    # What the message says to do: roll back the switched node only. The nodes left out run b1, the build node1 goes
+    # back to, so the rollback mends the split and needs no nccl_build_rollback_allow_partial.
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", inventory=inv, env=ENV)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert {node: links(root)[0] for node, root in roots.items()} == dict.fromkeys(NODES, "b1")
+
+
+def test_a_limited_rollback_mends_a_split_only_when_every_node_left_out_is_read(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    # As above, with a fourth node that does not answer: its build cannot be read, so leaving it out could leave a
+    # split, and the run is refused naming it.
+    states: dict[str, tuple[str, str | None]] = {"node1": ("b2", "b1"), "node2": ("b1", "b0"), "node3": ("b1", "b0")}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    hosts = yaml.safe_load(inv.read_text())["all"]["children"]["cluster"]["hosts"]
+    inv = inventory(tmp_path, {**hosts, "node4": UNREACHABLE})
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", inventory=inv, env=ENV)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    said = " ".join(proc.stdout.split())
+    assert "node2: b1; node3: b1; node4: not read (did not answer)." in said, said[-4000:]
+    assert {node: links(root) for node, root in roots.items()} == states
 
 
 PARTIAL = "nccl_build_rollback_allow_partial=true"
