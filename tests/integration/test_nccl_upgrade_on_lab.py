@@ -97,6 +97,15 @@ def test_upgrade_one_node_per_batch_then_roll_back_everywhere(converged: LabHand
     assert again.returncode == 0, again.stdout[-3000:]
     assert_no_changes(again.stdout)
 
+    # One node rolled back alone would leave it on the suite's build and the others on the new one: refused before
+    # it switches, naming the others' builds as read on them.
+    alone = converged.playbook("rollback_nccl.yml", "--limit", nodes[0])
+    assert alone.returncode != 0
+    said = " ".join(alone.stdout.split())
+    left_out = "; ".join(f"{node}: {new_build.rsplit('/', 1)[-1]}" for node in nodes[1:])
+    assert f"Left out, with the build each is on: {left_out}." in said, said[-4000:]
+    assert links(converged, nodes[0]) == (new_build, suite_build)
+
     back = converged.playbook("rollback_nccl.yml", "-e", json.dumps({"rdmaforge_upgrade_serial": 2}))
     assert back.returncode == 0, back.stdout[-3000:]
     # Hosts of one batch report in the order they finish.
