@@ -19,11 +19,23 @@ def add_serial_argument(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def serial_variables(args: argparse.Namespace) -> dict[str, Any]:
+def add_allow_partial_argument(parser: argparse.ArgumentParser, switches: str) -> None:
+    """--allow-partial: -e nccl_build_allow_partial=true (limit_check.yml of the nccl_build role)."""
+    parser.add_argument(
+        "--allow-partial", action="store_true",
+        help=f"with --limit: {switches} the nodes it picks even though the cluster's other nodes then stay on another "
+        "NCCL build (without it such a run is refused before any node switches, naming the nodes left out and their "
+        "builds, unless every one of them already runs the build this run goes to)",
+    )  # fmt: skip
+
+
+def rollout_variables(args: argparse.Namespace) -> dict[str, Any]:
+    """The variables of --serial and --allow-partial: none for an option not given (the inventory's value stands)."""
+    variables: dict[str, Any] = {"nccl_build_allow_partial": True} if getattr(args, "allow_partial", False) else {}
     if args.serial is None:
-        return {}
+        return variables
     text = str(args.serial).strip()
-    return {"rdmaforge_upgrade_serial": int(text) if text.isdigit() else text}
+    return {**variables, "rdmaforge_upgrade_serial": int(text) if text.isdigit() else text}
 
 
 def register(subparsers: Any) -> None:
@@ -34,12 +46,15 @@ def register(subparsers: Any) -> None:
         description="Set nccl_build_version (or nccl_cuda_archs, nccl_build_only_funcs) in the inventory first. "
         "Preflight runs, the new build is compiled once before any node switches, then each batch installs it and "
         "its library must load and report the new release before the next batch starts. A failed batch stops the "
-        "rollout; rollback-nccl switches nodes back to the build they replaced.",
+        "rollout; rollback-nccl switches nodes back to the build they replaced. A --limit that leaves part of the "
+        "cluster out is refused before the build unless the nodes left out already run the new build, or "
+        "--allow-partial.",
     )
     add_serial_argument(parser)
+    add_allow_partial_argument(parser, "upgrade")
     command.add_changing_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    return command.run_changing_playbook(args, NAME, "upgrade_nccl.yml", serial_variables(args))
+    return command.run_changing_playbook(args, NAME, "upgrade_nccl.yml", rollout_variables(args))

@@ -85,3 +85,22 @@ def test_reset_playbook_unconfirmed_stops_on_localhost(inventory: Path, tmp_path
         assert "rdmaforge_reset_confirm=false: allowed: true" in proc.stdout, proc.stdout[-3000:]
         recap = proc.stdout.split("PLAY RECAP", 1)[1]
         assert "localhost" in recap and "node1" not in recap and "node2" not in recap, recap
+
+
+@pytest.mark.parametrize("name", ["upgrade-nccl", "rollback-nccl"])
+def test_allow_partial_is_handed_on_as_the_opt_in(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--allow-partial: -e nccl_build_allow_partial=true, as the -e file ansible-playbook gets; without it, nothing
+    (the inventory's value stands)."""
+    from rdmaforge import cli
+    from rdmaforge.runner import command, extravars
+
+    runs: list[tuple[str, dict[str, object]]] = []
+    monkeypatch.setattr(command, "run_changing_playbook",
+                        lambda args, _name, playbook, ours: runs.append((playbook, dict(ours))) or 0)  # fmt: skip
+    playbook = name.replace("-", "_") + ".yml"
+    assert cli.main([name, "-i", "hosts.yml", "--limit", "node1", "--allow-partial", "--serial", "2"]) == 0
+    assert cli.main([name, "-i", "hosts.yml", "--limit", "node1"]) == 0
+    assert runs == [(playbook, {"nccl_build_allow_partial": True, "rdmaforge_upgrade_serial": 2}), (playbook, {})]
+    argv = extravars.to_cmdline([extravars.ExtraVars(inline=runs[0][1])], tmp_path)
+    assert argv[0] == "-e"
+    assert json.loads(Path(argv[1].removeprefix("@")).read_text())["nccl_build_allow_partial"] is True

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from conftest import run_playbook
 
+from rdmaforge import nccl_build
 from rdmaforge.paths import PROJECT_ROOT
 
 ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
@@ -109,7 +110,7 @@ def test_a_rollback_to_different_previous_builds_is_refused_before_any_node_swit
     assert "node1: b2 -> b1; node2: b1 -> b0; node3: b1 -> b0." in proc.stdout, proc.stdout[-4000:]
     assert {node: links(root) for node, root in roots.items()} == states  # nothing switched
     # What the message says to do: roll back the switched node only. The nodes left out run b1, the build node1 goes
-    # back to, so the rollback mends the split and needs no nccl_build_rollback_allow_partial.
+    # back to, so the rollback mends the split and needs no nccl_build_allow_partial.
     proc = run_playbook("rollback_nccl.yml", "--limit", "node1", inventory=inv, env=ENV)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert {node: links(root)[0] for node, root in roots.items()} == dict.fromkeys(NODES, "b1")
@@ -131,7 +132,7 @@ def test_a_limited_rollback_mends_a_split_only_when_every_node_left_out_is_read(
     assert {node: links(root) for node, root in roots.items()} == states
 
 
-PARTIAL = "nccl_build_rollback_allow_partial=true"
+PARTIAL = "nccl_build_allow_partial=true"
 
 
 def test_a_rollback_limited_to_part_of_the_cluster_is_refused_before_any_node_switches(
@@ -143,7 +144,7 @@ def test_a_rollback_limited_to_part_of_the_cluster_is_refused_before_any_node_sw
     inv, roots = rollback_fleet(tmp_path, libraries, states)
     hosts = yaml.safe_load(inv.read_text())["all"]["children"]["cluster"]["hosts"]
     inv = inventory(tmp_path, {**hosts, "node4": UNREACHABLE})
-    for extra in ([], ["-e", "nccl_build_rollback_allow_partial=false"]):
+    for extra in ([], ["-e", "nccl_build_allow_partial=false"], ["-e", "nccl_build_rollback_allow_partial=false"]):
         proc = run_playbook("rollback_nccl.yml", "--limit", "node1,node2", *extra, inventory=inv, env=ENV)
         assert proc.returncode != 0, proc.stdout[-4000:]
         said = " ".join(proc.stdout.split())
@@ -151,15 +152,17 @@ def test_a_rollback_limited_to_part_of_the_cluster_is_refused_before_any_node_sw
         assert refusal in said, proc.stdout[-6000:]
         assert "no node was switched" in said
         assert "Left out, with the build each is on: node3: b2; node4: not read (did not answer)." in said, said[-4000:]
-        assert "-e nccl_build_rollback_allow_partial=true" in said
+        assert "-e nccl_build_allow_partial=true" in said
         assert {node: links(root) for node, root in roots.items()} == states  # nothing switched
         assert "Point `current` at the previous build" not in proc.stdout
 
 
-def test_a_partial_rollback_runs_when_the_user_allows_it(tmp_path: Path, libraries: dict[str, Path]) -> None:
+@pytest.mark.parametrize("allow", [PARTIAL, "nccl_build_rollback_allow_partial=true"])  # and the deprecated alias
+def test_a_partial_rollback_runs_when_the_user_allows_it(tmp_path: Path, libraries: dict[str, Path],
+                                                        allow: str) -> None:  # fmt: skip
     states: dict[str, tuple[str, str | None]] = {node: ("b2", "b1") for node in NODES}
     inv, roots = rollback_fleet(tmp_path, libraries, states)
-    proc = run_playbook("rollback_nccl.yml", "--limit", "node1,node2", "-e", PARTIAL, inventory=inv, env=ENV)
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1,node2", "-e", allow, inventory=inv, env=ENV)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert {node: links(root) for node, root in roots.items()} == {
         "node1": ("b1", "b2"), "node2": ("b1", "b2"), "node3": ("b2", "b1")}  # fmt: skip
@@ -171,16 +174,17 @@ def test_a_partial_rollback_runs_when_the_user_allows_it(tmp_path: Path, librari
 
 
 @pytest.mark.parametrize("value", ["maybe", "2", [True]])
+@pytest.mark.parametrize("name", ["nccl_build_allow_partial", "nccl_build_rollback_allow_partial"])
 def test_a_bad_allow_partial_is_refused_before_any_node_switches(
-    tmp_path: Path, libraries: dict[str, Path], value: object
+    tmp_path: Path, libraries: dict[str, Path], name: str, value: object
 ) -> None:
     states: dict[str, tuple[str, str | None]] = {node: ("b2", "b1") for node in NODES}
     inv, roots = rollback_fleet(tmp_path, libraries, states)
-    extra = json.dumps({"nccl_build_rollback_allow_partial": value})
+    extra = json.dumps({name: value})
     proc = run_playbook("rollback_nccl.yml", "--limit", "node1", "-e", extra, inventory=inv, env=ENV)
     assert proc.returncode != 0
     said = " ".join(proc.stdout.split())
-    assert f"nccl_build_rollback_allow_partial={json.dumps(value)}: allowed: true or false" in said, said[-4000:]
+    assert f"{name}={json.dumps(value)}: allowed: true or false" in said, said[-4000:]
     assert {node: links(root) for node, root in roots.items()} == states
 
 
@@ -290,3 +294,117 @@ def test_upgrade_switches_no_node_when_one_was_left_out_before_the_rollout(tmp_p
     assert "node2 failed or did not answer before the rollout" in proc.stdout, proc.stdout[-4000:]
     assert "no node was switched" in proc.stdout
     assert list(marks.iterdir()) == [], proc.stdout[-4000:]
+
+
+# upgrade_nccl.yml with a stand-in nvcc (detect.yml names the new build from it) and its build and install stubbed.
+NVCC = """#!/bin/sh
+case "$1" in
+  --version) echo "Cuda compilation tools, release 13.0, V13.0.88" ;;
+  --list-gpu-code) printf 'sm_75\\nsm_80\\nsm_90\\n' ;;
+esac
+"""
+NEW = nccl_build.build_id("2.29.7", "13.0", ["sm_80"])  # the build id detect.yml names from that nvcc
+
+
+def upgrade_fleet(tmp_path: Path, libraries: dict[str, Path], on: dict[str, str]) -> tuple[Path, dict[str, Path]]:
+    """Nodes with builds b0..b2 and the new one (b1's library under its id), `current` on the build ``on`` names."""
+    cuda = tmp_path / "cuda"
+    (cuda / "bin").mkdir(parents=True)
+    (cuda / "bin" / "nvcc").write_text(NVCC)
+    (cuda / "bin" / "nvcc").chmod(0o755)
+    inv, roots = rollback_fleet(tmp_path, libraries, {node: ("b1", None) for node in on})
+    for node, root in roots.items():
+        (root / NEW).symlink_to(root / "b1")
+        (root / "current").unlink()
+        (root / "current").symlink_to(root / on[node])
+    hosts = yaml.safe_load(inv.read_text())["all"]["children"]["cluster"]["hosts"]
+    hosts = {node: {**host, "nccl_build_cuda_home": str(cuda)} for node, host in hosts.items()}
+    return inventory(tmp_path, hosts), roots
+
+
+def upgrade_playbook(tmp_path: Path, marks: Path) -> Path:
+    """upgrade_nccl.yml's plays after preflight (which needs real nodes) as they are, but for the build (a stand-in
+    that leaves ``built``) and the batch play's install (a mark per node in ``marks``, see batch_play)."""
+    built = {"name": "Build stand-in", "ansible.builtin.file": {"path": str(tmp_path / "built"), "state": "touch",
+                                                                "mode": "0644"}, "delegate_to": "localhost",
+             "run_once": True}  # fmt: skip
+    plays = []
+    for found in yaml.safe_load((PLAYBOOKS / "upgrade_nccl.yml").read_text()):
+        if "ansible.builtin.import_playbook" in found:
+            continue  # the batch size (test_upgrade_serial.py) and preflight
+        if str(found["name"]).startswith("Upgrade | install"):
+            plays.append(batch_play("upgrade_nccl.yml", marks))
+            continue
+        builds = {"name": "rdmaforge.cluster.nccl_build"}  # the role's main tasks: build (and install)
+        tasks = [built if task.get("ansible.builtin.include_role") == builds else task for task in found["tasks"]]
+        plays.append({**found, "become": False, "tasks": tasks})
+    path = tmp_path / "upgrade.yml"
+    path.write_text(yaml.safe_dump(plays))
+    return path
+
+
+def test_an_upgrade_limited_to_part_of_the_cluster_is_refused_before_the_build(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    # node4 does not answer: left out as well, and named as such.
+    inv, roots = upgrade_fleet(tmp_path, libraries, dict.fromkeys(NODES, "b1"))
+    hosts = yaml.safe_load(inv.read_text())["all"]["children"]["cluster"]["hosts"]
+    inv = inventory(tmp_path, {**hosts, "node4": UNREACHABLE})
+    marks = tmp_path / "switched"
+    marks.mkdir()
+    playbook = upgrade_playbook(tmp_path, marks)
+    # nccl_build_allow_partial wins over its deprecated alias when both are set.
+    alias = ["-e", "nccl_build_allow_partial=false", "-e", "nccl_build_rollback_allow_partial=true"]
+    for extra in ([], ["-e", "nccl_build_allow_partial=false"], alias):
+        proc = run_playbook(str(playbook), "--limit", "node1", *extra, inventory=inv, env=ENV)
+        assert proc.returncode != 0
+        said = " ".join(proc.stdout.split())
+        refusal = f"this run upgrades only node1 (--limit), to {NEW}; the other nodes of group cluster keep"
+        assert refusal in said, said[-4000:]
+        assert "Left out, with the build each is on: node2: b1; node3: b1; node4: not read (did not answer)." in said
+        assert "-e nccl_build_allow_partial=true" in said
+        assert list(marks.iterdir()) == [], said[-4000:]  # no node switched
+        assert not (tmp_path / "built").exists()  # nor was the build compiled
+        assert [(root / "current").readlink().name for root in roots.values()] == ["b1", "b1", "b1"]
+
+
+def test_a_limited_upgrade_goes_ahead_when_the_nodes_left_out_run_the_new_build(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    # An upgrade that stopped after node2 and node3 switched: upgrading node1 alone mends the split.
+    inv, _ = upgrade_fleet(tmp_path, libraries, {"node1": "b1", "node2": NEW, "node3": NEW})
+    marks = tmp_path / "switched"
+    marks.mkdir()
+    proc = run_playbook(str(upgrade_playbook(tmp_path, marks)), "--limit", "node1", inventory=inv, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert sorted(p.name for p in marks.iterdir()) == ["node1"]
+    # One left-out node on another build is enough to refuse.
+    inv, _ = upgrade_fleet(tmp_path / "other", libraries, {"node1": "b1", "node2": NEW, "node3": "b2"})
+    proc = run_playbook(str(upgrade_playbook(tmp_path / "other", marks)), "--limit", "node1", inventory=inv, env=ENV)
+    assert proc.returncode != 0
+    assert f"node2: {NEW}; node3: b2." in " ".join(proc.stdout.split()), proc.stdout[-4000:]
+    assert sorted(p.name for p in marks.iterdir()) == ["node1"]  # the first run's mark only
+
+
+@pytest.mark.parametrize("allow", ["nccl_build_allow_partial", "nccl_build_rollback_allow_partial"])
+def test_a_partial_upgrade_runs_when_the_user_allows_it(tmp_path: Path, libraries: dict[str, Path],
+                                                       allow: str) -> None:  # fmt: skip
+    inv, _ = upgrade_fleet(tmp_path, libraries, dict.fromkeys(NODES, "b1"))
+    marks = tmp_path / "switched"
+    marks.mkdir()
+    proc = run_playbook(str(upgrade_playbook(tmp_path, marks)), "--limit", "node1,node2", "-e", f"{allow}=true",
+                        inventory=inv, env=ENV)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert sorted(p.name for p in marks.iterdir()) == ["node1", "node2"]
+
+
+def test_an_upgrade_of_the_whole_cluster_is_not_a_partial_one(tmp_path: Path, libraries: dict[str, Path]) -> None:
+    inv, _ = upgrade_fleet(tmp_path, libraries, dict.fromkeys(NODES, "b1"))
+    marks = tmp_path / "switched"
+    marks.mkdir()
+    for extra in ([], ["--limit", "cluster"]):
+        proc = run_playbook(str(upgrade_playbook(tmp_path, marks)), *extra, inventory=inv, env=ENV)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert sorted(p.name for p in marks.iterdir()) == list(NODES)
+        assert (tmp_path / "built").exists()
+        assert "this run upgrades only" not in proc.stdout

@@ -34,14 +34,19 @@ HOSTS = "# BEGIN rdmaforge cluster hosts\n10.0.0.1 node1\n10.0.0.2 node2\n# END 
 HOSTFILE = "# Ansible managed\n# One line per node: address and MPI slots (GPUs per node, or 1 without GPUs).\n"
 
 
-def withdraw_playbook(tmp_path: Path) -> Path:
+def withdraw_playbook(tmp_path: Path, closing: bool = False) -> Path:
     """reset.yml's check of the node settings, then its main play with only its tasks for these three roles (the
-    others need packages, builds, ...)."""
+    others need packages, builds, ...), and with ``closing`` its last tasks (rdmaforge's own directories, and what
+    it says stays)."""
     plays = yaml.safe_load((PROJECT_ROOT / "playbooks" / "reset.yml").read_text())
     (check,) = [p for p in plays if str(p.get("name", "")).startswith("Reset | check the settings")]
     (play,) = [p for p in plays if str(p.get("name", "")).startswith("Reset | remove what")]
     tasks = [t for t in play["tasks"] if t.get("ansible.builtin.include_role", {}).get("name") in ROLES]
     assert [t["ansible.builtin.include_role"]["name"] for t in tasks] == [ROLES[2], ROLES[0], ROLES[1]]
+    if closing:
+        last = [t for t in play["tasks"] if "ansible.builtin.include_role" not in t]
+        assert [t["name"] for t in last][-1] == "Say what stays"
+        tasks += last
     path = tmp_path / "withdraw.yml"
     path.write_text(yaml.safe_dump([check, {**play, "become": False, "gather_facts": False, "tasks": tasks}]))
     return path
@@ -148,3 +153,31 @@ def test_a_hostfile_rdmaforge_did_not_write_is_kept(tmp_path: Path) -> None:
     said = " ".join(proc.stdout.split())
     for name in ("node1", "node2"):
         assert f"WARNING: {name}: {tmp_path / name}/etc/hostfile was kept: it is not the MPI hostfile" in said, said
+
+
+def test_the_closing_message_says_what_check_mode_would_remove(tmp_path: Path) -> None:
+    # rdmaforge's own directory, per node: node1's is empty, node2's holds a file of someone else's.
+    inv, _ = fleet(tmp_path)
+    for name in ("node1", "node2"):
+        (tmp_path / name / "opt" / "rdmaforge").mkdir(parents=True)
+    (tmp_path / "node2" / "opt" / "rdmaforge" / "notes.txt").write_text("kept\n")
+    extra = json.dumps({**PATHS, "reset_own_directories": ["{{ node_root }}/opt/rdmaforge"]})
+    playbook = str(withdraw_playbook(tmp_path, closing=True))
+
+    check = run_playbook(playbook, "--check", "-e", extra, inventory=inv, env=ENV)
+    assert check.returncode == 0, check.stdout[-4000:]
+    said = " ".join(check.stdout.split())
+    for name in ("node1", "node2"):
+        assert (f"{name}: check mode, nothing was changed: rdmaforge's files and settings would be removed, and the "
+                "packages it added; would be kept: packages that came in only as dependencies") in said, said[-3000:]
+        assert f"and any of {tmp_path / name}/opt/rdmaforge not empty once the rest is removed." in said
+    assert "settings removed" not in said
+    assert (tmp_path / "node1" / "opt" / "rdmaforge").is_dir()  # check mode removed nothing
+
+    proc = run_playbook(playbook, "-e", extra, inventory=inv, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    said = " ".join(proc.stdout.split())
+    assert "node1: rdmaforge's files and settings removed, and the packages it added; kept: packages" in said, said
+    assert "build cache." in said and "would be" not in said and "check mode" not in said
+    assert f"build cache, and {tmp_path / 'node2'}/opt/rdmaforge, which are not empty" in said
+    assert not (tmp_path / "node1" / "opt" / "rdmaforge").exists()
