@@ -4,11 +4,13 @@ node's files live in its own directory: ssh_trust_home, ssh_trust_known_hosts, c
 mpi_launch_hostfile point there, so the user's real ~/.ssh and /etc/hosts are never touched.
 
 They take back what rdmaforge wrote and nothing else, report changed only when they changed something, change nothing
-in check mode, and refuse a key name that would make them delete ~/.ssh or more before they remove anything."""
+in check mode, remove a trust file rdmaforge created (and recorded) once nothing but its block is left in it, and
+refuse a key name that would make them delete ~/.ssh or more before they remove anything."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansibl
 PATHS = {
     "ssh_trust_home": "{{ node_root }}/home",
     "ssh_trust_known_hosts": "{{ node_root }}/ssh_known_hosts",
+    "ssh_trust_record": "{{ node_root }}/ssh-trust-files-created",
     "cluster_hosts_path": "{{ node_root }}/hosts",
     "mpi_launch_hostfile": "{{ node_root }}/etc/hostfile",
 }
@@ -120,6 +123,49 @@ def test_withdraw_takes_back_what_rdmaforge_wrote_and_nothing_else(tmp_path: Pat
             "authorized_keys": "ssh-ed25519 AAAAown user@laptop\n", "config": "Host github.com\n    User git\n",
             "known_hosts": "other ssh-ed25519 AAAAother\n", "hosts": "127.0.0.1 localhost\n", "hostfile": None,
         }, name  # fmt: skip
+
+    again = run_playbook(playbook, "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert all(counts["changed"] == 0 for counts in recap(again.stdout).values()), again.stdout[-3000:]
+
+
+def test_the_trust_files_rdmaforge_created_go_when_nothing_else_is_in_them(tmp_path: Path) -> None:
+    inv, nodes = fleet(tmp_path)
+    one, two = nodes["node1"], nodes["node2"]
+    # node1: rdmaforge created authorized_keys (its block alone) and ~/.ssh/config, where the user has added a host
+    # since; ssh_known_hosts was there before, empty, so it stays, empty.
+    one["authorized_keys"].write_text(TRUST.format("ssh-ed25519 AAAAcluster"))
+    one["config"].write_text(TRUST.format("Host node1 node2") + "Host github.com\n    User git\n")
+    one["known_hosts"].write_text(TRUST.format("node1 ssh-ed25519 AAAAnode1"))
+    # node2: authorized_keys was there before with the user's key (fleet's); rdmaforge created ~/.ssh/config and
+    # ssh_known_hosts, the latter left with blank lines around the block (whitespace only, once it is out).
+    two["known_hosts"].write_text("\n" + TRUST.format("node1 ssh-ed25519 AAAAnode1") + "  \n")
+    two["config"].write_text(TRUST.format("Host node1 node2"))
+    created = {"node1": ("authorized_keys", "config"), "node2": ("config", "known_hosts", "config")}
+    for name, files in nodes.items():
+        files["record"] = tmp_path / name / "ssh-trust-files-created"
+        files["record"].write_text("".join(f"{files[kind]}\n" for kind in created[name]))
+    playbook = str(withdraw_playbook(tmp_path))
+    before = {name: contents(files) for name, files in nodes.items()}
+
+    check = run_playbook(playbook, "--check", "--diff", "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    assert check.returncode == 0, check.stdout[-4000:]
+    assert {name: contents(files) for name, files in nodes.items()} == before  # check mode changes nothing
+    said = check.stdout.split("TASK [rdmaforge.cluster.ssh_trust : Remove the trust files rdmaforge created")[1]
+    said = said.split("TASK [")[0]
+    removing = {(host, path) for host, path in re.findall(r"^changed: \[(\w+)\] => \(item=(\S+)\)", said, re.M)}
+    assert removing == {("node1", str(one["authorized_keys"])), ("node2", str(two["config"])),
+                        ("node2", str(two["known_hosts"]))}, said  # fmt: skip
+
+    proc = run_playbook(playbook, "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    kept = {"key": None, "pub": None, "own_key": "the user's own key\n", "hosts": "127.0.0.1 localhost\n",
+            "hostfile": None, "record": None}  # fmt: skip
+    assert contents(one) == {**kept, "authorized_keys": None, "config": "Host github.com\n    User git\n",
+                             "known_hosts": ""}  # fmt: skip
+    assert contents(two) == {**kept, "authorized_keys": "ssh-ed25519 AAAAown user@laptop\n", "config": None,
+                             "known_hosts": None}  # fmt: skip
+    assert (tmp_path / "node1" / "home" / ".ssh").is_dir()
 
     again = run_playbook(playbook, "-e", json.dumps(PATHS), inventory=inv, env=ENV)
     assert again.returncode == 0, again.stdout[-4000:]
