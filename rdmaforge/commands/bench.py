@@ -69,7 +69,8 @@ def required_components(text: str | None) -> list[str] | None:
 
 def bench_exit(outcome: execute.Outcome, verdict: str | None) -> ExitCode:
     """Unreachable (3) and hosts failing for other reasons (2) outrank the verdict; then the verdict decides. A
-    baseline the role refused before measuring anything is bad input (64)."""
+    baseline the role refused before measuring anything is bad input (64). A clean play without a verdict (none
+    published: `--tags` that ran none of the role's tasks) judged nothing: incomplete (5), never success."""
     base = command.playbook_exit(outcome)
     if base in (ExitCode.UNREACHABLE, ExitCode.INTERRUPTED, ExitCode.ERROR):
         return base
@@ -79,7 +80,7 @@ def bench_exit(outcome: execute.Outcome, verdict: str | None) -> ExitCode:
         return ExitCode.HOST_FAILED
     if verdict in EXIT_CODES:
         return EXIT_CODES[verdict]
-    return base
+    return ExitCode.INCOMPLETE if base == ExitCode.OK else base
 
 
 def collect_results(outcome: execute.Outcome, run_dir: Path) -> tuple[Path | None, dict[str, Any] | None]:
@@ -151,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
     verdict = str(results["verdict"]) if results else None
     if results is not None and results_dir is not None:
         print_verdict(results, results_dir, session)
+    elif command.playbook_exit(outcome) == ExitCode.OK:
+        print("\nbenchmark verdict: not judged: the play published no benchmark results", file=session.out)
     code = bench_exit(outcome, verdict)
     hosts = command.host_cases(outcome, f"rdmaforge.{NAME}")
     record = {**command.outcome_record(outcome), "benchmark": {"verdict": verdict, "results": str(results_dir),

@@ -85,7 +85,8 @@ def pairwise_exit(outcome: execute.Outcome, results: dict[str, Any] | None) -> E
         return ExitCode.INCOMPLETE if base == ExitCode.OK else base
     if results["suspects"]:
         return ExitCode.SUSPECTS
-    return ExitCode.INCOMPLETE if results.get("unjudged") or results.get("unmeasured") else ExitCode.OK
+    not_judged = results.get("unjudged") or results.get("unmeasured") or results.get("unproven")
+    return ExitCode.INCOMPLETE if not_judged else ExitCode.OK
 
 
 def read_results(directory: Path) -> dict[str, Any] | None:
@@ -100,9 +101,11 @@ def verdict_case(results: dict[str, Any] | None) -> junit.Case:
     if results is None:
         return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", outcome="error", message="no pairwise results")
     suspects = results["suspects"]
-    if not suspects and (results.get("unjudged") or results.get("unmeasured")):
+    if not suspects and (results.get("unjudged") or results.get("unmeasured") or results.get("unproven")):
         why = [f"{nic} (no pair completed)" for nic in results.get("unjudged") or []]
         why += [f"{node} (in no pair: not measured)" for node in results.get("unmeasured") or []]
+        why += [f"{node} (no pair of it completed on {', '.join(nics)})"
+                for node, nics in (results.get("unproven") or {}).items()]  # fmt: skip
         return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", outcome="error",
                           message=f"not judged: {', '.join(why)}")  # fmt: skip
     if not suspects:

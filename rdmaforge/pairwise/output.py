@@ -26,6 +26,7 @@ def results(
     """The content of results.json: every directed measurement, every suspect, and what they were judged by."""
     suspects = suspects_first(rails)
     unmeasured = unmeasured_nodes(plan)
+    unproven = unproven_nodes(rails, [n for n in plan["nodes"] if n not in unmeasured])
     return {
         "method": method,
         "nodes": list(plan["nodes"]),
@@ -50,7 +51,11 @@ def results(
         # Nodes in no pair of the schedule (--rounds K random matchings can leave a node out of every round): never
         # measured, so neither suspect nor healthy.
         "unmeasured": unmeasured,
-        "healthy_nodes": [n for n in healthy_nodes(plan["nodes"], suspects) if n not in unmeasured],
+        # Nodes none of whose pairs completed on some rail (rail -> ...): every measurement of them there failed or
+        # hung, so nothing there shows them healthy.
+        "unproven": unproven,
+        "healthy_nodes": [n for n in healthy_nodes(plan["nodes"], suspects)
+                          if n not in unmeasured and n not in unproven],  # fmt: skip
         # Seed 003: the first pair with one TCP stream against the sweep's streams; measured, not judged.
         "single_stream": [asdict(one) for one in single],
     }
@@ -60,6 +65,18 @@ def unmeasured_nodes(plan: Mapping[str, Any]) -> list[str]:
     """The plan's nodes that are in no pair of any round."""
     paired = {node for pairs in plan["rounds"] for pair in pairs for node in pair}
     return [n for n in plan["nodes"] if n not in paired]
+
+
+def unproven_nodes(rails: Sequence[RailScore], nodes: Sequence[str]) -> dict[str, list[str]]:
+    """Each of ``nodes`` that has no completed pair (both directions ok, moving more than 0 Gb/s) on some rail, with
+    those rails."""
+    found: dict[str, list[str]] = {}
+    for rail in rails:
+        done = {n for p in rail.pairs if p.status == "ok" and p.gbps is not None and p.gbps > 0 for n in (p.a, p.b)}
+        for node in nodes:
+            if node not in done:
+                found.setdefault(node, []).append(rail.nic)
+    return found
 
 
 def healthy_nodes(nodes: Sequence[str], suspects: Sequence[Suspect]) -> list[str]:
@@ -80,6 +97,8 @@ def hostfile(results_data: Mapping[str, Any], slots: Mapping[str, int]) -> str:
             lines.append(f"# kept, but slow with no node to blame on {s['nic']}: {s['evidence']}")
     for node in results_data.get("unmeasured") or []:
         lines.append(f"# left out: {node} (not measured: in no pair of the sweep's rounds)")
+    for node, nics in (results_data.get("unproven") or {}).items():
+        lines.append(f"# left out: {node} (no pair of it completed on {', '.join(nics)}: not judged)")
     lines += [f"{n} slots={max(1, int(slots.get(n, 1)))}" for n in results_data["healthy_nodes"]]
     return "\n".join(lines) + "\n"
 
@@ -127,7 +146,7 @@ def table(results_data: Mapping[str, Any]) -> str:
     if suspects:
         out.append(f"suspects ({len(suspects)}):")
         out += [f"  {s['kind']:4} {s['node']:<16} {s['nic']:<8} {s['evidence']}" for s in suspects]
-    elif results_data.get("unjudged") or results_data.get("unmeasured"):
+    elif results_data.get("unjudged") or results_data.get("unmeasured") or results_data.get("unproven"):
         out.append("suspects: none named")
     else:
         out.append("suspects: none")
@@ -136,6 +155,8 @@ def table(results_data: Mapping[str, Any]) -> str:
     for node in results_data.get("unmeasured") or []:
         out.append(f"not judged: {node}: in no pair of the {len(results_data['rounds'])} round(s), so never measured "
                    "(random matchings leave nodes out; more --rounds, or 0 for every pair, measure it)")  # fmt: skip
+    for node, nics in (results_data.get("unproven") or {}).items():
+        out.append(f"not judged: {node}: no pair of it completed on {', '.join(nics)}, so it is not healthy there")
     for note in results_data.get("notes") or []:
         out.append(f"note: {note}")
     out += single_stream_lines(results_data.get("single_stream") or [])

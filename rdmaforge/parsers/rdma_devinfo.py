@@ -581,7 +581,11 @@ def judge_port_rates(
     if unknown:
         not_read = f"; rate not reported for {', '.join(unknown)} (no ibv_devinfo -v width/speed, no ibstat)"
     if floor not in (None, ""):
-        minimum = float(floor)  # type: ignore[arg-type]
+        minimum = _positive_rate(floor)
+        if minimum is None:  # 0, less or NaN would let every port through: an inventory error, never a pass
+            return RateVerdict("problem", actual, "a positive rdma_core_min_port_rate_gbps",
+                               f"rdma_core_min_port_rate_gbps={floor!r} is not a rate to judge against; allowed: a "
+                               "positive number of Gbit/s, or null" + not_read, unknown)  # fmt: skip
         expected = f">= {minimum:g} Gb/s on every active port"
         slow = [f"{name} at {rate:g} Gb/s" for name, rate in known if rate < minimum]
         if slow or unknown:
@@ -599,6 +603,18 @@ def judge_port_rates(
         return RateVerdict("problem", actual, expected, reason, unknown)
     return RateVerdict("ok", actual, expected, f"{len(known)} ports at {top:g} Gb/s, compared with each other (set "
                        f"rdma_core_min_port_rate_gbps to judge them against a number){not_read}", unknown)  # fmt: skip
+
+
+def _positive_rate(value: object) -> float | None:
+    """A minimum rate as the inventory gives it (a number, or its text from -e): the finite number above 0, else
+    None (0, negative, NaN, infinite, a boolean, a word)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if 0 < number < float("inf") else None
 
 
 def inactive_ports(devices: Iterable[Device]) -> list[str]:

@@ -301,3 +301,21 @@ def test_a_baseline_that_compares_nothing_is_neither_made_nor_passed(
     assert main(["report", str(run_dir), "--baseline", str(made)]) == 5
     results = json.loads((run_dir / "results.json").read_text())
     assert results["verdict"] == "incomplete" and "baseline (required): no result at all" in results["reasons"]
+
+
+def test_a_failed_training_is_not_passed_by_its_baseline_line(tmp_path: Path) -> None:
+    """A node of the N-node training exited 1 (e2e.json's error) after rank 0 printed the same throughput as the
+    baseline's: e2e fails, and the baseline's line must not say the throughput is within the baseline (as for a
+    failed collective)."""
+    from tests.unit.test_bench_report import e2e_dir, edited_e2e
+
+    target = tmp_path / "e2e-baseline.json"
+    assert main(["baseline", str(e2e_dir(tmp_path / "a", 0.5)), "-o", str(target)]) == 0
+    error = "the N-node run on n2 exited 1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
+    run_dir = edited_e2e(e2e_dir(tmp_path / "b", 0.5), error=error)
+    assert main(["report", str(run_dir), "--baseline", str(target)]) == 4
+    results = json.loads((run_dir / "results.json").read_text())
+    assert component(results, "e2e")["status"] == "fail"
+    compared = component(results, "baseline e2e")
+    assert compared["status"] == "not_judged", compared
+    assert "within" not in str(compared["reason"]) and "e2e failed" in str(compared["reason"])

@@ -278,3 +278,14 @@ def test_port_rate_only_on_the_expected_ports() -> None:
     )
     assert status == "not_checked"
     assert reason == "no active mlx5* port among rdma_core_expected_ports ['mlx5_10:1'] to read a rate from"
+
+
+@pytest.mark.parametrize("floor", [0, -100, "nan", "inf", "fast", True])
+def test_port_rate_against_a_minimum_that_is_no_positive_rate_is_never_ok(floor: object) -> None:
+    """rdma_core_min_port_rate_gbps 0 (or less, NaN) let every port through: doctor said "ok, none below 0 Gb/s" on
+    two 200 Gb/s ports whatever they ran at; inventory_checks allows only a positive number (or null). A word crashed
+    the check. Such a minimum is an inventory problem, named, never a pass."""
+    parsed = cas("mlx5_roce_cx7_and_disabled_cx6dx.txt")
+    status, _, _, reason = doctor_checks.check_port_rate(node_of(parsed, "roce", rdma_core_min_port_rate_gbps=floor))
+    assert status == "problem"
+    assert reason.startswith(f"rdma_core_min_port_rate_gbps={floor!r} is not a rate to judge against")

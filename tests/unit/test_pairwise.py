@@ -502,6 +502,36 @@ def test_a_rail_where_no_pair_completed_is_not_judged(tmp_path):
     assert "suspects: none named" in table and "not judged: eth2" in table
 
 
+def test_a_node_with_no_completed_pair_on_a_rail_is_not_healthy(tmp_path):
+    """Every pair of eth2 unreachable: the rail is not judged, and no node was measured there. The sweep said
+    'healthy nodes: node1 node2 node3 node4' and wrote all four into hostfile.healthy. Likewise on eth1 where every
+    pair but node1-node2 hung on 6 nodes: the rail is the suspect, and node3 to node6, whose every measurement hung,
+    were healthy. A node is healthy only where some pair of it completed, on every rail."""
+    unreachable = {(a, b, "eth2"): "unreachable" for a, b in itertools.permutations(NODES, 2)}
+    data = build(raw_sweep(sweep({}, unreachable)), tmp_path / "unreachable")
+    assert data["unjudged"] == ["eth2"] and data["healthy_nodes"] == []
+    hostfile = (tmp_path / "unreachable" / "hostfile.healthy").read_text()
+    assert [line for line in hostfile.splitlines() if not line.startswith("#")] == []
+    assert "# left out: node1 (no pair of it completed on eth2: not judged)" in hostfile
+    table = (tmp_path / "unreachable" / "table.txt").read_text()
+    assert "not judged: node1: no pair of it completed on eth2" in table
+    from rdmaforge.commands.pairwise import pairwise_exit
+    from rdmaforge.runner.exit_codes import ExitCode
+
+    assert pairwise_exit(run_outcome({}, [], rc=0), {"suspects": [], "unproven": {"node3": ["eth2"]}}) == (
+        ExitCode.INCOMPLETE
+    )
+
+    nodes = [f"node{i}" for i in range(1, 7)]
+    hung = {(a, b, "eth1"): "hang" for a, b in itertools.permutations(nodes, 2) if {a, b} != {"node1", "node2"}}
+    made = plan.make_plan({n: lab_fact(i, nics=1) for i, n in enumerate(nodes, start=1)}, "all").to_dict()
+    measured = [m.to_dict() for m in sweep({}, hung, nodes=nodes, rails=("eth1",))]
+    data = build({"plan": made, "measurements": measured, "method": "iperf3"}, tmp_path / "hung")
+    assert [s["kind"] for s in data["suspects"]] == ["rail"]
+    assert data["healthy_nodes"] == ["node1", "node2"]
+    assert data["unproven"] == {n: ["eth1"] for n in nodes[2:]}
+
+
 def test_a_rail_slow_everywhere_is_a_suspect_in_every_output_and_exits_7(tmp_path):
     from rdmaforge.commands.pairwise import pairwise_exit
     from rdmaforge.runner.events import HostProblem

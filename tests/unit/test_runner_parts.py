@@ -132,6 +132,16 @@ def test_bench_exit_from_the_verdict_fact_and_any_failed_task_is_a_broken_host()
     assert bench.bench_exit(outcome({**STATS, "failures": {}}, rc=0), "pass") == ExitCode.OK
 
 
+def test_bench_exit_without_a_verdict_is_never_success() -> None:
+    """A clean play that published no benchmark_results (`--tags` that select none of the role's tasks, a play that
+    never reached report.yml) measured nothing: not judged (5), as the JUnit case already says, never exit 0."""
+    clean = outcome({**STATS, "failures": {}}, rc=0)
+    assert command.playbook_exit(clean) == ExitCode.OK
+    assert bench.bench_exit(clean, None) == ExitCode.INCOMPLETE
+    assert bench.bench_exit(clean, "unknown") == ExitCode.INCOMPLETE  # a verdict no table knows is no pass either
+    assert bench.verdict_case(None).outcome == "error"
+
+
 def test_bench_require_names_what_is_allowed() -> None:
     assert bench.required_components("nccl-tests, e2e") == ["nccl-tests", "e2e"]
     assert bench.required_components(None) is None
