@@ -157,6 +157,9 @@ def table(results_data: Mapping[str, Any]) -> str:
                    "(random matchings leave nodes out; more --rounds, or 0 for every pair, measure it)")  # fmt: skip
     for node, nics in (results_data.get("unproven") or {}).items():
         out.append(f"not judged: {node}: no pair of it completed on {', '.join(nics)}, so it is not healthy there")
+    if (results_data.get("thresholds") or {}).get("line_rate_gbps") is None:
+        # Without a line rate, pairs are judged only against each other: a rail slow everywhere names no suspect.
+        out.append("not judged: the line rate (no pairwise_line_rate_gbps): pairs were compared with each other only")
     for note in results_data.get("notes") or []:
         out.append(f"note: {note}")
     out += single_stream_lines(results_data.get("single_stream") or [])

@@ -329,6 +329,22 @@ def test_failed_measurements_show_their_status_in_the_matrix():
     assert output.matrix(data, "eth2")[("node4", "node1")] == "HANG"
 
 
+def test_a_table_without_a_line_rate_says_the_rate_was_not_judged():
+    """Every pair at 1 Gb/s and no line rate given: nothing is slower than its peers, so no suspect is named, and
+    the table must say that the rate itself was never judged rather than read as a clean bill of health."""
+    facts = {n: lab_fact(i) for i, n in enumerate(NODES, start=1)}
+    made = plan.make_plan(facts, "all").to_dict()
+    measured = sweep({}, base=1.0)
+    unset = output.table(output.results(measured, score(measured, NODES, made["rails"], Thresholds()), made,
+                                        Thresholds(), "iperf3"))  # fmt: skip
+    assert "suspects: none" in unset
+    assert "not judged: the line rate (no pairwise_line_rate_gbps)" in unset
+    limits = Thresholds(line_rate_gbps=1.0)
+    judged = output.table(output.results(measured, score(measured, NODES, made["rails"], limits), made, limits,
+                                         "iperf3"))  # fmt: skip
+    assert "not judged: the line rate" not in judged
+
+
 # --- GPU path: real nccl-tests sendrecv output ------------------------------------------------------------
 
 
