@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import inventory_checks as checks
+from rdmaforge import role_defaults
 
 
 def role_argument_specs(roles_dir: str) -> dict[str, dict[str, Any]]:
@@ -48,10 +49,10 @@ def inventory_report(
     node against them took 0.7 s instead of 0.02 s."""
     argument_specs = role_argument_specs(roles_dir) if roles_dir else None
     nodes = []
-    # the group's name, for messages: preflight_cluster_group as the inventory or -e sets it (hostvars holds
-    # no role defaults, so its default is repeated here)
+    # the group's name, for messages: preflight_cluster_group as the inventory or -e sets it, else role
+    # preflight's default (hostvars hold no role defaults)
     first = hostvars[cluster_hosts[0]] if cluster_hosts else {}
-    group = str(first.get("preflight_cluster_group") or "cluster")
+    group = str(first.get("preflight_cluster_group") or role_defaults.default_of("preflight_cluster_group"))
     # Ansible's union filter loses the inventory's order; put it back (the group's hosts first, as listed),
     # so that messages list nodes in that order and a tie between fabrics goes to the first node.
     listed = [str(h) for h in (first.get("groups") or {}).get(group) or []]

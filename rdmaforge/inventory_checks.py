@@ -426,11 +426,6 @@ def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Pr
     return found
 
 
-def _value(values: Mapping[str, object], variable: str) -> object:
-    """The inventory's value of a role's variable, else the role's documented default (hostvars hold none)."""
-    return values[variable] if variable in values else role_defaults.default_of(variable)
-
-
 def _whole_number(value: object) -> int | None:
     """An integer as YAML or -e (a string) gives it; None for anything else (the argument spec names those)."""
     if isinstance(value, bool):
@@ -449,7 +444,7 @@ def hugepages_problems(host: str, values: Mapping[str, object]) -> list[Problem]
     found = []
     count = values.get("hugepages_count")
     number = _whole_number(count)
-    if ansible_bool(_value(values, "hugepages_enabled")) and number is not None and number < 1:
+    if ansible_bool(role_defaults.value_of(values, "hugepages_enabled")) and number is not None and number < 1:
         found.append(
             Problem(
                 host,
@@ -471,7 +466,8 @@ def hugepages_problems(host: str, values: Mapping[str, object]) -> list[Problem]
                     host,
                     "hugepages_max_memory_fraction",
                     f"{host}: hugepages_max_memory_fraction={show(value)} is not allowed; allowed: a number above 0 "
-                    "and below 1, the largest share of the node's memory huge pages may take (default 0.5)",
+                    "and below 1, the largest share of the node's memory huge pages may take (default "
+                    f"{show(role_defaults.default_of('hugepages_max_memory_fraction'))})",
                 )
             )
     return found
@@ -615,9 +611,9 @@ def git_commit_problems(host: str, values: Mapping[str, object]) -> list[Problem
                     )
                 )
             continue
-        if _value(values, pin.source) != "git":
+        if role_defaults.value_of(values, pin.source) != "git":
             continue
-        if pin.switch is not None and not ansible_bool(_value(values, pin.switch)):
+        if pin.switch is not None and not ansible_bool(role_defaults.value_of(values, pin.switch)):
             continue
         ref = values.get(pin.ref)
         if ref is None and pin.version in values:
@@ -685,17 +681,17 @@ def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     found = []
     provider = values.get("nccl_plugin_provider", fabrics.default_net_plugin(values.get("rdmaforge_fabric", "tcp")))
     for download in DOWNLOADS:
-        source = _value(values, download.source)
+        source = role_defaults.value_of(values, download.source)
         if source != download.in_use or (download.source.startswith("nccl_plugin_") and provider != "aiacc"):
             continue
-        if download.switch is not None and not ansible_bool(_value(values, download.switch)):
+        if download.switch is not None and not ansible_bool(role_defaults.value_of(values, download.switch)):
             continue
         used = f"{download.source}={show(source)}"
-        url = _value(values, download.url) if download.url is not None else None
+        url = role_defaults.value_of(values, download.url) if download.url is not None else None
         if download.url is not None and not is_download_url(url):
             message = f"{host}: {download.url}={show(url)} is not a download URL, but {used} downloads it"
             found.append(Problem(host, download.url, f"{message}; allowed: {_URL_ALLOWED}"))
-        sha256 = _value(values, download.sha256)
+        sha256 = role_defaults.value_of(values, download.sha256)
         if not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
             message = f"{host}: {download.sha256}={show(sha256)} is not a sha256, but {used} needs one"
             found.append(Problem(host, download.sha256, f"{message}; allowed: {_SHA256_ALLOWED}"))
@@ -747,7 +743,7 @@ def pip_hash_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
             pinned[_pip_name(match["name"])] = match["version"]
     if found or not lines:
         return found
-    torch = _value(values, "benchmark_e2e_torch")
+    torch = role_defaults.value_of(values, "benchmark_e2e_torch")
     wanted = re.fullmatch(r"\s*torch\s*==\s*(\S+)\s*", torch) if isinstance(torch, str) else None
     if "torch" not in pinned or (wanted is not None and pinned["torch"] != wanted[1]):
         have = f"torch=={pinned['torch']}" if "torch" in pinned else "no torch"

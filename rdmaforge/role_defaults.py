@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,12 @@ def default_of(variable: str) -> Any:
     variables with its name (ansible-lint's var-naming[no-role-prefix]), the longest such role owns it. Raises
     KeyError when no role's defaults set it (a variable renamed in the YAML, not in the Python naming it)."""
     return copy.deepcopy(_default_of(str(paths.ROLES_DIR), variable))
+
+
+def value_of(values: Mapping[str, Any], variable: str) -> Any:
+    """``values[variable]`` where the mapping sets it (null included), else the variable's documented default
+    (default_of): for mappings that hold none of the roles' defaults, such as an inventory's host variables."""
+    return values[variable] if variable in values else default_of(variable)
 
 
 @functools.lru_cache(maxsize=256)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rdmaforge import tuning
+from rdmaforge import role_defaults, tuning
 from rdmaforge.inventory_checks import show
 from rdmaforge.plain_data import ansible_bool
 from rdmaforge.workloads import k8s
@@ -154,14 +154,14 @@ def hugepages_findings(cluster: Cluster) -> tuple[list[str], list[str]]:
     warnings: list[str] = []
     for node in cluster.nodes:
         variables = node.hugepages
-        if not ansible_bool(variables.get("hugepages_enabled", False)):
+        if not ansible_bool(role_defaults.value_of(variables, "hugepages_enabled")):
             warnings.append(
                 f"{node.name}: {option}={wanted}, but hugepages_enabled is false (role hugepages reserves no pages "
                 f"on this node): the MPIJob workers stay Pending unless the node has {pages} pages of 1 GiB "
                 f"reserved some other way; set {option}: null, or hugepages_enabled: true"
             )
             continue
-        size = str(variables.get("hugepages_size") or "1G")
+        size = str(variables.get("hugepages_size") or role_defaults.default_of("hugepages_size"))
         if size != "1G":
             problems.append(
                 f"{node.name}: {option}={wanted} requests hugepages-1Gi, but hugepages_size={show(size)} reserves "

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdmaforge import fabrics
+from rdmaforge import fabrics, role_defaults
 from rdmaforge.inventory_checks import fabric_problems, show
 from rdmaforge.parsers import nccl_env
 from rdmaforge.workloads.options import (
@@ -127,7 +127,7 @@ def _accelerator(
 ) -> Mapping[str, Any]:
     """The settings of nccl_env_accelerator (role nccl_env's table unless the inventory overrides it)."""
     table = variables.get("nccl_env_accelerators") or defaults
-    name = variables.get("nccl_env_accelerator") or "none"
+    name = variables.get("nccl_env_accelerator") or role_defaults.default_of("nccl_env_accelerator")
     if not isinstance(table, Mapping):
         problems.append(f"{host}: nccl_env_accelerators={show(table)} is not valid; allowed: a mapping")
         return {}
@@ -271,7 +271,7 @@ def build_cluster(
         cluster.problems += _text_problems(host.name, "nccl_env_overrides", overrides)
         accelerator = _accelerator(host.name, variables, default_accelerators, cluster.problems)
         rails, missing = nccl_env.topology_settings(
-            variables.get("nccl_env_ib_hca_from_topology", False), variables.get("rdmaforge_topology")
+            role_defaults.value_of(variables, "nccl_env_ib_hca_from_topology"), variables.get("rdmaforge_topology")
         )
         if missing and "NCCL_IB_HCA" not in overrides:
             # `rdmaforge render` reads no facts: the hosts' nccl.conf has the rail map's value, the files cannot.

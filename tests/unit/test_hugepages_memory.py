@@ -17,6 +17,7 @@ import yaml
 from rdmaforge import inventory_checks as checks
 from rdmaforge import role_defaults, tuning
 from rdmaforge.paths import PROJECT_ROOT
+from tests.unit.redefined_defaults import redefine_default
 
 SEED_004_PAGES = 50  # 1 GiB pages on an 8-GPU node (seed 004's GRUB line: hugepages=50)
 DEFAULTS = role_defaults.defaults("hugepages")
@@ -103,6 +104,12 @@ def test_a_share_of_the_memory_outside_0_and_1_is_refused(value: object, shown: 
         f"gpu1: hugepages_max_memory_fraction={shown} is not allowed; allowed: a number above 0 and below 1, the "
         "largest share of the node's memory huge pages may take (default 0.5)"
     ]
+
+
+def test_the_refusal_names_the_default_the_role_sets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    redefine_default(tmp_path, monkeypatch, "hugepages", "hugepages_max_memory_fraction", 0.4)
+    (line,) = lines({"hugepages_max_memory_fraction": 2})
+    assert line.endswith("huge pages may take (default 0.4)")
 
 
 def test_the_inventory_report_names_the_count_once() -> None:

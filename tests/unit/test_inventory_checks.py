@@ -21,6 +21,7 @@ from rdmaforge.inventory_checks import (
     Problem,
 )
 from rdmaforge.paths import PROJECT_ROOT
+from tests.unit.redefined_defaults import redefine_default
 
 ALLOWED_FABRICS = "allowed: erdma, infiniband, roce, acs_type1, acs_type2, tcp"
 
@@ -453,6 +454,20 @@ def test_filter_keeps_the_inventory_order_and_reads_the_group_name() -> None:
             for host in ("n2", "n3")
         }
     }
+
+
+def test_filter_names_the_group_the_preflight_role_defaults_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # hostvars hold no role defaults: an inventory that leaves preflight_cluster_group unset gets role preflight's
+    redefine_default(tmp_path, monkeypatch, "preflight", "preflight_cluster_group", "gpus")
+    hostvars = {name: {"ansible_host": f"10.0.0.{i}", "rdmaforge_fabric": fabric, "groups": {"gpus": ["n1", "n2"]}}
+                for i, (name, fabric) in enumerate([("n1", "roce"), ("n2", "tcp")], 1)}  # fmt: skip
+    report = _inventory_filter().inventory_report(hostvars, ["n2", "n1"], ["n1", "n2"])
+    assert report["problems"]["n2"] == [
+        "n2: rdmaforge_fabric='tcp' differs from the rest of the cluster ('roce' on n1); allowed: one fabric profile "
+        "for every node of group gpus"
+    ]
 
 
 def test_an_element_error_is_reported_once() -> None:

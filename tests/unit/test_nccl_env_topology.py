@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from conftest import run_playbook
 
@@ -16,6 +17,7 @@ from rdmaforge.parsers.gpu_topology import parse_topo_matrix, rail_map, read_sys
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.workloads.nodes import build_cluster
 from tests.infra.expectations import read_conf
+from tests.unit.redefined_defaults import redefine_default
 from tests.unit.test_workloads import PROFILES, docker_argv, host
 
 H200 = PROJECT_ROOT / "tests" / "data" / "topology" / "h200x8_9nic_bond_weiziyang.txt"
@@ -95,3 +97,13 @@ def test_rendered_workloads_take_the_same_rail_map_or_say_why_not() -> None:
         "(rdmaforge_topology unset: run preflight first); the rendered NCCL_IB_HCA is the profile's"
     ]
     assert cluster.nodes[0].env["NCCL_IB_HCA"] == "mlx5"
+
+
+def test_rendered_workloads_follow_the_roles_default_for_the_rail_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a node that does not set nccl_env_ib_hca_from_topology gets role nccl_env's default, as the role would
+    variables = {"rdmaforge_topology": h200_rails()}
+    assert "NCCL_IB_HCA==" + ",".join(H200_RAILS) not in docker_argv(host("n1", "infiniband", variables=variables))
+    redefine_default(tmp_path, monkeypatch, "nccl_env", "nccl_env_ib_hca_from_topology", True)
+    assert "NCCL_IB_HCA==" + ",".join(H200_RAILS) in docker_argv(host("n1", "infiniband", variables=variables))

@@ -188,6 +188,26 @@ def test_a_bad_allow_partial_is_refused_before_any_node_switches(
     assert {node: links(root) for node, root in roots.items()} == states
 
 
+#: The first task of each check that reads a node: rollback_links.yml's, and detect.yml's on the builder.
+READS_LINKS = "Look at the builds `current` and `previous` point to"
+READS_NVCC = "Read the nvcc release"
+
+
+@pytest.mark.parametrize("name", ["nccl_build_allow_partial", "nccl_build_rollback_allow_partial"])
+def test_a_bad_allow_partial_is_refused_before_any_node_is_read(
+    tmp_path: Path, libraries: dict[str, Path], name: str
+) -> None:
+    # node3 has no previous build: had its links been read first, that refusal would hide the mistyped value.
+    states: dict[str, tuple[str, str | None]] = {"node1": ("b2", "b1"), "node2": ("b2", "b1"), "node3": ("b2", None)}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    proc = run_playbook("rollback_nccl.yml", "-e", f"{name}=maybe", inventory=inv, env=ENV)
+    assert proc.returncode != 0
+    said = " ".join(proc.stdout.split())
+    assert f'{name}="maybe": allowed: true or false (true: roll back the nodes --limit picks' in said, said[-4000:]
+    assert READS_LINKS not in proc.stdout and "no previous NCCL build" not in proc.stdout, proc.stdout[-4000:]
+    assert [(root / "current").readlink().name for root in roots.values()] == ["b2", "b2", "b2"]
+
+
 def test_a_node_without_a_previous_build_stops_the_rollback_before_any_node_switches(
     tmp_path: Path, libraries: dict[str, Path]
 ) -> None:
@@ -408,3 +428,20 @@ def test_an_upgrade_of_the_whole_cluster_is_not_a_partial_one(tmp_path: Path, li
         assert sorted(p.name for p in marks.iterdir()) == list(NODES)
         assert (tmp_path / "built").exists()
         assert "this run upgrades only" not in proc.stdout
+
+
+@pytest.mark.parametrize("name", ["nccl_build_allow_partial", "nccl_build_rollback_allow_partial"])
+def test_a_bad_allow_partial_stops_the_upgrade_before_any_node_is_read(
+    tmp_path: Path, libraries: dict[str, Path], name: str
+) -> None:
+    inv, roots = upgrade_fleet(tmp_path, libraries, dict.fromkeys(NODES, "b1"))
+    marks = tmp_path / "switched"
+    marks.mkdir()
+    proc = run_playbook(str(upgrade_playbook(tmp_path, marks)), "--limit", "node1", "-e", f"{name}=maybe",
+                        inventory=inv, env=ENV)  # fmt: skip
+    assert proc.returncode != 0
+    said = " ".join(proc.stdout.split())
+    assert f'{name}="maybe": allowed: true or false (true: upgrade the nodes --limit picks' in said, said[-4000:]
+    assert READS_NVCC not in proc.stdout and "Read the builds of the cluster's nodes" not in proc.stdout, said[-4000:]
+    assert list(marks.iterdir()) == [] and not (tmp_path / "built").exists()
+    assert [(root / "current").readlink().name for root in roots.values()] == ["b1", "b1", "b1"]

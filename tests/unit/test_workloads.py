@@ -28,6 +28,7 @@ from rdmaforge.workloads import KINDS, docker, validate
 from rdmaforge.workloads.nodes import HostInput, build_cluster
 from rdmaforge.workloads.options import PREFIX, nccl_env_profiles, role_defaults
 from rdmaforge.workloads.plan import Plan, plan_from_hosts
+from tests.unit.redefined_defaults import redefine_default
 
 DEFAULTS = role_defaults()
 PROFILES = nccl_env_profiles()
@@ -469,6 +470,14 @@ def test_taco_without_a_gpu_count_is_refused_unless_overridden() -> None:
     ok_plan(host("n1", "tcp", None, variables=overridden), kinds=["docker"])
 
 
+def test_a_node_that_names_no_accelerator_gets_the_roles_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "LIGHT_INTRA_SIZE=8" not in docker_argv(host("a", "tcp", 8))  # the checkout's default: none
+    redefine_default(tmp_path, monkeypatch, "nccl_env", "nccl_env_accelerator", "taco")
+    assert "LIGHT_INTRA_SIZE=8" in docker_argv(host("a", "tcp", 8))
+
+
 def test_an_unknown_accelerator_is_refused_naming_the_choices() -> None:
     plan = cluster_plan(host("n1", variables={"nccl_env_accelerator": "tacoo"}))
     assert plan.files == []
@@ -844,6 +853,15 @@ def test_mpijob_hugepages_on_nodes_the_inventory_reserves_none_for_are_a_warning
     assert any(w.startswith("n1: ") and "hugepages_enabled" in w and "50Gi" in w for w in plan.warnings), plan.warnings
     quiet = cluster_plan(host("n1", "tcp", 8, mpijob_hugepages_1gi=None), kinds=["mpijob"])
     assert not any("hugepages" in w for w in quiet.warnings)
+
+
+def test_mpijob_hugepages_follow_the_hugepages_roles_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a node that sets none of role hugepages' variables reserves what the role's defaults say
+    redefine_default(tmp_path, monkeypatch, "hugepages", "hugepages_enabled", True)
+    plan = _hugepages_plan(8)
+    assert not plan.problems and not any("hugepages" in w for w in plan.warnings), plan.warnings
+    redefine_default(tmp_path / "2M", monkeypatch, "hugepages", "hugepages_size", "2M")
+    assert "hugepages-1Gi" in single_problem(_hugepages_plan(8, hugepages_enabled=True), "hugepages_size='2M'")
 
 
 def test_cli_reads_the_hugepages_roles_variables_from_the_inventory(
