@@ -143,12 +143,13 @@ def clock_offset(lines: Sequence[str]) -> float | None:
     return numbers[-1] - numbers[-2] if len(numbers) >= 2 else None
 
 
-def gpu_count(node: Mapping[str, Any]) -> int:
+def gpu_count(node: Mapping[str, Any]) -> int | None:
+    """GPUs from nvidia-smi, else lspci; None when neither answered (not counted, which is not 0 GPUs)."""
     if node.get("nvidia_smi"):
         return count_nvidia_smi_gpus(str(node["nvidia_smi"]))
-    if node.get("lspci"):
+    if node.get("lspci") is not None:  # "" is an answer: lspci ran and listed no GPU
         return count_lspci_gpus(str(node["lspci"]))
-    return 0
+    return None
 
 
 def port_states(node: Mapping[str, Any]) -> tuple[str, list[str]]:
@@ -238,7 +239,7 @@ def node_row(node: Mapping[str, Any]) -> dict[str, str]:
         "mtu": mtu_summary(node),
         "memlock": str(memlock).strip() if memlock is not None else "?",
         "hugepages": hugepages_summary(node),
-        "gpus": str(gpu_count(node)),
+        "gpus": "?" if gpu_count(node) is None else str(gpu_count(node)),
         "enis": str(len(node.get("nics") or [])),
         "nccl": nccl_summary(node),
         "plugin": plugin_summary(node),

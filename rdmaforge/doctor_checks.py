@@ -195,8 +195,14 @@ def expected_gpus(node: Mapping[str, Any]) -> tuple[int | None, str]:
     return None, ""
 
 
-def check_gpus(node: Mapping[str, Any], count: int) -> tuple[CheckStatus, str, str | None, str]:
+# A node where neither tool answered has an unknown GPU count: judging it as 0 would pass doctor_expected_gpus: 0.
+GPUS_NOT_COUNTED = "the GPUs were not counted: neither nvidia-smi nor lspci answered on the node"
+
+
+def check_gpus(node: Mapping[str, Any], count: int | None) -> tuple[CheckStatus, str, str | None, str]:
     expected, source = expected_gpus(node)
+    if count is None:
+        return "not_checked", "?", None if expected is None else str(expected), GPUS_NOT_COUNTED
     if expected is None:
         return "not_checked", str(count), None, "the inventory sets no GPU count (doctor_expected_gpus)"
     if count != expected:
@@ -215,14 +221,21 @@ def planned_pages(node: Mapping[str, Any], gpus: int) -> int:
     return tuning.hugepages_count(gpus, None if override in (None, "") else int(override))
 
 
-def check_hugepages(node: Mapping[str, Any], gpus: int) -> tuple[CheckStatus, str, str | None, str]:
+def unknown_plan(node: Mapping[str, Any], gpus: int | None) -> bool:
+    """True when the planned pages follow the GPU count (no hugepages_count) and the GPUs were not counted."""
+    return gpus is None and variable(node, "hugepages_count") in (None, "")
+
+
+def check_hugepages(node: Mapping[str, Any], gpus: int | None) -> tuple[CheckStatus, str, str | None, str]:
     size = str(variable(node, "hugepages_size") or "1G")
     pools = (node.get("hugepages") or {}).get("by_size") or {}
     reserved = int((pools.get(str(page_kb(size))) or {}).get("nr") or 0)
     actual = f"{reserved}x{size}"
     if not ansible_bool(variable(node, "hugepages_enabled")):
         return "not_checked", actual, None, "hugepages_enabled is false"
-    expected = planned_pages(node, gpus)
+    if unknown_plan(node, gpus):
+        return "not_checked", actual, None, f"no plan to judge against: it follows the GPU count, and {GPUS_NOT_COUNTED}"
+    expected = planned_pages(node, gpus or 0)
     if reserved != expected:
         return "problem", actual, f"{expected}x{size}", f"{reserved} pages of {size} reserved, {expected} planned"
     return "ok", actual, f"{expected}x{size}", f"{expected} pages of {size} reserved as planned"
@@ -236,7 +249,7 @@ def boot_arguments(text: str) -> list[str]:
     return tokens
 
 
-def check_hugepages_boot(node: Mapping[str, Any], gpus: int) -> tuple[CheckStatus, str, str | None, str]:
+def check_hugepages_boot(node: Mapping[str, Any], gpus: int | None) -> tuple[CheckStatus, str, str | None, str]:
     size = str(variable(node, "hugepages_size") or "1G")
     texts = [str(t) for t in node.get("grub_defaults") or [] if t]
     tokens = [t for text in texts for t in boot_arguments(text)]
@@ -246,9 +259,12 @@ def check_hugepages_boot(node: Mapping[str, Any], gpus: int) -> tuple[CheckStatu
         return "not_checked", actual, None, "hugepages_enabled is false"
     if not texts:
         return "not_checked", actual, None, "no /etc/default/grub (a BLS or grubby host: see rdmaforge verify)"
-    expected = f"hugepages={planned_pages(node, gpus)} hugepagesz={size}"
+    if unknown_plan(node, gpus):
+        return "not_checked", actual, None, f"no plan to judge against: it follows the GPU count, and {GPUS_NOT_COUNTED}"
+    planned = planned_pages(node, gpus or 0)
+    expected = f"hugepages={planned} hugepagesz={size}"
     sizes = [t.partition("=")[2] for t in tokens if t.startswith("hugepagesz=")]
-    if counts != [str(planned_pages(node, gpus))] or sizes != [size]:
+    if counts != [str(planned)] or sizes != [size]:
         found = " ".join(t for t in tokens if t.startswith(("hugepages=", "hugepagesz="))) or "no huge page argument"
         return "problem", actual, expected, f"the boot loader configuration has {found}, the plan is {expected}"
     return "ok", actual, expected, "the next boot reserves the planned pages"
@@ -376,7 +392,7 @@ def judge_node(
     host: str,
     node: Mapping[str, Any],
     row: Mapping[str, str],
-    gpus: int,
+    gpus: int | None,
     clock: Callable[[], tuple[CheckStatus, str, str | None, str]],
 ) -> list[Check]:
     """Every check of one node, with the inventory's acceptances applied."""

@@ -146,6 +146,25 @@ def test_gpu_count_nccl_build_and_plugin_against_the_inventory() -> None:
     assert "exports no ncclNetPlugin_vN symbol" in problems["node3", "plugin"].reason
 
 
+def test_a_node_where_no_tool_counted_gpus_is_not_judged_as_having_none() -> None:
+    """The lab's inventory expects 0 GPUs. A node where neither nvidia-smi nor lspci answered has no count: taking
+    that for 0 would say ok; so would the huge page plans, which follow the GPU count."""
+    nodes = lab(2)
+    nodes["node2"]["lspci"] = None
+    checks = {(c.host, c.check): c for c in doctor.diagnose(nodes).checks}
+    assert checks["node1", "gpus"].status == "ok"
+    assert checks["node2", "gpus"].status == "not_checked"
+    assert "neither nvidia-smi nor lspci answered" in checks["node2", "gpus"].reason
+    for name in ("hugepages", "hugepages_boot"):
+        assert checks["node2", name].status == "not_checked", checks["node2", name]
+    assert doctor.node_row(nodes["node2"])["gpus"] == "?"
+    # A count the inventory sets is a plan of its own: the boot arguments are judged against it.
+    nodes = lab(1, hugepages_count=10)
+    nodes["node1"]["lspci"] = None
+    checks = {c.check: c for c in doctor.diagnose(nodes).checks}
+    assert checks["hugepages_boot"].status == "ok" and checks["gpus"].status == "not_checked"
+
+
 def test_not_checked_says_why() -> None:
     nodes = lab(1)
     del nodes["node1"]["inventory"]["doctor_expected_gpus"]
