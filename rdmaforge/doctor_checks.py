@@ -197,6 +197,7 @@ def expected_gpus(node: Mapping[str, Any]) -> tuple[int | None, str]:
 
 # A node where neither tool answered has an unknown GPU count: judging it as 0 would pass doctor_expected_gpus: 0.
 GPUS_NOT_COUNTED = "the GPUs were not counted: neither nvidia-smi nor lspci answered on the node"
+UNKNOWN_PLAN = f"no plan to judge against: it follows the GPU count, and {GPUS_NOT_COUNTED}"
 
 
 def check_gpus(node: Mapping[str, Any], count: int | None) -> tuple[CheckStatus, str, str | None, str]:
@@ -234,7 +235,7 @@ def check_hugepages(node: Mapping[str, Any], gpus: int | None) -> tuple[CheckSta
     if not ansible_bool(variable(node, "hugepages_enabled")):
         return "not_checked", actual, None, "hugepages_enabled is false"
     if unknown_plan(node, gpus):
-        return "not_checked", actual, None, f"no plan to judge against: it follows the GPU count, and {GPUS_NOT_COUNTED}"
+        return "not_checked", actual, None, UNKNOWN_PLAN
     expected = planned_pages(node, gpus or 0)
     if reserved != expected:
         return "problem", actual, f"{expected}x{size}", f"{reserved} pages of {size} reserved, {expected} planned"
@@ -260,7 +261,7 @@ def check_hugepages_boot(node: Mapping[str, Any], gpus: int | None) -> tuple[Che
     if not texts:
         return "not_checked", actual, None, "no /etc/default/grub (a BLS or grubby host: see rdmaforge verify)"
     if unknown_plan(node, gpus):
-        return "not_checked", actual, None, f"no plan to judge against: it follows the GPU count, and {GPUS_NOT_COUNTED}"
+        return "not_checked", actual, None, UNKNOWN_PLAN
     planned = planned_pages(node, gpus or 0)
     expected = f"hugepages={planned} hugepagesz={size}"
     sizes = [t.partition("=")[2] for t in tokens if t.startswith("hugepagesz=")]
