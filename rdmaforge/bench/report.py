@@ -19,7 +19,8 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -437,11 +438,26 @@ def render(run_dir: Path, overrides: dict[str, Any] | None = None) -> dict[str, 
     """
     run = {**json.loads((run_dir / "run.json").read_text()), **(overrides or {})}
     results = judge(run_dir, run)
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    write_csv(run_dir / "results.csv", results)
+    with named(run_dir / "results.json"):
+        (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    with named(run_dir / "results.csv"):
+        write_csv(run_dir / "results.csv", results)
     plots = write_plots(run_dir, results)
-    (run_dir / "summary.md").write_text(summary_markdown(results, plots))
+    with named(run_dir / "summary.md"):
+        (run_dir / "summary.md").write_text(summary_markdown(results, plots))
     return results
+
+
+@contextmanager
+def named(path: Path) -> Iterator[None]:
+    """Give ``path`` to an OSError that has no file name: write() on a full disk names none (open() does), and
+    the message must say which file could not be written, not that stdout or rdmaforge failed."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
 
 
 def write_csv(path: Path, results: dict[str, Any]) -> None:
@@ -489,7 +505,8 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
         ax.set_xscale("log", base=2)
         ax.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title=f"nccl-tests, {results['fabric']}")
         ax.legend()
-        fig.savefig(run_dir / "nccl_busbw.png", dpi=100)
+        with named(run_dir / "nccl_busbw.png"):
+            fig.savefig(run_dir / "nccl_busbw.png", dpi=100)
         plt.close(fig)
         written.append("nccl_busbw.png")
     e2e = results.get("e2e") or {}
@@ -509,7 +526,8 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
             + (f"{linearity:.2f}" if linearity is not None else "-"),
         )
         ax.legend()
-        fig.savefig(run_dir / "e2e_throughput.png", dpi=100)
+        with named(run_dir / "e2e_throughput.png"):
+            fig.savefig(run_dir / "e2e_throughput.png", dpi=100)
         plt.close(fig)
         written.append("e2e_throughput.png")
     return written
