@@ -187,7 +187,8 @@ _MEASURED = ("time", "algbw", "busbw")
 def unmeasured_row_size(tokens: list[str], layout: Layout) -> int | None:
     """The size of a row printed in full whose time or bandwidth is no number (printf's ``nan``, ``-nan``, ``inf``,
     or ``N/A``), or None for any other line. parse_row declines such a row; dropped, it vanished from a run that
-    then passed on its other sizes. A row cut short (``in`` of ``inf``) is no number at all, and stays no row."""
+    then passed on its other sizes. A row cut short (``in`` of ``inf``) is no number at all, and stays no row; a
+    0-byte row is none of these (a bandwidth of 0 bytes may be 0/0, and the report judges no 0-byte row)."""
     split_at = len(tokens) - layout.tail_tokens
     if split_at < 3:
         return None
@@ -207,7 +208,7 @@ def unmeasured_row_size(tokens: list[str], layout: Layout) -> int | None:
                 return None
         if not math.isfinite(value) and layout.half[index % half_len] in _MEASURED:
             unmeasured = True
-    return preamble[0] if unmeasured else None
+    return preamble[0] if unmeasured and preamble[0] > 0 else None
 
 
 def _parse_preamble(tokens: list[str], layout: Layout) -> tuple[int, int, str, str | None, int | None] | None:

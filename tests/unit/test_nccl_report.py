@@ -453,6 +453,30 @@ def test_a_json_row_with_a_negative_size_or_time_fails_the_run(
     assert run["status_reason"].endswith("(size -8, 16)")
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400", "1" + "0" * 400, '"nan"', '"-nan"', '"inf"'])
+def test_a_json_row_whose_bandwidth_is_not_a_number_fails_the_run(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Valid JSON for Python (NaN, Infinity, numbers past a double) or nccl-tests' string "nan": the 64-byte row
+    vanished without a warning, and the run was ok on its other sizes."""
+    text = (DATA / "all_reduce_v2.17.8_ok.json").read_text()
+    assert text.count('"bus_bw":0.004565') == 1
+    path = tmp_path / "nan.json"
+    path.write_text(text.replace('"bus_bw":0.004565', f'"bus_bw":{value}'))
+    assert main(["nccl-report", "--json", str(path)]) == ExitCode.BELOW_THRESHOLD
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["status"] == "failed"
+    assert run["status_reason"].startswith("1 invalid row(s), not a measurement")
+    assert run["status_reason"].endswith("(size 64)")
+
+
+def test_a_zero_byte_row_whose_bandwidth_is_nan_is_no_invalid_row() -> None:
+    """0 bytes in some time: nccl-tests writes its bandwidths as "nan" (-J) and may print nan; nothing to judge."""
+    zero = "           0             0     float     sum      -1" + "     4.12     nan     nan       0" * 2
+    (run,) = parse_text(HEAD_2_17 + zero + "\n" + ROW_1M + "\n" + FOOTER_1M)
+    assert run.status == "ok", run.status_reason
+
+
 def test_zero_byte_rows_with_zero_bandwidth_stay_ok() -> None:
     zero = "           0             0     float     sum      -1" + "     0.12    0.00    0.00       0" * 2
     (run,) = parse_text(HEAD_2_17 + zero + "\n" + ROW_1M + "\n" + FOOTER_1M.replace("17.49", "8.745"))
