@@ -453,7 +453,10 @@ def test_a_json_row_with_a_negative_size_or_time_fails_the_run(
     assert run["status_reason"].endswith("(size -8, 16)")
 
 
-@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400", "1" + "0" * 400, '"nan"', '"-nan"', '"inf"'])
+@pytest.mark.parametrize(
+    "value", ["NaN", "Infinity", "-Infinity", "1e400", "1" + "0" * 400, '"nan"', '"-nan"', '"inf"'],
+    ids=["NaN", "Infinity", "-Infinity", "1e400", "10**400", "str-nan", "str--nan", "str-inf"],
+)  # fmt: skip
 def test_a_json_row_whose_bandwidth_is_not_a_number_fails_the_run(
     value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
