@@ -1,13 +1,15 @@
 """The ``rdmaforge`` command line: each sub-command lives in its own module of rdmaforge.commands.
 
 No traceback reaches a user: a usage error or a bad input file (rdmaforge.errors.UserError, an unreadable
-path) prints one line naming it and exits 64; a closed pipe (``| head``) ends quietly; anything unexpected
-prints a short message pointing at the traceback saved in a file, and exits 70.
+path) prints one line naming it and exits 64; a closed pipe (``| head``) ends quietly and stdout on a full disk
+says so, both exit 1; anything unexpected prints a short message pointing at the traceback saved in a file, and
+exits 70.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import pkgutil
@@ -71,7 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser_for(argv).parse_args(argv)
     prog = f"rdmaforge {args.command}"
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        # Flushed here, not by the interpreter at exit: a short output waits in stdout's buffer, and a reader gone
+        # or a full disk would otherwise end in Python's "Exception ignored" and exit 120 after the verdict.
+        sys.stdout.flush()
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
@@ -82,6 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prog}: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     except OSError as exc:
+        if exc.filename is None and exc.errno in _DISK_FULL:
+            # No file named: a file rdmaforge writes names itself, so this is stdout (`> /dev/full`). Not a bug
+            # to report; the job was not done (1), and the unwritten rest must not fail again at exit.
+            _silence_stdout()
+            print(f"{prog}: cannot write the output: {exc.strerror}", file=sys.stderr)
+            return int(ExitCode.ERROR)
         if exc.filename is None:
             return _internal(prog, exc)
         print(f"{prog}: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
@@ -90,8 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _internal(prog, exc)
 
 
+#: Write errors of a full disk or quota, which name no file when they come from write() rather than open().
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def _silence_stdout() -> None:
-    """After EPIPE, point stdout at /dev/null so that the interpreter's final flush stays quiet."""
+    """After EPIPE or ENOSPC, point stdout at /dev/null so that the interpreter's final flush stays quiet."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

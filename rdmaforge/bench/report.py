@@ -19,7 +19,8 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,16 +70,52 @@ def gpu_words(run: dict[str, Any]) -> str:
 def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
     """Why a log's rank count shows it is not the job the run asked for (one rank per GPU of every node), or None.
 
-    A log of fewer ranks measured part of the cluster (or another job), so its bus bandwidth must not pass for it.
-    Not judged when the run names no GPUs (a report of a hand-made run directory).
+    A log of fewer ranks measured part of the cluster (or another job), so its bus bandwidth must not pass for it;
+    so does a log of GPU ranks in a run whose nodes have none. Not judged when the run names no GPUs (a report of a
+    hand-made run directory), nor when it lacks a node's count (unknown_gpu_counts says so first).
     """
     gpus = run.get("gpus")
-    if ranks is None or not isinstance(gpus, Mapping):
+    if ranks is None or not isinstance(gpus, Mapping) or not gpus:
         return None
-    total = sum(n for n in gpus.values() if isinstance(n, int) and not isinstance(n, bool))
-    if total <= 0 or ranks == total:
+    total = _known_gpus(gpus)
+    if ranks == total:
         return None
-    return f"it is not this run's job: the log has {ranks} ranks, the run asked for {total} ({gpu_words(dict(run))})"
+    least = "at least " if _lacking_gpu_counts(run) else ""
+    return (f"it is not this run's job: the log has {ranks} ranks, the run asked for {least}{total} "
+            f"({gpu_words(dict(run))})")  # fmt: skip
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _known_gpus(gpus: Mapping[str, Any]) -> int:
+    return sum(n for n in gpus.values() if _is_count(n))
+
+
+def _lacking_gpu_counts(run: Mapping[str, Any]) -> list[str]:
+    """The nodes of a run whose GPUs mapping has no count for them (null or absent)."""
+    gpus = run.get("gpus")
+    if not isinstance(gpus, Mapping):
+        return []
+    nodes = [str(n) for n in run.get("nodes") or []] or [str(n) for n in gpus]
+    return [n for n in nodes if not _is_count(gpus.get(n))]
+
+
+def unknown_gpu_counts(run: Mapping[str, Any], ranks: int | None) -> str | None:
+    """Why a log's rank count cannot be checked against the run: some node's GPU count is null or absent (the role
+    records null for a node without its preflight fact: unknown, never 0). Summing the known counts would claim the
+    run asked for fewer ranks than it did, and fail a log that may be its whole job. None when every count is known,
+    or when the run names no GPUs at all (other_job does not judge those), or when the known counts alone already
+    exceed the log's ranks (other_job fails it: the run asked for at least that many)."""
+    gpus = run.get("gpus")
+    if ranks is None or not isinstance(gpus, Mapping) or not gpus:
+        return None
+    lacking = _lacking_gpu_counts(run)
+    if not lacking or _known_gpus(gpus) > ranks:
+        return None
+    return (f"run.json records no GPU count for {', '.join(lacking)}: whether the log's {ranks} ranks are this run's "
+            "whole job cannot be told")  # fmt: skip
 
 
 def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tuple[Status, str] | None:
@@ -194,6 +231,9 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.status = "not_judged"
                 component.reason = ("run ok but the log lists no '#  Rank' lines: how many ranks ran, and on which "
                                     "nodes, cannot be told")  # fmt: skip
+            elif (unknown := unknown_gpu_counts(run, last.ranks)) is not None:
+                component.status = "not_judged"
+                component.reason = f"run ok but {unknown}"
             elif (other := other_job(run, last.ranks)) is not None:
                 component.reason = f"run ok but {other}"
             elif (crossing := fabric_untested(run, last.ranks)) is not None:
@@ -437,11 +477,26 @@ def render(run_dir: Path, overrides: dict[str, Any] | None = None) -> dict[str, 
     """
     run = {**json.loads((run_dir / "run.json").read_text()), **(overrides or {})}
     results = judge(run_dir, run)
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    write_csv(run_dir / "results.csv", results)
+    with named(run_dir / "results.json"):
+        (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    with named(run_dir / "results.csv"):
+        write_csv(run_dir / "results.csv", results)
     plots = write_plots(run_dir, results)
-    (run_dir / "summary.md").write_text(summary_markdown(results, plots))
+    with named(run_dir / "summary.md"):
+        (run_dir / "summary.md").write_text(summary_markdown(results, plots))
     return results
+
+
+@contextmanager
+def named(path: Path) -> Iterator[None]:
+    """Give ``path`` to an OSError that has no file name: write() on a full disk names none (open() does), and
+    the message must say which file could not be written, not that stdout or rdmaforge failed."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
 
 
 def write_csv(path: Path, results: dict[str, Any]) -> None:
@@ -489,7 +544,8 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
         ax.set_xscale("log", base=2)
         ax.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title=f"nccl-tests, {results['fabric']}")
         ax.legend()
-        fig.savefig(run_dir / "nccl_busbw.png", dpi=100)
+        with named(run_dir / "nccl_busbw.png"):
+            fig.savefig(run_dir / "nccl_busbw.png", dpi=100)
         plt.close(fig)
         written.append("nccl_busbw.png")
     e2e = results.get("e2e") or {}
@@ -509,7 +565,8 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
             + (f"{linearity:.2f}" if linearity is not None else "-"),
         )
         ax.legend()
-        fig.savefig(run_dir / "e2e_throughput.png", dpi=100)
+        with named(run_dir / "e2e_throughput.png"):
+            fig.savefig(run_dir / "e2e_throughput.png", dpi=100)
         plt.close(fig)
         written.append("e2e_throughput.png")
     return written

@@ -12,6 +12,7 @@ short by a hang is repaired by closing its open brackets, and the run is reporte
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -164,6 +165,8 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
         row = _row(item, require_both_halves=repaired)
         if row is not None:
             run.rows.append(row)
+        elif (size := _unmeasured_size(item)) is not None:
+            run.rows.note_invalid(size)  # as the text parser does: no number to keep, but it fails the run
     _read_footer(run, doc)
     return run
 
@@ -218,6 +221,39 @@ def _row(item: Any, require_both_halves: bool) -> Row | None:
         out_of_place=out_of_place,
         in_place=in_place,
     )
+
+
+#: A half's measurement: a time (``cpu_time`` with -C) and the bandwidths.
+_MEASURED = ("time", "cpu_time", "alg_bw", "bus_bw")
+
+
+def _unmeasured_size(item: Any) -> int | None:
+    """The size of a record whose time or bandwidth is there but no finite number (NaN, Infinity, a number past a
+    double, nccl-tests' string "nan"), or None. _row declines it; dropped, it vanished from a run that then passed
+    on its other sizes. A value printf wrote bare (``-nan``, not JSON) was read as null: that record is skipped
+    with the file's warning, as before. A 0-byte record is none of these: nccl-tests writes "nan" for its bandwidths
+    (0 bytes in some time), and the report judges no 0-byte row."""
+    if not isinstance(item, dict):
+        return None
+    size, count = _number(item.get("size")), _number(item.get("count"))
+    if not size or count is None or not isinstance(item.get("type"), str):
+        return None
+    for half in (item.get("out_of_place"), item.get("in_place")):
+        if isinstance(half, dict) and any(_not_finite(half.get(key)) for key in _MEASURED):
+            return int(size)
+    return None
+
+
+def _not_finite(value: Any) -> bool:
+    """Whether ``value`` is a number, or a numeric string, that is not finite."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return False
+    try:
+        return not math.isfinite(float(value.strip() if isinstance(value, str) else value))
+    except OverflowError:
+        return True  # an integer past a double
+    except ValueError:
+        return False
 
 
 def _redop(value: Any) -> str | None:

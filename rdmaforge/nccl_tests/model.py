@@ -127,8 +127,9 @@ class Run:
         if invalid:
             sizes = ", ".join(map(str, self.rows.invalid_sizes)) + (", ..." if invalid > len(self.rows.invalid_sizes)
                                                                      else "")  # fmt: skip
-            return (f"{invalid} invalid row(s), not a measurement: a negative size, count, time or bandwidth, or a "
-                    f"zero time for a message of some bytes (size {sizes})")  # fmt: skip
+            return (f"{invalid} invalid row(s), not a measurement: a negative size, count, time or bandwidth, a time "
+                    f"or bandwidth that is not a number (nan, inf, N/A), or a zero time for a message of some bytes "
+                    f"(size {sizes})")  # fmt: skip
         if self.bw_check_failed:
             return "average bus bandwidth below the NCCL_TESTS_MIN_BW threshold"
         return None

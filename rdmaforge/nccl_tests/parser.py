@@ -180,6 +180,37 @@ def parse_row(line: str, layout: Layout) -> Row | None:
     )
 
 
+#: The columns of a half that make its measurement; a row with one of them not a number measured nothing.
+_MEASURED = ("time", "algbw", "busbw")
+
+
+def unmeasured_row_size(tokens: list[str], layout: Layout) -> int | None:
+    """The size of a row printed in full whose time or bandwidth is no number (printf's ``nan``, ``-nan``, ``inf``,
+    or ``N/A``), or None for any other line. parse_row declines such a row; dropped, it vanished from a run that
+    then passed on its other sizes. A row cut short (``in`` of ``inf``) is no number at all, and stays no row; a
+    0-byte row is none of these (a bandwidth of 0 bytes may be 0/0, and the report judges no 0-byte row)."""
+    split_at = len(tokens) - layout.tail_tokens
+    if split_at < 3:
+        return None
+    preamble = _parse_preamble(tokens[:split_at], layout)
+    if preamble is None:
+        return None
+    half_len = len(layout.half)
+    halves = tokens[split_at : split_at + half_len * layout.halves]
+    unmeasured = False
+    for index, token in enumerate(halves):
+        if token == "N/A":
+            value = math.nan
+        else:
+            try:
+                value = float(token)
+            except ValueError:
+                return None
+        if not math.isfinite(value) and layout.half[index % half_len] in _MEASURED:
+            unmeasured = True
+    return preamble[0] if unmeasured and preamble[0] > 0 else None
+
+
 def _parse_preamble(tokens: list[str], layout: Layout) -> tuple[int, int, str, str | None, int | None] | None:
     if not (_DIGITS.match(tokens[0]) and _DIGITS.match(tokens[1]) and _TYPE_NAME.match(tokens[2])):
         return None
@@ -759,7 +790,12 @@ class TextParser:
             return True
         row = parse_row(line, layout)
         if row is None:
-            return False
+            size = unmeasured_row_size(tokens, layout)
+            if size is None:
+                return False
+            state.run.rows.note_invalid(size)  # not stored (no number to keep), but it fails the run, by size
+            self._after_row(state, size)
+            return True
         state.run.rows.append(row)
         self._after_row(state, row.size)
         return True

@@ -52,8 +52,9 @@ class RowStore:
         self._count = 0
         #: Rows with #wrong > 0, counted as they arrive (a status must not re-read a spilled sweep).
         self.wrong_rows = 0
-        #: Rows that hold no measurement (_no_measurement; a negative size or count), counted as they arrive, and the
-        #: sizes of the first INVALID_NAMED of them (the C accelerator declines such rows: they all come here).
+        #: Rows that hold no measurement (_no_measurement; a negative size or count; a time or bandwidth that is not a
+        #: number, noted without being stored), counted as they arrive, and the sizes of the first INVALID_NAMED of
+        #: them (the C accelerator declines such rows: they all come here).
         self.invalid_rows = 0
         self.invalid_sizes: list[int] = []
         #: Sum and count of every half's busbw: nccl-tests' "Avg bus bandwidth" is their mean.
@@ -123,6 +124,10 @@ class RowStore:
         if len(self._buffer) >= SPILL:
             self._spill()
         return True
+
+    def note_invalid(self, size: int) -> None:
+        """Count a row of ``size`` that holds no measurement and is not stored (a time or bandwidth not a number)."""
+        self._invalid(size)
 
     def _invalid(self, size: int) -> None:
         self.invalid_rows += 1

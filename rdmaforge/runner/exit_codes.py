@@ -52,8 +52,8 @@ MEANING = {
 EPILOG = "exit codes: " + "; ".join(f"{int(code)} {MEANING[code]}" for code in ExitCode if code != ExitCode.INTERRUPTED)
 
 
-#: What every command may exit with besides its own codes (rdmaforge.cli): output cut by a closed pipe (1), a bad
-#: command line or input file (64), an internal error (70), Ctrl-C (130).
+#: What every command may exit with besides its own codes (rdmaforge.cli): output cut by a closed pipe or a full disk
+#: (1), a bad command line or input file (64), an internal error (70), Ctrl-C (130).
 COMMON = (ExitCode.OK, ExitCode.ERROR, ExitCode.BAD_INPUT, ExitCode.INTERNAL, ExitCode.INTERRUPTED)
 
 

@@ -795,3 +795,70 @@ def test_render_output_not_writable_as_user(tmp_path: Path) -> None:
     assert proc.returncode == BAD, proc.stderr
     assert str(locked) in proc.stderr and "Traceback" not in proc.stderr
     assert "not a writable directory" in proc.stderr or "Permission denied" in proc.stderr
+
+
+# -- output that cannot be written: a full disk, a reader gone before the first byte ---------------------------
+
+
+def env_with(unbuffered: bool) -> dict[str, str]:
+    """The environment with stdout buffered (a plain shell) or unbuffered (PYTHONUNBUFFERED=1, as in CI)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def cli_to(stdout: Any, argv: list[str], unbuffered: bool) -> subprocess.CompletedProcess[bytes]:
+    """The CLI in its own process with stdout on ``stdout`` (a file or a descriptor); stderr captured."""
+    code = "import sys; from rdmaforge.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], stdout=stdout, stderr=subprocess.PIPE, timeout=120,
+                          env=env_with(unbuffered), check=False)  # fmt: skip
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", ["summary", "report", "nccl-report", "completion"])
+def test_stdout_on_a_full_disk_is_named_not_an_internal_error(
+    command: str, unbuffered: bool, tmp_path: Path
+) -> None:
+    """stdout on a full disk (`> /dev/full`): one line saying the output could not be written, exit 1 (the job was
+    not done), never "internal error ... please report it" nor Python's "Exception ignored" at exit (120)."""
+    argv = {
+        "summary": lambda: summary(SUMMARY)(tmp_path),
+        "report": lambda: report(RUN)(tmp_path),
+        "nccl-report": lambda: nccl(LOG)(tmp_path),
+        "completion": lambda: ["completion", "bash"],
+    }[command]()
+    with open("/dev/full", "wb") as full:
+        proc = cli_to(full, argv, unbuffered)
+    err = proc.stderr.decode()
+    assert "internal error" not in err and "Exception ignored" not in err and "Traceback" not in err, err
+    assert proc.returncode == ExitCode.ERROR, err
+    assert err.splitlines() == [f"rdmaforge {command}: cannot write the output: No space left on device"], err
+
+
+@pytest.mark.parametrize("command", ["summary", "report"])
+def test_reader_gone_before_the_first_byte_ends_quietly(command: str, tmp_path: Path) -> None:
+    """A short output, buffered (a plain shell), to a pipe whose reader is already gone (`| true`): the write
+    happens at exit, and must end as quietly as a long one (exit 1), not with Python's "Exception ignored" (120)."""
+    argv = summary(SUMMARY)(tmp_path) if command == "summary" else report(RUN)(tmp_path)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = cli_to(write_end, argv, unbuffered=False)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == b"", proc.stderr
+    assert proc.returncode == ExitCode.ERROR
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_report_on_a_full_disk_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """results.json cannot be written (its disk is full): the message names it, exit 64 like any other
+    results.json that cannot be written (a directory in its place)."""
+    argv = report(RUN)(tmp_path)
+    (tmp_path / "run" / "results.json").symlink_to("/dev/full")
+    code, out, err = call(argv, capsys)
+    assert "internal error" not in err, err
+    assert code == BAD, err
+    assert f"{tmp_path / 'run' / 'results.json'}: No space left on device" in err, err

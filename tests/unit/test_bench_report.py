@@ -243,6 +243,34 @@ def test_a_log_with_fewer_ranks_than_the_runs_gpus_is_not_the_clusters_bandwidth
     assert component(matching, "nccl-tests alltoall")["status"] == "pass"
 
 
+def test_a_log_against_an_unknown_gpu_count_is_not_judged_by_its_ranks(tmp_path: Path, two_rank_log: Path) -> None:
+    """A node without a GPU count (null: the role had no preflight fact for it) is unknown, not 0: the log of 2 ranks
+    failed as "the run asked for 1 (1 GPUs on 2 nodes)", which the run never asked."""
+    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+                              gpus={"n1": None, "n2": 1}))  # fmt: skip
+    nccl = component(results, "nccl-tests alltoall")
+    assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
+    assert nccl["reason"] == ("run ok but run.json records no GPU count for n1: whether the log's 2 ranks are this "
+                              "run's whole job cannot be told")  # fmt: skip
+    assert "asked for" not in str(nccl["reason"])
+    # Known counts that already exceed the log's ranks fail it whatever the unknown one is.
+    more = render(make_run(tmp_path / "b", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+                           gpus={"n1": None, "n2": 8}))  # fmt: skip
+    nccl = component(more, "nccl-tests alltoall")
+    assert nccl["status"] == "fail" and "the log has 2 ranks, the run asked for at least 8" in str(nccl["reason"])
+
+
+def test_a_log_of_gpu_ranks_is_not_the_job_of_a_cpu_only_run(tmp_path: Path, two_rank_log: Path) -> None:
+    """run.json says no node has a GPU, yet the log holds 2 GPU ranks: it is another job's log, and passed (the
+    rank check was skipped when the GPUs added up to 0)."""
+    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+                              gpus={"n1": 0, "n2": 0}))  # fmt: skip
+    nccl = component(results, "nccl-tests alltoall")
+    assert nccl["status"] == "fail" and results["verdict"] == "fail"
+    assert nccl["reason"] == ("run ok but it is not this run's job: the log has 2 ranks, the run asked for 0 "
+                              "(CPU only, 2 nodes)")  # fmt: skip
+
+
 CORPUS_LOG = "corpus/nccl-tests/{}"
 
 

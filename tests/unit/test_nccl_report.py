@@ -399,11 +399,43 @@ def test_rows_that_are_no_measurement_fail_the_run(monkeypatch: pytest.MonkeyPat
     assert [r.size for r in run.rows] == [1048576, 2097152]
     assert run.status == "failed"
     assert run.status_reason == (
-        "2 invalid row(s), not a measurement: a negative size, count, time or bandwidth, or a zero time for a message "
-        "of some bytes (size 1048576, 2097152)"
+        "2 invalid row(s), not a measurement: a negative size, count, time or bandwidth, a time or bandwidth that is "
+        "not a number (nan, inf, N/A), or a zero time for a message of some bytes (size 1048576, 2097152)"
     )
     (one,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + NEGATIVE_1M.replace("-17.45", " 17.45") + "\n" + FOOTER)
     assert one.status == "failed" and one.status_reason is not None and "(size 1048576)" in one.status_reason
+
+
+#: printf's spellings of a time or bandwidth that is no number (a broken timer, a division by zero), and N/A.
+NOT_A_NUMBER = ("nan", "-nan", "inf", "-inf", "N/A")
+
+
+@pytest.mark.parametrize("token", NOT_A_NUMBER)
+@pytest.mark.parametrize("fast", [True, False], ids=["accelerator", "pure-python"])
+def test_a_row_whose_bandwidth_is_not_a_number_fails_the_run(
+    monkeypatch: pytest.MonkeyPatch, fast: bool, token: str
+) -> None:
+    """The 2 MiB row of a sweep with busbw nan was dropped as if it were not a row: the run was ok on its 1 MiB row
+    alone (its footer's average within 5% of it), so the largest size vanished from a passing report."""
+    if not fast:
+        monkeypatch.setattr(accel, "fast", None)
+    nan_2m = PRE_2M + f"    95.20 {token:>7} {token:>7}       0    94.70   22.15   22.15       0"
+    (run,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + nan_2m + "\n" + FOOTER_1M.replace("17.49", "18.0"))
+    assert run.status == "failed", run.status_reason
+    assert run.status_reason is not None and "1 invalid row(s), not a measurement" in run.status_reason
+    assert "not a number" in run.status_reason and run.status_reason.endswith("(size 2097152)")
+    # A time that is no number is no measurement either, in either half.
+    nan_time = PRE_2M + f"    95.20   22.03   22.03       0  {token:>7}   22.15   22.15       0"
+    (run,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + nan_time + "\n" + FOOTER_1M.replace("17.49", "18.0"))
+    assert run.status == "failed" and run.status_reason is not None and "(size 2097152)" in run.status_reason
+
+
+def test_a_row_cut_short_is_still_no_row() -> None:
+    """Only a row whose every column is a number or N/A counts as one without a measurement; a row cut mid-token
+    (`in` of inf, `-na` of -nan) is what a hang leaves: the run stays incomplete, not failed."""
+    for cut in (ROW_2M[:-3] + " in", ROW_2M[:-3] + " -na"):
+        (run,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + cut)
+        assert run.status == "incomplete", (cut, run.status_reason)
 
 
 def test_a_json_row_with_a_negative_size_or_time_fails_the_run(
@@ -419,6 +451,33 @@ def test_a_json_row_with_a_negative_size_or_time_fails_the_run(
     assert run["status"] == "failed"
     assert run["status_reason"].startswith("2 invalid row(s), not a measurement")
     assert run["status_reason"].endswith("(size -8, 16)")
+
+
+@pytest.mark.parametrize(
+    "value", ["NaN", "Infinity", "-Infinity", "1e400", "1" + "0" * 400, '"nan"', '"-nan"', '"inf"'],
+    ids=["NaN", "Infinity", "-Infinity", "1e400", "10**400", "str-nan", "str--nan", "str-inf"],
+)  # fmt: skip
+def test_a_json_row_whose_bandwidth_is_not_a_number_fails_the_run(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Valid JSON for Python (NaN, Infinity, numbers past a double) or nccl-tests' string "nan": the 64-byte row
+    vanished without a warning, and the run was ok on its other sizes."""
+    text = (DATA / "all_reduce_v2.17.8_ok.json").read_text()
+    assert text.count('"bus_bw":0.004565') == 1
+    path = tmp_path / "nan.json"
+    path.write_text(text.replace('"bus_bw":0.004565', f'"bus_bw":{value}'))
+    assert main(["nccl-report", "--json", str(path)]) == ExitCode.BELOW_THRESHOLD
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["status"] == "failed"
+    assert run["status_reason"].startswith("1 invalid row(s), not a measurement")
+    assert run["status_reason"].endswith("(size 64)")
+
+
+def test_a_zero_byte_row_whose_bandwidth_is_nan_is_no_invalid_row() -> None:
+    """0 bytes in some time: nccl-tests writes its bandwidths as "nan" (-J) and may print nan; nothing to judge."""
+    zero = "           0             0     float     sum      -1" + "     4.12     nan     nan       0" * 2
+    (run,) = parse_text(HEAD_2_17 + zero + "\n" + ROW_1M + "\n" + FOOTER_1M)
+    assert run.status == "ok", run.status_reason
 
 
 def test_zero_byte_rows_with_zero_bandwidth_stay_ok() -> None:
@@ -516,9 +575,11 @@ def test_several_runs_in_one_file() -> None:
 
 
 def test_row_with_na_time_does_not_count() -> None:
+    # Not a row of the table, but no time for a message of some bytes: no measurement, which fails the run (a
+    # sweep's other rows would otherwise pass without it).
     (run,) = parse_text(HEAD_2_17 + ROW_1M.replace("   60.10", "     N/A") + "\n" + FOOTER)
     assert run.rows == []
-    assert run.status == "incomplete"
+    assert run.status == "failed" and run.status_reason is not None and "(size 1048576)" in run.status_reason
 
 
 @pytest.mark.parametrize(
