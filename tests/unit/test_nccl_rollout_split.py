@@ -132,6 +132,38 @@ def test_a_limited_rollback_mends_a_split_only_when_every_node_left_out_is_read(
     assert {node: links(root) for node, root in roots.items()} == states
 
 
+def test_a_limited_rollback_of_a_large_cluster_reads_few_nodes_before_it_refuses(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    """Eleven nodes, --limit one: the first nodes left out already run another build than the one the run goes to,
+    so the run is refused on those (nccl_build_limit_first_reads of roles/nccl_build/vars/main.yml), and the
+    others are not read one after another (at 1,000 nodes, 999 delegated reads)."""
+    first_reads = yaml.safe_load((PROJECT_ROOT / "roles/nccl_build/vars/main.yml").read_text())[
+        "nccl_build_limit_first_reads"]  # fmt: skip
+    names = [f"node{i:02d}" for i in range(1, first_reads + 4)]
+    states: dict[str, tuple[str, str | None]] = dict.fromkeys(names, ("b2", "b1"))
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    proc = run_playbook("rollback_nccl.yml", "--limit", names[0], inventory=inv, env=ENV)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    said = " ".join(proc.stdout.split())
+    read = "; ".join(f"{name}: b2" for name in names[1 : first_reads + 1])
+    assert f"Left out, with the build each is on: {read}. 2 other node(s) left out not read" in said, said[-4000:]
+    for name in names[first_reads + 1 :]:
+        assert f"(item={name})" not in proc.stdout  # never read
+    assert {node: links(root) for node, root in roots.items()} == states
+    # Every node but one already back on b1: the split is mended only after every node left out is read.
+    mended: dict[str, tuple[str, str | None]] = {**dict.fromkeys(names, ("b1", "b2")), names[0]: ("b2", "b1")}
+    for node, (current, previous) in mended.items():
+        for link, build in (("current", current), ("previous", previous)):
+            (roots[node] / link).unlink()
+            (roots[node] / link).symlink_to(roots[node] / str(build))
+    proc = run_playbook("rollback_nccl.yml", "--limit", names[0], inventory=inv, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    for name in names[1:]:
+        assert f"(item={name})" in proc.stdout
+    assert {node: links(root)[0] for node, root in roots.items()} == dict.fromkeys(names, "b1")
+
+
 PARTIAL = "nccl_build_allow_partial=true"
 
 
