@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,25 +29,42 @@ def e2e_run(world: int, nodes: int, step_s: float) -> dict[str, object]:
     }
 
 
+#: A real nccl-tests log's ``#  Rank N ... on HOST device`` line: its rank number and host.
+RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s.*?\bon\s+(\S+)\s+device", re.M)
+
+
 def log_hosts(log: Path) -> list[str]:
-    """The hosts a real nccl-tests log's ``#  Rank N ... on HOST device`` lines name, in order of appearance."""
-    found = re.findall(r"^#\s*Rank\s+\d+\s.*?\bon\s+(\S+)\s+device", log.read_text(errors="replace"), re.M)
-    return list(dict.fromkeys(found))
+    """The hosts a real nccl-tests log's ``#  Rank`` lines name, in order of appearance."""
+    return list(dict.fromkeys(host for _, host in RANK_LINE.findall(log.read_text(errors="replace"))))
+
+
+def log_ranks(log: Path) -> dict[str, int]:
+    """How many ranks a real nccl-tests log's ``#  Rank`` lines put on each host (each run of a log lists the same
+    ranks again: a rank number counts once)."""
+    return dict(Counter(dict(RANK_LINE.findall(log.read_text(errors="replace"))).values()))
 
 
 def make_run(tmp_path: Path, fabric: str, log: Path | None, collective: str = "all_reduce", **extra: object) -> Path:
     """A run directory of nodes n1, n2, ...: one per host the log's ranks ran on (two without a log, or with a log of
-    one host), and run.json records their host names as the role does (from the nodes' facts) unless ``hostnames``
-    is given (None: not recorded)."""
+    one host). run.json records, as the role does, the nodes' host names (from the nodes' facts) and their GPUs:
+    with a log, as many per node as the log ran ranks on its host (a node the log names no host for: null, unknown);
+    without one, none (nccl-tests skipped: no GPU). ``hostnames`` or ``gpus`` given replace them (None: not
+    recorded, as in an older run.json or one written by hand)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
+    ranks = log_ranks(log) if log is not None else {}
     hosts = log_hosts(log) if log is not None else []
     nodes = [f"n{i}" for i in range(1, max(len(hosts), 2) + 1)]
     run: dict[str, object] = {"fabric": fabric, "nodes": nodes, "min_efficiency": 0.8, "tolerance": 0.1}
     if log is not None:
-        run["hostnames"] = dict(zip(nodes, hosts, strict=False))
+        named = dict(zip(nodes, hosts, strict=False))
+        run["hostnames"] = named
+        run["gpus"] = {node: ranks[named[node]] if node in named else None for node in nodes}
+    else:
+        run["gpus"] = dict.fromkeys(nodes, 0)
     run |= extra
-    if run.get("hostnames") is None:
-        run.pop("hostnames", None)
+    for key in ("hostnames", "gpus"):
+        if run.get(key) is None:
+            run.pop(key, None)
     if log is not None:
         (tmp_path / f"nccl-{collective}.log").write_bytes(log.read_bytes())
         run["nccl"] = {"status": "ran", "collectives": [collective]}
@@ -465,3 +483,4 @@ def test_null_or_missing_e2e_values_are_shown_as_dashes_not_a_crash(
     # Without the N-node p50 (and no nccl-tests table) a baseline would compare nothing: refused, 64.
     compares_nothing = "multi__percentiles__p50__samples_per_s" in change
     assert main(["baseline", str(tmp_path), "-o", str(tmp_path / "baseline.json")]) == (64 if compares_nothing else 0)
+
