@@ -71,8 +71,8 @@ def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
     """Why a log's rank count shows it is not the job the run asked for (one rank per GPU of every node), or None.
 
     A log of fewer ranks measured part of the cluster (or another job), so its bus bandwidth must not pass for it;
-    so does a log of GPU ranks in a run whose nodes have none. Not judged when the run names no GPUs (a report of a
-    hand-made run directory), nor when it lacks a node's count (unknown_gpu_counts says so first).
+    so does a log of GPU ranks in a run whose nodes have none. None when the run records no GPUs (no_gpu_record
+    leaves the log not judged then), or lacks a node's count (unknown_gpu_counts says so first).
     """
     gpus = run.get("gpus")
     if ranks is None or not isinstance(gpus, Mapping) or not gpus:
@@ -106,8 +106,8 @@ def unknown_gpu_counts(run: Mapping[str, Any], ranks: int | None) -> str | None:
     """Why a log's rank count cannot be checked against the run: some node's GPU count is null or absent (the role
     records null for a node without its preflight fact: unknown, never 0). Summing the known counts would claim the
     run asked for fewer ranks than it did, and fail a log that may be its whole job. None when every count is known,
-    or when the run names no GPUs at all (other_job does not judge those), or when the known counts alone already
-    exceed the log's ranks (other_job fails it: the run asked for at least that many)."""
+    or when the run records no GPUs at all (no_gpu_record), or when the known counts alone already exceed the log's
+    ranks (other_job fails it: the run asked for at least that many)."""
     gpus = run.get("gpus")
     if ranks is None or not isinstance(gpus, Mapping) or not gpus:
         return None
@@ -116,6 +116,17 @@ def unknown_gpu_counts(run: Mapping[str, Any], ranks: int | None) -> str | None:
         return None
     return (f"run.json records no GPU count for {', '.join(lacking)}: whether the log's {ranks} ranks are this run's "
             "whole job cannot be told")  # fmt: skip
+
+
+def no_gpu_record(run: Mapping[str, Any], ranks: int) -> str | None:
+    """Why a log's rank count cannot be checked at all: run.json has no ``gpus`` (or an empty one). The benchmark role
+    always records it (roles/benchmark/tasks/report.yml): its absence means an older run.json, or one written by
+    hand, whose log may be another job's; like a run without its nodes' host names (ranks_elsewhere), not judged."""
+    gpus = run.get("gpus")
+    if isinstance(gpus, Mapping) and gpus:
+        return None
+    return (f"run.json records no GPUs per node (its `gpus` is missing or empty: an older run.json, or one written by "
+            f"hand): whether the log's {ranks} ranks are this run's whole job cannot be told")  # fmt: skip
 
 
 def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tuple[Status, str] | None:
@@ -241,6 +252,9 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.reason = crossing
             elif (elsewhere := ranks_elsewhere(run, last.rank_hosts)) is not None:
                 component.status, component.reason = elsewhere[0], f"run ok but {elsewhere[1]}"
+            elif (unrecorded := no_gpu_record(run, last.ranks)) is not None:
+                component.status = "not_judged"
+                component.reason = f"run ok but {unrecorded}"
             elif threshold is None:
                 component.status = "not_judged"
                 component.reason = "no threshold: benchmark_min_efficiency is empty"

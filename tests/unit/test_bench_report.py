@@ -484,3 +484,18 @@ def test_null_or_missing_e2e_values_are_shown_as_dashes_not_a_crash(
     compares_nothing = "multi__percentiles__p50__samples_per_s" in change
     assert main(["baseline", str(tmp_path), "-o", str(tmp_path / "baseline.json")]) == (64 if compares_nothing else 0)
 
+
+def test_a_run_without_a_gpus_record_is_not_judged_by_its_ranks(tmp_path: Path, two_rank_log: Path) -> None:
+    """run.json without ``gpus`` (the role always records it: an older run.json, or one written by hand): the log's
+    2 ranks cannot be checked against the run's GPUs, so the collective is not judged; it passed, the rank check
+    skipped, while the same log against 8 GPUs per node fails. An empty record is no better."""
+    hosts = dict(zip(["n1", "n2"], log_hosts(two_rank_log), strict=True))
+    for name, gpus in (("missing", None), ("empty", {})):
+        results = render(make_run(tmp_path / name, "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+                                  gpus=gpus, hostnames=hosts))  # fmt: skip
+        assert "gpus" not in json.loads((tmp_path / name / "run.json").read_text()) or gpus == {}
+        nccl = component(results, "nccl-tests alltoall")
+        assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete", (name, nccl)
+        assert "run.json records no GPUs per node (its `gpus` is missing or empty" in str(nccl["reason"]), nccl
+        assert "the log's 2 ranks" in str(nccl["reason"])
+        assert main(["report", str(tmp_path / name)]) == 5
