@@ -21,6 +21,7 @@ import json
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,12 @@ from rdmaforge.bench.verdict import (
 )
 from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
-from rdmaforge.nccl_tests.transport import merge_transports
+from rdmaforge.nccl_tests.transport import (
+    Transport,
+    TransportVerdict,
+    VerdictStatus,
+    merge_transports,
+)
 from rdmaforge.stored import PERCENTILES
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
@@ -216,13 +222,12 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     threshold = optional_float(run.get("min_efficiency", 0.8))
     on = f"{run.get('fabric', 'tcp')} fabric, {gpu_words(run)}"
     collectives: dict[str, Any] = {}
-    transports = []
+    transports: dict[str, Transport | None] = {}  # each collective's own evidence; None: its log is missing
     for name in nccl.get("collectives", []):
         log = run_dir / f"nccl-{name}.log"
         report = parse_file(log, source=log.name) if log.exists() else None
         runs = report.runs if report else []
-        if report:
-            transports.append(report.transport)
+        transports[name] = report.transport if report else None
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
         last, missing = run_of(runs, name, log.name)
@@ -268,23 +273,62 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                                     f"{expected:.1f} GB/s line rate")  # fmt: skip
         components.append(component)
         collectives[name] = entry
-    transport = merge_transports(transports) if transports else None
-    transport_dict = transport.to_dict() if transport else {}
     fabric = str(run.get("fabric", "tcp"))
-    if transport is None:
+    transport_dict: dict[str, Any] = {}
+    present = [t for t in transports.values() if t is not None]
+    if not present:
         components.append(Component("transport", "transport", "skipped", "no nccl-tests log to read it from"))
     else:
-        judged = verdict(transport, fabric)
-        transport_dict["verdict"] = judged.to_dict()
-        components.append(Component("transport", "transport", *transport_status(judged.status, judged.messages),
-                                    threshold=judged.expected, value=", ".join(transport.all_networks) or None,
-                                    on=f"{fabric} fabric"))  # fmt: skip
+        transport = merge_transports(present)  # the evidence of all logs, shown; each log is judged on its own
+        judged = {name: collective_transport(name, own, fabric) for name, own in transports.items()}
+        status, parts, worst = transport_status_of(judged)
+        first = next(iter(judged.values()))
+        transport_dict = transport.to_dict()
+        transport_dict["verdict"] = first.to_dict() if len(judged) == 1 else {
+            "status": worst, "fabric": fabric, "expected": first.expected, "messages": parts}  # fmt: skip
+        transport_dict["collectives"] = {name: item.to_dict() for name, item in judged.items()}
+        networks = ", ".join(transport.all_networks) or None
+        components.append(Component("transport", "transport", status, "; ".join(parts), threshold=first.expected,
+                                    value=networks, on=f"{fabric} fabric"))  # fmt: skip
     return {"status": "ran", "expected_busbw_gbs": expected, "line_rate": rate, "min_efficiency": threshold,
             "collectives": collectives, "transport": transport_dict}  # fmt: skip
 
 
+def collective_transport(name: str, transport: Transport | None, fabric: str) -> TransportVerdict:
+    """The transport verdict of one collective, from its own log only: another collective's log saying IB says
+    nothing about a log cut before NCCL's INFO lines (or one without them). A missing log is no evidence either."""
+    judged = verdict(transport or Transport(), fabric)
+    if transport is None:
+        return replace(judged, messages=(f"cannot check the transport: nccl-{name}.log is missing",))
+    return judged
+
+
+#: Worst first: one collective's fallback fails the transport; one without evidence leaves it not judged.
+VERDICT_ORDER: tuple[VerdictStatus, ...] = ("fail", "unknown", "warn", "ok")
+STATUS_ORDER: tuple[Status, ...] = ("fail", "not_judged", "pass")
+
+
+def transport_status_of(judged: Mapping[str, TransportVerdict]) -> tuple[Status, list[str], VerdictStatus]:
+    """The transport component's status and reason (its parts) from each collective's own verdict, and the worst
+    verdict.
+
+    It fails when any collective's log shows a fallback (or another network), is not judged when any log shows no
+    transport, and passes only when every log shows the one the fabric expects. With several collectives each part
+    names its collectives: those that failed first, then those not judged, then those that passed.
+    """
+    worst = min((item.status for item in judged.values()), key=VERDICT_ORDER.index)
+    reasons: dict[tuple[Status, str], list[str]] = {}
+    for name, item in judged.items():
+        reasons.setdefault(transport_status(item.status, item.messages), []).append(name)
+    status = min((found for found, _ in reasons), key=STATUS_ORDER.index)
+    if len(judged) == 1:
+        return status, [next(iter(reasons))[1]], worst
+    ranked = sorted(reasons.items(), key=lambda item: STATUS_ORDER.index(item[0][0]))
+    return status, [f"{', '.join(names)}: {reason}" for (_, reason), names in ranked], worst
+
+
 def transport_status(status: str, messages: Sequence[str]) -> tuple[Status, str]:
-    """The transport component's status and reason from the transport verdict (rdmaforge.nccl_tests.transport).
+    """One collective's transport status and reason from its verdict (rdmaforge.nccl_tests.transport).
 
     A warn verdict met the expectation the component is judged by (the fabric's transport: RDMA or Socket) and
     passes, but its warnings (GPUDirect RDMA off, an HCA on another link layer) are named as warnings in the

@@ -499,3 +499,62 @@ def test_a_run_without_a_gpus_record_is_not_judged_by_its_ranks(tmp_path: Path, 
         assert "run.json records no GPUs per node (its `gpus` is missing or empty" in str(nccl["reason"]), nccl
         assert "the log's 2 ranks" in str(nccl["reason"])
         assert main(["report", str(tmp_path / name)]) == 5
+
+
+def add_collective(run_dir: Path, name: str, log: Path) -> Path:
+    """A second collective's log in a run directory of make_run, listed in run.json as the role lists it."""
+    (run_dir / f"nccl-{name}.log").write_bytes(log.read_bytes())
+    run = json.loads((run_dir / "run.json").read_text())
+    run["nccl"]["collectives"].append(name)
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir
+
+
+def test_each_collectives_own_log_must_show_the_transport(tmp_path: Path, shared_dir: Path, socket_log: Path) -> None:
+    """10 shows NCCL's Socket transport (its INFO lines); 05 has no NCCL INFO line. As all_reduce's and alltoall's
+    logs of one run, 10's evidence counted for alltoall too, and the transport passed for both: alltoall's is not
+    judged, named, and the run is not a pass."""
+    no_info = corpus_log(shared_dir, LOG_05)
+    results = render(add_collective(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=1), "alltoall", no_info))
+    transport = component(results, "transport")
+    assert transport["status"] == "not_judged" and results["verdict"] != "pass", transport
+    assert "alltoall: cannot check the transport: no NCCL INFO lines" in str(transport["reason"]), transport
+    assert "all_reduce: NCCL used the Socket transport as fabric profile 'tcp' expects" in str(transport["reason"])
+    assert results["nccl"]["transport"]["collectives"]["alltoall"]["status"] == "unknown"
+    assert results["nccl"]["transport"]["collectives"]["all_reduce"]["status"] == "ok"
+    # A collective run.json lists whose log is missing shows no transport either.
+    run_dir = make_run(tmp_path / "missing", "tcp", socket_log, line_rate_gbps=1)
+    (run_dir / "nccl-alltoall.log").unlink(missing_ok=True)
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, "nccl": {"status": "ran",
+                                                                  "collectives": ["all_reduce", "alltoall"]}}))
+    transport = component(render(run_dir), "transport")
+    assert transport["status"] == "not_judged", transport
+    assert "alltoall: cannot check the transport: nccl-alltoall.log is missing" in str(transport["reason"])
+
+
+def test_one_collectives_rdma_does_not_stand_for_another_log_without_evidence(tmp_path: Path, shared_dir: Path) -> None:
+    """01 with its network renamed to NCCL's verbs transport (IB: as in the warning test above) for all_reduce, and 05
+    (no NCCL INFO line) for alltoall: all_reduce's IB counted for alltoall, both judged RDMA."""
+    source = corpus_log(shared_dir, "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt")
+    log = tmp_path / "verbs.log"
+    log.write_text(source.read_text().replace("AWS Libfabric", "IB"))
+    run_dir = make_run(tmp_path / "run", "erdma", log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1})
+    results = render(add_collective(run_dir, "alltoall", corpus_log(shared_dir, LOG_05)))
+    transport = component(results, "transport")
+    assert transport["status"] == "not_judged" and results["verdict"] != "pass", transport
+    assert "alltoall: cannot check the transport: no NCCL INFO lines" in str(transport["reason"]), transport
+
+
+def test_one_collectives_fallback_fails_the_transport_whatever_the_others_show(
+    tmp_path: Path, shared_dir: Path, socket_log: Path
+) -> None:
+    """On an InfiniBand fabric 10's Socket transport fails all_reduce's; alltoall's log (05) shows none: still a
+    fail, naming the collective that fell back, and the one not judged."""
+    run_dir = make_run(tmp_path, "infiniband", socket_log)
+    results = render(add_collective(run_dir, "alltoall", corpus_log(shared_dir, LOG_05)))
+    transport = component(results, "transport")
+    assert transport["status"] == "fail" and results["verdict"] == "fail", transport
+    reason = str(transport["reason"])
+    assert reason.startswith("all_reduce: fabric profile 'infiniband' expects RDMA but NCCL fell back"), reason
+    assert "; alltoall: cannot check the transport" in reason
