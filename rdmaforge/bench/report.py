@@ -21,6 +21,7 @@ import json
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,12 @@ from rdmaforge.bench.verdict import (
 )
 from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
-from rdmaforge.nccl_tests.transport import merge_transports
+from rdmaforge.nccl_tests.transport import (
+    Transport,
+    TransportVerdict,
+    VerdictStatus,
+    merge_transports,
+)
 from rdmaforge.stored import PERCENTILES
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
@@ -71,8 +77,8 @@ def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
     """Why a log's rank count shows it is not the job the run asked for (one rank per GPU of every node), or None.
 
     A log of fewer ranks measured part of the cluster (or another job), so its bus bandwidth must not pass for it;
-    so does a log of GPU ranks in a run whose nodes have none. Not judged when the run names no GPUs (a report of a
-    hand-made run directory), nor when it lacks a node's count (unknown_gpu_counts says so first).
+    so does a log of GPU ranks in a run whose nodes have none. None when the run records no GPUs (no_gpu_record
+    leaves the log not judged then), or lacks a node's count (unknown_gpu_counts says so first).
     """
     gpus = run.get("gpus")
     if ranks is None or not isinstance(gpus, Mapping) or not gpus:
@@ -106,8 +112,8 @@ def unknown_gpu_counts(run: Mapping[str, Any], ranks: int | None) -> str | None:
     """Why a log's rank count cannot be checked against the run: some node's GPU count is null or absent (the role
     records null for a node without its preflight fact: unknown, never 0). Summing the known counts would claim the
     run asked for fewer ranks than it did, and fail a log that may be its whole job. None when every count is known,
-    or when the run names no GPUs at all (other_job does not judge those), or when the known counts alone already
-    exceed the log's ranks (other_job fails it: the run asked for at least that many)."""
+    or when the run records no GPUs at all (no_gpu_record), or when the known counts alone already exceed the log's
+    ranks (other_job fails it: the run asked for at least that many)."""
     gpus = run.get("gpus")
     if ranks is None or not isinstance(gpus, Mapping) or not gpus:
         return None
@@ -116,6 +122,17 @@ def unknown_gpu_counts(run: Mapping[str, Any], ranks: int | None) -> str | None:
         return None
     return (f"run.json records no GPU count for {', '.join(lacking)}: whether the log's {ranks} ranks are this run's "
             "whole job cannot be told")  # fmt: skip
+
+
+def no_gpu_record(run: Mapping[str, Any], ranks: int) -> str | None:
+    """Why a log's rank count cannot be checked at all: run.json has no ``gpus`` (or an empty one). The benchmark role
+    always records it (roles/benchmark/tasks/report.yml): its absence means an older run.json, or one written by
+    hand, whose log may be another job's; like a run without its nodes' host names (ranks_elsewhere), not judged."""
+    gpus = run.get("gpus")
+    if isinstance(gpus, Mapping) and gpus:
+        return None
+    return (f"run.json records no GPUs per node (its `gpus` is missing or empty: an older run.json, or one written by "
+            f"hand): whether the log's {ranks} ranks are this run's whole job cannot be told")  # fmt: skip
 
 
 def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tuple[Status, str] | None:
@@ -205,13 +222,12 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     threshold = optional_float(run.get("min_efficiency", 0.8))
     on = f"{run.get('fabric', 'tcp')} fabric, {gpu_words(run)}"
     collectives: dict[str, Any] = {}
-    transports = []
+    transports: dict[str, Transport | None] = {}  # each collective's own evidence; None: its log is missing
     for name in nccl.get("collectives", []):
         log = run_dir / f"nccl-{name}.log"
         report = parse_file(log, source=log.name) if log.exists() else None
         runs = report.runs if report else []
-        if report:
-            transports.append(report.transport)
+        transports[name] = report.transport if report else None
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
         last, missing = run_of(runs, name, log.name)
@@ -241,6 +257,9 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.reason = crossing
             elif (elsewhere := ranks_elsewhere(run, last.rank_hosts)) is not None:
                 component.status, component.reason = elsewhere[0], f"run ok but {elsewhere[1]}"
+            elif (unrecorded := no_gpu_record(run, last.ranks)) is not None:
+                component.status = "not_judged"
+                component.reason = f"run ok but {unrecorded}"
             elif threshold is None:
                 component.status = "not_judged"
                 component.reason = "no threshold: benchmark_min_efficiency is empty"
@@ -254,23 +273,62 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                                     f"{expected:.1f} GB/s line rate")  # fmt: skip
         components.append(component)
         collectives[name] = entry
-    transport = merge_transports(transports) if transports else None
-    transport_dict = transport.to_dict() if transport else {}
     fabric = str(run.get("fabric", "tcp"))
-    if transport is None:
+    transport_dict: dict[str, Any] = {}
+    present = [t for t in transports.values() if t is not None]
+    if not present:
         components.append(Component("transport", "transport", "skipped", "no nccl-tests log to read it from"))
     else:
-        judged = verdict(transport, fabric)
-        transport_dict["verdict"] = judged.to_dict()
-        components.append(Component("transport", "transport", *transport_status(judged.status, judged.messages),
-                                    threshold=judged.expected, value=", ".join(transport.all_networks) or None,
-                                    on=f"{fabric} fabric"))  # fmt: skip
+        transport = merge_transports(present)  # the evidence of all logs, shown; each log is judged on its own
+        judged = {name: collective_transport(name, own, fabric) for name, own in transports.items()}
+        status, parts, worst = transport_status_of(judged)
+        first = next(iter(judged.values()))
+        transport_dict = transport.to_dict()
+        transport_dict["verdict"] = first.to_dict() if len(judged) == 1 else {
+            "status": worst, "fabric": fabric, "expected": first.expected, "messages": parts}  # fmt: skip
+        transport_dict["collectives"] = {name: item.to_dict() for name, item in judged.items()}
+        networks = ", ".join(transport.all_networks) or None
+        components.append(Component("transport", "transport", status, "; ".join(parts), threshold=first.expected,
+                                    value=networks, on=f"{fabric} fabric"))  # fmt: skip
     return {"status": "ran", "expected_busbw_gbs": expected, "line_rate": rate, "min_efficiency": threshold,
             "collectives": collectives, "transport": transport_dict}  # fmt: skip
 
 
+def collective_transport(name: str, transport: Transport | None, fabric: str) -> TransportVerdict:
+    """The transport verdict of one collective, from its own log only: another collective's log saying IB says
+    nothing about a log cut before NCCL's INFO lines (or one without them). A missing log is no evidence either."""
+    judged = verdict(transport or Transport(), fabric)
+    if transport is None:
+        return replace(judged, messages=(f"cannot check the transport: nccl-{name}.log is missing",))
+    return judged
+
+
+#: Worst first: one collective's fallback fails the transport; one without evidence leaves it not judged.
+VERDICT_ORDER: tuple[VerdictStatus, ...] = ("fail", "unknown", "warn", "ok")
+STATUS_ORDER: tuple[Status, ...] = ("fail", "not_judged", "pass")
+
+
+def transport_status_of(judged: Mapping[str, TransportVerdict]) -> tuple[Status, list[str], VerdictStatus]:
+    """The transport component's status and reason (its parts) from each collective's own verdict, and the worst
+    verdict.
+
+    It fails when any collective's log shows a fallback (or another network), is not judged when any log shows no
+    transport, and passes only when every log shows the one the fabric expects. With several collectives each part
+    names its collectives: those that failed first, then those not judged, then those that passed.
+    """
+    worst = min((item.status for item in judged.values()), key=VERDICT_ORDER.index)
+    reasons: dict[tuple[Status, str], list[str]] = {}
+    for name, item in judged.items():
+        reasons.setdefault(transport_status(item.status, item.messages), []).append(name)
+    status = min((found for found, _ in reasons), key=STATUS_ORDER.index)
+    if len(judged) == 1:
+        return status, [next(iter(reasons))[1]], worst
+    ranked = sorted(reasons.items(), key=lambda item: STATUS_ORDER.index(item[0][0]))
+    return status, [f"{', '.join(names)}: {reason}" for (_, reason), names in ranked], worst
+
+
 def transport_status(status: str, messages: Sequence[str]) -> tuple[Status, str]:
-    """The transport component's status and reason from the transport verdict (rdmaforge.nccl_tests.transport).
+    """One collective's transport status and reason from its verdict (rdmaforge.nccl_tests.transport).
 
     A warn verdict met the expectation the component is judged by (the fabric's transport: RDMA or Socket) and
     passes, but its warnings (GPUDirect RDMA off, an HCA on another link layer) are named as warnings in the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,25 +29,42 @@ def e2e_run(world: int, nodes: int, step_s: float) -> dict[str, object]:
     }
 
 
+#: A real nccl-tests log's ``#  Rank N ... on HOST device`` line: its rank number and host.
+RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s.*?\bon\s+(\S+)\s+device", re.M)
+
+
 def log_hosts(log: Path) -> list[str]:
-    """The hosts a real nccl-tests log's ``#  Rank N ... on HOST device`` lines name, in order of appearance."""
-    found = re.findall(r"^#\s*Rank\s+\d+\s.*?\bon\s+(\S+)\s+device", log.read_text(errors="replace"), re.M)
-    return list(dict.fromkeys(found))
+    """The hosts a real nccl-tests log's ``#  Rank`` lines name, in order of appearance."""
+    return list(dict.fromkeys(host for _, host in RANK_LINE.findall(log.read_text(errors="replace"))))
+
+
+def log_ranks(log: Path) -> dict[str, int]:
+    """How many ranks a real nccl-tests log's ``#  Rank`` lines put on each host (each run of a log lists the same
+    ranks again: a rank number counts once)."""
+    return dict(Counter(dict(RANK_LINE.findall(log.read_text(errors="replace"))).values()))
 
 
 def make_run(tmp_path: Path, fabric: str, log: Path | None, collective: str = "all_reduce", **extra: object) -> Path:
     """A run directory of nodes n1, n2, ...: one per host the log's ranks ran on (two without a log, or with a log of
-    one host), and run.json records their host names as the role does (from the nodes' facts) unless ``hostnames``
-    is given (None: not recorded)."""
+    one host). run.json records, as the role does, the nodes' host names (from the nodes' facts) and their GPUs:
+    with a log, as many per node as the log ran ranks on its host (a node the log names no host for: null, unknown);
+    without one, none (nccl-tests skipped: no GPU). ``hostnames`` or ``gpus`` given replace them (None: not
+    recorded, as in an older run.json or one written by hand)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
+    ranks = log_ranks(log) if log is not None else {}
     hosts = log_hosts(log) if log is not None else []
     nodes = [f"n{i}" for i in range(1, max(len(hosts), 2) + 1)]
     run: dict[str, object] = {"fabric": fabric, "nodes": nodes, "min_efficiency": 0.8, "tolerance": 0.1}
     if log is not None:
-        run["hostnames"] = dict(zip(nodes, hosts, strict=False))
+        named = dict(zip(nodes, hosts, strict=False))
+        run["hostnames"] = named
+        run["gpus"] = {node: ranks[named[node]] if node in named else None for node in nodes}
+    else:
+        run["gpus"] = dict.fromkeys(nodes, 0)
     run |= extra
-    if run.get("hostnames") is None:
-        run.pop("hostnames", None)
+    for key in ("hostnames", "gpus"):
+        if run.get(key) is None:
+            run.pop(key, None)
     if log is not None:
         (tmp_path / f"nccl-{collective}.log").write_bytes(log.read_bytes())
         run["nccl"] = {"status": "ran", "collectives": [collective]}
@@ -465,3 +483,78 @@ def test_null_or_missing_e2e_values_are_shown_as_dashes_not_a_crash(
     # Without the N-node p50 (and no nccl-tests table) a baseline would compare nothing: refused, 64.
     compares_nothing = "multi__percentiles__p50__samples_per_s" in change
     assert main(["baseline", str(tmp_path), "-o", str(tmp_path / "baseline.json")]) == (64 if compares_nothing else 0)
+
+
+def test_a_run_without_a_gpus_record_is_not_judged_by_its_ranks(tmp_path: Path, two_rank_log: Path) -> None:
+    """run.json without ``gpus`` (the role always records it: an older run.json, or one written by hand): the log's
+    2 ranks cannot be checked against the run's GPUs, so the collective is not judged; it passed, the rank check
+    skipped, while the same log against 8 GPUs per node fails. An empty record is no better."""
+    hosts = dict(zip(["n1", "n2"], log_hosts(two_rank_log), strict=True))
+    for name, gpus in (("missing", None), ("empty", {})):
+        results = render(make_run(tmp_path / name, "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+                                  gpus=gpus, hostnames=hosts))  # fmt: skip
+        assert "gpus" not in json.loads((tmp_path / name / "run.json").read_text()) or gpus == {}
+        nccl = component(results, "nccl-tests alltoall")
+        assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete", (name, nccl)
+        assert "run.json records no GPUs per node (its `gpus` is missing or empty" in str(nccl["reason"]), nccl
+        assert "the log's 2 ranks" in str(nccl["reason"])
+        assert main(["report", str(tmp_path / name)]) == 5
+
+
+def add_collective(run_dir: Path, name: str, log: Path) -> Path:
+    """A second collective's log in a run directory of make_run, listed in run.json as the role lists it."""
+    (run_dir / f"nccl-{name}.log").write_bytes(log.read_bytes())
+    run = json.loads((run_dir / "run.json").read_text())
+    run["nccl"]["collectives"].append(name)
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir
+
+
+def test_each_collectives_own_log_must_show_the_transport(tmp_path: Path, shared_dir: Path, socket_log: Path) -> None:
+    """10 shows NCCL's Socket transport (its INFO lines); 05 has no NCCL INFO line. As all_reduce's and alltoall's
+    logs of one run, 10's evidence counted for alltoall too, and the transport passed for both: alltoall's is not
+    judged, named, and the run is not a pass."""
+    no_info = corpus_log(shared_dir, LOG_05)
+    results = render(add_collective(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=1), "alltoall", no_info))
+    transport = component(results, "transport")
+    assert transport["status"] == "not_judged" and results["verdict"] != "pass", transport
+    assert "alltoall: cannot check the transport: no NCCL INFO lines" in str(transport["reason"]), transport
+    assert "all_reduce: NCCL used the Socket transport as fabric profile 'tcp' expects" in str(transport["reason"])
+    assert results["nccl"]["transport"]["collectives"]["alltoall"]["status"] == "unknown"
+    assert results["nccl"]["transport"]["collectives"]["all_reduce"]["status"] == "ok"
+    # A collective run.json lists whose log is missing shows no transport either.
+    run_dir = make_run(tmp_path / "missing", "tcp", socket_log, line_rate_gbps=1)
+    (run_dir / "nccl-alltoall.log").unlink(missing_ok=True)
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, "nccl": {"status": "ran",
+                                                                  "collectives": ["all_reduce", "alltoall"]}}))
+    transport = component(render(run_dir), "transport")
+    assert transport["status"] == "not_judged", transport
+    assert "alltoall: cannot check the transport: nccl-alltoall.log is missing" in str(transport["reason"])
+
+
+def test_one_collectives_rdma_does_not_stand_for_another_log_without_evidence(tmp_path: Path, shared_dir: Path) -> None:
+    """01 with its network renamed to NCCL's verbs transport (IB: as in the warning test above) for all_reduce, and 05
+    (no NCCL INFO line) for alltoall: all_reduce's IB counted for alltoall, both judged RDMA."""
+    source = corpus_log(shared_dir, "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt")
+    log = tmp_path / "verbs.log"
+    log.write_text(source.read_text().replace("AWS Libfabric", "IB"))
+    run_dir = make_run(tmp_path / "run", "erdma", log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1})
+    results = render(add_collective(run_dir, "alltoall", corpus_log(shared_dir, LOG_05)))
+    transport = component(results, "transport")
+    assert transport["status"] == "not_judged" and results["verdict"] != "pass", transport
+    assert "alltoall: cannot check the transport: no NCCL INFO lines" in str(transport["reason"]), transport
+
+
+def test_one_collectives_fallback_fails_the_transport_whatever_the_others_show(
+    tmp_path: Path, shared_dir: Path, socket_log: Path
+) -> None:
+    """On an InfiniBand fabric 10's Socket transport fails all_reduce's; alltoall's log (05) shows none: still a
+    fail, naming the collective that fell back, and the one not judged."""
+    run_dir = make_run(tmp_path, "infiniband", socket_log)
+    results = render(add_collective(run_dir, "alltoall", corpus_log(shared_dir, LOG_05)))
+    transport = component(results, "transport")
+    assert transport["status"] == "fail" and results["verdict"] == "fail", transport
+    reason = str(transport["reason"])
+    assert reason.startswith("all_reduce: fabric profile 'infiniband' expects RDMA but NCCL fell back"), reason
+    assert "; alltoall: cannot check the transport" in reason

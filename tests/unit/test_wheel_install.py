@@ -91,10 +91,10 @@ def test_report_on_a_stored_run_from_the_wheel(wheel_venv: WheelVenv, tmp_path: 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     shutil.copy(log, run_dir / "nccl-all_reduce.log")
-    # The nodes' host names as the role records them: those the log's "#  Rank" lines name.
+    # The nodes' host names and GPUs as the role records them: the log's "#  Rank" lines name one rank on each host.
     (run_dir / "run.json").write_text(json.dumps({
         "fabric": "tcp", "nodes": ["n1", "n2"], "min_efficiency": 0.8, "tolerance": 0.1, "line_rate_gbps": 1,
-        "hostnames": {"n1": "ip-10-0-139-244", "n2": "ip-10-0-142-242"},
+        "hostnames": {"n1": "ip-10-0-139-244", "n2": "ip-10-0-142-242"}, "gpus": {"n1": 1, "n2": 1},
         "nccl": {"status": "ran", "collectives": ["all_reduce"]}}))  # fmt: skip
     has_plots = run([str(bindir / "python"), "-c", "import matplotlib"], tmp_path, env).returncode == 0
     proc = run([str(bindir / "rdmaforge"), "report", "run"], tmp_path, env)  # a path relative to the caller
