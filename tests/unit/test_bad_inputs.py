@@ -327,7 +327,16 @@ SUMMARY_KEYS: list[tuple[str, Any, str]] = [
     ("rdma_packages", ["rdma-core"], "nodes[0].rdma_packages: expected an object"),
     ("nccl_settings", "NCCL_DEBUG=INFO", "nodes[0].nccl_settings: expected an object"),
     ("nccl_plugin_api_versions", "v8", "nodes[0].nccl_plugin_api_versions: expected a list"),
-    ("cpus", [2], "nodes[0].cpus: expected string or number"),
+    ("cpus", [2], "nodes[0].cpus: expected integer or null"),
+    # Counts: whole, not negative, and within what one node can have (a corrupt file, not a machine, says 1e308).
+    ("gpus", -3, "nodes[0].gpus: must be a count from 0 to 1024, got -3"),
+    ("gpus", "8", 'nodes[0].gpus: expected integer or null, got "8"'),
+    ("gpus", 2.5, "nodes[0].gpus: expected integer or null, got 2.5"),
+    ("gpus", 100_000, "nodes[0].gpus: must be a count from 0 to 1024, got 100000"),
+    ("cpus", 1e308, "nodes[0].cpus: expected integer or null, got 1e+308"),
+    ("cpus", -1, "nodes[0].cpus: must be a count from 0 to 65536, got -1"),
+    ("cpus", 10**30, "nodes[0].cpus: must be a count from 0 to 65536, got 1000000000000000000000000000000"),
+    ("cpus", True, "nodes[0].cpus: expected integer or null, got true"),
     ("os", {"name": "Debian"}, "nodes[0].os: expected string or number"),
 ]
 
@@ -446,6 +455,9 @@ def summary_cases() -> list[Case]:
         Case("summary-list", summary([NODE]), BAD, ("summary.json", "expected an object")),
         Case("summary-no-nodes", summary({}), BAD, ("summary.json", "nodes: missing")),
         Case("summary-nodes-string", summary({"nodes": "n1"}), BAD, ("nodes: expected a list",)),
+        # Two entries for one host: which one is the node? Refused, naming the host and both places.
+        Case("summary-duplicate-host", summary({"nodes": [NODE, with_key(NODE, "gpus", 8)]}), BAD,
+             ("summary.json", 'nodes[1].host: "n1" is listed more than once (also nodes[0])')),  # fmt: skip
         Case("summary-binary", summary(None, raw=bytes(range(256)) * 4), BAD, ("summary.json", "not UTF-8")),
         # 985 levels: json.loads reads it, the schema check's message would recurse past Python's limit; 1500: the
         # JSON decoder itself does. 101 levels: deeper than any summary.
