@@ -58,13 +58,33 @@ def expected_busbw_gbs(run: dict[str, Any]) -> float:
     return float(line_rate(run)["gbps"]) / 8.0
 
 
+#: How many nodes of unknown GPU count gpu_words names before it only counts the rest.
+NAMED_UNKNOWN = 5
+
+
 def gpu_words(run: dict[str, Any]) -> str:
+    """The run's GPUs in words: "16 GPUs on 2 nodes"; a node whose count is null or absent is named as unknown,
+    never counted as 0 ("8 GPUs on 1 of 2 nodes, the GPU count of n1 unknown")."""
     gpus = run.get("gpus") if isinstance(run.get("gpus"), dict) else {}
     nodes = run.get("nodes") or []
     if not gpus:
-        return f"{len(nodes)} nodes"
-    total = sum(int(n or 0) for n in gpus.values())
-    return f"{total} GPUs on {len(nodes)} nodes" if total else f"CPU only, {len(nodes)} nodes"
+        return _many(len(nodes), "node")
+    total = _known_gpus(gpus)
+    unknown = _lacking_gpu_counts(run)
+    count = len(nodes) or len(gpus)
+    if not unknown:
+        return f"{_many(total, 'GPU')} on {_many(count, 'node')}" if total else f"CPU only, {_many(count, 'node')}"
+    if len(unknown) == count:
+        return f"{_many(count, 'node')}, {'its GPU count' if count == 1 else 'their GPU counts'} unknown"
+    more = len(unknown) - NAMED_UNKNOWN
+    named = ", ".join(unknown[:NAMED_UNKNOWN]) + (f" and {more} more" if more > 0 else "")
+    plural = "s" if len(unknown) > 1 else ""
+    known = _many(total, "GPU") if total else "no GPU"
+    return f"{known} on {count - len(unknown)} of {count} nodes, the GPU count{plural} of {named} unknown"
+
+
+def _many(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
