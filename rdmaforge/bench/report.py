@@ -41,6 +41,7 @@ from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
 from rdmaforge.nccl_tests.transport import merge_transports
 from rdmaforge.stored import PERCENTILES
+from rdmaforge.text import fixed, percent
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
 DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
@@ -271,7 +272,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.status = "pass" if peak >= threshold * expected else "fail"
                 relation = "reaches" if component.status == "pass" else "is below"
                 component.reason = (f"peak busbw {peak} GB/s {relation} {threshold:.0%} of the expected "
-                                    f"{expected:.1f} GB/s line rate")  # fmt: skip
+                                    f"{fixed(expected)} GB/s line rate")  # fmt: skip
         components.append(component)
         collectives[name] = entry
     transport = merge_transports(transports) if transports else None
@@ -314,7 +315,7 @@ def shown(value: Any) -> str:
     """A value of e2e.json in the summary: "-" where it is missing."""
     if value is None:
         return "-"
-    return f"{value:.1f}" if isinstance(value, float) else str(value)
+    return fixed(value) if isinstance(value, float) else str(value)
 
 
 def training_on(run: Mapping[str, Any], nodes: str) -> str:
@@ -415,7 +416,7 @@ def judge_linearity(component: Component, value: float | None, minimum: float | 
         component.threshold = minimum
         component.status = "pass" if value >= minimum else "fail"
         relation = "reaches" if component.status == "pass" else "is below"
-        component.reason = f"linearity {value:.2f} {relation} {minimum}"
+        component.reason = f"linearity {fixed(value, 2)} {relation} {minimum}"
 
 
 def training_logs(run_dir: Path, e2e: dict[str, Any] | None) -> list[accelerators.TrainingLog]:
@@ -582,7 +583,7 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
         ax.set(
             ylabel="samples/s",
             title=f"e2e DDP throughput ({shown(e2e['multi'].get('backend'))}), linearity "
-            + (f"{linearity:.2f}" if linearity is not None else "-"),
+            + (fixed(linearity, 2) if linearity is not None else "-"),
         )
         ax.legend()
         with named(run_dir / "e2e_throughput.png"):
@@ -631,13 +632,13 @@ def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
     lines += [f"- {describe(component)}" for component in results["components"]] + [""]
     nccl = results["nccl"]
     if nccl["status"] == "ran":
-        lines += [f"Expected bus bandwidth (line rate): {nccl['expected_busbw_gbs']:.1f} GB/s"]
+        lines += [f"Expected bus bandwidth (line rate): {fixed(nccl['expected_busbw_gbs'])} GB/s"]
         if nccl.get("line_rate"):
             lines += [f"({nccl['line_rate']['source']}: {nccl['line_rate']['detail']})"]
         lines += [""]
         lines += ["| collective | status | avg busbw GB/s | peak busbw GB/s | efficiency |", "|---|---|---|---|---|"]
         for name, entry in nccl["collectives"].items():
-            eff = f"{entry['efficiency']:.0%}" if entry.get("efficiency") is not None else "-"
+            eff = percent(entry["efficiency"]) if entry.get("efficiency") is not None else "-"
             lines.append(f"| {name} | {entry['status']} | {entry['avg_busbw']} | {entry['peak_busbw']} | {eff} |")
         lines.append("")
     e2e = results.get("e2e")
@@ -652,11 +653,11 @@ def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
             lines += ["", f"Each run's first {warmup} steps are warm-up, left out of the percentiles "
                       f"({e2e['multi'].get('steps', '?')} steps measured in the N-node run)."]  # fmt: skip
         if e2e.get("linearity") is not None:
-            lines += ["", f"Linearity (N-node / (1-node x N), p50): {e2e['linearity']:.2f}"]
+            lines += ["", f"Linearity (N-node / (1-node x N), p50): {fixed(e2e['linearity'], 2)}"]
         if e2e.get("linearity_intra_node") is not None:
             gpus = e2e["single"]["world_size"]
             lines += ["", f"Linearity within one node (1-node / (1-GPU x {gpus}), p50): "
-                      f"{e2e['linearity_intra_node']:.2f}"]  # fmt: skip
+                      f"{fixed(e2e['linearity_intra_node'], 2)}"]  # fmt: skip
         elif e2e.get("single") and int(e2e.get("ranks_per_node") or e2e["single"].get("world_size") or 1) <= 1:
             lines += ["", "Linearity within one node: not measured, a node trains with one rank (one GPU or none)"]
         lines.append("")
