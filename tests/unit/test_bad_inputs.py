@@ -874,3 +874,18 @@ def test_report_on_a_full_disk_names_the_file(tmp_path: Path, capsys: pytest.Cap
     assert "internal error" not in err, err
     assert code == BAD, err
     assert f"{tmp_path / 'run' / 'results.json'}: No space left on device" in err, err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("argv", [["--help"], ["summary", "--help"], ["nccl-report", "--help"], ["--version"]],
+                         ids=["help", "summary-help", "nccl-report-help", "version"])  # fmt: skip
+def test_help_on_a_full_disk_is_named(argv: list[str], unbuffered: bool) -> None:
+    """--help (and --version) on a full disk: the help was not printed, so exit 1 with the same one line as any other
+    output, not 0 (argparse drops the write error) nor Python's 120 ("Exception ignored" at exit)."""
+    with open("/dev/full", "wb") as full:
+        proc = cli_to(full, argv, unbuffered)
+    err = proc.stderr.decode()
+    prog = "rdmaforge" if argv[0].startswith("-") else f"rdmaforge {argv[0]}"
+    assert err.splitlines() == [f"{prog}: cannot write the output: No space left on device"], err
+    assert proc.returncode == ExitCode.ERROR, err
