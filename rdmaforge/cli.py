@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from rdmaforge import __version__, commands
+from rdmaforge import __version__, commands, terminal
 from rdmaforge.errors import UserError
 from rdmaforge.runner.exit_codes import ExitCode
 
@@ -79,7 +79,11 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    return _main(argv)
+    saved = terminal.install()  # text from files escaped, what the terminal cannot encode degraded (never put back
+    try:  # half-way: the handlers below print through it too)
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _prog(argv: Sequence[str]) -> str:

@@ -331,7 +331,7 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
         reason = "benchmark_e2e is false" if run.get("e2e_enabled") is False else "no e2e result (e2e.json missing)"
         components.append(Component("e2e", "e2e", "skipped", reason))
         return None
-    e2e: dict[str, Any] = json.loads(path.read_text())
+    e2e: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     single, multi = e2e.get("single"), e2e.get("multi")
     minimum = optional_float(e2e.get("min_linearity"))
     component = Component("e2e", "e2e", "fail", "", unit="linearity")
@@ -496,7 +496,7 @@ def render(run_dir: Path, overrides: dict[str, Any] | None = None) -> dict[str, 
     ``overrides`` replace keys of run.json for this rendering (`rdmaforge report --baseline FILE`).
     BaselineError when the run names a baseline that is missing or malformed (nothing is written then).
     """
-    run = {**json.loads((run_dir / "run.json").read_text()), **(overrides or {})}
+    run = {**json.loads((run_dir / "run.json").read_text(encoding="utf-8")), **(overrides or {})}
     results = judge(run_dir, run)
     with named(run_dir / "results.json"):
         (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -504,7 +504,8 @@ def render(run_dir: Path, overrides: dict[str, Any] | None = None) -> dict[str, 
         write_csv(run_dir / "results.csv", results)
     plots = write_plots(run_dir, results)
     with named(run_dir / "summary.md"):
-        (run_dir / "summary.md").write_text(summary_markdown(results, plots))
+        # UTF-8 whatever the locale: a host name or reason from the run must not fail the report in a C locale.
+        (run_dir / "summary.md").write_text(summary_markdown(results, plots), encoding="utf-8")
     return results
 
 
@@ -521,7 +522,7 @@ def named(path: Path) -> Iterator[None]:
 
 
 def write_csv(path: Path, results: dict[str, Any]) -> None:
-    with path.open("w", newline="") as out:
+    with path.open("w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
         writer.writerow(["collective", "size_bytes", "count", "type", "redop", "oop_time_us", "oop_algbw_gbs",
                          "oop_busbw_gbs", "ip_time_us", "ip_algbw_gbs", "ip_busbw_gbs"])  # fmt: skip

@@ -97,6 +97,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results, indent=2))
     else:
-        print((run_dir / "summary.md").read_text(), end="")
+        print((run_dir / "summary.md").read_text(encoding="utf-8"), end="")
         print(f"artifacts: {run_dir.resolve()}")
     return int(EXIT_CODES.get(str(results["verdict"]), ExitCode.INTERNAL))

@@ -889,3 +889,29 @@ def test_help_on_a_full_disk_is_named(argv: list[str], unbuffered: bool) -> None
     prog = "rdmaforge" if argv[0].startswith("-") else f"rdmaforge {argv[0]}"
     assert err.splitlines() == [f"{prog}: cannot write the output: No space left on device"], err
     assert proc.returncode == ExitCode.ERROR, err
+
+
+# -- a terminal that cannot show every character ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "env", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}],
+    ids=["PYTHONIOENCODING=ascii", "C-locale-without-UTF-8"],
+)  # fmt: skip
+@pytest.mark.parametrize("command", ["summary", "nccl-report", "report"])
+def test_output_that_the_terminal_cannot_encode_is_degraded_not_an_internal_error(
+    command: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A non-ASCII host name (or log text) on an ASCII-only stdout: shown as a backslash escape, exit as usual."""
+    host = "n\u0153ud-01"
+    argv = {
+        "summary": lambda: summary({"nodes": [with_key(NODE, "host", host)]})(tmp_path),
+        "nccl-report": lambda: nccl(LOG.replace("#  Rank  1", f"{host}:1:1 [0] NCCL INFO Using network {host}\n"
+                                                              "#  Rank  1"))(tmp_path),  # fmt: skip
+        "report": lambda: report(with_key(RUN, "nccl.reason", f"no GPU on {host}"))(tmp_path),
+    }[command]()
+    proc = cli(*argv, env={**env_with(unbuffered=False), **env})
+    out, err = proc.stdout.decode("ascii"), proc.stderr.decode("ascii")
+    assert "internal error" not in err and "Traceback" not in err, err
+    assert proc.returncode == (INCOMPLETE if command == "report" else 0), err  # RUN measures nothing
+    assert "n\\u0153ud-01" in out + err, out
