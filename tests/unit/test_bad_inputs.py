@@ -891,7 +891,59 @@ def test_help_on_a_full_disk_is_named(argv: list[str], unbuffered: bool) -> None
     assert proc.returncode == ExitCode.ERROR, err
 
 
-# -- a terminal that cannot show every character ------------------------------------------------------------
+# -- text that the terminal would act on, and a terminal that cannot show every character ------------------------
+
+#: Erase the screen, then reverse the rest of the line: what a forged log, run.json or summary.json could carry.
+HOSTILE = "evil\x1b[2J\u202ecod.exe\r\x00\x07\x9b"
+#: How each of HOSTILE's characters that a terminal acts on must be shown.
+SHOWN = ("\\x1b[2J", "\\u202e", "\\x0d", "\\x00", "\\x07", "\\x9b")
+RAW = ("\x1b", "\u202e", "\r", "\x00", "\x07", "\x9b")
+
+
+def hostile_log(tmp: Path) -> list[str]:
+    info = f"{HOSTILE}:1001:1001 [0] NCCL INFO Using network {HOSTILE}\n"
+    return nccl(LOG.replace("#  Rank  1", info + "#  Rank  1"))(tmp)
+
+
+HOSTILE_CASES = {
+    "summary": lambda t: summary({"nodes": [with_key(NODE, "host", HOSTILE)], "previous_summary_problem": HOSTILE})(t),
+    "report": lambda t: report(with_key(RUN, "nccl.reason", HOSTILE))(t),
+    "nccl-report": hostile_log,
+    # Also what goes to stderr: a file name given on the command line is named in the message.
+    "summary-missing-file": lambda t: ["summary", str(t / f"{HOSTILE.replace(chr(0), '')}.json")],  # argv has no NUL
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_CASES))
+def test_terminal_control_characters_are_shown_escaped(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A host name, a reason or an NCCL INFO line holding an escape sequence, a right-to-left override, a carriage
+    return or NUL is printed with those characters escaped: read from a file, it must not rewrite the terminal."""
+    code, out, err = call(HOSTILE_CASES[name](tmp_path), capsys)
+    assert "internal error" not in err, err
+    text = out + err
+    for raw in RAW:
+        assert raw not in text, (raw, text[-2000:])
+    shown = text.count("\\x1b[2J")
+    # All of them where the text reaches the output whole; a log's line ends at its \r, a path has no NUL.
+    expected = SHOWN if name in ("summary", "report") else SHOWN[:2]
+    assert shown >= 1 and all(escape in text for escape in expected), text[-2000:]
+    assert "\n" in text  # the program's own newlines are kept
+
+
+@pytest.mark.parametrize("argv", [["report", "--json"], ["nccl-report", "--json"]], ids=["report", "nccl-report"])
+def test_json_output_escapes_control_characters(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json prints the same text as JSON escapes (json.dumps), which the text filter leaves as they are."""
+    name = argv[0]
+    built = HOSTILE_CASES[name](tmp_path)
+    code, out, err = call([built[0], "--json", *built[1:]], capsys)
+    assert "internal error" not in err, err
+    assert not any(raw in out for raw in RAW), out[-2000:]
+    assert "\\u001b[2J" in out and "\\u202e" in out
+    json.loads(out)  # still valid JSON
 
 
 @pytest.mark.parametrize(
