@@ -18,11 +18,14 @@ import tempfile
 import time
 import traceback
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from rdmaforge import __version__, commands
+from rdmaforge import __version__, commands, terminal
 from rdmaforge.errors import UserError
 from rdmaforge.runner.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,6 +34,12 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(int(ExitCode.BAD_INPUT), f"{self.prog}: error: {message}\n")
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        # argparse drops a write error here: --help on a full disk would exit 0, its help never printed. Raised,
+        # main() reports it as it does a command's own output.
+        if message:
+            (file or sys.stderr).write(message)
 
 
 def command_modules() -> list[str]:
@@ -70,9 +79,33 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser_for(argv).parse_args(argv)
-    prog = f"rdmaforge {args.command}"
+    saved = terminal.install()  # text from files escaped, what the terminal cannot encode degraded (never put back
+    try:  # half-way: the handlers below print through it too)
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _prog(argv: Sequence[str]) -> str:
+    """How messages name the command before its arguments are parsed: ``rdmaforge summary``, or ``rdmaforge``."""
+    first = argv[0] if argv else ""
+    if first and not first.startswith("-") and first.replace("-", "_") in command_modules():
+        return f"rdmaforge {first}"
+    return "rdmaforge"
+
+
+def _main(argv: list[str]) -> int:
+    prog = _prog(argv)
     try:
+        try:
+            args = parser_for(argv).parse_args(argv)
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise  # a usage error: argparse printed it
+            # --help or --version, printed: flushed like a command's output, for the same reasons.
+            sys.stdout.flush()
+            raise
+        prog = f"rdmaforge {args.command}"
         code = int(args.func(args))
         # Flushed here, not by the interpreter at exit: a short output waits in stdout's buffer, and a reader gone
         # or a full disk would otherwise end in Python's "Exception ignored" and exit 120 after the verdict.

@@ -51,8 +51,11 @@ class Scalar(Spec):
 
 @dataclass(frozen=True)
 class ListOf(Spec):
+    """A list of ``item``; with ``unique_key``, objects whose value of that key (a string) no other item has."""
+
     item: Spec
     nullable: bool = False
+    unique_key: str | None = None
 
     def problems(self, value: Any, where: str) -> list[str]:
         if value is None and self.nullable:
@@ -60,8 +63,17 @@ class ListOf(Spec):
         if not isinstance(value, list):
             return [f"{where}: expected a list, got {_shown(value)}"]
         found: list[str] = []
+        first: dict[str, int] = {}
         for index, item in enumerate(value):
             found += self.item.problems(item, f"{where}[{index}]")
+            key = item.get(self.unique_key) if self.unique_key and isinstance(item, dict) else None
+            if not isinstance(key, str):
+                continue
+            if key in first:
+                found.append(f"{where}[{index}].{self.unique_key}: {_shown(key)} is listed more than once "
+                             f"(also {where}[{first[key]}])")  # fmt: skip
+            else:
+                first[key] = index
         return found
 
 
@@ -147,6 +159,21 @@ def positive(value: Any) -> str | None:
 
 def non_negative(value: Any) -> str | None:
     return None if value >= 0 else "must be 0 or more"
+
+
+def count(most: int) -> Check:
+    """A whole count from 0 to ``most``: a bigger one is a corrupt file, not a machine."""
+
+    def check(value: Any) -> str | None:
+        return None if 0 <= value <= most else f"must be a count from 0 to {most}"
+
+    return check
+
+
+#: Bounds of a node's counts in summary.json: logical CPUs (the largest single-image machines have a few
+#: thousand) and GPUs (eight or so today).
+MAX_CPUS = 1 << 16
+MAX_GPUS = 1 << 10
 
 
 def equals(expected: Any) -> Check:
@@ -262,8 +289,9 @@ SUMMARY_JSON = Obj(
                     "address": SCALAR,
                     "os": SCALAR,
                     "fabric": SCALAR,
-                    "cpus": SCALAR,
-                    "gpus": SCALAR,
+                    # null: the node's preflight fact was missing (unknown, not 0).
+                    "cpus": Scalar(("integer", "null"), count(MAX_CPUS)),
+                    "gpus": Scalar(("integer", "null"), count(MAX_GPUS)),
                     "rdma_devices": ListOf(STRING, nullable=True),
                     # One line per port (rdmaforge.cluster_summary.port_lines); absent in earlier summaries.
                     "rdma_ports": ListOf(STRING, nullable=True),
@@ -280,7 +308,8 @@ SUMMARY_JSON = Obj(
                     "not_in_this_run": OPT_STRING,
                 },
                 frozenset({"host"}),
-            )
+            ),
+            unique_key="host",  # two entries for one node: neither can be shown as the node's
         ),
         "time": OPT_STRING,
         "previous_summary_problem": OPT_STRING,

@@ -17,6 +17,7 @@ from rdmaforge import stored
 from rdmaforge.bench.e2e import percentile
 from rdmaforge.bench.verdict import Component
 from rdmaforge.errors import UserError
+from rdmaforge.text import fixed
 
 KIND = "rdmaforge-baseline"
 VERSION = 1
@@ -196,11 +197,11 @@ def compare_e2e(base: Mapping[str, Any], e2e: Mapping[str, Any] | None, toleranc
                          unit="samples/s")  # fmt: skip
     floor = float(previous) * (1 - tolerance)
     if now < floor:
-        return Component(name, "baseline", "fail", f"N-node p50 throughput {now:.1f} samples/s regressed from the "
-                         f"baseline's {previous:.1f} by more than {tolerance:.0%}", threshold=round(floor, 3),
+        return Component(name, "baseline", "fail", f"N-node p50 throughput {fixed(now)} samples/s regressed from the "
+                         f"baseline's {fixed(previous)} by more than {tolerance:.0%}", threshold=round(floor, 3),
                          value=round(now, 3), unit="samples/s")  # fmt: skip
     return Component(name, "baseline", "pass", f"N-node p50 throughput within {tolerance:.0%} of the baseline's "
-                     f"{previous:.1f} samples/s", threshold=round(floor, 3), value=round(now, 3),
+                     f"{fixed(previous)} samples/s", threshold=round(floor, 3), value=round(now, 3),
                      unit="samples/s")  # fmt: skip
 
 

@@ -47,6 +47,7 @@ from rdmaforge.nccl_tests.transport import (
     merge_transports,
 )
 from rdmaforge.stored import PERCENTILES
+from rdmaforge.text import fixed, percent
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
 DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
@@ -64,13 +65,33 @@ def expected_busbw_gbs(run: dict[str, Any]) -> float:
     return float(line_rate(run)["gbps"]) / 8.0
 
 
+#: How many nodes of unknown GPU count gpu_words names before it only counts the rest.
+NAMED_UNKNOWN = 5
+
+
 def gpu_words(run: dict[str, Any]) -> str:
+    """The run's GPUs in words: "16 GPUs on 2 nodes"; a node whose count is null or absent is named as unknown,
+    never counted as 0 ("8 GPUs on 1 of 2 nodes, the GPU count of n1 unknown")."""
     gpus = run.get("gpus") if isinstance(run.get("gpus"), dict) else {}
     nodes = run.get("nodes") or []
     if not gpus:
-        return f"{len(nodes)} nodes"
-    total = sum(int(n or 0) for n in gpus.values())
-    return f"{total} GPUs on {len(nodes)} nodes" if total else f"CPU only, {len(nodes)} nodes"
+        return _many(len(nodes), "node")
+    total = _known_gpus(gpus)
+    unknown = _lacking_gpu_counts(run)
+    count = len(nodes) or len(gpus)
+    if not unknown:
+        return f"{_many(total, 'GPU')} on {_many(count, 'node')}" if total else f"CPU only, {_many(count, 'node')}"
+    if len(unknown) == count:
+        return f"{_many(count, 'node')}, {'its GPU count' if count == 1 else 'their GPU counts'} unknown"
+    more = len(unknown) - NAMED_UNKNOWN
+    named = ", ".join(unknown[:NAMED_UNKNOWN]) + (f" and {more} more" if more > 0 else "")
+    plural = "s" if len(unknown) > 1 else ""
+    known = _many(total, "GPU") if total else "no GPU"
+    return f"{known} on {count - len(unknown)} of {count} nodes, the GPU count{plural} of {named} unknown"
+
+
+def _many(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
@@ -270,7 +291,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.status = "pass" if peak >= threshold * expected else "fail"
                 relation = "reaches" if component.status == "pass" else "is below"
                 component.reason = (f"peak busbw {peak} GB/s {relation} {threshold:.0%} of the expected "
-                                    f"{expected:.1f} GB/s line rate")  # fmt: skip
+                                    f"{fixed(expected)} GB/s line rate")  # fmt: skip
         components.append(component)
         collectives[name] = entry
     fabric = str(run.get("fabric", "tcp"))
@@ -352,7 +373,7 @@ def shown(value: Any) -> str:
     """A value of e2e.json in the summary: "-" where it is missing."""
     if value is None:
         return "-"
-    return f"{value:.1f}" if isinstance(value, float) else str(value)
+    return fixed(value) if isinstance(value, float) else str(value)
 
 
 def training_on(run: Mapping[str, Any], nodes: str) -> str:
@@ -368,7 +389,7 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
         reason = "benchmark_e2e is false" if run.get("e2e_enabled") is False else "no e2e result (e2e.json missing)"
         components.append(Component("e2e", "e2e", "skipped", reason))
         return None
-    e2e: dict[str, Any] = json.loads(path.read_text())
+    e2e: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     single, multi = e2e.get("single"), e2e.get("multi")
     minimum = optional_float(e2e.get("min_linearity"))
     component = Component("e2e", "e2e", "fail", "", unit="linearity")
@@ -453,7 +474,7 @@ def judge_linearity(component: Component, value: float | None, minimum: float | 
         component.threshold = minimum
         component.status = "pass" if value >= minimum else "fail"
         relation = "reaches" if component.status == "pass" else "is below"
-        component.reason = f"linearity {value:.2f} {relation} {minimum}"
+        component.reason = f"linearity {fixed(value, 2)} {relation} {minimum}"
 
 
 def training_logs(run_dir: Path, e2e: dict[str, Any] | None) -> list[accelerators.TrainingLog]:
@@ -533,7 +554,7 @@ def render(run_dir: Path, overrides: dict[str, Any] | None = None) -> dict[str, 
     ``overrides`` replace keys of run.json for this rendering (`rdmaforge report --baseline FILE`).
     BaselineError when the run names a baseline that is missing or malformed (nothing is written then).
     """
-    run = {**json.loads((run_dir / "run.json").read_text()), **(overrides or {})}
+    run = {**json.loads((run_dir / "run.json").read_text(encoding="utf-8")), **(overrides or {})}
     results = judge(run_dir, run)
     with named(run_dir / "results.json"):
         (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -541,7 +562,8 @@ def render(run_dir: Path, overrides: dict[str, Any] | None = None) -> dict[str, 
         write_csv(run_dir / "results.csv", results)
     plots = write_plots(run_dir, results)
     with named(run_dir / "summary.md"):
-        (run_dir / "summary.md").write_text(summary_markdown(results, plots))
+        # UTF-8 whatever the locale: a host name or reason from the run must not fail the report in a C locale.
+        (run_dir / "summary.md").write_text(summary_markdown(results, plots), encoding="utf-8")
     return results
 
 
@@ -558,7 +580,7 @@ def named(path: Path) -> Iterator[None]:
 
 
 def write_csv(path: Path, results: dict[str, Any]) -> None:
-    with path.open("w", newline="") as out:
+    with path.open("w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
         writer.writerow(["collective", "size_bytes", "count", "type", "redop", "oop_time_us", "oop_algbw_gbs",
                          "oop_busbw_gbs", "ip_time_us", "ip_algbw_gbs", "ip_busbw_gbs"])  # fmt: skip
@@ -620,7 +642,7 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
         ax.set(
             ylabel="samples/s",
             title=f"e2e DDP throughput ({shown(e2e['multi'].get('backend'))}), linearity "
-            + (f"{linearity:.2f}" if linearity is not None else "-"),
+            + (fixed(linearity, 2) if linearity is not None else "-"),
         )
         ax.legend()
         with named(run_dir / "e2e_throughput.png"):
@@ -669,13 +691,13 @@ def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
     lines += [f"- {describe(component)}" for component in results["components"]] + [""]
     nccl = results["nccl"]
     if nccl["status"] == "ran":
-        lines += [f"Expected bus bandwidth (line rate): {nccl['expected_busbw_gbs']:.1f} GB/s"]
+        lines += [f"Expected bus bandwidth (line rate): {fixed(nccl['expected_busbw_gbs'])} GB/s"]
         if nccl.get("line_rate"):
             lines += [f"({nccl['line_rate']['source']}: {nccl['line_rate']['detail']})"]
         lines += [""]
         lines += ["| collective | status | avg busbw GB/s | peak busbw GB/s | efficiency |", "|---|---|---|---|---|"]
         for name, entry in nccl["collectives"].items():
-            eff = f"{entry['efficiency']:.0%}" if entry.get("efficiency") is not None else "-"
+            eff = percent(entry["efficiency"]) if entry.get("efficiency") is not None else "-"
             lines.append(f"| {name} | {entry['status']} | {entry['avg_busbw']} | {entry['peak_busbw']} | {eff} |")
         lines.append("")
     e2e = results.get("e2e")
@@ -690,11 +712,11 @@ def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
             lines += ["", f"Each run's first {warmup} steps are warm-up, left out of the percentiles "
                       f"({e2e['multi'].get('steps', '?')} steps measured in the N-node run)."]  # fmt: skip
         if e2e.get("linearity") is not None:
-            lines += ["", f"Linearity (N-node / (1-node x N), p50): {e2e['linearity']:.2f}"]
+            lines += ["", f"Linearity (N-node / (1-node x N), p50): {fixed(e2e['linearity'], 2)}"]
         if e2e.get("linearity_intra_node") is not None:
             gpus = e2e["single"]["world_size"]
             lines += ["", f"Linearity within one node (1-node / (1-GPU x {gpus}), p50): "
-                      f"{e2e['linearity_intra_node']:.2f}"]  # fmt: skip
+                      f"{fixed(e2e['linearity_intra_node'], 2)}"]  # fmt: skip
         elif e2e.get("single") and int(e2e.get("ranks_per_node") or e2e["single"].get("world_size") or 1) <= 1:
             lines += ["", "Linearity within one node: not measured, a node trains with one rank (one GPU or none)"]
         lines.append("")

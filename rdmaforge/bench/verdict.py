@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.text import fixed
 
 Status = Literal["pass", "fail", "skipped", "not_judged"]
 Overall = Literal["pass", "fail", "incomplete"]
@@ -168,5 +169,5 @@ def describe(component: Mapping[str, Any]) -> str:
 
 def _number(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.1f}" if abs(value) >= 100 else f"{value:.3g}"
+        return fixed(value) if abs(value) >= 100 else f"{value:.3g}"
     return str(value)

@@ -38,6 +38,7 @@ from rdmaforge.nccl_tests import (
 from rdmaforge.nccl_tests.rowstore import RowStore
 from rdmaforge.nccl_tests.transport import merge_transports
 from rdmaforge.runner.exit_codes import ExitCode, epilog
+from rdmaforge.text import fixed
 
 if TYPE_CHECKING:
     from rdmaforge.nccl_tests import TransportVerdict
@@ -290,7 +291,7 @@ def write_run_text(index: int, item: Run, write: Callable[[str], None]) -> None:
 def _format_half(half: Half | None) -> str:
     if half is None:
         return f"{'-':>10} {'-':>8} {'-':>6}"
-    return f"{half.time_us:>10.2f} {half.busbw:>8.2f} {_maybe(half.wrong):>6}"
+    return f"{fixed(half.time_us, 2):>10} {fixed(half.busbw, 2):>8} {_maybe(half.wrong):>6}"
 
 
 def _format_transport(transport: Transport, judged: TransportVerdict | None) -> str:

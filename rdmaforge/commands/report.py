@@ -97,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results, indent=2))
     else:
-        print((run_dir / "summary.md").read_text(), end="")
+        # As written (UTF-8, a carriage return in a reason kept, to be shown escaped rather than as a line break).
+        with (run_dir / "summary.md").open(encoding="utf-8", newline="") as summary:
+            print(summary.read(), end="")
         print(f"artifacts: {run_dir.resolve()}")
     return int(EXIT_CODES.get(str(results["verdict"]), ExitCode.INTERNAL))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from rdmaforge import terminal
 from rdmaforge.errors import UserError, missing_path
 from rdmaforge.paths import playbook as playbook_path
 from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock
@@ -193,15 +194,21 @@ def is_tty(stream: TextIO) -> bool:
     return escapes_allowed(stream, os.environ)
 
 
+def live_stream(out: TextIO) -> TextIO:
+    """Where the live output goes: on a terminal the stream under rdmaforge.terminal's escaping, for the progress
+    line's own escape sequences (redraw) and Ansible's colours; elsewhere ``out``, which shows any escaped."""
+    return terminal.unwrapped(out) if is_tty(out) else out
+
+
 def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
     """Run with live progress (none with -q; Ansible's own output with -v); then print the recap table."""
     if session.quiet:
         outcome = execute.run(request, session.run_dir)
     elif session.echo:
-        echo = AnsibleEcho(session.out, escapes=is_tty(session.out))
+        echo = AnsibleEcho(live_stream(session.out), escapes=is_tty(session.out))
         outcome = execute.run(request, session.run_dir, echo.handle)
     else:
-        progress = Progress(session.out, tty=is_tty(session.out))
+        progress = Progress(live_stream(session.out), tty=is_tty(session.out))
         with Ticker(progress):
             outcome = execute.run(request, session.run_dir, progress.handle)
         progress.close()

@@ -327,7 +327,16 @@ SUMMARY_KEYS: list[tuple[str, Any, str]] = [
     ("rdma_packages", ["rdma-core"], "nodes[0].rdma_packages: expected an object"),
     ("nccl_settings", "NCCL_DEBUG=INFO", "nodes[0].nccl_settings: expected an object"),
     ("nccl_plugin_api_versions", "v8", "nodes[0].nccl_plugin_api_versions: expected a list"),
-    ("cpus", [2], "nodes[0].cpus: expected string or number"),
+    ("cpus", [2], "nodes[0].cpus: expected integer or null"),
+    # Counts: whole, not negative, and within what one node can have (a corrupt file, not a machine, says 1e308).
+    ("gpus", -3, "nodes[0].gpus: must be a count from 0 to 1024, got -3"),
+    ("gpus", "8", 'nodes[0].gpus: expected integer or null, got "8"'),
+    ("gpus", 2.5, "nodes[0].gpus: expected integer or null, got 2.5"),
+    ("gpus", 100_000, "nodes[0].gpus: must be a count from 0 to 1024, got 100000"),
+    ("cpus", 1e308, "nodes[0].cpus: expected integer or null, got 1e+308"),
+    ("cpus", -1, "nodes[0].cpus: must be a count from 0 to 65536, got -1"),
+    ("cpus", 10**30, "nodes[0].cpus: must be a count from 0 to 65536, got 1000000000000000000000000000000"),
+    ("cpus", True, "nodes[0].cpus: expected integer or null, got true"),
     ("os", {"name": "Debian"}, "nodes[0].os: expected string or number"),
 ]
 
@@ -446,6 +455,9 @@ def summary_cases() -> list[Case]:
         Case("summary-list", summary([NODE]), BAD, ("summary.json", "expected an object")),
         Case("summary-no-nodes", summary({}), BAD, ("summary.json", "nodes: missing")),
         Case("summary-nodes-string", summary({"nodes": "n1"}), BAD, ("nodes: expected a list",)),
+        # Two entries for one host: which one is the node? Refused, naming the host and both places.
+        Case("summary-duplicate-host", summary({"nodes": [NODE, with_key(NODE, "gpus", 8)]}), BAD,
+             ("summary.json", 'nodes[1].host: "n1" is listed more than once (also nodes[0])')),  # fmt: skip
         Case("summary-binary", summary(None, raw=bytes(range(256)) * 4), BAD, ("summary.json", "not UTF-8")),
         # 985 levels: json.loads reads it, the schema check's message would recurse past Python's limit; 1500: the
         # JSON decoder itself does. 101 levels: deeper than any summary.
@@ -862,3 +874,96 @@ def test_report_on_a_full_disk_names_the_file(tmp_path: Path, capsys: pytest.Cap
     assert "internal error" not in err, err
     assert code == BAD, err
     assert f"{tmp_path / 'run' / 'results.json'}: No space left on device" in err, err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("argv", [["--help"], ["summary", "--help"], ["nccl-report", "--help"], ["--version"]],
+                         ids=["help", "summary-help", "nccl-report-help", "version"])  # fmt: skip
+def test_help_on_a_full_disk_is_named(argv: list[str], unbuffered: bool) -> None:
+    """--help (and --version) on a full disk: the help was not printed, so exit 1 with the same one line as any other
+    output, not 0 (argparse drops the write error) nor Python's 120 ("Exception ignored" at exit)."""
+    with open("/dev/full", "wb") as full:
+        proc = cli_to(full, argv, unbuffered)
+    err = proc.stderr.decode()
+    prog = "rdmaforge" if argv[0].startswith("-") else f"rdmaforge {argv[0]}"
+    assert err.splitlines() == [f"{prog}: cannot write the output: No space left on device"], err
+    assert proc.returncode == ExitCode.ERROR, err
+
+
+# -- text that the terminal would act on, and a terminal that cannot show every character ------------------------
+
+#: Erase the screen, then reverse the rest of the line: what a forged log, run.json or summary.json could carry.
+HOSTILE = "evil\x1b[2J\u202ecod.exe\r\x00\x07\x9b"
+#: How each of HOSTILE's characters that a terminal acts on must be shown.
+SHOWN = ("\\x1b[2J", "\\u202e", "\\x0d", "\\x00", "\\x07", "\\x9b")
+RAW = ("\x1b", "\u202e", "\r", "\x00", "\x07", "\x9b")
+
+
+def hostile_log(tmp: Path) -> list[str]:
+    info = f"{HOSTILE}:1001:1001 [0] NCCL INFO Using network {HOSTILE}\n"
+    return nccl(LOG.replace("#  Rank  1", info + "#  Rank  1"))(tmp)
+
+
+HOSTILE_CASES = {
+    "summary": lambda t: summary({"nodes": [with_key(NODE, "host", HOSTILE)], "previous_summary_problem": HOSTILE})(t),
+    "report": lambda t: report(with_key(RUN, "nccl.reason", HOSTILE))(t),
+    "nccl-report": hostile_log,
+    # Also what goes to stderr: a file name given on the command line is named in the message.
+    "summary-missing-file": lambda t: ["summary", str(t / f"{HOSTILE.replace(chr(0), '')}.json")],  # argv has no NUL
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_CASES))
+def test_terminal_control_characters_are_shown_escaped(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A host name, a reason or an NCCL INFO line holding an escape sequence, a right-to-left override, a carriage
+    return or NUL is printed with those characters escaped: read from a file, it must not rewrite the terminal."""
+    code, out, err = call(HOSTILE_CASES[name](tmp_path), capsys)
+    assert "internal error" not in err, err
+    text = out + err
+    for raw in RAW:
+        assert raw not in text, (raw, text[-2000:])
+    shown = text.count("\\x1b[2J")
+    # All of them where the text reaches the output whole; a log's line ends at its \r, a path has no NUL.
+    expected = SHOWN if name in ("summary", "report") else SHOWN[:2]
+    assert shown >= 1 and all(escape in text for escape in expected), text[-2000:]
+    assert "\n" in text  # the program's own newlines are kept
+
+
+@pytest.mark.parametrize("argv", [["report", "--json"], ["nccl-report", "--json"]], ids=["report", "nccl-report"])
+def test_json_output_escapes_control_characters(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json prints the same text as JSON escapes (json.dumps), which the text filter leaves as they are."""
+    name = argv[0]
+    built = HOSTILE_CASES[name](tmp_path)
+    code, out, err = call([built[0], "--json", *built[1:]], capsys)
+    assert "internal error" not in err, err
+    assert not any(raw in out for raw in RAW), out[-2000:]
+    assert "\\u001b[2J" in out and "\\u202e" in out
+    json.loads(out)  # still valid JSON
+
+
+@pytest.mark.parametrize(
+    "env", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}],
+    ids=["PYTHONIOENCODING=ascii", "C-locale-without-UTF-8"],
+)  # fmt: skip
+@pytest.mark.parametrize("command", ["summary", "nccl-report", "report"])
+def test_output_that_the_terminal_cannot_encode_is_degraded_not_an_internal_error(
+    command: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A non-ASCII host name (or log text) on an ASCII-only stdout: shown as a backslash escape, exit as usual."""
+    host = "n\u0153ud-01"
+    argv = {
+        "summary": lambda: summary({"nodes": [with_key(NODE, "host", host)]})(tmp_path),
+        "nccl-report": lambda: nccl(LOG.replace("#  Rank  1", f"{host}:1:1 [0] NCCL INFO Using network {host}\n"
+                                                              "#  Rank  1"))(tmp_path),  # fmt: skip
+        "report": lambda: report(with_key(RUN, "nccl.reason", f"no GPU on {host}"))(tmp_path),
+    }[command]()
+    proc = cli(*argv, env={**env_with(unbuffered=False), **env})
+    out, err = proc.stdout.decode("ascii"), proc.stderr.decode("ascii")
+    assert "internal error" not in err and "Traceback" not in err, err
+    assert proc.returncode == (INCOMPLETE if command == "report" else 0), err  # RUN measures nothing
+    assert "n\\u0153ud-01" in out + err, out

@@ -1,0 +1,27 @@
+"""Numbers as a person reads them in rdmaforge's text output (tables, verdict lines, summary.md).
+
+A corrupt or forged log can hold a finite but absurd value (a bus bandwidth of 1e308): fixed-point notation prints
+it as 309 digits that push a table apart. Beyond ``LARGE`` the numbers are shown in four significant digits with an
+exponent instead; below it, as before.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: From here on a fixed-point number is mostly digits nobody reads (no bandwidth or throughput gets near it).
+LARGE = 1e6
+
+
+def fixed(value: float, places: int = 1) -> str:
+    """``value`` with ``places`` decimals, or as ``1.235e+09`` from LARGE on (and inf/nan as Python writes them)."""
+    if math.isfinite(value) and abs(value) >= LARGE:
+        return f"{value:.4g}"
+    return f"{value:.{places}f}"
+
+
+def percent(fraction: float) -> str:
+    """``fraction`` as a whole percentage (0.93 -> 93%), or as ``1.235e+09%`` when that is LARGE or more."""
+    if math.isfinite(fraction) and abs(fraction * 100) >= LARGE:
+        return f"{fraction * 100:.4g}%"
+    return f"{fraction:.0%}"
