@@ -79,14 +79,14 @@ def run_suite(
     # The same environment as a playbook run: this venv's Ansible, the project's ansible.cfg, host keys checked.
     env = {**os.environ, **execute.runner_env(), **(extra_env or {})}
     with (
-        log.open("w") as out,
+        log.open("w") as saved,
         subprocess.Popen(
             argv, cwd=VERIFY_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         ) as proc,
     ):
         assert proc.stdout is not None
         for line in proc.stdout:
-            out.write(line)
+            saved.write(line)
             if echo:
                 print(line, end="", flush=True, file=out or sys.stdout)
     return proc.returncode
