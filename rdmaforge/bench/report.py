@@ -41,6 +41,7 @@ from rdmaforge.bench.verdict import (
 from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
 from rdmaforge.nccl_tests.transport import (
+    VERDICT_ORDER,
     Transport,
     TransportVerdict,
     VerdictStatus,
@@ -324,8 +325,6 @@ def collective_transport(name: str, transport: Transport | None, fabric: str) ->
     return judged
 
 
-#: Worst first: one collective's fallback fails the transport; one without evidence leaves it not judged.
-VERDICT_ORDER: tuple[VerdictStatus, ...] = ("fail", "unknown", "warn", "ok")
 STATUS_ORDER: tuple[Status, ...] = ("fail", "not_judged", "pass")
 
 

@@ -3,7 +3,9 @@
 With ``--json`` it prints one JSON object ``{"runs": [...], "transport": {...}}``: the runs of all files
 concatenated (each with a ``source`` key), and ONE transport object merging the NCCL_DEBUG=INFO evidence of
 all files (a cluster run is usually split into one log per collective, and the question "did NCCL use
-RDMA?" is about the cluster). With ``--fabric PROFILE`` the transport object carries a ``verdict``.
+RDMA?" is about the cluster). With ``--fabric PROFILE`` the transport object carries a ``verdict``: each file
+is judged from its own evidence (one log's NET/IB proves nothing of a log without INFO lines), and the
+verdict is the worst of them, each message naming its file.
 
 Input: each FILE is a text log (any nccl-tests version, NCCL INFO lines and MPI tags mixed in) or a ``-J``
 JSON document, detected from the content; gzip-compressed either way; UTF-8 (with or without a BOM) or
@@ -33,10 +35,9 @@ from rdmaforge.nccl_tests import (
     accel,
     check_input,
     stream_runs,
-    verdict,
 )
 from rdmaforge.nccl_tests.rowstore import RowStore
-from rdmaforge.nccl_tests.transport import merge_transports
+from rdmaforge.nccl_tests.transport import merge_transports, verdict_of_logs
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.terminal import unwrapped
 from rdmaforge.text import fixed
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     # _json_str, the C formatter's numbers), and scanning it again cost half the speed on a 200 MB run (its JSON
     # is 4 times the log).
     sink = _Sink(unwrapped(sys.stdout) if args.json else sys.stdout)
-    transports: list[Transport] = []
+    transports: list[tuple[str, Transport]] = []  # each file's own evidence, judged on its own
     statuses: set[str] = set()
     empty: list[str] = []
     count = 0
@@ -122,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
             runs_in_file += 1
         if not runs_in_file:
             empty.append(name)
-    transport = merge_transports(transports)
-    judged = verdict(transport, args.fabric) if args.fabric else None
+    transport = merge_transports(t for _, t in transports)
+    judged = verdict_of_logs(transports, args.fabric) if args.fabric else None
     if args.json:
         data: dict[str, Any] = transport.to_dict()
         if judged is not None:
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _runs_of(name: str, transports: list[Transport]) -> Iterator[Run]:
+def _runs_of(name: str, transports: list[tuple[str, Transport]]) -> Iterator[Run]:
     """The runs of one file as they end (OSError and InputError reach the CLI: exit 64 naming the file)."""
     source = "<stdin>" if name == "-" else name
     stream, raw = stream_runs(name, source)
@@ -152,7 +153,7 @@ def _runs_of(name: str, transports: list[Transport]) -> Iterator[Run]:
     finally:
         if name != "-":
             raw.close()
-    transports.append(stream.transport)
+    transports.append((source, stream.transport))
 
 
 # -- JSON, written exactly as json.dumps(indent=2) would, but row by row from the packed store -------------

@@ -10,7 +10,7 @@ not name (rdmaforge.fabrics' ``nccl_networks``: AWS Libfabric under an InfiniBan
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -391,6 +391,25 @@ def verdict(transport: Transport, expected_fabric: str) -> TransportVerdict:
     else:
         status, messages = _judge_socket(transport, expected_fabric)
     return TransportVerdict(status, expected_fabric, expected, tuple(messages))
+
+
+#: Worst first: one log's fallback fails several logs' verdict; one log without evidence leaves it unknown.
+VERDICT_ORDER: tuple[VerdictStatus, ...] = ("fail", "unknown", "warn", "ok")
+
+
+def verdict_of_logs(logs: Sequence[tuple[str, Transport]], expected_fabric: str) -> TransportVerdict:
+    """One verdict over several logs (one per collective, as a cluster run writes them), each judged from its own
+    evidence: one log's 'Using network IB' says nothing of a log cut before NCCL's INFO lines. The worst of them,
+    with each message prefixed by its log's name; a single log's verdict as it is."""
+    judged = [(name, verdict(transport, expected_fabric)) for name, transport in logs]
+    if not judged:
+        return verdict(Transport(), expected_fabric)  # no log: no evidence (unknown)
+    if len(judged) == 1:
+        return judged[0][1]
+    worst = min((one.status for _, one in judged), key=VERDICT_ORDER.index)
+    expected = FABRIC_PROFILES[expected_fabric]
+    messages = tuple(f"{name}: {message}" for name, one in judged for message in one.messages)
+    return TransportVerdict(worst, expected_fabric, expected, messages)
 
 
 def _judge_rdma(transport: Transport, fabric: str) -> tuple[VerdictStatus, list[str]]:

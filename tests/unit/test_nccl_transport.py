@@ -284,6 +284,22 @@ def test_cli_fabric_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     assert "verdict (tcp): OK" in out
 
 
+@needs_corpus
+def test_each_log_is_judged_from_its_own_evidence(capsys: pytest.CaptureFixture[str]) -> None:
+    """File 10 shows NCCL on sockets, file 05 has no NCCL INFO line (INDEX.md): as two collectives' logs of one
+    tcp run, 10's evidence says nothing of 05's, so the verdict is unknown (5), naming 05; 10 alone is ok."""
+    socket = str(CORPUS / "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt")
+    silent = str(CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt")
+    assert main(["nccl-report", "--json", "--fabric", "tcp", socket, silent]) == ExitCode.INCOMPLETE
+    judged = json.loads(capsys.readouterr().out)["transport"]["verdict"]
+    assert judged["status"] == "unknown"
+    assert any(m.startswith(f"{silent}: cannot check the transport: no NCCL INFO lines") for m in judged["messages"])
+    assert any(m.startswith(f"{socket}: ") for m in judged["messages"])
+    # On infiniband, 10's fallback to sockets fails the pair, whatever 05 shows.
+    assert main(["nccl-report", "--fabric", "infiniband", silent, socket]) == ExitCode.BELOW_THRESHOLD
+    assert "verdict (infiniband): FAIL" in capsys.readouterr().out
+
+
 # -- the verdict's exit code: only an ok verdict is a pass --------------------------------------------------
 
 
