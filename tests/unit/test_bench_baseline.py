@@ -319,3 +319,19 @@ def test_a_failed_training_is_not_passed_by_its_baseline_line(tmp_path: Path) ->
     compared = component(results, "baseline e2e")
     assert compared["status"] == "not_judged", compared
     assert "within" not in str(compared["reason"]) and "e2e failed" in str(compared["reason"])
+
+
+def test_a_linearity_below_its_floor_still_compares_the_throughput(tmp_path: Path) -> None:
+    """A training that ran to its end, whose linearity is below an impossible floor (1000): e2e fails on
+    linearity, and its N-node throughput is a measurement all the same, compared with the baseline (here the
+    same throughput: within it). Only a training that exited non-zero (e2e.json's error) goes uncompared."""
+    from tests.unit.test_bench_report import e2e_dir
+
+    target = tmp_path / "e2e-baseline.json"
+    assert main(["baseline", str(e2e_dir(tmp_path / "a", 0.5)), "-o", str(target)]) == 0
+    run_dir = e2e_dir(tmp_path / "b", 1000)
+    assert main(["report", str(run_dir), "--baseline", str(target)]) == 4
+    results = json.loads((run_dir / "results.json").read_text())
+    assert component(results, "e2e")["status"] == "fail"
+    compared = component(results, "baseline e2e")
+    assert compared["status"] == "pass" and "within 10% of the baseline" in str(compared["reason"]), compared
