@@ -60,7 +60,7 @@ ansible_facts:
       description: The rail map (the keys below).
       type: dict
 source:
-  description: C(nvidia-smi) or C(sysfs).
+  description: C(nvidia-smi), C(sysfs), or C(none) when C(/sys/bus/pci/devices) could not be read (no GPU list).
   returned: always
   type: str
 gpus:

@@ -22,7 +22,7 @@ from typing import Any
 
 from rdmaforge import doctor_checks
 from rdmaforge.doctor_checks import Check, CheckStatus
-from rdmaforge.node_facts import count_lspci_gpus, count_nvidia_smi_gpus
+from rdmaforge.node_facts import count_gpus
 from rdmaforge.parsers.rdma_devinfo import active_port_rates
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.recap import render_table
@@ -144,12 +144,10 @@ def clock_offset(lines: Sequence[str]) -> float | None:
 
 
 def gpu_count(node: Mapping[str, Any]) -> int | None:
-    """GPUs from nvidia-smi, else lspci; None when neither answered (not counted, which is not 0 GPUs)."""
-    if node.get("nvidia_smi"):
-        return count_nvidia_smi_gpus(str(node["nvidia_smi"]))
-    if node.get("lspci") is not None:  # "" is an answer: lspci ran and listed no GPU
-        return count_lspci_gpus(str(node["lspci"]))
-    return None
+    """GPUs as preflight counts them (node_facts.count_gpus); None when nothing answered (not 0 GPUs)."""
+    nvidia_smi = node.get("nvidia_smi") or None  # an empty answer from nvidia-smi lists no GPU: lspci is asked
+    sysfs = node.get("sysfs_gpus")
+    return count_gpus(nvidia_smi, node.get("lspci"), None if sysfs in (None, "") else int(sysfs))[0]
 
 
 def port_states(node: Mapping[str, Any]) -> tuple[str, list[str]]:

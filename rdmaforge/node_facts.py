@@ -8,7 +8,7 @@ The one implementation of these parsers: the preflight role uses them through
     os:            {distribution, version, major_version, family, pkg_mgr}
     cpu_count:     logical CPUs (int)
     gpu_count:     NVIDIA GPUs (int)
-    gpu_source:    'nvidia-smi' | 'lspci' | 'none'   (where gpu_count came from)
+    gpu_source:    'nvidia-smi' | 'lspci' | 'sysfs' | 'none'   (where gpu_count came from; none: not counted)
     gpu_compute_caps: each GPU's compute capability, e.g. ['9.0'] (nvidia-smi; [] when it cannot say)
     rdma_devices:  RDMA device names, e.g. ['erdma_0'] or ['mlx5_0', 'mlx5_1']
     rdma_source:   'ibv_devinfo' | 'sysfs' | 'none'
@@ -80,6 +80,19 @@ def nics_from_probe(probe: Mapping[str, Any] | None) -> tuple[list[dict[str, Any
     return nics, str(probe.get("default_route_interface") or ""), None
 
 
+def count_gpus(nvidia_smi: str | None, lspci: str | None, sysfs_gpus: int | None) -> tuple[int | None, str]:
+    """(GPU count, where it came from): ``nvidia-smi -L`` when the driver answers, else ``lspci``, else the PCI tree
+    in sysfs (gpu_topology's read: no pciutils needed); (None, "none") when none of them answered: not counted,
+    which is not 0 GPUs. A tool's output is None when the tool is absent or failed."""
+    if nvidia_smi is not None:
+        return count_nvidia_smi_gpus(nvidia_smi), "nvidia-smi"
+    if lspci is not None:
+        return count_lspci_gpus(lspci), "lspci"
+    if sysfs_gpus is not None:
+        return int(sysfs_gpus), "sysfs"
+    return None, "none"
+
+
 def node_fact(
     facts: Mapping[str, Any],
     nvidia_smi: str | None = None,
@@ -87,21 +100,18 @@ def node_fact(
     rdma: Mapping[str, Any] | None = None,
     compute_caps: str | None = None,
     nics: Mapping[str, Any] | None = None,
+    sysfs_gpus: int | None = None,
 ) -> dict[str, Any]:
     """The ``rdmaforge_node`` fact. A tool's output is None when the tool is absent or failed.
 
-    GPUs: ``nvidia-smi -L`` when it works (the driver is loaded), else ``lspci`` (sees GPUs on a
-    bare host before any driver is installed), else 0. RDMA devices: the ``rdma_devices`` module's
-    result (``ibv_devinfo`` when rdma-core is installed, else the kernel's /sys/class/infiniband:
-    drivers load before user space is installed), in the order it lists them, and its ``source``.
+    GPUs: count_gpus (nvidia-smi, lspci, then sysfs); 0 with ``gpu_source`` none when none answered. RDMA
+    devices: the ``rdma_devices`` module's result (``ibv_devinfo`` when rdma-core is installed, else the kernel's
+    /sys/class/infiniband: drivers load before user space is installed), in the order it lists them, and its
+    ``source``.
     NICs: the ``nic_facts`` module's result (sysfs and ``ip -j``), the same records doctor and eni read.
     """
-    if nvidia_smi is not None:
-        gpu_count, gpu_source = count_nvidia_smi_gpus(nvidia_smi), "nvidia-smi"
-    elif lspci is not None:
-        gpu_count, gpu_source = count_lspci_gpus(lspci), "lspci"
-    else:
-        gpu_count, gpu_source = 0, "none"
+    counted, gpu_source = count_gpus(nvidia_smi, lspci, sysfs_gpus)
+    gpu_count = counted if counted is not None else 0  # gpu_source none says it was not counted
     rdma = rdma if isinstance(rdma, Mapping) else {}
     listed = rdma.get("devices")
     devices: list[Any] = listed if isinstance(listed, list) else []

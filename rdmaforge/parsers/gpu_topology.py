@@ -180,8 +180,10 @@ def read_sysfs_topology(sys_root: str = "/sys") -> Topology:
     gpu_dirs: dict[str, str] = {}
     try:
         functions = sorted(os.listdir(pci_root))
+        source = "sysfs"
     except OSError:
         functions = []
+        source = "none"  # no PCI tree read: no GPU list, which is not a list of none
     for function in functions:
         device_dir = os.path.join(pci_root, function)
         vendor = (_read(os.path.join(device_dir, "vendor")) or "").lower()
@@ -206,7 +208,7 @@ def read_sysfs_topology(sys_root: str = "/sys") -> Topology:
             nic: classify(pci_chain(gpu_dir), pci_chain(nic_dir), _numa(gpu_dir), _numa(nic_dir))
             for nic, nic_dir in nic_dirs.items()
         }
-    return {"source": "sysfs", "gpus": gpus, "nics": list(nic_dirs), "links": links}
+    return {"source": source, "gpus": gpus, "nics": list(nic_dirs), "links": links}
 
 
 # --- rails --------------------------------------------------------------------------------------------------

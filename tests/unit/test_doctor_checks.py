@@ -158,6 +158,10 @@ def test_a_node_where_no_tool_counted_gpus_is_not_judged_as_having_none() -> Non
     for name in ("hugepages", "hugepages_boot"):
         assert checks["node2", name].status == "not_checked", checks["node2", name]
     assert doctor.node_row(nodes["node2"])["gpus"] == "?"
+    # Without pciutils the PCI tree in sysfs counts them (preflight's node_probe.yml reads it for both).
+    nodes["node2"]["sysfs_gpus"] = 0
+    checks = {(c.host, c.check): c for c in doctor.diagnose(nodes).checks}
+    assert checks["node2", "gpus"].status == "ok" and checks["node2", "hugepages_boot"].status == "ok"
     # A count the inventory sets is a plan of its own: the boot arguments are judged against it.
     nodes = lab(1, hugepages_count=10)
     nodes["node1"]["lspci"] = None

@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 
 from rdmaforge import node_facts
+from rdmaforge.parsers import gpu_topology, rdma_devinfo
 from rdmaforge.parsers import nic_facts as nic_parser
-from rdmaforge.parsers import rdma_devinfo
+from tests.unit.test_gpu_topology import fake_gpu_server
+
+__all__ = ["fake_gpu_server"]  # the fake sysfs fixture, shared with test_gpu_topology.py
 
 NVIDIA_SMI_L = """\
 GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5f8e1a6c-0000-0000-0000-000000000000)
@@ -117,6 +120,21 @@ def test_node_fact_of_a_bare_host() -> None:
     )
     assert fact["nics"] == [] and fact["default_route_interface"] == "" and fact["cpu_count"] == 0
     assert fact["nics_error"] == "nic_facts returned no NICs"
+
+
+def test_without_nvidia_smi_and_lspci_the_pci_tree_in_sysfs_counts_the_gpus(fake_gpu_server: Path) -> None:
+    """No pciutils on the node: the GPUs gpu_topology finds in sysfs (the fake server's two) are the count, and a
+    node where nothing answered is counted by nothing (doctor: None, not 0)."""
+    found = gpu_topology.read_sysfs_topology(str(fake_gpu_server))
+    fact = node_facts.node_fact(FACTS, sysfs_gpus=len(found["gpus"]))
+    assert (fact["gpu_count"], fact["gpu_source"]) == (2, "sysfs")
+    assert node_facts.count_gpus(None, LSPCI, 0) == (2, "lspci")  # lspci answered first
+    assert node_facts.count_gpus(None, None, None) == (None, "none")
+
+
+def test_a_pci_tree_that_cannot_be_read_lists_no_gpus_and_says_so(tmp_path: Path) -> None:
+    found = gpu_topology.read_sysfs_topology(str(tmp_path / "no-sys"))
+    assert (found["source"], found["gpus"]) == ("none", [])
 
 
 H100_PROBE = Path(__file__).resolve().parents[1] / "data" / "device-h100" / "probe.txt"

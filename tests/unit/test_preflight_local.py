@@ -142,7 +142,7 @@ def test_node_fact_has_the_published_shape(node_facts: dict[str, dict]) -> None:
         assert set(fact["os"]) == {"distribution", "version", "major_version", "family", "pkg_mgr"}
         assert fact["os"]["distribution"] and fact["os"]["family"]
         assert isinstance(fact["cpu_count"], int) and fact["cpu_count"] >= 1
-        assert isinstance(fact["gpu_count"], int) and fact["gpu_source"] in ("nvidia-smi", "lspci", "none")
+        assert isinstance(fact["gpu_count"], int) and fact["gpu_source"] in ("nvidia-smi", "lspci", "sysfs")
         assert fact["gpu_compute_caps"] == []  # no nvidia-smi on this machine
         assert isinstance(fact["rdma_devices"], list) and fact["rdma_source"] in (
             "ibv_devinfo",
