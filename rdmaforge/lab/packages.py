@@ -30,9 +30,6 @@ BASE_PACKAGES: tuple[str, ...] = (
     "sudo",
     "ca-certificates",
     "grub2-common",
-    # lspci: preflight and doctor count GPUs with it where no driver answers (cloud images carry it); without it a
-    # node's GPUs are not counted (doctor: not_checked), which unit tests cover.
-    "pciutils",
 )
 
 #: Served by the lab mirror's Debian repository (stand-in for the distro archive) together with every
