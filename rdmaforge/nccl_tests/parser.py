@@ -153,18 +153,25 @@ def _parse_header(line: str) -> Layout | None:
     )
 
 
-def parse_row(line: str, layout: Layout) -> Row | None:
-    """A result row, or None unless every numeric column is present (truncated rows do not count)."""
-    tokens = line.split()
+_Preamble = tuple[int, int, str, "str | None", "int | None"]
+
+
+def _row_parts(tokens: list[str], layout: Layout) -> tuple[_Preamble, list[str]] | None:
+    """A row's preamble (size, count, type, redop, root) and the tokens after it, or None for no row's start."""
     split_at = len(tokens) - layout.tail_tokens
     if split_at < 3:
         return None
     preamble = _parse_preamble(tokens[:split_at], layout)
-    if preamble is None:
+    return None if preamble is None else (preamble, tokens[split_at:])
+
+
+def parse_row(line: str, layout: Layout) -> Row | None:
+    """A result row, or None unless every numeric column is present (truncated rows do not count)."""
+    parts = _row_parts(line.split(), layout)
+    if parts is None:
         return None
-    size, count, type_name, redop, root = preamble
+    (size, count, type_name, redop, root), tail = parts
     half_len = len(layout.half)
-    tail = tokens[split_at:]
     out_of_place = _parse_half(tail[:half_len], layout)
     in_place = _parse_half(tail[half_len : 2 * half_len], layout) if layout.halves == 2 else None
     if out_of_place is None or (layout.halves == 2 and in_place is None):
@@ -189,14 +196,12 @@ def unmeasured_row_size(tokens: list[str], layout: Layout) -> int | None:
     or ``N/A``), or None for any other line. parse_row declines such a row; dropped, it vanished from a run that
     then passed on its other sizes. A row cut short (``in`` of ``inf``) is no number at all, and stays no row; a
     0-byte row is none of these (a bandwidth of 0 bytes may be 0/0, and the report judges no 0-byte row)."""
-    split_at = len(tokens) - layout.tail_tokens
-    if split_at < 3:
+    parts = _row_parts(tokens, layout)
+    if parts is None:
         return None
-    preamble = _parse_preamble(tokens[:split_at], layout)
-    if preamble is None:
-        return None
+    preamble, tail = parts
     half_len = len(layout.half)
-    halves = tokens[split_at : split_at + half_len * layout.halves]
+    halves = tail[: half_len * layout.halves]
     unmeasured = False
     for index, token in enumerate(halves):
         if token == "N/A":
