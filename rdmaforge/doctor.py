@@ -230,6 +230,7 @@ def node_row(node: Mapping[str, Any]) -> dict[str, str]:
     ports, _ = port_states(node)
     offset = clock_offset(node.get("clock") or [])
     memlock = node.get("memlock")
+    gpus = gpu_count(node)
     return {
         "rdma": ",".join(devices) if devices else "none",
         "ports": ports,
@@ -237,7 +238,7 @@ def node_row(node: Mapping[str, Any]) -> dict[str, str]:
         "mtu": mtu_summary(node),
         "memlock": str(memlock).strip() if memlock is not None else "?",
         "hugepages": hugepages_summary(node),
-        "gpus": "?" if gpu_count(node) is None else str(gpu_count(node)),
+        "gpus": "?" if gpus is None else str(gpus),
         "enis": str(len(node.get("nics") or [])),
         "nccl": nccl_summary(node),
         "plugin": plugin_summary(node),
