@@ -11,7 +11,6 @@ class ExitCode(IntEnum):
     OK = 0
     #: rdmaforge or Ansible could not do the job at all: an inventory Ansible cannot parse, no host matched, a missing
     #: optional part (mitogen).
-    #: `rdmaforge report` also uses it for a benchmark run that failed.
     ERROR = 1
     HOST_FAILED = 2
     UNREACHABLE = 3
@@ -26,8 +25,8 @@ class ExitCode(IntEnum):
     BAD_INPUT = 64
     #: An unexpected internal error: a short message points at the saved traceback.
     INTERNAL = 70
-    #: `--no-wait` (provision, remove-node, upgrade-nccl, rollback-nccl): another run holds the inventory's lock
-    #: (EX_TEMPFAIL: try again later).
+    #: `--no-wait` (provision, remove-node, upgrade-nccl, rollback-nccl, reset): another run holds the inventory's
+    #: lock (EX_TEMPFAIL: try again later).
     BUSY = 75
     #: Ctrl-C (128 + SIGINT), as a shell reports it.
     INTERRUPTED = 130
