@@ -26,6 +26,7 @@ from rdmaforge.node_facts import count_gpus
 from rdmaforge.parsers.rdma_devinfo import active_port_rates
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.recap import render_table
+from rdmaforge.text import fixed
 
 #: Columns of the table, in order, with their headers.
 COLUMNS = {
@@ -133,14 +134,16 @@ TABLE = {"rdma": "RDMA", "mtu": "MTU", "memlock": "memlock", "hugepages": "pages
 
 
 def clock_offset(lines: Sequence[str]) -> float | None:
-    """Node time minus controller time from the two numbers doctor.yml's clock task prints."""
+    """Node time minus controller time from the two numbers doctor.yml's clock task prints; None when there are not
+    two, or the difference is no finite number (a "nan" passes every limit: no comparison with it is true)."""
     numbers = []
     for line in lines:
         try:
             numbers.append(float(line.strip()))
         except ValueError:
             continue  # sudo or a login banner may add lines
-    return numbers[-1] - numbers[-2] if len(numbers) >= 2 else None
+    offset = numbers[-1] - numbers[-2] if len(numbers) >= 2 else None
+    return offset if offset is not None and math.isfinite(offset) else None
 
 
 def gpu_count(node: Mapping[str, Any]) -> int | None:
@@ -242,7 +245,7 @@ def node_row(node: Mapping[str, Any]) -> dict[str, str]:
         "enis": str(len(node.get("nics") or [])),
         "nccl": nccl_summary(node),
         "plugin": plugin_summary(node),
-        "clock": f"{offset:+.3f}s" if offset is not None else "?",
+        "clock": f"{fixed(offset, 3, signed=True)}s" if offset is not None else "?",
     }
 
 
@@ -301,8 +304,8 @@ def clock_check(node: Mapping[str, Any], row: Mapping[str, str], max_offset: flo
             return "not_checked", "?", None, "the node's clock could not be read"
         bound = f"within {max_offset}s"
         if abs(offset) > max_offset:
-            return "problem", row["clock"], bound, f"clock is {offset:+.3f}s off the controller's (limit {max_offset}s)"
-        return "ok", row["clock"], bound, f"clock {offset:+.3f}s off the controller's"
+            return "problem", row["clock"], bound, f"clock is {row['clock']} off the controller's (limit {max_offset}s)"
+        return "ok", row["clock"], bound, f"clock {row['clock']} off the controller's"
 
     return judge
 

@@ -170,8 +170,8 @@ def count(most: int) -> Check:
     return check
 
 
-#: Bounds of a node's counts in summary.json: logical CPUs (the largest single-image machines have a few
-#: thousand) and GPUs (eight or so today).
+#: Bounds of a node's counts in summary.json (and of its GPUs in run.json and a baseline): logical CPUs (the largest
+#: single-image machines have a few thousand) and GPUs (eight or so today).
 MAX_CPUS = 1 << 16
 MAX_GPUS = 1 << 10
 
@@ -242,7 +242,7 @@ RUN_JSON = Obj(
         ),
         "e2e_enabled": Scalar(("boolean",)),
         "accelerators": Obj({"acspeed": Scalar(("boolean",)), "net_plugin": Scalar(("string",))}),
-        "gpus": MapOf(Scalar(("integer", "null"), non_negative)),
+        "gpus": MapOf(Scalar(("integer", "null"), count(MAX_GPUS))),
         # Each node's host name (its facts), which nccl-tests' Rank lines name; absent in runs recorded before.
         "hostnames": MapOf(OPT_STRING),
         # Each collective's launch exit code (timeout, mpirun, the binary); absent in runs recorded before.
@@ -332,7 +332,7 @@ BASELINE = Obj(
                 "fabric": OPT_STRING,
                 "nodes": ListOf(STRING),
                 "node_count": Scalar(("integer",), non_negative),
-                "gpus": MapOf(Scalar(("integer",), non_negative)),
+                "gpus": MapOf(Scalar(("integer",), count(MAX_GPUS))),
             }
         ),
         "nccl": MapOf(

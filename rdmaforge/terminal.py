@@ -37,11 +37,14 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-def escaped(text: str) -> str:
-    """``text`` with every character a terminal would act on (but newline and tab) written as its escape."""
+def escaped(text: str, one_line: bool = False) -> str:
+    """``text`` with every character a terminal would act on (but newline and tab) written as its escape; with
+    ``one_line`` the newline too (``\\x0a``), for a line of output that a name must not split in two."""
     if text.isascii():
-        return _ASCII_CONTROLS.sub(_escape, text) if _ASCII_CONTROLS.search(text) else text
-    return _CANDIDATES.sub(_escape, text)
+        shown = _ASCII_CONTROLS.sub(_escape, text) if _ASCII_CONTROLS.search(text) else text
+    else:
+        shown = _CANDIDATES.sub(_escape, text)
+    return shown.replace("\n", "\\x0a") if one_line else shown
 
 
 class EscapingStream:
@@ -70,7 +73,7 @@ class EscapingStream:
 
 def unwrapped(stream: TextIO) -> TextIO:
     """The stream under an EscapingStream (``stream`` itself otherwise): for the live progress line, whose own
-    escape sequences redraw it on a terminal."""
+    escape sequences redraw it on a terminal (it passes each text it shows through ``escaped`` itself)."""
     return stream.raw if isinstance(stream, EscapingStream) else stream
 
 
@@ -90,7 +93,7 @@ _FAILING = ("strict", "surrogateescape")
 
 def _degrade(stream: TextIO) -> None:
     """The process's own stdout and stderr write what they cannot encode as backslash escapes: also what reaches
-    them around EscapingStream (Ansible's echoed output, the progress line)."""
+    them around EscapingStream (the progress line on a terminal)."""
     # strict, or surrogateescape (a C locale's): both fail on a character the encoding lacks.
     if stream not in (sys.__stdout__, sys.__stderr__) or getattr(stream, "errors", None) not in _FAILING:
         return

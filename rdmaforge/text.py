@@ -13,11 +13,13 @@ import math
 LARGE = 1e6
 
 
-def fixed(value: float, places: int = 1) -> str:
-    """``value`` with ``places`` decimals, or as ``1.235e+09`` from LARGE on (and inf/nan as Python writes them)."""
+def fixed(value: float, places: int = 1, signed: bool = False) -> str:
+    """``value`` with ``places`` decimals, or as ``1.235e+09`` from LARGE on (and inf/nan as Python writes them);
+    with ``signed`` a ``+`` before what is not negative (an offset)."""
+    sign = "+" if signed else ""
     if math.isfinite(value) and abs(value) >= LARGE:
-        return f"{value:.4g}"
-    return f"{value:.{places}f}"
+        return f"{value:{sign}.4g}"
+    return f"{value:{sign}.{places}f}"
 
 
 def percent(fraction: float) -> str:

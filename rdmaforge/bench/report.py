@@ -619,7 +619,7 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
             rows = [r for r in entry.get("rows", []) if r["size"] > 0]
             ax.plot([r["size"] for r in rows], [r["out_of_place"]["busbw"] for r in rows], marker="o", label=name)
         expected = results["nccl"]["expected_busbw_gbs"]
-        ax.axhline(expected, linestyle="--", color="grey", label=f"line rate {expected:.1f} GB/s")
+        ax.axhline(expected, linestyle="--", color="grey", label=f"line rate {fixed(expected)} GB/s")
         ax.set_xscale("log", base=2)
         ax.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title=f"nccl-tests, {results['fabric']}")
         ax.legend()

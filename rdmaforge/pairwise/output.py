@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge.pairwise.score import Measurement, RailScore, SingleStream, Suspect, Thresholds, suspects_first
+from rdmaforge.text import fixed, percent
 
 CELL = 9
 
@@ -109,7 +110,7 @@ def matrix(results_data: Mapping[str, Any], nic: str) -> dict[tuple[str, str], s
     for m in results_data["pairs"]:
         if m["nic"] == nic:
             ok = m["status"] == "ok" and m["gbps"] is not None
-            cells[(m["a"], m["b"])] = f"{m['gbps']:.2f}" if ok else str(m["status"]).upper()[: CELL - 1]
+            cells[(m["a"], m["b"])] = fixed(m["gbps"], 2) if ok else str(m["status"]).upper()[: CELL - 1]
     return cells
 
 
@@ -130,8 +131,9 @@ def single_stream_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     for one in entries:
         what = f"{one['nic']} {one['a']}->{one['b']}"
         if one["share"] is not None:
-            lines.append(f"one TCP stream (seed 003; measured, not judged): {what} {one['single_gbps']:.2f} Gb/s, "
-                         f"{one['share']:.0%} of its {one['streams']}-stream {one['multi_gbps']:.2f} Gb/s")  # fmt: skip
+            lines.append(f"one TCP stream (seed 003; measured, not judged): {what} {fixed(one['single_gbps'], 2)} "
+                         f"Gb/s, {percent(one['share'])} of its {one['streams']}-stream {fixed(one['multi_gbps'], 2)} "
+                         "Gb/s")  # fmt: skip
         else:
             why = one["status"] if one["status"] != "ok" else f"the {one['streams']}-stream run did not complete"
             lines.append(f"one TCP stream (seed 003): {what} not compared: {why}"
@@ -169,17 +171,18 @@ def table(results_data: Mapping[str, Any]) -> str:
         line = f", line rate {rail['line_rate_gbps']} Gb/s" if rail.get("line_rate_gbps") else ""
         out.append("")
         reference = rail.get("reference_gbps")
-        out.append(f"{nic}: Gb/s, row sends to column; pair median {median:.2f} Gb/s, reference {reference:.2f} Gb/s"
-                   f"{line}" if median is not None and reference is not None
+        out.append(f"{nic}: Gb/s, row sends to column; pair median {fixed(median, 2)} Gb/s, reference "
+                   f"{fixed(reference, 2)} Gb/s{line}" if median is not None and reference is not None
                    else f"{nic}: no pair completed")  # fmt: skip
         names = ordered_nodes(results_data, nic)
         width = max(len(n) for n in names) + 1
         cells = matrix(results_data, nic)
+        cell = max([CELL, *(len(text) + 1 for text in cells.values())])  # an absurd rate (1.798e+308) stays apart
         flagged = {n for s in suspects if s["nic"] == nic for n in (s.get("nodes") or [s["node"]])}
-        out.append(" " * (width + 1) + "".join(f"{n:>{CELL}}" for n in names))
+        out.append(" " * (width + 1) + "".join(f"{n:>{cell}}" for n in names))
         for row in names:
             mark = "*" if row in flagged else " "
-            out.append(f"{mark}{row:<{width}}" + "".join(f"{cells.get((row, col), '-' if row == col else '?'):>{CELL}}"
+            out.append(f"{mark}{row:<{width}}" + "".join(f"{cells.get((row, col), '-' if row == col else '?'):>{cell}}"
                                                          for col in names))  # fmt: skip
     return "\n".join(out) + "\n"
 
@@ -204,7 +207,7 @@ def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path]
             i, j = names.index(m["a"]), names.index(m["b"])
             ok = m["status"] == "ok" and m["gbps"] is not None
             values[i][j] = float(m["gbps"]) if ok else 0.0
-            labels[i][j] = f"{m['gbps']:.2f}" if ok else str(m["status"])
+            labels[i][j] = fixed(m["gbps"], 2) if ok else str(m["status"])
         size = max(4.0, 0.9 * len(names) + 2)
         fig, ax = plt.subplots(figsize=(size, size * 0.85))
         image = ax.imshow(values, cmap="viridis", vmin=0)

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from rdmaforge.text import fixed
+
 Status = Literal["ok", "hang", "unreachable", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "hang", "unreachable", "failed")
 
@@ -202,7 +204,7 @@ def _is_slow(pair: PairResult, median: float | None, limits: Thresholds) -> bool
 
 
 def _pair_text(pair: PairResult) -> str:
-    return f"{pair.gbps:.2f} Gb/s" if pair.gbps is not None else pair.status
+    return f"{fixed(pair.gbps, 2)} Gb/s" if pair.gbps is not None else pair.status
 
 
 def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[str], limits: Thresholds) -> RailScore:
@@ -233,9 +235,8 @@ def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[st
         if sum(partners_fine) * 2 > len(slow):
             node_suspects.add(n)
             shown = ", ".join(f"{p.other(n)} {_pair_text(p)}" for p in slow)
-            where = (
-                f"rail reference {reference:.2f} Gb/s" if reference is not None else "no pair on this rail completed"
-            )
+            where = (f"rail reference {fixed(reference, 2)} Gb/s" if reference is not None
+                     else "no pair on this rail completed")  # fmt: skip
             suspects.append(Suspect(n, nic, "node", f"{len(slow)} of {len(mine)} pairs slow ({shown}); {where}; "
                                     "their partners' other pairs are fine", (n,)))  # fmt: skip
     for p in pairs:
@@ -244,7 +245,7 @@ def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[st
         a_fine = slow_share(p.a, excluding=p.b) <= limits.node_fraction
         b_fine = slow_share(p.b, excluding=p.a) <= limits.node_fraction
         if a_fine and b_fine:
-            where = f"rail reference {reference:.2f} Gb/s" if reference is not None else "no pair completed"
+            where = f"rail reference {fixed(reference, 2)} Gb/s" if reference is not None else "no pair completed"
             others = "both nodes' other pairs are fine" if len(nodes) > 2 else "only two nodes: cannot tell which"
             suspects.append(Suspect(f"{p.a}<->{p.b}", nic, "link",
                                     f"{p.a}-{p.b} {_pair_text(p)} ({where}); {others}", (p.a, p.b)))  # fmt: skip
@@ -261,7 +262,7 @@ def rail_suspect(nic: str, slow: Sequence[PairResult], total: int, reference: fl
     """Slow pairs that no node or link explains: slow everywhere (the rail, its switch, the whole fabric, or a
     reference too low for the line rate), or too mixed to point at one node. Never a clean result."""
     shown = ", ".join(f"{p.a}-{p.b} {_pair_text(p)}" for p in slow[:4]) + (", ..." if len(slow) > 4 else "")
-    against = [f"rail reference {reference:.2f} Gb/s" if reference is not None else "no reference"]
+    against = [f"rail reference {fixed(reference, 2)} Gb/s" if reference is not None else "no reference"]
     if limits.line_rate_gbps is not None:
         against.append(f"line rate {limits.line_rate_gbps:g} Gb/s")
     nodes = tuple(dict.fromkeys(n for p in slow for n in (p.a, p.b)))

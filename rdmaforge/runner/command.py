@@ -195,8 +195,8 @@ def is_tty(stream: TextIO) -> bool:
 
 
 def live_stream(out: TextIO) -> TextIO:
-    """Where the live output goes: on a terminal the stream under rdmaforge.terminal's escaping, for the progress
-    line's own escape sequences (redraw) and Ansible's colours; elsewhere ``out``, which shows any escaped."""
+    """Where the live progress goes: on a terminal the stream under rdmaforge.terminal's escaping, for the progress
+    line's own escape sequences (redraw; Progress escapes the text it shows itself); elsewhere ``out``."""
     return terminal.unwrapped(out) if is_tty(out) else out
 
 
@@ -205,7 +205,7 @@ def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
     if session.quiet:
         outcome = execute.run(request, session.run_dir)
     elif session.echo:
-        echo = AnsibleEcho(live_stream(session.out), escapes=is_tty(session.out))
+        echo = AnsibleEcho(session.out)
         outcome = execute.run(request, session.run_dir, echo.handle)
     else:
         progress = Progress(live_stream(session.out), tty=is_tty(session.out))

@@ -5,12 +5,15 @@ On a terminal one status line is redrawn in place (and by a ticker thread every 
 time of a long build keeps moving). Anywhere else (CI logs, pipes), with TERM=dumb or with NO_COLOR set
 (https://no-color.org), only plain lines are printed, with no escape sequence at all, and the "still running"
 lines of an async task are throttled. ``AnsibleEcho`` shows Ansible's own output instead (``-v``).
+
+Both pass what they show (task and host names, messages, node output) through ``rdmaforge.terminal.escaped``
+themselves, since on a terminal the progress writes past its EscapingStream (the redraw is escape sequences): an
+``ESC [2J`` or a carriage return there is printed as ``\\x1b[2J`` or ``\\x0d``, never acted on.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import threading
 import time
@@ -21,11 +24,10 @@ from typing import Any, TextIO
 
 from rdmaforge.runner.events import result_message
 from rdmaforge.runner.recap import first_line
+from rdmaforge.terminal import escaped
 
 CLEAR = "\r\x1b[K"
 COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped", "ignored")
-#: CSI and OSC escape sequences, and any other lone ESC: never written where escapes are not allowed.
-ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b.?")
 
 
 def escapes_allowed(stream: TextIO, environ: Mapping[str, str] = os.environ) -> bool:
@@ -35,10 +37,6 @@ def escapes_allowed(stream: TextIO, environ: Mapping[str, str] = os.environ) -> 
     except (AttributeError, ValueError):  # a closed or odd stream
         return False
     return tty and environ.get("TERM", "") != "dumb" and not environ.get("NO_COLOR")
-
-
-def strip_escapes(text: str) -> str:
-    return ESCAPES.sub("", text)
 
 
 def duration(seconds: float) -> str:
@@ -188,13 +186,14 @@ class Progress:
     def _status(self) -> None:
         if not self.tty:
             return
-        text = self.status_text()
+        text = escaped(self.status_text(), one_line=True)  # cut after escaping: the escapes take columns too
         limit = max(20, self.width() - 1)
         self.out.write(CLEAR + (text if len(text) <= limit else text[: limit - 3] + "..."))
         self.out.flush()
 
     def _line(self, text: str) -> None:
-        self.out.write((CLEAR if self.tty else "") + text + "\n")
+        # One line each: a name with a newline in it must not start a line of its own (a forged "PLAY RECAP").
+        self.out.write((CLEAR if self.tty else "") + escaped(text, one_line=True) + "\n")
         self.out.flush()
         if self.tty and self.task is not None:
             self._status()
@@ -215,19 +214,20 @@ class Progress:
 class AnsibleEcho:
     """Ansible's own output, event by event (each event's ``stdout``), in place of the condensed progress (-v).
 
-    Escape sequences are removed unless ``escapes`` (Ansible's colour is off in rdmaforge runs anyway).
+    Every escape sequence in it is shown escaped: Ansible's colour is off in rdmaforge runs (execute.runner_env),
+    so any there came from a node's output or a name. Its line ends are CR LF (Ansible writes to a pty): those
+    are newlines; a lone CR, which would overwrite the line, is escaped.
     """
 
-    def __init__(self, out: TextIO, escapes: bool = False) -> None:
+    def __init__(self, out: TextIO) -> None:
         self.out = out
-        self.escapes = escapes
         self.lock = threading.Lock()
 
     def handle(self, event: Mapping[str, Any]) -> bool:
         text = str(event.get("stdout") or "")
         if text:
             with self.lock:
-                self.out.write((text if self.escapes else strip_escapes(text)) + "\n")
+                self.out.write(escaped(text.replace("\r\n", "\n")) + "\n")
                 self.out.flush()
         return True
 

@@ -233,7 +233,10 @@ RUN_KEYS: list[tuple[str, Any, str]] = [
     ("e2e_enabled", "yes", "e2e_enabled: expected boolean"),
     ("gpus", [1], "gpus: expected an object"),
     ("gpus", {"n1": "8"}, "gpus.n1: expected integer"),
-    ("gpus", {"n1": -1}, "gpus.n1: must be 0 or more"),
+    # The bounds of summary.json's counts: a node claiming 10**30 GPUs is a corrupt or forged file, not a machine.
+    ("gpus", {"n1": -1}, "gpus.n1: must be a count from 0 to 1024, got -1"),
+    ("gpus", {"n1": 10**30}, "gpus.n1: must be a count from 0 to 1024, got 1000000000000000000000000000000"),
+    ("gpus", {"n1": 1025}, "gpus.n1: must be a count from 0 to 1024, got 1025"),
     ("required", "nccl-tests", "required: expected a list"),
     ("optional", 5, "optional: expected a list"),
     ("port_line_rates", [400], "port_line_rates: expected an object"),
@@ -377,6 +380,9 @@ BASELINE_KEYS: list[tuple[str, Any, str]] = [
     ("fingerprint.node_count", -1, f"{INVALID}fingerprint.node_count: must be 0 or more, got -1"),
     ("fingerprint.gpus", [8], f"{INVALID}fingerprint.gpus: expected an object, got [8]"),
     ("fingerprint.gpus", {"n1": "8"}, f'{INVALID}fingerprint.gpus.n1: expected integer, got "8"'),
+    ("fingerprint.gpus", {"n1": -1}, f"{INVALID}fingerprint.gpus.n1: must be a count from 0 to 1024, got -1"),
+    ("fingerprint.gpus", {"n1": 10**30}, f"{INVALID}fingerprint.gpus.n1: must be a count from 0 to 1024, "
+     "got 1000000000000000000000000000000"),  # fmt: skip
     ("nccl", [], f"{INVALID}nccl: expected an object, got []"),
     ("nccl", DELETE, f"{INVALID}nccl: missing (required)"),
     ("nccl.all_reduce", 17.45, f"{INVALID}nccl.all_reduce: expected an object, got 17.45"),

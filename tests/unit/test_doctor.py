@@ -167,6 +167,25 @@ def test_clock_offset_beyond_the_limit_and_unreachable_and_failed_nodes() -> Non
     assert relaxed.findings == [] and relaxed.problems == [] and relaxed.exit_code == ExitCode.OK
 
 
+@pytest.mark.parametrize(
+    ("clock", "status", "shown", "reason"),
+    [
+        # A node whose clock says 1e300 seconds since the epoch: off, and said in a few characters (not 301 digits).
+        (["1700000000.0", "1e300"], "problem", "+1e+300s", "clock is +1e+300s off the controller's (limit 1.0s)"),
+        # "nan" is a float to Python, and no limit is exceeded by it: never judged ok.
+        (["1700000000.0", "nan"], "not_checked", "?", "the node's clock could not be read"),
+        (["1700000000.0", "inf"], "not_checked", "?", "the node's clock could not be read"),
+    ],
+)
+def test_an_absurd_clock_is_short_and_never_ok(clock: list[str], status: str, shown: str, reason: str) -> None:
+    nodes = cluster(3)
+    nodes["node3"]["clock"] = clock
+    diagnosis = doctor.diagnose(nodes)
+    check = next(c for c in diagnosis.checks if c.check == "clock" and c.host == "node3")
+    assert (check.status, check.reason) == (status, reason)
+    assert doctor.node_row(nodes["node3"])["clock"] == shown
+
+
 def test_doctor_playbook_for_real_against_this_machine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -310,6 +311,27 @@ def test_outputs_put_suspects_first_and_leave_them_out_of_the_hostfile(tmp_path)
     pytest.importorskip("matplotlib")
     for nic in ("eth1", "eth2"):
         assert (tmp_path / f"heatmap-{nic}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_absurd_rate_is_shown_in_a_few_digits_in_the_table_and_the_evidence(tmp_path):
+    """A forged or corrupt measurement of 1.23456e300 Gb/s (finite, so a rate) is printed as 1.235e+300, not as 301
+    digits, in the matrix (whose columns stay apart), the rail's line, a suspect's evidence and the one-stream line."""
+    absurd = {(a, b, "eth1"): 1.23456e300 for a, b in itertools.permutations(NODES, 2) if "node3" not in (a, b)}
+    raw = raw_sweep(sweep(absurd))
+    one = Measurement("node1", "node2", "eth2", 1e300, "ok")
+    raw["single_stream"] = {"streams": 4, "measurements": [one.to_dict()]}
+    data = build(raw, tmp_path)
+    assert [(s["node"], s["nic"], s["kind"]) for s in data["suspects"]] == [("node3", "eth1", "node")]
+    assert "node1 0.19 Gb/s" in data["suspects"][0]["evidence"]
+    assert "rail reference 1.235e+300 Gb/s" in data["suspects"][0]["evidence"]
+    table = (tmp_path / "table.txt").read_text()
+    assert re.findall(r"[0-9]{12,}", table) == [], table
+    # The median of three pairs at 0.19 and three at 1.23456e300 is half the latter; the reference a node's best.
+    assert "eth1: Gb/s, row sends to column; pair median 6.173e+299 Gb/s, reference 1.235e+300 Gb/s" in table
+    assert "eth2 node1->node2 1e+300 Gb/s, 5.263e+302% of its 4-stream 0.19 Gb/s" in table
+    eth1 = table[table.index("eth1:") : table.index("eth2:")].splitlines()
+    assert eth1[2].split() == ["*node3", "-", "0.19", "0.19", "0.19"]  # the suspect's row first
+    assert eth1[3].split() == ["node1", "0.19", "-", "1.235e+300", "1.235e+300"]
 
 
 def test_a_link_suspect_keeps_both_nodes_in_the_hostfile_and_says_so(tmp_path):

@@ -97,3 +97,29 @@ def test_report_shows_a_huge_bandwidth_and_throughput_in_a_few_characters(
     _, out = run_cli(["report", str(run_dir)], capsys)
     assert "1e+308" in out, out
     assert max(len(line) for line in out.splitlines()) < LONGEST, [line[:150] for line in out.splitlines()]
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # matplotlib's axis ticks of a 1e308 line
+def test_the_plots_line_rate_label_is_a_few_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run.json line rate of 1e308 Gb/s (finite, 0 or more: the schema takes it) is 1.25e307 GB/s of bus
+    bandwidth: nccl_busbw.png's legend says so in a few characters, as summary.md does."""
+    axes = pytest.importorskip("matplotlib.axes")
+    labels: list[str] = []
+    draw = axes.Axes.axhline
+
+    def axhline(self: object, *args: object, **kwargs: object) -> object:
+        labels.append(str(kwargs.get("label")))
+        return draw(self, *args, **kwargs)
+
+    monkeypatch.setattr(axes.Axes, "axhline", axhline)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "nccl-all_reduce.log").write_text(HUGE_LOG.replace("1e+308", "17.45"))  # a bandwidth of this world
+    run = {"fabric": "tcp", "nodes": ["n1", "n2"], "hostnames": {"n1": "node-01", "n2": "node-02"},
+           "line_rate_gbps": 1e308, "min_efficiency": 0.8, "tolerance": 0.1, "gpus": {"n1": 1, "n2": 1},
+           "e2e_enabled": False, "nccl": {"status": "ran", "collectives": ["all_reduce"]}}  # fmt: skip
+    (run_dir / "run.json").write_text(json.dumps(run))
+    run_cli(["report", str(run_dir)], capsys)
+    assert labels == ["line rate 1.25e+307 GB/s"]
