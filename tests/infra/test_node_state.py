@@ -5,7 +5,8 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +28,22 @@ from tests.infra.expectations import accepted, nccl_conf, read_conf, setting
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
 
 
+def os_family(host: Any) -> str:
+    """The node's OS family as rdmaforge knows them (fabrics.OS_FAMILIES): Debian covers Ubuntu, RedHat the rest."""
+    return "Debian" if host.system_info.distribution in ("debian", "ubuntu") else "RedHat"
+
+
+def training_user(hostvars: dict[str, Any]) -> str | None:
+    """The user the training runs as: the cluster trust's (ssh_trust_user), whose logins mpirun and torchrun open;
+    None while it is a template (testinfra renders none)."""
+    user = setting(hostvars, "ssh_trust", "ssh_trust_user")
+    return None if user is None else str(user)
+
+
 def test_erdma_repository_and_keyring(host: Any, fabric: str) -> None:
     if fabric != "erdma":
         pytest.skip(f"fabric {fabric}: the erdma repository is not used")
-    if host.system_info.distribution in ("debian", "ubuntu"):
+    if os_family(host) == "Debian":
         source = host.file("/etc/apt/sources.list.d/erdma.sources")
         assert source.exists and source.mode == 0o644
         assert re.search(r"^Signed-By: /etc/apt/keyrings/erdma\.gpg$", source.content_string, re.M)
@@ -44,7 +57,7 @@ def test_erdma_repository_and_keyring(host: Any, fabric: str) -> None:
 def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
     """The fabric's package set: the inventory's rdma_core_packages, else the role's default, the fabric profile
     table's (every profile, not only erdma)."""
-    family = "Debian" if host.system_info.distribution in ("debian", "ubuntu") else "RedHat"
+    family = os_family(host)
     if "rdma_core_packages" in hostvars:
         table = setting(hostvars, "rdma_core", "rdma_core_packages") or {}
     else:
@@ -138,44 +151,69 @@ def test_rdma_port_rates(
         pytest.skip(f"not judged: the rate of {', '.join(verdict.unread)}: {verdict.reason}")
 
 
-def limits_files(host: Any) -> list[tuple[str, str]]:
-    """(path, text) of the node's pam_limits files in pam_limits' order: limits.conf, then limits.d/*.conf."""
+def limits_files(host: Any, conf: str, directory: str) -> list[tuple[str, str]]:
+    """(path, text) of the pam_limits files ``conf`` and ``directory``/*.conf that exist, in pam_limits' order."""
     files = []
-    conf = host.file(pam_limits.LIMITS_CONF)
-    if conf.exists:
-        files.append((pam_limits.LIMITS_CONF, conf.content_string))
-    listed = host.run(f"find {pam_limits.LIMITS_D} -mindepth 1 -maxdepth 1 -name '*.conf' ! -type d -printf '%f\\n'")
+    if host.file(conf).exists:
+        files.append((conf, host.file(conf).content_string))
+    listed = host.run(f"find {directory} -mindepth 1 -maxdepth 1 -name '*.conf' ! -type d -printf '%f\\n'")
+    if listed.rc != 0 and host.file(directory).exists:
+        pytest.skip(f"not judged: memlock: {directory} cannot be listed (find exited {listed.rc}: {listed.stderr})")
     for name in pam_limits.limits_d_order(listed.stdout.splitlines()):
-        path = f"{pam_limits.LIMITS_D}/{name}"
+        path = f"{directory}/{name}"
         files.append((path, host.file(path).content_string))
     return files
 
 
+def read_login(host: Any, user: str, keys: Sequence[str]) -> pam_limits.Login | str:
+    """``user`` as pam_limits looks them up on the node (getpwnam, getgrouplist, getgrnam or getgrgid for the
+    groups ``keys`` the limits files name), or why that cannot be read."""
+    passwd = host.run(f"getent passwd -- {shlex.quote(user)}")
+    if passwd.rc != 0:
+        return f"{user} is not a user on the node (getent passwd exited {passwd.rc})"
+    gids = host.run(f"id -G -- {shlex.quote(user)}")
+    if gids.rc != 0:
+        return f"the groups of {user} are unreadable (id -G exited {gids.rc}: {gids.stderr.strip()})"
+    asked = [key.lstrip(":") for key in keys if not key.isdigit()]  # a digits-only name stays unknown: parse_login
+    groups = host.run("getent group -- " + " ".join(shlex.quote(key) for key in asked)) if asked else None
+    if groups is not None and groups.rc not in (0, 2):  # 2: some key was not found, which pam_limits sees too
+        return f"the groups {asked} are unreadable (getent group exited {groups.rc})"
+    return pam_limits.parse_login(user, passwd.stdout, gids.stdout, groups.stdout if groups else "", keys)
+
+
 def test_memlock_drop_in(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
     """rdma_core's drop-in is there on RDMA fabrics (gone on tcp), and what pam_limits makes of every limits file
-    gives each of rdma_core_memlock_users memlock unlimited, soft and hard: comments are not settings, and a later
-    file or a more specific domain that sets a number is a failure naming its file and line."""
+    gives the training login (ssh_trust_user, looked up on the node with its groups) memlock unlimited, soft and
+    hard: comments are not settings, and a later file or a line of its name, a group of its, its uid or gid range
+    that sets a number (or no limits at all) is a failure naming its file and line. Root on Debian and Ubuntu gets
+    no * or @group line (their pam_limits). Vendor files (/usr/etc/security) are judged with and without them."""
     drop_in = host.file(str(setting(hostvars, "rdma_core", "rdma_core_limits_file")
                             or "/etc/security/limits.d/90-rdmaforge-memlock.conf"))  # fmt: skip
     if fabric == "tcp":
         assert not drop_in.exists, f"{drop_in.path} is there although fabric tcp needs no memlock drop-in"
         return
     assert drop_in.exists, f"{drop_in.path} (rdma_core's memlock drop-in) is missing"
-    users = setting(hostvars, "rdma_core", "rdma_core_memlock_users")
-    if not users:
-        pytest.skip("not judged: rdma_core_memlock_users "
-                    + ("is a template (testinfra renders none)" if users is None else "names no user"))  # fmt: skip
-    lines = pam_limits.read_limits(limits_files(host))
-    problems = {str(user): pam_limits.unlimited_problems(lines, str(user)) for user in users}
-    problems = {user: found for user, found in problems.items() if found}
-    assert not problems, f"memlock not unlimited as pam_limits reads the limits files: {problems}"
+    user = training_user(hostvars)
+    if user is None:
+        pytest.skip("not judged: memlock in the limits files: ssh_trust_user is a template (testinfra renders none)")
+    files = limits_files(host, pam_limits.LIMITS_CONF, pam_limits.LIMITS_D)
+    vendor = limits_files(host, pam_limits.VENDOR_LIMITS_CONF, pam_limits.VENDOR_LIMITS_D)
+    login = read_login(host, user, pam_limits.group_keys(pam_limits.read_limits([*files, *vendor])))
+    if isinstance(login, str):
+        pytest.skip(f"not judged: memlock of {user}'s login in the limits files: {login}")
+    verdict = pam_limits.judge_unlimited(files, login, os_family(host) == "Debian", vendor)
+    assert verdict.status != "problem", f"memlock not unlimited as pam_limits reads the limits files: {verdict.reason}"
+    if verdict.status == "not_checked":
+        pytest.skip(f"not judged: memlock of {user}'s login in the limits files: {verdict.reason}")
 
 
 def test_memlock_of_a_login_is_unlimited(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
     """The effective limit of a non-interactive SSH login over the cluster's trust, as mpirun opens it."""
     if fabric not in RDMA_PROFILES:
         pytest.skip(f"fabric {fabric} does not use RDMA")
-    user = str(setting(hostvars, "ssh_trust", "ssh_trust_user") or "root")
+    user = training_user(hostvars)
+    if user is None:
+        pytest.skip("not judged: memlock of a login: ssh_trust_user is a template (testinfra renders none)")
     login = f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes {hostvars['inventory_hostname']} 'ulimit -l'"
     if user != "root":
         login = f"su {user} -s /bin/sh -c {login!r}"

@@ -50,11 +50,17 @@ class User:
 
 
 @dataclass
+class SystemInfo:
+    distribution: str = "debian"
+
+
+@dataclass
 class FakeHost:
-    """What the suite calls on testinfra's host: file, run, check_output, exists, user."""
+    """What the suite calls on testinfra's host: file, run, check_output, exists, user, system_info."""
 
     files: dict[str, File] = field(default_factory=dict)
     commands: dict[str, Result] = field(default_factory=dict)
+    system_info: SystemInfo = field(default_factory=SystemInfo)
 
     def file(self, path: str) -> File:
         return self.files.get(path) or File(path, exists=False)
@@ -271,9 +277,18 @@ LIMITS = DATA / "limits"
 DROP_IN = "/etc/security/limits.d/90-rdmaforge-memlock.conf"  # roles/rdma_core/defaults: rdma_core_limits_file
 
 
+#: Debian 12's answers to `getent passwd -- USER` and `id -G -- USER`: root, and alice (uid 1500, primary group
+#: alice 1500, member of rdma 1600), made in /etc/passwd and /etc/group there.
+PASSWD = {"root": "root:x:0:0:root:/root:/bin/bash\n", "alice": "alice:x:1500:1500::/home/alice:/bin/sh\n"}
+GIDS = {"root": "0\n", "alice": "1500 1600\n"}
+#: `getent group -- NAME` there: rdma lists alice, student does not.
+GROUPS = {"rdma": "rdma:x:1600:alice\n", "student": "student:x:1700:bob\n"}
+
+
 def limits_node(drop_in: str | None, **others: str) -> FakeHost:
     """A node with Debian's real limits.conf (every example commented out), rdma_core's drop-in holding
-    ``drop_in`` and other limits.d files ``others`` (name: text), listed as find lists them."""
+    ``drop_in`` and other limits.d files ``others`` (name: text), listed as find lists them; root and alice are
+    users there, and the groups of GROUPS answer getent one at a time."""
     host = FakeHost()
     host.add("/etc/security/limits.conf", (LIMITS / "debian_limits.conf").read_text())
     files = dict(others, **({DROP_IN.rsplit("/", 1)[1]: drop_in} if drop_in is not None else {}))
@@ -281,45 +296,102 @@ def limits_node(drop_in: str | None, **others: str) -> FakeHost:
         host.add(f"/etc/security/limits.d/{name}", text)
     listing = "".join(f"{name}\n" for name in files)  # find's order: not sorted
     host.commands[LIMITS_D_FIND] = Result(0, listing)
+    host.commands[VENDOR_D_FIND] = Result(1, "", "find: '/usr/etc/security/limits.d': No such file or directory\n")
+    for user, entry in PASSWD.items():
+        host.commands[f"getent passwd -- {user}"] = Result(0, entry)
+        host.commands[f"id -G -- {user}"] = Result(0, GIDS[user])
+    for group, entry in GROUPS.items():
+        host.commands[f"getent group -- {group}"] = Result(0, entry)
     return host
 
 
 #: How the suite lists limits.d (a command the stand-in does not know answers 127 and lists nothing: a fail, not a
-#: pass, for every case here that expects one).
+#: pass, for every case here that expects one), and the vendor directory of a Linux-PAM built with one (openSUSE's).
 LIMITS_D_FIND = "find /etc/security/limits.d -mindepth 1 -maxdepth 1 -name '*.conf' ! -type d -printf '%f\\n'"
+VENDOR_D_FIND = "find /usr/etc/security/limits.d -mindepth 1 -maxdepth 1 -name '*.conf' ! -type d -printf '%f\\n'"
 
 
 #: The role's template (roles/rdma_core/templates/memlock.conf.j2) for its default users, * and root.
 ROLE_DROP_IN = ("# Managed by rdmaforge\n* soft memlock unlimited\n* hard memlock unlimited\n"
                 "root soft memlock unlimited\nroot hard memlock unlimited\n")  # fmt: skip
+ALICE = {"ssh_trust_user": "alice"}  # the training login is alice's (ssh_trust's default is root)
 
 
 def test_memlock_is_judged_as_pam_limits_reads_the_files() -> None:
     """The drop-in was judged by the text "root hard memlock unlimited" anywhere in it, so a commented line passed,
-    and a later limits.d file lowering the limit was never read. Now every file is read as pam_limits reads it."""
+    and a later limits.d file lowering the limit was never read. Now every file is read as pam_limits reads it,
+    for the training login (ssh_trust_user, root by default)."""
     check = test_node_state.test_memlock_drop_in
     check(limits_node(ROLE_DROP_IN), {}, "erdma")
+    check(limits_node(ROLE_DROP_IN), ALICE, "erdma")
     commented = "# * hard memlock unlimited\n# root soft memlock unlimited\n# root hard memlock unlimited\n"
-    with pytest.raises(AssertionError, match=r"no line sets \*'s soft memlock.*no line sets root's hard memlock"):
+    with pytest.raises(AssertionError, match=r"no line sets root's soft memlock; no line sets root's hard memlock"):
         check(limits_node(commented), {}, "erdma")
     later = "*\thard\tmemlock\t65536\n"  # tab-separated, read after 90-rdmaforge-memlock.conf (C order)
-    with pytest.raises(AssertionError, match=r"\*'s hard memlock is 65536 \(/etc/security/limits.d/99-site.conf:1\)"):
-        check(limits_node(ROLE_DROP_IN, **{"99-site.conf": later}), {}, "erdma")
-    check(limits_node(ROLE_DROP_IN, **{"10-site.conf": later}), {}, "erdma")  # read before the drop-in: overridden
-    check(limits_node(ROLE_DROP_IN, **{"99-site.conf.rpmsave": later}), {}, "erdma")  # not a *.conf: not read
+    with pytest.raises(AssertionError, match=r"alice's hard memlock is 65536 \(/etc/security/limits.d/99-site.conf:1"):
+        check(limits_node(ROLE_DROP_IN, **{"99-site.conf": later}), ALICE, "erdma")
+    check(limits_node(ROLE_DROP_IN, **{"99-site.conf": later}), {}, "erdma")  # root's own lines outrank "*"
+    check(limits_node(ROLE_DROP_IN, **{"10-site.conf": later}), ALICE, "erdma")  # read before the drop-in
+    check(limits_node(ROLE_DROP_IN, **{"99-site.conf.rpmsave": later}), ALICE, "erdma")  # not a *.conf: not read
     with pytest.raises(AssertionError, match=r"90-rdmaforge-memlock.conf \(rdma_core's memlock drop-in\) is missing"):
         check(limits_node(None), {}, "erdma")
     with pytest.raises(AssertionError, match=r"fabric tcp needs no memlock drop-in"):
         check(limits_node(ROLE_DROP_IN), {}, "tcp")
     check(limits_node(None), {}, "tcp")
-    # the inventory's users: @rdma alone, and a user line outranking the group's for one of its possible members
+
+
+def test_memlock_of_the_training_login_follows_its_groups() -> None:
+    """A @group line applies to the training login only where the node says it is in that group (getent, id -G):
+    before, every group was taken to cover some login, so a line for a group the login is not in failed the node."""
+    check = test_node_state.test_memlock_drop_in
     group = "@rdma - memlock unlimited\n"
-    check(limits_node(group), {"rdma_core_memlock_users": ["@rdma"]}, "erdma")
-    with pytest.raises(AssertionError, match=r"alice's hard memlock is 64"):
-        check(limits_node(group, **{"50-alice.conf": "alice hard memlock 64\n"}),
-              {"rdma_core_memlock_users": ["@rdma"]}, "erdma")  # fmt: skip
-    with pytest.raises(pytest.skip.Exception, match=r"not judged: rdma_core_memlock_users names no user"):
-        check(limits_node(ROLE_DROP_IN), {"rdma_core_memlock_users": []}, "erdma")
+    check(limits_node(group), {**ALICE, "rdma_core_memlock_users": ["@rdma"]}, "erdma")
+    with pytest.raises(AssertionError, match=r"alice's hard memlock is 64 \(/etc/security/limits.d/50-alice.conf:1"):
+        check(limits_node(group, **{"50-alice.conf": "alice hard memlock 64\n"}), ALICE, "erdma")
+    with pytest.raises(AssertionError, match=r"alice's hard memlock is 64 \(/etc/security/limits.d/99-rdma.conf:1"):
+        check(limits_node(ROLE_DROP_IN, **{"99-rdma.conf": "@rdma hard memlock 64\n"}), ALICE, "erdma")
+    # alice is not in student (getent lists bob only, id -G has not 1700): its line is not hers
+    check(limits_node(ROLE_DROP_IN, **{"99-student.conf": "@student hard memlock 64\n"}), ALICE, "erdma")
+
+
+def test_memlock_of_root_on_debian_needs_roots_own_lines() -> None:
+    """Debian's and Ubuntu's pam_limits apply no * line to root: rdma_core_memlock_users ["*"] leaves a root login
+    with no memlock line there (it passed before), while RHEL's applies it."""
+    check = test_node_state.test_memlock_drop_in
+    star = "* soft memlock unlimited\n* hard memlock unlimited\n"
+    with pytest.raises(AssertionError, match=r"no line sets root's soft memlock; no line sets root's hard memlock"):
+        check(limits_node(star), {"rdma_core_memlock_users": ["*"]}, "erdma")
+    rocky = limits_node(star)
+    rocky.system_info = SystemInfo("rocky")
+    check(rocky, {"rdma_core_memlock_users": ["*"]}, "erdma")
+
+
+def test_memlock_lines_pam_limits_reads_otherwise_than_they_look() -> None:
+    """A CRLF drop-in's "unlimited\r" is no value Linux-PAM 1.6+ reads; "+64" is 64 (strtoul); "root -x" is a
+    no-limits line (a type starting with -). Each passed before."""
+    check = test_node_state.test_memlock_drop_in
+    with pytest.raises(AssertionError, match=r"no line sets root's soft memlock; no line sets root's hard memlock"):
+        check(limits_node(ROLE_DROP_IN.replace("\n", "\r\n")), {}, "erdma")
+    with pytest.raises(AssertionError, match=r"root's hard memlock is 64 \(/etc/security/limits.d/99-site.conf:1"):
+        check(limits_node(ROLE_DROP_IN, **{"99-site.conf": "root hard memlock +64\n"}), {}, "erdma")
+    with pytest.raises(AssertionError, match=r"'root -' \(/etc/security/limits.d/99-site.conf:1\): pam_limits sets no"):
+        check(limits_node(ROLE_DROP_IN, **{"99-site.conf": "root -x\n"}), {}, "erdma")
+
+
+def test_memlock_not_judged_where_the_login_or_the_vendor_files_leave_it_open() -> None:
+    """A training login unknown on the node, or a vendor file (/usr/etc/security, read only by a Linux-PAM built
+    with a vendor directory) that would lower its limit: not judged, never passed; they were never looked at."""
+    check = test_node_state.test_memlock_drop_in
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*carol is not a user on the node"):
+        check(limits_node(ROLE_DROP_IN), {"ssh_trust_user": "carol"}, "erdma")
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*ssh_trust_user is a template"):
+        check(limits_node(ROLE_DROP_IN), {"ssh_trust_user": "{{ cluster_user }}"}, "erdma")
+    suse = limits_node(ROLE_DROP_IN)
+    suse.commands[VENDOR_D_FIND] = Result(0, "99-vendor.conf\n")
+    suse.add("/usr/etc/security/limits.d/99-vendor.conf", "* hard memlock 64\n")
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*99-vendor.conf only where Linux-PAM was built"):
+        check(suse, ALICE, "erdma")
+    check(suse, {}, "erdma")  # root's own lines outrank it: unlimited with or without it
 
 
 def key_pair(directory: Path, name: str) -> str:

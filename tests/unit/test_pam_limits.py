@@ -1,5 +1,7 @@
-"""pam_limits' files read as pam_limits reads them (rdmaforge/parsers/pam_limits.py): real files from
-tests/data/limits (sources in its SOURCES.md), and variants of them made here, each saying what was changed."""
+"""pam_limits' files read as pam_limits reads them, for one login (rdmaforge/parsers/pam_limits.py): real files from
+tests/data/limits (sources in its SOURCES.md), and variants of them made here, each saying what was changed.
+Expected values come from limits.conf(5), Linux-PAM's pam_limits.c, and what Debian 12's pam_limits.so did with
+the same lines (SOURCES.md, "Observed")."""
 
 from __future__ import annotations
 
@@ -9,12 +11,17 @@ import pytest
 
 from rdmaforge.parsers.pam_limits import (
     LIMITS_CONF,
+    VENDOR_LIMITS_CONF,
     LimitLine,
-    effective,
+    Login,
+    group_keys,
+    judge_unlimited,
     limits_d_order,
+    login_limit,
     parse_limits,
+    parse_login,
     read_limits,
-    unlimited_problems,
+    with_vendor_files,
 )
 
 LIMITS = Path(__file__).resolve().parents[1] / "data" / "limits"
@@ -22,27 +29,62 @@ UPSTREAM = (LIMITS / "linux-pam_limits.conf").read_text()
 DEBIAN = (LIMITS / "debian_limits.conf").read_text()
 LIVE = (LIMITS / "cassandra_training_limits.conf").read_text()  # * and root: soft and hard memlock unlimited
 ROLE = "/etc/security/limits.d/90-rdmaforge-memlock.conf"
+SITE = "/etc/security/limits.d/99-site.conf"
 #: What roles/rdma_core/templates/memlock.conf.j2 writes for its default users (*, root), with its comment lines.
 ROLE_TEXT = (
     "# Managed by rdmaforge\n# RDMA registers (pins) memory: verbs and NCCL need an unlimited memlock limit.\n"
     "* soft memlock unlimited\n* hard memlock unlimited\nroot soft memlock unlimited\nroot hard memlock unlimited\n"
 )
+#: Debian 12's root: `getent passwd root` and `id -G root` there.
+ROOT = parse_login("root", "root:x:0:0:root:/root:/bin/bash\n", "0\n", "", [])
+#: The user of SOURCES.md's observations: uid 1500, primary group alice (1500), member of rdma (1600, whose other
+#: name is rdmaalias), not of other (1700): `getent passwd alice`, `id -G alice`, `getent group -- rdma rdmaalias
+#: 1600 other` on Debian 12 with those passwd and group lines.
+ALICE_GROUPS = "rdma:x:1600:alice\nrdmaalias:x:1600:\nrdma:x:1600:alice\nother:x:1700:\n"
+ALICE = parse_login("alice", "alice:x:1500:1500::/home/alice:/bin/sh\n", "1500 1600\n", ALICE_GROUPS,
+                    ["rdma", "rdmaalias", ":1600", "other", "nosuch"])  # fmt: skip
+#: A second uid-0 user (toor:x:0:0), in group root (gid 0) as its primary group.
+TOOR = parse_login("toor", "toor:x:0:0:toor:/root:/bin/sh\n", "0\n", "root:x:0:\nroot:x:0:\n", ["root", ":0"])
+
+
+def verdict(files: list[tuple[str, str]], login: Login | str, debian: bool = True, **kwargs: object) -> tuple[str, str]:
+    assert isinstance(login, Login), login
+    found = judge_unlimited(files, login, debian, **kwargs)  # type: ignore[arg-type]
+    return found.status, found.reason
+
+
+def test_the_logins_are_read_as_pam_limits_looks_them_up() -> None:
+    assert ROOT == Login("root", 0, 0)
+    # rdmaalias has no members but gid 1600, one of alice's groups (getgrouplist); other is not hers; nosuch is none
+    assert ALICE == Login("alice", 1500, 1500, frozenset({"rdma", "rdmaalias", ":1600"}))
+    assert parse_login("bob", "", "", "", []) == "no passwd entry for bob ('')"  # getent passwd bob: exit 2
+    assert parse_login("alice", "alice:x:1500:1500::/home/alice:/bin/sh\n", "", "", []) == (
+        "the groups of alice are unreadable (id -G: '')")  # fmt: skip
+    # a group named by digits: getent would look up a gid, so its membership is not known
+    numeric = parse_login("alice", "alice:x:1500:1500::/home/alice:/bin/sh\n", "1500 1600\n", "", ["123"])
+    assert numeric == Login("alice", 1500, 1500, frozenset(), frozenset({"123"}))
+    lines = read_limits([(ROLE, ROLE_TEXT), (SITE, "@123 hard memlock 64\n")])
+    assert group_keys(lines) == ["123"]
+    assert verdict([(ROLE, ROLE_TEXT), (SITE, "@123 hard memlock 64\n")], numeric) == (
+        "not_checked", "whether alice is in @123 cannot be looked up (getent takes a number for a gid)")  # fmt: skip
+    ranges = read_limits([(SITE, "@rdma - memlock 1\n@:1600 - memlock 1\n@1500: - memlock 1\n%staff -\n")])
+    assert group_keys(ranges) == [":1600", "rdma"]  # gid ranges are judged by the primary gid, not looked up
 
 
 def test_the_shipped_files_set_nothing_though_they_show_every_example() -> None:
     """Every example in Linux-PAM's and Debian's limits.conf is commented out: nothing is configured."""
     assert parse_limits(UPSTREAM, LIMITS_CONF) == []
     assert parse_limits(DEBIAN, LIMITS_CONF) == []
-    assert unlimited_problems(read_limits([(LIMITS_CONF, DEBIAN)]), "*") == [
-        "no line sets *'s soft memlock", "no line sets *'s hard memlock"]  # fmt: skip
+    assert verdict([(LIMITS_CONF, DEBIAN)], ROOT) == (
+        "problem", "no line sets root's soft memlock; no line sets root's hard memlock")  # fmt: skip
 
 
 def test_a_commented_memlock_line_is_not_a_setting() -> None:
     """The finding: a check that looked for the text "root hard memlock unlimited" passed on a commented line."""
     commented = DEBIAN.replace("# End of file", "# * hard memlock unlimited\n#root hard memlock unlimited\n# End")
     assert "root hard memlock unlimited" in commented
-    problems = unlimited_problems(read_limits([(LIMITS_CONF, commented)]), "root")
-    assert problems == ["no line sets root's soft memlock", "no line sets root's hard memlock"]
+    assert verdict([(LIMITS_CONF, commented)], ROOT) == (
+        "problem", "no line sets root's soft memlock; no line sets root's hard memlock")  # fmt: skip
     # a comment after a setting is cut off, the setting stays
     trailing = parse_limits("root hard memlock unlimited # RDMA\n", "f")
     assert trailing == [LimitLine("f", 1, "root", "hard", "memlock", "unlimited")]
@@ -50,61 +92,190 @@ def test_a_commented_memlock_line_is_not_a_setting() -> None:
 
 def test_a_live_file_with_spaces_or_tabs() -> None:
     lines = read_limits([(LIMITS_CONF, LIVE)])
-    assert unlimited_problems(lines, "*") == [] and unlimited_problems(lines, "root") == []
-    assert effective(lines, "root", "memlock")["hard"] == LimitLine(LIMITS_CONF, 8, "root", "hard", "memlock",
-                                                                      "unlimited")  # fmt: skip
+    for login in (ROOT, ALICE):
+        assert verdict([(LIMITS_CONF, LIVE)], login)[0] == "ok"
+    root = login_limit(lines, ROOT, "memlock", debian_root_rule=True)[1]
+    assert root["hard"] == LimitLine(LIMITS_CONF, 8, "root", "hard", "memlock", "unlimited")
     tabs = read_limits([(LIMITS_CONF, LIVE.replace(" ", "\t"))])  # the same file, tab-separated
     assert tabs == lines
-    assert effective(lines, "*", "nofile")["soft"].value == "32768"  # type: ignore[union-attr]
+    nofile = login_limit(lines, ALICE, "nofile", debian_root_rule=True)[1]["soft"]
+    assert nofile is not None and nofile.value == "32768"
 
 
-def test_dash_is_soft_and_hard_and_values_are_read_as_pam_limits_reads_them() -> None:
-    text = "*\t-\tmemlock\tinfinity\n@rdma - MEMLOCK -1\nalice Soft memlock 64kb\nbob hard memlock lots\n"
+def test_values_are_read_as_pam_limits_reads_them() -> None:
+    text = ("*\t-\tmemlock\tinfinity\n@rdma - MEMLOCK -1\nalice Soft memlock 64kb\nbob hard memlock lots\n"
+            "carol hard memlock +64\ndave hard memlock -5\neve hard memlock 64 \t# pinned\n")  # fmt: skip
     lines = parse_limits(text, "f")
     assert [(e.domain, e.kind, e.item, e.value) for e in lines] == [
         ("*", "-", "memlock", "unlimited"), ("@rdma", "-", "memlock", "unlimited"),
-        ("alice", "soft", "memlock", "64")]  # fmt: skip
-    # alice may be in @rdma (the files do not say): her own line outranks the group's, so it is named
-    assert unlimited_problems(lines, "@rdma") == [
-        "alice's soft memlock is 64 (f:3), over @rdma's for the logins it covers"
-    ]
-    # bob's value has no digits: pam_limits ignores the line, so bob's hard memlock is not set by it
-    assert effective(lines, "bob", "memlock") == {"soft": None, "hard": None}
+        ("alice", "soft", "memlock", "64"),  # strtoul stops at "kb"
+        ("carol", "hard", "memlock", "64"),  # strtoul takes a sign: +64 is 64 (observed)
+        ("dave", "hard", "memlock", "unlimited"),  # -5 wraps to 2**64-5 KiB: saturates to RLIM_INFINITY
+        ("eve", "hard", "memlock", "64"),  # spaces and tabs around the value are trimmed
+    ]  # bob's value has no digits: pam_limits ignores the line  # fmt: skip
+
+
+SKIPPED = ["root hard memlock", "root hard", "root", "root sometimes memlock unlimited", "1500:x hard memlock 64",
+           "@grp: hard memlock 64", ":0: hard memlock 64"]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", SKIPPED)
+def test_lines_pam_limits_skips_set_nothing(line: str) -> None:
+    assert parse_limits(line + "\n", "f") == []
+
+
+def test_a_keyword_followed_by_more_or_a_crlf_line_end_is_not_read_as_no_limit() -> None:
+    """Linux-PAM 1.6+ takes the rest of the line as the value, so "unlimited\\r" (a CRLF file) is no value it reads:
+    root gets no limit from such a drop-in there. Before, the line was read as unlimited: a false pass on 1.6+."""
+    crlf = ROLE_TEXT.replace("\n", "\r\n")
+    assert verdict([(ROLE, crlf)], ROOT) == (
+        "problem", "no line sets root's soft memlock; no line sets root's hard memlock")  # fmt: skip
+    assert parse_limits("root hard memlock 64\r\n", "f")[0].value == "64"  # a number is still read up to the \r
+    assert parse_limits("root hard memlock unlimited now\n", "f") == []
 
 
 def test_later_files_win_and_limits_d_is_read_in_c_order() -> None:
     assert limits_d_order(["90-rdmaforge-memlock.conf", "10-a.conf", "Z.conf", "a.conf", ".hidden.conf",
                            "rdma.conf.rpmsave", "99-x.conf"]) == [
         "10-a.conf", "90-rdmaforge-memlock.conf", "99-x.conf", "Z.conf", "a.conf"]  # fmt: skip
-    later = "/etc/security/limits.d/99-site.conf"
-    lines = read_limits([(LIMITS_CONF, LIVE), (ROLE, ROLE_TEXT), (later, "*\thard\tmemlock\t65536\n")])
-    assert unlimited_problems(lines, "*") == [f"*'s hard memlock is 65536 ({later}:1)"]
-    assert unlimited_problems(lines, "root") == []  # root's own lines outrank the * line
+    later = [(LIMITS_CONF, LIVE), (ROLE, ROLE_TEXT), (SITE, "*\thard\tmemlock\t65536\n")]
+    assert verdict(later, ALICE) == ("problem", f"alice's hard memlock is 65536 ({SITE}:1: * hard memlock)")
+    assert verdict(later, ROOT)[0] == "ok"  # root's own lines outrank the * line
     # the same line in limits.conf, read before the drop-in, is overridden by it
-    earlier = read_limits([(LIMITS_CONF, LIVE + "* hard memlock 65536\n"), (ROLE, ROLE_TEXT)])
-    assert unlimited_problems(earlier, "*") == []
+    assert verdict([(LIMITS_CONF, LIVE + "* hard memlock 65536\n"), (ROLE, ROLE_TEXT)], ALICE)[0] == "ok"
 
 
-def test_a_more_specific_domain_overrides_the_default_for_its_logins() -> None:
-    site = "/etc/security/limits.d/50-site.conf"
-    text = "@student hard memlock 64\nalice - memlock 128\n1000: soft memlock 8192\n%staff hard memlock 1\nftp -\n"
-    lines = read_limits([(ROLE, ROLE_TEXT), (site, text)])
-    assert unlimited_problems(lines, "*") == [
-        f"@student's hard memlock is 64 ({site}:1), over *'s for the logins it covers",
-        f"alice's - memlock is 128 ({site}:2), over *'s for the logins it covers",
-        f"1000:'s soft memlock is 8192 ({site}:3), over *'s for the logins it covers",
-        f"'ftp -' ({site}:5): pam_limits sets no limit at all for these logins",
-    ]  # the %staff line is for maxlogins only: pam_limits ignores it for memlock
-    # root is uid 0: "1000:" does not cover it, "0:" would; and a user line outranks every group and * line
-    assert unlimited_problems(lines, "root") == []
-    zero = read_limits([(ROLE, ROLE_TEXT), (site, ":0 hard memlock 64\n")])
-    assert unlimited_problems(zero, "root") == [
-        f":0's hard memlock is 64 ({site}:1), over root's for the logins it covers"
-    ]
-    assert unlimited_problems(read_limits([(ROLE, ROLE_TEXT), (site, "root -\n")]), "root") == [
-        f"'root -' ({site}:1): pam_limits sets no limit at all for root"]  # fmt: skip
+def test_a_group_line_applies_only_to_its_members() -> None:
+    """@group: its members only (limits.conf(5)); alice is in rdma (and rdmaalias, the same gid), not in other."""
+    for group in ("@rdma", "@rdmaalias", "@:1600"):
+        assert verdict([(ROLE, ROLE_TEXT), (SITE, f"{group} hard memlock 64\n")], ALICE) == (
+            "problem", f"alice's hard memlock is 64 ({SITE}:1: {group} hard memlock)")  # fmt: skip
+    for group in ("@other", "@nosuch", "@:1700"):
+        assert verdict([(ROLE, ROLE_TEXT), (SITE, f"{group} hard memlock 64\n")], ALICE)[0] == "ok"
+    # the login's own line outranks the group's, wherever it is
+    own = [(ROLE, ROLE_TEXT + "alice - memlock unlimited\n"), (SITE, "@rdma hard memlock 64\n")]
+    assert verdict(own, ALICE)[0] == "ok"
 
 
-@pytest.mark.parametrize("line", ["root hard memlock", "root hard", "root", "root sometimes memlock unlimited"])
-def test_lines_pam_limits_skips_set_nothing(line: str) -> None:
-    assert parse_limits(line + "\n", "f") == []
+def test_uid_and_gid_ranges_apply_to_any_login() -> None:
+    """MIN:MAX, MIN: and :UID rank as the user's own line; @MIN:MAX and @MIN: look at the primary group only
+    (limits.conf(5)): alice's is 1500, 1600 is only a supplementary group of hers."""
+    for domain in ("1500:", ":1500", "1000:2000", "@1500:", "@1000:1500"):
+        site = f"{domain} hard memlock 64\n"
+        assert verdict([(ROLE, ROLE_TEXT), (SITE, site)], ALICE) == (
+            "problem", f"alice's hard memlock is 64 ({SITE}:1: {domain} hard memlock)")  # fmt: skip
+    for domain in ("1501:", ":0", "1000:1499", "@1600:", "@1501:2000"):
+        assert verdict([(ROLE, ROLE_TEXT), (SITE, f"{domain} hard memlock 64\n")], ALICE)[0] == "ok"
+    # a uid range is a user line: it outranks a group line read after it
+    assert verdict([(SITE, "1500: - memlock unlimited\n@rdma hard memlock 64\n")], ALICE)[0] == "ok"
+
+
+def test_root_on_debian_gets_no_star_or_group_line_but_ranges_and_its_own() -> None:
+    """Debian's limits.conf: "group and wildcard limits are not applied to root" (its pam patch, keyed on uid 0:
+    observed for toor, uid 0, too); uid and gid ranges still are. Upstream pam_limits (RHEL) applies all of them."""
+    star = [(SITE, "* - memlock unlimited\n")]
+    assert verdict(star, ROOT) == ("problem", "no line sets root's soft memlock; no line sets root's hard memlock")
+    assert verdict(star, TOOR, debian=True)[0] == "problem"
+    assert verdict(star, ROOT, debian=False)[0] == "ok"
+    group = [(SITE, "@root - memlock unlimited\n")]
+    assert verdict(group, TOOR, debian=True)[0] == "problem" and verdict(group, TOOR, debian=False)[0] == "ok"
+    for domain in ("0:", ":0"):  # a user line, after root's own: it wins
+        ranged = [(ROLE, ROLE_TEXT), (SITE, f"{domain} hard memlock 64\n")]
+        assert verdict(ranged, ROOT) == (
+            "problem", f"root's hard memlock is 64 ({SITE}:1: {domain} hard memlock)")  # fmt: skip
+    for domain in ("@0:", "@:0"):  # a group line: the only one that applies to root on Debian here
+        assert verdict([(SITE, f"{domain} - memlock unlimited\n")], TOOR)[0] == "ok"
+
+
+def test_a_no_limits_line_stops_pam_limits_for_the_logins_it_applies_to() -> None:
+    """DOMAIN - (two fields, the type starting with -): for the name, a group of the login or a uid range, pam_limits
+    sets no limit at all; "* -" does nothing; a % domain there is read as a uid range (pam_limits.c)."""
+    for domain in ("alice", "@rdma", "1500:", "@1500:", "%5:"):
+        stopped = [(ROLE, ROLE_TEXT), (SITE, f"{domain} -x\n")]
+        assert verdict(stopped, ALICE) == (
+            "problem", f"'{domain} -' ({SITE}:1): pam_limits sets no limit at all for alice")  # fmt: skip
+    for domain in ("*", "@other", "@1600:", "bob"):
+        assert verdict([(ROLE, ROLE_TEXT), (SITE, f"{domain} -\n")], ALICE)[0] == "ok"
+    # no Debian exception for root here (observed: "@root -" stops pam_limits for root)
+    assert verdict([(ROLE, ROLE_TEXT), (SITE, "@root -\n")], Login("root", 0, 0, frozenset({"root"})))[0] == "problem"
+
+
+def test_a_dash_line_stopped_at_its_soft_limit_sets_no_hard_limit() -> None:
+    """process_limit returns when a better rank set the soft limit, before the hard one (observed: 250 and 300)."""
+    lines = read_limits([(SITE, "* hard memlock 300\nalice soft memlock 250\n@rdma - memlock 200\n")])
+    stop, found = login_limit(lines, ALICE, "memlock", debian_root_rule=True)
+    assert stop is None
+    assert (found["soft"].value, found["hard"].value) == ("250", "300")  # type: ignore[union-attr]
+
+
+#: What Debian 12's pam_limits.so set (SOURCES.md, "Observed"): (login, file, soft, hard) as the lines set them
+#: (pam_limits then lowers a soft limit above the hard one to it), None where no line set one, "stop" where a
+#: DOMAIN - line made it set none.
+OBSERVED = [
+    (TOOR, "* hard memlock 64\n", None, None),
+    (TOOR, "@root hard memlock 64\n", None, None),
+    (TOOR, "toor hard memlock 64\n", None, "64"),
+    (TOOR, "0: hard memlock 64\n", None, "64"),
+    (TOOR, ":0 hard memlock 64\n", None, "64"),
+    (TOOR, "@0: hard memlock 64\n", None, "64"),
+    (TOOR, "@:0 hard memlock 64\n", None, "64"),
+    (TOOR, "root hard memlock 64\n", None, None),
+    (ALICE, "@other hard memlock 64\n", None, None),
+    (ALICE, "@nosuch hard memlock 64\n", None, None),
+    (ALICE, "@1600: hard memlock 64\n", None, None),
+    (ALICE, "1000:1499 hard memlock 64\n", None, None),
+    (ALICE, "@1500:1599 hard memlock 64\n", None, "64"),
+    (ALICE, "* - memlock 100\nALICE hard memlock 64\n", "100", "100"),  # the domain is not lower-cased
+    (ALICE, "* - memlock 100\nalice HARD MEMLOCK 64\n", "100", "64"),
+    (ALICE, "* - memlock 100\nalice hard memlock abc\n", "100", "100"),
+    (ALICE, "* - memlock 100\nalice hard memlock 64 now\n", "100", "64"),
+    (ALICE, "* - memlock 100\n1500:x hard memlock 64\n", "100", "100"),
+    (ALICE, "* - memlock 100\n@rdma - memlock 200\n* - memlock 300\n", "200", "200"),
+    (ALICE, "* - memlock 100\n@rdma - memlock 200\n@rdmaalias hard memlock 300\n", "200", "300"),
+    (ALICE, "* - memlock 100\n%rdma - memlock 200\n", "100", "100"),
+    (ALICE, "* - memlock 100\n% - memlock 200\n", "100", "100"),
+    (ALICE, "* - memlock 100\nalice soft memlock 50\n", "50", "100"),
+    (ALICE, "* - memlock 100\n  alice\thard\tmemlock\t70 \t# c\n", "100", "70"),
+    (ALICE, "* - memlock 100\n@rdma -\n", "stop", "stop"),
+    (ALICE, "* - memlock 100\n1500: -\n", "stop", "stop"),
+    (ALICE, "* - memlock 100\n@1600: -\n", "100", "100"),
+    (ALICE, "* - memlock 100\n@1500: -\n", "stop", "stop"),
+    (ALICE, "* - memlock 100\n* -\n", "100", "100"),
+    (ALICE, "* - memlock 100\nalice -x\n", "stop", "stop"),
+    (ALICE, "* - memlock 100\n%5: -\n", "stop", "stop"),
+    (ALICE, "@rdma - memlock 100\n* -\n", "100", "100"),
+    (ALICE, "* - memlock 100\nalice hard memlock +64\n", "100", "64"),
+]
+
+
+@pytest.mark.parametrize(("login", "text", "soft", "hard"), OBSERVED)
+def test_what_debian_12s_pam_limits_did(login: Login | str, text: str, soft: str | None, hard: str | None) -> None:
+    assert isinstance(login, Login)
+    stop, found = login_limit(read_limits([(SITE, text)]), login, "memlock", debian_root_rule=True)
+    if soft == "stop":
+        assert stop is not None
+        return
+    assert stop is None
+    assert (found["soft"] and found["soft"].value, found["hard"] and found["hard"].value) == (soft, hard)
+
+
+def test_vendor_files_are_read_in_pams_order_and_judged_with_and_without() -> None:
+    """pam_limits(8) with a vendor directory: %vendordir%/security/limits.conf only when /etc/security/limits.conf
+    is missing; a limits.d name in /etc hides the vendor file of that name; all limits.d files sorted by name."""
+    vendor_d = "/usr/etc/security/limits.d"
+    vendor = [(VENDOR_LIMITS_CONF, "* hard memlock 1\n"), (f"{vendor_d}/50-v.conf", "v"),
+              (f"{vendor_d}/90-rdmaforge-memlock.conf", "hidden"), (f"{vendor_d}/95-v.conf", "w")]  # fmt: skip
+    etc = [(LIMITS_CONF, DEBIAN), (ROLE, ROLE_TEXT)]
+    assert [path for path, _ in with_vendor_files(etc, vendor)] == [
+        LIMITS_CONF, f"{vendor_d}/50-v.conf", ROLE, f"{vendor_d}/95-v.conf"]  # fmt: skip
+    assert [path for path, _ in with_vendor_files(etc[1:], vendor)][0] == VENDOR_LIMITS_CONF
+    # a vendor drop-in after the role's lowers alice's limit only where pam_limits reads it: not known, not judged
+    lowering = [(f"{vendor_d}/95-v.conf", "* hard memlock 64\n")]
+    assert verdict(etc, ALICE, vendor_files=lowering) == (
+        "not_checked", f"pam_limits reads {vendor_d}/95-v.conf only where Linux-PAM was built with a vendor "
+        f"directory (not known here); without them: unlimited; with them: alice's hard memlock is 64 "
+        f"({vendor_d}/95-v.conf:1: * hard memlock)")  # fmt: skip
+    # the same file read before the role's drop-in (and one it hides) changes nothing: judged either way
+    harmless = [(f"{vendor_d}/50-v.conf", "* hard memlock 64\n"), (f"{vendor_d}/90-rdmaforge-memlock.conf", "")]
+    assert verdict(etc, ALICE, vendor_files=harmless)[0] == "ok"
+    assert verdict([(LIMITS_CONF, DEBIAN)], ALICE, vendor_files=lowering)[0] == "problem"
