@@ -36,4 +36,5 @@ class FilterModule:
             "rdmaforge_nccl_version_code": nccl_version_code,
             "rdmaforge_nccl_uncovered_caps": nccl_build.uncovered_caps,
             "rdmaforge_nccl_arch_for": nccl_build.arch_for,
+            "rdmaforge_nccl_current_builds": nccl_build.current_builds,
         }

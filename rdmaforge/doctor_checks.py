@@ -28,7 +28,7 @@ from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.parsers.rdma_devinfo import judge_port_rates
 from rdmaforge.plain_data import ansible_bool
-from rdmaforge.role_defaults import defaults
+from rdmaforge.role_defaults import defaults, evaluated_default
 
 CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
 
@@ -311,9 +311,11 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
 
 
 def plugin_provider(node: Mapping[str, Any]) -> str:
-    """nccl_plugin_provider, else the nccl_plugin role's default: the fabric profile's net plugin."""
+    """nccl_plugin_provider, else the nccl_plugin role's default (the fabric profile's net plugin)."""
     given = variable(node, "nccl_plugin_provider")
-    return str(given) if given else fabrics.default_net_plugin(fabric_of(node))
+    if given:
+        return str(given)
+    return str(evaluated_default("nccl_plugin_provider", {"rdmaforge_fabric": fabric_of(node)}))
 
 
 def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, str, str | None, str]:

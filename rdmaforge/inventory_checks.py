@@ -679,7 +679,7 @@ def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     role fails only after earlier roles have changed the nodes. The AIACC package is used only where the plugin
     provider is aiacc (the fabric profile's net plugin by default: aiacc on erdma)."""
     found = []
-    provider = values.get("nccl_plugin_provider", fabrics.default_net_plugin(values.get("rdmaforge_fabric", "tcp")))
+    provider = role_defaults.evaluated_value_of(values, "nccl_plugin_provider")
     for download in DOWNLOADS:
         source = role_defaults.value_of(values, download.source)
         if source != download.in_use or (download.source.startswith("nccl_plugin_") and provider != "aiacc"):

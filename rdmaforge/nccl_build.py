@@ -6,8 +6,10 @@ Used by the nccl_build and nccl_tests roles (through filter_plugins/rdmaforge_bu
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 _ARCH = re.compile(r"^sm_([0-9]{2,3})([a-z]?)$")
 
@@ -118,3 +120,15 @@ def delta_seconds(delta: str) -> float:
     """Seconds from Ansible's command 'delta' ("0:17:03.512345")."""
     hours, minutes, seconds = delta.split(":")
     return round(int(hours) * 3600 + int(minutes) * 60 + float(seconds), 1)
+
+
+def current_builds(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The builds nodes run, from ``stat`` results of their ``<prefix>/current`` (a loop's ``results``): the name of
+    each link's target, in order. A result without a link (a node not read, or without a build) gives none, so the
+    list is shorter than ``results`` unless every node was read on a build."""
+    builds = []
+    for result in results:
+        stat = result.get("stat")
+        if isinstance(stat, Mapping) and stat.get("islnk"):
+            builds.append(posixpath.basename(str(stat["lnk_target"])))
+    return builds

@@ -43,6 +43,8 @@ ROLES_DIR = RESOURCES / "roles"
 PLAYBOOKS_DIR = RESOURCES / "playbooks"
 #: The modules' sources (library/ in a checkout, plugins/modules in the collection).
 MODULES_DIR = CHECKOUT / "library" if CHECKOUT is not None else INSTALLED_COLLECTION / "plugins" / "modules"
+#: The filter plugins' sources (filter_plugins/ in a checkout, plugins/filter in the collection).
+FILTERS_DIR = CHECKOUT / "filter_plugins" if CHECKOUT is not None else INSTALLED_COLLECTION / "plugins" / "filter"
 #: The ansible.cfg every run uses (the wheel carries a copy of the checkout's as package data).
 ANSIBLE_CFG = CHECKOUT / "ansible.cfg" if CHECKOUT is not None else DATA_DIR / "ansible.cfg"
 #: The directory holding tests/infra, ``rdmaforge verify``'s suite (imported as tests.infra.*).

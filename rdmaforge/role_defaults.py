@@ -1,21 +1,28 @@
 """The roles' documented values, read from ``roles/<role>/defaults/main.yml`` (or ``vars/main.yml``): the one
 reader the Python side uses, so that no module keeps a copy of a value a role's file sets.
 
-The files are read as written: a default that is a Jinja template stays the template's text. Parsed once per
+The files are read as written: a default that is a Jinja template stays the template's text, unless it is read
+through evaluated_default, which renders it for one host's variables as the role would. Parsed once per
 process (fast_yaml: libyaml's safe loader, the same values as ``yaml.safe_load``); every caller gets its own
-copy, so no caller can change what another reads. No Ansible imports: the filter plugins load it, through
-rdmaforge.inventory_checks, in the controller.
+copy, so no caller can change what another reads. No Ansible imports (the filter plugins load it, through
+rdmaforge.inventory_checks, in the controller); only a default that uses a collection filter loads the filter
+files, and Ansible with them.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping
+import importlib.util
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 from rdmaforge import fast_yaml, paths
+from rdmaforge.collection import FQCN
 
 
 def defaults(role: str, kind: str = "defaults", roles_dir: str | Path | None = None) -> dict[str, Any]:
@@ -35,6 +42,72 @@ def value_of(values: Mapping[str, Any], variable: str) -> Any:
     """``values[variable]`` where the mapping sets it (null included), else the variable's documented default
     (default_of): for mappings that hold none of the roles' defaults, such as an inventory's host variables."""
     return values[variable] if variable in values else default_of(variable)
+
+
+def evaluated_value_of(values: Mapping[str, Any], variable: str) -> Any:
+    """value_of, with the default evaluated for ``values`` (evaluated_default)."""
+    return values[variable] if variable in values else evaluated_default(variable, values)
+
+
+def evaluated_default(variable: str, values: Mapping[str, Any]) -> Any:
+    """The documented default of ``variable`` (default_of) as the role computes it for a host whose variables are
+    ``values``, so Python follows the role's default instead of restating it: a Jinja template is rendered with
+    Jinja's filters and the collection's (filter_plugins/), a whole-template expression keeping its type; other
+    values as they are. ValueError names the variable when the template needs a variable ``values`` lacks or a
+    filter only Ansible has."""
+    template = default_of(variable)
+    if not (isinstance(template, str) and "{{" in template):
+        return template
+    try:
+        return _render(template, values)
+    except jinja2.TemplateError as exc:
+        raise ValueError(f"{variable}: its role default {template!r} cannot be evaluated here: {exc}") from exc
+
+
+# One expression and nothing around it: Ansible keeps its value's type ("{{ [] }}" is a list, not "[]").
+_WHOLE_EXPRESSION = re.compile(r"^\{\{(?P<expression>(?:(?!\{\{|\}\}).)*)\}\}$", re.DOTALL)
+
+
+def _render(template: str, values: Mapping[str, Any]) -> Any:
+    return _compiled(template)(dict(values))
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(template: str) -> Callable[[dict[str, Any]], Any]:
+    """The template compiled once per process (a render of a large cluster evaluates it for every host)."""
+    # The collection's filters are loaded (every filter file, Ansible with them) only for a default that uses one.
+    environment = _environment(f"{FQCN}." in template)
+    whole = _WHOLE_EXPRESSION.match(template.strip())
+    if whole is not None:
+        return environment.compile_expression(whole.group("expression"), undefined_to_none=False)
+    return environment.from_string(template).render
+
+
+@functools.lru_cache(maxsize=2)
+def _environment(with_collection_filters: bool) -> jinja2.Environment:
+    # StrictUndefined: a variable the default needs and the host lacks is an error, never an empty value.
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    if with_collection_filters:
+        environment.filters.update({f"{FQCN}.{name}": function for name, function in collection_filters().items()})
+    return environment
+
+
+def collection_filters() -> dict[str, Callable[..., Any]]:
+    """The collection's filters by their short names, from every filter plugin file (paths.FILTERS_DIR), as
+    Ansible loads them; ValueError for a name two files define."""
+    found: dict[str, Callable[..., Any]] = {}
+    for path in sorted(paths.FILTERS_DIR.glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"_rdmaforge_filters_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"{path}: not a loadable filter plugin")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        filters: dict[str, Callable[..., Any]] = module.FilterModule().filters()
+        clash = sorted(set(found) & set(filters))
+        if clash:
+            raise ValueError(f"{path.name} defines filters another file defines too: {', '.join(clash)}")
+        found.update(filters)
+    return found
 
 
 @functools.lru_cache(maxsize=256)

@@ -41,10 +41,9 @@ from rdmaforge.bench.verdict import (
 from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
 from rdmaforge.nccl_tests.transport import (
-    VERDICT_ORDER,
     Transport,
     TransportVerdict,
-    VerdictStatus,
+    combined_verdict,
     merge_transports,
 )
 from rdmaforge.stored import PERCENTILES
@@ -303,14 +302,13 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     else:
         transport = merge_transports(present)  # the evidence of all logs, shown; each log is judged on its own
         judged = {name: collective_transport(name, own, fabric) for name, own in transports.items()}
-        status, parts, worst = transport_status_of(judged)
-        first = next(iter(judged.values()))
+        status, parts = transport_status_of(judged)
+        combined = combined_verdict(list(judged.values()), parts)
         transport_dict = transport.to_dict()
-        transport_dict["verdict"] = first.to_dict() if len(judged) == 1 else {
-            "status": worst, "fabric": fabric, "expected": first.expected, "messages": parts}  # fmt: skip
+        transport_dict["verdict"] = combined.to_dict()
         transport_dict["collectives"] = {name: item.to_dict() for name, item in judged.items()}
         networks = ", ".join(transport.all_networks) or None
-        components.append(Component("transport", "transport", status, "; ".join(parts), threshold=first.expected,
+        components.append(Component("transport", "transport", status, "; ".join(parts), threshold=combined.expected,
                                     value=networks, on=f"{fabric} fabric"))  # fmt: skip
     return {"status": "ran", "expected_busbw_gbs": expected, "line_rate": rate, "min_efficiency": threshold,
             "collectives": collectives, "transport": transport_dict}  # fmt: skip
@@ -328,23 +326,22 @@ def collective_transport(name: str, transport: Transport | None, fabric: str) ->
 STATUS_ORDER: tuple[Status, ...] = ("fail", "not_judged", "pass")
 
 
-def transport_status_of(judged: Mapping[str, TransportVerdict]) -> tuple[Status, list[str], VerdictStatus]:
-    """The transport component's status and reason (its parts) from each collective's own verdict, and the worst
-    verdict.
+def transport_status_of(judged: Mapping[str, TransportVerdict]) -> tuple[Status, list[str]]:
+    """The transport component's status and reason (its parts) from each collective's own verdict (the verdict
+    over them all is rdmaforge.nccl_tests.transport's combined_verdict).
 
     It fails when any collective's log shows a fallback (or another network), is not judged when any log shows no
     transport, and passes only when every log shows the one the fabric expects. With several collectives each part
     names its collectives: those that failed first, then those not judged, then those that passed.
     """
-    worst = min((item.status for item in judged.values()), key=VERDICT_ORDER.index)
     reasons: dict[tuple[Status, str], list[str]] = {}
     for name, item in judged.items():
         reasons.setdefault(transport_status(item.status, item.messages), []).append(name)
     status = min((found for found, _ in reasons), key=STATUS_ORDER.index)
     if len(judged) == 1:
-        return status, [next(iter(reasons))[1]], worst
+        return status, [next(iter(reasons))[1]]
     ranked = sorted(reasons.items(), key=lambda item: STATUS_ORDER.index(item[0][0]))
-    return status, [f"{', '.join(names)}: {reason}" for (_, reason), names in ranked], worst
+    return status, [f"{', '.join(names)}: {reason}" for (_, reason), names in ranked]
 
 
 def transport_status(status: str, messages: Sequence[str]) -> tuple[Status, str]:

@@ -399,17 +399,26 @@ VERDICT_ORDER: tuple[VerdictStatus, ...] = ("fail", "unknown", "warn", "ok")
 
 def verdict_of_logs(logs: Sequence[tuple[str, Transport]], expected_fabric: str) -> TransportVerdict:
     """One verdict over several logs (one per collective, as a cluster run writes them), each judged from its own
-    evidence: one log's 'Using network IB' says nothing of a log cut before NCCL's INFO lines. The worst of them,
-    with each message prefixed by its log's name; a single log's verdict as it is."""
+    evidence: one log's 'Using network IB' says nothing of a log cut before NCCL's INFO lines. The worst of them
+    (combined_verdict), with each message prefixed by its log's name; a single log's verdict as it is."""
     judged = [(name, verdict(transport, expected_fabric)) for name, transport in logs]
     if not judged:
         return verdict(Transport(), expected_fabric)  # no log: no evidence (unknown)
+    messages = [f"{name}: {message}" for name, one in judged for message in one.messages]
+    return combined_verdict([one for _, one in judged], messages)
+
+
+def combined_verdict(judged: Sequence[TransportVerdict], messages: Sequence[str]) -> TransportVerdict:
+    """One verdict over several logs' own verdicts (one fabric profile): the worst status by VERDICT_ORDER, with
+    ``messages`` (each caller words them: nccl-report per file, the bench report per reason). A single log's
+    verdict is returned as it is. ValueError for no verdict: no log is no evidence, which the caller words."""
+    if not judged:
+        raise ValueError("combined_verdict needs at least one log's verdict")
     if len(judged) == 1:
-        return judged[0][1]
-    worst = min((one.status for _, one in judged), key=VERDICT_ORDER.index)
-    expected = FABRIC_PROFILES[expected_fabric]
-    messages = tuple(f"{name}: {message}" for name, one in judged for message in one.messages)
-    return TransportVerdict(worst, expected_fabric, expected, messages)
+        return judged[0]
+    first = judged[0]
+    worst = min((one.status for one in judged), key=VERDICT_ORDER.index)
+    return TransportVerdict(worst, first.fabric, first.expected, tuple(messages))
 
 
 def _judge_rdma(transport: Transport, fabric: str) -> tuple[VerdictStatus, list[str]]:

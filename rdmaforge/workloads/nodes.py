@@ -256,7 +256,10 @@ def build_cluster(
         if not isinstance(profiles, Mapping):
             cluster.problems.append(f"{host.name}: nccl_env_profiles={show(profiles)} is not valid; allowed: a mapping")
             profiles = default_profiles
-        profile = variables.get("nccl_env_profile") or fabric_name
+        # Unset or empty: the role's default, for the fabric profile checked above (tcp when it is not valid).
+        profile = variables.get("nccl_env_profile") or role_defaults.evaluated_default(
+            "nccl_env_profile", {**variables, "rdmaforge_fabric": fabric_name}
+        )
         if profile not in profiles:
             cluster.problems.append(
                 f"{host.name}: nccl_env_profile={show(profile)} is not a profile of nccl_env_profiles; "

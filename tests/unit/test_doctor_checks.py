@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rdmaforge import doctor
 from rdmaforge.runner.exit_codes import ExitCode
+from tests.unit.redefined_defaults import redefine_default
 from tests.unit.test_doctor import NODE, nic
 
 ACCEPT = {"memlock": "no CAP_SYS_RESOURCE in the lab", "rdma": "the lab has no RDMA NICs",
@@ -268,6 +270,22 @@ def test_without_the_override_the_reason_does_not_claim_one() -> None:
     nodes["node1"]["dmi_product_name"] = QEMU_PRODUCT
     host = {c.check: c for c in doctor.diagnose(nodes).checks}["plugin_host"]
     assert host.status == "problem" and "installed anyway" not in host.reason
+
+
+def test_the_plugin_provider_the_inventory_does_not_set_is_the_nccl_plugin_roles_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nccl_plugin_provider's default is role nccl_plugin's Jinja, evaluated for the node, not restated: with the
+    role's default changed to aiacc on roce only, an erdma lab node is to have no plugin; the inventory still wins."""
+    redefine_default(tmp_path, monkeypatch, "nccl_plugin", "nccl_plugin_provider",
+                     "{{ 'aiacc' if rdmaforge_fabric | default('tcp') == 'roce' else 'none' }}")  # fmt: skip
+    nodes = lab(2, doctor_accept={})
+    nodes["node2"]["inventory"]["nccl_plugin_provider"] = "aiacc"
+    checks = {(c.host, c.check): c for c in doctor.diagnose(nodes).checks}
+    assert checks["node1", "plugin_host"].reason == "nccl_plugin_provider is none: only AIACC needs Alibaba Cloud"
+    assert checks["node1", "plugin"].status == "problem"  # the lab node's AIACC library, where none is planned
+    assert checks["node2", "plugin_host"].status == "problem"  # the lab is no ECS instance
+    assert checks["node2", "plugin"].status == "ok"
 
 
 def test_what_the_ld_so_cache_gives_programs_is_judged() -> None:

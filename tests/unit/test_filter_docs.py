@@ -5,12 +5,10 @@ dependency of the controller)."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +16,15 @@ import pytest
 
 from rdmaforge.collection import FQCN, ensure_dev_tree
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.role_defaults import collection_filters
 
 FILTER_DIR = PROJECT_ROOT / "filter_plugins"
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 
 
-def plugin_filters() -> dict[str, Callable[..., Any]]:
-    found: dict[str, Callable[..., Any]] = {}
-    for path in sorted(FILTER_DIR.glob("*.py")):
-        spec = importlib.util.spec_from_file_location(f"_filters_{path.stem}", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        filters = module.FilterModule().filters()
-        clash = set(found) & set(filters)
-        assert not clash, f"{path.name} defines filters another file defines too: {sorted(clash)}"
-        found.update(filters)
-    return found
-
-
-FILTERS = plugin_filters()
+#: Every filter file's filters, loaded as role_defaults loads them to evaluate a default (a name two files define
+#: is a ValueError there).
+FILTERS = collection_filters()
 
 
 def ansible_doc(*args: str) -> Any:

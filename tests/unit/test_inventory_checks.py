@@ -714,6 +714,21 @@ def test_the_aiacc_package_needs_its_sha256_where_aiacc_is_the_provider() -> Non
     assert report_of(nccl_plugin_aiacc_source="package", nccl_plugin_aiacc_package_sha256=EMPTY_SHA256) == []
 
 
+def test_the_plugin_provider_the_inventory_does_not_set_is_the_nccl_plugin_roles_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nccl_plugin_provider's default is role nccl_plugin's Jinja, evaluated for the node, not restated: with the
+    role's default changed to aiacc on roce only, the AIACC package is checked on roce and not on erdma; the
+    inventory's value still wins."""
+    redefine_default(tmp_path, monkeypatch, "nccl_plugin", "nccl_plugin_provider",
+                     "{{ 'aiacc' if rdmaforge_fabric | default('tcp') == 'roce' else 'none' }}")  # fmt: skip
+    no_sha256 = ("node1: nccl_plugin_aiacc_package_sha256='' is not a sha256, but nccl_plugin_aiacc_source='package' "
+                 "needs one; allowed: 64 lower-case hexadecimal digits, as sha256sum prints them")  # fmt: skip
+    assert report_of(nccl_plugin_aiacc_source="package") == []  # erdma
+    assert report_of(nccl_plugin_aiacc_source="package", rdmaforge_fabric="roce") == [no_sha256]
+    assert report_of(nccl_plugin_aiacc_source="package", nccl_plugin_provider="aiacc") == [no_sha256]
+
+
 def test_a_pinned_plugin_sha256_the_inventory_sets_is_checked() -> None:
     assert report_of(nccl_plugin_aiacc_library_sha256=EMPTY_SHA256) == []
     assert report_of(nccl_plugin_aiacc_library_sha256=EMPTY_SHA256.upper()) == [

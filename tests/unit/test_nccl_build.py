@@ -137,3 +137,19 @@ def test_the_suggested_arch_runs_on_its_capability(cap: str, arch: str) -> None:
     # CUDA names the arch of compute capability X.Y sm_XY (A100 8.0 sm_80, H100 9.0 sm_90, B200 10.0 sm_100).
     assert nccl_build.arch_for(cap) == arch
     assert nccl_build.arch_runs_on(nccl_build.arch_for(cap), cap)
+
+
+def test_current_builds_reads_the_build_of_each_current_link() -> None:
+    """A loop of ansible.builtin.stat on nodes' <prefix>/current, as limit_check.yml registers it: the stat module
+    returns islnk and lnk_target (the link's target as readlink gives it); an unreachable item has no stat, a node
+    without a build a stat whose path does not exist, a skipped item neither."""
+    results = [
+        {"item": "n1", "stat": {"exists": True, "islnk": True, "lnk_target": "/opt/nccl/2.29.7-cuda13.0-sm_80"}},
+        {"item": "n2", "unreachable": True, "msg": "Failed to connect to the host via ssh"},
+        {"item": "n3", "stat": {"exists": False}},
+        {"item": "n4", "stat": {"exists": True, "islnk": False, "isdir": True}},  # a directory, not build_once's link
+        {"item": "n5", "skipped": True, "false_condition": "not nccl_build_allow_partial | bool"},
+        {"item": "n6", "stat": {"exists": True, "islnk": True, "lnk_target": "2.28.3-cuda13.0-sm_80"}},  # relative
+    ]
+    assert nccl_build.current_builds(results) == ["2.29.7-cuda13.0-sm_80", "2.28.3-cuda13.0-sm_80"]
+    assert nccl_build.current_builds([]) == []

@@ -21,7 +21,7 @@ from rdmaforge.nccl_tests import (
     parse_transport,
     verdict,
 )
-from rdmaforge.nccl_tests.transport import merge_transports
+from rdmaforge.nccl_tests.transport import TransportVerdict, combined_verdict, merge_transports
 from rdmaforge.runner.exit_codes import ExitCode
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "nccl-tests"
@@ -298,6 +298,32 @@ def test_each_log_is_judged_from_its_own_evidence(capsys: pytest.CaptureFixture[
     # On infiniband, 10's fallback to sockets fails the pair, whatever 05 shows.
     assert main(["nccl-report", "--fabric", "infiniband", silent, socket]) == ExitCode.BELOW_THRESHOLD
     assert "verdict (infiniband): FAIL" in capsys.readouterr().out
+
+
+def judged_as(status: str, fabric: str) -> TransportVerdict:
+    return TransportVerdict(status, fabric, FABRIC_PROFILES[fabric], (f"{status} log",))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "fabric", "worst"),
+    [
+        # test_each_log_is_judged_from_its_own_evidence (and test_bench_report's two collectives): 10 ok, 05 silent
+        (("ok", "unknown"), "tcp", "unknown"),
+        (("unknown", "fail"), "infiniband", "fail"),  # the same pair on infiniband: 10's fallback fails it
+        (("warn",), "roce", "warn"),  # test_warn_transport_is_not_a_pass: RoCE with GPUDirect RDMA off
+        (("unknown",), "infiniband", "unknown"),  # test_unknown_transport_is_not_a_pass: file 02
+    ],
+)  # fmt: skip
+def test_the_verdict_over_several_logs_is_their_worst(statuses: tuple[str, ...], fabric: str, worst: str) -> None:
+    """The one rule nccl-report (per file) and the bench report (per collective) share; each words the messages."""
+    judged = [judged_as(status, fabric) for status in statuses]
+    for order in (judged, judged[::-1]):
+        combined = combined_verdict(order, ["worded by the caller"])
+        assert (combined.status, combined.fabric, combined.expected) == (worst, fabric, FABRIC_PROFILES[fabric])
+        # One log's verdict is kept as it is, its own messages; several get the caller's.
+        assert combined.messages == (judged[0].messages if len(judged) == 1 else ("worded by the caller",))
+    with pytest.raises(ValueError, match="at least one"):
+        combined_verdict([], [])
 
 
 # -- the verdict's exit code: only an ok verdict is a pass --------------------------------------------------

@@ -345,6 +345,26 @@ def test_socket_fabrics_get_no_devices_and_gpus_mode_uses_gpus_all() -> None:
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "-e"] == ["NCCL_IB_DISABLE=1", "NCCL_SOCKET_IFNAME=eth0"]
 
 
+def test_a_node_that_names_no_nccl_env_profile_gets_the_roles_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nccl_env_profile's default is role nccl_env's Jinja, evaluated for the node (its fabric profile), not
+    restated: with the role's default changed to map roce to infiniband, a roce node gets infiniband's settings
+    (seed 001's, in the role's nccl_env_profiles), a tcp node still its own, and the inventory's value wins."""
+    roce_as_infiniband = "{{ 'infiniband' if rdmaforge_fabric | default('tcp') == 'roce' else rdmaforge_fabric }}"
+    redefine_default(tmp_path, monkeypatch, "nccl_env", "nccl_env_profile", roce_as_infiniband)
+
+    def env(h: HostInput) -> list[str]:
+        argv = docker_argv(h)
+        return [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
+
+    assert env(host("n1", "roce")) == ["NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5", "NCCL_SOCKET_IFNAME=eth"]
+    assert env(host("n1", "tcp", devices=None)) == ["NCCL_IB_DISABLE=1", "NCCL_SOCKET_IFNAME=eth0"]
+    mine = {"nccl_env_profile": "roce"}
+    assert env(host("n1", "roce", variables=mine)) == ["NCCL_IB_GID_INDEX=3", "NCCL_IB_HCA=mlx5",
+                                                        "NCCL_SOCKET_IFNAME=eth0"]  # fmt: skip
+
+
 def test_overrides_and_extra_env_reach_the_container_and_null_removes() -> None:
     overrides = {"nccl_env_overrides": {"NCCL_DEBUG": None, "NCCL_IB_HCA": "=mlx5_0:1"}}
     argv = docker_argv(host("n1", "infiniband", variables=overrides, env={"LIGHT_2D_ALLREDUCE": 1}))
