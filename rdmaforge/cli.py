@@ -1,7 +1,8 @@
 """The ``rdmaforge`` command line: each sub-command lives in its own module of rdmaforge.commands.
 
 No traceback reaches a user: a usage error or a bad input file (rdmaforge.errors.UserError, an unreadable
-path) prints one line naming it and exits 64; a closed pipe (``| head``) ends quietly and stdout on a full disk
+path) prints one line naming it and exits 64; a run stopped before Ansible starts (rdmaforge.errors.CannotRun) says
+why and exits 1; a closed pipe (``| head``) ends quietly and stdout on a full disk
 says so, both exit 1; anything unexpected prints a short message pointing at the traceback saved in a file, and
 exits 70.
 """
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from rdmaforge import __version__, commands, terminal
-from rdmaforge.errors import UserError
+from rdmaforge.errors import CannotRun, UserError
 from rdmaforge.runner.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -120,6 +121,9 @@ def _main(argv: list[str]) -> int:
     except UserError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
+    except CannotRun as exc:  # raised once the command started (a command's own checks report it themselves)
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return int(ExitCode.ERROR)
     except OSError as exc:
         if exc.filename is None and exc.errno in _DISK_FULL:
             # No file named: a file rdmaforge writes names itself, so this is stdout (`> /dev/full`). Not a bug

@@ -1,5 +1,5 @@
-"""The one exception type for errors a user caused (a bad file, value or path): ``rdmaforge.cli`` prints its
-message on one line and exits BAD_INPUT (64) instead of showing a traceback."""
+"""The exception types ``rdmaforge.cli`` reports as one line instead of a traceback: errors a user caused (a bad
+file, value or path; exit BAD_INPUT, 64), and what stops a run before Ansible starts (exit ERROR, 1)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ import os
 
 class UserError(ValueError):
     """A problem with the user's input; the message names the file/key/value and what is allowed."""
+
+
+class CannotRun(Exception):
+    """What the run needs is missing (mitogen, testinfra, the variables of a dynamic inventory that the secret
+    scrubber must know): reported on stderr, exit 1, before Ansible runs. A wrong argument is a UserError instead."""
 
 
 def missing_path(path: object, what: str) -> str | None:

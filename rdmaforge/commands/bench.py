@@ -17,6 +17,7 @@ from typing import Any
 
 from rdmaforge.bench import baseline
 from rdmaforge.bench.verdict import EXIT_CODES, GROUPS, THRESHOLDS, describe, threshold_problem
+from rdmaforge.errors import CannotRun
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, junit
 from rdmaforge.runner.exit_codes import ExitCode
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
         require = required_components(args.require)
-    except command.CannotRun as exc:
+    except CannotRun as exc:
         return command.cannot_run(NAME, str(exc))
     except ValueError as exc:
         return bad_input(str(exc))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import doctor
+from rdmaforge.errors import CannotRun
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, junit
 from rdmaforge.runner.exit_codes import ExitCode
@@ -93,7 +94,7 @@ def host_cases(diagnosis: doctor.Diagnosis, failed: dict[str, str]) -> list[juni
 def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
-    except command.CannotRun as exc:
+    except CannotRun as exc:
         return command.cannot_run(NAME, str(exc))
     # With --json the human output goes to stderr: stdout holds the JSON document (recap.json) only.
     session = command.start(args, NAME, json_recap=args.json)

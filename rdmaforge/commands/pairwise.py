@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rdmaforge.errors import CannotRun
 from rdmaforge.pairwise.plan import PlanError, parse_nic_selection
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, extravars, junit
@@ -124,7 +125,7 @@ def check(args: argparse.Namespace) -> tuple[list[extravars.ExtraVars], list[str
 def run(args: argparse.Namespace) -> int:
     try:
         variables, nics = check(args)
-    except command.CannotRun as exc:
+    except CannotRun as exc:
         return command.cannot_run(NAME, str(exc))
     except PlanError as exc:
         print(f"rdmaforge {NAME}: {exc}", file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rdmaforge.errors import CannotRun
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute
 
@@ -30,7 +31,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
-    except command.CannotRun as exc:
+    except CannotRun as exc:
         return command.cannot_run(NAME, str(exc))
     return command.under_inventory_lock(args, NAME, lambda: converge(args, variables))
 

@@ -27,7 +27,6 @@ import argparse
 import difflib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,7 +35,9 @@ from typing import Any
 import yaml
 
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner import inventory_list
 from rdmaforge.runner.exit_codes import ExitCode, epilog
+from rdmaforge.runner.inventory_list import InventoryError
 from rdmaforge.stored import SAFE_NAME
 from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.nodes import HOST_VARIABLES, HostInput
@@ -75,39 +76,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-class InventoryError(RuntimeError):
-    pass
-
-
-def _ansible_inventory() -> str:
-    beside = Path(sys.executable).parent / "ansible-inventory"
-    return str(beside) if beside.exists() else "ansible-inventory"
-
-
 def read_inventory(inventory: str, group: str) -> dict[str, dict[str, Any]]:
     """``{host: variables}`` for the hosts of ``group`` (and its child groups), as ``ansible-inventory --list``."""
-    env = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True", "ANSIBLE_NOCOLOR": "1"}
-    try:
-        proc = subprocess.run(
-            [_ansible_inventory(), "-i", inventory, "--list"],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            timeout=300,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InventoryError(f"cannot run ansible-inventory: {exc}") from exc
-    if proc.returncode != 0:
-        raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr)}")
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError as exc:
-        raise InventoryError(f"ansible-inventory -i {inventory} printed no JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise InventoryError(f"ansible-inventory -i {inventory} printed {type(data).__name__}, not an object")
+    data = inventory_list.listed(inventory, cwd=PROJECT_ROOT, env={"ANSIBLE_INVENTORY_UNPARSED_FAILED": "True"})
     hostvars: dict[str, dict[str, Any]] = data.get("_meta", {}).get("hostvars", {})
     hosts: list[str] = []
 
@@ -255,21 +226,6 @@ def _binary_keys(data: Any, where: str = "") -> list[str]:
     if isinstance(data, list):
         return [k for i, value in enumerate(data) for k in _binary_keys(value, f"{where}[{i}]")]
     return []
-
-
-def ansible_error(stderr: str) -> str:
-    """What an Ansible command said went wrong, without the traceback it may print after it: the ``[ERROR]:`` (or
-    older ``ERROR!``) paragraph, else the last 2000 characters."""
-    lines = stderr.strip().splitlines()
-    for start, line in enumerate(lines):
-        if line.startswith(("[ERROR]:", "ERROR!")):
-            kept = []
-            for text in lines[start:]:
-                if not text.strip() or text.startswith("Traceback"):
-                    break
-                kept.append(text)
-            return "\n".join(kept)
-    return stderr.strip()[-2000:]
 
 
 def output_problem(out_dir: Path) -> str | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaforge import infra_report
+from rdmaforge.errors import CannotRun
 from rdmaforge.paths import VERIFY_ROOT
 from rdmaforge.runner import command, execute, junit
 from rdmaforge.runner.exit_codes import ExitCode
@@ -118,7 +119,7 @@ def cases(
 def run(args: argparse.Namespace) -> int:
     try:
         command.check_arguments(args)
-    except command.CannotRun as exc:
+    except CannotRun as exc:
         return command.cannot_run(NAME, str(exc))
     if importlib.util.find_spec("testinfra") is None:  # the suite's runner is a test dependency
         return command.cannot_run(NAME, "needs pytest-testinfra, a dependency of rdmaforge: pip install rdmaforge")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaforge import terminal
-from rdmaforge.errors import UserError, missing_path
+from rdmaforge.errors import CannotRun, UserError, missing_path
 from rdmaforge.paths import playbook as playbook_path
 from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock
 from rdmaforge.runner.events import HostProblem
@@ -153,11 +153,6 @@ class Session:
 
     def elapsed(self) -> float:
         return (dt.datetime.now(dt.UTC) - self.started).total_seconds()
-
-
-class CannotRun(Exception):
-    """This installation lacks what the command needs (mitogen, testinfra): reported on stderr, exit 1, before
-    anything runs. A wrong argument is a UserError instead (exit 64)."""
 
 
 def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:

@@ -22,7 +22,8 @@ import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
 
 from rdmaforge import paths
-from rdmaforge.runner import accelerator, extravars, secrets, vault
+from rdmaforge.errors import CannotRun
+from rdmaforge.runner import accelerator, extravars, inventory_list, secrets, vault
 from rdmaforge.runner.events import EventLog
 from rdmaforge.runner.recap import HostRecap, from_stats
 
@@ -102,6 +103,12 @@ def connection_cmdline(request: Request) -> list[str]:
         args.append("--become")
     if request.become_user:
         args += ["--become-user", request.become_user]
+    return args + vault_cmdline(request)
+
+
+def vault_cmdline(request: Request) -> list[str]:
+    """--vault-id and --vault-password-file, as every Ansible command (ansible-inventory too) takes them."""
+    args: list[str] = []
     for vault_id in request.vault_ids:
         args += ["--vault-id", vault_id]
     for path in request.vault_password_files:
@@ -178,7 +185,9 @@ def inventory_variable_files(inventory: Path, playbook: Path | None = None) -> t
 
 def secret_values(request: Request) -> set[str]:
     """The values the run's artifacts must not keep: secret-named and vaulted ones, from every -e (each file and
-    inline mapping, an overridden one too), the inventory (YAML or INI) and the group_vars/host_vars beside it."""
+    inline mapping, an overridden one too), the inventory (YAML or INI) and the group_vars/host_vars beside it.
+    An inventory with a source only Ansible can read (a script, a plugin's configuration, TOML) is listed by
+    Ansible too (:func:`listed_secret_values`); CannotRun when it cannot be."""
     decrypt = vault.decryptor(request.vault_ids, request.vault_password_files)
     values: set[str] = set()
     for source in request.extra_vars:
@@ -187,13 +196,55 @@ def secret_values(request: Request) -> set[str]:
         own, beside = inventory_variable_files(request.inventory, request.playbook)
     except OSError:
         own, beside = [], []
+    dynamic: list[Path] = []
     for path in own:
-        for variables in vault.load_inventory(path, decrypt):
+        read = vault.load_inventory(path, decrypt)
+        for variables in read.variables:
             values |= secrets.secret_values(variables)
+        if read.dynamic:
+            dynamic.append(path)
     for path in beside:
         data = vault.load_file(path, decrypt)
         if isinstance(data, dict):
             values |= secrets.secret_values(data)
+    if dynamic:  # static inventories stay off this path: ansible-inventory costs a second or more
+        values |= listed_secret_values(request, decrypt, dynamic)
+    return values
+
+
+#: Every source of the inventory must be read: one Ansible skips with a warning (a script that failed this time)
+#: might answer the run's own read, with secrets the scrubber never saw.
+LIST_ENVIRONMENT = {"ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True", "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True"}
+
+
+def listed_secret_values(request: Request, decrypt: vault.Decrypt | None, dynamic: Sequence[Path]) -> set[str]:
+    """The secret-named and vaulted values of every host and group as Ansible lists the inventory (its scripts run,
+    its plugins queried), with the run's configuration, environment and vault secrets, before the run. CannotRun
+    when it cannot be listed: going on would leave what those sources supply in the artifacts."""
+    inventory = str(request.inventory.resolve())
+    try:
+        data = inventory_list.listed(
+            inventory,
+            cwd=paths.WORKSPACE,  # where a playbook run starts: a plugin config's relative paths read the same
+            args=vault_cmdline(request),
+            env={**runner_env(), **LIST_ENVIRONMENT},
+            loads=lambda text: vault.load_json(text, decrypt),
+        )
+    except inventory_list.InventoryError as exc:
+        sources = ", ".join(str(p) for p in dynamic)
+        raise CannotRun(
+            f"cannot list the inventory {inventory}, whose sources {sources} only Ansible can read: {exc}\n"
+            "Nothing was run: without the values those sources supply, the secrets among them would stay in the "
+            "run's artifacts. Fix the inventory (or give the run its --vault-id/--vault-password-file) until "
+            f"`ansible-inventory -i {inventory} --list` succeeds, then run again."
+        ) from exc
+    values: set[str] = set()
+    hostvars = data.get("_meta", {}).get("hostvars", {}) if isinstance(data.get("_meta"), dict) else {}
+    # A group's vars are listed on the group only in export mode (ANSIBLE_INVENTORY_EXPORT), else in each host's.
+    groups = [entry.get("vars") for name, entry in data.items() if name != "_meta" and isinstance(entry, dict)]
+    for variables in [*hostvars.values(), *groups]:
+        if isinstance(variables, dict):
+            values |= secrets.secret_values(variables)
     return values
 
 

@@ -5,10 +5,11 @@ private data directory (prevented with ``suppress_env_files`` and checked by :fu
 the whole environment of the run in `command` (a CI job's tokens included, rewritten by :func:`scrub_command`);
 and a task may print a secret variable (replaced everywhere by :func:`scrub_tree`). Secrets are the values of
 secret-named variables and every vault-encrypted value (:mod:`rdmaforge.runner.vault`), from every -e (inline or a
-JSON/YAML file), the inventory (YAML, or INI: :mod:`rdmaforge.runner.ini_inventory`) and the group_vars/host_vars
-beside it and the playbook (:func:`rdmaforge.runner.execute.secret_values`); and, whatever variable they came
-from, private keys (PEM blocks) and the password of a URL (``https://user:PASSWORD@host``, as pip index, git and
-mirror URLs carry tokens), found by their form.
+JSON/YAML file), the inventory (YAML, or INI: :mod:`rdmaforge.runner.ini_inventory`; a dynamic one as
+``ansible-inventory --list`` lists it) and the group_vars/host_vars beside it and the playbook
+(:func:`rdmaforge.runner.execute.secret_values`); and, whatever variable they came from, private keys (PEM
+blocks) and the password of a URL (``https://user:PASSWORD@host``, as pip index, git and mirror URLs carry
+tokens), found by their form.
 """
 
 from __future__ import annotations

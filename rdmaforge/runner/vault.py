@@ -9,12 +9,16 @@ user encrypted it. Without the password a vaulted value is left out (Ansible the
 As Ansible's loader does, a file is read as JSON first (``{"__ansible_vault": ...}`` is a vaulted value there) and
 as YAML when it is not JSON: JSON indented with tabs is not YAML. An inventory file that is not a YAML mapping is
 read as an INI inventory (:mod:`rdmaforge.runner.ini_inventory`), as Ansible tries its yaml plugin, then its ini one.
+An inventory script, a plugin's configuration or a TOML file is only marked (:class:`InventoryFile`): Ansible itself
+lists what it supplies (:func:`rdmaforge.runner.execute.secret_values`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +93,16 @@ def load_vars(text: str, decrypt: Decrypt | None = None) -> Any:
         plain = decrypt(text) if decrypt is not None else None
         return None if plain is None else _marked(load_vars(plain))
     try:
-        return json.loads(text, object_hook=_json_object(decrypt))
+        return load_json(text, decrypt)
     except ValueError:  # not JSON: YAML, as Ansible's loader tries next
         pass
     return yaml.load(text, Loader=_loader(decrypt))  # noqa: S506 - a SafeLoader subclass
+
+
+def load_json(text: str, decrypt: Decrypt | None = None) -> Any:
+    """JSON with Ansible's forms of vaulted and unsafe values (ansible-inventory prints an inline vault so);
+    ValueError when ``text`` is not JSON."""
+    return json.loads(text, object_hook=_json_object(decrypt))
 
 
 def load_file(path: Path, decrypt: Decrypt | None = None) -> Any:
@@ -103,26 +113,39 @@ def load_file(path: Path, decrypt: Decrypt | None = None) -> Any:
         return None
 
 
-def load_inventory(path: Path, decrypt: Decrypt | None = None) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class InventoryFile:
+    """What the static readers found in one inventory file."""
+
+    variables: list[dict[str, Any]]
+    #: Ansible reads the file with a plugin whose hosts and variables only Ansible knows: an executable file (the
+    #: script plugin runs it), a plugin's configuration (a YAML mapping with ``plugin:``: aws_ec2, constructed,
+    #: ...), TOML. ``variables`` then holds only what the file itself says (a plugin's credentials).
+    dynamic: bool = False
+
+
+def load_inventory(path: Path, decrypt: Decrypt | None = None) -> InventoryFile:
     """The variables an inventory file sets: a YAML (or JSON) inventory's mapping, or, when the file is not one,
     one mapping per line of an INI inventory that sets any. A whole-file vault is decrypted where ``decrypt`` can
     (all its values are then secrets), else nothing is read from it."""
+    if os.access(path, os.X_OK) or path.suffix == ".toml":  # a script's text is code, not variables; TOML not INI
+        return InventoryFile([], dynamic=True)
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError):
-        return []
+        return InventoryFile([])
     vaulted = text.lstrip().startswith(VAULT_HEADER)
     if vaulted:
         plain = decrypt(text) if decrypt is not None else None
         if plain is None:
-            return []
+            return InventoryFile([])
         text = plain
     try:
         data = load_vars(text, decrypt)
     except (yaml.YAMLError, RecursionError):
         data = None
     found = [data] if isinstance(data, dict) else ini_inventory.variables(text)
-    return [_marked(d) for d in found] if vaulted else found
+    return InventoryFile([_marked(d) for d in found] if vaulted else found, isinstance(data, dict) and "plugin" in data)
 
 
 def decryptor(vault_ids: Sequence[str], password_files: Sequence[Path | str]) -> Decrypt | None:

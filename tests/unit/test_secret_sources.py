@@ -153,7 +153,7 @@ def test_vaults_that_cannot_be_opened_leave_the_rest_readable(tmp_path: Path) ->
     found = execute.secret_values(execute.Request(inventory=inventory, vault_password_files=(right,)))
     # A vaulted file's values are all secrets, whatever their names (22 is too short to replace safely).
     assert found == {"plain-ini-pw-2", "json-tok-5", "vaulted-ini-pw-1", "vaulted-gv-pw-3", "vaulted-json-4"}
-    assert vault.load_inventory(tmp_path / "missing.ini") == []
+    assert vault.load_inventory(tmp_path / "missing.ini") == vault.InventoryFile([])
 
 
 # --- through the CLI, for real -------------------------------------------------------------------------------

@@ -1,0 +1,130 @@
+"""The secrets a dynamic inventory supplies (an inventory script, a plugin's configuration, TOML, or a directory
+mixing them with static files) reach the scrubber as Ansible lists them, before the run: the real
+`ansible-inventory` of this venv runs a tiny executable script in tmp_path (no network). When the listing fails,
+nothing runs."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rdmaforge import cli
+from rdmaforge.commands import provision
+from rdmaforge.errors import CannotRun
+from rdmaforge.runner import execute, inventory_list
+from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.runner.secrets import REDACTED
+
+
+def script(path: Path, listing: dict[str, Any], exit_code: int = 0) -> Path:
+    """An executable inventory script printing ``listing`` for --list (it is never asked --host: _meta is there)."""
+    path.write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps({listing!r}))\n"
+                    "print('inventory script stderr: cloud API down', file=sys.stderr)\n"
+                    f"sys.exit({exit_code})\n")  # fmt: skip
+    path.chmod(0o755)
+    return path
+
+
+def listing(host: str, hostvars: dict[str, Any], groupvars: dict[str, Any]) -> dict[str, Any]:
+    return {"cluster": {"hosts": [host], "vars": groupvars}, "_meta": {"hostvars": {host: hostvars}}}
+
+
+def test_a_script_a_plugin_config_and_toml_are_listed_static_inventories_are_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    real = inventory_list.listed
+
+    def counted(inventory: str, **kwargs: Any) -> dict[str, Any]:
+        calls.append(inventory)
+        return real(inventory, **kwargs)
+
+    monkeypatch.setattr(inventory_list, "listed", counted)
+    alone = script(tmp_path / "inventory.py", listing("n1", {"ansible_password": "script-host-pw-1",
+                   "plain_setting": "visible-setting-2"}, {"api_token": "script-group-tok-3"}))  # fmt: skip
+    assert execute.secret_values(execute.Request(inventory=alone)) == {"script-host-pw-1", "script-group-tok-3"}
+    # A directory mixing a script with an INI file and a constructed plugin (composed from the script's hosts).
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    script(mixed / "cloud.py", listing("n2", {"ansible_become_pass": "dir-script-pw-4"}, {}))
+    (mixed / "hosts.ini").write_text("[cluster]\nn3 ansible_password=dir-ini-pw-5\n")
+    (mixed / "z_constructed.yml").write_text("plugin: ansible.builtin.constructed\nstrict: true\n"
+                                             "compose:\n  bmc_password: \"'composed-' ~ inventory_hostname\"\n")
+    # The plugin's configuration is read as it stands too (where its credentials are): the expression is kept out.
+    assert execute.secret_values(execute.Request(inventory=mixed)) == {"dir-script-pw-4", "dir-ini-pw-5",
+        "composed-n2", "composed-n3", "'composed-' ~ inventory_hostname"}  # fmt: skip
+    toml = tmp_path / "hosts.toml"
+    toml.write_text('[cluster.hosts.n4]\nansible_password = "toml-pw-6"\n')
+    assert execute.secret_values(execute.Request(inventory=toml)) == {"toml-pw-6"}
+    assert calls == [str(alone), str(mixed), str(toml)]
+    # Static inventories stay on the static readers: no ansible-inventory (a second or more per run).
+    static = tmp_path / "static"
+    (static / "group_vars").mkdir(parents=True)
+    (static / "hosts.yml").write_text("all:\n  hosts:\n    n5:\n      ansible_password: yaml-pw-7\n")
+    (static / "more.ini").write_text("n6 api_token=ini-tok-8\n")
+    (static / "group_vars" / "all.yml").write_text("db_password: gv-pw-9\n")
+    assert execute.secret_values(execute.Request(inventory=static)) == {"yaml-pw-7", "ini-tok-8", "gv-pw-9"}
+    assert len(calls) == 3
+    # Set to export, Ansible lists a group's variables on the group, no longer on each of its hosts.
+    monkeypatch.setenv("ANSIBLE_INVENTORY_EXPORT", "True")
+    assert execute.secret_values(execute.Request(inventory=alone)) == {"script-host-pw-1", "script-group-tok-3"}
+
+
+def test_an_inventory_ansible_cannot_list_stops_the_run_before_ansible_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = tmp_path / "inventory"
+    inventory.mkdir()
+    (inventory / "hosts.ini").write_text("[cluster]\nn1 ansible_connection=local\n")
+    failing = script(inventory / "cloud.py", listing("n2", {"ansible_password": "never-listed-1"}, {}), exit_code=1)
+    with pytest.raises(CannotRun) as raised:
+        execute.secret_values(execute.Request(inventory=inventory))
+    message = str(raised.value)
+    assert str(inventory) in message and str(failing) in message and "Nothing was run" in message
+    assert f"Completely failed to parse inventory source {failing}" in message  # Ansible's words
+    assert f"`ansible-inventory -i {inventory} --list` succeeds" in message  # where to see why, and what to do
+    runs = tmp_path / "runs"
+    code = cli.main(["provision", "-i", str(inventory), "--runs-dir", str(runs)])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.ERROR, (out + err)[-3000:]
+    assert f"rdmaforge provision: cannot list the inventory {inventory}" in err
+    assert not list(runs.rglob("ansible")), "Ansible started"
+
+
+SHOW = """---
+- name: Print what the inventory script set, the careless way
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Show them
+      ansible.builtin.debug:
+        msg: "password is {{ ansible_password }}; token is {{ api_token }}; setting is {{ plain_setting }}"
+"""
+
+
+def test_a_run_with_a_script_inventory_keeps_its_secrets_out_of_the_artifacts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    playbook = tmp_path / "show.yml"
+    playbook.write_text(SHOW)
+    monkeypatch.setattr(provision, "playbook", lambda name: playbook)
+    local = {"ansible_connection": "local", "ansible_python_interpreter": shlex.quote(sys.executable)}
+    inventory = script(tmp_path / "inventory.py", listing("n1", {**local, "ansible_password": "script-run-pw-1",
+                       "plain_setting": "visible-setting-3"}, {"api_token": "script-run-tok-2"}))  # fmt: skip
+    code = cli.main(["provision", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs")])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, (out + err)[-3000:]
+    files = [p for p in (tmp_path / "runs").rglob("*") if p.is_file()]
+    stdout = next(p for p in files if p.parts[-2:] == ("ansible", "stdout")).read_text()
+    assert f"password is {REDACTED}; token is {REDACTED}; setting is visible-setting-3" in stdout
+    assert any(p.parent.name == "job_events" for p in files)
+    for path in [*files]:
+        text = path.read_text(errors="replace")
+        for value in ("script-run-pw-1", "script-run-tok-2"):
+            assert value not in text and json.dumps(value)[1:-1] not in text, (path, value)
+    assert "script-run-pw-1" not in out + err and "script-run-tok-2" not in out + err
