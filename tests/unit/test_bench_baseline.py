@@ -12,17 +12,17 @@ import pytest
 
 from rdmaforge.bench.baseline import main as check_main
 from rdmaforge.cli import main
-from tests.unit.test_bench_report import component, make_run
+from tests.unit.test_bench_report import SOCKET_LINE_RATE, component, make_run
 
 SOCKET_LOG = "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt"
 
 
 @pytest.fixture
 def run_dir(tmp_path: Path, shared_dir: Path) -> Path:
-    """A tcp run whose all_reduce passes its line-rate threshold (1 Gbit/s, so 0.1 GB/s at 80%); its GPUs recorded
+    """A tcp run whose all_reduce passes its line-rate threshold (5 Gbit/s, so 0.5 GB/s at 80%); its GPUs recorded
     as the role records them (the log's 2 GPUs on 2 nodes: 1 per node)."""
-    return make_run(tmp_path / "run", "tcp", shared_dir / "corpus" / "nccl-tests" / SOCKET_LOG, line_rate_gbps=1,
-                    gpus={"n1": 1, "n2": 1})  # fmt: skip
+    return make_run(tmp_path / "run", "tcp", shared_dir / "corpus" / "nccl-tests" / SOCKET_LOG,
+                    line_rate_gbps=SOCKET_LINE_RATE, gpus={"n1": 1, "n2": 1})  # fmt: skip
 
 
 @pytest.fixture
