@@ -183,7 +183,8 @@ def test_a_launch_that_exited_non_zero_fails_even_with_its_whole_table(tmp_path:
                                                                       why: str) -> None:  # fmt: skip
     """The same complete, passing table (10, 2 nodes over sockets), but the launch (timeout, mpirun, the binary)
     exited with an error: a rank that failed after the table, an mpirun error at teardown, the timeout."""
-    ok = render(make_run(tmp_path / "ok", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE, nccl_exit_codes={"all_reduce": 0}))
+    ok = render(make_run(tmp_path / "ok", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE,
+                         nccl_exit_codes={"all_reduce": 0}))  # fmt: skip
     assert component(ok, "nccl-tests all_reduce")["status"] == "pass"
     failed = render(make_run(tmp_path / "failed", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE,
                              nccl_exit_codes={"all_reduce": code}))  # fmt: skip
@@ -408,7 +409,8 @@ def test_nodes_sharing_a_host_name_are_not_judged(tmp_path: Path, shared_dir: Pa
     """Two nodes whose facts give the same host name (a cloned image): which of them ran the ranks cannot be told."""
     log = corpus_log(shared_dir, LOG_05)
     first = log_hosts(log)[0]
-    results = render(make_run(tmp_path, "tcp", log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE, gpus={"n1": 1, "n2": 1},
+    results = render(make_run(tmp_path, "tcp", log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
+                              gpus={"n1": 1, "n2": 1},
                               hostnames={"n1": first, "n2": f"{first}.other-domain"}))  # fmt: skip
     nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
@@ -438,7 +440,8 @@ def test_a_log_without_rank_lines_is_not_judged(tmp_path: Path, shared_dir: Path
     stripped = tmp_path / "no-ranks.log"
     stripped.write_text("".join(line for line in source.read_text().splitlines(keepends=True)
                                 if not re.match(r"^#\s*Rank\s", line)))  # fmt: skip
-    results = render(make_run(tmp_path / "run", "tcp", stripped, line_rate_gbps=SOCKET_LINE_RATE, gpus={"n1": 1, "n2": 1},
+    results = render(make_run(tmp_path / "run", "tcp", stripped, line_rate_gbps=SOCKET_LINE_RATE,
+                              gpus={"n1": 1, "n2": 1},
                               hostnames=dict(zip(["n1", "n2"], hosts, strict=True))))  # fmt: skip
     nccl = component(results, "nccl-tests all_reduce")
     assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
@@ -569,7 +572,8 @@ def test_each_collectives_own_log_must_show_the_transport(tmp_path: Path, shared
     logs of one run, 10's evidence counted for alltoall too, and the transport passed for both: alltoall's is not
     judged, named, and the run is not a pass."""
     no_info = corpus_log(shared_dir, LOG_05)
-    results = render(add_collective(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE), "alltoall", no_info))
+    run_dir = make_run(tmp_path, "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE)
+    results = render(add_collective(run_dir, "alltoall", no_info))
     transport = component(results, "transport")
     assert transport["status"] == "not_judged" and results["verdict"] != "pass", transport
     assert "alltoall: cannot check the transport: no NCCL INFO lines" in str(transport["reason"]), transport
