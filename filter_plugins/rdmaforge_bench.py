@@ -9,21 +9,28 @@ from rdmaforge.bench.e2e import parse_output
 from rdmaforge.bench.line_rate import node_line_rate
 from rdmaforge.bench.verdict import optional_float
 from rdmaforge.inventory_checks import threshold_problems as _threshold_problems
+from rdmaforge.node_facts import known_gpu_count
+
+
+def _gpu_count(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> int | None:
+    return known_gpu_count(hostvars[host].get("rdmaforge_node"))
 
 
 def nodes_without_gpus(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Hosts whose preflight fact reports no GPU (or that have no preflight fact at all)."""
-    return [h for h in hosts if int((hostvars[h].get("rdmaforge_node") or {}).get("gpu_count", 0) or 0) == 0]
+    """Hosts whose preflight fact counted no GPU (a measured 0: the lab's nodes count 0 from sysfs)."""
+    return [h for h in hosts if _gpu_count(h, hostvars) == 0]
+
+
+def nodes_gpu_unknown(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Hosts whose GPU count is unknown: no preflight fact, or one whose count is null (gpu_source none: nvidia-smi,
+    lspci and the PCI tree in sysfs all failed). Never taken for hosts without GPUs."""
+    return [h for h in hosts if _gpu_count(h, hostvars) is None]
 
 
 def gpu_counts(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, int | None]:
     """Each host's GPU count from its preflight fact, for run.json; None (unknown, never 0) for a host without one,
     so that a baseline is not made from it and the verdict does not take the node for a CPU-only one."""
-    counts: dict[str, int | None] = {}
-    for host in hosts:
-        count = (hostvars[host].get("rdmaforge_node") or {}).get("gpu_count")
-        counts[host] = None if count in (None, "") else int(count)
-    return counts
+    return {host: _gpu_count(host, hostvars) for host in hosts}
 
 
 def port_line_rates(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], fabric: str) -> dict[str, Any]:
@@ -34,7 +41,7 @@ def port_line_rates(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, An
         read = hostvars[host].get("benchmark_ports")
         if not isinstance(read, Mapping) or "devices" not in read:
             continue
-        gpus = int((hostvars[host].get("rdmaforge_node") or {}).get("gpu_count", 0) or 0)
+        gpus = _gpu_count(host, hostvars) or 0  # unknown: every active port counts (a higher bar, never lower)
         rates[host] = node_line_rate(read.get("devices") or [], fabric, gpus)
     return rates
 
@@ -94,6 +101,7 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "rdmaforge_nodes_without_gpus": nodes_without_gpus,
+            "rdmaforge_nodes_gpu_unknown": nodes_gpu_unknown,
             "rdmaforge_gpu_counts": gpu_counts,
             "rdmaforge_port_line_rates": port_line_rates,
             "rdmaforge_e2e_result": parse_output,

@@ -11,7 +11,7 @@ from rdmaforge import tuning
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
-            "rdmaforge_hugepages_pages_for": tuning.hugepages_count,
+            "rdmaforge_hugepages_pages_for": tuning.hugepages_pages_for,
             "rdmaforge_hugepages_kernel_args": tuning.hugepages_kernel_args,
             "rdmaforge_hugepages_memory_problem": tuning.hugepages_memory_problem,
             "rdmaforge_boot_loader": tuning.boot_loader,

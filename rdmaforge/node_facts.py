@@ -7,8 +7,8 @@ The one implementation of these parsers: the preflight role uses them through
 
     os:            {distribution, version, major_version, family, pkg_mgr}
     cpu_count:     logical CPUs (int)
-    gpu_count:     NVIDIA GPUs (int)
-    gpu_source:    'nvidia-smi' | 'lspci' | 'sysfs' | 'none'   (where gpu_count came from; none: not counted)
+    gpu_count:     NVIDIA GPUs (int); null when gpu_source is none (unknown, never 0: known_gpu_count reads it)
+    gpu_source:    'nvidia-smi' | 'lspci' | 'sysfs' | 'none'   (where gpu_count came from; none: nothing answered)
     gpu_compute_caps: each GPU's compute capability, e.g. ['9.0'] (nvidia-smi; [] when it cannot say)
     rdma_devices:  RDMA device names, e.g. ['erdma_0'] or ['mlx5_0', 'mlx5_1']
     rdma_source:   'ibv_devinfo' | 'sysfs' | 'none'
@@ -93,6 +93,18 @@ def count_gpus(nvidia_smi: str | None, lspci: str | None, sysfs_gpus: int | None
     return None, "none"
 
 
+def known_gpu_count(fact: object) -> int | None:
+    """A node's GPU count from its ``rdmaforge_node`` fact; None (unknown, never 0) when there is no fact, when its
+    ``gpu_count`` is null (nothing could be read: ``gpu_source`` none) or not a count, and for a fact of an earlier
+    rdmaforge that kept 0 with ``gpu_source`` none. The one reading of the fact's count every consumer shares."""
+    if not isinstance(fact, Mapping) or fact.get("gpu_source") == "none":
+        return None
+    count = fact.get("gpu_count")
+    if isinstance(count, str) and count.strip().isdigit():  # a fact templated to text by an older Ansible
+        return int(count)
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+
+
 def node_fact(
     facts: Mapping[str, Any],
     nvidia_smi: str | None = None,
@@ -104,14 +116,14 @@ def node_fact(
 ) -> dict[str, Any]:
     """The ``rdmaforge_node`` fact. A tool's output is None when the tool is absent or failed.
 
-    GPUs: count_gpus (nvidia-smi, lspci, then sysfs); 0 with ``gpu_source`` none when none answered. RDMA
+    GPUs: count_gpus (nvidia-smi, lspci, then sysfs); null with ``gpu_source`` none when none answered. RDMA
     devices: the ``rdma_devices`` module's result (``ibv_devinfo`` when rdma-core is installed, else the kernel's
     /sys/class/infiniband: drivers load before user space is installed), in the order it lists them, and its
     ``source``.
     NICs: the ``nic_facts`` module's result (sysfs and ``ip -j``), the same records doctor and eni read.
     """
-    counted, gpu_source = count_gpus(nvidia_smi, lspci, sysfs_gpus)
-    gpu_count = counted if counted is not None else 0  # gpu_source none says it was not counted
+    # Not counted is null, never 0: a consumer that reads the count alone must not take the node for a CPU-only one.
+    gpu_count, gpu_source = count_gpus(nvidia_smi, lspci, sysfs_gpus)
     rdma = rdma if isinstance(rdma, Mapping) else {}
     listed = rdma.get("devices")
     devices: list[Any] = listed if isinstance(listed, list) else []

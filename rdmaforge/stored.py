@@ -289,7 +289,7 @@ SUMMARY_JSON = Obj(
                     "address": SCALAR,
                     "os": SCALAR,
                     "fabric": SCALAR,
-                    # null: the node's preflight fact was missing (unknown, not 0).
+                    # null: the node's preflight fact was missing, or could not count the GPUs (unknown, not 0).
                     "cpus": Scalar(("integer", "null"), count(MAX_CPUS)),
                     "gpus": Scalar(("integer", "null"), count(MAX_GPUS)),
                     "rdma_devices": ListOf(STRING, nullable=True),

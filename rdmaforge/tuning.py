@@ -28,6 +28,15 @@ def hugepages_count(gpu_count: int, override: int | None = None) -> int:
     return 50 if gpus == 8 else gpus * 5 + 10
 
 
+def hugepages_pages_for(gpu_count: int | None, override: int | None = None) -> int | None:
+    """hugepages_count for the hugepages role: None when seed 004's rule needs the GPU count and it is unknown
+    (``rdmaforge_node.gpu_count`` null: preflight could not read it), which the role refuses; never the rule's
+    pages for 0 GPUs."""
+    if gpu_count is None and (override is None or str(override) == ""):
+        return None
+    return hugepages_count(gpu_count or 0, override)
+
+
 def hugepages_kernel_args(count: int, size: str = "1G") -> dict[str, str]:
     """The arguments in the order the kernel needs them: hugepages= counts pages of the hugepagesz= before it."""
     return {"default_hugepagesz": size, "hugepagesz": size, "hugepages": str(int(count))}
@@ -169,16 +178,24 @@ def eni_names(
 
 
 def eni_gpu_problem(
-    host: str, enis: Sequence[str], gpu_count: int, gpu_source: str = "", nics_error: str | None = None
+    host: str, enis: Sequence[str], gpu_count: int | None, gpu_source: str = "", nics_error: str | None = None
 ) -> str:
-    """'' when TACO's one-ENI-per-GPU holds, else a message naming both numbers."""
-    gpus = int(gpu_count or 0)
-    if len(enis) == gpus:
-        return ""
-    source = f" (from {gpu_source})" if gpu_source else ""
+    """'' when TACO's one-ENI-per-GPU holds, else a message naming both numbers; a GPU count that is unknown (None:
+    preflight could not read it) cannot be matched, and is said so rather than taken for 0 GPUs."""
     listed = ", ".join(enis) if enis else "none"
     if nics_error:
         listed += f"; the NICs could not be read: {nics_error}"
+    if gpu_count is None:
+        return (
+            f"{host}: eni_per_gpu is true, so every GPU needs its own secondary NIC, but the node's GPU count is "
+            f"unknown (rdmaforge_node.gpu_count null: preflight could not read it, or did not run), so its "
+            f"{len(enis)} secondary NIC(s) ({listed}) cannot be checked against it. Run preflight on a node whose "
+            "GPUs it can read (nvidia-smi, lspci or the PCI tree in sysfs), or set eni_per_gpu: false."
+        )
+    gpus = int(gpu_count)
+    if len(enis) == gpus:
+        return ""
+    source = f" (from {gpu_source})" if gpu_source else ""
     return (
         f"{host}: eni_per_gpu is true, so every GPU needs its own secondary NIC, but the node has "
         f"{len(enis)} secondary NIC(s) ({listed}) and {gpus} GPU(s){source}. Attach or detach ENIs until "

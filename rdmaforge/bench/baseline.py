@@ -36,8 +36,9 @@ def fingerprint(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """The baseline of a rendered run; BaselineError when the run measured nothing to compare with, or when run.json
-    records no GPU count for some node (a baseline without them could never be compared: not judged)."""
+    """The baseline of a rendered run; BaselineError when the run measured nothing to compare with, when a collective
+    it would hold (or the transport) did not pass (not judged: all ranks on one node, no threshold, no NCCL INFO
+    lines), or when run.json records no GPU count for some node (a baseline without them could never be compared)."""
     nccl: dict[str, Any] = {}
     for name, entry in (results.get("nccl") or {}).get("collectives", {}).items():
         sizes = {str(row["size"]): row["out_of_place"]["busbw"] for row in entry.get("rows") or []
@@ -65,8 +66,28 @@ def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dic
                             "gpus, one count per node; an older run.json, or one written by hand): a baseline of it "
                             "could not tell a later run of another cluster shape from a like one (GPUs per node not "
                             "compared: not judged), so none is made")  # fmt: skip
+    unjudged = _not_passed(results, [f"nccl-tests {name}" for name in nccl] + (["transport"] if nccl else []))
+    if unjudged:
+        # compare() measures a later run against these numbers: values never judged (one node's NVLink bandwidth, no
+        # threshold, a transport not shown) would make a like run "within the baseline" without any check.
+        raise BaselineError(f"{source}: its nccl-tests busbw did not pass ({'; '.join(unjudged)}): a baseline holds "
+                            "only busbw that passed the line rate over the fabric's transport (later runs would be "
+                            "compared with values never checked), so none is made")  # fmt: skip
     return {"kind": KIND, "version": VERSION, "source": source, "fingerprint": shape,
             "nccl": nccl, "e2e": e2e}  # fmt: skip
+
+
+def _not_passed(results: Mapping[str, Any], names: list[str]) -> list[str]:
+    """The components of ``names`` in ``results`` that did not pass, as "NAME: STATUS: REASON" (one absent: none)."""
+    found = {str(c.get("name")): c for c in results.get("components") or [] if isinstance(c, Mapping)}
+    problems = []
+    for name in names:
+        component = found.get(name)
+        if component is None:
+            problems.append(f"{name}: no result")
+        elif component.get("status") != "pass":
+            problems.append(f"{name}: {str(component.get('status')).replace('_', ' ')}: {component.get('reason')}")
+    return problems
 
 
 def load(path: str | Path) -> dict[str, Any]:

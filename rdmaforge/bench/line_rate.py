@@ -78,3 +78,17 @@ def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, 
                           f"benchmark_line_rate_gbps {configured_gbps:g}"}  # fmt: skip
     detail += f"; the ports carry {measured:g} Gb/s per node ({slowest_detail}), no more"
     return {"gbps": configured_gbps, "source": "configured", "detail": detail}
+
+
+#: How many times the expected per-node line rate a bus bandwidth may reach before it is no measurement of the
+#: fabric. A collective across two nodes or more cannot move a node's data faster than its ports carry: a ring's
+#: busbw stays below the node's line rate, and even in-network reduction (SHARP) or a hierarchical algorithm stays
+#: below twice it (busbw = algbw x 2(n-1)/n, with each node sending and receiving at least its buffer).
+CEILING_FACTOR = 2.0
+
+
+def busbw_ceiling_gbs(expected_gbs: float) -> float:
+    """The highest bus bandwidth (GB/s) a multi-node run can measure on a fabric whose expected per-node line rate
+    is ``expected_gbs`` GB/s; above it the number is implausible (a corrupt log, a broken timer, or a line rate set
+    far below what the nodes carry), never a pass."""
+    return CEILING_FACTOR * expected_gbs

@@ -28,7 +28,7 @@ from typing import Any
 from rdmaforge import fabrics
 from rdmaforge.bench import accelerators, baseline
 from rdmaforge.bench.e2e import count, percentile
-from rdmaforge.bench.line_rate import expected_line_rate
+from rdmaforge.bench.line_rate import CEILING_FACTOR, busbw_ceiling_gbs, expected_line_rate
 from rdmaforge.bench.verdict import (
     Component,
     Status,
@@ -231,6 +231,24 @@ def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
     return None
 
 
+def implausible_busbw(last: Run, expected: float) -> str | None:
+    """Why the table's highest bus bandwidth (either half, any size) is no measurement of the fabric: it is above
+    the ceiling the run's own line rate implies (rdmaforge.bench.line_rate.busbw_ceiling_gbs). Such a row fails its
+    run, as a row of nan or inf bandwidth does: a pass against the line rate would be a pass of a corrupt number.
+    None when every busbw is below the ceiling. Only for a run whose traffic crossed the fabric (fabric_untested
+    leaves one node's NVLink bandwidth not judged first)."""
+    ceiling = busbw_ceiling_gbs(expected)
+    highest = max(((half.busbw, row.size, name) for row in last.rows
+                   for name, half in (("out-of-place", row.out_of_place), ("in-place", row.in_place))
+                   if half is not None), default=None)  # fmt: skip
+    if highest is None or highest[0] <= ceiling:
+        return None
+    busbw, size, name = highest
+    # The line rate's source is in the report's header (results.json: nccl.line_rate); the reason stays one line.
+    return (f"busbw {busbw:g} GB/s ({name}, {size} B) is above the fabric's ceiling {ceiling:g} GB/s "
+            f"({CEILING_FACTOR:g} x line rate): an implausible measurement, or benchmark_line_rate_gbps too low")
+
+
 def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]) -> dict[str, Any]:
     nccl = run.get("nccl", {})
     if nccl.get("status") != "ran":
@@ -281,6 +299,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             elif (unrecorded := no_gpu_record(run, last.ranks)) is not None:
                 component.status = "not_judged"
                 component.reason = f"run ok but {unrecorded}"
+            elif (implausible := implausible_busbw(last, expected)) is not None:
+                component.reason = implausible
             elif threshold is None:
                 component.status = "not_judged"
                 component.reason = "no threshold: benchmark_min_efficiency is empty"

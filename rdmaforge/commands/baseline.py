@@ -31,8 +31,9 @@ def register(subparsers: Any) -> None:
         description="Reads a benchmark run (a `rdmaforge bench` run directory or its benchmark/), and writes a "
         "baseline file: nccl-tests' out-of-place busbw per collective and message size, the e2e p50 "
         "throughput, and the cluster fingerprint (fabric, nodes, GPUs per node). A run whose verdict is fail "
-        "is refused: it would make a broken cluster the reference; so is a run whose run.json records no GPU count "
-        "for a node: no later run could be compared with it.",
+        "is refused: it would make a broken cluster the reference; so is a run whose nccl-tests (or their transport) "
+        "were not judged (all ranks on one node, no threshold, no NCCL INFO lines): its busbw was never checked; and "
+        "a run whose run.json records no GPU count for a node: no later run could be compared with it.",
         epilog=EPILOG,
     )
     parser.add_argument("run_dir", type=Path, help="the benchmark run to take the baseline from")

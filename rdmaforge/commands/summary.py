@@ -32,6 +32,11 @@ def format_node(node: dict[str, Any]) -> list[str]:
     return current(node)
 
 
+def gpu_words(gpus: object) -> str:
+    """"8 GPUs"; a null count (no preflight fact, or one that could not read it) is unknown, never "None GPUs"."""
+    return "GPU count unknown" if gpus is None else f"{gpus} GPUs"
+
+
 def current(node: dict[str, Any]) -> list[str]:
     api = ",".join(f"v{v}" for v in node.get("nccl_plugin_api_versions") or []) or "-"
     plugin = node.get("nccl_plugin") or "none"
@@ -43,7 +48,7 @@ def current(node: dict[str, Any]) -> list[str]:
     ports = [f"  RDMA ports:  {', '.join(node['rdma_ports'])}"] if node.get("rdma_ports") else []
     return [
         f"{node['host']} ({node.get('address')}): {node.get('os')}, fabric {node.get('fabric')}, "
-        f"{node.get('cpus')} CPUs, {node.get('gpus')} GPUs, RDMA devices: {devices}",
+        f"{node.get('cpus')} CPUs, {gpu_words(node.get('gpus'))}, RDMA devices: {devices}",
         *ports,
         f"  packages:    {packages}",
         f"  MPI:         {node.get('mpi_version') or '-'}",

@@ -86,8 +86,9 @@ def healthy_nodes(nodes: Sequence[str], suspects: Sequence[Suspect]) -> list[str
     return [n for n in nodes if n not in bad]
 
 
-def hostfile(results_data: Mapping[str, Any], slots: Mapping[str, int]) -> str:
-    """hostfile.healthy: ``NODE slots=N`` per healthy node (as the mpi_launch role writes its hostfile)."""
+def hostfile(results_data: Mapping[str, Any], slots: Mapping[str, int | None]) -> str:
+    """hostfile.healthy: ``NODE slots=N`` per healthy node (as the mpi_launch role writes its hostfile); a node whose
+    GPU count is unknown (None) gets 1 slot, and a comment line says so rather than pass it off as its GPUs."""
     lines = ["# rdmaforge pairwise: the nodes that are not node suspects (mpirun --hostfile hostfile.healthy)"]
     for s in results_data["suspects"]:
         if s["kind"] == "node":
@@ -100,7 +101,11 @@ def hostfile(results_data: Mapping[str, Any], slots: Mapping[str, int]) -> str:
         lines.append(f"# left out: {node} (not measured: in no pair of the sweep's rounds)")
     for node, nics in (results_data.get("unproven") or {}).items():
         lines.append(f"# left out: {node} (no pair of it completed on {', '.join(nics)}: not judged)")
-    lines += [f"{n} slots={max(1, int(slots.get(n, 1)))}" for n in results_data["healthy_nodes"]]
+    for n in results_data["healthy_nodes"]:
+        count = slots.get(n, 1)
+        if count is None:
+            lines.append(f"# {n}: GPU count unknown (rdmaforge_node.gpu_count null): 1 slot, not its GPUs")
+        lines.append(f"{n} slots={max(1, int(count or 1))}")
     return "\n".join(lines) + "\n"
 
 
@@ -232,7 +237,7 @@ def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path]
     return files, None
 
 
-def write_all(results_data: dict[str, Any], out_dir: Path, slots: Mapping[str, int]) -> list[str]:
+def write_all(results_data: dict[str, Any], out_dir: Path, slots: Mapping[str, int | None]) -> list[str]:
     """results.json, table.txt, hostfile.healthy and the heat maps into out_dir; returns notes to show."""
     out_dir.mkdir(parents=True, exist_ok=True)
     notes = []

@@ -13,6 +13,7 @@ from typing import Any
 
 from rdmaforge import fabrics, role_defaults
 from rdmaforge.inventory_checks import fabric_problems, show
+from rdmaforge.node_facts import known_gpu_count
 from rdmaforge.parsers import nccl_env
 from rdmaforge.workloads.options import (
     PREFIX,
@@ -175,8 +176,12 @@ def _gpu_count(
     if given is not None:  # set, to no GPU count (-1, 0, 8.5, true): read_node_settings named it as well
         return None, f"{PREFIX}gpus_per_node={show(given)} is not a GPU count"
     fact = variables.get("rdmaforge_node")
-    if isinstance(fact, Mapping) and isinstance(fact.get("gpu_count"), int):
-        return int(fact["gpu_count"]), "rdmaforge_node.gpu_count"
+    counted = known_gpu_count(fact)
+    if counted is not None:
+        return counted, "rdmaforge_node.gpu_count"
+    if isinstance(fact, Mapping):  # preflight ran and could not read the count: unknown, never 0 GPUs
+        return None, (f"rdmaforge_node.gpu_count is null (preflight could not read the GPU count: gpu_source "
+                      f"{fact.get('gpu_source')}) and {PREFIX}gpus_per_node is not set")  # fmt: skip
     return None, (
         f"{PREFIX}gpus_per_node is not set and the rdmaforge_node fact of preflight is not available "
         f"(`rdmaforge render` reads no facts)"

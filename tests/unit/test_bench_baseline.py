@@ -12,17 +12,17 @@ import pytest
 
 from rdmaforge.bench.baseline import main as check_main
 from rdmaforge.cli import main
-from tests.unit.test_bench_report import component, make_run
+from tests.unit.test_bench_report import SOCKET_LINE_RATE, component, make_run
 
 SOCKET_LOG = "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt"
 
 
 @pytest.fixture
 def run_dir(tmp_path: Path, shared_dir: Path) -> Path:
-    """A tcp run whose all_reduce passes its line-rate threshold (1 Gbit/s, so 0.1 GB/s at 80%); its GPUs recorded
+    """A tcp run whose all_reduce passes its line-rate threshold (5 Gbit/s, so 0.5 GB/s at 80%); its GPUs recorded
     as the role records them (the log's 2 GPUs on 2 nodes: 1 per node)."""
-    return make_run(tmp_path / "run", "tcp", shared_dir / "corpus" / "nccl-tests" / SOCKET_LOG, line_rate_gbps=1,
-                    gpus={"n1": 1, "n2": 1})  # fmt: skip
+    return make_run(tmp_path / "run", "tcp", shared_dir / "corpus" / "nccl-tests" / SOCKET_LOG,
+                    line_rate_gbps=SOCKET_LINE_RATE, gpus={"n1": 1, "n2": 1})  # fmt: skip
 
 
 @pytest.fixture
@@ -200,6 +200,45 @@ def test_a_baseline_is_not_made_from_a_run_with_a_null_gpu_count(
     err = capsys.readouterr().err
     assert f"{source.resolve() / 'run.json'}: records no GPU count for n2 (run.json: gpus" in err, err
     assert not (tmp_path / "x.json").exists()
+
+
+def unjudged_run(case: str, tmp_path: Path, shared_dir: Path) -> Path:
+    """A run whose verdict is incomplete, not fail, because its nccl-tests busbw was never judged."""
+    corpus = shared_dir / "corpus" / "nccl-tests"
+    if case == "one node":  # 22: eight A100 ranks of one host; a run of that one node measured NVLink
+        log = corpus / "22_alltoall_v2.0-2.9_a100_8gpu_c0_NA_blank-redop_SANITIZED.txt"
+        return make_run(tmp_path / "run", "tcp", log, "alltoall", nodes=["n1"], gpus={"n1": 8},
+                        hostnames={"n1": "localhost"})  # fmt: skip
+    if case == "no threshold":  # benchmark_min_efficiency empty: reported, not judged
+        return make_run(tmp_path / "run", "tcp", corpus / SOCKET_LOG, line_rate_gbps=SOCKET_LINE_RATE,
+                        min_efficiency="")  # fmt: skip
+    # the socket log without its NCCL INFO lines: the busbw passes, which transport carried it cannot be told
+    log = tmp_path / "no-info.log"
+    log.write_text("".join(x for x in (corpus / SOCKET_LOG).read_text().splitlines(True) if "NCCL INFO" not in x))
+    return make_run(tmp_path / "run", "tcp", log, line_rate_gbps=SOCKET_LINE_RATE)
+
+
+@pytest.mark.parametrize(
+    ("case", "why"),
+    [("one node", "nccl-tests alltoall: not judged: all 8 ranks on one node (n1): the traffic stayed inside it"),
+     ("no threshold", "nccl-tests all_reduce: not judged: no threshold: benchmark_min_efficiency is empty"),
+     ("no transport", "transport: not judged: cannot check the transport: no 'Using network' line")],
+)  # fmt: skip
+def test_a_baseline_is_not_made_from_unjudged_nccl_tests(
+    tmp_path: Path, shared_dir: Path, capsys: pytest.CaptureFixture[str], case: str, why: str
+) -> None:
+    """A run whose verdict is incomplete (not fail) made a baseline of busbw never judged: one node's NVLink bandwidth,
+    a table with no threshold, or bandwidth of a transport not shown. A later run compared with it would be "within
+    the baseline" without any check. It is refused (64), naming the run and the component that was not judged."""
+    run_dir = unjudged_run(case, tmp_path, shared_dir)
+    assert main(["report", str(run_dir)]) == 5  # incomplete: not a failed run, which is refused already
+    capsys.readouterr()
+    target = tmp_path / "unjudged.json"
+    assert main(["baseline", str(run_dir), "-o", str(target)]) == 64
+    err = capsys.readouterr().err
+    assert f"rdmaforge baseline: {run_dir.resolve()}: its nccl-tests busbw did not pass (" in err, err
+    assert why in err, err
+    assert not target.exists()
 
 
 def test_a_failed_collective_is_not_passed_by_its_baseline_line(run_dir: Path, made: Path) -> None:

@@ -116,8 +116,62 @@ def test_below_line_rate_fails_with_threshold_and_value(tmp_path: Path, socket_l
     assert set(stored["components"][0]) >= {"name", "status", "required", "reason", "threshold", "value"}
 
 
+#: A line rate the socket log's 2 nodes (A10G over TCP, peak busbw 0.82 GB/s = 6.6 Gbit/s) pass against: 5 Gbit/s,
+#: AWS's single-flow TCP limit. 80% of it is 0.5 GB/s, and the log stays below twice it (1.25 GB/s), the highest a
+#: multi-node busbw can be (rdmaforge.bench.line_rate.CEILING_FACTOR).
+SOCKET_LINE_RATE = 5
+#: The same for the corpus' two H100 nodes of one GPU each (05, 20: peak busbw 13.6 GB/s, 109 Gbit/s): 100 Gbit/s.
+H100_PAIR_LINE_RATE = 100
+#: And for 01's two T4 nodes over EFA (peak busbw 3.15 GB/s, 25.2 Gbit/s): 25 Gbit/s.
+EFA_LINE_RATE = 25
+
+
+#: The socket log's 1 MiB row: out-of-place busbw 0.59 GB/s, in-place 0.62; its footer's average of every half
+#: of every row (25 rows: 50 halves), which the parser checks against the rows.
+ROW_1M = "1762.4    0.59    0.59  0e+00   1704.5    0.62    0.62"
+AVG_BUSBW = 0.300212
+
+
+def forged_socket_log(socket_log: Path, target: Path, out_of_place: float, in_place: float) -> Path:
+    """The socket log with its 1 MiB row's busbw set as a forger (or a broken timer) would, the footer's average
+    kept consistent with it so that the run parses as ok."""
+    text = socket_log.read_text()
+    assert text.count(ROW_1M) == 1 and text.count(str(AVG_BUSBW)) == 1
+    average = AVG_BUSBW + (out_of_place - 0.59 + in_place - 0.62) / 50
+    row = f"1762.4    0.59  {out_of_place:6g}  0e+00   1704.5    0.62  {in_place:6g}"
+    target.write_text(text.replace(ROW_1M, row).replace(str(AVG_BUSBW), f"{average:.6g}"))
+    return target
+
+
+@pytest.mark.parametrize(
+    ("out_of_place", "in_place", "shown"),
+    [(1e308, 0.62, "busbw 1e+308 GB/s (out-of-place, 1048576 B)"),
+     # 100 GB/s is 800 Gbit/s: no 5 Gbit/s link carries it; the in-place half is a measurement of the table too.
+     (0.59, 100.0, "busbw 100 GB/s (in-place, 1048576 B)")],
+)  # fmt: skip
+def test_a_busbw_above_the_fabrics_ceiling_fails_as_implausible(
+    tmp_path: Path, socket_log: Path, out_of_place: float, in_place: float, shown: str
+) -> None:
+    """A finite but absurd bus bandwidth (a forged or corrupt log, a broken timer) reached the threshold and passed.
+    Above twice the node's line rate no multi-node collective can measure it: the run fails, as one with a nan or
+    inf row does, naming the value, the ceiling and where the line rate came from; never a pass."""
+    log = forged_socket_log(socket_log, tmp_path / "forged.log", out_of_place, in_place)
+    results = render(make_run(tmp_path / "run", "tcp", log, line_rate_gbps=SOCKET_LINE_RATE))
+    assert results["nccl"]["collectives"]["all_reduce"]["status"] == "ok"  # the table itself parses as a whole run
+    nccl = component(results, "nccl-tests all_reduce")
+    assert nccl["status"] == "fail" and results["verdict"] == "fail", nccl
+    assert nccl["reason"] == (f"{shown} is above the fabric's ceiling 1.25 GB/s (2 x line rate): an implausible "
+                              "measurement, or benchmark_line_rate_gbps too low")  # fmt: skip
+    # Where the line rate came from is in the header, beside the reason.
+    assert results["nccl"]["line_rate"]["detail"] == "benchmark_line_rate_gbps 5 Gb/s per node"
+    assert main(["report", str(tmp_path / "run")]) == 4
+    # The same log unforged passes against the same line rate: the ceiling is no bar to a real measurement.
+    real = render(make_run(tmp_path / "real", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE))
+    assert component(real, "nccl-tests all_reduce")["status"] == "pass" and real["verdict"] == "pass"
+
+
 def test_passes_when_every_required_component_passed(tmp_path: Path, socket_log: Path) -> None:
-    ok = render(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=1))  # 0.125 GB/s expected
+    ok = render(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE))  # 0.625 GB/s expected
     assert ok["verdict"] == "pass", ok["reasons"]
     assert component(ok, "nccl-tests all_reduce")["status"] == "pass"
     assert component(ok, "transport")["status"] == "pass"  # tcp expects the Socket transport
@@ -129,9 +183,10 @@ def test_a_launch_that_exited_non_zero_fails_even_with_its_whole_table(tmp_path:
                                                                       why: str) -> None:  # fmt: skip
     """The same complete, passing table (10, 2 nodes over sockets), but the launch (timeout, mpirun, the binary)
     exited with an error: a rank that failed after the table, an mpirun error at teardown, the timeout."""
-    ok = render(make_run(tmp_path / "ok", "tcp", socket_log, line_rate_gbps=1, nccl_exit_codes={"all_reduce": 0}))
+    ok = render(make_run(tmp_path / "ok", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE,
+                         nccl_exit_codes={"all_reduce": 0}))  # fmt: skip
     assert component(ok, "nccl-tests all_reduce")["status"] == "pass"
-    failed = render(make_run(tmp_path / "failed", "tcp", socket_log, line_rate_gbps=1,
+    failed = render(make_run(tmp_path / "failed", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE,
                              nccl_exit_codes={"all_reduce": code}))  # fmt: skip
     nccl = component(failed, "nccl-tests all_reduce")
     assert nccl["status"] == "fail" and failed["verdict"] == "fail"
@@ -139,7 +194,7 @@ def test_a_launch_that_exited_non_zero_fails_even_with_its_whole_table(tmp_path:
 
 
 def test_no_efficiency_threshold_is_not_judged_hence_incomplete(tmp_path: Path, socket_log: Path) -> None:
-    results = render(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=1, min_efficiency=""))
+    results = render(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE, min_efficiency=""))
     nccl = component(results, "nccl-tests all_reduce")
     assert nccl["status"] == "not_judged" and nccl["threshold"] is None and nccl["value"] is not None
     assert results["verdict"] == "incomplete"
@@ -224,7 +279,7 @@ def test_nothing_ran_is_incomplete(tmp_path: Path) -> None:
 
 
 def test_report_command_exit_codes(tmp_path: Path, socket_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["report", str(make_run(tmp_path / "a", "tcp", socket_log, line_rate_gbps=1))]) == 0
+    assert main(["report", str(make_run(tmp_path / "a", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE))]) == 0
     assert main(["report", str(make_run(tmp_path / "b", "tcp", socket_log, line_rate_gbps=25))]) == 4
     assert main(["report", str(make_run(tmp_path / "c", "infiniband", socket_log))]) == 4
     assert main(["report", str(make_run(tmp_path / "d", "erdma", None))]) == 5
@@ -250,13 +305,13 @@ def test_a_log_with_fewer_ranks_than_the_runs_gpus_is_not_the_clusters_bandwidth
 ) -> None:
     """The run asked for 8 GPUs on each of two nodes; a log of 2 ranks measured a different job (one GPU per node),
     so its bus bandwidth says nothing about this cluster and must not pass."""
-    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
                               gpus={"n1": 8, "n2": 8}))  # fmt: skip
     nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "fail" and results["verdict"] == "fail"
     assert nccl["reason"] == ("run ok but it is not this run's job: the log has 2 ranks, the run asked for 16 "
                               "(16 GPUs on 2 nodes)")  # fmt: skip
-    matching = render(make_run(tmp_path / "b", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+    matching = render(make_run(tmp_path / "b", "tcp", two_rank_log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
                                gpus={"n1": 1, "n2": 1}))  # fmt: skip
     assert component(matching, "nccl-tests alltoall")["status"] == "pass"
 
@@ -264,7 +319,7 @@ def test_a_log_with_fewer_ranks_than_the_runs_gpus_is_not_the_clusters_bandwidth
 def test_a_log_against_an_unknown_gpu_count_is_not_judged_by_its_ranks(tmp_path: Path, two_rank_log: Path) -> None:
     """A node without a GPU count (null: the role had no preflight fact for it) is unknown, not 0: the log of 2 ranks
     failed as "the run asked for 1 (1 GPUs on 2 nodes)", which the run never asked."""
-    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
                               gpus={"n1": None, "n2": 1}))  # fmt: skip
     nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
@@ -272,7 +327,7 @@ def test_a_log_against_an_unknown_gpu_count_is_not_judged_by_its_ranks(tmp_path:
                               "run's whole job cannot be told")  # fmt: skip
     assert "asked for" not in str(nccl["reason"])
     # Known counts that already exceed the log's ranks fail it whatever the unknown one is.
-    more = render(make_run(tmp_path / "b", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+    more = render(make_run(tmp_path / "b", "tcp", two_rank_log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
                            gpus={"n1": None, "n2": 8}))  # fmt: skip
     nccl = component(more, "nccl-tests alltoall")
     assert nccl["status"] == "fail" and "the log has 2 ranks, the run asked for at least 8" in str(nccl["reason"])
@@ -281,7 +336,7 @@ def test_a_log_against_an_unknown_gpu_count_is_not_judged_by_its_ranks(tmp_path:
 def test_a_log_of_gpu_ranks_is_not_the_job_of_a_cpu_only_run(tmp_path: Path, two_rank_log: Path) -> None:
     """run.json says no node has a GPU, yet the log holds 2 GPU ranks: it is another job's log, and passed (the
     rank check was skipped when the GPUs added up to 0)."""
-    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+    results = render(make_run(tmp_path / "a", "tcp", two_rank_log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
                               gpus={"n1": 0, "n2": 0}))  # fmt: skip
     nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "fail" and results["verdict"] == "fail"
@@ -323,7 +378,7 @@ def test_ranks_on_nodes_the_run_left_out_fail(tmp_path: Path, shared_dir: Path) 
     cnode2-002 and cnode2-008 while the run's nodes were cnode2-001 and cnode2-002. Same rank count, not its job."""
     ours = log_hosts(corpus_log(shared_dir, LOG_05))
     other_job = corpus_log(shared_dir, LOG_20)
-    results = render(make_run(tmp_path / "a", "tcp", other_job, "alltoall", line_rate_gbps=1,
+    results = render(make_run(tmp_path / "a", "tcp", other_job, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
                               gpus={"n1": 1, "n2": 1}, hostnames={"n1": ours[0], "n2": ours[1]}))  # fmt: skip
     nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "fail" and results["verdict"] == "fail"
@@ -334,7 +389,7 @@ def test_ranks_on_nodes_the_run_left_out_fail(tmp_path: Path, shared_dir: Path) 
     assert main(["report", str(tmp_path / "a")]) == 4
     # The same log on the nodes it ran on passes (host names compared up to the first dot, as nccl-tests prints).
     own = dict(zip(["n1", "n2"], (f"{h}.cluster.internal" for h in log_hosts(other_job)), strict=True))
-    results = render(make_run(tmp_path / "b", "tcp", other_job, "alltoall", line_rate_gbps=1,
+    results = render(make_run(tmp_path / "b", "tcp", other_job, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
                               gpus={"n1": 1, "n2": 1}, hostnames=own))  # fmt: skip
     assert component(results, "nccl-tests alltoall")["status"] == "pass", results["reasons"]
 
@@ -343,7 +398,7 @@ def test_without_recorded_host_names_other_hosts_are_not_judged(tmp_path: Path, 
     """A run recorded before run.json kept the nodes' host names: ranks on hosts not named like its nodes could be
     its nodes or others; never a pass."""
     log = corpus_log(shared_dir, LOG_20)
-    results = render(make_run(tmp_path, "tcp", log, "alltoall", line_rate_gbps=1, hostnames=None))
+    results = render(make_run(tmp_path, "tcp", log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE, hostnames=None))
     nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
     assert "run.json records no host names of its nodes" in str(nccl["reason"])
@@ -354,7 +409,8 @@ def test_nodes_sharing_a_host_name_are_not_judged(tmp_path: Path, shared_dir: Pa
     """Two nodes whose facts give the same host name (a cloned image): which of them ran the ranks cannot be told."""
     log = corpus_log(shared_dir, LOG_05)
     first = log_hosts(log)[0]
-    results = render(make_run(tmp_path, "tcp", log, "alltoall", line_rate_gbps=1, gpus={"n1": 1, "n2": 1},
+    results = render(make_run(tmp_path, "tcp", log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
+                              gpus={"n1": 1, "n2": 1},
                               hostnames={"n1": first, "n2": f"{first}.other-domain"}))  # fmt: skip
     nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
@@ -384,7 +440,8 @@ def test_a_log_without_rank_lines_is_not_judged(tmp_path: Path, shared_dir: Path
     stripped = tmp_path / "no-ranks.log"
     stripped.write_text("".join(line for line in source.read_text().splitlines(keepends=True)
                                 if not re.match(r"^#\s*Rank\s", line)))  # fmt: skip
-    results = render(make_run(tmp_path / "run", "tcp", stripped, line_rate_gbps=1, gpus={"n1": 1, "n2": 1},
+    results = render(make_run(tmp_path / "run", "tcp", stripped, line_rate_gbps=SOCKET_LINE_RATE,
+                              gpus={"n1": 1, "n2": 1},
                               hostnames=dict(zip(["n1", "n2"], hosts, strict=True))))  # fmt: skip
     nccl = component(results, "nccl-tests all_reduce")
     assert nccl["status"] == "not_judged" and results["verdict"] == "incomplete"
@@ -393,7 +450,7 @@ def test_a_log_without_rank_lines_is_not_judged(tmp_path: Path, shared_dir: Path
 
 def test_another_collectives_log_is_not_this_collectives_result(tmp_path: Path, shared_dir: Path) -> None:
     """05 holds an alltoall and a sendrecv run; kept as nccl-all_reduce.log it says nothing about all_reduce."""
-    results = render(make_run(tmp_path, "tcp", corpus_log(shared_dir, LOG_05), line_rate_gbps=1,
+    results = render(make_run(tmp_path, "tcp", corpus_log(shared_dir, LOG_05), line_rate_gbps=H100_PAIR_LINE_RATE,
                               gpus={"n1": 1, "n2": 1}))  # fmt: skip
     nccl = component(results, "nccl-tests all_reduce")
     assert nccl["status"] == "fail" and results["verdict"] == "fail"
@@ -406,11 +463,11 @@ def test_a_transport_warning_is_named_not_hidden_in_a_pass(tmp_path: Path, share
     profile accepts: the transport fails. With its network renamed to NCCL's verbs transport (IB), it is the RDMA
     transport the profile expects, with traffic staged through host memory: a warning, named."""
     source = corpus_log(shared_dir, "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt")
-    efa = render(make_run(tmp_path / "efa", "erdma", source, line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
+    efa = render(make_run(tmp_path / "efa", "erdma", source, line_rate_gbps=EFA_LINE_RATE, gpus={"n1": 1, "n2": 1}))
     assert component(efa, "transport")["status"] == "fail" and efa["verdict"] == "fail"
     log = tmp_path / "verbs.log"
     log.write_text(source.read_text().replace("AWS Libfabric", "IB"))
-    results = render(make_run(tmp_path / "verbs", "erdma", log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1}))
+    results = render(make_run(tmp_path / "verbs", "erdma", log, line_rate_gbps=EFA_LINE_RATE, gpus={"n1": 1, "n2": 1}))
     transport = component(results, "transport")
     assert transport["status"] == "pass"
     assert transport["reason"] == (
@@ -491,7 +548,7 @@ def test_a_run_without_a_gpus_record_is_not_judged_by_its_ranks(tmp_path: Path, 
     skipped, while the same log against 8 GPUs per node fails. An empty record is no better."""
     hosts = dict(zip(["n1", "n2"], log_hosts(two_rank_log), strict=True))
     for name, gpus in (("missing", None), ("empty", {})):
-        results = render(make_run(tmp_path / name, "tcp", two_rank_log, "alltoall", line_rate_gbps=1,
+        results = render(make_run(tmp_path / name, "tcp", two_rank_log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
                                   gpus=gpus, hostnames=hosts))  # fmt: skip
         assert "gpus" not in json.loads((tmp_path / name / "run.json").read_text()) or gpus == {}
         nccl = component(results, "nccl-tests alltoall")
@@ -515,7 +572,8 @@ def test_each_collectives_own_log_must_show_the_transport(tmp_path: Path, shared
     logs of one run, 10's evidence counted for alltoall too, and the transport passed for both: alltoall's is not
     judged, named, and the run is not a pass."""
     no_info = corpus_log(shared_dir, LOG_05)
-    results = render(add_collective(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=1), "alltoall", no_info))
+    run_dir = make_run(tmp_path, "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE)
+    results = render(add_collective(run_dir, "alltoall", no_info))
     transport = component(results, "transport")
     assert transport["status"] == "not_judged" and results["verdict"] != "pass", transport
     assert "alltoall: cannot check the transport: no NCCL INFO lines" in str(transport["reason"]), transport
@@ -523,7 +581,7 @@ def test_each_collectives_own_log_must_show_the_transport(tmp_path: Path, shared
     assert results["nccl"]["transport"]["collectives"]["alltoall"]["status"] == "unknown"
     assert results["nccl"]["transport"]["collectives"]["all_reduce"]["status"] == "ok"
     # A collective run.json lists whose log is missing shows no transport either.
-    run_dir = make_run(tmp_path / "missing", "tcp", socket_log, line_rate_gbps=1)
+    run_dir = make_run(tmp_path / "missing", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE)
     (run_dir / "nccl-alltoall.log").unlink(missing_ok=True)
     run = json.loads((run_dir / "run.json").read_text())
     (run_dir / "run.json").write_text(json.dumps({**run, "nccl": {"status": "ran",
@@ -539,7 +597,7 @@ def test_one_collectives_rdma_does_not_stand_for_another_log_without_evidence(tm
     source = corpus_log(shared_dir, "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt")
     log = tmp_path / "verbs.log"
     log.write_text(source.read_text().replace("AWS Libfabric", "IB"))
-    run_dir = make_run(tmp_path / "run", "erdma", log, line_rate_gbps=1, gpus={"n1": 1, "n2": 1})
+    run_dir = make_run(tmp_path / "run", "erdma", log, line_rate_gbps=EFA_LINE_RATE, gpus={"n1": 1, "n2": 1})
     results = render(add_collective(run_dir, "alltoall", corpus_log(shared_dir, LOG_05)))
     transport = component(results, "transport")
     assert transport["status"] == "not_judged" and results["verdict"] != "pass", transport

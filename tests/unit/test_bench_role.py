@@ -83,6 +83,44 @@ def test_run_json_records_each_nodes_host_name_from_its_facts() -> None:
     assert evaluate(run_json("hostnames"), hostvars=without_facts) == {"node1": None, "node2": None}
 
 
+def nccl_skip_reasons(node2: dict[str, Any]) -> Any:
+    """Why the role skips nccl-tests (its "Decide whether nccl-tests can run" task) when node1 has eight GPUs and
+    its binaries, and node2 has the fact ``node2``."""
+    decide = task("nccl_tests.yml", "Decide whether nccl-tests can run")
+    hostvars = {"node1": {"rdmaforge_node": {"gpu_count": 8, "gpu_source": "nvidia-smi"},
+                          "benchmark_nccl_binary": {"stat": {"exists": True}}},
+                "node2": {"rdmaforge_node": node2}}  # fmt: skip
+    task_vars = {name: trust_as_template(value) for name, value in decide["vars"].items()}
+    return evaluate("{{ benchmark_nccl_skip_reasons }}", hostvars=hostvars, **task_vars)
+
+
+@pytest.mark.parametrize(
+    ("node2", "reasons"),
+    [({"gpu_count": 8, "gpu_source": "nvidia-smi"}, []),
+     # the lab: no pciutils, no GPU in the PCI tree in sysfs: a measured 0
+     ({"gpu_count": 0, "gpu_source": "sysfs"}, ["no GPU on node2 (rdmaforge_node.gpu_count=0)"]),
+     ({"gpu_count": None, "gpu_source": "none"},
+      ["the GPU count of node2 could not be read (rdmaforge_node.gpu_count null: nvidia-smi, lspci and the PCI tree in "
+       "sysfs gave none), so how many ranks to run is unknown"])],
+)  # fmt: skip
+def test_nccl_tests_skipped_for_an_unknown_gpu_count_says_so_not_no_gpu(node2: dict[str, Any],
+                                                                         reasons: list[str]) -> None:  # fmt: skip
+    """A node whose GPUs nothing could count (no nvidia-smi, no lspci, no PCI tree: gpu_source none) was skipped as
+    "no GPU on node2 (rdmaforge_node.gpu_count=0)", a count that was never measured."""
+    assert nccl_skip_reasons(node2) == reasons
+    hostvars = {"node1": {"rdmaforge_node": {"gpu_count": 8}}, "node2": {"rdmaforge_node": node2}}
+    counts = evaluate(run_json("gpus"), hostvars=hostvars)
+    assert counts["node2"] == node2["gpu_count"]  # run.json: null for the unknown count, never 0
+
+
+def test_a_fact_that_kept_0_for_an_uncounted_node_is_unknown_too() -> None:
+    """A fact of an earlier rdmaforge (gpu_count 0 with gpu_source none, never counted) is read as unknown."""
+    old = {"gpu_count": 0, "gpu_source": "none"}
+    assert "the GPU count of node2 could not be read" in nccl_skip_reasons(old)[0]
+    hostvars = {"node1": {"rdmaforge_node": {"gpu_count": 8}}, "node2": {"rdmaforge_node": old}}
+    assert evaluate(run_json("gpus"), hostvars=hostvars) == {"node1": 8, "node2": None}
+
+
 def command_result(rc: int, stderr: str = "", stdout: str = "") -> dict[str, Any]:
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "changed": False, "failed": False}
 

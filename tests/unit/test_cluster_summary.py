@@ -100,6 +100,19 @@ def test_cli_prints_earlier_entries_as_earlier(tmp_path: Path, capsys: pytest.Ca
     assert not any(line.startswith("node1 (") for line in out)
 
 
+def test_a_null_gpu_count_is_printed_as_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The role records the fact's count: null where preflight could not read it (or did not run). It was printed as
+    "None GPUs"; the lab's measured 0 stays "0 GPUs"."""
+    unknown = {**entry("node1"), "gpus": None}
+    path = write(tmp_path / "summary.json", merge([unknown, entry("node2")], tmp_path / "none", ["node1", "node2"],
+                                                  ["node1", "node2"], FIRST))  # fmt: skip
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "node1 (198.18.0.2): Debian 12, fabric erdma, 2 CPUs, GPU count unknown, RDMA devices: none" in out, out
+    assert "node2 (198.18.0.2): Debian 12, fabric erdma, 2 CPUs, 0 GPUs, RDMA devices: none" in out, out
+    assert "None GPUs" not in out
+
+
 def test_a_summary_without_nodes_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`summary` is a display (exit 0: printed, no verdict); with no node it printed one blank line."""
     path = write(tmp_path / "summary.json", {"nodes": []})

@@ -26,3 +26,39 @@ def test_bad_settings_are_named() -> None:
         mpi_hosts.names(["node1"], HOSTVARS, "ip")
     with pytest.raises(ValueError, match="2 hosts but 1 slot counts"):
         mpi_hosts.host_list(["node1", "node2"], HOSTVARS, [8])
+
+
+def hostfile_lines(hostvars: dict[str, dict[str, object]]) -> list[str]:
+    """The mpi_launch role's hostfile (roles/mpi_launch/templates/hostfile.j2) for ``hostvars``, as Ansible renders
+    it with the role's defaults and vars: its non-empty lines after the two header lines."""
+    from ansible.template import trust_as_template
+
+    from rdmaforge.paths import PROJECT_ROOT
+    from tests.unit.role_vars import role_vars
+
+    template = (PROJECT_ROOT / "roles" / "mpi_launch" / "templates" / "hostfile.j2").read_text()
+    hosts = sorted(hostvars)
+    given = {"ansible_play_hosts_all": hosts, "ansible_play_hosts": hosts, "groups": {"cluster": hosts},
+             "hostvars": hostvars, "mpi_launch_current": {}, "ansible_managed": "managed"}  # fmt: skip
+    text = role_vars("mpi_launch", {}, **given).template(trust_as_template(template))
+    return [line.strip() for line in str(text).splitlines() if line.strip()][2:]
+
+
+def test_the_hostfile_names_an_unknown_gpu_count_and_takes_the_inventorys() -> None:
+    """A node whose fact's count is null (preflight could not read it) got 1 slot as if it had no GPU: the
+    inventory's rdmaforge_gpus_per_node stands for it, and without one the hostfile says the count is unknown. The
+    lab's measured 0 (sysfs) is 1 slot, no comment."""
+    hostvars: dict[str, dict[str, object]] = {
+        "node1": {**HOSTVARS["node1"], "rdmaforge_node": {"gpu_count": 8, "gpu_source": "nvidia-smi"}},
+        "node2": {**HOSTVARS["node2"], "rdmaforge_node": {"gpu_count": None, "gpu_source": "none"}},
+        "node3": {"ansible_host": "198.18.0.13", "rdmaforge_node": {"gpu_count": None, "gpu_source": "none"},
+                  "rdmaforge_gpus_per_node": 4},
+        "node4": {"ansible_host": "198.18.0.14", "rdmaforge_node": {"gpu_count": 0, "gpu_source": "sysfs"}},
+    }  # fmt: skip
+    assert hostfile_lines(hostvars) == [
+        "198.18.0.11 slots=8",
+        "# 198.18.0.12: GPU count unknown (none from preflight, no rdmaforge_gpus_per_node): 1 slot(s)",
+        "198.18.0.12 slots=1",
+        "198.18.0.13 slots=4",
+        "198.18.0.14 slots=1",
+    ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from rdmaforge import node_facts
 from rdmaforge.parsers import gpu_topology, rdma_devinfo
 from rdmaforge.parsers import nic_facts as nic_parser
@@ -111,9 +113,11 @@ def test_node_fact_falls_back_to_lspci_and_names_the_rdma_source() -> None:
 
 
 def test_node_fact_of_a_bare_host() -> None:
+    """Nothing answered (no nvidia-smi, no lspci, no PCI tree read): the count is null, unknown, never 0; a consumer
+    reading gpu_count alone took 0 for a CPU-only node."""
     fact = node_facts.node_fact({"interfaces": []})
     assert (fact["gpu_count"], fact["gpu_source"], fact["rdma_devices"], fact["rdma_source"]) == (
-        0,
+        None,
         "none",
         [],
         "none",
@@ -130,6 +134,28 @@ def test_without_nvidia_smi_and_lspci_the_pci_tree_in_sysfs_counts_the_gpus(fake
     assert (fact["gpu_count"], fact["gpu_source"]) == (2, "sysfs")
     assert node_facts.count_gpus(None, LSPCI, 0) == (2, "lspci")  # lspci answered first
     assert node_facts.count_gpus(None, None, None) == (None, "none")
+
+
+def test_the_labs_nodes_count_0_gpus_from_sysfs_a_measured_0() -> None:
+    """The lab's nodes have no pciutils and no GPU: the PCI tree in sysfs lists none, a real 0 (gpu_source sysfs)."""
+    fact = node_facts.node_fact(FACTS, sysfs_gpus=0)
+    assert (fact["gpu_count"], fact["gpu_source"]) == (0, "sysfs")
+    assert node_facts.known_gpu_count(fact) == 0
+
+
+@pytest.mark.parametrize(
+    ("fact", "count"),
+    [({"gpu_count": 8, "gpu_source": "nvidia-smi"}, 8),
+     ({"gpu_count": 0, "gpu_source": "sysfs"}, 0),
+     ({"gpu_count": None, "gpu_source": "none"}, None),
+     ({"gpu_count": 0, "gpu_source": "none"}, None),  # a fact of an earlier rdmaforge: 0 that was never counted
+     ({"gpu_count": "4", "gpu_source": "lspci"}, 4),
+     ({"gpu_count": True}, None),
+     ({}, None),
+     (None, None)],
+)  # fmt: skip
+def test_known_gpu_count_is_none_when_nothing_was_counted(fact: object, count: int | None) -> None:
+    assert node_facts.known_gpu_count(fact) == count
 
 
 def test_a_pci_tree_that_cannot_be_read_lists_no_gpus_and_says_so(tmp_path: Path) -> None:

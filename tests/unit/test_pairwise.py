@@ -334,6 +334,47 @@ def test_an_absurd_rate_is_shown_in_a_few_digits_in_the_table_and_the_evidence(t
     assert eth1[3].split() == ["node1", "0.19", "-", "1.235e+300", "1.235e+300"]
 
 
+def test_a_node_of_unknown_gpu_count_gets_one_slot_named_as_unknown(tmp_path):
+    """The role passes each node's GPU count, null where preflight could not read it (rdmaforge_gpu_counts): the
+    hostfile gives it 1 slot and says the count is unknown, not its GPUs (int(None) stopped the report)."""
+    raw = {**raw_sweep(sweep({})), "slots": {"node1": 8, "node2": None, "node3": 0, "node4": 8}}
+    build(raw, tmp_path)
+    lines = (tmp_path / "hostfile.healthy").read_text().splitlines()
+    assert [line for line in lines if not line.startswith("#")] == [
+        "node1 slots=8", "node2 slots=1", "node3 slots=1", "node4 slots=8"]  # fmt: skip
+    assert "# node2: GPU count unknown (rdmaforge_node.gpu_count null): 1 slot, not its GPUs" in lines
+
+
+@pytest.mark.parametrize(
+    ("node2", "method", "note"),
+    [({"gpu_count": 8, "gpu_source": "nvidia-smi"}, "sendrecv", None),
+     ({"gpu_count": 0, "gpu_source": "sysfs"}, "iperf3",
+      "sendrecv_perf: skipped, no GPU on node2; measured with iperf3"),
+     ({"gpu_count": None, "gpu_source": "none"}, "iperf3",
+      "sendrecv_perf: skipped, the GPU count of node2 could not be read (rdmaforge_node.gpu_count null); measured "
+      "with iperf3")],
+)  # fmt: skip
+def test_the_sweep_method_takes_an_unknown_gpu_count_for_unknown(node2: dict, method: str, note: str | None) -> None:
+    """The role's own choice (roles/pairwise/tasks/main.yml): sendrecv_perf only when every node counted GPUs; a
+    node whose count is null is named as such, not as a node without GPUs (the lab's nodes count a real 0)."""
+    import yaml
+    from ansible.template import trust_as_template
+
+    from rdmaforge.paths import PROJECT_ROOT
+    from tests.unit.role_vars import evaluate, role_vars
+
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "pairwise" / "tasks" / "main.yml").read_text())
+    choose = next(t for t in tasks if t.get("name") == "Choose how pairs are measured")
+    task_vars = {k: trust_as_template(v) for k, v in choose["vars"].items()}
+    hostvars = {"node1": {"rdmaforge_node": {"gpu_count": 8, "gpu_source": "nvidia-smi"}},
+                "node2": {"rdmaforge_node": node2}}  # fmt: skip
+    templar = role_vars("pairwise", {}, ansible_play_hosts_all=["node1", "node2"], hostvars=hostvars,
+                        pairwise_method="auto", **task_vars)  # fmt: skip
+    assert evaluate(templar, "pairwise_auto_method") == method
+    notes = choose["ansible.builtin.set_fact"]["pairwise_notes"].strip().removeprefix("{{").removesuffix("}}")
+    assert evaluate(templar, notes) == ([note] if note else [])
+
+
 def test_a_link_suspect_keeps_both_nodes_in_the_hostfile_and_says_so(tmp_path):
     slow = {("node1", "node2", "eth1"): 0.02, ("node2", "node1", "eth1"): 0.02}
     data = build(raw_sweep(sweep(slow)), tmp_path)

@@ -149,6 +149,27 @@ def test_eni_gpu_problem_names_both_numbers() -> None:
     assert "eni_per_gpu" in msg
 
 
+def test_an_unknown_gpu_count_is_no_match_for_any_number_of_enis() -> None:
+    """A null count (preflight could not read it) passed as 0 GPUs: a node without ENIs matched it, and one with
+    ENIs was told it has 0 GPUs. It is said to be unknown, for any number of ENIs."""
+    for enis in ([], ["eth1", "eth2"]):
+        msg = tuning.eni_gpu_problem("node1", enis, None, "none")
+        assert msg.startswith("node1: eni_per_gpu is true, so every GPU needs its own secondary NIC, but the node's "
+                              "GPU count is unknown (rdmaforge_node.gpu_count null"), msg
+        assert "0 GPU(s)" not in msg
+
+
+def test_hugepages_seed_rule_needs_a_known_gpu_count() -> None:
+    """Seed 004's rule sizes the pages by the GPUs: with the count unknown it gives no number (the role refuses it),
+    never the 10 pages of a node without GPUs; hugepages_count set, or a measured 0 (the lab), still give one."""
+    assert tuning.hugepages_pages_for(None) is None
+    assert tuning.hugepages_pages_for(None, 12) == 12
+    assert tuning.hugepages_pages_for(0) == 10 and tuning.hugepages_pages_for(8) == 50
+    from tests.unit.test_filter_docs import FILTERS
+
+    assert FILTERS["rdmaforge_hugepages_pages_for"](None, None) is None
+
+
 @pytest.mark.parametrize(("fabric", "jumbo", "override", "mtu"),
                          [("erdma", True, None, 8500), ("erdma", False, None, 1400), ("tcp", True, None, 1400),
                           ("erdma", True, 9000, 9000)])  # fmt: skip

@@ -263,6 +263,17 @@ def test_unknown_gpu_count_stops_the_kubeflow_jobs_but_not_docker() -> None:
     assert "a PyTorchJob needs it" in line
 
 
+def test_a_null_gpu_count_from_preflight_is_unknown_not_a_missing_fact() -> None:
+    """preflight ran and could read no GPU count (gpu_source none): the fact is there, its count null. It is named
+    as such, not as a fact that is not available, and never as 0 GPUs."""
+    facts = {"rdmaforge_node": {"gpu_count": None, "gpu_source": "none"}}
+    plan = cluster_plan(host("n1", gpus=None, variables=facts), kinds=["pytorchjob"])
+    line = single_problem(plan, "GPU count is unknown")
+    assert line.startswith("n1: the GPU count is unknown: rdmaforge_node.gpu_count is null (preflight could not read "
+                           "the GPU count: gpu_source none) and workload_manifests_gpus_per_node is not set"), line
+    assert "=0" not in line
+
+
 @pytest.mark.parametrize(("value", "shown"), [(-1, "-1"), (0, "0"), (8.5, "8.5"), (True, "true")])
 def test_a_gpu_count_that_is_set_to_no_count_is_never_called_not_set(value: Any, shown: str) -> None:
     plan = cluster_plan(host("n1", gpus=value), kinds=["mpijob", "pytorchjob"])
