@@ -80,13 +80,14 @@ class Check:
 
 
 def variable(node: Mapping[str, Any], name: str) -> Any:
-    """The inventory's value, else the role's default; None for a default that is a template (computed below)."""
+    """The inventory's value, else the role's default, a template evaluated for the node (its inventory values and
+    fabric) as the role does (rdmaforge.role_defaults.evaluated_default); None for a name no role defaults."""
     given = node.get("inventory")
-    if isinstance(given, Mapping) and name in given:
+    given = given if isinstance(given, Mapping) else {}
+    if name in given:
         return given[name]
     role = DEFAULTS_OF.get(name)
-    value = defaults(role).get(name) if role else None
-    return None if isinstance(value, str) and "{{" in value else value
+    return evaluated_default(name, {**given, "rdmaforge_fabric": fabric_of(node)}, role) if role else None
 
 
 def fabric_of(node: Mapping[str, Any]) -> str:
@@ -125,8 +126,7 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     expected = f"{pattern} with every port ACTIVE"
     if not matching:
         return "problem", actual, expected, f"no {pattern} RDMA device, which fabric {fabric} needs"
-    require_active = variable(node, "rdma_require_active_ports")
-    if require_active is not None and not ansible_bool(require_active):
+    if not ansible_bool(variable(node, "rdma_require_active_ports")):
         return "ok", actual, pattern, f"{len(matching)} {pattern} device(s); port states not required"
     inactive = [f"{d.get('name')}:{p.get('port')} {p.get('state')}" for d in matching for p in d.get("ports") or []
                 if p.get("state") != "PORT_ACTIVE"]  # fmt: skip
@@ -159,11 +159,10 @@ def eni_names(node: Mapping[str, Any]) -> list[str]:
 
 
 def planned_mtu(node: Mapping[str, Any]) -> int:
-    """The eni role's MTU rule (roles/eni/defaults: eni_mtu, else 8500 for erdma with jumbo frames, else 1400)."""
-    override = variable(node, "eni_mtu")
-    if override not in (None, ""):
-        return int(override)
-    return 8500 if fabric_of(node) == "erdma" and ansible_bool(variable(node, "eni_jumbo_frames")) else 1400
+    """The MTU the eni role plans: its rdmaforge_eni_mtu filter (tuning.eni_mtu) of the fabric, eni_jumbo_frames
+    and eni_mtu, as roles/eni/tasks/main.yml applies it (eni_mtu's default is null: the filter's rule)."""
+    jumbo_frames = ansible_bool(variable(node, "eni_jumbo_frames"))
+    return tuning.eni_mtu(fabric_of(node), jumbo_frames, variable(node, "eni_mtu"))
 
 
 def check_mtu(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:

@@ -562,19 +562,22 @@ class GitPin:
 
     commit: str  # the commit variable
     ref: str  # the ref variable
-    version: str  # the version variable the default ref is made of
     source: str  # the role's source variable
     switch: str | None = None  # the role's on/off variable, when it has one
 
-    def ref_of(self, version: object) -> str:
-        """The ref the role's default ref names for ``version``: its ``{{ <version variable> }}`` replaced (a
-        default ref without one is the same ref for every version)."""
-        template = str(role_defaults.default_of(self.ref))
-        return template.replace(f"{{{{ {self.version} }}}}", str(version))
+    def ref_of(self, values: Mapping[str, object]) -> str | None:
+        """The ref the build checks out for a host whose variables are ``values``: the inventory's, else the role's
+        default ref evaluated for them (rdmaforge.role_defaults: made of the version, whatever its Jinja);
+        None when that is not a ref to compare (not a string, or a default needing what no inventory holds)."""
+        try:
+            ref = role_defaults.evaluated_value_of(values, self.ref)
+        except ValueError:
+            return None
+        return ref if isinstance(ref, str) else None
 
     @property
-    def default_ref(self) -> str:
-        return self.ref_of(role_defaults.default_of(self.version))
+    def default_ref(self) -> str | None:
+        return self.ref_of({})
 
     @property
     def default_commit(self) -> str:
@@ -583,10 +586,8 @@ class GitPin:
 
 #: The roles' pinned git sources.
 GIT_PINS: tuple[GitPin, ...] = (
-    GitPin("nccl_build_git_commit", "nccl_build_git_ref", "nccl_build_version", "nccl_build_source"),
-    GitPin(
-        "nccl_tests_git_commit", "nccl_tests_git_ref", "nccl_tests_version", "nccl_tests_source", "nccl_tests_enabled"
-    ),
+    GitPin("nccl_build_git_commit", "nccl_build_git_ref", "nccl_build_source"),
+    GitPin("nccl_tests_git_commit", "nccl_tests_git_ref", "nccl_tests_source", "nccl_tests_enabled"),
 )
 
 _GIT_COMMIT = re.compile(r"[0-9a-fA-F]{40}")
@@ -615,16 +616,15 @@ def git_commit_problems(host: str, values: Mapping[str, object]) -> list[Problem
             continue
         if pin.switch is not None and not ansible_bool(role_defaults.value_of(values, pin.switch)):
             continue
-        ref = values.get(pin.ref)
-        if ref is None and pin.version in values:
-            ref = pin.ref_of(values[pin.version])
-        if not isinstance(ref, str) or "{{" in ref or ref == pin.default_ref:
+        ref, default_ref = pin.ref_of(values), pin.default_ref
+        # A ref still holding a template (an inventory value not rendered here) is not judged.
+        if ref is None or default_ref is None or "{{" in ref or ref == default_ref:
             continue
         found.append(
             Problem(
                 host,
                 pin.commit,
-                f"{host}: {pin.commit} is left at {pin.default_commit!r}, the commit of {pin.default_ref}, but the "
+                f"{host}: {pin.commit} is left at {pin.default_commit!r}, the commit of {default_ref}, but the "
                 f"build checks out {pin.ref}={show(ref)}; allowed: set {pin.commit} to the commit of {ref} (git "
                 f"rev-parse '{ref}^{{commit}}', verified out of band), or '' to build it unpinned",
             )

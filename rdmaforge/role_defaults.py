@@ -2,7 +2,8 @@
 reader the Python side uses, so that no module keeps a copy of a value a role's file sets.
 
 The files are read as written: a default that is a Jinja template stays the template's text, unless it is read
-through evaluated_default, which renders it for one host's variables as the role would. Parsed once per
+through evaluated_default, which renders it for one host's variables as the role would (the role's own
+variables it names evaluated first, as Ansible does). Parsed once per
 process (fast_yaml: libyaml's safe loader, the same values as ``yaml.safe_load``); every caller gets its own
 copy, so no caller can change what another reads. No Ansible imports (the filter plugins load it, through
 rdmaforge.inventory_checks, in the controller); only a default that uses a collection filter loads the filter
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.meta
 
 from rdmaforge import fast_yaml, paths
 from rdmaforge.collection import FQCN
@@ -44,24 +46,58 @@ def value_of(values: Mapping[str, Any], variable: str) -> Any:
     return values[variable] if variable in values else default_of(variable)
 
 
-def evaluated_value_of(values: Mapping[str, Any], variable: str) -> Any:
+def evaluated_value_of(values: Mapping[str, Any], variable: str, role: str | None = None) -> Any:
     """value_of, with the default evaluated for ``values`` (evaluated_default)."""
-    return values[variable] if variable in values else evaluated_default(variable, values)
+    return values[variable] if variable in values else evaluated_default(variable, values, role)
 
 
-def evaluated_default(variable: str, values: Mapping[str, Any]) -> Any:
-    """The documented default of ``variable`` (default_of) as the role computes it for a host whose variables are
-    ``values``, so Python follows the role's default instead of restating it: a Jinja template is rendered with
-    Jinja's filters and the collection's (filter_plugins/), a whole-template expression keeping its type; other
-    values as they are. ValueError names the variable when the template needs a variable ``values`` lacks or a
-    filter only Ansible has."""
-    template = default_of(variable)
-    if not (isinstance(template, str) and "{{" in template):
-        return template
+def evaluated_default(variable: str, values: Mapping[str, Any], role: str | None = None) -> Any:
+    """The documented default of ``variable`` as the role computes it for a host whose variables are ``values``, so
+    Python follows the role's default instead of restating it: a Jinja template is rendered with Jinja's filters
+    and the collection's (filter_plugins/), a whole-template expression keeping its type; other values as they
+    are. The role is the one the name starts with (default_of), or ``role`` for a name without its prefix
+    (rdma_require_active_ports: rdma_core). A variable of that role the template names is evaluated first, as
+    Ansible does when the template uses it: its vars/main.yml above ``values``, ``values`` above its other
+    defaults. ValueError names the variable when the template needs a variable no one sets or a filter only
+    Ansible has; KeyError when the role's defaults do not set it."""
+    roles_dir = str(paths.ROLES_DIR)
+    owner = role or _owner_of(roles_dir, variable)
+    own = _role_variables(roles_dir, owner, "defaults")
+    if variable not in own:
+        raise KeyError(f"{variable}: roles/{owner}/defaults/main.yml does not set it")
+    return _evaluated(variable, own[variable], values, owner, "default", frozenset())
+
+
+def _evaluated(name: str, value: Any, values: Mapping[str, Any], role: str, what: str, pending: frozenset[str]) -> Any:
+    if not (isinstance(value, str) and "{{" in value):
+        return copy.deepcopy(value)
     try:
-        return _render(template, values)
+        return _render(value, _with_role_variables(value, values, role, pending | {name}))
     except jinja2.TemplateError as exc:
-        raise ValueError(f"{variable}: its role default {template!r} cannot be evaluated here: {exc}") from exc
+        raise ValueError(f"{name}: its role {what} {value!r} cannot be evaluated here: {exc}") from exc
+
+
+def _with_role_variables(
+    template: str, values: Mapping[str, Any], role: str, pending: frozenset[str]
+) -> dict[str, Any]:
+    """``values`` with the role's variables ``template`` names, evaluated (one being evaluated is left out: a cycle
+    stays undefined, an error)."""
+    roles_dir = str(paths.ROLES_DIR)
+    found = dict(values)
+    for name in sorted(_names(template) - pending):
+        role_vars, role_defaults = (_role_variables(roles_dir, role, kind) for kind in ("vars", "defaults"))
+        if name in role_vars:
+            found[name] = _evaluated(name, role_vars[name], values, role, "variable", pending)
+        elif name not in values and name in role_defaults:
+            found[name] = _evaluated(name, role_defaults[name], values, role, "default", pending)
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _names(template: str) -> frozenset[str]:
+    """The variables ``template`` reads (its own, such as a loop's, left out)."""
+    environment = _environment(f"{FQCN}." in template)  # the analysis checks that each filter it names exists
+    return frozenset(jinja2.meta.find_undeclared_variables(environment.parse(template)))
 
 
 # One expression and nothing around it: Ansible keeps its value's type ("{{ [] }}" is a list, not "[]").
@@ -112,14 +148,23 @@ def collection_filters() -> dict[str, Callable[..., Any]]:
 
 @functools.lru_cache(maxsize=256)
 def _default_of(roles_dir: str, variable: str) -> Any:
+    return _parsed(roles_dir, _owner_of(roles_dir, variable), "defaults")[variable]
+
+
+@functools.lru_cache(maxsize=256)
+def _owner_of(roles_dir: str, variable: str) -> str:
+    """The longest role name ``variable`` starts with whose defaults set it."""
     parts = variable.split("_")
     for length in range(len(parts) - 1, 0, -1):
         role = "_".join(parts[:length])
-        if (Path(roles_dir) / role / "defaults" / "main.yml").is_file():
-            values = _parsed(roles_dir, role, "defaults")
-            if variable in values:
-                return values[variable]
+        if variable in _role_variables(roles_dir, role, "defaults"):
+            return role
     raise KeyError(f"{variable}: no role whose name it starts with sets it in defaults/main.yml")
+
+
+def _role_variables(roles_dir: str, role: str, kind: str) -> dict[str, Any]:
+    """``roles/<role>/<kind>/main.yml`` as parsed (shared: callers copy what they hand out); {} without one."""
+    return _parsed(roles_dir, role, kind) if (Path(roles_dir) / role / kind / "main.yml").is_file() else {}
 
 
 @functools.lru_cache(maxsize=256)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,9 +45,9 @@ class Scalar(Spec):
 
     def problems(self, value: Any, where: str) -> list[str]:
         if not any(_is(kind, value) for kind in self.kinds):
-            return [f"{where}: expected {' or '.join(self.kinds)}, got {_shown(value)}"]
+            return [f"{where}: expected {' or '.join(self.kinds)}, got {shown(value)}"]
         problem = self.check(value) if self.check is not None and value is not None else None
-        return [f"{where}: {problem}, got {_shown(value)}"] if problem else []
+        return [f"{where}: {problem}, got {shown(value)}"] if problem else []
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class ListOf(Spec):
         if value is None and self.nullable:
             return []
         if not isinstance(value, list):
-            return [f"{where}: expected a list, got {_shown(value)}"]
+            return [f"{where}: expected a list, got {shown(value)}"]
         found: list[str] = []
         first: dict[str, int] = {}
         for index, item in enumerate(value):
@@ -70,7 +71,7 @@ class ListOf(Spec):
             if not isinstance(key, str):
                 continue
             if key in first:
-                found.append(f"{where}[{index}].{self.unique_key}: {_shown(key)} is listed more than once "
+                found.append(f"{where}[{index}].{self.unique_key}: {shown(key)} is listed more than once "
                              f"(also {where}[{first[key]}])")  # fmt: skip
             else:
                 first[key] = index
@@ -89,12 +90,12 @@ class MapOf(Spec):
         if value is None and self.nullable:
             return []
         if not isinstance(value, dict):
-            return [f"{where}: expected an object, got {_shown(value)}"]
+            return [f"{where}: expected an object, got {shown(value)}"]
         found: list[str] = []
         for key, item in value.items():
             problem = self.key(key) if self.key is not None else None
             if problem:
-                found.append(f"{where}: key {problem}, got {_shown(key)}")
+                found.append(f"{where}: key {problem}, got {shown(key)}")
             found += self.value.problems(item, f"{where}.{key}")
         return found
 
@@ -109,7 +110,7 @@ class Obj(Spec):
         if value is None and self.nullable:
             return []
         if not isinstance(value, dict):
-            return [f"{where or 'the document'}: expected an object, got {_shown(value)}"]
+            return [f"{where or 'the document'}: expected an object, got {shown(value)}"]
         found = [f"{_join(where, key)}: missing (required)" for key in sorted(self.required) if key not in value]
         for key, spec in self.fields.items():
             if key in value:
@@ -131,11 +132,30 @@ def _is(kind: str, value: Any) -> bool:
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return _numeric(value) and not beyond_float(value) and math.isfinite(value)
+    if kind == "any number":  # NaN, Infinity and integers beyond a float's range too (pairwise: a failed rate)
+        return _numeric(value)
     raise ValueError(kind)
 
 
-def _shown(value: Any) -> str:
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def beyond_float(value: Any) -> bool:
+    """An integer too large for a float (above about 1.8e308, 309 digits): finite JSON, but float() and
+    math.isfinite raise OverflowError on it. Comparing an int with a float is exact: this cannot overflow."""
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max
+
+
+def shown(value: Any) -> str:
+    """``value`` as JSON, cut to 60 characters; an integer beyond a float's range by its number of digits."""
+    if beyond_float(value):
+        try:
+            digits = str(len(str(abs(value))))
+        except ValueError:  # more digits than Python writes (json.loads never reads such an integer)
+            digits = f"more than {sys.get_int_max_str_digits()}"
+        return f"an integer of {digits} digits, beyond a float's range"
     try:
         text = json.dumps(value)
     except RecursionError:  # a schema's own check before check() ran (rdmaforge.bench.baseline's kind check)
@@ -348,6 +368,48 @@ BASELINE = Obj(
         ),
     },
     frozenset({"kind", "version", "fingerprint", "nccl", "e2e"}),
+)
+
+
+_PAIRWISE_MEASUREMENT = Obj(
+    {
+        "a": STRING,
+        "b": STRING,
+        "nic": STRING,
+        # NaN, Infinity, a negative or a too large rate: a failed measurement (rdmaforge.pairwise.score.checked).
+        "gbps": Scalar(("any number", "null")),
+        "status": STRING,
+        "round": Scalar(("integer",), non_negative),
+        "detail": OPT_STRING,
+    },
+    frozenset({"a", "b", "nic", "status"}),
+)
+
+#: raw.json of a pairwise sweep (roles/pairwise/tasks/report.yml writes it; rdmaforge.pairwise.report reads it).
+#: Its thresholds are the role's variables, checked (and named) by rdmaforge.pairwise.report.thresholds_from.
+PAIRWISE_RAW = Obj(
+    {
+        "plan": Obj(
+            {
+                "nodes": ListOf(STRING),
+                "rails": ListOf(STRING),
+                "rounds": ListOf(ListOf(ListOf(STRING))),
+                "notes": ListOf(STRING),
+            },
+            frozenset({"nodes", "rails", "rounds"}),
+        ),
+        "measurements": ListOf(_PAIRWISE_MEASUREMENT),
+        "thresholds": MapOf(Scalar(("any number", "string", "null")), nullable=True),
+        "method": STRING,
+        "notes": ListOf(STRING),
+        # MPI slots per node in hostfile.healthy: its GPU count.
+        "slots": MapOf(Scalar(("integer",), count(MAX_GPUS)), nullable=True),
+        "single_stream": Obj(
+            {"streams": Scalar(("integer", "null"), non_negative), "measurements": ListOf(_PAIRWISE_MEASUREMENT)},
+            nullable=True,
+        ),
+    },
+    frozenset({"plan", "measurements"}),
 )
 
 

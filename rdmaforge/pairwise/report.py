@@ -4,7 +4,8 @@ results.json, table.txt, hostfile.healthy and heatmap-<nic>.png into OUT_DIR.
 RAW_JSON (written by the pairwise role, and by nothing else) holds ``plan`` (plan.Plan.to_dict()),
 ``measurements`` (score.Measurement records), ``thresholds`` (score.Thresholds fields), ``method``, ``notes``,
 ``slots`` (MPI slots per node) and ``single_stream`` (``streams`` and the one-stream ``measurements`` of seed 003's
-check). Prints one JSON object: the suspects, the table and the output files.
+check), checked against rdmaforge.stored.PAIRWISE_RAW: a damaged file is refused (64) by a message naming the file,
+the field and what it must be. Prints one JSON object: the suspects, the table and the output files.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rdmaforge import stored
+from rdmaforge.errors import UserError
 from rdmaforge.pairwise.output import results, write_all
 from rdmaforge.pairwise.score import Measurement, Thresholds, score, single_stream
 
@@ -22,10 +25,14 @@ def thresholds_from(data: dict[str, Any]) -> Thresholds:
     """ValueError (naming the role variable) for a value that is not a number."""
     try:
         return _thresholds_from(data)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer of hundreds of digits
         keys = ("slow_ratio", "node_fraction", "line_rate_gbps", "min_line_fraction")
-        shown = ", ".join(f"pairwise_{key}={data[key]!r}" for key in keys if key in data)
-        raise ValueError(f"the scoring thresholds must be numbers ({exc}): {shown}") from exc
+        given = ", ".join(f"pairwise_{key}={_given(data[key])}" for key in keys if key in data)
+        raise ValueError(f"the scoring thresholds must be numbers ({exc}): {given}") from exc
+
+
+def _given(value: Any) -> str:
+    return stored.shown(value) if stored.beyond_float(value) else repr(value)
 
 
 def _thresholds_from(data: dict[str, Any]) -> Thresholds:
@@ -76,8 +83,11 @@ def main(argv: list[str]) -> int:
         return 64
     raw_path, out_dir = Path(argv[0]), Path(argv[1])
     try:
-        raw = json.loads(raw_path.read_text())
+        raw = stored.load(raw_path, stored.PAIRWISE_RAW, "pairwise sweep's raw.json")
         data = build(raw, out_dir)
+    except UserError as exc:  # names the file itself
+        print(f"rdmaforge pairwise report: {exc}", file=sys.stderr)
+        return 64
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"rdmaforge pairwise report: cannot read {raw_path}: {exc}", file=sys.stderr)
         return 64

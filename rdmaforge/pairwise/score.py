@@ -17,11 +17,11 @@ node's median pair is reported against the rail's median pair (``ratio_to_cluste
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from rdmaforge.stored import beyond_float, shown
 from rdmaforge.text import fixed
 
 Status = Literal["ok", "hang", "unreachable", "failed"]
@@ -45,10 +45,16 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Measurement:
-        gbps = data.get("gbps")
-        return checked(cls(a=str(data["a"]), b=str(data["b"]), nic=str(data["nic"]),
-                           gbps=None if gbps is None else float(gbps), status=str(data["status"]),
-                           round=int(data.get("round", 0)), detail=str(data.get("detail") or "")))  # fmt: skip
+        gbps, detail = data.get("gbps"), str(data.get("detail") or "")
+        # An integer of hundreds of digits: float() would raise OverflowError. Like JSON's 1e400 (inf), not a rate.
+        huge = beyond_float(gbps)
+        found = cls(a=str(data["a"]), b=str(data["b"]), nic=str(data["nic"]),
+                    gbps=None if gbps is None or huge else float(gbps), status=str(data["status"]),
+                    round=int(data.get("round", 0)), detail=detail)  # fmt: skip
+        if huge and found.status == "ok":
+            why = f"not a rate: {shown(gbps)}, reported as Gb/s" + (f" ({detail})" if detail else "")
+            return Measurement(found.a, found.b, found.nic, None, "failed", found.round, why)
+        return checked(found)
 
 
 def checked(m: Measurement) -> Measurement:
@@ -191,8 +197,15 @@ def combine(measurements: Sequence[Measurement], nic: str) -> list[PairResult]:
 
 
 def _median(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return None
+    middle = len(present) // 2
+    if len(present) % 2:
+        return present[middle]
+    # Halved first: statistics.median's (a + b) / 2 is inf for two finite rates near 1e308 (a rail reference of
+    # inf, every pair "slow"); halving a float is exact, so below that the result is the same float.
+    return present[middle - 1] / 2 + present[middle] / 2
 
 
 def _is_slow(pair: PairResult, median: float | None, limits: Thresholds) -> bool:

@@ -265,6 +265,9 @@ def run_json_cases() -> list[Case]:
         Case("report-run.json-utf16", report(None, raw=valid.encode("utf-16")), BAD, ("run.json", "not UTF-8")),
         Case("report-run.json-nan", report(None, raw=valid.replace("0.8", "NaN").encode()), BAD,
              ("min_efficiency", "expected number")),  # fmt: skip
+        # Finite in JSON, beyond any float: math.isfinite raised OverflowError (an internal error, not bad input).
+        Case("report-run.json-400-digit-rate", report(with_key(RUN, "line_rate_gbps", 10**400)), BAD,
+             ("run.json", "line_rate_gbps: expected number or null, got an integer of 401 digits")),  # fmt: skip
         Case("report-no-args", lambda t: ["report"], BAD, ("give RUN_DIR or --latest",)),
         Case("report-missing-dir", lambda t: ["report", str(t / "nope")], BAD, ("run dir", "nope does not exist")),
         Case("report-dir-is-a-file", lambda t: ["report", str(write(t / "f", "x"))], BAD, ("has no run.json",)),

@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
-from rdmaforge import doctor
+from rdmaforge import doctor, doctor_checks, tuning
+from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.role_defaults import collection_filters
 from rdmaforge.runner.exit_codes import ExitCode
 from tests.unit.redefined_defaults import redefine_default
-from tests.unit.test_doctor import NODE, nic
+from tests.unit.test_doctor import NODE, nic, port
 
 ACCEPT = {"memlock": "no CAP_SYS_RESOURCE in the lab", "rdma": "the lab has no RDMA NICs",
           "hugepages": "a container boots no kernel of its own",
@@ -327,3 +329,48 @@ def test_a_manifest_without_its_library_is_a_problem() -> None:
         nccl.status == "problem"
         and nccl.reason == "the build's manifest is there but its lib/ has no libnccl.so.2.29.7"
     )
+
+
+def rdma_node(fabric: str, device: str, **inventory: Any) -> dict[str, Any]:
+    """NODE on ``fabric`` with one RDMA device whose port is down (its inventory leaves rdma_require_active_ports
+    unset unless ``inventory`` sets it)."""
+    node = copy.deepcopy(NODE)
+    node["rdma_devices"] = [{"name": device, "ports": [port(1, "PORT_DOWN", "DISABLED")]}]
+    node["inventory"].update(rdmaforge_fabric=fabric, **inventory)
+    return node
+
+
+def test_whether_ports_must_be_active_is_role_rdma_cores_default_evaluated_for_the_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rdma_require_active_ports defaults to role rdma_core's Jinja (true on RDMA fabrics), evaluated for the node:
+    doctor read a template default as "required" by hand. With the default changed to InfiniBand only, an eRDMA
+    node with a port down is not held to active ports, an InfiniBand one still is; the inventory's value wins."""
+    down = ("problem", "erdma_0", "erdma* with every port ACTIVE", "not ACTIVE: erdma_0:1 PORT_DOWN")
+    assert doctor_checks.check_rdma(rdma_node("erdma", "erdma_0")) == down  # the role's own default: required
+    redefine_default(tmp_path, monkeypatch, "rdma_core", "rdma_require_active_ports",
+                     "{{ rdma_core_profile == 'infiniband' }}")  # fmt: skip
+    assert doctor_checks.check_rdma(rdma_node("erdma", "erdma_0")) == (
+        "ok", "erdma_0", "erdma*", "1 erdma* device(s); port states not required"
+    )
+    assert doctor_checks.check_rdma(rdma_node("infiniband", "mlx5_0"))[3] == "not ACTIVE: mlx5_0:1 PORT_DOWN"
+    assert doctor_checks.check_rdma(rdma_node("erdma", "erdma_0", rdma_require_active_ports=True)) == down
+
+
+ENI_MTU_EXPRESSION = (
+    "rdmaforge_fabric | default('tcp') | rdmaforge.cluster.rdmaforge_eni_mtu(eni_jumbo_frames | bool, eni_mtu)"
+)
+
+
+def test_the_planned_mtu_is_the_eni_roles_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eni role plans the MTU with the rdmaforge_eni_mtu filter (tuning.eni_mtu); doctor restated its rule
+    (8500 for eRDMA with jumbo frames, else 1400). Alibaba's guidance (8500 with jumbo frames on eRDMA, else 1400),
+    the inventory's eni_mtu winning; and with the filter's rule changed, doctor follows it."""
+    assert ENI_MTU_EXPRESSION in (PROJECT_ROOT / "roles" / "eni" / "tasks" / "main.yml").read_text()
+    assert collection_filters()["rdmaforge_eni_mtu"] is tuning.eni_mtu
+    assert doctor_checks.planned_mtu(lab(1)["node1"]) == 1400
+    assert doctor_checks.planned_mtu(lab(1, eni_jumbo_frames=True)["node1"]) == 8500
+    assert doctor_checks.planned_mtu(lab(1, eni_jumbo_frames="yes", eni_mtu=9000)["node1"]) == 9000
+    assert doctor_checks.planned_mtu(lab(1, eni_jumbo_frames=True, rdmaforge_fabric="tcp")["node1"]) == 1400
+    monkeypatch.setattr(tuning, "eni_mtu", lambda fabric, jumbo_frames, override=None: 9001 if jumbo_frames else 1401)
+    assert doctor_checks.planned_mtu(lab(1, eni_jumbo_frames="yes")["node1"]) == 9001

@@ -827,6 +827,22 @@ def test_a_default_ref_not_made_of_the_version_is_the_ref_of_every_version(
                                       "master, but the build checks out nccl_build_git_ref='v2.30.3-1'")  # fmt: skip
 
 
+@pytest.mark.parametrize("template", ["{{ 'v' ~ nccl_build_version ~ '-1' }}", "v{{nccl_build_version}}-1"])
+def test_the_default_ref_is_the_roles_jinja_evaluated_not_a_text_replace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, template: str
+) -> None:
+    """The ref a version alone checks out is the role's default ref evaluated for it: a replace of the text
+    "{{ nccl_build_version }}" missed these spellings of the same ref and left a template, which the check skipped
+    (a new version with the old pinned commit passed)."""
+    redefine_default(tmp_path, monkeypatch, "nccl_build", "nccl_build_git_ref", template)
+    (pin,) = [p for p in checks.GIT_PINS if p.ref == "nccl_build_git_ref"]
+    assert pin.default_ref == "v2.29.7-1"
+    (message,) = report_of(nccl_build_version="2.30.3")
+    assert message.startswith(f"node1: nccl_build_git_commit is left at {NCCL_V2_29_7_1!r}, the commit of v2.29.7-1, "
+                              "but the build checks out nccl_build_git_ref='v2.30.3-1'")  # fmt: skip
+    assert report_of(nccl_build_version="2.29.7") == []
+
+
 # --- pip hash pinning ----------------------------------------------------------------------------------
 
 HASH_A = "a" * 64

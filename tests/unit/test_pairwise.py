@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from rdmaforge.lab import impair
 from rdmaforge.lab.shell import LabError
 from rdmaforge.pairwise import output, plan, schedule, sendrecv
-from rdmaforge.pairwise.report import build
+from rdmaforge.pairwise.report import build, main
 from rdmaforge.pairwise.score import Measurement, Thresholds, score
 from rdmaforge.parsers import iperf3
 
@@ -283,6 +284,18 @@ def test_a_rate_that_is_not_a_number_of_gbps_is_a_failed_measurement(tmp_path, v
     assert data["suspects"] == [] and data["unjudged"] == ["eth1"]
 
 
+def test_rates_near_the_largest_float_have_a_finite_median_and_reference():
+    """The median of two middle values was (a + b) / 2, which overflows for two finite rates near 1e308: the rail's
+    reference was inf, every pair slow against it and the rail a suspect. Here node1-node2 moves 1.5e308 Gb/s and
+    every other pair 1e308: the nodes' best pairs are 1.5e308 twice and 1e308 twice (reference 1.25e308), the
+    six pairs 1.5e308 once and 1e308 five times (median 1e308); no pair is below half the reference."""
+    fast = {("node1", "node2", "eth1"): 1.5e308, ("node2", "node1", "eth1"): 1.5e308}
+    measured = [m if (m.a, m.b, m.nic) in fast else Measurement(m.a, m.b, m.nic, 1e308, m.status)
+                for m in sweep(fast, rails=("eth1",))]  # fmt: skip
+    (rail,) = score(measured, NODES, ["eth1"], Thresholds())
+    assert (rail.reference_gbps, rail.median_gbps, rail.suspects) == (1.25e308, 1e308, [])
+
+
 # --- outputs ----------------------------------------------------------------------------------------------
 
 
@@ -291,6 +304,61 @@ def raw_sweep(measurements: list[Measurement]) -> dict:
     return {"plan": plan.make_plan(facts, "all").to_dict(), "measurements": [m.to_dict() for m in measurements],
             "thresholds": {"slow_ratio": 0.5, "node_fraction": 0.5, "line_rate_gbps": None},
             "method": "iperf3", "notes": [sendrecv.SKIPPED_NO_GPU], "slots": {n: 1 for n in NODES}}  # fmt: skip
+
+
+def write_raw(tmp_path: Path, raw: dict | str) -> Path:
+    path = tmp_path / "raw.json"
+    path.write_text(raw if isinstance(raw, str) else json.dumps(raw))
+    return path
+
+
+def test_a_rate_of_400_digits_is_a_failed_measurement_not_a_traceback(tmp_path, capsys):
+    """A rate of 400 digits in raw.json is finite JSON but beyond any float (float() raised OverflowError: the
+    report was a traceback). Like JSON's 1e400, which reads as inf, it is not a rate: a failed measurement that
+    says what was reported, and its pair a suspect."""
+    text = json.dumps(raw_sweep(sweep({}))).replace('"gbps": 0.19', '"gbps": ' + "9" * 400, 1)
+    assert '"a": "node1", "b": "node2", "nic": "eth1", "gbps": 999' in text  # the first measurement's rate
+    assert main([str(write_raw(tmp_path, text)), str(tmp_path / "out")]) == 0
+    pairs = json.loads((tmp_path / "out" / "results.json").read_text())["pairs"]
+    (pair,) = [p for p in pairs if (p["a"], p["b"], p["nic"]) == ("node1", "node2", "eth1")]
+    assert pair["status"] == "failed" and pair["gbps"] is None
+    assert pair["detail"] == "not a rate: an integer of 400 digits, beyond a float's range, reported as Gb/s"
+    suspects = json.loads(capsys.readouterr().out)["suspects"]
+    assert [(s["kind"], s["node"], s["nic"]) for s in suspects] == [("link", "node1<->node2", "eth1")]
+
+
+def damaged(change: Callable[[dict], object]) -> dict:
+    raw = raw_sweep(sweep({}))
+    raw["single_stream"] = {"streams": 4, "measurements": [raw["measurements"][0]]}
+    change(raw)
+    return raw
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda raw: raw.pop("plan"), "plan: missing (required)"),
+    (lambda raw: raw["plan"].update(rounds="all"), "plan.rounds: expected a list"),
+    (lambda raw: raw["measurements"][0].pop("a"), "measurements[0].a: missing (required)"),
+    (lambda raw: raw["measurements"][0].update(gbps="fast"),
+     'measurements[0].gbps: expected any number or null, got "fast"'),
+    (lambda raw: raw["measurements"][0].update(round=float("inf")), "measurements[0].round: expected integer"),
+    (lambda raw: raw["measurements"][0].update(round="1"), 'measurements[0].round: expected integer, got "1"'),
+    (lambda raw: raw["single_stream"].update(streams=float("inf")), "single_stream.streams: expected integer"),
+    (lambda raw: raw["single_stream"]["measurements"][0].update(nic=None), "single_stream.measurements[0].nic"),
+    (lambda raw: raw["slots"].update(node1=float("inf")), "slots.node1: expected integer, got Infinity"),
+    (lambda raw: raw["slots"].update(node1=10**30), "slots.node1: must be a count from 0 to 1024"),
+    (lambda raw: raw["thresholds"].update(line_rate_gbps=10**400),
+     "must be numbers (int too large to convert to float): pairwise_slow_ratio=0.5, pairwise_node_fraction=0.5, "
+     "pairwise_line_rate_gbps=an integer of 401 digits, beyond a float's range"),
+])  # fmt: skip
+def test_bad_raw_input_names_the_file_the_field_and_what_is_allowed(tmp_path, capsys, change, named):
+    """Each damaged raw.json is refused (64) by a message naming the file, the field and what it must be: before,
+    a missing field printed only its name in quotes ('a'), a wrong type Python's words, and an infinite round or
+    slot count or a 400-digit threshold raised OverflowError (a traceback)."""
+    path = write_raw(tmp_path, json.dumps(damaged(change)))
+    assert main([str(path), str(tmp_path / "out")]) == 64
+    err = capsys.readouterr().err
+    assert str(path) in err and named in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
 
 
 def test_outputs_put_suspects_first_and_leave_them_out_of_the_hostfile(tmp_path):

@@ -36,3 +36,25 @@ def test_a_default_that_needs_what_the_host_lacks_names_the_variable() -> None:
     # nccl_build_jobs is computed from the node's facts, which no inventory holds.
     with pytest.raises(ValueError, match=r"^nccl_build_jobs: its role default .* 'ansible_facts' is undefined"):
         role_defaults.evaluated_default("nccl_build_jobs", {})
+
+
+@pytest.mark.parametrize(("fabric", "required"), [("erdma", True), ("infiniband", True), ("roce", True),
+                                                  ("acs_type1", True), ("acs_type2", False), ("tcp", False)])
+def test_a_default_made_of_the_roles_other_variables_evaluates_them_as_ansible_does(fabric: str,
+                                                                                   required: bool) -> None:
+    """roles/rdma_core: rdma_require_active_ports (no rdma_core_ prefix: the role is named) is
+    "{{ rdma_core_rdma_profile }}", a variable of the role's vars/main.yml made of its default rdma_core_profile
+    (the fabric) and the fabric profile table's RDMA flag (rdmaforge.fabrics.RDMA_NAMES, the expected values)."""
+    values = {"rdmaforge_fabric": fabric}
+    assert role_defaults.evaluated_default("rdma_require_active_ports", values, role="rdma_core") is required
+    # A default the template names is the host's when the host sets it (rdma_core_profile: tcp on any fabric).
+    values["rdma_core_profile"] = "tcp"
+    assert role_defaults.evaluated_default("rdma_require_active_ports", values, role="rdma_core") is False
+    assert role_defaults.evaluated_value_of({"rdma_require_active_ports": "yes"}, "rdma_require_active_ports",
+                                            role="rdma_core") == "yes"  # fmt: skip
+
+
+def test_a_default_of_another_version_is_made_of_it() -> None:
+    # roles/nccl_build: nccl_build_git_ref is "v{{ nccl_build_version }}-1", its version a default of the role.
+    assert role_defaults.evaluated_default("nccl_build_git_ref", {}) == "v2.29.7-1"
+    assert role_defaults.evaluated_default("nccl_build_git_ref", {"nccl_build_version": "2.30.3"}) == "v2.30.3-1"
