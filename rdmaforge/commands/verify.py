@@ -9,6 +9,9 @@ environment it reads (ANSIBLE_REMOTE_USER, ANSIBLE_BECOME, ANSIBLE_BECOME_USER; 
 inventory's ansible_user/ansible_become, as testinfra gives the environment the last word) and
 ANSIBLE_VAULT_IDENTITY_LIST for its ansible-inventory. -f/--forks applies to the ping only (the suite runs one
 pytest process). No --tags, --skip-tags, --check, --diff nor -e: it runs no playbook.
+
+pytest's output (a failure message may print a host's secret variable) is redacted with the probe's secrets
+(execute.secret_values) before pytest.log, the screen and the table see it; command.finish scrubs the rest.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaforge import infra_report
 from rdmaforge.errors import CannotRun
 from rdmaforge.paths import VERIFY_ROOT
-from rdmaforge.runner import command, execute, junit
+from rdmaforge.runner import command, execute, junit, secrets
 from rdmaforge.runner.exit_codes import ExitCode
 
 NAME = "verify"
@@ -74,9 +78,16 @@ def suite_environment(request: execute.Request) -> dict[str, str]:
 
 
 def run_suite(
-    argv: list[str], log: Path, echo: bool, extra_env: dict[str, str] | None = None, out: TextIO | None = None
+    argv: list[str],
+    log: Path,
+    echo: bool,
+    extra_env: dict[str, str] | None = None,
+    out: TextIO | None = None,
+    redactor: secrets.Redactor | None = None,
 ) -> int:
-    """pytest in its own process (its plugins and state stay out of ours); output to ``log``, echoed with -v."""
+    """pytest in its own process (its plugins and state stay out of ours); output to ``log``, echoed with -v; each
+    line redacted first."""
+    redactor = redactor or secrets.Redactor(())
     # The same environment as a playbook run: this venv's Ansible, the project's ansible.cfg, host keys checked.
     env = {**os.environ, **execute.runner_env(), **(extra_env or {})}
     with (
@@ -86,7 +97,8 @@ def run_suite(
         ) as proc,
     ):
         assert proc.stdout is not None
-        for line in proc.stdout:
+        for raw in proc.stdout:
+            line = redactor.text(raw)
             saved.write(line)
             if echo:
                 print(line, end="", flush=True, file=out or sys.stdout)
@@ -94,13 +106,16 @@ def run_suite(
 
 
 def verify_hosts(
-    directory: Path, hosts: list[str], args: argparse.Namespace, request: execute.Request, out: TextIO
+    directory: Path, hosts: list[str], args: argparse.Namespace, request: execute.Request, session: command.Session
 ) -> tuple[list[infra_report.TestOutcome], int]:
     directory.mkdir()
     junit_path = directory / "junit.xml"
     argv = pytest_argv(hosts, args.inventory, junit_path, args.keyword)
-    rc = run_suite(argv, directory / "pytest.log", args.verbose and not args.quiet, suite_environment(request), out)
-    return (infra_report.parse_junit(junit_path, hosts) if junit_path.is_file() else []), rc
+    echo = args.verbose and not args.quiet
+    redactor = session.redactor()
+    rc = run_suite(argv, directory / "pytest.log", echo, suite_environment(request), session.out, redactor)
+    outcomes = infra_report.parse_junit(junit_path, hosts) if junit_path.is_file() else []
+    return [replace(o, message=redactor.text(o.message)) for o in outcomes], rc
 
 
 def cases(
@@ -128,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     # messages that do not say why.
     request = execute.Request(inventory=args.inventory, module="ansible.builtin.ping", host_pattern=args.limit,
                               **command.ansible_options(args))  # fmt: skip
-    probe = execute.run(request, session.run_dir)
+    probe = command.run_ansible(session, request)
     unreachable = [h for h in probe.events.hosts if probe.events.unreachable(h)]
     hosts = [h for h in probe.recaps if h not in unreachable]
     if not probe.recaps:
@@ -137,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     down = f"; unreachable: {', '.join(unreachable)}" if unreachable else ""
     if not session.quiet:
         print(f"testinfra suite on {len(hosts)} node(s){down}", file=session.out, flush=True)
-    outcomes, rc = verify_hosts(session.run_dir / NAME, hosts, args, request, session.out) if hosts else ([], 0)
+    outcomes, rc = verify_hosts(session.run_dir / NAME, hosts, args, request, session) if hosts else ([], 0)
     print("", file=session.out)
     print(infra_report.render(outcomes, unreachable, hosts), file=session.out)
     code = infra_report.exit_code(outcomes, unreachable, rc, hosts) if hosts else ExitCode.UNREACHABLE

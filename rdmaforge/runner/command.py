@@ -2,6 +2,11 @@
 familiar flags among them), the run directory, the live progress, the recap, recap.json, JUnit XML and the final
 line with the exit code.
 
+Everything a command writes into its run directory is kept free of the run's secrets: execute.run scrubs what
+Ansible wrote, and ``finish``, which ends every command, redacts recap.json and the JUnit reports and scrubs the
+whole run directory once more (for what the command wrote after the run: verify's pytest output, bench's copy of
+the benchmark run) with every secret its runs found (``Session.secret_values``).
+
 On screen: by default a condensed progress line per task; ``-q`` none (the recap table, the problems and the
 final line only); ``-v`` Ansible's own output instead. ``--json`` (provision, verify, doctor) sends all of that
 to stderr and prints recap.json on stdout.
@@ -16,14 +21,14 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaforge import terminal
 from rdmaforge.errors import CannotRun, UserError, missing_path
 from rdmaforge.paths import playbook as playbook_path
-from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock
+from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets
 from rdmaforge.runner.events import HostProblem
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode, describe, for_hosts
 from rdmaforge.runner.progress import AnsibleEcho, Progress, Ticker, escapes_allowed
@@ -150,9 +155,14 @@ class Session:
     quiet: bool = False  # -q: no live progress
     echo: bool = False  # -v: Ansible's own output instead of the condensed progress
     json_recap: bool = False  # --json: recap.json on stdout at the end (``out`` is then stderr)
+    #: The secrets of every Ansible run of this command (run_ansible): redacted from all it writes.
+    secret_values: set[str] = field(default_factory=set)
 
     def elapsed(self) -> float:
         return (dt.datetime.now(dt.UTC) - self.started).total_seconds()
+
+    def redactor(self) -> secrets.Redactor:
+        return secrets.Redactor(self.secret_values)
 
 
 def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
@@ -195,17 +205,26 @@ def live_stream(out: TextIO) -> TextIO:
     return terminal.unwrapped(out) if is_tty(out) else out
 
 
+def run_ansible(
+    session: Session, request: execute.Request, on_event: execute.EventHandler | None = None
+) -> execute.Outcome:
+    """execute.run in the session's run directory; its secrets are the session's too (``finish`` redacts them)."""
+    outcome = execute.run(request, session.run_dir, on_event)
+    session.secret_values |= outcome.secret_values
+    return outcome
+
+
 def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
     """Run with live progress (none with -q; Ansible's own output with -v); then print the recap table."""
     if session.quiet:
-        outcome = execute.run(request, session.run_dir)
+        outcome = run_ansible(session, request)
     elif session.echo:
         echo = AnsibleEcho(session.out)
-        outcome = execute.run(request, session.run_dir, echo.handle)
+        outcome = run_ansible(session, request, echo.handle)
     else:
         progress = Progress(live_stream(session.out), tty=is_tty(session.out))
         with Ticker(progress):
-            outcome = execute.run(request, session.run_dir, progress.handle)
+            outcome = run_ansible(session, request, progress.handle)
         progress.close()
     if outcome.leaked_env_files:  # cannot happen with suppress_env_files; never keep one if it does
         for path in outcome.leaked_env_files:
@@ -265,23 +284,36 @@ def finish(
     cases: Sequence[junit.Case],
     record: Mapping[str, Any],
 ) -> int:
-    """Write recap.json and the JUnit XML (run dir, and --junit), print the last line, return the exit code."""
+    """Write recap.json and the JUnit XML (run dir, and --junit), scrub the run directory of the session's secrets,
+    print the last line, return the exit code."""
     properties = {"command": session.command, "exit_code": str(int(code)), "run_dir": str(session.run_dir)}
     elapsed = session.elapsed()
+    # Redacted before they are written: XML and JSON escape a secret's characters (a scrub of the files could miss
+    # it), and the --junit copy lies outside the run directory.
+    redactor = session.redactor()
+    cases = [redacted_case(case, redactor) for case in cases]
     junit.write(session.run_dir / "junit.xml", f"rdmaforge {session.command}", cases, elapsed, session.started,
                 properties)  # fmt: skip
     if args.junit is not None:
         junit.write(args.junit, f"rdmaforge {session.command}", cases, elapsed, session.started, properties)
     summary = {"command": session.command, "exit_code": int(code), "meaning": describe(code),
                "started": session.started.isoformat(), "seconds": round(elapsed, 3), **record}  # fmt: skip
-    document = json.dumps(summary, indent=2, default=str) + "\n"
+    plain = json.loads(json.dumps(summary, default=str))  # JSON's types only (a Path as its text), then redacted
+    document = json.dumps(secrets.redact_data(plain, redactor), indent=2) + "\n"
     (session.run_dir / "recap.json").write_text(document)
+    # Last: whatever the command wrote into the run directory after its Ansible runs' own scrub.
+    secrets.scrub_tree(session.run_dir, session.secret_values)
     print(f"rdmaforge {session.command}: exit {int(code)} ({describe(code)}); artifacts: {session.run_dir}",
           file=session.out, flush=True)  # fmt: skip
     if session.json_recap:
         sys.stdout.write(document)
         sys.stdout.flush()
     return int(code)
+
+
+def redacted_case(case: junit.Case, redactor: secrets.Redactor) -> junit.Case:
+    return replace(case, name=redactor.text(case.name), message=redactor.text(case.message),
+                   details=redactor.text(case.details))  # fmt: skip
 
 
 def outcome_record(outcome: execute.Outcome) -> dict[str, Any]:

@@ -69,6 +69,8 @@ class Outcome:
     artifacts: Path
     seconds: float
     leaked_env_files: list[Path] = field(default_factory=list)
+    #: The run's secrets (secret_values): what the command writes after the run is redacted with them too.
+    secret_values: frozenset[str] = frozenset()
 
     @property
     def ran(self) -> bool:
@@ -283,6 +285,7 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
         artifacts=artifacts,
         seconds=seconds,
         leaked_env_files=secrets.env_files(run_dir),
+        secret_values=frozenset(values),
     )
 
 

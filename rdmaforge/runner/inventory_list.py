@@ -6,14 +6,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rdmaforge.runner import secrets
+from rdmaforge.terminal import escaped
+
 #: Seconds an inventory may take to list: a cloud plugin pages through an API.
 TIMEOUT_S = 300
+#: The source Ansible names when it gives up on one; its warnings say why (a script's exit code and stderr).
+FAILED_SOURCE = re.compile(r"Completely failed to parse inventory source (\S.*?)\s*$", re.MULTILINE)
+#: The cause shown: the first warnings naming the failed source, each cut to its first and last lines.
+CAUSE_WARNINGS = 2
+CAUSE_HEAD, CAUSE_TAIL = 4, 3
+CAUSE_LINE_CHARS = 300
+#: How each of Ansible's messages on stderr starts (2.19's, and ERROR! before it).
+MESSAGE_STARTS = ("[WARNING]:", "[ERROR]:", "[DEPRECATION WARNING]:", "ERROR!")
+#: Ansible's separator between an error and the error it was caused by.
+CAUSED_BY = "<<< caused by >>>"
 
 
 class InventoryError(RuntimeError):
@@ -50,7 +64,8 @@ def listed(
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InventoryError(f"cannot run ansible-inventory: {exc}") from exc
     if proc.returncode != 0:
-        raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr)}")
+        cause = "".join(f"\n  {line}" for line in failed_source_warnings(proc.stderr))
+        raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr)}{cause}")
     try:
         data = loads(proc.stdout)
     except ValueError as exc:
@@ -73,3 +88,43 @@ def ansible_error(stderr: str) -> str:
                 kept.append(text)
             return "\n".join(kept)
     return stderr.strip()[-2000:]
+
+
+def failed_source_warnings(stderr: str) -> list[str]:
+    """Why Ansible gave up on a source, which its error does not say: the first :data:`CAUSE_WARNINGS` warnings
+    naming that source (the script plugin's holds the script's exit code and stderr), without blank lines nor what
+    repeats a warning's first line, cut to their first and last lines, each line escaped (a script may print
+    terminal escapes) and URL passwords and private keys hidden. Empty when no source failed."""
+    failed = FAILED_SOURCE.search(stderr)
+    if failed is None:
+        return []
+    source = failed.group(1)
+    naming = [m for m in _messages(stderr) if m[0].startswith("[WARNING]") and any(source in line for line in m)]
+    return [_shown(line) for warning in naming[:CAUSE_WARNINGS] for line in _compact(warning)]
+
+
+def _messages(stderr: str) -> list[list[str]]:
+    """stderr as Ansible's messages: each starts with a ``[WARNING]:``-like line and runs to the next one."""
+    messages: list[list[str]] = []
+    for line in stderr.splitlines():
+        if line.startswith(MESSAGE_STARTS) or not messages:
+            messages.append([line])
+        else:
+            messages[-1].append(line)
+    return messages
+
+
+def _compact(warning: list[str]) -> list[str]:
+    first, rest = warning[0], warning[1:]
+    kept = [first, *(line for line in rest if line.strip() and line.strip() != CAUSED_BY
+                     and line.strip().rstrip(".") not in first)]  # fmt: skip
+    if len(kept) <= CAUSE_HEAD + CAUSE_TAIL + 1:
+        return kept
+    left_out = len(kept) - CAUSE_HEAD - CAUSE_TAIL
+    return [*kept[:CAUSE_HEAD], f"... ({left_out} lines left out)", *kept[-CAUSE_TAIL:]]
+
+
+def _shown(line: str) -> str:
+    line = secrets.redact_text(line, ())
+    cut = line if len(line) <= CAUSE_LINE_CHARS else line[:CAUSE_LINE_CHARS] + " ..."
+    return escaped(cut, one_line=True)

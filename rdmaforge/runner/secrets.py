@@ -14,6 +14,7 @@ tokens), found by their form.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -106,10 +107,17 @@ def scrub_command(path: Path, secrets: Iterable[str] = ()) -> None:
     path.write_text(json.dumps(data))
 
 
+def forms(secret: str) -> set[str]:
+    """How a secret appears in a file: as it is, JSON-escaped (events, recap.json) and XML-escaped, in text and in
+    an attribute (JUnit XML: testinfra's failure messages)."""
+    in_xml = html.escape(secret, quote=False)  # & < >, as ElementTree writes them
+    return {secret, json.dumps(secret)[1:-1], in_xml, in_xml.replace('"', "&quot;")}
+
+
 def redact(data: bytes, secrets: Iterable[str]) -> bytes:
     # Longest first, so that a secret containing another is replaced whole.
     for secret in sorted(set(secrets), key=len, reverse=True):
-        for form in {secret, json.dumps(secret)[1:-1]}:
+        for form in forms(secret):
             data = data.replace(form.encode(), REDACTED.encode())
     hidden = REDACTED.encode()
     if b"PRIVATE KEY-----" in data:
@@ -118,13 +126,13 @@ def redact(data: bytes, secrets: Iterable[str]) -> bytes:
 
 
 class Redactor:
-    """:func:`redact` for many strings (every event of a run): the secrets' forms, raw and JSON-escaped, are compiled
-    into one pattern once, longest first so that a secret containing another is replaced whole. A string without a
-    secret costs one scan, whatever the number of secrets."""
+    """:func:`redact` for many strings (every event of a run): the secrets' :func:`forms` are compiled into one
+    pattern once, longest first so that a secret containing another is replaced whole. A string without a secret
+    costs one scan, whatever the number of secrets."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        forms = {form for s in set(secrets) if len(s) >= MIN_SECRET_LENGTH for form in (s, json.dumps(s)[1:-1])}
-        ordered = sorted(forms, key=lambda form: (-len(form), form))
+        every = {form for s in set(secrets) if len(s) >= MIN_SECRET_LENGTH for form in forms(s)}
+        ordered = sorted(every, key=lambda form: (-len(form), form))
         self._pattern = re.compile("|".join(re.escape(form) for form in ordered)) if ordered else None
 
     def text(self, text: str) -> str:

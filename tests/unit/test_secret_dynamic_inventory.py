@@ -87,6 +87,8 @@ def test_an_inventory_ansible_cannot_list_stops_the_run_before_ansible_starts(
     message = str(raised.value)
     assert str(inventory) in message and str(failing) in message and "Nothing was run" in message
     assert f"Completely failed to parse inventory source {failing}" in message  # Ansible's words
+    # and why, from the warnings about that source: the script's exit code and what it printed on stderr
+    assert "exit code 1" in message and "inventory script stderr: cloud API down" in message
     assert f"`ansible-inventory -i {inventory} --list` succeeds" in message  # where to see why, and what to do
     runs = tmp_path / "runs"
     code = cli.main(["provision", "-i", str(inventory), "--runs-dir", str(runs)])
@@ -94,6 +96,25 @@ def test_an_inventory_ansible_cannot_list_stops_the_run_before_ansible_starts(
     assert code == ExitCode.ERROR, (out + err)[-3000:]
     assert f"rdmaforge provision: cannot list the inventory {inventory}" in err
     assert not list(runs.rglob("ansible")), "Ansible started"
+
+
+def test_the_cause_shown_of_a_failed_listing_is_a_few_lines_each_escaped(tmp_path: Path) -> None:
+    """A script dying with a long traceback: the listing's error names its first and last lines (the exception),
+    not all of them; a terminal escape it printed is shown as its escape; a token in a URL it printed is hidden."""
+    failing = tmp_path / "cloud.py"
+    failing.write_text(f"#!{sys.executable}\nimport sys\n"
+                       "print('\\x1b[2Jcalling https://bot:gh-tok-99@api.example/v1', file=sys.stderr)\n"
+                       "for n in range(40):\n    print(f'  frame {n}', file=sys.stderr)\n"
+                       "print('RuntimeError: cloud API down', file=sys.stderr)\nsys.exit(3)\n")  # fmt: skip
+    failing.chmod(0o755)
+    with pytest.raises(inventory_list.InventoryError) as raised:
+        inventory_list.listed(str(failing), cwd=tmp_path, env=execute.LIST_ENVIRONMENT)
+    message = str(raised.value)
+    assert f"Completely failed to parse inventory source {failing}" in message
+    assert "exit code 3" in message and "RuntimeError: cloud API down" in message
+    assert "frame 0" in message or "frame 39" in message  # some of the traceback
+    assert len([line for line in message.splitlines() if "  frame " in line]) < 10, message
+    assert "\x1b" not in message and "\\x1b[2J" in message and "gh-tok-99" not in message
 
 
 SHOW = """---
