@@ -28,7 +28,7 @@ from typing import Any
 from rdmaforge import fabrics
 from rdmaforge.bench import accelerators, baseline
 from rdmaforge.bench.e2e import count, percentile
-from rdmaforge.bench.line_rate import CEILING_FACTOR, busbw_ceiling_gbs, expected_line_rate
+from rdmaforge.bench.line_rate import CEILING_FACTOR, expected_line_rate, rate_ceiling
 from rdmaforge.bench.verdict import (
     Component,
     Status,
@@ -233,11 +233,11 @@ def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
 
 def implausible_busbw(last: Run, expected: float) -> str | None:
     """Why the table's highest bus bandwidth (either half, any size) is no measurement of the fabric: it is above
-    the ceiling the run's own line rate implies (rdmaforge.bench.line_rate.busbw_ceiling_gbs). Such a row fails its
+    the ceiling the run's own line rate implies (rdmaforge.bench.line_rate.rate_ceiling). Such a row fails its
     run, as a row of nan or inf bandwidth does: a pass against the line rate would be a pass of a corrupt number.
     None when every busbw is below the ceiling. Only for a run whose traffic crossed the fabric (fabric_untested
     leaves one node's NVLink bandwidth not judged first)."""
-    ceiling = busbw_ceiling_gbs(expected)
+    ceiling = rate_ceiling(expected)
     highest = max(((half.busbw, row.size, name) for row in last.rows
                    for name, half in (("out-of-place", row.out_of_place), ("in-place", row.in_place))
                    if half is not None), default=None)  # fmt: skip

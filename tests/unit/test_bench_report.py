@@ -118,7 +118,7 @@ def test_below_line_rate_fails_with_threshold_and_value(tmp_path: Path, socket_l
 
 #: A line rate the socket log's 2 nodes (A10G over TCP, peak busbw 0.82 GB/s = 6.6 Gbit/s) pass against: 5 Gbit/s,
 #: AWS's single-flow TCP limit. 80% of it is 0.5 GB/s, and the log stays below twice it (1.25 GB/s), the highest a
-#: multi-node busbw can be (rdmaforge.bench.line_rate.CEILING_FACTOR).
+#: multi-node busbw can be (rdmaforge.bench.line_rate.CEILING_FACTOR, rate_ceiling).
 SOCKET_LINE_RATE = 5
 #: The same for the corpus' two H100 nodes of one GPU each (05, 20: peak busbw 13.6 GB/s, 109 Gbit/s): 100 Gbit/s.
 H100_PAIR_LINE_RATE = 100
