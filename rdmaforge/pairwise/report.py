@@ -77,7 +77,7 @@ def build(raw: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     data = results(measurements, rails, plan, limits, str(raw.get("method", "iperf3")),
                    [*plan.get("notes", []), *raw.get("notes", []), *above], single)  # fmt: skip
     slots = {str(k): None if v is None else int(v) for k, v in (raw.get("slots") or {}).items()}
-    data["notes"] += write_all(data, out_dir, slots)
+    write_all(data, out_dir, slots)
     return data
 
 

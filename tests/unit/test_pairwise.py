@@ -504,6 +504,24 @@ def test_sendrecv_result_above_the_ceiling_is_no_healthy_pair(shared_dir: Path, 
         assert data["healthy_nodes"] == [] and data["unjudged"] == ["eth1"]
 
 
+def test_a_heat_map_leaves_out_rates_too_large_to_draw_with_a_note_and_no_warning(tmp_path):
+    """results whose rates reach 1.5e308 Gb/s (a line rate set absurdly high lets them through the ceiling, or a
+    results.json edited by hand): matplotlib's colour scale overflowed ("overflow encountered", RuntimeWarning).
+    Such a rate keeps its number in its cell but no colour, and the notes say which it was."""
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    pairs = [{"a": a, "b": b, "nic": "eth1", "gbps": 1.5e308 if a == "node1" else 0.19, "status": "ok"}
+             for a, b in itertools.permutations(NODES, 2)]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning from the plotting fails the test
+        files, notes = output.heatmaps({"nics": ["eth1"], "nodes": NODES, "pairs": pairs}, tmp_path)
+    assert [f.name for f in files] == ["heatmap-eth1.png"]
+    assert (tmp_path / "heatmap-eth1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert notes == ["heatmap-eth1.png: 3 value(s) left out of the plot, not finite or beyond 1e+300: node1->node2 "
+                     "1.5e+308 Gb/s, node1->node3 1.5e+308 Gb/s, node1->node4 1.5e+308 Gb/s"]  # fmt: skip
+
+
 def test_a_node_of_unknown_gpu_count_gets_one_slot_named_as_unknown(tmp_path):
     """The role passes each node's GPU count, null where preflight could not read it (rdmaforge_gpu_counts): the
     hostfile gives it 1 slot and says the count is unknown, not its GPUs (int(None) stopped the report)."""
