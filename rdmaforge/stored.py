@@ -11,7 +11,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,6 +161,26 @@ def shown(value: Any) -> str:
     except RecursionError:  # a schema's own check before check() ran (rdmaforge.bench.baseline's kind check)
         return f"a value {TOO_DEEP}"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: The largest magnitude a plot draws. A plotting library adds the values it draws, steps its ticks by ten times a
+#: power of ten and pads its axes: near the largest float (about 1.8e308) that overflows (matplotlib's RuntimeWarning,
+#: an axis running to inf). No rate or throughput comes within orders of magnitude of it: a value beyond is a corrupt
+#: record, which the tables show and the plots leave out, saying so.
+PLOT_LIMIT = 1e300
+
+
+def drawable(value: Any) -> bool:
+    """Whether a plot can take ``value``: a finite number (no boolean, no integer beyond a float's range) of at most
+    ``PLOT_LIMIT`` in magnitude."""
+    return _numeric(value) and not beyond_float(value) and math.isfinite(value) and abs(value) <= PLOT_LIMIT
+
+
+def undrawn_note(plot: str, named: Sequence[str], most: int = 4) -> str:
+    """The note for the values a plot left out (``drawable`` false), ``named`` as the reader knows each one."""
+    more = f" and {len(named) - most} more" if len(named) > most else ""
+    return (f"{plot}: {len(named)} value(s) left out of the plot, not finite or beyond {PLOT_LIMIT:g}: "
+            f"{', '.join(named[:most])}{more}")  # fmt: skip
 
 
 def fraction(low: float, high: float, high_open: bool = False) -> Check:

@@ -80,15 +80,23 @@ def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, 
     return {"gbps": configured_gbps, "source": "configured", "detail": detail}
 
 
-#: How many times the expected per-node line rate a bus bandwidth may reach before it is no measurement of the
-#: fabric. A collective across two nodes or more cannot move a node's data faster than its ports carry: a ring's
-#: busbw stays below the node's line rate, and even in-network reduction (SHARP) or a hierarchical algorithm stays
-#: below twice it (busbw = algbw x 2(n-1)/n, with each node sending and receiving at least its buffer).
+#: How many times the expected line rate a measurement across the fabric may reach before it is no measurement of
+#: it. A collective across two nodes or more cannot move a node's data faster than its ports carry: a ring's busbw
+#: stays below the node's line rate, and even in-network reduction (SHARP) or a hierarchical algorithm stays below
+#: twice it (busbw = algbw x 2(n-1)/n, with each node sending and receiving at least its buffer). One direction of a
+#: pair on one rail (``rdmaforge pairwise``: iperf3's received rate, sendrecv_perf's busbw of 2 ranks) stays below
+#: the rail's line rate itself, so twice it is generous there too.
 CEILING_FACTOR = 2.0
 
+#: The fastest single port a NIC has, in Gbit/s: 1.6 Tbit/s Ethernet (IEEE 802.3dj; InfiniBand XDR ports carry 800).
+#: What one rail is judged against when no line rate is configured (``pairwise_line_rate_gbps`` null): a rate
+#: above twice it is no link's, whatever the link.
+FASTEST_PORT_GBPS = 1600.0
 
-def busbw_ceiling_gbs(expected_gbs: float) -> float:
-    """The highest bus bandwidth (GB/s) a multi-node run can measure on a fabric whose expected per-node line rate
-    is ``expected_gbs`` GB/s; above it the number is implausible (a corrupt log, a broken timer, or a line rate set
-    far below what the nodes carry), never a pass."""
-    return CEILING_FACTOR * expected_gbs
+
+def rate_ceiling(expected: float) -> float:
+    """The highest rate a measurement across the fabric can show where the expected line rate is ``expected``, in
+    the same unit (a benchmark's per-node rate in GB/s against its bus bandwidth, a rail's Gbit/s against a pair's
+    rate); above it the number is implausible (a corrupt log, a broken timer, or a line rate set far below what the
+    nodes carry), never a pass."""
+    return CEILING_FACTOR * expected

@@ -28,7 +28,7 @@ from typing import Any
 from rdmaforge import fabrics
 from rdmaforge.bench import accelerators, baseline
 from rdmaforge.bench.e2e import count, percentile
-from rdmaforge.bench.line_rate import CEILING_FACTOR, busbw_ceiling_gbs, expected_line_rate
+from rdmaforge.bench.line_rate import CEILING_FACTOR, expected_line_rate, rate_ceiling
 from rdmaforge.bench.verdict import (
     Component,
     Status,
@@ -46,7 +46,7 @@ from rdmaforge.nccl_tests.transport import (
     combined_verdict,
     merge_transports,
 )
-from rdmaforge.stored import PERCENTILES
+from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
 from rdmaforge.text import fixed, percent
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
@@ -233,11 +233,11 @@ def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
 
 def implausible_busbw(last: Run, expected: float) -> str | None:
     """Why the table's highest bus bandwidth (either half, any size) is no measurement of the fabric: it is above
-    the ceiling the run's own line rate implies (rdmaforge.bench.line_rate.busbw_ceiling_gbs). Such a row fails its
+    the ceiling the run's own line rate implies (rdmaforge.bench.line_rate.rate_ceiling). Such a row fails its
     run, as a row of nan or inf bandwidth does: a pass against the line rate would be a pass of a corrupt number.
     None when every busbw is below the ceiling. Only for a run whose traffic crossed the fabric (fabric_untested
     leaves one node's NVLink bandwidth not judged first)."""
-    ceiling = busbw_ceiling_gbs(expected)
+    ceiling = rate_ceiling(expected)
     highest = max(((half.busbw, row.size, name) for row in last.rows
                    for name, half in (("out-of-place", row.out_of_place), ("in-place", row.in_place))
                    if half is not None), default=None)  # fmt: skip
@@ -576,10 +576,10 @@ def render(run_dir: Path, overrides: dict[str, Any] | None = None) -> dict[str, 
         (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     with named(run_dir / "results.csv"):
         write_csv(run_dir / "results.csv", results)
-    plots = write_plots(run_dir, results)
+    plots, plot_notes = write_plots(run_dir, results)
     with named(run_dir / "summary.md"):
         # UTF-8 whatever the locale: a host name or reason from the run must not fail the report in a C locale.
-        (run_dir / "summary.md").write_text(summary_markdown(results, plots), encoding="utf-8")
+        (run_dir / "summary.md").write_text(summary_markdown(results, plots, plot_notes), encoding="utf-8")
     return results
 
 
@@ -614,7 +614,10 @@ def write_csv(path: Path, results: dict[str, Any]) -> None:
                 writer.writerow([name, row["size"], row["count"], row["type"], row["redop"], *halves])
 
 
-def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
+def write_plots(run_dir: Path, results: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The plots drawn (file names) and the notes on them: a value that is not finite or too large for a plot to
+    scale (``rdmaforge.stored.drawable``: a corrupt row the verdict already fails) is left out, and a note says
+    which, rather than an overflowing axis."""
     try:
         import matplotlib
 
@@ -626,20 +629,30 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
             "results.json, results.csv and summary.md are complete without them",
             file=sys.stderr,
         )
-        return []
+        return [], []
 
-    written = []
+    written, notes = [], []
     collectives = results["nccl"].get("collectives", {})
     if any(entry.get("rows") for entry in collectives.values()):
         fig, ax = plt.subplots(figsize=(8, 5))
+        undrawn: list[str] = []
         for name, entry in collectives.items():
             rows = [r for r in entry.get("rows", []) if r["size"] > 0]
+            undrawn += [f"{name} {r['size']} B busbw {fixed(r['out_of_place']['busbw'])} GB/s" for r in rows
+                        if not drawable(r["out_of_place"]["busbw"])]  # fmt: skip
+            rows = [r for r in rows if drawable(r["out_of_place"]["busbw"])]
             ax.plot([r["size"] for r in rows], [r["out_of_place"]["busbw"] for r in rows], marker="o", label=name)
         expected = results["nccl"]["expected_busbw_gbs"]
-        ax.axhline(expected, linestyle="--", color="grey", label=f"line rate {fixed(expected)} GB/s")
+        if drawable(expected):
+            ax.axhline(expected, linestyle="--", color="grey", label=f"line rate {fixed(expected)} GB/s")
+        else:
+            undrawn.append(f"the line rate {fixed(expected)} GB/s")
         ax.set_xscale("log", base=2)
         ax.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title=f"nccl-tests, {results['fabric']}")
         ax.legend()
+        if undrawn:
+            notes.append(undrawn_note("nccl_busbw.png", undrawn))
+            fig.text(0.01, 0.01, f"{len(undrawn)} value(s) left out: not finite or too large (summary.md)", fontsize=7)
         with named(run_dir / "nccl_busbw.png"):
             fig.savefig(run_dir / "nccl_busbw.png", dpi=100)
         plt.close(fig)
@@ -650,8 +663,11 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
         fig, ax = plt.subplots(figsize=(8, 5))
         runs = e2e_runs(e2e)
         width = 0.8 / len(runs)
+        undrawn = []
         for offset, (key, run) in enumerate(runs):
             bars = [(i, value) for i, name in enumerate(labels) if (value := percentile(run, name)) is not None]
+            undrawn += [f"{key} {labels[i]} {fixed(value)} samples/s" for i, value in bars if not drawable(value)]
+            bars = [(i, value) for i, value in bars if drawable(value)]
             ax.bar([i + offset * width for i, _ in bars], [value for _, value in bars], width, label=key)
         ax.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(labels))], labels)
         linearity = e2e.get("linearity")
@@ -661,11 +677,14 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[str]:
             + (fixed(linearity, 2) if linearity is not None else "-"),
         )
         ax.legend()
+        if undrawn:
+            notes.append(undrawn_note("e2e_throughput.png", undrawn))
+            fig.text(0.01, 0.01, f"{len(undrawn)} value(s) left out: not finite or too large (summary.md)", fontsize=7)
         with named(run_dir / "e2e_throughput.png"):
             fig.savefig(run_dir / "e2e_throughput.png", dpi=100)
         plt.close(fig)
         written.append("e2e_throughput.png")
-    return written
+    return written, notes
 
 
 def e2e_runs(e2e: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -699,7 +718,7 @@ def accelerator_lines(found: dict[str, Any] | None) -> list[str]:
     return lines + [""]
 
 
-def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
+def summary_markdown(results: dict[str, Any], plots: list[str], plot_notes: Sequence[str] = ()) -> str:
     lines = [f"# Benchmark: {results['fabric']} fabric, {len(results['nodes'])} nodes", "",
              f"**Verdict: {results['verdict']}**", ""]  # fmt: skip
     lines += [f"- {reason}" for reason in results["reasons"]] + [""]
@@ -738,4 +757,5 @@ def summary_markdown(results: dict[str, Any], plots: list[str]) -> str:
         lines.append("")
     lines += accelerator_lines(results.get("accelerators"))
     lines += [f"![{p}]({p})" for p in plots]
+    lines += ["", *(f"Note: {note}" for note in plot_notes)] if plot_notes else []
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge.pairwise.score import Measurement, RailScore, SingleStream, Suspect, Thresholds, suspects_first
+from rdmaforge.stored import drawable, undrawn_note
 from rdmaforge.text import fixed, percent
 
 CELL = 9
@@ -192,27 +193,32 @@ def table(results_data: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path], str | None]:
-    """One PNG per rail (heatmap-<nic>.png); (files, None), or ([], why) when matplotlib is missing."""
+def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path], list[str]]:
+    """One PNG per rail (heatmap-<nic>.png) and the notes to show: that matplotlib is missing (no file then), or
+    which rates a map left out (``rdmaforge.stored.drawable``: not finite, or too large for a plot to scale)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return [], "heat maps not drawn: matplotlib is not installed (pip install 'rdmaforge[plots]')"
-    files = []
+        return [], ["heat maps not drawn: matplotlib is not installed (pip install 'rdmaforge[plots]')"]
+    files, notes = [], []
     for nic in results_data["nics"]:
         names = list(results_data["nodes"])
         values: list[list[float]] = [[float("nan")] * len(names) for _ in names]
         labels: list[list[str]] = [["" for _ in names] for _ in names]
+        undrawn: list[str] = []
         for m in results_data["pairs"]:
             if m["nic"] != nic:
                 continue
             i, j = names.index(m["a"]), names.index(m["b"])
             ok = m["status"] == "ok" and m["gbps"] is not None
-            values[i][j] = float(m["gbps"]) if ok else 0.0
             labels[i][j] = fixed(m["gbps"], 2) if ok else str(m["status"])
+            if ok and not drawable(m["gbps"]):
+                undrawn.append(f"{m['a']}->{m['b']} {labels[i][j]} Gb/s")  # its cell keeps the number, no colour
+                continue
+            values[i][j] = float(m["gbps"]) if ok else 0.0
         size = max(4.0, 0.9 * len(names) + 2)
         fig, ax = plt.subplots(figsize=(size, size * 0.85))
         image = ax.imshow(values, cmap="viridis", vmin=0)
@@ -228,25 +234,26 @@ def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path]
                     if text:
                         light = top > 0 and values[i][j] > 0.6 * top  # dark text on the bright end of viridis
                         ax.text(j, i, text, ha="center", va="center", color="black" if light else "white", fontsize=8)
+        path = out_dir / f"heatmap-{nic}.png"
+        if undrawn:
+            notes.append(undrawn_note(path.name, undrawn))
+            fig.text(0.01, 0.01, f"{len(undrawn)} rate(s) not coloured: not finite or too large", fontsize=7)
         fig.colorbar(image, ax=ax, label="Gb/s")
         fig.tight_layout()
-        path = out_dir / f"heatmap-{nic}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
         files.append(path)
-    return files, None
+    return files, notes
 
 
-def write_all(results_data: dict[str, Any], out_dir: Path, slots: Mapping[str, int | None]) -> list[str]:
-    """results.json, table.txt, hostfile.healthy and the heat maps into out_dir; returns notes to show."""
+def write_all(results_data: dict[str, Any], out_dir: Path, slots: Mapping[str, int | None]) -> None:
+    """results.json, table.txt, hostfile.healthy and the heat maps into out_dir; what the heat maps note (no
+    matplotlib, rates left out) joins the notes first, so that results.json and the table say it too."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    notes = []
-    files, why = heatmaps(results_data, out_dir)
-    if why:
-        notes.append(why)
+    files, notes = heatmaps(results_data, out_dir)
+    results_data["notes"] = [*results_data.get("notes", []), *notes]
     results_data["files"] = {"heatmaps": [p.name for p in files], "hostfile": "hostfile.healthy",
                              "table": "table.txt"}  # fmt: skip
     (out_dir / "results.json").write_text(json.dumps(results_data, indent=2) + "\n")
     (out_dir / "table.txt").write_text(table(results_data))
     (out_dir / "hostfile.healthy").write_text(hostfile(results_data, slots))
-    return notes

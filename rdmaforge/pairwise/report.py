@@ -18,7 +18,7 @@ from typing import Any
 from rdmaforge import stored
 from rdmaforge.errors import UserError
 from rdmaforge.pairwise.output import results, write_all
-from rdmaforge.pairwise.score import Measurement, Thresholds, score, single_stream
+from rdmaforge.pairwise.score import Measurement, Thresholds, admitted, ceiling_note, score, single_stream
 
 
 def thresholds_from(data: dict[str, Any]) -> Thresholds:
@@ -64,16 +64,20 @@ def with_missing(measurements: list[Measurement], plan: dict[str, Any]) -> list[
 def build(raw: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     plan = raw["plan"]
     limits = thresholds_from(raw.get("thresholds") or {})
-    measurements = with_missing([Measurement.from_dict(m) for m in raw["measurements"]], plan)
+    limits.check()  # before the ceiling is taken from the line rate
+    taken = with_missing([Measurement.from_dict(m) for m in raw["measurements"]], plan)
+    # Judged as score() judges them: results.json and the table show a rate above the ceiling as the failure it is.
+    measurements = admitted(taken, limits)
     measurements.sort(key=lambda m: (m.nic, m.round, m.a, m.b))
     rails = score(measurements, plan["nodes"], plan["rails"], limits)
     one = raw.get("single_stream") or {}
-    single = single_stream([Measurement.from_dict(m) for m in one.get("measurements") or []], measurements,
-                           int(one.get("streams") or 0))  # fmt: skip
+    single_taken = [Measurement.from_dict(m) for m in one.get("measurements") or []]
+    single = single_stream(admitted(single_taken, limits), measurements, int(one.get("streams") or 0))
+    above = [note for note in (ceiling_note(taken, limits), ceiling_note(single_taken, limits)) if note]
     data = results(measurements, rails, plan, limits, str(raw.get("method", "iperf3")),
-                   [*plan.get("notes", []), *raw.get("notes", [])], single)  # fmt: skip
+                   [*plan.get("notes", []), *raw.get("notes", []), *above], single)  # fmt: skip
     slots = {str(k): None if v is None else int(v) for k, v in (raw.get("slots") or {}).items()}
-    data["notes"] += write_all(data, out_dir, slots)
+    write_all(data, out_dir, slots)
     return data
 
 

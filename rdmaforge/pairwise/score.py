@@ -12,6 +12,10 @@ node's median pair is reported against the rail's median pair (``ratio_to_cluste
 - A slow pair whose two nodes are not node suspects, and whose nodes' other pairs are mostly fine, is a *link
   suspect*: the cable, port or path between those two nodes.
 - With two nodes there is one pair and nothing to compare it with: a slow pair there is a link suspect.
+
+A direction measured above the rail's ceiling (twice ``line_rate_gbps``, or twice the fastest port any NIC has when
+no line rate is set: rdmaforge.bench.line_rate.rate_ceiling) is no measurement of the link: it is ``failed``, as a
+NaN rate is, naming the pair, the value and the ceiling.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from rdmaforge.bench.line_rate import CEILING_FACTOR, FASTEST_PORT_GBPS, rate_ceiling
 from rdmaforge.stored import beyond_float, shown
 from rdmaforge.text import fixed
 
@@ -89,6 +94,51 @@ class Thresholds:
             problems.append(f"pairwise_min_line_fraction must be in (0, 1], got {self.min_line_fraction}")
         if problems:
             raise ValueError("; ".join(problems))
+
+
+def ceiling(limits: Thresholds) -> tuple[float, str]:
+    """The highest rate (Gb/s) one direction of a pair can show on a rail, and where that bound comes from."""
+    rate = limits.line_rate_gbps
+    if rate is not None:
+        return rate_ceiling(rate), f"{CEILING_FACTOR:g} x pairwise_line_rate_gbps {rate:g}"
+    return rate_ceiling(FASTEST_PORT_GBPS), (f"{CEILING_FACTOR:g} x {FASTEST_PORT_GBPS:g} Gb/s, the fastest port a NIC "
+                                             "has: no pairwise_line_rate_gbps")  # fmt: skip
+
+
+def implausible(m: Measurement, limits: Thresholds) -> bool:
+    """Whether ``m`` says ``ok`` with a rate above the rail's ceiling."""
+    return m.status == "ok" and m.gbps is not None and m.gbps > ceiling(limits)[0]
+
+
+def plausible(m: Measurement, limits: Thresholds) -> Measurement:
+    """An ``ok`` measurement above the rail's ceiling is ``failed``, its detail naming the pair, the value and the
+    ceiling: a corrupt result or a broken timer (or a line rate set far too low) is never a healthy link."""
+    if not implausible(m, limits):
+        return m
+    top, source = ceiling(limits)
+    why = (f"implausible: {m.a}->{m.b} on {m.nic} measured {m.gbps:g} Gb/s, above the ceiling {top:g} Gb/s ({source}): "
+           "a corrupt result or a broken timer, or pairwise_line_rate_gbps set too low; not a rate of this link"
+           + (f" ({m.detail})" if m.detail else ""))  # fmt: skip
+    return Measurement(m.a, m.b, m.nic, None, "failed", m.round, why)
+
+
+def ceiling_note(measurements: Iterable[Measurement], limits: Thresholds, most: int = 4) -> str | None:
+    """One line naming the measurements above the ceiling (the first ``most``, then how many more), for the table's
+    notes; None when there is none."""
+    found = [m for m in measurements if implausible(checked(m), limits)]
+    if not found:
+        return None
+    top, source = ceiling(limits)
+    named = ", ".join(f"{m.a}->{m.b} on {m.nic} {m.gbps:g} Gb/s" for m in found[:most])
+    more = f" and {len(found) - most} more" if len(found) > most else ""
+    return (f"failed as implausible, above the ceiling {top:g} Gb/s ({source}): {named}{more}; not judged as "
+            "rates of their links")
+
+
+def admitted(measurements: Iterable[Measurement], limits: Thresholds) -> list[Measurement]:
+    """The measurements as they are judged: a rate that is no number (``checked``) or above the ceiling
+    (``plausible``) is a failed measurement."""
+    return [plausible(checked(m), limits) for m in measurements]
 
 
 @dataclass(frozen=True)
@@ -286,7 +336,7 @@ def rail_suspect(nic: str, slow: Sequence[PairResult], total: int, reference: fl
 def score(measurements: Sequence[Measurement], nodes: Sequence[str], rails: Sequence[str],
           limits: Thresholds) -> list[RailScore]:  # fmt: skip
     limits.check()
-    measurements = [checked(m) for m in measurements]
+    measurements = admitted(measurements, limits)
     return [score_rail(nic, measurements, nodes, limits) for nic in rails]
 
 

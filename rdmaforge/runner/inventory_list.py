@@ -9,11 +9,13 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rdmaforge.runner import secrets
+from rdmaforge.runner.inventory_cli import MESSAGES_FILE
 from rdmaforge.terminal import escaped
 
 #: Seconds an inventory may take to list: a cloud plugin pages through an API.
@@ -34,10 +36,11 @@ class InventoryError(RuntimeError):
     """ansible-inventory could not list the inventory; the message says why, in Ansible's words."""
 
 
-def tool() -> str:
-    """This venv's ansible-inventory (the Ansible the runs use), else the one on PATH."""
-    beside = Path(sys.executable).parent / "ansible-inventory"
-    return str(beside) if beside.exists() else "ansible-inventory"
+def command(args: Sequence[str]) -> list[str]:
+    """``ansible-inventory ARGS`` of this interpreter's Ansible (the one the runs use), through
+    :mod:`rdmaforge.runner.inventory_cli`, which records Ansible's messages with their kinds."""
+    # -P: the working directory (a user's checkout, which may hold an ansible/ of its own) is not put on sys.path.
+    return [sys.executable, "-P", "-m", "rdmaforge.runner.inventory_cli", *args]
 
 
 def listed(
@@ -50,22 +53,25 @@ def listed(
 ) -> dict[str, Any]:
     """The JSON ``ansible-inventory -i INVENTORY --list ARGS`` prints, read with ``loads``; ``env`` is added to
     this process's environment."""
-    try:
-        proc = subprocess.run(
-            [tool(), "-i", inventory, "--list", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "ANSIBLE_NOCOLOR": "1", **(env or {})},
-            stdin=subprocess.DEVNULL,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InventoryError(f"cannot run ansible-inventory: {exc}") from exc
+    with tempfile.TemporaryDirectory(prefix="rdmaforge-inventory-") as scratch:
+        messages_file = Path(scratch) / "messages.jsonl"
+        try:
+            proc = subprocess.run(
+                command(["-i", inventory, "--list", *args]),
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "ANSIBLE_NOCOLOR": "1", **(env or {}), MESSAGES_FILE: str(messages_file)},
+                stdin=subprocess.DEVNULL,
+                timeout=TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise InventoryError(f"cannot run ansible-inventory: {exc}") from exc
+        recorded = recorded_messages(messages_file)
     if proc.returncode != 0:
-        cause = "".join(f"\n  {line}" for line in failed_source_warnings(proc.stderr))
-        raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr)}{cause}")
+        cause = "".join(f"\n  {line}" for line in failed_source_warnings(proc.stderr, recorded))
+        raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr, recorded)}{cause}")
     try:
         data = loads(proc.stdout)
     except ValueError as exc:
@@ -75,31 +81,68 @@ def listed(
     return data
 
 
-def ansible_error(stderr: str) -> str:
-    """What an Ansible command said went wrong, without the traceback it may print after it: the ``[ERROR]:`` (or
-    older ``ERROR!``) paragraph, else the last 2000 characters."""
+#: A message Ansible displayed, as :mod:`rdmaforge.runner.inventory_cli` recorded it: its kind (error, warning,
+#: deprecation) and its text.
+Message = tuple[str, str]
+
+
+def recorded_messages(path: Path) -> list[Message]:
+    """The messages :mod:`rdmaforge.runner.inventory_cli` recorded, in order; none when it recorded none."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:  # a line cut short (the process killed while writing it)
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("kind"), str) and isinstance(entry.get("message"), str):
+            found.append((entry["kind"], entry["message"]))
+    return found
+
+
+def ansible_error(stderr: str, recorded: Sequence[Message] = ()) -> str:
+    """What an Ansible command said went wrong, without the traceback it may print after it.
+
+    From the messages Ansible displayed as errors (``recorded``), where it displayed any: the last one, the error it
+    stopped on. Else from stderr's text: the last line starting Ansible's ``[ERROR]:`` (or older ``ERROR!``) and its
+    paragraph (the error Ansible stops on comes after every warning, and a warning may quote a script's stderr that
+    prints such a line); else the last 2000 characters."""
+    errors = [text for kind, text in recorded if kind == "error"]
+    if errors:
+        return _paragraph(errors[-1].strip().splitlines())
     lines = stderr.strip().splitlines()
-    for start, line in enumerate(lines):
-        if line.startswith(("[ERROR]:", "ERROR!")):
-            kept = []
-            for text in lines[start:]:
-                if not text.strip() or text.startswith("Traceback"):
-                    break
-                kept.append(text)
-            return "\n".join(kept)
+    starts = [i for i, line in enumerate(lines) if line.startswith(("[ERROR]:", "ERROR!"))]
+    if starts:
+        return _paragraph(lines[starts[-1] :])
     return stderr.strip()[-2000:]
 
 
-def failed_source_warnings(stderr: str) -> list[str]:
+def _paragraph(lines: Sequence[str]) -> str:
+    """The first paragraph of a message, without a traceback after it."""
+    kept = []
+    for text in lines:
+        if not text.strip() or text.startswith("Traceback"):
+            break
+        kept.append(text)
+    return "\n".join(kept)
+
+
+def failed_source_warnings(stderr: str, recorded: Sequence[Message] = ()) -> list[str]:
     """Why Ansible gave up on a source, which its error does not say: the first :data:`CAUSE_WARNINGS` warnings
     naming that source (the script plugin's holds the script's exit code and stderr), without blank lines nor what
     repeats a warning's first line, cut to their first and last lines, each line escaped (a script may print
-    terminal escapes) and URL passwords and private keys hidden. Empty when no source failed."""
+    terminal escapes) and URL passwords and private keys hidden. The warnings are the ``recorded`` ones where Ansible's
+    messages were recorded (a script's stderr stays inside its warning), else stderr's text cut at each line that
+    starts a message. Empty when no source failed."""
     failed = FAILED_SOURCE.search(stderr)
     if failed is None:
         return []
     source = failed.group(1)
-    naming = [m for m in _messages(stderr) if m[0].startswith("[WARNING]") and any(source in line for line in m)]
+    messages = [text.splitlines() for _, text in recorded] if recorded else _messages(stderr)
+    naming = [m for m in messages if m and m[0].startswith("[WARNING]") and any(source in line for line in m)]
     return [_shown(line) for warning in naming[:CAUSE_WARNINGS] for line in _compact(warning)]
 
 

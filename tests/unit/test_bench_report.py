@@ -118,7 +118,7 @@ def test_below_line_rate_fails_with_threshold_and_value(tmp_path: Path, socket_l
 
 #: A line rate the socket log's 2 nodes (A10G over TCP, peak busbw 0.82 GB/s = 6.6 Gbit/s) pass against: 5 Gbit/s,
 #: AWS's single-flow TCP limit. 80% of it is 0.5 GB/s, and the log stays below twice it (1.25 GB/s), the highest a
-#: multi-node busbw can be (rdmaforge.bench.line_rate.CEILING_FACTOR).
+#: multi-node busbw can be (rdmaforge.bench.line_rate.CEILING_FACTOR, rate_ceiling).
 SOCKET_LINE_RATE = 5
 #: The same for the corpus' two H100 nodes of one GPU each (05, 20: peak busbw 13.6 GB/s, 109 Gbit/s): 100 Gbit/s.
 H100_PAIR_LINE_RATE = 100
@@ -168,6 +168,30 @@ def test_a_busbw_above_the_fabrics_ceiling_fails_as_implausible(
     # The same log unforged passes against the same line rate: the ceiling is no bar to a real measurement.
     real = render(make_run(tmp_path / "real", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE))
     assert component(real, "nccl-tests all_reduce")["status"] == "pass" and real["verdict"] == "pass"
+
+
+def test_plots_leave_out_values_too_large_to_draw_with_a_note_and_no_warning(tmp_path: Path, socket_log: Path) -> None:
+    """The forged 1e308 GB/s row and an e2e throughput of 1.5e308 samples/s (finite JSON numbers that e2e.json's
+    schema takes): matplotlib scaled its axes to them and warned "overflow encountered" (RuntimeWarning). They are
+    left out of the plots now, named in summary.md; the plots are drawn from the rest, without a warning."""
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    run_dir = make_run(tmp_path / "run", "tcp", forged_socket_log(socket_log, tmp_path / "forged.log", 1e308, 0.62),
+                       line_rate_gbps=SOCKET_LINE_RATE, e2e_enabled=True)  # fmt: skip
+    e2e = {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(2, 2, 0.125), "min_linearity": 0.5}
+    e2e["multi"]["percentiles"]["p95"] = {"step_s": 0.125, "samples_per_s": 1.5e308}  # type: ignore[index]
+    (run_dir / "e2e.json").write_text(json.dumps(e2e))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning from the plotting fails the test
+        render(run_dir)
+    summary = (run_dir / "summary.md").read_text()
+    assert ("Note: nccl_busbw.png: 1 value(s) left out of the plot, not finite or beyond 1e+300: all_reduce "
+            "1048576 B busbw 1e+308 GB/s") in summary  # fmt: skip
+    assert ("Note: e2e_throughput.png: 1 value(s) left out of the plot, not finite or beyond 1e+300: 2 nodes p95 "
+            "1.5e+308 samples/s") in summary  # fmt: skip
+    for name in ("nccl_busbw.png", "e2e_throughput.png"):
+        assert (run_dir / name).read_bytes().startswith(PNG) and f"![{name}]({name})" in summary
 
 
 def test_passes_when_every_required_component_passed(tmp_path: Path, socket_log: Path) -> None:

@@ -19,7 +19,7 @@ from rdmaforge.lab import impair
 from rdmaforge.lab.shell import LabError
 from rdmaforge.pairwise import output, plan, schedule, sendrecv
 from rdmaforge.pairwise.report import build, main
-from rdmaforge.pairwise.score import Measurement, Thresholds, score
+from rdmaforge.pairwise.score import Measurement, Thresholds, score, score_rail
 from rdmaforge.parsers import iperf3
 
 CORPUS = "corpus/nccl-tests"
@@ -288,11 +288,12 @@ def test_rates_near_the_largest_float_have_a_finite_median_and_reference():
     """The median of two middle values was (a + b) / 2, which overflows for two finite rates near 1e308: the rail's
     reference was inf, every pair slow against it and the rail a suspect. Here node1-node2 moves 1.5e308 Gb/s and
     every other pair 1e308: the nodes' best pairs are 1.5e308 twice and 1e308 twice (reference 1.25e308), the
-    six pairs 1.5e308 once and 1e308 five times (median 1e308); no pair is below half the reference."""
+    six pairs 1.5e308 once and 1e308 five times (median 1e308); no pair is below half the reference. (score() fails
+    such rates as implausible before they reach a rail: the arithmetic is checked on score_rail itself.)"""
     fast = {("node1", "node2", "eth1"): 1.5e308, ("node2", "node1", "eth1"): 1.5e308}
     measured = [m if (m.a, m.b, m.nic) in fast else Measurement(m.a, m.b, m.nic, 1e308, m.status)
                 for m in sweep(fast, rails=("eth1",))]  # fmt: skip
-    (rail,) = score(measured, NODES, ["eth1"], Thresholds())
+    rail = score_rail("eth1", measured, NODES, Thresholds())
     assert (rail.reference_gbps, rail.median_gbps, rail.suspects) == (1.25e308, 1e308, [])
 
 
@@ -381,25 +382,144 @@ def test_outputs_put_suspects_first_and_leave_them_out_of_the_hostfile(tmp_path)
         assert (tmp_path / f"heatmap-{nic}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_an_absurd_rate_is_shown_in_a_few_digits_in_the_table_and_the_evidence(tmp_path):
-    """A forged or corrupt measurement of 1.23456e300 Gb/s (finite, so a rate) is printed as 1.235e+300, not as 301
-    digits, in the matrix (whose columns stay apart), the rail's line, a suspect's evidence and the one-stream line."""
+def test_an_absurd_rate_fails_as_implausible_and_is_shown_in_a_few_digits(tmp_path):
+    """Every pair of node1, node2 and node4 on eth1 reported 1.23456e300 Gb/s (a forged or corrupt result: finite,
+    so it was taken as a rate), node3's pairs 0.19. The sweep named node3, the one honest node, as the suspect and
+    called the others healthy. No link carries more than twice the fastest port a NIC has (1.6 Tbit/s Ethernet,
+    the ceiling 3200 Gb/s without pairwise_line_rate_gbps): those measurements fail, so node1, node2 and node4 are
+    the suspects, node3 is healthy, and the values are named in a few digits (not 301), with the pair and the
+    ceiling, in the notes and the one-stream line."""
     absurd = {(a, b, "eth1"): 1.23456e300 for a, b in itertools.permutations(NODES, 2) if "node3" not in (a, b)}
     raw = raw_sweep(sweep(absurd))
     one = Measurement("node1", "node2", "eth2", 1e300, "ok")
     raw["single_stream"] = {"streams": 4, "measurements": [one.to_dict()]}
     data = build(raw, tmp_path)
-    assert [(s["node"], s["nic"], s["kind"]) for s in data["suspects"]] == [("node3", "eth1", "node")]
-    assert "node1 0.19 Gb/s" in data["suspects"][0]["evidence"]
-    assert "rail reference 1.235e+300 Gb/s" in data["suspects"][0]["evidence"]
+    assert [(s["node"], s["nic"], s["kind"]) for s in data["suspects"]] == [
+        ("node1", "eth1", "node"), ("node2", "eth1", "node"), ("node4", "eth1", "node")]  # fmt: skip
+    assert data["healthy_nodes"] == ["node3"]
+    (pair,) = [p for p in data["pairs"] if (p["a"], p["b"], p["nic"]) == ("node1", "node2", "eth1")]
+    assert (pair["status"], pair["gbps"]) == ("failed", None)
+    assert "node1->node2 on eth1 measured 1.23456e+300 Gb/s, above the ceiling 3200 Gb/s" in pair["detail"]
     table = (tmp_path / "table.txt").read_text()
     assert re.findall(r"[0-9]{12,}", table) == [], table
-    # The median of three pairs at 0.19 and three at 1.23456e300 is half the latter; the reference a node's best.
-    assert "eth1: Gb/s, row sends to column; pair median 6.173e+299 Gb/s, reference 1.235e+300 Gb/s" in table
-    assert "eth2 node1->node2 1e+300 Gb/s, 5.263e+302% of its 4-stream 0.19 Gb/s" in table
+    assert "note: failed as implausible, above the ceiling 3200 Gb/s" in table
+    assert "node1->node2 on eth1 1.23456e+300 Gb/s" in table and "and 2 more" in table  # 6 directions, 4 named
+    assert "eth2 node1->node2 not compared: failed (implausible: node1->node2 on eth2 measured 1e+300 Gb/s" in table
     eth1 = table[table.index("eth1:") : table.index("eth2:")].splitlines()
-    assert eth1[2].split() == ["*node3", "-", "0.19", "0.19", "0.19"]  # the suspect's row first
-    assert eth1[3].split() == ["node1", "0.19", "-", "1.235e+300", "1.235e+300"]
+    assert eth1[2].split() == ["*node1", "-", "FAILED", "FAILED", "0.19"]  # the suspects' rows first
+
+
+#: The ceiling of a rail is twice its line rate (rdmaforge.bench.line_rate.CEILING_FACTOR: one direction of a pair
+#: stays below the rail's line rate); without a line rate, twice 1.6 Tbit/s, the fastest port a NIC has.
+@pytest.mark.parametrize(("line_rate", "base", "value", "named"), [
+    (None, 0.19, 1e308, "node1->node2 on eth1 measured 1e+308 Gb/s, above the ceiling 3200 Gb/s (2 x 1600 Gb/s"),
+    (100.0, 90.0, 5000.0,
+     "node1->node2 on eth1 measured 5000 Gb/s, above the ceiling 200 Gb/s (2 x pairwise_line_rate_gbps 100)"),
+])  # fmt: skip
+def test_a_rate_above_the_rails_ceiling_fails_its_pair_naming_the_pair_the_value_and_the_ceiling(
+    tmp_path: Path, line_rate: float | None, base: float, value: float, named: str
+) -> None:
+    """One direction of node1-node2 reported 1e308 Gb/s, or 50 x the configured line rate: the pair was the slower
+    direction's (healthy) and the sweep had no suspect. It is a failed measurement now, and its pair a suspect."""
+    raw = raw_sweep(sweep({("node1", "node2", "eth1"): value}, base=base))
+    raw["thresholds"]["line_rate_gbps"] = line_rate
+    assert main([str(write_raw(tmp_path, raw)), str(tmp_path / "out")]) == 0
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    (pair,) = [p for p in data["pairs"] if (p["a"], p["b"], p["nic"]) == ("node1", "node2", "eth1")]
+    assert (pair["status"], pair["gbps"]) == ("failed", None) and named in pair["detail"], pair
+    assert [(s["kind"], s["node"], s["nic"]) for s in data["suspects"]] == [("link", "node1<->node2", "eth1")]
+    assert any(named.split(" measured ")[0] in note and "ceiling" in note for note in data["notes"]), data["notes"]
+
+
+def two_node_raw(measurements: list[dict], line_rate: float, method: str) -> dict:
+    made = plan.make_plan({"node1": lab_fact(1, nics=1), "node2": lab_fact(2, nics=1)}, "all").to_dict()
+    return {"plan": made, "measurements": measurements, "method": method,
+            "thresholds": {"line_rate_gbps": line_rate}}  # fmt: skip
+
+
+#: The real iperf3 sample (tests/data/iperf3/SOURCES.md): the receiver's 8.887 Gbit/s on loopback, judged against a
+#: 10 Gbit/s line rate (ceiling 20); the edited copy reports 50 x the line rate.
+IPERF3_SAMPLE = Path(__file__).parents[1] / "data" / "iperf3" / "loopback_2_streams_v3.12.json"
+IPERF3_RECEIVED_BPS = "8887059378.254734"
+
+
+def test_iperf3s_result_above_the_ceiling_is_no_healthy_pair(tmp_path: Path) -> None:
+    """iperf3 -J as the pairwise_iperf module reads it: the real sample passes both ways; a copy whose receiver
+    reports 500 Gbit/s (50 x pairwise_line_rate_gbps 10) one way was a healthy pair (its slower direction, 8.89
+    Gb/s, against the line rate). Now that direction failed, naming the pair, the value and the ceiling; the pair
+    is a suspect and neither node is healthy (no pair of them completed)."""
+    text = IPERF3_SAMPLE.read_text()
+    assert text.count(IPERF3_RECEIVED_BPS) == 1
+    real = iperf3.read_result(text, 0, False)
+    assert real == {"gbps": 8.8871, "status": "ok", "detail": ""}
+    forged_path = tmp_path / "forged.json"
+    forged_path.write_text(text.replace(IPERF3_RECEIVED_BPS, str(50 * 10 * 1e9)))
+    forged = iperf3.read_result(forged_path.read_text(), 0, False)
+    assert forged["status"] == "ok" and forged["gbps"] == 500.0  # iperf3's parser takes it: a number of bits/s
+
+    def directions(forward: dict) -> list[dict]:
+        return [dict(forward, a="node1", b="node2", nic="eth1", round=0),
+                dict(real, a="node2", b="node1", nic="eth1", round=0)]  # fmt: skip
+
+    honest = build(two_node_raw(directions(real), 10.0, "iperf3"), tmp_path / "honest")
+    assert honest["suspects"] == [] and honest["healthy_nodes"] == ["node1", "node2"]
+    data = build(two_node_raw(directions(forged), 10.0, "iperf3"), tmp_path / "forged")
+    (pair,) = [p for p in data["pairs"] if p["a"] == "node1"]
+    assert pair["status"] == "failed" and pair["gbps"] is None
+    assert ("node1->node2 on eth1 measured 500 Gb/s, above the ceiling 20 Gb/s (2 x pairwise_line_rate_gbps 10)"
+            in pair["detail"])  # fmt: skip
+    assert [(s["kind"], s["node"]) for s in data["suspects"]] == [("link", "node1<->node2")]
+    assert data["healthy_nodes"] == [] and data["unproven"] == {"node1": ["eth1"], "node2": ["eth1"]}
+
+
+def test_sendrecv_result_above_the_ceiling_is_no_healthy_pair(shared_dir: Path, tmp_path: Path) -> None:
+    """Corpus 05's sendrecv table (peak busbw 13.60 GB/s, 108.8 Gbit/s) passes against a 100 Gbit/s line rate (as
+    the benchmark judges that log: tests/unit/test_bench_report.py H100_PAIR_LINE_RATE). A copy whose 8 GiB row
+    says 625 GB/s (5000 Gbit/s, 50 x the line rate; the footer's average kept consistent) parses as a whole run and
+    was a healthy pair; through the role's filter and the report it is a failed pair now, naming the value."""
+    from filter_plugins.rdmaforge_pairwise import pairwise_sendrecv_result
+
+    text = (shared_dir / CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text()
+    row, average = "631816   13.60   13.60", "# Avg bus bandwidth    : 13.5405"
+    assert text.count(row) == 1 and text.count(average) == 1
+    # The footer is the mean of the 20 halves' busbw (10 rows, out-of-place and in-place).
+    forged_path = tmp_path / "forged.txt"
+    forged_path.write_text(text.replace(row, "631816   13.60  625.00")
+                           .replace(average, f"{average[:-7]}{13.5405 + (625 - 13.60) / 20:.6g}"))  # fmt: skip
+    for source, line_rate_ok in ((text, True), (forged_path.read_text(), False)):
+        value = pairwise_sendrecv_result(source, 0)
+        assert value["status"] == "ok", value
+        both = [dict(value, a=a, b=b, nic="eth1", round=0) for a, b in (("node1", "node2"), ("node2", "node1"))]
+        data = build(two_node_raw(both, 100.0, "sendrecv_perf"), tmp_path / str(line_rate_ok))
+        if line_rate_ok:
+            assert value["gbps"] == pytest.approx(13.60 * 8)
+            assert data["suspects"] == [] and data["healthy_nodes"] == ["node1", "node2"]
+            continue
+        assert value["gbps"] == pytest.approx(625 * 8)
+        assert [p["status"] for p in data["pairs"]] == ["failed", "failed"]
+        assert ("node1->node2 on eth1 measured 5000 Gb/s, above the ceiling 200 Gb/s (2 x pairwise_line_rate_gbps "
+                "100)") in data["pairs"][0]["detail"]  # fmt: skip
+        assert "peak busbw 625.0 GB/s" in data["pairs"][0]["detail"]  # what sendrecv_perf's table said
+        assert [(s["kind"], s["node"]) for s in data["suspects"]] == [("link", "node1<->node2")]
+        assert data["healthy_nodes"] == [] and data["unjudged"] == ["eth1"]
+
+
+def test_a_heat_map_leaves_out_rates_too_large_to_draw_with_a_note_and_no_warning(tmp_path):
+    """results whose rates reach 1.5e308 Gb/s (a line rate set absurdly high lets them through the ceiling, or a
+    results.json edited by hand): matplotlib's colour scale overflowed ("overflow encountered", RuntimeWarning).
+    Such a rate keeps its number in its cell but no colour, and the notes say which it was."""
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    pairs = [{"a": a, "b": b, "nic": "eth1", "gbps": 1.5e308 if a == "node1" else 0.19, "status": "ok"}
+             for a, b in itertools.permutations(NODES, 2)]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning from the plotting fails the test
+        files, notes = output.heatmaps({"nics": ["eth1"], "nodes": NODES, "pairs": pairs}, tmp_path)
+    assert [f.name for f in files] == ["heatmap-eth1.png"]
+    assert (tmp_path / "heatmap-eth1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert notes == ["heatmap-eth1.png: 3 value(s) left out of the plot, not finite or beyond 1e+300: node1->node2 "
+                     "1.5e+308 Gb/s, node1->node3 1.5e+308 Gb/s, node1->node4 1.5e+308 Gb/s"]  # fmt: skip
 
 
 def test_a_node_of_unknown_gpu_count_gets_one_slot_named_as_unknown(tmp_path):

@@ -6,6 +6,7 @@ nothing runs."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -115,6 +116,38 @@ def test_the_cause_shown_of_a_failed_listing_is_a_few_lines_each_escaped(tmp_pat
     assert "frame 0" in message or "frame 39" in message  # some of the traceback
     assert len([line for line in message.splitlines() if "  frame " in line]) < 10, message
     assert "\x1b" not in message and "\\x1b[2J" in message and "gh-tok-99" not in message
+
+
+FAKE_ERROR = "[ERROR]: Decryption failed (no vault secrets were found that could decrypt)"
+
+
+def test_a_scripts_stderr_mimicking_ansibles_error_is_not_taken_for_the_cause(tmp_path: Path) -> None:
+    """An inventory script prints a line that looks like Ansible's own error on stderr, and fails. Ansible quotes
+    that stderr inside its warning, before its real error: the cause shown was the first "[ERROR]:" line of stderr,
+    the script's. Ansible's messages are now recorded as Ansible displays them (inventory_cli, the way ansible-runner
+    makes its events): the cause is the error Ansible displayed, and the script's line stays in its warning. Without
+    the record, stderr's text gives the last error line: Ansible's, printed after every warning."""
+    failing = tmp_path / "cloud.py"
+    failing.write_text(f"#!{sys.executable}\nimport sys\nprint({FAKE_ERROR!r}, file=sys.stderr)\n"
+                       "print('cloud API down', file=sys.stderr)\nsys.exit(2)\n")  # fmt: skip
+    failing.chmod(0o755)
+    real = f"[ERROR]: Completely failed to parse inventory source {failing}"
+    with pytest.raises(inventory_list.InventoryError) as raised:
+        inventory_list.listed(str(failing), cwd=tmp_path, env=execute.LIST_ENVIRONMENT)
+    first, *warnings = str(raised.value).splitlines()
+    assert first == f"ansible-inventory -i {failing} failed: {real}"
+    # The script's stderr, whole, under the warning that quotes it
+    quoted = warnings.index("  Standard error from inventory script:")
+    assert warnings[quoted + 1 : quoted + 3] == [f"  {FAKE_ERROR}", "  cloud API down"], warnings
+    # The same run's stderr as text, as when nothing was recorded: the fake line comes first, the real error last.
+    import subprocess
+
+    proc = subprocess.run(inventory_list.command(["-i", str(failing), "--list"]), cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, "ANSIBLE_NOCOLOR": "1", **execute.LIST_ENVIRONMENT},
+                          timeout=inventory_list.TIMEOUT_S, check=False)  # fmt: skip
+    lines = proc.stderr.splitlines()
+    assert proc.returncode != 0 and lines.index(FAKE_ERROR) < lines.index(real), proc.stderr
+    assert inventory_list.ansible_error(proc.stderr) == real
 
 
 SHOW = """---
