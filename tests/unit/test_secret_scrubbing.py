@@ -155,3 +155,20 @@ def test_the_compiled_redactor_hides_what_redact_hides() -> None:
         "event_data": {"res": {"msg": redactor.text(texts[0]), "items": [redactor.text(texts[3]), 42, None],
                                "nothing here": True}}  # fmt: skip
     }
+
+
+def test_one_rewrite_hides_a_secret_inside_another_as_the_replaces_in_turn_did() -> None:
+    """redact() replaced each secret's forms in turn, longest first; one rewrite now finds them all. A secret inside
+    another goes with the longer one and two side by side stay two, as before; where one secret ends inside another
+    (abcd-1234, 1234-wxyz), the replaces in turn left a part of one ("abcd-********"): both go now."""
+    known = ["hunter2-long", "hunter2-long-and-longer", "abcd-1234", "1234-wxyz"]
+    line = 'login with hunter2-long-and-longer then hunter2-long; {"msg": "pw \\"abcd-1234-wxyz\\""} '
+    line += "hunter2-longhunter2-long\n"
+    hidden = 'login with ******** then ********; {"msg": "pw \\"********\\""} ****************\n'
+    redactor = secrets.Redactor(known)
+    assert redactor.text(line) == hidden
+    # A file longer than SEARCH_EACH_LENGTH is searched form by form, a string scanned once: the same result.
+    copies = secrets.SEARCH_EACH_LENGTH // len(line) + 2
+    assert secrets.redact((line * copies).encode(), known) == (hidden * copies).encode()
+    assert redactor.text(line * copies) == hidden * copies
+
