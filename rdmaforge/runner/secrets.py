@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AnyStr, Generic
 
@@ -256,18 +258,47 @@ def _redact_private_keys(data: bytes, hidden: bytes) -> bytes:
     return b"".join([*parts, data[position:]])
 
 
-def scrub_tree(root: Path, secrets: Iterable[str]) -> list[Path]:
-    """Replace every secret value in the files under ``root``; returns the files that held one."""
-    redactor = Redactor(s for s in secrets if len(s) >= MIN_SECRET_LENGTH)
+@dataclass(frozen=True)
+class Scrubbed:
+    """A file as a scrub left it (:func:`stamp`) and the secrets it was scrubbed of."""
+
+    stamp: tuple[int, int, int, int]
+    secrets: frozenset[str]
+
+
+def stamp(status: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes when a file is written: its inode (a new file), size, modification and change times (the
+    change time cannot be set back, as a copy sets the modification time)."""
+    return (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+def scrub_tree(root: Path, secrets: Iterable[str], scrubbed: dict[Path, Scrubbed] | None = None) -> list[Path]:
+    """Replace every secret value in the files under ``root``; returns the files that held one.
+
+    ``scrubbed`` records each file this scrub read (it is updated here): a later scrub given the same record skips a
+    file still as an earlier scrub left it, when that scrub hid every secret this one hides; it reads only what was
+    written since (a command's files after its Ansible run) or holds other secrets."""
+    values = frozenset(s for s in secrets if len(s) >= MIN_SECRET_LENGTH)
+    redactor = Redactor(values)
+    record: dict[Path, Scrubbed] = {} if scrubbed is None else scrubbed
     changed: list[Path] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
-        if path.stat().st_size > MAX_SCRUB_BYTES:
+        status = path.stat()
+        if status.st_size > MAX_SCRUB_BYTES:
             continue
+        seen = record.get(path)
+        unchanged = seen is not None and seen.stamp == stamp(status)
+        if seen is not None and unchanged and values <= seen.secrets:
+            continue
+        # Clean of an earlier scrub's secrets while unchanged since; this scrub adds its own.
+        earlier = seen.secrets if seen is not None and unchanged else frozenset()
         data = path.read_bytes()
         clean = redactor.binary(data)
         if clean != data:
             path.write_bytes(clean)
             changed.append(path)
+            status = path.stat()
+        record[path] = Scrubbed(stamp(status), values | earlier)
     return changed
 
 
