@@ -9,7 +9,7 @@ JSON/YAML file), the inventory (YAML, or INI: :mod:`rdmaforge.runner.ini_invento
 ``ansible-inventory --list`` lists it) and the group_vars/host_vars beside it and the playbook
 (:func:`rdmaforge.runner.execute.secret_values`); and, whatever variable they came from, private keys (PEM
 blocks) and the password of a URL (``https://user:PASSWORD@host``, as pip index, git and mirror URLs carry
-tokens), found by their form.
+tokens), found by their form. Each line of a multi-line secret is one too (:func:`pieces`).
 """
 
 from __future__ import annotations
@@ -109,6 +109,14 @@ def scrub_command(path: Path, secrets: Iterable[str] = ()) -> None:
     path.write_text(json.dumps(data))
 
 
+def pieces(secret: str) -> set[str]:
+    """What of a secret is hidden: all of it, and each of its lines without the whitespace around it that is long
+    enough to be a secret. Output read or shown line by line (verify's pytest output), a diff's ``+`` lines and a
+    YAML block's indented ones hold a multi-line secret (a PEM key, a vaulted file) only line by line."""
+    lines = (line.strip() for line in secret.splitlines())
+    return {secret, *(line for line in lines if len(line) >= MIN_SECRET_LENGTH)}
+
+
 def forms(secret: str) -> set[str]:
     """How a secret appears in a file: as it is, JSON-escaped (events, recap.json) and XML-escaped, in text and in
     an attribute (JUnit XML: testinfra's failure messages)."""
@@ -117,22 +125,23 @@ def forms(secret: str) -> set[str]:
 
 
 def redact(data: bytes, secrets: Iterable[str] | Redactor) -> bytes:
-    """``data`` with every secret (in each of its :func:`forms`), private key and URL password replaced by
-    :data:`REDACTED`."""
+    """``data`` with every secret (its :func:`pieces` in each of their :func:`forms`), private key and URL password
+    replaced by :data:`REDACTED`."""
     return (secrets if isinstance(secrets, Redactor) else Redactor(secrets)).binary(data)
 
 
 class Redactor:
     """Hides secrets from text (every event of a run) and from bytes (the files of a run directory): each secret's
-    :func:`forms`, a form hidden whole where another lies inside it (one secret containing another), in one
-    rewrite of the data. Their pattern is compiled once."""
+    :func:`pieces` in each of their :func:`forms`, a piece hidden whole where another lies inside it (one secret
+    containing another, a multi-line secret's lines), in one rewrite of the data. Their pattern is compiled once."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         every = {
             form
             for secret in set(secrets)
             if len(secret) >= MIN_SECRET_LENGTH
-            for form in forms(secret)
+            for piece in pieces(secret)
+            for form in forms(piece)
         }
         ordered = sorted(every, key=lambda form: (-len(form), form))
         self._text = _Alternation(ordered, "|")
