@@ -259,7 +259,8 @@ def run(
     """Run it; the outcome holds the per-host recap, the collected events and the scrubbed artifacts' path.
     ``scrubbed`` is the run directory's record of what was scrubbed (secrets.scrub_tree), updated here."""
     log = EventLog()
-    values = secret_values(request)
+    # The run inherits this process's environment (ansible-runner passes it on): its secret-named values too.
+    values = secret_values(request) | secrets.environment_secrets(os.environ)
     redactor = secrets.Redactor(values)
 
     def handle(event: Mapping[str, Any]) -> bool:

@@ -7,9 +7,10 @@ and a task may print a secret variable (replaced everywhere by :func:`scrub_tree
 secret-named variables and every vault-encrypted value (:mod:`rdmaforge.runner.vault`), from every -e (inline or a
 JSON/YAML file), the inventory (YAML, or INI: :mod:`rdmaforge.runner.ini_inventory`; a dynamic one as
 ``ansible-inventory --list`` lists it) and the group_vars/host_vars beside it and the playbook
-(:func:`rdmaforge.runner.execute.secret_values`); and, whatever variable they came from, private keys (PEM
-blocks) and the password of a URL (``https://user:PASSWORD@host``, as pip index, git and mirror URLs carry
-tokens), found by their form. Each line of a multi-line secret is one too (:func:`pieces`).
+(:func:`rdmaforge.runner.execute.secret_values`), and of the secret-named variables of the environment the run
+inherits (:func:`environment_secrets`); and, whatever variable they came from, private keys (PEM blocks) and the
+password of a URL (``https://user:PASSWORD@host``, as pip index, git and mirror URLs carry tokens), found by their
+form. Each line of a multi-line secret is one too (:func:`pieces`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from typing import Any, AnyStr, Generic
 from rdmaforge.runner.vault import VaultPlaintext
 
 #: Variable and environment names whose values are secrets: ansible_password, ansible_become_pass,
-#: vault_password_file's content, *_token, *_secret, api keys, private keys, credentials.
+#: vault_password_file's content, *_token, *_secret, api keys, private keys, credentials, and a name ending in
+#: _key (ENCRYPTION_KEY, ssh_key).
 SECRET_NAME = re.compile(
-    r"(?:^|_)pass(?:$|_)|passw(?:or)?d|passphrase|secret|token|credential|api_?key|private_?key|auth_?key",
+    r"(?:^|_)pass(?:$|_)|passw(?:or)?d|passphrase|secret|token|credential|api_?key|private_?key|auth_?key"
+    r"|(?:^|_)key$",
     re.IGNORECASE,
 )
 REDACTED = "********"
@@ -66,6 +69,22 @@ def secret_values(variables: Mapping[str, Any]) -> set[str]:
                     found |= secret_values(item)
         found |= _vaulted(value)
     return {value for value in found if len(value) >= MIN_SECRET_LENGTH}
+
+
+#: A number or a boolean word is a setting, not a secret, in the environment: a process's environment is not chosen
+#: for the run, and its secret-named settings (MAX_TOKENS=4096, TOKENIZERS_PARALLELISM=false) hidden everywhere
+#: would mangle every such number and every JSON true/false in the artifacts.
+SETTING = re.compile(r"[+-]?[0-9][0-9_.]*|true|false|yes|no|on|off|null|none", re.IGNORECASE)
+
+
+def environment_secrets(env: Mapping[str, str]) -> set[str]:
+    """The values of an environment's secret-named variables (a CI job's GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY): the
+    run inherits them, and a task (``lookup('env', ...)``, a gathered ``ansible_env``) or a test may print them."""
+    return {
+        value
+        for name, value in env.items()
+        if is_secret_name(name) and len(value.strip()) >= MIN_SECRET_LENGTH and not SETTING.fullmatch(value.strip())
+    }
 
 
 def _vaulted(value: Any) -> set[str]:

@@ -340,3 +340,31 @@ def test_provision_v_hides_each_line_of_a_multi_line_vaulted_value_and_reads_eac
         assert not [line for line in lines if line in text]
     assert reads and max(reads.values()) == 1, [p for p, count in reads.items() if count > 1]
 
+
+def test_secret_named_environment_values_are_secrets_of_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run inherits the environment (a CI job's deploy token): a task that printed one (lookup('env')) left it
+    on screen and in the artifacts, and `command` recorded a key whose name only ends in _KEY. Secret-named settings
+    that are numbers or booleans (MAX_TOKENS, TOKENIZERS_PARALLELISM) are shown: hidden, they would mangle every
+    such number and every JSON false in the artifacts."""
+    environment = {"CI_DEPLOY_TOKEN": "env-deploy-token-1", "ENCRYPTION_KEY": "env-encryption-key-2",
+                   "MAX_TOKENS": "4096", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    shown = " ".join(f"{name}={{{{ lookup('env', '{name}') }}}}" for name in environment)
+    playbook = tmp_path / "env.yml"
+    debug = "    - name: Show the environment\n      ansible.builtin.debug:\n"
+    playbook.write_text(LINES.format(tasks=debug + f'        msg: "{shown}"\n'))
+    monkeypatch.setattr(provision, "playbook", lambda name: playbook)
+    runs = tmp_path / "runs"
+    code = cli.main(["provision", "-i", str(local_inventory(tmp_path)), "--runs-dir", str(runs), "-v"])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, (out + err)[-3000:]
+    expected = f"CI_DEPLOY_TOKEN={REDACTED} ENCRYPTION_KEY={REDACTED} MAX_TOKENS=4096 TOKENIZERS_PARALLELISM=false"
+    files = [p for p in runs.rglob("*") if p.is_file()]
+    assert expected in out and expected in next(p for p in files if p.parts[-2:] == ("ansible", "stdout")).read_text()
+    for text in [out, err, *(p.read_text(errors="replace") for p in files)]:
+        assert "env-deploy-token-1" not in text and "env-encryption-key-2" not in text
+    recorded = json.loads(next(p for p in files if p.parts[-2:] == ("ansible", "command")).read_text())["env"]
+    assert recorded["ENCRYPTION_KEY"] == REDACTED and recorded["CI_DEPLOY_TOKEN"] == REDACTED
