@@ -86,7 +86,7 @@ def run_suite(
     redactor: secrets.Redactor | None = None,
 ) -> int:
     """pytest in its own process (its plugins and state stay out of ours); output to ``log``, echoed with -v; each
-    line redacted first."""
+    line redacted first (of each line of a multi-line secret too: no line holds all of one)."""
     redactor = redactor or secrets.Redactor(())
     # The same environment as a playbook run: this venv's Ansible, the project's ansible.cfg, host keys checked.
     env = {**os.environ, **execute.runner_env(), **(extra_env or {})}

@@ -5,7 +5,8 @@ line with the exit code.
 Everything a command writes into its run directory is kept free of the run's secrets: execute.run scrubs what
 Ansible wrote, and ``finish``, which ends every command, redacts recap.json and the JUnit reports and scrubs the
 whole run directory once more (for what the command wrote after the run: verify's pytest output, bench's copy of
-the benchmark run) with every secret its runs found (``Session.secret_values``).
+the benchmark run) with every secret its runs found (``Session.secret_values``), reading only the files written or
+changed since a run's scrub, or not yet scrubbed of every one of them (``Session.scrubbed``).
 
 On screen: by default a condensed progress line per task; ``-q`` none (the recap table, the problems and the
 final line only); ``-v`` Ansible's own output instead. ``--json`` (provision, verify, doctor) sends all of that
@@ -157,6 +158,8 @@ class Session:
     json_recap: bool = False  # --json: recap.json on stdout at the end (``out`` is then stderr)
     #: The secrets of every Ansible run of this command (run_ansible): redacted from all it writes.
     secret_values: set[str] = field(default_factory=set)
+    #: What the scrubs of the run directory read (secrets.scrub_tree): ``finish`` reads only files written since.
+    scrubbed: dict[Path, secrets.Scrubbed] = field(default_factory=dict)
 
     def elapsed(self) -> float:
         return (dt.datetime.now(dt.UTC) - self.started).total_seconds()
@@ -209,7 +212,7 @@ def run_ansible(
     session: Session, request: execute.Request, on_event: execute.EventHandler | None = None
 ) -> execute.Outcome:
     """execute.run in the session's run directory; its secrets are the session's too (``finish`` redacts them)."""
-    outcome = execute.run(request, session.run_dir, on_event)
+    outcome = execute.run(request, session.run_dir, on_event, session.scrubbed)
     session.secret_values |= outcome.secret_values
     return outcome
 
@@ -301,8 +304,9 @@ def finish(
     plain = json.loads(json.dumps(summary, default=str))  # JSON's types only (a Path as its text), then redacted
     document = json.dumps(secrets.redact_data(plain, redactor), indent=2) + "\n"
     (session.run_dir / "recap.json").write_text(document)
-    # Last: whatever the command wrote into the run directory after its Ansible runs' own scrub.
-    secrets.scrub_tree(session.run_dir, session.secret_values)
+    # Last: whatever the command wrote into the run directory after its Ansible runs' own scrub (the files those
+    # scrubs left as they are, of these secrets, are not read again).
+    secrets.scrub_tree(session.run_dir, session.secret_values, session.scrubbed)
     print(f"rdmaforge {session.command}: exit {int(code)} ({describe(code)}); artifacts: {session.run_dir}",
           file=session.out, flush=True)  # fmt: skip
     if session.json_recap:

@@ -250,10 +250,17 @@ def listed_secret_values(request: Request, decrypt: vault.Decrypt | None, dynami
     return values
 
 
-def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -> Outcome:
-    """Run it; the outcome holds the per-host recap, the collected events and the scrubbed artifacts' path."""
+def run(
+    request: Request,
+    run_dir: Path,
+    on_event: EventHandler | None = None,
+    scrubbed: dict[Path, secrets.Scrubbed] | None = None,
+) -> Outcome:
+    """Run it; the outcome holds the per-host recap, the collected events and the scrubbed artifacts' path.
+    ``scrubbed`` is the run directory's record of what was scrubbed (secrets.scrub_tree), updated here."""
     log = EventLog()
-    values = secret_values(request)
+    # The run inherits this process's environment (ansible-runner passes it on): its secret-named values too.
+    values = secret_values(request) | secrets.environment_secrets(os.environ)
     redactor = secrets.Redactor(values)
 
     def handle(event: Mapping[str, Any]) -> bool:
@@ -273,7 +280,7 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
     seconds = time.monotonic() - started
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
-    secrets.scrub_tree(run_dir, values)
+    secrets.scrub_tree(run_dir, values, scrubbed)
     log.redact(redactor)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
     stopped = log.hosts if log.stopped_early else []
     recaps = from_stats(log.stats, log.hosts, stopped) if log.stats else recaps_from_events(log)

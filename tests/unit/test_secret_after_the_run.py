@@ -9,6 +9,7 @@ import datetime as dt
 import html
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import yaml
 
 from rdmaforge.cli import main
 from rdmaforge.commands import verify
-from rdmaforge.runner import command, junit
+from rdmaforge.runner import command, junit, secrets
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.secrets import REDACTED
 
@@ -81,3 +82,21 @@ def test_the_end_of_a_command_scrubs_what_it_wrote_after_the_run(tmp_path: Path)
             assert not leaks(path.read_text()), path
     recap = json.loads((run_dir / "recap.json").read_text())
     assert recap["problem"] == f"{REDACTED} https://ci:{REDACTED}@mirror.example/simple"
+
+
+def test_verify_hides_each_line_of_a_multi_line_secret_from_its_line_by_line_output(tmp_path: Path) -> None:
+    """pytest's output is redacted line by line (-v shows each as it comes): no line is a whole private key, so each
+    line of one went to the screen and to pytest.log, as they are and as pytest shows a failure (``E  `` first)."""
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)], check=True, timeout=60)
+    pem = key.read_text()
+    body = pem.splitlines()[1:-1]  # between BEGIN and END: what must not show
+    assert len(body) >= 3
+    printed = f"print({pem!r}); print(''.join('E       ' + line + chr(10) for line in {pem!r}.splitlines()))"
+    screen = io.StringIO()
+    log = tmp_path / "pytest.log"
+    rc = verify.run_suite([sys.executable, "-c", printed], log, True, None, screen, secrets.Redactor({pem}))
+    assert rc == 0
+    for text in (screen.getvalue(), log.read_text()):
+        assert text.count(REDACTED) >= 2 * len(body)  # every line of the body, twice
+        assert not [line for line in body if line in text]

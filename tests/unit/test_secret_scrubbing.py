@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
+import pytest
 from ansible.parsing.vault import VaultLib, VaultSecret
 
 from rdmaforge.runner import execute, extravars, secrets, vault
@@ -155,3 +157,56 @@ def test_the_compiled_redactor_hides_what_redact_hides() -> None:
         "event_data": {"res": {"msg": redactor.text(texts[0]), "items": [redactor.text(texts[3]), 42, None],
                                "nothing here": True}}  # fmt: skip
     }
+
+
+def test_one_rewrite_hides_a_secret_inside_another_as_the_replaces_in_turn_did() -> None:
+    """redact() replaced each secret's forms in turn, longest first; one rewrite now finds them all. A secret inside
+    another goes with the longer one and two side by side stay two, as before; where one secret ends inside another
+    (abcd-1234, 1234-wxyz), the replaces in turn left a part of one ("abcd-********"): both go now."""
+    known = ["hunter2-long", "hunter2-long-and-longer", "abcd-1234", "1234-wxyz"]
+    line = 'login with hunter2-long-and-longer then hunter2-long; {"msg": "pw \\"abcd-1234-wxyz\\""} '
+    line += "hunter2-longhunter2-long\n"
+    hidden = 'login with ******** then ********; {"msg": "pw \\"********\\""} ****************\n'
+    redactor = secrets.Redactor(known)
+    assert redactor.text(line) == hidden
+    # A file longer than SEARCH_EACH_LENGTH is searched form by form, a string scanned once: the same result.
+    copies = secrets.SEARCH_EACH_LENGTH // len(line) + 2
+    assert secrets.redact((line * copies).encode(), known) == (hidden * copies).encode()
+    assert redactor.text(line * copies) == hidden * copies
+
+
+def test_a_scrub_given_the_record_reads_only_files_changed_since_or_not_scrubbed_of_its_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """command.finish scrubs the run directory again after execute.run's scrub, for what the command wrote since:
+    it read every file twice. With the record of the first scrub, it reads only the new or changed ones."""
+    (tmp_path / "ansible").mkdir()
+    (tmp_path / "ansible" / "1-event.json").write_text(json.dumps({"stdout": "tok-12345 printed"}))
+    (tmp_path / "ansible" / "stdout").write_text("nothing secret\n")
+    record: dict[Path, secrets.Scrubbed] = {}
+    assert secrets.scrub_tree(tmp_path, ["tok-12345"], record) == [tmp_path / "ansible" / "1-event.json"]
+    reads: Counter[str] = Counter()
+    read_bytes = Path.read_bytes
+
+    def counted(path: Path) -> bytes:
+        reads[path.name] += 1
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    (tmp_path / "pytest.log").write_text("the token was tok-12345\n")  # a command's file, after the run
+    assert secrets.scrub_tree(tmp_path, ["tok-12345"], record) == [tmp_path / "pytest.log"]
+    assert reads == {"pytest.log": 1}
+    with (tmp_path / "ansible" / "stdout").open("a") as stdout:  # changed since its scrub
+        stdout.write("tok-12345 appended\n")
+    reads.clear()
+    assert secrets.scrub_tree(tmp_path, ["tok-12345"], record) == [tmp_path / "ansible" / "stdout"]
+    assert reads == {"stdout": 1}
+    reads.clear()  # a secret no scrub hid yet: every file is read again
+    (tmp_path / "pytest.log").write_text("second-run-secret-6\n")
+    assert secrets.scrub_tree(tmp_path, ["tok-12345", "second-run-secret-6"], record) == [tmp_path / "pytest.log"]
+    assert reads == {"1-event.json": 1, "stdout": 1, "pytest.log": 1}
+    reads.clear()
+    assert secrets.scrub_tree(tmp_path, ["second-run-secret-6"], record) == []  # already hidden by that one
+    assert secrets.scrub_tree(tmp_path, ["tok-12345"]) == [] and reads == {"1-event.json": 1, "stdout": 1,
+                                                                            "pytest.log": 1}  # fmt: skip
+    assert "tok-12345" not in "".join(read_bytes(p).decode() for p in tmp_path.rglob("*") if p.is_file())

@@ -11,6 +11,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -282,3 +283,88 @@ def test_redacting_an_event_keeps_its_shape() -> None:
     for _ in range(5000):
         deep = {"a": deep}
     secrets.redact_data(deep, ["s3cret-1!"])  # no recursion limit
+
+
+#: A vaulted value of several lines (a client configuration), which a play prints line by line.
+MULTI_LINE = "[client-config]\nuser = multi-line-admin-1\npassword = multi-line-pw-2\n"
+LINES = """---
+- name: Show what the run was given, line by line
+  hosts: cluster
+  gather_facts: false
+  tasks:
+{tasks}
+"""
+
+
+def local_inventory(tmp_path: Path, group_vars: str = "") -> Path:
+    inventory = tmp_path / "inventory" / "hosts.ini"
+    (inventory.parent / "group_vars").mkdir(parents=True)
+    python = shlex.quote(sys.executable)
+    inventory.write_text(f"[cluster]\nn1 ansible_connection=local ansible_python_interpreter={python}\n")
+    (inventory.parent / "group_vars" / "cluster.yml").write_text(group_vars)
+    return inventory
+
+
+def test_provision_v_hides_each_line_of_a_multi_line_vaulted_value_and_reads_each_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Printed as a list of its lines, a multi-line secret is in no event string, no line of Ansible's output, as a
+    whole: -v showed its lines, and the job events and ansible/stdout kept them. And the run directory's last scrub
+    (command.finish) read again every file the run's own scrub had just read."""
+    playbook = tmp_path / "lines.yml"
+    debug = "    - name: Show the client configuration\n      ansible.builtin.debug:\n"
+    playbook.write_text(LINES.format(tasks=debug + "        msg: \"{{ client_config.splitlines() }}\"\n"))
+    monkeypatch.setattr(provision, "playbook", lambda name: playbook)
+    vaulted = "".join(f"  {line}\n" for line in encrypted(MULTI_LINE).splitlines())
+    inventory = local_inventory(tmp_path, f"client_config: !vault |\n{vaulted}")
+    password = tmp_path / "vault-pass"
+    password.write_text(VAULT_PASSWORD)
+    runs = tmp_path / "runs"
+    reads: Counter[Path] = Counter()
+    read_bytes = Path.read_bytes
+
+    def counted(path: Path) -> bytes:
+        if runs in path.parents:
+            reads[path] += 1
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    code = cli.main(["provision", "-i", str(inventory), "--runs-dir", str(runs), "-v",
+                     "--vault-password-file", str(password)])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, (out + err)[-3000:]
+    lines = MULTI_LINE.splitlines()
+    assert f'"msg": [\n        "{REDACTED}",\n        "{REDACTED}",' in out  # -v showed the list, redacted
+    files = [p for p in runs.rglob("*") if p.is_file()]
+    for text in [out, err, *(p.read_text(errors="replace") for p in files)]:
+        assert not [line for line in lines if line in text]
+    assert reads and max(reads.values()) == 1, [p for p, count in reads.items() if count > 1]
+
+
+def test_secret_named_environment_values_are_secrets_of_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run inherits the environment (a CI job's deploy token): a task that printed one (lookup('env')) left it
+    on screen and in the artifacts, and `command` recorded a key whose name only ends in _KEY. Secret-named settings
+    that are numbers or booleans (MAX_TOKENS, TOKENIZERS_PARALLELISM) are shown: hidden, they would mangle every
+    such number and every JSON false in the artifacts."""
+    environment = {"CI_DEPLOY_TOKEN": "env-deploy-token-1", "ENCRYPTION_KEY": "env-encryption-key-2",
+                   "MAX_TOKENS": "4096", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    shown = " ".join(f"{name}={{{{ lookup('env', '{name}') }}}}" for name in environment)
+    playbook = tmp_path / "env.yml"
+    debug = "    - name: Show the environment\n      ansible.builtin.debug:\n"
+    playbook.write_text(LINES.format(tasks=debug + f'        msg: "{shown}"\n'))
+    monkeypatch.setattr(provision, "playbook", lambda name: playbook)
+    runs = tmp_path / "runs"
+    code = cli.main(["provision", "-i", str(local_inventory(tmp_path)), "--runs-dir", str(runs), "-v"])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, (out + err)[-3000:]
+    expected = f"CI_DEPLOY_TOKEN={REDACTED} ENCRYPTION_KEY={REDACTED} MAX_TOKENS=4096 TOKENIZERS_PARALLELISM=false"
+    files = [p for p in runs.rglob("*") if p.is_file()]
+    assert expected in out and expected in next(p for p in files if p.parts[-2:] == ("ansible", "stdout")).read_text()
+    for text in [out, err, *(p.read_text(errors="replace") for p in files)]:
+        assert "env-deploy-token-1" not in text and "env-encryption-key-2" not in text
+    recorded = json.loads(next(p for p in files if p.parts[-2:] == ("ansible", "command")).read_text())["env"]
+    assert recorded["ENCRYPTION_KEY"] == REDACTED and recorded["CI_DEPLOY_TOKEN"] == REDACTED
