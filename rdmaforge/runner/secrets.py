@@ -37,6 +37,9 @@ SECRET_NAME = re.compile(
 REDACTED = "********"
 #: Shorter values are not replaced: a 1-3 character "secret" would mangle every number in the events.
 MIN_SECRET_LENGTH = 4
+#: A line of a multi-line secret shorter than this is hidden only inside the whole secret: a vaulted file's `true`,
+#: `---` or `}` on its own line is common text, and hiding it everywhere would mangle every file of the run.
+MIN_LINE_PIECE_LENGTH = 8
 #: Files larger than this are raw logs or archives, not text Ansible wrote; they are left alone.
 MAX_SCRUB_BYTES = 64 * 1024 * 1024
 #: A PEM private key's first and last lines (OpenSSH, PKCS#8, RSA, EC, ...); between them, raw or JSON-escaped
@@ -129,11 +132,12 @@ def scrub_command(path: Path, secrets: Iterable[str] = ()) -> None:
 
 
 def pieces(secret: str) -> set[str]:
-    """What of a secret is hidden: all of it, and each of its lines without the whitespace around it that is long
-    enough to be a secret. Output read or shown line by line (verify's pytest output), a diff's ``+`` lines and a
-    YAML block's indented ones hold a multi-line secret (a PEM key, a vaulted file) only line by line."""
+    """What of a secret is hidden: all of it, and each of its lines, without the whitespace around it, that is long
+    enough (MIN_LINE_PIECE_LENGTH) to be secret on its own. Output read or shown line by line (verify's pytest
+    output), a diff's ``+`` lines and a YAML block's indented ones hold a multi-line secret (a PEM key, a vaulted
+    file) only line by line."""
     lines = (line.strip() for line in secret.splitlines())
-    return {secret, *(line for line in lines if len(line) >= MIN_SECRET_LENGTH)}
+    return {secret, *(line for line in lines if len(line) >= MIN_LINE_PIECE_LENGTH)}
 
 
 def forms(secret: str) -> set[str]:

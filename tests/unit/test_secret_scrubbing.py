@@ -210,3 +210,13 @@ def test_a_scrub_given_the_record_reads_only_files_changed_since_or_not_scrubbed
     assert secrets.scrub_tree(tmp_path, ["tok-12345"]) == [] and reads == {"1-event.json": 1, "stdout": 1,
                                                                             "pytest.log": 1}  # fmt: skip
     assert "tok-12345" not in "".join(read_bytes(p).decode() for p in tmp_path.rglob("*") if p.is_file())
+
+
+def test_a_multi_line_secret_hides_its_long_lines_everywhere_and_its_short_ones_only_inside_it() -> None:
+    """A vaulted file's lines such as `---`, `true` or `}` are everyday text: hidden wherever they appear, they
+    would mangle every event of the run. Its longer lines stay hidden on their own (a PEM body line, a password)."""
+    vaulted_file = "---\nenabled: true\npassword: line-piece-pw-9\n}\n"
+    redactor = secrets.Redactor([vaulted_file])
+    assert redactor.text("password: line-piece-pw-9 on its own") == "******** on its own"
+    assert redactor.text("ok: [n1] => changed=true\n---\n}") == "ok: [n1] => changed=true\n---\n}"
+    assert redactor.text(f"whole: {vaulted_file}") == "whole: ********"
