@@ -13,7 +13,10 @@ from rdmaforge.node_facts import known_gpu_count
 
 
 def _gpu_count(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> int | None:
-    return known_gpu_count(hostvars[host].get("rdmaforge_node"))
+    # The count ranks are planned by: the fact's, else the inventory's rdmaforge_gpus_per_node (as the cluster's
+    # hostfile takes it), else unknown.
+    found = hostvars[host]
+    return known_gpu_count(found.get("rdmaforge_node"), found.get("rdmaforge_gpus_per_node"))
 
 
 def nodes_without_gpus(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -23,13 +26,15 @@ def nodes_without_gpus(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str,
 
 def nodes_gpu_unknown(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Hosts whose GPU count is unknown: no preflight fact, or one whose count is null (gpu_source none: nvidia-smi,
-    lspci and the PCI tree in sysfs all failed). Never taken for hosts without GPUs."""
+    lspci and the PCI tree in sysfs all failed), and no rdmaforge_gpus_per_node in the inventory. Never taken for
+    hosts without GPUs."""
     return [h for h in hosts if _gpu_count(h, hostvars) is None]
 
 
 def gpu_counts(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, int | None]:
-    """Each host's GPU count from its preflight fact, for run.json; None (unknown, never 0) for a host without one,
-    so that a baseline is not made from it and the verdict does not take the node for a CPU-only one."""
+    """Each host's GPU count from its preflight fact (else the inventory's rdmaforge_gpus_per_node), for run.json
+    and the ranks per node; None (unknown, never 0) for a host without either, so that a baseline is not made from
+    it and the verdict does not take the node for a CPU-only one."""
     return {host: _gpu_count(host, hostvars) for host in hosts}
 
 

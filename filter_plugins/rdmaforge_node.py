@@ -21,6 +21,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "rdmaforge_node_fact": node_facts.node_fact,
+            "rdmaforge_known_gpu_count": node_facts.known_gpu_count,
             "rdmaforge_rail_outliers": rail_outliers,
             "rdmaforge_summary_entries": cluster_summary.entries,
             "rdmaforge_summary_merge": cluster_summary.merge,

@@ -406,6 +406,10 @@ def network_retry_problems(host: str, values: Mapping[str, object]) -> list[Prob
 #: Numbers that must be positive when set (null leaves them unset), with what is allowed, in words.
 POSITIVE_NUMBERS: dict[str, str] = {
     "rdma_core_min_port_rate_gbps": "a positive number of Gbit/s (100 for EDR, 200 for HDR, 400 for NDR), or null",
+    # A whole number: preflight's argument spec types it int. 0 is no count to stand in: preflight counts a node
+    # without GPUs itself (sysfs), and rdmaforge.node_facts.known_gpu_count would ignore it.
+    "rdmaforge_gpus_per_node": "a whole number of GPUs of 1 or more (the node's count where preflight cannot read "
+    "it), or null",
 }
 
 

@@ -93,16 +93,25 @@ def count_gpus(nvidia_smi: str | None, lspci: str | None, sysfs_gpus: int | None
     return None, "none"
 
 
-def known_gpu_count(fact: object) -> int | None:
+def _count(value: object, least: int) -> int | None:
+    """A whole number of ``least`` or more, as a fact or an inventory gives it (an int, or digits as text: a value
+    templated to text by an older Ansible, or given with -e); None for anything else."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= least else None
+
+
+def known_gpu_count(fact: object, declared: object = None) -> int | None:
     """A node's GPU count from its ``rdmaforge_node`` fact; None (unknown, never 0) when there is no fact, when its
     ``gpu_count`` is null (nothing could be read: ``gpu_source`` none) or not a count, and for a fact of an earlier
-    rdmaforge that kept 0 with ``gpu_source`` none. The one reading of the fact's count every consumer shares."""
-    if not isinstance(fact, Mapping) or fact.get("gpu_source") == "none":
-        return None
-    count = fact.get("gpu_count")
-    if isinstance(count, str) and count.strip().isdigit():  # a fact templated to text by an older Ansible
-        return int(count)
-    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+    rdmaforge that kept 0 with ``gpu_source`` none. The one reading of the fact's count every consumer shares.
+
+    ``declared`` is the inventory's count for such a node (``rdmaforge_gpus_per_node``), taken only when the fact's
+    is unknown (a count read on the node wins): a whole number of 1 or more, since a node without GPUs is counted
+    as 0 by preflight itself; anything else leaves the count unknown."""
+    counted = None if not isinstance(fact, Mapping) or fact.get("gpu_source") == "none" else fact.get("gpu_count")
+    found = _count(counted, 0)
+    return found if found is not None else _count(declared, 1)
 
 
 def node_fact(

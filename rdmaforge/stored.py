@@ -281,6 +281,8 @@ RUN_JSON = Obj(
             frozenset({"status"}),
         ),
         "e2e_enabled": Scalar(("boolean",)),
+        # Whether the e2e training ran, and why not; absent in runs recorded before it.
+        "e2e": Obj({"status": STRING, "reason": OPT_STRING}, frozenset({"status"})),
         "accelerators": Obj({"acspeed": Scalar(("boolean",)), "net_plugin": Scalar(("string",))}),
         "gpus": MapOf(Scalar(("integer", "null"), count(MAX_GPUS))),
         # Each node's host name (its facts), which nccl-tests' Rank lines name; absent in runs recorded before.

@@ -49,7 +49,7 @@ def hugepages_memory_problem(
     memtotal_mb: int | None,
     max_fraction: float,
     count: int | None = None,
-    gpu_count: int = 0,
+    gpu_count: int | None = None,
 ) -> str:
     """'' when ``pages`` huge pages of ``size`` fit in ``max_fraction`` of the node's memory (``memtotal_mb``, as
     Ansible's ansible_memtotal_mb reports /proc/meminfo's MemTotal), else a message naming the host, the variables,
@@ -68,7 +68,8 @@ def hugepages_memory_problem(
     if count is not None and str(count) != "":
         source = f"hugepages_count={count}"
     else:
-        source = f"hugepages_count=null (seed 004's rule for {int(gpu_count or 0)} GPU(s): {int(pages)} pages)"
+        gpus = "an unknown number of" if gpu_count is None else int(gpu_count)  # unknown is never 0 GPUs
+        source = f"hugepages_count=null (seed 004's rule for {gpus} GPU(s): {int(pages)} pages)"
     return (
         f"{host}: {source} x hugepages_size={size} reserves {int(int(pages) * page_mib)} MiB at boot, more than "
         f"hugepages_max_memory_fraction={fraction:g} of the node's {memory} MiB of memory (ansible_memtotal_mb); "

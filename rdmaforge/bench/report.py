@@ -403,6 +403,9 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
     path = run_dir / "e2e.json"
     if not path.exists():
         reason = "benchmark_e2e is false" if run.get("e2e_enabled") is False else "no e2e result (e2e.json missing)"
+        asked = run.get("e2e")
+        if isinstance(asked, Mapping) and asked.get("status") == "skipped" and asked.get("reason"):
+            reason = str(asked["reason"])  # why the role did not train (a node of unknown GPU count)
         components.append(Component("e2e", "e2e", "skipped", reason))
         return None
     e2e: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))

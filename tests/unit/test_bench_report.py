@@ -290,6 +290,21 @@ def test_a_node_of_unknown_gpu_count_is_not_taken_for_a_cpu_only_node(tmp_path: 
     assert component(results, "nccl-tests")["required"] is True
 
 
+def test_e2e_skipped_for_a_node_of_unknown_gpu_count_is_incomplete_and_says_why(tmp_path: Path) -> None:
+    """The role skips the training when a node's GPU count is unknown (run.json's ``e2e``): the report says which
+    node and what to set, and the required e2e makes the verdict incomplete, never a pass."""
+    why = ("the GPU count of n2 could not be read (rdmaforge_node.gpu_count null: nvidia-smi, lspci and the PCI tree "
+           "in sysfs gave none) and rdmaforge_gpus_per_node is not set for it, so how many ranks to run is unknown; "
+           "set rdmaforge_gpus_per_node (host_vars or group_vars) to the node's GPU count")  # fmt: skip
+    run_dir = make_run(tmp_path, "erdma", None, gpus={"n1": 0, "n2": None}, e2e_enabled=True,
+                       e2e={"status": "skipped", "reason": why})  # fmt: skip
+    results = render(run_dir)
+    assert results["verdict"] == "incomplete"
+    e2e = component(results, "e2e")
+    assert (e2e["status"], e2e["required"], e2e["reason"]) == ("skipped", True, why)
+    assert f"e2e (required): skipped: {why}" in results["reasons"]
+
+
 def test_the_role_records_a_node_without_preflights_fact_as_of_unknown_gpu_count() -> None:
     from tests.unit.test_filter_docs import FILTERS
 

@@ -83,6 +83,14 @@ def test_run_json_records_each_nodes_host_name_from_its_facts() -> None:
     assert evaluate(run_json("hostnames"), hostvars=without_facts) == {"node1": None, "node2": None}
 
 
+#: Why nccl-tests and the e2e training do not run when node2's GPU count is unknown: what to set is named.
+UNKNOWN_NODE2 = (
+    "the GPU count of node2 could not be read (rdmaforge_node.gpu_count null: nvidia-smi, lspci and the PCI tree in "
+    "sysfs gave none) and rdmaforge_gpus_per_node is not set for it, so how many ranks to run is unknown; set "
+    "rdmaforge_gpus_per_node (host_vars or group_vars) to the node's GPU count"
+)
+
+
 def nccl_skip_reasons(node2: dict[str, Any]) -> Any:
     """Why the role skips nccl-tests (its "Decide whether nccl-tests can run" task) when node1 has eight GPUs and
     its binaries, and node2 has the fact ``node2``."""
@@ -100,8 +108,7 @@ def nccl_skip_reasons(node2: dict[str, Any]) -> Any:
      # the lab: no pciutils, no GPU in the PCI tree in sysfs: a measured 0
      ({"gpu_count": 0, "gpu_source": "sysfs"}, ["no GPU on node2 (rdmaforge_node.gpu_count=0)"]),
      ({"gpu_count": None, "gpu_source": "none"},
-      ["the GPU count of node2 could not be read (rdmaforge_node.gpu_count null: nvidia-smi, lspci and the PCI tree in "
-       "sysfs gave none), so how many ranks to run is unknown"])],
+      [UNKNOWN_NODE2])],
 )  # fmt: skip
 def test_nccl_tests_skipped_for_an_unknown_gpu_count_says_so_not_no_gpu(node2: dict[str, Any],
                                                                          reasons: list[str]) -> None:  # fmt: skip
@@ -167,3 +174,64 @@ def test_each_collectives_exit_code_is_recorded() -> None:
     recorded = evaluate(run_json("nccl_exit_codes"), benchmark_nccl_runs=runs)
     assert recorded == {"all_reduce": 0, "all_gather": 124}
     assert evaluate(run_json("nccl_exit_codes")) == {}  # nccl-tests never launched
+
+
+# --- the e2e training's processes per node: one per GPU, never one for a count that is unknown -------------------
+
+
+def e2e_decision(node2: dict[str, Any]) -> Any:
+    """The role's "Decide whether the e2e benchmark can run" when node1 has eight GPUs and node2 the variables
+    ``node2`` (its fact, and any rdmaforge_gpus_per_node of the inventory)."""
+    decide = task("main.yml", "Decide whether the e2e benchmark can run")["ansible.builtin.set_fact"]
+    hostvars = {"node1": {"rdmaforge_node": {"gpu_count": 8, "gpu_source": "nvidia-smi"}}, "node2": node2}
+    return {key: evaluate(value, hostvars=hostvars) for key, value in decide["benchmark_e2e_run"].items()}
+
+
+def e2e_nproc(node: dict[str, Any]) -> Any:
+    """torchrun's --nproc-per-node on a node with the variables ``node``."""
+    return evaluate("{{ benchmark_e2e_nproc }}", **node)
+
+
+@pytest.mark.parametrize(
+    ("node2", "nproc"),
+    [({"rdmaforge_node": {"gpu_count": None, "gpu_source": "none"}}, None),
+     # a fact of an earlier rdmaforge that kept 0 for a node nothing counted
+     ({"rdmaforge_node": {"gpu_count": 0, "gpu_source": "none"}}, None),
+     ({}, None),  # no preflight fact at all
+     ({"rdmaforge_node": {"gpu_count": None, "gpu_source": "none"}, "rdmaforge_gpus_per_node": 0}, None)],
+)  # fmt: skip
+def test_e2e_is_skipped_naming_a_node_of_unknown_gpu_count(node2: dict[str, Any], nproc: int | None) -> None:
+    """Such a node trained with 1 process as if it had one GPU (or none), and the linearity was judged on it: a
+    pass no one measured. The training is skipped, the node and the variable to set are named."""
+    assert e2e_decision(node2) == {"status": "skipped", "reason": UNKNOWN_NODE2}
+    assert e2e_nproc(node2) == nproc
+
+
+@pytest.mark.parametrize(
+    ("node2", "nproc"),
+    [({"rdmaforge_node": {"gpu_count": 8, "gpu_source": "nvidia-smi"}}, 8),
+     # the lab: a measured 0 (sysfs) trains one gloo process on the CPU
+     ({"rdmaforge_node": {"gpu_count": 0, "gpu_source": "sysfs"}}, 1),
+     # the inventory's count stands in for one preflight could not read; a count read on the node wins over it
+     ({"rdmaforge_node": {"gpu_count": None, "gpu_source": "none"}, "rdmaforge_gpus_per_node": 4}, 4),
+     ({"rdmaforge_node": {"gpu_count": 2, "gpu_source": "lspci"}, "rdmaforge_gpus_per_node": 4}, 2)],
+)  # fmt: skip
+def test_e2e_runs_one_process_per_known_gpu(node2: dict[str, Any], nproc: int) -> None:
+    assert e2e_decision(node2) == {"status": "ran", "reason": None}
+    assert e2e_nproc(node2) == nproc
+
+
+def test_run_json_records_why_e2e_was_skipped() -> None:
+    skipped = {"status": "skipped", "reason": UNKNOWN_NODE2}
+    assert evaluate(run_json("e2e"), benchmark_e2e_run=skipped) == skipped
+    assert evaluate(run_json("e2e")) == {"status": "skipped", "reason": "benchmark_e2e is false"}
+
+
+def test_nccl_tests_slots_are_the_nodes_gpu_counts_an_unknown_one_left_null() -> None:
+    """One rank per GPU; a node of unknown count is no 0 (map('int') made it one) but null: nccl-tests is skipped
+    for it (test_nccl_tests_skipped_for_an_unknown_gpu_count_says_so_not_no_gpu)."""
+    hostvars = {"node1": {"rdmaforge_node": {"gpu_count": 8, "gpu_source": "nvidia-smi"}},
+                "node2": {"rdmaforge_node": {"gpu_count": None, "gpu_source": "none"}}}  # fmt: skip
+    assert evaluate("{{ benchmark_mpi_slots }}", hostvars=hostvars) == [8, None]
+    hostvars["node2"]["rdmaforge_gpus_per_node"] = 4
+    assert evaluate("{{ benchmark_mpi_slots }}", hostvars=hostvars) == [8, 4]

@@ -939,3 +939,18 @@ def test_the_example_inventory_and_foreign_variables_have_no_misspelling() -> No
     # a user's own variables, Ansible's, and role variables the roles set for themselves
     values.update(my_team="ml", ansible_user="root", ansible_port=22, hugepages_pages=50, nccl_env_in_force={})
     assert checks.misspelled_variable_problems("node1", values, names) == []
+
+
+@pytest.mark.parametrize(("value", "shown"), [(0, "0"), (-8, "-8"), ("none", "'none'")])
+def test_a_declared_gpu_count_below_1_is_refused(value: object, shown: str) -> None:
+    """rdmaforge_gpus_per_node stands in for a count preflight could not read; 0 or less would be ignored, and the
+    node's count stay unknown, without a word."""
+    nodes = [NodeInput("node1", "10.0.0.1", "erdma", values={"rdmaforge_gpus_per_node": value})]
+    assert checks.inventory_report(nodes) == {
+        "node1": [
+            f"node1: rdmaforge_gpus_per_node={shown} is not allowed; allowed: a whole number of GPUs of 1 or more (the "
+            "node's count where preflight cannot read it), or null"
+        ]
+    }
+    declared = [NodeInput("node1", "10.0.0.1", "erdma", values={"rdmaforge_gpus_per_node": 8})]
+    assert checks.inventory_report(declared) == {}

@@ -62,3 +62,27 @@ def test_the_hostfile_names_an_unknown_gpu_count_and_takes_the_inventorys() -> N
         "198.18.0.13 slots=4",
         "198.18.0.14 slots=1",
     ]
+
+
+def test_the_hostfile_reads_the_count_as_every_role_does() -> None:
+    """A fact of an earlier rdmaforge (0 with gpu_source none: never counted) was read as 0 GPUs, so the hostfile
+    gave the node 1 slot without saying its count is unknown; a node without preflight's fact, or whose inventory
+    count is no GPU count (0: preflight counts a node without GPUs itself), is unknown too."""
+    hostvars: dict[str, dict[str, object]] = {
+        "node1": {**HOSTVARS["node1"], "rdmaforge_node": {"gpu_count": 0, "gpu_source": "none"}},
+        "node2": dict(HOSTVARS["node2"]),
+        "node3": {"ansible_host": "198.18.0.13", "rdmaforge_node": {"gpu_count": None, "gpu_source": "none"},
+                  "rdmaforge_gpus_per_node": 0},
+        "node4": {"ansible_host": "198.18.0.14", "rdmaforge_node": {"gpu_count": 8, "gpu_source": "lspci"},
+                  "rdmaforge_gpus_per_node": 4},  # a count read on the node wins over the inventory's
+    }  # fmt: skip
+    unknown = "GPU count unknown (none from preflight, no rdmaforge_gpus_per_node): 1 slot(s)"
+    assert hostfile_lines(hostvars) == [
+        f"# 198.18.0.11: {unknown}",
+        "198.18.0.11 slots=1",
+        f"# 198.18.0.12: {unknown}",
+        "198.18.0.12 slots=1",
+        f"# 198.18.0.13: {unknown}",
+        "198.18.0.13 slots=1",
+        "198.18.0.14 slots=8",
+    ]

@@ -158,6 +158,24 @@ def test_known_gpu_count_is_none_when_nothing_was_counted(fact: object, count: i
     assert node_facts.known_gpu_count(fact) == count
 
 
+@pytest.mark.parametrize(
+    ("fact", "declared", "count"),
+    [({"gpu_count": None, "gpu_source": "none"}, 4, 4),
+     ({"gpu_count": 0, "gpu_source": "none"}, "8", 8),  # -e gives text
+     (None, 2, 2),
+     ({"gpu_count": 8, "gpu_source": "nvidia-smi"}, 4, 8),  # a count read on the node wins
+     ({"gpu_count": 0, "gpu_source": "sysfs"}, 4, 0),
+     ({"gpu_count": None, "gpu_source": "none"}, 0, None),  # no GPU count: preflight counts a node without GPUs
+     ({"gpu_count": None, "gpu_source": "none"}, "eight", None),
+     ({"gpu_count": None, "gpu_source": "none"}, True, None),
+     ({"gpu_count": None, "gpu_source": "none"}, None, None)],
+)  # fmt: skip
+def test_the_inventorys_count_stands_in_only_for_an_unknown_one(fact: object, declared: object,
+                                                                 count: int | None) -> None:  # fmt: skip
+    """rdmaforge_gpus_per_node: what the hostfile and the benchmark plan ranks by where preflight read no count."""
+    assert node_facts.known_gpu_count(fact, declared) == count
+
+
 def test_a_pci_tree_that_cannot_be_read_lists_no_gpus_and_says_so(tmp_path: Path) -> None:
     found = gpu_topology.read_sysfs_topology(str(tmp_path / "no-sys"))
     assert (found["source"], found["gpus"]) == ("none", [])
