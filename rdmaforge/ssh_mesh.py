@@ -60,6 +60,19 @@ def unobserved(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) 
     return [host for host in hosts if observed_identity(host, hostvars) is None]
 
 
+def left_out_share(members: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], play_hosts_all: Sequence[str],
+                   play_hosts: Sequence[str], reader: str) -> list[str]:  # fmt: skip
+    """The nodes of ``members`` this run leaves out (not in ``play_hosts_all``: --limit) and has not observed
+    (unobserved), which the ssh_trust role reads itself: ``reader``'s share of them. They are dealt in name order
+    over the play's hosts still running (``play_hosts``, in name order), so that each is read by exactly one of
+    them and the play's hosts read theirs at once (forks), where one host used to read them all in turn; a host
+    not running reads none."""
+    in_play = set(play_hosts_all)
+    left_out = unobserved(sorted({host for host in members if host not in in_play}), hostvars)
+    readers = sorted(set(play_hosts))
+    return left_out[readers.index(reader) :: len(readers)] if reader in readers else []
+
+
 def identity_facts(host: str, hostvars: Mapping[str, Mapping[str, Any]],
                    gathered: Sequence[str] | None = None) -> Mapping[str, Any]:  # fmt: skip
     """The host's facts, its host keys and addresses taken from this run's observation when the host is not in
