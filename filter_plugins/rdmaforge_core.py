@@ -81,6 +81,7 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "rdmaforge_gpg_fingerprints": gpg.fingerprints,
+            "rdmaforge_gpg_armor": gpg.armor,
             "rdmaforge_network_retry_done": network_retry_done,
             "rdmaforge_installed_versions": installed_versions,
             "rdmaforge_package_query_argv": package_query_argv,
