@@ -51,9 +51,9 @@ login runs it, and each ``pam_limits.so`` line of that stack is one run with its
   field (``\\]`` in it a ``]``). ``session`` lines count (``-session`` too; the type is matched ignoring case);
   ``session include FILE`` puts FILE's session lines in place, ``session substack FILE`` too but as a substack (a
   jump or ``done`` inside it ends at its end), Debian's ``@include FILE`` (patch 031_pam_include) puts FILE's lines
-  in place as include does. FILE is a path, or a name in /etc/pam.d; a file only a vendor directory
-  (/usr/lib/pam.d) holds, includes nested 16 deep (a loop), a service file with no session line (libpam then uses
-  /etc/pam.d/other's) that has no ``other`` either, or a missing file: not judged;
+  in place as include does. FILE is a path, or a name in /etc/pam.d. A service with no session line gets
+  /etc/pam.d/other's (libpam). A file missing, or only in a vendor directory (/usr/lib/pam.d, read by Linux-PAM
+  1.4+ where /etc/pam.d lacks it), or includes nested 16 deep (a loop): not judged;
 - a line's control word (``required``, ``requisite``, ``optional``, ``sufficient``) or ``[value=action ...]`` says
   what each module answer does (``pam_dispatch.c``): go on, end the stack (``done``; ``die``, which fails the session
   and so the login), or jump N lines (a substack counting as one). Which answer a module gives is not known here:
@@ -62,7 +62,7 @@ login runs it, and each ``pam_limits.so`` line of that stack is one run with its
 - a run reads its ``conf=FILE`` argument (the last one) alone: no limits.d, no vendor files (``pam_limits.c``
   ``pam_sm_open_session``: "skip reading limits.d if config file explicitly specified"; ``pam_limits(8)``); a
   ``conf=`` file that does not exist makes that run fail before it sets anything. Without ``conf=``: limits.conf and
-  limits.d as below. No ``pam_limits.so`` in the stack at all: the limits files do not apply to an SSH login, which
+  limits.d as above. No ``pam_limits.so`` in the stack at all: the limits files do not apply to an SSH login, which
   gets sshd's own limit;
 - each run starts from the limits the one before it set, and sets only what its files give (``setup_limits`` skips
   an item no line set): where several run, the last one that set a limit decides it.
