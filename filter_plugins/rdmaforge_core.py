@@ -81,6 +81,7 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "rdmaforge_gpg_fingerprints": gpg.fingerprints,
+            "rdmaforge_gpg_armor": gpg.armor,
             "rdmaforge_network_retry_done": network_retry_done,
             "rdmaforge_installed_versions": installed_versions,
             "rdmaforge_package_query_argv": package_query_argv,
@@ -98,7 +99,7 @@ class FilterModule:
             "rdmaforge_ssh_peer_names": ssh_mesh.peer_names,
             "rdmaforge_ssh_peer_forms": ssh_mesh.peer_forms,
             "rdmaforge_ssh_known_hosts_lines": ssh_mesh.known_hosts_lines,
-            "rdmaforge_ssh_unobserved": ssh_mesh.unobserved,
+            "rdmaforge_ssh_left_out_share": ssh_mesh.left_out_share,
             "rdmaforge_ssh_mesh_matrix": ssh_mesh.matrix,
             "rdmaforge_ssh_mesh_failures": ssh_mesh.failures,
             "rdmaforge_ssh_mesh_ring_peers": ssh_mesh.ring_peers,

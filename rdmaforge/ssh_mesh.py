@@ -60,6 +60,19 @@ def unobserved(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) 
     return [host for host in hosts if observed_identity(host, hostvars) is None]
 
 
+def left_out_share(members: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], play_hosts_all: Sequence[str],
+                   play_hosts: Sequence[str], reader: str) -> list[str]:  # fmt: skip
+    """The nodes of ``members`` this run leaves out (not in ``play_hosts_all``: --limit) and has not observed
+    (unobserved), which the ssh_trust role reads itself: ``reader``'s share of them. They are dealt in name order
+    over the play's hosts still running (``play_hosts``, in name order), so that each is read by exactly one of
+    them and the play's hosts read theirs at once (forks), where one host used to read them all in turn; a host
+    not running reads none."""
+    in_play = set(play_hosts_all)
+    left_out = unobserved(sorted({host for host in members if host not in in_play}), hostvars)
+    readers = sorted(set(play_hosts))
+    return left_out[readers.index(reader) :: len(readers)] if reader in readers else []
+
+
 def identity_facts(host: str, hostvars: Mapping[str, Mapping[str, Any]],
                    gathered: Sequence[str] | None = None) -> Mapping[str, Any]:  # fmt: skip
     """The host's facts, its host keys and addresses taken from this run's observation when the host is not in
@@ -124,10 +137,22 @@ def _probes(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> Mapping[str
     return results
 
 
-def _checked(target: str, probes: Mapping[str, Any], hostvars: Mapping[str, Mapping[str, Any]],
-             check_by: Sequence[str]) -> bool:  # fmt: skip
-    """Whether the source probed ``target`` at all (a bounded check leaves most pairs of a large cluster out)."""
-    return any(f in probes for f in forms(target, hostvars, check_by))
+def _target_forms(targets: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]],
+                  check_by: Sequence[str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:  # fmt: skip
+    """Each target's forms, and the targets each form names: worked out once for every source (a 1,000-node matrix
+    has a million pairs, of which a bounded check probes a few thousand)."""
+    by_target = {target: forms(target, hostvars, check_by) for target in targets}
+    by_form: dict[str, list[str]] = {}
+    for target, named in by_target.items():
+        for form in named:
+            by_form.setdefault(form, []).append(target)
+    return by_target, by_form
+
+
+def _probed(probes: Mapping[str, Any], by_form: Mapping[str, Sequence[str]]) -> set[str]:
+    """The targets the source probed at all, by any of their forms (a bounded check leaves most pairs of a large
+    cluster out): read from the source's probes, not from every target."""
+    return {target for form in probes for target in by_form.get(form, ())}
 
 
 def matrix(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str],
@@ -136,16 +161,18 @@ def matrix(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], chec
     source did not probe (not checked: never counted as reached).
 
     ``targets`` (default: ``hosts``) may hold nodes that probed nothing themselves (left out by --limit)."""
+    chosen = hosts if targets is None else targets
+    by_target, by_form = _target_forms(chosen, hostvars, check_by)
     table: dict[str, dict[str, bool | None]] = {}
     for source in hosts:
         probes = _probes(source, hostvars)
+        if probes is None:
+            table[source] = {target: False for target in chosen if target != source}
+            continue
+        probed = _probed(probes, by_form)
         table[source] = {
-            target: (
-                all(probes.get(f, {}).get("ok", False) for f in forms(target, hostvars, check_by))
-                if probes is not None and _checked(target, probes, hostvars, check_by)
-                else (None if probes is not None else False)
-            )
-            for target in (hosts if targets is None else targets)
+            target: all(probes.get(f, {}).get("ok", False) for f in by_target[target]) if target in probed else None
+            for target in chosen
             if target != source
         }
     return table
@@ -164,16 +191,19 @@ def coverage(table: Mapping[str, Mapping[str, bool | None]]) -> dict[str, int]:
 def failures(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], check_by: Sequence[str],
              targets: Sequence[str] | None = None) -> list[str]:  # fmt: skip
     """One line per failing (source, target, form): 'node1 -> node3 (198.18.0.13): Host key verification failed.'"""
+    chosen = hosts if targets is None else targets
+    by_target, by_form = _target_forms(chosen, hostvars, check_by)
     lines = []
     for source in hosts:
         probes = _probes(source, hostvars)
         if probes is None:
             lines.append(f"{source} -> *: no result from {source} (unreachable, or the check did not run)")
             continue
-        for target in hosts if targets is None else targets:
-            if target == source or not _checked(target, probes, hostvars, check_by):
+        probed = _probed(probes, by_form)
+        for target in chosen:
+            if target == source or target not in probed:
                 continue
-            for form in forms(target, hostvars, check_by):
+            for form in by_target[target]:
                 probe = probes.get(form, {})
                 if not probe.get("ok", False):
                     reason = probe.get("error") or f"exit status {probe.get('rc')}"

@@ -1,6 +1,8 @@
-"""Parse `gpg --with-colons` listings."""
+"""Parse `gpg --with-colons` listings; armor a binary keyring."""
 
 from __future__ import annotations
+
+import base64
 
 
 def fingerprints(colon_listing: str) -> list[str]:
@@ -17,3 +19,31 @@ def fingerprints(colon_listing: str) -> list[str]:
         elif fields[0] == "sub":
             expect_primary = False
     return result
+
+
+#: RFC 4880 6.1: the CRC-24 that ends an armored block.
+_CRC24_INIT, _CRC24_POLY = 0xB704CE, 0x1864CFB
+
+
+def _crc24(data: bytes) -> int:
+    crc = _CRC24_INIT
+    for byte in data:
+        crc ^= byte << 16
+        for _ in range(8):
+            crc <<= 1
+            if crc & 0x1000000:
+                crc ^= _CRC24_POLY
+    return crc & 0xFFFFFF
+
+
+def armor(keyring_b64: str) -> str:
+    """A binary OpenPGP keyring (base64, as slurp reads it) as an armored public key block (RFC 4880 6.2), the form
+    rpm and dnf read: what `gpg --armor --export` writes for the same packets, lines of 64, the CRC-24 last."""
+    data = base64.b64decode(keyring_b64)
+    body = base64.b64encode(data).decode("ascii")
+    lines = [body[at : at + 64] for at in range(0, len(body), 64)]
+    crc = base64.b64encode(_crc24(data).to_bytes(3, "big")).decode("ascii")
+    return (
+        "\n".join(["-----BEGIN PGP PUBLIC KEY BLOCK-----", "", *lines, f"={crc}", "-----END PGP PUBLIC KEY BLOCK-----"])
+        + "\n"
+    )

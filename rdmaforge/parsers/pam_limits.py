@@ -42,6 +42,31 @@ A line sets a soft or hard limit unless one of a better rank (USER, then GROUP, 
 equal ranks the later line wins. A ``-`` line whose soft limit a better rank set sets neither (``process_limit``
 returns early).
 
+Which files apply at all (``ssh_limits_runs``): pam_limits sets limits only where the PAM session stack of the
+login runs it, and each ``pam_limits.so`` line of that stack is one run with its own arguments:
+
+- sshd's stack is ``/etc/pam.d/sshd`` (OpenSSH's PAM service name), read as libpam reads it (Linux-PAM
+  ``libpam/pam_handlers.c``, ``pam_misc.c``, ``libpam_internal/pam_line.c`` @ ddab692c): a ``#`` anywhere ends the
+  line, a ``\\`` at its end joins the next one, fields are split on spaces, tabs and newlines, and ``[...]`` is one
+  field (``\\]`` in it a ``]``). ``session`` lines count (``-session`` too; the type is matched ignoring case);
+  ``session include FILE`` puts FILE's session lines in place, ``session substack FILE`` too but as a substack (a
+  jump or ``done`` inside it ends at its end), Debian's ``@include FILE`` (patch 031_pam_include) puts FILE's lines
+  in place as include does. FILE is a path, or a name in /etc/pam.d. A service with no session line gets
+  /etc/pam.d/other's (libpam). A file missing, or only in a vendor directory (/usr/lib/pam.d, read by Linux-PAM
+  1.4+ where /etc/pam.d lacks it), or includes nested 16 deep (a loop): not judged;
+- a line's control word (``required``, ``requisite``, ``optional``, ``sufficient``) or ``[value=action ...]`` says
+  what each module answer does (``pam_dispatch.c``): go on, end the stack (``done``; ``die``, which fails the session
+  and so the login), or jump N lines (a substack counting as one). Which answer a module gives is not known here:
+  a ``pam_limits.so`` line (matched by file name) that every way through the stack to a login passes runs; one no way
+  reaches does not; one some ways skip (a jump over it, a ``sufficient`` or ``done`` before it) is not judged;
+- a run reads its ``conf=FILE`` argument (the last one) alone: no limits.d, no vendor files (``pam_limits.c``
+  ``pam_sm_open_session``: "skip reading limits.d if config file explicitly specified"; ``pam_limits(8)``); a
+  ``conf=`` file that does not exist makes that run fail before it sets anything. Without ``conf=``: limits.conf and
+  limits.d as above. No ``pam_limits.so`` in the stack at all: the limits files do not apply to an SSH login, which
+  gets sshd's own limit;
+- each run starts from the limits the one before it set, and sets only what its files give (``setup_limits`` skips
+  an item no line set): where several run, the last one that set a limit decides it.
+
 Standard library only, Python 3.8 (the same rule as the other parsers here). Nothing here raises on odd input.
 """
 
@@ -51,7 +76,7 @@ import re
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:  # annotations only; never evaluated at runtime (Python 3.8 targets)
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 LIMITS_CONF = "/etc/security/limits.conf"
 LIMITS_D = "/etc/security/limits.d"
@@ -305,10 +330,19 @@ def login_limit(
     return None, found
 
 
-def _problems(lines: Sequence[LimitLine], login: Login, item: str, debian_root_rule: bool) -> list[str]:
-    stop, found = login_limit(lines, login, item, debian_root_rule=debian_root_rule)
-    if stop is not None:
-        return [f"'{stop.domain} -' ({stop.where}): pam_limits sets no limit at all for {login.name}"]
+def _problems(runs: Sequence[Sequence[LimitLine]], login: Login, item: str, debian_root_rule: bool) -> list[str]:
+    """What keeps ``item`` of ``login`` from being unlimited after pam_limits ran once per entry of ``runs`` (the
+    lines each run reads): a run sets what its lines give and a later run replaces it (setup_limits)."""
+    stops: list[LimitLine] = []
+    found: dict[str, LimitLine | None] = {"soft": None, "hard": None}
+    for lines in runs:
+        stop, setting = login_limit(lines, login, item, debian_root_rule=debian_root_rule)
+        if stop is not None:
+            stops.append(stop)
+        else:
+            found.update({kind: entry for kind, entry in setting.items() if entry is not None})
+    if stops and not any(found.values()):
+        return [f"'{stop.domain} -' ({stop.where}): pam_limits sets no limit at all for {login.name}" for stop in stops]
     problems = []
     for kind, entry in found.items():
         if entry is None:
@@ -319,33 +353,292 @@ def _problems(lines: Sequence[LimitLine], login: Login, item: str, debian_root_r
     return problems
 
 
+def _runs_text(runs: Sequence[LimitsRun], conf_files: Mapping[str, str]) -> str:
+    said = [
+        f"{PAM_LIMITS_MODULE} at {run.where}"
+        + ("" if run.conf is None else f" reads only {run.conf}")
+        + ("" if run.conf is None or run.conf in conf_files else ", which does not exist: it sets no limit")
+        for run in runs
+    ]
+    return f" ({'; '.join(said)})" if said else ""
+
+
 def judge_unlimited(
     files: Sequence[tuple[str, str]],
     login: Login,
     debian_root_rule: bool,
     vendor_files: Sequence[tuple[str, str]] = (),
     item: str = "memlock",
+    runs: Sequence[LimitsRun] = (),
+    conf_files: Mapping[str, str] | None = None,
 ) -> LimitVerdict:
     """Whether pam_limits gives ``login`` no ``item`` limit, soft and hard, from ``files`` (the /etc ones in its
     order). ``debian_root_rule``: the node's pam_limits carries Debian's patch (Debian, Ubuntu). ``vendor_files``
-    (those that exist under /usr/etc/security): judged with and without them; a verdict only where both agree."""
+    (those that exist under /usr/etc/security): judged with and without them; a verdict only where both agree.
+    ``runs``: the pam_limits runs of the login (ssh_limits_runs), each reading ``files`` or its conf= file alone
+    (the text of those that exist in ``conf_files``); none given: one run without conf=."""
+    confs = dict(conf_files or {})
+    chosen_runs = list(runs) or [LimitsRun("", None)]
+    vendor_files = vendor_files if any(run.conf is None for run in chosen_runs) else ()  # conf=: no vendor files
     variants = [list(files)] + ([with_vendor_files(files, vendor_files)] if vendor_files else [])
     found = []
     for chosen in variants:
-        lines = read_limits(chosen)
-        unknown = sorted({e.domain for e in lines if (e.kind == "none" or e.item == item.lower())
+        per_run = [read_limits(chosen if run.conf is None else [(run.conf, confs[run.conf])] if run.conf in confs
+                               else []) for run in chosen_runs]  # fmt: skip
+        unknown = sorted({e.domain for lines in per_run for e in lines if (e.kind == "none" or e.item == item.lower())
                           and _group_key(e.domain) in login.unknown})  # fmt: skip
         if unknown:
             return LimitVerdict("not_checked", f"whether {login.name} is in {', '.join(unknown)} cannot be looked "
                                 "up (getent takes a number for a gid)")  # fmt: skip
-        found.append("; ".join(_problems(lines, login, item, debian_root_rule)))
+        found.append("; ".join(_problems(per_run, login, item, debian_root_rule)))
     paths = ", ".join(path for path, _ in vendor_files)
     vendor = f" (with or without the vendor files {paths})" if vendor_files else ""
+    stack = _runs_text(runs, confs)
     if not any(found):
-        return LimitVerdict("ok", f"pam_limits gives {login.name} no {item} limit, soft and hard{vendor}")
+        return LimitVerdict("ok", f"pam_limits gives {login.name} no {item} limit, soft and hard{vendor}{stack}")
     if all(found):
         both = found[0] if found[0] == found[-1] else f"{found[0]}; with the vendor files: {found[1]}"
-        return LimitVerdict("problem", both + vendor)
+        return LimitVerdict("problem", both + vendor + stack)
     return LimitVerdict("not_checked", f"pam_limits reads {paths} only where "
                         "Linux-PAM was built with a vendor directory (not known here); without them: "
-                        f"{found[0] or 'unlimited'}; with them: {found[1] or 'unlimited'}")  # fmt: skip
+                        f"{found[0] or 'unlimited'}; with them: {found[1] or 'unlimited'}{stack}")  # fmt: skip
+
+
+# The PAM session stack of an SSH login: which pam_limits runs it gets (see the module's docstring).
+
+PAM_D = "/etc/pam.d"
+#: OpenSSH's PAM service name, and the stack libpam uses for a service that has no session lines.
+SSHD_SERVICE, OTHER_SERVICE = "sshd", "other"
+#: libpam's PAM_SUBSTACK_MAX_LEVEL: includes nested deeper are refused.
+_MAX_INCLUDE = 16
+#: libpam's return values in _pam_token_returns' order (pam_tokens.h); "default" stands for every one not named.
+_RETURNS = (
+    "success", "open_err", "symbol_err", "service_err", "system_err", "buf_err", "perm_denied", "auth_err",
+    "cred_insufficient", "authinfo_unavail", "user_unknown", "maxtries", "new_authtok_reqd", "acct_expired",
+    "session_err", "cred_unavail", "cred_expired", "cred_err", "no_module_data", "conv_err", "authtok_err",
+    "authtok_recover_err", "authtok_lock_busy", "authtok_disable_aging", "try_again", "ignore", "abort",
+    "authtok_expired", "module_unknown", "bad_item", "conv_again", "incomplete",
+)  # fmt: skip
+_SPACE = " \t\n\v\f\r"  # C's isspace
+_CONTROL = re.compile(rf"[{_SPACE}]*([a-z_]+)[{_SPACE}]*=[{_SPACE}]*(ignore|ok|done|bad|die|reset|[0-9]+)")
+#: The control words (pam_handlers.c): success and new_authtok_reqd, ignore, then every other answer.
+_KEYWORDS = {
+    "required": ("ok", "ignore", "bad"),
+    "requisite": ("ok", "ignore", "die"),
+    "optional": ("ok", "ignore", "ignore"),
+    "sufficient": ("done", "ignore", "ignore"),
+}
+PAM_LIMITS_MODULE = "pam_limits.so"
+
+
+class PamLine(NamedTuple):
+    """One entry of a session stack as libpam lays it out: a module line (``module`` and its ``args``), or the
+    entry that opens a substack (``module`` empty; its lines follow at ``level`` + 1). ``actions``: what the line
+    may do, whatever its module answers: ok, done, bad, die, ignore, reset, or a jump (a number)."""
+
+    path: str
+    line: int
+    level: int
+    module: str
+    args: tuple[str, ...]
+    actions: frozenset[str | int]
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+class LimitsRun(NamedTuple):
+    """One pam_limits.so line every SSH login runs: where it is, and its ``conf=`` file (None: limits.conf and
+    limits.d)."""
+
+    where: str
+    conf: str | None
+
+
+def _pam_lines(text: str) -> list[tuple[int, list[str]]]:
+    """(first line number, fields) of each line libpam assembles from ``text`` (_pam_line_assemble,
+    _pam_tokenize)."""
+    found: list[tuple[int, list[str]]] = []
+    joined, first = "", 0
+    for number, raw in enumerate(text.split("\n"), start=1):  # getline: lines end at \n only
+        continued = raw.rstrip(" \t").endswith("\\") and "#" not in raw
+        piece = raw.rstrip(" \t")[:-1] + " " if continued else raw
+        joined, first = joined + piece.lstrip(" \t").split("#", 1)[0], first or number
+        if not continued:
+            fields = _fields_of(joined)
+            if fields:
+                found.append((first, fields))
+            joined, first = "", 0
+    return found
+
+
+def _fields_of(line: str) -> list[str]:
+    fields: list[str] = []
+    at = 0
+    while True:
+        while at < len(line) and line[at] in " \t\n":
+            at += 1
+        if at >= len(line):
+            return fields
+        if line[at] == "[":  # one field up to the first ]; \] is a ] inside it
+            chars, at = [], at + 1
+            while at < len(line) and line[at] != "]":
+                at += 1 if line[at] == "\\" and line[at + 1 : at + 2] == "]" else 0
+                chars.append(line[at])
+                at += 1
+            fields.append("".join(chars))
+            at += 1
+        else:
+            end = at
+            while end < len(line) and line[end] not in " \t\n":
+                end += 1
+            fields.append(line[at:end])
+            at = end
+
+
+def _actions(control: str) -> frozenset[str | int]:
+    """What a line with this control field may do (_pam_parse_control; a field it cannot parse: bad)."""
+    if control.lower() in _KEYWORDS:  # matched ignoring case, even written [required]
+        good, ignore, other = _KEYWORDS[control.lower()]
+        return frozenset({good, ignore, other})
+    chosen: list[str | int | None] = [None] * len(_RETURNS)
+    at = 0
+    while control[at:].strip(_SPACE):
+        match = _CONTROL.match(control, at)
+        name = match.group(1) if match else ""
+        if not match or name not in (*_RETURNS, "default") or match.group(2) == "0" or len(match.group(2)) > 9:
+            return frozenset({"bad"})  # libpam: "treat everything as bad"
+        action: str | int = int(match.group(2)) if match.group(2).isdigit() else match.group(2)
+        if name == "default":
+            chosen = [action if c is None else c for c in chosen]
+        else:
+            chosen[_RETURNS.index(name)] = action
+        at = match.end()
+    return frozenset("bad" if c is None else c for c in chosen)
+
+
+def _session_lines(name: str, read: Callable[[str], str | None], level: int, depth: int,
+                   only_session: bool) -> list[PamLine] | str:  # fmt: skip
+    """The session stack entries of pam.d file ``name`` (a path, or a name in /etc/pam.d) in libpam's order, or
+    why they cannot be told. ``only_session``: the file is included for session lines (libpam then takes a line
+    of an unknown type for a session line that fails)."""
+    if depth >= _MAX_INCLUDE:
+        return f"the pam.d includes nest {_MAX_INCLUDE} deep at {name} (a loop?): libpam refuses them"
+    path = name if name.startswith("/") else f"{PAM_D}/{name}"
+    text = read(path)
+    if text is None:
+        return f"{path} does not exist"
+    stack: list[PamLine] = []
+    for number, fields in _pam_lines(text):
+        kind = (fields[0][1:] if fields[0].startswith("-") else fields[0]).lower()  # -session: no load error logged
+        rest, control = fields[1:], (fields[1].lower() if len(fields) > 1 else "")
+        found: list[PamLine] | str
+        if kind == "@include":  # Debian: FILE's lines in place, of the type the including file is read for
+            found = (
+                _session_lines(rest[0], read, level, depth + 1, only_session) if rest else f"{path}:{number}: @include"
+            )
+        elif kind in ("auth", "account", "password") or kind != "session" and not only_session:
+            continue
+        elif control not in ("include", "substack"):  # a line of an unknown type fails: its module is not run
+            module = rest[1] if len(rest) > 1 and kind == "session" else ""
+            found = [PamLine(path, number, level, module, tuple(rest[2:]), _actions(rest[0] if rest else ""))]
+        elif len(rest) < 2:
+            found = f"{path}:{number}: session {control} names no file"
+        elif control == "include":
+            found = _session_lines(rest[1], read, level, depth + 1, True)
+        else:
+            inner = _session_lines(rest[1], read, level + 1, depth + 1, True)
+            found = inner if isinstance(inner, str) else [PamLine(path, number, level, "", (), frozenset()), *inner]
+        if isinstance(found, str):
+            return found
+        stack += found
+    return stack
+
+
+def session_stack(read: Callable[[str], str | None], service: str = SSHD_SERVICE) -> list[PamLine] | str:
+    """The session stack of PAM service ``service`` (sshd's by default) as libpam lays it out from the files
+    ``read`` gives (path: text, None where there is no such file), or why it cannot be told."""
+    stack = _session_lines(service, read, 0, 0, False)
+    if isinstance(stack, list) and not stack:  # libpam uses other's session lines then
+        stack = _session_lines(OTHER_SERVICE, read, 0, 0, False)
+    return stack
+
+
+def _after(stack: Sequence[PamLine], at: int, jump: int | None) -> int:
+    """Where libpam goes on after entry ``at`` jumps ``jump`` entries (a substack counts as one) or, for None, ends
+    its level (``done`` or ``die``: the rest of the substack, or of the whole stack at level 0)."""
+    level, here = stack[at].level, at
+    left = len(stack) if jump is None else jump
+    while here + 1 < len(stack) and stack[here + 1].level >= level and left > 0:
+        here += 1
+        while jump is not None and here + 1 < len(stack) and stack[here + 1].level > level:
+            here += 1
+        left -= 1
+    return here + 1
+
+
+def _next(stack: Sequence[PamLine], at: int) -> set[int]:
+    """The entries libpam may run after entry ``at`` (len(stack): the stack's end, the login goes on); a ``die`` at
+    level 0 fails the session and with it the login, so it leads nowhere."""
+    found = set()
+    for action in stack[at].actions or {"ok"}:
+        if isinstance(action, int):
+            found.add(_after(stack, at, action))
+        elif action == "done":  # ends the level only where nothing before it failed: both may happen
+            found |= {at + 1, _after(stack, at, None)}
+        elif action == "die":
+            found |= {_after(stack, at, None)} if stack[at].level > 0 else set()
+        else:
+            found.add(at + 1)
+    return found
+
+
+def _reaches_end(stack: Sequence[PamLine], avoiding: int) -> bool:
+    """Whether some way through the stack ends the session (a login) without running entry ``avoiding``."""
+    seen, todo = {0}, [0] if stack and avoiding != 0 else []
+    while todo:
+        for following in _next(stack, todo.pop()):
+            if following == len(stack):
+                return True
+            if following not in seen and following != avoiding:
+                seen.add(following)
+                todo.append(following)
+    return not stack
+
+
+def _reached(stack: Sequence[PamLine]) -> set[int]:
+    seen, todo = ({0}, [0]) if stack else (set(), [])
+    while todo:
+        for following in _next(stack, todo.pop()):
+            if following < len(stack) and following not in seen:
+                seen.add(following)
+                todo.append(following)
+    return seen
+
+
+def ssh_limits_runs(read: Callable[[str], str | None], service: str = SSHD_SERVICE) -> list[LimitsRun] | LimitVerdict:
+    """The pam_limits runs every login of PAM service ``service`` (sshd) gets, in order, from the pam.d files
+    ``read`` gives (path: text; None where there is no such file); a LimitVerdict where none does (problem) or what
+    runs cannot be told from the files (not_checked)."""
+    stack = session_stack(read, service)
+    if isinstance(stack, str):
+        return LimitVerdict("not_checked", f"the PAM session stack of {service} cannot be read: {stack}")
+    reached = _reached(stack)
+    runs, unsure = [], []
+    for at, entry in enumerate(stack):
+        if entry.module.rsplit("/", 1)[-1] != PAM_LIMITS_MODULE or at not in reached:
+            continue
+        if _reaches_end(stack, at):
+            unsure.append(entry.where)
+            continue
+        confs = [arg[len("conf=") :] for arg in entry.args if arg.startswith("conf=")]
+        runs.append(LimitsRun(entry.where, confs[-1] if confs else None))
+    files = ", ".join(dict.fromkeys(entry.path for entry in stack))
+    if unsure:
+        return LimitVerdict("not_checked", f"{PAM_LIMITS_MODULE} at {', '.join(unsure)} runs or not depending on "
+                            f"what a module before it answers (a jump or done over it; {files})")  # fmt: skip
+    if not runs:
+        return LimitVerdict("problem", f"no {PAM_LIMITS_MODULE} runs in the PAM session stack of {service} ({files}): "
+                            "the limits files do not apply to an SSH login, which keeps sshd's own limits")  # fmt: skip
+    return runs

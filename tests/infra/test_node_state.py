@@ -181,12 +181,26 @@ def read_login(host: Any, user: str, keys: Sequence[str]) -> pam_limits.Login | 
     return pam_limits.parse_login(user, passwd.stdout, gids.stdout, groups.stdout if groups else "", keys)
 
 
+def pam_file(host: Any) -> Callable[[str], str | None]:
+    """Reads a pam.d file on the node as libpam opens it (following links: RHEL's authselect files are links);
+    None where there is none."""
+
+    def read(path: str) -> str | None:
+        found = host.file(path)
+        return str(found.content_string) if found.exists else None
+
+    return read
+
+
 def test_memlock_drop_in(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
     """rdma_core's drop-in is there on RDMA fabrics (gone on tcp), and what pam_limits makes of every limits file
     gives the training login (ssh_trust_user, looked up on the node with its groups) memlock unlimited, soft and
     hard: comments are not settings, and a later file or a line of its name, a group of its, its uid or gid range
     that sets a number (or no limits at all) is a failure naming its file and line. Root on Debian and Ubuntu gets
-    no * or @group line (their pam_limits). Vendor files (/usr/etc/security) are judged with and without them."""
+    no * or @group line (their pam_limits). Vendor files (/usr/etc/security) are judged with and without them.
+    The files judged are those the pam_limits.so lines of sshd's PAM session stack read (/etc/pam.d/sshd and what
+    it includes): a conf= file alone where one is given; none where no pam_limits.so runs (a failure: the drop-in
+    does nothing for an SSH login)."""
     drop_in = host.file(str(setting(hostvars, "rdma_core", "rdma_core_limits_file")
                             or "/etc/security/limits.d/90-rdmaforge-memlock.conf"))  # fmt: skip
     if fabric == "tcp":
@@ -196,12 +210,21 @@ def test_memlock_drop_in(host: Any, hostvars: dict[str, Any], fabric: str) -> No
     user = training_user(hostvars)
     if user is None:
         pytest.skip("not judged: memlock in the limits files: ssh_trust_user is a template (testinfra renders none)")
-    files = limits_files(host, pam_limits.LIMITS_CONF, pam_limits.LIMITS_D)
-    vendor = limits_files(host, pam_limits.VENDOR_LIMITS_CONF, pam_limits.VENDOR_LIMITS_D)
-    login = read_login(host, user, pam_limits.group_keys(pam_limits.read_limits([*files, *vendor])))
+    runs = pam_limits.ssh_limits_runs(pam_file(host))
+    if isinstance(runs, pam_limits.LimitVerdict):
+        assert runs.status != "problem", f"memlock not unlimited as pam_limits reads the limits files: {runs.reason}"
+        pytest.skip(f"not judged: memlock of {user}'s login in the limits files: {runs.reason}")
+    defaults = any(run.conf is None for run in runs)  # a conf= run reads its file alone
+    files = limits_files(host, pam_limits.LIMITS_CONF, pam_limits.LIMITS_D) if defaults else []
+    vendor = limits_files(host, pam_limits.VENDOR_LIMITS_CONF, pam_limits.VENDOR_LIMITS_D) if defaults else []
+    confs = {run.conf: host.file(run.conf) for run in runs if run.conf is not None}
+    conf_files = {path: str(found.content_string) for path, found in confs.items() if found.exists}
+    keys = pam_limits.group_keys(pam_limits.read_limits([*files, *vendor, *conf_files.items()]))
+    login = read_login(host, user, keys)
     if isinstance(login, str):
         pytest.skip(f"not judged: memlock of {user}'s login in the limits files: {login}")
-    verdict = pam_limits.judge_unlimited(files, login, os_family(host) == "Debian", vendor)
+    verdict = pam_limits.judge_unlimited(files, login, os_family(host) == "Debian", vendor, runs=runs,
+                                         conf_files=conf_files)  # fmt: skip
     assert verdict.status != "problem", f"memlock not unlimited as pam_limits reads the limits files: {verdict.reason}"
     if verdict.status == "not_checked":
         pytest.skip(f"not judged: memlock of {user}'s login in the limits files: {verdict.reason}")

@@ -308,21 +308,21 @@ def test_a_converge_that_adds_a_controller_cache_file_leaves_the_next_run_in_syn
     """A converge adds files to the controller caches (the first one: the verified erdma key, the cluster SSH key,
     the NCCL builds), and those files are part of every node's digest. The record at the end takes them in, so the
     next run is in sync. Before, the record carried the digests of the run's start, and the run after the first
-    converge was a full one again. The file taken away here is one the run writes back as it was: the armored copy
-    of the verified erdma key (rdma_repos, kept for rpm and dnf)."""
+    converge was a full one again. The file taken away here is one the run writes back as it was: the verified erdma
+    keyring (rdma_repos: the one copy of the key the controller keeps, dearmored again from the download)."""
     converged = in_sync
-    (armored,) = (CONTROLLER_CACHE / "keys").glob("erdma-*.asc")
-    content = armored.read_bytes()
-    armored.unlink()
+    (keyring,) = (CONTROLLER_CACHE / "keys").glob("erdma-*.gpg")
+    content = keyring.read_bytes()
+    keyring.unlink()
     try:
         proc = converge(converged)
         decision = gate_decision(proc.stdout)
         assert set(decision["converge"]) == set(converged.nodes), decision  # the controller files changed
         assert_no_changes(proc.stdout)  # nothing on the nodes
-        assert armored.read_bytes() == content
+        assert keyring.read_bytes() == content
         again = converge(converged)
         assert IN_SYNC in again.stdout, again.stdout[-4000:]
         assert_no_changes(again.stdout)
     finally:
-        if not armored.exists():
-            armored.write_bytes(content)
+        if not keyring.exists():
+            keyring.write_bytes(content)

@@ -285,11 +285,26 @@ GIDS = {"root": "0\n", "alice": "1500 1600\n"}
 GROUPS = {"rdma": "rdma:x:1600:alice\n", "student": "student:x:1700:bob\n"}
 
 
+PAM_D = DATA / "pam.d"  # real and rendered pam.d stacks: tests/data/pam.d/SOURCES.md
+
+
+def pam_stack(host: FakeHost, system: str, **changed: str) -> None:
+    """``system``'s pam.d files (tests/data/pam.d/SYSTEM) on ``host`` as /etc/pam.d/NAME; ``changed`` replaces a
+    file's text (name with _ for -), an empty text leaving the file out."""
+    texts = {path.name: path.read_text() for path in (PAM_D / system).iterdir()}
+    texts.update({name.replace("_", "-"): text for name, text in changed.items()})
+    for name, text in texts.items():
+        if text:
+            host.add(f"/etc/pam.d/{name}", text)
+
+
 def limits_node(drop_in: str | None, **others: str) -> FakeHost:
-    """A node with Debian's real limits.conf (every example commented out), rdma_core's drop-in holding
-    ``drop_in`` and other limits.d files ``others`` (name: text), listed as find lists them; root and alice are
-    users there, and the groups of GROUPS answer getent one at a time."""
+    """A node with Debian 12's real limits.conf (every example commented out) and pam.d stack (sshd runs
+    pam_limits.so without arguments), rdma_core's drop-in holding ``drop_in`` and other limits.d files ``others``
+    (name: text), listed as find lists them; root and alice are users there, and the groups of GROUPS answer getent
+    one at a time."""
     host = FakeHost()
+    pam_stack(host, "debian12")
     host.add("/etc/security/limits.conf", (LIMITS / "debian_limits.conf").read_text())
     files = dict(others, **({DROP_IN.rsplit("/", 1)[1]: drop_in} if drop_in is not None else {}))
     for name, text in files.items():
@@ -363,6 +378,8 @@ def test_memlock_of_root_on_debian_needs_roots_own_lines() -> None:
         check(limits_node(star), {"rdma_core_memlock_users": ["*"]}, "erdma")
     rocky = limits_node(star)
     rocky.system_info = SystemInfo("rocky")
+    rocky.files = {path: file for path, file in rocky.files.items() if not path.startswith("/etc/pam.d/")}
+    pam_stack(rocky, "rhel9")  # sshd includes password-auth, which runs pam_limits.so
     check(rocky, {"rdma_core_memlock_users": ["*"]}, "erdma")
 
 
@@ -392,6 +409,74 @@ def test_memlock_not_judged_where_the_login_or_the_vendor_files_leave_it_open() 
     with pytest.raises(pytest.skip.Exception, match=r"not judged: .*99-vendor.conf only where Linux-PAM was built"):
         check(suse, ALICE, "erdma")
     check(suse, {}, "erdma")  # root's own lines outrank it: unlimited with or without it
+
+
+#: Debian 12's /etc/pam.d/sshd, its pam_limits.so line (40) as a site might change it.
+DEBIAN_SSHD = (PAM_D / "debian12" / "sshd").read_text()
+SSHD_LIMITS = "session    required     pam_limits.so\n"
+SSH_LIMITS_CONF = "/etc/security/limits-ssh.conf"
+
+
+def test_memlock_is_judged_from_the_file_sshds_pam_limits_reads() -> None:
+    """pam_limits.so conf=FILE in sshd's stack reads FILE alone (no limits.d); the suite judged limits.conf and
+    limits.d whatever pam.d said, so a conf= file that lowers the limit, or one that does not exist (nothing set),
+    passed on the strength of a drop-in pam_limits never reads. Debian's sshd line and RHEL's password-auth line
+    (through sshd's include) are followed."""
+    check = test_node_state.test_memlock_drop_in
+    conf = DEBIAN_SSHD.replace(SSHD_LIMITS, f"session    required     pam_limits.so conf={SSH_LIMITS_CONF}\n")
+    lowered = limits_node(ROLE_DROP_IN)
+    pam_stack(lowered, "debian12", sshd=conf)
+    lowered.add(SSH_LIMITS_CONF, "root soft memlock 64\nroot hard memlock 64\n")
+    with pytest.raises(
+        AssertionError,
+        match=r"root's soft memlock is 64 \(/etc/security/limits-ssh.conf:1: .*"
+        r"pam_limits.so at /etc/pam.d/sshd:40 reads only /etc/security/limits-ssh.conf",
+    ):
+        check(lowered, {}, "erdma")
+    missing = limits_node(ROLE_DROP_IN)
+    pam_stack(missing, "debian12", sshd=conf)
+    with pytest.raises(AssertionError, match=r"no line sets root's soft memlock.*limits-ssh.conf, which does not"):
+        check(missing, {}, "erdma")
+    unlimited = limits_node("root hard memlock 64\n")  # the drop-in: limits.d is not read with conf=
+    pam_stack(unlimited, "debian12", sshd=conf)
+    unlimited.add(SSH_LIMITS_CONF, ROLE_DROP_IN)
+    check(unlimited, {}, "erdma")
+    rhel = limits_node(ROLE_DROP_IN)
+    rhel.system_info = SystemInfo("rocky")
+    pam_stack(rhel, "rhel9", password_auth=(PAM_D / "rhel9" / "password-auth").read_text().replace(
+        "pam_limits.so\n", f"pam_limits.so conf={SSH_LIMITS_CONF}\n"))  # fmt: skip
+    rhel.add(SSH_LIMITS_CONF, "* hard memlock 8192\n")
+    with pytest.raises(AssertionError, match=r"root's hard memlock is 8192 .*/etc/pam.d/password-auth:28 reads only"):
+        check(rhel, {}, "erdma")
+
+
+def test_memlock_without_pam_limits_in_sshds_stack_is_a_failure() -> None:
+    """No pam_limits.so in sshd's session stack: the limits files, rdma_core's drop-in among them, do nothing for an
+    SSH login; the suite passed the drop-in all the same. A stack that runs it only on some module answers, or one
+    that cannot be read, is not judged."""
+    check = test_node_state.test_memlock_drop_in
+    without = limits_node(ROLE_DROP_IN)
+    pam_stack(without, "debian12", sshd=DEBIAN_SSHD.replace(SSHD_LIMITS, ""))
+    with pytest.raises(
+        AssertionError,
+        match=r"no pam_limits.so runs in the PAM session stack of sshd \(/etc/pam.d/sshd,"
+        r" /etc/pam.d/common-session\): the limits files do not apply",
+    ):
+        check(without, {}, "erdma")
+    skipped = limits_node(ROLE_DROP_IN)  # a jump over it when pam_succeed_if says yes
+    pam_stack(
+        skipped,
+        "debian12",
+        sshd=DEBIAN_SSHD.replace(
+            SSHD_LIMITS, f"session [success=1 default=ignore] pam_succeed_if.so user = alice\n{SSHD_LIMITS}"
+        ),
+    )
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*pam_limits.so at /etc/pam.d/sshd:41 runs or not"):
+        check(skipped, {}, "erdma")
+    unread = limits_node(ROLE_DROP_IN)
+    unread.files.pop("/etc/pam.d/common-session")
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*/etc/pam.d/common-session does not exist"):
+        check(unread, {}, "erdma")
 
 
 def key_pair(directory: Path, name: str) -> str:

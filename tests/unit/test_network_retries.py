@@ -144,8 +144,12 @@ def test_a_failure_another_try_cannot_mend_ends_the_tries_at_once() -> None:
     assert network_retry.permanent_failure({"failed": False, "status_code": 404}) is None
     assert network_retry.permanent_failure({"failed": True, "msg": "Unsupported parameters for (pip) module: x"})
     # The dnf module's result for an unsigned package, from tests/integration/test_dnf_path_on_lab.py's lab run.
-    unsigned = {"failed": True, "changed": False, "msg": "Failed to validate GPG signature for "
-                "rdmaforge-unsigned-1.0-1.noarch: Package rdmaforge-unsigned-1.0-1.noarch.rpm is not signed"}
+    unsigned = {
+        "failed": True,
+        "changed": False,
+        "msg": "Failed to validate GPG signature for "
+        "rdmaforge-unsigned-1.0-1.noarch: Package rdmaforge-unsigned-1.0-1.noarch.rpm is not signed",
+    }
     assert network_retry.settled(unsigned, 4, 5, sleep=slept.append) is True
     assert slept == []  # the first wait is Ansible's own; nothing else is waited for
     warned: list[str] = []
@@ -262,9 +266,42 @@ def test_a_mirror_that_fails_twice_is_retried_and_the_key_verified(
     assert recap(proc.stdout)["localhost"]["failed"] == 0
 
 
-def test_a_dead_mirror_fails_after_the_retries_naming_the_url(
+def test_the_controller_keeps_one_verified_copy_of_the_key_and_yum_hosts_get_it_armored(
     signing_key: tuple[bytes, str], tmp_path: Path
 ) -> None:
+    """The controller kept the verified key twice, the dearmored keyring apt hosts get and an armored copy for rpm
+    and dnf, each written once from whichever download came first. Now one copy, keyed by its fingerprint (besides
+    the download itself, fetched and checked every run), and the armored copy an earlier run left goes; what a
+    yum/dnf host gets (yum.yml's own arguments) is that keyring armored: the text gpg --armor --export wrote for the
+    key. A second run changes nothing."""
+    armored, fingerprint = signing_key
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / "yum.yml").read_text())
+    (install,) = [t for t in tasks if t["name"] == "Install the verified erdma signing key"]
+    rpm_key = tmp_path / "RPM-GPG-KEY-rdmaforge-erdma"
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / f"erdma-{fingerprint}.asc").write_bytes(armored)  # the copy a run since 22406a7 kept
+    server = FlakyKeyServer(armored, failures=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        play = {"name": "The erdma key of role rdma_repos, as a yum host gets it", "tasks": [
+            {"name": "Verify the key", "ansible.builtin.include_role": {  # public: its vars, as yum.yml sees them
+                "name": "rdmaforge.cluster.rdma_repos", "tasks_from": "verify_key", "public": True}},
+            {"name": "What yum.yml installs", "ansible.builtin.copy": {
+                **{k: v for k, v in install["ansible.builtin.copy"].items() if k in ("src", "content")},
+                "dest": str(rpm_key), "mode": "0644"}}],
+            "vars": {"rdma_repos_erdma_gpg_key_url": f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY",
+                     "rdma_repos_erdma_gpg_fingerprint": fingerprint,
+                     "rdma_repos_controller_cache": str(tmp_path / "keys")}}  # fmt: skip
+        first, second = local_play(tmp_path, play, timeout=300), local_play(tmp_path, play, timeout=300)
+    finally:
+        server.shutdown()
+    assert first.returncode == 0 and second.returncode == 0, first.stdout[-4000:] + second.stdout[-4000:]
+    assert {p.name for p in (tmp_path / "keys").iterdir()} == {"erdma.asc", f"erdma-{fingerprint}.gpg"}
+    assert rpm_key.read_text() == armored.decode()
+    assert recap(second.stdout)["localhost"]["changed"] == 0, second.stdout
+
+
+def test_a_dead_mirror_fails_after_the_retries_naming_the_url(signing_key: tuple[bytes, str], tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

@@ -13,6 +13,8 @@ from rdmaforge.parsers.pam_limits import (
     LIMITS_CONF,
     VENDOR_LIMITS_CONF,
     LimitLine,
+    LimitsRun,
+    LimitVerdict,
     Login,
     group_keys,
     judge_unlimited,
@@ -21,6 +23,8 @@ from rdmaforge.parsers.pam_limits import (
     parse_limits,
     parse_login,
     read_limits,
+    session_stack,
+    ssh_limits_runs,
     with_vendor_files,
 )
 
@@ -279,3 +283,166 @@ def test_vendor_files_are_read_in_pams_order_and_judged_with_and_without() -> No
     harmless = [(f"{vendor_d}/50-v.conf", "* hard memlock 64\n"), (f"{vendor_d}/90-rdmaforge-memlock.conf", "")]
     assert verdict(etc, ALICE, vendor_files=harmless)[0] == "ok"
     assert verdict([(LIMITS_CONF, DEBIAN)], ALICE, vendor_files=lowering)[0] == "problem"
+
+
+# Which pam_limits runs an SSH login gets: sshd's PAM session stack, read as libpam reads it (libpam/pam_handlers.c,
+# pam_dispatch.c, pam_misc.c, libpam_internal/pam_line.c @ ddab692c; Debian's 031_pam_include). The stacks are
+# Debian 12's real files and RHEL 9's (tests/data/pam.d/SOURCES.md); variants of them say what was changed.
+
+PAM_D = Path(__file__).resolve().parents[1] / "data" / "pam.d"
+SSHD = "/etc/pam.d/sshd"
+PAM_LIMITS_LINE = "session    required     pam_limits.so\n"
+
+
+def pam_files(system: str, **changed: str) -> dict[str, str]:
+    """/etc/pam.d/NAME: text of tests/data/pam.d/SYSTEM, with ``changed`` (name with _ for -) replaced or, for an
+    empty text, left out."""
+    files = {f"/etc/pam.d/{path.name}": path.read_text() for path in (PAM_D / system).iterdir()}
+    files.update({f"/etc/pam.d/{name.replace('_', '-')}": text for name, text in changed.items()})
+    return {path: text for path, text in files.items() if text}
+
+
+def runs_of(files: dict[str, str]) -> list[LimitsRun] | LimitVerdict:
+    return ssh_limits_runs(files.get)
+
+
+def test_debians_and_rhels_ssh_logins_run_pam_limits_once_without_conf() -> None:
+    """Debian 12: sshd's own line 40, after common-session (whose [default=1] pam_permit always jumps over
+    pam_deny); RHEL 9: password-auth's line 28 through sshd's `session include password-auth`."""
+    assert runs_of(pam_files("debian12")) == [LimitsRun("/etc/pam.d/sshd:40", None)]
+    assert runs_of(pam_files("rhel9")) == [LimitsRun("/etc/pam.d/password-auth:28", None)]
+    stack = session_stack(pam_files("debian12").get)
+    assert isinstance(stack, list)
+    assert [(e.where, e.module) for e in stack][3:5] == [
+        ("/etc/pam.d/common-session:15", "pam_permit.so"),
+        ("/etc/pam.d/common-session:17", "pam_deny.so"),
+    ]
+    assert stack[3].actions == {1} and stack[4].actions == {"ok", "ignore", "die"}  # [default=1]; requisite
+
+
+def test_conf_names_the_one_file_a_run_reads() -> None:
+    """pam_limits.so conf=FILE: FILE alone (the last conf= of the line), no limits.d and no vendor files
+    (pam_limits(8): "If a config file is explicitly specified with a module option then the files in the above
+    directory are not parsed"). Arguments in [...] are one, with \\] a ]."""
+    sshd = pam_files("debian12")[SSHD]
+    for line, conf in [("pam_limits.so debug conf=/a conf=/b set_all", "/b"), ("pam_limits.so [conf=/x y]", "/x y"),
+                       ("/usr/lib/x86_64-linux-gnu/security/pam_limits.so conf=/c", "/c"),
+                       ("pam_limits.so [conf=/d\\]]", "/d]"), ("pam_limits.so CONF=/e", None)]:  # fmt: skip
+        changed = sshd.replace(PAM_LIMITS_LINE, f"session required {line}\n")
+        assert runs_of(pam_files("debian12", sshd=changed)) == [LimitsRun("/etc/pam.d/sshd:40", conf)], line
+    ssh_conf = "/etc/security/limits-ssh.conf"
+    runs = [LimitsRun("/etc/pam.d/sshd:40", ssh_conf)]
+    vendor = [("/usr/etc/security/limits.d/99-v.conf", "* hard memlock 64\n")]
+    # the role's drop-in sets unlimited, the conf= file 64: 64, and the vendor file is not read
+    assert verdict([(ROLE, ROLE_TEXT)], ROOT, runs=runs, conf_files={ssh_conf: "root hard memlock 64\n"},
+                   vendor_files=vendor) == (
+        "problem", "no line sets root's soft memlock; root's hard memlock is 64 (/etc/security/limits-ssh.conf:1: "
+        "root hard memlock) (pam_limits.so at /etc/pam.d/sshd:40 reads only /etc/security/limits-ssh.conf)",
+    )  # fmt: skip
+    assert verdict([], ALICE, runs=runs, conf_files={ssh_conf: ROLE_TEXT})[0] == "ok"
+    # a conf= file that does not exist: pam_limits fails that run before it sets anything
+    assert verdict([(ROLE, ROLE_TEXT)], ROOT, runs=runs) == (
+        "problem",
+        "no line sets root's soft memlock; no line sets root's hard memlock (pam_limits.so at "
+        "/etc/pam.d/sshd:40 reads only /etc/security/limits-ssh.conf, which does not exist: it sets no limit)",
+    )
+
+
+def test_a_later_run_replaces_only_what_it_sets() -> None:
+    """Each run starts from the limits the last one set and sets only what its lines give (setup_limits skips an
+    item no line set); a 'DOMAIN -' line stops only its own run."""
+    first, second = LimitsRun("/etc/pam.d/common-session:30", None), LimitsRun(SSHD + ":40", "/etc/x.conf")
+    lowering = {"/etc/x.conf": "root hard memlock 64\n"}
+    assert verdict([(ROLE, ROLE_TEXT)], ROOT, runs=[first, second], conf_files=lowering)[1].startswith(
+        "root's hard memlock is 64 (/etc/x.conf:1: root hard memlock) (pam_limits.so at /etc/pam.d/common-session:30;"
+    )
+    assert verdict([(ROLE, ROLE_TEXT)], ROOT, runs=[second, first], conf_files=lowering)[0] == "ok"
+    assert verdict([(ROLE, ROLE_TEXT)], ROOT, runs=[first, second], conf_files={"/etc/x.conf": "root -\n"})[0] == "ok"
+    assert verdict([(ROLE, "root -\n")], ROOT, runs=[first, second], conf_files={"/etc/x.conf": "# nothing\n"}) == (
+        "problem", "'root -' (/etc/security/limits.d/90-rdmaforge-memlock.conf:1): pam_limits sets no limit at all "
+        "for root (pam_limits.so at /etc/pam.d/common-session:30; pam_limits.so at /etc/pam.d/sshd:40 reads only "
+        "/etc/x.conf)")  # fmt: skip
+    # two runs in the stack: both found, in order
+    common = pam_files("debian12")["/etc/pam.d/common-session"] + "session required pam_limits.so conf=/etc/y\n"
+    assert runs_of(pam_files("debian12", common_session=common)) == [
+        LimitsRun("/etc/pam.d/common-session:26", "/etc/y"),
+        LimitsRun(SSHD + ":40", None),
+    ]
+
+
+def test_no_pam_limits_in_the_stack_means_the_files_do_not_apply() -> None:
+    """Commented out, of another type, a misspelt type (libpam fails that line; its module is not run), or never
+    reached (jumped over every time): no run, a problem naming the files read."""
+    sshd = pam_files("debian12")[SSHD]
+    for changed in ("#session    required     pam_limits.so\n", "account    required     pam_limits.so\n",
+                    "session [default=1] pam_permit.so\n" + PAM_LIMITS_LINE):  # fmt: skip
+        found = runs_of(pam_files("debian12", sshd=sshd.replace(PAM_LIMITS_LINE, changed)))
+        assert found == LimitVerdict("problem", "no pam_limits.so runs in the PAM session stack of sshd (/etc/pam.d/"
+                                     "sshd, /etc/pam.d/common-session): the limits files do not apply to an SSH login, "
+                                     "which keeps sshd's own limits"), changed  # fmt: skip
+    misspelt = pam_files("debian12")["/etc/pam.d/common-session"] + "sesion required pam_limits.so\n"
+    without = sshd.replace(PAM_LIMITS_LINE, "")
+    assert runs_of(pam_files("debian12", sshd=without, common_session=misspelt)).status == "problem"  # type: ignore[union-attr]
+    rhel = pam_files("rhel9")
+    rhel["/etc/pam.d/password-auth"] = rhel["/etc/pam.d/password-auth"].replace("session     required       ", "#")
+    assert runs_of(rhel).status == "problem"  # type: ignore[union-attr]
+
+
+def test_a_run_some_answers_skip_is_not_judged() -> None:
+    """A jump over pam_limits on some answers, or a sufficient (done on success) line before it: whether it runs
+    depends on what the module says at login time."""
+    sshd = pam_files("debian12")[SSHD]
+    for before in ("session [success=1 default=ignore] pam_succeed_if.so user = alice\n",
+                   "session sufficient pam_succeed_if.so user = alice\n",
+                   "session [success=done default=ignore] pam_succeed_if.so user = alice\n"):  # fmt: skip
+        found = runs_of(pam_files("debian12", sshd=sshd.replace(PAM_LIMITS_LINE, before + PAM_LIMITS_LINE)))
+        assert isinstance(found, LimitVerdict) and found.status == "not_checked", before
+        assert found.reason.startswith("pam_limits.so at /etc/pam.d/sshd:41 runs or not"), found.reason
+    # a jump that lands on it, a requisite before it (its failure fails the login), ok/bad/ignore lines: it runs
+    for before in ("session [success=1 default=ignore] pam_succeed_if.so user = alice\nsession optional pam_mail.so\n",
+                   "session requisite pam_nologin.so\n", "session [success=ok default=bad] pam_x.so\n"):  # fmt: skip
+        found = runs_of(pam_files("debian12", sshd=sshd.replace(PAM_LIMITS_LINE, before + PAM_LIMITS_LINE)))
+        assert isinstance(found, list) and len(found) == 1, (before, found)
+
+
+def test_substacks_keep_their_jumps_and_done_inside() -> None:
+    """A done or a jump in a substack ends at the substack's end (pam.d(5)); an include puts the lines in place, so
+    there a done ends the whole stack and a jump goes on past the included lines (here over pam_limits every time:
+    never run). A substack counts as one line for a jump over it."""
+    ended = "session sufficient pam_permit.so\nsession [default=5] pam_permit.so\n"
+    sub = {"sub": ended, "sshd": "session substack sub\nsession required pam_limits.so\n"}
+    assert runs_of({f"/etc/pam.d/{k}": v for k, v in sub.items()}) == [LimitsRun("/etc/pam.d/sshd:2", None)]
+    inc = {**sub, "sshd": "session include sub\nsession required pam_limits.so\n"}
+    assert runs_of({f"/etc/pam.d/{k}": v for k, v in inc.items()}).status == "problem"  # type: ignore[union-attr]
+    over = {
+        "sub": "session optional pam_a.so\nsession optional pam_b.so\n",
+        "sshd": "session [default=1] pam_permit.so\nsession substack sub\nsession required pam_limits.so\n",
+    }
+    assert runs_of({f"/etc/pam.d/{k}": v for k, v in over.items()}) == [LimitsRun("/etc/pam.d/sshd:3", None)]
+
+
+def test_pam_d_lines_are_assembled_and_split_as_libpam_does() -> None:
+    """A # anywhere ends the line; a \\ at the end (spaces after it too) joins the next; types and control words
+    ignore case, -session is session; a line's fields are split on spaces and tabs only (a CR stays in a field)."""
+    files = {SSHD: "# comment\nSESSION \\  \n  Required pam_limits.so \\\n conf=/a # conf=/b\n"}
+    assert runs_of(files) == [LimitsRun(SSHD + ":2", "/a")]
+    assert runs_of({SSHD: "-session\t[success=ok default=ignore]\tpam_limits.so\n"}) == [LimitsRun(SSHD + ":1", None)]
+    crlf = runs_of({SSHD: "session required pam_limits.so\r\n"})  # the module is named "pam_limits.so\r"
+    assert isinstance(crlf, LimitVerdict) and crlf.status == "problem"
+    bad = session_stack({SSHD: "session [success=ok defualt=ignore] pam_a.so\nsession [success=0] pam_b.so\n"}.get)
+    assert isinstance(bad, list) and [e.actions for e in bad] == [{"bad"}, {"bad"}]  # libpam: "treat as bad"
+
+
+def test_a_stack_that_cannot_be_read_is_not_judged() -> None:
+    """A missing service or included file (libpam fails the include, or falls back to a vendor directory or to
+    other), or includes that loop: not judged. A service with no session line uses other's (libpam)."""
+    missing = runs_of(pam_files("debian12", common_session=""))
+    assert missing == LimitVerdict("not_checked", "the PAM session stack of sshd cannot be read: "
+                                   "/etc/pam.d/common-session does not exist")  # fmt: skip
+    assert runs_of({}).reason.endswith("/etc/pam.d/sshd does not exist")  # type: ignore[union-attr]
+    loop = runs_of({SSHD: "session include sshd\n"})
+    assert isinstance(loop, LimitVerdict) and "nest 16 deep" in loop.reason
+    other = {SSHD: "auth required pam_unix.so\n", "/etc/pam.d/other": "session required pam_limits.so conf=/o\n"}
+    assert runs_of(other) == [LimitsRun("/etc/pam.d/other:1", "/o")]
+    other["/etc/pam.d/other"] = "auth required pam_deny.so\n"  # no session line anywhere: nothing runs
+    assert runs_of(other).status == "problem"  # type: ignore[union-attr]
