@@ -228,12 +228,19 @@ def eni_plan(
 ) -> dict[str, Any]:
     """One routing table and one ``from <address>`` rule per secondary NIC, in ``names`` order.
 
-    Returns ``{"enis": [...], "problems": [...]}``; each problem names the host, the NIC and what to do."""
+    Returns ``{"enis": [...], "problems": [...]}``; each problem names the host, the NIC and what to do. No
+    secondary NIC at all is a problem too: a plan of nothing would configure nothing and its check would pass over
+    zero NICs (doctor's mtu check calls the same node a problem)."""
     by_name = {str(n["name"]): n for n in nics}
     addresses = addresses or {}
     gateways = gateways or {}
     enis: list[dict[str, Any]] = []
     problems: list[str] = []
+    if not names:
+        others = ", ".join(sorted(by_name)) or "none"
+        problems.append(f"{host}: eni_enabled is true but no secondary NIC (ENI) was found (the node's NICs: "
+                        f"{others}; the default route's is never one); attach ENIs, name them in eni_interfaces or "
+                        "eni_interface_patterns, or set eni_enabled: false")  # fmt: skip
     for index, name in enumerate(names):
         nic = by_name.get(name)
         if nic is None:

@@ -17,8 +17,10 @@ names must stay inside -o; values are checked against the role's argument_specs 
 list is expected is a problem, not a list of characters); an unparsable inventory or group_vars/host_vars
 YAML file is named with its line.
 
-Exit code: 0 written (and valid, with --validate); 1 a manifest failed validation; 64 the inventory has
-problems (all listed, one line each, nothing written) or cannot be read, or -o is not a usable directory.
+Exit code: 0 written (and valid, with --validate); 1 a manifest failed validation; 5 --validate found no
+Kubernetes manifest among the files written (--kind docker, systemd): nothing validated, not judged; 64 the
+inventory has problems (all listed, one line each, nothing written) or cannot be read, or -o is not a usable
+directory.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="write docker/systemd, ACS, MPIJob and PyTorchJob files for the inventory's cluster",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(),
+        epilog=epilog(ExitCode.INCOMPLETE),
     )
     parser.add_argument("-i", "--inventory", required=True, help="inventory (file or directory), as for Ansible")
     parser.add_argument("-o", "--output", type=Path, required=True, help="directory to write into (created)")
@@ -258,8 +260,10 @@ def _validate(paths: list[Path], out_dir: Path, version: str | None) -> int:
 
     target = version or validate.KUBERNETES_VERSION
     if not any(path.suffix == ".yaml" for path in paths):
-        print(f"{PROG}: --validate: no Kubernetes manifest among the files written; nothing validated", file=sys.stderr)
-        return 0
+        # Asked to validate, it checked nothing: exit 0 would read as "valid" (the files are written all the same).
+        print(f"{PROG}: --validate: not judged: no Kubernetes manifest among the files written; nothing validated",
+              file=sys.stderr)  # fmt: skip
+        return int(ExitCode.INCOMPLETE)
     failed = 0
     for path in paths:
         if path.suffix != ".yaml":

@@ -207,6 +207,21 @@ def test_eni_plan_tables_rules_and_problems() -> None:
     assert static["enis"][0]["address"] == "10.1.0.9"
 
 
+
+def test_eni_plan_of_a_node_without_a_secondary_nic_is_a_problem_not_an_empty_plan() -> None:
+    """A captured machine (tests/data/ip) whose only NIC matching the patterns carries the default route: no ENI.
+    An empty plan would configure nothing and the role's check of it would pass over zero NICs."""
+    from tests.unit.test_node_facts import nic_probe_of_a_real_capture
+
+    probe = nic_probe_of_a_real_capture()
+    names = tuning.eni_names(probe["nics"], str(probe["default_route_interface"]))
+    assert names == []
+    plan = tuning.eni_plan("n1", probe["nics"], names, 1001, 1001, 1500)
+    assert plan["enis"] == []
+    assert len(plan["problems"]) == 1, plan
+    assert plan["problems"][0].startswith("n1: eni_enabled is true but no secondary NIC (ENI) was found")
+    assert "eth0" in plan["problems"][0] and "eni_enabled: false" in plan["problems"][0]
+
 def test_eni_state_problems() -> None:
     enis = tuning.eni_plan("n1", NICS, ["eth1"], 1001, 1001, 1500, gateways={"eth1": "198.18.1.1"})["enis"]
     rules = [{"priority": 0, "src": "all", "table": "local"}, {"priority": 1001, "src": "198.18.1.11", "table": "1001"}]
