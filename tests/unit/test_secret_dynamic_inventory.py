@@ -75,6 +75,35 @@ def test_a_script_a_plugin_config_and_toml_are_listed_static_inventories_are_not
     assert execute.secret_values(execute.Request(inventory=alone)) == {"script-host-pw-1", "script-group-tok-3"}
 
 
+def test_an_executable_static_inventory_is_read_as_ansible_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An INI or YAML inventory with its x bit set: Ansible's script plugin fails to start it (no #! line) and its
+    ini or yaml plugin reads it, so the static readers do too, without ansible-inventory. A script with a #! line
+    still is listed."""
+    ini = tmp_path / "hosts.ini"
+    ini.write_text("[cluster]\nn1 ansible_password=exec-ini-pw-1\n")
+    yml = tmp_path / "hosts.yml"
+    yml.write_text("all:\n  hosts:\n    n2:\n      api_token: exec-yaml-tok-2\n")
+    for path in (ini, yml):
+        path.chmod(0o755)
+    # How Ansible itself reads them (its script plugin is tried first, and fails).
+    assert inventory_list.listed(str(ini), cwd=tmp_path, env=execute.LIST_ENVIRONMENT)["_meta"]["hostvars"] == {
+        "n1": {"ansible_password": "exec-ini-pw-1"}
+    }
+    assert inventory_list.listed(str(yml), cwd=tmp_path, env=execute.LIST_ENVIRONMENT)["_meta"]["hostvars"] == {
+        "n2": {"api_token": "exec-yaml-tok-2"}
+    }
+    calls: list[str] = []
+    monkeypatch.setattr(inventory_list, "listed", lambda inventory, **kwargs: calls.append(inventory) or {})
+    assert execute.secret_values(execute.Request(inventory=ini)) == {"exec-ini-pw-1"}
+    assert execute.secret_values(execute.Request(inventory=yml)) == {"exec-yaml-tok-2"}
+    assert calls == []
+    shebang = script(tmp_path / "inventory.py", listing("n3", {"ansible_password": "never-read-3"}, {}))
+    execute.secret_values(execute.Request(inventory=shebang))
+    assert calls == [str(shebang)]
+
+
 def test_an_inventory_ansible_cannot_list_stops_the_run_before_ansible_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
