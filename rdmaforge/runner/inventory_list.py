@@ -1,12 +1,14 @@
 """``ansible-inventory --list``: an inventory as Ansible itself reads it (scripts and plugins included), in a process
 of its own. ``rdmaforge render`` reads its hosts this way; the secret scrubber reads the variables of an inventory
-its static readers cannot (:func:`rdmaforge.runner.execute.secret_values`)."""
+its static readers cannot (:func:`rdmaforge.runner.execute.secret_values`), and the run then reads that same
+listing (:func:`replay`) instead of running the inventory's scripts and plugins a second time."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +52,11 @@ def listed(
 ) -> dict[str, Any]:
     """The JSON ``ansible-inventory -i INVENTORY --list ARGS`` prints, read with ``loads``; ``env`` is added to
     this process's environment."""
+    return parsed(inventory, listing(inventory, cwd=cwd, args=args, env=env), loads)
+
+
+def listing(inventory: str, *, cwd: Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> str:
+    """What ``ansible-inventory -i INVENTORY --list ARGS`` prints (:func:`listed`), as it prints it."""
     try:
         proc = subprocess.run(
             [tool(), "-i", inventory, "--list", *args],
@@ -66,8 +73,13 @@ def listed(
     if proc.returncode != 0:
         cause = "".join(f"\n  {line}" for line in failed_source_warnings(proc.stderr))
         raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr)}{cause}")
+    return proc.stdout
+
+
+def parsed(inventory: str, text: str, loads: Callable[[str], Any] = json.loads) -> dict[str, Any]:
+    """A listing of ``inventory`` read with ``loads``; InventoryError when it is no JSON object."""
     try:
-        data = loads(proc.stdout)
+        data = loads(text)
     except ValueError as exc:
         raise InventoryError(f"ansible-inventory -i {inventory} printed no JSON ({exc})") from exc
     if not isinstance(data, dict):
@@ -128,3 +140,78 @@ def _shown(line: str) -> str:
     line = secrets.redact_text(line, ())
     cut = line if len(line) <= CAUSE_LINE_CHARS else line[:CAUSE_LINE_CHARS] + " ..."
     return escaped(cut, one_line=True)
+
+
+#: The run's inventory when it reuses a listing (:func:`replay`): a script printing it, in the run's private
+#: directory, with the inventory's group_vars/ and host_vars/ linked beside it.
+REPLAY_DIR = "inventory"
+REPLAY_SCRIPT = "listed"
+REPLAY_LISTING = "listing.json"
+#: Where Ansible's vars plugin reads variables beside an inventory source: files or directories named after a group
+#: or host.
+VARS_DIRS = ("group_vars", "host_vars")
+
+
+def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path) -> Path | None:
+    """An inventory script printing the export listing ``text`` of ``inventory`` (``ansible-inventory --list
+    --export``), written under ``directory``, for the run to read instead of evaluating the inventory again;
+    None when it would not give the run what the inventory gives: ``sources``, the files of an inventory
+    directory, are not one file, so which of them each host came from (its ``inventory_file``) is unknown.
+
+    What Ansible then reads is what it read from the inventory itself: the script plugin decodes the listing with
+    the profile it names, so vaulted values stay vaulted and a value Ansible does not template (a plugin's, or
+    marked unsafe) stays so; each group's and host's own variables are given as the inventory gave them, on the
+    same level of precedence; group_vars/ and host_vars/ beside the inventory are linked beside the script, so
+    Ansible reads them there at their own level (the listing also holds them, on the lower level of the inventory's
+    own variables: a value defined on both levels is the same one, so what wins is what won, as long as Ansible's
+    precedence setting keeps every group_vars level above the inventory's own, as its default does); each host's
+    ``inventory_file`` and ``inventory_dir`` are the inventory's. Groups are written in the tree's order, ``all``
+    last, so each group's hosts and children, and the order of the play's hosts, are the inventory's. Only
+    ``ansible_inventory_sources`` names the script. The listing holds the inventory's secrets: the file is 0600
+    (``directory`` is the run's private one, removed after the run)."""
+    if inventory.is_dir() and len(sources) != 1:
+        return None
+    # The path Ansible names the source by: the run's -i is the resolved inventory (a file in it, for a directory).
+    source = inventory.resolve() / sources[0].relative_to(inventory) if inventory.is_dir() else inventory.resolve()
+    inventory = inventory.resolve()
+    data = json.loads(text)  # plainly: Ansible's markers (__ansible_vault, __ansible_unsafe) stay as it printed them
+    meta = data.get("_meta") if isinstance(data.get("_meta"), dict) else {"hostvars": {}}
+    groups = {name: entry for name, entry in data.items() if name != "_meta" and isinstance(entry, dict)}
+    hostvars = meta.setdefault("hostvars", {})
+    for host in dict.fromkeys(h for entry in groups.values() for h in entry.get("hosts", [])):
+        # Ansible sets both when it first meets the host (in the one source); the listing leaves them out.
+        hostvars.setdefault(host, {}).update(inventory_file=str(source), inventory_dir=str(source.parent))
+    ordered = [name for name in _tree_order(groups) if name != "all"]
+    replayed = {"_meta": meta, **{name: groups[name] for name in ordered}, **({"all": groups["all"]} if "all" in
+                groups else {})}  # fmt: skip
+    directory.mkdir(mode=0o700)
+    listed_file = directory / REPLAY_LISTING
+    with os.fdopen(os.open(listed_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        json.dump(replayed, out)
+    script = directory / REPLAY_SCRIPT
+    script.write_text(f"#!/bin/sh\n# The run's inventory as ansible-inventory listed it before the run (rdmaforge)\n"
+                      f"exec cat {shlex.quote(str(listed_file))}\n")  # fmt: skip
+    script.chmod(0o700)
+    base = inventory if inventory.is_dir() else inventory.parent
+    for name in VARS_DIRS:
+        if (base / name).is_dir():
+            (directory / name).symlink_to(base / name, target_is_directory=True)
+    return script
+
+
+def _tree_order(groups: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The group names depth first from ``all``, children in their order (as ansible-inventory walked them), then
+    any group the walk did not reach."""
+    order: dict[str, None] = {}
+
+    def walk(name: str) -> None:
+        if name in order or name not in groups:
+            return
+        order[name] = None
+        for child in groups[name].get("children", []):
+            walk(child)
+
+    walk("all")
+    for name in groups:
+        walk(name)
+    return list(order)

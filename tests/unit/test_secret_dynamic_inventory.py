@@ -6,12 +6,16 @@ nothing runs."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from rdmaforge import cli
 from rdmaforge.commands import provision
@@ -38,13 +42,13 @@ def test_a_script_a_plugin_config_and_toml_are_listed_static_inventories_are_not
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
-    real = inventory_list.listed
+    real = inventory_list.listing
 
-    def counted(inventory: str, **kwargs: Any) -> dict[str, Any]:
+    def counted(inventory: str, **kwargs: Any) -> str:
         calls.append(inventory)
         return real(inventory, **kwargs)
 
-    monkeypatch.setattr(inventory_list, "listed", counted)
+    monkeypatch.setattr(inventory_list, "listing", counted)
     alone = script(tmp_path / "inventory.py", listing("n1", {"ansible_password": "script-host-pw-1",
                    "plain_setting": "visible-setting-2"}, {"api_token": "script-group-tok-3"}))  # fmt: skip
     assert execute.secret_values(execute.Request(inventory=alone)) == {"script-host-pw-1", "script-group-tok-3"}
@@ -95,7 +99,7 @@ def test_an_executable_static_inventory_is_read_as_ansible_reads_it(
         "n2": {"api_token": "exec-yaml-tok-2"}
     }
     calls: list[str] = []
-    monkeypatch.setattr(inventory_list, "listed", lambda inventory, **kwargs: calls.append(inventory) or {})
+    monkeypatch.setattr(inventory_list, "listing", lambda inventory, **kwargs: calls.append(inventory) or "{}")
     assert execute.secret_values(execute.Request(inventory=ini)) == {"exec-ini-pw-1"}
     assert execute.secret_values(execute.Request(inventory=yml)) == {"exec-yaml-tok-2"}
     assert calls == []
@@ -178,3 +182,102 @@ def test_a_run_with_a_script_inventory_keeps_its_secrets_out_of_the_artifacts(
         for value in ("script-run-pw-1", "script-run-tok-2"):
             assert value not in text and json.dumps(value)[1:-1] not in text, (path, value)
     assert "script-run-pw-1" not in out + err and "script-run-tok-2" not in out + err
+
+
+#: Each host prints, in one line, what the run sees of it: its groups, every variable the inventory gives it (their
+#: precedence resolved), the magic variables the inventory sets and the play's order of hosts.
+SEEN = """---
+- name: What the run sees of the inventory
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Show it
+      ansible.builtin.debug:
+        msg: >-
+          SEEN {{ inventory_hostname }} {{ {'groups': groups, 'group_names': group_names,
+          'inventory_file': inventory_file, 'inventory_dir': inventory_dir, 'play_hosts': ansible_play_hosts_all,
+          'vars': {'gp': gp | default(None), 'tag': tag | default(None), 'tag_raw': tag_raw | default(None),
+                   'dirval': dirval | default(None), 'allv': allv | default(None),
+                   'hostval': hostval | default(None), 'api_token': api_token | default(None)}} | to_json }}
+"""
+
+
+def counting_script(path: Path, counter: Path, listing_: dict[str, Any]) -> Path:
+    """An inventory script that appends a line to ``counter`` each time it runs."""
+    path.write_text(f"#!{sys.executable}\nimport json\nopen({str(counter)!r}, 'a').write('ran\\n')\n"
+                    f"print(json.dumps({listing_!r}))\n")  # fmt: skip
+    path.chmod(0o755)
+    return path
+
+
+def seen(text: str) -> dict[str, Any]:
+    """host -> what the SEEN task printed for it, from Ansible's output."""
+    found = {}
+    for line in text.splitlines():
+        if '"msg": "SEEN ' in line:
+            host, _, data = json.loads("{" + line.strip().rstrip(",") + "}")["msg"].removeprefix("SEEN ").partition(" ")
+            found[host] = json.loads(data)
+    return found
+
+
+@pytest.mark.parametrize("layout", ["file", "directory"])
+def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], layout: str
+) -> None:
+    """`rdmaforge provision` with an inventory script runs the script once (the listing the scrubber reads, reused
+    by the run), and every host sees the same groups, variables (precedence resolved: group_vars/ beside the
+    inventory above the script's own group variables), templates (a script's value is templated, a value the
+    script marks unsafe is not) and inventory magic variables as ansible-playbook run on the inventory itself."""
+    playbook = tmp_path / "seen.yml"
+    playbook.write_text(SEEN)
+    monkeypatch.setattr(provision, "playbook", lambda name: playbook)
+    counter = tmp_path / "runs.count"
+    base = tmp_path / "inventory"
+    (base / "group_vars").mkdir(parents=True)
+    (base / "host_vars").mkdir()
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    data = {
+        "zeta": {"hosts": ["n9", "n2"], "children": ["alpha"],
+                 "vars": {"gp": "zeta-script", "tag": "{{ 6 * 7 }}", "tag_raw": {"__ansible_unsafe": "{{ 1 }}"}}},
+        "alpha": {"hosts": ["n1"], "vars": {"gp": "alpha-script", "ansible_group_priority": 5}},
+        "Upper": {"hosts": ["n3"]},
+        "_meta": {"hostvars": {"n1": {"api_token": "count-run-tok-1"}, "n3": {"hostval": "n3-script"}}},
+    }  # fmt: skip
+    source = counting_script(base / "cloud.py", counter, data)
+    (base / "group_vars" / "all.yml").write_text(yaml.safe_dump({**local, "allv": "all-dir"}))
+    (base / "group_vars" / "zeta.yml").write_text("gp: zeta-dir\ndirval: '{{ 2 + 3 }}'\n")
+    (base / "host_vars" / "n3.yml").write_text("hostval: n3-dir\n")
+    inventory = base if layout == "directory" else source
+    truth = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                            str(playbook)], capture_output=True, text=True, check=True, cwd=tmp_path,
+                           env={**os.environ, **execute.runner_env()}).stdout  # fmt: skip
+    expected = seen(truth)
+    assert sorted(expected) == ["n1", "n2", "n3", "n9"] and expected["n1"]["vars"]["gp"] == "zeta-dir", truth
+    counter.unlink()
+    code = cli.main(["provision", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs")])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, (out + err)[-3000:]
+    assert counter.read_text().splitlines() == ["ran"]
+    stdout = next((tmp_path / "runs").rglob("ansible/stdout")).read_text()
+    got = seen(stdout.replace(REDACTED, "count-run-tok-1"))
+    assert got == expected
+    assert "count-run-tok-1" not in stdout
+    for path in (tmp_path / "runs").rglob("*"):
+        assert not path.is_file() or "count-run-tok-1" not in path.read_text(errors="replace"), path
+
+
+def test_the_listing_is_replayed_where_each_hosts_source_is_known(tmp_path: Path) -> None:
+    """A directory of several sources is read again by the run (which source a host came from, its inventory_file,
+    is not in the listing); the listing written for the run, secrets and all, is the user's alone."""
+    base = tmp_path / "inventory"
+    base.mkdir()
+    sources = [script(base / "cloud.py", {}), base / "hosts.ini"]
+    listed = json.dumps({"_meta": {"hostvars": {"n1": {"api_token": "replayed-tok-1"}}},
+                         "all": {"children": ["ungrouped"]}, "ungrouped": {"hosts": ["n1"]}})  # fmt: skip
+    assert inventory_list.replay(listed, base, sources, tmp_path / "several") is None
+    replayed = inventory_list.replay(listed, base, sources[:1], tmp_path / "one")
+    assert replayed is not None
+    files = list((tmp_path / "one").iterdir())
+    assert files and all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in [tmp_path / "one", *files])
+    hostvars = inventory_list.listed(str(replayed), cwd=tmp_path)["_meta"]["hostvars"]
+    assert hostvars == {"n1": {"api_token": "replayed-tok-1"}}  # inventory_file and _dir: Ansible's own, not listed
