@@ -8,6 +8,7 @@ feed the progress display, and the run's artifacts land in the run directory, sc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
@@ -291,13 +292,14 @@ def run(request: Request, run_dir: Path, on_event: EventHandler | None = None) -
 
     started = time.monotonic()
     status, rc = "error", 1
-    with tempfile.TemporaryDirectory(prefix="rdmaforge-vars-") as private:
+    with contextlib.ExitStack() as stack:
+        private = stack.enter_context(tempfile.TemporaryDirectory(prefix="rdmaforge-vars-"))
         # A dynamic inventory is read from its listing: evaluated once per run (a cloud API queried once), and the
-        # run reads exactly what the scrubber read.
+        # run reads exactly what the scrubber read; the listing is served from memory while the run lasts.
         listed = None
         if scanned.listing is not None:
-            listed = inventory_list.replay(scanned.listing, request.inventory, scanned.sources,
-                                           Path(private) / inventory_list.REPLAY_DIR)  # fmt: skip
+            listed = stack.enter_context(inventory_list.replay(scanned.listing, request.inventory, scanned.sources,
+                                                               Path(private) / inventory_list.REPLAY_DIR))  # fmt: skip
         try:
             kwargs = runner_kwargs(request, run_dir, Path(private), listed)
             result = ansible_runner.run(**kwargs, event_handler=handle)

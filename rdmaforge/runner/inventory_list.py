@@ -5,13 +5,16 @@ listing (:func:`replay`) instead of running the inventory's scripts and plugins 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,21 +145,32 @@ def _shown(line: str) -> str:
     return escaped(cut, one_line=True)
 
 
-#: The run's inventory when it reuses a listing (:func:`replay`): a script printing it, in the run's private
-#: directory, with the inventory's group_vars/ and host_vars/ linked beside it.
+#: The run's inventory when it reuses a listing (:func:`replay`): a script fetching it from this process, in the
+#: run's private directory, with the inventory's group_vars/ and host_vars/ linked beside it.
 REPLAY_DIR = "inventory"
 REPLAY_SCRIPT = "listed"
-REPLAY_LISTING = "listing.json"
+#: The socket the script reads the listing from: the listing holds the plaintext of whole-file-vaulted group_vars
+#: and host_vars, so it is never written to disk but handed from memory, one whole copy to each connection (a FIFO
+#: could hand a reader that has not seen its end yet a second copy once the writer opens it again).
+REPLAY_SOCKET = "listing.sock"
+#: What the script runs, with this venv's Python: it prints what the socket (its first argument) sends.
+REPLAY_CLIENT = (
+    "import socket, sys\n"
+    "with socket.socket(socket.AF_UNIX) as s:\n"
+    "    s.connect(sys.argv[1])\n"
+    "    while chunk := s.recv(65536):\n"
+    "        sys.stdout.buffer.write(chunk)\n"
+)
 #: Where Ansible's vars plugin reads variables beside an inventory source: files or directories named after a group
 #: or host.
 VARS_DIRS = ("group_vars", "host_vars")
 
 
-def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path) -> Path | None:
-    """An inventory script printing the export listing ``text`` of ``inventory`` (``ansible-inventory --list
-    --export``), written under ``directory``, for the run to read instead of evaluating the inventory again;
-    None when it would not give the run what the inventory gives: ``sources``, the files of an inventory
-    directory, are not one file, so which of them each host came from (its ``inventory_file``) is unknown.
+def replayed(text: str, inventory: Path, sources: Sequence[Path]) -> str | None:
+    """The export listing ``text`` of ``inventory`` (``ansible-inventory --list --export``) as the run is to read
+    it instead of evaluating the inventory again (:func:`replay`); None when it would not give the run what the
+    inventory gives: ``sources``, the files of an inventory directory, are not one file, so which of them each host
+    came from (its ``inventory_file``) is unknown.
 
     What Ansible then reads is what it read from the inventory itself: the script plugin decodes the listing with
     the profile it names, so vaulted values stay vaulted and a value Ansible does not template (a plugin's, or
@@ -166,14 +180,11 @@ def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path)
     own variables: a value defined on both levels is the same one, so what wins is what won, as long as Ansible's
     precedence setting keeps every group_vars level above the inventory's own, as its default does); each host's
     ``inventory_file`` and ``inventory_dir`` are the inventory's. Groups are written in the tree's order, ``all``
-    last, so each group's hosts and children, and the order of the play's hosts, are the inventory's. Only
-    ``ansible_inventory_sources`` names the script. The listing holds the inventory's secrets: the file is 0600
-    (``directory`` is the run's private one, removed after the run)."""
+    last, so each group's hosts and children, and the order of the play's hosts, are the inventory's."""
     if inventory.is_dir() and len(sources) != 1:
         return None
     # The path Ansible names the source by: the run's -i is the resolved inventory (a file in it, for a directory).
     source = inventory.resolve() / sources[0].relative_to(inventory) if inventory.is_dir() else inventory.resolve()
-    inventory = inventory.resolve()
     data = json.loads(text)  # plainly: Ansible's markers (__ansible_vault, __ansible_unsafe) stay as it printed them
     meta = data.get("_meta") if isinstance(data.get("_meta"), dict) else {"hostvars": {}}
     groups = {name: entry for name, entry in data.items() if name != "_meta" and isinstance(entry, dict)}
@@ -182,21 +193,75 @@ def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path)
         # Ansible sets both when it first meets the host (in the one source); the listing leaves them out.
         hostvars.setdefault(host, {}).update(inventory_file=str(source), inventory_dir=str(source.parent))
     ordered = [name for name in _tree_order(groups) if name != "all"]
-    replayed = {"_meta": meta, **{name: groups[name] for name in ordered}, **({"all": groups["all"]} if "all" in
-                groups else {})}  # fmt: skip
+    return json.dumps({"_meta": meta, **{name: groups[name] for name in ordered},
+                       **({"all": groups["all"]} if "all" in groups else {})})  # fmt: skip
+
+
+@contextlib.contextmanager
+def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path) -> Iterator[Path | None]:
+    """An inventory script printing the listing ``text`` of ``inventory`` as :func:`replayed` makes it, created
+    under ``directory`` (the run's private one) for as long as the ``with`` block lasts; None when the listing
+    cannot be replayed (:func:`replayed`), or the socket not made (a temporary directory too deep for a socket's
+    path): the run then reads the inventory itself. Only ``ansible_inventory_sources`` names the script.
+
+    The listing holds the plaintext of the inventory's secrets, a whole-file-vaulted group_vars file's too: it
+    stays in this process's memory, served on a socket (0700 directory, the user's alone) by a thread that stops
+    when the block ends, however it ends; the script asks for it each time Ansible runs it."""
+    served = replayed(text, inventory, sources)
+    if served is None:
+        yield None
+        return
     directory.mkdir(mode=0o700)
-    listed_file = directory / REPLAY_LISTING
-    with os.fdopen(os.open(listed_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
-        json.dump(replayed, out)
-    script = directory / REPLAY_SCRIPT
-    script.write_text(f"#!/bin/sh\n# The run's inventory as ansible-inventory listed it before the run (rdmaforge)\n"
-                      f"exec cat {shlex.quote(str(listed_file))}\n")  # fmt: skip
-    script.chmod(0o700)
-    base = inventory if inventory.is_dir() else inventory.parent
-    for name in VARS_DIRS:
-        if (base / name).is_dir():
-            (directory / name).symlink_to(base / name, target_is_directory=True)
-    return script
+    address = directory / REPLAY_SOCKET
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(address))
+    except OSError:  # AF_UNIX paths are short (108 bytes on Linux)
+        listener.close()
+        yield None
+        return
+    address.chmod(0o600)  # connecting takes write permission: the user's alone, as is the directory
+    listener.listen()
+    stopping = threading.Event()
+    thread = threading.Thread(target=_serve, args=(listener, served.encode(), stopping), daemon=True)
+    thread.start()
+    try:
+        script = directory / REPLAY_SCRIPT
+        command = shlex.join([sys.executable, "-I", "-c", REPLAY_CLIENT, str(address)])
+        script.write_text("#!/bin/sh\n# The run's inventory as ansible-inventory listed it before the run "
+                          f"(rdmaforge)\nexec {command}\n")  # fmt: skip
+        script.chmod(0o700)
+        base = inventory.resolve() if inventory.is_dir() else inventory.resolve().parent
+        for name in VARS_DIRS:
+            if (base / name).is_dir():
+                (directory / name).symlink_to(base / name, target_is_directory=True)
+        yield script
+    finally:
+        stopping.set()
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as wake:  # ends the thread's accept()
+            wake.connect(str(address))
+        thread.join(timeout=5)
+        listener.close()
+        address.unlink(missing_ok=True)
+
+
+def _serve(listener: socket.socket, listing: bytes, stopping: threading.Event) -> None:
+    """Send ``listing`` whole to each connection, each in a thread of its own (a reader that stalls delays no
+    other), until ``stopping`` is set."""
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:  # the listener closed
+            return
+        if stopping.is_set():
+            connection.close()
+            return
+        threading.Thread(target=_send, args=(connection, listing), daemon=True).start()
+
+
+def _send(connection: socket.socket, listing: bytes) -> None:
+    with contextlib.suppress(OSError), connection:  # a reader gone early (killed) needs nothing more
+        connection.sendall(listing)
 
 
 def _tree_order(groups: Mapping[str, Mapping[str, Any]]) -> list[str]:
