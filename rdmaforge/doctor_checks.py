@@ -79,15 +79,23 @@ class Check:
         return asdict(self)
 
 
-def variable(node: Mapping[str, Any], name: str) -> Any:
-    """The inventory's value, else the role's default, a template evaluated for the node (its inventory values and
-    fabric) as the role does (rdmaforge.role_defaults.evaluated_default); None for a name no role defaults."""
+def inventory_of(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The inventory values the doctor role wrote into the node's file."""
     given = node.get("inventory")
-    given = given if isinstance(given, Mapping) else {}
-    if name in given:
-        return given[name]
+    return given if isinstance(given, Mapping) else {}
+
+
+def variable(node: Mapping[str, Any], name: str) -> Any:
+    """The inventory's value, else the role's default (default_for)."""
+    given = inventory_of(node)
+    return given[name] if name in given else default_for(node, name)
+
+
+def default_for(node: Mapping[str, Any], name: str) -> Any:
+    """The role's default, a template evaluated for the node (its inventory values and fabric) as the role does
+    (rdmaforge.role_defaults.evaluated_default); None for a name no role defaults."""
     role = DEFAULTS_OF.get(name)
-    return evaluated_default(name, {**given, "rdmaforge_fabric": fabric_of(node)}, role) if role else None
+    return evaluated_default(name, {**inventory_of(node), "rdmaforge_fabric": fabric_of(node)}, role) if role else None
 
 
 def fabric_of(node: Mapping[str, Any]) -> str:
@@ -310,11 +318,10 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
 
 
 def plugin_provider(node: Mapping[str, Any]) -> str:
-    """nccl_plugin_provider, else the nccl_plugin role's default (the fabric profile's net plugin)."""
-    given = variable(node, "nccl_plugin_provider")
-    if given:
-        return str(given)
-    return str(evaluated_default("nccl_plugin_provider", {"rdmaforge_fabric": fabric_of(node)}))
+    """nccl_plugin_provider where the inventory sets it (not empty), else the nccl_plugin role's default evaluated
+    for the node (the fabric profile's net plugin): once, by the one reader of defaults (default_for)."""
+    given = inventory_of(node).get("nccl_plugin_provider")
+    return str(given or default_for(node, "nccl_plugin_provider"))
 
 
 def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, str, str | None, str]:

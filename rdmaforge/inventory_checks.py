@@ -510,11 +510,23 @@ def renamed_variable_problems(host: str, values: Mapping[str, object]) -> list[P
 
 # --- versions --------------------------------------------------------------------------------------
 
-#: A version variable -> its source variable -> the value of ``<role>_source`` that uses that source.
-VERSION_SOURCES: dict[str, dict[str, str]] = {
-    "nccl_build_version": {"nccl_build_git_ref": "git", "nccl_build_tarball_url": "tarball"},
-    "nccl_tests_version": {"nccl_tests_git_ref": "git", "nccl_tests_tarball_url": "tarball"},
-}
+@dataclass(frozen=True)
+class VersionedSource:
+    """A variable naming what a role builds from (a git ref, a tarball URL), used when the role's ``source``
+    variable is ``in_use``, and the ``version`` variable it must agree with."""
+
+    variable: str
+    source: str
+    in_use: str
+    version: str
+
+
+def versioned_sources() -> list[VersionedSource]:
+    """The git pins' refs and the downloads' URLs that name a version (GIT_PINS, DOWNLOADS): one list of the
+    roles' sources, so a check names the source variable and value a role really uses."""
+    refs = [VersionedSource(p.ref, p.source, p.in_use, p.version) for p in GIT_PINS]
+    urls = [VersionedSource(d.url, d.source, d.in_use, d.version) for d in DOWNLOADS if d.url and d.version]
+    return refs + urls
 
 #: major.minor.patch at the start of a tag or file name or after - or _ (so cuda12.4 in a name is not one)
 _VERSION = re.compile(r"(?:^|[-_])v?([0-9]+\.[0-9]+\.[0-9]+)(?![0-9.])")
@@ -531,28 +543,27 @@ def version_in(source: str) -> str | None:
 def version_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A version and the git ref or tarball it is built from must agree: the version names the install prefix
     and the cached package, so a ref of another version would install one NCCL under another's name.
-    Only values the inventory sets are compared (a source without a version in its name is not checked)."""
+    Only values the inventory sets are compared (a source without a version in its name is not checked); the
+    source in use is the inventory's, else the role's default (rdmaforge.role_defaults)."""
     found = []
-    for version_variable, sources in VERSION_SOURCES.items():
-        version = values.get(version_variable)
-        if version is None:
+    for each in versioned_sources():
+        version, source = values.get(each.version), values.get(each.variable)
+        if version is None or not isinstance(source, str):
             continue
-        role_source = values.get(version_variable.replace("_version", "_source"), "git")
-        for variable, kind in sources.items():
-            source = values.get(variable)
-            if kind != role_source or not isinstance(source, str):
-                continue
-            named = version_in(source)
-            if named is not None and named != str(version):
-                found.append(
-                    Problem(
-                        host,
-                        variable,
-                        f"{host}: {variable}={show(source)} is version {named}, but "
-                        f"{version_variable}={show(version)}; allowed: a {'tag' if kind == 'git' else 'tarball'} "
-                        f"of version {version} (or set {version_variable}: {named!r})",
-                    )
+        in_use = role_defaults.value_of(values, each.source)
+        if in_use != each.in_use:
+            continue
+        named = version_in(source)
+        if named is not None and named != str(version):
+            found.append(
+                Problem(
+                    host,
+                    each.variable,
+                    f"{host}: {each.variable}={show(source)} is version {named}, but {each.version}={show(version)} "
+                    f"and {each.source}={show(in_use)} builds from {each.variable}; allowed: {each.variable} of "
+                    f"version {version} (or set {each.version}: {named!r})",
                 )
+            )
     return found
 
 
@@ -567,6 +578,8 @@ class GitPin:
     commit: str  # the commit variable
     ref: str  # the ref variable
     source: str  # the role's source variable
+    in_use: str  # the value of ``source`` that builds from the ref
+    version: str  # the version variable the ref names
     switch: str | None = None  # the role's on/off variable, when it has one
 
     def ref_of(self, values: Mapping[str, object]) -> str | None:
@@ -590,8 +603,9 @@ class GitPin:
 
 #: The roles' pinned git sources.
 GIT_PINS: tuple[GitPin, ...] = (
-    GitPin("nccl_build_git_commit", "nccl_build_git_ref", "nccl_build_source"),
-    GitPin("nccl_tests_git_commit", "nccl_tests_git_ref", "nccl_tests_source", "nccl_tests_enabled"),
+    GitPin("nccl_build_git_commit", "nccl_build_git_ref", "nccl_build_source", "git", "nccl_build_version"),
+    GitPin("nccl_tests_git_commit", "nccl_tests_git_ref", "nccl_tests_source", "git", "nccl_tests_version",
+           "nccl_tests_enabled"),
 )
 
 _GIT_COMMIT = re.compile(r"[0-9a-fA-F]{40}")
@@ -616,7 +630,7 @@ def git_commit_problems(host: str, values: Mapping[str, object]) -> list[Problem
                     )
                 )
             continue
-        if role_defaults.value_of(values, pin.source) != "git":
+        if role_defaults.value_of(values, pin.source) != pin.in_use:
             continue
         if pin.switch is not None and not ansible_bool(role_defaults.value_of(values, pin.switch)):
             continue
@@ -648,14 +662,15 @@ class Download:
     source: str
     in_use: str
     switch: str | None = None  # the role's on/off variable, when it has one
+    version: str | None = None  # the version variable the URL's file name names, when the role has one
 
 
 #: The pinned downloads, as their roles' defaults name them (their defaults are the roles').
 DOWNLOADS: tuple[Download, ...] = (
-    Download("nccl_build_tarball_url", "nccl_build_tarball_sha256", "nccl_build_source", "tarball"),
-    Download(
-        "nccl_tests_tarball_url", "nccl_tests_tarball_sha256", "nccl_tests_source", "tarball", "nccl_tests_enabled"
-    ),
+    Download("nccl_build_tarball_url", "nccl_build_tarball_sha256", "nccl_build_source", "tarball",
+             version="nccl_build_version"),
+    Download("nccl_tests_tarball_url", "nccl_tests_tarball_sha256", "nccl_tests_source", "tarball",
+             "nccl_tests_enabled", version="nccl_tests_version"),
     Download(None, "nccl_plugin_aiacc_package_sha256", "nccl_plugin_aiacc_source", "package"),
 )
 

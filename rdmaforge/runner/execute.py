@@ -8,6 +8,7 @@ feed the progress display, and the run's artifacts land in the run directory, sc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
@@ -123,8 +124,11 @@ def vault_identity_list(request: Request) -> str:
     return ",".join([*request.vault_ids, *(str(Path(p).resolve()) for p in request.vault_password_files)])
 
 
-def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[str, Any]:
-    """Keyword arguments for ``ansible_runner.run``; inline extra vars are written under ``private_dir``."""
+def runner_kwargs(
+    request: Request, run_dir: Path, private_dir: Path, listed: Path | None = None
+) -> dict[str, Any]:
+    """Keyword arguments for ``ansible_runner.run``; inline extra vars are written under ``private_dir``. ``listed``:
+    the inventory as listed before the run (inventory_list.replay), read instead of the inventory."""
     cmdline = extravars.to_cmdline(request.extra_vars, private_dir)
     if request.check:
         cmdline.append("--check")
@@ -136,8 +140,10 @@ def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[st
         "artifact_dir": str(run_dir),
         "ident": IDENT,
         "project_dir": str(paths.WORKSPACE),
-        "inventory": str(request.inventory.resolve()),
-        "envvars": {**runner_env(), **accelerator.environment(request.mitogen)},
+        "inventory": str(listed or request.inventory.resolve()),
+        # The listing is a script's output: only the script plugin is needed, whatever the configuration enables.
+        "envvars": {**runner_env(), **accelerator.environment(request.mitogen),
+                    **({"ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.script"} if listed else {})},  # fmt: skip
         "suppress_env_files": True,  # nothing of this run is written to env/ (extravars, passwords, ssh_key)
         "quiet": True,  # the progress display replaces Ansible's own output; it is kept in ansible/stdout
         "fact_cache_type": "project",  # not 'jsonfile': keep ansible.cfg's fact cache, shared with ansible-playbook
@@ -156,7 +162,7 @@ def runner_kwargs(request: Request, run_dir: Path, private_dir: Path) -> dict[st
 
 #: Where Ansible reads variables beside an inventory (and beside the playbook): files with or without an
 #: extension, and directories of them, named after a group or host.
-INVENTORY_VARS_DIRS = ("group_vars", "host_vars")
+INVENTORY_VARS_DIRS = inventory_list.VARS_DIRS
 
 
 def inventory_variable_files(inventory: Path, playbook: Path | None = None) -> tuple[list[Path], list[Path]]:
@@ -185,11 +191,28 @@ def inventory_variable_files(inventory: Path, playbook: Path | None = None) -> t
     return own, beside
 
 
+@dataclass(frozen=True)
+class Scan:
+    """What secret_values read: the secrets, and the listing of an inventory only Ansible can read."""
+
+    values: set[str]
+    #: ``ansible-inventory --list --export``'s JSON of a dynamic inventory (None for a static one), for the run to
+    #: read instead of running its scripts and plugins again (inventory_list.replay).
+    listing: str | None = None
+    #: The inventory's own files (inventory_variable_files).
+    sources: tuple[Path, ...] = ()
+
+
 def secret_values(request: Request) -> set[str]:
     """The values the run's artifacts must not keep: secret-named and vaulted ones, from every -e (each file and
     inline mapping, an overridden one too), the inventory (YAML or INI) and the group_vars/host_vars beside it.
     An inventory with a source only Ansible can read (a script, a plugin's configuration, TOML) is listed by
     Ansible too (:func:`listed_secret_values`); CannotRun when it cannot be."""
+    return scan(request).values
+
+
+def scan(request: Request) -> Scan:
+    """secret_values, with the listing it read (the run reuses it)."""
     decrypt = vault.decryptor(request.vault_ids, request.vault_password_files)
     values: set[str] = set()
     for source in request.extra_vars:
@@ -209,9 +232,10 @@ def secret_values(request: Request) -> set[str]:
         data = vault.load_file(path, decrypt)
         if isinstance(data, dict):
             values |= secrets.secret_values(data)
-    if dynamic:  # static inventories stay off this path: ansible-inventory costs a second or more
-        values |= listed_secret_values(request, decrypt, dynamic)
-    return values
+    if not dynamic:  # static inventories stay off this path: ansible-inventory costs a second or more
+        return Scan(values)
+    listed, listing = listed_secret_values(request, decrypt, dynamic)
+    return Scan(values | listed, listing, tuple(own))
 
 
 #: Every source of the inventory must be read: one Ansible skips with a warning (a script that failed this time)
@@ -219,19 +243,22 @@ def secret_values(request: Request) -> set[str]:
 LIST_ENVIRONMENT = {"ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True", "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True"}
 
 
-def listed_secret_values(request: Request, decrypt: vault.Decrypt | None, dynamic: Sequence[Path]) -> set[str]:
+def listed_secret_values(
+    request: Request, decrypt: vault.Decrypt | None, dynamic: Sequence[Path]
+) -> tuple[set[str], str]:
     """The secret-named and vaulted values of every host and group as Ansible lists the inventory (its scripts run,
-    its plugins queried), with the run's configuration, environment and vault secrets, before the run. CannotRun
-    when it cannot be listed: going on would leave what those sources supply in the artifacts."""
+    its plugins queried), with the run's configuration, environment and vault secrets, before the run; and the
+    listing (export mode: each group's variables on the group, as the run is to read them). CannotRun when it
+    cannot be listed: going on would leave what those sources supply in the artifacts."""
     inventory = str(request.inventory.resolve())
     try:
-        data = inventory_list.listed(
+        text = inventory_list.listing(
             inventory,
             cwd=paths.WORKSPACE,  # where a playbook run starts: a plugin config's relative paths read the same
-            args=vault_cmdline(request),
+            args=[*vault_cmdline(request), "--export"],
             env={**runner_env(), **LIST_ENVIRONMENT},
-            loads=lambda text: vault.load_json(text, decrypt),
         )
+        data = inventory_list.parsed(inventory, text, lambda text: vault.load_json(text, decrypt))
     except inventory_list.InventoryError as exc:
         sources = ", ".join(str(p) for p in dynamic)
         raise CannotRun(
@@ -242,12 +269,12 @@ def listed_secret_values(request: Request, decrypt: vault.Decrypt | None, dynami
         ) from exc
     values: set[str] = set()
     hostvars = data.get("_meta", {}).get("hostvars", {}) if isinstance(data.get("_meta"), dict) else {}
-    # A group's vars are listed on the group only in export mode (ANSIBLE_INVENTORY_EXPORT), else in each host's.
+    # Listed in export mode: a group's variables on the group, a host's own on the host.
     groups = [entry.get("vars") for name, entry in data.items() if name != "_meta" and isinstance(entry, dict)]
     for variables in [*hostvars.values(), *groups]:
         if isinstance(variables, dict):
             values |= secrets.secret_values(variables)
-    return values
+    return values, text
 
 
 def run(
@@ -259,8 +286,9 @@ def run(
     """Run it; the outcome holds the per-host recap, the collected events and the scrubbed artifacts' path.
     ``scrubbed`` is the run directory's record of what was scrubbed (secrets.scrub_tree), updated here."""
     log = EventLog()
+    scanned = scan(request)
     # The run inherits this process's environment (ansible-runner passes it on): its secret-named values too.
-    values = secret_values(request) | secrets.environment_secrets(os.environ)
+    values = scanned.values | secrets.environment_secrets(os.environ)
     redactor = secrets.Redactor(values)
 
     def handle(event: Mapping[str, Any]) -> bool:
@@ -271,9 +299,17 @@ def run(
 
     started = time.monotonic()
     status, rc = "error", 1
-    with tempfile.TemporaryDirectory(prefix="rdmaforge-vars-") as private:
+    with contextlib.ExitStack() as stack:
+        private = stack.enter_context(tempfile.TemporaryDirectory(prefix="rdmaforge-vars-"))
+        # A dynamic inventory is read from its listing: evaluated once per run (a cloud API queried once), and the
+        # run reads exactly what the scrubber read; the listing is served from memory while the run lasts.
+        listed = None
+        if scanned.listing is not None:
+            listed = stack.enter_context(inventory_list.replay(scanned.listing, request.inventory, scanned.sources,
+                                                               Path(private) / inventory_list.REPLAY_DIR))  # fmt: skip
         try:
-            result = ansible_runner.run(**runner_kwargs(request, run_dir, Path(private)), event_handler=handle)
+            kwargs = runner_kwargs(request, run_dir, Path(private), listed)
+            result = ansible_runner.run(**kwargs, event_handler=handle)
             status, rc = str(result.status), int(result.rc) if result.rc is not None else 1
         except AnsibleRunnerException as exc:  # a bad configuration: Ansible never started
             print(f"ansible-runner: {exc}", file=sys.stderr)

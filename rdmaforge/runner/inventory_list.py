@@ -1,16 +1,21 @@
 """``ansible-inventory --list``: an inventory as Ansible itself reads it (scripts and plugins included), in a process
 of its own. ``rdmaforge render`` reads its hosts this way; the secret scrubber reads the variables of an inventory
-its static readers cannot (:func:`rdmaforge.runner.execute.secret_values`)."""
+its static readers cannot (:func:`rdmaforge.runner.execute.secret_values`), and the run then reads that same
+listing (:func:`replay`) instead of running the inventory's scripts and plugins a second time."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shlex
+import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +58,11 @@ def listed(
 ) -> dict[str, Any]:
     """The JSON ``ansible-inventory -i INVENTORY --list ARGS`` prints, read with ``loads``; ``env`` is added to
     this process's environment."""
+    return parsed(inventory, listing(inventory, cwd=cwd, args=args, env=env), loads)
+
+
+def listing(inventory: str, *, cwd: Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> str:
+    """What ``ansible-inventory -i INVENTORY --list ARGS`` prints (:func:`listed`), as it prints it."""
     with tempfile.TemporaryDirectory(prefix="rdmaforge-inventory-") as scratch:
         messages_file = Path(scratch) / "messages.jsonl"
         try:
@@ -72,8 +82,13 @@ def listed(
     if proc.returncode != 0:
         cause = "".join(f"\n  {line}" for line in failed_source_warnings(proc.stderr, recorded))
         raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr, recorded)}{cause}")
+    return proc.stdout
+
+
+def parsed(inventory: str, text: str, loads: Callable[[str], Any] = json.loads) -> dict[str, Any]:
+    """A listing of ``inventory`` read with ``loads``; InventoryError when it is no JSON object."""
     try:
-        data = loads(proc.stdout)
+        data = loads(text)
     except ValueError as exc:
         raise InventoryError(f"ansible-inventory -i {inventory} printed no JSON ({exc})") from exc
     if not isinstance(data, dict):
@@ -171,3 +186,140 @@ def _shown(line: str) -> str:
     line = secrets.redact_text(line, ())
     cut = line if len(line) <= CAUSE_LINE_CHARS else line[:CAUSE_LINE_CHARS] + " ..."
     return escaped(cut, one_line=True)
+
+
+#: The run's inventory when it reuses a listing (:func:`replay`): a script fetching it from this process, in the
+#: run's private directory, with the inventory's group_vars/ and host_vars/ linked beside it.
+REPLAY_DIR = "inventory"
+REPLAY_SCRIPT = "listed"
+#: The socket the script reads the listing from: the listing holds the plaintext of whole-file-vaulted group_vars
+#: and host_vars, so it is never written to disk but handed from memory, one whole copy to each connection (a FIFO
+#: could hand a reader that has not seen its end yet a second copy once the writer opens it again).
+REPLAY_SOCKET = "listing.sock"
+#: What the script runs, with this venv's Python: it prints what the socket (its first argument) sends.
+REPLAY_CLIENT = (
+    "import socket, sys\n"
+    "with socket.socket(socket.AF_UNIX) as s:\n"
+    "    s.connect(sys.argv[1])\n"
+    "    while chunk := s.recv(65536):\n"
+    "        sys.stdout.buffer.write(chunk)\n"
+)
+#: Where Ansible's vars plugin reads variables beside an inventory source: files or directories named after a group
+#: or host.
+VARS_DIRS = ("group_vars", "host_vars")
+
+
+def replayed(text: str, inventory: Path, sources: Sequence[Path]) -> str | None:
+    """The export listing ``text`` of ``inventory`` (``ansible-inventory --list --export``) as the run is to read
+    it instead of evaluating the inventory again (:func:`replay`); None when it would not give the run what the
+    inventory gives: ``sources``, the files of an inventory directory, are not one file, so which of them each host
+    came from (its ``inventory_file``) is unknown.
+
+    What Ansible then reads is what it read from the inventory itself: the script plugin decodes the listing with
+    the profile it names, so vaulted values stay vaulted and a value Ansible does not template (a plugin's, or
+    marked unsafe) stays so; each group's and host's own variables are given as the inventory gave them, on the
+    same level of precedence; group_vars/ and host_vars/ beside the inventory are linked beside the script, so
+    Ansible reads them there at their own level (the listing also holds them, on the lower level of the inventory's
+    own variables: a value defined on both levels is the same one, so what wins is what won, as long as Ansible's
+    precedence setting keeps every group_vars level above the inventory's own, as its default does); each host's
+    ``inventory_file`` and ``inventory_dir`` are the inventory's. Groups are written in the tree's order, ``all``
+    last, so each group's hosts and children, and the order of the play's hosts, are the inventory's."""
+    if inventory.is_dir() and len(sources) != 1:
+        return None
+    # The path Ansible names the source by: the run's -i is the resolved inventory (a file in it, for a directory).
+    source = inventory.resolve() / sources[0].relative_to(inventory) if inventory.is_dir() else inventory.resolve()
+    data = json.loads(text)  # plainly: Ansible's markers (__ansible_vault, __ansible_unsafe) stay as it printed them
+    meta = data.get("_meta") if isinstance(data.get("_meta"), dict) else {"hostvars": {}}
+    groups = {name: entry for name, entry in data.items() if name != "_meta" and isinstance(entry, dict)}
+    hostvars = meta.setdefault("hostvars", {})
+    for host in dict.fromkeys(h for entry in groups.values() for h in entry.get("hosts", [])):
+        # Ansible sets both when it first meets the host (in the one source); the listing leaves them out.
+        hostvars.setdefault(host, {}).update(inventory_file=str(source), inventory_dir=str(source.parent))
+    ordered = [name for name in _tree_order(groups) if name != "all"]
+    return json.dumps({"_meta": meta, **{name: groups[name] for name in ordered},
+                       **({"all": groups["all"]} if "all" in groups else {})})  # fmt: skip
+
+
+@contextlib.contextmanager
+def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path) -> Iterator[Path | None]:
+    """An inventory script printing the listing ``text`` of ``inventory`` as :func:`replayed` makes it, created
+    under ``directory`` (the run's private one) for as long as the ``with`` block lasts; None when the listing
+    cannot be replayed (:func:`replayed`), or the socket not made (a temporary directory too deep for a socket's
+    path): the run then reads the inventory itself. Only ``ansible_inventory_sources`` names the script.
+
+    The listing holds the plaintext of the inventory's secrets, a whole-file-vaulted group_vars file's too: it
+    stays in this process's memory, served on a socket (0700 directory, the user's alone) by a thread that stops
+    when the block ends, however it ends; the script asks for it each time Ansible runs it."""
+    served = replayed(text, inventory, sources)
+    if served is None:
+        yield None
+        return
+    directory.mkdir(mode=0o700)
+    address = directory / REPLAY_SOCKET
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(address))
+    except OSError:  # AF_UNIX paths are short (108 bytes on Linux)
+        listener.close()
+        yield None
+        return
+    address.chmod(0o600)  # connecting takes write permission: the user's alone, as is the directory
+    listener.listen()
+    stopping = threading.Event()
+    thread = threading.Thread(target=_serve, args=(listener, served.encode(), stopping), daemon=True)
+    thread.start()
+    try:
+        script = directory / REPLAY_SCRIPT
+        command = shlex.join([sys.executable, "-I", "-c", REPLAY_CLIENT, str(address)])
+        script.write_text("#!/bin/sh\n# The run's inventory as ansible-inventory listed it before the run "
+                          f"(rdmaforge)\nexec {command}\n")  # fmt: skip
+        script.chmod(0o700)
+        base = inventory.resolve() if inventory.is_dir() else inventory.resolve().parent
+        for name in VARS_DIRS:
+            if (base / name).is_dir():
+                (directory / name).symlink_to(base / name, target_is_directory=True)
+        yield script
+    finally:
+        stopping.set()
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as wake:  # ends the thread's accept()
+            wake.connect(str(address))
+        thread.join(timeout=5)
+        listener.close()
+        address.unlink(missing_ok=True)
+
+
+def _serve(listener: socket.socket, listing: bytes, stopping: threading.Event) -> None:
+    """Send ``listing`` whole to each connection, each in a thread of its own (a reader that stalls delays no
+    other), until ``stopping`` is set."""
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:  # the listener closed
+            return
+        if stopping.is_set():
+            connection.close()
+            return
+        threading.Thread(target=_send, args=(connection, listing), daemon=True).start()
+
+
+def _send(connection: socket.socket, listing: bytes) -> None:
+    with contextlib.suppress(OSError), connection:  # a reader gone early (killed) needs nothing more
+        connection.sendall(listing)
+
+
+def _tree_order(groups: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The group names depth first from ``all``, children in their order (as ansible-inventory walked them), then
+    any group the walk did not reach."""
+    order: dict[str, None] = {}
+
+    def walk(name: str) -> None:
+        if name in order or name not in groups:
+            return
+        order[name] = None
+        for child in groups[name].get("children", []):
+            walk(child)
+
+    walk("all")
+    for name in groups:
+        walk(name)
+    return list(order)

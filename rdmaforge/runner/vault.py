@@ -118,9 +118,10 @@ class InventoryFile:
     """What the static readers found in one inventory file."""
 
     variables: list[dict[str, Any]]
-    #: Ansible reads the file with a plugin whose hosts and variables only Ansible knows: an executable file (the
-    #: script plugin runs it), a plugin's configuration (a YAML mapping with ``plugin:``: aws_ec2, constructed,
-    #: ...), TOML. ``variables`` then holds only what the file itself says (a plugin's credentials).
+    #: Ansible reads the file with a plugin whose hosts and variables only Ansible knows: a file the script plugin
+    #: runs (an executable script or program: :func:`runs`), a plugin's configuration (a YAML mapping with
+    #: ``plugin:``: aws_ec2, constructed, ...), TOML. ``variables`` then holds only what the file itself says (a
+    #: plugin's credentials).
     dynamic: bool = False
 
 
@@ -128,7 +129,7 @@ def load_inventory(path: Path, decrypt: Decrypt | None = None) -> InventoryFile:
     """The variables an inventory file sets: a YAML (or JSON) inventory's mapping, or, when the file is not one,
     one mapping per line of an INI inventory that sets any. A whole-file vault is decrypted where ``decrypt`` can
     (all its values are then secrets), else nothing is read from it."""
-    if os.access(path, os.X_OK) or path.suffix == ".toml":  # a script's text is code, not variables; TOML not INI
+    if path.suffix == ".toml" or runs(path):  # a script's text is code, not variables; TOML not INI
         return InventoryFile([], dynamic=True)
     try:
         text = path.read_text()
@@ -146,6 +147,23 @@ def load_inventory(path: Path, decrypt: Decrypt | None = None) -> InventoryFile:
         data = None
     found = [data] if isinstance(data, dict) else ini_inventory.variables(text)
     return InventoryFile([_marked(d) for d in found] if vaulted else found, isinstance(data, dict) and "plugin" in data)
+
+
+def runs(path: Path) -> bool:
+    """Whether Ansible's script plugin runs the inventory file: the plugin takes every executable file and execs
+    it, which starts a script with a #! line or a program (not text). An executable text file without a #! line
+    fails to start (ENOEXEC: no shell steps in), and Ansible reads it with its next plugin (yaml, ini): a static
+    inventory whose x bit is set."""
+    if not os.access(path, os.X_OK):
+        return False
+    try:
+        content = path.read_bytes()
+    except OSError:
+        return False
+    try:
+        return content.startswith(b"#!") or "\0" in content.decode()
+    except UnicodeDecodeError:
+        return True
 
 
 def decryptor(vault_ids: Sequence[str], password_files: Sequence[Path | str]) -> Decrypt | None:

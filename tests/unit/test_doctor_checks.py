@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rdmaforge import doctor, doctor_checks, tuning
+from rdmaforge import doctor, doctor_checks, fabrics, tuning
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.role_defaults import collection_filters
 from rdmaforge.runner.exit_codes import ExitCode
@@ -288,6 +288,56 @@ def test_the_plugin_provider_the_inventory_does_not_set_is_the_nccl_plugin_roles
     assert checks["node1", "plugin"].status == "problem"  # the lab node's AIACC library, where none is planned
     assert checks["node2", "plugin_host"].status == "problem"  # the lab is no ECS instance
     assert checks["node2", "plugin"].status == "ok"
+
+
+def counted_defaults(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names doctor_checks evaluates a role default of, in order, from now on."""
+    calls: list[str] = []
+    real = doctor_checks.evaluated_default
+
+    def counted(name: str, values: Any, role: str | None = None) -> Any:
+        calls.append(name)
+        return real(name, values, role)
+
+    monkeypatch.setattr(doctor_checks, "evaluated_default", counted)
+    return calls
+
+
+def test_the_plugin_provider_is_the_inventorys_else_the_role_default_evaluated_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """For every fabric profile, the provider of a node whose inventory leaves it unset or empty is the profile's
+    net plugin (rdmaforge.fabrics' table), from one evaluation of the role's default; the inventory's own value
+    needs none."""
+    calls = counted_defaults(monkeypatch)
+    for profile in fabrics.PROFILES:
+        for inventory in ({}, {"nccl_plugin_provider": ""}, {"nccl_plugin_provider": None}):
+            node = {"inventory": {"rdmaforge_fabric": profile.name, **inventory}}
+            calls.clear()
+            assert doctor_checks.plugin_provider(node) == profile.net_plugin, (profile.name, inventory)
+            assert calls == ["nccl_plugin_provider"], (profile.name, inventory)
+        calls.clear()
+        assert doctor_checks.plugin_provider({"inventory": {"rdmaforge_fabric": profile.name,
+                                                            "nccl_plugin_provider": "harp"}}) == "harp"  # fmt: skip
+        assert calls == []
+
+
+def test_a_plugin_provider_default_read_once_with_the_nodes_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A role default that comes out empty is not evaluated a second time, and a default naming another of the
+    role's variables is evaluated with the node's inventory value of it, also where the inventory's provider is
+    empty."""
+    redefine_default(tmp_path, monkeypatch, "nccl_plugin", "nccl_plugin_provider", "")
+    calls = counted_defaults(monkeypatch)
+    assert doctor_checks.plugin_provider({"inventory": {"rdmaforge_fabric": "erdma"}}) == ""
+    assert calls == ["nccl_plugin_provider"]
+    redefine_default(tmp_path / "again", monkeypatch, "nccl_plugin", "nccl_plugin_provider",
+                     "{{ 'aiacc' if nccl_plugin_aiacc_outside_alibaba_cloud else 'none' }}")  # fmt: skip
+    node = {"inventory": {"rdmaforge_fabric": "tcp", "nccl_plugin_provider": "",
+                          "nccl_plugin_aiacc_outside_alibaba_cloud": True}}  # fmt: skip
+    assert doctor_checks.plugin_provider(node) == "aiacc"
+    assert doctor_checks.check_plugin_host(node)[2] is not None  # judged as an AIACC host
 
 
 def test_what_the_ld_so_cache_gives_programs_is_judged() -> None:

@@ -507,8 +507,9 @@ def test_version_in_a_tag_or_tarball_name(source: str, version: str | None) -> N
 def test_git_ref_of_another_version_is_refused() -> None:
     values = {"nccl_build_version": "2.29.7", "nccl_build_git_ref": "v2.21.5-1"}
     assert messages(checks.version_problems("node2", values)) == [
-        "node2: nccl_build_git_ref='v2.21.5-1' is version 2.21.5, but nccl_build_version='2.29.7'; "
-        "allowed: a tag of version 2.29.7 (or set nccl_build_version: '2.21.5')"
+        "node2: nccl_build_git_ref='v2.21.5-1' is version 2.21.5, but nccl_build_version='2.29.7' and "
+        "nccl_build_source='git' builds from nccl_build_git_ref; allowed: nccl_build_git_ref of version 2.29.7 (or "
+        "set nccl_build_version: '2.21.5')"
     ]
 
 
@@ -522,8 +523,45 @@ def test_tarball_of_another_version_is_refused_only_when_it_is_the_source() -> N
     (message,) = messages(checks.version_problems("node1", {**values, "nccl_tests_source": "tarball"}))
     assert message == (
         "node1: nccl_tests_tarball_url='https://mirror.example/nccl-tests-2.13.9.tar.gz' is version 2.13.9, "
-        "but nccl_tests_version='2.17.8'; allowed: a tarball of version 2.17.8 (or set nccl_tests_version: '2.13.9')"
+        "but nccl_tests_version='2.17.8' and nccl_tests_source='tarball' builds from nccl_tests_tarball_url; "
+        "allowed: nccl_tests_tarball_url of version 2.17.8 (or set nccl_tests_version: '2.13.9')"
     )
+
+
+def test_the_source_in_use_is_the_roles_default_where_the_inventory_sets_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With role nccl_tests building from its tarball by default, an inventory that sets no nccl_tests_source has
+    its tarball judged, not its git ref; the message names the source variable and the value that chose it."""
+    redefine_default(tmp_path, monkeypatch, "nccl_tests", "nccl_tests_source", "tarball")
+    values = {
+        "nccl_tests_version": "2.17.8",
+        "nccl_tests_tarball_url": "https://mirror.example/nccl-tests-2.13.9.tar.gz",
+        "nccl_tests_git_ref": "v2.11.0",
+    }
+    (problem,) = checks.version_problems("node1", values)
+    assert problem.variable == "nccl_tests_tarball_url"
+    assert "nccl_tests_source='tarball' builds from nccl_tests_tarball_url" in problem.message
+    assert checks.version_problems("node1", {**values, "nccl_tests_source": "git"})[0].variable == "nccl_tests_git_ref"
+
+
+def test_every_role_source_with_a_version_is_compared() -> None:
+    """The sources compared are the roles' own: each source variable's value is one of its argument_specs choices,
+    and each role that sets a version has its git ref and its tarball URL compared with it."""
+    specs = {}
+    for path in paths.ROLES_DIR.glob("*/meta/argument_specs.yml"):
+        specs.update(yaml.safe_load(path.read_text())["argument_specs"]["main"]["options"])
+    compared = {(s.version, s.variable) for s in checks.versioned_sources()}
+    for each in checks.versioned_sources():
+        assert each.in_use in specs[each.source]["choices"], each
+    versions = [name for name in specs if name.startswith("nccl_") and name.endswith("_version")]
+    assert versions
+    for version in versions:
+        role = version.removesuffix("_version")
+        if f"{role}_git_ref" in specs:
+            assert (version, f"{role}_git_ref") in compared
+        if f"{role}_tarball_url" in specs:
+            assert (version, f"{role}_tarball_url") in compared
 
 
 def test_matching_or_unversioned_sources_pass() -> None:

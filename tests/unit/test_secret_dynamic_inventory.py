@@ -8,11 +8,16 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
+import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from ansible.parsing.vault import VaultLib, VaultSecret
 
 from rdmaforge import cli
 from rdmaforge.commands import provision
@@ -39,13 +44,13 @@ def test_a_script_a_plugin_config_and_toml_are_listed_static_inventories_are_not
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
-    real = inventory_list.listed
+    real = inventory_list.listing
 
-    def counted(inventory: str, **kwargs: Any) -> dict[str, Any]:
+    def counted(inventory: str, **kwargs: Any) -> str:
         calls.append(inventory)
         return real(inventory, **kwargs)
 
-    monkeypatch.setattr(inventory_list, "listed", counted)
+    monkeypatch.setattr(inventory_list, "listing", counted)
     alone = script(tmp_path / "inventory.py", listing("n1", {"ansible_password": "script-host-pw-1",
                    "plain_setting": "visible-setting-2"}, {"api_token": "script-group-tok-3"}))  # fmt: skip
     assert execute.secret_values(execute.Request(inventory=alone)) == {"script-host-pw-1", "script-group-tok-3"}
@@ -74,6 +79,35 @@ def test_a_script_a_plugin_config_and_toml_are_listed_static_inventories_are_not
     # Set to export, Ansible lists a group's variables on the group, no longer on each of its hosts.
     monkeypatch.setenv("ANSIBLE_INVENTORY_EXPORT", "True")
     assert execute.secret_values(execute.Request(inventory=alone)) == {"script-host-pw-1", "script-group-tok-3"}
+
+
+def test_an_executable_static_inventory_is_read_as_ansible_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An INI or YAML inventory with its x bit set: Ansible's script plugin fails to start it (no #! line) and its
+    ini or yaml plugin reads it, so the static readers do too, without ansible-inventory. A script with a #! line
+    still is listed."""
+    ini = tmp_path / "hosts.ini"
+    ini.write_text("[cluster]\nn1 ansible_password=exec-ini-pw-1\n")
+    yml = tmp_path / "hosts.yml"
+    yml.write_text("all:\n  hosts:\n    n2:\n      api_token: exec-yaml-tok-2\n")
+    for path in (ini, yml):
+        path.chmod(0o755)
+    # How Ansible itself reads them (its script plugin is tried first, and fails).
+    assert inventory_list.listed(str(ini), cwd=tmp_path, env=execute.LIST_ENVIRONMENT)["_meta"]["hostvars"] == {
+        "n1": {"ansible_password": "exec-ini-pw-1"}
+    }
+    assert inventory_list.listed(str(yml), cwd=tmp_path, env=execute.LIST_ENVIRONMENT)["_meta"]["hostvars"] == {
+        "n2": {"api_token": "exec-yaml-tok-2"}
+    }
+    calls: list[str] = []
+    monkeypatch.setattr(inventory_list, "listing", lambda inventory, **kwargs: calls.append(inventory) or "{}")
+    assert execute.secret_values(execute.Request(inventory=ini)) == {"exec-ini-pw-1"}
+    assert execute.secret_values(execute.Request(inventory=yml)) == {"exec-yaml-tok-2"}
+    assert calls == []
+    shebang = script(tmp_path / "inventory.py", listing("n3", {"ansible_password": "never-read-3"}, {}))
+    execute.secret_values(execute.Request(inventory=shebang))
+    assert calls == [str(shebang)]
 
 
 def test_an_inventory_ansible_cannot_list_stops_the_run_before_ansible_starts(
@@ -182,3 +216,159 @@ def test_a_run_with_a_script_inventory_keeps_its_secrets_out_of_the_artifacts(
         for value in ("script-run-pw-1", "script-run-tok-2"):
             assert value not in text and json.dumps(value)[1:-1] not in text, (path, value)
     assert "script-run-pw-1" not in out + err and "script-run-tok-2" not in out + err
+
+
+#: Each host prints, in one line, what the run sees of it: its groups, every variable the inventory gives it (their
+#: precedence resolved), the magic variables the inventory sets and the play's order of hosts.
+SEEN = """---
+- name: What the run sees of the inventory
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Show it
+      ansible.builtin.debug:
+        msg: >-
+          SEEN {{ inventory_hostname }} {{ {'groups': groups, 'group_names': group_names,
+          'inventory_file': inventory_file, 'inventory_dir': inventory_dir, 'play_hosts': ansible_play_hosts_all,
+          'vars': {'gp': gp | default(None), 'tag': tag | default(None), 'tag_raw': tag_raw | default(None),
+                   'dirval': dirval | default(None), 'allv': allv | default(None),
+                   'hostval': hostval | default(None), 'api_token': api_token | default(None),
+                   'db_password': db_password | default(None)}} | to_json }}
+"""
+
+
+def counting_script(path: Path, counter: Path, listing_: dict[str, Any]) -> Path:
+    """An inventory script that appends a line to ``counter`` each time it runs."""
+    path.write_text(f"#!{sys.executable}\nimport json\nopen({str(counter)!r}, 'a').write('ran\\n')\n"
+                    f"print(json.dumps({listing_!r}))\n")  # fmt: skip
+    path.chmod(0o755)
+    return path
+
+
+def seen(text: str) -> dict[str, Any]:
+    """host -> what the SEEN task printed for it, from Ansible's output."""
+    found = {}
+    for line in text.splitlines():
+        if '"msg": "SEEN ' in line:
+            host, _, data = json.loads("{" + line.strip().rstrip(",") + "}")["msg"].removeprefix("SEEN ").partition(" ")
+            found[host] = json.loads(data)
+    return found
+
+
+@pytest.mark.parametrize("layout", ["file", "directory"])
+def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], layout: str
+) -> None:
+    """`rdmaforge provision` with an inventory script runs the script once (the listing the scrubber reads, reused
+    by the run), and every host sees the same groups, variables (precedence resolved: group_vars/ beside the
+    inventory above the script's own group variables; a whole-file-vaulted one decrypted), templates (a script's
+    value is templated, a value the script marks unsafe is not) and inventory magic variables as ansible-playbook
+    run on the inventory itself. The listing, decrypted values and all, is never on disk: while Ansible runs, no
+    regular file under the run's private directory holds a secret."""
+    playbook = tmp_path / "seen.yml"
+    playbook.write_text(SEEN)
+    monkeypatch.setattr(provision, "playbook", lambda name: playbook)
+    counter = tmp_path / "runs.count"
+    base = tmp_path / "inventory"
+    (base / "group_vars").mkdir(parents=True)
+    (base / "host_vars").mkdir()
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    data = {
+        "zeta": {"hosts": ["n9", "n2"], "children": ["alpha"],
+                 "vars": {"gp": "zeta-script", "tag": "{{ 6 * 7 }}", "tag_raw": {"__ansible_unsafe": "{{ 1 }}"}}},
+        "alpha": {"hosts": ["n1"], "vars": {"gp": "alpha-script", "ansible_group_priority": 5}},
+        "Upper": {"hosts": ["n3"]},
+        "_meta": {"hostvars": {"n1": {"api_token": "count-run-tok-1"}, "n3": {"hostval": "n3-script"}}},
+    }  # fmt: skip
+    source = counting_script(base / "cloud.py", counter, data)
+    (base / "group_vars" / "all.yml").write_text(yaml.safe_dump({**local, "allv": "all-dir"}))
+    (base / "group_vars" / "zeta.yml").write_text("gp: zeta-dir\ndirval: '{{ 2 + 3 }}'\n")
+    (base / "host_vars" / "n3.yml").write_text("hostval: n3-dir\n")
+    password = tmp_path / "vault-pass.txt"
+    password.write_text("replay-vault-pass\n")
+    lib = VaultLib([("default", VaultSecret(b"replay-vault-pass"))])
+    (base / "group_vars" / "Upper.yml").write_bytes(lib.encrypt("db_password: vaulted-gv-pw-5\n"))
+    inventory = base if layout == "directory" else source
+    truth = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                            "--vault-password-file", str(password), str(playbook)], capture_output=True, text=True,
+                           check=True, cwd=tmp_path, env={**os.environ, **execute.runner_env()}).stdout  # fmt: skip
+    expected = seen(truth)
+    assert sorted(expected) == ["n1", "n2", "n3", "n9"] and expected["n1"]["vars"]["gp"] == "zeta-dir", truth
+    assert expected["n3"]["vars"]["db_password"] == "vaulted-gv-pw-5", truth
+    secret_values = ("count-run-tok-1", "vaulted-gv-pw-5")
+    scans: list[Path] = []
+    real_run = execute.ansible_runner.run
+
+    def watched(**kwargs: Any) -> Any:
+        """ansible_runner.run, with the run's private directory searched for secrets on each of Ansible's events."""
+        assert Path(kwargs["inventory"]).name == inventory_list.REPLAY_SCRIPT, kwargs["inventory"]
+        private = Path(kwargs["inventory"]).parents[1]
+        handler = kwargs.pop("event_handler")
+
+        def searched(event: Any) -> Any:
+            for top, _, names in os.walk(private):  # symlinks (the user's group_vars/) not followed
+                for name in names:
+                    path = Path(top, name)
+                    if path.is_file() and not path.is_symlink():
+                        text = path.read_text(errors="replace")
+                        assert not any(value in text for value in secret_values), path
+            scans.append(private)
+            return handler(event)
+
+        return real_run(**kwargs, event_handler=searched)
+
+    monkeypatch.setattr(execute.ansible_runner, "run", watched)
+    counter.unlink()
+    code = cli.main(["provision", "-i", str(inventory), "--vault-password-file", str(password),
+                     "--runs-dir", str(tmp_path / "runs")])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, (out + err)[-3000:]
+    assert scans and not scans[0].exists()  # searched while Ansible ran; removed after
+    assert counter.read_text().splitlines() == ["ran"]
+    stdout = next((tmp_path / "runs").rglob("ansible/stdout")).read_text()
+    got = seen(stdout)
+    for host, name in (("n1", "api_token"), ("n3", "db_password")):  # the secrets, redacted in what the run keeps
+        assert got[host]["vars"][name] == REDACTED, got[host]
+        got[host]["vars"][name] = expected[host]["vars"][name]
+    assert got == expected
+    for path in (tmp_path / "runs").rglob("*"):
+        for value in secret_values:
+            assert not path.is_file() or value not in path.read_text(errors="replace"), (path, value)
+
+
+def test_the_listing_is_replayed_where_each_hosts_source_is_known(tmp_path: Path) -> None:
+    """A directory of several sources is read again by the run (which source a host came from, its inventory_file,
+    is not in the listing). The listing, secrets and all, is never written to disk: the script the run reads gets it
+    whole from this process each time it runs (twice in a row, and three at once), the directory is the user's
+    alone, and when the block ends, even with an error, nothing serves it any more; a block whose script never ran
+    ends at once."""
+    base = tmp_path / "inventory"
+    base.mkdir()
+    sources = [script(base / "cloud.py", {}), base / "hosts.ini"]
+    listed = json.dumps({"_meta": {"hostvars": {"n1": {"api_token": "replayed-tok-1"}}},
+                         "all": {"children": ["ungrouped"]}, "ungrouped": {"hosts": ["n1"]}})  # fmt: skip
+    with inventory_list.replay(listed, base, sources, tmp_path / "several") as none:
+        assert none is None
+    threads = threading.active_count()
+    with inventory_list.replay(listed, base, sources[:1], tmp_path / "one") as replayed:
+        assert replayed is not None
+        files = list((tmp_path / "one").iterdir())
+        assert files and all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in [tmp_path / "one", *files])
+        for path in files:
+            assert not path.is_file() or "replayed-tok-1" not in path.read_text(errors="replace"), path
+        for _ in range(2):
+            hostvars = inventory_list.listed(str(replayed), cwd=tmp_path)["_meta"]["hostvars"]
+            assert hostvars == {"n1": {"api_token": "replayed-tok-1"}}  # inventory_file/_dir: Ansible's, not listed
+        alone = subprocess.run([str(replayed)], capture_output=True, check=True, timeout=30).stdout
+        assert json.loads(alone)["_meta"]["hostvars"]["n1"]["api_token"] == "replayed-tok-1"
+        readers = [subprocess.Popen([str(replayed)], stdout=subprocess.PIPE) for _ in range(3)]
+        assert [reader.communicate(timeout=30)[0] for reader in readers] == [alone] * 3
+    assert subprocess.run([str(replayed)], capture_output=True).returncode != 0
+    assert not (tmp_path / "one" / inventory_list.REPLAY_SOCKET).exists()
+    with pytest.raises(KeyboardInterrupt), inventory_list.replay(listed, base, sources[:1], tmp_path / "two"):
+        raise KeyboardInterrupt
+    assert not (tmp_path / "two" / inventory_list.REPLAY_SOCKET).exists()
+    assert threading.active_count() == threads
+    # A socket's path is short (108 bytes): too deep a directory, and the run reads the inventory itself.
+    with inventory_list.replay(listed, base, sources[:1], tmp_path / ("d" * 120)) as deep:
+        assert deep is None
