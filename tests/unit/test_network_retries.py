@@ -207,14 +207,14 @@ def signing_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str]:
     return armored, fingerprint
 
 
-def local_play(tmp_path: Path, play: dict, timeout: int) -> subprocess.CompletedProcess[str]:
-    """Runs one play on this machine (ansible_connection=local)."""
+def local_play(tmp_path: Path, play: dict, timeout: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Runs one play on this machine (ansible_connection=local); ``extra``: more ansible-playbook arguments."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
         "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, **play}]))
-    return run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=timeout)
+    return run_playbook(str(playbook), *extra, inventory=inventory, env=ENV, timeout=timeout)
 
 
 def key_download(
@@ -266,6 +266,21 @@ def test_a_mirror_that_fails_twice_is_retried_and_the_key_verified(
     assert recap(proc.stdout)["localhost"]["failed"] == 0
 
 
+def yum_host_play(tmp_path: Path, url: str, fingerprint: str) -> tuple[dict, Path]:
+    """verify_key.yml, then what yum.yml installs (its own arguments) written to a file here: the play and the file."""
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / "yum.yml").read_text())
+    (install,) = [t for t in tasks if t["name"] == "Install the verified erdma signing key"]
+    rpm_key = tmp_path / "RPM-GPG-KEY-rdmaforge-erdma"
+    return {"name": "The erdma key of role rdma_repos, as a yum host gets it", "tasks": [
+        {"name": "Verify the key", "ansible.builtin.include_role": {  # public: its vars, as yum.yml sees them
+            "name": "rdmaforge.cluster.rdma_repos", "tasks_from": "verify_key", "public": True}},
+        {"name": "What yum.yml installs", "ansible.builtin.copy": {
+            **{k: v for k, v in install["ansible.builtin.copy"].items() if k in ("src", "content")},
+            "dest": str(rpm_key), "mode": "0644"}}],
+        "vars": {"rdma_repos_erdma_gpg_key_url": url, "rdma_repos_erdma_gpg_fingerprint": fingerprint,
+                 "rdma_repos_controller_cache": str(tmp_path / "keys")}}, rpm_key  # fmt: skip
+
+
 def test_the_controller_keeps_one_verified_copy_of_the_key_and_yum_hosts_get_it_armored(
     signing_key: tuple[bytes, str], tmp_path: Path
 ) -> None:
@@ -275,23 +290,13 @@ def test_the_controller_keeps_one_verified_copy_of_the_key_and_yum_hosts_get_it_
     yum/dnf host gets (yum.yml's own arguments) is that keyring armored: the text gpg --armor --export wrote for the
     key. A second run changes nothing."""
     armored, fingerprint = signing_key
-    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / "yum.yml").read_text())
-    (install,) = [t for t in tasks if t["name"] == "Install the verified erdma signing key"]
-    rpm_key = tmp_path / "RPM-GPG-KEY-rdmaforge-erdma"
     (tmp_path / "keys").mkdir()
     (tmp_path / "keys" / f"erdma-{fingerprint}.asc").write_bytes(armored)  # the copy a run since 22406a7 kept
     server = FlakyKeyServer(armored, failures=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        play = {"name": "The erdma key of role rdma_repos, as a yum host gets it", "tasks": [
-            {"name": "Verify the key", "ansible.builtin.include_role": {  # public: its vars, as yum.yml sees them
-                "name": "rdmaforge.cluster.rdma_repos", "tasks_from": "verify_key", "public": True}},
-            {"name": "What yum.yml installs", "ansible.builtin.copy": {
-                **{k: v for k, v in install["ansible.builtin.copy"].items() if k in ("src", "content")},
-                "dest": str(rpm_key), "mode": "0644"}}],
-            "vars": {"rdma_repos_erdma_gpg_key_url": f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY",
-                     "rdma_repos_erdma_gpg_fingerprint": fingerprint,
-                     "rdma_repos_controller_cache": str(tmp_path / "keys")}}  # fmt: skip
+        play, rpm_key = yum_host_play(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY",
+                                      fingerprint)  # fmt: skip
         first, second = local_play(tmp_path, play, timeout=300), local_play(tmp_path, play, timeout=300)
     finally:
         server.shutdown()
@@ -299,6 +304,61 @@ def test_the_controller_keeps_one_verified_copy_of_the_key_and_yum_hosts_get_it_
     assert {p.name for p in (tmp_path / "keys").iterdir()} == {"erdma.asc", f"erdma-{fingerprint}.gpg"}
     assert rpm_key.read_text() == armored.decode()
     assert recap(second.stdout)["localhost"]["changed"] == 0, second.stdout
+
+
+def shown_keys(keys: bytes) -> str:
+    """gpg's listing (--with-colons) of the keys in ``keys``, armored or not."""
+    return subprocess.run(["gpg", "--batch", "--show-keys", "--with-colons"], input=keys, check=True,
+                          capture_output=True).stdout.decode()  # fmt: skip
+
+
+@pytest.mark.parametrize("carried", ["a second armored block", "one block holding both keys", "an earlier keyring"])
+def test_a_second_key_in_the_download_is_never_trusted(carried: str, tmp_path: Path) -> None:
+    """The download only had to contain the pinned fingerprint among its keys, and the whole of it became the keyring
+    apt hosts trust (and, armored, the key yum hosts import): a second key served beside the pinned one, as a second
+    armored block or in the same block, was trusted on the first run, and a keyring an earlier run made that way was
+    kept for ever. Now the keyring is the pinned key alone, with its own subkey: the bytes gpg --export writes for it
+    in the home that made it; the yum hosts' file is gpg --armor --export's text. A second run and a --check run
+    change nothing."""
+    homes = [tmp_path / "pinned-gnupg", tmp_path / "attacker-gnupg"]
+    try:
+        pinned, fingerprint = throwaway_signing_key(homes[0], "erdma <erdma@lab.invalid>")
+        subprocess.run([*pinned, "--passphrase", "", "--quick-add-key", fingerprint, "cv25519", "encr", "never"],
+                       check=True, capture_output=True)  # fmt: skip
+        attacker, other = throwaway_signing_key(homes[1], "attacker <attacker@lab.invalid>")
+        keyring = subprocess.run([*pinned, "--export", fingerprint], check=True, capture_output=True).stdout
+        armored = subprocess.run([*pinned, "--armor", "--export", fingerprint], check=True, capture_output=True).stdout
+        if carried == "one block holding both keys":
+            subprocess.run([*attacker, "--import"], input=keyring, check=True, capture_output=True)
+            download = subprocess.run([*attacker, "--armor", "--export"], check=True, capture_output=True).stdout
+        else:
+            download = armored + subprocess.run([*attacker, "--armor", "--export"], check=True,
+                                                capture_output=True).stdout  # fmt: skip
+        listing = shown_keys(download)
+        assert [line[:4] for line in listing.splitlines()].count("pub:") == 2, listing  # it does carry both
+        if carried == "an earlier keyring":  # what the old code dearmored from such a download and kept
+            (tmp_path / "keys").mkdir()
+            (tmp_path / "keys" / f"erdma-{fingerprint}.gpg").write_bytes(
+                subprocess.run(["gpg", "--dearmor"], input=download, check=True, capture_output=True).stdout)
+            download = armored
+        server = FlakyKeyServer(download, failures=0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            play, rpm_key = yum_host_play(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY",
+                                          fingerprint)  # fmt: skip
+            runs = [local_play(tmp_path, play, 300), local_play(tmp_path, play, 300),
+                    local_play(tmp_path, play, 300, "--check")]  # fmt: skip
+        finally:
+            server.shutdown()
+    finally:
+        for home in homes:
+            subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
+    assert all(run.returncode == 0 for run in runs), "".join(run.stdout[-4000:] for run in runs)
+    kept = (tmp_path / "keys" / f"erdma-{fingerprint}.gpg").read_bytes()
+    assert other in listing and other not in shown_keys(kept)
+    assert kept == keyring
+    assert rpm_key.read_bytes() == armored
+    assert [recap(run.stdout)["localhost"]["changed"] for run in runs[1:]] == [0, 0], runs[1].stdout + runs[2].stdout
 
 
 def test_a_dead_mirror_fails_after_the_retries_naming_the_url(signing_key: tuple[bytes, str], tmp_path: Path) -> None:
