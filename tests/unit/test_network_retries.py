@@ -361,6 +361,34 @@ def test_a_second_key_in_the_download_is_never_trusted(carried: str, tmp_path: P
     assert [recap(run.stdout)["localhost"]["changed"] for run in runs[1:]] == [0, 0], runs[1].stdout + runs[2].stdout
 
 
+def test_a_kept_keyring_without_the_pinned_key_is_refused_not_installed_empty(
+    signing_key: tuple[bytes, str], tmp_path: Path
+) -> None:
+    """A keyring an earlier run kept that does not hold the pinned key (corrupted, or replaced by hand): gpg exports
+    nothing for the fingerprint and exits 0, so the run installed an empty keyring (apt then trusts no key and fails
+    far from the cause). Now the run stops naming the variable and the file to remove."""
+    armored, fingerprint = signing_key
+    home = tmp_path / "other-gnupg"
+    try:
+        other, _fingerprint = throwaway_signing_key(home, "not erdma <other@lab.invalid>")
+        foreign = subprocess.run([*other, "--export"], check=True, capture_output=True).stdout
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
+    kept = tmp_path / "keys" / f"erdma-{fingerprint}.gpg"
+    kept.parent.mkdir()
+    kept.write_bytes(foreign)
+    server = FlakyKeyServer(armored, failures=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proc = key_download(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY", fingerprint, 0)
+    finally:
+        server.shutdown()
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    assert "rdma_repos_erdma_gpg_fingerprint=" in proc.stdout and "exported nothing" in proc.stdout, proc.stdout
+    assert f"Remove {kept}" in " ".join(proc.stdout.split()), proc.stdout
+    assert kept.read_bytes() == foreign  # left for the operator to look at, not overwritten empty
+
+
 def test_a_dead_mirror_fails_after_the_retries_naming_the_url(signing_key: tuple[bytes, str], tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
         probe.bind(("127.0.0.1", 0))
