@@ -309,7 +309,8 @@ def test_a_converge_that_adds_a_controller_cache_file_leaves_the_next_run_in_syn
     the NCCL builds), and those files are part of every node's digest. The record at the end takes them in, so the
     next run is in sync. Before, the record carried the digests of the run's start, and the run after the first
     converge was a full one again. The file taken away here is one the run writes back as it was: the verified erdma
-    keyring (rdma_repos: the one copy of the key the controller keeps, dearmored again from the download)."""
+    keyring (rdma_repos: the one copy of the key the controller keeps, the pinned key exported again from the
+    download)."""
     converged = in_sync
     (keyring,) = (CONTROLLER_CACHE / "keys").glob("erdma-*.gpg")
     content = keyring.read_bytes()
