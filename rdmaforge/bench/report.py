@@ -639,18 +639,21 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> tuple[list[str], list
     if any(entry.get("rows") for entry in collectives.values()):
         fig, ax = plt.subplots(figsize=(8, 5))
         undrawn: list[str] = []
+        drawn_sizes = False  # a log axis of no point cannot be drawn (matplotlib: "cannot be log-scaled")
         for name, entry in collectives.items():
             rows = [r for r in entry.get("rows", []) if r["size"] > 0]
             undrawn += [f"{name} {r['size']} B busbw {fixed(r['out_of_place']['busbw'])} GB/s" for r in rows
                         if not drawable(r["out_of_place"]["busbw"])]  # fmt: skip
             rows = [r for r in rows if drawable(r["out_of_place"]["busbw"])]
+            drawn_sizes = drawn_sizes or bool(rows)
             ax.plot([r["size"] for r in rows], [r["out_of_place"]["busbw"] for r in rows], marker="o", label=name)
         expected = results["nccl"]["expected_busbw_gbs"]
         if drawable(expected):
             ax.axhline(expected, linestyle="--", color="grey", label=f"line rate {fixed(expected)} GB/s")
         else:
             undrawn.append(f"the line rate {fixed(expected)} GB/s")
-        ax.set_xscale("log", base=2)
+        if drawn_sizes:
+            ax.set_xscale("log", base=2)
         ax.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title=f"nccl-tests, {results['fabric']}")
         ax.legend()
         if undrawn:

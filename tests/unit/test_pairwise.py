@@ -518,7 +518,7 @@ def test_a_heat_map_leaves_out_rates_too_large_to_draw_with_a_note_and_no_warnin
         files, notes = output.heatmaps({"nics": ["eth1"], "nodes": NODES, "pairs": pairs}, tmp_path)
     assert [f.name for f in files] == ["heatmap-eth1.png"]
     assert (tmp_path / "heatmap-eth1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert notes == ["heatmap-eth1.png: 3 value(s) left out of the plot, not finite or beyond 1e+300: node1->node2 "
+    assert notes == ["heatmap-eth1.png: 3 value(s) left out of the plot, not finite or beyond 5e+307: node1->node2 "
                      "1.5e+308 Gb/s, node1->node3 1.5e+308 Gb/s, node1->node4 1.5e+308 Gb/s"]  # fmt: skip
 
 
