@@ -480,7 +480,8 @@ CASES: list[Case] = [
         _every_host(
             [
                 "{host}: nccl_build_git_ref='v2.21.5-1' is version 2.21.5, but nccl_build_version='2.29.7'",
-                "allowed: a tag of version 2.29.7 (or set nccl_build_version: '2.21.5')",
+                "and nccl_build_source='git' builds from nccl_build_git_ref; allowed: nccl_build_git_ref of version "
+                "2.29.7 (or set nccl_build_version: '2.21.5')",
             ]
         ),
     ),
@@ -508,7 +509,8 @@ CASES: list[Case] = [
             [
                 "{host}: nccl_tests_tarball_url='https://mirror.example/nccl-tests-2.13.9.tar.gz' is version 2.13.9, "
                 "but nccl_tests_version='2.17.8'",
-                "allowed: a tarball of version 2.17.8",
+                "and nccl_tests_source='tarball' builds from nccl_tests_tarball_url; allowed: nccl_tests_tarball_url "
+                "of version 2.17.8 (or set nccl_tests_version: '2.13.9')",
             ]
         ),
     ),
