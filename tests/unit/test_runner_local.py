@@ -30,8 +30,10 @@ PLAYBOOK = """---
     - name: Print a secret the careless way
       ansible.builtin.debug:
         msg: "the password is {{ db_password | default('unset') }}"
+    # 6 s, polled each second: with 2 s, a fresh clone's unit tests beside the lab (stop 55) saw the job end before
+    # the first poll answered, and no "still running" line could be printed.
     - name: Wait a little, asynchronously
-      ansible.builtin.command: sleep 2
+      ansible.builtin.command: sleep 6
       async: 30
       poll: 1
       changed_when: false
