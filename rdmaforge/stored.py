@@ -20,6 +20,7 @@ from rdmaforge import fabrics
 from rdmaforge.bench.verdict import threshold_problem
 from rdmaforge.errors import UserError
 from rdmaforge.plain_data import TOO_DEEP, too_deep
+from rdmaforge.text import named_first
 
 #: Stored files are written by rdmaforge itself and are small; anything bigger is not one of them.
 MAX_BYTES = 64 << 20
@@ -179,9 +180,8 @@ def drawable(value: Any) -> bool:
 
 def undrawn_note(plot: str, named: Sequence[str], most: int = 4) -> str:
     """The note for the values a plot left out (``drawable`` false), ``named`` as the reader knows each one."""
-    more = f" and {len(named) - most} more" if len(named) > most else ""
     return (f"{plot}: {len(named)} value(s) left out of the plot, not finite or beyond {PLOT_LIMIT:g}: "
-            f"{', '.join(named[:most])}{more}")  # fmt: skip
+            f"{named_first(named, most)}")  # fmt: skip
 
 
 def fraction(low: float, high: float, high_open: bool = False) -> Check:

@@ -8,6 +8,7 @@ exponent instead; below it, as before.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 #: From here on a fixed-point number is mostly digits nobody reads (no bandwidth or throughput gets near it).
 LARGE = 1e6
@@ -27,3 +28,10 @@ def percent(fraction: float) -> str:
     if math.isfinite(fraction) and abs(fraction * 100) >= LARGE:
         return f"{fraction * 100:.4g}%"
     return f"{fraction:.0%}"
+
+
+def named_first(names: Sequence[str], most: int) -> str:
+    """The first ``most`` of ``names``, comma-separated, then how many more there are (``a, b and 3 more``): a list
+    of hosts, rows or values a line of text names without growing with the cluster."""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more

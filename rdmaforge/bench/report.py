@@ -47,7 +47,7 @@ from rdmaforge.nccl_tests.transport import (
     merge_transports,
 )
 from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
-from rdmaforge.text import fixed, percent
+from rdmaforge.text import fixed, named_first, percent
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
 DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
@@ -83,8 +83,7 @@ def gpu_words(run: dict[str, Any]) -> str:
         return f"{_many(total, 'GPU')} on {_many(count, 'node')}" if total else f"CPU only, {_many(count, 'node')}"
     if len(unknown) == count:
         return f"{_many(count, 'node')}, {'its GPU count' if count == 1 else 'their GPU counts'} unknown"
-    more = len(unknown) - NAMED_UNKNOWN
-    named = ", ".join(unknown[:NAMED_UNKNOWN]) + (f" and {more} more" if more > 0 else "")
+    named = named_first(unknown, NAMED_UNKNOWN)
     plural = "s" if len(unknown) > 1 else ""
     known = _many(total, "GPU") if total else "no GPU"
     return f"{known} on {count - len(unknown)} of {count} nodes, the GPU count{plural} of {named} unknown"

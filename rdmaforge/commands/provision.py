@@ -8,6 +8,7 @@ from typing import Any
 from rdmaforge.errors import CannotRun
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute
+from rdmaforge.text import named_first
 
 NAME = "provision"
 
@@ -112,8 +113,7 @@ def fast_path_lines(in_sync: Any, reasons: Any, skipping: Any = None, cluster_ch
     elif lost:
         lines.append(f"full converge: {len(lost)} node(s) could not be checked")
     if lost:
-        more = f" and {len(lost) - most} more" if len(lost) > most else ""
-        lines.append(f"  not checked (unreachable or failed before the check): {', '.join(lost[:most])}{more}")
+        lines.append(f"  not checked (unreachable or failed before the check): {named_first(lost, most)}")
     for host, why in sorted(reasons.items())[:most]:
         first = why[0] if isinstance(why, list) and why else str(why)
         more = f" (+{len(why) - 1} more)" if isinstance(why, list) and len(why) > 1 else ""

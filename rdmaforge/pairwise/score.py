@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from rdmaforge.bench.line_rate import CEILING_FACTOR, FASTEST_PORT_GBPS, rate_ceiling
 from rdmaforge.stored import beyond_float, shown
-from rdmaforge.text import fixed
+from rdmaforge.text import fixed, named_first
 
 Status = Literal["ok", "hang", "unreachable", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "hang", "unreachable", "failed")
@@ -129,9 +129,8 @@ def ceiling_note(measurements: Iterable[Measurement], limits: Thresholds, most: 
     if not found:
         return None
     top, source = ceiling(limits)
-    named = ", ".join(f"{m.a}->{m.b} on {m.nic} {m.gbps:g} Gb/s" for m in found[:most])
-    more = f" and {len(found) - most} more" if len(found) > most else ""
-    return (f"failed as implausible, above the ceiling {top:g} Gb/s ({source}): {named}{more}; not judged as "
+    named = named_first([f"{m.a}->{m.b} on {m.nic} {m.gbps:g} Gb/s" for m in found], most)
+    return (f"failed as implausible, above the ceiling {top:g} Gb/s ({source}): {named}; not judged as "
             "rates of their links")
 
 
