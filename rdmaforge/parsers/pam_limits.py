@@ -594,27 +594,20 @@ def _next(stack: Sequence[PamLine], at: int) -> set[int]:
     return found
 
 
-def _reaches_end(stack: Sequence[PamLine], avoiding: int) -> bool:
-    """Whether some way through the stack ends the session (a login) without running entry ``avoiding``."""
-    seen, todo = {0}, [0] if stack and avoiding != 0 else []
+def _walk(stack: Sequence[PamLine], avoiding: int | None = None) -> tuple[set[int], bool]:
+    """The entries some way through the stack runs without running entry ``avoiding``, and whether one of those
+    ways ends the session (a login)."""
+    if not stack or avoiding == 0:
+        return set(), not stack
+    seen, todo, ends = {0}, [0], False
     while todo:
         for following in _next(stack, todo.pop()):
             if following == len(stack):
-                return True
-            if following not in seen and following != avoiding:
+                ends = True
+            elif following not in seen and following != avoiding:
                 seen.add(following)
                 todo.append(following)
-    return not stack
-
-
-def _reached(stack: Sequence[PamLine]) -> set[int]:
-    seen, todo = ({0}, [0]) if stack else (set(), [])
-    while todo:
-        for following in _next(stack, todo.pop()):
-            if following < len(stack) and following not in seen:
-                seen.add(following)
-                todo.append(following)
-    return seen
+    return seen, ends
 
 
 def ssh_limits_runs(read: Callable[[str], str | None], service: str = SSHD_SERVICE) -> list[LimitsRun] | LimitVerdict:
@@ -624,12 +617,12 @@ def ssh_limits_runs(read: Callable[[str], str | None], service: str = SSHD_SERVI
     stack = session_stack(read, service)
     if isinstance(stack, str):
         return LimitVerdict("not_checked", f"the PAM session stack of {service} cannot be read: {stack}")
-    reached = _reached(stack)
+    reached, _ = _walk(stack)
     runs, unsure = [], []
     for at, entry in enumerate(stack):
         if entry.module.rsplit("/", 1)[-1] != PAM_LIMITS_MODULE or at not in reached:
             continue
-        if _reaches_end(stack, at):
+        if _walk(stack, avoiding=at)[1]:  # a login that skips it
             unsure.append(entry.where)
             continue
         confs = [arg[len("conf=") :] for arg in entry.args if arg.startswith("conf=")]
