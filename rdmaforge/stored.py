@@ -165,7 +165,7 @@ def shown(value: Any) -> str:
 
 
 #: The largest magnitude a plot draws. A plotting library adds the values it draws, steps its ticks by ten times a
-#: power of ten and pads its axes: near the largest float (about 1.8e308) that overflows (matplotlib 3.10 warns from
+#: power of ten and pads its axes: near the largest float (about 1.8e308) that overflows (matplotlib 3.11 warns from
 #: 1e308 up, and draws 8e307 cleanly, as a line, a bar or a line-rate mark); 5e307 keeps a margin below that. No
 #: rate or throughput comes within orders of magnitude of it: a value beyond is a corrupt record, which the tables
 #: show and the plots leave out, saying so. (A line rate of 1e308 Gb/s, 1.25e307 GB/s, the schema takes, is drawn.)
