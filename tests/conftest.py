@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import tarfile
+import tempfile
 import threading
 import time
 import urllib.request
@@ -222,17 +223,32 @@ def trace_playbook(args: Sequence[str], proc: subprocess.CompletedProcess[str], 
         trace.write(json.dumps(entry) + "\n")
 
 
-def throwaway_signing_key(home: Path, uid: str, algorithm: str = "ed25519") -> tuple[list[str], str]:
-    """A new OpenPGP signing key (no passphrase) in a fresh gpg home ``home``: the gpg command for that home and the
-    key's fingerprint."""
-    home.mkdir(mode=0o700, exist_ok=True)
-    home.chmod(0o700)
+@dataclass(frozen=True)
+class SigningKey:
+    """A throwaway OpenPGP signing key: the gpg command for its home, its fingerprint and the home itself."""
+
+    gpg: list[str]
+    fingerprint: str
+    home: Path
+
+
+@contextlib.contextmanager
+def throwaway_signing_key(uid: str, algorithm: str = "ed25519") -> Iterator[SigningKey]:
+    """A new OpenPGP signing key (no passphrase) in a fresh gpg home; afterwards its agent is stopped and the home
+    removed. The home is short and under /tmp, never under pytest's tmp_path: where /run/user/UID is absent (CI),
+    gpg-agent puts its sockets in the home, a Unix socket path holds at most 107 bytes, and pytest's numbered base
+    directories grow (pytest-111/popen-gw0/<test name>/...): key generation then failed with "No agent running"."""
+    home = Path(tempfile.mkdtemp(prefix="gpg-", dir="/tmp"))
     gpg = ["gpg", "--batch", "--homedir", str(home)]
-    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", uid, algorithm, "sign", "never"], check=True,
-                   capture_output=True)  # fmt: skip
-    listing = subprocess.run([*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True)
-    fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
-    return gpg, fingerprint
+    try:
+        subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", uid, algorithm, "sign", "never"], check=True,
+                       capture_output=True)  # fmt: skip
+        listing = subprocess.run([*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True)
+        fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
+        yield SigningKey(gpg, fingerprint, home)
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -83,22 +83,22 @@ def spec(name: str, requires: str = "") -> str:
 def rpm_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmRepo]:
     """Three noarch rpms (two signed, one not) in a createrepo_c repository served on the lab bridge."""
     work = tmp_path_factory.mktemp("rpm-build")
-    home = work / "gnupg"
-    gpg, fingerprint = throwaway_signing_key(home, "rdmaforge dnf test <dnf@lab.invalid>", "rsa2048")
     repo = work / "repo"
     repo.mkdir()
-    (repo / "RPM-GPG-KEY").write_bytes(subprocess.run([*gpg, "--armor", "--export"], check=True,
-                                                      capture_output=True).stdout)  # fmt: skip
-    for name, requires in ((PROBE, ""), (DEPENDANT, PROBE), (UNSIGNED, "")):
-        (work / f"{name}.spec").write_text(spec(name, requires))
-        subprocess.run(["rpmbuild", "--define", f"_topdir {work / 'top'}", "-bb", str(work / f"{name}.spec")],
-                       check=True, capture_output=True, timeout=120)  # fmt: skip
-        built = work / "top" / "RPMS" / "noarch" / f"{name}-1.0-1.noarch.rpm"
-        if name != UNSIGNED:
-            subprocess.run(["rpmsign", "--define", f"_gpg_name {fingerprint}", "--define", "__gpg /usr/bin/gpg",
-                            "--define", f"_gpg_path {home}", "--addsign", str(built)],
+    with throwaway_signing_key("rdmaforge dnf test <dnf@lab.invalid>", "rsa2048") as key:
+        fingerprint = key.fingerprint
+        (repo / "RPM-GPG-KEY").write_bytes(subprocess.run([*key.gpg, "--armor", "--export"], check=True,
+                                                          capture_output=True).stdout)  # fmt: skip
+        for name, requires in ((PROBE, ""), (DEPENDANT, PROBE), (UNSIGNED, "")):
+            (work / f"{name}.spec").write_text(spec(name, requires))
+            subprocess.run(["rpmbuild", "--define", f"_topdir {work / 'top'}", "-bb", str(work / f"{name}.spec")],
                            check=True, capture_output=True, timeout=120)  # fmt: skip
-        built.rename(repo / built.name)
+            built = work / "top" / "RPMS" / "noarch" / f"{name}-1.0-1.noarch.rpm"
+            if name != UNSIGNED:
+                subprocess.run(["rpmsign", "--define", f"_gpg_name {fingerprint}", "--define", "__gpg /usr/bin/gpg",
+                                "--define", f"_gpg_path {key.home}", "--addsign", str(built)],
+                               check=True, capture_output=True, timeout=120)  # fmt: skip
+            built.rename(repo / built.name)
     subprocess.run(["createrepo_c", "-q", str(repo)], check=True, capture_output=True, timeout=120)
     with served_on_lab_bridge(repo) as base:
         yield RpmRepo(url=f"{base}/", key_url=f"{base}/RPM-GPG-KEY", fingerprint=fingerprint,

@@ -200,11 +200,11 @@ class FlakyHandler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def signing_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str]:
+def signing_key() -> tuple[bytes, str]:
     """A real OpenPGP public key (armored) and its fingerprint, made with gpg in a throwaway home."""
-    gpg, fingerprint = throwaway_signing_key(tmp_path_factory.mktemp("gnupg"), "retry test <retry@lab.invalid>")
-    armored = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True).stdout
-    return armored, fingerprint
+    with throwaway_signing_key("retry test <retry@lab.invalid>") as key:
+        armored = subprocess.run([*key.gpg, "--armor", "--export"], check=True, capture_output=True).stdout
+    return armored, key.fingerprint
 
 
 def local_play(tmp_path: Path, play: dict, timeout: int, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -320,12 +320,14 @@ def test_a_second_key_in_the_download_is_never_trusted(carried: str, tmp_path: P
     kept for ever. Now the keyring is the pinned key alone, with its own subkey: the bytes gpg --export writes for it
     in the home that made it; the yum hosts' file is gpg --armor --export's text. A second run and a --check run
     change nothing."""
-    homes = [tmp_path / "pinned-gnupg", tmp_path / "attacker-gnupg"]
-    try:
-        pinned, fingerprint = throwaway_signing_key(homes[0], "erdma <erdma@lab.invalid>")
+    with (
+        throwaway_signing_key("erdma <erdma@lab.invalid>") as pinned_key,
+        throwaway_signing_key("attacker <attacker@lab.invalid>") as attacker_key,
+    ):
+        pinned, fingerprint = pinned_key.gpg, pinned_key.fingerprint
+        attacker, other = attacker_key.gpg, attacker_key.fingerprint
         subprocess.run([*pinned, "--passphrase", "", "--quick-add-key", fingerprint, "cv25519", "encr", "never"],
                        check=True, capture_output=True)  # fmt: skip
-        attacker, other = throwaway_signing_key(homes[1], "attacker <attacker@lab.invalid>")
         keyring = subprocess.run([*pinned, "--export", fingerprint], check=True, capture_output=True).stdout
         armored = subprocess.run([*pinned, "--armor", "--export", fingerprint], check=True, capture_output=True).stdout
         if carried == "one block holding both keys":
@@ -339,7 +341,8 @@ def test_a_second_key_in_the_download_is_never_trusted(carried: str, tmp_path: P
         if carried == "an earlier keyring":  # what the old code dearmored from such a download and kept
             (tmp_path / "keys").mkdir()
             (tmp_path / "keys" / f"erdma-{fingerprint}.gpg").write_bytes(
-                subprocess.run(["gpg", "--dearmor"], input=download, check=True, capture_output=True).stdout)
+                subprocess.run(["gpg", "--dearmor"], input=download, check=True, capture_output=True).stdout
+            )
             download = armored
         server = FlakyKeyServer(download, failures=0)
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -350,9 +353,6 @@ def test_a_second_key_in_the_download_is_never_trusted(carried: str, tmp_path: P
                     local_play(tmp_path, play, 300, "--check")]  # fmt: skip
         finally:
             server.shutdown()
-    finally:
-        for home in homes:
-            subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
     assert all(run.returncode == 0 for run in runs), "".join(run.stdout[-4000:] for run in runs)
     kept = (tmp_path / "keys" / f"erdma-{fingerprint}.gpg").read_bytes()
     assert other in listing and other not in shown_keys(kept)
@@ -368,12 +368,8 @@ def test_a_kept_keyring_without_the_pinned_key_is_refused_not_installed_empty(
     nothing for the fingerprint and exits 0, so the run installed an empty keyring (apt then trusts no key and fails
     far from the cause). Now the run stops naming the variable and the file to remove."""
     armored, fingerprint = signing_key
-    home = tmp_path / "other-gnupg"
-    try:
-        other, _fingerprint = throwaway_signing_key(home, "not erdma <other@lab.invalid>")
-        foreign = subprocess.run([*other, "--export"], check=True, capture_output=True).stdout
-    finally:
-        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
+    with throwaway_signing_key("not erdma <other@lab.invalid>") as other:
+        foreign = subprocess.run([*other.gpg, "--export"], check=True, capture_output=True).stdout
     kept = tmp_path / "keys" / f"erdma-{fingerprint}.gpg"
     kept.parent.mkdir()
     kept.write_bytes(foreign)
@@ -596,7 +592,6 @@ def test_a_repository_signed_by_a_key_its_keyring_lacks_is_not_retried(
     """A real apt repository (apt-ftparchive) on loopback signed with one throwaway key, apt's keyring holding
     another: the apt module (a throwaway package index, APT_CONFIG as the roles pass it) fails with NO_PUBKEY once,
     with the until filter of every apt task. Another try would get the same signature."""
-    gpg, _ = throwaway_signing_key(tmp_path / "other-gnupg", "other <other@lab.invalid>")
     suite = tmp_path / "repo" / "dists" / "bookworm"
     (suite / "main" / "binary-amd64").mkdir(parents=True)
     (suite / "main" / "binary-amd64" / "Packages").touch()
@@ -604,8 +599,9 @@ def test_a_repository_signed_by_a_key_its_keyring_lacks_is_not_retried(
                               "-o", "APT::FTPArchive::Release::Components=main", "release", str(suite)],
                              check=True, capture_output=True, text=True).stdout  # fmt: skip
     (suite / "Release").write_text(release)
-    subprocess.run([*gpg, "--clearsign", "-o", str(suite / "InRelease"), str(suite / "Release")], check=True,
-                   capture_output=True)  # fmt: skip
+    with throwaway_signing_key("other <other@lab.invalid>") as other:
+        subprocess.run([*other.gpg, "--clearsign", "-o", str(suite / "InRelease"), str(suite / "Release")],
+                       check=True, capture_output=True)  # fmt: skip
     keyring = tmp_path / "keyring.gpg"  # the signing_key fixture's key, not the one that signed
     keyring.write_bytes(subprocess.run(["gpg", "--dearmor"], input=signing_key[0], check=True,
                                        capture_output=True).stdout)  # fmt: skip
