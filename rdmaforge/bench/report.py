@@ -398,14 +398,21 @@ def training_on(run: Mapping[str, Any], nodes: str) -> str:
     return f"{backend or 'unknown backend'} on {device}, {nodes}, {shown(count(run, 'world_size'))} ranks"
 
 
+def no_e2e_reason(run: dict[str, Any]) -> str:
+    """Why a run has no e2e.json: benchmark_e2e false, the reason the role gave for not training (a node of unknown
+    GPU count), or nothing known (the file is missing)."""
+    if run.get("e2e_enabled") is False:
+        return "benchmark_e2e is false"
+    asked = run.get("e2e")
+    if isinstance(asked, Mapping) and asked.get("status") == "skipped" and asked.get("reason"):
+        return str(asked["reason"])
+    return "no e2e result (e2e.json missing)"
+
+
 def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component]) -> dict[str, Any] | None:
     path = run_dir / "e2e.json"
     if not path.exists():
-        reason = "benchmark_e2e is false" if run.get("e2e_enabled") is False else "no e2e result (e2e.json missing)"
-        asked = run.get("e2e")
-        if isinstance(asked, Mapping) and asked.get("status") == "skipped" and asked.get("reason"):
-            reason = str(asked["reason"])  # why the role did not train (a node of unknown GPU count)
-        components.append(Component("e2e", "e2e", "skipped", reason))
+        components.append(Component("e2e", "e2e", "skipped", no_e2e_reason(run)))
         return None
     e2e: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     single, multi = e2e.get("single"), e2e.get("multi")
@@ -518,8 +525,8 @@ def accelerator_results(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] 
     wanted = (["e2e acspeed"] if acspeed else []) + ([f"e2e net plugin {provider}"] if provider != "none" else [])
     if e2e is None:
         disabled = run.get("e2e_enabled") is False
+        reason = f"no training log: {no_e2e_reason(run)}"
         for name in wanted:
-            reason = "benchmark_e2e is false: no training log" if disabled else "no training log (e2e.json missing)"
             components.append(Component(name, accelerators.GROUP, "skipped" if disabled else "not_judged", reason))
         return result
     logs = training_logs(run_dir, e2e)

@@ -244,6 +244,20 @@ def test_e2e_disabled_skips_the_accelerator_checks(tmp_path: Path) -> None:
     assert found["e2e acspeed"]["status"] == "skipped" and not found["e2e acspeed"]["required"]
 
 
+def test_e2e_not_run_for_an_unknown_gpu_count_names_why_on_the_accelerator_checks(tmp_path: Path) -> None:
+    """The role did not train (a node of unknown GPU count, run.json's ``e2e``): the accelerator checks are not judged
+    and say the role's reason, not that e2e.json is missing (as if the training had been lost)."""
+    run_dir(tmp_path, {}, acspeed=True)
+    (tmp_path / "e2e.json").unlink()
+    why = "the GPU count of n2 could not be read; set rdmaforge_gpus_per_node"
+    run = json.loads((tmp_path / "run.json").read_text()) | {"e2e": {"status": "skipped", "reason": why}}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    found = components(render(tmp_path))
+    for name in ("e2e acspeed", "e2e net plugin aiacc"):
+        assert found[name]["status"] == "not_judged"
+        assert why in found[name]["reason"] and "missing" not in found[name]["reason"]
+
+
 def test_acspeed_line_variants() -> None:
     assert accelerators.acspeed_lines(f"2024-06-30 10:00:00 INFO {ACSPEED}\nother\n") == [
         f"2024-06-30 10:00:00 INFO {ACSPEED}"
