@@ -270,9 +270,9 @@ def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path)
     thread.start()
     try:
         script = directory / REPLAY_SCRIPT
-        command = shlex.join([sys.executable, "-I", "-c", REPLAY_CLIENT, str(address)])
+        client = shlex.join([sys.executable, "-I", "-c", REPLAY_CLIENT, str(address)])
         script.write_text("#!/bin/sh\n# The run's inventory as ansible-inventory listed it before the run "
-                          f"(rdmaforge)\nexec {command}\n")  # fmt: skip
+                          f"(rdmaforge)\nexec {client}\n")  # fmt: skip
         script.chmod(0o700)
         base = inventory.resolve() if inventory.is_dir() else inventory.resolve().parent
         for name in VARS_DIRS:
