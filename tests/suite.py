@@ -35,6 +35,9 @@ ROOT = TESTS.parent
 NO_TESTS_COLLECTED = 5
 PRESTART_LOG = ROOT / "artifacts" / "lab-prestart.log"
 UNITS_LOG = ROOT / "artifacts" / "unit-tests.log"
+#: Each run's JUnit XML (every test's duration): where a fresh clone's time went, test by test.
+UNITS_JUNIT = ROOT / "artifacts" / "unit-tests.xml"
+LAB_JUNIT = ROOT / "artifacts" / "lab-tests.xml"
 #: The unit tests' nice value (their processes' and their session's autogroup's): the lab's bring-up and tests,
 #: the suite's longer path, come first.
 UNITS_NICENESS = 19
@@ -114,14 +117,15 @@ def phases(argv: list[str]) -> int:
     with PRESTART_LOG.open("w") as lab_log, UNITS_LOG.open("w") as units_log:
         lab = subprocess.Popen([sys.executable, "-m", "tests.suite", "prestart"], cwd=ROOT, stdout=lab_log,
                                stderr=subprocess.STDOUT)  # fmt: skip
-        units = subprocess.Popen(pytest_argv("-m", "not lab", "-n", "2", "--dist", "loadfile", *argv), cwd=ROOT,
+        units = subprocess.Popen(pytest_argv("-m", "not lab", "-n", "2", "--dist", "loadfile",
+                                             f"--junitxml={UNITS_JUNIT}", *argv), cwd=ROOT,
                                  stdout=units_log, stderr=subprocess.STDOUT, start_new_session=True,
                                  preexec_fn=lower_priority)  # fmt: skip
         try:
             lab.wait()
             print(f"lab bring-up and first converge: exit {lab.returncode} (log: {PRESTART_LOG}); the unit tests "
                   f"go on beside the lab tests (log: {UNITS_LOG})", flush=True)  # fmt: skip
-            labs = pytest("-m", "lab", *argv)
+            labs = pytest("-m", "lab", f"--junitxml={LAB_JUNIT}", *argv)
         except BaseException:
             units.terminate()  # a session of its own: Ctrl-C reaches only this one
             raise
