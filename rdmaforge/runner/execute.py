@@ -125,7 +125,7 @@ def vault_identity_list(request: Request) -> str:
 
 
 def runner_kwargs(
-    request: Request, run_dir: Path, private_dir: Path, listed: Path | None = None
+    request: Request, run_dir: Path, private_dir: Path, listed: inventory_list.Replayed | None = None
 ) -> dict[str, Any]:
     """Keyword arguments for ``ansible_runner.run``; inline extra vars are written under ``private_dir``. ``listed``:
     the inventory as listed before the run (inventory_list.replay), read instead of the inventory."""
@@ -140,10 +140,9 @@ def runner_kwargs(
         "artifact_dir": str(run_dir),
         "ident": IDENT,
         "project_dir": str(paths.WORKSPACE),
-        "inventory": str(listed or request.inventory.resolve()),
-        # The listing is a script's output: only the script plugin is needed, whatever the configuration enables.
+        "inventory": str(listed.script if listed else request.inventory.resolve()),
         "envvars": {**runner_env(), **accelerator.environment(request.mitogen),
-                    **({"ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.script"} if listed else {})},  # fmt: skip
+                    **(listed.environment if listed else {})},  # fmt: skip
         "suppress_env_files": True,  # nothing of this run is written to env/ (extravars, passwords, ssh_key)
         "quiet": True,  # the progress display replaces Ansible's own output; it is kept in ansible/stdout
         "fact_cache_type": "project",  # not 'jsonfile': keep ansible.cfg's fact cache, shared with ansible-playbook

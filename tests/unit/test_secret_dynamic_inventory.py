@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -264,7 +266,8 @@ def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
     inventory above the script's own group variables; a whole-file-vaulted one decrypted), templates (a script's
     value is templated, a value the script marks unsafe is not) and inventory magic variables as ansible-playbook
     run on the inventory itself. The listing, decrypted values and all, is never on disk: while Ansible runs, no
-    regular file under the run's private directory holds a secret."""
+    regular file under the run's private directory holds a secret; and another process of the user (one this test
+    starts while Ansible runs) running the run's inventory script gets nothing of it."""
     playbook = tmp_path / "seen.yml"
     playbook.write_text(SEEN)
     monkeypatch.setattr(provision, "playbook", lambda name: playbook)
@@ -297,6 +300,7 @@ def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
     assert expected["n3"]["vars"]["db_password"] == "vaulted-gv-pw-5", truth
     secret_values = ("count-run-tok-1", "vaulted-gv-pw-5")
     scans: list[Path] = []
+    strangers: list[str] = []
     real_run = execute.ansible_runner.run
 
     def watched(**kwargs: Any) -> Any:
@@ -312,6 +316,10 @@ def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
                     if path.is_file() and not path.is_symlink():
                         text = path.read_text(errors="replace")
                         assert not any(value in text for value in secret_values), path
+            if not scans:  # a process of the user outside the run (this test's own) asks for the listing: refused
+                stranger = subprocess.run([kwargs["inventory"]], capture_output=True, timeout=30)
+                assert (stranger.returncode, stranger.stdout) == (1, b""), stranger
+                strangers.append(stranger.stderr.decode())
             scans.append(private)
             return handler(event)
 
@@ -324,6 +332,7 @@ def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
     out, err = capsys.readouterr()
     assert code == ExitCode.OK, (out + err)[-3000:]
     assert scans and not scans[0].exists()  # searched while Ansible ran; removed after
+    assert strangers and "served only to the processes of its run" in strangers[0]
     assert counter.read_text().splitlines() == ["ran"]
     stdout = next((tmp_path / "runs").rglob("ansible/stdout")).read_text()
     got = seen(stdout)
@@ -357,13 +366,15 @@ def test_the_listing_is_replayed_where_each_hosts_source_is_known(tmp_path: Path
         for path in files:
             assert not path.is_file() or "replayed-tok-1" not in path.read_text(errors="replace"), path
         for _ in range(2):
-            hostvars = inventory_list.listed(str(replayed), cwd=tmp_path)["_meta"]["hostvars"]
-            assert hostvars == {"n1": {"api_token": "replayed-tok-1"}}  # inventory_file/_dir: Ansible's, not listed
-        alone = subprocess.run([str(replayed)], capture_output=True, check=True, timeout=30).stdout
+            hostvars = inventory_list.listed(str(replayed.script), cwd=tmp_path, env=replayed.environment)
+            # inventory_file and inventory_dir: Ansible's, not listed
+            assert hostvars["_meta"]["hostvars"] == {"n1": {"api_token": "replayed-tok-1"}}
+        run = {**os.environ, **replayed.environment}  # what a process of the run inherits
+        alone = subprocess.run([str(replayed.script)], capture_output=True, check=True, timeout=30, env=run).stdout
         assert json.loads(alone)["_meta"]["hostvars"]["n1"]["api_token"] == "replayed-tok-1"
-        readers = [subprocess.Popen([str(replayed)], stdout=subprocess.PIPE) for _ in range(3)]
+        readers = [subprocess.Popen([str(replayed.script)], stdout=subprocess.PIPE, env=run) for _ in range(3)]
         assert [reader.communicate(timeout=30)[0] for reader in readers] == [alone] * 3
-    assert subprocess.run([str(replayed)], capture_output=True).returncode != 0
+    assert subprocess.run([str(replayed.script)], capture_output=True, env=run).returncode != 0
     assert not (tmp_path / "one" / inventory_list.REPLAY_SOCKET).exists()
     with pytest.raises(KeyboardInterrupt), inventory_list.replay(listed, base, sources[:1], tmp_path / "two"):
         raise KeyboardInterrupt
@@ -372,3 +383,58 @@ def test_the_listing_is_replayed_where_each_hosts_source_is_known(tmp_path: Path
     # A socket's path is short (108 bytes): too deep a directory, and the run reads the inventory itself.
     with inventory_list.replay(listed, base, sources[:1], tmp_path / ("d" * 120)) as deep:
         assert deep is None
+
+
+REFUSED = b"rdmaforge: this listing of the inventory is served only to the processes of its run"
+
+
+def test_the_listing_is_served_only_to_the_processes_of_its_run(tmp_path: Path) -> None:
+    """The socket serves a process this one started with the run's environment, and what that process starts; any
+    other process of the user gets not a byte, and its script says why: one this test starts with its own
+    environment, or with another run's mark, this process itself, and a process of the run's environment whose
+    parent died before it asked (its tree no longer reaches this process)."""
+    listed = json.dumps({"_meta": {"hostvars": {"n1": {"api_token": "served-tok-1"}}},
+                         "all": {"children": ["ungrouped"]}, "ungrouped": {"hosts": ["n1"]}})  # fmt: skip
+    base = tmp_path / "inventory"
+    base.mkdir()
+    with inventory_list.replay(listed, base, [script(base / "cloud.py", {})], tmp_path / "one") as replayed:
+        assert replayed is not None
+        mark = replayed.environment[inventory_list.REPLAY_MARK]
+        run = {**os.environ, **replayed.environment}
+        served = subprocess.run([str(replayed.script)], capture_output=True, timeout=30, env=run)
+        assert served.returncode == 0 and b"served-tok-1" in served.stdout, served
+        # Under a shell, and its child: descendants of a process of the run.
+        nested = subprocess.run(["sh", "-c", f"sh -c {shlex.quote(str(replayed.script))}"], capture_output=True,
+                                timeout=30, env=run)  # fmt: skip
+        assert nested.stdout == served.stdout, nested
+        others = {
+            "unrelated": dict(os.environ),
+            "another run": {**run, inventory_list.REPLAY_MARK: mark + ".other"},
+        }
+        for name, env in others.items():
+            refused = subprocess.run([str(replayed.script)], capture_output=True, timeout=30, env=env)
+            assert (refused.returncode, refused.stdout) == (1, b""), (name, refused)
+            assert refused.stderr.strip() == REFUSED, (name, refused)
+        with socket.socket(socket.AF_UNIX) as own:  # this process: it holds the listing, it needs none from there
+            own.connect(mark)
+            own.settimeout(30)
+            assert own.recv(65536) == b""
+        # An orphan: started under a shell that exits at once, so Linux hands it to init (or a subreaper) first.
+        out, done = tmp_path / "orphan.out", tmp_path / "orphan.rc"
+        reader = shlex.quote(str(replayed.script))
+        orphan = f"(sleep 1; {reader} > {out} 2>&1; echo $? > {done}.part; mv {done}.part {done}) &"
+        subprocess.run(["sh", "-c", orphan], env=run, check=True, timeout=30)
+        deadline = time.monotonic() + 30
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert done.read_text().strip() == "1" and out.read_bytes().strip() == REFUSED
+        # A process of the run is admitted by its pid and the user's uid; not with another uid, nor once gone.
+        child = subprocess.Popen(["sleep", "30"], env=run)
+        try:
+            assert inventory_list.admitted((child.pid, os.getuid()), mark)
+            assert not inventory_list.admitted((child.pid, os.getuid() + 1), mark)
+        finally:
+            child.kill()
+            child.wait()
+        assert not inventory_list.admitted((child.pid, os.getuid()), mark)
+
