@@ -22,7 +22,7 @@ import yaml
 from ansible.parsing.vault import VaultLib, VaultSecret
 
 from rdmaforge import cli
-from rdmaforge.commands import provision
+from rdmaforge.commands import provision, verify
 from rdmaforge.errors import CannotRun
 from rdmaforge.runner import execute, inventory_list
 from rdmaforge.runner.exit_codes import ExitCode
@@ -438,3 +438,106 @@ def test_the_listing_is_served_only_to_the_processes_of_its_run(tmp_path: Path) 
             child.wait()
         assert not inventory_list.admitted((child.pid, os.getuid()), mark)
 
+
+#: A testinfra suite standing in for tests/infra: what testinfra sees of each host (its variables as testinfra's
+#: ansible-inventory lists them, a command, a module through ad-hoc ansible), recorded to SEEN_RECORD (the truth,
+#: testinfra on the inventory itself) or compared with that record (under rdmaforge verify, which must write no
+#: secret anywhere: the suite then searches the directory of its --ansible-inventory for the secrets while it runs);
+#: and a test that fails printing a secret (pytest's output must be redacted).
+SEEN_SUITE = """
+import json, os, pathlib
+
+def seen(host):
+    return {"vars": host.ansible.get_variables(), "run": host.run("echo seen-by-run").stdout,
+            "module": host.ansible("command", "echo seen-by-module", check=False)["stdout"]}
+
+def test_seen(host, request):
+    name = host.backend.host
+    if "SEEN_RECORD" in os.environ:
+        (pathlib.Path(os.environ["SEEN_RECORD"]) / (name + ".json")).write_text(json.dumps(seen(host)))
+        return
+    secrets = os.environ["SEEN_SECRET_VALUES"].split(",")
+    private = pathlib.Path(request.config.option.ansible_inventory).parents[1]
+    for top, _, names in os.walk(private):
+        for file in names:
+            path = pathlib.Path(top, file)
+            if path.is_file() and not path.is_symlink():
+                assert not any(value in path.read_text(errors="replace") for value in secrets), path
+    expected = json.loads((pathlib.Path(os.environ["SEEN_EXPECTED"]) / (name + ".json")).read_text())
+    assert seen(host) == expected
+
+def test_shows_a_secret(host):
+    assert host.ansible.get_variables().get("api_token") == "shown-in-the-failure"
+"""
+
+
+def test_verify_evaluates_its_dynamic_inventory_once_and_its_suite_sees_what_testinfra_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rdmaforge verify` with an inventory script runs the script once: its ping and its testinfra suite read the
+    listing the scrubber read. testinfra's backend runs ansible-inventory --list once a pytest process, and ad-hoc
+    ansible -i on it for each module call and for each command on a host whose connection it does not handle (n2's
+    FQCN ansible.builtin.local): every one of those reads the listing. What the suite sees of each host (variables,
+    a whole-file-vaulted group_vars file's decrypted through the vault flags, commands, modules) is what testinfra
+    sees on the inventory itself; the listing is never on disk while the suite runs, and the secrets are redacted
+    from all verify keeps and prints, a failing test's message too."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_seen.py").write_text(SEEN_SUITE)
+    monkeypatch.setattr(verify, "SUITE", suite)
+    counter = tmp_path / "runs.count"
+    base = tmp_path / "inventory"
+    (base / "group_vars").mkdir(parents=True)
+    python = {"ansible_python_interpreter": sys.executable}
+    data = {"cluster": {"hosts": ["n1", "n2"], "vars": {"site": "lab-a"}},
+            "_meta": {"hostvars": {"n1": {**python, "ansible_connection": "local", "api_token": "verify-tok-1"},
+                                   "n2": {**python, "ansible_connection": "ansible.builtin.local"}}}}  # fmt: skip
+    inventory = counting_script(base / "cloud.py", counter, data)
+    password = tmp_path / "vault-pass.txt"
+    password.write_text("verify-vault-pass\n")
+    lib = VaultLib([("default", VaultSecret(b"verify-vault-pass"))])
+    (base / "group_vars" / "cluster.yml").write_bytes(lib.encrypt("db_password: verify-vault-pw-2\n"))
+    secret_values = ("verify-tok-1", "verify-vault-pw-2")
+    record = tmp_path / "seen"
+    record.mkdir()
+    # The truth: the same suite, run by testinfra on the inventory itself.
+    truth = subprocess.run([sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q", "-k",
+                            "not shows", "--hosts=ansible://n1,ansible://n2", f"--ansible-inventory={inventory}"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                           env={**os.environ, **execute.runner_env(), "ANSIBLE_VAULT_IDENTITY_LIST": str(password),
+                                "SEEN_RECORD": str(record)})  # fmt: skip
+    assert truth.returncode == 0, truth.stdout[-3000:]
+    expected = {host: json.loads((record / f"{host}.json").read_text()) for host in ("n1", "n2")}
+    assert expected["n1"]["vars"]["api_token"] == "verify-tok-1", expected
+    assert expected["n2"]["vars"]["db_password"] == "verify-vault-pw-2", expected
+    assert expected["n2"]["run"] == "seen-by-run" and expected["n1"]["module"] == "seen-by-module", expected
+    assert len(counter.read_text().splitlines()) > 1  # testinfra alone evaluates it more than once
+    counter.unlink()
+    suites: list[list[str]] = []
+    real_suite = verify.run_suite
+
+    def watched(argv: list[str], *args: Any, **kwargs: Any) -> int:
+        suites.append(argv)
+        return real_suite(argv, *args, **kwargs)
+
+    monkeypatch.setattr(verify, "run_suite", watched)
+    monkeypatch.setenv("SEEN_EXPECTED", str(record))
+    monkeypatch.setenv("SEEN_SECRET_VALUES", ",".join(secret_values))
+    runs = tmp_path / "runs"
+    code = cli.main(["verify", "-i", str(inventory), "--vault-password-file", str(password), "-v",
+                     "--runs-dir", str(runs)])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert counter.read_text().splitlines() == ["ran"], (out + err)[-3000:]
+    assert code == ExitCode.HOST_FAILED, (out + err)[-3000:]  # test_shows_a_secret fails on each node
+    listed = [arg.removeprefix("--ansible-inventory=") for arg in suites[0] if arg.startswith("--ansible-inventory=")]
+    assert Path(listed[0]).name == inventory_list.REPLAY_SCRIPT and not Path(listed[0]).exists(), suites
+    tests = json.loads(next(runs.rglob("recap.json")).read_text())["tests"]
+    assert {(t["test"], t["host"], t["status"]) for t in tests} == {
+        ("test_seen", "n1", "passed"), ("test_seen", "n2", "passed"),
+        ("test_shows_a_secret", "n1", "failed"), ("test_shows_a_secret", "n2", "failed"),
+    }, tests  # fmt: skip
+    assert f"assert '{REDACTED}' == 'shown-in-the-failure'" in out, out[-3000:]  # -v: pytest's output, redacted
+    for value in secret_values:
+        assert value not in out + err
+        for path in runs.rglob("*"):
+            assert not path.is_file() or value not in path.read_text(errors="replace"), (path, value)
