@@ -4,11 +4,16 @@ Read-only, so it is safe on a production cluster: a reachability probe (Ansible'
 first, then pytest runs tests/infra on the nodes that answered, with testinfra's ansible backend (connection
 settings and host-key checking from the inventory), writing JUnit XML into the run directory (verify/).
 
+A dynamic inventory is listed once for both (execute.reading): the ping and the suite read that listing
+(inventory_list.replay), which testinfra's backend gets as its --ansible-inventory. It runs ansible-inventory --list
+on it once per pytest process, and ad-hoc ansible -i on it for each host.ansible() call and for each command on a
+host whose ansible_connection it does not handle itself: each of them reads the listing, never the inventory.
+
 -u, -b, --become-user and the vault flags reach both: the ping as Ansible's own flags, testinfra through the
 environment it reads (ANSIBLE_REMOTE_USER, ANSIBLE_BECOME, ANSIBLE_BECOME_USER; there they outrank the
 inventory's ansible_user/ansible_become, as testinfra gives the environment the last word) and
-ANSIBLE_VAULT_IDENTITY_LIST for its ansible-inventory. -f/--forks applies to the ping only (the suite runs one
-pytest process). No --tags, --skip-tags, --check, --diff nor -e: it runs no playbook.
+ANSIBLE_VAULT_IDENTITY_LIST for its ansible-inventory and ansible. -f/--forks applies to the ping only (the suite
+runs one pytest process). No --tags, --skip-tags, --check, --diff nor -e: it runs no playbook.
 
 pytest's output (a failure message may print a host's secret variable) is redacted with the probe's secrets
 (execute.secret_values) before pytest.log, the screen and the table see it; command.finish scrubs the rest.
@@ -29,7 +34,7 @@ from typing import Any, TextIO
 from rdmaforge import infra_report
 from rdmaforge.errors import CannotRun
 from rdmaforge.paths import VERIFY_ROOT
-from rdmaforge.runner import command, execute, junit, secrets
+from rdmaforge.runner import command, execute, inventory_list, junit, secrets
 from rdmaforge.runner.exit_codes import ExitCode
 
 NAME = "verify"
@@ -106,14 +111,21 @@ def run_suite(
 
 
 def verify_hosts(
-    directory: Path, hosts: list[str], args: argparse.Namespace, request: execute.Request, session: command.Session
+    directory: Path,
+    hosts: list[str],
+    args: argparse.Namespace,
+    request: execute.Request,
+    session: command.Session,
+    listed: inventory_list.Replayed | None = None,
 ) -> tuple[list[infra_report.TestOutcome], int]:
+    """The suite on ``hosts``; it reads the inventory from ``listed`` (the ping's listing) where there is one."""
     directory.mkdir()
     junit_path = directory / "junit.xml"
-    argv = pytest_argv(hosts, args.inventory, junit_path, args.keyword)
+    argv = pytest_argv(hosts, listed.script if listed else args.inventory, junit_path, args.keyword)
     echo = args.verbose and not args.quiet
     redactor = session.redactor()
-    rc = run_suite(argv, directory / "pytest.log", echo, suite_environment(request), session.out, redactor)
+    env = {**suite_environment(request), **(listed.environment if listed else {})}
+    rc = run_suite(argv, directory / "pytest.log", echo, env, session.out, redactor)
     outcomes = infra_report.parse_junit(junit_path, hosts) if junit_path.is_file() else []
     return [replace(o, message=redactor.text(o.message)) for o in outcomes], rc
 
@@ -143,16 +155,19 @@ def run(args: argparse.Namespace) -> int:
     # messages that do not say why.
     request = execute.Request(inventory=args.inventory, module="ansible.builtin.ping", host_pattern=args.limit,
                               **command.ansible_options(args))  # fmt: skip
-    probe = command.run_ansible(session, request)
-    unreachable = [h for h in probe.events.hosts if probe.events.unreachable(h)]
-    hosts = [h for h in probe.recaps if h not in unreachable]
-    if not probe.recaps:
-        print(f"rdmaforge {NAME}: no host of {args.inventory} matches {args.limit!r}", file=sys.stderr)
-        return command.finish(session, args, ExitCode.ERROR, [], {"hosts": [], "pattern": args.limit})
-    down = f"; unreachable: {', '.join(unreachable)}" if unreachable else ""
-    if not session.quiet:
-        print(f"testinfra suite on {len(hosts)} node(s){down}", file=session.out, flush=True)
-    outcomes, rc = verify_hosts(session.run_dir / NAME, hosts, args, request, session) if hosts else ([], 0)
+    # One reading of the inventory for the ping and the suite: a dynamic one is evaluated once per verify.
+    with execute.reading(request) as read:
+        probe = command.run_ansible(session, request, read=read)
+        unreachable = [h for h in probe.events.hosts if probe.events.unreachable(h)]
+        hosts = [h for h in probe.recaps if h not in unreachable]
+        if not probe.recaps:
+            print(f"rdmaforge {NAME}: no host of {args.inventory} matches {args.limit!r}", file=sys.stderr)
+            return command.finish(session, args, ExitCode.ERROR, [], {"hosts": [], "pattern": args.limit})
+        down = f"; unreachable: {', '.join(unreachable)}" if unreachable else ""
+        if not session.quiet:
+            print(f"testinfra suite on {len(hosts)} node(s){down}", file=session.out, flush=True)
+        suite = verify_hosts(session.run_dir / NAME, hosts, args, request, session, read.listed) if hosts else None
+    outcomes, rc = suite or ([], 0)
     print("", file=session.out)
     print(infra_report.render(outcomes, unreachable, hosts), file=session.out)
     code = infra_report.exit_code(outcomes, unreachable, rc, hosts) if hosts else ExitCode.UNREACHABLE

@@ -209,10 +209,14 @@ def live_stream(out: TextIO) -> TextIO:
 
 
 def run_ansible(
-    session: Session, request: execute.Request, on_event: execute.EventHandler | None = None
+    session: Session,
+    request: execute.Request,
+    on_event: execute.EventHandler | None = None,
+    read: execute.Reading | None = None,
 ) -> execute.Outcome:
-    """execute.run in the session's run directory; its secrets are the session's too (``finish`` redacts them)."""
-    outcome = execute.run(request, session.run_dir, on_event, session.scrubbed)
+    """execute.run in the session's run directory (reading the inventory as ``read`` does: execute.reading); its
+    secrets are the session's too (``finish`` redacts them)."""
+    outcome = execute.run(request, session.run_dir, on_event, session.scrubbed, read)
     session.secret_values |= outcome.secret_values
     return outcome
 

@@ -14,7 +14,7 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,7 +125,7 @@ def vault_identity_list(request: Request) -> str:
 
 
 def runner_kwargs(
-    request: Request, run_dir: Path, private_dir: Path, listed: Path | None = None
+    request: Request, run_dir: Path, private_dir: Path, listed: inventory_list.Replayed | None = None
 ) -> dict[str, Any]:
     """Keyword arguments for ``ansible_runner.run``; inline extra vars are written under ``private_dir``. ``listed``:
     the inventory as listed before the run (inventory_list.replay), read instead of the inventory."""
@@ -140,10 +140,9 @@ def runner_kwargs(
         "artifact_dir": str(run_dir),
         "ident": IDENT,
         "project_dir": str(paths.WORKSPACE),
-        "inventory": str(listed or request.inventory.resolve()),
-        # The listing is a script's output: only the script plugin is needed, whatever the configuration enables.
+        "inventory": str(listed.script if listed else request.inventory.resolve()),
         "envvars": {**runner_env(), **accelerator.environment(request.mitogen),
-                    **({"ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.script"} if listed else {})},  # fmt: skip
+                    **(listed.environment if listed else {})},  # fmt: skip
         "suppress_env_files": True,  # nothing of this run is written to env/ (extravars, passwords, ssh_key)
         "quiet": True,  # the progress display replaces Ansible's own output; it is kept in ansible/stdout
         "fact_cache_type": "project",  # not 'jsonfile': keep ansible.cfg's fact cache, shared with ansible-playbook
@@ -277,43 +276,72 @@ def listed_secret_values(
     return values, text
 
 
+@dataclass(frozen=True)
+class Reading:
+    """A request's inventory as its runs read it (:func:`reading`)."""
+
+    #: The values the runs' artifacts must not keep: secret_values, and the environment's secret-named ones.
+    values: frozenset[str]
+    #: The listing of a dynamic inventory, replayed (inventory_list.replay); None: the runs read the inventory.
+    listed: inventory_list.Replayed | None = None
+
+
+@contextlib.contextmanager
+def reading(request: Request) -> Iterator[Reading]:
+    """The request's inventory scanned for secrets (:func:`scan`), and a dynamic one's listing served for as long as
+    the block lasts: each :func:`run` given it, and each process started with ``listed.environment`` and ``-i
+    listed.script`` (verify's testinfra suite), read that listing, so the inventory's scripts and plugins run once
+    for all of them (a cloud API queried once) and every one sees what was scrubbed. CannotRun when the inventory
+    cannot be listed."""
+    scanned = scan(request)
+    # The runs inherit this process's environment (ansible-runner passes it on): its secret-named values too.
+    values = frozenset(scanned.values | secrets.environment_secrets(os.environ))
+    if scanned.listing is None:
+        yield Reading(values)
+        return
+    with (
+        tempfile.TemporaryDirectory(prefix="rdmaforge-inventory-") as private,
+        inventory_list.replay(scanned.listing, request.inventory, scanned.sources,
+                              Path(private) / inventory_list.REPLAY_DIR) as listed,
+    ):  # fmt: skip
+        yield Reading(values, listed)
+
+
 def run(
     request: Request,
     run_dir: Path,
     on_event: EventHandler | None = None,
     scrubbed: dict[Path, secrets.Scrubbed] | None = None,
+    read: Reading | None = None,
 ) -> Outcome:
     """Run it; the outcome holds the per-host recap, the collected events and the scrubbed artifacts' path.
-    ``scrubbed`` is the run directory's record of what was scrubbed (secrets.scrub_tree), updated here."""
+    ``scrubbed`` is the run directory's record of what was scrubbed (secrets.scrub_tree), updated here. ``read``:
+    the request's inventory as a :func:`reading` around this run read it (several runs, one listing); without it
+    the run reads its own."""
     log = EventLog()
-    scanned = scan(request)
-    # The run inherits this process's environment (ansible-runner passes it on): its secret-named values too.
-    values = scanned.values | secrets.environment_secrets(os.environ)
-    redactor = secrets.Redactor(values)
-
-    def handle(event: Mapping[str, Any]) -> bool:
-        log.handle(event)
-        if on_event is not None:  # the live display, a CI job's log: never a secret there either
-            on_event(secrets.redact_data(event, redactor))
-        return True  # keep every event in job_events/ (scrubbed on disk below)
-
-    started = time.monotonic()
-    status, rc = "error", 1
     with contextlib.ExitStack() as stack:
-        private = stack.enter_context(tempfile.TemporaryDirectory(prefix="rdmaforge-vars-"))
         # A dynamic inventory is read from its listing: evaluated once per run (a cloud API queried once), and the
         # run reads exactly what the scrubber read; the listing is served from memory while the run lasts.
-        listed = None
-        if scanned.listing is not None:
-            listed = stack.enter_context(inventory_list.replay(scanned.listing, request.inventory, scanned.sources,
-                                                               Path(private) / inventory_list.REPLAY_DIR))  # fmt: skip
+        read = read or stack.enter_context(reading(request))
+        values = set(read.values)
+        redactor = secrets.Redactor(values)
+
+        def handle(event: Mapping[str, Any]) -> bool:
+            log.handle(event)
+            if on_event is not None:  # the live display, a CI job's log: never a secret there either
+                on_event(secrets.redact_data(event, redactor))
+            return True  # keep every event in job_events/ (scrubbed on disk below)
+
+        started = time.monotonic()
+        status, rc = "error", 1
+        private = stack.enter_context(tempfile.TemporaryDirectory(prefix="rdmaforge-vars-"))
         try:
-            kwargs = runner_kwargs(request, run_dir, Path(private), listed)
+            kwargs = runner_kwargs(request, run_dir, Path(private), read.listed)
             result = ansible_runner.run(**kwargs, event_handler=handle)
             status, rc = str(result.status), int(result.rc) if result.rc is not None else 1
         except AnsibleRunnerException as exc:  # a bad configuration: Ansible never started
             print(f"ansible-runner: {exc}", file=sys.stderr)
-    seconds = time.monotonic() - started
+        seconds = time.monotonic() - started
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
     secrets.scrub_tree(run_dir, values, scrubbed)

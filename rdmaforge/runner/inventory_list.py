@@ -11,11 +11,13 @@ import os
 import re
 import shlex
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -194,19 +196,43 @@ REPLAY_DIR = "inventory"
 REPLAY_SCRIPT = "listed"
 #: The socket the script reads the listing from: the listing holds the plaintext of whole-file-vaulted group_vars
 #: and host_vars, so it is never written to disk but handed from memory, one whole copy to each connection (a FIFO
-#: could hand a reader that has not seen its end yet a second copy once the writer opens it again).
+#: could hand a reader that has not seen its end yet a second copy once the writer opens it again), and only to a
+#: process of the run (:func:`admitted`).
 REPLAY_SOCKET = "listing.sock"
-#: What the script runs, with this venv's Python: it prints what the socket (its first argument) sends.
+#: What the script runs, with this venv's Python: it prints what the socket (its first argument) sends; nothing sent
+#: (a process outside the run) is an error, said on stderr, which Ansible's warning about the source quotes.
 REPLAY_CLIENT = (
     "import socket, sys\n"
     "with socket.socket(socket.AF_UNIX) as s:\n"
     "    s.connect(sys.argv[1])\n"
+    "    sent = 0\n"
     "    while chunk := s.recv(65536):\n"
+    "        sent += len(chunk)\n"
     "        sys.stdout.buffer.write(chunk)\n"
+    "if not sent:\n"
+    "    sys.exit('rdmaforge: this listing of the inventory is served only to the processes of its run')\n"
 )
+#: The variable in the environment of each process rdmaforge starts to read the listing (ansible-playbook, ad-hoc
+#: ansible, verify's pytest): its value is the socket's path. The socket serves a process descending from one of
+#: them, and no other (:func:`admitted`).
+REPLAY_MARK = "RDMAFORGE_INVENTORY_REPLAY"
+#: How deep a process tree under the run's processes is walked (a connection from deeper is refused).
+REPLAY_MAX_DEPTH = 64
 #: Where Ansible's vars plugin reads variables beside an inventory source: files or directories named after a group
 #: or host.
 VARS_DIRS = ("group_vars", "host_vars")
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The inventory a run reads instead of a dynamic one (:func:`replay`)."""
+
+    #: The inventory script: what Ansible's -i (and testinfra's --ansible-inventory) names.
+    script: Path
+    #: What the environment of each process started to read it must hold (it is added to the one it inherits):
+    #: Ansible's script plugin alone (the listing is a script's output, whatever the configuration enables), and
+    #: :data:`REPLAY_MARK`, without which neither the process nor anything it starts is served the listing.
+    environment: Mapping[str, str]
 
 
 def replayed(text: str, inventory: Path, sources: Sequence[Path]) -> str | None:
@@ -241,17 +267,20 @@ def replayed(text: str, inventory: Path, sources: Sequence[Path]) -> str | None:
 
 
 @contextlib.contextmanager
-def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path) -> Iterator[Path | None]:
+def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path) -> Iterator[Replayed | None]:
     """An inventory script printing the listing ``text`` of ``inventory`` as :func:`replayed` makes it, created
     under ``directory`` (the run's private one) for as long as the ``with`` block lasts; None when the listing
-    cannot be replayed (:func:`replayed`), or the socket not made (a temporary directory too deep for a socket's
-    path): the run then reads the inventory itself. Only ``ansible_inventory_sources`` names the script.
+    cannot be replayed (:func:`replayed`), the socket not made (a temporary directory too deep for a socket's
+    path), or this is no Linux (the socket's peer check reads Linux's /proc): the run then reads the inventory
+    itself. Only ``ansible_inventory_sources`` names the script.
 
     The listing holds the plaintext of the inventory's secrets, a whole-file-vaulted group_vars file's too: it
     stays in this process's memory, served on a socket (0700 directory, the user's alone) by a thread that stops
-    when the block ends, however it ends; the script asks for it each time Ansible runs it."""
+    when the block ends, however it ends; the script asks for it each time Ansible runs it. It is served to the
+    processes started with :attr:`Replayed.environment` and those they start (:func:`admitted`), not to another
+    process of the user: that one gets not a byte."""
     served = replayed(text, inventory, sources)
-    if served is None:
+    if served is None or not sys.platform.startswith("linux"):
         yield None
         return
     directory.mkdir(mode=0o700)
@@ -266,7 +295,7 @@ def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path)
     address.chmod(0o600)  # connecting takes write permission: the user's alone, as is the directory
     listener.listen()
     stopping = threading.Event()
-    thread = threading.Thread(target=_serve, args=(listener, served.encode(), stopping), daemon=True)
+    thread = threading.Thread(target=_serve, args=(listener, served.encode(), str(address), stopping), daemon=True)
     thread.start()
     try:
         script = directory / REPLAY_SCRIPT
@@ -278,7 +307,7 @@ def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path)
         for name in VARS_DIRS:
             if (base / name).is_dir():
                 (directory / name).symlink_to(base / name, target_is_directory=True)
-        yield script
+        yield Replayed(script, {"ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.script", REPLAY_MARK: str(address)})
     finally:
         stopping.set()
         with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as wake:  # ends the thread's accept()
@@ -288,9 +317,10 @@ def replay(text: str, inventory: Path, sources: Sequence[Path], directory: Path)
         address.unlink(missing_ok=True)
 
 
-def _serve(listener: socket.socket, listing: bytes, stopping: threading.Event) -> None:
-    """Send ``listing`` whole to each connection, each in a thread of its own (a reader that stalls delays no
-    other), until ``stopping`` is set."""
+def _serve(listener: socket.socket, listing: bytes, mark: str, stopping: threading.Event) -> None:
+    """Send ``listing`` whole to each connection of a process of the run (:func:`admitted`, ``mark`` the value of its
+    :data:`REPLAY_MARK`), each in a thread of its own (a reader that stalls delays no other), until ``stopping`` is
+    set."""
     while True:
         try:
             connection, _ = listener.accept()
@@ -299,12 +329,77 @@ def _serve(listener: socket.socket, listing: bytes, stopping: threading.Event) -
         if stopping.is_set():
             connection.close()
             return
-        threading.Thread(target=_send, args=(connection, listing), daemon=True).start()
+        threading.Thread(target=_send, args=(connection, listing, mark), daemon=True).start()
 
 
-def _send(connection: socket.socket, listing: bytes) -> None:
+def _send(connection: socket.socket, listing: bytes, mark: str) -> None:
     with contextlib.suppress(OSError), connection:  # a reader gone early (killed) needs nothing more
-        connection.sendall(listing)
+        if admitted(_peer(connection), mark):
+            connection.sendall(listing)
+
+
+#: struct ucred of SO_PEERCRED: pid, uid, gid.
+_UCRED = struct.Struct("3i")
+
+
+def _peer(connection: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process that connected (as of its connect(), in this process's pid namespace)."""
+    pid, uid, _ = _UCRED.unpack(connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    return pid, uid
+
+
+def admitted(peer: tuple[int, int], mark: str) -> bool:
+    """Whether the process ``peer`` (pid, uid) belongs to the run: it is this user's, and it is, or descends from, a
+    child of this process whose environment holds :data:`REPLAY_MARK` set to ``mark`` (a process rdmaforge started
+    to read this listing: ansible-playbook, ad-hoc ansible, verify's pytest; anything they start inherits it).
+
+    Linux only: the tree is walked up through ``/proc/PID/stat``'s parent pids, and the child's environment read
+    from ``/proc/PID/environ`` as it started. The pid of ansible-playbook is not known beforehand (ansible-runner
+    starts it through pexpect and reads the inventory before it tells anything), so a child is told by its
+    environment, never by its pid; another process of the user may read that variable, but it cannot make itself a
+    child of this process. Refused: a peer that is gone, or whose tree no longer reaches this process (an ancestor
+    died: it was handed to init), a parent that started after its child (its pid reused), a tree deeper than
+    :data:`REPLAY_MAX_DEPTH`, anything /proc does not answer."""
+    pid, uid = peer
+    if uid != os.getuid():
+        return False
+    own = os.getpid()
+    child = _stat(pid)
+    for _ in range(REPLAY_MAX_DEPTH):
+        if child is None or pid == own:
+            return False
+        parent, started = child
+        if parent == own:
+            return _environment_marked(pid, mark)
+        above = _stat(parent)
+        if above is None or above[1] > started:
+            return False
+        pid, child = parent, above
+    return False
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """The parent pid and start time (clock ticks since boot) of ``pid``, from /proc/PID/stat; None when gone."""
+    if pid <= 0:
+        return None
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses; the fields after its last ")" do not.
+    fields = text[text.rfind(")") + 2 :].split()
+    try:
+        return int(fields[1]), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _environment_marked(pid: int, mark: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:  # gone, or not readable (a process not dumpable)
+        return False
+    return f"{REPLAY_MARK}={mark}".encode() in environ.split(b"\0")
 
 
 def _tree_order(groups: Mapping[str, Mapping[str, Any]]) -> list[str]:

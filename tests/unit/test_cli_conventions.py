@@ -352,7 +352,9 @@ def run_live(events: list[dict[str, Any]], tty: bool, echo: bool, monkeypatch: p
     monkeypatch.setenv("TERM", "xterm")
     monkeypatch.delenv("NO_COLOR", raising=False)
 
-    def fake_run(request: Any, run_dir: Path, on_event: Any = None, scrubbed: Any = None) -> execute.Outcome:
+    def fake_run(
+        request: Any, run_dir: Path, on_event: Any = None, scrubbed: Any = None, read: Any = None
+    ) -> execute.Outcome:
         for event in events:
             on_event(event)
         return execute.Outcome("failed", 2, EventLog(), {}, run_dir / "ansible", 0.0)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import yaml
 from ansible.parsing.vault import VaultLib, VaultSecret
 
 from rdmaforge import cli
-from rdmaforge.commands import provision
+from rdmaforge.commands import provision, verify
 from rdmaforge.errors import CannotRun
 from rdmaforge.runner import execute, inventory_list
 from rdmaforge.runner.exit_codes import ExitCode
@@ -264,7 +266,8 @@ def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
     inventory above the script's own group variables; a whole-file-vaulted one decrypted), templates (a script's
     value is templated, a value the script marks unsafe is not) and inventory magic variables as ansible-playbook
     run on the inventory itself. The listing, decrypted values and all, is never on disk: while Ansible runs, no
-    regular file under the run's private directory holds a secret."""
+    regular file under the run's private directory holds a secret; and another process of the user (one this test
+    starts while Ansible runs) running the run's inventory script gets nothing of it."""
     playbook = tmp_path / "seen.yml"
     playbook.write_text(SEEN)
     monkeypatch.setattr(provision, "playbook", lambda name: playbook)
@@ -297,6 +300,7 @@ def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
     assert expected["n3"]["vars"]["db_password"] == "vaulted-gv-pw-5", truth
     secret_values = ("count-run-tok-1", "vaulted-gv-pw-5")
     scans: list[Path] = []
+    strangers: list[str] = []
     real_run = execute.ansible_runner.run
 
     def watched(**kwargs: Any) -> Any:
@@ -312,6 +316,10 @@ def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
                     if path.is_file() and not path.is_symlink():
                         text = path.read_text(errors="replace")
                         assert not any(value in text for value in secret_values), path
+            if not scans:  # a process of the user outside the run (this test's own) asks for the listing: refused
+                stranger = subprocess.run([kwargs["inventory"]], capture_output=True, timeout=30)
+                assert (stranger.returncode, stranger.stdout) == (1, b""), stranger
+                strangers.append(stranger.stderr.decode())
             scans.append(private)
             return handler(event)
 
@@ -324,6 +332,7 @@ def test_a_run_evaluates_its_dynamic_inventory_once_and_sees_what_ansible_sees(
     out, err = capsys.readouterr()
     assert code == ExitCode.OK, (out + err)[-3000:]
     assert scans and not scans[0].exists()  # searched while Ansible ran; removed after
+    assert strangers and "served only to the processes of its run" in strangers[0]
     assert counter.read_text().splitlines() == ["ran"]
     stdout = next((tmp_path / "runs").rglob("ansible/stdout")).read_text()
     got = seen(stdout)
@@ -357,13 +366,15 @@ def test_the_listing_is_replayed_where_each_hosts_source_is_known(tmp_path: Path
         for path in files:
             assert not path.is_file() or "replayed-tok-1" not in path.read_text(errors="replace"), path
         for _ in range(2):
-            hostvars = inventory_list.listed(str(replayed), cwd=tmp_path)["_meta"]["hostvars"]
-            assert hostvars == {"n1": {"api_token": "replayed-tok-1"}}  # inventory_file/_dir: Ansible's, not listed
-        alone = subprocess.run([str(replayed)], capture_output=True, check=True, timeout=30).stdout
+            hostvars = inventory_list.listed(str(replayed.script), cwd=tmp_path, env=replayed.environment)
+            # inventory_file and inventory_dir: Ansible's, not listed
+            assert hostvars["_meta"]["hostvars"] == {"n1": {"api_token": "replayed-tok-1"}}
+        run = {**os.environ, **replayed.environment}  # what a process of the run inherits
+        alone = subprocess.run([str(replayed.script)], capture_output=True, check=True, timeout=30, env=run).stdout
         assert json.loads(alone)["_meta"]["hostvars"]["n1"]["api_token"] == "replayed-tok-1"
-        readers = [subprocess.Popen([str(replayed)], stdout=subprocess.PIPE) for _ in range(3)]
+        readers = [subprocess.Popen([str(replayed.script)], stdout=subprocess.PIPE, env=run) for _ in range(3)]
         assert [reader.communicate(timeout=30)[0] for reader in readers] == [alone] * 3
-    assert subprocess.run([str(replayed)], capture_output=True).returncode != 0
+    assert subprocess.run([str(replayed.script)], capture_output=True, env=run).returncode != 0
     assert not (tmp_path / "one" / inventory_list.REPLAY_SOCKET).exists()
     with pytest.raises(KeyboardInterrupt), inventory_list.replay(listed, base, sources[:1], tmp_path / "two"):
         raise KeyboardInterrupt
@@ -372,3 +383,161 @@ def test_the_listing_is_replayed_where_each_hosts_source_is_known(tmp_path: Path
     # A socket's path is short (108 bytes): too deep a directory, and the run reads the inventory itself.
     with inventory_list.replay(listed, base, sources[:1], tmp_path / ("d" * 120)) as deep:
         assert deep is None
+
+
+REFUSED = b"rdmaforge: this listing of the inventory is served only to the processes of its run"
+
+
+def test_the_listing_is_served_only_to_the_processes_of_its_run(tmp_path: Path) -> None:
+    """The socket serves a process this one started with the run's environment, and what that process starts; any
+    other process of the user gets not a byte, and its script says why: one this test starts with its own
+    environment, or with another run's mark, this process itself, and a process of the run's environment whose
+    parent died before it asked (its tree no longer reaches this process)."""
+    listed = json.dumps({"_meta": {"hostvars": {"n1": {"api_token": "served-tok-1"}}},
+                         "all": {"children": ["ungrouped"]}, "ungrouped": {"hosts": ["n1"]}})  # fmt: skip
+    base = tmp_path / "inventory"
+    base.mkdir()
+    with inventory_list.replay(listed, base, [script(base / "cloud.py", {})], tmp_path / "one") as replayed:
+        assert replayed is not None
+        mark = replayed.environment[inventory_list.REPLAY_MARK]
+        run = {**os.environ, **replayed.environment}
+        served = subprocess.run([str(replayed.script)], capture_output=True, timeout=30, env=run)
+        assert served.returncode == 0 and b"served-tok-1" in served.stdout, served
+        # Under a shell, and its child: descendants of a process of the run.
+        nested = subprocess.run(["sh", "-c", f"sh -c {shlex.quote(str(replayed.script))}"], capture_output=True,
+                                timeout=30, env=run)  # fmt: skip
+        assert nested.stdout == served.stdout, nested
+        others = {
+            "unrelated": dict(os.environ),
+            "another run": {**run, inventory_list.REPLAY_MARK: mark + ".other"},
+        }
+        for name, env in others.items():
+            refused = subprocess.run([str(replayed.script)], capture_output=True, timeout=30, env=env)
+            assert (refused.returncode, refused.stdout) == (1, b""), (name, refused)
+            assert refused.stderr.strip() == REFUSED, (name, refused)
+        with socket.socket(socket.AF_UNIX) as own:  # this process: it holds the listing, it needs none from there
+            own.connect(mark)
+            own.settimeout(30)
+            assert own.recv(65536) == b""
+        # An orphan: started under a shell that exits at once, so Linux hands it to init (or a subreaper) first.
+        out, done = tmp_path / "orphan.out", tmp_path / "orphan.rc"
+        reader = shlex.quote(str(replayed.script))
+        orphan = f"(sleep 1; {reader} > {out} 2>&1; echo $? > {done}.part; mv {done}.part {done}) &"
+        subprocess.run(["sh", "-c", orphan], env=run, check=True, timeout=30)
+        deadline = time.monotonic() + 30
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert done.read_text().strip() == "1" and out.read_bytes().strip() == REFUSED
+        # A process of the run is admitted by its pid and the user's uid; not with another uid, nor once gone.
+        child = subprocess.Popen(["sleep", "30"], env=run)
+        try:
+            assert inventory_list.admitted((child.pid, os.getuid()), mark)
+            assert not inventory_list.admitted((child.pid, os.getuid() + 1), mark)
+        finally:
+            child.kill()
+            child.wait()
+        assert not inventory_list.admitted((child.pid, os.getuid()), mark)
+
+
+#: A testinfra suite standing in for tests/infra: what testinfra sees of each host (its variables as testinfra's
+#: ansible-inventory lists them, a command, a module through ad-hoc ansible), recorded to SEEN_RECORD (the truth,
+#: testinfra on the inventory itself) or compared with that record (under rdmaforge verify, which must write no
+#: secret anywhere: the suite then searches the directory of its --ansible-inventory for the secrets while it runs);
+#: and a test that fails printing a secret (pytest's output must be redacted).
+SEEN_SUITE = """
+import json, os, pathlib
+
+def seen(host):
+    return {"vars": host.ansible.get_variables(), "run": host.run("echo seen-by-run").stdout,
+            "module": host.ansible("command", "echo seen-by-module", check=False)["stdout"]}
+
+def test_seen(host, request):
+    name = host.backend.host
+    if "SEEN_RECORD" in os.environ:
+        (pathlib.Path(os.environ["SEEN_RECORD"]) / (name + ".json")).write_text(json.dumps(seen(host)))
+        return
+    secrets = os.environ["SEEN_SECRET_VALUES"].split(",")
+    private = pathlib.Path(request.config.option.ansible_inventory).parents[1]
+    for top, _, names in os.walk(private):
+        for file in names:
+            path = pathlib.Path(top, file)
+            if path.is_file() and not path.is_symlink():
+                assert not any(value in path.read_text(errors="replace") for value in secrets), path
+    expected = json.loads((pathlib.Path(os.environ["SEEN_EXPECTED"]) / (name + ".json")).read_text())
+    assert seen(host) == expected
+
+def test_shows_a_secret(host):
+    assert host.ansible.get_variables().get("api_token") == "shown-in-the-failure"
+"""
+
+
+def test_verify_evaluates_its_dynamic_inventory_once_and_its_suite_sees_what_testinfra_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rdmaforge verify` with an inventory script runs the script once: its ping and its testinfra suite read the
+    listing the scrubber read. testinfra's backend runs ansible-inventory --list once a pytest process, and ad-hoc
+    ansible -i on it for each module call and for each command on a host whose connection it does not handle (n2's
+    FQCN ansible.builtin.local): every one of those reads the listing. What the suite sees of each host (variables,
+    a whole-file-vaulted group_vars file's decrypted through the vault flags, commands, modules) is what testinfra
+    sees on the inventory itself; the listing is never on disk while the suite runs, and the secrets are redacted
+    from all verify keeps and prints, a failing test's message too."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_seen.py").write_text(SEEN_SUITE)
+    monkeypatch.setattr(verify, "SUITE", suite)
+    counter = tmp_path / "runs.count"
+    base = tmp_path / "inventory"
+    (base / "group_vars").mkdir(parents=True)
+    python = {"ansible_python_interpreter": sys.executable}
+    data = {"cluster": {"hosts": ["n1", "n2"], "vars": {"site": "lab-a"}},
+            "_meta": {"hostvars": {"n1": {**python, "ansible_connection": "local", "api_token": "verify-tok-1"},
+                                   "n2": {**python, "ansible_connection": "ansible.builtin.local"}}}}  # fmt: skip
+    inventory = counting_script(base / "cloud.py", counter, data)
+    password = tmp_path / "vault-pass.txt"
+    password.write_text("verify-vault-pass\n")
+    lib = VaultLib([("default", VaultSecret(b"verify-vault-pass"))])
+    (base / "group_vars" / "cluster.yml").write_bytes(lib.encrypt("db_password: verify-vault-pw-2\n"))
+    secret_values = ("verify-tok-1", "verify-vault-pw-2")
+    record = tmp_path / "seen"
+    record.mkdir()
+    # The truth: the same suite, run by testinfra on the inventory itself.
+    truth = subprocess.run([sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q", "-k",
+                            "not shows", "--hosts=ansible://n1,ansible://n2", f"--ansible-inventory={inventory}"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                           env={**os.environ, **execute.runner_env(), "ANSIBLE_VAULT_IDENTITY_LIST": str(password),
+                                "SEEN_RECORD": str(record)})  # fmt: skip
+    assert truth.returncode == 0, truth.stdout[-3000:]
+    expected = {host: json.loads((record / f"{host}.json").read_text()) for host in ("n1", "n2")}
+    assert expected["n1"]["vars"]["api_token"] == "verify-tok-1", expected
+    assert expected["n2"]["vars"]["db_password"] == "verify-vault-pw-2", expected
+    assert expected["n2"]["run"] == "seen-by-run" and expected["n1"]["module"] == "seen-by-module", expected
+    assert len(counter.read_text().splitlines()) > 1  # testinfra alone evaluates it more than once
+    counter.unlink()
+    suites: list[list[str]] = []
+    real_suite = verify.run_suite
+
+    def watched(argv: list[str], *args: Any, **kwargs: Any) -> int:
+        suites.append(argv)
+        return real_suite(argv, *args, **kwargs)
+
+    monkeypatch.setattr(verify, "run_suite", watched)
+    monkeypatch.setenv("SEEN_EXPECTED", str(record))
+    monkeypatch.setenv("SEEN_SECRET_VALUES", ",".join(secret_values))
+    runs = tmp_path / "runs"
+    code = cli.main(["verify", "-i", str(inventory), "--vault-password-file", str(password), "-v",
+                     "--runs-dir", str(runs)])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert counter.read_text().splitlines() == ["ran"], (out + err)[-3000:]
+    assert code == ExitCode.HOST_FAILED, (out + err)[-3000:]  # test_shows_a_secret fails on each node
+    listed = [arg.removeprefix("--ansible-inventory=") for arg in suites[0] if arg.startswith("--ansible-inventory=")]
+    assert Path(listed[0]).name == inventory_list.REPLAY_SCRIPT and not Path(listed[0]).exists(), suites
+    tests = json.loads(next(runs.rglob("recap.json")).read_text())["tests"]
+    assert {(t["test"], t["host"], t["status"]) for t in tests} == {
+        ("test_seen", "n1", "passed"), ("test_seen", "n2", "passed"),
+        ("test_shows_a_secret", "n1", "failed"), ("test_shows_a_secret", "n2", "failed"),
+    }, tests  # fmt: skip
+    assert f"assert '{REDACTED}' == 'shown-in-the-failure'" in out, out[-3000:]  # -v: pytest's output, redacted
+    for value in secret_values:
+        assert value not in out + err
+        for path in runs.rglob("*"):
+            assert not path.is_file() or value not in path.read_text(errors="replace"), (path, value)
