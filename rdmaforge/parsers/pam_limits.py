@@ -45,6 +45,9 @@ returns early).
 Which files apply at all (``ssh_limits_runs``): pam_limits sets limits only where the PAM session stack of the
 login runs it, and each ``pam_limits.so`` line of that stack is one run with its own arguments:
 
+- sshd runs a PAM session only with ``UsePAM yes`` (rdmaforge.parsers.sshd_config reads it; OpenSSH's compiled
+  default is no). Without it no limits file applies to an SSH login, which keeps the limits of the sshd that forked
+  it (systemd's ``LimitMEMLOCK=`` of its unit): ``without_pam``;
 - sshd's stack is ``/etc/pam.d/sshd`` (OpenSSH's PAM service name), read as libpam reads it (Linux-PAM
   ``libpam/pam_handlers.c``, ``pam_misc.c``, ``libpam_internal/pam_line.c`` @ ddab692c): a ``#`` anywhere ends the
   line, a ``\\`` at its end joins the next one, fields are split on spaces, tabs and newlines, and ``[...]`` is one
@@ -77,6 +80,8 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:  # annotations only; never evaluated at runtime (Python 3.8 targets)
     from collections.abc import Callable, Iterable, Mapping, Sequence
+
+    from rdmaforge.parsers.sshd_config import UsePam
 
 LIMITS_CONF = "/etc/security/limits.conf"
 LIMITS_D = "/etc/security/limits.d"
@@ -635,3 +640,30 @@ def ssh_limits_runs(read: Callable[[str], str | None], service: str = SSHD_SERVI
         return LimitVerdict("problem", f"no {PAM_LIMITS_MODULE} runs in the PAM session stack of {service} ({files}): "
                             "the limits files do not apply to an SSH login, which keeps sshd's own limits")  # fmt: skip
     return runs
+
+
+#: The systemd units sshd runs as: Debian's ssh.service (sshd.service an alias of it), RHEL's sshd.service.
+SSH_UNITS = ("ssh.service", "sshd.service")
+
+
+def without_pam(node: str, use_pam: UsePam, sshd_memlock: tuple[str, str, str] | str | None) -> LimitVerdict | None:
+    """The memlock verdict of an SSH login to ``node`` where sshd may run no PAM (``use_pam``: sshd_config.use_pam):
+    None where it runs PAM (the session stack decides: ssh_limits_runs). Without PAM no limits file applies and the
+    login keeps sshd's own limit, ``sshd_memlock`` (soft and hard as ``ulimit -l`` prints them, and where they were
+    read; or why they were not): a problem where that is not unlimited, else not judged, never ok (the limits files
+    give the login nothing). Where the files do not tell whether sshd runs PAM: not judged."""
+    if use_pam.on:
+        return None
+    if use_pam.on is None:
+        return LimitVerdict("not_checked", f"{node}: whether sshd runs PAM, and so pam_limits, for an SSH login "
+                            f"cannot be told from its configuration: {use_pam.reason}")  # fmt: skip
+    fix = (f"set UsePAM yes ({use_pam.where}) and restart sshd, or raise LimitMEMLOCK= of the ssh service "
+           f"({' or '.join(SSH_UNITS)}) to infinity")  # fmt: skip
+    off = (f"{node}: sshd runs no PAM ({use_pam.reason}), so pam_limits and the limits files, rdma_core's drop-in "
+           "among them, do not apply to an SSH login, which keeps sshd's own memlock")  # fmt: skip
+    if isinstance(sshd_memlock, str) or sshd_memlock is None:
+        return LimitVerdict("not_checked", f"{off}, not read here ({sshd_memlock or 'not asked'}); {fix}")
+    soft, hard, source = sshd_memlock
+    if soft == hard == "unlimited":
+        return LimitVerdict("not_checked", f"{off}: unlimited ({source}), not the limits files' doing")
+    return LimitVerdict("problem", f"{off}: soft {soft}, hard {hard} KiB ({source}); {fix}")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rdmaforge import fabrics
-from rdmaforge.parsers import ld_cache, pam_limits
+from rdmaforge.parsers import ld_cache, pam_limits, sshd_config
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.parsers.rdma_devinfo import (
     judge_port_rates,
@@ -192,6 +192,53 @@ def pam_file(host: Any) -> Callable[[str], str | None]:
     return read
 
 
+def node_file(host: Any) -> Callable[[str], str | None]:
+    """Reads a file on the node (following links): None where there is none; sshd_config.Unreadable where it is
+    there but cannot be read (RHEL's sshd_config and sshd_config.d are root's alone: verify without become)."""
+
+    def read(path: str) -> str | None:
+        found = host.file(path)
+        if not found.exists:
+            return None
+        try:
+            return str(found.content_string)
+        except RuntimeError as error:  # testinfra: cat failed
+            raise sshd_config.Unreadable(str(error).strip()) from None
+
+    return read
+
+
+def node_listdir(host: Any) -> Callable[[str], list[str] | None]:
+    """Lists the entries of a directory on the node that are not directories: None where there is no such
+    directory; sshd_config.Unreadable where it cannot be listed."""
+
+    def listdir(directory: str) -> list[str] | None:
+        listed = host.run(f"find {shlex.quote(directory)} -mindepth 1 -maxdepth 1 ! -type d -printf '%f\\n'")
+        if listed.rc == 0:
+            return [str(name) for name in listed.stdout.splitlines()]
+        if not host.file(directory).exists:
+            return None
+        raise sshd_config.Unreadable(f"find exited {listed.rc}: {listed.stderr.strip()}")
+
+    return listdir
+
+
+def sshd_memlock(host: Any) -> tuple[str, str, str] | str:
+    """The locked-memory limit (soft, hard, as ulimit -l prints them) of the running sshd a login forks from, read
+    from /proc/PID/limits of the main process of its systemd unit, and where it was read; or why it was not."""
+    for unit in pam_limits.SSH_UNITS:
+        shown = host.run(f"systemctl show --property=MainPID --value {unit}")
+        pid = shown.stdout.strip() if shown.rc == 0 else ""
+        if not pid.isdigit() or pid == "0":
+            continue
+        limits = host.run(f"cat /proc/{pid}/limits")
+        found = sshd_config.proc_memlock(limits.stdout) if limits.rc == 0 else None
+        if found is None:
+            return f"/proc/{pid}/limits of {unit}'s sshd has no locked-memory line (cat exited {limits.rc})"
+        return (*found, f"/proc/{pid}/limits of {unit}'s sshd")
+    return f"no running sshd in {' or '.join(pam_limits.SSH_UNITS)} (systemctl show --property=MainPID)"
+
+
 def test_memlock_drop_in(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
     """rdma_core's drop-in is there on RDMA fabrics (gone on tcp), and what pam_limits makes of every limits file
     gives the training login (ssh_trust_user, looked up on the node with its groups) memlock unlimited, soft and
@@ -200,13 +247,22 @@ def test_memlock_drop_in(host: Any, hostvars: dict[str, Any], fabric: str) -> No
     no * or @group line (their pam_limits). Vendor files (/usr/etc/security) are judged with and without them.
     The files judged are those the pam_limits.so lines of sshd's PAM session stack read (/etc/pam.d/sshd and what
     it includes): a conf= file alone where one is given; none where no pam_limits.so runs (a failure: the drop-in
-    does nothing for an SSH login)."""
+    does nothing for an SSH login). Whether sshd runs PAM at all is read first from sshd_config (UsePAM, as sshd
+    reads it: rdmaforge.parsers.sshd_config): without it no limits file applies and the login keeps sshd's own
+    limit, a failure unless that is unlimited (then not judged); a UsePAM in a Match block, or sshd's configuration
+    unreadable: not judged."""
     drop_in = host.file(str(setting(hostvars, "rdma_core", "rdma_core_limits_file")
                             or "/etc/security/limits.d/90-rdmaforge-memlock.conf"))  # fmt: skip
     if fabric == "tcp":
         assert not drop_in.exists, f"{drop_in.path} is there although fabric tcp needs no memlock drop-in"
         return
     assert drop_in.exists, f"{drop_in.path} (rdma_core's memlock drop-in) is missing"
+    pam = sshd_config.use_pam(node_file(host), node_listdir(host))
+    node = str(hostvars.get("inventory_hostname") or "this node")
+    without = pam_limits.without_pam(node, pam, sshd_memlock(host) if pam.on is False else None)
+    if without is not None:
+        assert without.status != "problem", f"memlock not unlimited for an SSH login: {without.reason}"
+        pytest.skip(f"not judged: memlock of a login in the limits files: {without.reason}")
     user = training_user(hostvars)
     if user is None:
         pytest.skip("not judged: memlock in the limits files: ssh_trust_user is a template (testinfra renders none)")

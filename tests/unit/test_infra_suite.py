@@ -298,12 +298,40 @@ def pam_stack(host: FakeHost, system: str, **changed: str) -> None:
             host.add(f"/etc/pam.d/{name}", text)
 
 
+SSHD_CONFIG = DATA / "sshd_config"  # Debian 12's sshd_config and RHEL 9's settings: tests/data/sshd_config/SOURCES.md
+#: How the suite lists sshd_config.d for sshd_config's Include /etc/ssh/sshd_config.d/*.conf.
+SSHD_D_FIND = "find /etc/ssh/sshd_config.d -mindepth 1 -maxdepth 1 ! -type d -printf '%f\\n'"
+
+
+def sshd_files(host: FakeHost, system: str, **drop_ins: str) -> None:
+    """``system``'s sshd_config and sshd_config.d (tests/data/sshd_config/SYSTEM) on ``host``, with ``drop_ins``
+    (name: text) added to sshd_config.d, listed as find lists them."""
+    found = SSHD_CONFIG / system
+    host.add("/etc/ssh/sshd_config", (found / "sshd_config").read_text())
+    names = {path.name: path.read_text() for path in sorted(found.glob("sshd_config.d/*"))}
+    names.update(drop_ins)
+    for name, text in names.items():
+        host.add(f"/etc/ssh/sshd_config.d/{name}", text)
+    host.add("/etc/ssh/sshd_config.d", is_directory=True)
+    host.commands[SSHD_D_FIND] = Result(0, "".join(f"{name}\n" for name in reversed(list(names))))
+
+
+def as_rhel(host: FakeHost) -> FakeHost:
+    """``host`` (a limits_node) turned into a Rocky node: RHEL 9's sshd settings and pam.d stack instead of Debian's."""
+    host.system_info = SystemInfo("rocky")
+    host.files = {path: file for path, file in host.files.items() if not path.startswith(("/etc/pam.d/", "/etc/ssh/"))}
+    sshd_files(host, "rhel9")  # 50-redhat.conf sets UsePAM yes
+    pam_stack(host, "rhel9")  # sshd includes password-auth, which runs pam_limits.so
+    return host
+
+
 def limits_node(drop_in: str | None, **others: str) -> FakeHost:
-    """A node with Debian 12's real limits.conf (every example commented out) and pam.d stack (sshd runs
-    pam_limits.so without arguments), rdma_core's drop-in holding ``drop_in`` and other limits.d files ``others``
-    (name: text), listed as find lists them; root and alice are users there, and the groups of GROUPS answer getent
-    one at a time."""
+    """A node with Debian 12's real limits.conf (every example commented out), sshd_config (UsePAM yes) and pam.d
+    stack (sshd runs pam_limits.so without arguments), rdma_core's drop-in holding ``drop_in`` and other limits.d
+    files ``others`` (name: text), listed as find lists them; root and alice are users there, and the groups of
+    GROUPS answer getent one at a time."""
     host = FakeHost()
+    sshd_files(host, "debian12")
     pam_stack(host, "debian12")
     host.add("/etc/security/limits.conf", (LIMITS / "debian_limits.conf").read_text())
     files = dict(others, **({DROP_IN.rsplit("/", 1)[1]: drop_in} if drop_in is not None else {}))
@@ -376,11 +404,7 @@ def test_memlock_of_root_on_debian_needs_roots_own_lines() -> None:
     star = "* soft memlock unlimited\n* hard memlock unlimited\n"
     with pytest.raises(AssertionError, match=r"no line sets root's soft memlock; no line sets root's hard memlock"):
         check(limits_node(star), {"rdma_core_memlock_users": ["*"]}, "erdma")
-    rocky = limits_node(star)
-    rocky.system_info = SystemInfo("rocky")
-    rocky.files = {path: file for path, file in rocky.files.items() if not path.startswith("/etc/pam.d/")}
-    pam_stack(rocky, "rhel9")  # sshd includes password-auth, which runs pam_limits.so
-    check(rocky, {"rdma_core_memlock_users": ["*"]}, "erdma")
+    check(as_rhel(limits_node(star)), {"rdma_core_memlock_users": ["*"]}, "erdma")
 
 
 def test_memlock_lines_pam_limits_reads_otherwise_than_they_look() -> None:
@@ -477,6 +501,104 @@ def test_memlock_without_pam_limits_in_sshds_stack_is_a_failure() -> None:
     unread.files.pop("/etc/pam.d/common-session")
     with pytest.raises(pytest.skip.Exception, match=r"not judged: .*/etc/pam.d/common-session does not exist"):
         check(unread, {}, "erdma")
+
+
+#: Debian 12's sshd_config line 85 (tests/data/sshd_config/debian12).
+DEBIAN_USEPAM = "UsePAM yes\n"
+#: `systemctl show --property=MainPID --value UNIT` for the units sshd runs as (Debian's ssh.service first).
+MAIN_PID = "systemctl show --property=MainPID --value {}"
+#: A real /proc/PID/limits (tests/data/sshd_config/SOURCES.md): locked memory 8388608 bytes, soft and hard.
+PROC_LIMITS = (SSHD_CONFIG / "proc-limits-debian12").read_text()
+
+
+def no_pam_node(sshd_limits: str | None) -> FakeHost:
+    """A node whose limits files and PAM stack give every login memlock unlimited (limits_node with the role's
+    drop-in) but whose sshd runs no PAM: a drop-in 10-nopam.conf says UsePAM no, read before Debian's UsePAM yes.
+    ssh.service's sshd is pid 812 with ``sshd_limits`` as its /proc/812/limits (None: no running sshd)."""
+    host = limits_node(ROLE_DROP_IN)
+    sshd_files(host, "debian12", **{"10-nopam.conf": "# sshd without PAM\nUsePAM no\n"})
+    if sshd_limits is not None:
+        host.commands[MAIN_PID.format("ssh.service")] = Result(0, "812\n")
+        host.commands["cat /proc/812/limits"] = Result(0, sshd_limits)
+    for unit in ("ssh.service", "sshd.service"):
+        host.commands.setdefault(MAIN_PID.format(unit), Result(0, "0\n"))  # systemd: no such unit, or not running
+    return host
+
+
+def test_memlock_without_pam_in_sshd_is_not_passed_on_the_limits_files() -> None:
+    """UsePAM no (a drop-in read first): sshd runs no PAM session, so the limits files that say unlimited do not
+    apply to an SSH login, which keeps sshd's own limit; the suite passed it on the files. Now a failure naming the
+    node, the file and line, sshd's limit and what to do; not judged where sshd's limit is unlimited (not the
+    files' doing) or cannot be read. Never a pass."""
+    check = test_node_state.test_memlock_drop_in
+    node1 = {"inventory_hostname": "node1"}
+    with pytest.raises(AssertionError, match=r"node1: sshd runs no PAM \(UsePAM no at /etc/ssh/sshd_config.d/"
+                       r"10-nopam.conf:2 \(the first value wins: /etc/ssh/sshd_config:85 ignored\)\), so pam_limits "
+                       r"and the limits files, rdma_core's drop-in among them, do not apply to an SSH login, which "
+                       r"keeps sshd's own memlock: soft 8192, hard 8192 KiB \(/proc/812/limits of ssh.service's "
+                       r"sshd\); set UsePAM yes \(/etc/ssh/sshd_config.d/10-nopam.conf:2\) and restart sshd, or raise "
+                       r"LimitMEMLOCK= of the ssh service"):  # fmt: skip
+        check(no_pam_node(PROC_LIMITS), node1, "erdma")
+    locked = next(line for line in PROC_LIMITS.splitlines() if line.startswith("Max locked memory"))
+    unlimited = PROC_LIMITS.replace(locked, "Max locked memory         unlimited            unlimited            bytes")
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*sshd's own memlock: unlimited \(/proc/812/limits"):
+        check(no_pam_node(unlimited), node1, "erdma")
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*not read here \(no running sshd in ssh.service or "
+                       r"sshd.service"):  # fmt: skip
+        check(no_pam_node(None), node1, "erdma")
+    # Debian's own line changed to no, and RHEL's settings without 50-redhat.conf (no UsePAM line: sshd's default)
+    debian = limits_node(ROLE_DROP_IN)
+    debian.files["/etc/ssh/sshd_config"].content_string = (SSHD_CONFIG / "debian12" / "sshd_config").read_text(
+    ).replace(DEBIAN_USEPAM, "UsePAM no\n")  # fmt: skip
+    debian.commands[MAIN_PID.format("ssh.service")] = Result(0, "812\n")
+    debian.commands["cat /proc/812/limits"] = Result(0, PROC_LIMITS)
+    with pytest.raises(AssertionError, match=r"sshd runs no PAM \(UsePAM no at /etc/ssh/sshd_config:85\)"):
+        check(debian, node1, "erdma")
+    rocky = as_rhel(limits_node(ROLE_DROP_IN))
+    rocky.files.pop("/etc/ssh/sshd_config.d/50-redhat.conf")
+    rocky.commands[SSHD_D_FIND] = Result(0, "")
+    rocky.commands[MAIN_PID.format("sshd.service")] = Result(0, "640\n")
+    rocky.commands["cat /proc/640/limits"] = Result(0, PROC_LIMITS)
+    with pytest.raises(AssertionError, match=r"sshd runs no PAM \(no UsePAM line in /etc/ssh/sshd_config: sshd's "
+                       r"compiled default is no.*\(/proc/640/limits of sshd.service's sshd\)"):  # fmt: skip
+        check(rocky, node1, "erdma")
+
+
+@dataclass
+class UnreadableFile(File):
+    """A file that is there but that the suite's login cannot read (testinfra's cat fails: RuntimeError)."""
+
+    @property  # type: ignore[override]
+    def content_string(self) -> str:
+        raise RuntimeError("Unexpected output CommandResult(rc=1, stderr='cat: Permission denied')")
+
+    @content_string.setter
+    def content_string(self, value: str) -> None:
+        pass
+
+
+def test_memlock_where_sshds_use_of_pam_cannot_be_told_is_not_judged() -> None:
+    """A UsePAM inside a Match block (sshd refuses it there at startup unless it is Match all), sshd_config missing
+    or unreadable (RHEL's is root's alone), sshd_config.d unlistable: not judged, never passed on the PAM stack."""
+    check = test_node_state.test_memlock_drop_in
+    match = limits_node(ROLE_DROP_IN)
+    sshd_files(match, "debian12", **{"50-rdma.conf": "Match Group rdma\n\tUsePAM no\n"})
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*UsePAM at /etc/ssh/sshd_config.d/50-rdma.conf:2 "
+                       r"is inside a Match block"):  # fmt: skip
+        check(match, {}, "erdma")
+    missing = limits_node(ROLE_DROP_IN)
+    missing.files.pop("/etc/ssh/sshd_config")
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*/etc/ssh/sshd_config does not exist"):
+        check(missing, {}, "erdma")
+    unreadable = limits_node(ROLE_DROP_IN)
+    unreadable.files["/etc/ssh/sshd_config"] = UnreadableFile("/etc/ssh/sshd_config")
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*/etc/ssh/sshd_config cannot be read: Unexpected"):
+        check(unreadable, {}, "erdma")
+    unlisted = limits_node(ROLE_DROP_IN)
+    unlisted.commands[SSHD_D_FIND] = Result(1, "", "find: '/etc/ssh/sshd_config.d': Permission denied\n")
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: .*Include /etc/ssh/sshd_config.d/\*.conf: find "
+                       r"exited 1: find: '/etc/ssh/sshd_config.d': Permission denied"):  # fmt: skip
+        check(unlisted, {}, "erdma")
 
 
 def key_pair(directory: Path, name: str) -> str:
