@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from benchmarks import __main__ as bench_main
-from benchmarks import run_dir_scrub, ssh_mesh_scale
+from benchmarks import common, run_dir_scrub, ssh_mesh_scale
 from rdmaforge import ssh_mesh
 from rdmaforge.runner import secrets
 from rdmaforge.runner.events import EventLog
@@ -30,6 +30,15 @@ def test_benchmarks_are_selected_by_name_and_an_unknown_name_runs_nothing(capsys
     said = capsys.readouterr().err
     assert "no benchmark 'ssh_mesh'; allowed values: lab_up, nccl_build" in said and "run_dir_scrub" in said
     assert not set(bench_main.LAB_BENCHMARKS) & {"ssh_mesh_scale", "run_dir_scrub"}  # no lab lock, no lab
+
+
+def test_the_least_cpu_timing_is_the_figure() -> None:
+    with common.stopwatch() as timing:
+        sum(range(100_000))
+    assert timing.wall > 0 and timing.cpu > 0
+    runs = [common.Timing(1.0, 0.5), common.Timing(0.8, 0.7), common.Timing(3.0, 0.4)]
+    assert common.least(runs) == common.Timing(3.0, 0.4)  # the wall time is the load's, the CPU time the work's
+    assert runs[0] + runs[1] == common.Timing(1.8, 1.2)
 
 
 def test_each_nodes_probes_are_what_the_roles_targets_expression_gives_it() -> None:
@@ -94,7 +103,8 @@ def test_the_roles_expressions_rendered_by_ansible_give_the_filters_answers(tmp_
 
 
 def figures_ssh(seconds: float, rss: float, wrong: str = "") -> dict[str, Any]:
-    cases = {case: {"seconds": seconds, "cpu": seconds, "wrong": ""} for case in ssh_mesh_scale.CASES["ansible"]}
+    cases = {case: {"seconds": 2 * seconds, "cpu": seconds, "all_cpu": 10 * seconds, "wrong": ""}
+             for case in ssh_mesh_scale.CASES["ansible"]}  # fmt: skip
     cases["failures"]["wrong"] = wrong
     return {**cases, "rss_mib": rss, "inputs_rss_mib": rss / 2}
 
@@ -102,7 +112,9 @@ def figures_ssh(seconds: float, rss: float, wrong: str = "") -> dict[str, Any]:
 def test_ssh_mesh_rows_pass_under_their_targets_and_fail_over_them() -> None:
     fast = ssh_mesh_scale.judge("plain", figures_ssh(0.01, 60.0), "1.0 before / 1.0 after")
     assert [r.verdict for r in fast] == ["PASS"] * 4
-    assert fast[0].name == "ssh_trust check, 1000 nodes: matrix, filter on plain data" and fast[0].unit == "s"
+    assert fast[0].name == "ssh_trust check, 1000 nodes: matrix, filter on plain data" and fast[0].unit == "CPU s"
+    assert fast[0].detail.startswith("wall 0.020 s; best of 3; load average 1.0 before")
+    assert "took longest, best of 3 (990 nodes left out), wall 0.020 s; 0.10 CPU s for them all" in fast[2].detail
     slow = ssh_mesh_scale.judge("ansible", figures_ssh(30.0, 900.0), "1.0 before / 1.0 after")
     assert [r.verdict for r in slow] == ["FAIL"] * 5
 
