@@ -64,7 +64,7 @@ SECRET_EVERY = 10
 #: the scrub after the run: 74-108 MB a CPU second measured (0.52-0.76 CPU s for 56 MB).
 TARGET_MB_PER_CPU_SECOND = 35.0
 #: the end's rescan with the record: 0.11-0.12 CPU s measured (a stat of each file and the 4 new ones read); reading
-#: every file again, as before f3f56ca, took 0.54-0.62 CPU s here (5.08 s wall when that commit was timed).
+#: every file again, as before f3f56ca, took 0.54-0.63 CPU s here (5.08 s wall when that commit was timed).
 TARGET_RESCAN_CPU_SECONDS = 0.3
 #: the live redaction of 5,000 events: 1.45-1.68 CPU s measured.
 TARGET_LIVE_CPU_SECONDS = 3.5

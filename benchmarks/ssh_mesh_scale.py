@@ -69,14 +69,14 @@ TARGET_CPU_SECONDS = {
     # the play host that took longest: under 0.01 measured. What 87fce4b bought (each of them reads its share,
     # at most 99 nodes here, not one host all 990) is checked with the answer (check_shares).
     ("plain", "left-out share"): 0.05,
-    # 10.0 measured, of which about four fifths is Ansible taking in the million pairs of the result (most of them
+    # 8.8-10.0 measured, about four fifths of it Ansible taking in the million pairs of the result (most of them
     # "not checked", None); 12.9 before 057d38b: this target does not tell them apart, the failures' does.
     ("ansible", "matrix"): 15.0,
-    # 1.8 measured: a hostvars lookup of each node (about 7 ms at 1,000 nodes); 5.3 before 057d38b.
+    # 1.5-1.8 measured: a hostvars lookup of each node (about 7 ms at 1,000 nodes); 5.3 before 057d38b.
     ("ansible", "failures"): 3.5,
     # 4.7-6.4 measured: the million values of the matrix read back from the fact.
     ("ansible", "coverage"): 10.0,
-    # one play host's loop: a hostvars lookup of each left-out node, 1.3 measured.
+    # one play host's loop: a hostvars lookup of each left-out node, 1.3-1.4 measured.
     ("ansible", "left-out share"): 3.0,
 }
 #: The child's peak RSS, inputs included: 96-121 and 185-231 MiB measured.
