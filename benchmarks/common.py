@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -79,3 +80,30 @@ def write_report(results: list[Result]) -> Path:
     path = out / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
     path.write_text(json.dumps([{**asdict(r), "verdict": r.verdict} for r in results], indent=2))
     return path
+
+
+@dataclass
+class Timing:
+    """Wall and CPU seconds (this process's user + system time: what the load of other jobs does not inflate)."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    def __add__(self, other: Timing) -> Timing:
+        return Timing(self.wall + other.wall, self.cpu + other.cpu)
+
+
+@contextmanager
+def stopwatch() -> Iterator[Timing]:
+    """Times the block: the Timing it yields is filled in when the block ends."""
+    timing = Timing()
+    cpu, started = time.process_time(), time.perf_counter()
+    try:
+        yield timing
+    finally:
+        timing.wall, timing.cpu = time.perf_counter() - started, time.process_time() - cpu
+
+
+def least(timings: Sequence[Timing]) -> Timing:
+    """The timing of several runs of the same work that took the least CPU time (the one least disturbed)."""
+    return min(timings, key=lambda timing: timing.cpu)

@@ -232,3 +232,41 @@ def test_the_nodes_left_out_of_the_run_are_read_once_each_by_the_play_hosts_at_o
     running = left_out_reads(["n07", "n09"])
     assert sorted(node for share in running.values() for node in share) == READ_BY_THE_ROLE
     assert max(len(share) for share in running.values()) == 3
+
+
+class PassCounted(list[str]):
+    """A list that counts the passes over it: under Ansible the filter's list arguments are lazy, each pass renders
+    every item again."""
+
+    passes = 0
+
+    def __iter__(self) -> Any:
+        type(self).passes += 1
+        return super().__iter__()
+
+
+class LookupCounted(dict[str, Any]):
+    """``hostvars``: under Ansible each lookup works out all of a node's variables."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.lookups: list[str] = []
+
+    def __getitem__(self, host: str) -> Any:
+        self.lookups.append(host)
+        return super().__getitem__(host)
+
+
+@pytest.mark.parametrize("table", [ssh_mesh.matrix, ssh_mesh.failures])
+def test_matrix_and_failures_pass_over_the_nodes_and_look_each_up_once(table: Any) -> None:
+    """Rendered by the role at 1,000 nodes (benchmarks/ssh_mesh_scale.py), the matrix took 13 CPU s and the
+    failures 5: a pass over the lazy targets for every source, and two hostvars lookups of every node. The tables
+    are the same (the tests above)."""
+    plain = hostvars()
+    members = ["node1.lab", "node2.lab", "node3.lab"]
+    hv = LookupCounted(plain)
+    PassCounted.passes = 0
+    counted = table(PassCounted(members[:2]), hv, BY_BOTH, PassCounted(members))
+    assert counted == table(members[:2], plain, BY_BOTH, members)
+    assert PassCounted.passes == 2  # the sources once, the targets once
+    assert sorted(hv.lookups) == members  # each node once: node1 and node2 are sources and targets
