@@ -59,18 +59,31 @@ def test_the_expected_answers_are_counted_from_the_failing_targets(monkeypatch: 
     monkeypatch.setattr(ssh_mesh_scale, "FAILING", {"node0002": (255, "Host key verification failed.")})
     members = ssh_mesh_scale.cluster(4)
     want = ssh_mesh_scale.expected(members, members[:2])
-    assert want == {"coverage": {"reached": 9, "failed": 3, "not_checked": 0}, "failure lines": 6, "left out": 2,
-                    "largest share": 1}  # fmt: skip
+    assert want == {"coverage": {"probed": 12, "reached": 9, "failed": 3, "not_checked": 0}, "failure lines": 6,
+                    "left out": 2, "largest share": 1}  # fmt: skip
     hv = ssh_mesh_scale.hostvars(members, members)
     table = ssh_mesh.matrix(members, hv, BY_BOTH, members)
     assert ssh_mesh_scale.check_matrix(table, want) == ""
     assert ssh_mesh_scale.check_failures(ssh_mesh.failures(members, hv, BY_BOTH, members), want) == ""
-    table["node0001"]["node0002"] = True  # a filter that took a failed pair for reached
+    table["pairs"]["node0001"]["node0002"] = True  # a filter that took a failed pair for reached
     assert ssh_mesh_scale.check_matrix(table, want) == (
-        "matrix counted {'reached': 10, 'failed': 2, 'not_checked': 0}, the inputs call for "
-        "{'reached': 9, 'failed': 3, 'not_checked': 0}"
+        "matrix held {'probed': 12, 'reached': 10, 'failed': 2, 'other values': 0}, the inputs call for "
+        "{'probed': 12, 'reached': 9, 'failed': 3, 'other values': 0}"
+    )
+    table["pairs"]["node0001"]["node0002"] = None  # or kept a pair not checked as null
+    assert "'reached': 9, 'failed': 2, 'other values': 1}" in ssh_mesh_scale.check_matrix(table, want)
+    table["pairs"]["node0001"]["node0002"] = False
+    table["coverage"]["not_checked"] = -1  # or counted the pairs wrong
+    assert ssh_mesh_scale.check_matrix(table, want) == (
+        "matrix counted {'probed': 12, 'reached': 9, 'failed': 3, 'not_checked': -1}, the inputs call for "
+        "{'probed': 12, 'reached': 9, 'failed': 3, 'not_checked': 0}"
     )
     assert "5 failure lines" in ssh_mesh_scale.check_failures(ssh_mesh.failures(members, hv, BY_BOTH)[1:], want)
+    # 12 nodes, the role's 8 peers of the ring: 96 pairs probed of 132, node0002 the target of 8 of them.
+    ring = ssh_mesh_scale.cluster(12)
+    want = ssh_mesh_scale.expected(ring, ring)
+    assert want["coverage"] == {"probed": 96, "reached": 88, "failed": 8, "not_checked": 36}
+    assert ssh_mesh_scale.check_matrix(ssh_mesh.matrix(ring, ssh_mesh_scale.hostvars(ring, ring), BY_BOTH), want) == ""
 
 
 def test_the_left_out_shares_must_read_each_left_out_node_once() -> None:
@@ -97,7 +110,14 @@ def test_the_roles_expressions_rendered_by_ansible_give_the_filters_answers(tmp_
     render = RoleRender.build(tmp_path / "inv", "ssh_trust", ssh_mesh_scale.EXAMPLE_GROUP_VARS, hv, "cluster")
     (set_fact,) = [t for t in ssh_mesh_scale._tasks("check.yml") if "ansible.builtin.set_fact" in t]
     exprs = set_fact["ansible.builtin.set_fact"]
-    assert render.render(exprs["ssh_trust_matrix"], members[0], members) == ssh_mesh.matrix(members, hv, BY_BOTH)
+    table = render.render(exprs["ssh_trust_matrix"], members[0], members)
+    assert table == ssh_mesh.matrix(members, hv, BY_BOTH)
+    # the next task prints the counts from that fact: 6 nodes checking 8 peers each check all 5 others
+    render.register(members[0], "ssh_trust_matrix", table)
+    tasks = ssh_mesh_scale._tasks("check.yml")
+    (debug,) = [t for t in tasks if t.get("name") == "Say how much of the mesh was checked"]
+    counts = render.render(debug["vars"]["ssh_trust_coverage"], members[0], members)
+    assert counts == {"probed": 30, "reached": 30, "failed": 0, "not_checked": 0}
     assert render.render(exprs["ssh_trust_failing_pairs"], members[0], members) == []
     assert render.render("{{ ansible_user }}", members[0], members) == "root"  # the example's group_vars
 

@@ -68,7 +68,10 @@ def test_a_node_without_host_key_facts_is_an_error_naming_it() -> None:
 def test_matrix_and_failures_among_the_nodes_of_the_run() -> None:
     hv = hostvars()
     run = ["node1.lab", "node2.lab"]
-    assert ssh_mesh.matrix(run, hv, BY_BOTH) == {"node1.lab": {"node2.lab": True}, "node2.lab": {"node1.lab": True}}
+    assert ssh_mesh.matrix(run, hv, BY_BOTH) == {
+        "pairs": {"node1.lab": {"node2.lab": True}, "node2.lab": {"node1.lab": True}},
+        "coverage": {"probed": 2, "reached": 2, "failed": 0, "not_checked": 0},
+    }
     assert ssh_mesh.failures(run, hv, BY_BOTH) == []
 
 
@@ -77,8 +80,11 @@ def test_targets_outside_the_run_are_checked_too() -> None:
     hv = hostvars()
     run, members = ["node1.lab", "node2.lab"], ["node1.lab", "node2.lab", "node3.lab"]
     assert ssh_mesh.matrix(run, hv, BY_BOTH, members) == {
-        "node1.lab": {"node2.lab": True, "node3.lab": True},
-        "node2.lab": {"node1.lab": True, "node3.lab": False},
+        "pairs": {
+            "node1.lab": {"node2.lab": True, "node3.lab": True},
+            "node2.lab": {"node1.lab": True, "node3.lab": False},
+        },
+        "coverage": {"probed": 4, "reached": 3, "failed": 1, "not_checked": 0},  # 2 sources x 2 other members
     }
     assert ssh_mesh.failures(run, hv, BY_BOTH, members) == [
         "node2.lab -> node3.lab (node3.lab): Host key verification failed."
@@ -90,6 +96,11 @@ def test_a_node_that_did_not_report_is_a_failure() -> None:
     assert ssh_mesh.failures(["node1.lab", "node3.lab"], hv, ["address"]) == [
         "node3.lab -> *: no result from node3.lab (unreachable, or the check did not run)"
     ]
+    # its pairs count as failed, never as not checked (nor reached): every target of its row is False
+    assert ssh_mesh.matrix(["node1.lab", "node3.lab"], hv, ["address"]) == {
+        "pairs": {"node1.lab": {"node3.lab": True}, "node3.lab": {"node1.lab": False}},
+        "coverage": {"probed": 2, "reached": 1, "failed": 1, "not_checked": 0},
+    }
 
 
 # The bounded check (issue 19: a 16-node lab's all-pairs check opened 480 sessions at once and timed out).
@@ -116,10 +127,38 @@ def test_pairs_a_bounded_check_left_out_are_not_checked_never_reached() -> None:
         hv[source]["ssh_trust_probe"] = {
             "probes": {f: {"ok": True, "rc": 0, "error": ""} for f in ssh_mesh.peer_forms(peers, hv, ["address"])}
         }
-    table = ssh_mesh.matrix(members, hv, ["address"])
-    assert table["node01"] == {"node02": True, "node03": None, "node04": None}
-    assert ssh_mesh.coverage(table) == {"reached": 4, "failed": 0, "not_checked": 8}
+    result = ssh_mesh.matrix(members, hv, ["address"])
+    assert result["pairs"] == {"node01": {"node02": True}, "node02": {"node03": True}, "node03": {"node04": True},
+                               "node04": {"node01": True}}  # fmt: skip
+    assert result["coverage"] == {"probed": 4, "reached": 4, "failed": 0, "not_checked": 8}  # 4 x 3 pairs in all
     assert ssh_mesh.failures(members, hv, ["address"]) == []
+
+
+def test_the_result_holds_only_the_pairs_probed_and_counts_the_rest_as_not_checked() -> None:
+    """10 nodes, each probing the next 3 of the ring by address and name; every probe of node05 is refused, and
+    node10 answered nothing. Counted by hand (the full 10 x 9 table gave the same: 36 values true or false, 54
+    null): 9 sources x 3 probed = 27 pairs, of which node02, node03 and node04 -> node05 failed (24 reached);
+    node10's 9 pairs failed; 90 - 27 - 9 = 54 not checked."""
+    hv: dict[str, dict[str, Any]] = {h: {"ansible_host": f"198.18.0.{i}"} for i, h in enumerate(RING, start=11)}
+    refused = {"ok": False, "rc": 255, "error": "Permission denied (publickey)."}
+    for source in RING[:-1]:
+        peers = ssh_mesh.ring_peers(RING, source, 3)
+        hv[source]["ssh_trust_probe"] = {"probes": {
+            form: refused if form in ("198.18.0.15", "node05") else {"ok": True, "rc": 0, "error": ""}
+            for form in ssh_mesh.peer_forms(peers, hv, BY_BOTH)
+        }}  # fmt: skip
+    result = ssh_mesh.matrix(RING, hv, BY_BOTH)
+    assert result["coverage"] == {"probed": 36, "reached": 24, "failed": 12, "not_checked": 54}
+    ring_pairs = {("node01", "node02"), ("node01", "node03"), ("node01", "node04"), ("node07", "node08"),
+                  ("node07", "node09"), ("node07", "node10"), ("node08", "node09"), ("node08", "node10"),
+                  ("node08", "node01"), ("node09", "node10"), ("node09", "node01"), ("node09", "node02")}  # fmt: skip
+    ring_pairs |= {(f"node{s:02d}", f"node{s + step:02d}") for s in range(2, 7) for step in (1, 2, 3)}
+    ring_pairs |= {("node10", target) for target in RING[:-1]}  # answered nothing: every target failed
+    held = {(source, target) for source, row in result["pairs"].items() for target in row}
+    assert held == ring_pairs and len(held) == 36
+    assert {(s, t) for (s, t) in held if result["pairs"][s][t] is False} == {
+        ("node02", "node05"), ("node03", "node05"), ("node04", "node05"), *(("node10", t) for t in RING[:-1])}
+    assert all(type(v) is bool for row in result["pairs"].values() for v in row.values())  # no null left in it
 
 
 def test_the_matrix_works_out_each_targets_forms_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,8 +178,8 @@ def test_the_matrix_works_out_each_targets_forms_once(monkeypatch: pytest.Monkey
     ssh_mesh.failures(members, hv, BY_BOTH)
     assert sorted(calls) == sorted(members * 2)
     hv["node3.lab"]["ansible_host"] = "198.18.0.12"  # node3 answers at node2's address: node1 probed both there
-    assert ssh_mesh.matrix(["node1.lab"], hv, ["address"], members) == {"node1.lab": {"node2.lab": True,
-                                                                                      "node3.lab": True}}  # fmt: skip
+    assert ssh_mesh.matrix(["node1.lab"], hv, ["address"], members)["pairs"] == {"node1.lab": {"node2.lab": True,
+                                                                                               "node3.lab": True}}
     hv["node1.lab"]["ssh_trust_probe"]["probes"]["198.18.0.12"] = {"ok": False, "rc": 255, "error": "refused"}
     assert ssh_mesh.failures(["node1.lab"], hv, ["address"], members) == [
         "node1.lab -> node2.lab (198.18.0.12): refused", "node1.lab -> node3.lab (198.18.0.12): refused"]  # fmt: skip
