@@ -76,7 +76,7 @@ def run_conditions(tmp_path: Path, tasks_file: Path, extra: str) -> dict[str, bo
            "ANSIBLE_NOCOLOR": "1"}  # fmt: skip
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
             "-e", f"ansible_python_interpreter={sys.executable}", "-e", extra, str(playbook)]  # fmt: skip
-    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {task["name"]: f"RAN {i}" in proc.stdout for i, task in enumerate(tasks)}
 

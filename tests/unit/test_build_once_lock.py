@@ -53,7 +53,7 @@ def makes(scratch: Path) -> set[int]:
     return found
 
 
-def wait_for(condition, what: str, seconds: float = 600) -> None:  # type: ignore[no-untyped-def]
+def wait_for(condition, what: str, seconds: float = 1800) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"

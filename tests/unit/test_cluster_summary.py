@@ -180,7 +180,7 @@ def test_summary_yml_alone_marks_each_node_its_record_cannot_vouch_for(tmp_path:
     env = {**os.environ, "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"), "ANSIBLE_CACHE_PLUGIN": "memory",
            "ANSIBLE_NOCOLOR": "1"}  # fmt: skip
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(playbook)]
-    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     nodes = {node["host"]: node for node in json.loads((tmp_path / "summary.json").read_text())["nodes"]}
     assert list(nodes) == list(checks)

@@ -148,7 +148,7 @@ def run_memory_check(tmp_path: Path, play_vars: dict[str, Any]) -> subprocess.Co
            "ANSIBLE_NOCOLOR": "1"}  # fmt: skip
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "gpu-a,", "-c", "local",
             "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)]  # fmt: skip
-    return subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 def test_preflight_refuses_a_count_larger_than_the_node_s_memory(tmp_path: Path) -> None:

@@ -231,7 +231,7 @@ def test_a_second_provision_on_the_same_inventory_waits_or_exits_75(tmp_path: Pa
          "import sys, time; from pathlib import Path; from rdmaforge.runner import run_lock\n"
          f"with run_lock.inventory_lock(Path({str(inventory)!r}), 'provision', True, sys.stdout,"
          f" Path({str(locks)!r})):\n"
-         "    print('held', flush=True); time.sleep(60)"],
+         "    print('held', flush=True); time.sleep(3600)"],
         stdout=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:

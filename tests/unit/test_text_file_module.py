@@ -129,7 +129,7 @@ def test_same_bytes_as_the_builtin_template_and_copy_modules(tmp_path, ending):
         json.dumps({"ansible_python_interpreter": sys.executable}),
         str(playbook),
     ]
-    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     by_template = (tmp_path / "by-template").read_bytes()
     assert b"a=1\nb=2\nEXTRA=1\nlast line" in by_template  # the template did render
@@ -147,7 +147,7 @@ def run_play(tmp_path: Path, tasks: list[dict], *extra: str) -> subprocess.Compl
     env = {**os.environ, "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"), "ANSIBLE_CACHE_PLUGIN": "memory"}
     argv = [str(PLAYBOOK), "-i", "localhost,", "-c", "local",
             "-e", json.dumps({"ansible_python_interpreter": sys.executable}), str(playbook), *extra]  # fmt: skip
-    return subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.parametrize("before", [None, "", "openmpi-bin\n", "openmpi-bin", "binutils\nopenmpi-bin\n"])
