@@ -27,14 +27,14 @@ from rdmaforge.role_defaults import defaults
 INVENTORY_KEYS = ("ansible_host",)
 
 
-def _trusted(value: Any) -> Any:
-    """A role file's strings as Ansible trusts them (templates it may render)."""
+def trusted(value: Any) -> Any:
+    """A role file's strings as Ansible trusts them (templates it may render); tests/unit/role_vars.py uses it too."""
     if isinstance(value, str):
         return trust_as_template(value)
     if isinstance(value, list):
-        return [_trusted(v) for v in value]
+        return [trusted(v) for v in value]
     if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
+        return {k: trusted(v) for k, v in value.items()}
     return value
 
 
@@ -84,9 +84,9 @@ class RoleRender:
     def templar(self, host: str, play: Sequence[str]) -> Templar:
         """A task's templar on ``host`` in a play of ``play``: the role's defaults, the host's variables (inventory,
         facts, registered results, ``hostvars``, ``groups``), the role's vars, the play's magic variables."""
-        variables: dict[str, Any] = _trusted(defaults(self.role))
+        variables: dict[str, Any] = trusted(defaults(self.role))
         variables.update(self.variables.get_vars(host=self.inventory.get_host(host)))
-        variables.update(_trusted(defaults(self.role, "vars")))
+        variables.update(trusted(defaults(self.role, "vars")))
         variables.update(inventory_hostname=host, ansible_play_hosts=list(play), ansible_play_hosts_all=list(play),
                          ansible_play_batch=list(play))  # fmt: skip
         return Templar(loader=self.loader, variables=variables)

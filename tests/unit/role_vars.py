@@ -10,21 +10,12 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
+from benchmarks.ansible_vars import trusted
 from rdmaforge.collection import ensure_dev_tree
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.role_defaults import defaults
 
 _initialised = False
-
-
-def _trusted(value: Any) -> Any:
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, list):
-        return [_trusted(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
-    return value
 
 
 def role_vars(role: str, facts: dict[str, Any], **inventory: Any) -> Templar:
@@ -37,7 +28,7 @@ def role_vars(role: str, facts: dict[str, Any], **inventory: Any) -> Templar:
     variables: dict[str, Any] = {}
     for part in ("defaults", "vars"):
         if (PROJECT_ROOT / "roles" / role / part / "main.yml").exists():
-            variables.update(_trusted(defaults(role, part)))
+            variables.update(trusted(defaults(role, part)))
     variables.update(inventory)
     variables["ansible_facts"] = facts
     return Templar(loader=DataLoader(), variables=variables)
