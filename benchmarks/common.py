@@ -8,6 +8,7 @@ could not judge (what it needs was left out; the detail says what). ``verdict`` 
 from __future__ import annotations
 
 import json
+import resource
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -102,6 +103,11 @@ def stopwatch() -> Iterator[Timing]:
         yield timing
     finally:
         timing.wall, timing.cpu = time.perf_counter() - started, time.process_time() - cpu
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far, in MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def least(timings: Sequence[Timing]) -> Timing:

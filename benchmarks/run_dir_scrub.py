@@ -34,7 +34,6 @@ from __future__ import annotations
 import html
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import Result, Timing, least, reference, stopwatch
+from benchmarks.common import Result, Timing, least, peak_rss_mib, reference, stopwatch
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.runner import secrets
 from rdmaforge.runner.vault import VaultPlaintext
@@ -282,10 +281,6 @@ def leaks(root: Path, forms: set[bytes]) -> list[str]:
                   and any(form in p.read_bytes() for form in forms))  # fmt: skip
 
 
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def measure() -> dict[str, Any]:
     values = session_secrets()
     forms = leak_forms(values)
@@ -333,7 +328,7 @@ def measure() -> dict[str, Any]:
         for name, data in planted.items():  # the live display sees the events as Ansible sent them
             (run_dir / name).write_bytes(data)
         figures["live"] = live(sorted((run_dir / "ansible" / "job_events").iterdir()), values, forms)
-    figures["rss_mib"] = _rss_mib()
+    figures["rss_mib"] = peak_rss_mib()
     return figures
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import Result, Timing, stopwatch
+from benchmarks.common import Result, Timing, peak_rss_mib, stopwatch
 from rdmaforge import ssh_mesh
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.role_defaults import defaults
@@ -299,16 +298,12 @@ def slowest_share(readers: Sequence[str], share: Callable[[str], Any], repeats: 
     return {"seconds": slowest[0], "cpu": slowest[1], "all_cpu": total, "wrong": check(shares)}
 
 
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def measure_plain() -> dict[str, Any]:
     members = cluster()
     play = members[:LIMITED]
     full, limited, want = hostvars(members, members), hostvars(members, play), expected(members, play)
     check_by = list(role_setting("ssh_trust_check_by"))
-    figures: dict[str, Any] = {"inputs_rss_mib": _rss_mib()}
+    figures: dict[str, Any] = {"inputs_rss_mib": peak_rss_mib()}
     wall, cpu, table = timed(lambda: ssh_mesh.matrix(members, full, check_by, members))
     figures["matrix"] = {"seconds": wall, "cpu": cpu, "wrong": check_matrix(table, want)}
     del table
@@ -316,7 +311,7 @@ def measure_plain() -> dict[str, Any]:
     figures["failures"] = {"seconds": wall, "cpu": cpu, "wrong": check_failures(lines, want)}
     figures["left-out share"] = slowest_share(play, partial(ssh_mesh.left_out_share, members, limited, play, play),
                                               REPEATS, partial(check_shares, members=members, play=play, want=want))
-    figures["rss_mib"] = _rss_mib()
+    figures["rss_mib"] = peak_rss_mib()
     return figures
 
 
@@ -330,7 +325,7 @@ def measure_ansible() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rdmaforge-ssh-mesh-bench-") as tmp:
         full = RoleRender.build(Path(tmp) / "full", "ssh_trust", EXAMPLE_GROUP_VARS, hostvars(members, members),
                                 "cluster")  # fmt: skip
-        figures["inputs_rss_mib"] = _rss_mib()
+        figures["inputs_rss_mib"] = peak_rss_mib()
         (set_fact,) = [t for t in _tasks("check.yml") if "ansible.builtin.set_fact" in t]
         matrix_expr = set_fact["ansible.builtin.set_fact"]["ssh_trust_matrix"]
         failures_expr = set_fact["ansible.builtin.set_fact"]["ssh_trust_failing_pairs"]
@@ -353,7 +348,7 @@ def measure_ansible() -> dict[str, Any]:
         # Once each: ten play hosts are ten samples, each a second or more.
         figures["left-out share"] = slowest_share(play, lambda reader: limited.render(task["loop"], reader, play), 1,
                                                   partial(check_shares, members=members, play=play, want=want))
-    figures["rss_mib"] = _rss_mib()
+    figures["rss_mib"] = peak_rss_mib()
     return figures
 
 
