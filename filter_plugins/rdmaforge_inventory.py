@@ -18,12 +18,13 @@ def role_argument_specs(roles_dir: str) -> dict[str, dict[str, Any]]:
 
 
 def preload(filter_dir: Path) -> None:
-    """Run by the filter_preload callback in the controller before workers fork: the role specs (and the variable
-    names the misspelling check knows) are read once, and every worker (one per node) inherits them."""
+    """Run by the filter_preload callback in the controller before workers fork: the role specs are parsed once, and
+    every worker (one per node) inherits them. Not the variable names the misspelling check knows (every role,
+    playbook and module read, about 0.2 s): their one reader is preflight's run_once inventory report, a single
+    worker, so reading them here would only add that to every run of every playbook, preflight or not."""
     roles = filter_dir.parent.parent / "roles"  # the collection's roles, beside plugins/filter
     if roles.is_dir():
         checks.discover_argument_specs(roles)
-        checks.variable_names(roles)
 
 
 def _argspec_results(specs: Mapping[str, Any] | None, values: Mapping[str, Any]) -> list[checks.ArgspecResult]:

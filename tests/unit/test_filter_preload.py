@@ -65,3 +65,25 @@ def test_the_role_specs_are_parsed_before_any_worker_forks() -> None:
     assert result["parsed"] == len(spec_files)
     assert result["after"] == result["parsed"]
     assert result["owners"] > 0
+
+
+NAMES_PROBE = """
+import json, sys
+from ansible.plugins.loader import callback_loader, init_plugin_loader
+init_plugin_loader([sys.argv[1]])
+from rdmaforge import inventory_checks
+callback_loader.get("rdmaforge.cluster.filter_preload").v2_playbook_on_start(None)
+print(json.dumps({"read": inventory_checks._variable_names.cache_info().currsize}))
+"""
+
+
+def test_the_variable_names_are_left_to_the_one_task_that_reads_them() -> None:
+    """The misspelling check's names (every role, playbook and module read, ~0.2 s of CPU) serve only preflight's
+    run_once inventory report, one worker: read in the controller, they cost every run of every playbook that."""
+    collections = PROJECT_ROOT / "build" / "collections"
+    proc = subprocess.run([sys.executable, "-c", NAMES_PROBE, str(collections)], capture_output=True, text=True,
+                          cwd=PROJECT_ROOT, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"read": 0}
+    report = (PROJECT_ROOT / "roles" / "preflight" / "tasks" / "inventory.yml").read_text()
+    assert "rdmaforge.cluster.rdmaforge_inventory_report(" in report and "run_once: true" in report

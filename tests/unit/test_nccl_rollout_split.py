@@ -73,6 +73,12 @@ def links(root: Path) -> tuple[str, str]:
     return (root / "current").readlink().name, (root / "previous").readlink().name
 
 
+def links_or_none(root: Path) -> tuple[str, str | None]:
+    """`current` and `previous` (None without one)."""
+    previous = root / "previous"
+    return (root / "current").readlink().name, previous.readlink().name if previous.is_symlink() else None
+
+
 def inventory(tmp_path: Path, hosts: dict[str, dict[str, Any]]) -> Path:
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
@@ -198,46 +204,49 @@ def test_a_partial_rollback_runs_when_the_user_allows_it(tmp_path: Path, librari
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert {node: links(root) for node, root in roots.items()} == {
         "node1": ("b1", "b2"), "node2": ("b1", "b2"), "node3": ("b2", "b1")}  # fmt: skip
-    # A limit that still covers the whole cluster is no partial rollback: nothing to allow.
+
+
+def test_a_limit_that_covers_the_whole_cluster_is_no_partial_rollback(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    # The nodes as a partial rollback of node1 and node2 leaves them (the test above): nothing to allow.
+    states: dict[str, tuple[str, str | None]] = {"node1": ("b1", "b2"), "node2": ("b1", "b2"), "node3": ("b2", "b1")}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
     proc = run_playbook("rollback_nccl.yml", "--limit", "cluster", inventory=inv, env=ENV)
     assert proc.returncode != 0  # node3's previous is b1, the others' now b2: refused as before, for that reason
     assert "rolling back would leave the cluster on different NCCL builds" in proc.stdout, proc.stdout[-4000:]
     assert "this run rolls back only" not in proc.stdout
-
-
-@pytest.mark.parametrize("value", ["maybe", "2", [True]])
-@pytest.mark.parametrize("name", ["nccl_build_allow_partial", "nccl_build_rollback_allow_partial"])
-def test_a_bad_allow_partial_is_refused_before_any_node_switches(
-    tmp_path: Path, libraries: dict[str, Path], name: str, value: object
-) -> None:
-    states: dict[str, tuple[str, str | None]] = {node: ("b2", "b1") for node in NODES}
-    inv, roots = rollback_fleet(tmp_path, libraries, states)
-    extra = json.dumps({name: value})
-    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", "-e", extra, inventory=inv, env=ENV)
-    assert proc.returncode != 0
-    said = " ".join(proc.stdout.split())
-    assert f"{name}={json.dumps(value)}: allowed: true or false" in said, said[-4000:]
     assert {node: links(root) for node, root in roots.items()} == states
 
 
 #: The first task of each check that reads a node: rollback_links.yml's, and detect.yml's on the builder.
 READS_LINKS = "Look at the builds `current` and `previous` point to"
 READS_NVCC = "Read the nvcc release"
+BAD_ALLOW_PARTIAL = [
+    {"nccl_build_allow_partial": "maybe"},
+    {"nccl_build_rollback_allow_partial": "maybe"},  # the deprecated alias alone
+    # Both at once, each refused under its own name: with the two above, every bad value under both names.
+    {"nccl_build_allow_partial": "2", "nccl_build_rollback_allow_partial": [True]},
+    {"nccl_build_allow_partial": [True], "nccl_build_rollback_allow_partial": "2"},
+]
 
 
-@pytest.mark.parametrize("name", ["nccl_build_allow_partial", "nccl_build_rollback_allow_partial"])
+@pytest.mark.parametrize("given", BAD_ALLOW_PARTIAL)
 def test_a_bad_allow_partial_is_refused_before_any_node_is_read(
-    tmp_path: Path, libraries: dict[str, Path], name: str
+    tmp_path: Path, libraries: dict[str, Path], given: dict[str, object]
 ) -> None:
-    # node3 has no previous build: had its links been read first, that refusal would hide the mistyped value.
+    # node3 has no previous build: had its links been read first, that refusal would hide the mistyped value. No
+    # --limit: a value read as false would let the rollback go on and switch every node.
     states: dict[str, tuple[str, str | None]] = {"node1": ("b2", "b1"), "node2": ("b2", "b1"), "node3": ("b2", None)}
     inv, roots = rollback_fleet(tmp_path, libraries, states)
-    proc = run_playbook("rollback_nccl.yml", "-e", f"{name}=maybe", inventory=inv, env=ENV)
+    proc = run_playbook("rollback_nccl.yml", "-e", json.dumps(given), inventory=inv, env=ENV)
     assert proc.returncode != 0
     said = " ".join(proc.stdout.split())
-    assert f'{name}="maybe": allowed: true or false (true: roll back the nodes --limit picks' in said, said[-4000:]
+    for name, value in given.items():
+        refusal = f"{name}={json.dumps(value)}: allowed: true or false (true: roll back the nodes --limit picks"
+        assert refusal in said, said[-4000:]
     assert READS_LINKS not in proc.stdout and "no previous NCCL build" not in proc.stdout, proc.stdout[-4000:]
-    assert [(root / "current").readlink().name for root in roots.values()] == ["b2", "b2", "b2"]
+    assert {node: links_or_none(root) for node, root in roots.items()} == states  # nothing switched
 
 
 def test_a_node_without_a_previous_build_stops_the_rollback_before_any_node_switches(
@@ -462,18 +471,21 @@ def test_an_upgrade_of_the_whole_cluster_is_not_a_partial_one(tmp_path: Path, li
         assert "this run upgrades only" not in proc.stdout
 
 
-@pytest.mark.parametrize("name", ["nccl_build_allow_partial", "nccl_build_rollback_allow_partial"])
 def test_a_bad_allow_partial_stops_the_upgrade_before_any_node_is_read(
-    tmp_path: Path, libraries: dict[str, Path], name: str
+    tmp_path: Path, libraries: dict[str, Path]
 ) -> None:
+    # Both names mistyped, each refused under its own name (the same check as the rollback's, which tries each alone).
     inv, roots = upgrade_fleet(tmp_path, libraries, dict.fromkeys(NODES, "b1"))
     marks = tmp_path / "switched"
     marks.mkdir()
-    proc = run_playbook(str(upgrade_playbook(tmp_path, marks)), "--limit", "node1", "-e", f"{name}=maybe",
+    given = {"nccl_build_allow_partial": "maybe", "nccl_build_rollback_allow_partial": "2"}
+    proc = run_playbook(str(upgrade_playbook(tmp_path, marks)), "--limit", "node1", "-e", json.dumps(given),
                         inventory=inv, env=ENV)  # fmt: skip
     assert proc.returncode != 0
     said = " ".join(proc.stdout.split())
-    assert f'{name}="maybe": allowed: true or false (true: upgrade the nodes --limit picks' in said, said[-4000:]
-    assert READS_NVCC not in proc.stdout and "Read the builds of the cluster's nodes" not in proc.stdout, said[-4000:]
+    for name, value in given.items():
+        refusal = f"{name}={json.dumps(value)}: allowed: true or false (true: upgrade the nodes --limit picks"
+        assert refusal in said, said[-4000:]
+    assert READS_NVCC not in proc.stdout and "Read the builds of the first nodes" not in proc.stdout, said[-4000:]
     assert list(marks.iterdir()) == [] and not (tmp_path / "built").exists()
     assert [(root / "current").readlink().name for root in roots.values()] == ["b1", "b1", "b1"]

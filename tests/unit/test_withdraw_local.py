@@ -9,8 +9,10 @@ refuse a key name that would make them delete ~/.ssh or more before they remove 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +83,9 @@ def node(root: Path) -> dict[str, Path]:
     return files
 
 
-def fleet(tmp_path: Path, **host_vars: dict[str, Any]) -> tuple[Path, dict[str, dict[str, Path]]]:
-    nodes = {name: node(tmp_path / name) for name in ("node1", "node2")}
+def fleet(tmp_path: Path, names: tuple[str, ...] = ("node1", "node2"),
+          **host_vars: dict[str, Any]) -> tuple[Path, dict[str, dict[str, Path]]]:  # fmt: skip
+    nodes = {name: node(tmp_path / name) for name in names}
     hosts = {name: {**LOCAL, "node_root": str(tmp_path / name), **host_vars.get(name, {})} for name in nodes}
     inv = tmp_path / "hosts.yml"
     inv.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
@@ -102,115 +105,184 @@ def recap(stdout: str) -> dict[str, dict[str, int]]:
     return counts
 
 
-def test_withdraw_takes_back_what_rdmaforge_wrote_and_nothing_else(tmp_path: Path) -> None:
+# Each run costs about ten seconds of CPU (a dozen module runs per node): the tests below share the runs of one fleet
+# (scope="module") where they only read what the runs did, each test asserting on its own nodes.
+
+
+@dataclasses.dataclass
+class Withdrawn:
+    """One fleet, withdrawn three times: in check mode with --diff, for real, and again."""
+
+    root: Path
+    nodes: dict[str, dict[str, Path]]
+    before: dict[str, dict[str, str | None]]  # every node's files before the runs
+    after_check: dict[str, dict[str, str | None]]  # ... and after the check-mode run
+    check: subprocess.CompletedProcess[str]
+    proc: subprocess.CompletedProcess[str]
+    again: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def withdrawn(tmp_path_factory: pytest.TempPathFactory) -> Withdrawn:
+    """node1 and node2 as a converge leaves them (node2 stopped managing /etc/hosts since), node3 and node4 with
+    trust files that rdmaforge created (test_the_trust_files_rdmaforge_created_go_when_nothing_else_is_in_them)."""
+    root = tmp_path_factory.mktemp("withdrawn")
+    inv, nodes = fleet(root, ("node1", "node2", "node3", "node4"), node2={"cluster_hosts_manage": False})
+    three, four = nodes["node3"], nodes["node4"]
+    # node3: rdmaforge created authorized_keys (its block alone) and ~/.ssh/config, where the user has added a host
+    # since; ssh_known_hosts was there before, empty, so it stays, empty.
+    three["authorized_keys"].write_text(TRUST.format("ssh-ed25519 AAAAcluster"))
+    three["config"].write_text(TRUST.format("Host node1 node2") + "Host github.com\n    User git\n")
+    three["known_hosts"].write_text(TRUST.format("node1 ssh-ed25519 AAAAnode1"))
+    # node4: authorized_keys was there before with the user's key (fleet's); rdmaforge created ~/.ssh/config and
+    # ssh_known_hosts, the latter left with blank lines around the block (whitespace only, once it is out).
+    four["known_hosts"].write_text("\n" + TRUST.format("node1 ssh-ed25519 AAAAnode1") + "  \n")
+    four["config"].write_text(TRUST.format("Host node1 node2"))
+    created = {"node3": ("authorized_keys", "config"), "node4": ("config", "known_hosts", "config")}
+    for name, kinds in created.items():
+        nodes[name]["record"] = root / name / "ssh-trust-files-created"
+        nodes[name]["record"].write_text("".join(f"{nodes[name][kind]}\n" for kind in kinds))
+    playbook = str(withdraw_playbook(root))
+    before = {name: contents(files) for name, files in nodes.items()}
+    check = run_playbook(playbook, "--check", "--diff", "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    after_check = {name: contents(files) for name, files in nodes.items()}
+    proc = run_playbook(playbook, "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    again = run_playbook(playbook, "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    return Withdrawn(root, nodes, before, after_check, check, proc, again)
+
+
+def test_withdraw_takes_back_what_rdmaforge_wrote_and_nothing_else(withdrawn: Withdrawn) -> None:
     # node2 stopped managing /etc/hosts after a converge wrote the block: it is still rdmaforge's, and the reset
     # says it took rdmaforge's settings back.
-    inv, nodes = fleet(tmp_path, node2={"cluster_hosts_manage": False})
-    playbook = str(withdraw_playbook(tmp_path))
-    before = {name: contents(files) for name, files in nodes.items()}
-
-    check = run_playbook(playbook, "--check", "--diff", "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    mine = ("node1", "node2")
+    check = withdrawn.check
     assert check.returncode == 0, check.stdout[-4000:]
-    assert {name: contents(files) for name, files in nodes.items()} == before  # check mode changes nothing
-    assert all(counts["changed"] > 0 for counts in recap(check.stdout).values()), check.stdout[-3000:]
+    assert {name: withdrawn.after_check[name] for name in mine} == {name: withdrawn.before[name] for name in mine}
+    assert all(recap(check.stdout)[name]["changed"] > 0 for name in mine), check.stdout[-3000:]
     assert "-# BEGIN rdmaforge cluster hosts" in check.stdout  # --diff shows the block going
 
-    proc = run_playbook(playbook, "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    proc = withdrawn.proc
     assert proc.returncode == 0, proc.stdout[-4000:]
-    for name, files in nodes.items():
-        assert contents(files) == {
+    for name in mine:
+        assert contents(withdrawn.nodes[name]) == {
             "key": None, "pub": None, "own_key": "the user's own key\n",
             "authorized_keys": "ssh-ed25519 AAAAown user@laptop\n", "config": "Host github.com\n    User git\n",
             "known_hosts": "other ssh-ed25519 AAAAother\n", "hosts": "127.0.0.1 localhost\n", "hostfile": None,
         }, name  # fmt: skip
 
-    again = run_playbook(playbook, "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    again = withdrawn.again
     assert again.returncode == 0, again.stdout[-4000:]
-    assert all(counts["changed"] == 0 for counts in recap(again.stdout).values()), again.stdout[-3000:]
+    assert all(recap(again.stdout)[name]["changed"] == 0 for name in mine), again.stdout[-3000:]
 
 
-def test_the_trust_files_rdmaforge_created_go_when_nothing_else_is_in_them(tmp_path: Path) -> None:
-    inv, nodes = fleet(tmp_path)
-    one, two = nodes["node1"], nodes["node2"]
-    # node1: rdmaforge created authorized_keys (its block alone) and ~/.ssh/config, where the user has added a host
-    # since; ssh_known_hosts was there before, empty, so it stays, empty.
-    one["authorized_keys"].write_text(TRUST.format("ssh-ed25519 AAAAcluster"))
-    one["config"].write_text(TRUST.format("Host node1 node2") + "Host github.com\n    User git\n")
-    one["known_hosts"].write_text(TRUST.format("node1 ssh-ed25519 AAAAnode1"))
-    # node2: authorized_keys was there before with the user's key (fleet's); rdmaforge created ~/.ssh/config and
-    # ssh_known_hosts, the latter left with blank lines around the block (whitespace only, once it is out).
-    two["known_hosts"].write_text("\n" + TRUST.format("node1 ssh-ed25519 AAAAnode1") + "  \n")
-    two["config"].write_text(TRUST.format("Host node1 node2"))
-    created = {"node1": ("authorized_keys", "config"), "node2": ("config", "known_hosts", "config")}
-    for name, files in nodes.items():
-        files["record"] = tmp_path / name / "ssh-trust-files-created"
-        files["record"].write_text("".join(f"{files[kind]}\n" for kind in created[name]))
-    playbook = str(withdraw_playbook(tmp_path))
-    before = {name: contents(files) for name, files in nodes.items()}
-
-    check = run_playbook(playbook, "--check", "--diff", "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+def test_the_trust_files_rdmaforge_created_go_when_nothing_else_is_in_them(withdrawn: Withdrawn) -> None:
+    # node3 and node4 of the fixture: the trust files rdmaforge created, as its record lists them.
+    three, four = withdrawn.nodes["node3"], withdrawn.nodes["node4"]
+    check = withdrawn.check
     assert check.returncode == 0, check.stdout[-4000:]
-    assert {name: contents(files) for name, files in nodes.items()} == before  # check mode changes nothing
+    for name in ("node3", "node4"):
+        assert withdrawn.after_check[name] == withdrawn.before[name]  # check mode changes nothing
     said = check.stdout.split("TASK [rdmaforge.cluster.ssh_trust : Remove the trust files rdmaforge created")[1]
     said = said.split("TASK [")[0]
     removing = {(host, path) for host, path in re.findall(r"^changed: \[(\w+)\] => \(item=(\S+)\)", said, re.M)}
-    assert removing == {("node1", str(one["authorized_keys"])), ("node2", str(two["config"])),
-                        ("node2", str(two["known_hosts"]))}, said  # fmt: skip
+    assert removing == {("node3", str(three["authorized_keys"])), ("node4", str(four["config"])),
+                        ("node4", str(four["known_hosts"]))}, said  # fmt: skip
 
-    proc = run_playbook(playbook, "-e", json.dumps(PATHS), inventory=inv, env=ENV)
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert withdrawn.proc.returncode == 0, withdrawn.proc.stdout[-4000:]
     kept = {"key": None, "pub": None, "own_key": "the user's own key\n", "hosts": "127.0.0.1 localhost\n",
             "hostfile": None, "record": None}  # fmt: skip
-    assert contents(one) == {**kept, "authorized_keys": None, "config": "Host github.com\n    User git\n",
-                             "known_hosts": ""}  # fmt: skip
-    assert contents(two) == {**kept, "authorized_keys": "ssh-ed25519 AAAAown user@laptop\n", "config": None,
-                             "known_hosts": None}  # fmt: skip
-    assert (tmp_path / "node1" / "home" / ".ssh").is_dir()
+    assert contents(three) == {**kept, "authorized_keys": None, "config": "Host github.com\n    User git\n",
+                               "known_hosts": ""}  # fmt: skip
+    assert contents(four) == {**kept, "authorized_keys": "ssh-ed25519 AAAAown user@laptop\n", "config": None,
+                              "known_hosts": None}  # fmt: skip
+    assert (withdrawn.root / "node3" / "home" / ".ssh").is_dir()
 
-    again = run_playbook(playbook, "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    again = withdrawn.again
     assert again.returncode == 0, again.stdout[-4000:]
-    assert all(counts["changed"] == 0 for counts in recap(again.stdout).values()), again.stdout[-3000:]
+    assert all(recap(again.stdout)[name]["changed"] == 0 for name in ("node3", "node4")), again.stdout[-3000:]
 
 
-@pytest.mark.parametrize("key_name", ["", ".", "..", "../..", "keys/cluster", "-x"])
-def test_a_key_name_outside_ssh_is_refused_before_anything_is_removed(tmp_path: Path, key_name: str) -> None:
-    # With the name "" the key pair's paths are ~/.ssh/ and ~/.ssh/.pub: state absent would delete ~/.ssh.
-    inv, nodes = fleet(tmp_path)
+#: One node per key name, each refused by name in one run: the check runs on every node before any is changed.
+BAD_KEY_NAMES = {"node1": "", "node2": ".", "node3": "..", "node4": "../..", "node5": "keys/cluster", "node6": "-x"}
+
+
+@dataclasses.dataclass
+class Refused:
+    root: Path
+    nodes: dict[str, dict[str, Path]]
+    before: dict[str, dict[str, str | None]]
+    proc: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def bad_key_names(tmp_path_factory: pytest.TempPathFactory) -> Refused:
+    """A withdraw run over nodes that each name their key with one of BAD_KEY_NAMES (a host variable)."""
+    root = tmp_path_factory.mktemp("bad-key-names")
+    key_names = {name: {"ssh_trust_key_name": key_name} for name, key_name in BAD_KEY_NAMES.items()}
+    inv, nodes = fleet(root, tuple(BAD_KEY_NAMES), **key_names)
     before = {name: contents(files) for name, files in nodes.items()}
-    extra = json.dumps({**PATHS, "ssh_trust_key_name": key_name})
-    proc = run_playbook(str(withdraw_playbook(tmp_path)), "-e", extra, inventory=inv, env=ENV)
+    proc = run_playbook(str(withdraw_playbook(root)), "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    return Refused(root, nodes, before, proc)
+
+
+@pytest.mark.parametrize(("name", "key_name"), BAD_KEY_NAMES.items())
+def test_a_key_name_outside_ssh_is_refused_before_anything_is_removed(
+    bad_key_names: Refused, name: str, key_name: str
+) -> None:
+    # With the name "" the key pair's paths are ~/.ssh/ and ~/.ssh/.pub: state absent would delete ~/.ssh.
+    proc = bad_key_names.proc
     assert proc.returncode != 0
     said = " ".join(proc.stdout.split())
-    assert f"node1: ssh_trust_key_name={json.dumps(key_name)}; allowed: a file name in the user's ~/.ssh" in said, said
-    assert {name: contents(files) for name, files in nodes.items()} == before
-    assert (tmp_path / "node1" / "home" / ".ssh").is_dir()
+    assert f"{name}: ssh_trust_key_name={json.dumps(key_name)}; allowed: a file name in the user's ~/.ssh" in said, said
+    assert contents(bad_key_names.nodes[name]) == bad_key_names.before[name]
+    assert (bad_key_names.root / name / "home" / ".ssh").is_dir()
 
 
-def test_a_hostfile_rdmaforge_did_not_write_is_kept(tmp_path: Path) -> None:
-    inv, nodes = fleet(tmp_path)
+@dataclasses.dataclass
+class Closing:
+    """withdraw_playbook with its closing tasks, in check mode, then for real, over one fleet."""
+
+    root: Path
+    nodes: dict[str, dict[str, Path]]
+    check: subprocess.CompletedProcess[str]
+    own_after_check: bool  # node1's own directory still there after the check-mode run
+    proc: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def closing(tmp_path_factory: pytest.TempPathFactory) -> Closing:
+    """rdmaforge's own directory, per node: node1's is empty, node2's holds a file of someone else's. node1's MPI
+    hostfile is the user's own, and node2's mpi_launch_hostfile names a directory
+    (test_a_hostfile_rdmaforge_did_not_write_is_kept)."""
+    root = tmp_path_factory.mktemp("closing")
+    inv, nodes = fleet(root)
+    for name in ("node1", "node2"):
+        (root / name / "opt" / "rdmaforge").mkdir(parents=True)
+    (root / "node2" / "opt" / "rdmaforge" / "notes.txt").write_text("kept\n")
     nodes["node1"]["hostfile"].write_text("# my own hostfile\ngpu01 slots=8\n")
     nodes["node2"]["hostfile"].unlink()
     nodes["node2"]["hostfile"].mkdir()  # mpi_launch_hostfile naming a directory: never removed
     (nodes["node2"]["hostfile"] / "inside").write_text("kept\n")
-    proc = run_playbook(str(withdraw_playbook(tmp_path)), "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    extra = json.dumps({**PATHS, "reset_own_directories": ["{{ node_root }}/opt/rdmaforge"]})
+    playbook = str(withdraw_playbook(root, closing=True))
+    check = run_playbook(playbook, "--check", "-e", extra, inventory=inv, env=ENV)
+    own_after_check = (root / "node1" / "opt" / "rdmaforge").is_dir()
+    proc = run_playbook(playbook, "-e", extra, inventory=inv, env=ENV)
+    return Closing(root, nodes, check, own_after_check, proc)
+
+
+def test_a_hostfile_rdmaforge_did_not_write_is_kept(closing: Closing) -> None:
+    nodes, proc = closing.nodes, closing.proc
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert nodes["node1"]["hostfile"].read_text() == "# my own hostfile\ngpu01 slots=8\n"
     assert (nodes["node2"]["hostfile"] / "inside").read_text() == "kept\n"
     said = " ".join(proc.stdout.split())
     for name in ("node1", "node2"):
-        assert f"WARNING: {name}: {tmp_path / name}/etc/hostfile was kept: it is not the MPI hostfile" in said, said
+        assert f"WARNING: {name}: {closing.root / name}/etc/hostfile was kept: it is not the MPI hostfile" in said, said
 
 
-def test_the_closing_message_says_what_check_mode_would_remove(tmp_path: Path) -> None:
-    # rdmaforge's own directory, per node: node1's is empty, node2's holds a file of someone else's.
-    inv, _ = fleet(tmp_path)
-    for name in ("node1", "node2"):
-        (tmp_path / name / "opt" / "rdmaforge").mkdir(parents=True)
-    (tmp_path / "node2" / "opt" / "rdmaforge" / "notes.txt").write_text("kept\n")
-    extra = json.dumps({**PATHS, "reset_own_directories": ["{{ node_root }}/opt/rdmaforge"]})
-    playbook = str(withdraw_playbook(tmp_path, closing=True))
-
-    check = run_playbook(playbook, "--check", "-e", extra, inventory=inv, env=ENV)
+def test_the_closing_message_says_what_check_mode_would_remove(closing: Closing) -> None:
+    tmp_path, check = closing.root, closing.check
     assert check.returncode == 0, check.stdout[-4000:]
     said = " ".join(check.stdout.split())
     for name in ("node1", "node2"):
@@ -218,9 +290,9 @@ def test_the_closing_message_says_what_check_mode_would_remove(tmp_path: Path) -
                 "packages it added; would be kept: packages that came in only as dependencies") in said, said[-3000:]
         assert f"and any of {tmp_path / name}/opt/rdmaforge not empty once the rest is removed." in said
     assert "settings removed" not in said
-    assert (tmp_path / "node1" / "opt" / "rdmaforge").is_dir()  # check mode removed nothing
+    assert closing.own_after_check  # check mode removed nothing
 
-    proc = run_playbook(playbook, "-e", extra, inventory=inv, env=ENV)
+    proc = closing.proc
     assert proc.returncode == 0, proc.stdout[-4000:]
     said = " ".join(proc.stdout.split())
     assert "node1: rdmaforge's files and settings removed, and the packages it added; kept: packages" in said, said
