@@ -65,7 +65,7 @@ def run_tasks(tasks: Sequence[Task], directory: Path) -> list[TaskRun]:
     directory.mkdir(parents=True, exist_ok=True)
     playbook = directory / "play.yml"
     play = {"hosts": "localhost", "gather_facts": False, "tasks": [{**task, "ignore_errors": True} for task in tasks]}
-    playbook.write_text(yaml.safe_dump([play]))
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))  # in the order given: kernel arguments keep theirs
     argv = [str(PLAYBOOK), "-i", "localhost,", "-c", "local",
             "-e", json.dumps({"ansible_python_interpreter": sys.executable}), str(playbook)]  # fmt: skip
     env = {
