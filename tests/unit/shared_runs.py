@@ -64,10 +64,12 @@ def run_tasks(tasks: Sequence[Task], directory: Path) -> list[TaskRun]:
     """Run ``tasks`` in one ansible-playbook run on localhost (written to ``directory``); their runs, in order."""
     directory.mkdir(parents=True, exist_ok=True)
     playbook = directory / "play.yml"
-    play = {"hosts": "localhost", "gather_facts": False, "tasks": [{**task, "ignore_errors": True} for task in tasks]}
+    # The interpreter is a play variable, which a task's own (module_task's python) overrides: given with -e, as
+    # ``ansible -m`` has it, it would override every task's.
+    play = {"hosts": "localhost", "gather_facts": False, "vars": {"ansible_python_interpreter": sys.executable},
+            "tasks": [{**task, "ignore_errors": True} for task in tasks]}  # fmt: skip
     playbook.write_text(yaml.safe_dump([play], sort_keys=False))  # in the order given: kernel arguments keep theirs
-    argv = [str(PLAYBOOK), "-i", "localhost,", "-c", "local",
-            "-e", json.dumps({"ansible_python_interpreter": sys.executable}), str(playbook)]  # fmt: skip
+    argv = [str(PLAYBOOK), "-i", "localhost,", "-c", "local", str(playbook)]
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"),
