@@ -121,9 +121,13 @@ BYTECODE_FORMAT = "bytecode: unchecked-hash pyc beside each py, v1"
 
 def digest(roots: Iterable[Path], variant: str = "") -> str:
     """The digest that names the cache directory: versions, the payload variant, then path, size and mtime of every
-    file."""
+    file. A root that is not there holds no file a payload is built from, so it is left out: playbooks in different
+    directories without a library/ or module_utils/ of their own share one cache (each had a directory of its own,
+    its payloads built again, and the test suite's temporary playbooks left hundreds of them behind)."""
     hasher = hashlib.sha256(f"{release.__version__}\0{sys.version}\0{variant}\n".encode())
     for root in roots:
+        if not root.is_dir():
+            continue
         hasher.update(f"root {root}\n".encode())
         for path in _files(root):
             try:

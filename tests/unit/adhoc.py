@@ -21,7 +21,7 @@ from typing import Any
 from rdmaforge.paths import PROJECT_ROOT
 
 ANSIBLE = Path(sys.executable).parent / "ansible"
-HOST_RESULT = re.compile(r"^localhost \| [A-Z]+!? => ", re.MULTILINE)
+HOST_RESULT = re.compile(r"^localhost \| (?P<status>[A-Z]+!?) => ", re.MULTILINE)
 #: A Python 3.8 interpreter to prove the modules (and their module_utils) run on old targets.
 PY38 = Path(os.environ.get("RDMAFORGE_PY38", "/root/.pyenv/versions/3.8.18/bin/python3.8"))
 

@@ -6,7 +6,8 @@ see SOURCES.md there) through ``ansible localhost``. The running kernel's comman
 file per test (``proc_cmdline``), so reboot_required is tested both ways. grubby does not exist here:
 its backend is tested against a stand-in script that keeps BLS-style entries in a JSON file and applies
 ``--args``/``--remove-args`` the way grubby-bls's ``update_args`` does (that behaviour is spelt out in
-FAKE_GRUBBY below); the real grubby is not exercised.
+FAKE_GRUBBY below); the real grubby is not exercised. The module tests share their ansible-playbook runs
+(tests/unit/shared_runs.py): each yields the module calls it needs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +42,8 @@ from rdmaforge.parsers.kernel_cmdline import (
     update_cmdline,
 )
 from rdmaforge.paths import PROJECT_ROOT
-from tests.unit.adhoc import PY38, run_module
+from tests.unit.adhoc import PY38
+from tests.unit.shared_runs import Task, module_task, shared_runs
 
 SYSTEM_TEMPLATE = Path("/usr/share/grub/default/grub")
 DATA_TEMPLATE = PROJECT_ROOT / "tests" / "data" / "grub" / "debian_default_grub"
@@ -362,30 +365,33 @@ def test_grubby_arguments_and_their_effect():
 # --- the module, for real ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def grub(tmp_path):
-    """A copy of the Debian defaults file and a running command line without huge pages."""
-    path = tmp_path / "etc" / "default" / "grub"
+def grub(case: Path) -> tuple[Path, Path]:
+    """A copy of the Debian defaults file and a running command line without huge pages, in ``case``."""
+    path = case / "etc" / "default" / "grub"
     path.parent.mkdir(parents=True)
     path.write_text(TEMPLATE.read_text())
-    proc = tmp_path / "cmdline"
+    proc = case / "cmdline"
     proc.write_text("BOOT_IMAGE=/boot/vmlinuz-6.1.0-18-amd64 root=UUID=0a1b ro quiet\n")
     return path, proc
 
 
-def kernel_cmdline(args, path, proc, *extra, **options):
-    return run_module("kernel_cmdline", {"args": args, "path": str(path), "proc_cmdline": str(proc), **options}, *extra)
+def kernel_cmdline(args: Any, path: Path, proc: Path, *, check: bool = False, diff: bool = False,
+                   **options: Any) -> Task:  # fmt: skip
+    """The task ``ansible localhost -m rdmaforge.cluster.kernel_cmdline`` runs with these arguments."""
+    module_args = {"args": args, "path": str(path), "proc_cmdline": str(proc), **options}
+    return module_task("kernel_cmdline", module_args, check=check, diff=diff)
 
 
 def backups(path: Path) -> list[Path]:
     return sorted(p for p in path.parent.iterdir() if p.name.startswith(path.name + ".") and p.name.endswith("~"))
 
 
-def test_module_writes_keeps_a_backup_and_shows_the_diff(grub):
-    path, proc = grub
+@shared_runs
+def test_module_writes_keeps_a_backup_and_shows_the_diff(case):
+    path, proc = grub(case)
     original = path.read_text()
-    run = kernel_cmdline(HUGE, path, proc, "--diff")
-    assert run.rc == 0, run.result
+    run = yield kernel_cmdline(HUGE, path, proc, diff=True)
+    assert not run.failed, run.result
     result = run.result
     assert result["changed"] is True
     assert result["backend"] == "grub_defaults"  # no grubby here
@@ -399,97 +405,105 @@ def test_module_writes_keeps_a_backup_and_shows_the_diff(grub):
     (backup,) = backups(path)
     assert result["backup_file"] == str(backup) and result["backup_files"] == [str(backup)]
     assert backup.read_text() == original
-    assert f"--- before: {path}" in run.before_result
-    assert f'-{VAR}=""' in run.before_result and f"+{HUGE_LINE.strip()}" in run.before_result
+    assert f"--- before: {path}" in run.printed
+    assert f'-{VAR}=""' in run.printed and f"+{HUGE_LINE.strip()}" in run.printed
 
 
-def test_module_three_runs_leave_one_copy_and_one_backup(grub):
-    path, proc = grub
-    runs = [kernel_cmdline(HUGE, path, proc) for _ in range(3)]
+@shared_runs
+def test_module_three_runs_leave_one_copy_and_one_backup(case):
+    path, proc = grub(case)
+    runs = yield [kernel_cmdline(HUGE, path, proc) for _ in range(3)]
     assert [r.result["changed"] for r in runs] == [True, False, False]
-    assert all(r.rc == 0 for r in runs)
+    assert all(not r.failed for r in runs)
     assert path.read_text().count("hugepages=") == 1
     assert len(backups(path)) == 1
     assert runs[2].result["cmdline_before"] == runs[2].result["cmdline_after"]
 
 
-def test_module_new_count_replaces_the_old_one(grub):
-    path, proc = grub
-    kernel_cmdline(HUGE, path, proc)
-    run = kernel_cmdline({**HUGE, "hugepages": 64}, path, proc)
+@shared_runs
+def test_module_new_count_replaces_the_old_one(case):
+    path, proc = grub(case)
+    _, run = yield [kernel_cmdline(HUGE, path, proc), kernel_cmdline({**HUGE, "hugepages": 64}, path, proc)]
     assert run.result["changed"] is True
     assert run.result["cmdline_after"] == "default_hugepagesz=1G hugepagesz=1G hugepages=64"
     assert read_variable(path.read_text(), VAR) == "default_hugepagesz=1G hugepagesz=1G hugepages=64"
 
 
-def test_module_check_mode_writes_nothing(grub):
-    path, proc = grub
+@shared_runs
+def test_module_check_mode_writes_nothing(case):
+    path, proc = grub(case)
     original = path.read_text()
-    run = kernel_cmdline(HUGE, path, proc, "--check", "--diff")
-    assert run.rc == 0, run.result
+    run = yield kernel_cmdline(HUGE, path, proc, check=True, diff=True)
+    assert not run.failed, run.result
     assert run.result["changed"] is True
     assert run.result["cmdline_after"] == "default_hugepagesz=1G hugepagesz=1G hugepages=50"
     assert run.result["files_changed"] == [str(path)]
     assert "backup_file" not in run.result
     assert path.read_text() == original
     assert sorted(p.name for p in path.parent.iterdir()) == ["grub"]  # no backup, no temp file
-    assert f"+{HUGE_LINE.strip()}" in run.before_result
+    assert f"+{HUGE_LINE.strip()}" in run.printed
 
 
-def test_module_reboot_not_required_when_running_kernel_has_the_args(grub):
-    path, proc = grub
+@shared_runs
+def test_module_reboot_not_required_when_running_kernel_has_the_args(case):
+    path, proc = grub(case)
     proc.write_text("BOOT_IMAGE=/vmlinuz ro default_hugepagesz=1G hugepagesz=1G hugepages=50 quiet\n")
-    first = kernel_cmdline(HUGE, path, proc)
+    first = yield kernel_cmdline(HUGE, path, proc)
     assert (first.result["changed"], first.result["reboot_required"]) == (True, False)
     proc.write_text("BOOT_IMAGE=/vmlinuz ro default_hugepagesz=1G hugepagesz=1G hugepages=32 quiet\n")
-    second = kernel_cmdline(HUGE, path, proc)
+    second = yield kernel_cmdline(HUGE, path, proc)
     assert (second.result["changed"], second.result["reboot_required"]) == (False, True)
     assert second.result["running_differences"] == ["hugepages=50 (running kernel has hugepages=32)"]
 
 
-def test_module_writes_through_a_symlink(grub):
-    path, proc = grub
+@shared_runs
+def test_module_writes_through_a_symlink(case):
+    path, proc = grub(case)
     real = path.parent / "grub.real"
     path.rename(real)
     path.symlink_to(real.name)
-    run = kernel_cmdline(HUGE, path, proc)
-    assert run.rc == 0, run.result
+    run = yield kernel_cmdline(HUGE, path, proc)
+    assert not run.failed, run.result
     assert path.is_symlink()
     assert read_variable(real.read_text(), VAR) == "default_hugepagesz=1G hugepagesz=1G hugepages=50"
     assert run.result["backup_file"].startswith(str(real) + ".")
 
 
-def test_module_absent(grub):
-    path, proc = grub
+@shared_runs
+def test_module_absent(case):
+    path, proc = grub(case)
     path.write_text(path.read_text().replace(f'{VAR}=""', f'{VAR}="quiet hugepages=32 iommu=pt"'))
-    run = kernel_cmdline(["hugepages"], path, proc, state="absent")
+    run = yield kernel_cmdline(["hugepages"], path, proc, state="absent")
     assert run.result["changed"] is True
     assert read_variable(path.read_text(), VAR) == "quiet iommu=pt"
     assert run.result["reboot_required"] is False  # the running kernel has no hugepages either
-    assert kernel_cmdline(["hugepages"], path, proc, state="absent").result["changed"] is False
+    again = yield kernel_cmdline(["hugepages"], path, proc, state="absent")
+    assert again.result["changed"] is False
 
 
-def test_module_collapses_repeated_keys_with_a_warning(grub):
-    path, proc = grub
+@shared_runs
+def test_module_collapses_repeated_keys_with_a_warning(case):
+    path, proc = grub(case)
     path.write_text(
         path.read_text().replace(f'{VAR}=""', f'{VAR}="hugepagesz=1G hugepages=4 hugepagesz=2M hugepages=512"')
     )
-    run = kernel_cmdline({"hugepagesz": "1G", "hugepages": 50}, path, proc)
-    assert run.rc == 0, run.result
+    run = yield kernel_cmdline({"hugepagesz": "1G", "hugepages": 50}, path, proc)
+    assert not run.failed, run.result
     assert read_variable(path.read_text(), VAR) == "hugepagesz=1G hugepages=50"
     assert run.result["removed_duplicates"] == ["hugepagesz=2M", "hugepages=512"]
-    assert "manages one occurrence per key" in run.stderr
+    assert "manages one occurrence per key" in run.printed
 
 
-def test_module_dropin(grub):
-    path, proc = grub
+@shared_runs
+def test_module_dropin(case):
+    path, proc = grub(case)
     path.write_text(path.read_text().replace(f'{VAR}=""', f'{VAR}="net.ifnames=0 hugepages=32"'))
     dropins = path.parent / "grub.d"
     dropins.mkdir()
     (dropins / "50-cloudimg-settings.cfg").write_text('GRUB_CMDLINE_LINUX_DEFAULT="console=ttyS0"\n')
     dropin = dropins / "60-rdmaforge.cfg"
-    run = kernel_cmdline(HUGE, path, proc, "--diff", dropin=str(dropin))
-    assert run.rc == 0, run.result
+    run = yield kernel_cmdline(HUGE, path, proc, diff=True, dropin=str(dropin))
+    assert not run.failed, run.result
     assert run.result["files_changed"] == [str(path), str(dropin)]
     assert read_variable(path.read_text(), VAR) == "net.ifnames=0"  # the managed key left the main file
     assert dropin.read_text() == new_dropin_text(VAR, present(HUGE))
@@ -497,22 +511,23 @@ def test_module_dropin(grub):
     assert run.result["cmdline_before"] == "net.ifnames=0 hugepages=32"
     assert run.result["cmdline_after"] == "net.ifnames=0 default_hugepagesz=1G hugepagesz=1G hugepages=50"
     assert run.result["backup_files"] == [str(b) for b in backups(path)]  # new drop-in: nothing to back up
-    assert f"+++ after: {dropin}" in run.before_result
-    again = kernel_cmdline(HUGE, path, proc, dropin=str(dropin))
+    assert f"+++ after: {dropin}" in run.printed
+    again = yield kernel_cmdline(HUGE, path, proc, dropin=str(dropin))
     assert again.result["changed"] is False
-    gone = kernel_cmdline(["hugepages"], path, proc, dropin=str(dropin), state="absent")
+    gone = yield kernel_cmdline(["hugepages"], path, proc, dropin=str(dropin), state="absent")
     assert gone.result["cmdline_after"] == "net.ifnames=0 default_hugepagesz=1G hugepagesz=1G"
 
 
-def test_module_warns_about_a_later_dropin_that_overrides(grub):
-    path, proc = grub
+@shared_runs
+def test_module_warns_about_a_later_dropin_that_overrides(case):
+    path, proc = grub(case)
     dropins = path.parent / "grub.d"
     dropins.mkdir()
     (dropins / "99-local.cfg").write_text('GRUB_CMDLINE_LINUX="hugepages=8"\n')
-    run = kernel_cmdline(HUGE, path, proc, dropin=str(dropins / "60-rdmaforge.cfg"))
-    assert run.rc == 0, run.result
-    assert "99-local.cfg also sets hugepages=8" in run.stderr
-    assert "is read after" in run.stderr and "the arguments of the drop-in are lost" in run.stderr
+    run = yield kernel_cmdline(HUGE, path, proc, dropin=str(dropins / "60-rdmaforge.cfg"))
+    assert not run.failed, run.result
+    assert "99-local.cfg also sets hugepages=8" in run.printed
+    assert "is read after" in run.printed and "the arguments of the drop-in are lost" in run.printed
 
 
 @pytest.mark.parametrize(
@@ -527,32 +542,35 @@ def test_module_warns_about_a_later_dropin_that_overrides(grub):
         ({"variable": "1BAD"}, "variable='1BAD' is not a shell variable name"),
     ],
 )
-def test_module_refuses_bad_options_with_a_reason(grub, options, message):
-    path, proc = grub
+@shared_runs
+def test_module_refuses_bad_options_with_a_reason(case, options, message):
+    path, proc = grub(case)
     original = path.read_text()
-    run = run_module("kernel_cmdline", {"args": HUGE, "path": str(path), "proc_cmdline": str(proc), **options})
-    assert run.rc != 0
+    run = yield module_task("kernel_cmdline", {"args": HUGE, "path": str(path), "proc_cmdline": str(proc), **options})
+    assert run.failed
     assert message in run.result["msg"]
     assert path.read_text() == original
 
 
-def test_module_without_grub_defaults_fails_and_changes_nothing(tmp_path, grub):
-    _, proc = grub
-    run = kernel_cmdline(HUGE, tmp_path / "no" / "grub", proc)
-    assert run.rc != 0
+@shared_runs
+def test_module_without_grub_defaults_fails_and_changes_nothing(case):
+    _, proc = grub(case)
+    run = yield kernel_cmdline(HUGE, case / "no" / "grub", proc)
+    assert run.failed
     assert run.result["msg"] == (
-        f"path={tmp_path / 'no' / 'grub'} does not exist: this host has no GRUB defaults file (a container, or a "
+        f"path={case / 'no' / 'grub'} does not exist: this host has no GRUB defaults file (a container, or a "
         "boot loader other than GRUB); nothing was changed"
     )
 
 
-def test_module_refuses_a_multiline_value(grub):
-    path, proc = grub
+@shared_runs
+def test_module_refuses_a_multiline_value(case):
+    path, proc = grub(case)
     text = path.read_text()
     line = text.splitlines().index(f'{VAR}=""') + 1
     path.write_text(text.replace(f'{VAR}=""', f'{VAR}="quiet\nsplash"'))
-    run = kernel_cmdline(HUGE, path, proc)
-    assert run.rc != 0
+    run = yield kernel_cmdline(HUGE, path, proc)
+    assert run.failed
     assert f"{path} line {line}: the value of GRUB_CMDLINE_LINUX does not end on this line" in run.result["msg"]
 
 
@@ -603,9 +621,9 @@ sys.exit(64)
 """
 
 
-@pytest.fixture
-def grubby(tmp_path):
-    state = tmp_path / "bls.json"
+def grubby(case: Path) -> tuple[Path, Path, Path]:
+    """The grubby stand-in, its state file of two BLS entries and an empty BLS entries directory, in ``case``."""
+    state = case / "bls.json"
     state.write_text(
         json.dumps(
             [
@@ -617,20 +635,21 @@ def grubby(tmp_path):
             ]
         )
     )
-    script = tmp_path / "grubby"
+    script = case / "grubby"
     script.write_text(FAKE_GRUBBY.format(python=sys.executable, state=str(state)))
     script.chmod(0o755)
-    entries_dir = tmp_path / "loader" / "entries"
+    entries_dir = case / "loader" / "entries"
     entries_dir.mkdir(parents=True)
     return script, state, entries_dir
 
 
-def test_module_grubby_backend_is_picked_automatically(grub, grubby):
-    path, proc = grub
-    script, state, entries_dir = grubby
+@shared_runs
+def test_module_grubby_backend_is_picked_automatically(case):
+    path, proc = grub(case)
+    script, state, entries_dir = grubby(case)
     options = {"grubby_path": str(script), "bls_entries_dir": str(entries_dir)}
-    check = kernel_cmdline(HUGE, path, proc, "--check", "--diff", **options)
-    assert check.rc == 0, check.result
+    check = yield kernel_cmdline(HUGE, path, proc, check=True, diff=True, **options)
+    assert not check.failed, check.result
     assert check.result["backend"] == "grubby"
     assert check.result["changed"] is True
     assert "hugepages=32" in json.loads(state.read_text())[0]["args"]  # check mode: grubby only asked for --info
@@ -640,8 +659,8 @@ def test_module_grubby_backend_is_picked_automatically(grub, grubby):
         == "ro crashkernel=auto rhgb quiet default_hugepagesz=1G hugepagesz=1G hugepages=50"
     )
 
-    run = kernel_cmdline(HUGE, path, proc, **options)
-    assert run.rc == 0, run.result
+    run = yield kernel_cmdline(HUGE, path, proc, **options)
+    assert not run.failed, run.result
     assert [e["args"] for e in json.loads(state.read_text())] == [
         "ro crashkernel=auto rhgb quiet default_hugepagesz=1G hugepagesz=1G hugepages=50",
         "ro crashkernel=auto rhgb quiet default_hugepagesz=1G hugepagesz=1G hugepages=50",
@@ -652,32 +671,34 @@ def test_module_grubby_backend_is_picked_automatically(grub, grubby):
     assert read_variable(path.read_text(), VAR) == "default_hugepagesz=1G hugepagesz=1G hugepages=50"
     assert run.result["files_changed"] == [str(path)]
 
-    again = kernel_cmdline(HUGE, path, proc, **options)
+    again = yield kernel_cmdline(HUGE, path, proc, **options)
     assert again.result["changed"] is False
     calls = Path(f"{state}.calls").read_text().splitlines()
     assert calls.count("--update-kernel=ALL --args=default_hugepagesz=1G hugepagesz=1G hugepages=50") == 1
 
-    gone = kernel_cmdline(["hugepages"], path, proc, state="absent", **options)
+    gone = yield kernel_cmdline(["hugepages"], path, proc, state="absent", **options)
     assert gone.result["changed"] is True
     assert all("hugepages=" not in e["args"] for e in json.loads(state.read_text()))
 
 
-def test_module_dropin_with_grubby(grub, grubby):
-    path, proc = grub
-    script, _, entries_dir = grubby
+@shared_runs
+def test_module_dropin_with_grubby(case):
+    path, proc = grub(case)
+    script, _, entries_dir = grubby(case)
     options = {"grubby_path": str(script), "bls_entries_dir": str(entries_dir), "dropin": str(path.parent / "x.cfg")}
-    auto = kernel_cmdline(HUGE, path, proc, "--check", **options)
-    assert auto.rc == 0 and "ignored: this host uses grubby" in auto.stderr
-    explicit = kernel_cmdline(HUGE, path, proc, backend="grubby", **options)
-    assert explicit.rc != 0 and "dropin cannot be used with backend=grubby" in explicit.result["msg"]
+    auto = yield kernel_cmdline(HUGE, path, proc, check=True, **options)
+    assert not auto.failed and "ignored: this host uses grubby" in auto.printed
+    explicit = yield kernel_cmdline(HUGE, path, proc, backend="grubby", **options)
+    assert explicit.failed and "dropin cannot be used with backend=grubby" in explicit.result["msg"]
 
 
 @pytest.mark.skipif(not PY38.exists(), reason=f"{PY38} not installed (set RDMAFORGE_PY38)")
-def test_module_runs_with_python38_on_the_target(grub):
-    path, proc = grub
+@shared_runs
+def test_module_runs_with_python38_on_the_target(case):
+    path, proc = grub(case)
     args = {"args": HUGE, "path": str(path), "proc_cmdline": str(proc)}
-    run = run_module("kernel_cmdline", args, "--diff", python=PY38)
-    assert run.rc == 0, run.result
+    run = yield module_task("kernel_cmdline", args, diff=True, python=PY38)
+    assert not run.failed, run.result
     assert run.result["changed"] is True
     assert read_variable(path.read_text(), VAR) == "default_hugepagesz=1G hugepagesz=1G hugepages=50"
     assert os.path.exists(run.result["backup_file"])

@@ -103,6 +103,24 @@ def test_payloads_are_reused_until_the_module_changes(tmp_path: Path) -> None:
     assert len(list(cache.iterdir())) == 2
 
 
+def test_playbooks_in_different_directories_without_modules_of_their_own_share_one_cache(tmp_path: Path) -> None:
+    """Each directory a playbook lies in had a cache of its own, even with no library/ there: every playbook the
+    tests write into a temporary directory built all its payloads again (and left a cache directory behind)."""
+    cache = tmp_path / "cache"
+    for name in ("one", "two"):
+        play_dir = tmp_path / name
+        play_dir.mkdir()
+        (play_dir / "hosts.yml").write_text(
+            "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+            "      ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        )
+        playbook = play_dir / "ping.yml"
+        playbook.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - ansible.builtin.ping:\n")
+        run(playbook, cache)
+    (store,) = cache.iterdir()
+    assert any(".ping-" in p.name for p in store.iterdir()), list(store.iterdir())
+
+
 def magic_of(python: str) -> bytes | None:
     """The bytecode magic number of ``python``; None when it is not a Python that ansible-core runs modules with."""
     probe = "import sys, importlib.util; assert sys.version_info >= (3, 8); print(importlib.util.MAGIC_NUMBER.hex())"

@@ -24,6 +24,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -209,11 +210,18 @@ def signing_key() -> tuple[bytes, str]:
 
 def local_play(tmp_path: Path, play: dict, timeout: int, *extra: str) -> subprocess.CompletedProcess[str]:
     """Runs one play on this machine (ansible_connection=local); ``extra``: more ansible-playbook arguments."""
+    return local_plays(tmp_path, {"localhost": play}, timeout, *extra)
+
+
+def local_plays(tmp_path: Path, plays: dict[str, dict], timeout: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Runs each play for a host of its own (its key in ``plays``), one after the other in one ansible-playbook run,
+    every host this machine (ansible_connection=local); ``extra``: more ansible-playbook arguments."""
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {host: dict(local) for host in plays}}}))
     playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, **play}]))
+    playbook_plays = [{"hosts": host, "gather_facts": False, **play} for host, play in plays.items()]
+    playbook.write_text(yaml.safe_dump(playbook_plays))
     return run_playbook(str(playbook), *extra, inventory=inventory, env=ENV, timeout=timeout)
 
 
@@ -312,14 +320,26 @@ def shown_keys(keys: bytes) -> str:
                           capture_output=True).stdout.decode()  # fmt: skip
 
 
-@pytest.mark.parametrize("carried", ["a second armored block", "one block holding both keys", "an earlier keyring"])
-def test_a_second_key_in_the_download_is_never_trusted(carried: str, tmp_path: Path) -> None:
-    """The download only had to contain the pinned fingerprint among its keys, and the whole of it became the keyring
-    apt hosts trust (and, armored, the key yum hosts import): a second key served beside the pinned one, as a second
-    armored block or in the same block, was trusted on the first run, and a keyring an earlier run made that way was
-    kept for ever. Now the keyring is the pinned key alone, with its own subkey: the bytes gpg --export writes for it
-    in the home that made it; the yum hosts' file is gpg --armor --export's text. A second run and a --check run
-    change nothing."""
+#: How the download carried a second key beside the pinned one, or an earlier run kept it.
+CARRIED = ("a second armored block", "one block holding both keys", "an earlier keyring")
+
+
+@dataclass(frozen=True)
+class SecondKeyCase:
+    """One way a second key came with the pinned one: what was served and what the runs must leave."""
+
+    host: str  # its host (and play) in the shared runs
+    fingerprint: str  # the pinned key's
+    other: str  # the second key's fingerprint
+    listing: str  # gpg's listing of the download that carried both keys
+    keyring: bytes  # the pinned key alone, as gpg --export writes it in the home that made it
+    armored: bytes  # the same, gpg --armor --export
+    keys: Path  # rdma_repos_controller_cache
+    rpm_key: Path  # what yum.yml installs
+
+
+def second_key_case(carried: str, directory: Path) -> tuple[SecondKeyCase, bytes]:
+    """Two throwaway keys, the pinned one with a subkey of its own; the case and the download its server serves."""
     with (
         throwaway_signing_key("erdma <erdma@lab.invalid>") as pinned_key,
         throwaway_signing_key("attacker <attacker@lab.invalid>") as attacker_key,
@@ -336,29 +356,66 @@ def test_a_second_key_in_the_download_is_never_trusted(carried: str, tmp_path: P
         else:
             download = armored + subprocess.run([*attacker, "--armor", "--export"], check=True,
                                                 capture_output=True).stdout  # fmt: skip
-        listing = shown_keys(download)
-        assert [line[:4] for line in listing.splitlines()].count("pub:") == 2, listing  # it does carry both
-        if carried == "an earlier keyring":  # what the old code dearmored from such a download and kept
-            (tmp_path / "keys").mkdir()
-            (tmp_path / "keys" / f"erdma-{fingerprint}.gpg").write_bytes(
-                subprocess.run(["gpg", "--dearmor"], input=download, check=True, capture_output=True).stdout
-            )
-            download = armored
+    listing = shown_keys(download)
+    if carried == "an earlier keyring":  # what the old code dearmored from such a download and kept
+        (directory / "keys").mkdir()
+        (directory / "keys" / f"erdma-{fingerprint}.gpg").write_bytes(
+            subprocess.run(["gpg", "--dearmor"], input=download, check=True, capture_output=True).stdout
+        )
+        download = armored
+    host = carried.replace(" ", "-")
+    rpm_key = directory / "RPM-GPG-KEY-rdmaforge-erdma"  # where yum_host_play has it written
+    return SecondKeyCase(host, fingerprint, other, listing, keyring, armored, directory / "keys", rpm_key), download
+
+
+@pytest.fixture(scope="module")
+def second_key_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, SecondKeyCase], list]:
+    """Every case of CARRIED, each a play of its own for a host of its own (this machine), in three ansible-playbook
+    runs: a first run, a second one and a --check run. Three runs instead of one set of three per case: each Ansible
+    start and each module's first use in a run is paid once for the three. Each case's server, directory and
+    variables are its own; the recap counts each host's tasks apart."""
+    root = tmp_path_factory.mktemp("second-key")
+    cases, plays, servers = {}, {}, []
+    for number, carried in enumerate(CARRIED):
+        directory = root / f"case-{number}"
+        directory.mkdir()
+        case, download = second_key_case(carried, directory)
         server = FlakyKeyServer(download, failures=0)
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            play, rpm_key = yum_host_play(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY",
-                                          fingerprint)  # fmt: skip
-            runs = [local_play(tmp_path, play, 300), local_play(tmp_path, play, 300),
-                    local_play(tmp_path, play, 300, "--check")]  # fmt: skip
-        finally:
+        servers.append(server)
+        url = f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"
+        plays[case.host], rpm_key = yum_host_play(directory, url, case.fingerprint)
+        assert rpm_key == case.rpm_key
+        cases[carried] = case
+    try:
+        runs = [local_plays(root, plays, 600), local_plays(root, plays, 600),
+                local_plays(root, plays, 600, "--check")]  # fmt: skip
+    finally:
+        for server in servers:
             server.shutdown()
-    assert all(run.returncode == 0 for run in runs), "".join(run.stdout[-4000:] for run in runs)
-    kept = (tmp_path / "keys" / f"erdma-{fingerprint}.gpg").read_bytes()
-    assert other in listing and other not in shown_keys(kept)
-    assert kept == keyring
-    assert rpm_key.read_bytes() == armored
-    assert [recap(run.stdout)["localhost"]["changed"] for run in runs[1:]] == [0, 0], runs[1].stdout + runs[2].stdout
+    return cases, runs
+
+
+@pytest.mark.parametrize("carried", CARRIED)
+def test_a_second_key_in_the_download_is_never_trusted(
+    carried: str, second_key_runs: tuple[dict[str, SecondKeyCase], list]
+) -> None:
+    """The download only had to contain the pinned fingerprint among its keys, and the whole of it became the keyring
+    apt hosts trust (and, armored, the key yum hosts import): a second key served beside the pinned one, as a second
+    armored block or in the same block, was trusted on the first run, and a keyring an earlier run made that way was
+    kept for ever. Now the keyring is the pinned key alone, with its own subkey: the bytes gpg --export writes for it
+    in the home that made it; the yum hosts' file is gpg --armor --export's text. A second run and a --check run
+    change nothing. (The three cases share their runs: see second_key_runs.)"""
+    cases, runs = second_key_runs
+    case = cases[carried]
+    assert [line[:4] for line in case.listing.splitlines()].count("pub:") == 2, case.listing  # it does carry both
+    counts = [recap(run.stdout)[case.host] for run in runs]
+    assert all(c["failed"] == 0 and c["unreachable"] == 0 for c in counts), "".join(r.stdout[-4000:] for r in runs)
+    kept = (case.keys / f"erdma-{case.fingerprint}.gpg").read_bytes()
+    assert case.other in case.listing and case.other not in shown_keys(kept)
+    assert kept == case.keyring
+    assert case.rpm_key.read_bytes() == case.armored
+    assert [c["changed"] for c in counts[1:]] == [0, 0], runs[1].stdout + runs[2].stdout
 
 
 def test_a_kept_keyring_without_the_pinned_key_is_refused_not_installed_empty(

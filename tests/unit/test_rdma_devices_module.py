@@ -1,32 +1,30 @@
-"""The rdma_devices module, run for real by ``ansible localhost`` from the project root.
+"""The rdma_devices module, run for real by Ansible on localhost from the project root.
 
 There is no RDMA hardware here, so ``ibv_devinfo`` and ``rdma`` are test doubles: small scripts
 named ``fake_ibv_devinfo`` / ``fake_rdma`` that print a real captured output (tests/data) and exit
 the way the real tools do. Everything else is real: the rdmaforge.cluster collection from ansible.cfg's
 collections_path (its module_utils/rdma_devinfo.py is rdmaforge/parsers/rdma_devinfo.py, which Ansible must
-ship to the target), AnsiballZ, argument validation and the JSON result.
+ship to the target), AnsiballZ, argument validation and the JSON result. The tests share their ansible-playbook
+runs (tests/unit/shared_runs.py): each yields the module calls it needs.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rdmaforge.parsers.rdma_devinfo import merge_rdma_links, parse_ibv_devinfo, parse_rdma_link
 from rdmaforge.paths import PROJECT_ROOT
+from tests.unit.adhoc import PY38
+from tests.unit.shared_runs import Task, module_task, shared_runs
 
 IBV = PROJECT_ROOT / "tests" / "data" / "ibv_devinfo"
 LINKS = PROJECT_ROOT / "tests" / "data" / "rdma_link"
-ANSIBLE = Path(sys.executable).parent / "ansible"
-HOST_RESULT = re.compile(r"^localhost \| [A-Z]+!? => ", re.MULTILINE)
-PY38 = Path(os.environ.get("RDMAFORGE_PY38", "/root/.pyenv/versions/3.8.18/bin/python3.8"))
 
 
 def fake_tool(directory: Path, name: str, stdout: Path | None = None, stderr: str = "", rc: int = 0) -> Path:
@@ -43,32 +41,14 @@ def fake_tool(directory: Path, name: str, stdout: Path | None = None, stderr: st
     return script
 
 
-def run_module(args: dict, *extra: str, python: Path | None = None) -> tuple[int, dict, str]:
-    """(exit status, module result, stderr) of ``ansible localhost -m rdmaforge.cluster.rdma_devices -a '<args>'``."""
-    argv = [
-        str(ANSIBLE), "localhost", "-i", "localhost,", "-c", "local",
-        "-e", f"ansible_python_interpreter={python or sys.executable}",
-        "-m", "rdmaforge.cluster.rdma_devices", "-a", json.dumps(args), *extra,
-    ]  # fmt: skip
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"),
-        "ANSIBLE_CACHE_PLUGIN": "memory",  # keep returned facts out of the shared .cache/facts
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_DEPRECATION_WARNINGS": "0",
-    }
-    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
-    # The default callback prints "localhost | SUCCESS => {...}" (or "FAILED! =>", after an [ERROR] summary).
-    match = HOST_RESULT.search(proc.stdout)
-    assert match, f"no host result in the output:\n{proc.stdout}\n{proc.stderr}"
-    return proc.returncode, json.loads(proc.stdout[match.end() :]), proc.stderr
+def rdma_devices(args: dict[str, Any], *, check: bool = False, python: Path | None = None) -> Task:
+    """The task ``ansible localhost -m rdmaforge.cluster.rdma_devices -a '<args>'`` runs."""
+    return module_task("rdma_devices", args, check=check, python=python)
 
 
-@pytest.fixture
-def rdma_link(tmp_path):
+def fake_rdma(directory: Path) -> Path:
     """A fake ``rdma`` printing the RoCE + IB sample, so no test depends on this machine's iproute2."""
-    return fake_tool(tmp_path, "fake_rdma", LINKS / "roce_and_ib_disabled.txt")
+    return fake_tool(directory, "fake_rdma", LINKS / "roce_and_ib_disabled.txt")
 
 
 def expected_devices(ibv_fixture: str, link_fixture: str | None) -> list:
@@ -78,10 +58,12 @@ def expected_devices(ibv_fixture: str, link_fixture: str | None) -> list:
     return merge_rdma_links(devices, parse_rdma_link((LINKS / link_fixture).read_text()))
 
 
-def test_facts_from_ibv_devinfo_and_rdma_link(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
-    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
-    assert rc == 0, result
+@shared_runs
+def test_facts_from_ibv_devinfo_and_rdma_link(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+    failed, result, _ = yield rdma_devices({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
+    assert not failed, result
     expected = expected_devices("mlx5_ib_and_roce_ofed.txt", "roce_and_ib_disabled.txt")
     assert result["ansible_facts"] == {"rdma_devices": expected}
     assert result["devices"] == expected
@@ -90,14 +72,16 @@ def test_facts_from_ibv_devinfo_and_rdma_link(tmp_path, rdma_link):
     assert result["inactive_ports"] == ["mlx5_3/1: PORT_DOWN"]
     assert result["tool_present"] is True
     assert result["changed"] is False
-    assert (tmp_path / "fake_ibv_devinfo.args").read_text().split() == ["-v"]
-    assert (tmp_path / "fake_rdma.args").read_text().split() == ["link", "show"]
+    assert (case / "fake_ibv_devinfo.args").read_text().split() == ["-v"]
+    assert (case / "fake_rdma.args").read_text().split() == ["link", "show"]
 
 
-def test_verbose_output_carries_gids(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "rxe_verbose_centos7.txt")
-    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
-    assert rc == 0, result
+@shared_runs
+def test_verbose_output_carries_gids(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "rxe_verbose_centos7.txt")
+    failed, result, _ = yield rdma_devices({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
+    assert not failed, result
     (port,) = result["ansible_facts"]["rdma_devices"][0]["ports"]
     assert [g["gid"] for g in port["gids"]] == [
         "fe80:0000:0000:0000:b208:75ff:fe5f:b85e",
@@ -106,16 +90,18 @@ def test_verbose_output_carries_gids(tmp_path, rdma_link):
     assert (port["physical_state"], port["active_width"], port["netdev"]) == ("LINK_UP", "1X", None)
 
 
-def test_require_active_names_missing_and_down_ports(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+@shared_runs
+def test_require_active_names_missing_and_down_ports(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
     args = {
         "ibv_devinfo_path": str(ibv),
         "rdma_path": str(rdma_link),
         "require_active": True,
         "expected_ports": ["mlx5_1:1", "mlx5_3", "mlx5_9:1"],
     }
-    rc, result, _ = run_module(args)
-    assert rc != 0
+    failed, result, _ = yield rdma_devices(args)
+    assert failed
     assert result["msg"] == (
         "RDMA ports not ready: expected RDMA device mlx5_9 not found (devices present: mlx5_1, mlx5_3); "
         "mlx5_3 port 1 is PORT_DOWN (link layer Ethernet): "
@@ -125,31 +111,39 @@ def test_require_active_names_missing_and_down_ports(tmp_path, rdma_link):
     assert [d["name"] for d in result["devices"]] == ["mlx5_1", "mlx5_3"]
 
 
-def test_require_active_without_expected_checks_every_port(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx4_ib_two_hcas.txt")
-    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True})
-    assert rc != 0
+@shared_runs
+def test_require_active_without_expected_checks_every_port(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "mlx4_ib_two_hcas.txt")
+    failed, result, _ = yield rdma_devices(
+        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True}
+    )
+    assert failed
     assert "mlx4_1 port 2 is PORT_DOWN" in result["msg"]
     assert "mlx4_0 port 2 is PORT_DOWN" in result["msg"]
     assert "port 1" not in result["msg"]
 
 
-def test_require_active_passes_when_expected_ports_are_up(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx4_ib_two_hcas.txt")
+@shared_runs
+def test_require_active_passes_when_expected_ports_are_up(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "mlx4_ib_two_hcas.txt")
     args = {
         "ibv_devinfo_path": str(ibv),
         "rdma_path": str(rdma_link),
         "require_active": True,
         "expected_ports": ["mlx4_1:1", "mlx4_0/1"],
     }
-    rc, result, _ = run_module(args)
-    assert rc == 0, result
+    failed, result, _ = yield rdma_devices(args)
+    assert not failed, result
     assert result["inactive_ports"] == ["mlx4_1/2: PORT_DOWN", "mlx4_0/2: PORT_DOWN"]  # reported, not fatal
 
 
-def test_erdma_all_active(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
-    rc, result, _ = run_module(
+@shared_runs
+def test_erdma_all_active(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
+    failed, result, _ = yield rdma_devices(
         {
             "ibv_devinfo_path": str(ibv),
             "rdma_path": str(rdma_link),
@@ -157,21 +151,23 @@ def test_erdma_all_active(tmp_path, rdma_link):
             "expected_ports": ["erdma_0"],
         }
     )
-    assert rc == 0, result
+    assert not failed, result
     assert result["devices"][0]["transport"] == "eRDMA"
     assert result["inactive_ports"] == []
 
 
-def test_no_devices_is_not_an_error(tmp_path, rdma_link):
+@shared_runs
+def test_no_devices_is_not_an_error(case):
+    rdma_link = fake_rdma(case)
     # Like the real tool: warnings and "No IB devices found" on stderr, exit status 255, nothing on stdout.
     stderr = (IBV / "no_devices_with_warnings.txt").read_text().strip()
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr=stderr, rc=255)
-    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
-    assert rc == 0, result
+    ibv = fake_tool(case, "fake_ibv_devinfo", None, stderr=stderr, rc=255)
+    failed, result, err = yield rdma_devices({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
+    assert not failed, result
     assert result["ansible_facts"] == {"rdma_devices": []}
     assert (result["devices"], result["inactive_ports"], result["tool_present"]) == ([], [], True)
     assert "exited with" not in err
-    assert not (tmp_path / "fake_rdma.args").exists()  # nothing to map to netdevs
+    assert not (case / "fake_rdma.args").exists()  # nothing to map to netdevs
 
 
 def fake_sysfs_from_sample(root: Path, *samples: str) -> list:
@@ -207,16 +203,19 @@ SYSFS_PORT_KEYS = ("port", "state", "state_code", "physical_state", "link_layer"
 SYSFS_DEVICE_KEYS = ("name", "fw_ver", "node_guid", "sys_image_guid", "board_id", "hw_ver")
 
 
-def test_sysfs_answers_when_ibv_devinfo_fails(tmp_path):
+@shared_runs
+def test_sysfs_answers_when_ibv_devinfo_fails(case):
     """A bare host's case (rdma-core not installed yet, or its ibv_devinfo broken): the kernel's sysfs answers, in
     ibv_devinfo's vocabulary, so preflight, doctor and rdma_core read one shape."""
-    sysfs = tmp_path / "sys-class-infiniband"
+    sysfs = case / "sys-class-infiniband"
     want = fake_sysfs_from_sample(sysfs, "mlx5_ib_and_roce_ofed.txt", "mlx4_ib_port_polling_verbose.txt")
     broken = "Failed to get IB devices list: Function not implemented"
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr=broken, rc=1)
-    rdma = fake_tool(tmp_path, "fake_rdma", None, stderr="Failed to open NETLINK_RDMA socket", rc=1)
-    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma), "sysfs_root": str(sysfs)})
-    assert rc == 0, result
+    ibv = fake_tool(case, "fake_ibv_devinfo", None, stderr=broken, rc=1)
+    rdma = fake_tool(case, "fake_rdma", None, stderr="Failed to open NETLINK_RDMA socket", rc=1)
+    args = {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma), "sysfs_root": str(sysfs)}
+    found, required = yield [rdma_devices(args), rdma_devices({**args, "require_active": True})]
+    failed, result, err = found
+    assert not failed, result
     assert result["source"] == "sysfs" and result["tool_present"] is True
     got = {d["name"]: d for d in result["devices"]}
     assert sorted(got) == sorted(d["name"] for d in want)
@@ -230,66 +229,80 @@ def test_sysfs_answers_when_ibv_devinfo_fails(tmp_path):
     # The ports that are not active are named as ibv_devinfo's would be, and require_active fails on them.
     down = [f"{d['name']}/{p['port']}: {p['state']}" for d in want for p in d["ports"] if p["state"] != "PORT_ACTIVE"]
     assert down and sorted(result["inactive_ports"]) == sorted(down)
-    rc, failed, _ = run_module(
-        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma), "sysfs_root": str(sysfs), "require_active": True}
-    )
-    assert rc != 0 and failed["msg"].startswith("RDMA ports not ready: "), failed
+    refused, failed, _ = required
+    assert refused and failed["msg"].startswith("RDMA ports not ready: "), failed
 
 
-def test_ibv_devinfo_that_answers_wins_over_sysfs(tmp_path, rdma_link):
-    sysfs = tmp_path / "sys-class-infiniband"
+@shared_runs
+def test_ibv_devinfo_that_answers_wins_over_sysfs(case):
+    rdma_link = fake_rdma(case)
+    sysfs = case / "sys-class-infiniband"
     fake_sysfs_from_sample(sysfs, "mlx4_ib_port_polling_verbose.txt")
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
-    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "sysfs_root": str(sysfs)})
-    assert rc == 0, result
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
+    failed, result, _ = yield rdma_devices(
+        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "sysfs_root": str(sysfs)}
+    )
+    assert not failed, result
     assert result["source"] == "ibv_devinfo"
     assert [d["name"] for d in result["devices"]] == [d["name"] for d in expected_devices("erdma_alibaba.txt", None)]
 
 
-def test_no_devices_with_require_active_fails(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
-    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True})
-    assert rc != 0
+@shared_runs
+def test_no_devices_with_require_active_fails(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
+    failed, result, _ = yield rdma_devices(
+        {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True}
+    )
+    assert failed
     assert "reports no RDMA devices" in result["msg"]
 
 
-def test_partial_failure_keeps_devices_and_warns(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx4_vf_failed_to_open.txt", rc=1)
-    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
-    assert rc == 0, result
+@shared_runs
+def test_partial_failure_keeps_devices_and_warns(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "mlx4_vf_failed_to_open.txt", rc=1)
+    failed, result, err = yield rdma_devices({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)})
+    assert not failed, result
     assert [d["name"] for d in result["devices"]] == ["mlx4_2"]
     assert "exited with 1; using the devices it printed" in err
 
 
-def test_rdma_tool_failing_only_warns(tmp_path):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
-    rdma = fake_tool(tmp_path, "fake_rdma", None, stderr="Failed to open NETLINK_RDMA socket", rc=1)
-    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma)})
-    assert rc == 0, result
+@shared_runs
+def test_rdma_tool_failing_only_warns(case):
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
+    rdma = fake_tool(case, "fake_rdma", None, stderr="Failed to open NETLINK_RDMA socket", rc=1)
+    failed, result, err = yield rdma_devices({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma)})
+    assert not failed, result
     assert result["devices"][0]["ports"][0]["netdev"] is None
     assert "Failed to open NETLINK_RDMA socket" in err
 
 
-def test_check_mode_reports_the_same(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_azure_hbv3.txt")
-    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)}, "--check")
-    assert rc == 0, result
+@shared_runs
+def test_check_mode_reports_the_same(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "mlx5_ib_azure_hbv3.txt")
+    failed, result, _ = yield rdma_devices({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)}, check=True)
+    assert not failed, result
     assert result["changed"] is False
     assert result["ansible_facts"]["rdma_devices"] == expected_devices("mlx5_ib_azure_hbv3.txt", None)
 
 
-def test_missing_explicit_path_fails(tmp_path):
-    rc, result, _ = run_module({"ibv_devinfo_path": str(tmp_path / "nope")})
-    assert rc != 0
-    assert result["msg"] == f"ibv_devinfo_path={tmp_path / 'nope'} is not an executable file"
+@shared_runs
+def test_missing_explicit_path_fails(case):
+    failed, result, _ = yield rdma_devices({"ibv_devinfo_path": str(case / "nope")})
+    assert failed
+    assert result["msg"] == f"ibv_devinfo_path={case / 'nope'} is not an executable file"
 
 
-def test_bad_expected_port_fails(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
-    rc, result, _ = run_module(
+@shared_runs
+def test_bad_expected_port_fails(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "erdma_alibaba.txt")
+    failed, result, _ = yield rdma_devices(
         {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "expected_ports": ["erdma_0:one"]}
     )
-    assert rc != 0
+    assert failed
     assert result["msg"] == "expected_ports entries must be DEVICE or DEVICE:PORT, got: erdma_0:one"
 
 
@@ -299,9 +312,10 @@ def _ibv_devinfo_installed() -> bool:
 
 
 @pytest.mark.skipif(_ibv_devinfo_installed(), reason="ibv_devinfo is installed here; this covers hosts without it")
-def test_tool_absent_is_not_an_error_even_with_require_active():
-    rc, result, _ = run_module({"require_active": True, "expected_ports": ["mlx5_0:1"]})
-    assert rc == 0, result
+@shared_runs
+def test_tool_absent_is_not_an_error_even_with_require_active(case):
+    failed, result, _ = yield rdma_devices({"require_active": True, "expected_ports": ["mlx5_0:1"]})
+    assert not failed, result
     assert result["tool_present"] is False
     assert result["ansible_facts"] == {"rdma_devices": []}
     assert "ibv_devinfo not found" in result["msg"]
@@ -309,10 +323,12 @@ def test_tool_absent_is_not_an_error_even_with_require_active():
 
 
 @pytest.mark.skipif(not PY38.exists(), reason=f"{PY38} not installed (set RDMAFORGE_PY38)")
-def test_runs_with_python38_on_the_target(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
-    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)}, python=PY38)
-    assert rc == 0, result
+@shared_runs
+def test_runs_with_python38_on_the_target(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+    failed, result, _ = yield rdma_devices({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link)}, python=PY38)
+    assert not failed, result
     assert result["devices"] == expected_devices("mlx5_ib_and_roce_ofed.txt", "roce_and_ib_disabled.txt")
 
 
@@ -320,30 +336,40 @@ def test_runs_with_python38_on_the_target(tmp_path, rdma_link):
 IBSTAT = PROJECT_ROOT / "tests" / "data" / "ibstat"
 
 
-def test_ibstat_on_a_host_without_devices_says_no_ca(tmp_path, rdma_link):
+@shared_runs
+def test_ibstat_on_a_host_without_devices_says_no_ca(case):
     """Both tools as on a lab node with the infiniband profile: ibv_devinfo's "No IB devices found" (255) and
     ibstat's empty output (0). The result says ibstat ran and listed nothing; nothing reads as a healthy port."""
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
-    ibstat = fake_tool(tmp_path, "fake_ibstat", None)
-    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link),
-                                  "ibstat_path": str(ibstat), "sysfs_root": str(tmp_path / "none")})  # fmt: skip
-    assert rc == 0, result
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
+    ibstat = fake_tool(case, "fake_ibstat", None)
+    args = {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "ibstat_path": str(ibstat),
+            "sysfs_root": str(case / "none")}  # fmt: skip
+    found, required = yield [rdma_devices(args), rdma_devices({**args, "require_active": True})]
+    failed, result, _ = found
+    assert not failed, result
     assert result["devices"] == [] and result["source"] == "ibv_devinfo"
     assert result["ibstat"] == {"path": str(ibstat), "rc": 0, "cas": [], "errors": [], "notes": []}
-    assert (tmp_path / "fake_ibstat.args").read_text().split() == []  # plain `ibstat`, as seed 001 runs it
-    rc, failed, _ = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "ibstat_path": str(ibstat),
-                                "sysfs_root": str(tmp_path / "none"), "require_active": True})  # fmt: skip
-    assert rc != 0 and "reports no RDMA devices" in failed["msg"]
+    assert (case / "fake_ibstat.args").read_text().split() == []  # plain `ibstat`, as seed 001 runs it
+    refused, failed, _ = required
+    assert refused and "reports no RDMA devices" in failed["msg"]
 
 
-def test_ibstat_rates_and_disagreements_reach_the_result(tmp_path, rdma_link):
+@shared_runs
+def test_ibstat_rates_and_disagreements_reach_the_result(case):
     """Two real outputs from two different hosts, put side by side to exercise the comparison: ibv_devinfo (no -v,
     so no rates) lists mlx5_1 and mlx5_3, ibstat lists mlx5_0 and mlx5_1 at 100 Gbit/s."""
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
-    ibstat = fake_tool(tmp_path, "fake_ibstat", IBSTAT / "mlx5_roce_cx6dx_two_ports.txt")
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+    ibstat = fake_tool(case, "fake_ibstat", IBSTAT / "mlx5_roce_cx6dx_two_ports.txt")
     args = {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "ibstat_path": str(ibstat)}
-    rc, result, err = run_module(args)
-    assert rc == 0, result
+    found, too_slow, fast_enough = yield [
+        rdma_devices(args),
+        rdma_devices({**args, "require_active": True, "expected_ports": ["mlx5_1:1"], "min_rate_gbps": 200}),
+        rdma_devices({**args, "require_active": True, "expected_ports": ["mlx5_1:1"], "min_rate_gbps": 100}),
+    ]
+    failed, result, err = found
+    assert not failed, result
     rates = {(d["name"], p["port"]): p["rate_gbps"] for d in result["devices"] for p in d["ports"]}
     assert rates == {("mlx5_1", 1): 100.0, ("mlx5_3", 1): None}
     assert result["ibstat"]["cas"] == ["mlx5_0", "mlx5_1"]
@@ -352,22 +378,24 @@ def test_ibstat_rates_and_disagreements_reach_the_result(tmp_path, rdma_link):
         "ibstat does not list mlx5_3, which ibv_devinfo does (is ib_umad loaded?)",
     ]
     assert "ibstat lists mlx5_0, which ibv_devinfo does not" in err  # each note is a warning too
-    rc, failed, _ = run_module({**args, "require_active": True, "expected_ports": ["mlx5_1:1"], "min_rate_gbps": 200})
-    assert rc != 0
+    refused, failed, _ = too_slow
+    assert refused
     assert failed["msg"] == (
         "RDMA ports not ready: mlx5_1 port 1 runs at 100 Gb/s, below the 200 Gb/s expected: the link trained down "
         "(check the cable or transceiver and the switch port's speed)"
     )
-    rc, passed, _ = run_module({**args, "require_active": True, "expected_ports": ["mlx5_1:1"], "min_rate_gbps": 100})
-    assert rc == 0, passed
+    refused, passed, _ = fast_enough
+    assert not refused, passed
 
 
-def test_ibstat_that_panics_is_named(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
-    ibstat = fake_tool(tmp_path, "fake_ibstat", IBSTAT / "mlx5_ib_hdr_then_ibpanic.txt", rc=255)
-    rc, result, err = run_module({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link),
-                                  "ibstat_path": str(ibstat), "sysfs_root": str(tmp_path / "none")})  # fmt: skip
-    assert rc == 0, result
+@shared_runs
+def test_ibstat_that_panics_is_named(case):
+    rdma_link = fake_rdma(case)
+    ibv = fake_tool(case, "fake_ibv_devinfo", None, stderr="No IB devices found", rc=255)
+    ibstat = fake_tool(case, "fake_ibstat", IBSTAT / "mlx5_ib_hdr_then_ibpanic.txt", rc=255)
+    failed, result, err = yield rdma_devices({"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link),
+                                  "ibstat_path": str(ibstat), "sysfs_root": str(case / "none")})  # fmt: skip
+    assert not failed, result
     assert result["ibstat"]["rc"] == 255 and result["ibstat"]["cas"] == ["mlx5_7"]
     assert result["ibstat"]["errors"] == [
         "ibpanic: [1323906] main: stat of IB device 'mlx5_8' failed: No such file or directory"
@@ -377,9 +405,14 @@ def test_ibstat_that_panics_is_named(tmp_path, rdma_link):
     )
 
 
-def test_min_rate_must_be_positive_and_ibstat_path_must_exist(tmp_path, rdma_link):
-    ibv = fake_tool(tmp_path, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
-    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "min_rate_gbps": 0})
-    assert rc != 0 and result["msg"] == "min_rate_gbps must be a positive number of Gbit/s, got 0.0"
-    rc, result, _ = run_module({"ibv_devinfo_path": str(ibv), "ibstat_path": str(tmp_path / "no-ibstat")})
-    assert rc != 0 and result["msg"] == f"ibstat_path={tmp_path / 'no-ibstat'} is not an executable file"
+@shared_runs
+def test_min_rate_must_be_positive_and_ibstat_path_must_exist(case):
+    ibv = fake_tool(case, "fake_ibv_devinfo", IBV / "mlx5_ib_and_roce_ofed.txt")
+    zero, no_ibstat = yield [
+        rdma_devices({"ibv_devinfo_path": str(ibv), "min_rate_gbps": 0}),
+        rdma_devices({"ibv_devinfo_path": str(ibv), "ibstat_path": str(case / "no-ibstat")}),
+    ]
+    failed, result, _ = zero
+    assert failed and result["msg"] == "min_rate_gbps must be a positive number of Gbit/s, got 0.0"
+    failed, result, _ = no_ibstat
+    assert failed and result["msg"] == f"ibstat_path={case / 'no-ibstat'} is not an executable file"
