@@ -1,6 +1,6 @@
 """Which files to write for the cluster, from which template of the role, with what in them.
 
-The plan is plain data (``Plan.to_dict()``): the role loops over it with ``ansible.builtin.template``,
+The plan is plain data (``Plan.to_dict()``): the role loops over it with the template lookup (and text_file),
 ``rdmaforge render`` with Jinja2, both over ``roles/workload_manifests/templates``. A plan with problems has
 no files: nothing is written until every problem is fixed.
 """
@@ -44,10 +44,6 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def directories(self) -> list[str]:
-        return sorted({f.path.rsplit("/", 1)[0] for f in self.files if "/" in f.path})
-
-    @property
     def manifests(self) -> dict[str, dict[str, Any]]:
         """path -> Kubernetes object, for validation."""
         return {f.path: f.context["document"] for f in self.files if "document" in f.context}
@@ -55,7 +51,6 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "files": [f.to_dict() for f in self.files],
-            "directories": self.directories,
             "problems": list(self.problems),
             "warnings": list(self.warnings),
         }

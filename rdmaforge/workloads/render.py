@@ -1,8 +1,8 @@
-"""The role's templates rendered without Ansible, byte for byte as ``ansible.builtin.template`` renders them.
+"""The role's templates rendered without Ansible, byte for byte as Ansible's template lookup renders them.
 
 The templates use only Jinja2 itself and the filters in TEMPLATE_FILTERS (the role gets the same functions
-from ``filter_plugins/rdmaforge_workloads.py``), and the environment has the template module's settings:
-``trim_blocks`` on, and the file's final newline kept.
+from ``filter_plugins/rdmaforge_workloads.py``), and the environment has the template lookup's settings (the
+template module's too): ``trim_blocks`` on, and the file's final newline kept.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rdmaforge.workloads import docker, k8s
 from rdmaforge.workloads.options import TEMPLATES_DIR
 from rdmaforge.workloads.plan import Plan, PlannedFile
 
-#: The name the templates read their data from (the role sets it in the template task's vars).
+#: The name the templates read their data from (the role sets it in the writing task's vars).
 CONTEXT_NAME = "workload_manifests_file"
 
 

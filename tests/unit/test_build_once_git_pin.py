@@ -1,15 +1,21 @@
 """build_once's git source pinned to a commit: role build_once for real on this machine (connection local, builder
 localhost) against a git repository made here, whose tag is then moved to another commit, as an upstream that
 rewrites a tag would. A pinned build of the moved tag stops before compiling, naming the host, the variable, the
-pinned and the checked-out commit; an unpinned one builds, says so, and its manifest records it."""
+pinned and the checked-out commit; an unpinned one builds, says so, and its manifest records it.
+
+The runs are one sequence, made once for the module (fixture ``runs``); both tests read their outputs. The builds
+are cached and not installed (build_once_install: false): the pin is checked before anything compiles, and the
+install from the cache is test_build_once_interrupted.py's."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from conftest import recap, run_playbook
 from test_build_once_interrupted import ENV, write_run
 
@@ -50,16 +56,45 @@ def upstream(tmp: Path) -> tuple[Path, str, str]:
 def git_run(tmp: Path, repo: Path, build_id: str, commit: str) -> tuple[Path, Path]:
     return write_run(tmp, build_id, MAKEFILE, name=f"{build_id}.yml", build_once_source="git",
                      build_once_git_url=f"file://{repo}", build_once_git_ref="v1.0", build_once_git_commit=commit,
-                     build_once_git_commit_variable="nccl_build_git_commit")  # fmt: skip
+                     build_once_git_commit_variable="nccl_build_git_commit", build_once_install=False)  # fmt: skip
 
 
-def test_a_moved_tag_is_refused_before_compiling_and_a_pinned_build_records_its_commit(tmp_path: Path) -> None:
-    repo, first, second = upstream(tmp_path)
-    cache = tmp_path / "cache"
+def build(tmp: Path, repo: Path, build_id: str, commit: str) -> subprocess.CompletedProcess[str]:
+    inventory, playbook = git_run(tmp, repo, build_id, commit)
+    return run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+
+
+@dataclass(frozen=True)
+class Runs:
+    tmp: Path
+    repo: Path
+    first: str  # the commit v1.0 named at first
+    second: str  # the commit it was moved to
+    pinned: subprocess.CompletedProcess[str]  # pinned to first, before the tag moved
+    moved: subprocess.CompletedProcess[str]  # pinned to first, after
+    unpinned: subprocess.CompletedProcess[str]  # not pinned, after: caches a build of second
+    other_commit: subprocess.CompletedProcess[str]  # the unpinned build's id, pinned to first
+    cached_commit: subprocess.CompletedProcess[str]  # the unpinned build's id, pinned to second
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    tmp = tmp_path_factory.mktemp("git-pin")
+    repo, first, second = upstream(tmp)
+    pinned = build(tmp, repo, "pinned", first)
+    git(repo, "tag", "-f", "-a", "-m", "release, moved", "v1.0", second)  # upstream moves the tag
+    moved = build(tmp, repo, "moved", first)
+    unpinned = build(tmp, repo, "unpinned", "")
+    other_commit = build(tmp, repo, "unpinned", first)
+    cached_commit = build(tmp, repo, "unpinned", second)
+    return Runs(tmp, repo, first, second, pinned, moved, unpinned, other_commit, cached_commit)
+
+
+def test_a_moved_tag_is_refused_before_compiling_and_a_pinned_build_records_its_commit(runs: Runs) -> None:
+    cache, repo, first, second = runs.tmp / "cache", runs.repo, runs.first, runs.second
 
     # pinned to the tag's commit: built, and the manifest records where the source came from
-    inventory, playbook = git_run(tmp_path, repo, "pinned", first)
-    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    proc = runs.pinned
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "NOT PINNED" not in proc.stdout
     manifest = json.loads((cache / "toy-pinned.json").read_text())
@@ -67,37 +102,29 @@ def test_a_moved_tag_is_refused_before_compiling_and_a_pinned_build_records_its_
                                   "pinned": True}  # fmt: skip
 
     # upstream moves the tag; a new build of the same pin stops before its make, and names everything
-    git(repo, "tag", "-f", "-a", "-m", "release, moved", "v1.0", second)
-    inventory, playbook = git_run(tmp_path, repo, "moved", first)
-    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    proc = runs.moved
     assert proc.returncode != 0
     fatal = [line for line in proc.stdout.splitlines() if line.startswith("fatal: [localhost]")]
     assert fatal, proc.stdout[-4000:]
     assert "localhost: nccl_build_git_commit=" in fatal[-1] and first in fatal[-1] and second in fatal[-1], fatal[-1]
     assert "TASK [rdmaforge.cluster.build_once : Compile]" not in proc.stdout
     assert not (cache / "toy-moved.json").exists()
-    assert not (tmp_path / "scratch" / "toy-moved.lock").exists()  # the builder lock is released
+    assert not (runs.tmp / "scratch" / "toy-moved.lock").exists()  # the builder lock is released
 
     # unpinned (""): the moved tag is built, with a warning, and the manifest says it was not pinned
-    inventory, playbook = git_run(tmp_path, repo, "unpinned", "")
-    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    proc = runs.unpinned
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "WARNING: localhost: toy is built from" in proc.stdout and "NOT PINNED" in proc.stdout
     manifest = json.loads((cache / "toy-unpinned.json").read_text())
     assert manifest["source"]["pinned"] is False and manifest["source"]["commit"] == second
 
 
-def test_a_cached_build_from_another_commit_is_not_taken_for_the_pinned_one(tmp_path: Path) -> None:
-    repo, first, second = upstream(tmp_path)
-    git(repo, "tag", "-f", "-a", "-m", "release, moved", "v1.0", second)
-    inventory, playbook = git_run(tmp_path, repo, "cached", "")  # an unpinned build caches the moved tag
-    assert run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300).returncode == 0
+def test_a_cached_build_from_another_commit_is_not_taken_for_the_pinned_one(runs: Runs) -> None:
+    assert runs.unpinned.returncode == 0  # an unpinned build cached the moved tag
     # pinned to the first commit: the cache (made from the second) is not used; the build is tried, and refused
-    inventory, playbook = git_run(tmp_path, repo, "cached", first)
-    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    proc = runs.other_commit
     assert proc.returncode != 0, proc.stdout[-4000:]
-    assert "nccl_build_git_commit=" in proc.stdout and second in proc.stdout, proc.stdout[-4000:]
+    assert "nccl_build_git_commit=" in proc.stdout and runs.second in proc.stdout, proc.stdout[-4000:]
     # pinned to the commit the cache was made from: taken from the cache, nothing built or changed
-    inventory, playbook = git_run(tmp_path, repo, "cached", second)
-    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    proc = runs.cached_commit
     assert proc.returncode == 0 and recap(proc.stdout)["localhost"]["changed"] == 0, proc.stdout[-4000:]

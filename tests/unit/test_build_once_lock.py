@@ -66,11 +66,14 @@ def test_a_second_run_waits_for_the_builder_lock_or_fails_naming_its_holder(tmp_
     make = (f"GO={go}",)
     scratch = tmp_path / "scratch" / f"toy-{build_id}"
     lock = tmp_path / "scratch" / f"toy-{build_id}.lock"
-    inventory, run_a = write_run(tmp_path, build_id, MAKEFILE, make, "a.yml", build_once_lock_poll=1)
+    # Built and cached, not installed: the lock is taken and released around the build. A's make runs while B and C
+    # start, and each look at whether it ended is a module run: A looks every 5 s, not every second.
+    inventory, run_a = write_run(tmp_path, build_id, MAKEFILE, make, "a.yml", build_once_lock_poll=1,
+                                 build_once_poll=5, build_once_install=False)  # fmt: skip
     _, run_b = write_run(tmp_path, build_id, MAKEFILE, make, "b.yml", build_once_controller_cache=str(tmp_path / "b"),
-                         build_once_lock_wait=2, build_once_lock_poll=1)  # fmt: skip
+                         build_once_lock_wait=2, build_once_lock_poll=1, build_once_install=False)  # fmt: skip
     _, run_c = write_run(tmp_path, build_id, MAKEFILE, make, "c.yml", build_once_controller_cache=str(tmp_path / "c"),
-                         build_once_lock_poll=1)  # fmt: skip
+                         build_once_lock_poll=1, build_once_install=False)  # fmt: skip
 
     a, a_log = start(inventory, run_a)
     c = None

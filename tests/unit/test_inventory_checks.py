@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from typing import Any
 
@@ -966,6 +967,18 @@ def test_a_misspelled_variable_of_ours_is_named_with_the_one_meant(typo: str, me
             f"such as {meant}"
         ]
     }
+
+
+def test_the_names_found_in_a_text_are_those_the_name_pattern_finds_in_it() -> None:
+    """names_in looks only at stretches of name characters holding an underscore: the same names as the plain
+    pattern (lower-case words joined by underscores), on names that start after a digit, an upper-case or a non-ASCII
+    letter, end at an upper-case one or at doubled underscores, and on every file the misspelling check reads."""
+    pattern = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+    tricky = ["9abc_def", "Xfoo_bar", "abc_DEF", "__x_y__z", "a_b_c__d e_f", "foo_bar.baz_qux(x_1)", "é_a_b x__ _a_"]
+    files = [*ROLES.rglob("*.y*ml"), *(PROJECT_ROOT / "playbooks").glob("*.y*ml")]
+    files += Path(checks.__file__).parent.rglob("*.py")
+    for text in [*tricky, *(path.read_text(errors="replace") for path in files)]:
+        assert checks.names_in(text) == pattern.findall(text), text[:200]
 
 
 def test_the_example_inventory_and_foreign_variables_have_no_misspelling() -> None:

@@ -5,6 +5,9 @@ Real ansible-playbook runs with a module next to the playbook (library/): the fi
 the second reuses it, and after the module's source changes the next run gets a new directory and runs the new
 code. The bytecode tests run the module under the controller's Python and under another Python version found on
 this machine (pyenv's or the system's).
+
+The runs are one sequence on one cache, made once for the module (fixture runs): each test reads the runs it is
+about.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -86,23 +90,6 @@ def play_with_module(tmp_path: Path, answer: str) -> Path:
     return playbook
 
 
-def test_payloads_are_reused_until_the_module_changes(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    playbook = play_with_module(tmp_path, "one")
-    library = playbook.parent / "library"
-
-    assert "answer=one" in run(playbook, cache)
-    first = sorted(cache.iterdir())
-    assert len(first) == 1 and any(".answer-" in p.name for p in first[0].iterdir()), list(first[0].iterdir())
-
-    assert "answer=one" in run(playbook, cache)
-    assert sorted(cache.iterdir()) == first  # the same directory served the second run
-
-    write_module(library, "two", 1_700_000_100)
-    assert "answer=two" in run(playbook, cache)  # never the payload built from the old source
-    assert len(list(cache.iterdir())) == 2
-
-
 def test_playbooks_in_different_directories_without_modules_of_their_own_share_one_cache(tmp_path: Path) -> None:
     """Each directory a playbook lies in had a cache of its own, even with no library/ there: every playbook the
     tests write into a temporary directory built all its payloads again (and left a cache directory behind)."""
@@ -163,34 +150,83 @@ def replace_source(cache_file: Path, member: str, source: str) -> None:
     tampered.dump(str(cache_file))
 
 
-def test_the_same_python_runs_the_payloads_bytecode_and_another_version_its_source(tmp_path: Path) -> None:
+def directories(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir())
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What each run of the sequence printed, and the cache's directories after it."""
+
+    filled: tuple[str, list[str]]  # a fresh cache, bytecode on: the module answers "one"
+    first_files: list[str]  # the files in the directory that run made
+    reused: tuple[str, list[str]]  # the same run again
+    source_only: tuple[str, list[str]]  # bytecode turned off
+    variants: dict[str, bool]  # after source_only: cache directory -> whether its payload carries bytecode
+    payload: zipfile.ZipFile  # the module's payload with bytecode, as the first run left it
+    tampered: tuple[str, list[str]]  # that payload's source of the module now answers "source", its bytecode "one"
+    other_python: tuple[str, list[str]] | None  # the same, under another Python version (None: none found)
+    changed_from: list[str]  # the directories before the module's source changed
+    changed: tuple[str, list[str]]  # the module's source now answers "two"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    tmp_path = tmp_path_factory.mktemp("module-cache")
     cache = tmp_path / "cache"
-    playbook = play_with_module(tmp_path, "compiled")
-    assert "answer=compiled" in run(playbook, cache)
-    ((directory, payload),) = payloads(cache).items()
-    sources = [name for name in payload.namelist() if name.endswith(".py")]
-    assert sources and all(f"{name}c" in payload.namelist() for name in sources)
-    module = next(name for name in sources if name.endswith("/answer.py"))
+    playbook = play_with_module(tmp_path, "one")
 
-    # The module's source now says something else; its bytecode still says "compiled". Whatever runs the source
-    # would answer "source".
-    replace_source(next(cache.glob("*/*.answer-*-none")), module, MODULE % "source")
-    assert "answer=compiled" in run(playbook, cache)  # the controller's Python version: the bytecode ran
+    def step(*extra: str, bytecode: bool = True) -> tuple[str, list[str]]:
+        return run(playbook, cache, *extra, bytecode=bytecode), directories(cache)
 
+    filled = step()
+    first_files = directories(cache / filled[1][0])
+    reused = step()
+    source_only = step(bytecode=False)
+    variants = {name: any(n.endswith(".pyc") for n in z.namelist()) for name, z in payloads(cache).items()}
+    payload = payloads(cache)[filled[1][0]]
+    module = next(name for name in payload.namelist() if name.endswith("/answer.py"))
+    # The module's source in that payload now says something else; its bytecode still says "one". Whatever runs the
+    # source answers "source".
+    replace_source(next((cache / filled[1][0]).glob("*.answer-*-none")), module, MODULE % "source")
+    tampered = step()
     other = another_python_version()
-    if other is None:
+    other_python = None if other is None else step("-e", f"ansible_python_interpreter={other}")
+    changed_from = directories(cache)
+    write_module(playbook.parent / "library", "two", 1_700_000_100)
+    changed = step()
+    return Runs(filled, first_files, reused, source_only, variants, payload, tampered, other_python, changed_from,
+                changed)  # fmt: skip
+
+
+def test_payloads_are_reused_until_the_module_changes(runs: Runs) -> None:
+    out, first = runs.filled
+    assert "answer=one" in out
+    assert len(first) == 1 and any(".answer-" in name for name in runs.first_files), runs.first_files
+    out, after = runs.reused
+    assert "answer=one" in out
+    assert after == first  # the same directory served the second run
+    out, after = runs.changed
+    assert "answer=two" in out  # never the payload built from the old source
+    assert len(after) == len(runs.changed_from) + 1 and set(runs.changed_from) < set(after)
+
+
+def test_the_same_python_runs_the_payloads_bytecode_and_another_version_its_source(runs: Runs) -> None:
+    sources = [name for name in runs.payload.namelist() if name.endswith(".py")]
+    assert sources and all(f"{name}c" in runs.payload.namelist() for name in sources)
+    out, after = runs.tampered
+    assert "answer=one" in out  # the controller's Python version: the bytecode ran, not the tampered source
+    assert after == runs.source_only[1]  # from the payload it tampered with, no new one
+    if runs.other_python is None:
         pytest.skip("no Python of another version on this machine to show that one ignores the bytecode")
-    assert "answer=source" in run(playbook, cache, "-e", f"ansible_python_interpreter={other}")
-    assert [p.name for p in cache.iterdir()] == [directory]  # the same payload served both versions
+    out, other = runs.other_python
+    assert "answer=source" in out
+    assert other == after  # the same payload served both versions
 
 
-def test_bytecode_turned_off_gives_payloads_of_source_only_in_a_directory_of_their_own(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    playbook = play_with_module(tmp_path, "plain")
-    assert "answer=plain" in run(playbook, cache, bytecode=False)
-    assert "answer=plain" in run(playbook, cache)
-    by_variant = {name: any(n.endswith(".pyc") for n in z.namelist()) for name, z in payloads(cache).items()}
-    assert sorted(by_variant.values()) == [False, True], by_variant
+def test_bytecode_turned_off_gives_payloads_of_source_only_in_a_directory_of_their_own(runs: Runs) -> None:
+    assert "answer=one" in runs.source_only[0]
+    assert sorted(runs.variants.values()) == [False, True], runs.variants
 
 
 def zip_of(files: dict[str, bytes]) -> bytes:

@@ -9,6 +9,7 @@ import json
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ PLAYBOOK = """---
         msg: broken on purpose
       when: inventory_hostname in (fail_on | default('')).split(',')
 """
+#: The tiny play without its asynchronous wait, for the runs that check failures: the "still running" lines are the
+#: clean run's to show, and each look at the job is a module run on every host.
+WAIT = PLAYBOOK[PLAYBOOK.index("    # 6 s, polled") : PLAYBOOK.index("    - name: Fail where asked to")]
+WITHOUT_WAIT = PLAYBOOK.replace(WAIT, "")
 
 
 def inventory(tmp_path: Path, unreachable: bool = False) -> Path:
@@ -77,8 +82,46 @@ def command_args(tmp_path: Path) -> argparse.Namespace:
     return argparse.Namespace(runs_dir=tmp_path / "runs", keep=5, junit=tmp_path / "ci" / "junit.xml")
 
 
-def test_a_clean_run_exits_0_with_progress_recap_and_artifacts(tmp_path: Path) -> None:
-    code, session, out, junit_path = run(tmp_path, f"db_password={SECRET}", '{"unrelated": 1}')
+@dataclass(frozen=True)
+class CleanRun:
+    """One clean run of the tiny play, read by the two tests after: a password on the command line, a JSON mapping
+    and a vars file, with the temporary root of its own that the private vars directory is made in."""
+
+    code: int
+    session: command.Session
+    out: str
+    junit_path: Path
+    private_root: Path
+    temporary_directories: list[Path]  # every tempfile.TemporaryDirectory made while it ran
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> CleanRun:
+    tmp_path = tmp_path_factory.mktemp("clean-run")
+    # A temporary root of the run's own: other tests running beside it (pytest-xdist) have their private vars
+    # directories under /tmp at the same moment, so a glob there raced with them (CI, stop 25).
+    private_root = tmp_path / "tmp"
+    private_root.mkdir()
+    seen: list[Path] = []
+    real_tempdir = tempfile.TemporaryDirectory
+
+    def spying_tempdir(*args: Any, **kwargs: Any) -> tempfile.TemporaryDirectory[str]:
+        made = real_tempdir(*args, **kwargs)
+        seen.append(Path(made.name))
+        return made
+
+    vars_file = tmp_path / "secret.yml"
+    vars_file.write_text(f"vault_token: {SECRET}-file\n")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(tempfile, "tempdir", str(private_root))
+        # execute calls tempfile.TemporaryDirectory
+        monkeypatch.setattr(tempfile, "TemporaryDirectory", spying_tempdir)
+        code, session, out, junit_path = run(tmp_path, f"db_password={SECRET}", '{"unrelated": 1}', f"@{vars_file}")
+    return CleanRun(code, session, out, junit_path, private_root, seen)
+
+
+def test_a_clean_run_exits_0_with_progress_recap_and_artifacts(clean_run: CleanRun) -> None:
+    code, session, out, junit_path = clean_run.code, clean_run.session, clean_run.out, clean_run.junit_path
     assert code == ExitCode.OK, out
     assert "TASK [Say hello]" in out and "still running" in out  # plain progress (not a TTY), async elapsed time
     assert [line.split()[:4] for line in out.splitlines() if line.startswith(("n1 ", "n2 "))] == [
@@ -94,24 +137,8 @@ def test_a_clean_run_exits_0_with_progress_recap_and_artifacts(tmp_path: Path) -
     assert (session.run_dir / "junit.xml").read_text() == junit_path.read_text()
 
 
-def test_secrets_never_reach_env_nor_any_artifact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A temporary root of this test's own: other tests running beside it (pytest-xdist) have their private vars
-    # directories under /tmp at the same moment, so a glob there raced with them (CI, stop 25).
-    private_root = tmp_path / "tmp"
-    private_root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(private_root))
-    seen: list[Path] = []
-    real_tempdir = tempfile.TemporaryDirectory
-
-    def spying_tempdir(*args: Any, **kwargs: Any) -> tempfile.TemporaryDirectory[str]:
-        made = real_tempdir(*args, **kwargs)
-        seen.append(Path(made.name))
-        return made
-
-    monkeypatch.setattr(tempfile, "TemporaryDirectory", spying_tempdir)  # execute calls tempfile.TemporaryDirectory
-    vars_file = tmp_path / "secret.yml"
-    vars_file.write_text(f"vault_token: {SECRET}-file\n")
-    code, session, _, _ = run(tmp_path, f"db_password={SECRET}", f"@{vars_file}")
+def test_secrets_never_reach_env_nor_any_artifact(clean_run: CleanRun) -> None:
+    code, session = clean_run.code, clean_run.session
     assert code == ExitCode.OK
     assert not (session.run_dir / "env").exists()  # ansible-runner's env/ (extravars, passwords, ssh_key)
     for path in session.run_dir.rglob("*"):
@@ -121,18 +148,19 @@ def test_secrets_never_reach_env_nor_any_artifact(tmp_path: Path, monkeypatch: p
     assert "the password is ********" in stdout  # the task did print it; the artifact does not keep it
     recorded = json.loads((session.run_dir / "ansible" / "command").read_text())
     assert all("=" not in arg or not arg.startswith("db_password") for arg in recorded["command"])
+    seen, private_root = clean_run.temporary_directories, clean_run.private_root
     assert [p.parent for p in seen] == [private_root] and seen[0].name.startswith("rdmaforge-vars-")
     assert not list(private_root.iterdir())  # the private vars directory, extravars file and all, is gone
 
 
 def test_a_failing_task_exits_2_and_an_unreachable_host_3(tmp_path: Path) -> None:
-    code, _, out, junit_path = run(tmp_path / "a", "fail_on=n2")
+    code, _, out, junit_path = run(tmp_path / "a", "fail_on=n2", text=WITHOUT_WAIT)
     assert code == ExitCode.HOST_FAILED, out
     assert "  FAILED n2: broken on purpose" in out and "n2: failed: Fail where asked to: broken on purpose" in out
     failure = ET.parse(junit_path).getroot().find(".//testcase[@name='n2']/failure")
     assert failure is not None and failure.get("message") == "Fail where asked to: broken on purpose"
 
-    code, _, out, junit_path = run(tmp_path / "b", "fail_on=n2", unreachable=True)
+    code, _, out, junit_path = run(tmp_path / "b", "fail_on=n2", unreachable=True, text=WITHOUT_WAIT)
     assert code == ExitCode.UNREACHABLE, out
     assert "UNREACHABLE ghost" in out
     assert ET.parse(junit_path).getroot().find(".//testcase[@name='ghost']/error") is not None

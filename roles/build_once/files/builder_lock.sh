@@ -1,11 +1,12 @@
 #!/bin/sh
 # The builder lock of one build directory: a directory (mkdir is atomic) whose "owner" file names the run holding it.
 #   builder_lock.sh take LOCK OWNER STALE_AFTER DEAD_OWNER   exit 0 when this run holds it, 3 while another one does
-#   builder_lock.sh release LOCK OWNER                        removes it only when this run holds it
+#   builder_lock.sh release LOCK OWNER [SCRATCH]              removes it only when this run holds it, and SCRATCH
+#                                                             (the finished build's tree) first, if given
 # A holder is passed over when the controller found it dead (DEAD_OWNER: its ansible-playbook process is gone) or
 # when the lock is older than STALE_AFTER seconds (longer than any build may run: that run's make has ended).
 set -u
-verb=${1:?usage: builder_lock.sh take|release LOCK OWNER [STALE_AFTER DEAD_OWNER]}
+verb=${1:?usage: builder_lock.sh take|release LOCK OWNER [STALE_AFTER DEAD_OWNER | SCRATCH]}
 lock=${2:?lock directory}
 owner=${3:?owner}
 case "$verb" in
@@ -34,9 +35,20 @@ take)
     exit 3
     ;;
 release)
+    scratch=${4:-}
     if [ "$(cat "$lock/owner" 2>/dev/null || true)" = "$owner" ]; then
+        # Only the holder removes the tree: a run that took the lock over works in it now. The lock is released
+        # even when the tree cannot be removed, and that is reported after.
+        kept=""
+        if [ -n "$scratch" ]; then
+            rm -rf "$scratch" || kept=$scratch
+        fi
         rm -rf "$lock"
         echo "released"
+        if [ -n "$kept" ]; then
+            echo "builder_lock.sh: cannot remove the scratch directory $kept" >&2
+            exit 1
+        fi
     fi
     ;;
 *)
