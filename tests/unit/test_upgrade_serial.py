@@ -1,7 +1,7 @@
 """The NCCL rollout's batch size (rdmaforge_upgrade_serial) is checked before any node is touched: upgrade_nccl.yml
-and rollback_nccl.yml stop in their first play, on localhost, with the value and what is allowed. The cluster's
-hosts here are addresses from TEST-NET-1 (RFC 5737) with a connection that cannot work: reaching one would fail
-the run differently, so the message proves the check ran first."""
+and rollback_nccl.yml stop in their first play, with the value and what is allowed, also under --limit. The
+cluster's hosts here are addresses from TEST-NET-1 (RFC 5737) with a connection that cannot work: reaching one would
+fail the run differently (UNREACHABLE), so the message proves the check ran first and connected to no node."""
 
 from __future__ import annotations
 
@@ -25,12 +25,22 @@ def inventory(tmp_path: Path) -> Path:
 def refused(proc: subprocess.CompletedProcess[str], value: object) -> None:
     assert proc.returncode != 0
     assert f"rdmaforge_upgrade_serial={json.dumps(value)}: {ALLOWED}" in proc.stdout, proc.stdout[-3000:]
-    assert "node1" not in proc.stdout.split("PLAY RECAP")[-1], proc.stdout[-3000:]  # no node was reached
+    assert "UNREACHABLE" not in proc.stdout, proc.stdout[-3000:]  # no node was connected to
+    assert "invalid literal" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    recap = proc.stdout.split("PLAY RECAP")[-1]
+    assert "unreachable=1" not in recap and "changed=1" not in recap, recap
 
 
 @pytest.mark.parametrize("playbook", ["upgrade_nccl.yml", "rollback_nccl.yml"])
 def test_both_rollout_playbooks_check_the_batch_size_first(inventory: Path, playbook: str) -> None:
     refused(run_playbook(playbook, "-e", "rdmaforge_upgrade_serial=0", inventory=inventory, env=ENV), "0")
+
+
+@pytest.mark.parametrize("playbook", ["upgrade_nccl.yml", "rollback_nccl.yml"])
+def test_the_batch_size_is_checked_under_limit(inventory: Path, playbook: str) -> None:
+    """--limit leaves localhost out of every play: the check must still run before the rollout's `serial:`."""
+    proc = run_playbook(playbook, "--limit", "node1", "-e", "rdmaforge_upgrade_serial=0", inventory=inventory, env=ENV)
+    refused(proc, "0")
 
 
 @pytest.mark.parametrize("value", [0, -1, "two", "150%", "0%", "2.5", True, [1]])
