@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import fabrics, fast_yaml, role_defaults
+from rdmaforge import fabrics, fast_yaml, nccl_build, role_defaults
 from rdmaforge.bench.verdict import THRESHOLDS, threshold_allowed, threshold_problem
 from rdmaforge.hostnames import short_name
 from rdmaforge.plain_data import ansible_bool, plain
@@ -487,6 +487,44 @@ def threshold_problems(host: str, values: Mapping[str, object]) -> list[Problem]
                        f"{threshold_allowed(at_most)}")  # fmt: skip
             found.append(Problem(host, variable, message))
     return found
+
+
+# --- nccl-tests binaries -----------------------------------------------------------------------------
+
+
+def nccl_tests_binaries_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A partial nccl-tests build (nccl_tests_binaries) whose names make cannot take, or that leaves out a binary the
+    benchmark (benchmark_collectives) or pairwise's GPU path (sendrecv) would run: found here, not by a benchmark
+    that finds no binary after a build. An empty list builds every binary; a list of another type is the argument
+    spec's to name."""
+    binaries = role_defaults.value_of(values, "nccl_tests_binaries")
+    if not isinstance(binaries, list) or not binaries:
+        return []
+    allowed = ("allowed: a list of collectives as nccl-tests' src/Makefile BIN_FILES_LIST names them (all_reduce "
+               "builds all_reduce_perf), or [] for every binary of the release")  # fmt: skip
+    bad = [name for name in binaries if not isinstance(name, str) or name.endswith("_perf")
+           or not nccl_build.NCCL_TESTS_BINARY.fullmatch(name)]  # fmt: skip
+    if bad:
+        hint = "; without the _perf suffix" if any(str(name).endswith("_perf") for name in bad) else ""
+        message = f"{host}: nccl_tests_binaries={show(binaries)}: {show(bad[0])} is not allowed; {allowed}{hint}"
+        return [Problem(host, "nccl_tests_binaries", message)]
+    if not ansible_bool(role_defaults.value_of(values, "nccl_tests_enabled")):
+        return []
+    needed: dict[str, str] = {}
+    if ansible_bool(role_defaults.value_of(values, "benchmark_nccl_tests")):
+        collectives = role_defaults.value_of(values, "benchmark_collectives")
+        for name in collectives if isinstance(collectives, list) else []:
+            needed.setdefault(str(name), f"benchmark_collectives={show(collectives)}")
+    method = role_defaults.value_of(values, "pairwise_method")
+    if method != "iperf3":
+        needed.setdefault("sendrecv", f"pairwise_method={show(method)} (sendrecv_perf on GPU nodes)")
+    missing = [(name, why) for name, why in needed.items() if name not in binaries]
+    return [
+        Problem(host, "nccl_tests_binaries",
+                f"{host}: nccl_tests_binaries={show(binaries)} leaves out {name}, which {why} runs; add {name}, or set "
+                "nccl_tests_binaries: [] to build every binary")  # fmt: skip
+        for name, why in missing
+    ]
 
 
 # --- renamed variables ---------------------------------------------------------------------------
@@ -1116,6 +1154,7 @@ def inventory_report(
         found += download_problems(node.name, node.values)
         found += git_commit_problems(node.name, node.values)
         found += pip_hash_problems(node.name, node.values)
+        found += nccl_tests_binaries_problems(node.name, node.values)
         if names is not None:
             found += misspelled_variable_problems(node.name, node.values, names)
         if node.address is not None:

@@ -107,13 +107,38 @@ def nccl_make_argv(jobs: int, gencode: str, cuda_home: str, only_funcs: str = ""
     return argv
 
 
+#: A name nccl_tests_binaries may hold: a collective as nccl-tests' src/Makefile lists it (BIN_FILES_LIST), which
+#: builds <name>_perf. Letters, digits and underscores only: the list is passed to make as one variable.
+NCCL_TESTS_BINARY = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def nccl_tests_binaries(binaries: Sequence[str] | None) -> list[str]:
+    """The binaries to build, each once, sorted (their order changes nothing); empty for every binary of the
+    release."""
+    return sorted(dict.fromkeys(str(name).strip() for name in binaries or ()))
+
+
 def nccl_tests_make_argv(jobs: int, nccl_home: str, cuda_home: str, mpi_home: str, gencode: str,
-                         mpi: bool = True) -> list[str]:  # fmt: skip
-    """Seed 000's `make MPI=1 NCCL_HOME=...`, with CUDA_HOME, MPI_HOME and the same archs as NCCL."""
+                         mpi: bool = True, binaries: Sequence[str] | None = None) -> list[str]:  # fmt: skip
+    """Seed 000's `make MPI=1 NCCL_HOME=...`, with CUDA_HOME, MPI_HOME and the same archs as NCCL; with
+    ``binaries``, only those (nccl-tests' BIN_FILES_LIST, e.g. all_reduce sendrecv), not the release's every one."""
     argv = ["make", f"-j{jobs}", f"NCCL_HOME={nccl_home}", f"CUDA_HOME={cuda_home}", f"NVCC_GENCODE={gencode}"]
     if mpi:
         argv += ["MPI=1", f"MPI_HOME={mpi_home}"]
+    names = nccl_tests_binaries(binaries)
+    if names:
+        argv.append("BIN_FILES_LIST=" + " ".join(names))
     return argv
+
+
+def nccl_tests_build_id(version: str, nccl_build_id: str, binaries: Sequence[str] | None = None) -> str:
+    """Names an nccl-tests build: its version, the NCCL build it links, and a partial binary set (a build of some
+    binaries must not stand in for one of all)."""
+    ident = f"{version}-nccl{nccl_build_id}"
+    names = nccl_tests_binaries(binaries)
+    if names:
+        ident += "-bins" + hashlib.sha256(" ".join(names).encode()).hexdigest()[:8]
+    return ident
 
 
 def delta_seconds(delta: str) -> float:

@@ -514,6 +514,16 @@ CASES: list[Case] = [
             ]
         ),
     ),
+    Case(
+        "nccl-tests-binaries-without-pairwise-sendrecv",
+        _set_everywhere("nccl_tests_binaries", ["all_reduce"]),
+        _every_host(
+            [
+                "{host}: nccl_tests_binaries=[\"all_reduce\"] leaves out sendrecv, which pairwise_method='auto' "
+                "(sendrecv_perf on GPU nodes) runs; add sendrecv, or set nccl_tests_binaries: [] to build every binary",
+            ]
+        ),
+    ),
     # --- addresses ---------------------------------------------------------------------------------
     Case(
         "address-with-prefix-length",

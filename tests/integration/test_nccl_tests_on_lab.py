@@ -1,8 +1,9 @@
 """Issue 16 on the lab (make test): nccl-tests 2.19.6's real source, served by the lab mirror from
 ../shared/sources, compiled by nvcc through the build-once path (`make MPI=1 NCCL_HOME=/opt/nccl/current ...`, sm_80)
-on one builder node only; the same binaries on every node, linked to the cluster's NCCL build; they start and print
-their usage (without a GPU nothing more can run); a re-run compiles and changes nothing; and `rdmaforge bench` says
-that nccl-tests is installed and skipped only for lack of GPUs.
+on one builder node only, of the binaries the lab inventory names (nccl_tests_binaries: the benchmark's all_reduce
+and pairwise's sendrecv, about half the compile of all eleven); the same binaries on every node, linked to the
+cluster's NCCL build; they start and print their usage (without a GPU nothing more can run); a re-run compiles and
+changes nothing; and `rdmaforge bench` says that nccl-tests is installed and skipped only for lack of GPUs.
 
 The lab inventory leaves nccl_tests_enabled false, so that the other modules' converges do not carry the role; this
 module switches it on and compiles once (the controller's cached package is removed first: about 84 s on the lab's
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.lab
 ROOT = "/opt/rdmaforge/nccl-tests"
 BIN = f"{ROOT}/current/bin"
 #: nccl-tests 2.19.6's src/Makefile BIN_FILES_LIST
-PERF = sorted(
+UPSTREAM_PERF = sorted(
     f"{name}_perf"
     for name in (
         "all_reduce", "all_gather", "broadcast", "reduce_scatter", "reduce", "alltoall", "alltoallv", "scatter",
@@ -69,6 +70,15 @@ def built(converged: LabHandle) -> Iterator[tuple[LabHandle, subprocess.Complete
             converged.ssh(node, f"rm -rf {ROOT}")
 
 
+def perf(lab: LabHandle) -> list[str]:
+    """The binaries the lab inventory asks for (nccl_tests_binaries), each one of the release's."""
+    names = mirror_vars(lab)["nccl_tests_binaries"]
+    assert isinstance(names, list) and names, names
+    binaries = sorted(f"{name}_perf" for name in names)
+    assert set(binaries) <= set(UPSTREAM_PERF), binaries
+    return binaries
+
+
 def manifest() -> dict[str, object]:
     (path,) = CONTROLLER_CACHE.glob(f"nccl-tests-{NCCL_TESTS_VERSION}-*.json")
     data: dict[str, object] = json.loads(path.read_text())
@@ -84,7 +94,9 @@ def test_compiled_once_on_the_builder_only(built: tuple[LabHandle, subprocess.Co
     nccl_build = json.loads(lab.ssh("node1", "cat /opt/nccl/current/.rdmaforge-build.json").stdout)
     assert info["builder"] == "node1" and info["version"] == NCCL_TESTS_VERSION and info["mpi"] is True
     assert info["nccl_build_id"] == nccl_build["id"]  # built against the cluster's NCCL build
-    assert info["id"] == f"{NCCL_TESTS_VERSION}-nccl{nccl_build['id']}"
+    # a partial build has an id of its own (it must never stand in for a build of every binary)
+    assert str(info["id"]).startswith(f"{NCCL_TESTS_VERSION}-nccl{nccl_build['id']}-bins"), info["id"]
+    assert sorted(f"{name}_perf" for name in info["binaries"]) == perf(lab)  # type: ignore[attr-defined]
     assert float(str(info["build_seconds"])) > 0
     # the builder's scratch directory is gone; the other nodes never had one
     assert lab.ssh("node1", f"ls /var/lib/rdmaforge/nccl-build/nccl-tests-{info['id']}", check=False).returncode != 0
@@ -99,7 +111,7 @@ def test_every_node_has_the_same_binaries(built: tuple[LabHandle, subprocess.Com
         lines = lab.ssh(node, f"cd {BIN} && sha256sum *_perf").stdout.splitlines()
         digests[node] = {name: digest for digest, name in (line.split() for line in lines)}
     first = digests["node1"]
-    assert sorted(first) == PERF
+    assert sorted(first) == perf(lab)  # those asked for, no other
     assert all(found == first for found in digests.values()), digests
 
 
@@ -119,13 +131,14 @@ def test_binaries_link_the_clusters_nccl_build(built: tuple[LabHandle, subproces
 def test_binaries_start_and_print_their_usage(built: tuple[LabHandle, subprocess.CompletedProcess[str]]) -> None:
     """Without a GPU, -h is what nccl-tests can do: it prints its usage and exits 0 before touching CUDA or MPI."""
     lab, _ = built
+    binaries = perf(lab)
     for node in lab.nodes:
         out = lab.ssh(node, f'for b in {BIN}/*_perf; do "$b" -h; echo "exit=$?"; done').stdout
-        for perf in PERF:
-            assert f"USAGE: {perf} \n\t[-t,--nthreads <num threads>] \n\t[-g,--ngpus <gpus per thread>]" in out, out
-        assert out.count("exit=0") == len(PERF), out
+        for binary in binaries:
+            assert f"USAGE: {binary} \n\t[-t,--nthreads <num threads>] \n\t[-g,--ngpus <gpus per thread>]" in out, out
+        assert out.count("exit=0") == len(binaries), out
         # nccl-tests 2.17.3 and newer write JSON (-J): what the benchmark role asks the first binary's help
-        assert out.count("[-J,--output_file <file> write output to filepath") == len(PERF)
+        assert out.count("[-J,--output_file <file> write output to filepath") == len(binaries)
     long = lab.ssh("node1", f"{BIN}/all_reduce_perf --help")
     assert long.returncode == 0 and long.stdout.startswith("USAGE: all_reduce_perf \n"), long.stdout
     assert "[-h,--help]" in long.stdout

@@ -783,6 +783,39 @@ def test_a_switched_off_role_downloads_nothing_so_its_tarball_is_not_checked() -
     assert len(report_of(nccl_tests_enabled="yes", nccl_tests_source="tarball")) == 2
 
 
+# --- nccl-tests binaries ----------------------------------------------------------------------------
+
+BINARIES_ALLOWED = ("allowed: a list of collectives as nccl-tests' src/Makefile BIN_FILES_LIST names them (all_reduce "
+                    "builds all_reduce_perf), or [] for every binary of the release")  # fmt: skip
+
+
+def test_nccl_tests_binaries_hold_what_the_benchmark_and_pairwise_run() -> None:
+    assert report_of(nccl_tests_binaries=[]) == []
+    assert report_of(nccl_tests_binaries=["all_reduce", "sendrecv"]) == []  # the defaults' collective and pairwise's
+    assert report_of(nccl_tests_binaries=["all_gather"], benchmark_collectives=["all_gather"],
+                     pairwise_method="iperf3") == []  # fmt: skip
+    assert report_of(nccl_tests_binaries=["sendrecv"], benchmark_nccl_tests=False) == []
+    assert report_of(nccl_tests_binaries=["sendrecv"], nccl_tests_enabled=False) == []
+    assert report_of(nccl_tests_binaries=["sendrecv"], benchmark_collectives=["all_reduce", "broadcast"]) == [
+        'node1: nccl_tests_binaries=["sendrecv"] leaves out all_reduce, which benchmark_collectives=["all_reduce", '
+        '"broadcast"] runs; add all_reduce, or set nccl_tests_binaries: [] to build every binary'
+    ]  # one line per variable: the first one left out
+    assert report_of(nccl_tests_binaries=["all_reduce"], pairwise_method="sendrecv") == [
+        "node1: nccl_tests_binaries=[\"all_reduce\"] leaves out sendrecv, which pairwise_method='sendrecv' "
+        "(sendrecv_perf on GPU nodes) runs; add sendrecv, or set nccl_tests_binaries: [] to build every binary"
+    ]
+
+
+@pytest.mark.parametrize("name", ["all_reduce_perf", "all reduce", "AllReduce", "$(shell id)", "", 3])
+def test_an_nccl_tests_binary_make_cannot_take_is_refused(name: object) -> None:
+    hint = "; without the _perf suffix" if name == "all_reduce_perf" else ""
+    value = [name, "sendrecv"]
+    shown = checks.show(value)
+    assert report_of(nccl_tests_binaries=value) == [
+        f"node1: nccl_tests_binaries={shown}: {checks.show(name)} is not allowed; {BINARIES_ALLOWED}{hint}"
+    ]
+
+
 # --- pinned git commits ------------------------------------------------------------------------------
 
 #: The commits of the default tags, read from NVIDIA's repositories (git rev-parse 'v2.29.7-1^{commit}' in

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rdmaforge import inventory_checks
 from rdmaforge.lab import cache, inventory, mirror, node, packages, spec, supervisor
 from rdmaforge.lab.mirror import Mirror
 from rdmaforge.lab.shell import LabError
@@ -163,6 +164,9 @@ def test_the_lab_inventory_points_nccl_tests_at_the_mirror_but_leaves_it_off(tmp
     assert found["nccl_tests_tarball_url"] == f"http://198.18.0.1:8080/nccl-tests/{packages.NCCL_TESTS_TARBALL}"
     assert found["nccl_tests_tarball_sha256"] == sha
     assert found["nccl_tests_version"] == "2.19.6" == packages.NCCL_TESTS_VERSION
+    # a partial list preflight accepts once the test switches the role on (the benchmark's and pairwise's binaries)
+    assert found["nccl_tests_binaries"]
+    assert inventory_checks.nccl_tests_binaries_problems("node1", {**found, "nccl_tests_enabled": True}) == []
     assert "make test builds it once" in comment and "test_nccl_tests_on_lab.py" in comment, comment
 
 

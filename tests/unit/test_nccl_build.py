@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from rdmaforge import nccl_build
+from rdmaforge.lab.mirror import LOCAL_SOURCES
+from rdmaforge.lab.packages import NCCL_TESTS_TARBALL
 
 CUDA13_CODES = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121".split()
 NVCC = Path("/usr/local/cuda/bin/nvcc")
@@ -82,6 +85,47 @@ def test_nccl_tests_make_command_line() -> None:
         "MPI=1", "MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi",
     ]  # fmt: skip
     assert "MPI=1" not in nccl_build.nccl_tests_make_argv(8, "/n", "/c", "/m", gencode, mpi=False)
+
+
+def test_nccl_tests_make_command_line_with_some_binaries() -> None:
+    gencode = "-gencode=arch=compute_80,code=sm_80"
+    argv = nccl_build.nccl_tests_make_argv(2, "/n", "/c", "/m", gencode, True, ["sendrecv", "all_reduce", "sendrecv"])
+    assert argv[-1] == "BIN_FILES_LIST=all_reduce sendrecv"  # one make variable, each name once
+    for every in (None, []):
+        assert not any(arg.startswith("BIN_FILES_LIST") for arg in nccl_build.nccl_tests_make_argv(
+            2, "/n", "/c", "/m", gencode, True, every))  # fmt: skip
+
+
+def test_a_partial_nccl_tests_build_has_its_own_id() -> None:
+    full = nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80")
+    assert full == "2.19.6-nccl2.29.7-cuda13.0-sm_80"
+    assert nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80", []) == full
+    some = nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80", ["sendrecv", "all_reduce"])
+    assert some.startswith(full + "-bins") and len(some) == len(full + "-bins") + 8
+    assert some == nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80", ["all_reduce", "sendrecv"])
+    assert some != nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80", ["all_reduce"])
+
+
+#: nccl-tests' real source (../shared/sources), as the lab mirror serves it.
+NCCL_TESTS_SOURCE = LOCAL_SOURCES / NCCL_TESTS_TARBALL
+
+
+@pytest.mark.parametrize("binaries", [["all_reduce", "sendrecv"], ["alltoallv"], []])
+def test_nccl_tests_makefile_builds_only_the_binaries_asked_for(tmp_path: Path, binaries: list[str]) -> None:
+    """The command line the role runs, given to the real nccl-tests Makefile as a dry run (make -n): the binaries it
+    would link are those of the list, or with [] every one its src/Makefile names."""
+    if not NCCL_TESTS_SOURCE.is_file():
+        pytest.skip(f"{NCCL_TESTS_SOURCE} is absent (../shared is not beside this checkout)")
+    subprocess.run(["tar", "-xzf", str(NCCL_TESTS_SOURCE), "-C", str(tmp_path)], check=True, timeout=60)
+    (source,) = tmp_path.glob("nccl-tests-*")
+    listed = re.search(r"^BIN_FILES_LIST\s*:=\s*(.+)$", (source / "src" / "Makefile").read_text(), re.M)
+    assert listed, "nccl-tests' src/Makefile no longer sets BIN_FILES_LIST"
+    argv = nccl_build.nccl_tests_make_argv(1, "/opt/nccl/current", str(tmp_path / "no-cuda"), "/usr/lib/openmpi",
+                                           "-gencode=arch=compute_80,code=sm_80", True, binaries)  # fmt: skip
+    proc = subprocess.run([*argv, "-n"], cwd=source, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    linked = set(re.findall(r"-o \S*/build/(\w+_perf)\b", proc.stdout))
+    assert linked == {f"{name}_perf" for name in (binaries or listed.group(1).split())}, proc.stdout[-3000:]
 
 
 def test_command_delta_in_seconds() -> None:
