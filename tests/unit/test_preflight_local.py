@@ -8,8 +8,10 @@ written. Not site.yml itself: it grows roles that would install packages on this
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -68,15 +70,29 @@ def hosts_files(tmp_path: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(tmp_path.glob("hosts-*"))}
 
 
+@dataclass(frozen=True)
+class GoodRuns:
+    """site.yml's first two steps run twice on the good inventory (what the tests below read)."""
+
+    first: subprocess.CompletedProcess[str]
+    hosts_after_first: dict[str, str]  # each node's hosts file after the first run
+    second: subprocess.CompletedProcess[str]
+    facts: dict[str, dict]  # rdmaforge_node of every node, written out by the first run
+
+
 @pytest.fixture(scope="module")
-def node_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """rdmaforge_node of every fake node, written out by a play that runs after preflight."""
-    tmp = tmp_path_factory.mktemp("facts")
+def good_runs(tmp_path_factory: pytest.TempPathFactory, local_site: str) -> GoodRuns:
+    """Shared by the tests that only read these runs (a preflight on three nodes is this module's costliest step).
+    The first run ends with a play that writes out every node's rdmaforge_node; changed_when: false keeps the
+    recap's changed counts those of preflight and cluster_hosts."""
+    tmp = tmp_path_factory.mktemp("good")
     inventory = good_draft(tmp).write(tmp / "inventory")
-    playbook = tmp / "dump.yml"
-    playbook.write_text(f"""---
-- name: Preflight
-  ansible.builtin.import_playbook: {PLAYBOOKS / "preflight.yml"}
+    facts_dir = tmp / "facts"
+    facts_dir.mkdir()
+    first_playbook = tmp / "site_and_dump.yml"
+    first_playbook.write_text(f"""---
+- name: Preflight and cluster hosts
+  ansible.builtin.import_playbook: {local_site}
 - name: Dump rdmaforge_node
   hosts: cluster
   gather_facts: false
@@ -84,19 +100,36 @@ def node_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     - name: Write the fact
       ansible.builtin.copy:
         content: "{{{{ rdmaforge_node | to_json }}}}"
-        dest: "{tmp}/{{{{ inventory_hostname }}}}.json"
+        dest: "{facts_dir}/{{{{ inventory_hostname }}}}.json"
         mode: "0644"
+      changed_when: false
 """)
-    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, check=True)
-    assert "PLAY RECAP" in proc.stdout
-    return {name: json.loads((tmp / f"{name}.json").read_text()) for name in NODES}
+    first = run_playbook(str(first_playbook), inventory=inventory, env=ENV)
+    hosts_after_first = hosts_files(tmp)
+    second = run_playbook(local_site, inventory=inventory, env=ENV)
+    facts = {p.stem: json.loads(p.read_text()) for p in facts_dir.glob("*.json")}
+    return GoodRuns(first, hosts_after_first, second, facts)
 
 
-def test_good_inventory_passes_and_changes_nothing(tmp_path: Path) -> None:
-    inventory = good_draft(tmp_path).write(tmp_path / "inventory")
-    proc = run_playbook("preflight.yml", inventory=inventory, env=ENV)
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    counts = recap(proc.stdout)
+@pytest.fixture(scope="module")
+def node_facts(good_runs: GoodRuns) -> dict[str, dict]:
+    """rdmaforge_node of every fake node, as the first good run published it."""
+    assert good_runs.first.returncode == 0, good_runs.first.stdout[-4000:]
+    assert set(good_runs.facts) == set(NODES)
+    return good_runs.facts
+
+
+def test_good_inventory_passes_and_changes_nothing(good_runs: GoodRuns) -> None:
+    # the first run's preflight, on nodes never run before, changed nothing (cluster_hosts' play comes after it)
+    first = good_runs.first
+    assert first.returncode == 0, first.stdout[-4000:]
+    preflight_part = first.stdout.split("PLAY [Cluster hosts")[0]
+    assert "PLAY [Preflight | validate the inventory and the nodes" in preflight_part
+    assert not re.search(r"^changed: ", preflight_part, re.MULTILINE), preflight_part[-4000:]
+    # and the second run, preflight included, changed nothing and failed nowhere
+    second = good_runs.second
+    assert second.returncode == 0, second.stdout[-4000:]
+    counts = recap(second.stdout)
     assert set(NODES) <= set(counts)
     assert all(c["changed"] == 0 and c["failed"] == 0 for c in counts.values()), counts
 
@@ -108,9 +141,8 @@ def test_preflight_passes_in_check_mode(tmp_path: Path) -> None:
     assert "Summarise the node" in proc.stdout  # the read-only probes ran in check mode too
 
 
-def test_cluster_hosts_writes_the_block_once_and_keeps_other_lines(tmp_path: Path, local_site: str) -> None:
-    inventory = good_draft(tmp_path).write(tmp_path / "inventory")
-    first = run_playbook(local_site, inventory=inventory, env=ENV)
+def test_cluster_hosts_writes_the_block_once_and_keeps_other_lines(good_runs: GoodRuns) -> None:
+    first = good_runs.first
     assert first.returncode == 0, first.stdout[-4000:]
     assert {h: c["changed"] for h, c in recap(first.stdout).items() if h in NODES} == dict.fromkeys(NODES, 1)
     expected_block = (
@@ -118,9 +150,10 @@ def test_cluster_hosts_writes_the_block_once_and_keeps_other_lines(tmp_path: Pat
         + "".join(f"{address}\t{name}\n" for name, address in NODES.items())
         + "# END rdmaforge cluster hosts\n"
     )
-    for content in hosts_files(tmp_path).values():
+    assert len(good_runs.hosts_after_first) == len(NODES)
+    for content in good_runs.hosts_after_first.values():
         assert content == "127.0.0.1\tlocalhost\n# a line of the node's own\n" + expected_block
-    second = run_playbook(local_site, inventory=inventory, env=ENV)
+    second = good_runs.second
     assert second.returncode == 0, second.stdout[-4000:]
     assert all(c["changed"] == 0 for c in recap(second.stdout).values()), recap(second.stdout)
 
