@@ -95,12 +95,7 @@ reason:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdmaforge.cluster.plugins.module_utils.gpu_topology import (
-    TopologyError,
-    parse_topo_matrix,
-    rail_map,
-    read_sysfs_topology,
-)
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, read_topology
 
 ARGUMENT_SPEC = {
     "source": {"type": "str", "choices": ["auto", "nvidia_smi", "sysfs"], "default": "auto"},
@@ -109,34 +104,14 @@ ARGUMENT_SPEC = {
 }
 
 
-def from_nvidia_smi(module: AnsibleModule, required: bool) -> object:
-    """The parsed matrix, or None when nvidia-smi is absent or fails and ``required`` is false."""
-    path = module.params["nvidia_smi_path"] or module.get_bin_path("nvidia-smi")
-    if not path:
-        if required:
-            module.fail_json(msg="source=nvidia_smi but nvidia-smi was not found (set nvidia_smi_path)")
-        return None
-    rc, stdout, stderr = module.run_command([path, "topo", "-m"])
-    if rc != 0:
-        if required:
-            module.fail_json(msg=f"{path} topo -m failed with exit status {rc}: {(stderr or stdout).strip()}")
-        return None
-    try:
-        return parse_topo_matrix(stdout)
-    except TopologyError as error:
-        module.fail_json(msg=f"{path} topo -m: {error}")
-    return None
-
-
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    source = module.params["source"]
-    topology = None
-    if source in ("auto", "nvidia_smi"):
-        topology = from_nvidia_smi(module, required=source == "nvidia_smi")
-    if topology is None:
-        topology = read_sysfs_topology(module.params["sys_root"])
-    rails = rail_map(topology)  # type: ignore[arg-type]
+    try:
+        rails = read_topology(
+            module, module.params["source"], module.params["nvidia_smi_path"], module.params["sys_root"]
+        )
+    except ProbeError as error:
+        module.fail_json(msg=error.msg)
     module.exit_json(changed=False, ansible_facts={"rdmaforge_topology": rails}, **rails)
 
 

@@ -155,20 +155,8 @@ routing:
       elements: dict
 """
 
-import os
-from typing import Any
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdmaforge.cluster.plugins.module_utils.nic_facts import (
-    IpJsonError,
-    build_nics,
-    list_interfaces,
-    parse_default_route,
-    parse_ip_addr,
-    parse_ip_list,
-    read_sysfs_nic,
-    routing_commands,
-)
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, read_nics
 
 ARGUMENT_SPEC = {
     "sysfs_root": {"type": "path", "default": "/sys/class/net"},
@@ -178,73 +166,18 @@ ARGUMENT_SPEC = {
 }
 
 
-def find_ip(module: AnsibleModule) -> str:
-    path = module.params["ip_path"]
-    if path is None:
-        found = module.get_bin_path("ip")
-        if found is None:
-            module.fail_json(msg="ip not found: install iproute2 (or set ip_path)")
-        return str(found)
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        module.fail_json(msg=f"ip_path={path} is not an executable file")
-    return str(path)
-
-
-def ip_json(module: AnsibleModule, ip: str, *arguments: str) -> str:
-    rc, stdout, stderr = module.run_command([ip, "-j", *arguments])
-    if rc != 0:
-        module.fail_json(
-            msg=f"{ip} -j {' '.join(arguments)} failed with exit status {rc}: {stderr.strip() or stdout.strip()} "
-            "(JSON output needs iproute2 4.14 or later)"
-        )
-    return str(stdout)
-
-
-def read_routing(module: AnsibleModule, ip: str, tables: list[int], default_text: str) -> dict[str, Any]:
-    """The rules, each table's routes and the main table's default routes (RV(routing)); ``default_text`` is the
-    ``ip -j route show default`` output main() already read."""
-    rules_argv, *table_argvs, _ = routing_commands(tables, ip)
-    routes: dict[str, Any] = {}
-    for table, argv in zip(tables, table_argvs):
-        rc, stdout, _ = module.run_command(argv)
-        # A table with no route does not exist for the kernel: ip prints an error and exits 2.
-        routes[str(table)] = parse_ip_list(stdout, " ".join(argv[1:])) if rc == 0 else []
-    return {
-        "rules": parse_ip_list(ip_json(module, ip, *rules_argv[2:]), "ip -j rule show"),
-        "tables": routes,
-        "main_default": parse_ip_list(default_text, "ip -j route show default"),
-    }
-
-
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    root = module.params["sysfs_root"]
-    if not os.path.isdir(root):
-        module.fail_json(msg=f"sysfs_root={root} is not a directory (is /sys mounted?)")
-    ip = find_ip(module)
     try:
-        links = parse_ip_addr(ip_json(module, ip, "addr", "show"))
-        default_text = ip_json(module, ip, "route", "show", "default")
-        route = parse_default_route(default_text)
-    except IpJsonError as error:
-        module.fail_json(msg=f"{error} (JSON output needs iproute2 4.14 or later)")
-
-    names = list_interfaces(root, module.params["exclude"])
-    sysfs = [read_sysfs_nic(root, name) for name in names]
-    nics = build_nics(sysfs, links, route)
-    default_interface = route["interface"] if route else None
-    result: dict[str, Any] = {
-        "changed": False,
-        "nics": nics,
-        "default_route_interface": default_interface,
-        "default_route": route,
-        "ansible_facts": {"nics": nics, "default_route_interface": default_interface},
-    }
-    if module.params["routing_tables"] is not None:
-        try:
-            result["routing"] = read_routing(module, ip, module.params["routing_tables"], default_text)
-        except IpJsonError as error:
-            module.fail_json(msg=f"{error} (JSON output needs iproute2 4.14 or later)")
+        result = read_nics(
+            module,
+            sysfs_root=module.params["sysfs_root"],
+            ip_path=module.params["ip_path"],
+            exclude=module.params["exclude"],
+            routing_tables=module.params["routing_tables"],
+        )
+    except ProbeError as error:
+        module.fail_json(msg=error.msg)
     module.exit_json(**result)
 
 

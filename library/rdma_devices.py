@@ -245,24 +245,9 @@ source:
   sample: ibv_devinfo
 """
 
-import os
-from typing import Any
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdmaforge.cluster.plugins.module_utils.rdma_devinfo import (
-    NO_DEVICES_MESSAGE,
-    Device,
-    ibstat_errors,
-    inactive_ports,
-    merge_ibstat,
-    merge_rdma_links,
-    parse_expected_port,
-    parse_ibstat,
-    parse_ibv_devinfo,
-    parse_rdma_link,
-    port_problems,
-    read_sysfs_devices,
-)
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, read_rdma_devices
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.rdma_devinfo import parse_expected_port, port_problems
 
 ARGUMENT_SPEC = {
     "ibv_devinfo_path": {"type": "path"},
@@ -273,67 +258,6 @@ ARGUMENT_SPEC = {
     "require_active": {"type": "bool", "default": False},
     "min_rate_gbps": {"type": "float"},
 }
-
-
-def find_tool(module: AnsibleModule, option: str, name: str) -> str | None:
-    """The executable named by ``option``, or ``name`` looked up on PATH and the sbin directories.
-
-    A path given explicitly must exist: a typo there is the caller's mistake, not a host without RDMA.
-    """
-    path = module.params[option]
-    if path is None:
-        found = module.get_bin_path(name)
-        return str(found) if found else None
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        module.fail_json(msg=f"{option}={path} is not an executable file")
-    return str(path)
-
-
-def read_devices(module: AnsibleModule, ibv_devinfo: str) -> tuple[list[Device], bool]:
-    """Run ``ibv_devinfo -v`` and parse it: (devices, whether it answered). Tool errors become warnings."""
-    rc, stdout, stderr = module.run_command([ibv_devinfo, "-v"])
-    devices = parse_ibv_devinfo(stdout)
-    if rc != 0 and not devices and NO_DEVICES_MESSAGE not in stdout + stderr:
-        module.warn(f"{ibv_devinfo} -v exited with {rc}: {stderr.strip() or stdout.strip()}")
-        return [], False
-    if rc != 0 and devices:
-        # One device failing to open (a VF of another container, say) does not hide the others.
-        module.warn(f"{ibv_devinfo} -v exited with {rc}; using the devices it printed: {stderr.strip()}")
-    return devices, True
-
-
-def add_netdevs(module: AnsibleModule, devices: list[Device]) -> list[Device]:
-    """Devices with each port's netdev from ``rdma link show``, when the tool is present and works."""
-    rdma = find_tool(module, "rdma_path", "rdma")
-    if rdma is None or not devices:
-        return devices
-    rc, stdout, stderr = module.run_command([rdma, "link", "show"])
-    if rc != 0:
-        module.warn(f"{rdma} link show exited with {rc}, ports have no netdev: {stderr.strip()}")
-        return devices
-    return merge_rdma_links(devices, parse_rdma_link(stdout))
-
-
-def add_ibstat(module: AnsibleModule, devices: list[Device]) -> tuple[list[Device], dict[str, Any] | None]:
-    """Devices with ibstat's rates, and what ibstat said (None when it is not installed)."""
-    ibstat = find_tool(module, "ibstat_path", "ibstat")
-    if ibstat is None:
-        return devices, None
-    rc, stdout, stderr = module.run_command([ibstat])
-    cas = parse_ibstat(stdout)
-    errors = ibstat_errors(stderr + "\n" + stdout)
-    if rc != 0:
-        module.warn(f"{ibstat} exited with {rc}: {'; '.join(errors) or stderr.strip() or 'no message'}")
-    merged, notes = merge_ibstat(devices, cas)
-    # eRDMA and iWARP devices have no umad port, so ibstat never lists them; InfiniBand-transport ones (IB and RoCE)
-    # it should, unless the ib_umad kernel module is not loaded.
-    listed = {ca["name"] for ca in cas}
-    unlisted = [d["name"] for d in devices if d["transport"] == "InfiniBand" and d["name"] not in listed]
-    if unlisted and rc == 0:
-        notes.append(f"ibstat does not list {', '.join(unlisted)}, which ibv_devinfo does (is ib_umad loaded?)")
-    for note in notes:
-        module.warn(note)
-    return merged, {"path": ibstat, "rc": rc, "cas": [ca["name"] for ca in cas], "errors": errors, "notes": notes}
 
 
 def check_expected_syntax(module: AnsibleModule) -> None:
@@ -349,36 +273,18 @@ def main() -> None:
     min_rate = module.params["min_rate_gbps"]
     if min_rate is not None and not min_rate > 0:
         module.fail_json(msg=f"min_rate_gbps must be a positive number of Gbit/s, got {min_rate}")
-    result: dict[str, Any] = {"changed": False, "tool_present": False}
-
-    ibv_devinfo = find_tool(module, "ibv_devinfo_path", "ibv_devinfo")
-    devices: list[Device] = []
-    answered = False
-    if ibv_devinfo is not None:
-        result["tool_present"] = True
-        devices, answered = read_devices(module, ibv_devinfo)
-    sysfs_root = module.params["sysfs_root"]
-    if answered:
-        result["source"] = "ibv_devinfo"
-    elif os.path.isdir(sysfs_root):
-        result["source"] = "sysfs"
-        devices = read_sysfs_devices(sysfs_root)
-    else:
-        result["source"] = "none"
-    devices = add_netdevs(module, devices)
-    devices, result["ibstat"] = add_ibstat(module, devices)
-
-    result.update(
-        devices=devices,
-        inactive_ports=inactive_ports(devices),
-        ansible_facts={"rdma_devices": devices},
-    )
-    if ibv_devinfo is None:
-        result["msg"] = "ibv_devinfo not found (install ibverbs-utils / libibverbs-utils)"
-        if result["source"] == "sysfs":
-            result["msg"] += f"; the devices come from {sysfs_root}"
-    if (ibv_devinfo is not None or result["source"] == "sysfs") and module.params["require_active"]:
-        problems = port_problems(devices, module.params["expected_ports"], module.params["min_rate_gbps"])
+    try:
+        result = read_rdma_devices(
+            module,
+            ibv_devinfo_path=module.params["ibv_devinfo_path"],
+            rdma_path=module.params["rdma_path"],
+            ibstat_path=module.params["ibstat_path"],
+            sysfs_root=module.params["sysfs_root"],
+        )
+    except ProbeError as error:
+        module.fail_json(msg=error.msg)
+    if (result["tool_present"] or result["source"] == "sysfs") and module.params["require_active"]:
+        problems = port_problems(result["devices"], module.params["expected_ports"], module.params["min_rate_gbps"])
         if problems:
             module.fail_json(msg="RDMA ports not ready: " + "; ".join(problems), **result)
     module.exit_json(**result)

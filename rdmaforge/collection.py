@@ -40,7 +40,7 @@ FQCN = f"{NAMESPACE}.{NAME}"
 #: Parsers that modules ship to the targets as module_utils: standard library only, Python 3.8.
 TARGET_PARSERS = (
     "converge_resources", "gpu_topology", "hugepages", "iperf3", "kernel_cmdline", "nccl_net_api", "nic_facts",
-    "packages", "rdma_devinfo",
+    "packages", "probes", "rdma_devinfo",
 )
 #: (collection path, checkout path) of whole directories.
 DIRECTORIES = (

@@ -177,6 +177,20 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
         if args.get("backend") == "grubby":
             ledger.command(["grubby", "--info=ALL"])
         return
+    if name == "node_probe":
+        # What its find and command tasks recorded before it read them in one module run: the tool directories'
+        # matching names, the tools found, and the GPU tools' read-only commands (re-run by the drift check). The
+        # devices, links and NICs it read are in the node fingerprint, as for rdma_devices and gpu_topology.
+        patterns = _names(args.get("tool_names"))
+        ledger.listings.update(
+            converge_resources.listing_entry(path, patterns) for path in _names(args.get("tool_dirs"))
+        )
+        ledger.paths.update(str(path) for path in result.get("tool_files") or [])
+        for key in ("nvidia_smi", "compute_caps", "lspci"):
+            command = result.get(key)
+            if isinstance(command, Mapping) and command.get("cmd"):
+                ledger.command([str(arg) for arg in command["cmd"]])
+        return
     if name == "nic_facts":
         # The NICs are in the node fingerprint; the policy routing state it read (routing_tables) is not, so the
         # drift check re-reads it with the same commands.

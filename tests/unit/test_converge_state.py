@@ -73,6 +73,34 @@ def test_a_find_with_patterns_is_watched_as_far_as_it_looks() -> None:
     ]
 
 
+def test_the_node_probe_is_recorded_as_the_find_and_commands_it_gathered() -> None:
+    """preflight read the GPU tools with a find and read-only command tasks, and the free space with a df it declared
+    no state; the node_probe module reads them all in one run. Its record watches what theirs watched."""
+    nvidia_smi = ["/usr/bin/nvidia-smi", "-L"]
+    caps = ["/usr/bin/nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]
+    df = ["/usr/bin/df", "-P", "-k", "/opt", "/var/cache"]
+    tasks = ledger.Resources()
+    find = {"paths": ["/usr/bin", "/usr/sbin"], "patterns": ["nvidia-smi", "lspci"], "file_type": "any"}
+    ledger.add_task_result(tasks, "Look for the GPU tools", "ansible.builtin.find",
+                           result(find, files=[{"path": "/usr/bin/nvidia-smi"}]))  # fmt: skip
+    for argv in (nvidia_smi, caps):
+        ledger.add_task_result(tasks, "GPUs", "ansible.builtin.command", result({"argv": argv}, cmd=argv), [False])
+    ledger.add_task_result(tasks, "lspci", "ansible.builtin.command", {"skipped": True}, [False])
+    ledger.add_task_result(tasks, "df", "ansible.builtin.command", result({"argv": df}, cmd=df), [False], observe=False)
+    probe = ledger.Resources()
+    args = {"tool_dirs": ["/usr/bin", "/usr/sbin"], "tool_names": ["nvidia-smi", "lspci"], "nic_exclude": ["lo"],
+            "ip_path": None, "df_paths": df[3:], "sys_root": "/sys"}  # fmt: skip
+    ran = {"rc": 0, "stdout": "", "stderr": ""}
+    ledger.add_task_result(probe, "Read the GPUs, RDMA devices, NICs and rails", "rdmaforge.cluster.node_probe", result(
+        args, tool_files=["/usr/bin/nvidia-smi"], nvidia_smi={"cmd": nvidia_smi, **ran},
+        compute_caps={"cmd": caps, **ran}, lspci={"skipped": True, "msg": "nvidia-smi answered"}, df={"cmd": df, **ran},
+        rdma={"devices": []}, nics={"nics": []}, topology={"gpus": []}))  # fmt: skip
+    assert probe.as_dict() == tasks.as_dict()
+    assert probe.as_dict()["commands"] == [nvidia_smi, caps]  # free space moves: checked, never recorded
+    assert probe.as_dict()["listings"] == ["/usr/bin matching nvidia-smi,lspci", "/usr/sbin matching nvidia-smi,lspci"]
+    assert probe.as_dict()["unverifiable"] == []
+
+
 @pytest.mark.parametrize(("recurse", "depth"), [(False, None), (True, 2), (True, None)])
 def test_a_listing_with_patterns_sees_what_the_find_module_finds(tmp_path: Path, recurse: bool, depth: int | None):
     """The names a listing entry watches are the ones ansible-core's own find module returns for the same task (run

@@ -16,7 +16,9 @@ from ansible.module_utils.basic import FILE_COMMON_ARGUMENTS
 from rdmaforge.collection import FQCN, ensure_dev_tree
 from rdmaforge.paths import PROJECT_ROOT
 
-MODULES = ["kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology", "pairwise_iperf", "text_file"]
+MODULES = [
+    "kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology", "node_probe", "pairwise_iperf", "text_file",
+]  # fmt: skip
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 
 

@@ -72,10 +72,15 @@ PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3.8")
 
 @pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 interpreter here")
 def test_parsers_import_under_python_3_8() -> None:
-    """Really imported by a Python 3.8 (-I: isolated, -S: no site-packages), from a copy of nothing but them."""
-    code = "import importlib.util, sys\n" + "".join(
-        f"s = importlib.util.spec_from_file_location({p.stem!r}, {str(p)!r}); m = importlib.util.module_from_spec(s)\n"
-        f"sys.modules[{p.stem!r}] = m; s.loader.exec_module(m)\n"
+    """Really imported by a Python 3.8 (-I: isolated, -S: no site-packages), as the submodules of a package of their
+    own (module_utils, where one imports another relatively: probes.py)."""
+    code = (
+        "import importlib.util, sys, types\n"
+        f"package = types.ModuleType('module_utils'); package.__path__ = [{str(PARSERS[0].parent)!r}]\n"
+        "sys.modules['module_utils'] = package\n"
+    ) + "".join(
+        f"s = importlib.util.spec_from_file_location('module_utils.{p.stem}', {str(p)!r})\n"
+        f"m = importlib.util.module_from_spec(s); sys.modules['module_utils.{p.stem}'] = m; s.loader.exec_module(m)\n"
         for p in PARSERS
     )
     proc = subprocess.run([str(PY38), "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
