@@ -38,10 +38,11 @@ def register(subparsers: Any) -> None:
         description="Changes a lab node's extra NIC inside the node's own network namespace: --rate limits every "
         "packet it sends (tc tbf); --rate with --to PEER limits only the traffic between NODE and PEER on that NIC, "
         "at both ends (tc htb + u32 filter), the rest going at --others; --down sets the link down; --clear removes "
-        "the limit and sets the link up. NODE and NIC 'all' with --clear clear every extra NIC of every node.",
+        "the limit and sets the link up. NODE and NIC 'all' with --clear clear every extra NIC of every node; with "
+        "--rate (no --to) they limit each of them.",
     )
-    impair.add_argument("node", help="node1, node2, ... (or all, with --clear)")
-    impair.add_argument("nic", help="an extra NIC: eth1, eth2, ... (or all, with --clear)")
+    impair.add_argument("node", help="node1, node2, ... (or all, with --clear or --rate)")
+    impair.add_argument("nic", help="an extra NIC: eth1, eth2, ... (or all, with --clear or --rate)")
     what = impair.add_mutually_exclusive_group(required=True)
     what.add_argument("--rate", help="token-bucket rate, e.g. 20mbit, 1gbit (tc units bit/kbit/mbit/gbit/tbit)")
     what.add_argument("--down", action="store_true", help="set the link down")
@@ -140,8 +141,8 @@ def cmd_impair(args: argparse.Namespace) -> int:
 
 def _impair_targets(args: argparse.Namespace, nodes: int, nics: int) -> list[impair_mod.Target]:
     if "all" in (args.node, args.nic):
-        if not args.clear:
-            raise ValueError("NODE or NIC 'all' goes with --clear only")
+        if not (args.clear or (args.rate is not None and not args.to)):
+            raise ValueError("NODE or NIC 'all' goes with --clear, or with --rate without --to")
         names = [f"node{i}" for i in range(1, nodes + 1)] if args.node == "all" else [args.node]
         extra = [f"eth{k}" for k in range(1, nics + 1)] if args.nic == "all" else [args.nic]
         return [impair_mod.resolve(nodes, nics, name, nic) for name in names for nic in extra]

@@ -42,10 +42,9 @@ def impair(*args: str) -> None:
     assert proc.returncode == 0, f"lab impair {' '.join(args)}: {proc.stderr}"
 
 
-def shape_everything(nodes: list[str]) -> None:
-    for node in nodes:
-        for nic in RAILS:
-            impair(node, nic, "--rate", BASE)
+def shape_everything() -> None:
+    """Every extra NIC of every node limited to BASE, in one command."""
+    impair("all", "all", "--rate", BASE)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +57,7 @@ def lab4(lab: LabHandle) -> Iterator[LabHandle]:
     try:
         handle = LabHandle(target.inventory_path, {n.name: n.address for n in target.status().nodes}, target.ssh_key,
                            target.known_hosts)  # fmt: skip
-        shape_everything(sorted(handle.nodes))
+        shape_everything()
         yield handle
     finally:
         rdmaforge("lab", "impair", "all", "all", "--clear", timeout=120)
@@ -73,7 +72,7 @@ def fault(lab4: LabHandle) -> Iterator[LabHandle]:
         yield lab4
     finally:
         rdmaforge("lab", "impair", "all", "all", "--clear", timeout=120)
-        shape_everything(sorted(lab4.nodes))
+        shape_everything()
 
 
 def sweep(lab: LabHandle, runs: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:

@@ -712,6 +712,24 @@ def test_impair_rates_and_targets_are_checked():
         impair.resolve(2, 2, "node9", "eth1")
 
 
+def test_impair_all_goes_with_clear_or_a_plain_rate():
+    import argparse
+
+    from rdmaforge.commands.lab import _impair_targets
+
+    def targets(**flags):
+        args = argparse.Namespace(**{"node": "all", "nic": "all", "clear": False, "rate": None, "to": None, **flags})
+        return sorted((t.node.name, t.nic) for t in _impair_targets(args, 2, 2))
+
+    every = [("node1", "eth1"), ("node1", "eth2"), ("node2", "eth1"), ("node2", "eth2")]
+    assert targets(clear=True) == every
+    assert targets(rate="200mbit") == every
+    assert targets(node="node2", rate="200mbit") == [("node2", "eth1"), ("node2", "eth2")]
+    for refused in ({"down": True}, {"rate": "20mbit", "to": "node2"}):
+        with pytest.raises(ValueError, match="'all' goes with --clear, or with --rate without --to"):
+            targets(**refused)
+
+
 def test_a_link_limit_filters_on_the_peer_address():
     commands = impair.peer_rate_commands("eth1", "20mbit", "198.18.1.12", others="200mbit")
     assert commands[0][:8] == ["tc", "qdisc", "add", "dev", "eth1", "root", "handle", "1:"]
