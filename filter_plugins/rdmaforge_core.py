@@ -28,6 +28,11 @@ def packages_absent(query_output: str, names: list[str]) -> list[str]:
     return packages.absent(query_output, names)
 
 
+def packages_pending(query_output: str, names: list[str]) -> list[str]:
+    """The specs an install must still hand to the package manager (absent, or with a version constraint)."""
+    return packages.pending(query_output, names)
+
+
 def package_removal_argv(names: list[str], manager: str) -> list[str]:
     """The dry run of removing ``names`` (apt-get -s remove, rpm -e --test)."""
     return packages.removal_argv(manager, names)
@@ -86,6 +91,7 @@ class FilterModule:
             "rdmaforge_installed_versions": installed_versions,
             "rdmaforge_package_query_argv": package_query_argv,
             "rdmaforge_packages_absent": packages_absent,
+            "rdmaforge_packages_pending": packages_pending,
             "rdmaforge_package_removal_argv": package_removal_argv,
             "rdmaforge_package_manual_argv": package_manual_argv,
             "rdmaforge_package_file_name_argv": package_file_name_argv,

@@ -22,6 +22,7 @@ import pytest
 from rdmaforge.lab import Lab, mirror
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS, MIRROR_PORT
 from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, SilentServer, recap
+from tests.integration.test_nccl_build_on_lab import task_outcomes
 
 pytestmark = pytest.mark.lab
 
@@ -69,11 +70,20 @@ def test_a_stopped_mirror_fails_only_the_node_that_needs_it_and_names_the_mirror
     proc = lab.playbook("mpi.yml", "-e", ONE_TRY)
     assert_only_node_failed_naming_the_mirror(proc, node)
     assert not installed(lab, node)
+    # The nodes that have every package leave apt out altogether (rdmaforge_packages_pending is empty there).
+    assert apt_runs(proc.stdout) == {n: "skipping" for n in lab.nodes if n != node} | {node: "fatal"}
 
     Lab().up(nodes=LAB_NODES, nics=LAB_NICS)
     again = lab.playbook("mpi.yml", "-e", ONE_TRY)
     assert again.returncode == 0, again.stdout[-4000:]
     assert installed(lab, node)
+    assert apt_runs(again.stdout) == {n: "skipping" for n in lab.nodes if n != node} | {node: "changed"}
+
+
+def apt_runs(output: str) -> dict[str, str]:
+    """{node: outcome} of os_packages' apt install in a playbook run."""
+    lines = task_outcomes(output, "os_packages : Install packages with apt (package index")
+    return {line.split("[", 1)[1].rstrip("]"): line.split(":", 1)[0] for line in lines}
 
 
 def test_a_silent_mirror_ends_the_nodes_apt_tries_after_the_inventory_timeout(

@@ -33,6 +33,19 @@ def test_absent_names_the_packages_dpkg_does_not_have_installed() -> None:
 
 
 @pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg-query (a Debian-family machine)")
+def test_an_install_is_pending_only_for_a_missing_or_version_pinned_package() -> None:
+    """os_packages leaves apt out when nothing is pending: every package installed and none pinned to a version."""
+    installed = ["dpkg", "coreutils"]  # on every Debian system
+    assert packages.pending(dpkg_query(installed), installed) == []
+    names = ["dpkg", "rdmaforge-no-such-package", "coreutils=0.0-versioned", "coreutils >= 1"]
+    # the missing one, and the pinned ones although installed (only apt can tell whether the version matches)
+    assert packages.pending(dpkg_query(names), names) == names[1:]
+    # a package dpkg removed but whose configuration it kept is installed again
+    assert packages.pending("libfoo1\t1.0-1\tconfig-files\nbar\t2.0\tinstalled\n", ["libfoo1", "bar"]) == ["libfoo1"]
+    assert packages.pending("", []) == []
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg-query (a Debian-family machine)")
 def test_a_removed_package_with_its_configuration_kept_counts_as_absent() -> None:
     # dpkg lists such a package with status config-files: an install adds it again.
     output = "libfoo1\t1.0-1\tconfig-files\nbar\t2.0\tinstalled\n"
