@@ -6,11 +6,14 @@ import re
 import subprocess
 from pathlib import Path
 
+import jinja2
 import pytest
+import yaml
 
 from rdmaforge import nccl_build
 from rdmaforge.lab.mirror import LOCAL_SOURCES
 from rdmaforge.lab.packages import NCCL_TESTS_TARBALL
+from rdmaforge.paths import RESOURCES
 
 CUDA13_CODES = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121".split()
 NVCC = Path("/usr/local/cuda/bin/nvcc")
@@ -126,6 +129,17 @@ def test_nccl_tests_makefile_builds_only_the_binaries_asked_for(tmp_path: Path, 
     assert proc.returncode == 0, proc.stderr[-2000:]
     linked = set(re.findall(r"-o \S*/build/(\w+_perf)\b", proc.stdout))
     assert linked == {f"{name}_perf" for name in (binaries or listed.group(1).split())}, proc.stdout[-3000:]
+    # The file build_once waits for (roles/nccl_tests: build_once_creates) is one of those the build links.
+    assert role_creates(binaries).removeprefix("build/") in linked
+
+
+def role_creates(binaries: list[str]) -> str:
+    """roles/nccl_tests/tasks/main.yml's build_once_creates, rendered with the collection's filter."""
+    tasks = yaml.safe_load((RESOURCES / "roles" / "nccl_tests" / "tasks" / "main.yml").read_text())
+    (build,) = [task for task in tasks if "build_once_creates" in task.get("vars", {})]
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["rdmaforge.cluster.rdmaforge_nccl_tests_binaries"] = nccl_build.nccl_tests_binaries
+    return env.from_string(build["vars"]["build_once_creates"]).render(nccl_tests_binaries=binaries)
 
 
 def test_command_delta_in_seconds() -> None:
