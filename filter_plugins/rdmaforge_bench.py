@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rdmaforge.bench import environment
 from rdmaforge.bench.e2e import parse_output
 from rdmaforge.bench.line_rate import node_line_rate
 from rdmaforge.bench.verdict import optional_float
@@ -114,4 +115,6 @@ class FilterModule:
             "rdmaforge_hostnames": hostnames,
             "rdmaforge_threshold": threshold,
             "rdmaforge_threshold_problems": threshold_problems,
+            "rdmaforge_pip_requirement_name": environment.requirement_name,
+            "rdmaforge_pip_requirement_met": environment.requirement_met,
         }

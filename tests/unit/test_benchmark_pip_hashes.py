@@ -45,7 +45,9 @@ def toy_wheel(directory: Path, name: str = "toytorch", version: str = "1.0") -> 
     return path
 
 
-def install(tmp_path: Path, requirements: list[str], retries: int = 0) -> tuple[str, int]:
+def install(
+    tmp_path: Path, requirements: list[str], retries: int = 0, torch: str = "toytorch==1.0"
+) -> tuple[str, int]:
     """Runs the role's requirement-file and pip tasks (with the role's vars) in a local play; (output, failed)."""
     wheels = tmp_path / "wheels"
     tasks = [t for t in yaml.safe_load(E2E_ENV.read_text()) if "ansible.builtin.include_role" not in t]
@@ -57,7 +59,7 @@ def install(tmp_path: Path, requirements: list[str], retries: int = 0) -> tuple[
             "benchmark_e2e_requirements_path": role_vars["benchmark_e2e_requirements_path"],
             "benchmark_e2e_hash_pinned": role_vars["benchmark_e2e_hash_pinned"],
             "benchmark_e2e_venv": str(tmp_path / "venv"),
-            "benchmark_e2e_torch": "toytorch==1.0",
+            "benchmark_e2e_torch": torch,
             "benchmark_e2e_torch_requirements": requirements,
             "benchmark_e2e_pip_args": ["--no-index", f"--find-links={wheels}"],
             "rdmaforge_network_retries": retries,
@@ -93,3 +95,26 @@ def test_without_requirements_the_name_is_installed_with_no_hash_check(tmp_path:
     assert failed == 0, out[-4000:]
     assert not (tmp_path / "bench").exists()  # no requirements file is written
     assert list((tmp_path / "venv").glob("lib/python*/site-packages/toytorch/__init__.py")), out[-4000:]
+
+
+def pip_ran(output: str) -> bool:
+    """Whether the role's pip task ran (ok or changed) rather than being left out."""
+    block = output.split("TASK [Install the benchmark's Python environment (torch)]", 1)[1].split("TASK [", 1)[0]
+    return "skipping: [localhost]" not in block
+
+
+def test_pip_is_left_out_while_the_venv_meets_the_requirement_and_runs_when_it_does_not(tmp_path: Path) -> None:
+    """The second run finds toytorch 1.0 with the venv's interpreter and leaves pip out; asking for 2.0 runs it."""
+    toy_wheel(tmp_path / "wheels")
+    out, failed = install(tmp_path, [])
+    assert failed == 0 and pip_ran(out), out[-4000:]
+    out, failed = install(tmp_path, [])
+    assert failed == 0 and not pip_ran(out), out[-4000:]
+    toy_wheel(tmp_path / "wheels", version="2.0")
+    out, failed = install(tmp_path, [], torch="toytorch==2.0")
+    assert failed == 0 and pip_ran(out), out[-4000:]
+    assert list((tmp_path / "venv").glob("lib/python*/site-packages/toytorch-2.0.dist-info")), out[-4000:]
+    # hash-pinned: always pip's to judge, even with the version installed
+    sha256 = hashlib.sha256((tmp_path / "wheels" / "toytorch-2.0-py3-none-any.whl").read_bytes()).hexdigest()
+    out, failed = install(tmp_path, [f"toytorch==2.0 --hash=sha256:{sha256}"], torch="toytorch==2.0")
+    assert failed == 0 and pip_ran(out), out[-4000:]
