@@ -43,8 +43,8 @@ options:
     description:
       - The controller's digest of the whole cluster (the same, with every host's variables and groups), stored
         with O(state=record). With O(state=check), a record written for another cluster digest leaves
-        RV(in_sync) as it is and sets RV(cluster_changed): the node itself is in sync, but the files that list
-        the other nodes must be written again.
+        RV(in_sync) as it is and sets RV(cluster_changed) - the node itself is in sync, but the files that
+        list the other nodes must be written again.
     type: str
   resources:
     description:
@@ -62,7 +62,7 @@ options:
   merge:
     description:
       - With O(state=record), keep what the stored record lists beside O(resources), and observe both again.
-        For a node that was in sync and skipped its own roles in a run that converged other nodes: this run's
+        For a node that was in sync and skipped its own roles in a run that converged other nodes; this run's
         ledger then lists only the cluster-wide tasks it ran, and a record of those alone would check less
         than the last complete converge did.
       - When the stored record cannot be merged (missing, unreadable, another format or digest), the new
