@@ -11,16 +11,17 @@ from rdmaforge.converge import digest, ledger, targets
 
 
 def converge_digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> dict[str, Any]:
-    """{cluster: the cluster digest, nodes: {host: its node digest}} (rdmaforge.converge.digest.digests)."""
+    """{cluster: the cluster digest, nodes: {host: its node digest}, files: the controller files, caches: their
+    directories} (rdmaforge.converge.digest.digests)."""
     return digest.digests(hostvars, hosts)
 
 
-def converge_recorded_digests(start: Mapping[str, Any]) -> dict[str, Any]:
-    """The digests the end of the run records: with the controller files the run added, when those are all that
-    changed since the start; else the start's (rdmaforge.converge.digest.recorded_digests)."""
-    if not isinstance(start, Mapping) or not {"cluster", "nodes"} <= set(start):
-        raise AnsibleFilterError("rdmaforge_converge_recorded_digests needs what rdmaforge_converge_digests returned")
-    return digest.recorded_digests(start)
+def converge_recorded_files(start: Mapping[str, Any]) -> dict[str, str]:
+    """The controller files the end of the run records: the start's, and those the run added as they are now
+    (rdmaforge.converge.digest.recorded_files)."""
+    if not isinstance(start, Mapping) or not {"files", "caches"} <= set(start):
+        raise AnsibleFilterError("rdmaforge_converge_recorded_files needs what rdmaforge_converge_digests returned")
+    return digest.recorded_files(start)
 
 
 def converge_ledger(host: str) -> dict[str, Any]:
@@ -93,7 +94,7 @@ class FilterModule:
             "rdmaforge_converge_drift_is_local": converge_drift_is_local,
             "rdmaforge_converge_ledger": converge_ledger,
             "rdmaforge_converge_reasons": converge_reasons,
-            "rdmaforge_converge_recorded_digests": converge_recorded_digests,
+            "rdmaforge_converge_recorded_files": converge_recorded_files,
             "rdmaforge_converge_skip_groups": converge_skip_groups,
             "rdmaforge_converge_targets": converge_targets,
         }

@@ -12,12 +12,14 @@ description:
   - With O(state=record), observes every resource of O(resources) (files, directory listings, packages,
     services, read-only commands) plus a fingerprint of the node (boot id, kernel, OS release, links and
     addresses, SSH host keys, kernel command line, huge page pools, RDMA devices, GPUs) and stores them with
-    O(digest) in O(path). rdmaforge's C(converge_ledger) callback collects O(resources) from the tasks a
-    converge ran, so the record lists what the roles manage and what they read.
+    O(digest) and O(controller_files) in O(path). rdmaforge's C(converge_ledger) callback collects
+    O(resources) from the tasks a converge ran, so the record lists what the roles manage and what they read.
   - With O(state=check), observes the recorded resources again in one call and compares. RV(in_sync) is
-    true only when the record exists, its digest equals O(digest), its format is known, the converge that
-    wrote it had no task without a drift check (RV(reasons) names them otherwise), the fingerprint is the
-    same and every observation is identical. Anything else is reported in RV(reasons), in plain words.
+    true only when the record exists, its digest equals O(digest), its format is known, every controller file
+    it keeps is in O(controller_files) with the same hash (files there that it does not keep are not looked at),
+    the converge that wrote it had no task without a drift check (RV(reasons) names them otherwise), the
+    fingerprint is the same and every observation is identical. Anything else is reported in RV(reasons), in
+    plain words.
   - Read-only with O(state=check), also in check mode. O(state=record) reports a change only when the
     stored record differs from what it would write.
 version_added: "0.2.0"
@@ -35,17 +37,28 @@ options:
     default: /var/lib/rdmaforge/converge-state.json
   digest:
     description:
-      - The controller's digest of what decides this node's desired state (code, controller-side files, this
-        host's variables and groups). A record with another digest is never in sync.
+      - The controller's digest of what decides this node's desired state (code, this host's variables and
+        groups). A record with another digest is never in sync.
     type: str
     required: true
   cluster_digest:
     description:
       - The controller's digest of the whole cluster (the same, with every host's variables and groups), stored
         with O(state=record). With O(state=check), a record written for another cluster digest leaves
-        RV(in_sync) as it is and sets RV(cluster_changed): the node itself is in sync, but the files that list
-        the other nodes must be written again.
+        RV(in_sync) as it is and sets RV(cluster_changed) - the node itself is in sync, but the files that
+        list the other nodes must be written again.
     type: str
+  controller_files:
+    description:
+      - The files of the controller caches the roles copy from (the cluster SSH key, keyrings, NCCL builds), as
+        a mapping of each file's path (C(<cache>/<relative name>)) to a hash of it. Stored with O(state=record).
+      - With O(state=check), the files as the controller sees them now. Each file the record keeps that is missing
+        here, or has another hash, is named in RV(reasons) (not the node's own drift, RV(drift_local) is false), so
+        the node converges in full. A file here that the record does not keep is not looked at - it was added after
+        the node's converge, which did not read it (every controller cache file is keyed by something in the node's
+        variables or the code, which O(digest) covers).
+    type: dict
+    default: {}
   resources:
     description:
       - With O(state=record), what to observe. Keys C(paths) (type, owner, mode and content hash),
@@ -62,7 +75,7 @@ options:
   merge:
     description:
       - With O(state=record), keep what the stored record lists beside O(resources), and observe both again.
-        For a node that was in sync and skipped its own roles in a run that converged other nodes: this run's
+        For a node that was in sync and skipped its own roles in a run that converged other nodes; this run's
         ledger then lists only the cluster-wide tasks it ran, and a record of those alone would check less
         than the last complete converge did.
       - When the stored record cannot be merged (missing, unreadable, another format or digest), the new
@@ -85,14 +98,16 @@ EXAMPLES = r"""
   converge_state:
     digest: "{{ converge_state_digests.nodes[inventory_hostname] }}"
     cluster_digest: "{{ converge_state_digests.cluster }}"
+    controller_files: "{{ converge_state_digests.files }}"
   register: state
 
-# The digests to record: the start's, with the controller cache files this run added (worked out once, run_once)
+# The controller files to record: the start's, with those this run added (worked out once, run_once)
 - name: Record what this converge left
   converge_state:
     state: record
-    digest: "{{ converge_state_recorded_digests.nodes[inventory_hostname] }}"
-    cluster_digest: "{{ converge_state_recorded_digests.cluster }}"
+    digest: "{{ converge_state_digests.nodes[inventory_hostname] }}"
+    cluster_digest: "{{ converge_state_digests.cluster }}"
+    controller_files: "{{ converge_state_recorded_files }}"
     resources:
       paths: [/etc/nccl.conf]
       packages: {apt: [rdma-core, ibverbs-utils]}
@@ -102,6 +117,7 @@ EXAMPLES = r"""
   converge_state:
     state: record
     digest: "{{ converge_state_digests.nodes[inventory_hostname] }}"
+    controller_files: "{{ converge_state_digests.files }}"
     resources: {paths: [/etc/hosts]}
     merge: true
 """
@@ -128,7 +144,8 @@ drift_local:
       listings, packages, services, venvs, the output of read-only commands run on the node). Such drift is the
       node's own - the other nodes' cluster-wide files (/etc/hosts, SSH trust, the MPI hostfile) do not depend
       on it - so only this node has to run the cluster-wide plays again. False when in sync, and whenever the
-      fingerprint (host keys, addresses, boot, hostname), the record or the desired state differs.
+      fingerprint (host keys, addresses, boot, hostname), the record, the desired state or a controller file the
+      record keeps differs.
   returned: always
   type: bool
 host_identity:
@@ -171,7 +188,8 @@ from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import 
     venv_packages,
 )
 
-FORMAT = 1
+#: 2: the record keeps the controller files (controller_files) beside a digest that no longer covers them.
+FORMAT = 2
 MAX_REASONS = 20
 # Files up to this size are hashed; bigger ones (archives, libraries) are compared by size and mtime.
 HASH_LIMIT = 8 * 1024 * 1024
@@ -390,12 +408,31 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def compare(record: dict[str, Any], digest: str, reading: NodeReading) -> tuple[list[str], bool]:
+def controller_file_changes(recorded: Any, now: dict[str, Any]) -> list[str]:
+    """A reason for each controller file the record keeps that ``now`` (O(controller_files)) lacks or hashes otherwise;
+    files in ``now`` that the record does not keep were added since, and are not looked at."""
+    if not isinstance(recorded, dict):
+        return ["the record keeps no controller files (written by another rdmaforge)"]
+    out = []
+    for name in sorted(recorded):
+        if name not in now:
+            out.append(f"controller file {name} is gone since the record")
+        elif now[name] != recorded[name]:
+            out.append(f"controller file {name} changed since the record")
+    return out
+
+
+def compare(
+    record: dict[str, Any], digest: str, files: dict[str, Any], reading: NodeReading
+) -> tuple[list[str], bool]:
     """What differs from ``record``, and whether all of it is the node's own (see RV(drift_local))."""
     if record.get("format") != FORMAT:
         return [f"the record's format {record.get('format')!r} is not {FORMAT} (written by another rdmaforge)"], False
     if record.get("digest") != digest:
-        return ["the desired state changed (code, inventory, variables or controller files) since the record"], False
+        return ["the desired state changed (code, inventory or variables) since the record"], False
+    changed_files = controller_file_changes(record.get("controller_files"), files)
+    if changed_files:
+        return changed_files, False
     resources = record.get("resources") or {}
     unverifiable = resources.get("unverifiable") or []
     if unverifiable:
@@ -484,6 +521,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "path": {"type": "path", "default": "/var/lib/rdmaforge/converge-state.json"},
     "digest": {"type": "str", "required": True},
     "cluster_digest": {"type": "str"},
+    "controller_files": {"type": "dict", "default": {}},
     "resources": {"type": "dict"},
     "summary": {"type": "dict"},
     "command_timeout": {"type": "int", "default": 30},
@@ -501,6 +539,7 @@ def main() -> None:
             "format": FORMAT,
             "digest": digest,
             "cluster_digest": params["cluster_digest"],
+            "controller_files": params["controller_files"],
             "resources": resources,
             "fingerprint": fingerprint(NodeReading(timeout)),
             "observations": observe(resources, timeout),
@@ -530,7 +569,7 @@ def main() -> None:
             path=path,
         )
         return
-    reasons, local = compare(stored, digest, reading)
+    reasons, local = compare(stored, digest, params["controller_files"], reading)
     if len(reasons) > MAX_REASONS:
         reasons = reasons[: MAX_REASONS - 1] + [f"... and {len(reasons) - MAX_REASONS + 1} more"]
     module.exit_json(

@@ -1,14 +1,23 @@
-"""The digests of what decides the desired state, computed on the controller.
+"""The digests of what decides the desired state, and the controller files the nodes' records keep, computed on the
+controller.
 
-Both cover the code (roles, playbooks, modules, plugins, the rdmaforge package) and the controller files the roles
-copy to the nodes. A host's *node digest* adds that host's own input variables (named by the roles' prefixes,
-minus the facts the roles set at run time) and its groups: what the plays that touch only that node read. The
-*cluster digest* adds every host's inputs: what the cluster-wide plays (/etc/hosts, SSH trust, the MPI hostfile)
-read. A node whose node digest changed converges in full; a node added, removed or re-addressed changes only the
-cluster digest, so the others run just the cluster-wide plays.
+Both digests cover the code (roles, playbooks, modules, plugins, the rdmaforge package). A host's *node digest* adds
+that host's own input variables (named by the roles' prefixes, minus the facts the roles set at run time) and its
+groups: what the plays that touch only that node read. The *cluster digest* adds every host's inputs: what the
+cluster-wide plays (/etc/hosts, SSH trust, the MPI hostfile) read. A node whose node digest changed converges in
+full; a node added, removed or re-addressed changes only the cluster digest, so the others run just the
+cluster-wide plays.
 
-Both are worked out at the start of a run. The record at its end carries recorded_digests(): the start's, or,
-when the run only added files to the controller caches, the same code and inputs with the caches as they are then.
+The files of the controller caches the roles copy from (the cluster SSH key, keyrings, NCCL and nccl-tests builds)
+are not in the digests: each node's record keeps them file by file (cache_files()), and its check names a file the
+record has that changed or is gone. A file added to a cache later is not one that node's converge used: every cache
+file is keyed by something in the node's inputs or the code (a build id by the NCCL version, archs, functions and
+commit variables; the erdma keyring by its fingerprint variable; the cluster key by ssh_trust_cluster_id), so with
+those unchanged the node's converge reads the same files. A second NCCL build for a canary upgrade leaves the other
+nodes in sync.
+
+All of it is worked out at the start of a run; the record at its end keeps recorded_files(): the start's files, and
+those the run added as they are then.
 """
 
 from __future__ import annotations
@@ -194,11 +203,11 @@ def observe_file(path: str) -> dict[str, Any]:
 
 
 def controller_files(directory: str) -> dict[str, Any]:
-    """Files of a controller-side cache (SSH trust key, keyrings, NCCL builds) as the digest sees them."""
+    """Files of a controller-side cache (SSH trust key, keyrings, NCCL builds), {relative name: observe_file()}."""
     out: dict[str, Any] = {}
     base = Path(directory)
     if not base.is_dir():
-        return {"": "absent"}
+        return {}
     for entry in sorted(base.iterdir()):
         if entry.name in UNWATCHED:
             continue  # not even walked: the payload cache holds thousands of files
@@ -210,8 +219,8 @@ def controller_files(directory: str) -> dict[str, Any]:
 
 def _inputs_and_caches(
     hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path
-) -> tuple[dict[str, bytes], dict[str, dict[str, Any]]]:
-    """({host: sha256 of its input variables}, {each controller cache the hosts name: its files})."""
+) -> tuple[dict[str, bytes], list[str]]:
+    """({host: sha256 of its input variables}, [each controller cache the hosts name, sorted])."""
     caches: set[str] = {str(CONTROLLER_CACHE)}  # where the roles' defaults keep keys, keyrings and builds
     per_host: dict[str, bytes] = {}
     for host in sorted(set(hosts)):
@@ -222,95 +231,56 @@ def _inputs_and_caches(
             if isinstance(value, str):
                 caches.add(value)
         per_host[host] = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).digest()
-    # What roles copy from the controller (the cluster key, keyrings, cached builds) is desired state too.
-    return per_host, {cache: controller_files(cache) for cache in sorted(caches)}
+    return per_host, sorted(caches)
 
 
-def _files_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
-    """The digest of the controller caches' files ({cache: controller_files(cache)})."""
-    digest = hashlib.sha256()
-    for cache in sorted(files):
-        text = json.dumps(files[cache], sort_keys=True)
-        digest.update(cache.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
-    return digest.hexdigest()
+def cache_files(caches: Iterable[str]) -> dict[str, str]:
+    """{"<cache>/<relative name>": sha256 of controller_files' observation of it} for every file of the caches: what
+    a node's record keeps of the controller files (a cache directory that is not there has no files)."""
+    out: dict[str, str] = {}
+    for cache in caches:
+        for name, seen in controller_files(cache).items():
+            out[f"{cache}/{name}"] = hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
+    return out
 
 
-def _combine(code: str, per_host: Mapping[str, bytes], files: str) -> dict[str, Any]:
-    """{cluster, nodes} from the code digest, each host's inputs digest and the controller files' digest."""
+def _combine(code: str, per_host: Mapping[str, bytes]) -> dict[str, Any]:
+    """{cluster, nodes} from the code digest and each host's inputs digest."""
     cluster = hashlib.sha256(code.encode())
     for host, inputs in sorted(per_host.items()):
         cluster.update(host.encode() + b"\0" + inputs)
-    cluster.update(files.encode())
     nodes = {
-        host: hashlib.sha256(b"\0".join([code.encode(), host.encode(), inputs, files.encode()])).hexdigest()
+        host: hashlib.sha256(b"\0".join([code.encode(), host.encode(), inputs])).hexdigest()
         for host, inputs in sorted(per_host.items())
     }
     return {"cluster": cluster.hexdigest(), "nodes": nodes}
 
 
 def digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str], root: Path = RESOURCES) -> dict[str, Any]:
-    """Both digests of the desired state, from one read of the inputs and the controller files:
+    """Both digests of the desired state and the controller files, from one read of the inputs and the caches:
 
-    - ``cluster``: the code, the controller files and every listed host's inputs and groups; it decides whether
-      the cluster-wide plays run;
-    - ``nodes``: {host: its node digest}, the code, the controller files and that host's own inputs and groups; it
-      decides whether the node converges in full. Adding or removing a node leaves the others' node digests alone;
-    - ``parts``: what they were computed from (the code digest, each host's inputs digest, the controller caches'
-      files), which recorded_digests compares with the controller caches at the end of the run.
+    - ``cluster``: the code and every listed host's inputs and groups; it decides whether the cluster-wide plays
+      run;
+    - ``nodes``: {host: its node digest}, the code and that host's own inputs and groups; it decides whether the
+      node converges in full. Adding or removing a node leaves the others' node digests alone;
+    - ``files``: cache_files() of the controller caches the hosts name, which each node's record keeps and its
+      check compares file by file (a file the record has that changed or is gone: the node converges in full);
+    - ``caches``: those caches, which recorded_files reads again at the end of the run.
     """
-    per_host, files = _inputs_and_caches(hostvars, hosts, root)
-    code = code_digest(root)
-    out = _combine(code, per_host, _files_digest(files))
-    out["parts"] = {"code": code, "inputs": {host: value.hex() for host, value in per_host.items()}, "files": files}
-    return out
+    per_host, caches = _inputs_and_caches(hostvars, hosts, root)
+    return dict(_combine(code_digest(root), per_host), files=cache_files(caches), caches=caches)
 
 
-#: What controller_files says of a cache directory that is not there.
-ABSENT_CACHE = {"": "absent"}
+def recorded_files(start: Mapping[str, Any]) -> dict[str, str]:
+    """The controller files the record at the end of the run keeps, given what the run started with (digests()):
+    the files there at the start as the start saw them, and the files the run added as they are now.
 
-
-def added_files(start: Mapping[str, Mapping[str, Any]], end: Mapping[str, Mapping[str, Any]]) -> list[str] | None:
-    """The files of the controller caches ({cache: controller_files(cache)}) that were absent at the start and are
-    there at the end (a cache directory created counts as absent at the start); None when anything else differs:
-    a file that was there at the start changed or vanished, a cache directory vanished, or the caches differ."""
-    if set(start) != set(end):
-        return None
-    added: list[str] = []
-    for cache in sorted(start):
-        before = {} if dict(start[cache]) == ABSENT_CACHE else start[cache]
-        after = end[cache]
-        if dict(after) == ABSENT_CACHE:
-            if dict(start[cache]) != ABSENT_CACHE:
-                return None  # the directory vanished during the run
-            continue
-        for name, seen in before.items():
-            if name not in after or not isinstance(seen, Mapping) or dict(seen) != after[name]:
-                return None
-        added += [f"{cache}/{name}" for name in sorted(set(after) - set(before))]
-    return added
-
-
-def recorded_digests(start: Mapping[str, Any], root: Path = RESOURCES) -> dict[str, Any]:
-    """The digests the record at the end of the run carries, given the digests the run started with (digests()).
-
-    A run adds files to the controller caches (the verified erdma key, fetched NCCL builds, the cluster SSH key),
-    which changes the digests the next run computes. When those additions are the only change since the start,
-    this returns the start's code and host inputs with the controller files as they are now: what the next run's
-    start computes, so it is in sync. When anything else changed (a file that was there at the start changed or
-    vanished, or the code changed during the run) it returns the start's digests, so the next run converges in
-    full: never a digest of state this run did not converge. ``added`` lists the files taken in (empty when the
-    start's digests are returned).
+    A file there at the start is recorded as the start saw it, even when the run changed or removed it: the nodes
+    converged against that one, so the next run, which sees it otherwise, converges them in full. A file the run
+    added (the verified erdma key, a fetched NCCL build, the cluster SSH key) is recorded as it is now, so the next
+    run is in sync and a later change to it is seen.
     """
-    kept = {"cluster": start["cluster"], "nodes": dict(start["nodes"]), "added": []}
-    parts = start.get("parts")
-    if not isinstance(parts, Mapping) or not isinstance(parts.get("files"), Mapping):
-        return kept
-    # Read afresh, past code_digest's cache: the roles and plugins may have been edited since the start.
-    if code_digest.__wrapped__(root) != parts["code"]:
-        return kept
-    end = {str(cache): controller_files(str(cache)) for cache in parts["files"]}
-    added = added_files(parts["files"], end)
-    if added is None:
-        return kept
-    per_host = {str(host): bytes.fromhex(str(value)) for host, value in parts["inputs"].items()}
-    return dict(_combine(str(parts["code"]), per_host, _files_digest(end)), added=added)
+    files, caches = start.get("files"), start.get("caches")
+    if not isinstance(files, Mapping) or not isinstance(caches, list):
+        raise ValueError("recorded_files needs what digests() returned (with its files and caches)")
+    return {**cache_files(str(cache) for cache in caches), **{str(k): str(v) for k, v in files.items()}}

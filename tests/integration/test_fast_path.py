@@ -35,8 +35,6 @@ PREPARE_BENCH_ENV = Path(__file__).resolve().parents[1] / "playbooks" / "prepare
 BENCH_ENV_PACKAGE = "python3-packaging"
 #: Programs that no role manages or looks for, where packages put theirs.
 UNRELATED_TOOLS = ("/usr/bin/rdmaforge-test-unrelated-tool", "/usr/sbin/rdmaforge-test-unrelated-daemon")
-#: Why a node whose record's inputs (code, inventory, variables, controller files) differ converges in full.
-DESIRED_STATE_CHANGED = "the desired state changed (code, inventory, variables or controller files) since the record"
 #: The AIACC plugin's library as nccl_plugin unpacks it from the sdist (nccl_plugin_aiacc_dir, version 2.0.1).
 PLUGIN_LIBRARY = "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so.0.0.0"
 
@@ -306,29 +304,39 @@ def test_check_diff_on_a_cluster_without_drift_takes_the_fast_path(in_sync: LabH
     assert_no_changes(proc.stdout)
 
 
-def test_a_converge_that_adds_a_controller_cache_file_leaves_the_next_run_in_sync(in_sync: LabHandle) -> None:
-    """A converge adds files to the controller caches (the first one: the verified erdma key, the cluster SSH key,
-    the NCCL builds), and those files are part of every node's digest. The record at the end takes them in, so the
-    next run is in sync. Before, the record carried the digests of the run's start, and the run after the first
-    converge was a full one again. The file taken away here is one the run writes back as it was: the verified erdma
-    keyring (rdma_repos: the one copy of the key the controller keeps, the pinned key exported again from the
-    download). One node is enough to show it (each node's record is its own): the runs are limited to it, so the
-    full converge the missing file causes is one node's, not the cluster's."""
+def test_a_controller_file_the_run_writes_back_is_recorded_and_one_added_later_leaves_every_node_in_sync(
+    in_sync: LabHandle,
+) -> None:
+    """Each node's record keeps the controller files there at its converge (the verified erdma key, the cluster SSH
+    key, the NCCL builds). One of them gone makes the node converge in full, naming the file; the file the run writes
+    back is recorded as it is then, so the next run is in sync. The file taken away here is one the run writes back
+    as it was: the verified erdma keyring (rdma_repos: the one copy of the key the controller keeps, the pinned key
+    exported again from the download). One node is enough to show it (each node's record is its own): the runs are
+    limited to it, so the full converge the missing file causes is one node's, not the cluster's. A file added to a
+    cache after the records (here a stand-in for a second NCCL build or an nccl-tests build) is not one any node's
+    converge used: the whole cluster stays in sync. Before, every cache file was part of every node's digest, and
+    such an addition made every node converge in full."""
     converged = in_sync
     node = sorted(converged.nodes)[0]
     (keyring,) = (CONTROLLER_CACHE / "keys").glob("erdma-*.gpg")
     content = keyring.read_bytes()
+    added = CONTROLLER_CACHE / "rdmaforge-test-added-after-the-records"
     keyring.unlink()
     try:
         proc = converge(converged, "--limit", node)
         decision = gate_decision(proc.stdout)
-        assert set(decision["converge"]) == {node}, decision  # the controller files changed
-        assert decision["converge"][node] == [DESIRED_STATE_CHANGED], decision
+        assert set(decision["converge"]) == {node}, decision
+        assert decision["converge"][node] == [f"controller file {keyring} is gone since the record"], decision
         assert_no_changes(proc.stdout)  # nothing on the nodes
         assert keyring.read_bytes() == content
         again = converge(converged, "--limit", node)
         assert IN_SYNC in again.stdout, again.stdout[-4000:]
         assert_no_changes(again.stdout)
+        added.write_text("a build no node's converge read\n")
+        whole = converge(converged)
+        assert IN_SYNC in whole.stdout, whole.stdout[-4000:]
+        assert_no_changes(whole.stdout)
     finally:
         if not keyring.exists():
             keyring.write_bytes(content)
+        added.unlink(missing_ok=True)

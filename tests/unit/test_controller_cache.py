@@ -1,6 +1,6 @@
 """Where the roles keep their controller-side files: under RDMAFORGE_CONTROLLER_CACHE when it is set (README,
-nccl_build_controller_cache), else ~/.cache/rdmaforge. The converge digest and the run lock read the same
-variable; a role writing elsewhere made a key or build the digest never saw."""
+nccl_build_controller_cache), else ~/.cache/rdmaforge. The converge records' controller files and the run lock read
+the same variable; a role writing elsewhere made a key or build the records never saw."""
 
 from __future__ import annotations
 

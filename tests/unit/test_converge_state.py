@@ -265,14 +265,28 @@ def test_turning_the_fast_path_off_is_not_a_change_of_desired_state() -> None:
     assert cluster_digest(base, ["n"]) == cluster_digest(off, ["n"])
 
 
-def test_a_controller_cache_file_is_part_of_the_digest(tmp_path: Path) -> None:
+def test_controller_cache_files_are_kept_file_by_file_outside_the_digests(tmp_path: Path) -> None:
+    """A new build in a controller cache (nccl-tests, a second NCCL build for a canary) is no change of any node's
+    desired state: the digests stay, and the files map gains the file. A cache file rewritten changes only its own
+    entry; a change of the code or of a node's inputs still changes the digests."""
     cache = tmp_path / "ssh-trust"
     cache.mkdir()
     (cache / "id_cluster").write_text("key one")
     hv = {"n": {"ansible_host": "a", "ssh_trust_controller_cache": str(cache)}}
-    first = cluster_digest(hv, ["n"])
+    first = digest.digests(hv, ["n"])
+    assert set(first["files"]) >= {f"{cache}/id_cluster"} and str(cache) in first["caches"]
+    (cache / "nccl-tests-2.13.11.tar.gz").write_bytes(b"another build")
+    added = digest.digests(hv, ["n"])
+    assert (added["cluster"], added["nodes"]) == (first["cluster"], first["nodes"])
+    assert set(added["files"]) - set(first["files"]) == {f"{cache}/nccl-tests-2.13.11.tar.gz"}
+    assert added["files"][f"{cache}/id_cluster"] == first["files"][f"{cache}/id_cluster"]
     (cache / "id_cluster").write_text("key two")
-    assert cluster_digest(hv, ["n"]) != first
+    rewritten = digest.digests(hv, ["n"])
+    assert (rewritten["cluster"], rewritten["nodes"]) == (first["cluster"], first["nodes"])
+    assert rewritten["files"][f"{cache}/id_cluster"] != first["files"][f"{cache}/id_cluster"]
+    # The node's inputs changed: both digests change, whatever the caches hold.
+    moved = digest.digests({"n": dict(hv["n"], ansible_host="b")}, ["n"])
+    assert moved["cluster"] != first["cluster"] and moved["nodes"]["n"] != first["nodes"]["n"]
 
 
 def test_run_locks_and_module_payloads_are_not_desired_state(tmp_path: Path) -> None:
@@ -314,7 +328,7 @@ def test_the_same_code_has_one_digest_in_a_checkout_and_in_the_collection_instal
     assert digest.code_digest(installed) != digest.code_digest(PROJECT_ROOT)
 
 
-# --- the digests the record carries: the start's, with the controller files the run added -------------------
+# --- the controller files the record keeps: the start's, with those the run added ------------------------------
 
 
 @pytest.fixture
@@ -332,79 +346,68 @@ def run_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     return {"default": default, "ssh": ssh, "hostvars": hostvars, "hosts": ["node1", "node2"]}
 
 
-def recorded(start: dict[str, Any]) -> dict[str, Any]:
+def recorded(start: dict[str, Any]) -> dict[str, str]:
     """What record.yml records, through the filter, from the start's digests as a fact holds them (JSON)."""
     from tests.unit.test_filter_docs import FILTERS
 
-    return dict(FILTERS["rdmaforge_converge_recorded_digests"](json.loads(json.dumps(start))))
+    return dict(FILTERS["rdmaforge_converge_recorded_files"](json.loads(json.dumps(start))))
 
 
-def test_files_the_run_added_to_the_controller_caches_are_in_the_digests_it_records(run_caches: dict) -> None:
-    """The first converge fetches an NCCL build and creates the cluster SSH key: the record takes them in, so the
-    next run's start computes the digests recorded and is in sync (it converged in full once more)."""
+def test_files_the_run_added_to_the_controller_caches_are_in_the_files_it_records(run_caches: dict) -> None:
+    """The first converge fetches an NCCL build and creates the cluster SSH key: the record keeps them as they are
+    at the end, so the next run's start sees what was recorded (in sync), with the same digests."""
     hostvars, hosts = run_caches["hostvars"], run_caches["hosts"]
+    default, ssh = run_caches["default"], run_caches["ssh"]
     start = digest.digests(hostvars, hosts)
-    (run_caches["default"] / "builds").mkdir()
-    (run_caches["default"] / "builds" / "nccl-2.29.7.tar.gz").write_bytes(b"build")
-    run_caches["ssh"].mkdir()  # absent at the start
-    (run_caches["ssh"] / "id_cluster").write_text("private key")
-    (run_caches["default"] / "locks").mkdir()
-    (run_caches["default"] / "locks" / "run.lock").write_text("not desired state")
+    assert list(start["files"]) == [f"{default}/keys/erdma.asc"]
+    (default / "builds").mkdir()
+    (default / "builds" / "nccl-2.29.7.tar.gz").write_bytes(b"build")
+    ssh.mkdir()  # absent at the start
+    (ssh / "id_cluster").write_text("private key")
+    (default / "locks").mkdir()
+    (default / "locks" / "run.lock").write_text("not desired state")
     got = recorded(start)
     next_start = digest.digests(hostvars, hosts)
-    assert next_start["cluster"] != start["cluster"]
-    assert (got["cluster"], got["nodes"]) == (next_start["cluster"], next_start["nodes"])
-    assert got["added"] == [
-        f"{run_caches['default']}/builds/nccl-2.29.7.tar.gz",
-        f"{run_caches['ssh']}/id_cluster",
-    ]
-    # Nothing added: the start's digests, which the next run computes too.
-    again = recorded(next_start)
-    assert (again["cluster"], again["nodes"], again["added"]) == (next_start["cluster"], next_start["nodes"], [])
+    assert (next_start["cluster"], next_start["nodes"]) == (start["cluster"], start["nodes"])
+    assert got == next_start["files"]
+    assert sorted(got) == [f"{default}/builds/nccl-2.29.7.tar.gz", f"{default}/keys/erdma.asc", f"{ssh}/id_cluster"]
+    assert recorded(next_start) == next_start["files"]  # nothing added: the start's
 
 
 @pytest.mark.parametrize("change", ["changed", "vanished", "cache-vanished"])
-def test_a_controller_file_the_run_changed_or_removed_records_the_start_digests(run_caches: dict, change: str) -> None:
+def test_a_controller_file_the_run_changed_or_removed_is_recorded_as_the_start_saw_it(
+    run_caches: dict, change: str
+) -> None:
     """A file that was there at the start and differs at the end (rewritten, removed, its directory gone) was not
-    what the nodes converged against: the start's digests are recorded, and the next run converges in full."""
+    what the nodes converged against: the start's observation of it is recorded, so the next run sees it otherwise
+    and converges in full; a file added beside it is still taken in."""
     hostvars, hosts = run_caches["hostvars"], run_caches["hosts"]
-    run_caches["ssh"].mkdir()
-    (run_caches["ssh"] / "id_cluster").write_text("private key")
+    default, ssh = run_caches["default"], run_caches["ssh"]
+    ssh.mkdir()
+    (ssh / "id_cluster").write_text("private key")
     start = digest.digests(hostvars, hosts)
-    (run_caches["default"] / "builds").mkdir()
-    (run_caches["default"] / "builds" / "nccl-2.29.7.tar.gz").write_bytes(b"build")  # an addition beside it
+    (default / "builds").mkdir()
+    (default / "builds" / "nccl-2.29.7.tar.gz").write_bytes(b"build")  # an addition beside it
+    moved = {"changed": f"{default}/keys/erdma.asc", "vanished": f"{default}/keys/erdma.asc"}.get(change)
     if change == "changed":
-        (run_caches["default"] / "keys" / "erdma.asc").write_text("another key")
+        (default / "keys" / "erdma.asc").write_text("another key")
     elif change == "vanished":
-        (run_caches["default"] / "keys" / "erdma.asc").unlink()
+        (default / "keys" / "erdma.asc").unlink()
     else:
-        shutil.rmtree(run_caches["ssh"])
+        shutil.rmtree(ssh)
+        moved = f"{ssh}/id_cluster"
     got = recorded(start)
-    assert (got["cluster"], got["nodes"], got["added"]) == (start["cluster"], start["nodes"], [])
-    assert digest.digests(hostvars, hosts)["cluster"] != got["cluster"]  # so the next run converges in full
+    assert got[moved] == start["files"][moved]
+    assert got[f"{default}/builds/nccl-2.29.7.tar.gz"] == digest.digests(hostvars, hosts)["files"][
+        f"{default}/builds/nccl-2.29.7.tar.gz"
+    ]
+    assert digest.digests(hostvars, hosts)["files"].get(moved) != got[moved]  # so the next run converges in full
 
 
-def test_code_changed_during_the_run_records_the_start_digests(run_caches: dict, tmp_path: Path) -> None:
-    """Roles edited while the run went on: the nodes converged with the code of the start, whatever the run
-    added to the caches, so the start's digests are recorded (read past code_digest's cache)."""
-    from rdmaforge import collection
-
-    hostvars, hosts = run_caches["hostvars"], run_caches["hosts"]
-    installed = collection.assemble(tmp_path / "ansible_collections" / "rdmaforge" / "cluster")
-    start = digest.digests(hostvars, hosts, installed)
-    (run_caches["default"] / "builds").mkdir()
-    (run_caches["default"] / "builds" / "nccl-2.29.7.tar.gz").write_bytes(b"build")
-    untouched = digest.recorded_digests(json.loads(json.dumps(start)), installed)
-    assert untouched["added"] and untouched["cluster"] != start["cluster"]  # the same code: the addition is taken in
-    task = installed / "roles" / "cluster_hosts" / "tasks" / "main.yml"
-    task.write_text(task.read_text() + "\n# edited during the run\n")
-    got = digest.recorded_digests(json.loads(json.dumps(start)), installed)
-    assert (got["cluster"], got["nodes"], got["added"]) == (start["cluster"], start["nodes"], [])
-
-
-def test_the_record_takes_its_digests_from_one_read_per_run_and_a_node_in_sync_keeps_the_start_ones() -> None:
+def test_the_record_takes_its_files_from_one_read_per_run_and_a_node_in_sync_keeps_the_start_ones() -> None:
     """record.yml reads the controller caches once (run_once), not once per node; a node in sync skipped its own
-    roles, so it did not converge against the files the run added and keeps the start's digests."""
+    roles, so it did not converge against the files the run added and keeps the start's files. The digests are the
+    start's for every node: nothing a run adds to the caches changes them."""
     import yaml
 
     tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "converge_state" / "tasks" / "record.yml").read_text())
@@ -412,27 +415,39 @@ def test_the_record_takes_its_digests_from_one_read_per_run_and_a_node_in_sync_k
     assert len(block) == 1 and "converge_state_digests is defined" in block[0]["when"]
     work_out, record_task = block[0]["block"]
     assert work_out["run_once"] is True
-    expression = work_out["ansible.builtin.set_fact"]["converge_state_recorded_digests"]
-    assert "converge_state_digests | rdmaforge.cluster.rdmaforge_converge_recorded_digests" in expression
+    expression = work_out["ansible.builtin.set_fact"]["converge_state_recorded_files"]
+    assert "converge_state_digests | rdmaforge.cluster.rdmaforge_converge_recorded_files" in expression
     args = record_task["rdmaforge.cluster.converge_state"]
-    for key in ("digest", "cluster_digest"):
-        assert "ternary(converge_state_digests, converge_state_recorded_digests)" in args[key], args[key]
-        assert "converge_state_in_sync" in args[key]
+    assert "ternary(converge_state_digests.files, converge_state_recorded_files)" in args["controller_files"]
+    assert "converge_state_in_sync" in args["controller_files"]
+    assert args["digest"] == "{{ converge_state_digests.nodes[inventory_hostname] }}"
+    assert args["cluster_digest"] == "{{ converge_state_digests.cluster }}"
+    # The check is still one module call per node, which is given the files as the start sees them.
+    check_tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "converge_state" / "tasks" / "check.yml").read_text())
+    calls = [task for task in check_tasks if "rdmaforge.cluster.converge_state" in task]
+    assert len(check_tasks) == 2 and len(calls) == 1
+    assert calls[0]["rdmaforge.cluster.converge_state"]["controller_files"] == "{{ converge_state_digests.files }}"
 
 
 # --- the module, for real -------------------------------------------------------------------------------
 
 
+#: The controller files record() and check() pass by default: one file of each of two caches.
+FILES = {"/cache/keys/erdma.asc": "a1", "/cache/builds/nccl-2.29.7.json": "b1"}
+
+
 def record(tmp_path: Path, resources: dict, digest_value: str = "d1", python: Path | None = None, merge: bool = False,
-           cluster: str = "c1"):  # fmt: skip
+           cluster: str = "c1", files: dict[str, str] | None = None):  # fmt: skip
     state = tmp_path / "state.json"
     args = {"state": "record", "path": str(state), "digest": digest_value, "resources": resources, "summary": {"a": 1},
-            "cluster_digest": cluster}  # fmt: skip
+            "cluster_digest": cluster, "controller_files": FILES if files is None else files}  # fmt: skip
     return run_module("converge_state", dict(args, merge=merge), python=python), state
 
 
-def check(state: Path, digest_value: str = "d1", *extra: str, cluster: str = "c1"):
-    return run_module("converge_state", {"path": str(state), "digest": digest_value, "cluster_digest": cluster}, *extra)
+def check(state: Path, digest_value: str = "d1", *extra: str, cluster: str = "c1", files: dict[str, str] | None = None):
+    args = {"path": str(state), "digest": digest_value, "cluster_digest": cluster,
+            "controller_files": FILES if files is None else files}  # fmt: skip
+    return run_module("converge_state", args, *extra)
 
 
 def make_managed(root: Path) -> dict:
@@ -597,6 +612,56 @@ def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, o
         assert checked["in_sync"] is False
         assert expected_words in " ".join(checked["reasons"]), (drift, checked)
         assert checked["drift_local"] is False, (drift, checked)
+
+
+def test_a_controller_file_the_record_keeps_that_changed_or_is_gone_is_named_and_one_added_since_is_not(
+    in_sync: InSync,
+) -> None:
+    """in_sync's record keeps FILES. A build added to a cache since (nccl-tests, a canary's NCCL build) is not one
+    this node's converge used: still in sync. A kept file changed or gone is named, and is not the node's own drift
+    (the node converges in full, and the cluster-wide plays with it)."""
+    added = check(in_sync.state, files=dict(FILES, **{"/cache/builds/nccl-tests-2.13.11.json": "c1"})).result
+    assert reasons_apart_from_the_lab(added) == [], added
+    drifted = check(in_sync.state, files={"/cache/keys/erdma.asc": "a2"}).result
+    assert drifted["in_sync"] is False and drifted["drift_local"] is False, drifted
+    assert drifted["reasons"] == [
+        "controller file /cache/builds/nccl-2.29.7.json is gone since the record",
+        "controller file /cache/keys/erdma.asc changed since the record",
+    ]
+
+
+def test_a_record_without_controller_files_is_never_in_sync(tmp_path: Path, in_sync: InSync) -> None:
+    """A record of the format before controller_files (its digest covered the caches) or one that lacks them: the
+    node converges in full once, and its next record keeps the files."""
+    old = {k: v for k, v in in_sync.first_record.items() if k != "controller_files"}
+    for fmt, words in ((1, "format 1 is not 2"), (2, "keeps no controller files")):
+        state = tmp_path / f"format-{fmt}.json"
+        state.write_text(json.dumps(dict(old, format=fmt)))
+        checked = check(state).result
+        assert checked["in_sync"] is False and checked["drift_local"] is False, checked
+        assert any(words in reason for reason in checked["reasons"]), checked
+
+
+def test_a_build_the_run_added_is_watched_from_its_record_on(run_caches: dict, tmp_path: Path) -> None:
+    """Through the digests, the filter and the module: a build the converge added is recorded; a canary's build
+    added after the record leaves the node in sync; the recorded build rebuilt makes it converge in full."""
+    hostvars, hosts, default = run_caches["hostvars"], run_caches["hosts"], run_caches["default"]
+    start = digest.digests(hostvars, hosts)
+    build = default / "builds" / "nccl-2.29.7-sm90.tar.gz"
+    build.parent.mkdir()
+    build.write_bytes(b"the build the converge fetched")
+    ran, state = record(tmp_path, {}, digest_value=start["nodes"]["node1"], files=recorded(start))
+    assert ran.rc == 0, ran.stderr
+
+    def check_now() -> dict[str, Any]:
+        now = digest.digests(hostvars, hosts)
+        return check(state, now["nodes"]["node1"], cluster="c1", files=now["files"]).result
+
+    assert reasons_apart_from_the_lab(check_now()) == []
+    (default / "builds" / "nccl-2.30.1-sm90.tar.gz").write_bytes(b"a canary's build")
+    assert reasons_apart_from_the_lab(check_now()) == []
+    build.write_bytes(b"rebuilt")
+    assert check_now()["reasons"] == [f"controller file {build} changed since the record"]
 
 
 def host_identity(key_dirs: list[Path] | None = None) -> dict[str, Any]:

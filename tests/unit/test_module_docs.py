@@ -18,6 +18,7 @@ from rdmaforge.paths import PROJECT_ROOT
 
 MODULES = [
     "kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology", "node_probe", "pairwise_iperf", "text_file",
+    "converge_state",
 ]  # fmt: skip
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 
@@ -26,7 +27,9 @@ def argument_spec(module: str) -> dict[str, dict[str, object]]:
     """ARGUMENT_SPEC read from the source (the module imports module_utils only Ansible can resolve)."""
     tree = ast.parse((PROJECT_ROOT / "library" / f"{module}.py").read_text())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "ARGUMENT_SPEC":
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and getattr(target, "id", None) == "ARGUMENT_SPEC":
+            assert isinstance(node.value, ast.Dict), module
             spec = {}
             for key, value in zip(node.value.keys, node.value.values, strict=True):
                 spec[key.value] = {
