@@ -69,10 +69,9 @@ LAB_ORDER = (
     # the stopped node behind the others' records.
     "test_cli",
     # These two add builds to the controller's cache. A build added after a node's record is no change of its
-    # desired state (a record keeps only the controller files there at its converge), but test_nccl_tests_on_lab
-    # removes the cached nccl-tests package and compiles it again: when the cache was warm at the records (an
-    # earlier session's package), that kept file has changed and a site.yml run after it converges every node in
-    # full (about 80 s here). So they come after the modules above.
+    # desired state (a record keeps only the controller files there at its converge), and test_nccl_tests_on_lab
+    # puts back the cached package it compiles again; they still come after the site.yml modules above, so that a
+    # mistake there costs one full converge (about 80 s here), not one per later module.
     "test_nccl_tests_on_lab",  # nccl-tests compiled once, then removed from the nodes
     "test_nccl_upgrade_on_lab",  # a second NCCL build, rolled out and back; every node on the first again
     # Reboots a node: a node whose boot id changed is out of its record, so this comes after the site.yml modules.

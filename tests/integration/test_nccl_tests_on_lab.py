@@ -6,15 +6,16 @@ cluster's NCCL build; they start and print their usage (without a GPU nothing mo
 changes nothing; and `rdmaforge bench` says that nccl-tests is installed and skipped only for lack of GPUs.
 
 The lab inventory leaves nccl_tests_enabled false, so that the other modules' converges do not carry the role; this
-module switches it on and compiles once (the controller's cached package is removed first: about 84 s on the lab's
-2 cores). The binaries are removed from the nodes afterwards, so the rest of the session sees the lab as its
-inventory describes it; the controller's new cached package is kept (a cache).
+module switches it on and compiles once (the controller's cached package is moved aside first: about 84 s on the
+lab's 2 cores). The binaries are removed from the nodes afterwards, and the cached package put back, so the rest of
+the session sees the lab, and the controller cache its records keep, as before.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,23 +52,32 @@ def mirror_vars(lab: LabHandle) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def built(converged: LabHandle) -> Iterator[tuple[LabHandle, subprocess.CompletedProcess[str]]]:
-    """One fresh build: the controller's cached nccl-tests packages are removed first, so the run must compile."""
+def built(
+    converged: LabHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LabHandle, subprocess.CompletedProcess[str]]]:
+    """One fresh build: the controller's cached nccl-tests packages are moved aside first, so the run must compile.
+    Afterwards they are put back in place of the new build: the nodes' converge records keep the controller files
+    that were there at their converge, and a changed one would send every node through a full converge next time
+    (a build the cache did not have before is added, which no record looks at)."""
     if not (LOCAL_SOURCES / NCCL_TESTS_TARBALL).is_file():
         pytest.skip(f"{LOCAL_SOURCES / NCCL_TESTS_TARBALL} is absent: the lab mirror has no nccl-tests source")
     found = mirror_vars(converged)
     assert found["nccl_tests_enabled"] is False  # make test's converges leave it out (budget)
     assert found["nccl_tests_source"] == "tarball" and found["nccl_tests_version"] == NCCL_TESTS_VERSION
     assert str(found["nccl_tests_tarball_url"]).endswith(f"/nccl-tests/{NCCL_TESTS_TARBALL}")
-    for cached in CONTROLLER_CACHE.glob("nccl-tests-*"):
-        cached.unlink()
-    proc = converged.playbook("nccl_tests.yml", *ENABLED, timeout=3600)
-    assert proc.returncode == 0, proc.stdout[-6000:]
+    aside = tmp_path_factory.mktemp("nccl-tests-cache")
+    kept = sorted(CONTROLLER_CACHE.glob("nccl-tests-*"))
+    for cached in kept:
+        shutil.move(cached, aside / cached.name)
     try:
+        proc = converged.playbook("nccl_tests.yml", *ENABLED, timeout=3600)
+        assert proc.returncode == 0, proc.stdout[-6000:]
         yield converged, proc
     finally:
         for node in converged.nodes:
             converged.ssh(node, f"rm -rf {ROOT}")
+        for cached in kept:
+            shutil.move(aside / cached.name, cached)
 
 
 def perf(lab: LabHandle) -> list[str]:
