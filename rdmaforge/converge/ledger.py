@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdmaforge.parsers import converge_resources, nic_facts
+from rdmaforge.parsers import converge_resources, nic_facts, packages
 
 #: Modules that manage or read no node state of their own (facts come back through the fingerprint).
 NO_STATE = frozenset(
@@ -210,7 +210,12 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
                 # Neither a shell line nor a script copied from the controller can be re-run as a node's argv.
                 ledger.unverifiable.append(f"{task} (a read-only {name})")
             else:
-                ledger.command(_argv(result, args))
+                argv = _argv(result, args)
+                query = packages.query_of(argv)
+                if query is None:
+                    ledger.command(argv)
+                else:  # os_packages' query: the packages it reads, named as such in a drift (as apt's are)
+                    ledger.packages.setdefault(query[0], set()).update(query[1])
         elif not (args.get("creates") or args.get("removes")):
             # Applies state kept in files the ledger observes (ldconfig, a reload, grub-mkconfig).
             ledger.effects.append(task)

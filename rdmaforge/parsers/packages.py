@@ -32,6 +32,15 @@ def query_argv(manager: str, names: list[str]) -> list[str]:
     return ["rpm", "-q", "--qf", _RPM_FORMAT] + bare
 
 
+def query_of(argv: list[str]) -> tuple[str, list[str]] | None:
+    """("apt" or "dnf", the names) when ``argv`` is a query query_argv made; None for any other command. The drift
+    check watches the names such a query reads as packages, whether or not an install task ran after it."""
+    for manager, head in (("apt", query_argv("apt", [])), ("dnf", query_argv("dnf", []))):
+        if len(argv) > len(head) and list(argv[: len(head)]) == head:
+            return manager, [str(name) for name in argv[len(head) :]]
+    return None
+
+
 def _name_and_version(metadata: str) -> tuple[str, str] | None:
     """Name and Version from a distribution's METADATA/PKG-INFO headers (they end at the first empty line)."""
     found: dict[str, str] = {}

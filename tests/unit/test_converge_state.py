@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from rdmaforge.converge import digest, ledger
-from rdmaforge.parsers import converge_resources
+from rdmaforge.parsers import converge_resources, packages
 from rdmaforge.paths import PROJECT_ROOT
 from tests.unit.adhoc import PY38, Adhoc, run_module
 
@@ -53,6 +53,21 @@ def test_the_ledger_keeps_what_each_kind_of_task_manages_or_reads() -> None:
     assert out["commands"] == [["ip", "rule"]]
     assert out["listings"] == ["/usr/bin"]
     assert out["unverifiable"] == []
+
+
+def test_a_package_query_is_watched_as_the_packages_it_reads() -> None:
+    """os_packages asks dpkg/rpm which packages are installed and runs apt only when one is missing: on a converged
+    node the apt task is skipped, so the packages must come from the query, named as packages in a drift report
+    ('package ibverbs-utils: ... now "absent"') rather than as a command whose output changed."""
+    entry = ledger.Resources()
+    for manager in ("apt", "dnf"):
+        argv = packages.query_argv(manager, ["rdma-core", "ibverbs-utils=44.0-2"])
+        ledger.add_task_result(entry, "query", "ansible.builtin.command", result({"argv": argv}, cmd=argv), [False])
+    other = ["dpkg-query", "-W", "rdma-core"]  # not the query os_packages runs: a command like any other
+    ledger.add_task_result(entry, "other", "ansible.builtin.command", result({"argv": other}, cmd=other), [False])
+    out = entry.as_dict()
+    assert out["packages"] == {"apt": ["ibverbs-utils", "rdma-core"], "dnf": ["ibverbs-utils", "rdma-core"]}
+    assert out["commands"] == [other]
 
 
 def test_a_find_with_patterns_is_watched_as_far_as_it_looks() -> None:
