@@ -12,24 +12,28 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 
-def requirement_name(requirement: str) -> str:
-    """The distribution a pip requirement names (``torch==2.13.0`` -> ``torch``); '' for one pip must judge itself
-    (a URL, a path, anything that is not a plain requirement)."""
+def _plain(requirement: str) -> Requirement | None:
+    """The parsed requirement when it is a plain one (no URL, no environment marker); None for one pip must judge
+    itself (a URL, a path, anything that is not a plain requirement)."""
     try:
         parsed = Requirement(requirement)
     except InvalidRequirement:
-        return ""
-    return "" if parsed.url or parsed.marker else parsed.name
+        return None
+    return None if parsed.url or parsed.marker else parsed
+
+
+def requirement_name(requirement: str) -> str:
+    """The distribution a pip requirement names (``torch==2.13.0`` -> ``torch``); '' for one pip must judge itself."""
+    parsed = _plain(requirement)
+    return parsed.name if parsed else ""
 
 
 def requirement_met(installed: str, requirement: str) -> bool:
     """True when ``installed`` (the version the venv reports; '' for none) satisfies ``requirement`` as pip would
     see it, so that pip need not run. A requirement without a version (plain ``torch``) is met by any version;
     one that names extras is left to pip, which alone knows whether they are installed."""
-    if not installed.strip() or not requirement_name(requirement):
-        return False
-    parsed = Requirement(requirement)
-    if parsed.extras:
+    parsed = _plain(requirement)
+    if parsed is None or parsed.extras or not installed.strip():
         return False
     try:
         version = Version(installed.strip())
