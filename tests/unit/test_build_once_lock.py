@@ -15,12 +15,14 @@ import re
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import recap
 from test_build_once_interrupted import ENV, scratch_processes, write_run
 
 from rdmaforge.paths import PROJECT_ROOT
+from tests.suite import lab_priority
 
 #: The make waits for the test's GO file, so run A holds the lock for exactly as long as the test needs.
 MAKEFILE = """\
@@ -32,12 +34,19 @@ all:
 
 
 def start(inventory: Path, playbook: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """ansible-playbook in the background, its output in a file the test can read while it runs."""
+    """ansible-playbook in the background, its output in a file the test can read while it runs. The runs are
+    coordinated by time (B's 2-second wait, C seen waiting while A holds the lock), so they run at the lab's
+    priority, not at the unit tests' SCHED_IDLE (tests/suite.py)."""
     log = playbook.with_suffix(".log")
-    argv = [str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **ENV})
+        proc = subprocess.Popen(playbook_argv(inventory, playbook), cwd=PROJECT_ROOT, stdout=out,
+                                stderr=subprocess.STDOUT, env={**os.environ, **ENV}, start_new_session=True,
+                                preexec_fn=lab_priority)  # fmt: skip
     return proc, log
+
+
+def playbook_argv(inventory: Path, playbook: Path) -> list[str]:
+    return [str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
 
 
 def makes(scratch: Path) -> set[int]:
@@ -53,11 +62,21 @@ def makes(scratch: Path) -> set[int]:
     return found
 
 
-def wait_for(condition, what: str, seconds: float = 1800) -> None:  # type: ignore[no-untyped-def]
+def wait_for(condition: Callable[[], bool], what: str, runs: dict[str, tuple[subprocess.Popen[bytes], Path]],
+             seconds: float = 600) -> None:  # fmt: skip
+    """Until ``condition()``; fails at once, with its output, when one of ``runs`` ends meanwhile (it can then no
+    longer bring the condition about), and after ``seconds`` (a hang guard) with every run's output."""
     deadline = time.monotonic() + seconds
     while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        for name, (proc, log) in runs.items():
+            assert proc.poll() is None, f"run {name} ended (exit {proc.returncode}) before {what}:\n{tail(log)}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n" + "\n".join(
+            f"run {name}: {tail(log)}" for name, (_, log) in runs.items())  # fmt: skip
         time.sleep(0.2)
+
+
+def tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-4000:]
 
 
 def test_a_second_run_waits_for_the_builder_lock_or_fails_naming_its_holder(tmp_path: Path) -> None:
@@ -78,14 +97,14 @@ def test_a_second_run_waits_for_the_builder_lock_or_fails_naming_its_holder(tmp_
     a, a_log = start(inventory, run_a)
     c = None
     try:
-        wait_for(lambda: bool(makes(scratch / "src")), "run A's make")
+        wait_for(lambda: bool(makes(scratch / "src")), "run A's make", {"A": (a, a_log)})
         holder = (lock / "owner").read_text().strip()
         assert holder == f"{socket.gethostname()} ansible-playbook pid {a.pid}"
         make_pids = makes(scratch / "src")
 
-        b = subprocess.run([str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory),
-                            str(run_b)], cwd=PROJECT_ROOT, capture_output=True, text=True, env={**os.environ, **ENV},
-                           timeout=300)  # fmt: skip
+        b = subprocess.run(playbook_argv(inventory, run_b), cwd=PROJECT_ROOT, capture_output=True, text=True,
+                           env={**os.environ, **ENV}, timeout=300, start_new_session=True,
+                           preexec_fn=lab_priority)  # fmt: skip
         assert b.returncode == 2, b.stdout[-4000:]
         assert (
             f"localhost is building toy {build_id} for another run (held by: {holder} (for "
@@ -97,7 +116,8 @@ def test_a_second_run_waits_for_the_builder_lock_or_fails_naming_its_holder(tmp_
 
         c, c_log = start(inventory, run_c)
         retrying = re.compile(r"FAILED - RETRYING: \[localhost\]: Take the builder lock")
-        wait_for(lambda: bool(retrying.search(c_log.read_text())), "run C to wait on the lock")
+        wait_for(lambda: bool(retrying.search(c_log.read_text())), "run C to wait on the lock",
+                 {"A": (a, a_log), "C": (c, c_log)})  # fmt: skip
         assert c.poll() is None and a.poll() is None
         go.touch()  # A's make ends, A packages, installs and releases the lock; C then takes it and builds
         a.wait(timeout=300)
