@@ -424,7 +424,7 @@ def test_the_listing_is_served_only_to_the_processes_of_its_run(tmp_path: Path) 
         reader = shlex.quote(str(replayed.script))
         orphan = f"(sleep 1; {reader} > {out} 2>&1; echo $? > {done}.part; mv {done}.part {done}) &"
         subprocess.run(["sh", "-c", orphan], env=run, check=True, timeout=30)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a hang guard: the loop ends as soon as the orphan has written its status
         while not done.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert done.read_text().strip() == "1" and out.read_bytes().strip() == REFUSED
