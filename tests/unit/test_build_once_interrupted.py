@@ -104,11 +104,16 @@ def scratch_processes(scratch: Path) -> list[int]:
     return pids
 
 
+def playbook_argv(inventory: Path, playbook: Path) -> list[str]:
+    """The project's ansible-playbook on ``playbook`` (a write_run playbook) with ``inventory``."""
+    return [str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
+
+
 def kill_controller_at(task: str, inventory: Path, playbook: Path, ready: Callable[[], bool]) -> str:
     """Runs the playbook and SIGKILLs its whole process group once ``task`` has started and ``ready()`` is true."""
-    argv = [str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
-    proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **ENV}, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(playbook_argv(inventory, playbook), cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, **ENV},
+                            start_new_session=True)  # fmt: skip
     assert proc.stdout is not None
     seen: list[str] = []
     for line in proc.stdout:

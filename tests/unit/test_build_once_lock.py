@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import recap
-from test_build_once_interrupted import ENV, scratch_processes, write_run
+from test_build_once_interrupted import ENV, playbook_argv, scratch_processes, write_run
 
 from rdmaforge.paths import PROJECT_ROOT
 from tests.suite import lab_priority
@@ -43,10 +43,6 @@ def start(inventory: Path, playbook: Path) -> tuple[subprocess.Popen[bytes], Pat
                                 stderr=subprocess.STDOUT, env={**os.environ, **ENV}, start_new_session=True,
                                 preexec_fn=lab_priority)  # fmt: skip
     return proc, log
-
-
-def playbook_argv(inventory: Path, playbook: Path) -> list[str]:
-    return [str(PROJECT_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
 
 
 def makes(scratch: Path) -> set[int]:
