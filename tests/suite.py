@@ -76,7 +76,8 @@ def lower_priority() -> None:
 def lab_priority() -> None:
     """Undoes lower_priority in a child of a unit test (with start_new_session, for an autogroup of its own): for the
     few unit tests whose runs are coordinated by time (one run must be seen waiting on another's lock while it holds
-    it), which at SCHED_IDLE behind a compiling lab got no CPU for half an hour (CI of stop 58)."""
+    it): at SCHED_IDLE behind the lab such runs were starved for seconds to minutes, which widened a race in one of
+    them into CI's failure of stop 58 (the race itself is mended in its test)."""
     try:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         os.setpriority(os.PRIO_PROCESS, 0, 0)
