@@ -41,6 +41,7 @@ from rdmaforge.lab.mirror import MIRROR_URL
 from rdmaforge.lab.session import LabSession, hold_lab
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS
 from rdmaforge.paths import PROJECT_ROOT
+from tests.suite import lab_priority
 
 SHARED = PROJECT_ROOT.parent / "shared"
 LAB_NODES = int(os.environ.get("RDMAFORGE_TEST_NODES", "3"))
@@ -187,14 +188,19 @@ def run_playbook(
     check: bool = False,
     env: dict[str, str] | None = None,
     timeout: int = 1800,
+    timed: bool = False,
 ) -> subprocess.CompletedProcess[str]:
+    """``timed``: a run whose test measures its pace (waits between retries) goes at the lab's priority in a session
+    of its own, not at the unit tests' SCHED_IDLE, where starvation adds seconds at random (tests/suite.py)."""
     argv: list[str] = [str(Path(os.environ.get("VIRTUAL_ENV", PROJECT_ROOT / ".venv")) / "bin" / "ansible-playbook")]
     if not Path(argv[0]).exists():
         argv = ["ansible-playbook"]
     argv += ["-i", str(inventory), str(PROJECT_ROOT / "playbooks" / playbook), *extra]
     full_env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1", **(env or {})}
     started = time.monotonic()
-    proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, env=full_env, timeout=timeout)
+    priority: dict[str, Any] = {"start_new_session": True, "preexec_fn": lab_priority} if timed else {}
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, env=full_env, timeout=timeout,
+                          **priority)  # fmt: skip
     proc.stdout = proc.stdout + proc.stderr
     trace_playbook(argv[3:], proc, time.monotonic() - started)
     if check and proc.returncode != 0:

@@ -208,25 +208,31 @@ def signing_key() -> tuple[bytes, str]:
     return armored, key.fingerprint
 
 
-def local_play(tmp_path: Path, play: dict, timeout: int, *extra: str) -> subprocess.CompletedProcess[str]:
+def local_play(
+    tmp_path: Path, play: dict, timeout: int, *extra: str, timed: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Runs one play on this machine (ansible_connection=local); ``extra``: more ansible-playbook arguments."""
-    return local_plays(tmp_path, {"localhost": play}, timeout, *extra)
+    return local_plays(tmp_path, {"localhost": play}, timeout, *extra, timed=timed)
 
 
-def local_plays(tmp_path: Path, plays: dict[str, dict], timeout: int, *extra: str) -> subprocess.CompletedProcess[str]:
+def local_plays(
+    tmp_path: Path, plays: dict[str, dict], timeout: int, *extra: str, timed: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Runs each play for a host of its own (its key in ``plays``), one after the other in one ansible-playbook run,
-    every host this machine (ansible_connection=local); ``extra``: more ansible-playbook arguments."""
+    every host this machine (ansible_connection=local); ``extra``: more ansible-playbook arguments; ``timed``: at
+    the lab's priority, for a test that measures the run's waits (run_playbook)."""
     inventory = tmp_path / "hosts.yml"
     local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {host: dict(local) for host in plays}}}))
     playbook = tmp_path / "play.yml"
     playbook_plays = [{"hosts": host, "gather_facts": False, **play} for host, play in plays.items()]
     playbook.write_text(yaml.safe_dump(playbook_plays))
-    return run_playbook(str(playbook), *extra, inventory=inventory, env=ENV, timeout=timeout)
+    return run_playbook(str(playbook), *extra, inventory=inventory, env=ENV, timeout=timeout, timed=timed)
 
 
 def key_download(
-    tmp_path: Path, url: str, fingerprint: str, retries: int, delay: int = 0, timeout: int | None = None
+    tmp_path: Path, url: str, fingerprint: str, retries: int, delay: int = 0, timeout: int | None = None,
+    timed: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     return local_play(tmp_path, {
         "name": "The erdma key download of role rdma_repos",
@@ -240,17 +246,18 @@ def key_download(
             "rdmaforge_network_retry_delay": delay,
             **({} if timeout is None else {"rdmaforge_network_timeout": timeout}),
         },
-    }, timeout=300)  # fmt: skip
+    }, timeout=300, timed=timed)  # fmt: skip
 
 
 def download_from(
     server: FlakyKeyServer, tmp_path: Path, fingerprint: str
 ) -> tuple[str, subprocess.CompletedProcess[str]]:
-    """The role's key download from ``server`` (4 retries, delay 3 s): the URL and the run."""
+    """The role's key download from ``server`` (4 retries, delay 3 s): the URL and the run. Its tests measure the
+    waits between tries, so it runs at the lab's priority (CI once saw the first gap 2 s too long at SCHED_IDLE)."""
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"
-        return url, key_download(tmp_path, url, fingerprint, retries=4, delay=3)
+        return url, key_download(tmp_path, url, fingerprint, retries=4, delay=3, timed=True)
     finally:
         server.shutdown()
 
