@@ -78,17 +78,25 @@ def test_verify_fails_on_a_replaced_host_key(
 
 @pytest.fixture
 def wrong_eni_rule(converged: LabHandle, victim: str) -> Iterator[str]:
-    """The victim's first ENI rule points at another table (1001 + 7) at the same priority."""
-    rules = json.loads(in_netns(victim, "ip -j rule show"))
-    rule = next(r for r in rules if str(r.get("table")) == "1001")
-    source, priority = rule["src"], rule["priority"]
-    in_netns(victim, f"ip rule del from {source} lookup 1001 priority {priority} && "
+    """The victim's first ENI rule points at another table (1001 + 7) at the same priority. Every rule for table
+    1001 goes, not only the first: a rule put back without networkd's `proto static` and a networkd restart (a
+    reboot) leave two, and deleting one of them left verify a correct rule to find (the CI run of 2026-12-03).
+    Each is put back as it was, its protocol too."""
+    rules = [r for r in json.loads(in_netns(victim, "ip -j rule show")) if str(r.get("table")) == "1001"]
+    assert rules, f"{victim} has no rule for table 1001 to replace"
+    source, priority = rules[0]["src"], rules[0]["priority"]
+    assert all((r["src"], r["priority"]) == (source, priority) for r in rules), rules
+    rule = f"from {source} lookup 1001 priority {priority}"
+    removed = [rule + (f" protocol {r['protocol']}" if "protocol" in r else "") for r in rules]
+    # `ip rule del` without a protocol matches any: repeated until none is left.
+    in_netns(victim, f"while ip rule del from {source} lookup 1001 priority {priority} 2>/dev/null; do :; done; "
                      f"ip rule add from {source} lookup 1008 priority {priority}")  # fmt: skip
+    assert not [r for r in json.loads(in_netns(victim, "ip -j rule show")) if str(r.get("table")) == "1001"]
     try:
         yield victim
     finally:
-        in_netns(victim, f"ip rule del from {source} lookup 1008 priority {priority}; "
-                         f"ip rule add from {source} lookup 1001 priority {priority}")  # fmt: skip
+        in_netns(victim, "; ".join([f"ip rule del from {source} lookup 1008 priority {priority}",
+                                    *(f"ip rule add {rule}" for rule in removed)]))  # fmt: skip
 
 
 def test_verify_fails_on_a_wrong_eni_rule(converged: LabHandle, runs: Path, wrong_eni_rule: str) -> None:
