@@ -25,5 +25,6 @@ class FilterModule:
             "rdmaforge_eni_mtu": tuning.eni_mtu,
             "rdmaforge_eni_plan": tuning.eni_plan,
             "rdmaforge_eni_state_problems": tuning.eni_state_problems,
+            "rdmaforge_eni_drifted": tuning.eni_drifted,
             "rdmaforge_eni_withdraw_plan": tuning.eni_withdraw_plan,
         }

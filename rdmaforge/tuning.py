@@ -279,14 +279,18 @@ def eni_plan(
     return {"enis": enis, "problems": problems}
 
 
+def _rule_text(eni: Mapping[str, Any]) -> str:
+    return f"from {eni['address']} lookup {eni['table']} priority {eni['priority']}"
+
+
+def _rule_keys(ip_rule_json: Sequence[Mapping[str, Any]]) -> set[tuple[str, str, int]]:
+    return {(str(r.get("src", "")), str(r.get("table", "")), int(r.get("priority", -1))) for r in ip_rule_json}
+
+
 def ip_rules_missing(ip_rule_json: Sequence[Mapping[str, Any]], enis: Sequence[Mapping[str, Any]]) -> list[str]:
     """The planned rules that ``ip -j rule show`` does not list (``from ADDRESS lookup TABLE``)."""
-    have = {(str(r.get("src", "")), str(r.get("table", "")), int(r.get("priority", -1))) for r in ip_rule_json}
-    return [
-        f"from {e['address']} lookup {e['table']} priority {e['priority']}"
-        for e in enis
-        if (e["address"], str(e["table"]), int(e["priority"])) not in have
-    ]
+    have = _rule_keys(ip_rule_json)
+    return [_rule_text(e) for e in enis if (e["address"], str(e["table"]), int(e["priority"])) not in have]
 
 
 #: How many tables and rule priorities above their bases count as the eni role's: one per secondary NIC.
@@ -324,20 +328,24 @@ def _routes(value: Sequence[Mapping[str, Any]] | str | None) -> list[Mapping[str
     return list(value or [])
 
 
-def eni_state_problems(
+def eni_problems_by_nic(
     enis: Sequence[Mapping[str, Any]],
     rules: Sequence[Mapping[str, Any]],
     tables: Mapping[str, Sequence[Mapping[str, Any]] | str | None],
     main_defaults: Sequence[Mapping[str, Any]],
     nics: Sequence[Mapping[str, Any]],
-) -> list[str]:
-    """What the kernel holds that differs from the plan, from ``ip -j rule``, ``ip -j route show table N``
-    (per NIC name), ``ip -j route show default`` and the NIC facts; [] when everything is in place."""
-    problems = [f"rule missing: {rule}" for rule in ip_rules_missing(rules, enis)]
+) -> dict[str, list[str]]:
+    """What the kernel holds that differs from the plan, per secondary NIC (plan order, [] for a NIC in place), from
+    ``ip -j rule``, ``ip -j route show table N`` (per NIC name), ``ip -j route show default`` and the NIC facts."""
+    have = _rule_keys(rules)
     mtus = {str(n["name"]): n.get("mtu") for n in nics}
     default_devs = {str(r.get("dev", "")) for r in main_defaults}
+    by_nic: dict[str, list[str]] = {}
     for eni in enis:
         name = str(eni["name"])
+        problems = by_nic.setdefault(name, [])
+        if (eni["address"], str(eni["table"]), int(eni["priority"])) not in have:
+            problems.append(f"rule missing: {_rule_text(eni)}")
         routes = _routes(tables.get(name))
         if not any(r.get("dst") == eni["network"] and r.get("dev") == name for r in routes):
             problems.append(f"table {eni['table']} has no route to {eni['network']} via {name}")
@@ -349,7 +357,35 @@ def eni_state_problems(
             problems.append(f"the main table has a default route via {name}")
         if mtus.get(name) != eni["mtu"]:
             problems.append(f"{name} has MTU {mtus.get(name)}, not {eni['mtu']}")
-    return problems
+    return by_nic
+
+
+def eni_state_problems(
+    enis: Sequence[Mapping[str, Any]],
+    rules: Sequence[Mapping[str, Any]],
+    tables: Mapping[str, Sequence[Mapping[str, Any]] | str | None],
+    main_defaults: Sequence[Mapping[str, Any]],
+    nics: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """Every NIC's problems (eni_problems_by_nic), the missing rules first; [] when everything is in place."""
+    problems = [p for nic in eni_problems_by_nic(enis, rules, tables, main_defaults, nics).values() for p in nic]
+    return [p for p in problems if p.startswith("rule missing: ")] + [
+        p for p in problems if not p.startswith("rule missing: ")
+    ]
+
+
+def eni_drifted(
+    enis: Sequence[Mapping[str, Any]],
+    rules: Sequence[Mapping[str, Any]],
+    tables: Mapping[str, Sequence[Mapping[str, Any]] | str | None],
+    main_defaults: Sequence[Mapping[str, Any]],
+    nics: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """The secondary NICs whose live state differs from the plan (eni_problems_by_nic), in plan order: the ones the
+    eni role applies its configuration to again when their files were already right (a rule or route deleted by
+    hand, an MTU changed)."""
+    by_nic = eni_problems_by_nic(enis, rules, tables, main_defaults, nics)
+    return [name for name, problems in by_nic.items() if problems]
 
 
 def restore_plan(files_changed: Sequence[str], backup_files: Sequence[str]) -> list[dict[str, str | None]]:

@@ -349,6 +349,33 @@ def test_policy_routing_overrides_the_main_table(tuned: LabHandle) -> None:
     assert sent["eth2"] >= 40 and sent["eth0"] < 40 and sent["eth1"] < 40, sent
 
 
+def test_a_converge_repairs_a_rule_and_an_mtu_changed_behind_its_back(tuned: LabHandle) -> None:
+    """The files are right but the kernel is not (eth1's rule deleted, eth2's MTU lowered by hand): eni.yml applies
+    the configuration again to exactly those two NICs instead of failing on them, the state is back, and a second
+    run changes nothing."""
+    lab = tuned
+    node = list(lab.nodes)[-1]
+    source = f"198.18.1.{10 + node_index(node)}"
+    rule = re.compile(rf"^1001:\s+from {re.escape(source)} lookup 1001\b", re.M)
+    lab.ssh(node, f"while ip rule del from {source} lookup 1001 priority 1001 2>/dev/null; do :; done;"
+                  " ip link set eth2 mtu 1300")  # fmt: skip
+    try:
+        proc = lab.playbook("eni.yml", "--limit", node)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert recap(proc.stdout)[node]["changed"] == 1, proc.stdout[-4000:]
+        for nic in ("eth1", "eth2"):
+            assert f"changed: [{node}] => (item={nic})" in proc.stdout, proc.stdout[-4000:]
+        assert rule.search(lab.ssh(node, "ip rule show").stdout)
+        assert lab.ssh(node, "cat /sys/class/net/eth2/mtu").stdout.strip() == "1400"
+        again = lab.playbook("eni.yml", "--limit", node)
+        assert again.returncode == 0, again.stdout[-4000:]
+        assert_no_changes(again.stdout)
+    finally:  # only where the repair did not happen
+        if not rule.search(lab.ssh(node, "ip rule show").stdout):
+            lab.ssh(node, f"ip rule add from {source} lookup 1001 priority 1001 protocol static")
+        lab.ssh(node, "ip link set eth2 mtu 1400")
+
+
 def test_eni_per_gpu_mismatch_stops_preflight_naming_both_numbers(tuned: LabHandle) -> None:
     proc = tuned.playbook("preflight.yml", "-e", "eni_per_gpu=true")
     assert proc.returncode != 0

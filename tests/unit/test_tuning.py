@@ -242,6 +242,29 @@ def test_eni_state_problems() -> None:
     ]
 
 
+def test_eni_drifted_names_the_nics_whose_live_state_differs_and_problems_list_missing_rules_first() -> None:
+    """Two NICs: eth1 in place, eth2 without its rule and with another MTU. Only eth2 is applied again; the
+    problems of both NICs keep the order verify.yml reports them in (every missing rule first)."""
+    nics = [{"name": "eth1", "mtu": 1400, "ipv4": [{"address": "198.18.1.11", "prefixlen": 24}]},
+            {"name": "eth2", "mtu": 1400, "ipv4": [{"address": "198.18.2.11", "prefixlen": 24}]}]  # fmt: skip
+    enis = tuning.eni_plan("n1", nics, ["eth1", "eth2"], 1001, 1001, 1400)["enis"]
+    rules = [{"priority": 1001, "src": "198.18.1.11", "table": "1001"},
+             {"priority": 1002, "src": "198.18.2.11", "table": "1002"}]  # fmt: skip
+    tables = {"eth1": [{"dst": "198.18.1.0/24", "dev": "eth1"}], "eth2": [{"dst": "198.18.2.0/24", "dev": "eth2"}]}
+    assert tuning.eni_drifted(enis, rules, tables, [], nics) == []
+    drifted_nics = [nics[0], {**nics[1], "mtu": 1300}]
+    assert tuning.eni_drifted(enis, rules[:1], tables, [], drifted_nics) == ["eth2"]
+    no_routes = {"eth1": [], "eth2": []}
+    assert tuning.eni_drifted(enis, [], no_routes, [], drifted_nics) == ["eth1", "eth2"]
+    assert tuning.eni_state_problems(enis, [], no_routes, [], drifted_nics) == [
+        "rule missing: from 198.18.1.11 lookup 1001 priority 1001",
+        "rule missing: from 198.18.2.11 lookup 1002 priority 1002",
+        "table 1001 has no route to 198.18.1.0/24 via eth1",
+        "table 1002 has no route to 198.18.2.0/24 via eth2",
+        "eth2 has MTU 1300, not 1400",
+    ]
+
+
 # --- the eni role's templates, rendered as Ansible would (ansible_managed aside) ------------------
 
 
