@@ -1,7 +1,8 @@
 """Shared fixtures.
 
 ``lab``: a session-scoped lab of real systemd-nspawn nodes reached over real SSH. A running lab with
-enough nodes is reused; otherwise one is brought up. Tests that need it are skipped, with the reason,
+enough nodes is reused (but `make test` under ``CI=true`` takes a lab an earlier run left down first: tests/suite.py);
+otherwise one is brought up. Tests that need it are skipped, with the reason,
 only when the machine cannot run it (not root, or systemd-nspawn/debootstrap missing); under ``CI=true``
 that is a failure instead.
 
@@ -356,7 +357,12 @@ def assert_no_changes(output: str, hosts: Sequence[str] | None = None) -> None:
     assert not changed, f"expected changed=0, got {changed}:\n{output[-6000:]}"
 
 
-def bring_up_lab() -> tuple[LabHandle, LabSession]:
+def under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def bring_up_lab(fresh: bool = False) -> tuple[LabHandle, LabSession]:
+    """``fresh``: a running lab is taken down first, so the nodes start from nothing (not their earlier state)."""
     from rdmaforge.lab import Lab
 
     # One test session at a time owns the lab (the nodes are machine-wide): a second session, e.g. a CI run
@@ -364,7 +370,7 @@ def bring_up_lab() -> tuple[LabHandle, LabSession]:
     session_lock = hold_lab()
     lab = Lab()
     state = lab.status()
-    if state.nodes and state.nics != LAB_NICS:
+    if state.nodes and (state.nics != LAB_NICS or fresh):
         lab.down()
     # Idempotent: reuses running nodes (converged state kept) and writes this checkout's inventories/lab/.
     lab.up(nodes=LAB_NODES, nics=LAB_NICS)
@@ -413,7 +419,7 @@ PRESTART: LabPrestart | None = None
 def lab() -> Iterator[LabHandle]:
     reason = lab_unavailable_reason()
     if reason:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        if under_ci():
             pytest.fail(f"CI: the lab cannot start here: {reason}")
         pytest.skip(reason)
     if PRESTART is not None:

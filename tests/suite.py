@@ -94,7 +94,10 @@ def prestart() -> int:
 
     if conftest.lab_unavailable_reason() is not None:
         return 0
-    handle, session_lock = conftest.bring_up_lab()
+    # Under CI, a lab an earlier run left (stopped before test_zz_lab_down) would carry that run's changes into this
+    # one: a node's network namespace outlives its reboots, and with it rules a test put back differently (one way to
+    # the CI failure of 2026-12-03). CI starts from fresh nodes; a developer's run reuses them.
+    handle, session_lock = conftest.bring_up_lab(fresh=conftest.under_ci())
     try:
         proc = handle.playbook("site.yml")
         print(proc.stdout[-20000:])
