@@ -287,10 +287,14 @@ def _rule_keys(ip_rule_json: Sequence[Mapping[str, Any]]) -> set[tuple[str, str,
     return {(str(r.get("src", "")), str(r.get("table", "")), int(r.get("priority", -1))) for r in ip_rule_json}
 
 
+def _planned_key(eni: Mapping[str, Any]) -> tuple[str, str, int]:
+    return str(eni["address"]), str(eni["table"]), int(eni["priority"])
+
+
 def ip_rules_missing(ip_rule_json: Sequence[Mapping[str, Any]], enis: Sequence[Mapping[str, Any]]) -> list[str]:
     """The planned rules that ``ip -j rule show`` does not list (``from ADDRESS lookup TABLE``)."""
     have = _rule_keys(ip_rule_json)
-    return [_rule_text(e) for e in enis if (e["address"], str(e["table"]), int(e["priority"])) not in have]
+    return [_rule_text(e) for e in enis if _planned_key(e) not in have]
 
 
 #: How many tables and rule priorities above their bases count as the eni role's: one per secondary NIC.
@@ -344,7 +348,7 @@ def eni_problems_by_nic(
     for eni in enis:
         name = str(eni["name"])
         problems = by_nic.setdefault(name, [])
-        if (eni["address"], str(eni["table"]), int(eni["priority"])) not in have:
+        if _planned_key(eni) not in have:
             problems.append(f"rule missing: {_rule_text(eni)}")
         routes = _routes(tables.get(name))
         if not any(r.get("dst") == eni["network"] and r.get("dev") == name for r in routes):

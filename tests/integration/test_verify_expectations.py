@@ -96,7 +96,7 @@ def wrong_eni_rule(converged: LabHandle, victim: str) -> Iterator[str]:
         yield victim
     finally:
         in_netns(victim, "; ".join([f"ip rule del from {source} lookup 1008 priority {priority}",
-                                    *(f"ip rule add {rule}" for rule in removed)]))  # fmt: skip
+                                    *(f"ip rule add {entry}" for entry in removed)]))  # fmt: skip
 
 
 def test_verify_fails_on_a_wrong_eni_rule(converged: LabHandle, runs: Path, wrong_eni_rule: str) -> None:
