@@ -42,7 +42,7 @@ from rdmaforge.lab.mirror import MIRROR_URL
 from rdmaforge.lab.session import LabSession, hold_lab
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS
 from rdmaforge.paths import PROJECT_ROOT
-from tests.suite import lab_priority
+from tests.suite import AT_LAB_PRIORITY
 
 SHARED = PROJECT_ROOT.parent / "shared"
 LAB_NODES = int(os.environ.get("RDMAFORGE_TEST_NODES", "3"))
@@ -199,9 +199,8 @@ def run_playbook(
     argv += ["-i", str(inventory), str(PROJECT_ROOT / "playbooks" / playbook), *extra]
     full_env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1", **(env or {})}
     started = time.monotonic()
-    priority: dict[str, Any] = {"start_new_session": True, "preexec_fn": lab_priority} if timed else {}
     proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, env=full_env, timeout=timeout,
-                          **priority)  # fmt: skip
+                          **(AT_LAB_PRIORITY if timed else {}))  # fmt: skip
     proc.stdout = proc.stdout + proc.stderr
     trace_playbook(argv[3:], proc, time.monotonic() - started)
     if check and proc.returncode != 0:

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -83,6 +84,10 @@ def lab_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, 0, 0)
     except (AttributeError, OSError):
         pass  # not root (a lower nice value needs CAP_SYS_NICE): the run keeps the unit tests' priority
+
+
+#: subprocess arguments for a unit test's child that runs at the lab's priority: lab_priority in a session of its own.
+AT_LAB_PRIORITY: dict[str, Any] = {"start_new_session": True, "preexec_fn": lab_priority}
 
 
 def prestart() -> int:

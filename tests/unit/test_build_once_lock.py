@@ -22,7 +22,7 @@ from conftest import recap
 from test_build_once_interrupted import ENV, playbook_argv, scratch_processes, write_run
 
 from rdmaforge.paths import PROJECT_ROOT
-from tests.suite import lab_priority
+from tests.suite import AT_LAB_PRIORITY
 
 #: The make waits for the test's GO file, so run A holds the lock for exactly as long as the test needs.
 MAKEFILE = """\
@@ -40,8 +40,7 @@ def start(inventory: Path, playbook: Path) -> tuple[subprocess.Popen[bytes], Pat
     log = playbook.with_suffix(".log")
     with log.open("wb") as out:
         proc = subprocess.Popen(playbook_argv(inventory, playbook), cwd=PROJECT_ROOT, stdout=out,
-                                stderr=subprocess.STDOUT, env={**os.environ, **ENV}, start_new_session=True,
-                                preexec_fn=lab_priority)  # fmt: skip
+                                stderr=subprocess.STDOUT, env={**os.environ, **ENV}, **AT_LAB_PRIORITY)  # fmt: skip
     return proc, log
 
 
@@ -99,8 +98,7 @@ def test_a_second_run_waits_for_the_builder_lock_or_fails_naming_its_holder(tmp_
         make_pids = makes(scratch / "src")
 
         b = subprocess.run(playbook_argv(inventory, run_b), cwd=PROJECT_ROOT, capture_output=True, text=True,
-                           env={**os.environ, **ENV}, timeout=300, start_new_session=True,
-                           preexec_fn=lab_priority)  # fmt: skip
+                           env={**os.environ, **ENV}, timeout=300, **AT_LAB_PRIORITY)  # fmt: skip
         assert b.returncode == 2, b.stdout[-4000:]
         assert (
             f"localhost is building toy {build_id} for another run (held by: {holder} (for "
