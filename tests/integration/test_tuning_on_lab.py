@@ -350,9 +350,9 @@ def test_policy_routing_overrides_the_main_table(tuned: LabHandle) -> None:
 
 
 def test_a_converge_repairs_a_rule_and_an_mtu_changed_behind_its_back(tuned: LabHandle) -> None:
-    """The files are right but the kernel is not (eth1's rule deleted, eth2's MTU lowered by hand): eni.yml applies
-    the configuration again to exactly those two NICs instead of failing on them, the state is back, and a second
-    run changes nothing."""
+    """The files are right but the kernel is not (eth1's rule deleted, eth2's MTU lowered by hand): --check names
+    both NICs as a change and touches nothing; eni.yml applies the configuration again to exactly those two NICs
+    instead of failing on them, the state is back, and a second run changes nothing."""
     lab = tuned
     node = list(lab.nodes)[-1]
     source = f"198.18.1.{10 + node_index(node)}"
@@ -360,6 +360,14 @@ def test_a_converge_repairs_a_rule_and_an_mtu_changed_behind_its_back(tuned: Lab
     lab.ssh(node, f"while ip rule del from {source} lookup 1001 priority 1001 2>/dev/null; do :; done;"
                   " ip link set eth2 mtu 1300")  # fmt: skip
     try:
+        check = lab.playbook("eni.yml", "--limit", node, "--check", "--diff")
+        assert check.returncode == 0, check.stdout[-4000:]
+        assert recap(check.stdout)[node]["changed"] == 1, check.stdout[-4000:]
+        said = re.search(rf"{node}: would apply the configuration again to eth1, eth2: [^\n\"]*", check.stdout)
+        assert said, check.stdout[-4000:]
+        assert source in said.group(0) and "1300" in said.group(0), said.group(0)
+        assert not rule.search(lab.ssh(node, "ip rule show").stdout)  # check mode changed nothing
+        assert lab.ssh(node, "cat /sys/class/net/eth2/mtu").stdout.strip() == "1300"
         proc = lab.playbook("eni.yml", "--limit", node)
         assert proc.returncode == 0, proc.stdout[-4000:]
         assert recap(proc.stdout)[node]["changed"] == 1, proc.stdout[-4000:]
