@@ -240,7 +240,8 @@ def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
     print("", file=session.out)
     if not outcome.ran:  # Ansible stopped before any host (a syntax error, no host matched): show why
         print(ansible_output_tail(outcome.artifacts), file=session.out)
-    print(render(outcome.recaps, outcome.events.problems, outcome.events.warnings), file=session.out)
+    print(render(outcome.recaps, outcome.events.problems, outcome.events.warnings, outcome.events.changes),
+          file=session.out)  # fmt: skip
     return outcome
 
 
@@ -330,6 +331,8 @@ def outcome_record(outcome: execute.Outcome) -> dict[str, Any]:
         "hosts": {host: recap.to_dict() for host, recap in outcome.recaps.items()},
         "problems": [p.to_dict() for p in outcome.events.problems],
         "warnings": outcome.events.warnings,
+        # A check run's changes: what a run would change (none kept for other runs).
+        **({"would_change": [c.to_dict() for c in outcome.events.changes]} if outcome.events.keep_changes else {}),
     }
 
 

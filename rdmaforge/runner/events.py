@@ -42,6 +42,37 @@ class HostProblem:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class HostChange:
+    """A task that reported a change on a host; kept for check runs, where it is what a run would change."""
+
+    host: str
+    task: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def change_message(res: Mapping[str, Any]) -> str:
+    """What a changed task changed, in a line: its message, else the file (or package) it names in its result or its
+    arguments (a check run's copy reports no path of its own), else its changed loop items."""
+    message = res.get("msg")
+    if isinstance(message, str) and message.strip() and message != "All items completed":
+        return message.strip()
+    invocation = res.get("invocation")
+    arguments = invocation.get("module_args") if isinstance(invocation, Mapping) else None
+    for source in (res, arguments if isinstance(arguments, Mapping) else {}):
+        for key in ("dest", "path", "name"):
+            value = source.get(key)
+            if isinstance(value, str) and value:
+                return value
+            if isinstance(value, list) and value and key == "name":
+                return ", ".join(str(v) for v in value)
+    items = [r.get("item") for r in res.get("results") or [] if isinstance(r, Mapping) and r.get("changed")]
+    return ", ".join(str(i.get("name", i.get("path", i)) if isinstance(i, Mapping) else i) for i in items)
+
+
 def result_message(res: Mapping[str, Any]) -> str:
     """The one line a person needs from a module result: msg, else stderr, else the failed loop items' messages."""
     for key in ("msg", "stderr", "reason"):
@@ -72,6 +103,10 @@ class EventLog:
     #: Lines of debug messages that start with "WARNING" (a check that left nodes out, a fabric without devices),
     #: once each: printed under the recap, where a person reads the run's outcome.
     warnings: list[str] = field(default_factory=list)
+    #: Keep the changed tasks (``changes``): set for check runs, whose changes are the drift a run would repair.
+    #: A first converge changes a hundred tasks a node, too many to keep for every run.
+    keep_changes: bool = False
+    changes: list[HostChange] = field(default_factory=list)
     count: int = 0
 
     def handle(self, event: Mapping[str, Any]) -> None:
@@ -82,6 +117,9 @@ class EventLog:
         if host and host not in self.hosts and name.startswith("runner_on_"):
             self.hosts.append(str(host))
         res: Mapping[str, Any] = data.get("res") or {}
+        if self.keep_changes and name == "runner_on_ok" and res.get("changed"):
+            role = f"{data['role']} : " if data.get("role") else ""
+            self.changes.append(HostChange(str(host), role + str(data.get("task") or ""), change_message(res)))
         if name == "runner_on_failed" and not data.get("ignore_errors"):
             self.problems.append(self._problem(data, res))
         elif name == "runner_on_unreachable":
@@ -116,6 +154,9 @@ class EventLog:
             replace(p, task=redact_text(p.task, known), message=redact_text(p.message, known)) for p in self.problems
         ]
         self.warnings = [redact_text(line, known) for line in self.warnings]
+        self.changes = [
+            replace(c, task=redact_text(c.task, known), message=redact_text(c.message, known)) for c in self.changes
+        ]
 
     def failures(self, host: str | None = None) -> list[HostProblem]:
         return [p for p in self.problems if not p.unreachable and (host is None or p.host == host)]

@@ -318,7 +318,7 @@ def run(
     ``scrubbed`` is the run directory's record of what was scrubbed (secrets.scrub_tree), updated here. ``read``:
     the request's inventory as a :func:`reading` around this run read it (several runs, one listing); without it
     the run reads its own."""
-    log = EventLog()
+    log = EventLog(keep_changes=request.check)
     with contextlib.ExitStack() as stack:
         # A dynamic inventory is read from its listing: evaluated once per run (a cloud API queried once), and the
         # run reads exactly what the scrubber read; the listing is served from memory while the run lasts.

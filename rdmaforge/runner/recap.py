@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from rdmaforge.runner.events import HostProblem
+from rdmaforge.runner.events import HostChange, HostProblem
 
 #: ansible-runner's stats keys -> the recap's column names (the PLAY RECAP line's words).
 STAT_COLUMNS = {
@@ -101,14 +101,41 @@ def render_table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def render(recaps: Mapping[str, HostRecap], problems: Sequence[HostProblem] = (), warnings: Sequence[str] = ()) -> str:
-    """The recap table, then one line per failed task (host, task and message), then the run's WARNING lines."""
+#: How many of a host's changes a check run lists under the recap; ansible/stdout (--diff) has them all.
+CHANGES_SHOWN = 10
+
+
+def render(
+    recaps: Mapping[str, HostRecap],
+    problems: Sequence[HostProblem] = (),
+    warnings: Sequence[str] = (),
+    would_change: Sequence[HostChange] = (),
+) -> str:
+    """The recap table, then one line per failed task (host, task and message), then, for a check run, what a run
+    would change (up to CHANGES_SHOWN a host), then the run's WARNING lines."""
     header = ["host", *STAT_COLUMNS.values(), "status"]
     rows = [[r.host, *(str(getattr(r, c)) for c in STAT_COLUMNS.values()), r.status] for r in recaps.values()]
     text = render_table(rows, header) if rows else "no host was run"
     details = [f"  {p.host}: {'unreachable' if p.unreachable else 'failed'}: {p.task}: {first_line(p.message)}"
                for p in problems]  # fmt: skip
-    return "\n".join([text, *details, *(f"  {line}" for line in warnings)])
+    return "\n".join([text, *details, *would_change_lines(would_change), *(f"  {line}" for line in warnings)])
+
+
+def would_change_lines(changes: Sequence[HostChange]) -> list[str]:
+    """``  HOST: would change: TASK: WHAT`` per change, host by host (node2 before node10) in run order, up to
+    CHANGES_SHOWN a host, then a count of the rest."""
+    by_host: dict[str, list[HostChange]] = {}
+    for change in changes:
+        by_host.setdefault(change.host, []).append(change)
+    lines: list[str] = []
+    for host in sorted(by_host, key=_natural):
+        for change in by_host[host][:CHANGES_SHOWN]:
+            what = f": {first_line(change.message)}" if change.message else ""
+            lines.append(f"  {host}: would change: {change.task}{what}")
+        if len(by_host[host]) > CHANGES_SHOWN:
+            lines.append(f"  {host}: would change {len(by_host[host]) - CHANGES_SHOWN} more"
+                         " (ansible/stdout of the run directory)")  # fmt: skip
+    return lines
 
 
 def first_line(message: str, limit: int = 300) -> str:

@@ -62,7 +62,7 @@ def inventory(tmp_path: Path, unreachable: bool = False) -> Path:
 
 
 def run(
-    tmp_path: Path, *extra: str, unreachable: bool = False, text: str = PLAYBOOK
+    tmp_path: Path, *extra: str, unreachable: bool = False, text: str = PLAYBOOK, check: bool = False
 ) -> tuple[int, command.Session, str, Path]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     playbook = tmp_path / "tiny.yml"
@@ -71,7 +71,7 @@ def run(
     args = command_args(tmp_path)
     session = command.start(args, "tiny", out=out)
     request = execute.Request(inventory=inventory(tmp_path, unreachable), playbook=playbook,
-                              extra_vars=extravars.parse(list(extra)))  # fmt: skip
+                              extra_vars=extravars.parse(list(extra)), check=check)  # fmt: skip
     outcome = command.run_playbook(session, request)
     code = command.finish(session, args, command.playbook_exit(outcome), command.host_cases(outcome, "tiny"),
                           command.outcome_record(outcome))  # fmt: skip
@@ -287,3 +287,58 @@ def test_a_second_provision_on_the_same_inventory_waits_or_exits_75(tmp_path: Pa
     # Released with its holder, even killed: the next run gets it at once.
     with run_lock.inventory_lock(inventory, "provision", False, sys.stdout, tmp_path / "locks"):
         pass
+
+
+#: Three kinds of change a check run must name: a file written, loop items, and a message a role prints for what it
+#: would do (the eni role's re-apply). The debug's change stands for a repair that only a run can make.
+CHANGES = """---
+- name: Things to change
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Write the greeting
+      ansible.builtin.copy:
+        content: "hello from {{ inventory_hostname }}\\n"
+        dest: "{{ out_dir }}/{{ inventory_hostname }}.txt"
+        mode: "0644"
+    - name: Write two more files
+      ansible.builtin.copy:
+        content: "{{ item }}\\n"
+        dest: "{{ out_dir }}/{{ inventory_hostname }}-{{ item }}.txt"
+        mode: "0644"
+      loop: [a, b]
+    - name: Say what a run would repair
+      ansible.builtin.debug:
+        msg: "{{ inventory_hostname }}: would apply the thing again"
+      changed_when: true
+      when: repair | default(true) | bool
+"""
+
+
+def test_a_check_run_names_what_a_run_would_change_and_a_run_does_not_list_its_changes(tmp_path: Path) -> None:
+    out_dir = tmp_path / "written"
+    out_dir.mkdir()
+    code, session, out, _ = run(tmp_path / "check", f"out_dir={out_dir}", text=CHANGES, check=True)
+    assert code == ExitCode.OK, out
+    assert not list(out_dir.iterdir())  # check mode wrote nothing
+    expected = {host: [f"  {host}: would change: Write the greeting: {out_dir}/{host}.txt",
+                       f"  {host}: would change: Write two more files: a, b",
+                       f"  {host}: would change: Say what a run would repair: {host}: would apply the thing again"]
+                for host in ("n1", "n2")}  # fmt: skip
+    assert [line for line in out.splitlines() if ": would change" in line] == expected["n1"] + expected["n2"], out
+    recap = json.loads((session.run_dir / "recap.json").read_text())
+    tasks = ("Write the greeting", "Write two more files", "Say what a run would repair")
+    # In the order the events came: task by task, the two hosts of a task in either order.
+    listed = sorted((c["host"], c["task"]) for c in recap["would_change"])
+    assert listed == [(host, task) for host in ("n1", "n2") for task in sorted(tasks)]
+
+    code, session, out, _ = run(tmp_path / "converge", f"out_dir={out_dir}", "repair=false", text=CHANGES)
+    assert code == ExitCode.OK, out
+    assert (out_dir / "n2-b.txt").read_text() == "b\n"
+    assert "would change" not in out  # a run's changes are in its recap counts and ansible/stdout
+    assert "would_change" not in json.loads((session.run_dir / "recap.json").read_text())
+
+    code, session, out, _ = run(tmp_path / "again", f"out_dir={out_dir}", "repair=false", text=CHANGES, check=True)
+    assert code == ExitCode.OK, out
+    assert "would change" not in out
+    assert json.loads((session.run_dir / "recap.json").read_text())["would_change"] == []

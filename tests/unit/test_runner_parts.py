@@ -17,10 +17,10 @@ from rdmaforge.commands import bench
 from rdmaforge.errors import UserError
 from rdmaforge.plain_data import too_deep
 from rdmaforge.runner import artifacts, command, execute, extravars, junit, secrets
-from rdmaforge.runner.events import EventLog, HostProblem, result_message
+from rdmaforge.runner.events import EventLog, HostChange, HostProblem, change_message, result_message
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode, for_hosts
 from rdmaforge.runner.progress import Progress, duration
-from rdmaforge.runner.recap import from_stats, render
+from rdmaforge.runner.recap import CHANGES_SHOWN, from_stats, render, would_change_lines
 
 # --- exit codes -------------------------------------------------------------------------------------------
 
@@ -487,3 +487,36 @@ def test_keep_must_be_a_count_of_one_or_more(value: str, tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert "argument --keep:" in err and repr(value) in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_check_runs_changes_are_listed_host_by_host_and_cut_after_the_first_ten() -> None:
+    changes = [HostChange("node10", "nccl_env : Write /etc/nccl.conf", "/etc/nccl.conf")]
+    changes += [HostChange("node2", f"os_packages : Step {i}", "") for i in range(12)]
+    lines = would_change_lines(changes)
+    assert lines[0] == "  node2: would change: os_packages : Step 0"  # node2 before node10; no ": " without a message
+    assert len(lines) == 10 + 1 + 1 == CHANGES_SHOWN + 2
+    assert lines[10] == "  node2: would change 2 more (ansible/stdout of the run directory)"
+    assert lines[11] == "  node10: would change: nccl_env : Write /etc/nccl.conf: /etc/nccl.conf"
+    assert lines == render({}, would_change=changes).splitlines()[1:]
+
+
+def test_only_a_log_for_a_check_run_keeps_changes_and_says_what_each_changed() -> None:
+    def changed(task: str, res: dict[str, Any], role: str = "eni") -> dict[str, Any]:
+        return {"event": "runner_on_ok", "event_data": {"host": "node3", "task": task, "role": role, "res": res}}
+
+    events = [
+        changed("Apply", {"changed": True, "msg": "All items completed",
+                          "results": [{"changed": True, "item": "eth1"}, {"changed": False, "item": "eth0"},
+                                      {"changed": True, "item": {"name": "eth2"}}]}),  # fmt: skip
+        changed("Install", {"changed": True, "invocation": {"module_args": {"name": ["rdma-core", "perftest"]}}}),
+        changed("Read", {"changed": False, "msg": "nothing"}),
+        changed("Hidden", {"changed": True, "censored": "the output has been hidden"}),
+    ]
+    kept, plain = EventLog(keep_changes=True), EventLog()
+    for event in events:
+        kept.handle(event)
+        plain.handle(event)
+    assert plain.changes == []
+    assert [(c.task, c.message) for c in kept.changes] == [
+        ("eni : Apply", "eth1, eth2"), ("eni : Install", "rdma-core, perftest"), ("eni : Hidden", "")]  # fmt: skip
+    assert change_message({"changed": True, "dest": "/etc/hosts", "msg": ""}) == "/etc/hosts"
