@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from rdmaforge.runner.secrets import Redactor, redact_text
 
@@ -52,6 +52,9 @@ class HostChange:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+_Entry = TypeVar("_Entry", HostProblem, HostChange)
 
 
 def change_message(res: Mapping[str, Any]) -> str:
@@ -150,13 +153,9 @@ class EventLog:
     def redact(self, known: Redactor) -> None:
         """Secrets out of the failure messages and warnings (what the recap, recap.json and the JUnit reports show);
         the published facts stay as the play set them: commands read them (a benchmark's run directory)."""
-        self.problems = [
-            replace(p, task=redact_text(p.task, known), message=redact_text(p.message, known)) for p in self.problems
-        ]
+        self.problems = [_redacted(p, known) for p in self.problems]
         self.warnings = [redact_text(line, known) for line in self.warnings]
-        self.changes = [
-            replace(c, task=redact_text(c.task, known), message=redact_text(c.message, known)) for c in self.changes
-        ]
+        self.changes = [_redacted(c, known) for c in self.changes]
 
     def failures(self, host: str | None = None) -> list[HostProblem]:
         return [p for p in self.problems if not p.unreachable and (host is None or p.host == host)]
@@ -170,6 +169,11 @@ class EventLog:
             if name in facts:
                 return facts[name]
         return None
+
+
+def _redacted(entry: _Entry, known: Redactor) -> _Entry:
+    """A failure or a change with the secrets out of its task name and message."""
+    return replace(entry, task=redact_text(entry.task, known), message=redact_text(entry.message, known))
 
 
 _STAT_KEYS = ("ok", "changed", "dark", "failures", "skipped", "rescued", "ignored", "processed")

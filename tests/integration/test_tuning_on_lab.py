@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +17,8 @@ import pytest
 import yaml
 
 from rdmaforge.lab import Lab
-from rdmaforge.paths import PROJECT_ROOT
 from tests.conftest import LabHandle, assert_no_changes, recap
+from tests.integration.test_cli import cli, run_dir_of
 
 pytestmark = pytest.mark.lab
 
@@ -366,17 +364,13 @@ def test_a_converge_repairs_a_rule_and_an_mtu_changed_behind_its_back(tuned: Lab
     try:
         # As a user looks for drift: the fast path's check finds the rule gone, the node's full converge runs in
         # check mode, and the CLI lists what a run would change under its recap (and in recap.json).
-        check = subprocess.run(
-            [sys.executable, "-m", "rdmaforge.cli", "provision", "-i", str(lab.inventory), "--limit", node, "--check",
-             "--runs-dir", str(tmp_path)], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
-        assert check.returncode == 0, check.stdout[-4000:] + check.stderr[-2000:]
+        check = cli(tmp_path, "provision", "-i", str(lab.inventory), "--limit", node, "--check", timeout=900)
+        assert check.returncode == 0, check.stdout[-4000:]
         said = re.search(rf"^  {node}: would change: eni : .*: {node}: would apply the configuration again to "
                          r"eth1, eth2: .*$", check.stdout, re.M)  # fmt: skip
         assert said, check.stdout[-4000:]
         assert source in said.group(0) and "1300" in said.group(0), said.group(0)
-        run_dir = Path(re.findall(r"; artifacts: (\S+)$", check.stdout, re.M)[-1])
-        changes = json.loads((run_dir / "recap.json").read_text())["would_change"]
+        changes = json.loads((run_dir_of(check.stdout) / "recap.json").read_text())["would_change"]
         # The eni files are right: the re-apply is the eni role's only change. (Other roles' may show: the huge page
         # tests before this one leave a count that is not the inventory's until the module's fixture puts it back.)
         assert [c["task"] for c in changes if c["task"].startswith("eni : ")] == [
