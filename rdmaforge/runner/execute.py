@@ -347,7 +347,7 @@ def run(
     secrets.scrub_tree(run_dir, values, scrubbed)
     log.redact(redactor)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
     stopped = log.hosts if log.stopped_early else []
-    recaps = from_stats(log.stats, log.hosts, stopped) if log.stats else recaps_from_events(log)
+    recaps = from_stats(log.stats, log.hosts, stopped, request.check) if log.stats else recaps_from_events(log)
     return Outcome(
         status=status,
         rc=rc,

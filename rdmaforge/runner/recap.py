@@ -32,10 +32,13 @@ class HostRecap:
     #: Ansible stopped this host before the end of the playbook ("NO MORE HOSTS LEFT"): without a failure of
     #: its own, it did not run the rest of the playbook either.
     stopped: bool = False
+    #: A --check run: its changes are what a run would change; nothing changed.
+    check: bool = False
 
     @property
     def status(self) -> str:
-        """UNREACHABLE, FAILED, NOT RUN (no task result), STOPPED (the run ended early for it), changed or ok."""
+        """UNREACHABLE, FAILED, NOT RUN (no task result), STOPPED (the run ended early for it), changed (a check
+        run: would_change, one word like recap.json's list) or ok."""
         if self.unreachable:
             return "UNREACHABLE"
         if self.failed:
@@ -44,22 +47,28 @@ class HostRecap:
             return "NOT RUN"
         if self.stopped:
             return "STOPPED"
-        return "changed" if self.changed else "ok"
+        if self.changed:
+            return "would_change" if self.check else "changed"
+        return "ok"
 
     def to_dict(self) -> dict[str, int | str]:
-        counts = {k: v for k, v in asdict(self).items() if k != "stopped"}
+        counts = {k: v for k, v in asdict(self).items() if k not in ("stopped", "check")}
         return {**counts, "status": self.status}
 
 
 def from_stats(
-    stats: Mapping[str, Mapping[str, int]] | None, hosts: Iterable[str] = (), stopped: Iterable[str] = ()
+    stats: Mapping[str, Mapping[str, int]] | None,
+    hosts: Iterable[str] = (),
+    stopped: Iterable[str] = (),
+    check: bool = False,
 ) -> dict[str, HostRecap]:
     """Per-host counters from ``runner.stats`` (or a playbook_on_stats event); ``hosts`` adds hosts with none.
 
     ``stopped``: hosts Ansible stopped before the end of the playbook (every host after "NO MORE HOSTS LEFT",
     playbook_on_no_hosts_remaining); one with no failure of its own is STOPPED, not ok. any_errors_fatal stops
     the others silently (no event, and ansible-runner turns retry files off): rdmaforge's playbooks therefore
-    give each stopped host a failure of its own that says why (roles/preflight/tasks/main.yml).
+    give each stopped host a failure of its own that says why (roles/preflight/tasks/main.yml). ``check``: the
+    stats of a --check run, whose changed hosts would change.
     """
     stopped = set(stopped)
     stats = stats or {}
@@ -72,6 +81,7 @@ def from_stats(
             host,
             **{column: int(stats.get(key, {}).get(host, 0)) for key, column in STAT_COLUMNS.items()},
             stopped=host in stopped,
+            check=check,
         )
         for host in sorted(names, key=_natural)
     }

@@ -326,7 +326,10 @@ def test_a_check_run_names_what_a_run_would_change_and_a_run_does_not_list_its_c
                        f"  {host}: would change: Say what a run would repair: {host}: would apply the thing again"]
                 for host in ("n1", "n2")}  # fmt: skip
     assert [line for line in out.splitlines() if ": would change" in line] == expected["n1"] + expected["n2"], out
+    # Nothing changed: the table's status says so, in one word (a script reading the last column gets all of it).
+    assert statuses(out) == {"n1": "would_change", "n2": "would_change"}, out
     recap = json.loads((session.run_dir / "recap.json").read_text())
+    assert {host: row["status"] for host, row in recap["hosts"].items()} == statuses(out)
     tasks = ("Write the greeting", "Write two more files", "Say what a run would repair")
     # In the order the events came: task by task, the two hosts of a task in either order.
     listed = sorted((c["host"], c["task"]) for c in recap["would_change"])
@@ -337,8 +340,15 @@ def test_a_check_run_names_what_a_run_would_change_and_a_run_does_not_list_its_c
     assert (out_dir / "n2-b.txt").read_text() == "b\n"
     assert "would change" not in out  # a run's changes are in its recap counts and ansible/stdout
     assert "would_change" not in json.loads((session.run_dir / "recap.json").read_text())
+    assert statuses(out) == {"n1": "changed", "n2": "changed"}, out
 
     code, session, out, _ = run(tmp_path / "again", f"out_dir={out_dir}", "repair=false", text=CHANGES, check=True)
     assert code == ExitCode.OK, out
     assert "would change" not in out
     assert json.loads((session.run_dir / "recap.json").read_text())["would_change"] == []
+    assert statuses(out) == {"n1": "ok", "n2": "ok"}, out
+
+
+def statuses(out: str) -> dict[str, str]:
+    """The recap table's last column, by host."""
+    return {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.startswith(("n1 ", "n2 "))}

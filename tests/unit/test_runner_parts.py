@@ -51,6 +51,12 @@ def test_recap_from_stats_counts_every_host_in_natural_order() -> None:
     assert recaps["node1"].ok == 10 and recaps["node1"].changed == 2 and recaps["node1"].skipped == 3
     assert recaps["node2"].failed == 1 and recaps["node2"].status == "FAILED"
     assert recaps["node10"].ignored == 1 and recaps["node10"].status == "ok"
+    assert recaps["node1"].status == "changed"
+    # A check run's changed host changed nothing: it would change; the others read as in a run.
+    checked = from_stats(STATS, check=True)
+    assert {h: r.to_dict()["status"] for h, r in checked.items()} == {
+        "node1": "would_change", "node2": "FAILED", "node10": "ok"}  # fmt: skip
+    assert "check" not in checked["node1"].to_dict()
     table = render(recaps, [HostProblem("node2", "Install packages", "apt", "No package matching 'x'")])
     assert "node2: failed: Install packages: No package matching 'x'" in table
     assert table.splitlines()[0].split() == ["host", "ok", "changed", "failed", "unreachable", "skipped", "rescued",
