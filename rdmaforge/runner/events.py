@@ -58,14 +58,17 @@ _Entry = TypeVar("_Entry", HostProblem, HostChange)
 
 
 def change_message(res: Mapping[str, Any]) -> str:
-    """What a changed task changed, in a line: its message, else the file (or package) it names in its result or its
-    arguments (a check run's copy reports no path of its own), else its changed loop items."""
-    message = res.get("msg")
-    if isinstance(message, str) and message.strip() and message != "All items completed":
-        return message.strip()
+    """What a changed task changed, in a line: its message, after the file it edits where the message does not name
+    it (blockinfile's "Block removed", lineinfile's "line added"); else the file (or package) it names in its result
+    or its arguments (a check run's copy reports no path of its own); else its changed loop items."""
     invocation = res.get("invocation")
     arguments = invocation.get("module_args") if isinstance(invocation, Mapping) else None
-    for source in (res, arguments if isinstance(arguments, Mapping) else {}):
+    sources = (res, arguments if isinstance(arguments, Mapping) else {})
+    message = res.get("msg")
+    if isinstance(message, str) and message.strip() and message != "All items completed":
+        files = [v for source in sources for k in ("dest", "path") if isinstance(v := source.get(k), str) and v]
+        return message.strip() if not files or files[0] in message else f"{files[0]}: {message.strip()}"
+    for source in sources:
         for key in ("dest", "path", "name"):
             value = source.get(key)
             if isinstance(value, str) and value:

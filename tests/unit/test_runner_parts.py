@@ -526,3 +526,8 @@ def test_only_a_log_for_a_check_run_keeps_changes_and_says_what_each_changed() -
     assert [(c.task, c.message) for c in kept.changes] == [
         ("eni : Apply", "eth1, eth2"), ("eni : Install", "rdma-core, perftest"), ("eni : Hidden", "")]  # fmt: skip
     assert change_message({"changed": True, "dest": "/etc/hosts", "msg": ""}) == "/etc/hosts"
+    # A file-editing module's message names no file: the file comes first (from the arguments in a check run).
+    block = {"changed": True, "msg": "Block removed", "invocation": {"module_args": {"path": "/etc/hosts"}}}
+    assert change_message(block) == "/etc/hosts: Block removed"
+    assert change_message({"changed": True, "msg": "wrote /etc/nccl.conf", "dest": "/etc/nccl.conf"}) == (
+        "wrote /etc/nccl.conf")  # fmt: skip
