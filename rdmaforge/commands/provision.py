@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import Any
 
-from rdmaforge.errors import CannotRun
+from rdmaforge.errors import CannotRun, UserError
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute
+from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.runner.recap import HostRecap
 from rdmaforge.text import named_first
 
 NAME = "provision"
@@ -26,10 +29,18 @@ def register(subparsers: Any) -> None:
     command.add_json_argument(parser)
     command.add_output_arguments(parser)
     command.add_no_wait_argument(parser)
+    parser.add_argument(
+        "--fail-on-drift", action="store_true",
+        help=f"with --check: exit {int(ExitCode.DRIFT)} when a run would change a host and none failed or was "
+        "unreachable (a drift check for CI); the recap lists what would change",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fail_on_drift and not args.check:
+        raise UserError("--fail-on-drift needs --check: a run without it repairs the drift it finds; "
+                        "allowed: rdmaforge provision --check --fail-on-drift ...")  # fmt: skip
     try:
         variables = command.check_arguments(args)
     except CannotRun as exc:
@@ -59,8 +70,16 @@ def converge(args: argparse.Namespace, variables: list[Any]) -> int:
                                 outcome.events.fact("converge_state_drift_local")):  # fmt: skip
         print(line, file=session.out)
     code = command.playbook_exit(outcome)
+    if args.fail_on_drift:
+        code = drift_exit(code, outcome.recaps)
     return command.finish(session, args, code, command.host_cases(outcome, f"rdmaforge.{NAME}"),
                           command.outcome_record(outcome))  # fmt: skip
+
+
+def drift_exit(code: ExitCode, recaps: Mapping[str, HostRecap]) -> ExitCode:
+    """A check run's exit with --fail-on-drift: DRIFT where it would otherwise exit 0 and a host would change (a
+    failed or unreachable host, which was not fully checked, keeps its own code)."""
+    return ExitCode.DRIFT if code == ExitCode.OK and any(r.changed for r in recaps.values()) else code
 
 
 CLUSTER_PLAYS = "(/etc/hosts, SSH trust, MPI launch)"

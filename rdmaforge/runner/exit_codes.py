@@ -21,6 +21,8 @@ class ExitCode(IntEnum):
     UNHEALTHY = 6
     #: `rdmaforge pairwise`: a node or link was named as a suspect.
     SUSPECTS = 7
+    #: `rdmaforge provision --check --fail-on-drift`: a run would change a host (a drift check for CI).
+    DRIFT = 8
     #: The command line or an input file was wrong (argparse usage errors included): the message names what.
     BAD_INPUT = 64
     #: An unexpected internal error: a short message points at the saved traceback.
@@ -41,6 +43,7 @@ MEANING = {
     ExitCode.INCOMPLETE: "a required check was skipped or not judged (no verdict)",
     ExitCode.UNHEALTHY: "a node differs from what its inventory expects",
     ExitCode.SUSPECTS: "a suspect node or link was found",
+    ExitCode.DRIFT: "--check --fail-on-drift: a run would change a host (drift)",
     ExitCode.BAD_INPUT: "bad command line or input file",
     ExitCode.INTERNAL: "internal error (traceback saved)",
     ExitCode.BUSY: "another run holds the inventory's lock (--no-wait)",

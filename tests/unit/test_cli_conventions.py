@@ -133,6 +133,52 @@ def test_flags_reach_ansible_json_on_stdout_and_quiet_shows_no_progress(
     assert "Left out by skip-tags" not in stdout and "Say hello" in stdout
 
 
+def test_a_drift_check_exits_8_only_where_a_run_would_change_a_host(
+    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`provision --check --fail-on-drift` as a CI drift check: 8 while a run would write a file (and it writes
+    nothing), 0 once a run wrote it; without --check it is refused before any run."""
+    written = tmp_path / "written"
+    written.mkdir()
+    playbook = tmp_path / "drifting.yml"
+    playbook.write_text(CHANGES)
+    monkeypatch.setattr(provision, "playbook", lambda name: playbook)
+    base = ["provision", "-i", str(tiny["inventory"]), "--runs-dir", str(tiny["runs"]), "-e", f"out_dir={written}"]
+
+    code = main([*base, "--check", "--fail-on-drift"])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.DRIFT == 8, (out + err)[-3000:]
+    assert not list(written.iterdir())
+    assert out.rstrip().endswith(f"exit 8 ({MEANING[ExitCode.DRIFT]}); artifacts: {run_dir_of(out)}")
+    recap = json.loads((run_dir_of(out) / "recap.json").read_text())
+    assert recap["exit_code"] == 8 and {h: r["status"] for h, r in recap["hosts"].items()} == {
+        "n1": "would_change", "n2": "would_change"}  # fmt: skip
+
+    assert main(base) == ExitCode.OK  # a run repairs the drift (no --fail-on-drift: it needs --check)
+    assert sorted(p.name for p in written.iterdir()) == ["n1.txt", "n2.txt"]
+    capsys.readouterr()
+    assert main([*base, "--check", "--fail-on-drift"]) == ExitCode.OK, capsys.readouterr().out[-3000:]
+
+    runs = sorted(tiny["runs"].iterdir())
+    assert main([*base, "--fail-on-drift"]) == ExitCode.BAD_INPUT
+    assert "--fail-on-drift needs --check" in capsys.readouterr().err
+    assert sorted(tiny["runs"].iterdir()) == runs  # refused before a run started
+
+
+#: A play that writes one file a node; the drift check's test.
+CHANGES = """---
+- name: Write a file a node
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Write the file
+      ansible.builtin.copy:
+        content: "{{ inventory_hostname }}\n"
+        dest: "{{ out_dir }}/{{ inventory_hostname }}.txt"
+        mode: "0644"
+"""
+
+
 def test_verbose_shows_ansibles_own_output_without_escapes(
     tiny: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

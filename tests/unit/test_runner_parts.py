@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rdmaforge.commands import bench
+from rdmaforge.commands import bench, provision
 from rdmaforge.errors import UserError
 from rdmaforge.plain_data import too_deep
 from rdmaforge.runner import artifacts, command, execute, extravars, junit, secrets
@@ -104,6 +104,15 @@ def test_ansible_that_never_reached_a_host_is_an_error_and_ctrl_c_is_130() -> No
     interrupted = outcome(STATS)
     interrupted.status = "canceled"
     assert command.playbook_exit(interrupted) == ExitCode.INTERRUPTED
+
+
+def test_a_drift_check_exits_8_only_where_the_run_would_otherwise_exit_0() -> None:
+    drifted = outcome({**STATS, "failures": {}}, rc=0)
+    assert provision.drift_exit(command.playbook_exit(drifted), drifted.recaps) == ExitCode.DRIFT
+    clean = outcome({**STATS, "failures": {}, "changed": {}}, rc=0)
+    assert provision.drift_exit(command.playbook_exit(clean), clean.recaps) == ExitCode.OK
+    failed = outcome(STATS)  # node1 would change, node2 failed: the failure is what CI must see
+    assert provision.drift_exit(command.playbook_exit(failed), failed.recaps) == ExitCode.HOST_FAILED
 
 
 def test_exit_codes_are_documented_in_one_epilog() -> None:
