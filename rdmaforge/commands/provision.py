@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rdmaforge.errors import CannotRun, UserError
 from rdmaforge.paths import playbook
-from rdmaforge.runner import command, execute
+from rdmaforge.runner import command, execute, junit
+from rdmaforge.runner.events import HostChange
 from rdmaforge.runner.exit_codes import ExitCode
-from rdmaforge.runner.recap import HostRecap
+from rdmaforge.runner.recap import HostRecap, first_line
 from rdmaforge.text import named_first
 
 NAME = "provision"
@@ -70,16 +72,34 @@ def converge(args: argparse.Namespace, variables: list[Any]) -> int:
                                 outcome.events.fact("converge_state_drift_local")):  # fmt: skip
         print(line, file=session.out)
     code = command.playbook_exit(outcome)
+    cases = command.host_cases(outcome, f"rdmaforge.{NAME}")
     if args.fail_on_drift:
         code = drift_exit(code, outcome.recaps)
-    return command.finish(session, args, code, command.host_cases(outcome, f"rdmaforge.{NAME}"),
-                          command.outcome_record(outcome))  # fmt: skip
+        cases = drift_cases(cases, outcome.recaps, outcome.events.changes)
+    return command.finish(session, args, code, cases, command.outcome_record(outcome))
 
 
 def drift_exit(code: ExitCode, recaps: Mapping[str, HostRecap]) -> ExitCode:
     """A check run's exit with --fail-on-drift: DRIFT where it would otherwise exit 0 and a host would change (a
     failed or unreachable host, which was not fully checked, keeps its own code)."""
     return ExitCode.DRIFT if code == ExitCode.OK and any(r.changed for r in recaps.values()) else code
+
+
+def drift_cases(
+    cases: Sequence[junit.Case], recaps: Mapping[str, HostRecap], changes: Sequence[HostChange]
+) -> list[junit.Case]:
+    """A drift check's JUnit: a host that passed but would change fails, naming its first change (every one in the
+    details), so a CI dashboard shows which node drifted."""
+    marked = []
+    for case in cases:
+        recap = recaps.get(case.name)
+        if case.outcome == "passed" and recap is not None and recap.changed:
+            lines = [f"{c.task}: {c.message}" if c.message else c.task for c in changes if c.host == case.name]
+            first = f": {first_line(lines[0])}" if lines else ""
+            case = replace(case, outcome="failed", details="\n".join(lines),
+                           message=f"drift: a run would change {recap.changed} task(s){first}")  # fmt: skip
+        marked.append(case)
+    return marked
 
 
 CLUSTER_PLAYS = "(/etc/hosts, SSH trust, MPI launch)"

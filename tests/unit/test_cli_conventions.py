@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -153,11 +154,19 @@ def test_a_drift_check_exits_8_only_where_a_run_would_change_a_host(
     recap = json.loads((run_dir_of(out) / "recap.json").read_text())
     assert recap["exit_code"] == 8 and {h: r["status"] for h, r in recap["hosts"].items()} == {
         "n1": "would_change", "n2": "would_change"}  # fmt: skip
+    # The JUnit report names each drifted node and what a run would change on it.
+    suite = ET.parse(run_dir_of(out) / "junit.xml").getroot()
+    for host in ("n1", "n2"):
+        failure = suite.find(f".//testcase[@name='{host}']/failure")
+        assert failure is not None, ET.tostring(suite).decode()[-2000:]
+        assert failure.get("message") == f"drift: a run would change 1 task(s): Write the file: {written}/{host}.txt"
 
     assert main(base) == ExitCode.OK  # a run repairs the drift (no --fail-on-drift: it needs --check)
     assert sorted(p.name for p in written.iterdir()) == ["n1.txt", "n2.txt"]
     capsys.readouterr()
     assert main([*base, "--check", "--fail-on-drift"]) == ExitCode.OK, capsys.readouterr().out[-3000:]
+    suite = ET.parse(run_dir_of(capsys.readouterr().out) / "junit.xml").getroot()
+    assert suite.findall(".//failure") == [] and len(suite.findall(".//testcase")) == 2
 
     runs = sorted(tiny["runs"].iterdir())
     assert main([*base, "--fail-on-drift"]) == ExitCode.BAD_INPUT
