@@ -79,6 +79,11 @@ def test_provision_converges_the_lab_and_exits_0(converged: LabHandle, runs: Pat
     assert not (run_dir / "env").exists()
     suite = ET.parse(junit_path).getroot().find("testsuite")
     assert suite is not None and suite.get("tests") == str(len(recap["hosts"])) and suite.get("failures") == "0"
+    # The drift check CI runs: nothing would change on a converged lab, so it passes.
+    check = cli(runs, "provision", "-i", str(converged.inventory), "--check", "--fail-on-drift")
+    assert check.returncode == ExitCode.OK, check.stdout[-6000:]
+    checked = json.loads((run_dir_of(check.stdout) / "recap.json").read_text())
+    assert checked["would_change"] == [] and {r["status"] for r in checked["hosts"].values()} == {"ok"}, checked
 
 
 def test_verify_passes_on_the_converged_lab(converged: LabHandle, runs: Path) -> None:

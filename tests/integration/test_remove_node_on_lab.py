@@ -12,6 +12,7 @@ second removal run, which is `rdmaforge remove-node`: the lab grows once for bot
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,7 +117,20 @@ def test_a_removal_one_remaining_node_misses_is_named_and_the_cli_finishes_it(
     for node in answering:
         assert retired_login(lab, newcomer, lab.nodes[node]).returncode != 0
 
-    # Again through the CLI, as an operator runs it once the node answers (the tests above run the playbook).
+    # Through the CLI, as an operator runs it once the node answers (the tests above run the playbook): --check first
+    # names what the removal would finish, the node the first run missed above all, and changes nothing.
+    silent_before = lab.ssh(silent, "sha256sum /etc/hosts /etc/ssh/ssh_known_hosts /root/.ssh/authorized_keys").stdout
+    check = cli(tmp_path / "runs", "remove-node", newcomer, "-i", str(lab.inventory), "--check")
+    assert check.returncode == ExitCode.OK, check.stdout[-4000:]
+    checked = json.loads((run_dir_of(check.stdout) / "recap.json").read_text())
+    assert checked["hosts"][silent]["status"] == "would_change", checked["hosts"]
+    # (The task's name is templated: the file is named in it or, from the arguments, in what it would change.)
+    said = rf"^  {silent}: would change: cluster_hosts : Write the cluster block into .*/etc/hosts"
+    assert re.search(said, check.stdout, re.M), check.stdout[-4000:]
+    assert lab.ssh(silent, "sha256sum /etc/hosts /etc/ssh/ssh_known_hosts /root/.ssh/authorized_keys").stdout == (
+        silent_before)  # fmt: skip
+    assert retired_login(lab, newcomer, lab.nodes[silent]).returncode == 0  # the old key still opens it
+
     proc = cli(tmp_path / "runs", "remove-node", newcomer, "-i", str(lab.inventory))
     assert proc.returncode == ExitCode.OK, proc.stdout[-4000:]
     assert f"rdmaforge remove-node: exit 0 (success); artifacts: {run_dir_of(proc.stdout)}" in proc.stdout

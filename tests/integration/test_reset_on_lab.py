@@ -155,6 +155,20 @@ def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
     others_before = fingerprints()
 
     boot_id = lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout
+    # First as a careful operator would: --check names what the reset would take off and takes nothing.
+    check = cli(tmp_path / "runs", "reset", "-i", str(lab.inventory), "--limit", node, "--yes", "--check",
+                "-e", json.dumps({"hugepages_reboot": True}))  # fmt: skip
+    assert check.returncode == ExitCode.OK, check.stdout[-5000:]
+    checked = json.loads((run_dir_of(check.stdout) / "recap.json").read_text())
+    assert checked["hosts"][node]["status"] == "would_change", checked["hosts"]
+    assert f"  {node}: would change: nccl_env : Remove the NCCL settings: /etc/nccl.conf" in check.stdout, (
+        check.stdout[-5000:])  # fmt: skip
+    assert {c["host"] for c in checked["would_change"]} == {node}, checked["would_change"]
+    assert present(lab, node, RDMAFORGE_PATHS) == list(RDMAFORGE_PATHS)  # nothing was taken
+    assert installed(lab, node, SEED_PACKAGES) == sorted(SEED_PACKAGES)
+    assert lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout == boot_id  # nor rebooted
+    assert fingerprints() == others_before
+
     # With hugepages_reboot the node reboots without the huge page arguments, as turning the feature off does.
     proc = cli(tmp_path / "runs", "reset", "-i", str(lab.inventory), "--limit", node, "--yes",
                "-e", json.dumps({"hugepages_reboot": True}))  # fmt: skip

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from rdmaforge.lab import Lab
+from rdmaforge.runner.exit_codes import ExitCode
 from tests.conftest import LabHandle, assert_no_changes, recap
 from tests.integration.test_cli import cli, run_dir_of
 
@@ -364,13 +365,16 @@ def test_a_converge_repairs_a_rule_and_an_mtu_changed_behind_its_back(tuned: Lab
     try:
         # As a user looks for drift: the fast path's check finds the rule gone, the node's full converge runs in
         # check mode, and the CLI lists what a run would change under its recap (and in recap.json).
-        check = cli(tmp_path, "provision", "-i", str(lab.inventory), "--limit", node, "--check", timeout=900)
-        assert check.returncode == 0, check.stdout[-4000:]
+        check = cli(tmp_path, "provision", "-i", str(lab.inventory), "--limit", node, "--check", "--fail-on-drift",
+                    timeout=900)  # fmt: skip
+        assert check.returncode == ExitCode.DRIFT, check.stdout[-4000:]
         said = re.search(rf"^  {node}: would change: eni : .*: {node}: would apply the configuration again to "
                          r"eth1, eth2: .*$", check.stdout, re.M)  # fmt: skip
         assert said, check.stdout[-4000:]
         assert source in said.group(0) and "1300" in said.group(0), said.group(0)
-        changes = json.loads((run_dir_of(check.stdout) / "recap.json").read_text())["would_change"]
+        checked = json.loads((run_dir_of(check.stdout) / "recap.json").read_text())
+        assert checked["hosts"][node]["status"] == "would_change", checked["hosts"]  # it changed nothing
+        changes = checked["would_change"]
         # The eni files are right: the re-apply is the eni role's only change. (Other roles' may show: the huge page
         # tests before this one leave a count that is not the inventory's until the module's fixture puts it back.)
         assert [c["task"] for c in changes if c["task"].startswith("eni : ")] == [
