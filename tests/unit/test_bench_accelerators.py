@@ -12,8 +12,12 @@ Where the lines come from:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +27,7 @@ import pytest
 
 from rdmaforge.bench import accelerators
 from rdmaforge.bench.report import render
+from rdmaforge.role_defaults import default_of
 
 ACSPEED = "AIACC-2.0 ACSpeed c10d-plugin init"  # seed 003, verbatim
 EFA_LOG = "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt"
@@ -266,16 +271,29 @@ def test_acspeed_line_variants() -> None:
     assert not accelerators.acspeed_lines("AIACC-2.0-Socket\nACSpeed\nc10d-plugin init\n")
 
 
-def aiacc_sdist() -> Path | None:
-    found = sorted(Path("/var/cache/rdmaforge/mirror").glob("*/www/pip/aiacc_nccl_plugin-2.0.1.tar.gz"))
-    return found[0] if found else None
+@pytest.fixture
+def aiacc_sdist(tmp_path: Path) -> Path:
+    """The real aiacc-nccl-plugin sdist the nccl_plugin role pins: the lab mirror's copy, else from PyPI (a new
+    machine's unit tests can run before the lab has built its mirror), checked against the role's sha256."""
+    version, pinned = default_of("nccl_plugin_aiacc_version"), default_of("nccl_plugin_aiacc_sdist_sha256")
+    name = f"aiacc_nccl_plugin-{version}.tar.gz"
+    found = sorted(Path("/var/cache/rdmaforge/mirror").glob(f"*/www/pip/{name}"))
+    if not found:
+        got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                              "-d", str(tmp_path), f"aiacc-nccl-plugin=={version}"],
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+        found = [tmp_path / name] if got.returncode == 0 and (tmp_path / name).is_file() else []
+        if not found:
+            why = f"aiacc-nccl-plugin {version}: not in the lab mirror, and pip download failed: {got.stderr[-500:]}"
+            if os.environ.get("CI") == "true":
+                pytest.fail(why)
+            pytest.skip(why)
+    assert hashlib.sha256(found[0].read_bytes()).hexdigest() == pinned, found[0]
+    return found[0]
 
 
-@pytest.mark.skipif(aiacc_sdist() is None, reason="the lab mirror's aiacc-nccl-plugin 2.0.1 sdist is not here")
-def test_every_network_name_in_the_real_aiacc_binary_counts_as_the_aiacc_plugin(tmp_path: Path) -> None:
-    sdist = aiacc_sdist()
-    assert sdist is not None
-    with tarfile.open(sdist) as archive:
+def test_every_network_name_in_the_real_aiacc_binary_counts_as_the_aiacc_plugin(aiacc_sdist: Path) -> None:
+    with tarfile.open(aiacc_sdist) as archive:
         member = next(m for m in archive.getmembers() if m.name.endswith("libnccl-net.so.0.0.0"))
         binary = archive.extractfile(member).read()  # type: ignore[union-attr]
     names = sorted({m.decode() for m in re.findall(rb"AIACC-\d\.\d-(?:RDMA|Socket)(?:-V\d)?(?=\x00)", binary)})
