@@ -279,7 +279,7 @@ def host_cases(
         details = "\n".join(f"{'unreachable' if p.unreachable else 'failed'}: {p.task}: {p.message}" for p in problems)
         first = first_line(f"{problems[0].task}: {problems[0].message}") if problems else ""
         result = "error" if recap.unreachable else "failed" if failed > 0 else "passed"
-        if result == "passed" and recap.status in ("STOPPED", "NOT RUN"):  # it did not fail, nor did it run
+        if result == "passed" and recap.status in ("STOPPED", "NOT_RUN"):  # it did not fail, nor did it run
             result, first = "skipped", f"{recap.status}: the run ended before this host finished it"
         cases.append(junit.Case(host, classname, 0.0, result, first if result != "passed" else "", details))
     return cases

@@ -37,14 +37,14 @@ class HostRecap:
 
     @property
     def status(self) -> str:
-        """UNREACHABLE, FAILED, NOT RUN (no task result), STOPPED (the run ended early for it), changed (a check
+        """UNREACHABLE, FAILED, NOT_RUN (no task result), STOPPED (the run ended early for it), changed (a check
         run: would_change, one word like recap.json's list) or ok."""
         if self.unreachable:
             return "UNREACHABLE"
         if self.failed:
             return "FAILED"
         if not (self.ok or self.changed or self.skipped or self.rescued or self.ignored):
-            return "NOT RUN"
+            return "NOT_RUN"
         if self.stopped:
             return "STOPPED"
         if self.changed:

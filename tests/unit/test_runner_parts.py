@@ -65,7 +65,7 @@ def test_recap_from_stats_counts_every_host_in_natural_order() -> None:
 
 def test_a_host_the_run_stopped_early_or_never_ran_is_not_shown_ok(tmp_path: Path) -> None:
     """Issue 18: a host Ansible stopped without a failure of its own ("NO MORE HOSTS LEFT") is STOPPED, not ok;
-    one with no task result at all is NOT RUN. Neither passes in the JUnit XML."""
+    one with no task result at all is NOT_RUN. Neither passes in the JUnit XML."""
     log = EventLog()
     for event in [ev("runner_on_ok", "node1"), ev("runner_on_failed", "node2", task="Check", res={"msg": "bad"}),
                   ev("playbook_on_no_hosts_remaining"), ev("playbook_on_stats", ok={"node1": 3, "node2": 2},
@@ -73,9 +73,9 @@ def test_a_host_the_run_stopped_early_or_never_ran_is_not_shown_ok(tmp_path: Pat
         log.handle(event)
     assert log.stopped_early
     recaps = from_stats(log.stats, log.hosts, log.hosts if log.stopped_early else ())
-    assert {h: r.status for h, r in recaps.items()} == {"node1": "STOPPED", "node2": "FAILED", "node3": "NOT RUN"}
+    assert {h: r.status for h, r in recaps.items()} == {"node1": "STOPPED", "node2": "FAILED", "node3": "NOT_RUN"}
     assert recaps["node1"].to_dict()["status"] == "STOPPED" and "stopped" not in recaps["node1"].to_dict()
-    assert [line.split()[-1] for line in render(recaps).splitlines()[2:]] == ["STOPPED", "FAILED", "RUN"]
+    assert [line.split()[-1] for line in render(recaps).splitlines()[2:]] == ["STOPPED", "FAILED", "NOT_RUN"]
     cases = {c.name: c for c in command.host_cases(
         execute.Outcome("failed", 2, log, recaps, tmp_path, 1.0), "provision")}  # fmt: skip
     assert {n: c.outcome for n, c in cases.items()} == {"node1": "skipped", "node2": "failed", "node3": "skipped"}
