@@ -130,6 +130,10 @@ def test_a_removal_one_remaining_node_misses_is_named_and_the_cli_finishes_it(
     assert lab.ssh(silent, "sha256sum /etc/hosts /etc/ssh/ssh_known_hosts /root/.ssh/authorized_keys").stdout == (
         silent_before)  # fmt: skip
     assert retired_login(lab, newcomer, lab.nodes[silent]).returncode == 0  # the old key still opens it
+    # The pairs only the checked run can fix are named, not failed; so is the MPI launch test that waits for it.
+    said = " ".join((run_dir_of(check.stdout) / "ansible" / "stdout").read_text().split())
+    assert f"check mode: SSH trust would change on {silent}, and until a run writes it" in said, said[-3000:]
+    assert f"check mode: SSH trust would change on {silent}; the MPI launch test runs with the run" in said
 
     proc = cli(tmp_path / "runs", "remove-node", newcomer, "-i", str(lab.inventory))
     assert proc.returncode == ExitCode.OK, proc.stdout[-4000:]
