@@ -30,7 +30,7 @@ from rdmaforge.runner.events import EventLog
 from rdmaforge.runner.exit_codes import MEANING, ExitCode
 from rdmaforge.runner.progress import CLEAR, AnsibleEcho, Progress, escapes_allowed
 from rdmaforge.runner.secrets import REDACTED
-from tests.unit.test_runner_local import inventory
+from tests.unit.test_runner_local import CHANGES, inventory
 
 PLAYBOOK = """---
 - name: Tiny play
@@ -142,13 +142,14 @@ def test_a_drift_check_exits_8_only_where_a_run_would_change_a_host(
     written = tmp_path / "written"
     written.mkdir()
     playbook = tmp_path / "drifting.yml"
-    playbook.write_text(CHANGES)
+    playbook.write_text(CHANGES)  # two file tasks and a repair message; repair=false leaves the message out
     monkeypatch.setattr(provision, "playbook", lambda name: playbook)
     base = ["provision", "-i", str(tiny["inventory"]), "--runs-dir", str(tiny["runs"]), "-e", f"out_dir={written}"]
+    converged = [*base, "-e", "repair=false"]
 
     code = main([*base, "--check", "--fail-on-drift"])
     out, err = capsys.readouterr()
-    assert code == ExitCode.DRIFT == 8, (out + err)[-3000:]
+    assert code == ExitCode.DRIFT and code == 8, (out + err)[-3000:]  # the documented number
     assert not list(written.iterdir())
     assert out.rstrip().endswith(f"exit 8 ({MEANING[ExitCode.DRIFT]}); artifacts: {run_dir_of(out)}")
     recap = json.loads((run_dir_of(out) / "recap.json").read_text())
@@ -159,12 +160,14 @@ def test_a_drift_check_exits_8_only_where_a_run_would_change_a_host(
     for host in ("n1", "n2"):
         failure = suite.find(f".//testcase[@name='{host}']/failure")
         assert failure is not None, ET.tostring(suite).decode()[-2000:]
-        assert failure.get("message") == f"drift: a run would change 1 task(s): Write the file: {written}/{host}.txt"
+        assert failure.get("message") == (
+            f"drift: a run would change 3 task(s): Write the greeting: {written}/{host}.txt")  # fmt: skip
 
-    assert main(base) == ExitCode.OK  # a run repairs the drift (no --fail-on-drift: it needs --check)
-    assert sorted(p.name for p in written.iterdir()) == ["n1.txt", "n2.txt"]
+    assert main(converged) == ExitCode.OK  # a run repairs the drift (no --fail-on-drift: it needs --check)
+    names = sorted(f"{host}{suffix}.txt" for host in ("n1", "n2") for suffix in ("", "-a", "-b"))
+    assert sorted(p.name for p in written.iterdir()) == names
     capsys.readouterr()
-    assert main([*base, "--check", "--fail-on-drift"]) == ExitCode.OK, capsys.readouterr().out[-3000:]
+    assert main([*converged, "--check", "--fail-on-drift"]) == ExitCode.OK, capsys.readouterr().out[-3000:]
     suite = ET.parse(run_dir_of(capsys.readouterr().out) / "junit.xml").getroot()
     assert suite.findall(".//failure") == [] and len(suite.findall(".//testcase")) == 2
 
@@ -172,20 +175,6 @@ def test_a_drift_check_exits_8_only_where_a_run_would_change_a_host(
     assert main([*base, "--fail-on-drift"]) == ExitCode.BAD_INPUT
     assert "--fail-on-drift needs --check" in capsys.readouterr().err
     assert sorted(tiny["runs"].iterdir()) == runs  # refused before a run started
-
-
-#: A play that writes one file a node; the drift check's test.
-CHANGES = """---
-- name: Write a file a node
-  hosts: cluster
-  gather_facts: false
-  tasks:
-    - name: Write the file
-      ansible.builtin.copy:
-        content: "{{ inventory_hostname }}\n"
-        dest: "{{ out_dir }}/{{ inventory_hostname }}.txt"
-        mode: "0644"
-"""
 
 
 def test_verbose_shows_ansibles_own_output_without_escapes(
