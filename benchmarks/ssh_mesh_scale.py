@@ -326,9 +326,8 @@ def measure_ansible() -> dict[str, Any]:
         full = RoleRender.build(Path(tmp) / "full", "ssh_trust", EXAMPLE_GROUP_VARS, hostvars(members, members),
                                 "cluster")  # fmt: skip
         figures["inputs_rss_mib"] = peak_rss_mib()
-        (set_fact,) = [t for t in _tasks("check.yml") if "ansible.builtin.set_fact" in t]
-        matrix_expr = set_fact["ansible.builtin.set_fact"]["ssh_trust_matrix"]
-        failures_expr = set_fact["ansible.builtin.set_fact"]["ssh_trust_failing_pairs"]
+        exprs = matrix_facts()
+        matrix_expr, failures_expr = exprs["ssh_trust_matrix"], exprs["ssh_trust_failing_pairs"]
         first = members[0]  # run_once: the first host of the play
         wall, cpu, table = timed(partial(full.render, matrix_expr, first, members))
         figures["matrix"] = {"seconds": wall, "cpu": cpu, "wrong": check_matrix(table, want)}
@@ -350,6 +349,14 @@ def measure_ansible() -> dict[str, Any]:
                                                   partial(check_shares, members=members, play=play, want=want))
     figures["rss_mib"] = peak_rss_mib()
     return figures
+
+
+def matrix_facts() -> dict[str, str]:
+    """The expressions of check.yml's set_fact that builds the matrix (other set_facts there set other facts)."""
+    (set_fact,) = [t["ansible.builtin.set_fact"] for t in _tasks("check.yml")
+                   if "ssh_trust_matrix" in t.get("ansible.builtin.set_fact", {})]  # fmt: skip
+    facts: dict[str, str] = set_fact
+    return facts
 
 
 def _tasks(name: str) -> list[dict[str, Any]]:

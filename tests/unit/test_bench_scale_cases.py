@@ -108,8 +108,7 @@ def test_the_roles_expressions_rendered_by_ansible_give_the_filters_answers(tmp_
     members = ssh_mesh_scale.cluster(6)
     hv = ssh_mesh_scale.hostvars(members, members)
     render = RoleRender.build(tmp_path / "inv", "ssh_trust", ssh_mesh_scale.EXAMPLE_GROUP_VARS, hv, "cluster")
-    (set_fact,) = [t for t in ssh_mesh_scale._tasks("check.yml") if "ansible.builtin.set_fact" in t]
-    exprs = set_fact["ansible.builtin.set_fact"]
+    exprs = ssh_mesh_scale.matrix_facts()
     table = render.render(exprs["ssh_trust_matrix"], members[0], members)
     assert table == ssh_mesh.matrix(members, hv, BY_BOTH)
     # the next task prints the counts from that fact: 6 nodes checking 8 peers each check all 5 others
