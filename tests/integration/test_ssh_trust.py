@@ -121,6 +121,26 @@ def test_changed_host_key_is_caught_and_healed(lab: LabHandle) -> None:
     failing = set(re.findall(r"(node\d) -> (node\d) \(", check.stdout))
     assert failing == {(other, victim) for other in lab.nodes if other != victim}, check.stdout[-3000:]
     assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in check.stdout or "Host key verification failed" in check.stdout
+    # In check mode the check alone (it writes nothing, so no run of it could fix a pair) fails the same pairs.
+    checked_alone = lab.playbook("ssh_check.yml", "--check")
+    assert checked_alone.returncode != 0
+    assert set(re.findall(r"(node\d) -> (node\d) \(", checked_alone.stdout)) == failing, checked_alone.stdout[-3000:]
+    # The role in check mode: the run it checks would write the new key into the other nodes' known_hosts, so the
+    # failing pairs are named, not failed, and nothing is written.
+    known_before = {node: lab.ssh(node, "cat /etc/ssh/ssh_known_hosts").stdout for node in lab.nodes}
+    would = lab.playbook("ssh_trust.yml", "--check")
+    assert would.returncode == 0, would.stdout[-4000:]
+    said = re.search(r"check mode: SSH trust would change on ([\w, ]+), and until a run writes it (\d+) pairs fail"
+                     r" \((.*?)\); the run\s+checks", would.stdout, re.S)  # fmt: skip
+    assert said, would.stdout[-4000:]
+    assert {other for other in lab.nodes if other != victim} <= set(said.group(1).split(", "))
+    # The count is of connections, one per pair and address form the check probes (name and IP): the same
+    # connections as the check alone failed.
+    connections = set(re.findall(r"(node\d) -> (node\d) \(([^)]+)\)", checked_alone.stdout))
+    assert {(source, target) for source, target, _ in connections} == failing
+    named = set(re.findall(r"(node\d) -> (node\d) \(([^)]+)\)", said.group(3)))
+    assert (int(said.group(2)), named) == (len(connections), connections), said.group(0)
+    assert {node: lab.ssh(node, "cat /etc/ssh/ssh_known_hosts").stdout for node in lab.nodes} == known_before
     heal = lab.playbook("ssh_trust.yml")
     assert heal.returncode == 0, heal.stdout[-4000:]
     assert lab.playbook("ssh_check.yml").returncode == 0
