@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from rdmaforge.lab import Lab
 from rdmaforge.lab import node as lab_node
 from rdmaforge.lab import supervisor as lab_supervisor
 from rdmaforge.lab.spec import LabPaths
+from rdmaforge.paths import PROJECT_ROOT
 from tests.conftest import LAB_NICS, LAB_NODES, LabHandle
 
 pytestmark = pytest.mark.lab
@@ -74,3 +77,30 @@ def test_down_after_half_finished_up_leaves_nothing_and_a_second_down_is_a_no_op
     target.up(nodes=LAB_NODES, nics=LAB_NICS)
     assert target.status().running
     assert target.status().running
+
+
+def test_check_mode_on_bare_nodes_says_what_the_run_would_do_and_writes_nothing(lab: LabHandle) -> None:
+    """`provision --check` on nodes that rdmaforge never touched (the lab the test above brought up anew), as an
+    operator tries it before the first converge. Check mode writes nothing, so the erdma repository is not there for
+    apt to ask about rdma-core's packages, and no NCCL prefix or plugin directory exists for unarchive or get_url:
+    before the fix each of those failed the run (exit 2, "No package matching 'libibverbs1'")."""
+    untouched = "test ! -e /var/lib/rdmaforge && test ! -e /opt/nccl && ! dpkg -s libibverbs1 >/dev/null 2>&1"
+    for node in lab.nodes:
+        assert lab.ssh(node, untouched, check=False).returncode == 0, f"{node} is not a bare node"
+    hosts_before = {node: lab.ssh(node, "cat /etc/hosts").stdout for node in lab.nodes}
+    argv = [sys.executable, "-m", "rdmaforge.cli", "provision", "-i", str(lab.inventory), "--check"]
+    proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-6000:]
+    for node in lab.nodes:
+        assert re.search(rf"^{node}\s.*\swould_change$", output, re.M), output[-3000:]
+    run_dir = Path(re.findall(r"; artifacts: (\S+)$", output, re.M)[-1])
+    said = re.findall(
+        r"check mode: would install ([\w.+, -]+), not asked", (run_dir / "ansible" / "stdout").read_text()
+    )
+    # Seed 001's package set, by its Debian names.
+    assert {"libibverbs1", "rdma-core"} <= {name for line in said for name in line.split(", ")}, said
+    for node in lab.nodes:
+        assert lab.ssh(node, untouched, check=False).returncode == 0, f"check mode wrote to {node}"
+        assert lab.ssh(node, "test ! -e /etc/apt/sources.list.d/erdma.sources", check=False).returncode == 0
+    assert {node: lab.ssh(node, "cat /etc/hosts").stdout for node in lab.nodes} == hosts_before
