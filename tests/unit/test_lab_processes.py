@@ -15,22 +15,7 @@ from pathlib import Path
 import pytest
 
 from rdmaforge.lab.shell import pid_alive, process_state, signal_group, signal_process
-
-
-def sleeper(tag: str, *, new_session: bool = True) -> subprocess.Popen[bytes]:
-    """A child whose command line carries ``tag``, as the supervisor's carries its module name.
-
-    Returns once the child says it runs: Popen returns when exec has begun, and until the kernel has set up
-    the new program /proc/PID/cmdline can read empty (CI on two busy cores caught that window)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(120)", tag],
-        start_new_session=new_session,
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == b"ready\n"
-    proc.stdout.close()  # the child writes nothing more
-    return proc
+from tests.processes import sleeper
 
 
 def write_pid(tmp_path: Path, pid: int) -> Path:

@@ -27,6 +27,7 @@ from rdmaforge.errors import CannotRun
 from rdmaforge.runner import execute, inventory_list
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.secrets import REDACTED
+from tests.processes import sleeper
 
 
 def script(path: Path, listing: dict[str, Any], exit_code: int = 0) -> Path:
@@ -429,7 +430,7 @@ def test_the_listing_is_served_only_to_the_processes_of_its_run(tmp_path: Path) 
             time.sleep(0.1)
         assert done.read_text().strip() == "1" and out.read_bytes().strip() == REFUSED
         # A process of the run is admitted by its pid and the user's uid; not with another uid, nor once gone.
-        child = subprocess.Popen(["sleep", "30"], env=run)
+        child = sleeper("rf-test-run-child", new_session=False, env=run)
         try:
             assert inventory_list.admitted((child.pid, os.getuid()), mark)
             assert not inventory_list.admitted((child.pid, os.getuid() + 1), mark)
