@@ -133,7 +133,9 @@ def dnf_node(converged: LabHandle) -> Iterator[str]:
     assert installed_names(converged, node) == before
 
 
-def dnf_play(lab: LabHandle, node: str, repo: RpmRepo, **extra: object) -> subprocess.CompletedProcess[str]:
+def dnf_play(
+    lab: LabHandle, node: str, repo: RpmRepo, check_mode: bool = False, **extra: object
+) -> subprocess.CompletedProcess[str]:
     variables = {
         "dnf_node": node,
         "rdma_repos_erdma_yum_baseurl": repo.url,
@@ -144,11 +146,26 @@ def dnf_play(lab: LabHandle, node: str, repo: RpmRepo, **extra: object) -> subpr
         **extra,
     }
     return lab.playbook(str(Path("..") / "tests" / "playbooks" / "dnf_path.yml"), "-e", json.dumps(variables),
-                        timeout=600)  # fmt: skip
+                        *(["--check"] if check_mode else []), timeout=600)  # fmt: skip
 
 
 def rpm_query(lab: LabHandle, node: str, *names: str) -> subprocess.CompletedProcess[str]:
     return lab.ssh(node, "rpm -q " + " ".join(names), check=False)
+
+
+def test_check_mode_before_the_repository_is_written_names_the_packages_and_writes_nothing(
+    converged: LabHandle, dnf_node: str, rpm_repo: RpmRepo
+) -> None:
+    """dnf cannot know a package that only a repository not yet written serves: check mode says it would install it
+    instead of failing, and writes neither the key, the repository nor the record."""
+    node = dnf_node
+    proc = dnf_play(converged, node, rpm_repo, check_mode=True, dnf_packages=[PROBE])
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert recap(proc.stdout)[node]["changed"] > 0
+    assert f"check mode: would install {PROBE}," in proc.stdout, proc.stdout[-4000:]
+    for path in ("/etc/yum.repos.d/erdma.repo", RPM_KEY, RECORD):
+        assert converged.ssh(node, f"test -e {path}", check=False).returncode == 1, path
+    assert rpm_query(converged, node, PROBE).returncode != 0
 
 
 def test_dnf_installs_signed_packages_records_them_and_changes_nothing_the_second_time(
