@@ -41,6 +41,11 @@ PERMANENT_MESSAGES: tuple[tuple[str, str], ...] = (
     # pip's hash-checking mode (--require-hashes): a wheel whose sha256 is not a pinned one, or a package unpinned.
     ("DO NOT MATCH THE HASHES", "pip refused a package whose sha256 is not a pinned one"),
     ("Hashes are required in --require-hashes mode", "pip found a requirement without a pinned sha256"),
+    # rpm_key: the key it was given is no file, URL or key id (a local path that is not there), a download that is
+    # no key, or a key whose fingerprint is not the pinned one.
+    ("Not a valid key ", "rpm_key was given a key path that is not a file"),
+    ("Not a public key: ", "the key rpm_key fetched is not a public key"),
+    ("does not match any key fingerprints in", "the key's fingerprint is not the pinned one"),
     ("Unsupported parameters for", "the module was called with arguments it does not take"),
     ("missing required arguments:", "the module was called without a required argument"),
 )

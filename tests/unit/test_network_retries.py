@@ -152,6 +152,10 @@ def test_a_failure_another_try_cannot_mend_ends_the_tries_at_once() -> None:
         "rdmaforge-unsigned-1.0-1.noarch: Package rdmaforge-unsigned-1.0-1.noarch.rpm is not signed",
     }
     assert network_retry.settled(unsigned, 4, 5, sleep=slept.append) is True
+    # rpm_key's result for a key file that is not there, from the same module's lab run (check mode before a fix
+    # of roles/rdma_repos/tasks/yum.yml): it was tried four times.
+    no_key_file = {"failed": True, "msg": "Not a valid key /etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaforge-erdma"}
+    assert network_retry.settled(no_key_file, 4, 5, sleep=slept.append) is True
     assert slept == []  # the first wait is Ansible's own; nothing else is waited for
     warned: list[str] = []
     network_retry.settled({"failed": True, "attempts": 1, "status_code": 404}, 4, 5, warn=warned.append)
