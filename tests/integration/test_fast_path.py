@@ -163,7 +163,7 @@ def test_drift_is_named_and_repaired_and_a_changed_variable_changes_only_what_it
     # for the run, and nothing is written.
     check = converged.playbook("site.yml", "--check")
     assert check.returncode == 0, check.stdout[-6000:]
-    said = re.search(r"check mode: SSH trust would change on ([\w, ]+), and until a run writes it \d+ pairs fail",
+    said = re.search(r"check mode: SSH trust would change on ([\w, ]+), and until a run writes it \d+ connections",
                      check.stdout)  # fmt: skip
     assert said and {first, drifted} <= set(said.group(1).split(", ")), check.stdout[-6000:]
     assert "the MPI launch test runs with the run that writes it" in check.stdout

@@ -130,8 +130,9 @@ def test_changed_host_key_is_caught_and_healed(lab: LabHandle) -> None:
     known_before = {node: lab.ssh(node, "cat /etc/ssh/ssh_known_hosts").stdout for node in lab.nodes}
     would = lab.playbook("ssh_trust.yml", "--check")
     assert would.returncode == 0, would.stdout[-4000:]
-    said = re.search(r"check mode: SSH trust would change on ([\w, ]+), and until a run writes it (\d+) pairs fail"
-                     r" \((.*?)\); the run\s+checks", would.stdout, re.S)  # fmt: skip
+    said = re.search(r"check mode: SSH trust would change on ([\w, ]+), and until a run writes it (\d+) connections"
+                     r" \(a pair by each name or address checked\) fail \((.*?)\); the run\s+checks",
+                     would.stdout, re.S)  # fmt: skip
     assert said, would.stdout[-4000:]
     assert {other for other in lab.nodes if other != victim} <= set(said.group(1).split(", "))
     # The count is of connections, one per pair and address form the check probes (name and IP): the same

@@ -34,8 +34,8 @@ def _task(role: str, name: str) -> dict[str, Any]:
 
 
 CHANGING = _task("ssh_trust", "Name the nodes whose SSH trust the checked run would change")
-FAIL = _task("ssh_trust", "Fail listing the pairs that cannot connect")
-NAME = _task("ssh_trust", "Name the pairs that fail until the checked run writes the trust")
+FAIL = _task("ssh_trust", "Fail listing the connections that fail")
+NAME = _task("ssh_trust", "Name the connections that fail until the checked run writes the trust")
 
 
 def _render(tmp_path: Path, written: dict[str, list[str]] | None, check_mode: bool) -> RoleRender:
@@ -100,7 +100,10 @@ def test_check_mode_pairs_the_run_would_fix_are_named_not_failed_and_the_mpi_tes
     changing = _changing(render)
     assert _outcome(render, changing, FAILING) == (False, True, True)
     said = render.render(NAME["ansible.builtin.debug"]["msg"], NODES[0], NODES)
-    assert said.startswith("check mode: SSH trust would change on node3, and until a run writes it 2 pairs fail")
+    # A count of connections: a pair once for each name or address the check uses (here, the two lines given).
+    assert said.startswith(
+        "check mode: SSH trust would change on node3, and until a run writes it 2 connections (a pair by each name"
+    )
     assert FAILING[0] in said and "fails on any that still cannot connect" in said
 
 
