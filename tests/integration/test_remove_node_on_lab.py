@@ -40,25 +40,55 @@ def block(text: str, marker: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def grown(converged: LabHandle) -> Iterator[tuple[LabHandle, str]]:
-    """The lab with one more node, joined to the cluster; afterwards the suite's lab size again. The removal
-    rotated the cluster key, so the nodes now differ from their converge record: tests/conftest.py runs this module
-    after every other that needs the converged cluster, and the next session's first converge repairs it."""
+def newcomer(converged: LabHandle) -> Iterator[tuple[LabHandle, str]]:
+    """The converged lab with one more node, a bare one rdmaforge never touched, and its name; afterwards the
+    suite's lab size again. The removal below rotated the cluster key, so the nodes then differ from their converge
+    record: tests/conftest.py runs this module after every other that needs the converged cluster, and the next
+    session's first converge repairs it."""
     lab = Lab()
     try:
-        yield grow(lab)
+        lab.up(nodes=LAB_NODES + 1, nics=LAB_NICS)
+        bigger = LabHandle(lab.inventory_path, {n.name: n.address for n in lab.status().nodes}, lab.ssh_key,
+                           lab.known_hosts)  # fmt: skip
+        yield bigger, f"node{LAB_NODES + 1}"
     finally:
         lab.up(nodes=LAB_NODES, nics=LAB_NICS)
 
 
-def grow(lab: Lab) -> tuple[LabHandle, str]:
-    """One more lab node, joined to the cluster (hosts block, OpenMPI, SSH trust, hostfile); and its name."""
-    lab.up(nodes=LAB_NODES + 1, nics=LAB_NICS)
-    bigger = LabHandle(lab.inventory_path, {n.name: n.address for n in lab.status().nodes}, lab.ssh_key,
-                       lab.known_hosts)  # fmt: skip
+@pytest.fixture(scope="module")
+def grown(newcomer: tuple[LabHandle, str]) -> tuple[LabHandle, str]:
+    """The newcomer joined to the cluster (hosts block, OpenMPI, SSH trust, hostfile)."""
+    lab, _ = newcomer
     for playbook in JOIN:
-        bigger.playbook(playbook, check=True)
-    return bigger, f"node{LAB_NODES + 1}"
+        lab.playbook(playbook, check=True)
+    return newcomer
+
+
+def test_check_mode_with_a_node_added_names_every_node_and_writes_nothing(
+    newcomer: tuple[LabHandle, str], tmp_path: Path
+) -> None:
+    """`provision --check` once a bare node is in the inventory, as an operator checks a scale-out first: the
+    newcomer would get everything, and every other node its hosts block and SSH trust (their known_hosts lack the
+    newcomer, so pairs to it fail until the run writes them: named, not failed). Nothing is written anywhere."""
+    lab, added = newcomer
+    members = sorted(lab.nodes)
+    assert added in members and len(members) == LAB_NODES + 1
+    files = "sha256sum /etc/hosts /etc/ssh/ssh_known_hosts /root/.ssh/authorized_keys"
+    before = {node: lab.ssh(node, files, check=False).stdout for node in members if node != added}
+    bare = "test ! -e /var/lib/rdmaforge && test ! -e /opt/nccl && test ! -e " + KEY
+    assert lab.ssh(added, bare, check=False).returncode == 0, f"{added} is not a bare node"
+
+    check = cli(tmp_path / "runs", "provision", "-i", str(lab.inventory), "--check")
+    assert check.returncode == ExitCode.OK, check.stdout[-6000:]
+    recap_hosts = json.loads((run_dir_of(check.stdout) / "recap.json").read_text())["hosts"]
+    assert {node: recap_hosts[node]["status"] for node in members} == dict.fromkeys(members, "would_change")
+    said = " ".join((run_dir_of(check.stdout) / "ansible" / "stdout").read_text().split())
+    changing = re.search(r"check mode: SSH trust would change on ([\w, ]+), and until a run writes it", said)
+    assert changing and set(changing.group(1).split(", ")) == set(members), said[-4000:]
+    assert "the MPI launch test runs with the run that writes it" in said, said[-4000:]
+
+    assert {node: lab.ssh(node, files, check=False).stdout for node in before} == before
+    assert lab.ssh(added, bare, check=False).returncode == 0, f"check mode wrote to {added}"
 
 
 def retired_login(lab: LabHandle, newcomer: str, target_address: str) -> subprocess.CompletedProcess[str]:
