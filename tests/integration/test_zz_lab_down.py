@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,8 +16,8 @@ from rdmaforge.lab import Lab
 from rdmaforge.lab import node as lab_node
 from rdmaforge.lab import supervisor as lab_supervisor
 from rdmaforge.lab.spec import LabPaths
-from rdmaforge.paths import PROJECT_ROOT
 from tests.conftest import LAB_NICS, LAB_NODES, LabHandle
+from tests.integration.test_cli import cli, run_dir_of
 
 pytestmark = pytest.mark.lab
 
@@ -79,7 +78,9 @@ def test_down_after_half_finished_up_leaves_nothing_and_a_second_down_is_a_no_op
     assert target.status().running
 
 
-def test_check_mode_on_bare_nodes_says_what_the_run_would_do_and_writes_nothing(lab: LabHandle) -> None:
+def test_check_mode_on_bare_nodes_says_what_the_run_would_do_and_writes_nothing(
+    lab: LabHandle, tmp_path: Path
+) -> None:
     """`provision --check` on nodes that rdmaforge never touched (the lab the test above brought up anew), as an
     operator tries it before the first converge. Check mode writes nothing, so the erdma repository is not there for
     apt to ask about rdma-core's packages, and no NCCL prefix or plugin directory exists for unarchive or get_url:
@@ -88,15 +89,13 @@ def test_check_mode_on_bare_nodes_says_what_the_run_would_do_and_writes_nothing(
     for node in lab.nodes:
         assert lab.ssh(node, untouched, check=False).returncode == 0, f"{node} is not a bare node"
     hosts_before = {node: lab.ssh(node, "cat /etc/hosts").stdout for node in lab.nodes}
-    argv = [sys.executable, "-m", "rdmaforge.cli", "provision", "-i", str(lab.inventory), "--check"]
-    proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
-    output = proc.stdout + proc.stderr
+    proc = cli(tmp_path / "runs", "provision", "-i", str(lab.inventory), "--check")
+    output = proc.stdout
     assert proc.returncode == 0, output[-6000:]
     for node in lab.nodes:
         assert re.search(rf"^{node}\s.*\swould_change$", output, re.M), output[-3000:]
-    run_dir = Path(re.findall(r"; artifacts: (\S+)$", output, re.M)[-1])
     said = re.findall(
-        r"check mode: would install ([\w.+, -]+), not asked", (run_dir / "ansible" / "stdout").read_text()
+        r"check mode: would install ([\w.+, -]+), not asked", (run_dir_of(output) / "ansible" / "stdout").read_text()
     )
     # Seed 001's package set, by its Debian names.
     assert {"libibverbs1", "rdma-core"} <= {name for line in said for name in line.split(", ")}, said
