@@ -136,6 +136,10 @@ def lab_unavailable_reason() -> str | None:
     return None
 
 
+# The cluster's SSH key on every node (roles/ssh_trust/defaults/main.yml, ssh_trust_key_path).
+CLUSTER_KEY = "/root/.ssh/rdmaforge_cluster_ed25519"
+
+
 @dataclass
 class LabHandle:
     """What a test needs to drive the lab: its inventory, nodes, and helpers for SSH and Ansible."""
@@ -153,6 +157,15 @@ class LabHandle:
             f"root@{self.nodes[node]}", command,
         ]  # fmt: skip
         return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
+
+    def untouched(self, node: str) -> bool:
+        """Whether ``node`` is a bare node rdmaforge never touched: no state directory, no NCCL prefix, no cluster
+        key, no rdma-core library (the lab's image has none of them)."""
+        probe = (
+            f"test ! -e /var/lib/rdmaforge && test ! -e /opt/nccl && test ! -e {CLUSTER_KEY}"
+            " && ! dpkg -s libibverbs1 >/dev/null 2>&1"
+        )
+        return self.ssh(node, probe, check=False).returncode == 0
 
     def console(self, node: str, command: str) -> subprocess.CompletedProcess[str]:
         """Run ``command`` (sh) inside ``node`` from this machine, without SSH: for a node whose sshd is down."""

@@ -21,13 +21,13 @@ import pytest
 
 from rdmaforge.lab import Lab
 from rdmaforge.runner.exit_codes import ExitCode
-from tests.conftest import LAB_NICS, LAB_NODES, LabHandle, assert_no_changes
+from tests.conftest import CLUSTER_KEY, LAB_NICS, LAB_NODES, LabHandle, assert_no_changes
 from tests.integration.test_cli import cli, run_dir_of
 
 pytestmark = pytest.mark.lab
 
 JOIN = ("cluster_hosts.yml", "mpi.yml", "ssh_trust.yml", "mpi_launch.yml")
-KEY = "/root/.ssh/rdmaforge_cluster_ed25519"
+
 HOSTFILE = "/etc/rdmaforge/hostfile"
 
 
@@ -75,8 +75,7 @@ def test_check_mode_with_a_node_added_names_every_node_and_writes_nothing(
     assert added in members and len(members) == LAB_NODES + 1
     files = "sha256sum /etc/hosts /etc/ssh/ssh_known_hosts /root/.ssh/authorized_keys"
     before = {node: lab.ssh(node, files, check=False).stdout for node in members if node != added}
-    bare = "test ! -e /var/lib/rdmaforge && test ! -e /opt/nccl && test ! -e " + KEY
-    assert lab.ssh(added, bare, check=False).returncode == 0, f"{added} is not a bare node"
+    assert lab.untouched(added), f"{added} is not a bare node"
 
     check = cli(tmp_path / "runs", "provision", "-i", str(lab.inventory), "--check")
     assert check.returncode == ExitCode.OK, check.stdout[-6000:]
@@ -88,7 +87,7 @@ def test_check_mode_with_a_node_added_names_every_node_and_writes_nothing(
     assert "the MPI launch test runs with the run that writes it" in said, said[-4000:]
 
     assert {node: lab.ssh(node, files, check=False).stdout for node in before} == before
-    assert lab.ssh(added, bare, check=False).returncode == 0, f"check mode wrote to {added}"
+    assert lab.untouched(added), f"check mode wrote to {added}"
 
 
 def retired_login(lab: LabHandle, newcomer: str, target_address: str) -> subprocess.CompletedProcess[str]:
@@ -126,7 +125,7 @@ def test_a_removal_one_remaining_node_misses_is_named_and_the_cli_finishes_it(
     # Joined: every remaining node lists it, and its cluster key opens them. Keep a copy of that key, as a
     # retired machine would.
     assert address in block(lab.ssh("node1", "cat /etc/hosts").stdout, "rdmaforge cluster hosts")
-    lab.ssh(newcomer, f"cp {KEY} /root/retired_key && cp /etc/ssh/ssh_known_hosts /root/retired_known_hosts")
+    lab.ssh(newcomer, f"cp {CLUSTER_KEY} /root/retired_key && cp /etc/ssh/ssh_known_hosts /root/retired_known_hosts")
     for node in remaining:
         login = retired_login(lab, newcomer, lab.nodes[node])
         assert login.returncode == 0, login.stderr
@@ -187,7 +186,7 @@ def test_a_removal_one_remaining_node_misses_is_named_and_the_cli_finishes_it(
         assert lab.ssh(node, f"ssh -o BatchMode=yes {peer} hostname", check=False).returncode == 0
 
     # The removed node gave back what rdmaforge gave it, and kept the rest.
-    leftovers = lab.ssh(newcomer, f"ls {KEY} {KEY}.pub {HOSTFILE} 2>/dev/null; true").stdout
+    leftovers = lab.ssh(newcomer, f"ls {CLUSTER_KEY} {CLUSTER_KEY}.pub {HOSTFILE} 2>/dev/null; true").stdout
     assert leftovers.strip() == "", leftovers
     assert "rdmaforge cluster" not in lab.ssh(newcomer, "cat /etc/hosts /root/.ssh/authorized_keys").stdout
     assert "rdmaforge lab nodes" in lab.ssh(newcomer, "cat /etc/hosts").stdout  # the lab's own block stays
