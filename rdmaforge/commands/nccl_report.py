@@ -106,13 +106,19 @@ def run(args: argparse.Namespace) -> int:
     transports: list[tuple[str, Transport]] = []  # each file's own evidence, judged on its own
     statuses: set[str] = set()
     empty: list[str] = []
+    # Per file: the hosts its runs' ranks ran on, or None once a run names none (then nothing is inferred).
+    hosts: dict[str, set[str] | None] = {}
     count = 0
     if args.json:
         sink.write('{\n  "runs": [')
     for name in args.files:
         runs_in_file = 0
+        source = "<stdin>" if name == "-" else name
         for item in _runs_of(name, transports):
             statuses.add(item.status)
+            seen = hosts.setdefault(source, set())
+            if seen is not None:
+                hosts[source] = seen | set(item.rank_hosts.values()) if item.rank_hosts else None
             if args.json:
                 sink.write("\n" if count == 0 else ",\n")
                 write_run_json(item, sink.write)
@@ -124,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         if not runs_in_file:
             empty.append(name)
     transport = merge_transports(t for _, t in transports)
-    judged = verdict_of_logs(transports, args.fabric) if args.fabric else None
+    one_host = {source: next(iter(seen)) for source, seen in hosts.items() if seen is not None and len(seen) == 1}
+    judged = verdict_of_logs(transports, args.fabric, one_host) if args.fabric else None
     if args.json:
         data: dict[str, Any] = transport.to_dict()
         if judged is not None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaforge.nccl_tests.json_format import looks_like_json, parse_json_output
+from rdmaforge.nccl_tests.json_format import looks_like_json, parse_json_documents, parse_json_output
 from rdmaforge.nccl_tests.model import TIMEOUT_EXIT, Half, Row, Run, RunStatus, launch_problem
 from rdmaforge.nccl_tests.parser import TextParser, parse_text
 from rdmaforge.nccl_tests.source import InputError, open_text
@@ -100,10 +100,18 @@ class RunStream:
                 break
         if looks_like_json(first):
             text = self._whole(first, blocks)
-            runs = parse_json_output(text)
-            if runs:  # the JSON holds no NCCL INFO lines
+            several = parse_json_documents(text)
+            if several is not None:
+                runs, rest = several
                 yield from self._tagged(runs)
-                return
+                if not rest.strip():
+                    return
+                text = rest  # a text log after the documents: read as one
+            else:
+                runs = parse_json_output(text)
+                if runs:  # the JSON holds no NCCL INFO lines
+                    yield from self._tagged(runs)
+                    return
             blocks = iter((text,))
         elif first:
             blocks = _chain(first, blocks)
@@ -140,6 +148,8 @@ def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
 def stream_runs(path: str | Path, source: str | None = None) -> tuple[RunStream, io.BufferedIOBase]:
     """A RunStream over a file (``-`` for stdin) and the open file to close (OSError when it cannot be opened)."""
     name = str(path) if source is None else source
+    if str(path) == "-" and sys.stdin is None:  # started with file descriptor 0 closed (``<&-``)
+        raise InputError(f"{name}: standard input is closed: pipe a log in, or name the file instead of '-'")
     raw: Any = sys.stdin.buffer if str(path) == "-" else open(path, "rb")  # noqa: SIM115 - the caller closes
     return RunStream(open_text(raw, name), name), raw
 
@@ -172,7 +182,7 @@ def parse_file(path: str | Path, source: str | None = None) -> Report:
     try:
         runs = list(stream)
     finally:
-        if raw is not sys.stdin.buffer:
+        if sys.stdin is None or raw is not sys.stdin.buffer:
             raw.close()
     return Report(runs=runs, transport=stream.transport)
 

@@ -662,6 +662,7 @@ static int parse_half(const unsigned char **tok, const Py_ssize_t *len, const in
             double v;
             if (!parse_double(s, n, &v) || !isfinite(v)) return 0;
             wrong = trunc(v) + 0.0; /* float(int(v)): no -0.0 */
+            if (wrong < 0) return 0; /* no count: the Python parser counts the row invalid */
         }
     } else if (at[4] >= 0) {
         const unsigned char *s = tok[at[4]];
@@ -921,7 +922,7 @@ static int handle_rank(Ctx *c, const unsigned char *s, Py_ssize_t n) {
 /* The first words TextParser._handlers_for dispatches on ("error:" is a prefix), exported as WORDS: a line handed
  * back with kind K_WORD + i starts with WORDS[i], and the parser calls that word's handlers without feed(). */
 static const char *const WORDS[] = {"error:", "nccl-tests", "Collective", "nThread", "Rank", "NCCL", "Out", "Avg",
-                                    "size", "bytes"};
+                                    "size", "bytes", "Reducing"};
 #define N_WORDS ((int)(sizeof(WORDS) / sizeof(WORDS[0])))
 #define W_RANK 4
 

@@ -22,6 +22,7 @@ from rdmaforge.nccl_tests.model import (
     Row,
     Run,
     add_unique,
+    average_mismatch,
     nccl_version_from_code,
     normalize_collective,
     ranks_from_devices,
@@ -56,6 +57,36 @@ def parse_json_output(text: str) -> list[Run]:
             "without the values that were not numbers",
         )
     return [run]
+
+
+def parse_json_documents(text: str) -> tuple[list[Run], str] | None:
+    """Several ``-J`` documents one after the other (files concatenated with ``cat``), or one followed by a text
+    log: the runs of every document and the text after the last one. None for a single document alone (or none),
+    which parse_json_output reads, repairs included. Each document is a run of its own: the first one's pass says
+    nothing of the second's ``#wrong``."""
+    decoder = json.JSONDecoder()
+    runs: list[Run] = []
+    pos = _after_space(text, 0)
+    while pos < len(text) and text[pos] == "{":
+        try:
+            document, end = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            if not runs:
+                return None
+            return runs + parse_json_output(text[pos:]), ""  # a damaged document after good ones: repaired
+        if not isinstance(document, dict) or not any(key in document for key in _SIGNATURE_KEYS):
+            break
+        runs.append(_run_from_document(document, False))
+        pos = _after_space(text, end)
+    if not runs or (len(runs) == 1 and pos >= len(text)):
+        return None
+    return runs, text[pos:]
+
+
+def _after_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
 
 
 def _load(text: str) -> tuple[Any, bool, int]:
@@ -161,14 +192,29 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
     run.nccl_version = nccl_version_from_code(code) if code is not None else _version_string(version)
     run.ranks = _ranks(doc)
     results = doc.get("results")
-    for item in results if isinstance(results, list) else []:
+    items = results if isinstance(results, list) else []
+    for index, item in enumerate(items):
         row = _row(item, require_both_halves=repaired)
         if row is not None:
-            run.rows.append(row)
+            if not run.rows.append(row):  # a number past what a row stores (size beyond 64 bits)
+                run.rows.note_invalid(row.size)
         elif (size := _unmeasured_size(item)) is not None:
             run.rows.note_invalid(size)  # as the text parser does: no number to keep, but it fails the run
+        elif not (repaired and index == len(items) - 1) and (size := _unreadable_size(item)) is not None:
+            run.rows.note_invalid(size)  # a record that measured a size but cannot be read is not left out
     _read_footer(run, doc)
+    run.split_problem = average_mismatch(run)
     return run
+
+
+def _unreadable_size(item: Any) -> int | None:
+    """The size (-1 when it is no integer) of a record _row cannot read: a bandwidth that is a word or a boolean, a
+    half that is null, a size too large to store. None for a 0-byte record (nccl-tests writes "nan" for its
+    bandwidths, and the report judges no 0-byte row); the last record of a repaired file is its caller's to skip."""
+    size = _number(item.get("size")) if isinstance(item, dict) else None
+    if size == 0:
+        return None
+    return int(size) if size is not None and size.is_integer() else -1
 
 
 def _collective(args: Any) -> str | None:

@@ -78,6 +78,9 @@ class Run:
     #: Rank -> the host it ran on, from the ``#  Rank N ... on HOST device ...`` lines (nccl-tests prints the host
     #: name up to its first dot); empty when the log lists none. Not part of ``to_dict``.
     rank_hosts: dict[int, str] = field(default_factory=dict)
+    #: How many rows the sweep its ``nThread`` line announces measures (minBytes to maxBytes); None when unknown
+    #: (JSON output, a log without that line). Not part of ``to_dict``.
+    expected_rows: int | None = None
     #: Packed and spilled to disk past a size (rowstore.py); reads like a list of Row.
     rows: RowStore = field(default_factory=lambda: _row_store())
     avg_busbw: float | None = None
@@ -127,8 +130,9 @@ class Run:
         if invalid:
             sizes = ", ".join(map(str, self.rows.invalid_sizes)) + (", ..." if invalid > len(self.rows.invalid_sizes)
                                                                      else "")  # fmt: skip
-            return (f"{invalid} invalid row(s), not a measurement: a negative size, count, time or bandwidth, a time "
-                    f"or bandwidth that is not a number (nan, inf, N/A), or a zero time for a message of some bytes "
+            return (f"{invalid} invalid row(s), not a measurement: a negative size, count, time, bandwidth or "
+                    f"#wrong, a time or bandwidth that is not a number (nan, inf, N/A, a word), a zero time for a "
+                    f"message of some bytes, or numbers that disagree (an NCCL line cut the row inside a number) "
                     f"(size {sizes})")  # fmt: skip
         if self.bw_check_failed:
             return "average bus bandwidth below the NCCL_TESTS_MIN_BW threshold"
@@ -145,6 +149,11 @@ class Run:
             return "the result table has no rows (hang or truncated log)"
         if self.avg_busbw is None:
             return f"no 'Avg bus bandwidth' line after {len(self.rows)} row(s) (hang or truncated log)"
+        # Every size of the sweep prints a row; an invalid row counts as printed (it fails the run already).
+        expected, printed = self.expected_rows, len(self.rows) + self.rows.invalid_rows
+        if expected is not None and printed < expected:
+            return (f"{expected - printed} of the {expected} message sizes the run's nThread line announces (minBytes "
+                    f"to maxBytes) have no row: rows printed garbled or cut, or lines lost from the log")  # fmt: skip
         return None
 
     def to_dict(self, with_rows: bool = True) -> dict[str, Any]:
@@ -224,3 +233,24 @@ def launch_problem(code: int | None, timeout_setting: str) -> str | None:
     if code == TIMEOUT_EXIT:
         return f"the launch reached {timeout_setting} (exit {TIMEOUT_EXIT})"
     return f"the launch exited {code} (timeout, mpirun or the binary reported a failure)"
+
+
+#: How far the printed "Avg bus bandwidth" may be from the mean of the rows' busbw: the rows print 2 decimals.
+_AVG_RELATIVE, _AVG_ABSOLUTE = 0.05, 0.01
+
+
+def average_mismatch(run: Run) -> str | None:
+    """Why the footer's average cannot be this run's (it is the mean busbw of every half of every row), or None.
+
+    A mismatch means rows are missing or another process's rows or footer landed in this run.
+    """
+    rows = run.rows
+    if run.avg_busbw is None or not rows.busbw_count:
+        return None
+    mean = rows.busbw_sum / rows.busbw_count
+    if abs(mean - run.avg_busbw) <= max(_AVG_RELATIVE * max(abs(mean), abs(run.avg_busbw)), _AVG_ABSOLUTE):
+        return None
+    return (
+        f"its 'Avg bus bandwidth' ({run.avg_busbw:g} GB/s) is not the mean of its {len(rows)} row(s) "
+        f"({mean:.4g} GB/s): rows are missing, or another process's rows or footer are mixed into this run"
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -25,6 +25,7 @@ from rdmaforge.nccl_tests.model import (
     Row,
     Run,
     add_unique,
+    average_mismatch,
     nccl_version_from_code,
     normalize_collective,
     ranks_from_devices,
@@ -40,6 +41,10 @@ _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
 # v1 prints the nThread line without the leading '#'.
 _NTHREAD = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
+#: The size sweep the nThread line announces: ``minBytes 8 maxBytes 134217728 step: 2(factor)`` (or ``(bytes)``).
+_SWEEP = re.compile(r"\bminBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\d+)\((factor|bytes)\)")
+#: 2.10+: ``# Reducing maxBytes to N due to memory limitation``, after the nThread line: the sweep ends there.
+_REDUCING = re.compile(r"^#?\s*Reducing maxBytes to (\d+)")
 #: ``#  Rank  N Group  G Pid  P on HOST device ...``: the rank, its pid and the host it ran on.
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+(\d+)\s+)?on\s(?:\s*(\S+))?")
 _COMPILED_WITH = re.compile(r"^#\s*NCCL Tests compiled with NCCL (\d+\.\d+(?:\.\d+)?)")
@@ -401,7 +406,7 @@ class _RunState:
     __slots__ = (
         "run", "layout", "seen_nthread", "seen_starting", "max_rank", "gpus_per_process", "library_version",
         "info_version", "compiled_with", "traces", "fast", "rank_pids", "rank_hosts", "interleaved", "last_size",
-        "footer_done", "repeated_size",
+        "footer_done", "repeated_size", "sweep",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -425,6 +430,8 @@ class _RunState:
         self.last_size = -1
         self.footer_done = False
         self.repeated_size: int | None = None
+        #: minBytes, maxBytes, step and whether the step is a factor, from the nThread line; None without one.
+        self.sweep: tuple[int, int, int, bool] | None = None
 
     @property
     def has_table(self) -> bool:
@@ -451,6 +458,7 @@ class _RunState:
         run.nccl_version = self.library_version or self.info_version or self.compiled_with
         run.ranks = ranks_from_devices(self.max_rank, self.gpus_per_process)
         run.rank_hosts = dict(sorted(self.rank_hosts.items()))
+        run.expected_rows = sweep_length(*self.sweep) if self.sweep is not None else None
         if not run.errors:
             # Without a primary failure line, the `` .. Test failure`` stack is what says the run failed.
             run.errors = list(self.traces)
@@ -459,7 +467,7 @@ class _RunState:
                 f"two rows of {self.repeated_size} bytes follow each other: the output of more than one "
                 "nccl-tests process is mixed in this run and cannot be split; give each process its own log"
             )
-        mismatch = _average_mismatch(run)
+        mismatch = average_mismatch(run)
         if mismatch is not None and run.split_problem is None:
             run.split_problem = mismatch
         if self.interleaved:
@@ -472,26 +480,6 @@ class _RunState:
             )
         return run
 
-
-#: How far the printed "Avg bus bandwidth" may be from the mean of the rows' busbw: the rows print 2 decimals.
-_AVG_RELATIVE, _AVG_ABSOLUTE = 0.05, 0.01
-
-
-def _average_mismatch(run: Run) -> str | None:
-    """Why the footer's average cannot be this run's (it is the mean busbw of every half of every row), or None.
-
-    A mismatch means rows are missing or another process's rows or footer landed in this run.
-    """
-    rows = run.rows
-    if run.avg_busbw is None or not rows.busbw_count:
-        return None
-    mean = rows.busbw_sum / rows.busbw_count
-    if abs(mean - run.avg_busbw) <= max(_AVG_RELATIVE * max(abs(mean), abs(run.avg_busbw)), _AVG_ABSOLUTE):
-        return None
-    return (
-        f"its 'Avg bus bandwidth' ({run.avg_busbw:g} GB/s) is not the mean of its {len(rows)} row(s) "
-        f"({mean:.4g} GB/s): rows are missing, or another process's rows or footer are mixed into this run"
-    )
 
 
 class TextParser:
@@ -632,7 +620,7 @@ class TextParser:
             if first.isdigit():
                 self._try_row(line)
                 return
-        if fragment is not None and self._try_row(fragment + line):
+        if fragment is not None and self._try_joined_row(fragment + line):
             return
         if ("failure" in line or "timeout" in line) and self._on_failure(line):
             return
@@ -671,6 +659,7 @@ class TextParser:
             "Avg": (self._on_avg,),
             "size": (self._on_header,),
             "bytes": (self._on_header,),
+            "Reducing": (self._on_reducing,),
         }
 
     # -- run boundaries -------------------------------------------------------------------------------
@@ -736,6 +725,19 @@ class TextParser:
             state = self._new_run()
         state.seen_nthread = True
         state.gpus_per_process = int(match.group(1)) * int(match.group(2))
+        sweep = _SWEEP.search(line, match.end())
+        if sweep is not None:
+            state.sweep = (int(sweep.group(1)), int(sweep.group(2)), int(sweep.group(3)), sweep.group(4) == "factor")
+        return True
+
+    def _on_reducing(self, line: str) -> bool:
+        match = _REDUCING.match(line)
+        if match is None:
+            return False
+        state = self._current()
+        if state is not None and state.sweep is not None and state.layout is None:
+            low, _, step, by_factor = state.sweep
+            state.sweep = (low, int(match.group(1)), step, by_factor)
         return True
 
     def _on_concluded(self, line: str) -> bool:
@@ -801,9 +803,23 @@ class TextParser:
             state.run.rows.note_invalid(size)  # not stored (no number to keep), but it fails the run, by size
             self._after_row(state, size)
             return True
-        state.run.rows.append(row)
+        if not state.run.rows.append(row):  # a number past what a row stores (size beyond 64 bits)
+            state.run.rows.note_invalid(row.size)
         self._after_row(state, row.size)
         return True
+
+    def _try_joined_row(self, line: str) -> bool:
+        """A row put back together after an NCCL line cut it: where the cut fell inside a number, the joined
+        numbers disagree (algbw is not size / time) and the row is no measurement, counted invalid by its size."""
+        state = self._current()
+        if state is None or state.layout is None:
+            return False
+        row = parse_row(line, state.layout)
+        if row is not None and not row_agrees(row):
+            state.run.rows.note_invalid(row.size)
+            self._after_row(state, row.size)
+            return True
+        return self._try_row(line)
 
     @staticmethod
     def _fast_for(state: _RunState) -> _FastRow:
@@ -877,7 +893,8 @@ class TextParser:
         state = self._current()
         if nccl.start > 0 and _ROW_START.match(line) and state is not None and state.layout is not None:
             # NCCL printed into the middle of a row (lazy connection setup): keep the row's beginning.
-            self._fragment = line[: max(nccl.start, state.layout.preamble_end)]
+            start = host_start(line, nccl.start, state.rank_hosts.values())
+            self._fragment = line[: max(start, state.layout.preamble_end)]
         elif fragment is not None:
             self._fragment = fragment  # keep waiting for the row's continuation
         if nccl.level == "WARN":
@@ -899,6 +916,52 @@ class TextParser:
         hint = _COMMAND_HINT.search(line)
         if hint is not None:
             self._pending_collective = normalize_collective(hint.group(1))
+
+
+def sweep_length(low: int, high: int, step: int, by_factor: bool) -> int | None:
+    """How many message sizes nccl-tests' loop measures from ``low`` to ``high`` (each size times the factor, or
+    plus the step); None for a sweep that loop would not end or that says nothing (a zero factor or step)."""
+    if by_factor:
+        if low <= 0 or step < 2:
+            return None
+        count, size = 0, low
+        while size <= high:
+            count, size = count + 1, size * step
+        return count
+    if step <= 0:
+        return None
+    return (high - low) // step + 1 if high >= low else 0
+
+
+#: How far a row's algbw may be from size / time and still be its own: the table prints time with 2 to 0
+#: decimals and algbw with 2, so a small message's algbw is rounded to 0.01 GB/s and a large one's within a few %.
+_AGREE_ABS, _AGREE_REL = 0.01, 0.05
+
+
+def row_agrees(row: Row) -> bool:
+    """Whether each half's algbw is its size over its time (nccl-tests computes it so for every collective)."""
+    for half in (row.out_of_place, row.in_place):
+        if half is None or row.size <= 0 or half.time_us <= 0:
+            continue
+        expected = row.size / (half.time_us * 1e3)  # bytes / us -> GB/s
+        if abs(half.algbw - expected) > _AGREE_ABS + _AGREE_REL * max(half.algbw, expected):
+            return False
+    return True
+
+
+def host_start(line: str, start: int, hosts: Iterable[str]) -> int:
+    """Where the NCCL line's host name begins in ``line``: ``start`` as lines.find_nccl_line found it, or later
+    when the text glued before it ends with a host the run's ``#  Rank`` lines name (a row cut inside a number:
+    ``63587cnode2-001:440010:...``, where ``63587`` belongs to the row)."""
+    colon = line.find(":", start)
+    glued = line[start:colon] if colon > 0 else ""
+    known = set(hosts)
+    if not glued or glued in known:
+        return start
+    for host in sorted(known, key=len, reverse=True):
+        if host and glued.endswith(host):
+            return colon - len(host)
+    return start
 
 
 def parse_text(text: str) -> list[Run]:

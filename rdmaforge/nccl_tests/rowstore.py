@@ -92,7 +92,8 @@ class RowStore:
         if row.has_wrong_values():
             self.wrong_rows += 1
         if (row.size < 0 or row.count < 0 or _no_measurement(row.size, out.time_us, out.algbw, out.busbw)
-                or (inp is not None and _no_measurement(row.size, time_in, algbw_in, busbw_in))):  # fmt: skip
+                or (inp is not None and _no_measurement(row.size, time_in, algbw_in, busbw_in))
+                or _opt(out.wrong) < 0 or wrong_in < 0):  # a negative #wrong counts nothing  # fmt: skip
             self._invalid(row.size)
         self.busbw_sum += out.busbw + (inp.busbw if inp is not None else 0.0)
         self.busbw_count += 1 if inp is None else 2
@@ -117,7 +118,8 @@ class RowStore:
         if out[3] > 0 or (inp is not None and inp[3] > 0):
             self.wrong_rows += 1
         if (size < 0 or count < 0 or _no_measurement(size, out[0], out[1], out[2])
-                or (inp is not None and _no_measurement(size, inp[0], inp[1], inp[2]))):  # fmt: skip
+                or (inp is not None and _no_measurement(size, inp[0], inp[1], inp[2]))
+                or out[3] < 0 or (inp is not None and inp[3] < 0)):  # a negative #wrong counts nothing  # fmt: skip
             self._invalid(size)
         self.busbw_sum += out[2] + (inp[2] if inp is not None else 0.0)
         self.busbw_count += 1 if inp is None else 2

@@ -10,7 +10,7 @@ not name (rdmaforge.fabrics' ``nccl_networks``: AWS Libfabric under an InfiniBan
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -393,15 +393,33 @@ def verdict(transport: Transport, expected_fabric: str) -> TransportVerdict:
     return TransportVerdict(status, expected_fabric, expected, tuple(messages))
 
 
+def _within_one_node(expected_fabric: str, host: str) -> TransportVerdict:
+    expected = FABRIC_PROFILES.get(expected_fabric)
+    if expected is None:
+        raise ValueError(f"unknown fabric profile {expected_fabric!r}; known: {', '.join(FABRIC_PROFILES)}")
+    message = (f"cannot check the transport: every rank ran on {host}, so NCCL's traffic stayed inside that node "
+               "(NVLink, PCIe or shared memory) and never used the fabric; run on two nodes or more")  # fmt: skip
+    return TransportVerdict("unknown", expected_fabric, expected, (message,))
+
+
 #: Worst first: one log's fallback fails several logs' verdict; one log without evidence leaves it unknown.
 VERDICT_ORDER: tuple[VerdictStatus, ...] = ("fail", "unknown", "warn", "ok")
 
 
-def verdict_of_logs(logs: Sequence[tuple[str, Transport]], expected_fabric: str) -> TransportVerdict:
+def verdict_of_logs(
+    logs: Sequence[tuple[str, Transport]], expected_fabric: str, one_host: Mapping[str, str] | None = None
+) -> TransportVerdict:
     """One verdict over several logs (one per collective, as a cluster run writes them), each judged from its own
     evidence: one log's 'Using network IB' says nothing of a log cut before NCCL's INFO lines. The worst of them
-    (combined_verdict), with each message prefixed by its log's name; a single log's verdict as it is."""
-    judged = [(name, verdict(transport, expected_fabric)) for name, transport in logs]
+    (combined_verdict), with each message prefixed by its log's name; a single log's verdict as it is.
+
+    ``one_host``: log name -> the host every rank of that log ran on. NCCL prints 'Using network IB' on a single
+    node too, and its ranks then talk over NVLink, PCIe or shared memory: that log says nothing of the fabric."""
+    judged = [
+        (name, _within_one_node(expected_fabric, one_host[name]) if one_host and name in one_host
+         else verdict(transport, expected_fabric))
+        for name, transport in logs
+    ]  # fmt: skip
     if not judged:
         return verdict(Transport(), expected_fabric)  # no log: no evidence (unknown)
     messages = [f"{name}: {message}" for name, one in judged for message in one.messages]

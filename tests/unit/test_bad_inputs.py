@@ -32,7 +32,7 @@ BAD, INCOMPLETE = ExitCode.BAD_INPUT, ExitCode.INCOMPLETE
 HEAD = """\
 # nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807
 # Collective test starting: all_reduce_perf
-# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 1 iters: 1 validation: 1
+# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 1 iters: 1 validation: 1
 #
 # Using devices
 #  Rank  0 Group  0 Pid   1001 on    node-01 device  0 [0000:18:00] NVIDIA H100 80GB HBM3

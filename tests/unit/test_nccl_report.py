@@ -338,7 +338,7 @@ def test_v1_milliseconds_become_microseconds() -> None:
 HEAD_2_17 = """\
 # nccl-tests version 2.17.9 nccl-headers=22803 nccl-library=22803
 # Collective test starting: all_reduce_perf
-# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
 #
 # Using devices
 #  Rank  0 Group  0 Pid  10001 on    node-01 device  0 [0000:18:00] NVIDIA H100 80GB HBM3
@@ -348,6 +348,11 @@ HEAD_2_17 = """\
 #       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong 
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         
 """  # noqa: W291,E501
+#: The same run announcing one size (the 1 MiB row alone), and a sweep from 0 bytes (which nccl-tests' loop
+#: cannot step by a factor: no count of sizes is expected).
+HEAD_1M = HEAD_2_17.replace("maxBytes 2097152", "maxBytes 1048576")
+HEAD_FROM_0 = HEAD_2_17.replace("minBytes 1048576", "minBytes 0")
+
 # Rows as 2.17.3+ prints them: preamble "%12li  %12li  %8s  %6s  %6i" (52 columns), then two halves.
 PRE_1M = "     1048576        262144     float     sum      -1"
 PRE_2M = "     2097152        524288     float     sum      -1"
@@ -399,8 +404,9 @@ def test_rows_that_are_no_measurement_fail_the_run(monkeypatch: pytest.MonkeyPat
     assert [r.size for r in run.rows] == [1048576, 2097152]
     assert run.status == "failed"
     assert run.status_reason == (
-        "2 invalid row(s), not a measurement: a negative size, count, time or bandwidth, a time or bandwidth that is "
-        "not a number (nan, inf, N/A), or a zero time for a message of some bytes (size 1048576, 2097152)"
+        "2 invalid row(s), not a measurement: a negative size, count, time, bandwidth or #wrong, a time or "
+        "bandwidth that is not a number (nan, inf, N/A, a word), a zero time for a message of some bytes, or numbers "
+        "that disagree (an NCCL line cut the row inside a number) (size 1048576, 2097152)"
     )
     (one,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + NEGATIVE_1M.replace("-17.45", " 17.45") + "\n" + FOOTER)
     assert one.status == "failed" and one.status_reason is not None and "(size 1048576)" in one.status_reason
@@ -476,13 +482,13 @@ def test_a_json_row_whose_bandwidth_is_not_a_number_fails_the_run(
 def test_a_zero_byte_row_whose_bandwidth_is_nan_is_no_invalid_row() -> None:
     """0 bytes in some time: nccl-tests writes its bandwidths as "nan" (-J) and may print nan; nothing to judge."""
     zero = "           0             0     float     sum      -1" + "     4.12     nan     nan       0" * 2
-    (run,) = parse_text(HEAD_2_17 + zero + "\n" + ROW_1M + "\n" + FOOTER_1M)
+    (run,) = parse_text(HEAD_FROM_0 + zero + "\n" + ROW_1M + "\n" + FOOTER_1M)
     assert run.status == "ok", run.status_reason
 
 
 def test_zero_byte_rows_with_zero_bandwidth_stay_ok() -> None:
     zero = "           0             0     float     sum      -1" + "     0.12    0.00    0.00       0" * 2
-    (run,) = parse_text(HEAD_2_17 + zero + "\n" + ROW_1M + "\n" + FOOTER_1M.replace("17.49", "8.745"))
+    (run,) = parse_text(HEAD_FROM_0 + zero + "\n" + ROW_1M + "\n" + FOOTER_1M.replace("17.49", "8.745"))
     assert run.status == "ok", run.status_reason
 
 
@@ -570,7 +576,7 @@ def test_v2_16_starting_line_without_version_line() -> None:
 
 
 def test_several_runs_in_one_file() -> None:
-    text = (HEAD_2_17 + ROW_1M + "\n" + FOOTER_1M) * 3
+    text = (HEAD_1M + ROW_1M + "\n" + FOOTER_1M) * 3
     assert [r.status for r in parse_text(text)] == ["ok", "ok", "ok"]
 
 
@@ -601,14 +607,14 @@ def test_odd_input_never_raises(data: bytes) -> None:
 
 def test_warning_before_the_banner_joins_the_next_run() -> None:
     warn = "\nnode-01:10001:10001 [0] misc/ibvwrap.cc:100 NCCL WARN Call to ibv_open_device failed\n\n"
-    (run,) = parse_text(warn + HEAD_2_17 + ROW_1M + "\n" + FOOTER_1M)
+    (run,) = parse_text(warn + HEAD_1M + ROW_1M + "\n" + FOOTER_1M)
     assert run.warnings == ["Call to ibv_open_device failed"]
     assert run.status == "ok"
 
 
 def test_json_object_that_is_not_nccl_tests_output() -> None:
     assert parse('{"hello": "world"}').runs == []
-    (run,) = parse("{banner}\n" + HEAD_2_17 + ROW_1M + "\n" + FOOTER_1M).runs
+    (run,) = parse("{banner}\n" + HEAD_1M + ROW_1M + "\n" + FOOTER_1M).runs
     assert run.status == "ok"
 
 
@@ -772,7 +778,7 @@ def test_cli_file_without_runs_is_not_ok(capsys: pytest.CaptureFixture[str], tmp
 
 
 def test_cli_reads_stdin(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    stdin = io.TextIOWrapper(io.BytesIO((HEAD_2_17 + ROW_1M + "\n" + FOOTER_1M).encode()))
+    stdin = io.TextIOWrapper(io.BytesIO((HEAD_1M + ROW_1M + "\n" + FOOTER_1M).encode()))
     monkeypatch.setattr(sys, "stdin", stdin)
     code, out, _ = run_cli(capsys, "--json", "-")
     assert code == 0

@@ -1,0 +1,212 @@
+"""Every row a run announces is accounted for: none vanishes from a run that then passes on the others.
+
+Each case was found by trying hostile inputs on the landed parser: a row it could not read (a negative size, a word
+for a bandwidth, NUL bytes) was skipped as noise and the run passed on what was left; an NCCL line glued inside a
+number changed the row's numbers; a negative #wrong counted as none; a -J record that was not numbers vanished; two
+-J documents in one file were read as the first alone; a log whose ranks all ran on one node got the verdict 'NCCL
+used IB'. Expected values come from the fixtures' own numbers (nThread line, rows, footer).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmaforge.cli import main
+from rdmaforge.nccl_tests import accel, parse, parse_text
+from rdmaforge.runner.exit_codes import ExitCode
+from tests.unit.test_nccl_report import FOOTER, FOOTER_1M, HEAD_1M, HEAD_2_17, PRE_2M, ROW_1M, ROW_2M
+
+#: HEAD_2_17 announces minBytes 1048576, maxBytes 2097152, factor 2: two sizes, ROW_1M and ROW_2M.
+BOTH_ROWS = HEAD_2_17 + ROW_1M + "\n" + ROW_2M + "\n" + FOOTER
+
+
+@pytest.fixture(params=[True, False], ids=["accelerator", "pure-python"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    if not request.param:
+        monkeypatch.setattr(accel, "fast", None)
+    return bool(request.param)
+
+
+def test_the_fixture_is_a_complete_sweep(engine: bool) -> None:
+    (run,) = parse_text(BOTH_ROWS)
+    assert run.status == "ok", run.status_reason
+
+
+@pytest.mark.parametrize(
+    "garbled",
+    [
+        pytest.param("-" + ROW_2M.lstrip(), id="negative-size"),
+        pytest.param(ROW_2M.replace("22.03       0    94.70", "fast       0    94.70"), id="word-for-busbw"),
+        pytest.param(ROW_2M.replace("95.20", "95\x00\x00"), id="nul-bytes"),
+        pytest.param(ROW_2M[:70], id="cut-short"),
+    ],
+)
+def test_a_row_that_cannot_be_read_leaves_the_run_incomplete(engine: bool, garbled: str) -> None:
+    # The footer's average is ROW_1M's alone, as when the lost row's bandwidth is close to the others': the
+    # average check cannot see the loss.
+    (run,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + garbled + "\n" + FOOTER_1M)
+    assert run.status == "incomplete"
+    assert run.status_reason is not None and run.status_reason.startswith(
+        "1 of the 2 message sizes the run's nThread line announces"
+    ), run.status_reason
+
+
+def test_a_sweep_reduced_for_memory_expects_the_reduced_sizes(engine: bool) -> None:
+    """2.10+ prints '# Reducing maxBytes to N due to memory limitation' after the nThread line: the loop ends there
+    (every run of corpus file 02 has it)."""
+    announced = HEAD_2_17.replace("maxBytes 2097152", "maxBytes 8388608")  # 4 sizes
+    reduced = announced.replace("#\n# Using devices", "#\n# Reducing maxBytes to 2097152 due to memory limitation\n"
+                                "#\n# Using devices", 1)  # fmt: skip
+    assert "Reducing" in reduced
+    (whole,) = parse_text(reduced + ROW_1M + "\n" + ROW_2M + "\n" + FOOTER)
+    assert whole.status == "ok", whole.status_reason
+    (short,) = parse_text(announced + ROW_1M + "\n" + ROW_2M + "\n" + FOOTER)
+    assert short.status == "incomplete" and "2 of the 4 message sizes" in str(short.status_reason)
+
+
+def test_a_negative_wrong_count_is_no_count(engine: bool) -> None:
+    wrong = ROW_2M.replace("22.03       0", "22.03      -1")
+    (run,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + wrong + "\n" + FOOTER)
+    assert run.status == "failed"
+    assert run.rows.invalid_sizes == [2097152], run.status_reason
+
+
+def test_an_nccl_line_glued_inside_a_number_gives_the_row_back_whole(engine: bool) -> None:
+    """The out-of-place time 95.20 cut after its first digit by node-02's line: the Rank lines name node-02, so
+    '9node-02:...' is the digit 9 and then the host."""
+    info = "node-02:20002:20090 [0] NCCL INFO comm 0x5555 rank 1 nranks 2 - Destroy COMPLETE"
+    cut = len(PRE_2M) + len("    9")
+    text = HEAD_2_17 + ROW_1M + "\n" + ROW_2M[:cut] + info + "\n" + ROW_2M[cut:] + "\n" + FOOTER
+    (run,) = parse_text(text)
+    (whole,) = parse_text(BOTH_ROWS)
+    assert [row.to_dict() for row in run.rows] == [row.to_dict() for row in whole.rows]
+    assert run.status == "ok", run.status_reason
+
+
+def test_a_row_cut_inside_a_number_by_an_unknown_host_is_no_measurement(engine: bool) -> None:
+    """The same cut by a host no Rank line names: which characters were the row's cannot be told, and the joined
+    row's time (5.20 us) disagrees with its algbw (2097152 B in 95.20 us is 22.03 GB/s)."""
+    info = "gpu7:20002:20090 [0] NCCL INFO comm 0x5555 rank 1 nranks 2 - Destroy COMPLETE"
+    cut = len(PRE_2M) + len("    9")
+    text = HEAD_2_17 + ROW_1M + "\n" + ROW_2M[:cut] + info + "\n" + ROW_2M[cut:] + "\n" + FOOTER
+    (run,) = parse_text(text)
+    assert run.status == "failed"
+    assert run.rows.invalid_sizes == [2097152], run.status_reason
+
+
+# -- -J JSON ----------------------------------------------------------------------------------------------------
+
+JSON_RUN = {
+    "args": ["all_reduce_perf", "-b", "1M", "-e", "2M", "-f", "2", "-J", "out.json"],
+    "nccl_version": 22803,
+    "config": {"nthreads": 1, "ngpus": 1, "minimum_bytes": 1048576, "maximum_bytes": 2097152, "step_factor": 2},
+    "devices": [{"rank": 0, "hostname": "node-01"}, {"rank": 1, "hostname": "node-02"}],
+    "results": [
+        {"size": 1048576, "count": 262144, "type": "float", "redop": "sum", "root": -1,
+         "out_of_place": {"time": 60.10, "alg_bw": 17.45, "bus_bw": 17.45, "nwrong": 0},
+         "in_place": {"time": 59.80, "alg_bw": 17.53, "bus_bw": 17.53, "nwrong": 0}},
+        {"size": 2097152, "count": 524288, "type": "float", "redop": "sum", "root": -1,
+         "out_of_place": {"time": 95.20, "alg_bw": 22.03, "bus_bw": 22.03, "nwrong": 0},
+         "in_place": {"time": 94.70, "alg_bw": 22.15, "bus_bw": 22.15, "nwrong": 0}},
+    ],
+    "out_of_bounds": {"count": 0, "okay": "true"},
+    "average_bus_bandwidth": {"bandwidth": 19.7875, "okay": "unchecked"},
+    "errors": [],
+}  # fmt: skip
+
+
+def damaged(half: str, key: str, value: object) -> str:
+    document = json.loads(json.dumps(JSON_RUN))
+    document["results"][1][half][key] = value
+    return json.dumps(document)
+
+
+def test_the_json_fixture_is_ok() -> None:
+    (run,) = parse(json.dumps(JSON_RUN)).runs
+    assert run.status == "ok" and len(run.rows) == 2, run.status_reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(damaged("out_of_place", "bus_bw", "fast"), id="word"),
+        pytest.param(damaged("out_of_place", "bus_bw", True), id="boolean"),
+        pytest.param(damaged("in_place", "time", None), id="null"),
+        pytest.param(json.dumps(JSON_RUN).replace("2097152, \"count\"", "2" + "0" * 30 + ", \"count\""),
+                     id="size-past-64-bits"),  # fmt: skip
+    ],
+)
+def test_a_json_record_that_cannot_be_read_fails_the_run(text: str) -> None:
+    (run,) = parse(text).runs
+    assert run.status == "failed" and run.rows.invalid_rows == 1, run.status_reason
+    assert len(run.rows) == 1
+
+
+def test_a_json_average_that_is_not_the_mean_of_the_records_is_not_ok() -> None:
+    """A bus bandwidth of 1e308 in one record while the footer says 19.7875: not this run's rows."""
+    (run,) = parse(damaged("out_of_place", "bus_bw", 1e308)).runs
+    assert run.status == "incomplete" and "is not the mean of its 2 row(s)" in str(run.status_reason)
+
+
+def test_two_json_documents_in_one_file_are_two_runs() -> None:
+    failing = json.loads(damaged("out_of_place", "nwrong", 3))
+    (first, second) = parse(json.dumps(JSON_RUN) + "\n" + json.dumps(failing) + "\n").runs
+    assert (first.status, second.status) == ("ok", "failed")
+    assert second.rows.wrong_rows == 1
+
+
+def test_a_text_log_after_a_json_document_is_read_too() -> None:
+    failing_text = HEAD_2_17 + ROW_1M + "\n" + ROW_2M.replace("22.03       0", "22.03       5") + "\n" + FOOTER
+    (first, second) = parse(json.dumps(JSON_RUN) + "\n" + failing_text).runs
+    assert (first.status, second.status) == ("ok", "failed")
+
+
+# -- the command ------------------------------------------------------------------------------------------------
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["nccl-report", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_log_whose_ranks_all_ran_on_one_node_proves_no_fabric(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """NCCL prints 'Using network IB' on one node too; its channels then go over P2P, not the network."""
+    one_node = HEAD_1M.replace("on    node-02", "on    node-01") + "".join(
+        f"node-01:{pid}:{pid} [0] NCCL INFO Using network IB\n" for pid in (10001, 20002)
+    ) + "node-01:10001:10050 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n" + ROW_1M + "\n" + FOOTER_1M
+    log = tmp_path / "one-node.log"
+    log.write_text(one_node)
+    code, out, _ = run_cli(capsys, "--json", "--fabric", "infiniband", str(log))
+    verdict = json.loads(out)["transport"]["verdict"]
+    assert (code, verdict["status"]) == (ExitCode.INCOMPLETE, "unknown")
+    assert "every rank ran on node-01" in verdict["messages"][0]
+    # The same log with node-02 as written: two nodes, IB as the profile expects.
+    both = tmp_path / "two-nodes.log"
+    both.write_text(one_node.replace("Pid  20002 on    node-01", "Pid  20002 on    node-02"))
+    code, out, _ = run_cli(capsys, "--json", "--fabric", "infiniband", str(both))
+    assert (code, json.loads(out)["transport"]["verdict"]["status"]) == (ExitCode.OK, "ok")
+
+
+def test_a_closed_standard_input_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from rdmaforge.cli import main; sys.exit(main(['nccl-report', '-']))"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False, pass_fds=(),
+        preexec_fn=lambda: __import__("os").close(0),
+    )  # fmt: skip
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
+    assert "standard input is closed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_stdin_still_reads(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BOTH_ROWS.encode())))
+    code, out, _ = run_cli(capsys, "--json", "-")
+    assert code == ExitCode.OK and json.loads(out)["runs"][0]["status"] == "ok"
