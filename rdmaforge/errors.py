@@ -3,7 +3,10 @@ file, value or path; exit BAD_INPUT, 64), and what stops a run before Ansible st
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 
 class UserError(ValueError):
@@ -25,3 +28,17 @@ def missing_path(path: object, what: str) -> str | None:
     except OSError as exc:
         return f"{what} {path} cannot be read: {exc.strerror or exc}"
     return None
+
+
+def output_path(allowed: str) -> Callable[[str], Path]:
+    """argparse type of an output path (-o/--output): any path but the empty one, refused as a usage error (exit 64)
+    naming ``allowed``. Path("") is Path("."), so an empty -o (an unset shell variable) would silently write into
+    the current directory. Shared by every command's -o, and light to import (no command module)."""
+
+    def parse(text: str) -> Path:
+        if not text:
+            raise argparse.ArgumentTypeError(f"'': an empty path (it would stand for the current directory); "
+                                             f"allowed: {allowed}")  # fmt: skip
+        return Path(text)
+
+    return parse

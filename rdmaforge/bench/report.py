@@ -195,16 +195,41 @@ def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tu
     return "fail", f"it is not this run's nodes' job: {'; '.join(parts)}"
 
 
+def runs_of(runs: Sequence[Run], name: str) -> list[Run]:
+    """The runs of collective ``name`` in a log (or the unnamed ones: nccl-tests before 2.13 does not print it)."""
+    return [r for r in runs if r.collective == name] or [r for r in runs if r.collective is None]
+
+
 def run_of(runs: Sequence[Run], name: str, log: str) -> tuple[Run | None, str]:
     """The last run of collective ``name`` in a log (or of an unnamed one: nccl-tests before 2.13 does not print
     it), and why there is none: another collective's output is not this one's result."""
-    mine = [r for r in runs if r.collective == name] or [r for r in runs if r.collective is None]
+    mine = runs_of(runs, name)
     if mine:
         return mine[-1], ""
     if not runs:
         return None, f"no nccl-tests result in {log} (crashed before the table)"
     others = ", ".join(dict.fromkeys(str(r.collective) for r in runs))
     return None, f"{log} holds no {name} run (it holds {others}): it is another collective's output"
+
+
+def earlier_runs(runs: Sequence[Run], name: str, log: str) -> tuple[str | None, str | None]:
+    """What the runs of ``name`` before the last one (the one judged) say: why one failed, and a note on those that
+    ended incomplete; (None, None) when there is no earlier run or every one was ok.
+
+    A log may hold several runs of one collective (a rerun appended to the same file). A measured failure (#wrong
+    > 0, a NCCL error) is never hidden by a later clean run: it fails the collective. An incomplete earlier run (a
+    start that crashed before its table, then retried) measured nothing wrong: it is only named.
+    """
+    mine = runs_of(runs, name)
+    earlier = list(enumerate(mine[:-1], 1))
+    where = f"of {len(mine)} {name} runs in {log}"
+    failed = [f"run {i} {where} failed: {r.status_reason}" for i, r in earlier if r.status == "failed"]
+    partial = [str(i) for i, r in earlier if r.status == "incomplete"]
+    if not partial:
+        return ("; ".join(failed) or None), None
+    plural = "s" if len(partial) > 1 else ""
+    note = f"run{plural} {', '.join(partial)} {where} ended incomplete (not judged; the last run is)"
+    return ("; ".join(failed) or None), note
 
 
 def exit_problem(run: Mapping[str, Any], name: str) -> str | None:
@@ -277,8 +302,13 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                      "efficiency": (peak / expected) if peak is not None else None,
                      "errors": list(last.errors), "rows": [r.to_dict() for r in last.rows]}  # fmt: skip
             component.value = peak
+            earlier_failure, earlier_note = earlier_runs(runs, name, log.name)
             if last.status != "ok":
                 component.reason = f"run {last.status}: {last.status_reason}"
+                if earlier_failure is not None:
+                    component.reason += f"; {earlier_failure}"
+            elif earlier_failure is not None:  # a later clean run does not undo a measured failure
+                component.reason = earlier_failure
             elif (exited := exit_problem(run, name)) is not None:
                 component.reason = f"run ok but {exited}"
             elif last.ranks is None:
@@ -311,6 +341,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 relation = "reaches" if component.status == "pass" else "is below"
                 component.reason = (f"peak busbw {peak} GB/s {relation} {threshold:.0%} of the expected "
                                     f"{fixed(expected)} GB/s line rate")  # fmt: skip
+            if earlier_note is not None and earlier_failure is None:
+                component.reason += f"; {earlier_note}"
         components.append(component)
         collectives[name] = entry
     fabric = str(run.get("fabric", "tcp"))
@@ -444,7 +476,9 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
                                 "samples_per_s is null): the linearity cannot be computed")  # fmt: skip
         else:
             judge_linearity(component, e2e["linearity"], minimum, "benchmark_e2e_min_linearity",
-                            "the 1-node run measured no throughput")  # fmt: skip
+                            "the 1-node run measured no throughput",
+                            "N nodes cannot train more than N times faster than one at the same per-rank batch; "
+                            "the 1-node or N-node measurement (or multi.nodes) is wrong")  # fmt: skip
     else:
         component.reason = f"e2e benchmark failed: {error or 'no result line from the training run'}"
     components.append(component)
@@ -484,14 +518,32 @@ def intra_node_result(e2e: dict[str, Any], across_minimum: float | None, compone
             if e2e["linearity_intra_node"] is not None:
                 component.value = round(e2e["linearity_intra_node"], 3)
             judge_linearity(component, e2e["linearity_intra_node"], minimum, "benchmark_e2e_min_intra_node_linearity",
-                            "the 1-GPU run measured no throughput")  # fmt: skip
+                            "the 1-GPU run measured no throughput",
+                            "N GPUs cannot train more than N times faster than one at the same per-rank batch; "
+                            "the 1-GPU or 1-node measurement (or single.world_size) is wrong")  # fmt: skip
     components.append(component)
 
 
+#: The highest linearity (across nodes or within one) that can be a measurement. Data-parallel training at a fixed
+#: per-rank batch does N times the work on N nodes (or GPUs), so it cannot run much more than N times as fast: ideal
+#: is 1.0, and 1.5 leaves generous room for noise and small superlinear effects (caches). Above it a throughput or
+#: the node count is wrong, as a busbw above the fabric's ceiling is (line_rate.CEILING_FACTOR).
+LINEARITY_CEILING = 1.5
+
+
 def judge_linearity(component: Component, value: float | None, minimum: float | None, variable: str,
-                    no_value: str) -> None:  # fmt: skip
+                    no_value: str, implausible: str) -> None:  # fmt: skip
+    """Judge a linearity against its minimum (``variable``, the role variable that sets it); ``implausible`` says
+    why a value above the ceiling cannot be measured, and which figures to suspect.
+
+    A value above LINEARITY_CEILING fails whether or not a minimum is set: it is a measurement error (wrong
+    throughput or node count), not a question of threshold, and must never pass or be left merely not judged.
+    """
     if value is None:
         component.reason = no_value
+    elif value > LINEARITY_CEILING:
+        component.threshold = minimum
+        component.reason = f"linearity {fixed(value, 2)} is above {LINEARITY_CEILING}: {implausible}"
     elif minimum is None:
         component.status = "not_judged"
         component.reason = f"no threshold: {variable} is empty"

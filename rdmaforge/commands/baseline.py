@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from rdmaforge import stored
 from rdmaforge.bench import baseline
 from rdmaforge.bench.report import judge
 from rdmaforge.commands.report import find_run_dir, load_run
-from rdmaforge.errors import UserError
+from rdmaforge.errors import UserError, output_path
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode
 
 NAME = "baseline"
@@ -37,7 +38,8 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
     )
     parser.add_argument("run_dir", type=Path, help="the benchmark run to take the baseline from")
-    parser.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="where to write it")
+    parser.add_argument("-o", "--output", type=output_path("a file outside the run directory"), required=True,
+                        metavar="FILE", help="where to write it (not one of the run's own files)")  # fmt: skip
     parser.set_defaults(func=run, latest=False)
 
 
@@ -46,10 +48,50 @@ def fail(message: str) -> int:
     return int(ExitCode.BAD_INPUT)
 
 
+#: Files the report reads from a run directory even when this run has none (yet): a baseline written under one of
+#: these names would be read as the run's own.
+READ_NAMES = ("run.json", "e2e.json")
+
+
+def overwrites_run(output: Path, run_dirs: Sequence[Path]) -> str | None:
+    """Why ``output`` is one of the run's own files (or its directory), or None when it is not.
+
+    A baseline written over run.json (or a log, or e2e.json) destroys the run it was made from: `report` fails on it
+    afterwards. Refused: the run directory itself, any file already directly in it, and the names the report reads
+    (READ_NAMES), compared after resolving symbolic links and ``..``; an existing output that is a hard link to one
+    of the run's files too (same device and inode). A new name beside them (RUN_DIR/baseline.json) is allowed.
+    """
+    target = output.resolve()
+    inode = _inode(target)
+    for run_dir in dict.fromkeys(d.resolve() for d in run_dirs):
+        if target == run_dir:
+            return f"is the run directory {run_dir}"
+        if target.parent == run_dir and (target.exists() or target.is_symlink() or target.name in READ_NAMES):
+            return f"is {target.name} of the run directory {run_dir}"
+        if inode is not None and run_dir.is_dir():
+            same = next((entry.name for entry in run_dir.iterdir() if _inode(entry) == inode), None)
+            if same is not None:
+                return f"is a hard link to {same} of the run directory {run_dir}"
+    return None
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:  # missing, or not readable: nothing to compare
+        return None
+    return found.st_dev, found.st_ino
+
+
 def run(args: argparse.Namespace) -> int:
     run_dir = find_run_dir(args)
     if isinstance(run_dir, str):
         return fail(run_dir)
+    # Before anything is judged or written: a baseline must never replace the files of the run it comes from.
+    clobbered = overwrites_run(args.output, [args.run_dir, run_dir] if args.run_dir is not None else [run_dir])
+    if clobbered is not None:
+        return fail(f"-o {args.output}: {clobbered}, which the report reads; a baseline written there would destroy "
+                    "the run; allowed: a file outside the run's own files (e.g. baselines/NAME.json)")  # fmt: skip
     run_json = load_run(run_dir)  # schema-checked: a malformed run.json is a message, not a traceback
     try:
         # Judged without any earlier baseline, and without rewriting the run's files.

@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from rdmaforge.errors import output_path
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.runner import inventory_list
 from rdmaforge.runner.exit_codes import ExitCode, epilog
@@ -59,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=epilog(ExitCode.INCOMPLETE),
     )
     parser.add_argument("-i", "--inventory", required=True, help="inventory (file or directory), as for Ansible")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="directory to write into (created)")
+    parser.add_argument("-o", "--output", type=output_path("a directory (created when missing); . for the current one"),
+                        required=True, help="directory to write into (created)")  # fmt: skip
     parser.add_argument(
         "--kind",
         action="append",

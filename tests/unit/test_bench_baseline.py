@@ -374,3 +374,32 @@ def test_a_linearity_below_its_floor_still_compares_the_throughput(tmp_path: Pat
     assert component(results, "e2e")["status"] == "fail"
     compared = component(results, "baseline e2e")
     assert compared["status"] == "pass" and "within 10% of the baseline" in str(compared["reason"]), compared
+
+
+@pytest.mark.parametrize("target", ["run.json", "nccl-all_reduce.log", ".", "e2e.json", "sub/../run.json", "link"])
+def test_a_baseline_is_never_written_over_the_runs_own_files(
+    run_dir: Path, tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o naming the run directory, a file in it (or one the report would read there: e2e.json), or a symbolic link
+    to its run.json: refused before anything is written, and the run still reports. A new name beside them is not."""
+    (run_dir / "sub").mkdir()
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    (tmp_path / "link").symlink_to(run_dir / "run.json")
+    output = tmp_path / "link" if target == "link" else run_dir / target
+    assert main(["baseline", str(run_dir), "-o", str(output)]) == 64
+    err = capsys.readouterr().err
+    assert err.startswith(f"rdmaforge baseline: -o {output}: is ") and "which the report reads" in err
+    assert len(err.strip().splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    assert main(["report", str(run_dir)]) == 0
+    assert main(["baseline", str(run_dir), "-o", str(run_dir / "baseline.json")]) == 0
+
+
+def test_an_empty_output_path_is_a_usage_error(run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """-o '' (an unset shell variable) is Path("."): refused, exit 64, never taken for the current directory."""
+    monkeypatch.chdir(tmp_path / "run")
+    with pytest.raises(SystemExit) as exited:
+        main(["baseline", str(run_dir), "-o", ""])
+    assert exited.value.code == 64
+    assert "argument -o/--output: '': an empty path" in capsys.readouterr().err

@@ -655,3 +655,49 @@ def test_one_collectives_fallback_fails_the_transport_whatever_the_others_show(
     reason = str(transport["reason"])
     assert reason.startswith("all_reduce: fabric profile 'infiniband' expects RDMA but NCCL fell back"), reason
     assert "; alltoall: cannot check the transport" in reason
+
+
+def alltoall_run(shared_dir: Path) -> str:
+    """05's alltoall run, from its version line to its 'concluded' line (the log's first run; sendrecv follows)."""
+    text = corpus_log(shared_dir, LOG_05).read_text()
+    end = "# Collective test concluded: alltoall_perf\n"
+    return text[text.index("# nccl-tests version"):text.index(end) + len(end)]
+
+
+def test_a_failed_run_before_a_clean_rerun_of_the_collective_fails_it(
+    tmp_path: Path, shared_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rerun appended to the log does not hide a measured failure: the first alltoall run counted 5 wrong elements
+    at 256 MiB (#wrong of its out-of-place half), the second is 05's clean run, which alone passes."""
+    clean = alltoall_run(shared_dir)
+    wrong = re.sub(r"^( +268435456 .*? 13\.48 +)0 ", r"\g<1>5 ", clean, count=1, flags=re.M)
+    assert wrong != clean
+    log = tmp_path / "two-runs.log"
+    log.write_text(wrong + "\n" + clean)
+    extra = {"line_rate_gbps": H100_PAIR_LINE_RATE, "gpus": {"n1": 1, "n2": 1}}
+    results = render(make_run(tmp_path / "run", "tcp", log, "alltoall", **extra))
+    nccl = component(results, "nccl-tests alltoall")
+    assert nccl["status"] == "fail" and results["verdict"] == "fail"
+    assert str(nccl["reason"]).startswith("run 1 of 2 alltoall runs in nccl-alltoall.log failed: ")
+    assert "#wrong" in str(nccl["reason"])
+    assert results["nccl"]["collectives"]["alltoall"]["status"] == "ok"  # the last run is still the one shown
+    assert main(["report", str(tmp_path / "run")]) == 4
+    capsys.readouterr()
+    (tmp_path / "one-run.log").write_text(clean)
+    alone = render(make_run(tmp_path / "alone", "tcp", tmp_path / "one-run.log", "alltoall", **extra))
+    assert component(alone, "nccl-tests alltoall")["status"] == "pass", alone["reasons"]
+
+
+def test_a_start_that_crashed_before_its_table_does_not_fail_the_retry(tmp_path: Path, shared_dir: Path) -> None:
+    """A first start that stopped after its '#  Rank' lines (other pids: another launch), then 05's clean run: the
+    retry is judged and passes, and the incomplete start is named in its reason."""
+    clean = alltoall_run(shared_dir)
+    crashed = clean[:clean.index("#                                                              out-of-place")]
+    crashed = crashed.replace("Pid 440010", "Pid 1001").replace("Pid 381003", "Pid 1002")
+    log = tmp_path / "retried.log"
+    log.write_text(crashed + clean)
+    results = render(make_run(tmp_path / "run", "tcp", log, "alltoall", line_rate_gbps=H100_PAIR_LINE_RATE,
+                              gpus={"n1": 1, "n2": 1}))  # fmt: skip
+    nccl = component(results, "nccl-tests alltoall")
+    assert nccl["status"] == "pass", results["reasons"]  # (05 has no NCCL INFO lines: its transport is not judged)
+    assert "run 1 of 2 alltoall runs in nccl-alltoall.log ended incomplete" in str(nccl["reason"])

@@ -506,3 +506,18 @@ def test_every_command_lists_its_exit_codes_and_usage_errors_exit_64(capsys: pyt
         capsys.readouterr()
     assert main(["no-such-command"]) == ExitCode.BAD_INPUT
     assert main(["completion", "fish"]) == ExitCode.BAD_INPUT
+
+
+
+def test_every_commands_output_option_refuses_an_empty_path() -> None:
+    """-o '' is Path("."): each command's -o/--output takes the shared type that refuses it (a usage error, 64)."""
+    found = []
+    for name, parser in subcommands().items():
+        for action in parser._actions:
+            if {"-o", "--output"} & set(action.option_strings):
+                found.append(name)
+                assert callable(action.type), name
+                with pytest.raises(argparse.ArgumentTypeError, match="an empty path"):
+                    action.type("")
+                assert action.type("out") == Path("out"), name
+    assert {"render", "baseline"} <= set(found)

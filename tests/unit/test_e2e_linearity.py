@@ -131,3 +131,27 @@ def test_a_failed_one_gpu_run_fails_and_one_rank_per_node_has_nothing_to_judge(t
     assert "e2e intra-node" not in components(results) and results["verdict"] == "pass"
     summary = (tmp_path / "b" / "summary.md").read_text()
     assert "Linearity within one node: not measured, a node trains with one rank (one GPU or none)" in summary
+
+
+@pytest.mark.parametrize("floor", [0.8, ""])
+def test_a_linearity_above_the_ceiling_fails_with_or_without_a_floor(tmp_path: Path, floor: float | str) -> None:
+    """2 nodes at 25x one node (40000 / 1600 / 2 = 12.5), and a node's 8 GPUs at 160x one GPU (1600 / 10 / 8 = 20): at a
+    fixed per-rank batch neither can train that much faster; a wrong measurement, never a pass, not merely not judged
+    when no floor is set."""
+    results = render(make_run(tmp_path, run_result(1, 1, 10.0), run_result(8, 1, 1600.0), run_result(16, 2, 40000.0),
+                              ranks=8, floor=floor))  # fmt: skip
+    found = components(results)
+    across, intra = found["e2e"], found["e2e intra-node"]
+    assert across["status"] == "fail" and intra["status"] == "fail" and results["verdict"] == "fail"
+    assert across["reason"].startswith("linearity 12.50 is above 1.5: N nodes cannot train more than N times faster")
+    assert "the 1-node or N-node measurement (or multi.nodes) is wrong" in across["reason"]
+    assert intra["reason"].startswith("linearity 20.00 is above 1.5: N GPUs cannot train more than N times faster")
+
+
+def test_a_linearity_a_little_above_one_still_passes(tmp_path: Path) -> None:
+    """1.4 across nodes (3136 / 1120 / 2) and within a node (1120 / 100 / 8): below the ceiling, judged by the floor."""
+    results = render(make_run(tmp_path, run_result(1, 1, 100.0), run_result(8, 1, 1120.0), run_result(16, 2, 3136.0),
+                              ranks=8, floor=0.8))  # fmt: skip
+    found = components(results)
+    assert found["e2e"]["reason"] == "linearity 1.40 reaches 0.8"
+    assert found["e2e intra-node"]["reason"] == "linearity 1.40 reaches 0.8" and results["verdict"] == "pass"

@@ -966,3 +966,18 @@ def test_an_environment_value_that_is_a_list_or_mapping_is_refused_not_written_a
     plan = cluster_plan(host("n1", "tcp", variables=variables, **options))
     line = single_problem(plan, variable)
     assert line.startswith("n1: ") and "allowed:" in line
+
+
+def test_cli_refuses_an_empty_output_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """-o '' (an unset shell variable) would be Path("."), the current directory: a usage error, nothing written."""
+    variables = {**LOCAL, "rdmaforge_fabric": "tcp", f"{PREFIX}gpus_per_node": 8}
+    inventory = write_inventory(tmp_path / "inventory", NODES, variables)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    with pytest.raises(SystemExit) as exited:
+        main(["render", "-i", str(inventory), "--kind", "docker", "-o", ""])
+    assert exited.value.code == 64
+    assert "rdmaforge render: error: argument -o/--output: '': an empty path" in capsys.readouterr().err
+    assert list(here.iterdir()) == []
