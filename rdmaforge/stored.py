@@ -247,6 +247,16 @@ def safe_name(value: Any) -> str | None:
     return "must be a plain name (letters, digits, _ . -; no '/' or '..'): it becomes a file name"
 
 
+def host_name(value: Any) -> str | None:
+    """A node's name as the summary prints it on its own line: none is empty or holds a control character (a newline
+    would print half of it as another line)."""
+    if not value:
+        return "must be a host name, not empty"
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        return "must be a host name without control characters (a newline, an escape)"
+    return None
+
+
 def _no_threshold_or_fraction(value: Any) -> str | None:
     return threshold_problem(value, 1.0)  # 0 would pass anything: an empty threshold is "not judged"
 
@@ -328,7 +338,7 @@ SUMMARY_JSON = Obj(
         "nodes": ListOf(
             Obj(
                 {
-                    "host": STRING,
+                    "host": Scalar(("string",), host_name),
                     "address": SCALAR,
                     "os": SCALAR,
                     "fabric": SCALAR,
@@ -466,7 +476,9 @@ def load(path: Path, schema: Spec, what: str) -> Any:
     except RecursionError as exc:
         raise UserError(f"{path}: {TOO_DEEP}; expected {what}") from exc
     except ValueError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc}); expected {what}") from exc
+        # Python's own wording names an interpreter setting ("use sys.set_int_max_str_digits()"), no help to a user.
+        detail = "an integer of more than 4300 digits" if "integer string conversion" in str(exc) else str(exc)
+        raise UserError(f"{path}: not valid JSON ({detail}); expected {what}") from exc
     check(document, schema, f"{path}", what)
     return document
 

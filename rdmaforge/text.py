@@ -24,9 +24,12 @@ def fixed(value: float, places: int = 1, signed: bool = False) -> str:
 
 
 def percent(fraction: float) -> str:
-    """``fraction`` as a whole percentage (0.93 -> 93%), or as ``1.235e+09%`` when that is LARGE or more."""
+    """``fraction`` as a whole percentage (0.93 -> 93%), or as ``1.235e+09%`` when that is LARGE or more, or with
+    the digits it needs when it is not 0 but below half a percent (1e-300 is ``1e-298%``, never ``0%``)."""
     if math.isfinite(fraction) and abs(fraction * 100) >= LARGE:
         return f"{fraction * 100:.4g}%"
+    if fraction != 0 and abs(fraction) < 0.005:
+        return f"{fraction * 100:.3g}%"
     return f"{fraction:.0%}"
 
 

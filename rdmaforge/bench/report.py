@@ -195,6 +195,11 @@ def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tu
     return "fail", f"it is not this run's nodes' job: {'; '.join(parts)}"
 
 
+def significant(value: float) -> float:
+    """``value`` to 3 decimals, or to 3 significant digits below 0.001 (a tiny threshold is never shown as 0)."""
+    return round(value, 3) if abs(value) >= 0.001 or value == 0 else float(f"{value:.3g}")
+
+
 def runs_of(runs: Sequence[Run], name: str) -> list[Run]:
     """The runs of collective ``name`` in a log (or the unnamed ones: nccl-tests before 2.13 does not print it)."""
     return [r for r in runs if r.collective == name] or [r for r in runs if r.collective is None]
@@ -294,6 +299,9 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
         last, missing = run_of(runs, name, log.name)
+        if report is None:  # no log at all is no crash before the table: the run's result is gone
+            missing = (f"{log.name} is not in the run directory (missing, or a link to nothing): run.json says "
+                       f"{name} ran, and its output is gone")  # fmt: skip
         if last is None:
             component.reason = missing
         else:
@@ -336,10 +344,10 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             elif peak is None:
                 component.reason = "the table has no bus bandwidth"
             else:
-                component.threshold = round(threshold * expected, 3)
+                component.threshold = significant(threshold * expected)
                 component.status = "pass" if peak >= threshold * expected else "fail"
                 relation = "reaches" if component.status == "pass" else "is below"
-                component.reason = (f"peak busbw {peak} GB/s {relation} {threshold:.0%} of the expected "
+                component.reason = (f"peak busbw {peak} GB/s {relation} {percent(threshold)} of the expected "
                                     f"{fixed(expected)} GB/s line rate")  # fmt: skip
             if earlier_note is not None and earlier_failure is None:
                 component.reason += f"; {earlier_note}"

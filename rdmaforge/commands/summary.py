@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
 
 def format_node(node: dict[str, Any]) -> list[str]:
     reason = node.get("not_in_this_run")
-    if reason:
+    if reason is not None:
+        reason = reason or "not in this run (no reason recorded)"
         # Never shown as current: the entry (if any) is what an earlier run saw.
         if "os" not in node:
             return [f"{node['host']}: {reason}; no earlier run has summarized it"]
@@ -37,6 +38,11 @@ def gpu_words(gpus: object) -> str:
     return "GPU count unknown" if gpus is None else f"{gpus} GPUs"
 
 
+def known(value: object, unknown: str) -> str:
+    """A recorded value as printed; null (a fact the run could not read) in words, never "None"."""
+    return unknown if value is None else str(value)
+
+
 def current(node: dict[str, Any]) -> list[str]:
     api = ",".join(f"v{v}" for v in node.get("nccl_plugin_api_versions") or []) or "-"
     plugin = node.get("nccl_plugin") or "none"
@@ -47,8 +53,9 @@ def current(node: dict[str, Any]) -> list[str]:
     devices = ", ".join(node.get("rdma_devices") or []) or "none"
     ports = [f"  RDMA ports:  {', '.join(node['rdma_ports'])}"] if node.get("rdma_ports") else []
     return [
-        f"{node['host']} ({node.get('address')}): {node.get('os')}, fabric {node.get('fabric')}, "
-        f"{node.get('cpus')} CPUs, {gpu_words(node.get('gpus'))}, RDMA devices: {devices}",
+        f"{node['host']} ({known(node.get('address'), 'address unknown')}): {known(node.get('os'), 'OS unknown')}, "
+        f"fabric {known(node.get('fabric'), 'unknown')}, {known(node.get('cpus'), 'unknown')} CPUs, "
+        f"{gpu_words(node.get('gpus'))}, RDMA devices: {devices}",
         *ports,
         f"  packages:    {packages}",
         f"  MPI:         {node.get('mpi_version') or '-'}",

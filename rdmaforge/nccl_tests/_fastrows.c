@@ -1311,7 +1311,7 @@ PyMODINIT_FUNC PyInit__fastrows(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* accel.VERSION: the Python code uses an extension built from this very source only */
-    if (PyModule_AddIntConstant(m, "VERSION", 4) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -18,8 +18,9 @@ DISABLE_ENV = "RDMAFORGE_NCCL_PURE_PYTHON"
 #: The extension's VERSION this code needs; an older build (an in-place .so left from before a change of the
 #: source) is not used: 2 declines the rows that are no measurement (rowstore._no_measurement), which 1 stored
 #: without counting them; 3 keeps the host each ``#  Rank`` line names (rank_hosts); 4 says what kind of line it
-#: hands back (a failure line, or the first word of a handler's line: WORDS), for the parser to skip feed().
-VERSION = 4
+#: hands back (a failure line, or the first word of a handler's line: WORDS), for the parser to skip feed(); 5 hands
+#: back ``# Reducing maxBytes`` lines (the sweep's end) and declines a negative ``#wrong``.
+VERSION = 5
 
 
 def load() -> ModuleType | None:

@@ -349,7 +349,10 @@ def _read_footer(run: Run, doc: dict[str, Any]) -> None:
             run.out_of_bounds = 1
     avg = doc.get("average_bus_bandwidth", doc.get("average_bus_bandwidith"))
     if isinstance(avg, dict):
-        run.avg_busbw = _number(avg.get("bandwidth", avg.get("bandwidith")))
+        value = avg.get("bandwidth", avg.get("bandwidith"))
+        run.avg_busbw = _number(value)
+        if run.avg_busbw is None and value is not None:
+            run.avg_unreadable = str(value)[:40]
         run.bw_check_failed = _okay(avg.get("okay")) is False
     errors = doc.get("errors")
     # ``errors`` holds ncclGetLastError(), often "" on success: like ``# error:`` in the text, a warning.

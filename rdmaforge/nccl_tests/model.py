@@ -84,6 +84,8 @@ class Run:
     #: Packed and spilled to disk past a size (rowstore.py); reads like a list of Row.
     rows: RowStore = field(default_factory=lambda: _row_store())
     avg_busbw: float | None = None
+    #: The footer's average as printed when it is no number (``nan``): the line came, its value did not.
+    avg_unreadable: str | None = None
     out_of_bounds: int | None = None
     #: Failure lines as printed (``Test NCCL failure``, ``Test CUDA failure``, v1 ``NCCL failure``...).
     errors: list[str] = field(default_factory=list)
@@ -147,6 +149,9 @@ class Run:
             return "the output is truncated"
         if not self.rows:
             return "the result table has no rows (hang or truncated log)"
+        if self.avg_busbw is None and self.avg_unreadable is not None:
+            return (f"its 'Avg bus bandwidth' is {self.avg_unreadable!r}, no number: nccl-tests could not average its "
+                    f"{len(self.rows)} row(s)")  # fmt: skip
         if self.avg_busbw is None:
             return f"no 'Avg bus bandwidth' line after {len(self.rows)} row(s) (hang or truncated log)"
         # Every size of the sweep prints a row; an invalid row counts as printed (it fails the run already).

@@ -852,6 +852,7 @@ class TextParser:
         state = self._current_or_new()
         state.footer_done = True
         state.run.avg_busbw = parse_float(avg.group(1))
+        state.run.avg_unreadable = avg.group(1)[:40] if state.run.avg_busbw is None else None
         state.run.bw_check_failed = avg.group(2) == "FAILED"
         return True
 

@@ -1,4 +1,4 @@
-"""Reading an nccl-tests output incrementally: files, stdin, gzip, and the text encodings logs come in.
+"""Reading an nccl-tests output incrementally: files, stdin, gzip, bzip2, xz, and the text encodings logs come in.
 
 ``open_text`` yields the input as blocks of whole lines (each block ends with a newline except maybe the
 last, or a piece of a line longer than LONG_LINE), so a parser never holds more than one block: memory stays
@@ -10,11 +10,13 @@ whose message names the file and what was expected.
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import gzip
 import io
+import lzma
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from rdmaforge.errors import UserError
@@ -29,6 +31,18 @@ _NUL_SHARE = 0.1
 _NUL_MIN = 16
 _SNIFF = 64 << 10
 _GZIP_MAGIC = b"\x1f\x8b"
+#: Compressions read transparently, by their magic bytes: what a log archived by logrotate or by hand is in.
+_COMPRESSED: tuple[tuple[bytes, Callable[[BinaryIO], io.BufferedIOBase]], ...] = (
+    (_GZIP_MAGIC, lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
+    (b"BZh", lambda raw: bz2.BZ2File(raw, mode="rb")),
+    (b"\xfd7zXZ\x00", lambda raw: lzma.LZMAFile(raw, mode="rb")),
+)
+#: Compressions the standard library cannot read: named, with the command that reads them.
+_UNREADABLE: tuple[tuple[bytes, str], ...] = (
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed (read it with: zstdcat FILE | rdmaforge nccl-report -)"),
+    (b"PK\x03\x04", "a zip archive (unzip it first)"),
+)
+_CORRUPT = (gzip.BadGzipFile, EOFError, zlib.error, lzma.LZMAError)
 _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),
     (codecs.BOM_UTF32_BE, "utf-32-be"),
@@ -42,16 +56,23 @@ class InputError(UserError):
     """The input cannot be read as an nccl-tests output; the message names it and says what is accepted."""
 
 
-ACCEPTED = "accepted: nccl-tests text output or its -J JSON, UTF-8 (BOM optional) or UTF-16/32 with a BOM, gzip allowed"
+ACCEPTED = ("accepted: nccl-tests text output or its -J JSON, UTF-8 (BOM optional) or UTF-16/32 with a BOM, "
+            "gzip, bzip2 or xz allowed")
 
 
 def open_text(raw: BinaryIO, name: str) -> Iterator[str]:
-    """Blocks of text of ``raw`` (gzip-decompressed and decoded), each ending at a line break."""
+    """Blocks of text of ``raw`` (decompressed and decoded), each ending at a line break."""
     head = _read_some(raw, name)
     stream: BinaryIO = raw
-    if head.startswith(_GZIP_MAGIC):
-        stream = gzip.GzipFile(fileobj=_Prepend(head, raw), mode="rb")  # type: ignore[assignment]
-        head = _read_some(stream, name)
+    for magic, opener in _COMPRESSED:
+        if head.startswith(magic):
+            stream = opener(_Prepend(head, raw))  # type: ignore[arg-type,assignment]
+            head = _read_some(stream, name)
+            break
+    else:
+        for magic, what in _UNREADABLE:
+            if head.startswith(magic):
+                raise InputError(f"{name}: {what}, not an nccl-tests log; {ACCEPTED}")
     encoding, skip = _encoding(head, name)
     head = head[skip:]
     yield from _blocks(head, stream, name, encoding)
@@ -60,10 +81,18 @@ def open_text(raw: BinaryIO, name: str) -> Iterator[str]:
 def _read_some(stream: BinaryIO, name: str) -> bytes:
     try:
         return stream.read(BLOCK)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        raise InputError(f"{name}: the gzip data is corrupt or cut short ({exc}); {ACCEPTED}") from exc
-    except OSError as exc:  # a read error carries no file name (/proc/self/mem: EIO): name it here
-        raise InputError(f"{name}: cannot be read ({exc.strerror or exc}); expected nccl-tests output") from exc
+    except (*_CORRUPT, OSError) as exc:
+        compression = _compression(stream)
+        if compression is not None:  # bad compressed data: bz2 raises OSError for it, gzip and xz their own errors
+            raise InputError(f"{name}: the {compression} data is corrupt or cut short ({exc}); {ACCEPTED}") from exc
+        if isinstance(exc, OSError):  # a read error carries no file name (/proc/self/mem: EIO): name it here
+            raise InputError(f"{name}: cannot be read ({exc.strerror or exc}); expected nccl-tests output") from exc
+        raise
+
+
+def _compression(stream: BinaryIO) -> str | None:
+    kinds = ((gzip.GzipFile, "gzip"), (bz2.BZ2File, "bzip2"), (lzma.LZMAFile, "xz"))
+    return next((label for kind, label in kinds if isinstance(stream, kind)), None)
 
 
 def _encoding(head: bytes, name: str) -> tuple[str, int]:

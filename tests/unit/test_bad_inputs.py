@@ -915,7 +915,9 @@ def hostile_log(tmp: Path) -> list[str]:
 
 
 HOSTILE_CASES = {
-    "summary": lambda t: summary({"nodes": [with_key(NODE, "host", HOSTILE)], "previous_summary_problem": HOSTILE})(t),
+    # A host name with control characters is refused by summary.json's schema (tests/unit/test_cluster_summary.py);
+    # free text such as the OS name and the previous-summary problem is printed, escaped.
+    "summary": lambda t: summary({"nodes": [with_key(NODE, "os", HOSTILE)], "previous_summary_problem": HOSTILE})(t),
     "report": lambda t: report(with_key(RUN, "nccl.reason", HOSTILE))(t),
     "nccl-report": hostile_log,
     # Also what goes to stderr: a file name given on the command line is named in the message.

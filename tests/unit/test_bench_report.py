@@ -701,3 +701,27 @@ def test_a_start_that_crashed_before_its_table_does_not_fail_the_retry(tmp_path:
     nccl = component(results, "nccl-tests alltoall")
     assert nccl["status"] == "pass", results["reasons"]  # (05 has no NCCL INFO lines: its transport is not judged)
     assert "run 1 of 2 alltoall runs in nccl-alltoall.log ended incomplete" in str(nccl["reason"])
+
+
+@pytest.mark.parametrize("how", ["deleted", "dangling-link"])
+def test_a_log_missing_from_the_run_directory_is_named_missing(tmp_path: Path, socket_log: Path, how: str) -> None:
+    """run.json says the collective ran; its log is gone. It was reported as "no nccl-tests result in ... (crashed
+    before the table)", a crash nothing showed."""
+    run_dir = make_run(tmp_path / "run", "tcp", socket_log)
+    log = run_dir / "nccl-all_reduce.log"
+    log.unlink()
+    if how == "dangling-link":
+        log.symlink_to(run_dir / "nowhere.log")
+    nccl = component(render(run_dir), "nccl-tests all_reduce")
+    assert nccl["status"] == "fail"
+    assert str(nccl["reason"]).startswith("nccl-all_reduce.log is not in the run directory"), nccl["reason"]
+    assert "crashed" not in str(nccl["reason"])
+
+
+def test_a_tiny_threshold_is_shown_as_it_is_never_as_0(tmp_path: Path, socket_log: Path) -> None:
+    """min_efficiency 1e-9 of 25 Gbit/s (3.125 GB/s) is 3.125e-09 GB/s: shown so, with 1e-07%, not "0 GB/s" and
+    "0%" (a pass against what reads as no threshold)."""
+    run_dir = make_run(tmp_path / "run", "tcp", socket_log, line_rate_gbps=25.0, min_efficiency=1e-9)
+    nccl = component(render(run_dir), "nccl-tests all_reduce")
+    assert nccl["status"] == "pass" and nccl["threshold"] == 3.13e-09, nccl
+    assert "reaches 1e-07% of the expected" in str(nccl["reason"]), nccl["reason"]

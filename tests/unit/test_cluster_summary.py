@@ -217,3 +217,51 @@ def test_the_summary_lists_each_rdma_port_with_its_state_and_rate(
     assert main(["summary", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "  RDMA ports:  mlx5_0:1 ACTIVE 200 Gb/s, mlx5_1:1 ACTIVE 200 Gb/s, mlx5_10:1 DOWN (DISABLED)" in out
+
+
+def test_facts_the_run_could_not_read_are_printed_in_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A null OS, address, fabric or CPU count was printed as "None"."""
+    blank = {**entry("node1"), "os": None, "address": None, "fabric": None, "cpus": None}
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"time": FIRST, "nodes": [blank]}))
+    assert main(["summary", str(path)]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("node1 ")]
+    assert line.startswith("node1 (address unknown): OS unknown, fabric unknown, unknown CPUs, 0 GPUs"), line
+    assert "None" not in line
+
+
+def test_an_empty_reason_for_a_node_not_in_this_run_is_still_not_current(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`not_in_this_run: ""` was read as absent, and the earlier entry printed as the node's current state."""
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"time": SECOND, "nodes": [{**entry("node1"), "as_of": FIRST, "not_in_this_run": ""}]}))
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"node1: not in this run (no reason recorded); its last summary (as of {FIRST}):" in out
+    assert not any(line.startswith("node1 (") for line in out)
+
+
+@pytest.mark.parametrize(
+    ("host", "problem"),
+    [("a\nb", "without control characters"), ("", "not empty"), ("x\x1b[2J", "without control characters")],
+    ids=["newline", "empty", "escape"],
+)
+def test_a_host_name_that_cannot_be_printed_on_its_line_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], host: str, problem: str
+) -> None:
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"nodes": [entry(host)]}))
+    assert main(["summary", str(path)]) == 64
+    err = capsys.readouterr().err
+    assert "nodes[0].host: must be a host name" in err and problem in err, err
+
+
+def test_an_integer_too_long_to_read_is_named_without_python_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "summary.json"
+    path.write_text('{"nodes": [{"host": "node1", "cpus": ' + "9" * 5001 + "}]}")
+    assert main(["summary", str(path)]) == 64
+    err = capsys.readouterr().err
+    assert "an integer of more than 4300 digits" in err and "sys.set_int_max_str_digits" not in err, err

@@ -210,3 +210,38 @@ def test_stdin_still_reads(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BOTH_ROWS.encode())))
     code, out, _ = run_cli(capsys, "--json", "-")
     assert code == ExitCode.OK and json.loads(out)["runs"][0]["status"] == "ok"
+
+
+# -- the footer and the container -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["nan", "-nan", "fast"])
+def test_an_average_that_is_no_number_is_named_not_taken_for_a_missing_line(engine: bool, value: str) -> None:
+    """'# Avg bus bandwidth : nan' was reported as "no 'Avg bus bandwidth' line (hang or truncated log)"."""
+    (run,) = parse_text(BOTH_ROWS.replace("19.7875", value))
+    assert run.status == "incomplete"
+    assert run.status_reason == (
+        f"its 'Avg bus bandwidth' is {value!r}, no number: nccl-tests could not average its 2 row(s)"
+    )
+
+
+def test_a_json_average_that_is_no_number_is_named() -> None:
+    document = json.loads(json.dumps(JSON_RUN))
+    document["average_bus_bandwidth"]["bandwidth"] = "nan"
+    (run,) = parse(json.dumps(document)).runs
+    assert run.status == "incomplete" and "is 'nan', no number" in str(run.status_reason)
+
+
+@pytest.mark.parametrize(
+    ("magic", "named"),
+    [(b"\x28\xb5\x2f\xfd", "zstd-compressed"), (b"PK\x03\x04", "a zip archive")],
+    ids=["zstd", "zip"],
+)
+def test_a_compression_the_parser_cannot_read_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, magic: bytes, named: str
+) -> None:
+    """Such a file was 'no run found' (exit 5), as if it were a log without runs."""
+    packed = tmp_path / "log.bin"
+    packed.write_bytes(magic + b"\x00\x01 not a log" * 10)
+    code, _, err = run_cli(capsys, str(packed))
+    assert code == ExitCode.BAD_INPUT and named in err, err

@@ -9,11 +9,13 @@ files; the tests for them below use synthetic lines, built from the NCCL message
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import contextlib
 import gzip
 import io
 import json
+import lzma
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +83,8 @@ def test_cli_json_is_byte_for_byte_the_old_format(name: str) -> None:
     "encode",
     [
         pytest.param(gzip.compress, id="gzip"),
+        pytest.param(bz2.compress, id="bzip2"),
+        pytest.param(lzma.compress, id="xz"),
         pytest.param(lambda data: codecs.BOM_UTF8 + data, id="utf-8-bom"),
         pytest.param(lambda data: data.decode("utf-8").encode("utf-16"), id="utf-16-bom"),
         pytest.param(lambda data: codecs.BOM_UTF16_BE + data.decode("utf-8").encode("utf-16-be"), id="utf-16-be"),
