@@ -24,6 +24,8 @@ def missing_path(path: object, what: str) -> str | None:
     try:
         os.stat(str(path))
     except FileNotFoundError:
+        if os.path.islink(str(path)):  # ls lists it: "does not exist" alone would send the user looking elsewhere
+            return f"{what} {path} is a symbolic link to {os.readlink(str(path))}, which does not exist"
         return f"{what} {path} does not exist"
     except OSError as exc:
         return f"{what} {path} cannot be read: {exc.strerror or exc}"

@@ -27,6 +27,7 @@ from rdmaforge import fabrics, fast_yaml, nccl_build, role_defaults
 from rdmaforge.bench.verdict import THRESHOLDS, threshold_allowed, threshold_problem
 from rdmaforge.hostnames import short_name
 from rdmaforge.plain_data import ansible_bool, plain
+from rdmaforge.stored import MAX_GPUS
 
 #: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
 FABRICS: tuple[str, ...] = fabrics.NAMES
@@ -59,10 +60,12 @@ _ELEMENT_WORDS: dict[str, str] = {
     "raw": "values",
 }
 
-_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+#: The longest a host name can be: a DNS name of 253 characters, in labels of 63 (RFC 1035).
+MAX_HOSTNAME, MAX_LABEL = 253, 63
+_LABEL = re.compile(rf"^[A-Za-z0-9](?:[A-Za-z0-9-]{{0,{MAX_LABEL - 2}}}[A-Za-z0-9])?$")
 _HOSTNAME_RULE = (
-    "an RFC 1123 host name: dot-separated labels of 1-63 letters, digits or hyphens, "
-    "not starting or ending with a hyphen, 253 characters at most"
+    f"an RFC 1123 host name: dot-separated labels of 1-{MAX_LABEL} letters, digits or hyphens, "
+    f"not starting or ending with a hyphen, {MAX_HOSTNAME} characters at most"
 )
 
 
@@ -150,9 +153,46 @@ def is_ipv6(text: str) -> bool:
 def is_hostname(text: str) -> bool:
     """RFC 1123 host name (a trailing dot, as in a fully qualified DNS name, is accepted)."""
     name = text[:-1] if text.endswith(".") else text
-    if not name or len(name) > 253:
+    if not name or len(name) > MAX_HOSTNAME:
         return False
     return all(_LABEL.match(label) for label in name.split("."))
+
+
+def long_name_problems(host: str) -> list[Problem]:
+    """A name longer than any host's, named shortened (the line stays readable). Checked before Ansible reads the
+    inventory where that can be (rdmaforge render, the commands' arguments): Ansible's fact cache, a file named after
+    the host, stops on a name this long with "File name too long" before any check of preflight runs."""
+    name = host.removesuffix(".")
+    longest = max(len(label) for label in name.split("."))
+    if len(name) <= MAX_HOSTNAME and longest <= MAX_LABEL:
+        return []
+    what = f"is {len(name)} characters long" if len(name) > MAX_HOSTNAME else f"has a label of {longest} characters"
+    shown = host if len(host) <= 60 else f"{host[:40]}...{host[-10:]}"
+    return [Problem(host, "inventory_hostname", f"{shown}: the host name {what}; allowed: at most {MAX_HOSTNAME} "
+                                                f"characters, in dot-separated labels of at most {MAX_LABEL} (a DNS "
+                                                "name)")]  # fmt: skip
+
+
+def yaml_inventory_hosts(data: object) -> list[object]:
+    """The host names of a YAML inventory (``group: {hosts: {name: vars}, children: {group: ...}}``) as YAML read
+    them, keys that are no string included; none for a plugin's configuration. Each group mapping is walked once:
+    YAML aliases can make the tree a graph, or a loop."""
+    found: list[object] = []
+    seen: set[int] = set()
+
+    def walk(group: object) -> None:
+        if not isinstance(group, Mapping) or id(group) in seen:
+            return
+        seen.add(id(group))
+        hosts, children = group.get("hosts"), group.get("children")
+        found.extend(hosts if isinstance(hosts, Mapping) else ())
+        for child in children.values() if isinstance(children, Mapping) else ():
+            walk(child)
+
+    if isinstance(data, Mapping) and "plugin" not in data:
+        for group in data.values():
+            walk(group)
+    return list(dict.fromkeys(found))  # a host in several groups, once
 
 
 def node_name_problems(host: str) -> list[Problem]:
@@ -426,6 +466,29 @@ def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Pr
             number = None
         if number is None or not 0 < number < float("inf"):
             message = f"{host}: {variable}={show(value)} is not allowed; allowed: {allowed}"
+            found.append(Problem(host, variable, message))
+    return found
+
+
+#: Variables that count a node's GPUs -> the least count allowed. Above stored.MAX_GPUS (the bound of the GPU counts
+#: in run.json and summary.json) a count is a typo, not a machine: rendered into --nproc-per-node or slotsPerWorker it
+#: would fail only once a job starts.
+GPU_COUNTS: dict[str, int] = {
+    "rdmaforge_gpus_per_node": 1,
+    "workload_manifests_gpus_per_node": 1,
+    "doctor_expected_gpus": 0,
+}
+
+
+def gpu_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A GPU count above MAX_GPUS (a count below the least is positive_number_problems' or the argument spec's)."""
+    found = []
+    for variable, least in GPU_COUNTS.items():
+        value = values.get(variable)
+        number = value if isinstance(value, int | float) and not isinstance(value, bool) else _whole_number(value)
+        if number is not None and number > MAX_GPUS:
+            message = (f"{host}: {variable}={show(value)} is more GPUs than a node has; allowed: a whole number "
+                       f"from {least} to {MAX_GPUS}, or null")  # fmt: skip
             found.append(Problem(host, variable, message))
     return found
 
@@ -845,7 +908,7 @@ def variable_names(roles_dir: str | Path) -> VariableNames:
 def _variable_names(roles_dir: str) -> VariableNames:
     """Read once per process (a run): about 0.2 s for every role, playbook and module of rdmaforge."""
     roles = Path(roles_dir)
-    settable = {"rdmaforge_fabric", *NETWORK_RETRY_BOUNDS, *POSITIVE_NUMBERS, *THRESHOLDS}
+    settable = {"rdmaforge_fabric", *NETWORK_RETRY_BOUNDS, *POSITIVE_NUMBERS, *GPU_COUNTS, *THRESHOLDS}
     settable.update(merged_argument_specs(discover_argument_specs(roles))["options"])
     for path in roles.glob("*/defaults/main.yml"):
         settable.update(str(name) for name in role_defaults.defaults(path.parent.parent.name, roles_dir=roles))
@@ -1144,9 +1207,11 @@ def inventory_report(
         if not node.in_play:
             continue
         found += fabric_problems(node.name, node.fabric)
+        found += long_name_problems(node.name)  # before node_name_problems: its line wins, the name shortened
         found += node_name_problems(node.name)
         found += network_retry_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
+        found += gpu_count_problems(node.name, node.values)
         found += hugepages_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)

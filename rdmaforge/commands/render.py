@@ -15,7 +15,7 @@ workload_manifests (roles/workload_manifests/defaults/main.yml); the files are t
 Paths (-i, -o) are taken relative to the current directory. Host names and other names that become file
 names must stay inside -o; values are checked against the role's argument_specs types (a string where a
 list is expected is a problem, not a list of characters); an unparsable inventory or group_vars/host_vars
-YAML file is named with its line.
+YAML file is named with its line, and so is one Ansible would skip without a word (a symbolic link to nothing).
 
 Exit code: 0 written (and valid, with --validate); 1 a manifest failed validation; 5 --validate found no
 Kubernetes manifest among the files written (--kind docker, systemd): nothing validated, not judged; 64 the
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import json
 import os
 import sys
@@ -36,7 +37,8 @@ from typing import Any
 
 import yaml
 
-from rdmaforge.errors import output_path
+from rdmaforge.errors import missing_path, output_path
+from rdmaforge.inventory_checks import long_name_problems, yaml_inventory_hosts
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.runner import inventory_list
 from rdmaforge.runner.exit_codes import ExitCode, epilog
@@ -193,13 +195,18 @@ _AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
 def yaml_problems(inventory: Path) -> list[str]:
-    """Syntax errors of the inventory's YAML files and its group_vars/host_vars, each naming file and line."""
+    """Syntax errors of the inventory's YAML files and its group_vars/host_vars, each naming file and line, and host
+    names too long for Ansible to read the inventory (inventory_checks.long_name_problems)."""
     base = inventory if inventory.is_dir() else inventory.parent
-    candidates = [inventory] if inventory.is_file() else sorted(inventory.glob("*.y*ml"))
+    own = [inventory] if inventory.is_file() else sorted(inventory.glob("*.y*ml"))
+    candidates = list(own)
     for sub in ("group_vars", "host_vars"):
         folder = base / sub
         if folder.is_dir():
-            candidates += sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in ("", ".yml", ".yaml"))
+            # A link that leads nowhere is listed too: Ansible would skip it without a word (_unreadable). Not one
+            # whose name Ansible skips anyway (hidden, a backup~): an editor's lock file (.#fabric.yml) is such a link.
+            candidates += sorted(p for p in folder.rglob("*") if p.suffix in ("", ".yml", ".yaml") and (
+                p.is_file() or p.is_symlink() and not p.name.startswith(".") and not p.name.endswith("~")))
     found = []
     for path in candidates:
         if path.suffix not in (".yml", ".yaml") and path.parent.name not in ("group_vars", "host_vars"):
@@ -212,12 +219,25 @@ def yaml_problems(inventory: Path) -> list[str]:
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             found.append(f"{path}:{where}: YAML syntax error: {problem}")
         except OSError as exc:
-            found.append(f"{path}: cannot read: {exc.strerror or exc}")
+            found.append(_unreadable(path, exc))
         else:
             found += [f"{path}: {key} is a !!binary value (bytes), which ansible-inventory cannot list; allowed: text, "
                       "numbers, booleans, lists and mappings (base64 text without the tag, decoded where it is used "
                       "with the b64decode filter)" for key in _binary_keys(data)]  # fmt: skip
+            hosts = yaml_inventory_hosts(data) if path in own else []
+            found += [p.message for host in hosts if isinstance(host, str) for p in long_name_problems(host)]
     return found
+
+
+def _unreadable(path: Path, exc: OSError) -> str:
+    """Why a variables file cannot be read. Ansible reads only what is a file there: a link to nothing (or a link
+    loop) it skips without a word, so the file's variables would silently not apply; rdmaforge refuses it instead."""
+    if not path.is_symlink() or path.exists():
+        return f"{path}: cannot read: {exc.strerror or exc}"
+    target = os.readlink(path)
+    why = f"it links to {target}, which does not exist" if exc.errno == errno.ENOENT else f"{exc.strerror or exc}"
+    return (f"{path}: cannot read: a symbolic link that leads to no file ({why}); Ansible would skip it without a "
+            "word, leaving its variables unset; allowed: a link to a readable file, or no link")
 
 
 def _binary_keys(data: Any, where: str = "") -> list[str]:
@@ -238,6 +258,9 @@ def output_problem(out_dir: Path) -> str | None:
         return f"-o {out_dir}: exists and is not a directory; allowed: a directory (created when missing)"
     parent = out_dir
     while not parent.exists():
+        if parent.is_symlink():  # a link loop, or a link to nothing: mkdir would only say "File exists"
+            what = "-o" if parent == out_dir else f"-o {out_dir}:"
+            return f"{missing_path(parent, what)}; allowed: a directory (created when missing), or a link to one"
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         return f"-o {out_dir}: {parent} is not a writable directory"
@@ -303,7 +326,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{PROG}: the inventory {source} cannot be read; nothing written", file=sys.stderr)
             return int(ExitCode.BAD_INPUT)
     elif "," not in inventory_arg:  # Ansible also takes "host1,host2," lists
-        print(f"{PROG}: -i {inventory_arg}: no such file or directory (relative to {os.getcwd()})", file=sys.stderr)
+        print(f"{PROG}: {missing_path(inventory_arg, '-i')} (relative to {os.getcwd()})", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     if problem is not None:
         print(f"{PROG}: {problem}", file=sys.stderr)

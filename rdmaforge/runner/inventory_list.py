@@ -37,6 +37,9 @@ CAUSE_LINE_CHARS = 300
 MESSAGE_STARTS = ("[WARNING]:", "[ERROR]:", "[DEPRECATION WARNING]:", "ERROR!")
 #: Ansible's separator between an error and the error it was caused by.
 CAUSED_BY = "<<< caused by >>>"
+#: Ansible's yaml plugin on a host name YAML read as no string (an unquoted 123, yes or ~); Ansible's error then says
+#: only that the source could not be parsed.
+NOT_A_STRING = re.compile(r"Host pattern (?P<host>.+?) must be a string\b")
 
 
 class InventoryError(RuntimeError):
@@ -82,7 +85,8 @@ def listing(inventory: str, *, cwd: Path, args: Sequence[str] = (), env: Mapping
             raise InventoryError(f"cannot run ansible-inventory: {exc}") from exc
         recorded = recorded_messages(messages_file)
     if proc.returncode != 0:
-        cause = "".join(f"\n  {line}" for line in failed_source_warnings(proc.stderr, recorded))
+        hint = host_name_hint(proc.stderr, recorded)
+        cause = "".join(f"\n  {line}" for line in ([hint] if hint else failed_source_warnings(proc.stderr, recorded)))
         raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr, recorded)}{cause}")
     return proc.stdout
 
@@ -135,6 +139,19 @@ def ansible_error(stderr: str, recorded: Sequence[Message] = ()) -> str:
     if starts:
         return _paragraph(lines[starts[-1] :])
     return stderr.strip()[-2000:]
+
+
+def host_name_hint(stderr: str, recorded: Sequence[Message] = ()) -> str | None:
+    """Why the yaml plugin refused a host, when that is why (``NOT_A_STRING``): the host as YAML read it, and what to
+    write instead. Ansible shows the key as Python does (``yes`` as True, ``~`` as None)."""
+    found = NOT_A_STRING.search("\n".join([stderr, *(text for _, text in recorded)]))
+    if found is None:
+        return None
+    host = found["host"]
+    kind = {"True": "the boolean true", "False": "the boolean false", "None": "null"}.get(host, "a number")
+    return (f"host {host}: YAML read this host name as {kind}, not a string, and host names must be strings; allowed: "
+            "the name in quotes ('123':, 'yes':), since YAML reads an unquoted number, yes, no, on, off, true, false, "
+            "~ or null as no string")
 
 
 def _paragraph(lines: Sequence[str]) -> str:

@@ -15,6 +15,7 @@ from rdmaforge import fabrics, role_defaults
 from rdmaforge.inventory_checks import fabric_problems, show
 from rdmaforge.node_facts import known_gpu_count
 from rdmaforge.parsers import nccl_env
+from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads.options import (
     PREFIX,
     NodeSettings,
@@ -293,9 +294,10 @@ def build_cluster(
                 f"{host.name}: {', '.join(unknown)} unknown to NCCL (typo?); NCCL ignores them "
                 f"(see rdmaforge/data/nccl_env_names.txt)"
             )
-        devices = _device_files(
+        # Devices follow the fabric: an invalid one (refused above) has none to judge, not tcp's warnings.
+        devices = () if fabric_issues else _device_files(
             host.name, fabric_name, node_settings, host.found_device_files, settings.require_rdma_devices, cluster
-        )
+        )  # fmt: skip
         cluster.nodes.append(
             Node(
                 name=host.name,
@@ -321,7 +323,7 @@ def gpu_problems(nodes: Iterable[Node], needed_by: str) -> list[str]:
         if node.gpus is None:
             problems.append(
                 f"{node.name}: the GPU count is unknown: {node.gpu_source}; {needed_by} needs it; "
-                f"allowed: {PREFIX}gpus_per_node: an integer from 1"
+                f"allowed: {PREFIX}gpus_per_node: an integer from 1 to {MAX_GPUS}"
             )
         elif node.gpus < 1:
             problems.append(

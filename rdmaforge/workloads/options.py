@@ -16,6 +16,7 @@ from typing import Any
 from rdmaforge.inventory_checks import show
 from rdmaforge.paths import ROLES_DIR
 from rdmaforge.role_defaults import defaults
+from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.k8s import is_multiple
 
@@ -333,7 +334,7 @@ def read_node_settings(host: str, values: Mapping[str, Any], problems: list[str]
     dev_dir = r.string(f"{PREFIX}rdma_dev_dir", re.compile(r"^/"), "an absolute path such as /dev/infiniband")
     binary = r.string(f"{PREFIX}docker_binary", re.compile(r"^/"), "an absolute path such as /usr/bin/docker")
     return NodeSettings(
-        gpus_per_node=r.optional_integer(f"{PREFIX}gpus_per_node", 1),
+        gpus_per_node=r.optional_integer(f"{PREFIX}gpus_per_node", 1, MAX_GPUS),
         rdma_dev_dir=dev_dir.rstrip("/") or "/dev/infiniband",
         rdma_device_files=r.optional_strings(f"{PREFIX}rdma_device_files"),
         docker_binary=binary or "/usr/bin/docker",

@@ -6,6 +6,7 @@ run.json/summary.json each case damages in one place) and from the JSON samples 
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -23,6 +24,7 @@ import pytest
 
 from rdmaforge import stored
 from rdmaforge.cli import main
+from rdmaforge.errors import UserError
 from rdmaforge.runner.exit_codes import ExitCode
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-json"
@@ -483,20 +485,59 @@ def deep_settings(depth: int) -> bytes:
     return ('{"nodes":[{"host":"a","nccl_settings":{"A":' + "[" * depth + "]" * depth + "}}]}").encode()
 
 
-def inventory(tmp: Path, group_vars: str = "", host_vars: str = "", hosts: str | None = None) -> Path:
+HOSTS = "all:\n  children:\n    cluster:\n      hosts:\n        n1:\n"
+
+
+def inventory(
+    tmp: Path, group_vars: str = "", host_vars: str = "", hosts: str | None = None, linked_vars: Path | None = None
+) -> Path:
+    """An inventory; ``linked_vars``: where a link group_vars/all/more.yml leads (nowhere, or to itself)."""
     base = tmp / "inv"
-    write(base / "hosts.yml", hosts or "all:\n  children:\n    cluster:\n      hosts:\n        n1:\n")
+    write(base / "hosts.yml", hosts or HOSTS)
     if group_vars:
         write(base / "group_vars" / "all.yml", group_vars)
     if host_vars:
         write(base / "host_vars" / "n1.yml", host_vars)
+    if linked_vars is not None:
+        link(base / "group_vars" / "all" / "more.yml", linked_vars)
     return base / "hosts.yml"
 
 
 def render_cases() -> list[Case]:
     return [
         Case("render-missing-inventory", lambda t: ["render", "-i", str(t / "no.yml"), "-o", str(t / "o")], BAD,
-             ("no.yml", "no such file")),  # fmt: skip
+             ("no.yml", "does not exist")),  # fmt: skip
+        # A link loop or a link to nothing, as -i or -o, named as what it is (not "no such file", "File exists").
+        Case("render-inventory-link-loop", lambda t: ["render", "-i", str(symlink_loop(t)), "-o", str(t / "o")], BAD,
+             ("-i", "loop.yml cannot be read: Too many levels of symbolic links")),  # fmt: skip
+        Case("render-inventory-dangling-link",
+             lambda t: ["render", "-i", str(link(t / "inv.yml", t / "gone.yml")), "-o", str(t / "o")], BAD,
+             ("inv.yml is a symbolic link to", "gone.yml, which does not exist")),  # fmt: skip
+        Case("render-output-link-loop",
+             lambda t: ["render", "-i", str(inventory(t)), "-o", str(symlink_loop(t))], BAD,
+             ("-o", "loop.yml cannot be read: Too many levels of symbolic links", "allowed: a directory")),  # fmt: skip
+        Case("render-output-dangling-link",
+             lambda t: ["render", "-i", str(inventory(t)), "-o", str(link(t / "out", t / "gone") / "sub")], BAD,
+             ("out/sub:", "out is a symbolic link to", "gone, which does not exist")),  # fmt: skip
+        # group_vars that Ansible would skip without a word (it lists only files there): refused, not the defaults.
+        Case("render-group-vars-dangling-link",
+             lambda t: ["render", "-i", str(inventory(t, linked_vars=t / "gone.yml")), "-o", str(t / "o")], BAD,
+             ("group_vars/all/more.yml: cannot read", "gone.yml, which does not exist", "Ansible would skip it")),
+        Case("render-group-vars-link-loop",
+             lambda t: ["render", "-i", str(inventory(t, linked_vars=Path("more.yml"))), "-o", str(t / "o")], BAD,
+             ("group_vars/all/more.yml: cannot read", "Too many levels of symbolic links", "Ansible would skip it")),
+        # A host name YAML reads as no string: Ansible's reason, not only "No inventory was parsed".
+        *(Case(f"render-host-name-{kind}",
+               lambda t, key=key: ["render", "-i", str(inventory(t, hosts=HOSTS.replace("n1:", f"{key}:"))),
+                                   "-o", str(t / "o")], BAD,
+               (f"host {shown}: YAML read this host name as {kind}", "host names must be strings", "in quotes"))
+          for key, shown, kind in (("123", "123", "a number"), ("yes", "True", "the boolean true"),
+                                   ("~", "None", "null"))),  # fmt: skip
+        # Longer than any host's: Ansible's fact cache would stop on it ("File name too long").
+        Case("render-host-name-too-long",
+             lambda t: ["render", "-i", str(inventory(t, hosts=HOSTS.replace("n1:", "a" * 300 + ":"))),
+                        "-o", str(t / "o")], BAD,
+             (f"{'a' * 40}...{'a' * 10}: the host name is 300 characters long; allowed: at most 253",)),  # fmt: skip
         Case("render-output-is-a-file",
              lambda t: ["render", "-i", str(inventory(t)), "-o", str(write(t / "file", "x"))], BAD,
              ("file: exists and is not a directory",)),  # fmt: skip
@@ -570,6 +611,22 @@ def inventory_path_cases() -> list[Case]:
     return cases
 
 
+def test_a_host_name_longer_than_any_hosts_stops_a_run_before_ansible(tmp_path: Path) -> None:
+    """provision and the other commands that run against hosts refuse it from the inventory's YAML (a file or a
+    directory) with their other argument checks: Ansible's fact cache, a file named after the host, would stop the run
+    on it ("File name too long") before preflight could name it. Called directly: a run must not start here."""
+    from rdmaforge.runner import command
+
+    fine = inventory(tmp_path / "fine")
+    assert command.check_arguments(argparse.Namespace(inventory=fine, extra_vars=[])) == []
+    hosts = inventory(tmp_path, hosts=HOSTS.replace("n1:", "n2:\n        " + "a" * 300 + ":"))
+    line = f"{'a' * 40}...{'a' * 10}: the host name is 300 characters long; allowed: at most 253 characters"
+    for given in (hosts, hosts.parent):
+        with pytest.raises(UserError) as refused:
+            command.check_arguments(argparse.Namespace(inventory=given, extra_vars=[]))
+        assert str(refused.value).startswith(line), refused.value
+
+
 CASES = (nccl_cases() + run_json_cases() + baseline_cases() + baseline_file_cases() + summary_cases() + render_cases()
          + extra_vars_cases() + inventory_path_cases())  # fmt: skip
 
@@ -589,7 +646,7 @@ class Bounded(Case):
     module: str = "rdmaforge.cli"  # rdmaforge.bench.baseline: the role's check of benchmark_baseline
 
 
-def link(path: Path, target: str) -> Path:
+def link(path: Path, target: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.symlink_to(target)
     return path

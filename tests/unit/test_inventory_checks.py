@@ -90,6 +90,38 @@ def test_invalid_node_name_message() -> None:
     assert message.startswith("node_2: inventory_hostname='node_2' is not a valid node name; allowed: an RFC 1123")
 
 
+LONG_NAME_RULE = "allowed: at most 253 characters, in dot-separated labels of at most 63 (a DNS name)"
+
+
+@pytest.mark.parametrize(("name", "line"), [
+    ("a" * 300, f"{'a' * 40}...{'a' * 10}: the host name is 300 characters long; {LONG_NAME_RULE}"),
+    (("b" * 62 + ".") * 4 + "c" * 2,
+     f"{'b' * 40}...{'b' * 7}.cc: the host name is 254 characters long; {LONG_NAME_RULE}"),
+    ("n" + "x" * 63 + ".lab",
+     f"n{'x' * 39}...{'x' * 6}.lab: the host name has a label of 64 characters; {LONG_NAME_RULE}"),
+])  # fmt: skip
+def test_a_name_longer_than_any_hosts_is_refused_shortened(name: str, line: str) -> None:
+    """Ansible's fact cache, a file named after the host, fails on such a name before preflight runs: render and the
+    commands refuse it from the inventory file, naming it shortened (a 300-character line helps nobody)."""
+    assert messages(checks.long_name_problems(name)) == [line]
+    nodes = [NodeInput(name, "10.0.0.1", "erdma")]
+    assert checks.inventory_report(nodes) == {name: [line]}  # preflight: this line, not the generic one
+
+
+@pytest.mark.parametrize("name", [("b" * 62 + ".") * 4 + "c", "a" * 63, "node1.example.com."])
+def test_a_name_of_the_longest_a_host_can_have_passes(name: str) -> None:
+    assert checks.long_name_problems(name) == []
+
+
+def test_yaml_inventory_hosts_walks_children_once_and_keeps_what_yaml_read() -> None:
+    data = yaml.safe_load(
+        "all:\n  hosts: {a: null}\n  children:\n    cluster: &c\n      hosts: {123: null, yes: null, b: {x: 1}}\n"
+        "      children: {again: *c}\n    gpu:\n      hosts: {b: null, ~: null}\n"
+    )
+    assert checks.yaml_inventory_hosts(data) == ["a", 123, True, "b", None]
+    assert checks.yaml_inventory_hosts({"plugin": "aws_ec2", "hosts": {"a": None}}) == []
+
+
 @pytest.mark.parametrize("name", ["172.20.20.145", "300.1.1.1", "fd00::1"])
 def test_address_as_node_name(name: str) -> None:
     (message,) = messages(checks.node_name_problems(name))
@@ -1038,3 +1070,27 @@ def test_a_declared_gpu_count_below_1_is_refused(value: object, shown: str) -> N
     }
     declared = [NodeInput("node1", "10.0.0.1", "erdma", values={"rdmaforge_gpus_per_node": 8})]
     assert checks.inventory_report(declared) == {}
+
+
+@pytest.mark.parametrize(("variable", "least"), [("rdmaforge_gpus_per_node", 1),
+                                                 ("workload_manifests_gpus_per_node", 1), ("doctor_expected_gpus", 0)])
+@pytest.mark.parametrize(("value", "shown"), [(1025, "1025"), (10**23, "100000000000000000000000"), ("2000", "'2000'")])
+def test_a_gpu_count_above_1024_is_refused(variable: str, least: int, value: object, shown: str) -> None:
+    """1024 GPUs a node is the bound of every GPU count rdmaforge stores: 10**23 is a typo, which render would put into
+    --nproc-per-node and a provision into the hostfile."""
+    nodes = [NodeInput("node1", "10.0.0.1", "erdma", values={variable: value})]
+    assert checks.inventory_report(nodes) == {
+        "node1": [f"node1: {variable}={shown} is more GPUs than a node has; allowed: a whole number from {least} to "
+                  "1024, or null"]  # fmt: skip
+    }
+    most = [NodeInput("node1", "10.0.0.1", "erdma", values={variable: 1024})]
+    assert checks.inventory_report(most) == {}
+
+
+def test_preflights_filter_refuses_a_gpu_count_above_1024() -> None:
+    """The preflight role (and so provision) reads the inventory report through the filter: the same bound applies."""
+    hostvars = {"n1": {"ansible_host": "10.0.0.1", "rdmaforge_fabric": "tcp", "groups": {"cluster": ["n1"]},
+                       "workload_manifests_gpus_per_node": 2048}}  # fmt: skip
+    report = _inventory_filter().inventory_report(hostvars, ["n1"], ["n1"])
+    assert report == {"problems": {"n1": ["n1: workload_manifests_gpus_per_node=2048 is more GPUs than a node has; "
+                                          "allowed: a whole number from 1 to 1024, or null"]}}  # fmt: skip

@@ -234,6 +234,15 @@ def test_unknown_fabric_is_refused() -> None:
     )
 
 
+def test_an_unknown_fabric_gets_no_warning_of_the_fabric_it_was_not_given() -> None:
+    """The device list of a node whose fabric is refused is not judged as if the node were on tcp: a warning naming
+    rdmaforge_fabric='tcp' would name a value nobody set."""
+    plan = cluster_plan(host("n1", "carrier", devices=["rdma_cm", "uverbs0"]), kinds=["docker"])
+    assert plan.problems == ["n1: rdmaforge_fabric='carrier' is not a known fabric profile; "
+                             "allowed: erdma, infiniband, roce, acs_type1, acs_type2, tcp"]  # fmt: skip
+    assert plan.warnings == []
+
+
 @pytest.mark.parametrize("fabric", ["erdma", "infiniband", "roce", "acs_type1"])
 def test_rdma_fabric_without_uverbs_devices_is_an_error(fabric: str) -> None:
     plan = cluster_plan(host("n1", fabric, devices=["rdma_cm"]), kinds=["docker"])
@@ -279,7 +288,8 @@ def test_a_gpu_count_that_is_set_to_no_count_is_never_called_not_set(value: Any,
     plan = cluster_plan(host("n1", gpus=value), kinds=["mpijob", "pytorchjob"])
     assert plan.files == []
     assert not [p for p in plan.problems if "is not set" in p], plan.problems
-    assert f"n1: workload_manifests_gpus_per_node={shown} is not valid; allowed: an integer from 1" in plan.problems
+    refused = f"n1: workload_manifests_gpus_per_node={shown} is not valid; allowed: an integer from 1 to 1024"
+    assert refused in plan.problems
     line = single_problem(plan, "a PyTorchJob needs it")
     assert line.startswith(f"n1: the GPU count is unknown: workload_manifests_gpus_per_node={shown} is not a GPU count")
 
@@ -303,6 +313,9 @@ def test_a_cluster_wide_option_must_be_the_same_on_every_node() -> None:
         ("shm_size", "8 GB", "n1: workload_manifests_shm_size='8 GB' is not valid; allowed: a docker size"),
         ("kinds", ["k8s"], "n1: workload_manifests_kinds=[\"k8s\"] names 'k8s', which is not a kind; allowed: docker"),
         ("gpus_per_node", 0, "n1: workload_manifests_gpus_per_node=0 is not valid; allowed: an integer from 1"),
+        # above stored.MAX_GPUS, the bound of every GPU count rdmaforge stores: a typo, not a node
+        ("gpus_per_node", 10**23, "n1: workload_manifests_gpus_per_node=100000000000000000000000 is not valid; "
+                                  "allowed: an integer from 1 to 1024"),
         ("docker_gpu_mode", "all", "n1: workload_manifests_docker_gpu_mode='all' is not valid; allowed: runtime, gpus"),
         ("acs_memory", "lots", "n1: workload_manifests_acs_memory='lots' is not valid; allowed: a Kubernetes quantity"),
         ("rdma_device_files", ["umad0"], 'n1: workload_manifests_rdma_device_files=["umad0"] names umad0'),
@@ -671,6 +684,27 @@ def test_cli_kind_selects_and_bad_inventory_writes_nothing(tmp_path: Path, capsy
     assert main(["render", "-i", str(inventory), "--kind", "docker", "-o", str(out)]) == 0
     assert sorted(p.parent.name for p in out.rglob("*.sh")) == ["localhost", "wl-b"]
     assert not (out / "acs").exists()
+
+
+def test_vars_links_that_lead_to_no_file_are_refused_but_an_editors_lock_is_not(tmp_path: Path) -> None:
+    """Ansible reads only what is a file in group_vars/: a link to nothing or a link loop it skips without a word, so
+    render would write the defaults; named instead. A hidden name Ansible skips anyway (Emacs' lock) stays unnamed."""
+    from rdmaforge.commands.render import yaml_problems
+
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text("all:\n  children:\n    cluster:\n      hosts:\n        n1:\n")
+    folder = tmp_path / "group_vars" / "all"
+    folder.mkdir(parents=True)
+    (folder / "gone.yml").symlink_to(tmp_path / "nowhere.yml")
+    (folder / "loop.yml").symlink_to("loop.yml")
+    (folder / ".#fabric.yml").symlink_to("root@host.1234:1700000000")
+    skipped = "Ansible would skip it without a word, leaving its variables unset; allowed: a link to a readable file, "
+    assert yaml_problems(hosts) == [
+        f"{folder}/gone.yml: cannot read: a symbolic link that leads to no file (it links to {tmp_path}/nowhere.yml, "
+        f"which does not exist); {skipped}or no link",
+        f"{folder}/loop.yml: cannot read: a symbolic link that leads to no file (Too many levels of symbolic links); "
+        f"{skipped}or no link",
+    ]
 
 
 def test_cli_refuses_jinja_it_cannot_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
