@@ -44,3 +44,12 @@ def output_path(allowed: str) -> Callable[[str], Path]:
         return Path(text)
 
     return parse
+
+
+def host_pattern(text: str) -> str:
+    """argparse type of --limit: a host or group pattern, not an empty one. Ansible reads ``--limit ""`` as no
+    limit at all, so a script passing an unset $NODES ran against every node (a reset of the whole cluster)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty pattern (Ansible would take it for every host); allowed: "
+                                         "host or group names, or patterns such as node[1:4] or 'cluster:!node3'")
+    return text

@@ -572,11 +572,14 @@ CASES: list[Case] = [
             n.b: [f"{n.b}: ansible_host='{n.addr_a}' is also the address of ", n.a, "allowed: an address"],
         },
     ),
+    # Ansible's own error (ansible.cfg: any_unparsed_is_failed): no play runs, the parse error names the line. Before,
+    # Ansible warned and went on without the file's hosts, and preflight said only that 'cluster' had none.
     Case(
         "malformed-hosts-yml",
         _misindented_hosts_yml,
-        lambda n: {"localhost": ["the inventory has no hosts in group 'cluster'"]},
-        output=lambda n: ["Failed to parse inventory", "hosts.yml:", "ansible_port: 22"],
+        lambda n: {},
+        output=lambda n: ["Failed to parse inventory", "hosts.yml:", "ansible_port: 22",
+                          "Completely failed to parse inventory source"],
     ),
     # --- wrong types and values of role variables (every role's meta/argument_specs.yml) -------------
     Case(

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaforge import infra_report
-from rdmaforge.errors import CannotRun
+from rdmaforge.errors import CannotRun, host_pattern
 from rdmaforge.paths import VERIFY_ROOT
 from rdmaforge.runner import command, execute, inventory_list, junit, secrets
 from rdmaforge.runner.exit_codes import ExitCode
@@ -51,7 +51,8 @@ def register(subparsers: Any) -> None:
         "production clusters. Exit 0 all passed, 2 a test failed on a node, 3 a node unreachable.",
     )
     parser.add_argument("-i", "--inventory", type=Path, required=True, help="the cluster's inventory (hosts.yml)")
-    parser.add_argument("-l", "--limit", default="cluster", help="host pattern to verify (default: group cluster)")
+    parser.add_argument("-l", "--limit", default="cluster", type=host_pattern,
+                        help="host pattern to verify (default: group cluster)")  # fmt: skip
     parser.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
     command.add_connection_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="print pytest's output as it runs")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaforge import terminal
-from rdmaforge.errors import CannotRun, UserError, missing_path
+from rdmaforge.errors import CannotRun, UserError, host_pattern, missing_path
 from rdmaforge.paths import playbook as playbook_path
 from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets, vault
 from rdmaforge.runner.events import HostProblem
@@ -112,7 +112,7 @@ def add_target_arguments(
     parser: argparse.ArgumentParser, tags: bool = True, check: bool = True, extra_vars: bool = True
 ) -> None:
     parser.add_argument("-i", "--inventory", type=Path, required=True, help="the cluster's inventory (hosts.yml)")
-    parser.add_argument("-l", "--limit", help="only these hosts or groups (Ansible's --limit)")
+    parser.add_argument("-l", "--limit", type=host_pattern, help="only these hosts or groups (Ansible's --limit)")
     if tags:
         parser.add_argument("-t", "--tags", help="only tasks with these tags (Ansible's --tags)")
         parser.add_argument("--skip-tags", metavar="TAGS", help="leave out tasks with these tags (--skip-tags)")

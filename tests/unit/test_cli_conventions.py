@@ -521,3 +521,21 @@ def test_every_commands_output_option_refuses_an_empty_path() -> None:
                     action.type("")
                 assert action.type("out") == Path("out"), name
     assert {"render", "baseline"} <= set(found)
+
+
+def test_every_commands_limit_refuses_an_empty_pattern(capsys: pytest.CaptureFixture[str]) -> None:
+    """--limit "" is no limit to Ansible: a script whose $NODES was unset reset every node. Each command's --limit
+    refuses it (a usage error, 64) and keeps a real pattern as given."""
+    found = []
+    for name, parser in subcommands().items():
+        for action in parser._actions:
+            if "--limit" in action.option_strings:
+                found.append(name)
+                assert callable(action.type), name
+                for empty in ("", "  "):
+                    with pytest.raises(argparse.ArgumentTypeError, match="an empty pattern"):
+                        action.type(empty)
+                assert action.type("cluster:!node3") == "cluster:!node3", name
+    assert {"provision", "reset", "verify", "remove-node", "upgrade-nccl"} <= set(found), found
+    assert main(["reset", "-i", "hosts.yml", "--yes", "--limit", ""]) == 64
+    assert "an empty pattern" in capsys.readouterr().err

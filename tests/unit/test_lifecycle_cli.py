@@ -81,16 +81,23 @@ def test_reset_without_yes_runs_nothing(inventory: Path, tmp_path: Path) -> None
     assert not (tmp_path / "runs").exists()  # no run started, so no node could be touched
 
 
-def test_reset_playbook_unconfirmed_stops_on_localhost(inventory: Path, tmp_path: Path) -> None:
-    """Run as ansible-playbook is, without the command's --yes: the first play refuses, no node is tried."""
+@pytest.mark.parametrize("limit", [[], ["--limit", "node2"]], ids=["every-node", "limit"])
+def test_reset_playbook_unconfirmed_stops_before_any_node_is_touched(
+    inventory: Path, tmp_path: Path, limit: list[str]
+) -> None:
+    """Run as ansible-playbook is, without the command's --yes: the first play refuses, no node is contacted. Under
+    --limit too: the refusal was a play for localhost, which --limit node2 left out, and the reset went ahead."""
     root = Path(__file__).resolve().parents[2]  # its ansible.cfg finds the collection
     for extra in ([], ["-e", json.dumps({"rdmaforge_reset_confirm": False})]):
         argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), "playbooks/reset.yml"]
-        proc = subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=300, cwd=root)
+        proc = subprocess.run([*argv, *limit, *extra], capture_output=True, text=True, timeout=300, cwd=root)
         assert proc.returncode != 0, proc.stdout[-3000:]
         assert "rdmaforge_reset_confirm=false: allowed: true" in proc.stdout, proc.stdout[-3000:]
         recap = proc.stdout.split("PLAY RECAP", 1)[1]
-        assert "localhost" in recap and "node1" not in recap and "node2" not in recap, recap
+        # The assert ran on the controller: no node was reached (none unreachable, none changed), and no later play
+        # started (only the refusing one ran).
+        assert "unreachable=0" in recap and "changed=1" not in recap and "ok=1" not in recap, recap
+        assert proc.stdout.count("PLAY [") == 1, proc.stdout[-3000:]
 
 
 @pytest.mark.parametrize("name", ["upgrade-nccl", "rollback-nccl"])
@@ -110,3 +117,17 @@ def test_allow_partial_is_handed_on_as_the_opt_in(name: str, tmp_path: Path, mon
     argv = extravars.to_cmdline([extravars.ExtraVars(inline=runs[0][1])], tmp_path)
     assert argv[0] == "-e"
     assert json.loads(Path(argv[1].removeprefix("@")).read_text())["nccl_build_allow_partial"] is True
+
+
+@pytest.mark.parametrize("command", [["provision"], ["reset", "--yes"]], ids=["provision", "reset"])
+def test_an_inventory_ansible_parses_only_in_part_stops_before_any_node(tmp_path: Path, command: list[str]) -> None:
+    """An INI header missing its ']' (hostile-input finding): Ansible warned 'Unable to parse' and went on with
+    node1 and without the group's variables; provision passed preflight and then failed half-way, reset began on
+    the node. ansible.cfg's any_unparsed_is_failed makes it Ansible's error: exit 1, no host run."""
+    inventory = tmp_path / "hosts"
+    inventory.write_text("[cluster]\nnode1 ansible_host=127.0.0.1 ansible_port=9 ansible_connection=no-such-connection"
+                         "\n[cluster:vars\nrdmaforge_fabric=tcp\n")  # fmt: skip
+    proc = rdmaforge(tmp_path, *command, "-i", str(inventory))
+    assert proc.returncode == ExitCode.ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "Completely failed to parse inventory source" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    assert "no host was run" in proc.stdout, proc.stdout[-3000:]
