@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import fabrics, fast_yaml, nccl_build, role_defaults
-from rdmaforge.bench.verdict import THRESHOLDS, threshold_allowed, threshold_problem
+from rdmaforge.bench.verdict import (
+    THRESHOLDS,
+    TOLERANCE,
+    TOLERANCE_ALLOWED,
+    threshold_allowed,
+    threshold_problem,
+    tolerance_problem,
+)
 from rdmaforge.hostnames import short_name
 from rdmaforge.plain_data import ansible_bool, plain
 from rdmaforge.stored import MAX_GPUS
@@ -549,6 +556,9 @@ def threshold_problems(host: str, values: Mapping[str, object]) -> list[Problem]
             message = (f"{host}: {variable}={show(values[variable])} is not allowed; allowed: "
                        f"{threshold_allowed(at_most)}")  # fmt: skip
             found.append(Problem(host, variable, message))
+    if TOLERANCE in values and tolerance_problem(values[TOLERANCE]) is not None:
+        message = f"{host}: {TOLERANCE}={show(values[TOLERANCE])} is not allowed; allowed: {TOLERANCE_ALLOWED}"
+        found.append(Problem(host, TOLERANCE, message))
     return found
 
 

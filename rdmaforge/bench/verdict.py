@@ -60,6 +60,23 @@ def threshold_allowed(at_most: float | None) -> str:
     return f'a number above 0{upper}, or empty (null or "": reported, not judged)'
 
 
+#: The allowed drop against a baseline (a fraction): the run.json it is written into takes 0 to below 1 only.
+TOLERANCE = "benchmark_regression_tolerance"
+TOLERANCE_ALLOWED = "a fraction from 0 to below 1 (0.1 is 10%)"
+
+
+def tolerance_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be the regression tolerance, or None. Checked before a benchmark runs: run.json's schema
+    refused 5 (or -1) only when the report was written after the whole benchmark, and ``"abc" | float`` was 0."""
+    if isinstance(value, bool):
+        return f"must be {TOLERANCE_ALLOWED}"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return f"must be {TOLERANCE_ALLOWED}"
+    return None if math.isfinite(number) and 0 <= number < 1 else f"must be {TOLERANCE_ALLOWED}"
+
+
 def threshold_problem(value: Any, at_most: float | None) -> str | None:
     """Why ``value`` cannot be a threshold (in the words of threshold_allowed), or None when it can be one."""
     problem = f"must be {threshold_allowed(at_most)}"

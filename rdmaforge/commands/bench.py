@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge.bench import baseline
-from rdmaforge.bench.verdict import EXIT_CODES, GROUPS, THRESHOLDS, describe, threshold_problem
+from rdmaforge.bench.verdict import (
+    EXIT_CODES,
+    GROUPS,
+    THRESHOLDS,
+    TOLERANCE,
+    describe,
+    threshold_problem,
+    tolerance_problem,
+)
 from rdmaforge.errors import CannotRun
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, junit
@@ -131,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
         templated = isinstance(value, str) and "{{" in value  # the role checks it once Ansible has templated it
         if not templated and (problem := threshold_problem(value, at_most)) is not None:
             return bad_input(f"{variable}={value!r} (from -e): {problem}")
+    tolerance = merged(variables).get(TOLERANCE)
+    if tolerance is not None and not (isinstance(tolerance, str) and "{{" in tolerance):
+        if (problem := tolerance_problem(tolerance)) is not None:
+            return bad_input(f"{TOLERANCE}={tolerance!r} (from -e): {problem}")
     given = merged(variables).get("benchmark_baseline")
     if given:
         try:  # before anything runs: a baseline that cannot be compared with is an error, never ignored

@@ -11,7 +11,7 @@ from typing import Any
 from rdmaforge import stored
 from rdmaforge.bench.baseline import BaselineError
 from rdmaforge.bench.report import render
-from rdmaforge.bench.verdict import EXIT_CODES
+from rdmaforge.bench.verdict import EXIT_CODES, tolerance_problem
 from rdmaforge.errors import missing_path
 from rdmaforge.paths import WORKSPACE
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     if args.baseline is not None:
         overrides["baseline"] = str(args.baseline.resolve())
     if args.tolerance is not None:
-        if not 0 <= args.tolerance < 1:
-            return bad_input(f"--tolerance {args.tolerance}: must be a fraction from 0 to below 1 (0.1 is 10%)")
+        if (problem := tolerance_problem(args.tolerance)) is not None:
+            return bad_input(f"--tolerance {args.tolerance}: {problem}")
         overrides["tolerance"] = args.tolerance
     try:
         results = render(run_dir, overrides)

@@ -7,6 +7,7 @@ rc, status), then `recap.json`, `junit.xml` and what the command adds (`benchmar
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
 import re
 import shutil
@@ -18,7 +19,13 @@ RUNS_DIR = Path(os.environ.get("RDMAFORGE_RUNS_DIR", WORKSPACE / "artifacts" / "
 #: Runs kept by default (the newest); `--keep` overrides it.
 DEFAULT_KEEP = 20
 #: Only directories with this shape are ever rotated away: nothing else under the runs directory is touched.
-RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-[a-z][a-z0-9_]*(?:-\d+)?$")
+#: Commands are named with hyphens too (remove-node, upgrade-nccl): their runs were never rotated.
+RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-(?P<command>[a-z][a-z0-9_]*(?:-[a-z][a-z0-9_]*)*)(?:-\d+)?$")
+#: A file each run holds locked (flock) while its process lives: rotation by another run leaves such a directory
+#: alone. Runs with their own inventories may share a runs directory, and one's rotation deleted another's live run.
+IN_USE = ".in-use"
+#: The locks this process holds: run directory -> the open lock file (kept open until rotated or the process ends).
+_HELD: dict[Path, int] = {}
 
 
 def run_name(command: str, now: dt.datetime | None = None) -> str:
@@ -36,6 +43,9 @@ def new_run_dir(root: Path, command: str, now: dt.datetime | None = None) -> Pat
             path.mkdir(mode=0o700)
         except FileExistsError:
             continue
+        hold = os.open(path / IN_USE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(hold, fcntl.LOCK_EX)
+        _HELD[path.resolve()] = hold
         return path
     raise RuntimeError(f"cannot create a run directory under {root}")
 
@@ -63,12 +73,37 @@ def rotate(root: Path, keep: int, current: Path | None = None) -> list[Path]:
     for path in runs[: max(0, len(runs) - keep)]:
         if current is not None and path.resolve() == current.resolve():
             continue
+        held = _HELD.pop(path.resolve(), None)
+        if held is not None:
+            os.close(held)  # this process's own earlier run: it has ended, this process runs one at a time
+        elif in_use(path):
+            continue  # another process's live run: rotated by a later run, once it has ended
         shutil.rmtree(path)
         removed.append(path)
     return removed
 
 
+def in_use(path: Path) -> bool:
+    """Whether a live process holds ``path``'s IN_USE lock (a run directory of a run that has not ended)."""
+    try:
+        fd = os.open(path / IN_USE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # a run from before the lock file, or one whose file is gone: not in use
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def latest(root: Path, command: str | None = None) -> Path | None:
     """The newest run directory, of one command when given."""
-    runs = [p for p in run_dirs(root) if command is None or p.name.split("-", 1)[1].split("-")[0] == command]
+    runs = [p for p in run_dirs(root) if command is None or _command_of(p) == command]
     return runs[-1] if runs else None
+
+
+def _command_of(path: Path) -> str | None:
+    match = RUN_NAME.match(path.name)
+    return match["command"] if match else None

@@ -59,3 +59,14 @@ def test_a_threshold_of_0_or_less_is_refused(
     assert f"rdmaforge bench: {variable}={value!r} (from -e): must be {allowed}" in err
     assert 'or empty (null or "": reported, not judged)' in err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("value", ["5", "-1", "abc", "1", "nan"])
+def test_a_regression_tolerance_that_is_no_fraction_is_refused_before_anything_runs(
+    inventory: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """It was accepted, the whole benchmark ran, and only its report (run.json's schema) refused 5; 'abc' became 0."""
+    assert bench(inventory, tmp_path / "runs", "-e", f"benchmark_regression_tolerance={value}") == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"benchmark_regression_tolerance={value!r} (from -e): must be a fraction from 0 to below 1" in err, err
+    assert not (tmp_path / "runs").exists()

@@ -730,6 +730,17 @@ def test_a_benchmark_threshold_of_0_or_less_is_an_inventory_error() -> None:
     assert checks.inventory_report(nodes)["node1"][0].startswith("node1: benchmark_min_efficiency=1.2 is not allowed")
 
 
+@pytest.mark.parametrize("value", [5, -0.1, 1, "abc", True])
+def test_a_regression_tolerance_that_is_no_fraction_is_an_inventory_error(value: object) -> None:
+    """run.json takes a tolerance from 0 to below 1; anything else failed only after the benchmark had run."""
+    assert checks.threshold_problems("node1", {"benchmark_regression_tolerance": 0.1}) == []
+    assert checks.threshold_problems("node1", {"benchmark_regression_tolerance": "0"}) == []
+    assert messages(checks.threshold_problems("node1", {"benchmark_regression_tolerance": value})) == [
+        f"node1: benchmark_regression_tolerance={checks.show(value)} is not allowed; allowed: a fraction from 0 to "
+        "below 1 (0.1 is 10%)"
+    ]
+
+
 # --- downloads -------------------------------------------------------------------------------------
 
 # sha256sum of an empty file: a well-known value, not one the code under test computed.

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -307,6 +309,34 @@ def test_run_directories_are_named_by_time_and_rotated_newest_kept(tmp_path: Pat
     assert artifacts.latest(tmp_path, "bench") == same_second and artifacts.latest(tmp_path, "doctor") is None
     with pytest.raises(ValueError):
         artifacts.rotate(tmp_path, keep=0)
+
+
+def test_runs_of_hyphenated_commands_are_rotated_and_found(tmp_path: Path) -> None:
+    """remove-node, upgrade-nccl and rollback-nccl runs never matched the run name's pattern: --keep left them all."""
+    start = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    made = [artifacts.new_run_dir(tmp_path, "upgrade-nccl", start + dt.timedelta(minutes=i)) for i in range(3)]
+    assert artifacts.run_dirs(tmp_path) == made
+    assert artifacts.rotate(tmp_path, keep=1, current=made[-1]) == made[:2]
+    assert artifacts.latest(tmp_path, "upgrade-nccl") == made[-1] and artifacts.latest(tmp_path, "upgrade") is None
+
+
+def test_a_live_run_of_another_process_is_never_rotated_away(tmp_path: Path) -> None:
+    """Two runs with their own inventories may share a runs directory; one's rotation deleted the other's live run
+    directory (its ansible/status then missing: exit 64). A run holds its directory's lock while it lives."""
+    code = ("import sys, time; from pathlib import Path; from rdmaforge.runner import artifacts; "
+            "print(artifacts.new_run_dir(Path(sys.argv[1]), 'provision'), flush=True); time.sleep(60)")  # fmt: skip
+    other = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None
+        live = Path(other.stdout.readline().strip())
+        later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)
+        mine = [artifacts.new_run_dir(tmp_path, "provision", later + dt.timedelta(minutes=i)) for i in range(2)]
+        assert artifacts.rotate(tmp_path, keep=1, current=mine[-1]) == [mine[0]]
+        assert live.is_dir()
+    finally:
+        other.kill()
+        other.wait()
+    assert artifacts.rotate(tmp_path, keep=1, current=mine[-1]) == [live]  # ended: rotated as any old run
 
 
 def test_the_current_run_survives_rotation_even_when_older(tmp_path: Path) -> None:
