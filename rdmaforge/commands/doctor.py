@@ -22,7 +22,7 @@ from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, junit
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.extravars import ExtraVars
-from rdmaforge.runner.recap import first_line
+from rdmaforge.runner.recap import one_line
 
 NAME = "doctor"
 
@@ -91,6 +91,13 @@ def host_cases(diagnosis: doctor.Diagnosis, failed: dict[str, str]) -> list[juni
     return cases
 
 
+def stopped_before_contact(failed: list[str]) -> str:
+    """The verdict of a run that failed on the controller before any task reached a node."""
+    hosts = ", ".join(failed) if len(failed) <= 5 else f"{len(failed)} nodes"
+    return (f"not judged: the run stopped before contacting the nodes: a check on the controller failed for {hosts} "
+            "(the failure above: an argument or an inventory value); no node was read")  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
@@ -109,16 +116,20 @@ def run(args: argparse.Namespace) -> int:
         record = {**command.outcome_record(outcome), "healthy": False}
         return command.finish(session, args, command.playbook_exit(outcome), [], record)
     unreachable = [p.host for p in outcome.events.unreachable()]
-    failed = {p.host: f"{p.task}: {first_line(p.message)}" for p in reversed(outcome.events.failures())}
+    failed = {p.host: f"{p.task}: {one_line(p.message, p.action)}" for p in reversed(outcome.events.failures())}
     # The nodes the run covered (its recap) that answered: each one has a result, or is named as not judged (a node
     # whose doctor task failed is named by that failure).
     nodes, unread = read_nodes(output, [h for h in outcome.recaps if h not in unreachable])
     unread = {host: why for host, why in unread.items() if host not in failed}
     diagnosis = doctor.diagnose(nodes, unreachable, failed, args.max_clock_offset, unread)
     code = diagnosis.exit_code if outcome.status != "canceled" else ExitCode.INTERRUPTED
+    # Every failure came from a check on the controller (the role's argument spec, a fail on the inventory) before
+    # any task went to a node: no node was asked, so "no node answered" and "0 unreachable" would mislead.
+    stopped = bool(failed) and not outcome.events.contacted
     print("", file=session.out)
-    print(doctor.render(diagnosis), file=session.out)
+    print(stopped_before_contact(list(failed)) if stopped else doctor.render(diagnosis), file=session.out)
     record = {**command.outcome_record(outcome), "healthy": code == ExitCode.OK, "rows": diagnosis.rows,
               "nodes": diagnosis.per_node(), "findings": [f.to_dict() for f in diagnosis.findings],
-              "unreachable": diagnosis.unreachable, "not_judged": diagnosis.not_judged}  # fmt: skip
+              "unreachable": diagnosis.unreachable, "not_judged": diagnosis.not_judged,
+              "stopped_before_contact": stopped}  # fmt: skip
     return command.finish(session, args, code, host_cases(diagnosis, failed), record)

@@ -20,6 +20,27 @@ ASSERT_ACTIONS = frozenset({"assert", "ansible.builtin.assert", "ansible.legacy.
 
 
 DEBUG_ACTIONS = frozenset({"debug", "ansible.builtin.debug", "ansible.legacy.debug"})
+#: A role's argument spec checked before its tasks (Ansible's "Validating arguments against arg spec ..." task):
+#: its message is the header "Validation of arguments failed:" and a line per bad argument.
+ARGUMENT_SPEC_ACTIONS = frozenset(
+    {"validate_argument_spec", "ansible.builtin.validate_argument_spec", "ansible.legacy.validate_argument_spec"}
+)
+
+
+def _forms(*names: str) -> frozenset[str]:
+    return frozenset(f"{prefix}{name}" for name in names for prefix in ("", "ansible.builtin.", "ansible.legacy."))
+
+
+#: Actions that run on the controller alone and reach no node (a task result of theirs says nothing of a
+#: connection): checks of the inventory and the arguments, facts set from variables, includes.
+CONTROLLER_ACTIONS = (
+    FAIL_ACTIONS | ASSERT_ACTIONS | DEBUG_ACTIONS | ARGUMENT_SPEC_ACTIONS
+    | _forms("set_fact", "meta", "include_tasks", "include_role", "import_tasks", "import_role", "include_vars",
+             "set_stats", "add_host", "group_by")
+)  # fmt: skip
+
+#: The message Ansible gives a loop task's result in place of its items' own ones.
+LOOP_SUMMARIES = frozenset({"All items completed", "One or more items failed"})
 
 
 def warning_lines(msg: Any) -> list[str]:
@@ -80,16 +101,25 @@ def change_message(res: Mapping[str, Any]) -> str:
 
 
 def result_message(res: Mapping[str, Any]) -> str:
-    """The one line a person needs from a module result: msg, else stderr, else the failed loop items' messages."""
+    """What a person needs from a module result: msg, else stderr, else the failed loop items' messages. A loop's
+    summary ("All items completed" of a node that could not be reached) gives way to its items: the first
+    unreachable item's message (the SSH error), else those of the failed items, each once."""
+    items = [r for r in res.get("results") or [] if isinstance(r, Mapping)]
+    if res.get("msg") in LOOP_SUMMARIES and items:
+        unreachable = [r for r in items if r.get("unreachable")]
+        if unreachable:
+            return result_message(unreachable[0])
+        if any(r.get("failed") for r in items):
+            return "; ".join(dict.fromkeys(result_message(r) for r in items if r.get("failed")))
     for key in ("msg", "stderr", "reason"):
         value = res.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()
         if isinstance(value, list) and value:
             return "; ".join(str(v) for v in value)
-    items = [r for r in res.get("results") or [] if isinstance(r, Mapping) and r.get("failed")]
-    if items:
-        return "; ".join(result_message(item) for item in items)
+    failed = [r for r in items if r.get("failed")]
+    if failed:
+        return "; ".join(result_message(item) for item in failed)
     if res.get("rc") not in (None, 0):
         return f"exit status {res['rc']}"
     return "failed"
@@ -113,6 +143,10 @@ class EventLog:
     #: A first converge changes a hundred tasks a node, too many to keep for every run.
     keep_changes: bool = False
     changes: list[HostChange] = field(default_factory=list)
+    #: Hosts a task result came from that may have reached them (unreachable ones too: a connection was tried);
+    #: empty when the run stopped on the controller (an argument spec, preflight's checks of the inventory)
+    #: before any task went to a node.
+    contacted: list[str] = field(default_factory=list)
     count: int = 0
 
     def handle(self, event: Mapping[str, Any]) -> None:
@@ -123,6 +157,13 @@ class EventLog:
         if host and host not in self.hosts and name.startswith("runner_on_"):
             self.hosts.append(str(host))
         res: Mapping[str, Any] = data.get("res") or {}
+        if (
+            host
+            and host not in self.contacted
+            and name in _RESULTS
+            and (name == "runner_on_unreachable" or data.get("task_action") not in CONTROLLER_ACTIONS)
+        ):
+            self.contacted.append(str(host))
         if self.keep_changes and name == "runner_on_ok" and res.get("changed"):
             role = f"{data['role']} : " if data.get("role") else ""
             self.changes.append(HostChange(str(host), role + str(data.get("task") or ""), change_message(res)))
@@ -179,4 +220,5 @@ def _redacted(entry: _Entry, known: Redactor) -> _Entry:
     return replace(entry, task=redact_text(entry.task, known), message=redact_text(entry.message, known))
 
 
+_RESULTS = ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")
 _STAT_KEYS = ("ok", "changed", "dark", "failures", "skipped", "rescued", "ignored", "processed")

@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from rdmaforge.runner.events import result_message
-from rdmaforge.runner.recap import first_line
+from rdmaforge.runner.recap import message_lines
 from rdmaforge.terminal import escaped
 
 CLEAR = "\r\x1b[K"
@@ -131,12 +131,21 @@ class Progress:
             task.counts["skipped"] += 1
         elif name == "runner_on_unreachable":
             task.counts["unreachable"] += 1
-            self._line(f"  UNREACHABLE {host}: {first_line(result_message(res))}")
+            self._problem("UNREACHABLE", host, data, res)
         elif data.get("ignore_errors"):
             task.counts["ignored"] += 1
         else:
             task.counts["failed"] += 1
-            self._line(f"  FAILED {host}: {first_line(result_message(res))}")
+            self._problem("FAILED", host, data, res)
+
+    def _problem(self, what: str, host: str, data: Mapping[str, Any], res: Mapping[str, Any]) -> None:
+        """``  FAILED HOST: MESSAGE``, the message's further lines (recap.message_lines: every problem preflight
+        lists, an argument spec's errors) indented under it."""
+        action = str(data.get("task_action") or data.get("resolved_action") or "")
+        first, *rest = message_lines(result_message(res), action)
+        self._line(f"  {what} {host}: {first}")
+        for line in rest:
+            self._line(f"    {line}")
 
     def _still_running(self, task: TaskState, host: str, elapsed: float, name: str, res: Mapping[str, Any]) -> None:
         if self.tty:

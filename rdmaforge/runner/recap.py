@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from rdmaforge.runner.events import HostChange, HostProblem
+from rdmaforge.runner.events import ARGUMENT_SPEC_ACTIONS, ASSERT_ACTIONS, FAIL_ACTIONS, HostChange, HostProblem
 
 #: ansible-runner's stats keys -> the recap's column names (the PLAY RECAP line's words).
 STAT_COLUMNS = {
@@ -121,13 +121,17 @@ def render(
     warnings: Sequence[str] = (),
     would_change: Sequence[HostChange] = (),
 ) -> str:
-    """The recap table, then one line per failed task (host, task and message), then, for a check run, what a run
-    would change (up to CHANGES_SHOWN a host), then the run's WARNING lines."""
+    """The recap table, then each failed task (host, task and message: message_lines, the lines after the first
+    indented), then, for a check run, what a run would change (up to CHANGES_SHOWN a host), then the run's WARNING
+    lines."""
     header = ["host", *STAT_COLUMNS.values(), "status"]
     rows = [[r.host, *(str(getattr(r, c)) for c in STAT_COLUMNS.values()), r.status] for r in recaps.values()]
     text = render_table(rows, header) if rows else "no host was run"
-    details = [f"  {p.host}: {'unreachable' if p.unreachable else 'failed'}: {p.task}: {first_line(p.message)}"
-               for p in problems]  # fmt: skip
+    details: list[str] = []
+    for p in problems:
+        first, *rest = message_lines(p.message, p.action)
+        details.append(f"  {p.host}: {'unreachable' if p.unreachable else 'failed'}: {p.task}: {first}")
+        details += [f"    {line}" for line in rest]
     return "\n".join([text, *details, *would_change_lines(would_change), *(f"  {line}" for line in warnings)])
 
 
@@ -151,3 +155,37 @@ def would_change_lines(changes: Sequence[HostChange]) -> list[str]:
 def first_line(message: str, limit: int = 300) -> str:
     line = message.strip().splitlines()[0] if message.strip() else ""
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+#: How many lines of a failure's message the screen shows (preflight lists every problem of a node, one a line);
+#: recap.json has them all.
+MESSAGE_LINES = 10
+
+#: The actions whose message is a list written on the controller, a line per problem: rdmaforge's fail and assert
+#: tasks (preflight's inventory checks) and a role's argument spec (a line per bad argument).
+LISTING_ACTIONS = FAIL_ACTIONS | ASSERT_ACTIONS | ARGUMENT_SPEC_ACTIONS
+
+
+def message_lines(message: str, action: str = "", limit: int = MESSAGE_LINES) -> list[str]:
+    """The lines of a failure's message the screen shows (at least one, each cut as first_line cuts it).
+
+    A module's message shows its first line, unless that line is a header ending in ':' ("Validation of arguments
+    failed:"): then the lines after it, which say what failed, too. The message of a fail, assert or argument spec
+    (LISTING_ACTIONS) shows every line. Either way up to ``limit`` lines, then how many more recap.json has.
+    """
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()] or [""]
+    if action not in LISTING_ACTIONS and not lines[0].endswith(":"):
+        return [first_line(lines[0])]
+    shown = [first_line(line) for line in lines[:limit]]
+    if len(lines) > limit:
+        shown.append(f"and {len(lines) - limit} more (recap.json)")
+    return shown
+
+
+def one_line(message: str, action: str = "") -> str:
+    """message_lines in one line (a doctor finding): a header and the line after it joined by a space, the other
+    lines by '; '."""
+    first, *rest = message_lines(message, action)
+    for line in rest:
+        first += (" " if first.endswith(":") else "; ") + line
+    return first

@@ -358,3 +358,58 @@ def test_a_node_without_a_result_is_named_not_judged(tmp_path: Path) -> None:
     worse = doctor.diagnose({"node1": nodes["node1"]}, not_judged=unread)
     assert worse.exit_code == ExitCode.INCOMPLETE and worse.problems
     assert "on the 1 judged: 1 problem(s) against the inventory" in doctor.render(worse)
+
+
+# The role's argument spec failing on `doctor -e doctor_expected_gpus=abc` (events trimmed from the run's job_events).
+ARGUMENT_ERROR = ("argument 'doctor_expected_gpus' is of type str and we were unable to convert to int: \"'abc'\" "
+                  "cannot be converted to an int")  # fmt: skip
+ARGUMENT_SPEC_EVENTS: list[dict[str, Any]] = [
+    {"event": "playbook_on_play_start", "event_data": {"name": "Doctor | read RDMA ports (changes nothing)"}},
+    {"event": "playbook_on_task_start", "event_data": {"name": "doctor : Validating arguments against arg spec"}},
+    {"event": "runner_on_start", "event_data": {"host": "erdma-node1"}},
+    {"event": "runner_on_failed", "event_data": {
+        "host": "erdma-node1", "role": "doctor", "ignore_errors": None,
+        "task": "Validating arguments against arg spec 'main' - Read-only health of a node",
+        "task_action": "ansible.builtin.validate_argument_spec",
+        "resolved_action": "ansible.builtin.validate_argument_spec",
+        "res": {"msg": f"Validation of arguments failed:\n{ARGUMENT_ERROR}", "argument_errors": [ARGUMENT_ERROR],
+                "changed": False, "exception": "(traceback unavailable)", "_ansible_no_log": False}}},
+    {"event": "playbook_on_stats", "event_data": {"ok": {}, "failures": {"erdma-node1": 1}, "dark": {},
+                                                  "processed": {"erdma-node1": 1}}},
+]  # fmt: skip
+
+
+def test_a_run_stopped_on_the_argument_spec_names_the_argument_and_contacted_no_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """doctor -e doctor_expected_gpus=abc printed "Validation of arguments failed:" without the variable, then
+    "no node answered" and "0 unreachable", though the run stopped before any task went to a node."""
+    from rdmaforge.runner import execute
+    from rdmaforge.runner.events import EventLog
+    from rdmaforge.runner.recap import from_stats
+
+    def fake_run(request: Any, run_dir: Path, on_event: Any = None, scrubbed: Any = None,
+                 read: Any = None) -> execute.Outcome:  # fmt: skip
+        log = EventLog()
+        for event in ARGUMENT_SPEC_EVENTS:
+            log.handle(event)
+            if on_event is not None:
+                on_event(event)
+        return execute.Outcome("failed", 2, log, from_stats(log.stats, log.hosts), run_dir / "ansible", 0.1)
+
+    monkeypatch.setattr(execute, "run", fake_run)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": {
+        "erdma-node1": {"ansible_host": "127.0.0.1", "ansible_port": 9}}}}}}))  # fmt: skip
+    runs = tmp_path / "runs"
+    code = main(["doctor", "-i", str(inventory), "--runs-dir", str(runs)])
+    out = capsys.readouterr().out
+    assert code == ExitCode.HOST_FAILED, out
+    assert f"  FAILED erdma-node1: Validation of arguments failed:\n    {ARGUMENT_ERROR}\n" in out
+    assert f"Read-only health of a node: Validation of arguments failed:\n    {ARGUMENT_ERROR}\n" in out  # the recap
+    assert "no node answered" not in out and "0 unreachable" not in out
+    assert "not judged: the run stopped before contacting the nodes: a check on the controller failed for " \
+           "erdma-node1" in out  # fmt: skip
+    recap = json.loads((next(runs.iterdir()) / "recap.json").read_text())
+    assert recap["stopped_before_contact"] is True and recap["healthy"] is False
+    assert recap["problems"][0]["message"] == f"Validation of arguments failed:\n{ARGUMENT_ERROR}"

@@ -22,7 +22,15 @@ from rdmaforge.runner import artifacts, command, execute, extravars, junit, secr
 from rdmaforge.runner.events import EventLog, HostChange, HostProblem, change_message, result_message
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode, for_hosts
 from rdmaforge.runner.progress import Progress, duration
-from rdmaforge.runner.recap import CHANGES_SHOWN, from_stats, render, would_change_lines
+from rdmaforge.runner.recap import (
+    CHANGES_SHOWN,
+    MESSAGE_LINES,
+    from_stats,
+    message_lines,
+    one_line,
+    render,
+    would_change_lines,
+)
 
 # --- exit codes -------------------------------------------------------------------------------------------
 
@@ -570,3 +578,143 @@ def test_only_a_log_for_a_check_run_keeps_changes_and_says_what_each_changed() -
     assert change_message(block) == "/etc/hosts: Block removed"
     assert change_message({"changed": True, "msg": "wrote /etc/nccl.conf", "dest": "/etc/nccl.conf"}) == (
         "wrote /etc/nccl.conf")  # fmt: skip
+
+
+# --- failure messages of several lines, loop results (events trimmed from recorded runs' job_events) ----------
+
+#: preflight's failure of a node with three problems (rdmaforge_fabric, rdmaforge_network_timeout, hugepages_count).
+PREFLIGHT_PROBLEMS = [
+    "erdma-node1: rdmaforge_fabric='ethernet' is not a known fabric profile; allowed: erdma, infiniband, roce, "
+    "acs_type1, acs_type2, tcp",
+    "erdma-node1: rdmaforge_network_timeout=1 is not allowed; allowed: a whole number from 5 to 3600",
+    "erdma-node1: hugepages_count=-5 is not allowed while hugepages_enabled is true; allowed: a whole number of "
+    "pages above 0, or null for seed 004's rule (50 on an 8-GPU node, otherwise GPUs x 5 + 10); 0 only with "
+    "hugepages_enabled: false",
+]
+
+
+def preflight_failure(problems: Sequence[str]) -> dict[str, Any]:
+    return ev("runner_on_failed", "erdma-node1", role="preflight", ignore_errors=None,
+              task="Stop when the inventory has problems (all problems of each node are listed)",
+              task_action="ansible.builtin.fail", resolved_action="ansible.builtin.fail",
+              res={"msg": "\n".join(problems), "changed": False, "exception": "(traceback unavailable)",
+                   "_ansible_no_log": False})  # fmt: skip
+
+
+#: doctor -e doctor_expected_gpus=abc: the role's argument spec fails on the controller.
+ARGUMENT_SPEC_FAILURE = ev(
+    "runner_on_failed", "erdma-node1", role="doctor", ignore_errors=None,
+    task="Validating arguments against arg spec 'main' - Read-only health of a node, written as JSON on the "
+    "controller for rdmaforge doctor",
+    task_action="ansible.builtin.validate_argument_spec", resolved_action="ansible.builtin.validate_argument_spec",
+    res={"validate_args_context": {"type": "role", "name": "doctor", "argument_spec_name": "main"},
+         "msg": "Validation of arguments failed:\nargument 'doctor_expected_gpus' is of type str and we were unable "
+                "to convert to int: \"'abc'\" cannot be converted to an int",
+         "argument_errors": ["argument 'doctor_expected_gpus' is of type str and we were unable to convert to int: "
+                             "\"'abc'\" cannot be converted to an int"],
+         "changed": False, "exception": "(traceback unavailable)", "_ansible_no_log": False},
+)  # fmt: skip
+
+SSH_REFUSED = (
+    "Task failed: Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 port 9: Connection refused"
+)
+
+
+def unreachable_item(item: str) -> dict[str, Any]:
+    return {"unreachable": True, "exception": "(traceback unavailable)", "msg": SSH_REFUSED, "changed": False,
+            "_ansible_no_log": False, "item": item, "ansible_loop_var": "item",
+            "_ansible_item_label": item}  # fmt: skip
+
+
+#: rollback-nccl against a node that refuses SSH: the stat loop over `current` and `previous` is unreachable.
+UNREACHABLE_LOOP = ev(
+    "runner_on_unreachable", "erdma-node1", role="nccl_build",
+    task="Look at the builds `current` and `previous` point to", task_action="ansible.builtin.stat",
+    res={"results": [unreachable_item("current"), unreachable_item("previous")], "unreachable": True,
+         "msg": "All items completed", "changed": False},
+)  # fmt: skip
+
+
+def shown(events: Sequence[dict[str, Any]]) -> tuple[str, str, EventLog]:
+    """What the plain live progress and the recap print of ``events`` (a task start put before them)."""
+    out = io.StringIO()
+    progress = Progress(out, tty=False, clock=FakeClock())
+    log = EventLog()
+    for event in [ev("playbook_on_task_start", name="Task"), *events]:
+        progress.handle(event)
+        log.handle(event)
+    progress.close()
+    return out.getvalue(), render(from_stats(None, log.hosts), log.problems), log
+
+
+def test_every_problem_preflight_lists_for_a_node_is_shown_not_only_the_first() -> None:
+    """A node with three inventory problems: preflight's fail lists all three, one a line; the screen showed the
+    first only (the others were in recap.json alone)."""
+    live, recap, log = shown([preflight_failure(PREFLIGHT_PROBLEMS)])
+    assert log.problems[0].message == "\n".join(PREFLIGHT_PROBLEMS)  # recap.json: the message as it is
+    assert [f"  FAILED erdma-node1: {PREFLIGHT_PROBLEMS[0]}", *(f"    {p}" for p in PREFLIGHT_PROBLEMS[1:])] == [
+        line for line in live.splitlines() if "erdma-node1:" in line]  # fmt: skip
+    task = "Stop when the inventory has problems (all problems of each node are listed)"
+    assert recap.splitlines()[3:] == [f"  erdma-node1: failed: {task}: {PREFLIGHT_PROBLEMS[0]}",
+                                      *(f"    {p}" for p in PREFLIGHT_PROBLEMS[1:])]  # fmt: skip
+
+
+def test_a_long_list_of_problems_is_cut_after_ten_lines_with_a_count_of_the_rest() -> None:
+    problems = [f"erdma-node1: problem {i}" for i in range(MESSAGE_LINES + 3)]
+    live, recap, _ = shown([preflight_failure(problems)])
+    expected = [*problems[:MESSAGE_LINES], "and 3 more (recap.json)"]
+    assert [line.split(": ", 1)[-1].strip() if "FAILED" in line else line.strip()
+            for line in live.splitlines()[1:-1]] == expected  # fmt: skip
+    assert [line.strip() for line in recap.splitlines()[4:]] == expected[1:]
+
+
+def test_an_argument_spec_failure_shows_the_argument_not_only_its_header() -> None:
+    """doctor -e doctor_expected_gpus=abc printed "Validation of arguments failed:" and nothing of the variable."""
+    live, recap, log = shown([ARGUMENT_SPEC_FAILURE])
+    error = ("argument 'doctor_expected_gpus' is of type str and we were unable to convert to int: \"'abc'\" cannot "
+             "be converted to an int")  # fmt: skip
+    assert f"  FAILED erdma-node1: Validation of arguments failed:\n    {error}\n" in live
+    assert recap.endswith(f"doctor: Validation of arguments failed:\n    {error}")
+    # No task went to a node: the argument spec is checked on the controller.
+    assert log.contacted == []
+
+
+def test_any_message_that_starts_with_a_header_shows_what_follows_and_others_keep_one_line() -> None:
+    header = "unexpected result:\nthe line that says what\nmore"
+    assert message_lines(header, "ansible.builtin.command") == ["unexpected result:", "the line that says what",
+                                                                "more"]  # fmt: skip
+    assert message_lines("No package matching 'x'\ndetails", "ansible.builtin.apt") == ["No package matching 'x'"]
+    assert message_lines("a\nb", "ansible.builtin.assert") == ["a", "b"]
+    assert message_lines("", "ansible.builtin.fail") == [""]
+    # In one line (a doctor finding): the header and its content joined by a space, a list by '; '.
+    assert one_line(header, "ansible.builtin.command") == "unexpected result: the line that says what; more"
+
+
+def test_an_unreachable_loop_names_the_ssh_error_not_the_loop_summary() -> None:
+    """rollback-nccl reported its unreachable node as "All items completed"."""
+    live, recap, log = shown([UNREACHABLE_LOOP])
+    assert result_message(UNREACHABLE_LOOP["event_data"]["res"]) == SSH_REFUSED
+    assert f"  UNREACHABLE erdma-node1: {SSH_REFUSED}" in live.splitlines()
+    assert recap.endswith(f"erdma-node1: unreachable: Look at the builds `current` and `previous` point to: "
+                          f"{SSH_REFUSED}")  # fmt: skip
+    assert log.unreachable()[0].message == SSH_REFUSED and log.contacted == ["erdma-node1"]
+    # A failed loop: its failed items' messages, each once, not "One or more items failed".
+    failed = {"msg": "One or more items failed", "results": [
+        {"failed": True, "msg": "boom", "item": 1}, {"failed": False, "item": 2}, {"failed": True, "msg": "boom"}]}
+    assert result_message(failed) == "boom"
+
+
+def test_a_run_stopped_on_the_controller_contacted_no_node() -> None:
+    """Facts set, includes, fail and the argument spec run on the controller: no node was contacted; any other
+    task result, or an unreachable one, is a node the run tried to reach."""
+    log = EventLog()
+    for event in [ev("runner_on_ok", "localhost", task_action="ansible.builtin.assert", res={"msg": "ok"}),
+                  ev("runner_on_ok", "node1", task_action="ansible.builtin.set_fact", res={"ansible_facts": {}}),
+                  ev("runner_on_ok", "node1", task_action="ansible.builtin.include_tasks", res={}),
+                  ev("runner_on_skipped", "node2", task_action="ansible.builtin.command"),
+                  preflight_failure(PREFLIGHT_PROBLEMS)]:  # fmt: skip
+        log.handle(event)
+    assert log.contacted == []
+    log.handle(ev("runner_on_ok", "node2", task_action="ansible.builtin.setup", res={}))
+    log.handle(UNREACHABLE_LOOP)
+    assert log.contacted == ["node2", "erdma-node1"]
