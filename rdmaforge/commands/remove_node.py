@@ -20,9 +20,18 @@ def register(subparsers: Any) -> None:
         "the cluster's trust, hosts block and hostfile. The nodes must still be in the inventory: delete them from "
         "it afterwards, and the next provision changes nothing.",
     )
-    parser.add_argument("nodes", nargs="+", metavar="NODE", help="a host of group 'cluster' to take out")
+    parser.add_argument("nodes", nargs="+", metavar="NODE", type=node_name,
+                        help="a host of group 'cluster' to take out")  # fmt: skip
     command.add_changing_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def node_name(text: str) -> str:
+    """argparse type of NODE: a name, not an empty one (an unset shell variable), which the playbook's check named
+    as 'not in the cluster: none' after a run had started."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty node name; allowed: a host of group 'cluster'")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

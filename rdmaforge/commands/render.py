@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import errno
 import json
 import os
 import sys
@@ -38,7 +37,7 @@ from typing import Any
 import yaml
 
 from rdmaforge.errors import missing_path, output_path
-from rdmaforge.inventory_checks import long_name_problems, yaml_inventory_hosts
+from rdmaforge.inventory_files import yaml_problems
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.runner import inventory_list
 from rdmaforge.runner.exit_codes import ExitCode, epilog
@@ -185,71 +184,6 @@ def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
                 f"argument_specs{', e.g. [' + shown + ']' if kind == 'list' and isinstance(value, str) else ''})"
             )
     return found
-
-
-class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
-    """Safe YAML that accepts Ansible's tags (!vault, !unsafe): only the syntax is checked here."""
-
-
-_AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
-
-
-def yaml_problems(inventory: Path) -> list[str]:
-    """Syntax errors of the inventory's YAML files and its group_vars/host_vars, each naming file and line, and host
-    names too long for Ansible to read the inventory (inventory_checks.long_name_problems)."""
-    base = inventory if inventory.is_dir() else inventory.parent
-    own = [inventory] if inventory.is_file() else sorted(inventory.glob("*.y*ml"))
-    candidates = list(own)
-    for sub in ("group_vars", "host_vars"):
-        folder = base / sub
-        if folder.is_dir():
-            # A link that leads nowhere is listed too: Ansible would skip it without a word (_unreadable). Not one
-            # whose name Ansible skips anyway (hidden, a backup~): an editor's lock file (.#fabric.yml) is such a link.
-            candidates += sorted(p for p in folder.rglob("*") if p.suffix in ("", ".yml", ".yaml") and (
-                p.is_file() or p.is_symlink() and not p.name.startswith(".") and not p.name.endswith("~")))
-    found = []
-    for path in candidates:
-        if path.suffix not in (".yml", ".yaml") and path.parent.name not in ("group_vars", "host_vars"):
-            continue
-        try:
-            data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            found.append(f"{path}:{where}: YAML syntax error: {problem}")
-        except OSError as exc:
-            found.append(_unreadable(path, exc))
-        else:
-            found += [f"{path}: {key} is a !!binary value (bytes), which ansible-inventory cannot list; allowed: text, "
-                      "numbers, booleans, lists and mappings (base64 text without the tag, decoded where it is used "
-                      "with the b64decode filter)" for key in _binary_keys(data)]  # fmt: skip
-            hosts = yaml_inventory_hosts(data) if path in own else []
-            found += [p.message for host in hosts if isinstance(host, str) for p in long_name_problems(host)]
-    return found
-
-
-def _unreadable(path: Path, exc: OSError) -> str:
-    """Why a variables file cannot be read. Ansible reads only what is a file there: a link to nothing (or a link
-    loop) it skips without a word, so the file's variables would silently not apply; rdmaforge refuses it instead."""
-    if not path.is_symlink() or path.exists():
-        return f"{path}: cannot read: {exc.strerror or exc}"
-    target = os.readlink(path)
-    why = f"it links to {target}, which does not exist" if exc.errno == errno.ENOENT else f"{exc.strerror or exc}"
-    return (f"{path}: cannot read: a symbolic link that leads to no file ({why}); Ansible would skip it without a "
-            "word, leaving its variables unset; allowed: a link to a readable file, or no link")
-
-
-def _binary_keys(data: Any, where: str = "") -> list[str]:
-    """The keys (``a.b[2]``) whose value YAML's ``!!binary`` made bytes: ansible-inventory --list stops with a
-    traceback on them ("not JSON serializable"), naming neither the file nor the key."""
-    if isinstance(data, bytes):
-        return [where or "the document"]
-    if isinstance(data, dict):
-        return [k for key, value in data.items() for k in _binary_keys(value, f"{where}.{key}" if where else str(key))]
-    if isinstance(data, list):
-        return [k for i, value in enumerate(data) for k in _binary_keys(value, f"{where}[{i}]")]
-    return []
 
 
 def output_problem(out_dir: Path) -> str | None:

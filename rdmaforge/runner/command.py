@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from rdmaforge import terminal
 from rdmaforge.errors import CannotRun, UserError, host_pattern, missing_path
 from rdmaforge.paths import playbook as playbook_path
-from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets, vault
+from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets
 from rdmaforge.runner.events import HostProblem
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode, describe, for_hosts
 from rdmaforge.runner.progress import AnsibleEcho, Progress, Ticker, escapes_allowed
@@ -172,9 +172,14 @@ def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
     problem = missing_path(args.inventory, "inventory")
     if problem:  # a wrong -i is a bad command line: UserError, exit 64 from rdmaforge.cli, like render's
         raise UserError(problem)
-    long_names = long_host_names(args.inventory)
-    if long_names:
-        raise UserError("\n".join(long_names))
+    # What Ansible would stop on with a message naming no file (a group_vars YAML error: "YAML parsing failed"), or
+    # skip without a word (a vars file that is a link to nothing), or fail on in its fact cache (a 300-character host
+    # name): named with file and line before any run starts.
+    from rdmaforge.inventory_files import yaml_problems  # only where hosts are run against
+
+    problems = yaml_problems(Path(args.inventory), listing=False)
+    if problems:
+        raise UserError("\n".join(problems))
     if getattr(args, "mitogen", False):
         try:
             accelerator.strategy_dir()
@@ -182,21 +187,6 @@ def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
             raise CannotRun(str(exc)) from exc
     # A bad -e is a bad command line: ExtraVarsError is a UserError, which rdmaforge.cli reports with exit 64.
     return extravars.parse(getattr(args, "extra_vars", []) or [])
-
-
-def long_host_names(inventory: Path) -> list[str]:
-    """The problems of host names no host can have in the inventory's YAML files (inventory_checks.long_name_problems):
-    Ansible's fact cache stops on such a name ("File name too long") before preflight could name it."""
-    from rdmaforge.inventory_checks import long_name_problems, yaml_inventory_hosts  # only where hosts are run against
-
-    try:
-        own, _ = execute.inventory_variable_files(inventory)
-    except OSError:
-        return []
-    # Regular files only: a FIFO would block, a script is code (Ansible runs it), not a host list.
-    hosts = [h for path in own if path.is_file() and not vault.runs(path)
-             for h in yaml_inventory_hosts(vault.load_file(path))]  # fmt: skip
-    return [p.message for host in dict.fromkeys(hosts) if isinstance(host, str) for p in long_name_problems(host)]
 
 
 def start(args: argparse.Namespace, command: str, out: TextIO | None = None, json_recap: bool = False) -> Session:

@@ -131,3 +131,35 @@ def test_an_inventory_ansible_parses_only_in_part_stops_before_any_node(tmp_path
     assert proc.returncode == ExitCode.ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "Completely failed to parse inventory source" in proc.stdout + proc.stderr, proc.stdout[-3000:]
     assert "no host was run" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_reset_of_an_inventory_without_cluster_nodes_is_no_success(tmp_path: Path) -> None:
+    """The node is only in another group: nothing can be reset. It printed 'localhost ok' and exit 0 (the
+    confirmation play was a play for localhost); now no host is run and the exit says so."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": {"node1": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_connection": "no-such-connection"}}}}}}))
+    proc = rdmaforge(tmp_path, "reset", "-i", str(inventory), "--yes")
+    assert proc.returncode == ExitCode.ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "no host was run" in proc.stdout and "localhost" not in proc.stdout.split("PLAY RECAP", 1)[-1]
+
+
+def test_remove_node_refuses_an_empty_name_before_any_run(tmp_path: Path, inventory: Path) -> None:
+    proc = rdmaforge(tmp_path, "remove-node", "-i", str(inventory), "")
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "an empty node name; allowed: a host of group 'cluster'" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("command", [["provision"], ["reset", "--yes"], ["doctor"]])
+def test_a_group_vars_file_with_a_yaml_error_is_named_before_any_run(
+    tmp_path: Path, inventory: Path, command: list[str]
+) -> None:
+    """Ansible says only 'YAML parsing failed', naming no file (exit 1 after a run had started)."""
+    broken = inventory.parent / "group_vars" / "cluster" / "fabric.yml"
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_text("rdmaforge_fabric: [erdma\n")
+    proc = rdmaforge(tmp_path, *command, "-i", str(inventory))
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert f"{broken}: line 2 column 1: YAML syntax error" in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs").exists()

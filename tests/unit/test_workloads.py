@@ -689,7 +689,7 @@ def test_cli_kind_selects_and_bad_inventory_writes_nothing(tmp_path: Path, capsy
 def test_vars_links_that_lead_to_no_file_are_refused_but_an_editors_lock_is_not(tmp_path: Path) -> None:
     """Ansible reads only what is a file in group_vars/: a link to nothing or a link loop it skips without a word, so
     render would write the defaults; named instead. A hidden name Ansible skips anyway (Emacs' lock) stays unnamed."""
-    from rdmaforge.commands.render import yaml_problems
+    from rdmaforge.inventory_files import yaml_problems
 
     hosts = tmp_path / "hosts.yml"
     hosts.write_text("all:\n  children:\n    cluster:\n      hosts:\n        n1:\n")
