@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import fabrics, fast_yaml, nccl_build, role_defaults
+from rdmaforge import fabrics, fast_yaml, nccl_build, role_defaults, tuning
 from rdmaforge.bench.verdict import (
     THRESHOLDS,
     TOLERANCE,
@@ -488,7 +488,9 @@ GPU_COUNTS: dict[str, int] = {
 
 
 def gpu_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
-    """A GPU count above MAX_GPUS (a count below the least is positive_number_problems' or the argument spec's)."""
+    """A GPU count above MAX_GPUS or below its least: the argument spec's int takes -1, which doctor would compare
+    every node's count with and rendering would put into --nproc-per-node. rdmaforge_gpus_per_node's own line,
+    positive_number_problems', runs first and wins; a value that is no number is the argument spec's to name."""
     found = []
     for variable, least in GPU_COUNTS.items():
         value = values.get(variable)
@@ -496,6 +498,10 @@ def gpu_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]
         if number is not None and number > MAX_GPUS:
             message = (f"{host}: {variable}={show(value)} is more GPUs than a node has; allowed: a whole number "
                        f"from {least} to {MAX_GPUS}, or null")  # fmt: skip
+            found.append(Problem(host, variable, message))
+        elif number is not None and number < least:
+            message = (f"{host}: {variable}={show(value)} is not allowed; allowed: a whole number from {least} to "
+                       f"{MAX_GPUS}, or null")  # fmt: skip
             found.append(Problem(host, variable, message))
     return found
 
@@ -544,6 +550,100 @@ def hugepages_problems(host: str, values: Mapping[str, object]) -> list[Problem]
                     f"{show(role_defaults.default_of('hugepages_max_memory_fraction'))})",
                 )
             )
+    return found
+
+
+# --- ENIs (roles/eni) --------------------------------------------------------------------------------
+
+#: eni_mtu's range. 68 is IPv4's least MTU (RFC 791; Linux takes IPv4 off a link set below it). 9216 is the largest
+#: jumbo frame in common use: data-centre switches' and cloud NICs' limit (AWS ENA's max_mtu; Alibaba's eRDMA jumbo
+#: frames are 8500), so a larger MTU would be refused by `ip link set mtu` on the ENIs this role is for.
+ENI_MTU_RANGE = (68, 9216)
+#: Linux routing table ids are 32-bit (RT_TABLE_MAX); 0 is RT_TABLE_UNSPEC, 253-255 the kernel's default, main and
+#: local tables (/etc/iproute2/rt_tables): a secondary NIC's table there would take over the node's own routes.
+ROUTE_TABLE_MAX = 2**32 - 1
+RESERVED_ROUTE_TABLES = range(253, 256)
+_ENI_ADDRESS_ALLOWED = ("an IPv4 address with its prefix length, such as 10.0.1.5/24 (ADDRESS/PREFIX; a bare "
+                        "address is taken as /32)")  # fmt: skip
+
+
+def _ipv4_network(address: object) -> ipaddress.IPv4Network | None:
+    """The subnet of an eni_addresses value as tuning.eni_plan reads it (ipaddress.IPv4Interface); None when the
+    plan would raise on it. Only text: an integer IPv4Interface would take is no address anyone means."""
+    try:
+        return ipaddress.IPv4Interface(address).network if isinstance(address, str) else None
+    except ValueError:
+        return None
+
+
+def eni_address_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """eni_addresses and eni_gateways as the eni role's plan (tuning.eni_plan) reads them: an address IPv4Interface
+    takes, a gateway IPv4Address takes ('' or null: none) and, where both are given, in the address's subnet.
+    Otherwise the plan raises, or stops the role, after the roles before it changed the nodes. One line per NIC
+    (its variable ``eni_addresses.eth1``): a value that is no mapping is the argument spec's to name."""
+    found = []
+    addresses, gateways = values.get("eni_addresses"), values.get("eni_gateways")
+    addresses = addresses if isinstance(addresses, Mapping) else {}
+    for nic, value in addresses.items():
+        if _ipv4_network(value) is None:
+            message = f"{host}: eni_addresses.{nic}={show(value)} is not allowed; allowed: {_ENI_ADDRESS_ALLOWED}"
+            found.append(Problem(host, f"eni_addresses.{nic}", message))
+    for nic, value in gateways.items() if isinstance(gateways, Mapping) else ():
+        if value is None or value == "":
+            continue
+        variable = f"eni_gateways.{nic}"
+        if not (isinstance(value, str) and is_ipv4(value)):
+            message = (f"{host}: {variable}={show(value)} is not allowed; allowed: an IPv4 address in the NIC's "
+                       "subnet, such as 10.0.1.1 (the eni role routes IPv4 only), or '' for none")  # fmt: skip
+            found.append(Problem(host, variable, message))
+            continue
+        network = _ipv4_network(addresses.get(nic))
+        if network is not None and ipaddress.IPv4Address(value) not in network:
+            message = (f"{host}: {variable}={show(value)} is outside {nic}'s subnet {network} (eni_addresses.{nic}="
+                       f"{show(addresses[nic])}); allowed: an address in {network}, or '' for none")  # fmt: skip
+            found.append(Problem(host, variable, message))
+    return found
+
+
+def eni_number_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """eni_mtu within ENI_MTU_RANGE (null: the role's rule), and eni_route_table_base such that every secondary
+    NIC's table (the base, +1 per NIC: tuning.eni_plan) is a routing table id Linux has and does not reserve. The
+    NICs are counted from eni_interfaces where it lists them; found by pattern, they are known only from the node's
+    facts, so the base must then leave room for tuning.ENI_SPAN of them, the tables reset counts as the role's.
+    A value that is no whole number is the argument spec's to name."""
+    found = []
+    mtu = values.get("eni_mtu")
+    number = _whole_number(mtu)
+    low, high = ENI_MTU_RANGE
+    if number is not None and not low <= number <= high:
+        message = (f"{host}: eni_mtu={show(mtu)} is not allowed; allowed: a whole number from {low} (IPv4's least "
+                   f"MTU) to {high} (the largest jumbo frame), or null for the role's 8500 (erdma with jumbo frames) "
+                   "or 1400")  # fmt: skip
+        found.append(Problem(host, "eni_mtu", message))
+    base = values.get("eni_route_table_base")
+    number = _whole_number(base)
+    if number is None:
+        return found
+    interfaces = values.get("eni_interfaces")
+    listed = isinstance(interfaces, list) and len(interfaces) > 0
+    count = len(interfaces) if isinstance(interfaces, list) and listed else tuning.ENI_SPAN
+    first, last = number, number + count - 1
+    reserved_low, reserved_high = RESERVED_ROUTE_TABLES[0], RESERVED_ROUTE_TABLES[-1]
+    if first >= 1 and last <= ROUTE_TABLE_MAX and not (first <= reserved_high and last >= reserved_low):
+        return found
+    # below the reserved tables (when the NICs fit there), or above them
+    ranges = [f"from 1 to {reserved_low - count}"] if reserved_low - count >= 1 else []
+    ranges.append(f"from {reserved_high + 1} to {ROUTE_TABLE_MAX - count + 1}")
+    nics = (
+        f"the {count} NIC(s) of eni_interfaces"
+        if listed
+        else f"up to {count} secondary NICs (eni_interfaces lists none: their count is known only on the node)"
+    )
+    message = (f"{host}: eni_route_table_base={show(base)} is not allowed: {nics} would use routing tables {first} "
+               f"to {last}; allowed: a whole number {' or '.join(ranges)}, so that every table is a Linux routing "
+               f"table id (1 to {ROUTE_TABLE_MAX}) other than {reserved_low}-{reserved_high} (the kernel's default, "
+               "main and local tables)")  # fmt: skip
+    found.append(Problem(host, "eni_route_table_base", message))
     return found
 
 
@@ -659,8 +759,8 @@ def version_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     found = []
     for each in versioned_sources():
         version, source = values.get(each.version), values.get(each.variable)
-        if version is None or not isinstance(source, str):
-            continue
+        if not is_release(version) or not isinstance(source, str):
+            continue  # unset, or release_problems' to name: no source could be of that version
         in_use = role_defaults.value_of(values, each.source)
         if in_use != each.in_use:
             continue
@@ -675,6 +775,33 @@ def version_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
                     f"version {version} (or set {each.version}: {named!r})",
                 )
             )
+    return found
+
+
+#: A release as the roles take it: MAJOR.MINOR.PATCH in digits. nccl_build's check reads it with
+#: nccl_build.version_code, and the default refs are made of it (v2.29.7-1, v2.17.8): from 'v2.29.7-1' the role would
+#: check out 'vv2.29.7-1-1'.
+_RELEASE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+
+
+def is_release(value: object) -> bool:
+    """MAJOR.MINOR.PATCH in digits, as text (a YAML number such as 2.29 is none)."""
+    return isinstance(value, str) and _RELEASE.fullmatch(value) is not None
+
+
+def release_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A version the inventory sets for a git-pinned source (GIT_PINS) must be a release number: any other text makes
+    a tag that does not exist (or, unpinned, a checkout that fails on the builder after the nodes were changed), and
+    ncclGetVersion's check cannot read it. Whatever the source: the version also names the build and its prefix."""
+    found = []
+    for pin in GIT_PINS:
+        if pin.version not in values or is_release(values[pin.version]):
+            continue
+        default, ref = role_defaults.default_of(pin.version), pin.default_ref
+        message = (f"{host}: {pin.version}={show(values[pin.version])} is not allowed; allowed: a release number, "
+                   f"MAJOR.MINOR.PATCH in digits such as {show(default)}, without the tag's v or suffix (the role "
+                   f"makes {pin.ref}={show(ref)} of {show(default)})")  # fmt: skip
+        found.append(Problem(host, pin.version, message))
     return found
 
 
@@ -745,6 +872,8 @@ def git_commit_problems(host: str, values: Mapping[str, object]) -> list[Problem
             continue
         if pin.switch is not None and not ansible_bool(role_defaults.value_of(values, pin.switch)):
             continue
+        if pin.version in values and not is_release(values[pin.version]):
+            continue  # release_problems names the version: the ref made of it is no tag to look up a commit of
         ref, default_ref = pin.ref_of(values), pin.default_ref
         # A ref still holding a template (an inventory value not rendered here) is not judged.
         if ref is None or default_ref is None or "{{" in ref or ref == default_ref:
@@ -1223,8 +1352,11 @@ def inventory_report(
         found += positive_number_problems(node.name, node.values)
         found += gpu_count_problems(node.name, node.values)
         found += hugepages_problems(node.name, node.values)
+        found += eni_address_problems(node.name, node.values)
+        found += eni_number_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
+        found += release_problems(node.name, node.values)
         found += version_problems(node.name, node.values)
         found += download_problems(node.name, node.values)
         found += git_commit_problems(node.name, node.values)

@@ -597,7 +597,8 @@ CASES: list[Case] = [
     ),
     Case(
         "float-given-a-percentage",
-        *_one_role_value("benchmark_regression_tolerance", "10%", "'10%'", "benchmark", "a number"),
+        # benchmark_regression_tolerance was the example until it got its own rule (a fraction below 1).
+        *_one_role_value("pairwise_slow_ratio", "10%", "'10%'", "pairwise", "a number"),
     ),
     # A benchmark threshold may be empty (reported, not judged), so it is no plain float: its own rule names it.
     Case(
@@ -615,9 +616,8 @@ CASES: list[Case] = [
     Case(
         "role-value-given-by-extra-vars",
         lambda d, n: None,
-        lambda n: {h: _role_value(h, "benchmark_regression_tolerance", "'10%'", "benchmark", "a number")
-                   for h in (n.a, n.b)},
-        extra=("-e", json.dumps({"benchmark_regression_tolerance": "10%"})),
+        lambda n: {h: _role_value(h, "pairwise_slow_ratio", "'10%'", "pairwise", "a number") for h in (n.a, n.b)},
+        extra=("-e", json.dumps({"pairwise_slow_ratio": "10%"})),
     ),
     Case(
         "dict-given-a-list",
@@ -703,6 +703,50 @@ CASES: list[Case] = [
         lambda d, n: d.set(n.b, "hugepages_max_memory_fraction", 1),
         lambda n: {n.b: [f"{n.b}: hugepages_max_memory_fraction=1 is not allowed; allowed: a number above 0 and "
                          "below 1"]},  # fmt: skip
+    ),
+    # The eni role's plan raised on these (or stopped) mid-converge, after the roles before it had changed the nodes.
+    Case(
+        "eni-address-not-ipv4",
+        lambda d, n: d.set(n.b, "eni_addresses", {"eth1": "999.1.1.1"}),
+        lambda n: {n.b: [f"{n.b}: eni_addresses.eth1='999.1.1.1' is not allowed; allowed: an IPv4 address with its "
+                         "prefix length, such as 10.0.1.5/24"]},  # fmt: skip
+    ),
+    Case(
+        "eni-gateway-not-an-address",
+        lambda d, n: d.set(n.b, "eni_gateways", {"eth1": "not-an-ip"}),
+        lambda n: {n.b: [f"{n.b}: eni_gateways.eth1='not-an-ip' is not allowed; allowed: an IPv4 address in the NIC's "
+                         "subnet"]},  # fmt: skip
+    ),
+    Case(
+        "eni-gateway-outside-the-subnet",
+        lambda d, n: (d.set(n.b, "eni_addresses", {"eth1": "10.0.1.5/24"}),
+                      d.set(n.b, "eni_gateways", {"eth1": "10.0.2.1"})),  # fmt: skip
+        lambda n: {n.b: [f"{n.b}: eni_gateways.eth1='10.0.2.1' is outside eth1's subnet 10.0.1.0/24"]},
+    ),
+    Case(
+        "eni-mtu-above-any-jumbo-frame",
+        lambda d, n: d.set(n.b, "eni_mtu", 100000),
+        lambda n: {n.b: [f"{n.b}: eni_mtu=100000 is not allowed; allowed: a whole number from 68 (IPv4's least MTU) to "
+                         "9216"]},  # fmt: skip
+    ),
+    Case(
+        "eni-route-table-base-negative",
+        lambda d, n: d.set(n.a, "eni_route_table_base", -1),
+        lambda n: {n.a: [f"{n.a}: eni_route_table_base=-1 is not allowed", "would use routing tables -1 to ",
+                         "other than 253-255 (the kernel's default, main and local tables)"]},  # fmt: skip
+    ),
+    # The tag's spelling as the version: the role would check out vv2.29.7-1-1; the default commit is not the culprit.
+    Case(
+        "nccl-version-given-the-tag",
+        lambda d, n: d.set(n.b, "nccl_build_version", "v2.29.7-1"),
+        lambda n: {n.b: [f"{n.b}: nccl_build_version='v2.29.7-1' is not allowed; allowed: a release number, "
+                         "MAJOR.MINOR.PATCH in digits such as '2.29.7'"]},  # fmt: skip
+    ),
+    Case(
+        "doctor-expected-gpus-negative",
+        lambda d, n: d.set(n.b, "doctor_expected_gpus", -1),
+        lambda n: {n.b: [f"{n.b}: doctor_expected_gpus=-1 is not allowed; allowed: a whole number from 0 to 1024, or "
+                         "null"]},  # fmt: skip
     ),
     # A host outside group cluster is in no play: it would never be converged, and the run would end green.
     Case(

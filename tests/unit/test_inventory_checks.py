@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rdmaforge import inventory_checks as checks
-from rdmaforge import paths, role_defaults
+from rdmaforge import paths, role_defaults, tuning
 from rdmaforge.hostnames import short_name
 from rdmaforge.inventory_checks import (
     FABRICS,
@@ -958,6 +958,40 @@ def test_the_default_ref_is_the_roles_jinja_evaluated_not_a_text_replace(
     assert report_of(nccl_build_version="2.29.7") == []
 
 
+#: What the roles take for a version: the release nccl_build's default tag v2.29.7-1 is made of.
+RELEASE_ALLOWED = (
+    "allowed: a release number, MAJOR.MINOR.PATCH in digits such as '2.29.7', without the tag's v or suffix (the "
+    "role makes nccl_build_git_ref='v2.29.7-1' of '2.29.7')"
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("v2.29.7-1", "'v2.29.7-1'"),  # the tag: the role would check out vv2.29.7-1-1
+        ("2.29", "'2.29'"),
+        ("2.x", "'2.x'"),
+        ("latest", "'latest'"),
+        (2.29, "2.29"),  # unquoted in YAML: a number
+        (" 2.29.7", "' 2.29.7'"),
+    ],
+)
+def test_a_version_that_is_no_release_is_refused_as_such_pinned_or_not(value: object, shown: str) -> None:
+    """With the default commit, the commit check blamed the commit for the ref a malformed version makes; unpinned,
+    nothing was refused and the checkout of a tag that does not exist failed on the builder, mid-converge."""
+    line = f"node1: nccl_build_version={shown} is not allowed; {RELEASE_ALLOWED}"
+    assert report_of(nccl_build_version=value) == [line]
+    assert report_of(nccl_build_version=value, nccl_build_git_commit="") == [line]
+    assert report_of(nccl_build_version=value, nccl_build_source="tarball", nccl_build_tarball_url=NCCL_TARBALL,
+                     nccl_build_tarball_sha256=EMPTY_SHA256) == [line]  # fmt: skip
+    (tests,) = report_of(nccl_tests_version=value)
+    assert tests.startswith(f"node1: nccl_tests_version={shown} is not allowed; allowed: a release number")
+    # a release keeps the commit check's line, and passes unpinned
+    (message,) = report_of(nccl_build_version="2.30.3")
+    assert message.startswith("node1: nccl_build_git_commit is left at ")
+    assert report_of(nccl_build_version="2.30.3", nccl_build_git_commit="") == []
+
+
 # --- pip hash pinning ----------------------------------------------------------------------------------
 
 HASH_A = "a" * 64
@@ -1105,3 +1139,128 @@ def test_preflights_filter_refuses_a_gpu_count_above_1024() -> None:
     report = _inventory_filter().inventory_report(hostvars, ["n1"], ["n1"])
     assert report == {"problems": {"n1": ["n1: workload_manifests_gpus_per_node=2048 is more GPUs than a node has; "
                                           "allowed: a whole number from 1 to 1024, or null"]}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("variable", "least"), [("workload_manifests_gpus_per_node", 1), ("doctor_expected_gpus", 0)])
+@pytest.mark.parametrize("below", [1, 2, 10**6])
+def test_a_gpu_count_below_the_least_is_refused(variable: str, least: int, below: int) -> None:
+    """doctor_expected_gpus: 0 says a node has no GPU (the lab's); -1 is no count, yet the argument spec's int took
+    it. A manifest's GPUs per node are 1 or more (null takes the node's count)."""
+    for value in (least - below, str(least - below)):  # from the inventory, and from -e
+        shown = repr(value) if isinstance(value, str) else str(value)
+        assert report_of(**{variable: value}) == [
+            f"node1: {variable}={shown} is not allowed; allowed: a whole number from {least} to 1024, or null"
+        ]
+    assert report_of(**{variable: least}) == []
+    assert report_of(**{variable: None}) == []
+
+
+# --- ENIs ------------------------------------------------------------------------------------------
+
+ENI_ADDRESS_ALLOWED = (
+    "allowed: an IPv4 address with its prefix length, such as 10.0.1.5/24 (ADDRESS/PREFIX; a bare address is taken "
+    "as /32)"
+)
+ENI_GATEWAY_ALLOWED = (
+    "allowed: an IPv4 address in the NIC's subnet, such as 10.0.1.1 (the eni role routes IPv4 only), or '' for none"
+)
+#: A node with one secondary NIC, as nic_facts records it, for the eni role's own plan.
+ENI_NICS = [{"name": "eth1", "mac": "aa:01", "ipv4": [{"address": "10.0.1.5", "prefixlen": 24}]}]
+
+
+def _eni_plan(addresses: dict[str, object] | None = None, gateways: dict[str, object] | None = None) -> object:
+    return tuning.eni_plan("node1", ENI_NICS, ["eth1"], 1001, 1001, 1400, addresses, gateways)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("999.1.1.1", "'999.1.1.1'"), ("10.0.1.5/33", "'10.0.1.5/33'"), ("fd00::5/64", "'fd00::5/64'"),
+     ("10.0.1.5/24/24", "'10.0.1.5/24/24'"), ("", "''"), (None, "null")],
+)  # fmt: skip
+def test_an_eni_address_the_roles_plan_cannot_read_is_refused(value: object, shown: str) -> None:
+    # the eni role's plan raises on it, mid-converge: the reason preflight refuses it
+    with pytest.raises(ValueError):
+        _eni_plan(addresses={"eth1": value})
+    assert report_of(eni_addresses={"eth2": "10.0.2.5/24", "eth1": value}) == [
+        f"node1: eni_addresses.eth1={shown} is not allowed; {ENI_ADDRESS_ALLOWED}"
+    ]
+    # what the plan reads passes: a prefix length, a netmask, a bare address (/32)
+    for good, prefixlen in (("10.0.1.9/24", 24), ("10.0.1.9/255.255.0.0", 16), ("10.0.1.9", 32)):
+        assert _eni_plan(addresses={"eth1": good})["enis"][0]["prefixlen"] == prefixlen  # type: ignore[index]
+        assert report_of(eni_addresses={"eth1": good}) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("not-an-ip", "'not-an-ip'"), ("10.0.1.256", "'10.0.1.256'"), ("fd00::1", "'fd00::1'"),
+     ("10.0.1.1/24", "'10.0.1.1/24'")],
+)  # fmt: skip
+def test_an_eni_gateway_that_is_no_ipv4_address_is_refused(value: str, shown: str) -> None:
+    with pytest.raises(ValueError):
+        _eni_plan(gateways={"eth1": value})
+    assert report_of(eni_gateways={"eth1": value}) == [
+        f"node1: eni_gateways.eth1={shown} is not allowed; {ENI_GATEWAY_ALLOWED}"
+    ]
+
+
+def test_an_eni_gateway_outside_the_subnet_of_its_planned_address_is_refused() -> None:
+    addresses = {"eth1": "10.0.1.5/24"}
+    assert _eni_plan(addresses, {"eth1": "10.0.2.1"})["problems"]  # type: ignore[index]
+    assert report_of(eni_addresses=addresses, eni_gateways={"eth1": "10.0.2.1"}) == [
+        "node1: eni_gateways.eth1='10.0.2.1' is outside eth1's subnet 10.0.1.0/24 (eni_addresses.eth1='10.0.1.5/24'); "
+        "allowed: an address in 10.0.1.0/24, or '' for none"
+    ]
+    # in the subnet; none; a NIC whose address is the node's own (known only from its facts)
+    assert report_of(eni_addresses=addresses, eni_gateways={"eth1": "10.0.1.1", "eth2": "", "eth3": None}) == []
+    assert report_of(eni_gateways={"eth1": "10.0.2.1"}) == []
+
+
+ENI_MTU_ALLOWED = (
+    "allowed: a whole number from 68 (IPv4's least MTU) to 9216 (the largest jumbo frame), or null for the role's "
+    "8500 (erdma with jumbo frames) or 1400"
+)
+
+
+@pytest.mark.parametrize(("value", "shown"), [(100000, "100000"), (9217, "9217"), (67, "67"), (0, "0"), (-1, "-1"),
+                                              ("65536", "'65536'")])  # fmt: skip
+def test_an_eni_mtu_outside_ipv4s_least_and_the_largest_jumbo_frame_is_refused(value: object, shown: str) -> None:
+    assert report_of(eni_mtu=value) == [f"node1: eni_mtu={shown} is not allowed; {ENI_MTU_ALLOWED}"]
+    for good in (68, 1400, 1500, 8500, 9000, 9001, 9216, "9000", None):  # real links' MTUs, and the role's rule
+        assert report_of(eni_mtu=good) == []
+
+
+#: Linux's routing table ids: 32-bit, 0 unspecified, 253-255 the kernel's default, main and local tables.
+TABLE_MAX = 2**32 - 1
+TABLES_ALLOWED = (
+    f"so that every table is a Linux routing table id (1 to {TABLE_MAX}) other than 253-255 (the kernel's default, "
+    "main and local tables)"
+)
+
+
+@pytest.mark.parametrize("base", [-1, 0, 100, 253, 2**40, TABLE_MAX - 254])
+def test_an_eni_table_base_whose_256_tables_leave_linuxs_ids_or_take_the_kernels_is_refused(base: int) -> None:
+    """Without eni_interfaces the NICs are found on the node: the base must leave room for the 256 tables (base + NIC
+    index) that reset counts as the role's."""
+    last = base + 255
+    assert report_of(eni_route_table_base=base) == [
+        f"node1: eni_route_table_base={base} is not allowed: up to 256 secondary NICs (eni_interfaces lists none: "
+        f"their count is known only on the node) would use routing tables {base} to {last}; allowed: a whole number "
+        f"from 256 to {TABLE_MAX - 255}, {TABLES_ALLOWED}"
+    ]
+    for good in (1001, 256, TABLE_MAX - 255, "5000"):  # the default, the first and last bases that fit, from -e
+        assert report_of(eni_route_table_base=good) == []
+
+
+@pytest.mark.parametrize(
+    ("base", "tables"),
+    [(252, "252 to 253"), (253, "253 to 254"), (255, "255 to 256"), (0, "0 to 1"),
+     (TABLE_MAX, f"{TABLE_MAX} to {TABLE_MAX + 1}")],
+)  # fmt: skip
+def test_the_tables_of_the_listed_enis_are_the_ones_checked(base: int, tables: str) -> None:
+    listed = ["eth1", "eth2"]
+    assert report_of(eni_route_table_base=base, eni_interfaces=listed) == [
+        f"node1: eni_route_table_base={base} is not allowed: the 2 NIC(s) of eni_interfaces would use routing tables "
+        f"{tables}; allowed: a whole number from 1 to 251 or from 256 to {TABLE_MAX - 1}, {TABLES_ALLOWED}"
+    ]
+    for good in (1, 251, 256, TABLE_MAX - 1):  # two tables below 253, or above 255 and up to the last id
+        assert report_of(eni_route_table_base=good, eni_interfaces=listed) == []
