@@ -563,6 +563,10 @@ ENI_MTU_RANGE = (68, 9216)
 #: local tables (/etc/iproute2/rt_tables): a secondary NIC's table there would take over the node's own routes.
 ROUTE_TABLE_MAX = 2**32 - 1
 RESERVED_ROUTE_TABLES = range(253, 256)
+#: ip rule priorities are 32-bit too; 32766 and 32767 are the kernel's rules for the main and default tables (0, its
+#: rule for the local table, is below the least allowed): a secondary NIC's rule there would be ordered among them.
+RULE_PRIORITY_MAX = 2**32 - 1
+RESERVED_RULE_PRIORITIES = range(32766, 32768)
 _ENI_ADDRESS_ALLOWED = ("an IPv4 address with its prefix length, such as 10.0.1.5/24 (ADDRESS/PREFIX; a bare "
                         "address is taken as /32)")  # fmt: skip
 
@@ -620,31 +624,44 @@ def eni_number_problems(host: str, values: Mapping[str, object]) -> list[Problem
                    f"MTU) to {high} (the largest jumbo frame), or null for the role's 8500 (erdma with jumbo frames) "
                    "or 1400")  # fmt: skip
         found.append(Problem(host, "eni_mtu", message))
-    base = values.get("eni_route_table_base")
-    number = _whole_number(base)
-    if number is None:
-        return found
     interfaces = values.get("eni_interfaces")
     listed = isinstance(interfaces, list) and len(interfaces) > 0
     count = len(interfaces) if isinstance(interfaces, list) and listed else tuning.ENI_SPAN
-    first, last = number, number + count - 1
-    reserved_low, reserved_high = RESERVED_ROUTE_TABLES[0], RESERVED_ROUTE_TABLES[-1]
-    if first >= 1 and last <= ROUTE_TABLE_MAX and not (first <= reserved_high and last >= reserved_low):
-        return found
-    # below the reserved tables (when the NICs fit there), or above them
-    ranges = [f"from 1 to {reserved_low - count}"] if reserved_low - count >= 1 else []
-    ranges.append(f"from {reserved_high + 1} to {ROUTE_TABLE_MAX - count + 1}")
     nics = (
         f"the {count} NIC(s) of eni_interfaces"
         if listed
         else f"up to {count} secondary NICs (eni_interfaces lists none: their count is known only on the node)"
     )
-    message = (f"{host}: eni_route_table_base={show(base)} is not allowed: {nics} would use routing tables {first} "
-               f"to {last}; allowed: a whole number {' or '.join(ranges)}, so that every table is a Linux routing "
-               f"table id (1 to {ROUTE_TABLE_MAX}) other than {reserved_low}-{reserved_high} (the kernel's default, "
-               "main and local tables)")  # fmt: skip
-    found.append(Problem(host, "eni_route_table_base", message))
+    found += _id_range_problems(host, "eni_route_table_base", values, count, nics, ROUTE_TABLE_MAX,
+                                RESERVED_ROUTE_TABLES, "routing tables", "table is a Linux routing table id",
+                                "the kernel's default, main and local tables")  # fmt: skip
+    found += _id_range_problems(host, "eni_rule_priority_base", values, count, nics, RULE_PRIORITY_MAX,
+                                RESERVED_RULE_PRIORITIES, "rule priorities", "rule's priority is a Linux rule priority",
+                                "the kernel's rules for the main and default tables")  # fmt: skip
     return found
+
+
+def _id_range_problems(
+    host: str, variable: str, values: Mapping[str, object], count: int, nics: str, most: int, reserved: range,
+    noun: str, each: str, reserved_words: str,
+) -> list[Problem]:
+    """``variable`` is the first of ``count`` consecutive ids (one per NIC: tuning.eni_plan), which must all lie in
+    1..``most`` outside ``reserved``. A value that is no whole number is the argument spec's to name."""
+    base = values.get(variable)
+    number = _whole_number(base)
+    if number is None:
+        return []
+    first, last = number, number + count - 1
+    reserved_low, reserved_high = reserved[0], reserved[-1]
+    if first >= 1 and last <= most and not (first <= reserved_high and last >= reserved_low):
+        return []
+    # below the reserved ids (when the NICs fit there), or above them
+    ranges = [f"from 1 to {reserved_low - count}"] if reserved_low - count >= 1 else []
+    ranges.append(f"from {reserved_high + 1} to {most - count + 1}")
+    message = (f"{host}: {variable}={show(base)} is not allowed: {nics} would use {noun} {first} to {last}; allowed: "
+               f"a whole number {' or '.join(ranges)}, so that every {each} (1 to {most}) other than "
+               f"{reserved_low}-{reserved_high} ({reserved_words})")  # fmt: skip
+    return [Problem(host, variable, message)]
 
 
 def threshold_problems(host: str, values: Mapping[str, object]) -> list[Problem]:

@@ -1264,3 +1264,32 @@ def test_the_tables_of_the_listed_enis_are_the_ones_checked(base: int, tables: s
     ]
     for good in (1, 251, 256, TABLE_MAX - 1):  # two tables below 253, or above 255 and up to the last id
         assert report_of(eni_route_table_base=good, eni_interfaces=listed) == []
+
+
+#: ip rule priorities: 32-bit, 0 the kernel's rule for the local table, 32766 and 32767 its rules for main and default
+#: (`ip rule list` on any Linux host).
+PRIORITY_MAX = 2**32 - 1
+PRIORITIES_ALLOWED = (
+    f"so that every rule's priority is a Linux rule priority (1 to {PRIORITY_MAX}) other than 32766-32767 (the "
+    "kernel's rules for the main and default tables)"
+)
+
+
+@pytest.mark.parametrize("base", [-1, 0, 32600, 32766, 2**40, PRIORITY_MAX - 254])
+def test_an_eni_rule_priority_base_whose_rules_leave_linuxs_priorities_or_sit_among_the_kernels_is_refused(
+    base: int,
+) -> None:
+    """Unchecked until now: a base of 32600 put the 167th NIC's rule at the main table's own priority."""
+    assert report_of(eni_rule_priority_base=base) == [
+        f"node1: eni_rule_priority_base={base} is not allowed: up to 256 secondary NICs (eni_interfaces lists none: "
+        f"their count is known only on the node) would use rule priorities {base} to {base + 255}; allowed: a whole "
+        f"number from 1 to {32766 - 256} or from 32768 to {PRIORITY_MAX - 255}, {PRIORITIES_ALLOWED}"
+    ]
+    for good in (1001, 1, 32766 - 256, 32768, PRIORITY_MAX - 255, "5000"):  # the default, the edges, from -e
+        assert report_of(eni_rule_priority_base=good) == []
+    listed = ["eth1", "eth2"]
+    assert report_of(eni_rule_priority_base=32765, eni_interfaces=listed) == [
+        "node1: eni_rule_priority_base=32765 is not allowed: the 2 NIC(s) of eni_interfaces would use rule priorities "
+        f"32765 to 32766; allowed: a whole number from 1 to 32764 or from 32768 to {PRIORITY_MAX - 1}, "
+        f"{PRIORITIES_ALLOWED}"
+    ]

@@ -163,3 +163,12 @@ def test_a_group_vars_file_with_a_yaml_error_is_named_before_any_run(
     assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert f"{broken}: line 2 column 1: YAML syntax error" in proc.stderr, proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_remove_node_refuses_a_limit_before_any_run(tmp_path: Path, inventory: Path) -> None:
+    """Under --limit the playbook's first play (for localhost: the names' check, the groups of the later plays) did
+    not run: 'remove-node nosuch --limit node1' ended 'no host was run' without naming 'nosuch'."""
+    proc = rdmaforge(tmp_path, "remove-node", "-i", str(inventory), "nosuch", "--limit", "node1")
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "--limit node1: remove-node takes the nodes to remove as its arguments" in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs").exists()
