@@ -46,10 +46,19 @@ def output_path(allowed: str) -> Callable[[str], Path]:
     return parse
 
 
-def host_pattern(text: str) -> str:
-    """argparse type of --limit: a host or group pattern, not an empty one. Ansible reads ``--limit ""`` as no
-    limit at all, so a script passing an unset $NODES ran against every node (a reset of the whole cluster)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r}: an empty pattern (Ansible would take it for every host); allowed: "
-                                         "host or group names, or patterns such as node[1:4] or 'cluster:!node3'")
-    return text
+def non_empty(what: str, allowed: str) -> Callable[[str], str]:
+    """argparse type of a name or pattern that an unset shell variable would leave empty (or blank): refused as a
+    usage error (exit 64) saying ``what`` it is and what is ``allowed``."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}; allowed: {allowed}")
+        return text
+
+    return parse
+
+
+#: --limit: Ansible reads ``--limit ""`` as no limit at all, so a script passing an unset $NODES ran against every
+#: node (a reset of the whole cluster).
+host_pattern = non_empty("an empty pattern (Ansible would take it for every host)",
+                         "host or group names, or patterns such as node[1:4] or 'cluster:!node3'")  # fmt: skip

@@ -117,8 +117,10 @@ def run(args: argparse.Namespace) -> int:
         for item in _runs_of(name, transports):
             statuses.add(item.status)
             seen = hosts.setdefault(source, set())
-            if seen is not None:
-                hosts[source] = seen | set(item.rank_hosts.values()) if item.rank_hosts else None
+            if seen is not None and item.rank_hosts:
+                seen.update(item.rank_hosts.values())  # in place: a file may hold 100k runs
+            elif seen is not None:
+                hosts[source] = None
             if args.json:
                 sink.write("\n" if count == 0 else ",\n")
                 write_run_json(item, sink.write)

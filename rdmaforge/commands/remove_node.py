@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rdmaforge.errors import UserError
+from rdmaforge.errors import UserError, non_empty
 from rdmaforge.runner import command
 
 NAME = "remove-node"
@@ -27,12 +27,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def node_name(text: str) -> str:
-    """argparse type of NODE: a name, not an empty one (an unset shell variable), which the playbook's check named
-    as 'not in the cluster: none' after a run had started."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r}: an empty node name; allowed: a host of group 'cluster'")
-    return text
+#: NODE: an empty name was answered by the playbook's check ('not in the cluster: none') after a run had started.
+node_name = non_empty("an empty node name", "a host of group 'cluster'")
 
 
 def run(args: argparse.Namespace) -> int:
