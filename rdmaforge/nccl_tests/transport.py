@@ -111,12 +111,14 @@ class Transport:
     gdr_disabled: int = 0
     gdr_hca_enabled: int = 0
     gdr_hca_disabled: int = 0
-    #: Networks named by channel lines, used when ``Using network`` is absent.
+    #: Networks named by channel lines (``via NET/<name>/<dev>``).
     channel_networks: list[str] = field(default_factory=list)
 
     @property
     def all_networks(self) -> list[str]:
-        return self.networks or self.channel_networks
+        """Every network the log names: ``Using network`` values, then the channel lines' others. A channel
+        through NET/Socket is TCP traffic whatever network another rank's ``Using network`` line named."""
+        return self.networks + [name for name in self.channel_networks if name not in self.networks]
 
     @property
     def network(self) -> str | None:

@@ -151,6 +151,49 @@ def test_some_ranks_on_sockets() -> None:
     assert "on some ranks (others used IB)" in judged.messages[0]
 
 
+def test_a_socket_channel_under_using_network_ib_fails() -> None:
+    """'Using network IB' names the network NCCL picked; a channel line through NET/Socket is TCP traffic all the
+    same (another rank's fallback, another communicator): the IB verdict must not stand on the first line alone."""
+    text = (
+        info("Using network IB", "node-01")
+        + info("Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA", "node-01")
+        + info("Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0", "node-02", rank=1)
+    )
+    transport = parse_transport(text)
+    assert transport.all_networks == ["IB", "Socket"]
+    assert (transport.network, transport.rdma) == ("mixed", False)
+    judged = verdict(transport, "infiniband")
+    assert judged.failed
+    assert "fell back to the Socket transport (TCP) on some ranks (others used IB)" in judged.messages[0]
+
+
+def test_a_socket_channel_fails_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same log through nccl-report (the C accelerator reads its channel lines when it is built)."""
+    log = tmp_path / "all_reduce.log"
+    rows = "".join(
+        f"{size:>12} {size // 4:>12}     float     sum      -1    100.0   {size / 100e3:6.2f}   {size / 100e3:6.2f}"
+        f"       0    100.0   {size / 100e3:6.2f}   {size / 100e3:6.2f}       0\n"
+        for size in (1048576, 2097152)
+    )
+    log.write_text(
+        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 1 iters: 1 agg iters: 1 "
+        "validation: 1 graph: 0\n#\n# Using devices\n"
+        "#  Rank  0 Group  0 Pid   4242 on    node-01 device  0 [0x18] NVIDIA A100-SXM4-80GB\n"
+        "#  Rank  1 Group  0 Pid   4243 on    node-02 device  0 [0x18] NVIDIA A100-SXM4-80GB\n"
+        + info("Using network IB", "node-01")
+        + info("Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0", "node-02", rank=1)
+        + "#\n#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw"
+        " #wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
+        "  (GB/s)\n" + rows + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 15.7286 \n#\n"
+    )
+    code = main(["nccl-report", str(log), "--fabric", "infiniband", "--json"])
+    out = capsys.readouterr().out
+    assert code != ExitCode.OK, out
+    transport = json.loads(out)["transport"]
+    assert transport["networks"] == ["IB", "Socket"]
+    assert transport["verdict"]["status"] == "fail"
+
+
 def test_external_plugin() -> None:
     text = info("NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)") + info("Using network IBext_v8")
     transport = parse_transport(text)
