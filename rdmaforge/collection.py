@@ -34,6 +34,8 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from rdmaforge.errors import output_path
+
 NAMESPACE = "rdmaforge"
 NAME = "cluster"
 FQCN = f"{NAMESPACE}.{NAME}"
@@ -196,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("dev", help=f"(re)make the checkout's link tree under {DEV_ROOT}")
     build_parser = sub.add_parser("build", help="build the collection tarball")
-    build_parser.add_argument("-o", "--output", type=Path, default=Path("build"), help="where the tarball goes")
+    build_parser.add_argument("-o", "--output", type=output_path("a directory for the tarball, such as build"),
+                              default=Path("build"), help="where the tarball goes")
     args = parser.parse_args(argv)
     if args.action == "dev":
         print(collection_dir(ensure_dev_tree()))

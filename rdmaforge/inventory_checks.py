@@ -169,7 +169,8 @@ def long_name_problems(host: str) -> list[Problem]:
     """A name longer than any host's, named shortened (the line stays readable). Checked before Ansible reads the
     inventory where that can be (rdmaforge render, the commands' arguments): Ansible's fact cache, a file named after
     the host, stops on a name this long with "File name too long" before any check of preflight runs."""
-    name = host.removesuffix(".")
+    # A range (node[001:999]) stands for names as long as its longer end.
+    name = _HOST_RANGE.sub(lambda m: "x" * max(len(m["start"]), len(m["end"])), host.removesuffix("."))
     longest = max(len(label) for label in name.split("."))
     if len(name) <= MAX_HOSTNAME and longest <= MAX_LABEL:
         return []
@@ -178,6 +179,36 @@ def long_name_problems(host: str) -> list[Problem]:
     return [Problem(host, "inventory_hostname", f"{shown}: the host name {what}; allowed: at most {MAX_HOSTNAME} "
                                                 f"characters, in dot-separated labels of at most {MAX_LABEL} (a DNS "
                                                 "name)")]  # fmt: skip
+
+
+#: Ansible's host ranges, numeric (``[01:50]``, ``[1:9:2]``) or alphabetic (``[a:f]``).
+_HOST_RANGE = re.compile(r"\[(?P<start>[0-9]+|[a-zA-Z]):(?P<end>[0-9]+|[a-zA-Z])(?::[0-9]+)?\]")
+#: An INI section header (``[gpu]``, ``[gpu:vars]``, ``[cluster:children]``), as Ansible's ini plugin matches it.
+_INI_SECTION = re.compile(r"^\[(?P<group>[^:\]\s]+)(?::(?P<kind>\w+))?\]\s*(?:[#;].*)?$")
+#: An INI host line's port (``node1:2222``); an IPv6 address keeps its colons.
+_INI_PORT = re.compile(r"^(?P<host>.+):[0-9]+$")
+
+
+def ini_inventory_hosts(text: str) -> list[str]:
+    """The host names (range patterns unexpanded) of an INI inventory as Ansible's ini plugin reads it: the first
+    word of each line outside ``[group:vars]`` and ``[group:children]`` sections, without a ``:port``."""
+    found: list[str] = []
+    section_kind = "hosts"
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        section = _INI_SECTION.match(line)
+        if section is not None:
+            section_kind = section["kind"] or "hosts"
+            continue
+        if section_kind != "hosts":
+            continue
+        first = line.split(None, 1)[0]
+        port = _INI_PORT.match(first)
+        has_port = port is not None and ":" not in _HOST_RANGE.sub("", port["host"])
+        found.append(port["host"] if port is not None and has_port else first)
+    return list(dict.fromkeys(found))
 
 
 def yaml_inventory_hosts(data: object) -> list[object]:

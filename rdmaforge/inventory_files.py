@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from rdmaforge.inventory_checks import long_name_problems, yaml_inventory_hosts
+from rdmaforge.inventory_checks import ini_inventory_hosts, long_name_problems, yaml_inventory_hosts
 
 
 class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
@@ -57,7 +57,32 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
                       "with the b64decode filter)" for key in binary]  # fmt: skip
             hosts = yaml_inventory_hosts(data) if path in own else []
             found += [p.message for host in hosts if isinstance(host, str) for p in long_name_problems(host)]
+    for path in _ini_files(inventory):
+        try:
+            hosts = ini_inventory_hosts(path.read_text(errors="replace"))
+        except OSError as exc:
+            found.append(_unreadable(path, exc))
+            continue
+        found += [p.message for host in hosts for p in long_name_problems(host)]
     return found
+
+
+#: The files other inventory plugins read (YAML, JSON, TOML).
+_OTHER_PLUGINS = (".yml", ".yaml", ".json", ".toml")
+#: What Ansible leaves out when it reads an inventory directory (INVENTORY_IGNORE_EXTS: INI files named .ini too).
+_IGNORED_IN_DIRECTORY = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".ini", ".cfg",
+                         ".retry")  # fmt: skip
+
+
+def _ini_files(inventory: Path) -> list[Path]:
+    """The INI inventory files Ansible reads from ``inventory``: the file itself, or a directory's files, those of
+    other plugins and executable ones (the script plugin's) left out."""
+    if inventory.is_dir():
+        candidates = sorted(p for p in inventory.iterdir() if p.is_file() and not p.name.startswith(".")
+                            and not p.name.endswith(_IGNORED_IN_DIRECTORY))  # fmt: skip
+    else:
+        candidates = [inventory] if inventory.is_file() else []
+    return [p for p in candidates if not p.name.endswith(_OTHER_PLUGINS) and not os.access(p, os.X_OK)]
 
 
 def _unreadable(path: Path, exc: OSError) -> str:

@@ -627,6 +627,39 @@ def test_a_host_name_longer_than_any_hosts_stops_a_run_before_ansible(tmp_path: 
         assert str(refused.value).startswith(line), refused.value
 
 
+def test_a_long_host_name_in_an_ini_inventory_stops_a_run_before_ansible(tmp_path: Path) -> None:
+    """The same check for an INI inventory: a file given with -i, or a file without extension in an inventory
+    directory (Ansible reads those as INI and skips a directory's .ini files). A range is as long as its longer end
+    (node[001:100] with a 250-character stem is 253 characters); a :port is not part of the name; the words of
+    [group:vars] and [group:children] sections are no hosts; an executable file is a script, not INI."""
+    from rdmaforge.runner import command
+
+    def check(given: Path) -> list[str]:
+        try:
+            command.check_arguments(argparse.Namespace(inventory=given, extra_vars=[]))
+        except UserError as refused:
+            return [line for line in str(refused).splitlines() if "the host name" in line]
+        return []
+
+    stem = "a" * 60 + "." + "b" * 60 + "." + "c" * 60 + "." + "d" * 60 + "." + "e" * 7  # 251 characters
+    fine = (f"# {'z' * 300}\n[gpu]\n{stem}[1:9] ansible_host=198.18.0.2\nnode1:2222\n"
+            f"[gpu:vars]\n{'v' * 300}=1\n[all:children]  # the groups\n{'g' * 300}\n")  # fmt: skip
+    write(tmp_path / "fine" / "hosts", fine)
+    assert check(tmp_path / "fine" / "hosts") == []
+    assert check(tmp_path / "fine") == []
+    too_long = f"[gpu]\n{stem}[1:100]:2222 ansible_host=198.18.0.2\n"  # 254 characters from node ...100
+    line = (f"{'a' * 40}...eee[1:100]: the host name is 254 characters long; allowed: at most 253 characters, in "
+            "dot-separated labels of at most 63 (a DNS name)")  # fmt: skip
+    for name in ("hosts", "hosts.ini", "cluster.conf"):
+        write(tmp_path / name / name, too_long)
+        assert check(tmp_path / name / name) == [line], name  # the file given with -i
+        assert check(tmp_path / name) == ([] if name == "hosts.ini" else [line]), name  # the directory
+    script = tmp_path / "script" / "hosts"
+    write(script, too_long)
+    script.chmod(0o755)
+    assert check(script.parent) == []
+
+
 CASES = (nccl_cases() + run_json_cases() + baseline_cases() + baseline_file_cases() + summary_cases() + render_cases()
          + extra_vars_cases() + inventory_path_cases())  # fmt: skip
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rdmaforge import collection
 from rdmaforge.paths import PROJECT_ROOT
 
@@ -47,3 +49,16 @@ def test_a_second_call_keeps_the_tree_and_a_broken_one_is_remade(tmp_path: Path)
     (tree / "roles").symlink_to("../../../../../../roles")  # one level too high
     collection.ensure_dev_tree(source)
     assert (tree / "roles" / "preflight" / "tasks" / "main.yml").is_file()
+
+
+def test_an_empty_output_directory_is_refused_before_anything_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-o ""`` (an unset shell variable) is Path("."): the tarball would land in whatever directory the command
+    ran from. It is a usage error, and nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        collection.main(["build", "-o", ""])
+    assert stopped.value.code == 2
+    assert "an empty path" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
