@@ -14,7 +14,7 @@ from rdmaforge import role_defaults, tuning
 from rdmaforge.inventory_checks import show
 from rdmaforge.plain_data import ansible_bool
 from rdmaforge.workloads import k8s
-from rdmaforge.workloads.nodes import Cluster, gpu_problems
+from rdmaforge.workloads.nodes import Cluster
 from rdmaforge.workloads.options import PREFIX, Settings, as_int
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -69,6 +69,11 @@ def name_problems(cluster: Cluster, kind: str) -> list[str]:
     ]
 
 
+def article(kind: str) -> str:
+    """'an MPIJob', 'a PyTorchJob'."""
+    return f"an {kind}" if kind[0] in "AEIMOU" else f"a {kind}"
+
+
 @dataclass(frozen=True)
 class JobShape:
     nodes: int
@@ -77,10 +82,11 @@ class JobShape:
 
 
 def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
-    """Nodes, GPUs per node and the NCCL settings of the one pod template, or the problems."""
-    a_kind = f"an {kind}" if kind == "MPIJob" else f"a {kind}"
-    problems = name_problems(cluster, kind) + gpu_problems(cluster.nodes, a_kind)
-    if problems or not cluster.nodes:
+    """Nodes, GPUs per node and the NCCL settings of the one pod template, or the problems. A node's unknown or
+    zero GPU count leaves no shape: plan() names it once for every kind (nodes.gpu_problems)."""
+    a_kind = article(kind)
+    problems = name_problems(cluster, kind)
+    if problems or not cluster.nodes or any(node.gpus is None or node.gpus < 1 for node in cluster.nodes):
         return None, problems
     first = cluster.nodes[0]
     counts = {node.name: node.gpus for node in cluster.nodes}

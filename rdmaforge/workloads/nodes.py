@@ -7,12 +7,12 @@ over the output of ``ansible-inventory --list`` merged with the role's defaults.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from rdmaforge import fabrics, role_defaults
-from rdmaforge.inventory_checks import fabric_problems, show
+from rdmaforge.inventory_checks import fabric_problems, gpu_count_problems, show
 from rdmaforge.node_facts import known_gpu_count
 from rdmaforge.parsers import nccl_env
 from rdmaforge.stored import MAX_GPUS
@@ -37,6 +37,7 @@ HOST_VARIABLES: tuple[str, ...] = (
     "nccl_env_accelerators",
     "nccl_env_ib_hca_from_topology",
     "rdmaforge_node",
+    "rdmaforge_gpus_per_node",
     "rdmaforge_topology",
     "hugepages_enabled",
     "hugepages_size",
@@ -83,6 +84,8 @@ class Node:
     nccl_overrides: Mapping[str, Any]
     #: Role hugepages' variables as the inventory sets them (absent: the role's defaults apply).
     hugepages: Mapping[str, Any] = field(default_factory=dict)
+    #: A variable was set to no GPU count, and a line of its own says so (gpu_problems adds none).
+    gpu_refused: bool = False
 
     @property
     def rdma(self) -> bool:
@@ -168,25 +171,50 @@ def select_device_files(names: Iterable[str]) -> list[str]:
     return sorted(chosen, key=order)
 
 
+#: The inventory's GPU count for a node whose fact has none: benchmark and mpi_launch take it too.
+DECLARED_GPUS = "rdmaforge_gpus_per_node"
+
+
+class GpuCount(NamedTuple):
+    """A node's GPU count as render reads it."""
+
+    gpus: int | None
+    #: Where the count came from (a variable name), or why it is unknown, for messages.
+    source: str
+    #: A variable was set to no GPU count: its own line names it (``lines``, or read_node_settings' line).
+    refused: bool = False
+    lines: tuple[str, ...] = ()
+
+
 def _gpu_count(
     host: str, settings: NodeSettings, variables: Mapping[str, Any], options: Mapping[str, Any]
-) -> tuple[int | None, str]:
+) -> GpuCount:
+    """The node's GPU count and where it came from (or why it is unknown). In order: workload_manifests_gpus_per_node, the rdmaforge_node fact of preflight, the inventory's
+    rdmaforge_gpus_per_node (node_facts.known_gpu_count, as benchmark and mpi_launch read them)."""
     if settings.gpus_per_node is not None:
-        return settings.gpus_per_node, f"{PREFIX}gpus_per_node"
+        return GpuCount(settings.gpus_per_node, f"{PREFIX}gpus_per_node")
     given = options.get(f"{PREFIX}gpus_per_node")
-    if given is not None:  # set, to no GPU count (-1, 0, 8.5, true): read_node_settings named it as well
-        return None, f"{PREFIX}gpus_per_node={show(given)} is not a GPU count"
+    if given is not None:  # set, to no GPU count (-1, 0, 8.5, true): read_node_settings named it
+        return GpuCount(None, f"{PREFIX}gpus_per_node={show(given)} is not a GPU count", refused=True)
     fact = variables.get("rdmaforge_node")
     counted = known_gpu_count(fact)
     if counted is not None:
-        return counted, "rdmaforge_node.gpu_count"
+        return GpuCount(counted, "rdmaforge_node.gpu_count")
+    declared = variables.get(DECLARED_GPUS)
+    if declared is not None:
+        number = known_gpu_count(None, declared)
+        if number is not None and number <= MAX_GPUS:
+            return GpuCount(number, DECLARED_GPUS)
+        refused = [p.message for p in gpu_count_problems(host, {DECLARED_GPUS: declared})] or [
+            f"{host}: {DECLARED_GPUS}={show(declared)} is not a GPU count; allowed: a whole number from 1 to "
+            f"{MAX_GPUS}, or null"]  # fmt: skip
+        return GpuCount(None, f"{DECLARED_GPUS}={show(declared)} is not a GPU count", True, tuple(refused))
     if isinstance(fact, Mapping):  # preflight ran and could not read the count: unknown, never 0 GPUs
-        return None, (f"rdmaforge_node.gpu_count is null (preflight could not read the GPU count: gpu_source "
-                      f"{fact.get('gpu_source')}) and {PREFIX}gpus_per_node is not set")  # fmt: skip
-    return None, (
-        f"{PREFIX}gpus_per_node is not set and the rdmaforge_node fact of preflight is not available "
-        f"(`rdmaforge render` reads no facts)"
-    )
+        return GpuCount(None, f"rdmaforge_node.gpu_count is null (preflight could not read the GPU count: "
+                              f"gpu_source {fact.get('gpu_source')}) and neither {PREFIX}gpus_per_node nor "
+                              f"{DECLARED_GPUS} is set")  # fmt: skip
+    return GpuCount(None, f"neither {PREFIX}gpus_per_node nor {DECLARED_GPUS} is set and the rdmaforge_node fact "
+                          "of preflight is not available (`rdmaforge render` reads no facts)")  # fmt: skip
 
 
 def _device_files(
@@ -285,7 +313,9 @@ def build_cluster(
         if missing and "NCCL_IB_HCA" not in overrides:
             # `rdmaforge render` reads no facts: the hosts' nccl.conf has the rail map's value, the files cannot.
             cluster.warnings.append(f"{host.name}: {missing}; the rendered NCCL_IB_HCA is the profile's")
-        gpus, gpu_source = _gpu_count(host.name, node_settings, variables, host.options)
+        count = _gpu_count(host.name, node_settings, variables, host.options)
+        cluster.problems += count.lines
+        gpus = count.gpus
         env = environment(profiles, str(profile), overrides, settings.env, accelerator, rails, gpus)
         cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(env)]
         unknown = nccl_env.unknown_names(env)
@@ -304,7 +334,8 @@ def build_cluster(
                 fabric=fabric_name,
                 profile=str(profile),
                 gpus=gpus,
-                gpu_source=gpu_source,
+                gpu_source=count.source,
+                gpu_refused=count.refused,
                 device_files=devices,
                 env=env,
                 settings=node_settings,
@@ -316,18 +347,26 @@ def build_cluster(
     return cluster
 
 
-def gpu_problems(nodes: Iterable[Node], needed_by: str) -> list[str]:
-    """The GPU count must be known and at least 1 for a kind that sizes its job by it."""
+def gpu_problems(nodes: Iterable[Node], sized_by_count: Sequence[str], given_gpus: Sequence[str]) -> list[str]:
+    """One line per node whose GPU count stops what it renders: unknown while ``sized_by_count`` (the kinds that
+    size their job by the count: "an MPIJob") is not empty, or below 1 while that or ``given_gpus`` (the kinds that
+    hand the node's GPUs over: "the docker container") is not empty. Each kind named in the one line."""
     problems = []
     for node in nodes:
-        if node.gpus is None:
+        if node.gpu_refused:
+            continue
+        if node.gpus is None and sized_by_count:
+            needs = " and ".join(sized_by_count)
             problems.append(
-                f"{node.name}: the GPU count is unknown: {node.gpu_source}; {needed_by} needs it; "
-                f"allowed: {PREFIX}gpus_per_node: an integer from 1 to {MAX_GPUS}"
+                f"{node.name}: the GPU count is unknown: {node.gpu_source}; {needs} "
+                f"{'need' if len(sized_by_count) > 1 else 'needs'} it; "
+                f"allowed: {PREFIX}gpus_per_node (or {DECLARED_GPUS}): an integer from 1 to {MAX_GPUS}"
             )
-        elif node.gpus < 1:
+        elif node.gpus is not None and node.gpus < 1 and (sized_by_count or given_gpus):
+            kinds = [*sized_by_count, *given_gpus]
+            runs = ", ".join(kinds[:-1]) + f" or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
             problems.append(
-                f"{node.name}: {node.gpu_source}={node.gpus}: a node without GPUs cannot run {needed_by}; "
+                f"{node.name}: {node.gpu_source}={node.gpus}: a node without GPUs cannot run {runs}; "
                 f"allowed: 1 or more (set {PREFIX}gpus_per_node if the count is wrong)"
             )
     return problems

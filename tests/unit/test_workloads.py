@@ -268,8 +268,45 @@ def test_unknown_gpu_count_stops_the_kubeflow_jobs_but_not_docker() -> None:
     assert ok_plan(host("n1", gpus=None), kinds=["docker"]).files
     plan = cluster_plan(host("n1", gpus=None), kinds=["pytorchjob"])
     line = single_problem(plan, "GPU count is unknown")
-    assert line.startswith("n1: the GPU count is unknown: workload_manifests_gpus_per_node is not set")
+    assert line.startswith("n1: the GPU count is unknown: neither workload_manifests_gpus_per_node nor "
+                           "rdmaforge_gpus_per_node is set")
     assert "a PyTorchJob needs it" in line
+
+
+def test_an_unknown_gpu_count_is_one_line_per_node_for_every_kind_that_needs_it() -> None:
+    """Each kind used to add its own line for the same missing count (two per node for mpijob and pytorchjob)."""
+    plan = cluster_plan(host("n1", gpus=None), host("n2", gpus=None), kinds=["docker", "mpijob", "pytorchjob"])
+    unknown = [p for p in plan.problems if "GPU count" in p]
+    assert [line.split(":", 1)[0] for line in unknown] == ["n1", "n2"], plan.problems
+    assert all("; an MPIJob and a PyTorchJob need it; allowed:" in line for line in unknown), unknown
+    none = cluster_plan(host("n1", gpus=None, variables={"rdmaforge_node": {"gpu_count": 0, "gpu_source": "nvidia-smi"}}),
+                        kinds=["docker", "mpijob", "pytorchjob"])  # fmt: skip
+    assert [p for p in none.problems if "GPU" in p] == [
+        "n1: rdmaforge_node.gpu_count=0: a node without GPUs cannot run an MPIJob, a PyTorchJob or the docker "
+        "container; allowed: 1 or more (set workload_manifests_gpus_per_node if the count is wrong)"]
+
+
+def test_the_inventorys_declared_gpu_count_sizes_the_jobs_as_it_sizes_the_benchmark() -> None:
+    """rdmaforge_gpus_per_node (the count benchmark and mpi_launch take when preflight could read none) sizes the
+    jobs too when workload_manifests_gpus_per_node is not set; a count read on the node wins over it."""
+    declared = ok_plan(host("n1", gpus=None, variables={"rdmaforge_gpus_per_node": 4}), kinds=["pytorchjob"])
+    assert manifest(declared, "pytorchjob")["spec"]["nprocPerNode"] == "4"
+    read = {"rdmaforge_gpus_per_node": 4, "rdmaforge_node": {"gpu_count": 2, "gpu_source": "nvidia-smi"}}
+    assert manifest(ok_plan(host("n1", gpus=None, variables=read), kinds=["pytorchjob"]),
+                    "pytorchjob")["spec"]["nprocPerNode"] == "2"  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "line"), [
+    (2000, "n1: rdmaforge_gpus_per_node=2000 is more GPUs than a node has; allowed: a whole number from 1 to 1024, "
+           "or null"),
+    (0, "n1: rdmaforge_gpus_per_node=0 is not allowed; allowed: a whole number from 1 to 1024, or null"),
+    ("eight", "n1: rdmaforge_gpus_per_node='eight' is not a GPU count; allowed: a whole number from 1 to 1024, or "
+              "null"),
+])  # fmt: skip
+def test_a_declared_gpu_count_that_is_no_count_is_refused_once(value: Any, line: str) -> None:
+    plan = cluster_plan(host("n1", gpus=None, variables={"rdmaforge_gpus_per_node": value}),
+                        kinds=["mpijob", "pytorchjob"])  # fmt: skip
+    assert [p for p in plan.problems if "GPU" in p or "gpus" in p] == [line]
 
 
 def test_a_null_gpu_count_from_preflight_is_unknown_not_a_missing_fact() -> None:
@@ -279,7 +316,8 @@ def test_a_null_gpu_count_from_preflight_is_unknown_not_a_missing_fact() -> None
     plan = cluster_plan(host("n1", gpus=None, variables=facts), kinds=["pytorchjob"])
     line = single_problem(plan, "GPU count is unknown")
     assert line.startswith("n1: the GPU count is unknown: rdmaforge_node.gpu_count is null (preflight could not read "
-                           "the GPU count: gpu_source none) and workload_manifests_gpus_per_node is not set"), line
+                           "the GPU count: gpu_source none) and neither workload_manifests_gpus_per_node nor "
+                           "rdmaforge_gpus_per_node is set"), line
     assert "=0" not in line
 
 
@@ -289,9 +327,7 @@ def test_a_gpu_count_that_is_set_to_no_count_is_never_called_not_set(value: Any,
     assert plan.files == []
     assert not [p for p in plan.problems if "is not set" in p], plan.problems
     refused = f"n1: workload_manifests_gpus_per_node={shown} is not valid; allowed: an integer from 1 to 1024"
-    assert refused in plan.problems
-    line = single_problem(plan, "a PyTorchJob needs it")
-    assert line.startswith(f"n1: the GPU count is unknown: workload_manifests_gpus_per_node={shown} is not a GPU count")
+    assert [p for p in plan.problems if "GPU" in p or "gpus" in p] == [refused]  # its own line, not a second one
 
 
 def test_nodes_of_different_gpu_counts_cannot_share_a_kubeflow_job() -> None:
