@@ -59,11 +59,11 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             found += [p.message for host in hosts if isinstance(host, str) for p in long_name_problems(host)]
     for path in _ini_files(inventory):
         try:
-            hosts = ini_inventory_hosts(path.read_text(errors="replace"))
+            names = ini_inventory_hosts(path.read_text(errors="replace"))
         except OSError as exc:
             found.append(_unreadable(path, exc))
             continue
-        found += [p.message for host in hosts for p in long_name_problems(host)]
+        found += [p.message for name in names for p in long_name_problems(name)]
     return found
 
 

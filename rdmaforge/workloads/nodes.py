@@ -189,8 +189,9 @@ class GpuCount(NamedTuple):
 def _gpu_count(
     host: str, settings: NodeSettings, variables: Mapping[str, Any], options: Mapping[str, Any]
 ) -> GpuCount:
-    """The node's GPU count and where it came from (or why it is unknown). In order: workload_manifests_gpus_per_node, the rdmaforge_node fact of preflight, the inventory's
-    rdmaforge_gpus_per_node (node_facts.known_gpu_count, as benchmark and mpi_launch read them)."""
+    """The node's GPU count and where it came from (or why it is unknown). In order: workload_manifests_gpus_per_node,
+    the rdmaforge_node fact of preflight, the inventory's rdmaforge_gpus_per_node (node_facts.known_gpu_count, as
+    benchmark and mpi_launch read them)."""
     if settings.gpus_per_node is not None:
         return GpuCount(settings.gpus_per_node, f"{PREFIX}gpus_per_node")
     given = options.get(f"{PREFIX}gpus_per_node")

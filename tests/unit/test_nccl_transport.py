@@ -182,9 +182,9 @@ def test_a_socket_channel_fails_through_the_cli(tmp_path: Path, capsys: pytest.C
         "#  Rank  1 Group  0 Pid   4243 on    node-02 device  0 [0x18] NVIDIA A100-SXM4-80GB\n"
         + info("Using network IB", "node-01")
         + info("Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0", "node-02", rank=1)
-        + "#\n#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw"
-        " #wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
-        "  (GB/s)\n" + rows + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 15.7286 \n#\n"
+        + "#\n#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+        "   busbw #wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)"
+        "  (GB/s)  (GB/s)\n" + rows + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 15.7286 \n#\n"
     )
     code = main(["nccl-report", str(log), "--fabric", "infiniband", "--json"])
     out = capsys.readouterr().out

@@ -279,8 +279,8 @@ def test_an_unknown_gpu_count_is_one_line_per_node_for_every_kind_that_needs_it(
     unknown = [p for p in plan.problems if "GPU count" in p]
     assert [line.split(":", 1)[0] for line in unknown] == ["n1", "n2"], plan.problems
     assert all("; an MPIJob and a PyTorchJob need it; allowed:" in line for line in unknown), unknown
-    none = cluster_plan(host("n1", gpus=None, variables={"rdmaforge_node": {"gpu_count": 0, "gpu_source": "nvidia-smi"}}),
-                        kinds=["docker", "mpijob", "pytorchjob"])  # fmt: skip
+    counted_none = {"rdmaforge_node": {"gpu_count": 0, "gpu_source": "nvidia-smi"}}
+    none = cluster_plan(host("n1", gpus=None, variables=counted_none), kinds=["docker", "mpijob", "pytorchjob"])
     assert [p for p in none.problems if "GPU" in p] == [
         "n1: rdmaforge_node.gpu_count=0: a node without GPUs cannot run an MPIJob, a PyTorchJob or the docker "
         "container; allowed: 1 or more (set workload_manifests_gpus_per_node if the count is wrong)"]
