@@ -41,10 +41,12 @@ from rdmaforge.bench.verdict import (
 from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
 from rdmaforge.nccl_tests.transport import (
+    OneNodeRuns,
     Transport,
     TransportVerdict,
     combined_verdict,
     merge_transports,
+    within_one_node,
 )
 from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
 from rdmaforge.text import fixed, named_first, percent
@@ -170,11 +172,16 @@ def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tu
         return "not_judged", "its '#  Rank' lines name no host: which nodes ran the job cannot be told"
     if not nodes:
         return "not_judged", f"run.json names no nodes: the ranks ran on {', '.join(ran)}, against nothing to compare"
+    twice = sorted({n for n in nodes if nodes.count(n) > 1})
+    if twice:
+        return "not_judged", (f"run.json lists node {', '.join(twice)} more than once ({len(nodes)} entries): how many "
+                              "nodes the run had cannot be told")  # fmt: skip
     recorded = run.get("hostnames")
     hosts = {n: short_name(str(recorded[n])) for n in nodes if isinstance(recorded, Mapping) and recorded.get(n)}
     if len(hosts) < len(nodes):  # not recorded: compared with the node names
-        if {short_name(n) for n in nodes} == set(ran):
-            return None  # a run directory that names its nodes by host name
+        named = {short_name(n) for n in nodes}
+        if len(named) == len(nodes) and named == set(ran):
+            return None  # a run directory that names its nodes by host name (each node by its own)
         if len(ran) < len(nodes):
             return "fail", (f"the ranks ran on {len(ran)} host(s) ({', '.join(ran)}), the run has {len(nodes)} nodes "
                             f"({', '.join(nodes)}): the job did not span the run's nodes")  # fmt: skip
@@ -291,11 +298,17 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     on = f"{run.get('fabric', 'tcp')} fabric, {gpu_words(run)}"
     collectives: dict[str, Any] = {}
     transports: dict[str, Transport | None] = {}  # each collective's own evidence; None: its log is missing
+    kept_to: dict[str, list[str]] = {}  # each log whose runs kept their ranks on one node: those nodes
     for name in nccl.get("collectives", []):
         log = run_dir / f"nccl-{name}.log"
         report = parse_file(log, source=log.name) if log.exists() else None
         runs = report.runs if report else []
         transports[name] = report.transport if report else None
+        fold = OneNodeRuns()
+        for one in runs_of(runs, name):
+            fold.add(one.rank_hosts)
+        if fold.kept_to is not None:
+            kept_to[name] = fold.kept_to
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
         last, missing = run_of(runs, name, log.name)
@@ -360,7 +373,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         components.append(Component("transport", "transport", "skipped", "no nccl-tests log to read it from"))
     else:
         transport = merge_transports(present)  # the evidence of all logs, shown; each log is judged on its own
-        judged = {name: collective_transport(name, own, fabric) for name, own in transports.items()}
+        judged = {name: collective_transport(name, own, fabric, kept_to.get(name)) for name, own in transports.items()}
         status, parts = transport_status_of(judged)
         combined = combined_verdict(list(judged.values()), parts)
         transport_dict = transport.to_dict()
@@ -373,9 +386,15 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             "collectives": collectives, "transport": transport_dict}  # fmt: skip
 
 
-def collective_transport(name: str, transport: Transport | None, fabric: str) -> TransportVerdict:
+def collective_transport(
+    name: str, transport: Transport | None, fabric: str, one_node: Sequence[str] | None = None
+) -> TransportVerdict:
     """The transport verdict of one collective, from its own log only: another collective's log saying IB says
-    nothing about a log cut before NCCL's INFO lines (or one without them). A missing log is no evidence either."""
+    nothing about a log cut before NCCL's INFO lines (or one without them). A missing log is no evidence either;
+    a log whose runs each kept their ranks on one node (``one_node``: those nodes) can fail, never pass, as
+    nccl-report judges it (within_one_node)."""
+    if one_node and transport is not None:
+        return within_one_node(transport, fabric, one_node)
     judged = verdict(transport or Transport(), fabric)
     if transport is None:
         return replace(judged, messages=(f"cannot check the transport: nccl-{name}.log is missing",))
@@ -454,7 +473,7 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
     if not path.exists():
         components.append(Component("e2e", "e2e", "skipped", no_e2e_reason(run)))
         return None
-    e2e: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    e2e: dict[str, Any] = json.loads(path.read_text(encoding="utf-8-sig"))  # as stored.load read it: BOM and all
     single, multi = e2e.get("single"), e2e.get("multi")
     minimum = optional_float(e2e.get("min_linearity"))
     component = Component("e2e", "e2e", "fail", "", unit="linearity")
@@ -639,7 +658,7 @@ def render(run_dir: Path, overrides: dict[str, Any] | None = None) -> dict[str, 
     ``overrides`` replace keys of run.json for this rendering (`rdmaforge report --baseline FILE`).
     BaselineError when the run names a baseline that is missing or malformed (nothing is written then).
     """
-    run = {**json.loads((run_dir / "run.json").read_text(encoding="utf-8")), **(overrides or {})}
+    run = {**json.loads((run_dir / "run.json").read_text(encoding="utf-8-sig")), **(overrides or {})}
     results = judge(run_dir, run)
     with named(run_dir / "results.json"):
         (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -37,7 +37,7 @@ from rdmaforge.nccl_tests import (
     stream_runs,
 )
 from rdmaforge.nccl_tests.rowstore import RowStore
-from rdmaforge.nccl_tests.transport import merge_transports, verdict_of_logs
+from rdmaforge.nccl_tests.transport import OneNodeRuns, merge_transports, verdict_of_logs
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.terminal import unwrapped
 from rdmaforge.text import fixed
@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
     transports: list[tuple[str, Transport]] = []  # each file's own evidence, judged on its own
     statuses: set[str] = set()
     empty: list[str] = []
-    # Per file: the hosts its runs' ranks ran on, or None once a run names none (then nothing is inferred).
-    hosts: dict[str, set[str] | None] = {}
+    # Per file: whether each of its runs kept its ranks on one node (then its INFO lines say nothing of the fabric).
+    nodes: dict[str, OneNodeRuns] = {}
     count = 0
     if args.json:
         sink.write('{\n  "runs": [')
@@ -116,11 +116,7 @@ def run(args: argparse.Namespace) -> int:
         source = "<stdin>" if name == "-" else name
         for item in _runs_of(name, transports):
             statuses.add(item.status)
-            seen = hosts.setdefault(source, set())
-            if seen is not None and item.rank_hosts:
-                seen.update(item.rank_hosts.values())  # in place: a file may hold 100k runs
-            elif seen is not None:
-                hosts[source] = None
+            nodes.setdefault(source, OneNodeRuns()).add(item.rank_hosts)
             if args.json:
                 sink.write("\n" if count == 0 else ",\n")
                 write_run_json(item, sink.write)
@@ -132,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         if not runs_in_file:
             empty.append(name)
     transport = merge_transports(t for _, t in transports)
-    one_host = {source: next(iter(seen)) for source, seen in hosts.items() if seen is not None and len(seen) == 1}
+    one_host = {source: kept for source, fold in nodes.items() if (kept := fold.kept_to) is not None}
     judged = verdict_of_logs(transports, args.fabric, one_host) if args.fabric else None
     if args.json:
         data: dict[str, Any] = transport.to_dict()

@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from rdmaforge import fabrics
+from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests.lines import clean_lines, find_nccl_line
 
 Expectation = Literal["rdma", "socket"]
@@ -395,13 +396,48 @@ def verdict(transport: Transport, expected_fabric: str) -> TransportVerdict:
     return TransportVerdict(status, expected_fabric, expected, tuple(messages))
 
 
-def _within_one_node(expected_fabric: str, host: str) -> TransportVerdict:
-    expected = FABRIC_PROFILES.get(expected_fabric)
-    if expected is None:
-        raise ValueError(f"unknown fabric profile {expected_fabric!r}; known: {', '.join(FABRIC_PROFILES)}")
-    message = (f"cannot check the transport: every rank ran on {host}, so NCCL's traffic stayed inside that node "
-               "(NVLink, PCIe or shared memory) and never used the fabric; run on two nodes or more")  # fmt: skip
+def within_one_node(transport: Transport, expected_fabric: str, hosts: Sequence[str]) -> TransportVerdict:
+    """The verdict of a log whose every run kept its ranks on one node (``hosts``: those nodes, one per run or
+    shared). Such a log can fail but never pass: a fallback NCCL named there (sockets where RDMA is expected, IB
+    unusable) is what a job across nodes would have used too, while 'Using network IB' proves nothing of a fabric
+    no byte crossed. Unknown then, whatever network NCCL named. ValueError for a profile that does not exist."""
+    judged = verdict(transport, expected_fabric)
+    if judged.failed:
+        return judged
+    expected = judged.expected
+    where = (f"every rank ran on {hosts[0]}, so NCCL's traffic stayed inside that node" if len(hosts) == 1 else
+             f"each run's ranks all ran on one node ({', '.join(hosts)}), so NCCL's traffic stayed inside a node")
+    message = (f"cannot check the transport: {where} (NVLink, PCIe or shared memory) and never used the fabric; run "
+               "on two nodes or more")  # fmt: skip
     return TransportVerdict("unknown", expected_fabric, expected, (message,))
+
+
+class OneNodeRuns:
+    """Folds a log's runs (their ``#  Rank`` hosts, in order) into the nodes they kept to: ``hosts`` is the list of
+    them while every run so far ran all its ranks on one node, None once a run spanned two nodes or named none
+    (then the log's INFO lines may speak of the fabric). Two single-node jobs on two nodes are still no fabric
+    traffic: the union of their hosts is not a run across them."""
+
+    def __init__(self) -> None:
+        self.hosts: list[str] | None = []
+        self.runs = 0
+
+    def add(self, rank_hosts: Mapping[int, str]) -> None:
+        self.runs += 1
+        distinct = {short_name(host) for host in rank_hosts.values()}
+        if self.hosts is None:
+            return
+        if len(distinct) != 1:
+            self.hosts = None
+            return
+        host = next(iter(distinct))
+        if host not in self.hosts:
+            self.hosts.append(host)
+
+    @property
+    def kept_to(self) -> list[str] | None:
+        """The nodes, when at least one run was seen and each kept to one node; else None."""
+        return self.hosts if self.runs and self.hosts else None
 
 
 #: Worst first: one log's fallback fails several logs' verdict; one log without evidence leaves it unknown.
@@ -409,16 +445,19 @@ VERDICT_ORDER: tuple[VerdictStatus, ...] = ("fail", "unknown", "warn", "ok")
 
 
 def verdict_of_logs(
-    logs: Sequence[tuple[str, Transport]], expected_fabric: str, one_host: Mapping[str, str] | None = None
+    logs: Sequence[tuple[str, Transport]],
+    expected_fabric: str,
+    one_host: Mapping[str, Sequence[str]] | None = None,
 ) -> TransportVerdict:
     """One verdict over several logs (one per collective, as a cluster run writes them), each judged from its own
     evidence: one log's 'Using network IB' says nothing of a log cut before NCCL's INFO lines. The worst of them
     (combined_verdict), with each message prefixed by its log's name; a single log's verdict as it is.
 
-    ``one_host``: log name -> the host every rank of that log ran on. NCCL prints 'Using network IB' on a single
-    node too, and its ranks then talk over NVLink, PCIe or shared memory: that log says nothing of the fabric."""
+    ``one_host``: log name -> the nodes its runs kept to, each run's ranks all on one (OneNodeRuns). NCCL prints
+    'Using network IB' on a single node too, and its ranks then talk over NVLink, PCIe or shared memory: that log
+    says nothing of the fabric."""
     judged = [
-        (name, _within_one_node(expected_fabric, one_host[name]) if one_host and name in one_host
+        (name, within_one_node(transport, expected_fabric, one_host[name]) if one_host and name in one_host
          else verdict(transport, expected_fabric))
         for name, transport in logs
     ]  # fmt: skip

@@ -196,6 +196,44 @@ def test_a_log_whose_ranks_all_ran_on_one_node_proves_no_fabric(
     assert (code, json.loads(out)["transport"]["verdict"]["status"]) == (ExitCode.OK, "ok")
 
 
+def test_two_single_node_jobs_in_one_log_prove_no_fabric_either(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Two jobs in one file, each with both ranks on its own node: together their Rank lines name two hosts, but no
+    byte of either crossed the fabric (the file's union of hosts used to make it a two-node log: OK)."""
+    def job(host: str) -> str:
+        return (HEAD_1M.replace("on    node-02", f"on    {host}").replace("on    node-01", f"on    {host}")
+                + f"{host}:10001:10001 [0] NCCL INFO Using network IB\n" + ROW_1M + "\n" + FOOTER_1M)  # fmt: skip
+
+    log = tmp_path / "two-jobs.log"
+    log.write_text(job("node-01") + job("node-02"))
+    code, out, _ = run_cli(capsys, "--json", "--fabric", "infiniband", str(log))
+    verdict = json.loads(out)["transport"]["verdict"]
+    assert (code, verdict["status"]) == (ExitCode.INCOMPLETE, "unknown"), verdict
+    assert "each run's ranks all ran on one node (node-01, node-02)" in verdict["messages"][0]
+    # One job across both nodes after them: the file now holds fabric evidence, and is judged on it.
+    log.write_text(job("node-01") + job("node-02") + HEAD_1M + "node-01:10001:10001 [0] NCCL INFO Using network IB\n"
+                   + ROW_1M + "\n" + FOOTER_1M)  # fmt: skip
+    code, out, _ = run_cli(capsys, "--json", "--fabric", "infiniband", str(log))
+    assert (code, json.loads(out)["transport"]["verdict"]["status"]) == (ExitCode.OK, "ok")
+
+
+def test_a_socket_fallback_on_one_node_still_fails_an_rdma_fabric(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One node can fail the transport, never pass it: NCCL could not open IB there, and a job across nodes would
+    have used the same Socket transport."""
+    one_node = (HEAD_1M.replace("on    node-02", "on    node-01")
+                + "node-01:10001:10001 [0] NCCL INFO Failed to open libibverbs.so[.1]\n"
+                + "node-01:10001:10001 [0] NCCL INFO Using network Socket\n" + ROW_1M + "\n" + FOOTER_1M)  # fmt: skip
+    log = tmp_path / "one-node-socket.log"
+    log.write_text(one_node)
+    code, out, _ = run_cli(capsys, "--json", "--fabric", "infiniband", str(log))
+    verdict = json.loads(out)["transport"]["verdict"]
+    assert (code, verdict["status"]) == (ExitCode.BELOW_THRESHOLD, "fail"), verdict
+    assert "fell back to the Socket transport (TCP)" in verdict["messages"][0]
+
+
 def test_a_closed_standard_input_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", "import sys; from rdmaforge.cli import main; sys.exit(main(['nccl-report', '-']))"],
