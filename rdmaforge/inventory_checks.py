@@ -33,7 +33,8 @@ from rdmaforge.bench.verdict import (
     tolerance_problem,
 )
 from rdmaforge.hostnames import short_name
-from rdmaforge.plain_data import ansible_bool, plain
+from rdmaforge.parsers import nccl_env
+from rdmaforge.plain_data import ansible_bool, plain, whole_number
 from rdmaforge.stored import MAX_GPUS
 
 #: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
@@ -525,7 +526,7 @@ def gpu_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]
     found = []
     for variable, least in GPU_COUNTS.items():
         value = values.get(variable)
-        number = value if isinstance(value, int | float) and not isinstance(value, bool) else _whole_number(value)
+        number = whole_number(value)
         if number is not None and number > MAX_GPUS:
             message = (f"{host}: {variable}={show(value)} is more GPUs than a node has; allowed: a whole number "
                        f"from {least} to {MAX_GPUS}, or null")  # fmt: skip
@@ -537,24 +538,13 @@ def gpu_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]
     return found
 
 
-def _whole_number(value: object) -> int | None:
-    """An integer as YAML or -e (a string) gives it; None for anything else (the argument spec names those)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]+\s*", value):
-        return int(value)
-    return None
-
-
 def hugepages_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """Huge page settings wrong without any fact about the node (roles/hugepages): a count below 1 while
     hugepages_enabled is true (the kernel would get hugepages=0, or a negative count), and a share of the memory
     outside (0, 1). Whether the pages fit the node's memory needs its facts: roles/hugepages/tasks/validate.yml."""
     found = []
     count = values.get("hugepages_count")
-    number = _whole_number(count)
+    number = whole_number(count)
     if ansible_bool(role_defaults.value_of(values, "hugepages_enabled")) and number is not None and number < 1:
         found.append(
             Problem(
@@ -648,7 +638,7 @@ def eni_number_problems(host: str, values: Mapping[str, object]) -> list[Problem
     A value that is no whole number is the argument spec's to name."""
     found = []
     mtu = values.get("eni_mtu")
-    number = _whole_number(mtu)
+    number = whole_number(mtu)
     low, high = ENI_MTU_RANGE
     if number is not None and not low <= number <= high:
         message = (f"{host}: eni_mtu={show(mtu)} is not allowed; allowed: a whole number from {low} (IPv4's least "
@@ -679,7 +669,7 @@ def _id_range_problems(
     """``variable`` is the first of ``count`` consecutive ids (one per NIC: tuning.eni_plan), which must all lie in
     1..``most`` outside ``reserved``. A value that is no whole number is the argument spec's to name."""
     base = values.get(variable)
-    number = _whole_number(base)
+    number = whole_number(base)
     if number is None:
         return []
     first, last = number, number + count - 1
@@ -756,6 +746,24 @@ RENAMED_VARIABLES: dict[str, str] = {
     "doctor_nic_exclude": "preflight_nic_exclude",
     "doctor_ip_path": "preflight_ip_path",
 }
+
+
+#: The variables whose values become environment variables (nccl.conf lines, the containers' env).
+ENV_MAPPINGS = ("nccl_env_overrides", "workload_manifests_env")
+
+
+def env_value_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A list or mapping in nccl_env_overrides (or workload_manifests_env) would be written to nccl.conf as Python's
+    repr (``NCCL_ALGO=['Ring', 'Tree']``): refused here, before any connection, in the words render uses
+    (nccl_env.text_value_problem). A value that is no mapping at all is the argument spec's to name."""
+    found = []
+    for variable in ENV_MAPPINGS:
+        env = values.get(variable)
+        for key, value in env.items() if isinstance(env, Mapping) else ():
+            problem = nccl_env.text_value_problem(key, value)
+            if problem is not None:
+                found.append(Problem(host, variable, f"{host}: {variable}.{problem}"))
+    return found
 
 
 def renamed_variable_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
@@ -1403,6 +1411,7 @@ def inventory_report(
         found += eni_address_problems(node.name, node.values)
         found += eni_number_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
+        found += env_value_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
         found += release_problems(node.name, node.values)
         found += version_problems(node.name, node.values)

@@ -26,6 +26,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from rdmaforge.plain_data import whole_number
+
 NVIDIA_VENDOR = "10de"
 #: PCI classes of GPUs: 0300 VGA compatible controller, 0302 3D controller (A100/H100 are 0302).
 #: NVSwitches (0680, bridge) are deliberately not counted.
@@ -96,9 +98,8 @@ def count_gpus(nvidia_smi: str | None, lspci: str | None, sysfs_gpus: int | None
 def _count(value: object, least: int) -> int | None:
     """A whole number of ``least`` or more, as a fact or an inventory gives it (an int, or digits as text: a value
     templated to text by an older Ansible, or given with -e); None for anything else."""
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= least else None
+    number = whole_number(value)
+    return number if number is not None and number >= least else None
 
 
 def known_gpu_count(fact: object, declared: object = None) -> int | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible.module_utils.common.validation import check_type_int
+
 #: Levels of lists and mappings a document read from a user (-e, a stored JSON file) may nest. rdmaforge's own
 #: files nest a handful; the code that walks a document (json.dumps, the secret scrubber, the schema check)
 #: recurses once or twice a level, and Python stops at 1000 frames: a deeper input is refused where it is read.
@@ -66,3 +68,16 @@ def ansible_bool(value: Any) -> bool:
         return bool(value == 1)
     except TypeError:
         return False
+
+
+def whole_number(value: object) -> int | None:
+    """An integer as a role argument spec's ``type: int`` takes it (Ansible's check_type_int): an int, or a float or
+    a string that is a whole number (8.0, "40.0", "-5", as YAML, -e or a template give them); None for anything
+    else (a bool, 8.5, a word, inf). One reading for every check and consumer of a count, so a value the argument
+    spec accepts is never skipped by a range check nor taken as unknown by the role that uses it."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return int(check_type_int(value))
+    except (TypeError, ValueError, OverflowError):
+        return None

@@ -16,14 +16,19 @@ from typing import Any
 
 from rdmaforge.parsers.hugepages import size_kb
 from rdmaforge.parsers.kernel_cmdline import split_cmdline
+from rdmaforge.plain_data import whole_number
 
 # --- huge pages --------------------------------------------------------------------------------------
 
 
 def hugepages_count(gpu_count: int, override: int | None = None) -> int:
-    """Seed 004: 50 one-GiB pages on an 8-GPU node, otherwise GPUs x 5 + 10; ``override`` wins."""
+    """Seed 004: 50 one-GiB pages on an 8-GPU node, otherwise GPUs x 5 + 10; ``override`` wins (a whole number as
+    the argument spec takes it: 40, 40.0 or "40"; ValueError for anything else)."""
     if override is not None and str(override) != "":
-        return int(override)
+        number = whole_number(override)
+        if number is None:
+            raise ValueError(f"hugepages_count={override!r} is not a whole number of pages")
+        return number
     gpus = int(gpu_count or 0)
     return 50 if gpus == 8 else gpus * 5 + 10
 

@@ -6,6 +6,7 @@ verbatim up to the end of the line (no quoting), and variables already in the en
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,13 +53,30 @@ def parse_ib_hca(value: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
     return exclude, exact, entries
 
 
+def text_value_problem(key: object, value: object) -> str | None:
+    """Why ``value`` cannot be an environment variable's (or an nccl.conf line's) value: a list or a mapping would
+    be written as Python's repr (``NCCL_ALGO=['Ring', 'Tree']``), which NCCL cannot read. None for text, numbers,
+    booleans and null."""
+    if not isinstance(value, list | Mapping):
+        return None
+    shown = json.dumps(value, default=str, sort_keys=True)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    kind = "list" if isinstance(value, list) else "mapping"
+    return (f"{key}={shown} is a {kind}, and an environment variable holds text; allowed: a string, number or "
+            "boolean (a list of NCCL's as one comma-separated string, e.g. Ring,Tree; null removes the setting)")
+
+
 def problems(env: Mapping[str, object]) -> list[str]:
-    """Errors that make a setting unusable: bad names, values NCCL cannot read from nccl.conf, bad NCCL_IB_HCA or
-    NCCL_SOCKET_IFNAME."""
+    """Errors that make a setting unusable: bad names, values NCCL cannot read from nccl.conf (lists, mappings,
+    newlines), bad NCCL_IB_HCA or NCCL_SOCKET_IFNAME."""
     errors: list[str] = []
     for key, value in env.items():
         if not _ENV_NAME.match(str(key)):
             errors.append(f"{key!r} is not a valid environment variable name (allowed: A-Z, 0-9, _)")
+        typed = text_value_problem(key, value)
+        if typed is not None:
+            errors.append(typed)
+            continue  # its text (a repr) is no value to check further
         if value is not None and "\n" in str(value):
             errors.append(f"{key}: values cannot contain a newline")
         if value == NODE_GPU_COUNT:
@@ -68,13 +86,13 @@ def problems(env: Mapping[str, object]) -> list[str]:
                 f"with GPUs, or {key} set in nccl_env_overrides"
             )
     hca = env.get("NCCL_IB_HCA")
-    if hca is not None:
+    if hca is not None and text_value_problem("NCCL_IB_HCA", hca) is None:
         try:
             parse_ib_hca(str(hca))
         except ValueError as exc:
             errors.append(str(exc))
     ifname = env.get("NCCL_SOCKET_IFNAME")
-    if ifname is not None:
+    if ifname is not None and text_value_problem("NCCL_SOCKET_IFNAME", ifname) is None:
         errors += socket_ifname_problems(str(ifname))
     return errors
 

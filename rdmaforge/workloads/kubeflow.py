@@ -12,10 +12,10 @@ from typing import Any
 
 from rdmaforge import role_defaults, tuning
 from rdmaforge.inventory_checks import show
-from rdmaforge.plain_data import ansible_bool
+from rdmaforge.plain_data import ansible_bool, whole_number
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster
-from rdmaforge.workloads.options import PREFIX, Settings, as_int
+from rdmaforge.workloads.options import PREFIX, Settings
 
 GPU_RESOURCE = "nvidia.com/gpu"
 #: training-operator finds the PyTorch container by this name (and the master's port by the port name).
@@ -175,7 +175,7 @@ def hugepages_findings(cluster: Cluster) -> tuple[list[str], list[str]]:
             )
             continue
         given = variables.get("hugepages_count")
-        count = as_int(given)
+        count = whole_number(given)
         if given not in (None, "") and count is None:
             continue  # not a count: role hugepages' argument_specs refuse it
         if count is None and node.gpus is None:

@@ -7,7 +7,7 @@ over the output of ``ansible-inventory --list`` merged with the role's defaults.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -127,6 +127,11 @@ def environment(
     return nccl_env.with_gpu_count(nccl_env.merge(nccl_env.merge(merged, overrides), extra), gpus)
 
 
+def _names_a_key(name: object, table: Mapping[str, Any]) -> bool:
+    """Whether ``name`` is a key of ``table``: a list or mapping given as a name ([erdma]) is none, not a crash."""
+    return isinstance(name, Hashable) and name in table
+
+
 def _accelerator(
     host: str, variables: Mapping[str, Any], defaults: Mapping[str, Any], problems: list[str]
 ) -> Mapping[str, Any]:
@@ -136,7 +141,7 @@ def _accelerator(
     if not isinstance(table, Mapping):
         problems.append(f"{host}: nccl_env_accelerators={show(table)} is not valid; allowed: a mapping")
         return {}
-    if name not in table:
+    if not _names_a_key(name, table):
         problems.append(
             f"{host}: nccl_env_accelerator={show(name)} is not a key of nccl_env_accelerators; "
             f"allowed: {', '.join(sorted(map(str, table)))}"
@@ -150,13 +155,10 @@ def _accelerator(
 
 
 def _text_problems(host: str, variable: str, env: Mapping[str, Any]) -> list[str]:
-    """An environment variable holds text: a list or mapping would reach the containers as Python's repr."""
-    return [
-        f"{host}: {variable}.{key}={show(value)} is a {'list' if isinstance(value, list) else 'mapping'}, and an "
-        f"environment variable holds text; allowed: a string, number or boolean (null removes the setting)"
-        for key, value in env.items()
-        if isinstance(value, list | Mapping)
-    ]
+    """An environment variable holds text: a list or mapping would reach the containers as Python's repr. Named by
+    the variable that set it (the merged settings' own check, nccl_env.problems, leaves those keys to this line)."""
+    return [f"{host}: {variable}.{problem}" for key, value in env.items()
+            if (problem := nccl_env.text_value_problem(key, value)) is not None]  # fmt: skip
 
 
 def select_device_files(names: Iterable[str]) -> list[str]:
@@ -295,7 +297,7 @@ def build_cluster(
         profile = variables.get("nccl_env_profile") or role_defaults.evaluated_default(
             "nccl_env_profile", {**variables, "rdmaforge_fabric": fabric_name}
         )
-        if profile not in profiles:
+        if not _names_a_key(profile, profiles):
             cluster.problems.append(
                 f"{host.name}: nccl_env_profile={show(profile)} is not a profile of nccl_env_profiles; "
                 f"allowed: {', '.join(sorted(map(str, profiles)))}"
@@ -318,7 +320,10 @@ def build_cluster(
         cluster.problems += count.lines
         gpus = count.gpus
         env = environment(profiles, str(profile), overrides, settings.env, accelerator, rails, gpus)
-        cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(env)]
+        named = {key for given in (overrides, settings.env) for key, value in given.items()
+                 if nccl_env.text_value_problem(key, value) is not None}  # fmt: skip
+        checked = {key: value for key, value in env.items() if key not in named}  # a line of their own above
+        cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(checked)]
         unknown = nccl_env.unknown_names(env)
         if unknown:
             cluster.warnings.append(

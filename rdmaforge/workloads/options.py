@@ -15,6 +15,7 @@ from typing import Any
 
 from rdmaforge.inventory_checks import show
 from rdmaforge.paths import ROLES_DIR
+from rdmaforge.plain_data import whole_number
 from rdmaforge.role_defaults import defaults
 from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads import KINDS
@@ -193,7 +194,7 @@ class Reader:
     def integer(self, name: str, minimum: int, maximum: int | None = None) -> int | None:
         value = self.values.get(name)
         allowed = f"an integer from {minimum}" + (f" to {maximum}" if maximum is not None else "")
-        number = as_int(value)
+        number = whole_number(value)
         if number is None or number < minimum or (maximum is not None and number > maximum):
             self.bad(name, "is not valid", allowed)
             return None
@@ -243,17 +244,6 @@ class Reader:
             self.bad(name, "is not valid", allowed)
             return None
         return str(value)
-
-
-def as_int(value: object) -> int | None:
-    """An int, or a string of digits; anything else (booleans included) is None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):
-        return int(value)
-    return None
 
 
 def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> Settings:

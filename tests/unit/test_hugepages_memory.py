@@ -72,7 +72,8 @@ def lines(values: dict[str, Any]) -> list[str]:
     return [p.message for p in checks.hugepages_problems("gpu1", values)]
 
 
-@pytest.mark.parametrize(("count", "shown"), [(0, "0"), (-4, "-4"), ("0", "'0'"), ("-2", "'-2'")])
+@pytest.mark.parametrize(("count", "shown"), [(0, "0"), (-4, "-4"), ("0", "'0'"), ("-2", "'-2'"), (0.0, "0.0"),
+                                            ("-5.0", "'-5.0'")])  # fmt: skip
 def test_a_count_below_one_while_enabled_is_refused_showing_it(count: object, shown: str) -> None:
     for enabled in (True, "true", "yes"):
         assert lines({"hugepages_enabled": enabled, "hugepages_count": count}) == [
@@ -165,3 +166,14 @@ def test_preflight_refuses_a_count_larger_than_the_node_s_memory(tmp_path: Path)
 def test_preflight_passes_a_count_that_fits(tmp_path: Path) -> None:
     proc = run_memory_check(tmp_path, {"hugepages_count": 1, "hugepages_pages": 1, "hugepages_size": "2M"})
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_a_count_written_as_a_whole_float_is_that_many_pages() -> None:
+    """The argument spec's int takes 40.0 and "40.0" (Ansible's check_type_int); the role's page count took
+    int("40.0") and stopped. Every reading of a count is plain_data.whole_number now."""
+    for written in (40, 40.0, "40.0", "40"):
+        assert tuning.hugepages_count(8, written) == 40  # type: ignore[arg-type]
+        assert tuning.hugepages_pages_for(None, written) == 40  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="hugepages_count='forty' is not a whole number of pages"):
+        tuning.hugepages_count(8, "forty")  # type: ignore[arg-type]
+

@@ -1119,7 +1119,8 @@ def test_a_declared_gpu_count_below_1_is_refused(value: object, shown: str) -> N
 
 @pytest.mark.parametrize(("variable", "least"), [("rdmaforge_gpus_per_node", 1),
                                                  ("workload_manifests_gpus_per_node", 1), ("doctor_expected_gpus", 0)])
-@pytest.mark.parametrize(("value", "shown"), [(1025, "1025"), (10**23, "100000000000000000000000"), ("2000", "'2000'")])
+@pytest.mark.parametrize(("value", "shown"), [(1025, "1025"), (10**23, "100000000000000000000000"), ("2000", "'2000'"),
+                                            (2000.0, "2000.0"), ("4096.0", "'4096.0'")])  # fmt: skip
 def test_a_gpu_count_above_1024_is_refused(variable: str, least: int, value: object, shown: str) -> None:
     """1024 GPUs a node is the bound of every GPU count rdmaforge stores: 10**23 is a typo, which render would put into
     --nproc-per-node and a provision into the hostfile."""
@@ -1293,3 +1294,23 @@ def test_an_eni_rule_priority_base_whose_rules_leave_linuxs_priorities_or_sit_am
         f"32765 to 32766; allowed: a whole number from 1 to 32764 or from 32768 to {PRIORITY_MAX - 1}, "
         f"{PRIORITIES_ALLOWED}"
     ]
+
+
+@pytest.mark.parametrize(("variable", "value", "shown"), [
+    ("nccl_env_overrides", {"NCCL_ALGO": ["Ring", "Tree"]}, 'NCCL_ALGO=["Ring", "Tree"] is a list'),
+    ("nccl_env_overrides", {"NCCL_PROTO": {"a": 1}}, 'NCCL_PROTO={"a": 1} is a mapping'),
+    ("workload_manifests_env", {"LIGHT_INTRA_SIZE": [8]}, "LIGHT_INTRA_SIZE=[8] is a list"),
+])  # fmt: skip
+def test_an_environment_value_that_is_no_text_is_refused_before_any_connection(
+    variable: str, value: dict[str, Any], shown: str
+) -> None:
+    """The role wrote such a value into /etc/nccl.conf as Python's repr (NCCL_ALGO=['Ring', 'Tree']); render refused
+    it, provision went on to connect. Refused by the inventory report now, in render's words."""
+    nodes = [NodeInput("node1", "10.0.0.1", "erdma", values={variable: value})]
+    assert checks.inventory_report(nodes) == {
+        "node1": [f"node1: {variable}.{shown}, and an environment variable holds text; allowed: a string, number or "
+                  "boolean (a list of NCCL's as one comma-separated string, e.g. Ring,Tree; null removes the setting)"]
+    }  # fmt: skip
+    fine = [NodeInput("node1", "10.0.0.1", "erdma", values={variable: {"NCCL_ALGO": "Ring,Tree", "NCCL_X": 1}})]
+    assert checks.inventory_report(fine) == {}
+

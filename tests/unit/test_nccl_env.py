@@ -163,3 +163,17 @@ def test_taco_run_on_its_own_probes_the_gpu_count(tmp_path: Path) -> None:
     else:
         assert run.returncode != 0 and not script.exists()
         assert "LIGHT_INTRA_SIZE=node_gpu_count is the node's GPU count" in run.stdout, run.stdout[-3000:]
+
+
+def test_the_settings_in_force_refuse_a_list_or_mapping_value() -> None:
+    """What role nccl_env checks before writing /etc/nccl.conf (the merged profile, accelerator and overrides): a
+    list there was written as NCCL_ALGO=['Ring', 'Tree']. One line per value, not a second one from the NCCL_IB_HCA
+    parser reading the repr."""
+    env = {"NCCL_ALGO": ["Ring", "Tree"], "NCCL_IB_HCA": {"mlx5_0": 1}, "NCCL_PROTO": "Simple", "NCCL_DEBUG": None}
+    assert nccl_env.problems(env) == [
+        'NCCL_ALGO=["Ring", "Tree"] is a list, and an environment variable holds text; allowed: a string, number or '
+        "boolean (a list of NCCL's as one comma-separated string, e.g. Ring,Tree; null removes the setting)",
+        'NCCL_IB_HCA={"mlx5_0": 1} is a mapping, and an environment variable holds text; allowed: a string, number or '
+        "boolean (a list of NCCL's as one comma-separated string, e.g. Ring,Tree; null removes the setting)",
+    ]
+    assert nccl_env.problems({"NCCL_ALGO": "Ring,Tree", "NCCL_IB_GID_INDEX": 3, "NCCL_IB_DISABLE": False}) == []

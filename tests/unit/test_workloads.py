@@ -941,6 +941,9 @@ def test_mpijob_hugepages_fit_what_the_hugepages_role_reserves() -> None:
     assert line.startswith("n1: ") and "50Gi" in line and "30" in line and "allowed:" in line
     line = single_problem(_hugepages_plan(8, hugepages_enabled=True, hugepages_count=32), "hugepages_count=32")
     assert "50Gi" in line and "allowed:" in line
+    for written in (32.0, "32.0", "32"):  # as role hugepages' argument spec takes them (check_type_int): 32 pages
+        line = single_problem(_hugepages_plan(8, hugepages_enabled=True, hugepages_count=written), "hugepages_count=32")
+        assert "reserves 32" in line, written
     line = single_problem(_hugepages_plan(8, hugepages_enabled=True, hugepages_size="2M"), "hugepages_size='2M'")
     assert "hugepages-1Gi" in line and "allowed:" in line
     assert not _hugepages_plan(4, hugepages_enabled=True, hugepages_count=64).problems
@@ -1051,3 +1054,14 @@ def test_cli_refuses_an_empty_output_directory(tmp_path: Path, monkeypatch: pyte
     assert exited.value.code == 64
     assert "rdmaforge render: error: argument -o/--output: '': an empty path" in capsys.readouterr().err
     assert list(here.iterdir()) == []
+
+
+@pytest.mark.parametrize(("variable", "value", "line"), [
+    ("nccl_env_profile", ["erdma"], 'n1: nccl_env_profile=["erdma"] is not a profile of nccl_env_profiles; allowed: '),
+    ("nccl_env_accelerator", ["taco"], 'n1: nccl_env_accelerator=["taco"] is not a key of nccl_env_accelerators; '),
+    ("nccl_env_accelerator", {"taco": 1}, 'n1: nccl_env_accelerator={"taco": 1} is not a key of nccl_env_accelerators'),
+])  # fmt: skip
+def test_a_list_or_mapping_given_as_a_profile_name_is_refused_not_a_crash(variable: str, value: Any, line: str) -> None:
+    """A list is no key of a table: `profile in profiles` raised TypeError (unhashable), render's exit 70."""
+    plan = cluster_plan(host("n1", "erdma", variables={variable: value}), kinds=["docker"])
+    assert single_problem(plan, variable).startswith(line)
