@@ -48,6 +48,7 @@ from rdmaforge.nccl_tests.transport import (
     merge_transports,
     within_one_node,
 )
+from rdmaforge.plain_data import whole_number
 from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
 from rdmaforge.text import fixed, named_first, percent
 
@@ -496,6 +497,8 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
         elif nodes < 2:
             component.status = "not_judged"
             component.reason = f"the N-node run trained on {nodes} node: a linearity across nodes needs 2 or more"
+        elif (other := other_training(run, multi, nodes)) is not None:
+            component.status, component.reason = other
         elif one is None or many is None:
             component.status = "not_judged"
             which, key = ("1-node", "single") if one is None else ("N-node", "multi")
@@ -509,23 +512,66 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
     else:
         component.reason = f"e2e benchmark failed: {error or 'no result line from the training run'}"
     components.append(component)
-    intra_node_result(e2e, minimum, components)
+    intra_node_result(e2e, minimum, components, gpus_per_node(run))
     return e2e
 
 
-def intra_node_result(e2e: dict[str, Any], across_minimum: float | None, components: list[Component]) -> None:
+def gpus_per_node(run: Mapping[str, Any]) -> int | None:
+    """The GPU count every node of the run has (run.json's ``gpus``), or None when unknown or not one count."""
+    gpus = run.get("gpus")
+    counts = {whole_number(n) for n in gpus.values()} if isinstance(gpus, Mapping) and gpus else {None}
+    return counts.pop() if len(counts) == 1 else None
+
+
+def other_training(run: Mapping[str, Any], multi: Mapping[str, Any], nodes: int) -> tuple[Status, str] | None:
+    """Why e2e.json's N-node run is not a training of this run's nodes (run.json's ``nodes``), or None. On fewer
+    nodes it did not span the run (fail, as an nccl-tests job on fewer hosts does); on more, or with fewer ranks
+    than nodes (every node trains with one rank at least), e2e.json contradicts itself or the run: not judged."""
+    names = [str(n) for n in run.get("nodes") or []]
+    ranks = count(multi, "world_size")
+    if ranks is not None and ranks < nodes:
+        return "not_judged", (f"e2e.json's N-node run had {ranks} rank(s) on {nodes} nodes (multi.world_size below "
+                              "multi.nodes): every node trains with one rank at least, so the file contradicts "
+                              "itself")  # fmt: skip
+    if not names or nodes == len(names):
+        return None
+    where = f"the run has {len(names)} nodes ({', '.join(names)})"
+    if nodes < len(names):
+        return "fail", f"the N-node run trained on {nodes} nodes, {where}: the training did not span the run's nodes"
+    return "not_judged", (f"the N-node run trained on {nodes} nodes, {where}: it is not this run's training, or "
+                          "e2e.json is wrong")  # fmt: skip
+
+
+def intra_node_result(
+    e2e: dict[str, Any], across_minimum: float | None, components: list[Component], gpus: int | None = None
+) -> None:
     """Seed 003, within one node: multi-GPU throughput / single-GPU throughput / GPUs per node.
 
     The role runs the 1-GPU reference when a node trains with more than one rank (``ranks_per_node``); a node
-    with one GPU (or none: one CPU rank) has no within-node scaling to judge. e2e.json without ``one`` predates it.
+    with one GPU (or none: one CPU rank) has no within-node scaling to judge. Not judged, and named, when the
+    nodes have more GPUs (``gpus``, run.json's count per node) than the training used ranks, or when e2e.json has
+    no 1-GPU run (``one``: one written before rdmaforge ran it).
     """
     single, one = e2e.get("single"), e2e.get("one")
     e2e["linearity_intra_node"] = None
-    ranks = e2e.get("ranks_per_node") or (single or {}).get("world_size") or 1
-    if "one" not in e2e or int(ranks) <= 1:
-        return
+    ranks = whole_number(e2e.get("ranks_per_node") or (single or {}).get("world_size") or 1) or 1
     minimum = optional_float(e2e.get("min_intra_node_linearity", across_minimum))
     component = Component("e2e intra-node", "e2e", "fail", "", unit="linearity")
+    if gpus is not None and gpus > ranks:
+        component.status = "not_judged"
+        component.reason = (f"each node has {gpus} GPUs (run.json) but trained with {ranks} rank(s) (e2e.json "
+                            f"ranks_per_node): {gpus - ranks} GPU(s) per node took no part, and the scaling within a "
+                            "node was not measured")  # fmt: skip
+        components.append(component)
+        return
+    if ranks <= 1:
+        return
+    if "one" not in e2e:
+        component.status = "not_judged"
+        component.reason = (f"e2e.json has no 1-GPU run ('one'; an e2e.json written before rdmaforge ran it): the "
+                            f"scaling over a node's {ranks} ranks cannot be computed")  # fmt: skip
+        components.append(component)
+        return
     if not single:
         component.reason = "the 1-node run printed no result"
     elif not one:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +79,30 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     return run
 
 
+def baseline_required(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The run.json keys that make the comparison ``--baseline`` asks for a required one. A run whose own list of
+    required groups (``bench --require``) left the baseline out, or that named it optional, would report the
+    comparison 'not judged (not required)' and pass without it: a comparison asked for on the command line is
+    judged, and one that cannot be made leaves the run incomplete."""
+    changed: dict[str, Any] = {}
+    explicit = [str(group) for group in run.get("required") or []]
+    if explicit and "baseline" not in explicit:
+        changed["required"] = [*explicit, "baseline"]
+    optional = [str(group) for group in run.get("optional") or []]
+    if "baseline" in optional:
+        changed["optional"] = [group for group in optional if group != "baseline"]
+    return changed
+
+
 def run(args: argparse.Namespace) -> int:
     run_dir = find_run_dir(args)
     if isinstance(run_dir, str):
         return bad_input(run_dir)
-    load_run(run_dir)  # checked first: nothing is re-rendered from a malformed run
+    stored_run = load_run(run_dir)  # checked first: nothing is re-rendered from a malformed run
     overrides: dict[str, Any] = {}
     if args.baseline is not None:
         overrides["baseline"] = str(args.baseline.resolve())
+        overrides.update(baseline_required(stored_run))
     if args.tolerance is not None:
         if (problem := tolerance_problem(args.tolerance)) is not None:
             return bad_input(f"--tolerance {args.tolerance}: {problem}")

@@ -113,6 +113,22 @@ def test_a_baseline_from_another_cluster_is_not_judged(run_dir: Path, made: Path
     assert "fabric 'infiniband' in the baseline, 'tcp' now" in str(compared["reason"])
 
 
+@pytest.mark.parametrize("groups", [{"required": ["nccl-tests", "transport"]}, {"optional": ["baseline"]}])
+def test_a_baseline_asked_for_on_the_command_line_is_required_whatever_the_run_recorded(
+    run_dir: Path, made: Path, tmp_path: Path, groups: dict[str, list[str]]
+) -> None:
+    """A run recorded by `bench --require nccl-tests,transport` (or with the baseline optional) reported `report
+    --baseline OTHER` as a pass, the comparison 'not judged (not required)': exit 0 with nothing compared. The
+    comparison asked for is required: one that cannot be made leaves the run incomplete (5)."""
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, **groups}))
+    compared = against_a_changed_baseline(run_dir, made, tmp_path, "fabric", "infiniband")
+    assert compared["required"] is True
+    assert main(["report", str(run_dir), "--baseline", str(made)]) == 0  # the run's own baseline: compared, passes
+    results = json.loads((run_dir / "results.json").read_text())
+    assert [(c["status"], c["required"]) for c in results["components"] if c["group"] == "baseline"] == [("pass", True)]
+
+
 def test_a_baseline_with_other_gpus_per_node_is_not_judged(run_dir: Path, made: Path, tmp_path: Path) -> None:
     compared = against_a_changed_baseline(run_dir, made, tmp_path, "gpus", {"n1": 8, "n2": 8})
     assert "GPUs per node [8, 8] in the baseline, [1, 1] now" in str(compared["reason"])

@@ -257,6 +257,47 @@ def test_e2e_with_a_threshold_passes_or_fails(tmp_path: Path) -> None:
     assert failed["verdict"] == "fail" and "linearity 0.80 is below 0.9" in failed["reasons"][0]
 
 
+def e2e_case(tmp_path: Path, e2e: dict[str, object], nodes: int = 2, gpus: int = 0) -> dict[str, object]:
+    """The report of a run of ``nodes`` nodes of ``gpus`` GPUs each, e2e required and ``e2e`` as its e2e.json."""
+    names = [f"n{i}" for i in range(1, nodes + 1)]
+    run_dir = make_run(tmp_path, "erdma", None, nodes=names, gpus=dict.fromkeys(names, gpus), e2e_enabled=True)
+    (run_dir / "e2e.json").write_text(json.dumps({"min_linearity": 0.5, **e2e}))
+    return render(run_dir)
+
+
+def test_an_e2e_result_of_other_nodes_than_the_runs_is_never_a_pass(tmp_path: Path) -> None:
+    """e2e.json was not compared with run.json: a training on 2 of 4 nodes, or 1 rank on 4 nodes, passed."""
+    two_of_four = e2e_case(tmp_path / "a", {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(2, 2, 0.105)}, nodes=4)
+    e2e = component(two_of_four, "e2e")
+    assert (e2e["status"], two_of_four["verdict"]) == ("fail", "fail")
+    assert "the N-node run trained on 2 nodes, the run has 4 nodes (n1, n2, n3, n4): the training did not span" in str(
+        e2e["reason"])  # fmt: skip
+    more = e2e_case(tmp_path / "b", {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(4, 4, 0.105)}, nodes=2)
+    assert component(more, "e2e")["status"] == "not_judged" and more["verdict"] == "incomplete"
+    contradictory = e2e_case(tmp_path / "c", {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(1, 4, 0.105)}, nodes=4)
+    assert component(contradictory, "e2e")["status"] == "not_judged"
+    assert "had 1 rank(s) on 4 nodes (multi.world_size below multi.nodes)" in str(component(contradictory, "e2e")["reason"])
+    fine = e2e_case(tmp_path / "d", {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(4, 4, 0.105)}, nodes=4)
+    assert fine["verdict"] == "pass", fine["reasons"]
+
+
+def test_a_training_on_fewer_ranks_than_the_nodes_gpus_or_without_its_1_gpu_run_is_named(tmp_path: Path) -> None:
+    """8-GPU nodes trained with one rank each: the summary said 'one GPU or none' and passed. A node training with 8
+    ranks and no 1-GPU run ('one') left the within-node linearity out without a word."""
+    one_rank = e2e_case(tmp_path / "a", {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(2, 2, 0.105),
+                                         "ranks_per_node": 1}, gpus=8)  # fmt: skip
+    intra = component(one_rank, "e2e intra-node")
+    assert intra["status"] == "not_judged" and one_rank["verdict"] == "incomplete"
+    assert "each node has 8 GPUs (run.json) but trained with 1 rank(s)" in str(intra["reason"])
+    no_one = e2e_case(tmp_path / "b", {"single": e2e_run(8, 1, 0.1), "multi": e2e_run(16, 2, 0.105),
+                                       "ranks_per_node": 8}, gpus=8)  # fmt: skip
+    assert component(no_one, "e2e intra-node")["status"] == "not_judged" and no_one["verdict"] == "incomplete"
+    assert "e2e.json has no 1-GPU run" in str(component(no_one, "e2e intra-node")["reason"])
+    whole = e2e_case(tmp_path / "c", {"single": e2e_run(8, 1, 0.1), "multi": e2e_run(16, 2, 0.105),
+                                      "one": e2e_run(1, 1, 0.1), "ranks_per_node": 8}, gpus=8)  # fmt: skip
+    assert component(whole, "e2e intra-node")["status"] == "pass"
+
+
 def test_required_and_optional_from_run_json(tmp_path: Path) -> None:
     # --require nccl-tests on a GPU-less run: the skipped nccl-tests makes it incomplete despite e2e passing.
     forced = render(e2e_dir(tmp_path / "a", 0.5, required=["nccl-tests", "e2e"]))
