@@ -73,6 +73,13 @@ def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dic
         raise BaselineError(f"{source}: its nccl-tests busbw did not pass ({'; '.join(unjudged)}): a baseline holds "
                             "only busbw that passed the line rate over the fabric's transport (later runs would be "
                             "compared with values never checked), so none is made")  # fmt: skip
+    unjudged_e2e = _not_passed(results, ["e2e"]) if e2e.get("multi_p50_samples_per_s") is not None else []
+    if unjudged_e2e:
+        # The same rule for the training: an N-node throughput of a run on one node, or never held against a
+        # linearity floor, would be the reference a later 2-node run is "within" without any check.
+        raise BaselineError(f"{source}: its e2e training did not pass ({'; '.join(unjudged_e2e)}): a baseline holds "
+                            "only an N-node throughput whose linearity passed (set benchmark_e2e_min_linearity), so "
+                            "none is made")  # fmt: skip
     return {"kind": KIND, "version": VERSION, "source": source, "fingerprint": shape,
             "nccl": nccl, "e2e": e2e}  # fmt: skip
 

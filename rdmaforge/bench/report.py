@@ -627,16 +627,25 @@ def judge_linearity(component: Component, value: float | None, minimum: float | 
         component.reason = f"linearity {fixed(value, 2)} {relation} {minimum}"
 
 
-def training_logs(run_dir: Path, e2e: dict[str, Any] | None) -> list[accelerators.TrainingLog]:
-    """The training logs e2e.json names (``logs``: run key to file names), read from the run directory."""
+def training_logs(
+    run_dir: Path, e2e: dict[str, Any] | None, nodes: Sequence[object] = ()
+) -> list[accelerators.TrainingLog]:
+    """The training logs e2e.json names (``logs``: run key to file names), read from the run directory. A run that
+    e2e.json has but names no log for, and an N-node run with fewer logs than ``nodes`` (run.json's: the role keeps
+    one per node), count as missing logs: what is not there shows nothing of the nodes it would cover."""
     named = (e2e or {}).get("logs")
     logs = []
     for key, label in RUN_LABELS.items():
         names = named.get(key) if isinstance(named, dict) else None
-        for name in [names] if isinstance(names, str) else names or []:
+        listed = [names] if isinstance(names, str) else list(names or [])
+        for name in listed:
             path = run_dir / Path(str(name)).name  # a file of this run directory, never a path elsewhere
             text = path.read_text(errors="replace") if path.is_file() else None
             logs.append(accelerators.TrainingLog(label, path.name, text))
+        wanted = len(nodes) if key == "multi" and nodes else 1
+        if (e2e or {}).get(key) and len(listed) < wanted:
+            unlisted = f"{wanted - len(listed)} of {wanted} {label} logs" if wanted > 1 else f"the {label} log"
+            logs.append(accelerators.TrainingLog(label, f"{unlisted} (not in e2e.json's list)", None))
     return logs
 
 
@@ -654,7 +663,7 @@ def accelerator_results(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] 
         for name in wanted:
             components.append(Component(name, accelerators.GROUP, "skipped" if disabled else "not_judged", reason))
         return result
-    logs = training_logs(run_dir, e2e)
+    logs = training_logs(run_dir, e2e, run.get("nodes") or ())
     runs: list[dict[str, Any]] = [e2e[key] for key in ("multi", "single", "one") if e2e.get(key)]
     backend = next((str(r["backend"]) for r in runs if r.get("backend")), None)
     warmup = next((int(r["warmup_steps"]) for r in runs if r.get("warmup_steps") is not None), None)

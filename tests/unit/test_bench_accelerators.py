@@ -116,6 +116,22 @@ def test_acspeed_and_aiacc_seen_in_every_log_pass(tmp_path: Path) -> None:
     assert "- NCCL net plugin aiacc (pass): NCCL used AIACC-2.0-RDMA-V6, loaded: NCCL RDMA Plugin V6" in summary
 
 
+def test_logs_left_out_of_e2e_jsons_list_are_missing_logs(tmp_path: Path) -> None:
+    """e2e.json listing only n1's N-node log of a 2-node run, and no 1-node log: ACSpeed was 'found in every training
+    run' and the plugin passed on one node's log. Every node's N-node log and each run's log must be there."""
+    path = run_dir(tmp_path, all_logs(), acspeed=True)
+    e2e = json.loads((path / "e2e.json").read_text())
+    e2e["logs"] = {"one": e2e["logs"]["one"], "single": [], "multi": ["e2e-multi-node-n1.log"]}
+    (path / "e2e.json").write_text(json.dumps(e2e))
+    results = render(path)
+    found = components(results)
+    assert found["e2e acspeed"]["status"] == "not_judged", found["e2e acspeed"]
+    assert "the 1-node log (not in e2e.json's list) is missing" in found["e2e acspeed"]["reason"]
+    assert found["e2e net plugin aiacc"]["status"] == "not_judged", found["e2e net plugin aiacc"]
+    assert "1 of 2 N-node logs (not in e2e.json's list) is missing" in found["e2e net plugin aiacc"]["reason"]
+    assert results["verdict"] == "incomplete"
+
+
 def test_acspeed_enabled_but_its_line_absent_fails_never_passes(tmp_path: Path) -> None:
     logs = all_logs(**{f"e2e-multi-node-{n}.log": aiacc_log(n, acspeed=False) for n in NODES})
     results = render(run_dir(tmp_path, logs, acspeed=True))

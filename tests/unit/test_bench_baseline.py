@@ -358,6 +358,26 @@ def test_a_baseline_that_compares_nothing_is_neither_made_nor_passed(
     assert results["verdict"] == "incomplete" and "baseline (required): no result at all" in results["reasons"]
 
 
+@pytest.mark.parametrize(("edits", "status"), [
+    ({"min_linearity": None}, "not judged: no threshold"),
+    ({"multi__nodes": 1}, "not judged: the N-node run trained on 1 node"),
+])  # fmt: skip
+def test_a_baseline_is_not_made_from_an_e2e_result_that_did_not_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edits: dict[str, object], status: str
+) -> None:
+    """An N-node training that ran on one node (or was never held against a linearity floor) was stored as the
+    2-node reference: a later 2-node run at linearity 0.55 then passed its baseline line. nccl-tests numbers were
+    refused in that case already; the e2e throughput is now too."""
+    from tests.unit.test_bench_report import e2e_dir, edited_e2e
+
+    source = edited_e2e(e2e_dir(tmp_path / "a", 0.5), **edits)
+    target = tmp_path / "x.json"
+    assert main(["baseline", str(source), "-o", str(target)]) == 64
+    err = capsys.readouterr().err
+    assert f"its e2e training did not pass (e2e: {status}" in err, err
+    assert not target.exists()
+
+
 def test_a_failed_training_is_not_passed_by_its_baseline_line(tmp_path: Path) -> None:
     """A node of the N-node training exited 1 (e2e.json's error) after rank 0 printed the same throughput as the
     baseline's: e2e fails, and the baseline's line must not say the throughput is within the baseline (as for a
