@@ -112,6 +112,15 @@ def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
         )
     # Without a count from the inventory or the facts, a pod gets the largest count the model allows.
     gpus = next(iter(c for c, _ in counts.values()), max(allowed_counts))
+    lacking = [node.name for node in cluster.nodes if not isinstance(node.nccl_profiles.get(model.profile), Mapping)]
+    if lacking:
+        # Without it the pods would get no NCCL settings at all (env: []), and NCCL would guess the RDMA NIC.
+        problems.append(
+            f"{lacking[0]}: nccl_env_profiles has no profile {model.profile}, the NCCL settings of ACS GPU model "
+            f"{model.name} (RDMA NIC type {model.nic_type}); allowed: a table that keeps role nccl_env's "
+            f"{model.profile} (its defaults have acs_type1 and acs_type2), on "
+            f"{', '.join(lacking) if len(lacking) < 6 else f'{len(lacking)} nodes'}"
+        )
     envs = {node.name: node.env_for_profile(model.profile, settings.env) for node in cluster.nodes}
     env = envs[first] if first in envs else {}
     for host, node_env in envs.items():

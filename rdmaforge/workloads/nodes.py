@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from rdmaforge import fabrics, role_defaults
-from rdmaforge.inventory_checks import fabric_problems, gpu_count_problems, show
+from rdmaforge.inventory_checks import fabric_problems, gpu_count_problems, mixed_fabric_problems, show
 from rdmaforge.node_facts import known_gpu_count
 from rdmaforge.parsers import nccl_env
 from rdmaforge.stored import MAX_GPUS
@@ -86,6 +86,8 @@ class Node:
     hugepages: Mapping[str, Any] = field(default_factory=dict)
     #: A variable was set to no GPU count, and a line of its own says so (gpu_problems adds none).
     gpu_refused: bool = False
+    #: The settings of the node's training accelerator (nccl_env_accelerator), merged over any profile.
+    nccl_accelerator: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def rdma(self) -> bool:
@@ -93,8 +95,10 @@ class Node:
         return fabrics.is_rdma(self.fabric)
 
     def env_for_profile(self, profile: str, extra: Mapping[str, object]) -> dict[str, str]:
-        """The settings this node would have with another profile (the ACS GPU model's), same overrides."""
-        return environment(self.nccl_profiles, profile, self.nccl_overrides, extra, gpus=self.gpus)
+        """The settings this node would have with another profile (the ACS GPU model's), same accelerator and
+        overrides (the rail map is this node's own HCAs', not a pod's elsewhere)."""
+        return environment(self.nccl_profiles, profile, self.nccl_overrides, extra, self.nccl_accelerator,
+                           gpus=self.gpus)  # fmt: skip
 
 
 @dataclass
@@ -282,6 +286,9 @@ def build_cluster(
     settings = read_settings(first.name, first.options, problems)
     cluster = Cluster(nodes=[], settings=settings, problems=problems)
     cluster.problems += _text_problems(first.name, f"{PREFIX}env", settings.env)
+    # Preflight's rule: one fabric profile per cluster (a job's NCCL settings, its pods' devices, are per cluster).
+    mixed = mixed_fabric_problems([(h.name, h.variables.get("rdmaforge_fabric")) for h in inputs])
+    cluster.problems += [p.message for p in mixed]
     for host in inputs:
         node_settings = read_node_settings(host.name, host.options, cluster.problems)
         variables = host.variables
@@ -347,6 +354,7 @@ def build_cluster(
                 settings=node_settings,
                 nccl_profiles=profiles,
                 nccl_overrides=overrides,
+                nccl_accelerator=accelerator,
                 hugepages={name: variables[name] for name in HUGEPAGES_VARIABLES if name in variables},
             )
         )

@@ -24,6 +24,7 @@ from conftest import recap, run_playbook
 from rdmaforge.cli import main
 from rdmaforge.inventory_checks import FABRICS
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.role_defaults import defaults
 from rdmaforge.workloads import KINDS, docker, validate
 from rdmaforge.workloads.nodes import HostInput, build_cluster
 from rdmaforge.workloads.options import PREFIX, nccl_env_profiles, role_defaults
@@ -167,6 +168,25 @@ def test_acs_uses_the_models_profile_on_any_fabric_and_the_model_count_without_f
     c = container(manifest(plan, "acs")["spec"]["template"])
     assert env_of(c) == TYPE2_ENV
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "16"
+
+
+def test_acs_pods_keep_the_training_accelerators_settings_as_the_docker_container_does() -> None:
+    """nccl_env_accelerator: taco (seed 004's NCCL_ALGO=RING and LightCC's LIGHT_*) reached the docker container
+    but not the ACS pods, whose settings were the model's profile alone."""
+    taco = defaults("nccl_env")["nccl_env_accelerators"]["taco"]
+    plan = ok_plan(host("n1", "erdma", 8, variables={"nccl_env_accelerator": "taco"}, acs_gpu_model="GU8TF"),
+                   kinds=["acs"])  # fmt: skip
+    pod = env_of(container(manifest(plan, "acs")["spec"]["template"]))
+    assert pod["NCCL_ALGO"] == "RING" and pod["LIGHT_INTRA_SIZE"] == "8", pod  # node_gpu_count: the pod's 8 GPUs
+    assert {k for k in pod if k.startswith("LIGHT_")} == {k for k in taco if k.startswith("LIGHT_")}
+
+
+def test_acs_without_the_models_profile_in_the_table_is_refused_not_rendered_with_no_settings() -> None:
+    """An nccl_env_profiles of the user's own without acs_type2 gave the pods env: [] (--validate said valid)."""
+    table = {"nccl_env_profiles": {"erdma": {"NCCL_SOCKET_IFNAME": "bond0"}}}
+    plan = cluster_plan(host("n1", "erdma", 8, variables=table, acs_gpu_model="P16EN"), kinds=["acs"])
+    line = single_problem(plan, "has no profile acs_type2")
+    assert line.startswith("n1: nccl_env_profiles has no profile acs_type2, the NCCL settings of ACS GPU model P16EN")
 
 
 # --- bad inputs: one clear line each, nothing written ----------------------------------------------
@@ -1065,3 +1085,13 @@ def test_a_list_or_mapping_given_as_a_profile_name_is_refused_not_a_crash(variab
     """A list is no key of a table: `profile in profiles` raised TypeError (unhashable), render's exit 70."""
     plan = cluster_plan(host("n1", "erdma", variables={variable: value}), kinds=["docker"])
     assert single_problem(plan, variable).startswith(line)
+
+
+def test_nodes_of_two_fabrics_are_refused_for_every_kind_as_preflight_refuses_them() -> None:
+    """One node erdma, one infiniband: the docker files and the ACS manifest were written (exit 0)."""
+    for kinds in (["docker"], ["acs"]):
+        plan = cluster_plan(host("n1", "erdma", acs_gpu_model="GU8TF"), host("n2", "infiniband", acs_gpu_model="GU8TF"),
+                            kinds=kinds)  # fmt: skip
+        line = single_problem(plan, "differs from the rest of the cluster")
+        assert line == ("n2: rdmaforge_fabric='infiniband' differs from the rest of the cluster ('erdma' on n1); "
+                        "allowed: one fabric profile for every node of group cluster"), kinds
