@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rdmaforge import role_defaults, tuning
+from rdmaforge import fabrics, role_defaults, tuning
 from rdmaforge.inventory_checks import show
 from rdmaforge.plain_data import ansible_bool, whole_number
 from rdmaforge.workloads import k8s
@@ -105,6 +105,29 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
                 f"{PREFIX}env on every node"
             )
     return JobShape(len(cluster.nodes), int(first.gpus or 0), first.env), problems
+
+
+def rdma_access_findings(cluster: Cluster, kinds: Sequence[str]) -> tuple[list[str], list[str]]:
+    """An RDMA fabric's pods need its devices: a privileged pod sees the node's /dev/infiniband, an unprivileged one
+    only what a device plugin's resource (k8s_extra_resources, e.g. rdma/hca: 1) hands it. Without either NCCL
+    finds no HCA and falls back to TCP sockets, the docker container's case (require_rdma_devices decides alike).
+    One line for the Kubeflow ``kinds`` rendered (MPIJob, PyTorchJob): the options are the same for both. Returns
+    (problems, warnings)."""
+    settings = cluster.settings
+    if not kinds or not cluster.nodes:
+        return [], []
+    first = cluster.nodes[0]
+    if not fabrics.is_rdma(first.fabric) or settings.k8s_privileged or settings.k8s_extra_resources:
+        return [], []
+    pods = " and ".join(f"{kind}'s" for kind in kinds)
+    message = (f"{first.name}: rdmaforge_fabric={show(first.fabric)} uses RDMA but the {pods} pods are not "
+               f"privileged ({PREFIX}k8s_privileged: false) and ask for no RDMA device plugin resource "
+               f"({PREFIX}k8s_extra_resources is empty): they would see no RDMA device, and NCCL would fall back to "
+               f"TCP sockets; allowed: {PREFIX}k8s_privileged: true, or the device plugin's resource in "
+               f"{PREFIX}k8s_extra_resources (e.g. rdma/hca: 1)")  # fmt: skip
+    if settings.require_rdma_devices:
+        return [message + f", or {PREFIX}require_rdma_devices: false"], []
+    return [], [message + f" ({PREFIX}require_rdma_devices is false: not an error)"]
 
 
 def _resource_problems(cluster: Cluster, kind: str) -> list[str]:

@@ -76,6 +76,10 @@ def plan(cluster: Cluster, kinds: Iterable[str] | None = None) -> Plan:
     sized_by_count = [kubeflow.article(title) for kind, title, _ in KUBEFLOW_KINDS if kind in wanted]
     given_gpus = ["the docker container"] if "docker" in wanted else []
     result.problems += gpu_problems(cluster.nodes, sized_by_count, given_gpus)
+    access_problems, access_warnings = kubeflow.rdma_access_findings(
+        cluster, [title for kind, title, _ in KUBEFLOW_KINDS if kind in wanted])  # fmt: skip
+    result.problems += access_problems
+    result.warnings += access_warnings
     if "docker" in wanted:
         for node in cluster.nodes:
             context = docker.context(node, settings, HEADER)

@@ -275,8 +275,9 @@ def test_an_e2e_result_of_other_nodes_than_the_runs_is_never_a_pass(tmp_path: Pa
     more = e2e_case(tmp_path / "b", {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(4, 4, 0.105)}, nodes=2)
     assert component(more, "e2e")["status"] == "not_judged" and more["verdict"] == "incomplete"
     contradictory = e2e_case(tmp_path / "c", {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(1, 4, 0.105)}, nodes=4)
-    assert component(contradictory, "e2e")["status"] == "not_judged"
-    assert "had 1 rank(s) on 4 nodes (multi.world_size below multi.nodes)" in str(component(contradictory, "e2e")["reason"])
+    judged = component(contradictory, "e2e")
+    assert judged["status"] == "not_judged"
+    assert "had 1 rank(s) on 4 nodes (multi.world_size below multi.nodes)" in str(judged["reason"])
     fine = e2e_case(tmp_path / "d", {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(4, 4, 0.105)}, nodes=4)
     assert fine["verdict"] == "pass", fine["reasons"]
 

@@ -1095,3 +1095,19 @@ def test_nodes_of_two_fabrics_are_refused_for_every_kind_as_preflight_refuses_th
         line = single_problem(plan, "differs from the rest of the cluster")
         assert line == ("n2: rdmaforge_fabric='infiniband' differs from the rest of the cluster ('erdma' on n1); "
                         "allowed: one fabric profile for every node of group cluster"), kinds
+
+
+def test_unprivileged_kubeflow_pods_on_an_rdma_fabric_need_a_device_plugin_resource() -> None:
+    """workload_manifests_k8s_privileged: false with no RDMA device plugin resource: the pods see no HCA and NCCL
+    falls back to TCP, which the docker container's check refuses; the Kubeflow jobs were written without a word."""
+    options = {"k8s_privileged": False}
+    plan = cluster_plan(host("n1", "infiniband", **options), host("n2", "infiniband", **options),
+                        kinds=["mpijob", "pytorchjob"])  # fmt: skip
+    line = single_problem(plan, "are not privileged")
+    assert line.startswith("n1: rdmaforge_fabric='infiniband' uses RDMA but the MPIJob's and PyTorchJob's pods are "
+                           "not privileged"), line
+    assert ok_plan(host("n1", "infiniband", k8s_privileged=False, k8s_extra_resources={"rdma/hca": 1}),
+                   kinds=["mpijob"]).files  # fmt: skip
+    lenient = ok_plan(host("n1", "infiniband", k8s_privileged=False, require_rdma_devices=False), kinds=["mpijob"])
+    assert any("are not privileged" in w and "not an error" in w for w in lenient.warnings)
+    assert ok_plan(host("n1", "tcp", k8s_privileged=False), kinds=["mpijob"]).files  # no RDMA, nothing to see
