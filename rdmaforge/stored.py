@@ -302,7 +302,10 @@ RUN_JSON = Obj(
         "nccl_exit_codes": MapOf(Scalar(("integer", "null"))),
         "required": ListOf(STRING),
         "optional": ListOf(STRING),
-    }
+    },
+    # The role always records the fabric: without it the transport and the line rate would be judged against a
+    # guess (tcp), so a run.json without one is refused, naming the key.
+    frozenset({"fabric"}),
 )
 
 _E2E_RUN = Obj(

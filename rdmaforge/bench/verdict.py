@@ -111,7 +111,8 @@ class Component:
 
 
 def required_groups(run: Mapping[str, Any], present: Iterable[str]) -> set[str]:
-    """The groups that must pass: run.json's ``required`` when given, else the defaults, minus ``optional``.
+    """The groups that must pass: run.json's ``required`` when given (nccl-tests bringing its transport check), else
+    the defaults, minus ``optional``.
 
     Defaults: nccl-tests (and its transport check) unless the run says some node has no GPU; e2e when it is
     enabled (or, in a hand-made run.json without that key, when it ran); accelerator (ACSpeed, the NCCL net
@@ -121,6 +122,10 @@ def required_groups(run: Mapping[str, Any], present: Iterable[str]) -> set[str]:
     explicit = [str(g) for g in run.get("required") or []]
     if explicit:
         required = set(explicit)
+        if "nccl-tests" in required:
+            # A busbw is the fabric's only over the fabric's transport: requiring nccl-tests requires its transport
+            # check (a log without NCCL INFO lines passed `--require nccl-tests,e2e`); `optional` can still drop it.
+            required.add("transport")
     else:
         required = set()
         gpus = run.get("gpus")

@@ -210,6 +210,8 @@ def nccl_cases() -> list[Case]:
 RUN_KEYS: list[tuple[str, Any, str]] = [
     ("fabric", 5, "fabric: expected string"),
     ("fabric", "carrier-pigeon", "fabric: must be one of"),
+    # Without it the transport and the line rate were judged as tcp's.
+    ("fabric", DELETE, "fabric: missing (required)"),
     ("nodes", "n1", "nodes: expected a list"),
     ("nodes", [1], "nodes[0]: expected string"),
     ("line_rate_gbps", "100G", "line_rate_gbps: expected number"),

@@ -88,3 +88,17 @@ def test_run_json_and_e2e_json_with_a_byte_order_mark_are_read(tmp_path: Path) -
     results = render(path)
     assert component(results, "e2e")["status"] == "pass"
     assert results["verdict"] == "pass", results["reasons"]
+
+
+def test_requiring_nccl_tests_requires_its_transport_check(tmp_path: Path) -> None:
+    """`bench --require nccl-tests,e2e` (the README's example) left the transport optional: a log without NCCL INFO
+    lines, whose busbw may have gone over TCP, passed. The transport comes with nccl-tests unless made optional."""
+    silent = log_on("node-01", "node-02").replace("node-01:10001:10001 [0] NCCL INFO Using network IB\n", "")
+    results = render(run_dir(tmp_path / "a", silent, ["node-01", "node-02"], required=["nccl-tests"]))
+    transport = component(results, "transport")
+    assert (transport["status"], transport["required"]) == ("not_judged", True), transport
+    assert results["verdict"] == "incomplete"
+    optional = render(run_dir(tmp_path / "b", silent, ["node-01", "node-02"], required=["nccl-tests"],
+                              optional=["transport"]))  # fmt: skip
+    assert optional["verdict"] == "pass", optional["reasons"]  # dropped on purpose, and named not judged
+    assert component(optional, "transport")["required"] is False
