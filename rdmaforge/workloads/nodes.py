@@ -300,11 +300,18 @@ def build_cluster(
         if not isinstance(profiles, Mapping):
             cluster.problems.append(f"{host.name}: nccl_env_profiles={show(profiles)} is not valid; allowed: a mapping")
             profiles = default_profiles
-        # Unset or empty: the role's default, for the fabric profile checked above (tcp when it is not valid).
-        profile = variables.get("nccl_env_profile") or role_defaults.evaluated_default(
+        # Unset (or null): the role's default, for the fabric profile checked above (tcp when it is not valid).
+        given = variables.get("nccl_env_profile")
+        profile = given if given is not None else role_defaults.evaluated_default(
             "nccl_env_profile", {**variables, "rdmaforge_fabric": fabric_name}
-        )
-        if not _names_a_key(profile, profiles):
+        )  # fmt: skip
+        if given is not None and not (isinstance(given, str) and given in fabrics.NAMES):
+            # Role nccl_env's argument_specs choices (preflight refuses the same): '' and names of one's own too.
+            cluster.problems.append(
+                f"{host.name}: nccl_env_profile={show(given)} is not valid for role nccl_env; allowed: "
+                f"{', '.join(fabrics.NAMES)} (its argument_specs' choices), or unset for the fabric's own"
+            )
+        elif not _names_a_key(profile, profiles):
             cluster.problems.append(
                 f"{host.name}: nccl_env_profile={show(profile)} is not a profile of nccl_env_profiles; "
                 f"allowed: {', '.join(sorted(map(str, profiles)))}"

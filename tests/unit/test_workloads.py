@@ -1077,7 +1077,10 @@ def test_cli_refuses_an_empty_output_directory(tmp_path: Path, monkeypatch: pyte
 
 
 @pytest.mark.parametrize(("variable", "value", "line"), [
-    ("nccl_env_profile", ["erdma"], 'n1: nccl_env_profile=["erdma"] is not a profile of nccl_env_profiles; allowed: '),
+    ("nccl_env_profile", ["erdma"], 'n1: nccl_env_profile=["erdma"] is not valid for role nccl_env; allowed: '),
+    # Names the role's argument_specs refuse (preflight does): the empty one, and one of the user's own.
+    ("nccl_env_profile", "", "n1: nccl_env_profile='' is not valid for role nccl_env; allowed: erdma, infiniband"),
+    ("nccl_env_profile", "erdma_bond", "n1: nccl_env_profile='erdma_bond' is not valid for role nccl_env; allowed: "),
     ("nccl_env_accelerator", ["taco"], 'n1: nccl_env_accelerator=["taco"] is not a key of nccl_env_accelerators; '),
     ("nccl_env_accelerator", {"taco": 1}, 'n1: nccl_env_accelerator={"taco": 1} is not a key of nccl_env_accelerators'),
 ])  # fmt: skip
