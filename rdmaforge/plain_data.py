@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible.module_utils.common.validation import check_type_int
+from ansible.module_utils.common.validation import check_type_bool, check_type_int
 
 #: Levels of lists and mappings a document read from a user (-e, a stored JSON file) may nest. rdmaforge's own
 #: files nest a handful; the code that walks a document (json.dumps, the secret scrubber, the schema check)
@@ -81,3 +81,18 @@ def whole_number(value: object) -> int | None:
         return int(check_type_int(value))
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+def spec_bool(value: object) -> bool | None:
+    """A boolean as a role argument spec's ``type: bool`` takes it (Ansible's check_type_bool): True/False, and
+    'yes', 'off', 'false', 1, 0 and the like, as an INI inventory's ``[group:vars]`` gives them (text); None for
+    anything else ('maybe', 2, a list). So a value the argument spec accepts is read, not refused."""
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, int | float | str):
+        return None
+    try:
+        return bool(check_type_bool(value))
+    except (TypeError, ValueError):
+        return None
+

@@ -39,6 +39,7 @@ import yaml
 from rdmaforge.errors import missing_path, output_path
 from rdmaforge.inventory_files import yaml_problems
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.plain_data import spec_bool, whole_number
 from rdmaforge.runner import inventory_list
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.runner.inventory_list import InventoryError
@@ -175,6 +176,9 @@ def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
         kind = types.get(name)
         allowed = _SPEC_TYPES.get(kind or "")
         if value is None or allowed is None:
+            continue
+        # An int or a bool as the argument spec converts it (8.0, "8"; "false", "yes": an INI [group:vars] value).
+        if kind == "int" and whole_number(value) is not None or kind == "bool" and spec_bool(value) is not None:
             continue
         if isinstance(value, bool) and kind != "bool" or not isinstance(value, allowed):
             shown = json.dumps(value, default=str)

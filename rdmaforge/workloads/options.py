@@ -15,7 +15,7 @@ from typing import Any
 
 from rdmaforge.inventory_checks import show
 from rdmaforge.paths import ROLES_DIR
-from rdmaforge.plain_data import whole_number
+from rdmaforge.plain_data import spec_bool, whole_number
 from rdmaforge.role_defaults import defaults
 from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads import KINDS
@@ -137,6 +137,19 @@ class NodeSettings:
     docker_extra_args: tuple[str, ...]
 
 
+#: The least shared memory a training container may get: docker's own default /dev/shm.
+MIN_SHM_BYTES = 64 * 2**20
+
+
+def docker_size_bytes(size: str) -> int:
+    """``8g`` -> 8589934592 (docker's k, m and g are binary multiples); ValueError for no docker size."""
+    match = _DOCKER_SIZE.match(size)
+    if not match:
+        raise ValueError(f"{size!r} is not a docker size")
+    number, unit = match.groups()
+    return int(number) * {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()]
+
+
 def docker_size_to_quantity(size: str) -> str:
     """``8g`` -> ``8Gi``; docker's k/m/g are binary multiples, as are Kubernetes' Ki/Mi/Gi."""
     match = _DOCKER_SIZE.match(size)
@@ -206,8 +219,8 @@ class Reader:
         return self.integer(name, minimum, maximum)
 
     def boolean(self, name: str) -> bool:
-        value = self.values.get(name)
-        if not isinstance(value, bool):
+        value = spec_bool(self.values.get(name))
+        if value is None:
             self.bad(name, "is not valid", "true or false")
             return False
         return value
@@ -277,6 +290,11 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
     else:
         host_paths = [HostPath(str(p["name"]), str(p["path"])) for p in raw_paths]
     shm = r.string(f"{PREFIX}shm_size", _DOCKER_SIZE, "a docker size: a number with b, k, m or g, such as 8g")
+    if shm and docker_size_bytes(shm) < MIN_SHM_BYTES:
+        # 8 (no unit) is 8 bytes: NCCL's shared-memory transport and the data loaders would fail at their first use.
+        r.bad(f"{PREFIX}shm_size", f"is {docker_size_bytes(shm)} bytes, below docker's own default of 64m (a unit "
+                                   "left out?)", "a docker size of 64m or more, such as 8g")  # fmt: skip
+        shm = None
     hugepages = r.quantity(f"{PREFIX}mpijob_hugepages_1gi", optional=True)
     if hugepages is not None and not is_multiple(hugepages, 2**30):
         # Kubernetes refuses a hugepages-1Gi limit that is not whole pages; a bare 50 (seed 004's page count) is bytes.

@@ -1114,3 +1114,34 @@ def test_unprivileged_kubeflow_pods_on_an_rdma_fabric_need_a_device_plugin_resou
     lenient = ok_plan(host("n1", "infiniband", k8s_privileged=False, require_rdma_devices=False), kinds=["mpijob"])
     assert any("are not privileged" in w and "not an error" in w for w in lenient.warnings)
     assert ok_plan(host("n1", "tcp", k8s_privileged=False), kinds=["mpijob"]).files  # no RDMA, nothing to see
+
+
+def test_an_ini_inventorys_text_values_are_read_as_the_argument_spec_takes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """[cluster:vars] values are text: render refused workload_manifests_k8s_privileged=false ("is str; allowed: a
+    bool") and gpus_per_node=8, which the role's argument spec (Ansible's check_type_bool, check_type_int) takes
+    and preflight accepts. A word that is no boolean is still refused."""
+    inventory = tmp_path / "hosts.ini"
+    common = ("[cluster]\nwl-a ansible_host=198.18.0.2\nwl-b ansible_host=198.18.0.3\n[cluster:vars]\n"
+              "rdmaforge_fabric=tcp\nworkload_manifests_gpus_per_node=8\n")  # fmt: skip
+    inventory.write_text(common + "workload_manifests_k8s_privileged=false\n")
+    assert main(["render", "-i", str(inventory), "--kind", "mpijob", "-o", str(tmp_path / "out")]) == 0
+    worker = yaml.safe_load(next((tmp_path / "out" / "mpijob").glob("*.yaml")).read_text())
+    pod = worker["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert pod["securityContext"]["privileged"] is False
+    assert pod["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    capsys.readouterr()
+    inventory.write_text(common + "workload_manifests_k8s_privileged=maybe\n")
+    assert main(["render", "-i", str(inventory), "--kind", "mpijob", "-o", str(tmp_path / "out2")]) == 64
+    assert "workload_manifests_k8s_privileged" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("size", "shown"), [("8", "8"), ("0g", "0"), ("63m", "66060288")])
+def test_a_shared_memory_size_below_dockers_default_is_refused(size: str, shown: str) -> None:
+    """workload_manifests_shm_size: 8 (a unit left out) gave the containers 8 bytes of /dev/shm."""
+    plan = cluster_plan(host("n1", "tcp", shm_size=size), kinds=["docker"])
+    line = single_problem(plan, "workload_manifests_shm_size")
+    assert line == (f"n1: workload_manifests_shm_size={size!r} is {shown} bytes, below docker's own default of 64m (a "
+                    "unit left out?); allowed: a docker size of 64m or more, such as 8g")
+    assert ok_plan(host("n1", "tcp", shm_size="64m"), kinds=["docker"]).files
