@@ -294,7 +294,7 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         # 8 (no unit) is 8 bytes: NCCL's shared-memory transport and the data loaders would fail at their first use.
         r.bad(f"{PREFIX}shm_size", f"is {docker_size_bytes(shm)} bytes, below docker's own default of 64m (a unit "
                                    "left out?)", "a docker size of 64m or more, such as 8g")  # fmt: skip
-        shm = None
+        shm = ""
     hugepages = r.quantity(f"{PREFIX}mpijob_hugepages_1gi", optional=True)
     if hugepages is not None and not is_multiple(hugepages, 2**30):
         # Kubernetes refuses a hugepages-1Gi limit that is not whole pages; a bare 50 (seed 004's page count) is bytes.
