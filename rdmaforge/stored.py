@@ -53,11 +53,13 @@ class Scalar(Spec):
 
 @dataclass(frozen=True)
 class ListOf(Spec):
-    """A list of ``item``; with ``unique_key``, objects whose value of that key (a string) no other item has."""
+    """A list of ``item``; with ``unique_key``, objects whose value of that key (a string) no other item has; with
+    ``unique``, strings no other item repeats."""
 
     item: Spec
     nullable: bool = False
     unique_key: str | None = None
+    unique: bool = False
 
     def problems(self, value: Any, where: str) -> list[str]:
         if value is None and self.nullable:
@@ -69,11 +71,12 @@ class ListOf(Spec):
         for index, item in enumerate(value):
             found += self.item.problems(item, f"{where}[{index}]")
             key = item.get(self.unique_key) if self.unique_key and isinstance(item, dict) else None
+            key = item if self.unique and isinstance(item, str) else key
             if not isinstance(key, str):
                 continue
             if key in first:
-                found.append(f"{where}[{index}].{self.unique_key}: {shown(key)} is listed more than once "
-                             f"(also {where}[{first[key]}])")  # fmt: skip
+                named = f"{where}[{index}]" + (f".{self.unique_key}" if self.unique_key else "")
+                found.append(f"{named}: {shown(key)} is listed more than once (also {where}[{first[key]}])")
             else:
                 first[key] = index
         return found
@@ -287,7 +290,8 @@ RUN_JSON = Obj(
             {
                 "status": STRING,
                 "reason": OPT_STRING,
-                "collectives": ListOf(Scalar(("string",), safe_name)),
+                # Each collective's log is judged once: a name listed twice printed its line twice.
+                "collectives": ListOf(Scalar(("string",), safe_name), unique=True),
             },
             frozenset({"status"}),
         ),

@@ -107,8 +107,10 @@ def read_inventory(inventory: str, group: str) -> dict[str, dict[str, Any]]:
 
 
 def _templated(value: object) -> bool:
+    """Whether Ansible would template ``value``: an expression, a statement or a comment (``eth0{#bond#}`` is eth0
+    to the role; written as it stands it would not be)."""
     if isinstance(value, str):
-        return "{{" in value or "{%" in value
+        return "{{" in value or "{%" in value or "{#" in value
     if isinstance(value, Mapping):
         return any(_templated(v) for v in value.values())
     if isinstance(value, list):

@@ -47,8 +47,9 @@ HOST_VARIABLES: tuple[str, ...] = (
 HUGEPAGES_VARIABLES = ("hugepages_enabled", "hugepages_size", "hugepages_count")
 
 #: Device files NCCL (libibverbs, librdmacm) opens; umadN and issmN are for management tools only.
-_RDMA_DEVICE_FILE = re.compile(r"^(rdma_cm|uverbs[0-9]+)$")
-_UVERBS = re.compile(r"^uverbs([0-9]+)$")
+# The kernel numbers uverbs devices from 0 without leading zeros: uverbs00 is no device.
+_RDMA_DEVICE_FILE = re.compile(r"^(rdma_cm|uverbs(0|[1-9][0-9]*))$")
+_UVERBS = re.compile(r"^uverbs(0|[1-9][0-9]*)$")
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,7 @@ RUN_KEYS: list[tuple[str, Any, str]] = [
     ("nccl.collectives", "allreduce", "nccl.collectives: expected a list"),
     ("nccl.collectives", ["../../etc/x"], "nccl.collectives[0]: must be a plain name"),
     ("nccl.collectives", [None], "nccl.collectives[0]: expected string"),
+    ("nccl.collectives", ["all_reduce", "all_reduce"], 'nccl.collectives[1]: "all_reduce" is listed more than once'),
     ("e2e_enabled", "yes", "e2e_enabled: expected boolean"),
     ("gpus", [1], "gpus: expected an object"),
     ("gpus", {"n1": "8"}, "gpus.n1: expected integer"),

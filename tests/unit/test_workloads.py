@@ -768,6 +768,11 @@ def test_cli_refuses_jinja_it_cannot_evaluate(tmp_path: Path, capsys: pytest.Cap
     inventory = write_inventory(tmp_path / "inventory", NODES, variables)
     assert main(["render", "-i", str(inventory), "-o", str(tmp_path / "out")]) == 64  # BAD_INPUT
     assert "workload_manifests_gpus_per_node holds a Jinja expression" in capsys.readouterr().err
+    # A Jinja comment too: the role's Ansible drops it (eth0{#bond#} is eth0), render would write it as it stands.
+    commented = {**variables, f"{PREFIX}gpus_per_node": 8, "nccl_env_overrides": {"NCCL_SOCKET_IFNAME": "eth0{#bond#}"}}
+    inventory = write_inventory(tmp_path / "commented", NODES, commented)
+    assert main(["render", "-i", str(inventory), "-o", str(tmp_path / "out2")]) == 64
+    assert "nccl_env_overrides holds a Jinja expression" in capsys.readouterr().err
 
 
 # --- the role, for real, against this machine ------------------------------------------------------
@@ -1145,3 +1150,11 @@ def test_a_shared_memory_size_below_dockers_default_is_refused(size: str, shown:
     assert line == (f"n1: workload_manifests_shm_size={size!r} is {shown} bytes, below docker's own default of 64m (a "
                     "unit left out?); allowed: a docker size of 64m or more, such as 8g")
     assert ok_plan(host("n1", "tcp", shm_size="64m"), kinds=["docker"]).files
+
+
+def test_a_uverbs_name_with_a_leading_zero_is_no_device() -> None:
+    """The kernel names them uverbs0, uverbs1, ...: uverbs00 was passed to docker --device as if it existed."""
+    plan = cluster_plan(host("n1", "erdma", devices=["rdma_cm", "uverbs00", "uverbs0"]), kinds=["docker"])
+    line = single_problem(plan, "workload_manifests_rdma_device_files")
+    assert "names uverbs00, which NCCL does not open" in line, line
+
