@@ -16,7 +16,6 @@ from __future__ import annotations
 import difflib
 import functools
 import ipaddress
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from rdmaforge.bench.verdict import (
 )
 from rdmaforge.hostnames import short_name
 from rdmaforge.parsers import nccl_env
-from rdmaforge.plain_data import ansible_bool, plain, whole_number
+from rdmaforge.plain_data import ansible_bool, plain, show, whole_number
 from rdmaforge.stored import MAX_GPUS
 
 #: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
@@ -90,20 +89,6 @@ class Problem:
 
 
 # --- rendering -------------------------------------------------------------------------------------
-
-
-def show(value: object) -> str:
-    """A value as a person would write it in YAML: strings quoted, booleans lower-case."""
-    if isinstance(value, str):
-        return repr(str(value))
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    text = json.dumps(value, default=str, sort_keys=True)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _did_you_mean(value: object, choices: Sequence[str]) -> str:

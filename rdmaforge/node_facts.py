@@ -96,8 +96,8 @@ def count_gpus(nvidia_smi: str | None, lspci: str | None, sysfs_gpus: int | None
 
 
 def _count(value: object, least: int) -> int | None:
-    """A whole number of ``least`` or more, as a fact or an inventory gives it (an int, or digits as text: a value
-    templated to text by an older Ansible, or given with -e); None for anything else."""
+    """A whole number of ``least`` or more, as a fact or an inventory gives it (plain_data.whole_number: an int, or a
+    whole float or text such as a value templated to text or given with -e); None for anything else."""
     number = whole_number(value)
     return number if number is not None and number >= least else None
 

@@ -3,6 +3,7 @@ from a user may have."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,3 +97,16 @@ def spec_bool(value: object) -> bool | None:
     except (TypeError, ValueError):
         return None
 
+
+def show(value: object) -> str:
+    """A value as a person would write it in YAML: strings quoted, booleans lower-case."""
+    if isinstance(value, str):
+        return repr(str(value))
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    text = json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -6,12 +6,13 @@ verbatim up to the end of the line (no quoting), and variables already in the en
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from ansible.module_utils.parsing.convert_bool import boolean
+
+from rdmaforge.plain_data import show
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "nccl_env_names.txt"
 _HCA_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+(:[0-9]+)?$")
@@ -59,10 +60,8 @@ def text_value_problem(key: object, value: object) -> str | None:
     booleans and null."""
     if not isinstance(value, list | Mapping):
         return None
-    shown = json.dumps(value, default=str, sort_keys=True)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
     kind = "list" if isinstance(value, list) else "mapping"
-    return (f"{key}={shown} is a {kind}, and an environment variable holds text; allowed: a string, number or "
+    return (f"{key}={show(value)} is a {kind}, and an environment variable holds text; allowed: a string, number or "
             "boolean (a list of NCCL's as one comma-separated string, e.g. Ring,Tree; null removes the setting)")
 
 
@@ -70,13 +69,15 @@ def problems(env: Mapping[str, object]) -> list[str]:
     """Errors that make a setting unusable: bad names, values NCCL cannot read from nccl.conf (lists, mappings,
     newlines), bad NCCL_IB_HCA or NCCL_SOCKET_IFNAME."""
     errors: list[str] = []
+    no_text: set[str] = set()  # keys whose value is a list or mapping: its repr is no value to check further
     for key, value in env.items():
         if not _ENV_NAME.match(str(key)):
             errors.append(f"{key!r} is not a valid environment variable name (allowed: A-Z, 0-9, _)")
         typed = text_value_problem(key, value)
         if typed is not None:
             errors.append(typed)
-            continue  # its text (a repr) is no value to check further
+            no_text.add(key)
+            continue
         if value is not None and "\n" in str(value):
             errors.append(f"{key}: values cannot contain a newline")
         if value == NODE_GPU_COUNT:
@@ -86,13 +87,13 @@ def problems(env: Mapping[str, object]) -> list[str]:
                 f"with GPUs, or {key} set in nccl_env_overrides"
             )
     hca = env.get("NCCL_IB_HCA")
-    if hca is not None and text_value_problem("NCCL_IB_HCA", hca) is None:
+    if hca is not None and "NCCL_IB_HCA" not in no_text:
         try:
             parse_ib_hca(str(hca))
         except ValueError as exc:
             errors.append(str(exc))
     ifname = env.get("NCCL_SOCKET_IFNAME")
-    if ifname is not None and text_value_problem("NCCL_SOCKET_IFNAME", ifname) is None:
+    if ifname is not None and "NCCL_SOCKET_IFNAME" not in no_text:
         errors += socket_ifname_problems(str(ifname))
     return errors
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rdmaforge.inventory_checks import show
+from rdmaforge.plain_data import show
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster
 from rdmaforge.workloads.options import PREFIX

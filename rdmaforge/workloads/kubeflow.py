@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rdmaforge import fabrics, role_defaults, tuning
-from rdmaforge.inventory_checks import show
-from rdmaforge.plain_data import ansible_bool, whole_number
+from rdmaforge.plain_data import ansible_bool, show, whole_number
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster
 from rdmaforge.workloads.options import PREFIX, Settings

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from rdmaforge import fabrics, role_defaults
-from rdmaforge.inventory_checks import fabric_problems, gpu_count_problems, mixed_fabric_problems, show
+from rdmaforge.inventory_checks import fabric_problems, gpu_count_problems, mixed_fabric_problems
 from rdmaforge.node_facts import known_gpu_count
 from rdmaforge.parsers import nccl_env
+from rdmaforge.plain_data import show
 from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads.options import (
     PREFIX,

@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rdmaforge.inventory_checks import show
 from rdmaforge.paths import ROLES_DIR
-from rdmaforge.plain_data import spec_bool, whole_number
+from rdmaforge.plain_data import show, spec_bool, whole_number
 from rdmaforge.role_defaults import defaults
 from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads import KINDS
