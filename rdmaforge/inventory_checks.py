@@ -751,6 +751,57 @@ def env_value_problems(host: str, values: Mapping[str, object]) -> list[Problem]
     return found
 
 
+def _mapping_of(values: Mapping[str, object], variable: str) -> Mapping[str, Any]:
+    """A role variable's mapping value (its default when unset); {} for anything else, which its argument spec names."""
+    value = role_defaults.value_of(values, variable)
+    return value if isinstance(value, Mapping) else {}
+
+
+def rdma_fallback_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """On an RDMA fabric, NCCL settings that send its traffic over TCP sockets without an error
+    (nccl_env.rdma_fallback_problems): the settings in force (profile, accelerator, overrides, as role nccl_env
+    merges them) against the node's net plugin. Named by the variable that brought the setting: nccl_env_overrides,
+    the accelerator's, or the profile's (nccl_env_profile: tcp on an infiniband node)."""
+    if not fabrics.is_rdma(values.get("rdmaforge_fabric")):
+        return []
+    try:
+        profile = role_defaults.evaluated_value_of(values, "nccl_env_profile")
+        provider = role_defaults.evaluated_value_of(values, "nccl_plugin_provider")
+    except (KeyError, ValueError):  # a template Python cannot evaluate: Ansible's role check stays
+        return []
+    profiles = _mapping_of(values, "nccl_env_profiles")
+    accelerators = _mapping_of(values, "nccl_env_accelerators")
+    accelerator_name = role_defaults.value_of(values, "nccl_env_accelerator")
+    layers: list[tuple[str, object]] = [
+        (f"nccl_env_profile={show(profile)}", profiles.get(profile) if isinstance(profile, str) else None),
+        (f"nccl_env_accelerator={show(accelerator_name)}",
+         accelerators.get(accelerator_name) if isinstance(accelerator_name, str) else None),
+        ("nccl_env_overrides", _mapping_of(values, "nccl_env_overrides")),
+    ]  # fmt: skip
+    env: dict[str, str] = {}
+    source: dict[str, str] = {}
+    for name, layer in layers:
+        if not isinstance(layer, Mapping):
+            continue
+        env = nccl_env.merge(env, layer)
+        source.update({str(key): name for key in layer})
+    found = []
+    fabric = values.get("rdmaforge_fabric")
+    for fallback in nccl_env.rdma_fallbacks(env, provider):
+        origin = source.get(fallback.setting, "nccl_env_overrides")
+        found.append(Problem(
+            host, origin.split("=", 1)[0],
+            f"{host}: {origin} (rdmaforge_fabric={fabric}, nccl_plugin_provider={provider}): {fallback.why}; "
+            f"allowed: {fallback.allowed}{_OTHER_WAYS.get(fallback.setting, '')}",
+        ))  # fmt: skip
+    return found
+
+
+#: What else keeps a setting's RDMA fabric off sockets, on hosts (rdma_fallback_problems).
+_OTHER_WAYS = {"NCCL_IB_DISABLE": ", a net plugin (nccl_plugin_provider: aiacc or harp), or a socket fabric "
+                                  "(rdmaforge_fabric: tcp)"}  # fmt: skip
+
+
 def renamed_variable_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A renamed variable set under its old name (its value would be ignored)."""
     return [
@@ -1397,6 +1448,7 @@ def inventory_report(
         found += eni_number_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
         found += env_value_problems(node.name, node.values)
+        found += rdma_fallback_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
         found += release_problems(node.name, node.values)
         found += version_problems(node.name, node.values)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -167,6 +168,60 @@ def merge(profile: Mapping[str, object], overrides: Mapping[str, object]) -> dic
         else:
             merged[key] = value
     return {k: _as_str(v) for k, v in sorted(merged.items())}
+
+
+#: The start of a number as C's strtoll reads it with base 0 (hexadecimal 0x.., octal 0.., decimal), after
+#: blanks and a sign; what follows is ignored, as strtoll ignores it.
+_STRTOLL = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_INT64_MAX = 2**63 - 1
+
+
+def nccl_integer(value: object, default: int = 0) -> int:
+    """An integer setting (NCCL_IB_DISABLE, ...) as NCCL reads it (src/misc/param.cc, ncclLoadParam): strtoll with
+    base 0, so '0x10' is 16, '010' is 8 and '1abc' is 1; text with no leading number ('true', 'yes') is 0; empty,
+    unset or out of range (strtoll's ERANGE) is the setting's default."""
+    text = "" if value is None else _as_str(value)
+    if not text:
+        return default
+    match = _STRTOLL.match(text)
+    if match is None:
+        return 0
+    digits = match.group(2)
+    number = int(digits, 16 if digits[:2].lower() == "0x" else 8 if len(digits) > 1 and digits[0] == "0" else 10)
+    number = -number if match.group(1) == "-" else number
+    return number if -_INT64_MAX - 1 <= number <= _INT64_MAX else default
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A setting that sends an RDMA fabric's NCCL traffic over TCP sockets: why, and what else would do."""
+
+    setting: str
+    why: str
+    allowed: str
+
+
+def rdma_fallbacks(env: Mapping[str, object], net_plugin: object) -> list[Fallback]:
+    """Settings that move an RDMA fabric's NCCL traffic onto TCP sockets without any error (src/net.cc): NCCL_NET
+    naming a socket network, or NCCL_IB_DISABLE nonzero when no external net plugin carries RDMA
+    (``net_plugin`` none: NCCL's own networks are then IB and Socket, and IB is off). With a plugin (aiacc, harp)
+    NCCL_IB_DISABLE turns off only NCCL's internal IB transport, not the plugin's network."""
+    found = []
+    net = env.get("NCCL_NET")
+    if net is not None and "socket" in _as_str(net).lower():  # NCCL compares names with strcasecmp
+        found.append(Fallback(
+            "NCCL_NET", f"NCCL_NET={show(net)} makes NCCL use a TCP socket network on an RDMA fabric",
+            "NCCL_NET unset, or the name of an RDMA network (IB, or the net plugin's)",
+        ))  # fmt: skip
+    disabled = env.get("NCCL_IB_DISABLE")
+    if str(net_plugin) == "none" and nccl_integer(disabled) != 0:
+        found.append(Fallback(
+            "NCCL_IB_DISABLE",
+            f"NCCL_IB_DISABLE={show(disabled)} turns off NCCL's IB (verbs) transport, and with no net plugin to carry "
+            "RDMA NCCL would use TCP sockets on an RDMA fabric",
+            "NCCL_IB_DISABLE unset or 0",
+        ))  # fmt: skip
+    return found
 
 
 def split(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:

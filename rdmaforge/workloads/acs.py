@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rdmaforge.parsers import nccl_env
 from rdmaforge.plain_data import show
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster
@@ -137,14 +138,13 @@ def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
                 + ", ".join(f"{k}={show(v)}" for k, v in REQUIRED_ENV[model.nic_type].items())
                 + f" (RDMA NIC type {model.nic_type})"
             )
-    disabled = str(env.get("NCCL_IB_DISABLE", "0")).strip()
-    if model.nic_type == 1 and disabled not in ("", "0"):
-        # Type 1 reaches its RDMA NIC through NCCL's IB transport (NCCL_IB_HCA=mlx5); NCCL_IB_DISABLE=1 means sockets.
-        problems.append(
-            f"{first}: NCCL_IB_DISABLE={show(env.get('NCCL_IB_DISABLE'))} (from nccl_env_overrides or {PREFIX}env) "
-            f"turns off RDMA on ACS GPU model {model.name}, whose pods carry {LABEL_HPN}: rdma: NCCL would use TCP "
-            f"sockets; allowed: NCCL_IB_DISABLE unset or 0 (RDMA NIC type 1: NCCL_IB_HCA=mlx5, seed 002)"
-        )
+    if model.nic_type == 1:
+        # Type 1 reaches its RDMA NIC through NCCL's IB transport (NCCL_IB_HCA=mlx5) and its pods load no net plugin.
+        problems += [
+            f"{first}: {f.why} (from nccl_env_overrides or {PREFIX}env; ACS GPU model {model.name}, RDMA NIC type 1, "
+            f"pods with {LABEL_HPN}: rdma); allowed: {f.allowed} (type 1 uses NCCL_IB_HCA=mlx5, seed 002)"
+            for f in nccl_env.rdma_fallbacks(env, "none")
+        ]
     replicas = settings.acs_replicas or len(cluster.nodes)
     return AcsJob(model, gpus, replicas, env), problems
 

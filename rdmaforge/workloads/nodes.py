@@ -340,6 +340,17 @@ def build_cluster(
                  if nccl_env.text_value_problem(key, value) is not None}  # fmt: skip
         checked = {key: value for key, value in env.items() if key not in named}  # a line of their own above
         cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(checked)]
+        if fabrics.is_rdma(fabric_name):  # preflight's rule (inventory_checks.rdma_fallback_problems), on the files
+            try:
+                plugin = role_defaults.evaluated_value_of({**variables, "rdmaforge_fabric": fabric_name},
+                                                          "nccl_plugin_provider")  # fmt: skip
+            except (KeyError, ValueError):  # a template only Ansible can evaluate: the plugin is not known here
+                plugin = None
+            cluster.problems += [
+                f"{host.name}: NCCL settings (rdmaforge_fabric={fabric_name}, nccl_plugin_provider={plugin}): "
+                f"{f.why}; allowed: {f.allowed} (nccl_env_overrides, {PREFIX}env), or a net plugin "
+                f"(nccl_plugin_provider)" for f in nccl_env.rdma_fallbacks(checked, plugin)
+            ]
         unknown = nccl_env.unknown_names(env)
         if unknown:
             cluster.warnings.append(

@@ -565,6 +565,12 @@ def render_cases() -> list[Case]:
         Case("render-group-vars-list",
              lambda t: ["render", "-i", str(inventory(t, group_vars="- a\n- b\n")), "-o", str(t / "o")], BAD,
              ("ansible-inventory", "failed: [ERROR]: Could not process", "group_vars/all.yml")),  # fmt: skip
+        # NCCL would fall back to TCP sockets on an RDMA fabric without a word (no net plugin, IB off).
+        Case("render-rdma-fabric-ib-disabled",
+             lambda t: ["render", "-i", str(inventory(t, group_vars="rdmaforge_fabric: roce\nnccl_env_overrides:\n"
+                                                                    "  NCCL_IB_DISABLE: 1\n")), "-o", str(t / "o")],
+             BAD, ("n1: NCCL settings (rdmaforge_fabric=roce, nccl_plugin_provider=none): NCCL_IB_DISABLE='1' turns "
+                   "off NCCL's IB (verbs) transport",)),  # fmt: skip
         Case("render-no-output", lambda t: ["render", "-i", str(inventory(t))], BAD, ("-o/--output",)),
         Case("render-bad-kind", lambda t: ["render", "-i", str(inventory(t)), "-o", str(t), "--kind", "helm"], BAD,
              ("invalid choice", "helm")),  # fmt: skip
