@@ -336,10 +336,15 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
     )
 
 
+#: An absolute path that names something below the root directory.
+_BELOW_ROOT = re.compile(r"^/.*[^/]")
+
+
 def read_node_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> NodeSettings:
     r = Reader(host, values, problems)
-    dev_dir = r.string(f"{PREFIX}rdma_dev_dir", re.compile(r"^/"), "an absolute path such as /dev/infiniband")
-    binary = r.string(f"{PREFIX}docker_binary", re.compile(r"^/"), "an absolute path such as /usr/bin/docker")
+    # "/" is no directory of devices nor a binary: rstrip("/") made it "", which became the default path unnamed
+    dev_dir = r.string(f"{PREFIX}rdma_dev_dir", _BELOW_ROOT, "an absolute path below / such as /dev/infiniband")
+    binary = r.string(f"{PREFIX}docker_binary", _BELOW_ROOT, "an absolute path below / such as /usr/bin/docker")
     return NodeSettings(
         gpus_per_node=r.optional_integer(f"{PREFIX}gpus_per_node", 1, MAX_GPUS),
         rdma_dev_dir=dev_dir.rstrip("/") or "/dev/infiniband",

@@ -1158,3 +1158,13 @@ def test_a_uverbs_name_with_a_leading_zero_is_no_device() -> None:
     line = single_problem(plan, "workload_manifests_rdma_device_files")
     assert "names uverbs00, which NCCL does not open" in line, line
 
+
+
+@pytest.mark.parametrize("option", ["rdma_dev_dir", "docker_binary"])
+@pytest.mark.parametrize("value", ["/", "//", "dev/infiniband"])
+def test_a_path_that_names_nothing_below_the_root_is_refused(option: str, value: str) -> None:
+    """rdma_dev_dir "/" lost its slash and became "", so the default /dev/infiniband was rendered in its place with
+    no word; "/" is no directory of devices, nor a docker binary."""
+    plan = cluster_plan(host("n1", "erdma", **{option: value}), kinds=["docker"])
+    line = single_problem(plan, f"{PREFIX}{option}")
+    assert line.startswith(f"n1: {PREFIX}{option}=") and "allowed: an absolute path below /" in line, line
