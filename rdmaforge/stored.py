@@ -431,8 +431,8 @@ PAIRWISE_RAW = Obj(
     {
         "plan": Obj(
             {
-                "nodes": ListOf(STRING),
-                "rails": ListOf(STRING),
+                "nodes": ListOf(STRING, unique=True),
+                "rails": ListOf(STRING, unique=True),
                 "rounds": ListOf(ListOf(ListOf(STRING))),
                 "notes": ListOf(STRING),
             },

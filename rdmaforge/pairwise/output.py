@@ -9,7 +9,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rdmaforge.pairwise.score import Measurement, RailScore, SingleStream, Suspect, Thresholds, suspects_first
+from rdmaforge.pairwise.score import (
+    Measurement,
+    RailScore,
+    SingleStream,
+    Suspect,
+    Thresholds,
+    directions,
+    suspects_first,
+)
 from rdmaforge.stored import drawable, undrawn_note
 from rdmaforge.text import fixed, percent
 
@@ -111,12 +119,12 @@ def hostfile(results_data: Mapping[str, Any], slots: Mapping[str, int | None]) -
 
 
 def matrix(results_data: Mapping[str, Any], nic: str) -> dict[tuple[str, str], str]:
-    """Cell text per ordered pair (row sends to column): Gb/s, or the status of a measurement that failed."""
+    """Cell text per ordered pair (row sends to column): Gb/s, or the status of a measurement that failed; a
+    direction measured in several rounds shows its worst, as it is judged (score.directions)."""
     cells: dict[tuple[str, str], str] = {}
-    for m in results_data["pairs"]:
-        if m["nic"] == nic:
-            ok = m["status"] == "ok" and m["gbps"] is not None
-            cells[(m["a"], m["b"])] = fixed(m["gbps"], 2) if ok else str(m["status"]).upper()[: CELL - 1]
+    for (a, b), m in directions((Measurement.from_dict(m) for m in results_data["pairs"]), nic).items():
+        ok = m.status == "ok" and m.gbps is not None
+        cells[(a, b)] = fixed(m.gbps, 2) if ok else m.status.upper()[: CELL - 1]
     return cells
 
 
@@ -141,7 +149,9 @@ def single_stream_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
                          f"Gb/s, {percent(one['share'])} of its {one['streams']}-stream {fixed(one['multi_gbps'], 2)} "
                          "Gb/s")  # fmt: skip
         else:
-            why = one["status"] if one["status"] != "ok" else f"the {one['streams']}-stream run did not complete"
+            multi = f"the {one['streams']}-stream run"
+            why = (one["status"] if one["status"] != "ok"
+                   else f"{multi} did not complete" if one["multi_gbps"] is None else f"{multi} moved 0 Gb/s")  # fmt: skip
             lines.append(f"one TCP stream (seed 003): {what} not compared: {why}"
                          + (f" ({one['detail']})" if one.get("detail") else ""))  # fmt: skip
     return lines
@@ -153,7 +163,9 @@ def table(results_data: Mapping[str, Any]) -> str:
     suspects = results_data["suspects"]
     if suspects:
         out.append(f"suspects ({len(suspects)}):")
-        out += [f"  {s['kind']:4} {s['node']:<16} {s['nic']:<8} {s['evidence']}" for s in suspects]
+        # a rail suspect is named by its rail ("rail eth1"): the kind column already says rail
+        out += [f"  {s['kind']:4} {'(rail-wide)' if s['kind'] == 'rail' else s['node']:<16} {s['nic']:<8} "
+                f"{s['evidence']}" for s in suspects]  # fmt: skip
     elif results_data.get("unjudged") or results_data.get("unmeasured") or results_data.get("unproven"):
         out.append("suspects: none named")
     else:

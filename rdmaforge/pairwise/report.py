@@ -45,6 +45,35 @@ def _thresholds_from(data: dict[str, Any]) -> Thresholds:
     )
 
 
+def plan_problems(raw: dict[str, Any]) -> list[str]:
+    """What the schema cannot see: a plan with no node or no rail (nothing judged, yet no suspect either), a round's
+    pair that is not two different nodes of the plan, a measurement between nodes or on a NIC the plan does not
+    have. Each names its place in raw.json."""
+    plan = raw["plan"]
+    nodes, rails = set(plan["nodes"]), set(plan["rails"])
+    found = []
+    if not nodes:
+        found.append("plan.nodes: [] names no node; allowed: the nodes of the sweep")
+    if not rails:
+        found.append("plan.rails: [] names no rail; allowed: the NICs measured (at least one)")
+    for i, pairs in enumerate(plan["rounds"]):
+        for j, pair in enumerate(pairs):
+            if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= nodes:
+                found.append(f"plan.rounds[{i}][{j}]: {stored.shown(pair)} is not two different nodes of plan.nodes")
+    one = raw.get("single_stream") or {}
+    for where, listed in (("measurements", raw["measurements"]), ("single_stream.measurements",
+                                                                  one.get("measurements") or [])):  # fmt: skip
+        for i, m in enumerate(listed):
+            for end in ("a", "b"):
+                if m[end] not in nodes:
+                    found.append(f"{where}[{i}].{end}: {stored.shown(m[end])} is not a node of plan.nodes")
+            if m["a"] == m["b"]:
+                found.append(f"{where}[{i}]: a node measured against itself ({stored.shown(m['a'])})")
+            if m["nic"] not in rails:
+                found.append(f"{where}[{i}].nic: {stored.shown(m['nic'])} is not a rail of plan.rails")
+    return found
+
+
 MISSING_DETAIL = "not measured: a node of the pair failed or left the play"
 
 
@@ -87,7 +116,12 @@ def main(argv: list[str]) -> int:
         return 64
     raw_path, out_dir = Path(argv[0]), Path(argv[1])
     try:
-        raw = stored.load(raw_path, stored.PAIRWISE_RAW, "pairwise sweep's raw.json")
+        what = "pairwise sweep's raw.json"
+        raw = stored.load(raw_path, stored.PAIRWISE_RAW, what)
+        found = plan_problems(raw)
+        if found:
+            more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
+            raise UserError(f"{raw_path}: not a valid {what}: " + "; ".join(found[:5]) + more)
         data = build(raw, out_dir)
     except UserError as exc:  # names the file itself
         print(f"rdmaforge pairwise report: {exc}", file=sys.stderr)

@@ -63,11 +63,16 @@ class Measurement:
 
 
 def checked(m: Measurement) -> Measurement:
-    """A measurement that says ``ok`` with a rate that is not a finite number of 0 or more (NaN, inf, negative: what
-    no link moves) is ``failed``, naming the value: it is never judged as if it were a rate."""
-    if m.status != "ok" or m.gbps is None or (math.isfinite(m.gbps) and m.gbps >= 0):
+    """A measurement that says ``ok`` with no rate, or a rate that is not a finite number of 0 or more (NaN, inf,
+    negative: what no link moves), is ``failed``, naming the value: it is never judged as if it were a rate. So is
+    one whose status is none of STATUS_ORDER's ("OK", "passed", ""): it is not shown as if it were one."""
+    if m.status not in STATUS_ORDER:
+        why = f"status {shown(m.status)} is none of {', '.join(STATUS_ORDER)}" + (f" ({m.detail})" if m.detail else "")
+        return Measurement(m.a, m.b, m.nic, None, "failed", m.round, why)
+    if m.status != "ok" or (m.gbps is not None and math.isfinite(m.gbps) and m.gbps >= 0):
         return m
-    why = f"not a rate: {m.gbps} Gb/s reported" + (f" ({m.detail})" if m.detail else "")
+    shown_rate = "no rate" if m.gbps is None else f"not a rate: {m.gbps} Gb/s"
+    why = f"{shown_rate} reported" + (f" ({m.detail})" if m.detail else "")
     return Measurement(m.a, m.b, m.nic, None, "failed", m.round, why)
 
 
@@ -221,22 +226,42 @@ def single_stream(single: Sequence[Measurement], multi: Sequence[Measurement], s
 
 
 def _worst(statuses: Iterable[str]) -> str:
-    order = {"ok": 0, "failed": 1, "hang": 2, "unreachable": 3, "missing": 4}
-    return max(statuses, key=lambda s: order.get(s, 1))
+    return max(statuses, key=lambda s: STATUS_ORDER.get(s, 1))
+
+
+def directions(measurements: Iterable[Measurement], nic: str) -> dict[tuple[str, str], Measurement]:
+    """Each direction measured on ``nic``, reduced to one measurement: the worst of its rounds (``--rounds K`` and
+    the round-robin can measure a pair more than once). A hang or a slow run in any round stays the direction's
+    result, not hidden by a later good one: a failed status wins over ok, and among ok runs the slowest."""
+    found: dict[tuple[str, str], Measurement] = {}
+    for m in measurements:
+        if m.nic != nic:
+            continue
+        seen = found.get((m.a, m.b))
+        if seen is None or _rank(m) > _rank(seen):
+            found[(m.a, m.b)] = m
+    return found
+
+
+def _rank(m: Measurement) -> tuple[int, float]:
+    """Worse is greater: the status first, then (among ok runs) the lower rate."""
+    return (STATUS_ORDER.get(m.status, 1), -(m.gbps if m.gbps is not None else math.inf))
+
+
+#: Statuses from best to worst ("missing": a direction never measured).
+STATUS_ORDER = {"ok": 0, "failed": 1, "hang": 2, "unreachable": 3, "missing": 4}
 
 
 def combine(measurements: Sequence[Measurement], nic: str) -> list[PairResult]:
-    """One PairResult per unordered pair measured on ``nic`` (the last measurement of a direction wins)."""
-    directions: dict[tuple[str, str], Measurement] = {}
-    for m in measurements:
-        if m.nic == nic:
-            directions[(m.a, m.b)] = m
+    """One PairResult per unordered pair measured on ``nic``: each direction the worst of its rounds (directions),
+    the pair the slower direction (a failed one, or one never measured, makes the pair that status)."""
+    by_direction = directions(measurements, nic)
     pairs: dict[tuple[str, str], PairResult] = {}
-    for a, b in directions:
+    for a, b in by_direction:
         key = (min(a, b), max(a, b))
         if key in pairs:
             continue
-        both = [directions.get(key), directions.get((key[1], key[0]))]
+        both = [by_direction.get(key), by_direction.get((key[1], key[0]))]
         statuses = [m.status if m is not None else "missing" for m in both]
         status = _worst(statuses)
         values = [m.gbps for m in both if m is not None and m.status == "ok" and m.gbps is not None]
@@ -265,6 +290,15 @@ def _is_slow(pair: PairResult, median: float | None, limits: Thresholds) -> bool
     return limits.line_rate_gbps is not None and pair.gbps < limits.min_line_fraction * limits.line_rate_gbps
 
 
+def _line_rate_text(pairs: Sequence[PairResult], limits: Thresholds) -> str:
+    """", below 0.5 x line rate 100 Gb/s" when a completed pair of ``pairs`` is slow against the line rate (the
+    reference alone would not say why it is slow)."""
+    rate = limits.line_rate_gbps
+    if rate is None or not any(p.gbps is not None and p.gbps < limits.min_line_fraction * rate for p in pairs):
+        return ""
+    return f", below {limits.min_line_fraction:g} x line rate {rate:g} Gb/s"
+
+
 def _pair_text(pair: PairResult) -> str:
     return f"{fixed(pair.gbps, 2)} Gb/s" if pair.gbps is not None else pair.status
 
@@ -274,12 +308,23 @@ def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[st
     median = _median(p.gbps for p in raw)
     best = [max((p.gbps for p in raw if n in (p.a, p.b) and p.gbps is not None), default=None) for n in nodes]
     reference = _median(best)
+    fastest = max((p.gbps for p in raw if p.gbps is not None), default=None)
+    # A rail split in two: most nodes' fastest pair is slow against the rail's fastest pair. The median would make
+    # the slow majority the norm; the fastest pair shows what the rail carries, so it is the reference.
+    split_from = reference if reference is not None and fastest and reference < limits.slow_ratio * fastest else None
+    if split_from is not None:
+        reference = fastest
     pairs = [PairResult(p.a, p.b, p.nic, p.gbps, p.status, _is_slow(p, reference, limits)) for p in raw]
     of_node = {n: [p for p in pairs if n in (p.a, p.b)] for n in nodes}
 
-    def slow_share(node: str, excluding: str | None = None) -> float:
+    def slow_share(node: str, excluding: str | None = None) -> float | None:
+        """The share of ``node``'s pairs that are slow, leaving out its pair with ``excluding``; None when it has no
+        other pair (nothing shows it fine or slow: one random round, or two nodes)."""
         mine = [p for p in of_node[node] if excluding not in (p.a, p.b)]
-        return sum(p.slow for p in mine) / len(mine) if mine else 0.0
+        return sum(p.slow for p in mine) / len(mine) if mine else None
+
+    def fine(share: float | None) -> bool:
+        return share is not None and share <= limits.node_fraction
 
     scores, suspects = [], []
     node_suspects: set[str] = set()
@@ -293,38 +338,45 @@ def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[st
         if len(nodes) < 3 or not mine or len(slow) / len(mine) <= limits.node_fraction:
             continue
         # The partners of the slow pairs must be fine elsewhere, or the slowness is not this node's.
-        partners_fine = [slow_share(p.other(n), excluding=n) <= limits.node_fraction for p in slow]
+        partners_fine = [fine(slow_share(p.other(n), excluding=n)) for p in slow]
         if sum(partners_fine) * 2 > len(slow):
             node_suspects.add(n)
             shown = ", ".join(f"{p.other(n)} {_pair_text(p)}" for p in slow)
             where = (f"rail reference {fixed(reference, 2)} Gb/s" if reference is not None
-                     else "no pair on this rail completed")  # fmt: skip
+                     else "no pair on this rail completed") + _line_rate_text(slow, limits)  # fmt: skip
             suspects.append(Suspect(n, nic, "node", f"{len(slow)} of {len(mine)} pairs slow ({shown}); {where}; "
                                     "their partners' other pairs are fine", (n,)))  # fmt: skip
     for p in pairs:
         if not p.slow or p.a in node_suspects or p.b in node_suspects:
             continue
-        a_fine = slow_share(p.a, excluding=p.b) <= limits.node_fraction
-        b_fine = slow_share(p.b, excluding=p.a) <= limits.node_fraction
-        if a_fine and b_fine:
-            where = f"rail reference {fixed(reference, 2)} Gb/s" if reference is not None else "no pair completed"
-            others = "both nodes' other pairs are fine" if len(nodes) > 2 else "only two nodes: cannot tell which"
+        a_share, b_share = slow_share(p.a, excluding=p.b), slow_share(p.b, excluding=p.a)
+        alone = a_share is None and b_share is None  # the pair is all either node was measured in
+        if alone or (fine(a_share) and fine(b_share)):
+            where = (f"rail reference {fixed(reference, 2)} Gb/s" if reference is not None
+                     else "no pair completed") + _line_rate_text([p], limits)  # fmt: skip
+            others = ("both nodes' other pairs are fine" if not alone
+                      else "only two nodes: cannot tell which" if len(nodes) == 2
+                      else "neither node has another pair on this rail (too few rounds): cannot tell which")  # fmt: skip
             suspects.append(Suspect(f"{p.a}<->{p.b}", nic, "link",
                                     f"{p.a}-{p.b} {_pair_text(p)} ({where}); {others}", (p.a, p.b)))  # fmt: skip
     blamed = {frozenset(s.nodes) for s in suspects if s.kind == "link"}
     unexplained = [p for p in pairs if p.slow and not ({p.a, p.b} & node_suspects or frozenset((p.a, p.b)) in blamed)]
     # (With no pair completed there is nothing to compare with: the rail is reported as not judged instead.)
     if unexplained and reference is not None:
-        suspects.append(rail_suspect(nic, unexplained, len(pairs), reference, limits))
+        suspects.append(rail_suspect(nic, unexplained, len(pairs), reference, limits, split_from))
     return RailScore(nic, median, reference, pairs, scores, suspects)
 
 
 def rail_suspect(nic: str, slow: Sequence[PairResult], total: int, reference: float | None,
-                 limits: Thresholds) -> Suspect:  # fmt: skip
+                 limits: Thresholds, split_from: float | None = None) -> Suspect:  # fmt: skip
     """Slow pairs that no node or link explains: slow everywhere (the rail, its switch, the whole fabric, or a
-    reference too low for the line rate), or too mixed to point at one node. Never a clean result."""
+    reference too low for the line rate), or too mixed to point at one node. Never a clean result. ``split_from``:
+    the median of the nodes' fastest pairs, when it was below slow_ratio x the rail's fastest pair (the reference)."""
     shown = ", ".join(f"{p.a}-{p.b} {_pair_text(p)}" for p in slow[:4]) + (", ..." if len(slow) > 4 else "")
     against = [f"rail reference {fixed(reference, 2)} Gb/s" if reference is not None else "no reference"]
+    if split_from is not None:
+        against[0] += (f", its fastest pair: most nodes' fastest pair ({fixed(split_from, 2)} Gb/s, the median) is "
+                       f"below {limits.slow_ratio:g} x it")  # fmt: skip
     if limits.line_rate_gbps is not None:
         against.append(f"line rate {limits.line_rate_gbps:g} Gb/s")
     nodes = tuple(dict.fromkeys(n for p in slow for n in (p.a, p.b)))

@@ -347,6 +347,19 @@ def damaged(change: Callable[[dict], object]) -> dict:
     (lambda raw: raw["single_stream"]["measurements"][0].update(nic=None), "single_stream.measurements[0].nic"),
     (lambda raw: raw["slots"].update(node1=float("inf")), "slots.node1: expected integer, got Infinity"),
     (lambda raw: raw["slots"].update(node1=10**30), "slots.node1: must be a count from 0 to 1024"),
+    # What the schema alone let through: an empty plan judged nothing and named no suspect (exit 0), a node or
+    # NIC outside the plan gave "'x9' is not in list", a repeated node doubled its hostfile slots.
+    (lambda raw: raw["plan"].update(rails=[]), "plan.rails: [] names no rail; allowed: the NICs measured"),
+    (lambda raw: raw["plan"].update(nodes=[]), "plan.nodes: [] names no node"),
+    (lambda raw: raw["plan"]["nodes"].append("node1"), 'plan.nodes[4]: "node1" is listed more than once'),
+    (lambda raw: raw["measurements"][0].update(a="x9"), 'measurements[0].a: "x9" is not a node of plan.nodes'),
+    (lambda raw: raw["measurements"][0].update(b="node1"), 'measurements[0]: a node measured against itself'),
+    (lambda raw: raw["measurements"][0].update(nic="ib0"), 'measurements[0].nic: "ib0" is not a rail of plan.rails'),
+    (lambda raw: raw["single_stream"]["measurements"][0].update(b="zz"),
+     'single_stream.measurements[0].b: "zz" is not a node of plan.nodes'),
+    (lambda raw: raw["plan"]["rounds"][0].append(["node1", "zz"]),
+     'plan.rounds[0][2]: ["node1", "zz"] is not two different nodes of plan.nodes'),
+    (lambda raw: raw["plan"]["rounds"][0].append(["node1", "node2", "node3"]), "is not two different nodes"),
     (lambda raw: raw["thresholds"].update(line_rate_gbps=10**400),
      "must be numbers (int too large to convert to float): pairwise_slow_ratio=0.5, pairwise_node_fraction=0.5, "
      "pairwise_line_rate_gbps=an integer of 401 digits, beyond a float's range"),
@@ -832,7 +845,7 @@ def test_a_rail_slow_everywhere_is_a_suspect_in_every_output_and_exits_7(tmp_pat
     hostfile = (tmp_path / "hostfile.healthy").read_text()
     assert "# kept, but slow with no node to blame on eth1: 6 of 6 pairs slow" in hostfile
     table = (tmp_path / "table.txt").read_text()
-    assert "suspects (2):" in table and "rail rail eth1" in table and "suspects: none" not in table
+    assert "suspects (2):" in table and "rail (rail-wide)      eth1" in table and "suspects: none" not in table
     verdict = HostProblem("node1", "Fail when suspects are found", "ansible.builtin.fail",
                           "pairwise suspects: rail eth1/eth1, rail eth2/eth2")  # fmt: skip
     assert pairwise_exit(run_outcome({"node1": 1}, [verdict]), data) == ExitCode.SUSPECTS
@@ -899,3 +912,81 @@ def test_seed_003s_one_stream_check_is_shown_beside_the_multi_stream_rate_and_no
     assert "one TCP stream (seed 003): eth1 node2->node1 not compared: hang (killed after 15 s)" in table
     # A sweep without the check (sendrecv, one stream, or switched off) has none.
     assert build(raw_sweep(sweep({})), tmp_path / "none")["single_stream"] == []
+
+
+# --- a pair measured more than once, a slow majority, too few rounds (exploratory findings) -------------------
+
+
+def test_a_direction_measured_in_several_rounds_is_judged_by_its_worst():
+    """--rounds K repeats pairs: a hang or a slow run in one round was hidden by a later good one (the last
+    measurement of a direction won), and the sweep said no suspect."""
+    good = sweep({}, rails=("eth1",), base=90.0)
+    hang = [Measurement("node1", "node2", "eth1", None, "hang", round=0)]
+    slow = [Measurement("node1", "node2", "eth1", 9.0, "ok", round=0)]
+    for earlier in (hang, slow):
+        later = [Measurement(m.a, m.b, m.nic, m.gbps, m.status, round=1) for m in good]
+        assert suspects_of(earlier + later, rails=("eth1",)) == [("link", "node1<->node2", "eth1")]
+    # and the matrix shows what was judged, not the last round
+    results = output.results(hang + good, score(hang + good, NODES, ("eth1",), Thresholds()),
+                             {"nodes": NODES, "rails": ["eth1"], "rounds": []}, Thresholds(), "iperf3")  # fmt: skip
+    assert output.matrix(results, "eth1")[("node1", "node2")] == "HANG"
+    assert output.matrix(results, "eth1")[("node2", "node1")] == "90.00"
+
+
+def test_a_slow_majority_is_not_the_norm():
+    """5 nodes: node1-node3 reach 10 Gb/s with anyone, node4-node5 100 Gb/s between them. The median of each node's
+    fastest pair (10) made the slow majority the reference: no suspect, exit 0. The rail's fastest pair shows what it
+    carries; the slow pairs cannot be pinned on one node or link, so the rail is the suspect."""
+    nodes = [f"node{i}" for i in range(1, 6)]
+    rates = {(a, b, "eth1"): 100.0 for a, b in (("node4", "node5"), ("node5", "node4"))}
+    measured = sweep(rates, nodes=nodes, rails=("eth1",), base=10.0)
+    assert suspects_of(measured, nodes, ("eth1",)) == [("rail", "rail eth1", "eth1")]
+    (rail,) = score(measured, nodes, ("eth1",), Thresholds())
+    assert rail.reference_gbps == 100.0
+    assert ("rail reference 100.00 Gb/s, its fastest pair: most nodes' fastest pair (10.00 Gb/s, the median) is "
+            "below 0.5 x it") in rail.suspects[0].evidence  # fmt: skip
+    # a fastest pair within 1/slow_ratio of the others keeps the median reference (an even rail stays clean)
+    rates = {(a, b, "eth1"): 18.0 for a, b in (("node4", "node5"), ("node5", "node4"))}
+    assert suspects_of(sweep(rates, nodes=nodes, rails=("eth1",), base=10.0), nodes, ("eth1",)) == []
+
+
+def test_a_pair_alone_in_its_round_cannot_blame_either_node():
+    """One random round on 4 nodes: node1-node2 slow, node3-node4 fine. Neither node1 nor node2 has another pair,
+    so nothing shows which is slow: before, both were node suspects 'whose partners' other pairs are fine' and
+    both left the hostfile. Now the pair is a link suspect that says why it cannot tell."""
+    measured = [Measurement(a, b, "eth1", 10.0 if {a, b} == {"node1", "node2"} else 90.0, "ok")
+                for a, b in (("node1", "node2"), ("node2", "node1"), ("node3", "node4"), ("node4", "node3"))]
+    (rail,) = score(measured, NODES, ("eth1",), Thresholds())
+    assert [(s.kind, s.node) for s in rail.suspects] == [("link", "node1<->node2")]
+    assert "neither node has another pair on this rail (too few rounds): cannot tell which" in rail.suspects[0].evidence
+
+
+@pytest.mark.parametrize(("status", "gbps", "why"), [
+    ("ok", None, "no rate reported"),
+    ("OK", 0.19, 'status "OK" is none of ok, failed, hang, unreachable, missing'),
+    ("passed", 0.19, 'status "passed" is none of'),
+    ("", 0.19, 'status "" is none of'),
+])  # fmt: skip
+def test_a_measurement_that_is_no_known_result_is_shown_failed(tmp_path, status, gbps, why):
+    """It was judged failed but shown as OK (the matrix) or 'n1-n2 ok' (the evidence)."""
+    measured = sweep({})
+    measured[0] = Measurement(measured[0].a, measured[0].b, measured[0].nic, gbps, status)
+    data = build(raw_sweep(measured), tmp_path)
+    (pair,) = [p for p in data["pairs"] if (p["a"], p["b"], p["nic"]) == (measured[0].a, measured[0].b, "eth1")]
+    assert pair["status"] == "failed" and why in pair["detail"], pair
+    assert [(s["kind"], s["evidence"].split(" (")[0]) for s in data["suspects"]] == [("link", "node1-node2 failed")]
+    assert output.matrix(data, "eth1")[("node1", "node2")] == "FAILED"
+
+
+def test_a_pair_slow_only_against_the_line_rate_says_so():
+    nodes = ["node1", "node2"]
+    limits = Thresholds(line_rate_gbps=100.0, min_line_fraction=0.5)
+    (rail,) = score(sweep({}, nodes=nodes, rails=("eth1",), base=10.0), nodes, ("eth1",), limits)
+    (link,) = rail.suspects
+    assert "(rail reference 10.00 Gb/s, below 0.5 x line rate 100 Gb/s)" in link.evidence, link.evidence
+
+
+def test_a_multi_stream_run_at_zero_is_not_called_incomplete():
+    line = output.single_stream_lines([{"nic": "eth1", "a": "n1", "b": "n2", "streams": 4, "single_gbps": 1.0,
+                                        "multi_gbps": 0.0, "share": None, "status": "ok", "detail": ""}])  # fmt: skip
+    assert line == ["one TCP stream (seed 003): eth1 n1->n2 not compared: the 4-stream run moved 0 Gb/s"]
