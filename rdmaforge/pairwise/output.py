@@ -150,8 +150,8 @@ def single_stream_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
                          "Gb/s")  # fmt: skip
         else:
             multi = f"the {one['streams']}-stream run"
-            why = (one["status"] if one["status"] != "ok"
-                   else f"{multi} did not complete" if one["multi_gbps"] is None else f"{multi} moved 0 Gb/s")  # fmt: skip
+            done = f"{multi} did not complete" if one["multi_gbps"] is None else f"{multi} moved 0 Gb/s"
+            why = one["status"] if one["status"] != "ok" else done
             lines.append(f"one TCP stream (seed 003): {what} not compared: {why}"
                          + (f" ({one['detail']})" if one.get("detail") else ""))  # fmt: skip
     return lines

@@ -356,7 +356,8 @@ def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[st
                      else "no pair completed") + _line_rate_text([p], limits)  # fmt: skip
             others = ("both nodes' other pairs are fine" if not alone
                       else "only two nodes: cannot tell which" if len(nodes) == 2
-                      else "neither node has another pair on this rail (too few rounds): cannot tell which")  # fmt: skip
+                      else "neither node has another pair on this rail (too few rounds): "
+                           "cannot tell which")  # fmt: skip
             suspects.append(Suspect(f"{p.a}<->{p.b}", nic, "link",
                                     f"{p.a}-{p.b} {_pair_text(p)} ({where}); {others}", (p.a, p.b)))  # fmt: skip
     blamed = {frozenset(s.nodes) for s in suspects if s.kind == "link"}
