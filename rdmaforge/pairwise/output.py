@@ -124,7 +124,7 @@ def matrix(results_data: Mapping[str, Any], nic: str) -> dict[tuple[str, str], s
     cells: dict[tuple[str, str], str] = {}
     for (a, b), m in directions((Measurement.from_dict(m) for m in results_data["pairs"]), nic).items():
         ok = m.status == "ok" and m.gbps is not None
-        cells[(a, b)] = fixed(m.gbps, 2) if ok else m.status.upper()[: CELL - 1]
+        cells[(a, b)] = fixed(m.gbps, 2) if ok and m.gbps is not None else m.status.upper()[: CELL - 1]
     return cells
 
 
