@@ -213,6 +213,9 @@ def nccl_summary(node: Mapping[str, Any]) -> str:
     return max(versions, key=len) if versions else "none"
 
 
+#: A table cell whose value the node did not give (memlock, GPUs, clock): never a value skew compares.
+NOT_READ = "?"
+
 _AIACC_DIR = re.compile(r"/aiacc-(\d[^/]*)/")
 
 
@@ -239,13 +242,13 @@ def node_row(node: Mapping[str, Any]) -> dict[str, str]:
         "ports": ports,
         "rates": port_rates(node),
         "mtu": mtu_summary(node),
-        "memlock": str(memlock).strip() if memlock is not None else "?",
+        "memlock": str(memlock).strip() if memlock is not None else NOT_READ,
         "hugepages": hugepages_summary(node),
-        "gpus": "?" if gpus is None else str(gpus),
+        "gpus": NOT_READ if gpus is None else str(gpus),
         "enis": str(len(node.get("nics") or [])),
         "nccl": nccl_summary(node),
         "plugin": plugin_summary(node),
-        "clock": f"{fixed(offset, 3, signed=True)}s" if offset is not None else "?",
+        "clock": f"{fixed(offset, 3, signed=True)}s" if offset is not None else NOT_READ,
     }
 
 
@@ -261,10 +264,12 @@ def majority(values: Iterable[str]) -> str | None:
 
 
 def find_skew(rows: Mapping[str, Mapping[str, str]], columns: Sequence[str] = SKEW_COLUMNS) -> list[Finding]:
-    """Nodes whose value differs from the majority's, column by column."""
+    """Nodes whose value differs from the majority's, column by column. A value not read ("?") is no value: it
+    never makes the majority (two unread GPU counts outvoted the node that counted 8) and is no skew itself (its
+    node's check says it was not read)."""
     findings = []
     for column in columns:
-        values = {host: row[column] for host, row in rows.items() if column in row}
+        values = {host: row[column] for host, row in rows.items() if column in row and row[column] != NOT_READ}
         if len(set(values.values())) <= 1:
             continue
         expected = majority(values.values())
@@ -382,8 +387,12 @@ def render(diagnosis: Diagnosis) -> str:
         lines.append(f"\nnot judged: {len(missing)} node(s) without a result ({', '.join(missing)}); on the "
                      f"{len(diagnosis.rows)} judged: {found} ({tally})")  # fmt: skip
     else:
-        lines.append(f"\nnot healthy: {found}, {len(diagnosis.unreachable)} unreachable, {len(missing)} not judged "
-                     f"({tally})")  # fmt: skip
+        failed = len([f for f in diagnosis.findings if f.column == "check"])
+        unknown = len([f for f in diagnosis.findings if f.column == "accept"])
+        more = (f", {failed} doctor task(s) failed" if failed else "") + (
+            f", {unknown} doctor_accept entr{'y' if unknown == 1 else 'ies'} naming no check" if unknown else "")
+        lines.append(f"\nnot healthy: {found}{more}, {len(diagnosis.unreachable)} unreachable, {len(missing)} not "
+                     f"judged ({tally})")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -19,15 +19,17 @@ import fnmatch
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from rdmaforge import fabrics, tuning
 from rdmaforge.nccl_build import arch_for, build_id, uncovered_caps
 from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers import ld_cache
+from rdmaforge.parsers.hugepages import size_kb
+from rdmaforge.parsers.kernel_cmdline import CmdlineError, arg_key, arg_value, effective_value, split_cmdline
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from rdmaforge.parsers.rdma_devinfo import judge_port_rates
-from rdmaforge.plain_data import ansible_bool
+from rdmaforge.parsers.rdma_devinfo import Device, judge_port_rates, select_ports
+from rdmaforge.plain_data import ansible_bool, show, whole_number
 from rdmaforge.role_defaults import defaults, evaluated_default
 
 CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
@@ -127,6 +129,9 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     devices = node.get("rdma_devices") or []
     names = [str(d.get("name")) for d in devices]
     actual = ",".join(names) or "none"
+    if fabric not in fabrics.NAMES:  # preflight's checks (which doctor runs first) refuse it; never "no RDMA"
+        return "problem", actual, None, (f"rdmaforge_fabric={show(fabric)} is not a fabric profile; allowed: "
+                                         f"{', '.join(fabrics.NAMES)}")  # fmt: skip
     if fabric not in RDMA_FABRICS:
         return "not_checked", actual, None, f"fabric {fabric} does not use RDMA"
     pattern = RDMA_DEVICE_PATTERNS[fabric]
@@ -134,14 +139,23 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     expected = f"{pattern} with every port ACTIVE"
     if not matching:
         return "problem", actual, expected, f"no {pattern} RDMA device, which fabric {fabric} needs"
+    # rdma_core_expected_ports: the rails that must exist (and be ACTIVE), by rdma_core's own selection.
+    listed = [str(p) for p in variable(node, "rdma_core_expected_ports") or []]
+    readable = [{"name": str(d.get("name")), "ports": [p for p in d.get("ports") or [] if isinstance(p, Mapping)]}
+                for d in matching]  # fmt: skip
+    selected, missing = select_ports(cast("list[Device]", readable), listed)
+    if listed:
+        expected = f"{', '.join(listed)} (rdma_core_expected_ports) ACTIVE"
+    if missing:
+        return "problem", actual, expected, "; ".join(missing)
     if not ansible_bool(variable(node, "rdma_require_active_ports")):
         return "ok", actual, pattern, f"{len(matching)} {pattern} device(s); port states not required"
-    inactive = [f"{d.get('name')}:{p.get('port')} {p.get('state')}" for d in matching for p in d.get("ports") or []
-                if p.get("state") != "PORT_ACTIVE"]  # fmt: skip
-    ports = sum(len(d.get("ports") or []) for d in matching)
-    if inactive or not ports:
-        return "problem", actual, expected, "not ACTIVE: " + (", ".join(inactive) or "no port at all")
-    return "ok", actual, expected, f"{len(matching)} device(s), {ports} port(s) ACTIVE"
+    inactive = [f"{name}:{p.get('port')} {p.get('state')}" for name, p in selected if p.get("state") != "PORT_ACTIVE"]
+    devices_without = [str(d.get("name")) for d in matching if not d.get("ports")] if not listed else []
+    if inactive or not selected or devices_without:
+        what = inactive + [f"{name} has no port" for name in devices_without]
+        return "problem", actual, expected, "not ACTIVE: " + (", ".join(what) or "no port at all")
+    return "ok", actual, expected, f"{len(matching)} device(s), {len(selected)} port(s) ACTIVE"
 
 
 def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
@@ -194,12 +208,19 @@ def check_mtu(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, st
 
 
 def expected_gpus(node: Mapping[str, Any]) -> tuple[int | None, str]:
+    """The GPU count the inventory implies and where it comes from; (None, why) when it implies none here. A count
+    is read as the argument spec's int takes it ("8.0" is 8; preflight refuses what is no count)."""
     given = variable(node, "doctor_expected_gpus")
     if given not in (None, ""):
-        return int(given), "doctor_expected_gpus"
+        count = whole_number(given)
+        if count is None:
+            return None, f"doctor_expected_gpus={show(given)} is no count"
+        return count, "doctor_expected_gpus"
     if ansible_bool(variable(node, "eni_per_gpu")) and ansible_bool(variable(node, "eni_enabled")):
+        if node.get("nics_error"):  # no NIC read is no ENI count, never 0 GPUs
+            return None, f"eni_per_gpu counts the ENIs, but the node's NICs could not be read: {node['nics_error']}"
         return len(eni_names(node)), "eni_per_gpu (one GPU per ENI)"
-    return None, ""
+    return None, "the inventory sets no GPU count (doctor_expected_gpus)"
 
 
 # A node where neither tool answered has an unknown GPU count: judging it as 0 would pass doctor_expected_gpus: 0.
@@ -212,21 +233,16 @@ def check_gpus(node: Mapping[str, Any], count: int | None) -> tuple[CheckStatus,
     if count is None:
         return "not_checked", "?", None if expected is None else str(expected), GPUS_NOT_COUNTED
     if expected is None:
-        return "not_checked", str(count), None, "the inventory sets no GPU count (doctor_expected_gpus)"
+        return "not_checked", str(count), None, source
     if count != expected:
         return "problem", str(count), str(expected), f"{count} GPU(s) found, {expected} expected ({source})"
     return "ok", str(count), str(expected), f"{count} GPU(s), as {source} says"
 
 
-def page_kb(size: str) -> int:
-    number, unit = re.fullmatch(r"(\d+)([KMG]?)", size.strip().upper()).groups()  # type: ignore[union-attr]
-    return int(number) * {"": 1, "K": 1, "M": 1024, "G": 1024**2}[unit] // (1 if unit else 1024)
-
-
 def planned_pages(node: Mapping[str, Any], gpus: int) -> int:
     """The pages the hugepages role reserves: hugepages_count, else seed 004's rule (rdmaforge.tuning)."""
     override = variable(node, "hugepages_count")
-    return tuning.hugepages_count(gpus, None if override in (None, "") else int(override))
+    return tuning.hugepages_count(gpus, None if override in (None, "") else override)
 
 
 def unknown_plan(node: Mapping[str, Any], gpus: int | None) -> bool:
@@ -237,7 +253,10 @@ def unknown_plan(node: Mapping[str, Any], gpus: int | None) -> bool:
 def check_hugepages(node: Mapping[str, Any], gpus: int | None) -> tuple[CheckStatus, str, str | None, str]:
     size = str(variable(node, "hugepages_size") or "1G")
     pools = (node.get("hugepages") or {}).get("by_size") or {}
-    reserved = int((pools.get(str(page_kb(size))) or {}).get("nr") or 0)
+    kb = size_kb(size, "B")  # a bare number is bytes, as the kernel's hugepagesz= reads it
+    if kb is None:  # preflight (which doctor runs first) refuses it
+        return "problem", "?", None, f"hugepages_size={show(size)} is not a page size (e.g. 1G or 2M)"
+    reserved = whole_number((pools.get(str(kb)) or {}).get("nr")) or 0
     actual = f"{reserved}x{size}"
     if not ansible_bool(variable(node, "hugepages_enabled")):
         return "not_checked", actual, None, "hugepages_enabled is false"
@@ -249,19 +268,23 @@ def check_hugepages(node: Mapping[str, Any], gpus: int | None) -> tuple[CheckSta
     return "ok", actual, f"{expected}x{size}", f"{expected} pages of {size} reserved as planned"
 
 
-def boot_arguments(text: str) -> list[str]:
-    """The kernel arguments GRUB_CMDLINE_LINUX and GRUB_CMDLINE_LINUX_DEFAULT set in /etc/default/grub text."""
-    tokens: list[str] = []
-    for match in re.finditer(r'^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?=(["\']?)(.*?)\1\s*$', text, re.M):
-        tokens += match.group(2).replace("$GRUB_CMDLINE_LINUX", "").split()
-    return tokens
+def boot_arguments(texts: Sequence[str]) -> list[str]:
+    """The kernel arguments the next boot gets from GRUB defaults files sourced in order (/etc/default/grub, then
+    the drop-in): GRUB_CMDLINE_LINUX, then GRUB_CMDLINE_LINUX_DEFAULT, each its value after the last assignment (a
+    later one replaces an earlier one, $VAR expanded), as the kernel_cmdline module reads them. CmdlineError for a
+    line it cannot read."""
+    return [token for variable in ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
+            for token in split_cmdline(effective_value(texts, variable))]  # fmt: skip
 
 
 def check_hugepages_boot(node: Mapping[str, Any], gpus: int | None) -> tuple[CheckStatus, str, str | None, str]:
     size = str(variable(node, "hugepages_size") or "1G")
     texts = [str(t) for t in node.get("grub_defaults") or [] if t]
-    tokens = [t for text in texts for t in boot_arguments(text)]
-    counts = [t.partition("=")[2] for t in tokens if t.startswith("hugepages=")]
+    try:
+        tokens = boot_arguments(texts)
+    except CmdlineError as exc:
+        return "problem", "unreadable", None, f"the GRUB defaults cannot be read as the shell reads them: {exc}"
+    counts = [arg_value(t) for t in tokens if arg_key(t) == "hugepages"]
     actual = " ".join(f"hugepages={c}" for c in counts) or "none"
     if not ansible_bool(variable(node, "hugepages_enabled")):
         return "not_checked", actual, None, "hugepages_enabled is false"
@@ -270,11 +293,18 @@ def check_hugepages_boot(node: Mapping[str, Any], gpus: int | None) -> tuple[Che
     if unknown_plan(node, gpus):
         return "not_checked", actual, None, UNKNOWN_PLAN
     planned = planned_pages(node, gpus or 0)
-    expected = f"hugepages={planned} hugepagesz={size}"
-    sizes = [t.partition("=")[2] for t in tokens if t.startswith("hugepagesz=")]
+    expected = f"hugepagesz={size} hugepages={planned}"
+    sizes = [arg_value(t) for t in tokens if arg_key(t) == "hugepagesz"]
+    found = " ".join(t for t in tokens if arg_key(t) in ("hugepages", "hugepagesz", "default_hugepagesz"))
     if counts != [str(planned)] or sizes != [size]:
-        found = " ".join(t for t in tokens if t.startswith(("hugepages=", "hugepagesz="))) or "no huge page argument"
+        found = found or "no huge page argument"
         return "problem", actual, expected, f"the boot loader configuration has {found}, the plan is {expected}"
+    pools = tuning.hugepages_pools(tokens)
+    if pools.get(size) != str(planned):
+        sized = ", ".join(f"{n} of {s}" for s, n in pools.items())
+        why = (f"the boot loader configuration has {found}: the kernel reads it as {sized} (hugepages= counts pages "
+               f"of the hugepagesz= before it); the plan is {expected}")  # fmt: skip
+        return "problem", actual, expected, why
     return "ok", actual, expected, "the next boot reserves the planned pages"
 
 
@@ -324,6 +354,19 @@ def plugin_provider(node: Mapping[str, Any]) -> str:
     return str(given or default_for(node, "nccl_plugin_provider"))
 
 
+def plugin_leads_to_expected(node: Mapping[str, Any]) -> bool | None:
+    """Whether the registered link, followed, is the library nccl_plugin_provider registers (plugin_expected): the
+    same device and inode, so symbolic links on either path do not matter. None when not compared (no provider's
+    library, no plugin, or facts from before doctor read them)."""
+    files = node.get("plugin_files")
+    if not node.get("plugin_expected") or not isinstance(files, list) or len(files) != 2:
+        return None
+    link, expected = (f if isinstance(f, Mapping) else {} for f in files)
+    if not (link.get("exists") and expected.get("exists")):
+        return False
+    return (link.get("inode"), link.get("dev")) == (expected.get("inode"), expected.get("dev"))
+
+
 def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, str, str | None, str]:
     provider = plugin_provider(node)
     apis = plugin_api_versions(str(node.get("plugin_symbols") or ""))
@@ -348,6 +391,12 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
     if not apis:
         return "problem", actual, expected, "the plugin exports no ncclNetPlugin_vN symbol: NCCL would not load it"
     link = str(node.get("plugin_link") or "")
+    leads = plugin_leads_to_expected(node)
+    if leads is False:
+        target = node.get("plugin_target") or "a file that is no link"
+        reason = (f"{link} leads to {target}, not to {node.get('plugin_expected')}, the library nccl_plugin_provider "
+                  f"{provider} registers")  # fmt: skip
+        return "problem", actual, f"{provider} ({node.get('plugin_expected')})", reason
     if lines is not None and link and loaded != link:
         found = f"finds libnccl-net.so at {loaded}" if loaded else "has no libnccl-net.so"
         reason = f"the ld.so cache {found}, so NCCL does not load {link}"
@@ -422,7 +471,8 @@ def judge_node(
     checks = []
     for name in CHECKS:
         status, actual, expected, reason = results[name]
-        if status == "problem" and isinstance(accept, Mapping) and name in accept:
+        reason_given = isinstance(accept, Mapping) and isinstance(accept.get(name), str) and accept[name].strip()
+        if status == "problem" and reason_given:  # no reason, no acceptance (preflight's checks refuse it too)
             status, reason = "accepted", f"{reason}; accepted by the inventory: {accept[name]}"
         checks.append(Check(host, name, status, actual, expected, reason))
     return checks

@@ -802,6 +802,30 @@ _OTHER_WAYS = {"NCCL_IB_DISABLE": ", a net plugin (nccl_plugin_provider: aiacc o
                                   "(rdmaforge_fabric: tcp)"}  # fmt: skip
 
 
+def doctor_accept_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """doctor_accept maps a doctor check to the reason its deviation is accepted. The argument spec's dict also takes
+    "memlock=reason" text, which reached doctor as no mapping, so nothing was accepted and the line named a check
+    "(not a mapping)"; a key that is no check accepted nothing; an empty reason accepted a deviation without one."""
+    if "doctor_accept" not in values or values["doctor_accept"] is None:
+        return []
+    from rdmaforge.doctor_checks import CHECKS  # the checks doctor runs: one list
+
+    given = values["doctor_accept"]
+    allowed = f"a mapping of doctor checks ({', '.join(CHECKS)}) to the reason each is accepted"
+    if not isinstance(given, Mapping):
+        why = f"doctor_accept={show(given)} is not a mapping; allowed: {allowed} (in YAML, or -e with JSON)"
+        return [Problem(host, "doctor_accept", f"{host}: {why}")]
+    found = []
+    for check, reason in given.items():
+        if check not in CHECKS:
+            why = f"doctor_accept names {show(check)}, which is no doctor check{_did_you_mean(check, CHECKS)}"
+            found.append(Problem(host, "doctor_accept", f"{host}: {why}; allowed: {allowed}"))
+        elif not isinstance(reason, str) or not reason.strip():
+            why = f"doctor_accept.{check}={show(reason)} gives no reason"
+            found.append(Problem(host, "doctor_accept", f"{host}: {why}; allowed: {allowed} (text that says why)"))
+    return found
+
+
 def renamed_variable_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A renamed variable set under its old name (its value would be ignored)."""
     return [
@@ -1449,6 +1473,7 @@ def inventory_report(
         found += threshold_problems(node.name, node.values)
         found += env_value_problems(node.name, node.values)
         found += rdma_fallback_problems(node.name, node.values)
+        found += doctor_accept_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
         found += release_problems(node.name, node.values)
         found += version_problems(node.name, node.values)

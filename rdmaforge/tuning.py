@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rdmaforge.parsers.hugepages import size_kb
-from rdmaforge.parsers.kernel_cmdline import split_cmdline
+from rdmaforge.parsers.kernel_cmdline import arg_key, arg_value, split_cmdline
 from rdmaforge.plain_data import whole_number
 
 # --- huge pages --------------------------------------------------------------------------------------
@@ -45,6 +45,27 @@ def hugepages_pages_for(gpu_count: int | None, override: int | None = None) -> i
 def hugepages_kernel_args(count: int, size: str = "1G") -> dict[str, str]:
     """The arguments in the order the kernel needs them: hugepages= counts pages of the hugepagesz= before it."""
     return {"default_hugepagesz": size, "hugepagesz": size, "hugepages": str(int(count))}
+
+
+#: The default huge page size when no default_hugepagesz= is given (x86-64's, where rdmaforge's nodes run).
+ARCH_DEFAULT_HUGEPAGE_SIZE = "2M"
+
+
+def hugepages_pools(tokens: Sequence[str]) -> dict[str, str]:
+    """The pages each size gets from kernel arguments, read as the kernel reads them: ``hugepages=N`` counts pages
+    of the ``hugepagesz=`` before it; one before any ``hugepagesz=`` counts pages of the default size
+    (``default_hugepagesz=``, else the architecture's). ``hugepages=50 hugepagesz=1G`` reserves 50 pages of 2M."""
+    defaults = [arg_value(t) for t in tokens if arg_key(t) == "default_hugepagesz"]
+    default = str(defaults[-1] or ARCH_DEFAULT_HUGEPAGE_SIZE) if defaults else ARCH_DEFAULT_HUGEPAGE_SIZE
+    pools: dict[str, str] = {}
+    current: str | None = None
+    for token in tokens:
+        key, value = arg_key(token), arg_value(token)
+        if key == "hugepagesz":
+            current = str(value)
+        elif key == "hugepages":
+            pools[current if current is not None else default] = str(value)
+    return pools
 
 
 def hugepages_memory_problem(

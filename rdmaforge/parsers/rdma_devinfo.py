@@ -673,7 +673,7 @@ def describe_port(device: str, port: Port) -> str:
     )
 
 
-def _select_ports(devices: Sequence[Device], expected: Sequence[str]) -> tuple[list[tuple[str, Port]], list[str]]:
+def select_ports(devices: Sequence[Device], expected: Sequence[str]) -> tuple[list[tuple[str, Port]], list[str]]:
     """The ports named by ``expected`` (all ports when empty) and problems with the names themselves."""
     by_name = {device["name"]: device for device in devices}
     found = ", ".join(sorted(by_name)) or "none"
@@ -727,7 +727,7 @@ def port_problems(
     """
     if not devices and not expected:
         return ["ibv_devinfo reports no RDMA devices: check the HCA driver is loaded (lsmod | grep _ib)"]
-    selected, problems = _select_ports(devices, expected)
+    selected, problems = select_ports(devices, expected)
     seen: set[tuple[str, int]] = set()
     for name, port in selected:
         if (name, port["port"]) in seen:

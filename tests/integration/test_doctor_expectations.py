@@ -128,7 +128,7 @@ def test_a_node_off_the_huge_page_plan_is_its_problem_row(
     proc = cli(runs, "doctor", "-i", str(converged.inventory))
     assert proc.returncode == ExitCode.UNHEALTHY, proc.stdout[-4000:]
     # No GPU on a lab node: seed 004's rule plans 0 x 5 + 10 pages.
-    assert f"  {odd_hugepages}: hugepages_boot problem: hugepages=3 (expected hugepages=10 hugepagesz=1G)" in (
+    assert f"  {odd_hugepages}: hugepages_boot problem: hugepages=3 (expected hugepagesz=1G hugepages=10)" in (
         proc.stdout
     )
     recap = json.loads((run_dir_of(proc.stdout) / "recap.json").read_text())

@@ -207,7 +207,7 @@ def test_doctor_playbook_for_real_against_this_machine(
             "nccl_build_prefix_root": str(tmp_path / "nccl"),
             "nccl_plugin_prefix": str(tmp_path / "plugin"),
         },
-        "ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"},
+        "ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody", "rdmaforge_fabric": "tcp"},
     }
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))

@@ -131,7 +131,8 @@ def test_huge_pages_configured_off_the_plan() -> None:
     diagnosis = doctor.diagnose(nodes)
     boot = {c.host: c for c in diagnosis.checks if c.check == "hugepages_boot"}
     # No GPU: seed 004's rule plans 0 x 5 + 10 = 10 pages.
-    assert boot["node1"].status == "ok" and boot["node1"].expected == "hugepages=10 hugepagesz=1G"
+    # in the order the kernel reads them
+    assert boot["node1"].status == "ok" and boot["node1"].expected == "hugepagesz=1G hugepages=10"
     assert boot["node2"].status == "problem" and "hugepages=7" in boot["node2"].reason
     # An explicit count in the inventory is the plan.
     assert {c.host for c in doctor.diagnose(lab(hugepages_count=7)).problems} == {"node1", "node2"}
@@ -424,3 +425,179 @@ def test_the_planned_mtu_is_the_eni_roles_filter(monkeypatch: pytest.MonkeyPatch
     assert doctor_checks.planned_mtu(lab(1, eni_jumbo_frames=True, rdmaforge_fabric="tcp")["node1"]) == 1400
     monkeypatch.setattr(tuning, "eni_mtu", lambda fabric, jumbo_frames, override=None: 9001 if jumbo_frames else 1401)
     assert doctor_checks.planned_mtu(lab(1, eni_jumbo_frames="yes")["node1"]) == 9001
+
+
+# --- exploratory findings: false passes, crashes, messages ------------------------------------------------------
+
+
+def healthy_ib(**inventory: Any) -> dict[str, dict[str, Any]]:
+    """Two copies of test_doctor's healthy 8-GPU InfiniBand node, with ``inventory`` values over its own."""
+    nodes = {}
+    for host in ("node1", "node2"):
+        node = copy.deepcopy(NODE)
+        node["inventory"].update(inventory)
+        nodes[host] = node
+    return nodes
+
+
+def check_of(diagnosis: doctor.Diagnosis, host: str, name: str) -> doctor_checks.Check:
+    return next(c for c in diagnosis.checks if c.host == host and c.check == name)
+
+
+def test_the_healthy_node_is_healthy() -> None:
+    # the baseline the cases below damage in one place each
+    assert doctor.diagnose(healthy_ib()).exit_code == ExitCode.OK
+
+
+def test_a_rail_listed_in_rdma_core_expected_ports_that_is_missing_is_a_problem() -> None:
+    """rdma_core's own check fails such a node; doctor said healthy (it never read the list)."""
+    listed = ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"]
+    diagnosis = doctor.diagnose(healthy_ib(rdma_core_expected_ports=listed))
+    rdma = check_of(diagnosis, "node1", "rdma")
+    assert rdma.status == "problem" and "expected RDMA device mlx5_2 not found" in rdma.reason, rdma
+    assert diagnosis.exit_code == ExitCode.UNHEALTHY
+    assert check_of(doctor.diagnose(healthy_ib(rdma_core_expected_ports=listed[:2])), "node1", "rdma").status == "ok"
+
+
+def test_a_device_without_a_port_beside_an_active_one_is_a_problem() -> None:
+    nodes = healthy_ib()
+    nodes["node1"]["rdma_devices"].append({"name": "mlx5_2", "ports": []})
+    rdma = check_of(doctor.diagnose(nodes), "node1", "rdma")
+    assert rdma.status == "problem" and "mlx5_2 has no port" in rdma.reason, rdma
+
+
+@pytest.mark.parametrize("texts", [
+    # a later assignment replaces the earlier one, as the shell that sources the file does
+    ['GRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G hugepages=50"\nGRUB_CMDLINE_LINUX="quiet splash"\n'],
+    # the drop-in, sourced after /etc/default/grub, resets it
+    ['GRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G hugepages=50"\n', 'GRUB_CMDLINE_LINUX=""\n'],
+    # hugepages= before hugepagesz=: the kernel gives the 50 pages to the default size, 2M
+    ['GRUB_CMDLINE_LINUX="hugepages=50 hugepagesz=1G"\n'],
+])  # fmt: skip
+def test_boot_arguments_are_read_as_the_shell_and_the_kernel_read_them(texts: list[str]) -> None:
+    nodes = healthy_ib()
+    nodes["node1"]["grub_defaults"] = texts
+    boot = check_of(doctor.diagnose(nodes), "node1", "hugepages_boot")
+    assert boot.status == "problem", boot
+    assert check_of(doctor.diagnose(nodes), "node2", "hugepages_boot").status == "ok"
+
+
+def test_the_drop_in_that_appends_to_the_variable_is_the_plan() -> None:
+    nodes = healthy_ib()
+    nodes["node1"]["grub_defaults"] = ['GRUB_CMDLINE_LINUX="quiet"\n',
+                                       'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX default_hugepagesz=1G hugepagesz=1G '
+                                       'hugepages=50"\n']  # fmt: skip
+    assert check_of(doctor.diagnose(nodes), "node1", "hugepages_boot").status == "ok"
+
+
+def test_the_kernels_reading_of_huge_page_arguments() -> None:
+    # Documentation/admin-guide/kernel-parameters.txt: hugepages= after hugepagesz= counts pages of that size; as the
+    # first HugeTLB parameter, pages of the default size
+    assert tuning.hugepages_pools(["hugepagesz=1G", "hugepages=50"]) == {"1G": "50"}
+    assert tuning.hugepages_pools(["hugepages=50", "hugepagesz=1G"]) == {"2M": "50"}
+    assert tuning.hugepages_pools(["default_hugepagesz=1G", "hugepages=50"]) == {"1G": "50"}
+    assert tuning.hugepages_pools(["hugepagesz=2M", "hugepages=512", "hugepagesz=1G", "hugepages=4"]) == {
+        "2M": "512", "1G": "4"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("target", "provider"), [
+    ("/usr/local/tfabric/tools/lib/libnccl-net.so", "aiacc"),  # Tencent's library where AIACC is planned
+    ("/opt/rdmaforge/nccl-plugin/aiacc-1.0.0/libnccl-net.so", "aiacc"),  # another AIACC release
+    ("/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so", "harp"),  # AIACC where HARP is planned
+])  # fmt: skip
+def test_a_plugin_link_that_leads_elsewhere_than_the_providers_library_is_a_problem(target: str, provider: str) -> None:
+    """The link's target and the provider's library compared by device and inode (plugin_files, the two stat
+    results): AIACC installed where harp was planned was 'ok'."""
+    nodes = healthy_ib(nccl_plugin_provider=provider)
+    expected = {"aiacc": "/opt/rdmaforge/nccl-plugin/aiacc-2.0.1/libnccl-net.so",
+                "harp": "/usr/local/tfabric/tools/lib/libnccl-net.so"}[provider]  # fmt: skip
+    for node in nodes.values():
+        files = [{"exists": True, "inode": 11, "dev": 2049}, {"exists": True, "inode": 12, "dev": 2049}]
+        node.update(plugin_target=target, plugin_expected=expected, plugin_files=files)
+    plugin = check_of(doctor.diagnose(nodes), "node1", "plugin")
+    assert plugin.status == "problem", plugin
+    assert plugin.reason == (f"/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so leads to {target}, not to {expected}, the "
+                             f"library nccl_plugin_provider {provider} registers")  # fmt: skip
+    for node in nodes.values():
+        node["plugin_files"][1]["inode"] = 11  # one file: the link leads there
+    assert check_of(doctor.diagnose(nodes), "node1", "plugin").status == "ok"
+    for node in nodes.values():
+        node["plugin_files"][1]["exists"] = False  # the provider's library is not there at all
+    assert check_of(doctor.diagnose(nodes), "node1", "plugin").status == "problem"
+
+
+@pytest.mark.parametrize("fabric", ["ib", "InfiniBand", "rocev2"])
+def test_a_fabric_doctor_does_not_know_is_a_problem_not_no_rdma(fabric: str) -> None:
+    nodes = healthy_ib(rdmaforge_fabric=fabric)
+    rdma = check_of(doctor.diagnose(nodes), "node1", "rdma")
+    assert rdma.status == "problem" and f"rdmaforge_fabric={fabric!r} is not a fabric profile" in rdma.reason
+
+
+def test_eni_per_gpu_with_unreadable_nics_expects_no_count() -> None:
+    nodes = healthy_ib(doctor_expected_gpus=None, eni_per_gpu=True)
+    for node in nodes.values():
+        node.update(nics=[], nics_error="ip: command not found", nvidia_smi=None, lspci="")  # 0 GPUs counted
+    gpus = check_of(doctor.diagnose(nodes), "node1", "gpus")
+    assert gpus.status == "not_checked" and "the node's NICs could not be read" in gpus.reason, gpus
+
+
+@pytest.mark.parametrize(("variable", "value"), [("doctor_expected_gpus", "8.0"), ("hugepages_count", "50.0")])
+def test_a_count_as_the_argument_spec_takes_it_is_read_not_a_crash(variable: str, value: str) -> None:
+    """int("8.0") stopped doctor with a traceback after every node was read; the spec's int takes it as 8."""
+    assert doctor.diagnose(healthy_ib(**{variable: value})).exit_code == ExitCode.OK
+
+
+@pytest.mark.parametrize("reason", ["", "   ", None, 7])
+def test_an_acceptance_without_a_reason_accepts_nothing(reason: object) -> None:
+    nodes = healthy_ib(doctor_accept={"memlock": reason})
+    for node in nodes.values():
+        node["memlock"] = "64"
+    assert check_of(doctor.diagnose(nodes), "node1", "memlock").status == "problem"
+
+
+def test_an_unread_value_is_never_the_majority() -> None:
+    """Two nodes whose GPUs were not counted outvoted the one that counted 8: it was named the odd one out."""
+    nodes = {**healthy_ib(), "node3": copy.deepcopy(NODE)}
+    for host in ("node1", "node2"):
+        nodes[host].update(nvidia_smi=None, lspci=None, sysfs_gpus=None)
+    diagnosis = doctor.diagnose(nodes)
+    assert [f for f in diagnosis.findings if f.column == "gpus"] == [], diagnosis.findings
+
+
+def test_the_verdict_line_counts_what_made_the_run_unhealthy() -> None:
+    nodes = healthy_ib(doctor_accept={"memlok": "typo"})
+    text = doctor.render(doctor.diagnose(nodes))
+    assert "2 doctor_accept entries naming no check" in text.splitlines()[-1], text.splitlines()[-1]
+
+
+@pytest.mark.parametrize(("variables", "says"), [
+    ({"rdmaforge_fabric": "ib"}, "node1: rdmaforge_fabric='ib' is not a known fabric profile"),
+    ({"doctor_accept": "memlock=lab"},  # the spec's dict takes key=value text; doctor got the text
+     "node1: doctor_accept='memlock=lab' is not a mapping"),
+    ({"doctor_accept": {"memlok": "typo"}}, "node1: doctor_accept names 'memlok', which is no doctor check (did you "
+                                            "mean 'memlock'?)"),
+    ({"doctor_accept": {"memlock": ""}}, "node1: doctor_accept.memlock='' gives no reason"),
+    ({"eni_mtu": "jumbo"}, "eni_mtu"),
+])  # fmt: skip
+def test_doctor_checks_the_inventory_as_preflight_does_before_any_connection(
+    tmp_path: Path, variables: dict[str, Any], says: str
+) -> None:
+    """The hosts are loopback addresses at a closed port (9): the run stops on the controller's inventory check,
+    before the first task that connects, so no node is unreachable."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    hosts = {f"node{i}": {"ansible_host": f"127.0.0.{i}", "ansible_port": 9} for i in (1, 2)}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"vars": {"rdmaforge_fabric": "tcp", **variables},
+                                                 "children": {"cluster": {"hosts": hosts}}}}))  # fmt: skip
+    runs = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, "-m", "rdmaforge.cli", "doctor", "-i", str(inventory), "--runs-dir",
+                           str(runs)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert says in proc.stdout, proc.stdout[-3000:]
+    (run_dir,) = runs.iterdir()
+    recap = json.loads((run_dir / "recap.json").read_text())
+    assert recap.get("unreachable") in ([], None), recap
