@@ -91,7 +91,7 @@ def merge(
     nodes: list[dict[str, Any]] = []
     for host in dict.fromkeys([*members, *seen]):
         entry = seen.get(host)
-        if entry is not None and not entry.get("not_in_this_run"):
+        if entry is not None and entry.get("not_in_this_run") is None:  # "" is a reason (none recorded), as printed
             nodes.append({**entry, "as_of": now})
             continue
         # The run could not say what this node has: its own reason (the role's), or why the run missed it.

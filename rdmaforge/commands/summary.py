@@ -11,6 +11,7 @@ from rdmaforge import stored
 from rdmaforge.errors import missing_path
 from rdmaforge.paths import WORKSPACE
 from rdmaforge.runner.exit_codes import ExitCode, epilog
+from rdmaforge.terminal import escaped
 
 DEFAULT = WORKSPACE / "artifacts" / "summary.json"
 
@@ -22,12 +23,18 @@ def register(subparsers: Any) -> None:
 
 
 def format_node(node: dict[str, Any]) -> list[str]:
+    """The node's lines; a value holding a newline is written \\x0a, so it cannot fake a line of its own."""
+    return [escaped(line, one_line=True) for line in _node_lines(node)]
+
+
+def _node_lines(node: dict[str, Any]) -> list[str]:
     reason = node.get("not_in_this_run")
     if reason is not None:
         reason = reason or "not in this run (no reason recorded)"
         # Never shown as current: the entry (if any) is what an earlier run saw.
         if "os" not in node:
-            return [f"{node['host']}: {reason}; no earlier run has summarized it"]
+            # "no earlier run summarized it" would be false after a summary.json that could not be read
+            return [f"{node['host']}: {reason}; no earlier summary of it is on record"]
         seen = f"as of {node['as_of']}" if node.get("as_of") else "from an earlier run"
         return [f"{node['host']}: {reason}; its last summary ({seen}):", *("  " + line for line in current(node))]
     return current(node)

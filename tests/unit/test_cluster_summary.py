@@ -95,7 +95,7 @@ def test_cli_prints_earlier_entries_as_earlier(tmp_path: Path, capsys: pytest.Ca
     assert out[0] == f"summary written {SECOND}"
     assert f"node1: {OUTSIDE_LIMIT}; its last summary (as of {FIRST}):" in out
     assert any(line.startswith("node2 (198.18.0.2): Debian 12") for line in out)
-    assert f"node3: {OUTSIDE_LIMIT}; no earlier run has summarized it" in out
+    assert f"node3: {OUTSIDE_LIMIT}; no earlier summary of it is on record" in out
     # node1's details are indented under its note, so no line presents them as a current node's
     assert not any(line.startswith("node1 (") for line in out)
 
@@ -265,3 +265,38 @@ def test_an_integer_too_long_to_read_is_named_without_python_advice(
     assert main(["summary", str(path)]) == 64
     err = capsys.readouterr().err
     assert "an integer of more than 4300 digits" in err and "sys.set_int_max_str_digits" not in err, err
+
+
+def test_an_entry_with_an_empty_reason_is_not_stamped_current_by_the_merge(tmp_path: Path) -> None:
+    """The merge took `not_in_this_run: ""` for current (stamped as of this run) while the CLI prints it as not
+    current: the two now agree, and the earlier entry is kept with the empty reason."""
+    path = full_run(tmp_path)
+    vouched_for = {**entry("node1", mpi="5.0.0"), "not_in_this_run": ""}
+    nodes = merge([vouched_for, entry("node2"), entry("node3")], path, MEMBERS, MEMBERS, SECOND)["nodes"]
+    assert nodes[0]["not_in_this_run"] == "" and nodes[0]["as_of"] == FIRST and nodes[0]["mpi_version"] == "4.1.4"
+
+
+def test_a_damaged_earlier_summary_is_never_called_no_earlier_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a summary.json that could not be read, a node outside --limit has no entry on record, though earlier
+    runs summarized it: the line says what is known ("no earlier summary of it is on record")."""
+    path = full_run(tmp_path)
+    path.write_text(path.read_text()[:40])  # damaged
+    write(path, merge([entry("node2")], path, MEMBERS, ["node2"], SECOND))
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "no earlier run has summarized it" not in out
+    assert f"node1: {OUTSIDE_LIMIT}; no earlier summary of it is on record" in out
+
+
+def test_a_value_holding_a_newline_cannot_fake_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node = {**entry("node1", mpi="4.1.4\nnode2 (198.18.0.3): Debian 12, fabric erdma"), "as_of": FIRST}
+    node["nccl_settings"] = {"NCCL_DEBUG": "INFO\n  MPI:         5.0.0"}
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"time": FIRST, "nodes": [node]}))
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith("node2 ") for line in out), out
+    assert "  MPI:         4.1.4\\x0anode2 (198.18.0.3): Debian 12, fabric erdma" in out
+    assert sum(line.startswith("  MPI:") for line in out) == 1
