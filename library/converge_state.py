@@ -448,7 +448,11 @@ def compare(
     # Recorded commands read the node itself: a test across nodes (the MPI launch) is never recorded
     # (converge_state_observe: false), so a command whose output changed is the node's own drift too.
     commands = []
-    for old, new in zip(seen.get("commands") or [], now["commands"]):  # noqa: B905 (zip strict is 3.10+; targets run 3.8)
+    recorded_commands = seen.get("commands") or []
+    if len(recorded_commands) != len(now["commands"]):  # a damaged record: nothing to pair the outputs by
+        return ["the record's observations keep {} command output(s) for {} recorded command(s)".format(
+            len(recorded_commands), len(now["commands"]))], False  # fmt: skip
+    for old, new in zip(recorded_commands, now["commands"]):  # noqa: B905 (zip strict is 3.10+; targets run 3.8)
         if old != new:
             commands.append(
                 "command `{}`: output or exit code changed (rc {}, now {})".format(
@@ -456,6 +460,18 @@ def compare(
                 )
             )
     return node + own + commands, bool(own or commands) and not node
+
+
+def compare_record(
+    record: dict[str, Any], digest: str, files: dict[str, Any], reading: NodeReading
+) -> tuple[list[str], bool]:
+    """compare(), with a record whose parts are not the shapes rdmaforge writes (a list for a mapping, a part
+    missing) read as a difference: the node converges in full and its record is written anew. A traceback here
+    failed the node before any change on every run, and the record was never rewritten."""
+    try:
+        return compare(record, digest, files, reading)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        return ["the record is not as rdmaforge writes it ({}: {})".format(type(exc).__name__, exc)], False
 
 
 def cluster_change(record: dict[str, Any], cluster_digest: str | None) -> str:
@@ -569,7 +585,7 @@ def main() -> None:
             path=path,
         )
         return
-    reasons, local = compare(stored, digest, params["controller_files"], reading)
+    reasons, local = compare_record(stored, digest, params["controller_files"], reading)
     if len(reasons) > MAX_REASONS:
         reasons = reasons[: MAX_REASONS - 1] + [f"... and {len(reasons) - MAX_REASONS + 1} more"]
     module.exit_json(

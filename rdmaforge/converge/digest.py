@@ -26,6 +26,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -169,15 +170,70 @@ def is_input(name: str, prefixes: tuple[str, ...], runtime: frozenset[str]) -> b
     return name.startswith(prefixes) and name not in runtime
 
 
+#: A name a template may read (a Jinja identifier).
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: A template that reads from outside the inventory (an environment variable, a file, a command).
+_LOOKUP = re.compile(r"\b(?:lookup|query|q)\s*\(")
+
+
+def _templates(value: Any) -> Iterator[str]:
+    """Every string holding a template in ``value`` (nested lists and mappings, keys too)."""
+    if isinstance(value, str):
+        if "{{" in value or "{%" in value:
+            yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _templates(key)
+            yield from _templates(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _templates(item)
+
+
 def host_inputs(raw_vars: Mapping[str, Any], group_names: Iterable[str], root: Path = RESOURCES) -> dict[str, Any]:
     """The host's input variables, *as written* (not templated): a value such as
     ``"{{ ansible_facts.processor_vcpus }}"`` depends on facts, which the node fingerprint covers, and templating
-    it would make the digest depend on whether the fact cache was warm."""
+    it would make the digest depend on whether the fact cache was warm. What a template reads from the inventory
+    is an input too: ``nccl_env_overrides: "{{ vault_nccl_overrides }}"`` changes with vault_nccl_overrides, so
+    every variable a template names (and what its own templates name) is kept under ``referenced``, as written."""
     prefixes, runtime = role_prefixes(root), runtime_names(root)
     names = sorted(k for k in raw_vars if isinstance(k, str) and is_input(k, prefixes, runtime))
     inputs = {n: raw_vars[n] for n in names}
+    referenced: dict[str, Any] = {}
+    pending = [template for name in names for template in _templates(raw_vars[name])]
+    while pending:
+        for word in _IDENTIFIER.findall(pending.pop()):
+            if word in raw_vars and word not in inputs and word not in referenced:
+                referenced[word] = raw_vars[word]
+                pending += _templates(raw_vars[word])
+    if referenced:
+        inputs["referenced"] = dict(sorted(referenced.items()))
     inputs["group_names"] = sorted(group_names)
     return inputs
+
+
+def _looked_up(inputs: Mapping[str, Any], templated: Mapping[str, Any]) -> dict[str, str]:
+    """The values of the inputs whose templates read from outside the inventory (lookup, query), as Ansible
+    templates them now; the template's error when it cannot (a value that then changes is seen too)."""
+    found = {}
+    for name, value in inputs.items():
+        if name == "referenced" or not any(_LOOKUP.search(t) for t in _templates(value)):
+            continue
+        try:
+            found[name] = repr(templated.get(name))
+        except Exception as exc:  # noqa: BLE001 - any template error is the value's state, recorded as such
+            found[name] = f"cannot be templated: {type(exc).__name__}"
+    return found
+
+
+def _plain_keys(value: Any) -> Any:
+    """``value`` with every mapping key a string, so that json.dumps(sort_keys=True) can order a mapping whose keys
+    mix types (``{1: a, spare: b}``), which it cannot compare."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_keys(v) for v in value]
+    return value
 
 
 def _raw(hostvars: Mapping[str, Mapping[str, Any]], host: str) -> tuple[Mapping[str, Any], list[str]]:
@@ -226,11 +282,14 @@ def _inputs_and_caches(
     for host in sorted(set(hosts)):
         raw, groups = _raw(hostvars, host)
         inputs = host_inputs(raw, groups, root)
+        looked_up = _looked_up(inputs, hostvars[host]) if isinstance(hostvars[host], Mapping) else {}
+        if looked_up:
+            inputs["looked_up"] = looked_up
         for name in (k for k in inputs if k.endswith(CACHE_SUFFIX)):  # set in the inventory: templated here
             value = hostvars[host].get(name) if isinstance(hostvars[host], Mapping) else None
             if isinstance(value, str):
                 caches.add(value)
-        per_host[host] = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).digest()
+        per_host[host] = hashlib.sha256(json.dumps(_plain_keys(inputs), sort_keys=True, default=str).encode()).digest()
     return per_host, sorted(caches)
 
 

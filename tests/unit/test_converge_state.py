@@ -11,6 +11,7 @@ import configparser
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from rdmaforge.converge import digest, ledger
 from rdmaforge.parsers import converge_resources, packages
@@ -940,3 +942,71 @@ def test_a_task_that_reads_no_state_can_say_so() -> None:
     df = result({"argv": ["df", "-P", "-k", "/opt"]}, cmd=["df", "-P", "-k", "/opt"])
     ledger.add_task_result(entry, "Measure free space", "ansible.builtin.command", df, [False], observe=False)
     assert entry.as_dict()["commands"] == []
+
+
+def test_what_an_input_template_reads_from_the_inventory_is_an_input() -> None:
+    """nccl_env_overrides: "{{ vault_nccl_overrides }}" (Ansible's vault indirection) was hashed as its text: a new
+    vault_nccl_overrides left every node 'in sync' and the old nccl.conf in place. What a template names is kept as
+    written (transitively), so a change there is a change of desired state."""
+    base = {"node1": {"ansible_host": "198.18.0.11", "group_names": ["cluster"],
+                      "nccl_env_overrides": "{{ vault_nccl_overrides }}", "vault_nccl_overrides": "{{ site_env }}",
+                      "site_env": {"NCCL_DEBUG": "INFO"}, "unrelated": 1}}  # fmt: skip
+    first = node_digests(base, ["node1"])["node1"]
+    deeper = {"node1": dict(base["node1"], site_env={"NCCL_DEBUG": "WARN"})}
+    assert node_digests(deeper, ["node1"])["node1"] != first
+    other = {"node1": dict(base["node1"], unrelated=2)}  # named by no input's template: not an input
+    assert node_digests(other, ["node1"])["node1"] == first
+
+
+def test_a_prefixed_mapping_with_keys_of_mixed_types_has_a_digest() -> None:
+    """{1: a, spare: b} could not be ordered by json.dumps(sort_keys=True): every node failed in preflight."""
+    hostvars = {"node1": {"ansible_host": "198.18.0.11", "cluster_racks": {1: "a", "spare": "b"}}}
+    assert node_digests(hostvars, ["node1"])["node1"]
+
+
+def test_an_input_that_reads_the_environment_is_hashed_by_its_value(tmp_path: Path) -> None:
+    """nccl_cuda_archs: "{{ lookup('ansible.builtin.env', 'SITE_ARCHS') | split(',') }}": its text never changes,
+    its value does. Through real Ansible (HostVars templating), on a host that is never contacted (debug only)."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": {"node1": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9,
+        "nccl_cuda_archs": "{{ lookup('ansible.builtin.env', 'SITE_ARCHS') | split(',') }}"}}}}}}))  # fmt: skip
+    playbook = tmp_path / "digest.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "node1", "gather_facts": False, "tasks": [{
+        "ansible.builtin.debug": {"msg": "DIGEST={{ (hostvars | rdmaforge.cluster.rdmaforge_converge_digests("
+                                         "groups['all'])).nodes.node1 }}"}}]}]))  # fmt: skip
+
+    def node_digest(archs: str) -> str:
+        env = {**os.environ, "SITE_ARCHS": archs, "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"),
+               "ANSIBLE_CACHE_PLUGIN": "memory", "RDMAFORGE_CONTROLLER_CACHE": str(tmp_path / "cache")}  # fmt: skip
+        proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                               str(playbook)], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+        found = re.search(r"DIGEST=([0-9a-f]{64})", proc.stdout)
+        assert proc.returncode == 0 and found, proc.stdout[-3000:] + proc.stderr[-2000:]
+        return found.group(1)
+
+    first = node_digest("sm_80")
+    assert node_digest("sm_80") == first
+    assert node_digest("sm_90") != first
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    # the commands' outputs paired with the commands by position: with fewer kept, a drift went unseen (zip)
+    (lambda data: data["observations"].update(commands=[]), "keep 0 command output(s) for 1 recorded command(s)"),
+    (lambda data: data.update(observations={}), "keep 0 command output(s) for 1 recorded command(s)"),
+    # shapes rdmaforge does not write: the check failed the node before any change, on every run
+    (lambda data: data.update(observations=["paths"]), "the record is not as rdmaforge writes it (AttributeError"),
+    (lambda data: data["resources"].update(packages=["dpkg"]), "the record is not as rdmaforge writes it"),
+    (lambda data: data["resources"].update(unverifiable={"a": 1}), "the record is not as rdmaforge writes it"),
+])  # fmt: skip
+def test_a_damaged_record_is_never_in_sync_nor_a_failure(tmp_path: Path, damage, reason: str) -> None:
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_DEBUG=INFO\n")
+    _, state = record(tmp_path, {"commands": [["cat", str(conf)]]})
+    data = json.loads(state.read_text())
+    damage(data)
+    state.write_text(json.dumps(data))
+    conf.write_text("NCCL_DEBUG=TRACE\n")  # a drift the record's commands would show
+    checked = check(state)
+    assert checked.rc == 0, checked.stdout[-2000:]
+    assert checked.result["in_sync"] is False and any(reason in r for r in checked.result["reasons"]), checked.result
