@@ -471,7 +471,7 @@ def compare_record(
     try:
         return compare(record, digest, files, reading)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        return ["the record is not as rdmaforge writes it ({}: {})".format(type(exc).__name__, exc)], False
+        return [f"the record is not as rdmaforge writes it ({type(exc).__name__}: {exc})"], False
 
 
 def cluster_change(record: dict[str, Any], cluster_digest: str | None) -> str:
