@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,20 @@ def test_a_node_without_a_previous_build_stops_the_rollback_before_any_node_swit
     proc = run_playbook("rollback_nccl.yml", inventory=inv, env=ENV)
     assert proc.returncode != 0
     assert "node3: no previous NCCL build to roll back to" in proc.stdout, proc.stdout[-4000:]
+    assert [(root / "current").readlink().name for root in roots.values()] == ["b2", "b2", "b2"]
+
+
+def test_a_previous_link_to_a_deleted_build_stops_the_rollback_before_any_node_switches(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    """stat does not follow a link by default: a `previous` whose build was deleted (disk cleanup) 'existed', every
+    node passed the check, and node3 failed only in its own batch, after node1 and node2 had switched."""
+    states: dict[str, tuple[str, str | None]] = {node: ("b2", "b1") for node in NODES}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    shutil.rmtree((roots["node3"] / "previous").resolve())  # the link stays, dangling
+    proc = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=1", inventory=inv, env=ENV)
+    assert proc.returncode != 0
+    assert "node3: no previous NCCL build to roll back to" in " ".join(proc.stdout.split()), proc.stdout[-4000:]
     assert [(root / "current").readlink().name for root in roots.values()] == ["b2", "b2", "b2"]
 
 
