@@ -74,6 +74,17 @@ def parse_junit(path: Path, hosts: Sequence[str] = ()) -> list[TestOutcome]:
     return outcomes
 
 
+def read_junit(path: Path, hosts: Sequence[str] = ()) -> tuple[list[TestOutcome], str]:
+    """parse_junit, and why nothing could be read: no file (pytest stopped before writing it), or one that is no
+    complete XML (pytest killed while writing it, a full disk). Either way no node has a result: not judged."""
+    if not path.is_file():
+        return [], f"{path}: pytest wrote no results"
+    try:
+        return parse_junit(path, hosts), ""
+    except (ET.ParseError, OSError) as exc:
+        return [], f"{path}: the suite's results cannot be read ({exc})"
+
+
 def by_node(outcomes: Iterable[TestOutcome], hosts: Sequence[str] = ()) -> dict[str | None, NodeResult]:
     """Counts per node; each of ``hosts`` (the nodes the suite was run on) is there even with no result at all,
     which makes it "not judged" (a -k or a collection that selected none of its tests proved nothing there)."""

@@ -1519,11 +1519,22 @@ def etc_hosts_lines(nodes: Sequence[HostsEntry]) -> tuple[list[str], list[str]]:
     """
     lines: list[str] = []
     problems: list[str] = []
+    owner: dict[str, str] = {}  # address -> the first node written with it
     for node in nodes:
         address = node.effective_address
         if not is_ipv4(address):
             if node.default_ipv4 and is_ipv4(node.default_ipv4):
                 address = node.default_ipv4
+                # Behind NAT every node's default route can have one address (Vagrant's 10.0.2.15): /etc/hosts would
+                # send every peer's name to one machine.
+                if address in owner:
+                    given = f"{node.address_variable}={show(node.effective_address)}"
+                    problems.append(
+                        f"{node.name}: {given} is a DNS name, and the IPv4 of the node's default route ({address}, "
+                        f"ansible_default_ipv4) is also {owner[address]}'s; allowed: an IPv4 address no other node "
+                        "has in ansible_host, or cluster_hosts_manage: false"
+                    )
+                    continue
             else:
                 problems.append(
                     f"{node.name}: {node.address_variable}={show(address)} is not an IPv4 address and "
@@ -1533,6 +1544,7 @@ def etc_hosts_lines(nodes: Sequence[HostsEntry]) -> tuple[list[str], list[str]]:
                     f"or cluster_hosts_manage: false"
                 )
                 continue
+        owner.setdefault(address, node.name)
         names = [node.name] if short_name(node.name) == node.name else [node.name, short_name(node.name)]
         lines.append(f"{address}\t{' '.join(names)}")
     return lines, problems

@@ -127,7 +127,9 @@ def verify_hosts(
     redactor = session.redactor()
     env = {**suite_environment(request), **(listed.environment if listed else {})}
     rc = run_suite(argv, directory / "pytest.log", echo, env, session.out, redactor)
-    outcomes = infra_report.parse_junit(junit_path, hosts) if junit_path.is_file() else []
+    outcomes, unread = infra_report.read_junit(junit_path, hosts)
+    if unread:
+        print(f"rdmaforge {NAME}: {unread}; no node is judged", file=sys.stderr)
     return [replace(o, message=redactor.text(o.message)) for o in outcomes], rc
 
 

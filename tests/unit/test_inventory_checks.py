@@ -637,6 +637,19 @@ def test_etc_hosts_lines() -> None:
     ]
 
 
+def test_etc_hosts_never_sends_two_names_to_one_fallback_address() -> None:
+    """Nodes addressed by DNS name fall back to their default route's IPv4; behind NAT (Vagrant's 10.0.2.15) that is
+    one address for all, and /etc/hosts sent every peer's name to one machine without a word."""
+    nat = [HostsEntry(f"node{i}.example", f"node{i}.example", default_ipv4="10.0.2.15") for i in (1, 2, 3)]
+    lines, problems = checks.etc_hosts_lines(nat)
+    assert lines == ["10.0.2.15\tnode1.example node1"]
+    assert problems == [
+        f"node{i}.example: ansible_host='node{i}.example' is a DNS name, and the IPv4 of the node's default route "
+        "(10.0.2.15, ansible_default_ipv4) is also node1.example's; allowed: an IPv4 address no other node has in "
+        "ansible_host, or cluster_hosts_manage: false" for i in (2, 3)
+    ]
+
+
 def test_etc_hosts_needs_an_ipv4_address() -> None:
     lines, problems = checks.etc_hosts_lines([HostsEntry("node1", None), HostsEntry("node2", "10.0.0.2")])
     assert lines == ["10.0.0.2\tnode2"]

@@ -164,3 +164,16 @@ def test_verify_of_a_node_whose_every_test_is_skipped_is_not_a_pass(
     assert "  test_erdma_repository_and_keyring on localhost: " in out, out
     recap = json.loads((next(runs.iterdir()) / "recap.json").read_text())
     assert recap["nodes"] == {"localhost": {"passed": 0, "failed": 0, "skipped": 1, "result": "not judged"}}
+
+
+@pytest.mark.parametrize("cut", [0, 40, 120, -30])
+def test_results_cut_short_judge_no_node_and_name_the_file(tmp_path: Path, cut: int) -> None:
+    """pytest killed while writing junit.xml (or a full disk) left a file that is no complete XML: verify stopped
+    with an internal error (exit 70). Now no node has a result, the file is named, and the exit is 1, not a pass."""
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT[:cut])
+    outcomes, unread = infra_report.read_junit(path, ["node1"])
+    assert outcomes == [] and unread.startswith(f"{path}: the suite's results cannot be read ("), unread
+    assert infra_report.exit_code(outcomes, [], 0, ["node1"]) == ExitCode.ERROR
+    missing, why = infra_report.read_junit(tmp_path / "none.xml", ["node1"])
+    assert missing == [] and why == f"{tmp_path / 'none.xml'}: pytest wrote no results"
