@@ -826,6 +826,17 @@ def doctor_accept_problems(host: str, values: Mapping[str, object]) -> list[Prob
     return found
 
 
+#: List variables whose empty value would make a check pass having checked nothing, and what each must hold.
+NON_EMPTY_LISTS = {"ssh_trust_check_by": "address, name, or both (ssh_trust_check: false turns the check off)"}
+
+
+def empty_list_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """ssh_trust_check_by: [] passed its argument spec (no element is a bad choice), so the SSH check probed no
+    pair and passed: refused, naming what it must hold."""
+    return [Problem(host, name, f"{host}: {name}=[] names nothing to check by; allowed: {allowed}")
+            for name, allowed in NON_EMPTY_LISTS.items() if values.get(name) == []]  # fmt: skip
+
+
 def renamed_variable_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A renamed variable set under its old name (its value would be ignored)."""
     return [
@@ -1474,6 +1485,7 @@ def inventory_report(
         found += env_value_problems(node.name, node.values)
         found += rdma_fallback_problems(node.name, node.values)
         found += doctor_accept_problems(node.name, node.values)
+        found += empty_list_problems(node.name, node.values)
         found += renamed_variable_problems(node.name, node.values)
         found += release_problems(node.name, node.values)
         found += version_problems(node.name, node.values)

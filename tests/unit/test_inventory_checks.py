@@ -1327,3 +1327,14 @@ def test_an_environment_value_that_is_no_text_is_refused_before_any_connection(
     fine = [NodeInput("node1", "10.0.0.1", "erdma", values={variable: {"NCCL_ALGO": "Ring,Tree", "NCCL_X": 1}})]
     assert checks.inventory_report(fine) == {}
 
+
+
+def test_an_ssh_check_by_nothing_is_refused() -> None:
+    """ssh_trust_check_by: [] passed the argument spec (no element is a bad choice) and the SSH check then probed
+    no pair and passed."""
+    nodes = [NodeInput("node1", "10.0.0.1", "tcp", values={"ssh_trust_check_by": []})]
+    assert checks.inventory_report(nodes) == {"node1": [
+        "node1: ssh_trust_check_by=[] names nothing to check by; allowed: address, name, or both (ssh_trust_check: "
+        "false turns the check off)"]}  # fmt: skip
+    fine = [NodeInput("node1", "10.0.0.1", "tcp", values={"ssh_trust_check_by": ["name"]})]
+    assert checks.inventory_report(fine) == {}
