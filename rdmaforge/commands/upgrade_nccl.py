@@ -35,7 +35,8 @@ def rollout_variables(args: argparse.Namespace) -> dict[str, Any]:
     if args.serial is None:
         return variables
     text = str(args.serial).strip()
-    return {**variables, "rdmaforge_upgrade_serial": int(text) if text.isdigit() else text}
+    # isascii: "²" and "３" are digits to str.isdigit but no number int() reads the same way (or at all)
+    return {**variables, "rdmaforge_upgrade_serial": int(text) if text.isascii() and text.isdigit() else text}
 
 
 def register(subparsers: Any) -> None:

@@ -43,7 +43,7 @@ def test_the_batch_size_is_checked_under_limit(inventory: Path, playbook: str) -
     refused(proc, "0")
 
 
-@pytest.mark.parametrize("value", [0, -1, "two", "150%", "0%", "2.5", True, [1]])
+@pytest.mark.parametrize("value", [0, -1, "two", "150%", "0%", "2.5", True, [1], "25%\n", "3\n", "²", "３"])
 def test_a_bad_batch_size_is_refused(inventory: Path, value: object) -> None:
     extra = json.dumps({"rdmaforge_upgrade_serial": value})
     refused(run_playbook("check_upgrade_serial.yml", "-e", extra, inventory=inventory, env=ENV), value)
@@ -54,3 +54,15 @@ def test_a_good_batch_size_passes(inventory: Path, value: object) -> None:
     extra = [] if value is None else ["-e", json.dumps({"rdmaforge_upgrade_serial": value})]
     proc = run_playbook("check_upgrade_serial.yml", *extra, inventory=inventory, env=ENV)
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize("given", ["²", "３", "٣"])
+def test_a_digit_of_another_script_is_no_batch_size_of_the_command_line(given: str) -> None:
+    """str.isdigit is true for "²" (int() raised: exit 70) and for "３" (read as 3): both are text now, which the
+    playbook's check refuses like any other word."""
+    import argparse
+
+    from rdmaforge.commands import upgrade_nccl
+
+    variables = upgrade_nccl.rollout_variables(argparse.Namespace(serial=given, allow_partial=False))
+    assert variables["rdmaforge_upgrade_serial"] == given
