@@ -183,3 +183,24 @@ def test_a_controller_killed_mid_compile_then_mid_packaging_leaves_nothing_a_rer
     assert fourth.returncode == 0, fourth.stdout[-4000:]
     assert recap(fourth.stdout)["localhost"]["changed"] == 0, fourth.stdout[-4000:]
     assert "build_once : Compile]" not in fourth.stdout
+
+
+def test_a_tarball_of_another_sha256_is_built_again_under_the_same_id(tmp_path: Path) -> None:
+    """The build id names the release, CUDA and archs, not the source: a patched tarball of the same release (a new
+    build_once_tarball_sha256) found the old build in the cache, installed it and passed. The cached manifest's
+    source sha256 is compared with the pin, as a git build's commit already was."""
+    first_inventory, first_playbook = write_run(tmp_path, "same-id", name="first.yml")
+    first = run_playbook(str(first_playbook), inventory=first_inventory, env=ENV, timeout=300)
+    assert first.returncode == 0, first.stdout[-4000:]
+    cached = json.loads((tmp_path / "cache" / "toy-same-id.json").read_text())
+    patched = MAKEFILE.replace("echo built", "echo patched")
+    inventory, playbook = write_run(tmp_path, "same-id", patched, name="patched.yml")
+    again = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert again.returncode == 0, again.stdout[-4000:]
+    rebuilt = json.loads((tmp_path / "cache" / "toy-same-id.json").read_text())
+    assert rebuilt["source"]["sha256"] != cached["source"]["sha256"]
+    assert rebuilt["source"]["sha256"] == hashlib.sha256((tmp_path / "toy-1.0.tar.gz").read_bytes()).hexdigest()
+    assert (tmp_path / "opt" / "same-id" / "out.txt").read_text() == "patched\n"
+    # the same tarball again: the cache is used, nothing is built
+    same = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert same.returncode == 0 and json.loads((tmp_path / "cache" / "toy-same-id.json").read_text()) == rebuilt
