@@ -7,6 +7,7 @@ character pytest also uses to join parameter ids).
 
 from __future__ import annotations
 
+import codecs
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
@@ -44,9 +45,20 @@ class NodeResult:
         return "pass" if self.passed else "not judged"
 
 
+def _unescaped(text: str) -> str:
+    """A test id as pytest wrote it, its ASCII escapes undone: pytest writes a non-ASCII host name (``nœud``) as
+    ``n\\u0153ud`` in the id."""
+    if "\\" not in text or not text.isascii():
+        return text
+    try:
+        return codecs.decode(text, "unicode_escape")
+    except UnicodeDecodeError:
+        return text
+
+
 def host_of(params: str, hosts: Sequence[str]) -> str | None:
     """The host in a parameter id such as ``ansible://node1`` or ``ansible://node-1-erdma``."""
-    for name in HOST_SPEC.findall(params):
+    for name in HOST_SPEC.findall(_unescaped(params)):
         known = [h for h in hosts if name == h or name.startswith(f"{h}-")]
         if known:
             return max(known, key=len)
@@ -107,8 +119,10 @@ def exit_code(outcomes: Sequence[TestOutcome], unreachable: Sequence[str], pytes
     ``hosts`` with no result or on which every test was skipped (nothing judged there), else 0."""
     if unreachable:
         return ExitCode.UNREACHABLE
-    if any(o.status in ("failed", "error") for o in outcomes):
+    if any(o.status in ("failed", "error") and o.host is not None for o in outcomes):
         return ExitCode.HOST_FAILED
+    if any(o.status in ("failed", "error") for o in outcomes):
+        return ExitCode.ERROR  # the suite itself (a collection error): no node's test failed, none was judged
     if pytest_rc != 0 or not outcomes:
         return ExitCode.ERROR
     if any(result.result == "not judged" for host, result in by_node(outcomes, hosts).items() if host is not None):

@@ -177,3 +177,30 @@ def test_results_cut_short_judge_no_node_and_name_the_file(tmp_path: Path, cut: 
     assert infra_report.exit_code(outcomes, [], 0, ["node1"]) == ExitCode.ERROR
     missing, why = infra_report.read_junit(tmp_path / "none.xml", ["node1"])
     assert missing == [] and why == f"{tmp_path / 'none.xml'}: pytest wrote no results"
+
+
+def test_a_host_name_pytest_escapes_in_its_id_keeps_its_result(tmp_path: Path) -> None:
+    """pytest writes a non-ASCII parameter as ASCII escapes in the test id (nœud as n\\u0153ud): the node's passing
+    test was counted under (suite), and the node read 'no test result (not judged)'. A real pytest run writes the id."""
+    import subprocess
+
+    (tmp_path / "test_names.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('host', ['ansible://nœud', 'ansible://node1'], ids=str)\n"
+        "def test_reachable(host):\n    assert host\n"
+    )
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                           str(tmp_path / "test_names.py")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "\\u0153" in junit.read_text()  # how pytest writes it
+    outcomes, unread = infra_report.read_junit(junit, ["nœud", "node1"])
+    assert unread == "" and {o.host for o in outcomes} == {"nœud", "node1"}, outcomes
+
+
+def test_a_suite_that_failed_to_collect_is_no_test_failed_on_a_node() -> None:
+    """A collection error is the suite's (host None): verify said exit 2, 'a test failed on a node', while no node
+    had a result. It is exit 1, the suite could not run; a node's own failure stays exit 2."""
+    broken = [infra_report.TestOutcome("tests/infra/test_nodes.py", None, "error", "ImportError: no module x")]
+    assert infra_report.exit_code(broken, [], 2, ["node1"]) == ExitCode.ERROR
+    failed = [*broken, infra_report.TestOutcome("test_mpirun", "node1", "failed", "not on PATH")]
+    assert infra_report.exit_code(failed, [], 1, ["node1"]) == ExitCode.HOST_FAILED
