@@ -30,7 +30,8 @@ def add_allow_partial_argument(parser: argparse.ArgumentParser, switches: str) -
 
 
 def rollout_variables(args: argparse.Namespace) -> dict[str, Any]:
-    """The variables of --serial and --allow-partial: none for an option not given (the inventory's value stands)."""
+    """The variables of --serial and --allow-partial: none for an option not given (an -e value then stands; Ansible's
+    serial reads no inventory variable, so one set only in the inventory leaves batches of 1)."""
     variables: dict[str, Any] = {"nccl_build_allow_partial": True} if getattr(args, "allow_partial", False) else {}
     if args.serial is None:
         return variables
