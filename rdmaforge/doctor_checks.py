@@ -320,6 +320,10 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     named = re.search(r"-cuda([^-]+)-", str(manifest["id"]))
     cuda = str(manifest.get("cuda") or (named.group(1) if named else ""))
     if not cuda:
+        # The release can still be compared: a build of another NCCL release is wrong whatever its CUDA.
+        given = str(manifest.get("version") or installed.split("-", 1)[0])
+        if version and given != version:
+            return "problem", installed, f"NCCL {version}", f"installed NCCL {given}, the cluster's is {version}"
         return "not_checked", installed, None, "the installed build's manifest does not say its CUDA release"
     expected = build_id(version, cuda, archs, funcs)
     if installed != expected:
@@ -330,6 +334,9 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         return "problem", installed, expected, f"the build's manifest is there but its lib/ has no {library}"
     # The build has no PTX: its kernels load only on GPUs its archs cover (one rank would still run: a copy).
     caps = parse_compute_caps(str(node.get("compute_caps") or ""))
+    # nvidia-smi listed GPUs but not their compute capabilities: the archs were not compared with anything
+    unread_caps = ("; the GPUs' compute capabilities were not read, so the archs were not compared"
+                   if not caps and node.get("nvidia_smi") else "")  # fmt: skip
     uncovered = uncovered_caps([str(a) for a in manifest.get("archs") or archs], caps)
     if uncovered:
         wanted = ", ".join(arch_for(cap) for cap in uncovered)
@@ -337,14 +344,16 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         return "problem", installed, f"an arch for compute capability {', '.join(uncovered)}", reason
     lines, home = node.get("ld_cache_nccl"), str(node.get("nccl_home") or "")
     if lines is None or not home:
-        return "ok", installed, expected, "the cluster's NCCL build (the ld.so cache was not read)"
+        return "ok", installed, expected, f"the cluster's NCCL build (the ld.so cache was not read){unread_caps}"
     found = ld_cache.resolve(lines, "libnccl.so.2")
-    root = home.rsplit("/", 1)[0] + "/"
+    # build_once registers <root>/current/lib: a path under another build (previous, an older id) is not the one
+    # the cluster runs, though it is under the same root.
+    root = home.rstrip("/") + "/"
     if not found or not found.startswith(root):
         where = f"at {found}" if found else "nowhere"
         reason = f"programs that name no path find libnccl.so.2 {where}, not the cluster's build under {root}"
         return "problem", installed, expected, reason + " (its ld.so.conf.d entry is missing or ldconfig was not run)"
-    return "ok", installed, expected, f"the cluster's NCCL build, which ld.so gives programs ({found})"
+    return "ok", installed, expected, f"the cluster's NCCL build, which ld.so gives programs ({found}){unread_caps}"
 
 
 def plugin_provider(node: Mapping[str, Any]) -> str:

@@ -601,3 +601,30 @@ def test_doctor_checks_the_inventory_as_preflight_does_before_any_connection(
     (run_dir,) = runs.iterdir()
     recap = json.loads((run_dir / "recap.json").read_text())
     assert recap.get("unreachable") in ([], None), recap
+
+
+def test_a_build_of_another_release_is_a_problem_even_when_its_manifest_names_no_cuda() -> None:
+    nodes = healthy_ib()
+    for node in nodes.values():
+        node["nccl_manifest"] = {"id": "nccl-2.18.3-sm_90", "version": "2.18.3"}  # an older, hand-made manifest
+    nccl = check_of(doctor.diagnose(nodes), "node1", "nccl")
+    assert nccl.status == "problem" and nccl.reason == "installed NCCL 2.18.3, the cluster's is 2.29.7", nccl
+
+
+def test_libnccl_from_another_build_under_the_same_root_is_not_the_clusters() -> None:
+    """ld.so handing out /opt/nccl/previous/lib/libnccl.so.2 was 'the cluster's NCCL build': build_once registers
+    <root>/current/lib."""
+    nodes = healthy_ib()
+    for node in nodes.values():
+        node["ld_cache_nccl"] = ["\tlibnccl.so.2 (libc6,x86-64) => /opt/nccl/previous/lib/libnccl.so.2",
+                                 *node["ld_cache_nccl"][1:]]  # fmt: skip
+    nccl = check_of(doctor.diagnose(nodes), "node1", "nccl")
+    assert nccl.status == "problem" and "not the cluster's build under /opt/nccl/current/" in nccl.reason, nccl
+
+
+def test_an_ok_build_says_when_the_gpus_archs_were_not_compared() -> None:
+    nodes = healthy_ib()
+    for node in nodes.values():
+        node["compute_caps"] = None  # nvidia-smi listed the GPUs, but not their compute capabilities
+    nccl = check_of(doctor.diagnose(nodes), "node1", "nccl")
+    assert nccl.status == "ok" and nccl.reason.endswith("so the archs were not compared"), nccl
