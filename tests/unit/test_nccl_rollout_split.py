@@ -275,6 +275,20 @@ def test_a_previous_link_to_a_deleted_build_stops_the_rollback_before_any_node_s
     assert [(root / "current").readlink().name for root in roots.values()] == ["b2", "b2", "b2"]
 
 
+def test_a_previous_that_is_the_current_build_stops_the_rollback(tmp_path: Path, libraries: dict[str, Path]) -> None:
+    """The same build reached by two spellings of the prefix ('/opt/nccl/' then '/opt/nccl') became its own
+    'previous': the rollback 'succeeded' and changed nothing."""
+    states: dict[str, tuple[str, str | None]] = {node: ("b2", "b1") for node in NODES}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    (roots["node2"] / "previous").unlink()
+    (roots["node2"] / "previous").symlink_to(f"{roots['node2']}//b2")  # current's build, spelt otherwise
+    proc = run_playbook("rollback_nccl.yml", inventory=inv, env=ENV)
+    assert proc.returncode != 0
+    said = " ".join(proc.stdout.split())
+    assert f"node2: {roots['node2']}/previous leads to the build current already is" in said, proc.stdout[-4000:]
+    assert [(root / "current").readlink().name for root in roots.values()] == ["b2", "b2", "b2"]
+
+
 CHECK_PLAYBOOK = """---
 - name: The check the upgrade runs on each batch after installing
   hosts: cluster
