@@ -31,6 +31,7 @@ A port::
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict
@@ -525,8 +526,12 @@ def merge_ibstat(devices: Sequence[Device], cas: Sequence[IbstatCa]) -> tuple[li
 
 def known_rate(value: object) -> float | None:
     """A port's recorded ``rate_gbps`` as a number; None when it is unknown or not a number (a stored fact of the
-    wrong type, a boolean)."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    wrong type, a boolean), or no rate an active link runs at (0, negative, NaN, infinite: NaN passed every
+    minimum, since no comparison with it is true)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    rate = float(value)
+    return rate if math.isfinite(rate) and rate > 0 else None
 
 
 def active_port_rates(devices: object, pattern: str | None = None) -> list[tuple[str, float | None]]:

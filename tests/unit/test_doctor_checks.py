@@ -628,3 +628,13 @@ def test_an_ok_build_says_when_the_gpus_archs_were_not_compared() -> None:
         node["compute_caps"] = None  # nvidia-smi listed the GPUs, but not their compute capabilities
     nccl = check_of(doctor.diagnose(nodes), "node1", "nccl")
     assert nccl.status == "ok" and nccl.reason.endswith("so the archs were not compared"), nccl
+
+
+@pytest.mark.parametrize("rate", [float("nan"), 0, -200.0, float("inf")])
+def test_a_port_rate_no_link_runs_at_is_not_read_as_a_rate(rate: float) -> None:
+    """NaN passed a floor of 200 Gb/s (no comparison with it is true); two ports at 0 Gb/s were 'ok'."""
+    nodes = healthy_ib(rdma_core_min_port_rate_gbps=200)
+    for node in nodes.values():
+        node["rdma_devices"][0]["ports"][0]["rate_gbps"] = rate
+    port_rate = check_of(doctor.diagnose(nodes), "node1", "port_rate")
+    assert port_rate.status == "problem" and "rate not reported for mlx5_0:1" in port_rate.reason, port_rate
