@@ -271,6 +271,18 @@ def address_problems(host: str, address: object) -> list[Problem]:
                     f"without leading zeros); allowed: {allowed}",
                 )
             ]
+        ip = ipaddress.IPv4Address(address)
+        # No machine answers as one of these (0.0.0.0/8 is "this network", the rest reach many or none): every peer's
+        # /etc/hosts, hostfile and SSH trust would name no node.
+        if ip.is_unspecified or ip in ipaddress.IPv4Network("0.0.0.0/8") or ip.is_multicast or ip.is_reserved:
+            return [
+                Problem(
+                    host,
+                    "ansible_host",
+                    f"{host}: ansible_host={show(address)} is no address of one machine (this-network, multicast, "
+                    f"reserved or broadcast); allowed: {allowed}",
+                )
+            ]
         return []
     if not is_hostname(address):
         return [

@@ -1338,3 +1338,13 @@ def test_an_ssh_check_by_nothing_is_refused() -> None:
         "false turns the check off)"]}  # fmt: skip
     fine = [NodeInput("node1", "10.0.0.1", "tcp", values={"ssh_trust_check_by": ["name"]})]
     assert checks.inventory_report(fine) == {}
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "0.1.2.3", "255.255.255.255", "224.0.0.1", "240.0.0.1"])
+def test_an_address_no_one_machine_answers_as_is_refused(address: str) -> None:
+    """They passed as IPv4 addresses: every peer's /etc/hosts, hostfile and SSH trust would then name no node."""
+    assert [p.message for p in checks.address_problems("node1", address)] == [
+        f"node1: ansible_host='{address}' is no address of one machine (this-network, multicast, reserved or "
+        "broadcast); allowed: an IPv4 address such as 172.20.20.145, or a DNS host name"
+    ]
+    assert checks.address_problems("node1", "198.18.0.2") == []
