@@ -231,9 +231,13 @@ def eni_gpu_problem(
 
 
 def eni_mtu(fabric: str, jumbo_frames: bool, override: int | None = None) -> int:
-    """Alibaba's guidance: eRDMA with jumbo frames 8500; otherwise 1400 (LL128-safe); ``override`` wins."""
+    """Alibaba's guidance: eRDMA with jumbo frames 8500; otherwise 1400 (LL128-safe); ``override`` wins (a whole
+    number as the argument spec takes it: 9000, 9000.0 or "9000.0"; ValueError naming the variable otherwise)."""
     if override is not None and str(override) != "":
-        return int(override)
+        number = whole_number(override)
+        if number is None:
+            raise ValueError(f"eni_mtu={override!r} is not a whole number of bytes")
+        return number
     return 8500 if fabric == "erdma" and jumbo_frames else 1400
 
 

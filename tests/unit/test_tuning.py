@@ -172,9 +172,16 @@ def test_hugepages_seed_rule_needs_a_known_gpu_count() -> None:
 
 @pytest.mark.parametrize(("fabric", "jumbo", "override", "mtu"),
                          [("erdma", True, None, 8500), ("erdma", False, None, 1400), ("tcp", True, None, 1400),
-                          ("erdma", True, 9000, 9000)])  # fmt: skip
+                          ("erdma", True, 9000, 9000), ("tcp", False, "9000.0", 9000),
+                          ("tcp", False, 9000.0, 9000)])  # fmt: skip
 def test_eni_mtu(fabric: str, jumbo: bool, override: int | None, mtu: int) -> None:
+    # "9000.0": the argument spec's int takes it (and preflight with it); int() raised, and doctor stopped (exit 70)
     assert tuning.eni_mtu(fabric, jumbo, override) == mtu
+
+
+def test_an_eni_mtu_that_is_no_number_names_the_variable() -> None:
+    with pytest.raises(ValueError, match="eni_mtu='jumbo' is not a whole number of bytes"):
+        tuning.eni_mtu("tcp", False, "jumbo")
 
 
 def test_eni_plan_tables_rules_and_problems() -> None:
