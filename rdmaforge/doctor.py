@@ -204,7 +204,9 @@ def hugepages_summary(node: Mapping[str, Any]) -> str:
 
 def nccl_summary(node: Mapping[str, Any]) -> str:
     """The installed build's id (version, CUDA, archs, function set), else the library's version, else none."""
-    manifest = node.get("nccl_manifest") or {}
+    manifest, damaged = doctor_checks.build_manifest(node)
+    if damaged:
+        return "damaged"
     if manifest.get("id"):
         return str(manifest["id"]).removeprefix("nccl-")
     if manifest.get("version"):

@@ -16,6 +16,7 @@ fabric profile table (rdmaforge.fabrics). Pure functions; rdmaforge.doctor rende
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -308,13 +309,38 @@ def check_hugepages_boot(node: Mapping[str, Any], gpus: int | None) -> tuple[Che
     return "ok", actual, expected, "the next boot reserves the planned pages"
 
 
+MANIFEST = "current/.rdmaforge-build.json"
+
+
+def build_manifest(node: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
+    """The installed build's manifest ({} when there is none), and why it cannot be read when it is not the object
+    the nccl_build role writes: a damaged file is the node's problem, never a crash. doctor.yml gives the file's
+    text; results of older versions give it parsed."""
+    manifest = node.get("nccl_manifest")
+    if manifest is None:
+        return {}, None
+    if isinstance(manifest, str):
+        try:
+            manifest = json.loads(manifest)
+        except (ValueError, RecursionError) as exc:
+            return {}, f"{MANIFEST} is not JSON ({exc.__class__.__name__}: {str(exc)[:80]}): the install is damaged"
+    if not isinstance(manifest, Mapping):
+        return {}, f"{MANIFEST} holds {show(manifest)[:60]}, not a JSON object: the install is damaged"
+    archs = manifest.get("archs")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        return {}, f"{MANIFEST} has archs {show(archs)[:60]}, not a list of names: the install is damaged"
+    return manifest, None
+
+
 def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
-    manifest = node.get("nccl_manifest") or {}
+    manifest, damaged = build_manifest(node)
+    if damaged:
+        return "problem", "damaged", f"NCCL {variable(node, 'nccl_build_version') or ''}".strip(), damaged
     version = str(variable(node, "nccl_build_version") or "")
     archs = [str(a) for a in variable(node, "nccl_cuda_archs") or []]
     funcs = str(variable(node, "nccl_build_only_funcs") or "")
     if not manifest.get("id"):
-        return "problem", "none", f"NCCL {version}", "no rdmaforge NCCL build installed (current/.rdmaforge-build.json)"
+        return "problem", "none", f"NCCL {version}", f"no rdmaforge NCCL build installed ({MANIFEST})"
     installed = str(manifest["id"]).removeprefix("nccl-")
     # The CUDA release is the builder's (detected, not planned): the manifest's, else the one in the id.
     named = re.search(r"-cuda([^-]+)-", str(manifest["id"]))

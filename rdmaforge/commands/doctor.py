@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import doctor
+from rdmaforge import doctor, doctor_result
 from rdmaforge.errors import CannotRun
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, junit
@@ -66,6 +66,10 @@ def read_nodes(directory: Path, hosts: list[str]) -> tuple[dict[str, dict[str, A
             continue
         if not isinstance(data, dict):
             unread[host] = f"its result {path} is not a JSON object"
+            continue
+        wrong = doctor_result.shape_problem(data)
+        if wrong:
+            unread[host] = f"its result {path} is not what doctor.yml writes: {wrong}"
             continue
         nodes[host] = data
     return nodes, unread

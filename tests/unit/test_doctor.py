@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rdmaforge import doctor
+from rdmaforge import doctor, doctor_checks
 from rdmaforge.cli import main
 from rdmaforge.commands import doctor as doctor_command
 from rdmaforge.runner.exit_codes import ExitCode
@@ -223,7 +223,8 @@ def test_doctor_playbook_for_real_against_this_machine(
     assert node["inventory"] == {"rdmaforge_fabric": "tcp", "doctor_expected_gpus": 0,
                                  "doctor_accept": {"plugin": "whatever this machine has"}}  # fmt: skip
     assert node["memlock"] not in (None, "")  # `ulimit -l` of this login
-    assert node["nccl_manifest"] == {"id": "nccl-2.29.7-cuda13.0-sm_90"} and node["nccl_libs"] == ["libnccl.so.2.29.7"]
+    assert doctor_checks.build_manifest(node) == ({"id": "nccl-2.29.7-cuda13.0-sm_90"}, None)
+    assert node["nccl_libs"] == ["libnccl.so.2.29.7"]
     assert node["plugin_present"] is True
     recap = json.loads((run_dir / "recap.json").read_text())
     assert recap["hosts"]["localhost"]["changed"] == 0  # read-only, run in check mode
@@ -413,3 +414,68 @@ def test_a_run_stopped_on_the_argument_spec_names_the_argument_and_contacted_no_
     recap = json.loads((next(runs.iterdir()) / "recap.json").read_text())
     assert recap["stopped_before_contact"] is True and recap["healthy"] is False
     assert recap["problems"][0]["message"] == f"Validation of arguments failed:\n{ARGUMENT_ERROR}"
+
+
+def test_the_healthy_fixture_and_real_doctor_results_have_the_shape_doctor_reads() -> None:
+    """The unit tests' healthy node and the doctor results of real runs (an H200 and an H100 machine, tests/data)
+    are what doctor.yml writes: none of them is refused."""
+    from rdmaforge.doctor_result import shape_problem
+
+    assert shape_problem(NODE) is None
+    for sample in ("device-h200", "device-h100-toolkit"):
+        result = json.loads((Path(__file__).parents[1] / "data" / sample / "doctor-node.json").read_text())
+        assert shape_problem(result) is None, sample
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("rdma_devices", "mlx5_0", "rdma_devices is 'mlx5_0', expected a list"),
+        ("nccl_loader_apis", ["v8"], "nccl_loader_apis[0] is 'v8', expected a whole number 0 or more"),
+        ("hugepages", {"by_size": [50]}, "hugepages.by_size is [50], expected an object"),
+        ("nics", [{"name": "eth1", "mtu": "9000"}], "nics[0].mtu is '9000', expected a whole number 0 or more or null"),
+        ("memlock", ["unlimited"], "memlock is [\"unlimited\"], expected text or a whole number 0 or more or null"),
+        ("sysfs_gpus", "eight",
+         "sysfs_gpus is 'eight', expected a whole number 0 or more (or its digits as text), or null"),
+    ],
+)
+def test_a_result_field_of_another_shape_leaves_the_node_not_judged(
+    tmp_path: Path, field: str, value: object, said: str
+) -> None:
+    """A field of another type (a hand-edited file, another rdmaforge version) crashed the whole run with a
+    traceback (AttributeError, ValueError), so no node got a verdict; or a string was read letter by letter."""
+    nodes = cluster(2)
+    nodes["node1"][field] = value
+    for host, node in nodes.items():
+        (tmp_path / f"{host}.json").write_text(json.dumps(node))
+    read, unread = doctor_command.read_nodes(tmp_path, ["node1", "node2"])
+    assert list(read) == ["node2"]
+    assert unread == {"node1": f"its result {tmp_path / 'node1.json'} is not what doctor.yml writes: {said}"}
+    diagnosis = doctor.diagnose(read, not_judged=unread)
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE
+    assert diagnosis.per_node()["node1"]["status"] == "not_judged"
+
+
+def test_a_damaged_build_manifest_is_the_nodes_nccl_problem_in_a_real_doctor_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest cut short (a full disk during an install) made the role's from_json fail the node's whole
+    result: 'a doctor check failed' with a template error, and none of its other checks. It is now the nccl check's
+    problem, with the rest of the node judged."""
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
+    nccl_current = tmp_path / "nccl" / "current"
+    (nccl_current / "lib").mkdir(parents=True)
+    (nccl_current / ".rdmaforge-build.json").write_text('{"id": "nccl-2.29.7-cu')
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "rdmaforge_fabric": "tcp",
+            "doctor_expected_gpus": 0, "doctor_accept": {"plugin": "whatever this machine has"},
+            "nccl_build_prefix_root": str(tmp_path / "nccl")}  # fmt: skip
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": {"localhost": host}}}}}))
+    code = main(["doctor", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs"), "--json"])
+    recap = json.loads(capsys.readouterr().out)
+    assert code == ExitCode.UNHEALTHY, recap
+    nccl = recap["nodes"]["localhost"]["checks"]["nccl"]
+    assert nccl["status"] == "problem"
+    assert nccl["reason"].startswith("current/.rdmaforge-build.json is not JSON (JSONDecodeError: ")
+    assert nccl["reason"].endswith(": the install is damaged")
+    assert recap["nodes"]["localhost"]["checks"]["gpus"]["status"] == "ok"  # the rest of the node was judged

@@ -638,3 +638,30 @@ def test_a_port_rate_no_link_runs_at_is_not_read_as_a_rate(rate: float) -> None:
         node["rdma_devices"][0]["ports"][0]["rate_gbps"] = rate
     port_rate = check_of(doctor.diagnose(nodes), "node1", "port_rate")
     assert port_rate.status == "problem" and "rate not reported for mlx5_0:1" in port_rate.reason, port_rate
+
+
+@pytest.mark.parametrize(
+    ("manifest", "held"),
+    [
+        ("nccl-2.29.7", "holds 'nccl-2.29.7', not a JSON object"),
+        (["nccl-2.29.7"], "holds [\"nccl-2.29.7\"], not a JSON object"),
+        ({"id": "nccl-2.29.7-cuda13.0-sm_80-funcsc3dfaac5", "version": "2.29.7", "cuda": "13.0", "archs": "sm_80"},
+         "has archs 'sm_80', not a list of names"),
+    ],
+)
+def test_a_build_manifest_that_is_no_manifest_is_the_nodes_problem(manifest: object, held: str) -> None:
+    """current/.rdmaforge-build.json is the node's own file: valid JSON that is not the object nccl_build writes
+    crashed the run (AttributeError on .get); archs as text were compared letter by letter. Both the text and the
+    object (results of older versions) are read."""
+    nodes = lab(2)
+    nodes["node1"]["nccl_manifest"] = json.dumps(manifest)  # the file's text, as doctor.yml gives it
+    diagnosis = doctor.diagnose(nodes)
+    nccl = {(c.host, c.check): c for c in diagnosis.checks}
+    assert nccl["node1", "nccl"].status == "problem"
+    assert nccl["node1", "nccl"].reason == f"current/.rdmaforge-build.json {held}: the install is damaged"
+    assert nccl["node2", "nccl"].status == "ok"
+    assert diagnosis.rows["node1"]["nccl"] == "damaged"
+    if not isinstance(manifest, str):  # as an older result holds it, parsed (text is the file's text)
+        nodes["node1"]["nccl_manifest"] = manifest
+        reason = doctor_checks.check_nccl(nodes["node1"])[3]
+        assert reason == f"current/.rdmaforge-build.json {held}: the install is damaged"
