@@ -148,12 +148,13 @@ def delta_seconds(delta: str) -> float:
 
 
 def current_builds(results: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The builds nodes run, from ``stat`` results of their ``<prefix>/current`` (a loop's ``results``): the name of
-    each link's target, in order. A result without a link (a node not read, or without a build) gives none, so the
-    list is shorter than ``results`` unless every node was read on a build."""
+    """The builds nodes run, from limit_check.yml's reads of their ``<prefix>/current`` (a loop's ``results`` of
+    nccl_build_current_argv, a ``find`` that prints ``build TARGET`` for a link to a directory): the name of each
+    link's target, in order. Any other result (a node not read, without a build, or whose link leads nowhere) gives
+    none, so the list is shorter than ``results`` unless every node was read on a build."""
     builds = []
     for result in results:
-        stat = result.get("stat")
-        if isinstance(stat, Mapping) and stat.get("islnk"):
-            builds.append(posixpath.basename(str(stat["lnk_target"])))
+        found = str(result.get("stdout") or "").strip()
+        if result.get("rc") == 0 and found.startswith("build ") and "\n" not in found:
+            builds.append(posixpath.basename(found.removeprefix("build ").rstrip("/")))
     return builds

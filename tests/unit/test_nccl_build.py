@@ -198,16 +198,18 @@ def test_the_suggested_arch_runs_on_its_capability(cap: str, arch: str) -> None:
 
 
 def test_current_builds_reads_the_build_of_each_current_link() -> None:
-    """A loop of ansible.builtin.stat on nodes' <prefix>/current, as limit_check.yml registers it: the stat module
-    returns islnk and lnk_target (the link's target as readlink gives it); an unreachable item has no stat, a node
-    without a build a stat whose path does not exist, a skipped item neither."""
+    """A loop of nccl_build_current_argv (GNU find on nodes' <prefix>/current), as limit_check.yml registers it:
+    find prints "build TARGET" for a link to a directory and "dangling TARGET" for a link to nothing; an unreachable
+    item has no rc, a node without `current` rc 1, a `current` that is no link rc 0 and no output, a skipped item
+    neither. Only the first kind runs a build: a link to a deleted build counted as running it."""
     results = [
-        {"item": "n1", "stat": {"exists": True, "islnk": True, "lnk_target": "/opt/nccl/2.29.7-cuda13.0-sm_80"}},
+        {"item": "n1", "rc": 0, "stdout": "build /opt/nccl/2.29.7-cuda13.0-sm_80"},
         {"item": "n2", "unreachable": True, "msg": "Failed to connect to the host via ssh"},
-        {"item": "n3", "stat": {"exists": False}},
-        {"item": "n4", "stat": {"exists": True, "islnk": False, "isdir": True}},  # a directory, not build_once's link
+        {"item": "n3", "rc": 1, "stdout": "", "stderr": "find: '/opt/nccl/current': No such file or directory"},
+        {"item": "n4", "rc": 0, "stdout": ""},  # a directory, not build_once's link
         {"item": "n5", "skipped": True, "false_condition": "not nccl_build_allow_partial | bool"},
-        {"item": "n6", "stat": {"exists": True, "islnk": True, "lnk_target": "2.28.3-cuda13.0-sm_80"}},  # relative
+        {"item": "n6", "rc": 0, "stdout": "build 2.28.3-cuda13.0-sm_80"},  # a relative link
+        {"item": "n7", "rc": 0, "stdout": "dangling /opt/nccl/2.29.7-cuda13.0-sm_80"},  # the build deleted
     ]
     assert nccl_build.current_builds(results) == ["2.29.7-cuda13.0-sm_80", "2.28.3-cuda13.0-sm_80"]
     assert nccl_build.current_builds([]) == []

@@ -139,6 +139,35 @@ def test_a_limited_rollback_mends_a_split_only_when_every_node_left_out_is_read(
     assert {node: links(root) for node, root in roots.items()} == states
 
 
+def test_a_node_left_out_whose_current_build_was_deleted_does_not_count_as_on_the_target(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    """limit_check read `current` with stat, which does not follow the link: a left-out node whose current build
+    was deleted (its link names b1, and leads nowhere) counted as already on b1, so a --limit rollback mended a
+    'split' and left that node without any NCCL."""
+    states: dict[str, tuple[str, str | None]] = {"node1": ("b2", "b1"), "node2": ("b1", "b0"), "node3": ("b1", "b0")}
+    inv, roots = rollback_fleet(tmp_path, libraries, states)
+    shutil.rmtree(roots["node3"] / "b1")  # node3's current link stays, dangling
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", inventory=inv, env=ENV)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    said = " ".join(proc.stdout.split())
+    assert f"node2: b1; node3: a link to {roots['node3'] / 'b1'}, which is gone." in said, said[-4000:]
+    assert links(roots["node1"]) == ("b2", "b1")  # nothing switched
+    (roots["node2"] / "current").unlink()  # node2: a directory where the link was (not build_once's layout)
+    (roots["node2"] / "current").mkdir()
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", inventory=inv, env=ENV)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    assert "node2: current is no link to a build; node3: a link to" in " ".join(proc.stdout.split())
+    # With node3's build back, and node2 on it, the same run mends the split.
+    install(tmp_path / "spare", libraries, "b1", None)
+    shutil.copytree(tmp_path / "spare" / "b1", roots["node3"] / "b1")
+    (roots["node2"] / "current").rmdir()
+    (roots["node2"] / "current").symlink_to(roots["node2"] / "b1")
+    proc = run_playbook("rollback_nccl.yml", "--limit", "node1", inventory=inv, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert {node: links(root)[0] for node, root in roots.items()} == dict.fromkeys(NODES, "b1")
+
+
 def test_a_limited_rollback_of_a_large_cluster_reads_few_nodes_before_it_refuses(
     tmp_path: Path, libraries: dict[str, Path]
 ) -> None:
