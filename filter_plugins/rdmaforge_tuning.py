@@ -14,6 +14,7 @@ class FilterModule:
             "rdmaforge_hugepages_pages_for": tuning.hugepages_pages_for,
             "rdmaforge_hugepages_kernel_args": tuning.hugepages_kernel_args,
             "rdmaforge_hugepages_memory_problem": tuning.hugepages_memory_problem,
+            "rdmaforge_hugepages_other_pools": tuning.hugepages_other_pools,
             "rdmaforge_boot_loader": tuning.boot_loader,
             "rdmaforge_grub_config_output": tuning.grub_config_output,
             "rdmaforge_grub_mkconfig_argv": tuning.grub_mkconfig_argv,

@@ -181,7 +181,9 @@ running_differences:
   elements: str
   sample: ["hugepages=50 (running kernel has hugepages=32)"]
 files_changed:
-  description: Files written (in check mode, that would be written).
+  description:
+    - Files written (in check mode, that would be written), each as the file really written, its links followed.
+    - Each backup in RV(backup_files) is named after one of these.
   returned: always
   type: list
   elements: str
@@ -500,7 +502,9 @@ def main() -> None:
         "cmdline_after": outcome["after"],
         "reboot_required": bool(differences),
         "running_differences": differences,
-        "files_changed": [c.path for c in changes],
+        # The file really written: a symlinked /etc/default/grub is written through its link, and its backup is
+        # named after the target, so a restore must go to the target too (copying onto the link would replace it).
+        "files_changed": [os.path.realpath(c.path) for c in changes],
         "backup_files": [],
         "removed_duplicates": REMOVED,
     }

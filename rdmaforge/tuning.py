@@ -68,6 +68,30 @@ def hugepages_pools(tokens: Sequence[str]) -> dict[str, str]:
     return pools
 
 
+def hugepages_other_pools(before: str, size: str, recorded: Sequence[str] = ()) -> list[str]:
+    """What the boot arguments ``before`` reserve or set that the hugepages role's change would drop, and that the
+    role did not set itself (``recorded``: the arguments its record names): huge page pools of another size than
+    ``size`` (``hugepages=1024`` before any ``hugepagesz=`` is a pool of the default size, 2M on x86), and a
+    ``default_hugepagesz=`` of another size. The role keeps one pool and each key once, so such a pool would go.
+    Each entry as a person reads it, e.g. ``1024 pages of 2M (hugepages=1024)``; [] when nothing would be lost or
+    ``before`` cannot be read (the kernel_cmdline module says why)."""
+    try:
+        tokens = split_cmdline(before)
+    except ValueError:
+        return []
+    ours = {size_kb(size, "B")} | {size_kb(s, "B") for s in hugepages_pools(list(recorded))}
+    recorded_defaults = {size_kb(arg_value(t), "B") for t in recorded if arg_key(t) == "default_hugepagesz"}
+    relevant = [t for t in tokens if arg_key(t) in ("hugepages", "hugepagesz", "default_hugepagesz")]
+    found = []
+    for pool, count in hugepages_pools(relevant).items():
+        if count != "0" and size_kb(pool, "B") not in ours:
+            found.append(f"{count} pages of {pool} ({' '.join(relevant)})")
+    defaults = [str(arg_value(t)) for t in relevant if arg_key(t) == "default_hugepagesz"]
+    if defaults and size_kb(defaults[-1], "B") not in {size_kb(size, "B"), *recorded_defaults}:
+        found.append(f"the default huge page size {defaults[-1]} (default_hugepagesz={defaults[-1]})")
+    return found
+
+
 def hugepages_memory_problem(
     host: str,
     pages: int,
@@ -108,6 +132,19 @@ def hugepages_memory_problem(
 # --- boot loader ------------------------------------------------------------------------------------
 
 _LINUX_LINE = re.compile(r"^\s*(linux|linux16|linuxefi)\s+(\S+)(.*)$")
+#: Images grub's linux commands load that are not Linux: memtest86+ (/etc/grub.d/20_memtest86+, installed with
+#: Ubuntu Server: memtest86+.bin, memtest86+x64.efi) and iPXE (grub-ipxe: ipxe.lkrn). Their lines carry no kernel
+#: command line of ours; any other image counts as a kernel, so an unknown one is checked, never skipped.
+_NOT_LINUX = re.compile(r"(memtest[^/]*|[^/]*\.lkrn)$", re.IGNORECASE)
+
+
+def _kernel_lines(grub_cfg: str) -> list[str]:
+    """The arguments of each line of a generated grub.cfg that boots a Linux kernel."""
+    found = []
+    for match in map(_LINUX_LINE.match, grub_cfg.splitlines()):
+        if match and not _NOT_LINUX.search(match.group(2)):
+            found.append(match.group(3))
+    return found
 
 
 def boot_loader(
@@ -159,7 +196,7 @@ def grub_cfg_missing_args(grub_cfg: str, args: Mapping[str, Any]) -> list[str]:
     """Arguments (``key=value``) missing from any kernel line of a generated grub.cfg; every line is missing
     all of them when the file has no kernel line (nothing was generated)."""
     wanted = [f"{k}={v}" for k, v in args.items()]
-    lines = [m.group(3) for m in map(_LINUX_LINE.match, grub_cfg.splitlines()) if m]
+    lines = _kernel_lines(grub_cfg)
     if not lines:
         return wanted
     missing: list[str] = []
@@ -172,7 +209,7 @@ def grub_cfg_missing_args(grub_cfg: str, args: Mapping[str, Any]) -> list[str]:
 def grub_cfg_carried_args(grub_cfg: str, tokens: Sequence[str]) -> list[str]:
     """The arguments (``key=value`` as written) that some kernel line of a generated grub.cfg still carries: what a
     withdrawal must have taken off every line."""
-    lines = [split_cmdline(m.group(3)) for m in map(_LINUX_LINE.match, grub_cfg.splitlines()) if m]
+    lines = [split_cmdline(line) for line in _kernel_lines(grub_cfg)]
     return [token for token in dict.fromkeys(tokens) if any(token in line for line in lines)]
 
 
@@ -427,6 +464,9 @@ def restore_plan(files_changed: Sequence[str], backup_files: Sequence[str]) -> l
     them ``<path>.<pid>.<timestamp>~``), or ``None`` for a file the change created (to be removed)."""
     plan: list[dict[str, str | None]] = []
     for path in files_changed:
-        backup = next((b for b in backup_files if b.startswith(path + ".") and b.endswith("~")), None)
+        # Exactly PATH.PID.YYYY-MM-DD@HH:MM:SS~: a prefix match took /etc/default/grub.d/x.cfg's backup for
+        # /etc/default/grub's (and restored the drop-in's text over it).
+        named = re.compile(re.escape(path) + r"\.\d+\.\d{4}-\d{2}-\d{2}@\d{2}:\d{2}:\d{2}~")
+        backup = next((b for b in backup_files if named.fullmatch(b)), None)
         plan.append({"path": path, "backup": backup})
     return plan

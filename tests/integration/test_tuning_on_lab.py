@@ -122,6 +122,76 @@ def test_a_failing_grub_mkconfig_puts_the_defaults_back_and_says_so(tuned: LabHa
     assert pages_in(grub_line(lab, node)) == ["11"]
 
 
+#: What Debian's memtest86+ 6.10-4 adds to grub.cfg through /etc/grub.d/20_memtest86+ on a BIOS host (its BIOS
+#: image takes no kernel command line of ours).
+MEMTEST_ENTRY = 'menuentry "Memory test (memtest86+x64.bin)" {\n        linux   /boot/memtest86+x64.bin\n}'
+
+
+def test_a_memtest_entry_passes_and_a_failed_check_regenerates_grub_cfg_back(tuned: LabHandle) -> None:
+    """Two faults after grub-mkconfig succeeded. A memtest86+ entry (Ubuntu Server has it) failed the role's check,
+    and the rescue put /etc/default/grub back but left the regenerated grub.cfg, carrying the new count for the
+    next boot, while saying grub.cfg was as it was. A memtest entry is no kernel line now; and when the check does
+    fail after grub.cfg was regenerated, grub.cfg is regenerated again from the restored defaults."""
+    from rdmaforge.lab.bootloader import GRUB_CFG, STANDIN
+
+    lab = tuned
+    node = sorted(lab.nodes)[0]
+    with_memtest = f"{STANDIN} -o {GRUB_CFG} && printf '%s\\n' {shlex.quote(MEMTEST_ENTRY)} >> {GRUB_CFG}"
+    command = json.dumps({"hugepages_grub_mkconfig_command": ["/bin/sh", "-c", with_memtest]})
+    proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=11", "-e", command)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "memtest86+x64.bin" in lab.ssh(node, f"cat {GRUB_CFG}").stdout
+    assert [pages_in(k) for k in kernel_lines(lab, node) if "vmlinuz" in k] == [["11"], ["11"]]
+    marker = "/var/lib/rdmaforge/hugepages-reboot-pending"
+    state = f"sha256sum /etc/default/grub {GRUB_CFG}; cat {marker} 2>/dev/null || echo none"
+    before = lab.ssh(node, state).stdout
+    # A boot loader command that writes grub.cfg without the count (the check after it fails).
+    dropping = f"{with_memtest} && sed -i 's/ hugepages=12//' {GRUB_CFG}"
+    command = json.dumps({"hugepages_grub_mkconfig_command": ["/bin/sh", "-c", dropping]})
+    proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=12", "-e", command)
+    assert proc.returncode != 0
+    said = " ".join(proc.stdout.split())
+    assert "Put back from backups: /etc/default/grub" in said, said[-4000:]
+    assert f"{GRUB_CFG} was regenerated again from the restored defaults, so the node boots as before" in said
+    assert lab.ssh(node, state).stdout == before
+
+
+def test_a_pool_of_another_size_set_by_hand_is_never_dropped(tuned: LabHandle) -> None:
+    """An operator's 2M pool (for DPDK, say) in GRUB_CMDLINE_LINUX was replaced by the role's 1G one without a word,
+    and withdrawing the role's pool never brought it back: the run now stops before any change, naming it."""
+    lab = tuned
+    node = sorted(lab.nodes)[1]
+    by_hand = "hugepagesz=2M hugepages=1024"
+    lab.ssh(node, f"sed -i 's/^GRUB_CMDLINE_LINUX=\"/GRUB_CMDLINE_LINUX=\"{by_hand} /' /etc/default/grub")
+    try:
+        state = "sha256sum /etc/default/grub /boot/grub/grub.cfg"
+        before = lab.ssh(node, state).stdout
+        assert grub_line(lab, node).startswith(by_hand)
+        proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=12")
+        assert proc.returncode != 0
+        said = " ".join(proc.stdout.split())
+        assert f"{node}: the boot loader configuration already has 1024 pages of 2M (" in said, said[-4000:]
+        assert "which rdmaforge did not set" in said and "Nothing was changed." in said
+        assert lab.ssh(node, state).stdout == before
+    finally:
+        lab.ssh(node, f"sed -i 's/^GRUB_CMDLINE_LINUX=\"{by_hand} /GRUB_CMDLINE_LINUX=\"/' /etc/default/grub")
+    assert not grub_line(lab, node).startswith(by_hand)
+    # Seed 004's sed writes the arguments into GRUB_CMDLINE_LINUX_DEFAULT too: the normal entries would pass each
+    # key twice, and the grub.cfg check passed (the role's tokens were each there once).
+    lab.ssh(node, "sed -i 's/^GRUB_CMDLINE_LINUX_DEFAULT=\"quiet/GRUB_CMDLINE_LINUX_DEFAULT=\"quiet hugepages=16/' "
+                  "/etc/default/grub")  # fmt: skip
+    try:
+        before = lab.ssh(node, "sha256sum /etc/default/grub /boot/grub/grub.cfg").stdout
+        proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=12")
+        assert proc.returncode != 0
+        said = " ".join(proc.stdout.split())
+        assert f"{node}: GRUB_CMDLINE_LINUX_DEFAULT has hugepages=16; the normal boot entries" in said, said[-4000:]
+        assert lab.ssh(node, "sha256sum /etc/default/grub /boot/grub/grub.cfg").stdout == before
+    finally:
+        lab.ssh(node, "sed -i 's/ hugepages=16\"/\"/' /etc/default/grub")
+    assert "hugepages" not in lab.ssh(node, '. /etc/default/grub && echo "$GRUB_CMDLINE_LINUX_DEFAULT"').stdout
+
+
 WIPE_NETWORK = (
     "ip rule del priority 1001; ip rule del priority 1002; ip route flush table 1001; ip route flush table 1002;"
     " ip link set eth1 mtu 1500; ip link set eth2 mtu 1500"

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from rdmaforge import tuning
 from rdmaforge.parsers.kernel_cmdline import (
     ABSENT,
     PRESENT,
@@ -458,15 +459,23 @@ def test_module_reboot_not_required_when_running_kernel_has_the_args(case):
 
 @shared_runs
 def test_module_writes_through_a_symlink(case):
+    """/etc/default/grub a link to a file kept elsewhere (a configuration repository): the file is written through
+    the link, and files_changed names the file written, whose name the backup carries. Named by the link, the
+    hugepages role's rescue found no backup for it and deleted /etc/default/grub as a file it had created, or took
+    a drop-in's backup (grub.d/... starts with 'grub.') and wrote the drop-in's text over it."""
     path, proc = grub(case)
-    real = path.parent / "grub.real"
+    real = case / "srv" / "grub-defaults"
+    real.parent.mkdir()
+    original = path.read_text()
     path.rename(real)
-    path.symlink_to(real.name)
-    run = yield kernel_cmdline(HUGE, path, proc)
+    path.symlink_to(real)
+    run = yield kernel_cmdline(HUGE, path, proc, backup=True)
     assert not run.failed, run.result
     assert path.is_symlink()
     assert read_variable(real.read_text(), VAR) == "default_hugepagesz=1G hugepagesz=1G hugepages=50"
-    assert run.result["backup_file"].startswith(str(real) + ".")
+    assert run.result["files_changed"] == [str(real)]
+    plan = tuning.restore_plan(run.result["files_changed"], run.result["backup_files"])
+    assert [(step["path"], Path(str(step["backup"])).read_text()) for step in plan] == [(str(real), original)]
 
 
 @shared_runs

@@ -75,6 +75,57 @@ def test_grub_cfg_missing_args() -> None:
     assert tuning.grub_cfg_missing_args("", ARGS) == ["default_hugepagesz=1G", "hugepagesz=1G", "hugepages=50"]
 
 
+# The entries /etc/grub.d/20_memtest86+ of Debian's memtest86+ 6.10-4 writes (BIOS, then EFI): memtest86+ comes
+# with Ubuntu Server, and its images take no kernel command line of ours. iPXE's grub-ipxe entry likewise.
+MEMTEST_ENTRIES = (
+    'menuentry "Memory test (memtest86+x64.bin)" {\n        linux   /boot/memtest86+x64.bin\n}\n'
+    "menuentry 'Memory test (memtest86+x64.bin, serial console)' {\n"
+    "        linux\t/boot/memtest86+x64.bin console=ttyS0,115200\n}\n"
+    'menuentry "Memory test (memtest86+x64.efi)" {\n        linuxefi        /memtest86+x64.efi\n}\n'
+    "menuentry 'Network boot (iPXE)' --users '' --class network {\n        linux16 /boot/ipxe.lkrn\n}\n"
+)
+
+
+def test_memtest_and_ipxe_entries_are_no_kernel_lines() -> None:
+    """Every memtest86+ entry 'lacked' the arguments: on Ubuntu Server the hugepages role regenerated grub.cfg, then
+    failed its own check, and its rescue left the new grub.cfg (carrying the arguments) in place."""
+    kernel = "/boot/vmlinuz-6.8.0-49-generic ro quiet default_hugepagesz=1G hugepagesz=1G hugepages=50"
+    good = f"menuentry 'a' {{\n\tlinux {kernel}\n}}\n"
+    assert tuning.grub_cfg_missing_args(good + MEMTEST_ENTRIES, ARGS) == []
+    assert tuning.grub_cfg_carried_args(MEMTEST_ENTRIES, list(ARGS)) == []
+    # Only memtest and iPXE images are skipped: a kernel image of another name is still checked.
+    other = good + "menuentry 'b' {\n\tlinux /boot/kernel-6.6.0-gentoo ro\n}\n"
+    assert tuning.grub_cfg_missing_args(other, ARGS) == [f"{k}={v}" for k, v in ARGS.items()]
+    # A grub.cfg whose only entries are memtest's has no kernel line: it lacks everything.
+    assert tuning.grub_cfg_missing_args(MEMTEST_ENTRIES, ARGS) == [f"{k}={v}" for k, v in ARGS.items()]
+
+
+@pytest.mark.parametrize(
+    ("before", "recorded", "dropped"),
+    [
+        # A 2M pool set by hand (for DPDK): hugepages= before any hugepagesz= counts default-size (2M) pages.
+        ("console=ttyS0,115200n8 hugepages=1024", [], ["1024 pages of 2M (hugepages=1024)"]),
+        ("hugepagesz=2M hugepages=1024 console=tty0", [], ["1024 pages of 2M (hugepagesz=2M hugepages=1024)"]),
+        ("hugepagesz=1G hugepages=4 hugepagesz=2M hugepages=512", [],
+         ["512 pages of 2M (hugepagesz=1G hugepages=4 hugepagesz=2M hugepages=512)"]),
+        ("default-hugepagesz=2M quiet", [], ["the default huge page size 2M (default_hugepagesz=2M)"]),
+        # Seed 004's own spelling of the 1G pool: the same pool, which the role rewrites as the kernel documents it.
+        ("default_hugepagesz=1GB hugepagesz=1GB hugepages=50", [], []),
+        # The role's own 2M pool of an earlier run (hugepages_size was 2M): its record names it.
+        ("default_hugepagesz=2M hugepagesz=2M hugepages=100", ["default_hugepagesz=2M", "hugepagesz=2M",
+                                                              "hugepages=100"], []),
+        ("quiet splash hugepages=0", [], []),
+        ("", [], []),
+    ],
+)
+def test_huge_page_reservations_set_by_hand_that_the_role_would_drop(
+    before: str, recorded: list[str], dropped: list[str]
+) -> None:
+    """The role replaced a hand-set 2M pool with its 1G one without a word (removed_duplicates was empty), and
+    withdrawing the 1G pool later never brought the 2M pool back."""
+    assert tuning.hugepages_other_pools(before, "1G", recorded) == dropped
+
+
 def test_grub_cfg_carried_args() -> None:
     tokens = ["default_hugepagesz=1G", "hugepagesz=1G", "hugepages=50"]
     carrying = "menuentry 'a' {\n\tlinux /vmlinuz ro quiet default_hugepagesz=1G hugepagesz=1G hugepages=50\n}\n"
@@ -340,3 +391,16 @@ def test_eni_state_problems_reads_ip_output_text() -> None:
         )
         == []
     )
+
+
+def test_a_restore_plan_takes_each_files_own_backup_only() -> None:
+    """Backups are PATH.PID.YYYY-MM-DD@HH:MM:SS~ (Ansible's backup_local): /etc/default/grub.d/...'s backup also
+    starts with '/etc/default/grub.', and was taken for /etc/default/grub's."""
+    changed = ["/etc/default/grub", "/etc/default/grub.d/60-rdmaforge.cfg"]
+    backups = ["/etc/default/grub.d/60-rdmaforge.cfg.4242.2026-12-05@02:00:00~",
+               "/etc/default/grub.4242.2026-12-05@02:00:00~"]
+    assert tuning.restore_plan(changed, backups[:1]) == [
+        {"path": "/etc/default/grub", "backup": None},
+        {"path": "/etc/default/grub.d/60-rdmaforge.cfg", "backup": backups[0]},
+    ]
+    assert [step["backup"] for step in tuning.restore_plan(changed, backups)] == [backups[1], backups[0]]
