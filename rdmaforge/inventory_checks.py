@@ -17,6 +17,7 @@ import difflib
 import functools
 import ipaddress
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -657,6 +658,20 @@ def eni_number_problems(host: str, values: Mapping[str, object]) -> list[Problem
                                 RESERVED_RULE_PRIORITIES, "rule priorities", "rule's priority is a Linux rule priority",
                                 "the kernel's rules for the main and default tables")  # fmt: skip
     return found
+
+
+def eni_interface_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """eni_interfaces naming a NIC twice passed one-ENI-per-GPU with one NIC for two GPUs, and planned two tables and
+    two rules for it (netplan's keys twice, two .network contents for one file): refused, naming the NIC."""
+    interfaces = values.get("eni_interfaces")
+    if not isinstance(interfaces, list):
+        return []  # text or a mapping is the argument spec's to name
+    twice = [name for name, seen in Counter(map(str, interfaces)).items() if seen > 1]
+    if not twice:
+        return []
+    message = (f"{host}: eni_interfaces={show(interfaces)} lists {', '.join(twice)} more than once; allowed: each "
+               "secondary NIC once (one routing table and one rule per NIC)")  # fmt: skip
+    return [Problem(host, "eni_interfaces", message)]
 
 
 def _id_range_problems(
@@ -1493,6 +1508,7 @@ def inventory_report(
         found += hugepages_problems(node.name, node.values)
         found += eni_address_problems(node.name, node.values)
         found += eni_number_problems(node.name, node.values)
+        found += eni_interface_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
         found += env_value_problems(node.name, node.values)
         found += rdma_fallback_problems(node.name, node.values)

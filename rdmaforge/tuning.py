@@ -292,12 +292,15 @@ def eni_plan(
     mtu: int,
     addresses: Mapping[str, str] | None = None,
     gateways: Mapping[str, str] | None = None,
+    default_interface: str = "",
 ) -> dict[str, Any]:
     """One routing table and one ``from <address>`` rule per secondary NIC, in ``names`` order.
 
     Returns ``{"enis": [...], "problems": [...]}``; each problem names the host, the NIC and what to do. No
     secondary NIC at all is a problem too: a plan of nothing would configure nothing and its check would pass over
-    zero NICs (doctor's mtu check calls the same node a problem)."""
+    zero NICs (doctor's mtu check calls the same node a problem). So is a NIC named twice, and the NIC that
+    carries the default route (``default_interface``), which eni_interfaces may name: the plan would take its
+    DHCP address and its main-table default route, cutting the node off its management network."""
     by_name = {str(n["name"]): n for n in nics}
     addresses = addresses or {}
     gateways = gateways or {}
@@ -308,10 +311,19 @@ def eni_plan(
         problems.append(f"{host}: eni_enabled is true but no secondary NIC (ENI) was found (the node's NICs: "
                         f"{others}; the default route's is never one); attach ENIs, name them in eni_interfaces or "
                         "eni_interface_patterns, or set eni_enabled: false")  # fmt: skip
+    twice = sorted({name for name in names if list(names).count(name) > 1})
+    if twice:
+        problems.append(f"{host}: eni_interfaces lists {', '.join(twice)} more than once; list each secondary NIC once")
+        names = list(dict.fromkeys(names))
     for index, name in enumerate(names):
         nic = by_name.get(name)
         if nic is None:
             problems.append(f"{host}: eni_interfaces lists {name}, which the node does not have")
+            continue
+        if default_interface and name == default_interface:
+            problems.append(f"{host}: eni_interfaces lists {name}, which carries the node's default route (its "
+                            "management NIC); configuring it as a secondary NIC would take its address and default "
+                            "route away: leave it out of eni_interfaces")  # fmt: skip
             continue
         if name in addresses:
             iface = ipaddress.IPv4Interface(addresses[name])
@@ -370,11 +382,13 @@ ENI_SPAN = 256
 
 def eni_withdraw_plan(
     ip_rule_json: Sequence[Mapping[str, Any]], table_base: int, priority_base: int
-) -> dict[str, list[int]]:
+) -> dict[str, list[Any]]:
     """The policy rules and routing tables the eni role set, from ``ip -j rule show``: a rule counts only when both
     its priority and its table are in the role's ranges (``eni_rule_priority_base``, ``eni_route_table_base``, plus
-    one per NIC), so rules other tools added stay. Returns ``{"priorities": [...], "tables": [...]}``."""
-    priorities: list[int] = []
+    one per NIC), so rules other tools added stay. Returns ``{"rules": [...], "tables": [...]}``: each rule as the
+    arguments of ``ip rule del`` that select it alone (priority, source and table; ``ip rule del priority P`` would
+    delete the first rule of that priority, which may be another tool's), and the tables to flush."""
+    rules: list[list[str]] = []
     tables: list[int] = []
     for rule in ip_rule_json:
         try:
@@ -382,10 +396,13 @@ def eni_withdraw_plan(
         except ValueError:  # "main", "local", "default": never the role's
             continue
         if priority_base <= priority < priority_base + ENI_SPAN and table_base <= table < table_base + ENI_SPAN:
-            priorities.append(priority)
+            source = str(rule.get("src") or "all")
+            if source != "all" and rule.get("srclen") is not None:
+                source += f"/{rule['srclen']}"
+            rules.append(["priority", str(priority), "from", source, "table", str(table)])
             if table not in tables:
                 tables.append(table)
-    return {"priorities": priorities, "tables": sorted(tables)}
+    return {"rules": rules, "tables": sorted(tables)}
 
 
 def _routes(value: Sequence[Mapping[str, Any]] | str | None) -> list[Mapping[str, Any]]:

@@ -96,9 +96,29 @@ def test_only_rules_in_both_eni_ranges_are_withdrawn(netns: str) -> None:
     ip("rule", "add", "from", "10.0.0.6", "table", "main", "priority", "1003")  # a table outside the range
     ip("rule", "add", "from", "10.0.0.7", "table", "77", "priority", "1004")
     rules = json.loads(ip("-j", "rule", "show"))
-    assert tuning.eni_withdraw_plan(rules, 1001, 1001) == {"priorities": [1001, 1002], "tables": [1001, 1002]}
+    plan = tuning.eni_withdraw_plan(rules, 1001, 1001)
+    assert plan == {"rules": [["priority", "1001", "from", "198.18.1.11", "table", "1001"],
+                              ["priority", "1002", "from", "198.18.2.11", "table", "1002"]],
+                    "tables": [1001, 1002]}  # fmt: skip
     # Other bases (an inventory that moved them) select nothing of these.
-    assert tuning.eni_withdraw_plan(rules, 2001, 2001) == {"priorities": [], "tables": []}
+    assert tuning.eni_withdraw_plan(rules, 2001, 2001) == {"rules": [], "tables": []}
+
+
+def test_withdrawing_a_rule_leaves_another_tools_rule_of_the_same_priority(netns: str) -> None:
+    """withdraw.yml ran `ip rule del priority 1001`, and the kernel deletes the first rule of that priority: another
+    tool's rule added before the eni role's went, and the eni role's stayed."""
+
+    def ip(*argv: str) -> str:
+        return subprocess.run(["ip", "-n", netns, *argv], capture_output=True, text=True, check=True).stdout
+
+    ip("rule", "add", "from", "192.0.2.7", "table", "5000", "priority", "1001")  # another tool's, first
+    ip("rule", "add", "from", "198.18.1.11", "table", "1001", "priority", "1001")  # the eni role's
+    ip("rule", "add", "from", "198.18.4.0/24", "table", "1002", "priority", "1002")  # a subnet, as a hand-made one
+    for selector in tuning.eni_withdraw_plan(json.loads(ip("-j", "rule", "show")), 1001, 1001)["rules"]:
+        ip("rule", "del", *selector)  # as withdraw.yml runs it
+    left = [(r["priority"], r.get("src"), r["table"]) for r in json.loads(ip("-j", "rule", "show"))]
+    assert (1001, "192.0.2.7", "5000") in left
+    assert [r for r in left if r[2] in ("1001", "1002")] == []
 
 
 def test_only_packages_installed_on_purpose_block_a_removal() -> None:

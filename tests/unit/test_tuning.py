@@ -12,7 +12,7 @@ import jinja2
 import pytest
 import yaml
 
-from rdmaforge import tuning
+from rdmaforge import inventory_checks, tuning
 from rdmaforge.lab import bootloader
 from rdmaforge.paths import PROJECT_ROOT
 
@@ -233,6 +233,27 @@ def test_eni_mtu(fabric: str, jumbo: bool, override: int | None, mtu: int) -> No
 def test_an_eni_mtu_that_is_no_number_names_the_variable() -> None:
     with pytest.raises(ValueError, match="eni_mtu='jumbo' is not a whole number of bytes"):
         tuning.eni_mtu("tcp", False, "jumbo")
+
+
+def test_an_eni_plan_never_takes_the_default_route_nic_nor_a_nic_twice() -> None:
+    """eni_interfaces: [eth0, eth1] with eth0 carrying the default route gave eth0 a static address, MTU 1400 and
+    no main-table default route (netplan apply then cut the node off); [eth1, eth1] passed one ENI per GPU on a
+    2-GPU node with two tables and two rules for one NIC."""
+    plan = tuning.eni_plan("n1", NICS, ["eth0", "eth1"], 1001, 1001, 1400, default_interface="eth0")
+    assert [e["name"] for e in plan["enis"]] == ["eth1"]
+    assert plan["problems"] == [
+        "n1: eni_interfaces lists eth0, which carries the node's default route (its management NIC); configuring it "
+        "as a secondary NIC would take its address and default route away: leave it out of eni_interfaces"
+    ]
+    twice = tuning.eni_plan("n1", NICS, ["eth1", "eth1"], 1001, 1001, 1400, default_interface="eth0")
+    assert twice["problems"] == ["n1: eni_interfaces lists eth1 more than once; list each secondary NIC once"]
+    assert [(e["name"], e["table"]) for e in twice["enis"]] == [("eth1", 1001)]
+    found = inventory_checks.eni_interface_problems("n1", {"eni_interfaces": ["eth1", "eth2", "eth1"]})
+    assert [p.message for p in found] == [
+        "n1: eni_interfaces=[\"eth1\", \"eth2\", \"eth1\"] lists eth1 more than once; allowed: each secondary NIC once "
+        "(one routing table and one rule per NIC)"
+    ]
+    assert inventory_checks.eni_interface_problems("n1", {"eni_interfaces": ["eth1", "eth2"]}) == []
 
 
 def test_eni_plan_tables_rules_and_problems() -> None:
