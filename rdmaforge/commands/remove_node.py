@@ -15,7 +15,7 @@ def register(subparsers: Any) -> None:
     parser = command.add_parser(
         subparsers,
         NAME,
-        help="take nodes out of the cluster (playbooks/remove_node.yml), then delete them from the inventory",
+        help="take nodes out of the cluster (playbooks/remove_node.yml); you then delete them from the inventory",
         description="The remaining nodes stop listing the named nodes (/etc/hosts block, ssh_known_hosts, "
         "~/.ssh/config, MPI hostfile) and get a new cluster SSH key; a named node that still answers gives back "
         "the cluster's trust, hosts block and hostfile. The nodes must still be in the inventory: delete them from "
