@@ -208,10 +208,17 @@ def output_problem(out_dir: Path) -> str | None:
 
 
 def _blocked(out_dir: Path, target: Path) -> list[str]:
-    """Why ``target`` under ``out_dir`` cannot be written: a folder of its path is a file, or it is a folder itself
-    (checked for every file before any is written, so that a failure leaves no half-written output)."""
+    """Why ``target`` under ``out_dir`` cannot be written: a folder of its path is a file, it is a folder itself, or
+    either is a symbolic link (checked for every file before any is written, so that a failure leaves no half-written
+    output)."""
     for path in [*reversed(target.relative_to(out_dir).parents[:-1]), target.relative_to(out_dir)]:
         found = out_dir / path
+        if found.is_symlink():
+            # Writing through it would change, or create, a file outside -o (the link's target); refused, not replaced:
+            # the link may be someone's on purpose. -o itself may be a link (output_problem).
+            return [f"-o {out_dir}: {path} is a symbolic link (to {os.readlink(found)}), and render never writes "
+                    f"through a link: refused, the link left as it is; allowed: a regular "
+                    f"{'file' if found == target else 'directory'}, or nothing (remove the link)"]  # fmt: skip
         if found == target and found.is_dir():
             return [f"-o {out_dir}: {path} is a directory, where a file of that name goes; allowed: a file, or nothing"]
         if found != target and (found.exists() or found.is_symlink()) and not found.is_dir():

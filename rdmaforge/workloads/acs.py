@@ -8,6 +8,7 @@ the model's RDMA NIC type. Those settings are role nccl_env's profiles ``acs_typ
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,28 @@ class AcsJob:
     gpus: int
     replicas: int
     env: dict[str, str]
+
+
+#: A device name of ACS RDMA NIC type 1 (seed 002: NCCL_IB_HCA=mlx5 selects them by prefix).
+_TYPE1_DEVICE = re.compile(r"mlx5_[0-9]+\Z")
+
+
+def _selects_mlx5(hca: str) -> bool:
+    """Whether NCCL_IB_HCA can select an mlx5_N device (NCCL's matching: a name is a prefix of the device's unless
+    '=' asks for exact names; '^' excludes the listed ones). A value NCCL cannot parse is another check's line."""
+    try:
+        exclude, exact, entries = nccl_env.parse_ib_hca(hca)
+    except ValueError:
+        return True
+    if not entries:
+        return True
+
+    if exclude:  # only a prefix of every mlx5_N (mlx5, mlx) leaves none; exact names leave the others
+        return exact or not any("mlx5_".startswith(name) for name, _ in entries)
+    if exact:
+        return any(_TYPE1_DEVICE.fullmatch(name) for name, _ in entries)
+    # a prefix of mlx5_N (mlx5, mlx5_1), or an mlx5_N itself
+    return any("mlx5_".startswith(name) or _TYPE1_DEVICE.match(name) for name, _ in entries)
 
 
 def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
@@ -139,6 +162,15 @@ def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
                 + f" (RDMA NIC type {model.nic_type})"
             )
     if model.nic_type == 1:
+        hca = env.get("NCCL_IB_HCA")
+        if hca is not None and not _selects_mlx5(hca):
+            # The hosts' own HCA (erdma_0, mlx5_bond_0 ...) reaches the pods too: no pod device matches it, and NCCL
+            # falls back to sockets without an error.
+            problems.append(
+                f"{first}: NCCL_IB_HCA={show(hca)} (from nccl_env_overrides or {PREFIX}env) selects no mlx5 device, "
+                f"the RDMA NIC of ACS GPU model {model.name} (RDMA NIC type 1), so NCCL in the pods would use TCP "
+                f"sockets; allowed: NCCL_IB_HCA unset or one that selects mlx5_N devices, such as mlx5 (seed 002)"
+            )
         # Type 1 reaches its RDMA NIC through NCCL's IB transport (NCCL_IB_HCA=mlx5) and its pods load no net plugin.
         problems += [
             f"{first}: {f.why} (from nccl_env_overrides or {PREFIX}env; ACS GPU model {model.name}, RDMA NIC type 1, "

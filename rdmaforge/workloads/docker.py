@@ -50,12 +50,21 @@ def shell_lines(groups: Sequence[Sequence[str]], indent: str = "    ") -> str:
     return f" \\\n{indent}".join(" ".join(shlex.quote(str(w)) for w in group) for group in groups)
 
 
+#: C escapes of control characters inside a quoted Exec*= word: systemd's unit reader ends a line at a raw \n or
+#: \r, so each control character is written as systemd's unquoting reads it back (\xNN for those without a letter).
+_SYSTEMD_ESCAPES = {
+    **{code: f"\\x{code:02x}" for code in (*range(0x01, 0x20), 0x7F)},
+    **{ord(char): f"\\{letter}" for char, letter in zip("\a\b\f\n\r\t\v", "abfnrtv", strict=True)},
+}
+
+
 def systemd_word(word: str) -> str:
-    """One word of an Exec*= line: ``%`` and ``$`` doubled, double-quoted when not a plain word."""
+    """One word of an Exec*= line: ``%`` and ``$`` doubled, double-quoted when not a plain word, control characters
+    escaped (a NUL is no argument at all: the options' checks refuse it)."""
     text = str(word).replace("%", "%%").replace("$", "$$")
     if _SYSTEMD_PLAIN.match(str(word)) and word != ";":
         return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').translate(_SYSTEMD_ESCAPES) + '"'
 
 
 def systemd_lines(groups: Sequence[Sequence[str]], indent: str = "    ") -> str:

@@ -73,11 +73,44 @@ def _ignore_aliases(self: Any, data: object) -> bool:
     return True
 
 
+#: Plain scalars kubectl's YAML reader (sigs.k8s.io/yaml: go-yaml v2, resolve.go) or a YAML 1.2 reader takes for
+#: a number, a boolean or a time, where PyYAML's YAML 1.1 resolvers (which decide what SafeDumper quotes) see a
+#: string: 1e-4 and 08 (floats), 0o17 (an int), y and n (booleans), 2024-1-2 (a timestamp).
+_GO_YAML_WORDS = frozenset({"y", "Y", "n", "N"})
+_NUMBER_START = "+-.0123456789"
+_NUMBER = re.compile(
+    r"[-+]?(?:0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?)"
+)
+_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt ].*)?", re.DOTALL)
+#: Line breaks to YAML that PyYAML folds in a single-quoted scalar, so that they read back as a blank: NEL, LS, PS.
+_FOLDED_BREAKS = frozenset("\x85\u2028\u2029")
+
+
+def reads_as_non_string(text: str) -> bool:
+    """Whether a plain ``text`` is a non-string to go-yaml v2 or YAML 1.2, beyond what PyYAML's resolvers know.
+    go-yaml drops '_' from a number before parsing it (1_0e3)."""
+    if text in _GO_YAML_WORDS or _TIMESTAMP.fullmatch(text):
+        return True
+    return text[:1] in _NUMBER_START and _NUMBER.fullmatch(text.replace("_", "")) is not None
+
+
+def _represent_str(self: Any, data: str) -> Any:
+    # Quoted where a reader other than PyYAML would change the type (kubectl would hand the API a number), and
+    # double-quoted where PyYAML's single quotes would fold a line break.
+    if any(char in _FOLDED_BREAKS for char in data):
+        return self.represent_scalar("tag:yaml.org,2002:str", data, style='"')
+    if reads_as_non_string(data):
+        return self.represent_scalar("tag:yaml.org,2002:str", data, style="'")
+    return yaml.SafeDumper.represent_str(self, data)
+
+
 # Built with type() rather than a class statement: yaml has no type hints, and mypy --strict refuses a
 # class deriving from an untyped one.
 _Dumper: Any = type(
     "_Dumper", (yaml.SafeDumper,), {"increase_indent": _increase_indent, "ignore_aliases": _ignore_aliases}
 )
+# Its own copy of the table: SafeDumper's stays as it is for every other caller.
+_Dumper.add_representer(str, _represent_str)
 
 
 def to_yaml(document: Any) -> str:

@@ -6,15 +6,19 @@ over the output of ``ansible-inventory --list`` merged with the role's defaults.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import yaml
+
 from rdmaforge import fabrics, role_defaults
 from rdmaforge.inventory_checks import fabric_problems, gpu_count_problems, mixed_fabric_problems
 from rdmaforge.node_facts import known_gpu_count
 from rdmaforge.parsers import nccl_env
+from rdmaforge.paths import ROLES_DIR
 from rdmaforge.plain_data import show
 from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads.options import (
@@ -27,8 +31,8 @@ from rdmaforge.workloads.options import (
     read_settings,
 )
 
-#: Host variables (besides the options) the workloads read: the fabric, role nccl_env's variables, and
-#: the fact preflight publishes.
+#: Host variables (besides the options) the workloads read: the fabric, role nccl_env's variables, the net plugin
+#: (whether NCCL_IB_DISABLE leaves RDMA to a plugin or sends NCCL to sockets), and the fact preflight publishes.
 HOST_VARIABLES: tuple[str, ...] = (
     "rdmaforge_fabric",
     "nccl_env_profile",
@@ -37,6 +41,7 @@ HOST_VARIABLES: tuple[str, ...] = (
     "nccl_env_accelerator",
     "nccl_env_accelerators",
     "nccl_env_ib_hca_from_topology",
+    "nccl_plugin_provider",
     "rdmaforge_node",
     "rdmaforge_gpus_per_node",
     "rdmaforge_topology",
@@ -158,6 +163,50 @@ def _accelerator(
         problems.append(f"{host}: nccl_env_accelerators[{name}]={show(chosen)} is not valid; allowed: a mapping")
         return {}
     return chosen
+
+
+@functools.cache
+def net_plugin_choices() -> tuple[str, ...]:
+    """The values of nccl_plugin_provider role nccl_plugin's argument_specs accept (preflight checks the same)."""
+    specs = yaml.safe_load((ROLES_DIR / "nccl_plugin" / "meta" / "argument_specs.yml").read_text()) or {}
+    option = specs["argument_specs"]["main"]["options"]["nccl_plugin_provider"]
+    return tuple(str(choice) for choice in option["choices"])
+
+
+def _net_plugin(host: str, variables: Mapping[str, Any], fabric: str, problems: list[str]) -> str | None:
+    """The node's NCCL net plugin: the inventory's nccl_plugin_provider, else role nccl_plugin's default for the
+    fabric. None (and a line in ``problems`` when the value is bad) when it is not known here."""
+    if "nccl_plugin_provider" in variables:
+        given = variables["nccl_plugin_provider"]
+        choices = net_plugin_choices()
+        if not (isinstance(given, str) and given in choices):
+            problems.append(
+                f"{host}: nccl_plugin_provider={show(given)} is not valid for role nccl_plugin; allowed: "
+                f"{', '.join(choices)} (its argument_specs' choices), or unset for the fabric's own"
+            )
+            return None
+        return given
+    try:
+        plugin = role_defaults.evaluated_default("nccl_plugin_provider", {**variables, "rdmaforge_fabric": fabric})
+    except (KeyError, ValueError):  # a template only Ansible can evaluate: the plugin is not known here
+        return None
+    return str(plugin)
+
+
+#: Characters no environment value here may hold: C0 and C1 control characters (tab, newline, carriage return, NUL,
+#: NEL...) and Unicode's line and paragraph separators. systemd's unit reader ends a line at \r, YAML readers fold
+#: NEL and the separators, and NCCL would read the character as part of an interface or device name.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_ALLOWED = "printable text, without tab, newline, carriage return or other control characters"
+
+
+def _control_problems(host: str, variable: str, env: Mapping[str, Any], keys: Iterable[str] | None = None) -> list[str]:
+    """One line per value of ``env`` (those of ``keys``, when given) that holds a control character."""
+    chosen = env if keys is None else {key: value for key, value in env.items() if key in keys}
+    return [f"{host}: {variable}.{key}={show(value)} holds the control character {show(found.group())}; "
+            f"allowed: {_CONTROL_ALLOWED}"
+            for key, value in chosen.items()
+            if isinstance(value, str) and (found := _CONTROL.search(value))]  # fmt: skip
 
 
 def _text_problems(host: str, variable: str, env: Mapping[str, Any]) -> list[str]:
@@ -288,6 +337,7 @@ def build_cluster(
     settings = read_settings(first.name, first.options, problems)
     cluster = Cluster(nodes=[], settings=settings, problems=problems)
     cluster.problems += _text_problems(first.name, f"{PREFIX}env", settings.env)
+    cluster.problems += _control_problems(first.name, f"{PREFIX}env", settings.env)  # once: it is cluster-wide
     # Preflight's rule: one fabric profile per cluster (a job's NCCL settings, its pods' devices, are per cluster).
     mixed = mixed_fabric_problems([(h.name, h.variables.get("rdmaforge_fabric")) for h in inputs])
     cluster.problems += [p.message for p in mixed]
@@ -338,14 +388,25 @@ def build_cluster(
         env = environment(profiles, str(profile), overrides, settings.env, accelerator, rails, gpus)
         named = {key for given in (overrides, settings.env) for key, value in given.items()
                  if nccl_env.text_value_problem(key, value) is not None}  # fmt: skip
+        # A control character, named by the variable that set it (workload_manifests_env's were named above).
+        controlled = {key for key, value in env.items() if _CONTROL.search(value)}
+        accelerator_name = variables.get("nccl_env_accelerator") or role_defaults.default_of("nccl_env_accelerator")
+        layers: list[tuple[str, object]] = [
+            ("nccl_env_overrides", overrides), ("rdmaforge_topology", rails or {}),
+            (f"nccl_env_accelerators[{accelerator_name}]", accelerator),
+            (f"nccl_env_profiles[{profile}]", profiles.get(profile) if _names_a_key(profile, profiles) else {}),
+        ]  # fmt: skip
+        left = controlled - set(settings.env)
+        for variable, layer in layers:
+            if not isinstance(layer, Mapping):
+                continue
+            cluster.problems += _control_problems(host.name, variable, env, left & set(layer))
+            left -= set(layer)
+        named |= controlled
         checked = {key: value for key, value in env.items() if key not in named}  # a line of their own above
         cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(checked)]
+        plugin = _net_plugin(host.name, variables, fabric_name, cluster.problems)
         if fabrics.is_rdma(fabric_name):  # preflight's rule (inventory_checks.rdma_fallback_problems), on the files
-            try:
-                plugin = role_defaults.evaluated_value_of({**variables, "rdmaforge_fabric": fabric_name},
-                                                          "nccl_plugin_provider")  # fmt: skip
-            except (KeyError, ValueError):  # a template only Ansible can evaluate: the plugin is not known here
-                plugin = None
             cluster.problems += [
                 f"{host.name}: NCCL settings (rdmaforge_fabric={fabric_name}, nccl_plugin_provider={plugin}): "
                 f"{f.why}; allowed: {f.allowed} (nccl_env_overrides, {PREFIX}env), or a net plugin "

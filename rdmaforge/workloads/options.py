@@ -48,10 +48,28 @@ ACS_COMPUTE_QOS = ("default", "best-effort")
 MPIJOB_API_VERSIONS = ("kubeflow.org/v2beta1", "kubeflow.org/v1")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
-_DOCKER_SIZE = re.compile(r"^([0-9]+)([bkmgBKMG]?)$")
-_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+# \Z, not $: $ also matches before a final newline, and "rdmaforge-train\n" would pass as a name.
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?\Z")
+_DOCKER_SIZE = re.compile(r"^([0-9]+)([bkmgBKMG]?)\Z")
+# A docker image reference (github.com/distribution/reference, regexp.go): [host[:port]/]path[:tag][@digest], the
+# path lower-case. Checked because the image is a word of `docker run`: one starting with '-' would be read as an
+# option, and one with a blank or a control character names no image.
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_DOMAIN = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_IMAGE_HOST = rf"(?:{_IMAGE_DOMAIN}(?:\.{_IMAGE_DOMAIN})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+_IMAGE = re.compile(
+    rf"(?P<name>(?:{_IMAGE_HOST}/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*)"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?\Z"
+)
+#: The longest image name (without tag and digest) docker accepts.
+_IMAGE_NAME_MAX = 255
+_IMAGE_ALLOWED = (
+    "a docker image reference: [registry[:port]/]name[:tag][@digest] with a lower-case name, no blanks, control "
+    "characters or leading '-', such as nvcr.io/nvidia/pytorch:24.05-py3"
+)
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 
 
 def role_defaults() -> dict[str, Any]:
@@ -162,6 +180,11 @@ def is_dns_label(text: str) -> bool:
     return len(text) <= 63 and bool(_DNS_LABEL.match(text))
 
 
+#: Why a NUL character is refused: execve ends an argument at it, and neither a shell script nor a systemd unit can
+#: write one.
+_NUL = "holds a NUL character, which no command line can carry"
+
+
 class Reader:
     """Reads one host's options, appending a line to ``problems`` for every bad value.
 
@@ -188,6 +211,9 @@ class Reader:
         text = str(value)
         if pattern is not None and not pattern.match(text):
             self.bad(name, "is not valid", allowed)
+            return ""
+        if "\0" in text:
+            self.bad(name, _NUL, allowed + " without NUL")
             return ""
         return text
 
@@ -232,6 +258,9 @@ class Reader:
             or (not allow_empty and not value)
         ):
             self.bad(name, "is not valid", "a list of strings" + ("" if allow_empty else " (at least one)"))
+            return ()
+        if any("\0" in str(v) for v in value):
+            self.bad(name, _NUL, "a list of strings without NUL")
             return ()
         return tuple(str(v) for v in value)
 
@@ -303,11 +332,16 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
             "a positive multiple of 1Gi such as 50Gi (seed 004: 50 pages of 1 GiB), or null",
         )
         hugepages = None
+    image = r.string(f"{PREFIX}image", _IMAGE, _IMAGE_ALLOWED)
+    found = _IMAGE.fullmatch(image)
+    if found is not None and len(found.group("name")) > _IMAGE_NAME_MAX:
+        r.bad(f"{PREFIX}image", f"has a name longer than {_IMAGE_NAME_MAX} characters", _IMAGE_ALLOWED)
+        image = ""
     return Settings(
         kinds=tuple(k for k in KINDS if k in kinds),
         name=name or "rdmaforge-train",
         namespace=r.string(f"{PREFIX}namespace", _DNS_LABEL, "a DNS-1123 label such as default") or "default",
-        image=r.string(f"{PREFIX}image"),
+        image=image,
         command=r.strings(f"{PREFIX}command", allow_empty=False),
         env=r.mapping(f"{PREFIX}env"),
         shm_size=shm or "8g",

@@ -8,6 +8,7 @@ template module's too): ``trim_blocks`` on, and the file's final newline kept.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,13 +60,23 @@ def render_file(env: jinja2.Environment, planned: PlannedFile) -> str:
 
 
 def write(plan: Plan, out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> list[Path]:
-    """Write every planned file under ``out_dir`` (created as needed); returns the paths written."""
+    """Write every planned file under ``out_dir`` (created as needed); returns the paths written.
+
+    Each file is written to a temporary file beside it and renamed over the path, as the role's file module does: a
+    symbolic link already at the path is replaced, never written through (the CLI refuses one before writing)."""
     env = environment(templates_dir)
     written = []
     for planned in plan.files:
         path = out_dir / planned.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_file(env, planned))
-        os.chmod(path, int(planned.mode, 8))
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(handle, "w") as stream:
+                stream.write(render_file(env, planned))
+                os.fchmod(stream.fileno(), int(planned.mode, 8))
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
         written.append(path)
     return written

@@ -489,6 +489,8 @@ def deep_settings(depth: int) -> bytes:
 
 
 HOSTS = "all:\n  children:\n    cluster:\n      hosts:\n        n1:\n"
+#: group_vars that render writes the docker files for (the other kinds need more).
+DOCKER_ONLY = "rdmaforge_fabric: tcp\nworkload_manifests_gpus_per_node: 8\nworkload_manifests_kinds: [docker]\n"
 
 
 def inventory(
@@ -571,6 +573,21 @@ def render_cases() -> list[Case]:
                                                                     "  NCCL_IB_DISABLE: 1\n")), "-o", str(t / "o")],
              BAD, ("n1: NCCL settings (rdmaforge_fabric=roce, nccl_plugin_provider=none): NCCL_IB_DISABLE='1' turns "
                    "off NCCL's IB (verbs) transport",)),  # fmt: skip
+        # An image starting with '-' became an option of docker run (--privileged, with another image).
+        Case("render-image-an-option",
+             lambda t: ["render", "-i", str(inventory(t, group_vars=DOCKER_ONLY + "workload_manifests_image: "
+                                                                   "--privileged\n")), "-o", str(t / "o")], BAD,
+             ("n1: workload_manifests_image='--privileged' is not valid", "allowed: a docker image reference")),
+        # A carriage return in a value ended the systemd unit's line (systemd-analyze: unbalanced quoting).
+        Case("render-env-carriage-return",
+             lambda t: ["render", "-i", str(inventory(t, group_vars=DOCKER_ONLY + "workload_manifests_env:\n"
+                                                                   "  LR: \"3e-4\\r\"\n")), "-o", str(t / "o")], BAD,
+             ("n1: workload_manifests_env.LR='3e-4\\r' holds the control character", "allowed: printable text")),
+        # A link at an output path: render wrote through it, to a file outside -o.
+        Case("render-output-file-a-link",
+             lambda t: ["render", "-i", str(inventory(t, group_vars=DOCKER_ONLY)), "-o",
+                        str(link(t / "o" / "docker" / "n1" / "rdmaforge-train.sh", t / "victim.sh").parents[2])],
+             BAD, ("docker/n1/rdmaforge-train.sh is a symbolic link", "render never writes through a link")),
         Case("render-no-output", lambda t: ["render", "-i", str(inventory(t))], BAD, ("-o/--output",)),
         Case("render-bad-kind", lambda t: ["render", "-i", str(inventory(t)), "-o", str(t), "--kind", "helm"], BAD,
              ("invalid choice", "helm")),  # fmt: skip
