@@ -25,13 +25,30 @@ def known_nccl_names() -> frozenset[str]:
     return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
 
 
+#: NCCL reads these lists character by character (src/misc/utils.cc, parseStringList) and looks for '^' and '=' at
+#: the first character only: a blank before or after is part of the first or last name, which then matches no
+#: device or interface, and NCCL goes on without the one meant.
+_BLANKS = ("{name}={value!r} has a blank before or after it, which NCCL keeps as part of a name (matching no device "
+           "or interface) or which hides a leading '^' or '='; allowed: the value without blanks around it")
+
+
+#: Characters no setting's value may hold: C0 and C1 control characters (tab, newline, carriage return, NUL, NEL...)
+#: and Unicode's line and paragraph separators. NCCL's nccl.conf reader drops only a line's final newline
+#: (src/misc/param.cc, setEnvFile), so a carriage return stays in the value; systemd's unit reader ends a line at
+#: one; YAML readers fold NEL and the separators.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+CONTROL_ALLOWED = "printable text, without tab, newline, carriage return or other control characters"
+
+
 def parse_ib_hca(value: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
     """Split an NCCL_IB_HCA value into (exclude, exact, [(device, port|None)]). Raises ValueError when malformed.
 
     Grammar (NCCL docs): optional '^' (exclude the listed devices), then optional '=' (exact names instead of
     prefixes), then a comma-separated list of device[:port]. An empty value is allowed (it means "no filter").
     """
-    rest = value.strip()
+    if value != value.strip():
+        raise ValueError(_BLANKS.format(name="NCCL_IB_HCA", value=value))
+    rest = value
     exclude = rest.startswith("^")
     rest = rest[1:] if exclude else rest
     exact = rest.startswith("=")
@@ -79,8 +96,10 @@ def problems(env: Mapping[str, object]) -> list[str]:
             errors.append(typed)
             no_text.add(key)
             continue
-        if value is not None and "\n" in str(value):
-            errors.append(f"{key}: values cannot contain a newline")
+        control = CONTROL_CHARACTERS.search(str(value)) if value is not None else None
+        if control is not None:
+            what = "a newline" if control.group() == "\n" else f"the control character {control.group()!r}"
+            errors.append(f"{key}: values cannot contain {what}; allowed: {CONTROL_ALLOWED}")
         if value == NODE_GPU_COUNT:
             errors.append(
                 f"{key}={NODE_GPU_COUNT} is the node's GPU count, which is unknown or 0 on this node (preflight's "
@@ -108,10 +127,12 @@ def socket_ifname_problems(value: str) -> list[str]:
     '=' (exact names), then a comma-separated list of interface names or prefixes. An entry NCCL cannot match (a
     blank inside, an empty one, one longer than a Linux interface name) leaves NCCL without the interface meant: it
     stops with "no socket interface found" or bootstraps over another. An empty value means "not set"."""
-    rest = value.strip()
+    if value != value.strip():
+        return [_BLANKS.format(name="NCCL_SOCKET_IFNAME", value=value)]
+    rest = value
     rest = rest[1:] if rest.startswith("^") else rest
     rest = rest[1:] if rest.startswith("=") else rest
-    if not value.strip():
+    if not value:
         return []
     bad = [item for item in rest.split(",") if not _IFNAME_ENTRY.match(item)]
     if not bad:

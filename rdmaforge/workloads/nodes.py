@@ -193,11 +193,9 @@ def _net_plugin(host: str, variables: Mapping[str, Any], fabric: str, problems: 
     return str(plugin)
 
 
-#: Characters no environment value here may hold: C0 and C1 control characters (tab, newline, carriage return, NUL,
-#: NEL...) and Unicode's line and paragraph separators. systemd's unit reader ends a line at \r, YAML readers fold
-#: NEL and the separators, and NCCL would read the character as part of an interface or device name.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL_ALLOWED = "printable text, without tab, newline, carriage return or other control characters"
+#: The characters no environment value may hold: nccl_env's definition (the settings' own check uses it too).
+_CONTROL = nccl_env.CONTROL_CHARACTERS
+_CONTROL_ALLOWED = nccl_env.CONTROL_ALLOWED
 
 
 def _control_problems(host: str, variable: str, env: Mapping[str, Any], keys: Iterable[str] | None = None) -> list[str]:

@@ -177,3 +177,29 @@ def test_the_settings_in_force_refuse_a_list_or_mapping_value() -> None:
         "boolean (a list of NCCL's as one comma-separated string, e.g. Ring,Tree; null removes the setting)",
     ]
     assert nccl_env.problems({"NCCL_ALGO": "Ring,Tree", "NCCL_IB_GID_INDEX": 3, "NCCL_IB_DISABLE": False}) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("NCCL_IB_HCA", " erdma"), ("NCCL_IB_HCA", "mlx5 "), ("NCCL_IB_HCA", " ^mlx5_4"), ("NCCL_IB_HCA", " "),
+     ("NCCL_SOCKET_IFNAME", "eth0 "), ("NCCL_SOCKET_IFNAME", " =eth0"), ("NCCL_SOCKET_IFNAME", "eth0,eth1 ")],
+)
+def test_a_blank_around_a_device_or_interface_list_is_refused(setting: str, value: str) -> None:
+    """NCCL 2.16.5's parseStringList (src/misc/utils.cc) copies every character up to ',' or ':' into the name,
+    and net_ib.cc / socket.cc look for '^' and '=' at the first character only: ' erdma' names no device, and the
+    check stripped the value first, so it passed."""
+    found = nccl_env.problems({setting: value})
+    assert found == [f"{setting}={value!r} has a blank before or after it, which NCCL keeps as part of a name "
+                     "(matching no device or interface) or which hides a leading '^' or '='; allowed: the value "
+                     "without blanks around it"]  # fmt: skip
+    assert nccl_env.problems({setting: value.strip()}) == []
+
+
+@pytest.mark.parametrize("char", ["\r", "\t", "\x00", "\x1b", "\x85", "\u2028"])
+def test_a_control_character_in_a_setting_is_refused(char: str) -> None:
+    """NCCL's nccl.conf reader drops only each line's final newline (src/misc/param.cc, setEnvFile): a carriage
+    return stayed in NCCL_DEBUG's value (and preflight let it through, where render refused it)."""
+    assert nccl_env.problems({"NCCL_DEBUG": f"INFO{char}"}) == [
+        f"NCCL_DEBUG: values cannot contain the control character {char!r}; allowed: printable text, without tab, "
+        "newline, carriage return or other control characters"
+    ]
