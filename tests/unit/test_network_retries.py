@@ -21,6 +21,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -451,6 +452,71 @@ def test_a_kept_keyring_without_the_pinned_key_is_refused_not_installed_empty(
     assert "rdma_repos_erdma_gpg_fingerprint=" in proc.stdout and "exported nothing" in proc.stdout, proc.stdout
     assert f"Remove {kept}" in " ".join(proc.stdout.split()), proc.stdout
     assert kept.read_bytes() == foreign  # left for the operator to look at, not overwritten empty
+
+
+def forged_subkey_download(genuine_first: bool) -> tuple[bytes, str, str]:
+    """A download holding the pinned key A and a key B of someone else whose encryption subkey is A's public key
+    (added with A's creation time, so it has A's fingerprint; only A's public key is needed for an encryption
+    subkey, the home here holds A's secret because gpg's addkey takes a keygrip). Returns the armored download
+    (A's own export first, or B's, which carries A's fingerprint, first), A's fingerprint and B's."""
+    home = Path(tempfile.mkdtemp(prefix="gpg-", dir="/tmp"))  # short: gpg-agent's socket path (see conftest)
+    gpg = ["gpg", "--batch", "--homedir", str(home), "--pinentry-mode", "loopback", "--passphrase", ""]
+    try:
+        subprocess.run([*gpg, "--quick-gen-key", "attacker <b@lab.invalid>", "rsa2048", "sign", "never"], check=True,
+                       capture_output=True)  # fmt: skip
+        subprocess.run([*gpg, "--quick-gen-key", "erdma <a@lab.invalid>", "rsa2048", "sign,encr", "never"],
+                       check=True, capture_output=True)  # fmt: skip
+
+        def field(uid: str, kind: str, index: int, *options: str) -> str:
+            listing = subprocess.run([*gpg, "--with-colons", *options, "--list-keys", uid], check=True,
+                                     capture_output=True, text=True).stdout  # fmt: skip
+            return next(line.split(":")[index] for line in listing.splitlines() if line.startswith(kind + ":"))
+
+        pinned, other = field("a@lab.invalid", "fpr", 9), field("b@lab.invalid", "fpr", 9)
+        grip = field("a@lab.invalid", "grp", 9, "--with-keygrip")
+        created = field("a@lab.invalid", "pub", 5)
+        genuine = subprocess.run([*gpg, "--armor", "--export", pinned], check=True, capture_output=True).stdout
+        # addkey, "existing key" (13) by keygrip, toggle signing off (S), done (Q), no expiry (0), save
+        subprocess.run(["gpg", "--homedir", str(home), "--no-tty", "--expert", "--faked-system-time", f"{created}!",
+                        "--pinentry-mode", "loopback", "--passphrase", "", "--command-fd", "0", "--edit-key", other],
+                       input=f"addkey\n13\n{grip}\nS\nQ\n0\nsave\n", text=True, check=True,
+                       capture_output=True)  # fmt: skip
+        forged = subprocess.run([*gpg, "--armor", "--export", other], check=True, capture_output=True).stdout
+        assert pinned in shown_keys(forged)  # B carries A's fingerprint as a subkey
+        return (genuine + forged if genuine_first else forged + genuine), pinned, other
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.parametrize("genuine_first", [False, True])
+def test_a_key_whose_subkey_carries_the_pinned_fingerprint_is_never_trusted(
+    tmp_path: Path, genuine_first: bool
+) -> None:
+    """A download holding the genuine key and a forged one whose subkey has the pinned fingerprint passes the
+    fingerprint check. Genuine key first: gpg imports both, and `gpg --export FINGERPRINT` exports every key the
+    fingerprint names, the forged one too: the keyring apt trusts held a key whose primary can sign (and rpm's
+    check counts subkeys, so yum hosts took it as well). The export must now be the pinned key alone. Forged key
+    first: gpg refuses the genuine one ("doesn't match our copy") and the import failed with a bare 'non-zero
+    return code'; now the run says what that means."""
+    download, pinned, other = forged_subkey_download(genuine_first)
+    server = FlakyKeyServer(download, failures=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proc = key_download(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY", pinned, 0)
+    finally:
+        server.shutdown()
+    said = " ".join(proc.stdout.split())
+    keyring = tmp_path / "keys" / f"erdma-{pinned}.gpg"
+    if genuine_first:
+        assert proc.returncode != 0, said[-4000:]
+        assert f"is the key(s) {pinned}, {other}, not the pinned key alone" in said, said[-4000:]
+        assert not keyring.exists()
+    else:
+        assert proc.returncode != 0
+        assert "gpg could not import" in said and "doesn't match our copy" in said, said[-4000:]
+        assert "another key there claims the fingerprint of rdma_repos_erdma_gpg_fingerprint=" in said
+        assert not keyring.exists()
 
 
 def test_a_dead_mirror_fails_after_the_retries_naming_the_url(signing_key: tuple[bytes, str], tmp_path: Path) -> None:
