@@ -108,6 +108,8 @@ def test_a_failing_grub_mkconfig_puts_the_defaults_back_and_says_so(tuned: LabHa
         "cat /var/lib/rdmaforge/hugepages-reboot-pending 2>/dev/null || echo no-marker"
     )
     before = lab.ssh(node, state).stdout
+    record = "/var/lib/rdmaforge/hugepages-kernel-args"
+    recorded = lab.ssh(node, f"cat {record}").stdout.split()
     command = ["/bin/sh", "-c", "echo grub-mkconfig: cannot probe disks >&2; exit 1"]
     failing = json.dumps({"hugepages_grub_mkconfig_command": command})
     proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=11", "-e", failing)
@@ -116,6 +118,9 @@ def test_a_failing_grub_mkconfig_puts_the_defaults_back_and_says_so(tuned: LabHa
     assert "Put back from backups: /etc/default/grub" in proc.stdout
     assert "boots as before" in proc.stdout
     assert lab.ssh(node, state).stdout == before
+    # The record is written before the change (a run cut short after it can still be withdrawn): it lists the
+    # arguments the run was setting besides those it had, either of which could be on the command line.
+    assert lab.ssh(node, f"cat {record}").stdout.split() == [*recorded, "hugepages=11"]
     # With a working command the same change goes through, and the tuned fixture restores the default.
     proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_count=11")
     assert proc.returncode == 0, proc.stdout[-4000:]
@@ -190,6 +195,28 @@ def test_a_pool_of_another_size_set_by_hand_is_never_dropped(tuned: LabHandle) -
     finally:
         lab.ssh(node, "sed -i 's/ hugepages=16\"/\"/' /etc/default/grub")
     assert "hugepages" not in lab.ssh(node, '. /etc/default/grub && echo "$GRUB_CMDLINE_LINUX_DEFAULT"').stdout
+
+
+def test_a_record_that_is_no_list_of_the_roles_arguments_withdraws_nothing(tuned: LabHandle) -> None:
+    """The record names what hugepages_enabled: false (and reset) take off the kernel command line. An empty one
+    stopped the run with the module's 'args is empty', naming neither the file nor the host; a bare 'hugepages'
+    would have removed every hugepages= value, the operator's too."""
+    lab = tuned
+    node = sorted(lab.nodes)[1]
+    record = "/var/lib/rdmaforge/hugepages-kernel-args"
+    kept = lab.ssh(node, f"cat {record}").stdout
+    try:
+        for text in ("", "hugepages"):
+            lab.ssh(node, f"printf '%s\\n' {shlex.quote(text)} > {record}")
+            before = lab.ssh(node, "sha256sum /etc/default/grub /boot/grub/grub.cfg").stdout
+            proc = lab.playbook("hugepages.yml", "--limit", node, "-e", "hugepages_enabled=false")
+            assert proc.returncode != 0
+            said = " ".join(proc.stdout.split())
+            held = json.dumps(text) if text else "nothing"
+            assert f"{node}: {record} holds {held}, not the arguments the hugepages role records" in said, said[-3000:]
+            assert lab.ssh(node, "sha256sum /etc/default/grub /boot/grub/grub.cfg").stdout == before
+    finally:
+        lab.ssh(node, f"printf '%s' {shlex.quote(kept)} > {record}")
 
 
 WIPE_NETWORK = (
