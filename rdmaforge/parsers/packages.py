@@ -157,6 +157,17 @@ def _rpm_name(nevra: str) -> str:
     return parts[0] if len(parts) == 3 else nevra
 
 
+def dry_run_problem(output: str, rc: int | None) -> str:
+    """'' when the ``removal_argv`` dry run answered: it exited 0, or rpm exited 1 naming what needs the packages
+    (``is needed by``). Else what stopped it (apt's ``E:`` lines, rpm's ``error:`` lines, or its exit status): the
+    removal cannot be judged, and the packages a failed dry run did not list may be taken with them."""
+    if rc is None or rc == 0 or "is needed by" in output:
+        return ""
+    errors = [line.strip() for line in output.splitlines() if line.strip().startswith(("E:", "error:"))]
+    said = "; ".join(errors) or " ".join(output.split()[-30:])
+    return f"exit {rc}: {said[:400]}" if said else f"exit {rc}, with no output"
+
+
 def removal_blockers(dry_run_output: str, manual_output: str, removing: list[str]) -> list[str]:
     """The packages installed on purpose, other than ``removing``, that removing ``removing`` would take with them.
 

@@ -146,3 +146,30 @@ def test_only_packages_installed_on_purpose_block_a_removal() -> None:
     assert packages.removal_blockers(refused, "", ["libibverbs"]) == []
     assert packages.removal_argv("apt", ["a"]) == ["apt-get", "-s", "remove", "a"]
     assert packages.removal_argv("dnf", ["a"]) == ["rpm", "-e", "--test", "a"]
+
+
+def dry_run(argv: list[str]) -> tuple[str, int]:
+    """A real dry run on this machine: its output (stdout and stderr, as the role joins them) and exit status."""
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return proc.stdout + "\n" + proc.stderr, proc.returncode
+
+
+@pytest.mark.parametrize("manager", ["apt", "dnf"])
+def test_a_dry_run_that_failed_is_no_answer(manager: str) -> None:
+    """reset read a failed dry run (apt: no such package, a held lock; rpm: an ambiguous or unknown name) as 'nothing
+    installed on purpose needs them', and removed the packages anyway."""
+    tool = "apt-get" if manager == "apt" else "rpm"
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed on this machine")
+    output, rc = dry_run(packages.removal_argv(manager, ["rdmaforge-no-such-package"]))
+    assert rc != 0
+    problem = packages.dry_run_problem(output, rc)
+    said = ("E: Unable to locate package rdmaforge-no-such-package" if manager == "apt"
+            else "error: package rdmaforge-no-such-package is not installed")  # fmt: skip
+    assert problem == f"exit {rc}: {said}"
+    # An answer: exit 0, or rpm's exit 1 naming what needs them (a blocker, read by removal_blockers).
+    assert packages.dry_run_problem("Remv openmpi-bin [4.1.4-3+b1]\n", 0) == ""
+    refused = "error: Failed dependencies:\n\tlibibverbs.so.1()(64bit) is needed by (installed) openmpi-4.1.1-5.el8\n"
+    assert packages.dry_run_problem(refused, 1) == ""
+    assert packages.dry_run_problem("", None) == ""  # not run: nothing to remove
+    assert packages.dry_run_problem("", 100) == "exit 100, with no output"
