@@ -103,6 +103,7 @@ class FilterModule:
             "rdmaforge_package_path": package_path,
             "rdmaforge_mpi_names": mpi_hosts.names,
             "rdmaforge_mpi_host_list": mpi_hosts.host_list,
+            "rdmaforge_mpi_missing_answers": mpi_hosts.missing_answers,
             "rdmaforge_ssh_peer_names": ssh_mesh.peer_names,
             "rdmaforge_ssh_peer_forms": ssh_mesh.peer_forms,
             "rdmaforge_ssh_known_hosts_lines": ssh_mesh.known_hosts_lines,

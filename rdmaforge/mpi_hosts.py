@@ -24,3 +24,24 @@ def host_list(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], s
         raise ValueError(f"{len(hosts)} hosts but {len(slots)} slot counts")
     named = names(hosts, hostvars, by)
     return ",".join(f"{named[host]}:{int(count)}" for host, count in zip(hosts, slots, strict=True))
+
+
+def missing_answers(lines: Sequence[str], hostnames: Sequence[str]) -> list[str]:
+    """The hostnames (short, as Ansible's ``ansible_facts.hostname``) of the nodes that printed nothing in
+    ``mpirun --tag-output hostname``'s output ``lines`` (``[1,0]<stdout>:node1``). A node prints its kernel hostname,
+    which may be a fully qualified name: each answer counts by its short name. Each answer is counted once, so two
+    nodes of one hostname need two answers (a set would have let one stand for both)."""
+    answers: dict[str, int] = {}
+    for line in lines:
+        text = line.split(">:", 1)[1] if line.startswith("[") and ">:" in line else line
+        short = text.strip().split(".", 1)[0]
+        if short:
+            answers[short] = answers.get(short, 0) + 1
+    missing = []
+    for name in hostnames:
+        short = str(name).split(".", 1)[0]
+        if answers.get(short, 0) > 0:
+            answers[short] -= 1
+        else:
+            missing.append(str(name))
+    return missing

@@ -86,3 +86,17 @@ def test_the_hostfile_reads_the_count_as_every_role_does() -> None:
         "198.18.0.13 slots=1",
         "198.18.0.14 slots=8",
     ]
+
+
+def test_the_launch_test_counts_each_nodes_answer_once_by_its_short_name() -> None:
+    """mpirun --tag-output hostname, one process per node: a node whose kernel hostname is fully qualified printed
+    it whole and was reported as 'did not start' (Ansible's hostname fact is the short name); and the answers were
+    compared as a set, so one answer stood for two nodes of one hostname."""
+    lines = ["[1,0]<stdout>:node1.cluster.example", "[1,1]<stdout>:node2"]
+    assert mpi_hosts.missing_answers(lines, ["node1", "node2"]) == []
+    assert mpi_hosts.missing_answers(lines[:1], ["node1", "node2"]) == ["node2"]
+    # Two nodes named the same (cloned images): one answer no longer covers both.
+    assert mpi_hosts.missing_answers(["[1,0]<stdout>:gpu", "[1,1]<stdout>:other"], ["gpu", "gpu"]) == ["gpu"]
+    assert mpi_hosts.missing_answers(["[1,0]<stdout>:gpu", "[1,1]<stdout>:gpu"], ["gpu", "gpu"]) == []
+    # Lines that are no answer (mpirun's own messages on stdout) answer for no node.
+    assert mpi_hosts.missing_answers(["", "[1,0]<stdout>:"], ["node1"]) == ["node1"]
