@@ -100,3 +100,21 @@ def test_the_launch_test_counts_each_nodes_answer_once_by_its_short_name() -> No
     assert mpi_hosts.missing_answers(["[1,0]<stdout>:gpu", "[1,1]<stdout>:gpu"], ["gpu", "gpu"]) == []
     # Lines that are no answer (mpirun's own messages on stdout) answer for no node.
     assert mpi_hosts.missing_answers(["", "[1,0]<stdout>:"], ["node1"]) == ["node1"]
+
+
+def test_the_launch_test_starts_one_process_per_node_of_the_hostfile() -> None:
+    """-np was the play's host count while --hostfile lists group mpi_launch_group: a play with a host outside the
+    group asked for more processes than the hostfile has nodes, and mpirun failed on slots, hiding the cause."""
+    from tests.unit.role_vars import evaluate, role_vars
+
+    hosts = {"node1": {"ansible_host": "198.18.0.11"}, "node2": {"ansible_host": "198.18.0.12"}, "builder": {}}
+    templar = role_vars("mpi_launch", {}, groups={"cluster": ["node1", "node2"]}, mpi_launch_group="cluster",
+                        ansible_play_hosts=["builder", "node1", "node2"], hostvars=hosts,
+                        ansible_play_hosts_all=["builder", "node1", "node2"])  # fmt: skip
+    assert evaluate(templar, "mpi_launch_all_here") is True
+    assert evaluate(templar, "mpi_launch_tested") == ["node1", "node2"]
+    # A node of the group lost earlier in the run: --host lists the nodes still here, and -np counts those.
+    lost = role_vars("mpi_launch", {}, groups={"cluster": ["node1", "node2"]}, mpi_launch_group="cluster",
+                     ansible_play_hosts=["node1"], hostvars=hosts, ansible_play_hosts_all=["node1", "node2"])
+    assert evaluate(lost, "mpi_launch_all_here") is False
+    assert evaluate(lost, "mpi_launch_tested") == ["node1"]
