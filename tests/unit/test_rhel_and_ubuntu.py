@@ -7,8 +7,10 @@ import configparser
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rdmaforge import role_defaults
+from rdmaforge.paths import PROJECT_ROOT
 from tests.conftest import run_playbook
 from tests.unit.role_vars import evaluate, role_vars, spec_default
 
@@ -130,3 +132,19 @@ def test_every_playbook_passes_syntax_check_against_the_example_inventory() -> N
                         timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert all(f"playbook: {PLAYBOOKS / name}" in proc.stdout for name in playbooks), proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize("written", ["{fpr}\n", " {fpr} ", "{spaced}", "{fpr}\u00a0"])
+def test_rpm_gets_the_fingerprint_verify_key_checked(written: str) -> None:
+    """verify_key.yml reads rdma_repos_erdma_gpg_fingerprint without blanks and in upper case, so a value with a
+    trailing newline (a YAML block scalar) or a no-break space passed it; yum.yml then gave rpm_key the raw value
+    (a confusing 'does not match'), and reset computed a wrong rpm key id ('Not a valid key')."""
+    fpr = "0123456789ABCDEF0123456789ABCDEF89ABCDEF"
+    value = written.format(fpr=fpr, spaced=" ".join(fpr[i:i + 4] for i in range(0, 40, 4)).lower())
+    templar = role_vars("rdma_repos", {}, rdmaforge_fabric="erdma", rdma_repos_erdma_gpg_fingerprint=value)
+    for tasks_file, option, wanted in (("yum.yml", "fingerprint", fpr), ("withdraw.yml", "key", "89abcdef")):
+        tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / tasks_file).read_text())
+        (task,) = [t for t in tasks if "ansible.builtin.rpm_key" in t and t["ansible.builtin.rpm_key"].get(
+            "state") == ("present" if tasks_file == "yum.yml" else "absent")]  # fmt: skip
+        expression = task["ansible.builtin.rpm_key"][option].strip().removeprefix("{{").removesuffix("}}")
+        assert evaluate(templar, expression) == wanted, tasks_file
