@@ -148,3 +148,18 @@ def test_rpm_gets_the_fingerprint_verify_key_checked(written: str) -> None:
             "state") == ("present" if tasks_file == "yum.yml" else "absent")]  # fmt: skip
         expression = task["ansible.builtin.rpm_key"][option].strip().removeprefix("{{").removesuffix("}}")
         assert evaluate(templar, expression) == wanted, tasks_file
+
+
+@pytest.mark.parametrize(("url", "version"), [
+    ("https://mirror.example/aiacc/aiacc-nccl-plugin_2.0.1_amd64.deb", "2.0.1"),
+    ("https://mirror.example/aiacc-nccl-plugin.deb", None),
+])  # fmt: skip
+def test_an_aiacc_package_named_without_a_version_still_installs(url: str, version: str | None) -> None:
+    """The version read from the package's file name ('| first' on no match) crashed the task that selects the
+    installed library, after the package was installed: the plugin was never linked or registered. It is used in
+    messages only: none when the name carries none."""
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "nccl_plugin" / "tasks" / "aiacc_package.yml").read_text())
+    (task,) = [t for t in tasks if t["name"] == "Select the installed library"]
+    expression = task["ansible.builtin.set_fact"]["nccl_plugin_version"].strip().removeprefix("{{").removesuffix("}}")
+    templar = role_vars("nccl_plugin", {"pkg_mgr": "apt"}, rdmaforge_fabric="erdma", nccl_plugin_aiacc_deb_url=url)
+    assert evaluate(templar, expression) == version
