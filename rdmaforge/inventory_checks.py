@@ -660,6 +660,35 @@ def eni_number_problems(host: str, values: Mapping[str, object]) -> list[Problem
     return found
 
 
+#: A dpkg architecture name (amd64, arm64, i386, ppc64el, s390x...).
+_DPKG_ARCH = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
+
+
+def repository_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """The erdma repository's URLs and architectures go into a deb822 .sources file and a .repo file line by line:
+    a newline in one would add a field of its own (Trusted: yes, gpgcheck=0). Each URL must be one word (yum's
+    $releasever and $basearch are allowed), each architecture a dpkg architecture name. Unset: the role's own."""
+    found = []
+    for variable in ("rdma_repos_erdma_apt_url", "rdma_repos_erdma_yum_baseurl"):
+        if variable not in values:
+            continue
+        url = values[variable]
+        scheme = url.partition("://")[0].lower() if isinstance(url, str) else ""
+        if not (isinstance(url, str) and scheme in ("http", "https", "ftp", "file") and url.isprintable()
+                and not any(c.isspace() for c in url)):  # fmt: skip
+            message = (f"{host}: {variable}={show(url)} is not allowed; allowed: one http(s), ftp or file URL "
+                       "without blanks, newlines or other control characters")  # fmt: skip
+            found.append(Problem(host, variable, message))
+    architectures = values.get("rdma_repos_erdma_apt_architectures")
+    if isinstance(architectures, list):
+        bad = [a for a in architectures if not (isinstance(a, str) and _DPKG_ARCH.match(a))]
+        if bad or not architectures:
+            message = (f"{host}: rdma_repos_erdma_apt_architectures={show(architectures)} is not allowed; allowed: "
+                       "one or more dpkg architecture names such as amd64 or arm64")  # fmt: skip
+            found.append(Problem(host, "rdma_repos_erdma_apt_architectures", message))
+    return found
+
+
 def eni_interface_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """eni_interfaces naming a NIC twice passed one-ENI-per-GPU with one NIC for two GPUs, and planned two tables and
     two rules for it (netplan's keys twice, two .network contents for one file): refused, naming the NIC."""
@@ -1509,6 +1538,7 @@ def inventory_report(
         found += eni_address_problems(node.name, node.values)
         found += eni_number_problems(node.name, node.values)
         found += eni_interface_problems(node.name, node.values)
+        found += repository_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
         found += env_value_problems(node.name, node.values)
         found += rdma_fallback_problems(node.name, node.values)

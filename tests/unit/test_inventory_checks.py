@@ -1348,3 +1348,25 @@ def test_an_address_no_one_machine_answers_as_is_refused(address: str) -> None:
         "broadcast); allowed: an IPv4 address such as 172.20.20.145, or a DNS host name"
     ]
     assert checks.address_problems("node1", "198.18.0.2") == []
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("rdma_repos_erdma_apt_url", "https://mirrors.aliyun.com/erdma/apt/ubuntu\nTrusted: yes"),
+        ("rdma_repos_erdma_apt_url", "mirrors.aliyun.com/erdma"),
+        ("rdma_repos_erdma_yum_baseurl", "https://mirrors.aliyun.com/erdma/yum\ngpgcheck=0"),
+        ("rdma_repos_erdma_apt_architectures", ["amd64\nTrusted: yes"]),
+        ("rdma_repos_erdma_apt_architectures", []),
+    ],
+)
+def test_a_repository_value_that_would_add_a_field_is_refused(variable: str, value: object) -> None:
+    """The erdma repository's URL and architectures are written into a deb822 .sources file (and the baseurl into
+    a .repo file) line by line: a newline added a field of its own, such as Trusted: yes or gpgcheck=0."""
+    found = checks.repository_problems("node1", {variable: value})
+    assert [p.variable for p in found] == [variable]
+    assert found[0].message.startswith(f"node1: {variable}=")
+    # The role's own defaults pass (yum's $releasever included).
+    defaults = role_defaults.defaults("rdma_repos")
+    assert checks.repository_problems("node1", {k: defaults[k] for k in (
+        "rdma_repos_erdma_apt_url", "rdma_repos_erdma_yum_baseurl", "rdma_repos_erdma_apt_architectures")}) == []
