@@ -293,6 +293,7 @@ def eni_plan(
     addresses: Mapping[str, str] | None = None,
     gateways: Mapping[str, str] | None = None,
     default_interface: str = "",
+    chosen_by_pattern: bool = False,
 ) -> dict[str, Any]:
     """One routing table and one ``from <address>`` rule per secondary NIC, in ``names`` order.
 
@@ -300,7 +301,9 @@ def eni_plan(
     secondary NIC at all is a problem too: a plan of nothing would configure nothing and its check would pass over
     zero NICs (doctor's mtu check calls the same node a problem). So is a NIC named twice, and the NIC that
     carries the default route (``default_interface``), which eni_interfaces may name: the plan would take its
-    DHCP address and its main-table default route, cutting the node off its management network."""
+    DHCP address and its main-table default route, cutting the node off its management network. With
+    ``chosen_by_pattern`` (eni_interfaces empty: the names matched eni_interface_patterns) and no default route
+    known, the management NIC cannot be told from the others (eth0 matches eth*): nothing is planned."""
     by_name = {str(n["name"]): n for n in nics}
     addresses = addresses or {}
     gateways = gateways or {}
@@ -311,6 +314,11 @@ def eni_plan(
         problems.append(f"{host}: eni_enabled is true but no secondary NIC (ENI) was found (the node's NICs: "
                         f"{others}; the default route's is never one); attach ENIs, name them in eni_interfaces or "
                         "eni_interface_patterns, or set eni_enabled: false")  # fmt: skip
+    if chosen_by_pattern and not default_interface and names:
+        problems.append(f"{host}: the node has no default route, so its management NIC cannot be told from the "
+                        f"secondary ones eni_interface_patterns matched ({', '.join(names)}); name the secondary "
+                        "NICs in eni_interfaces")  # fmt: skip
+        return {"enis": [], "problems": problems}
     twice = sorted({name for name in names if list(names).count(name) > 1})
     if twice:
         problems.append(f"{host}: eni_interfaces lists {', '.join(twice)} more than once; list each secondary NIC once")

@@ -425,3 +425,17 @@ def test_a_restore_plan_takes_each_files_own_backup_only() -> None:
         {"path": "/etc/default/grub.d/60-rdmaforge.cfg", "backup": backups[0]},
     ]
     assert [step["backup"] for step in tuning.restore_plan(changed, backups)] == [backups[1], backups[0]]
+
+
+def test_an_eni_plan_by_pattern_on_a_node_without_a_default_route_plans_nothing() -> None:
+    """With no default route known, eth0 (the management NIC) matched eth* and was planned as an ENI: a static
+    address and no default route on the NIC the node is managed through."""
+    names = tuning.eni_names(NICS, "")
+    assert names[0] == "eth0"  # the patterns cannot tell it apart
+    plan = tuning.eni_plan("n1", NICS, names, 1001, 1001, 1400, default_interface="", chosen_by_pattern=True)
+    assert plan == {"enis": [], "problems": [
+        "n1: the node has no default route, so its management NIC cannot be told from the secondary ones "
+        "eni_interface_patterns matched (eth0, eth1, eth2, eth10); name the secondary NICs in eni_interfaces"]}
+    # Named in eni_interfaces, they are planned.
+    listed = tuning.eni_plan("n1", NICS, ["eth1", "eth2"], 1001, 1001, 1400, default_interface="")
+    assert [e["name"] for e in listed["enis"]] == ["eth1", "eth2"] and listed["problems"] == []
