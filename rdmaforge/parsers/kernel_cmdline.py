@@ -424,7 +424,14 @@ def find_assignments(text: str, variable: str, where: str = "file") -> list[Assi
     if not _VARIABLE_RE.match(variable):
         raise CmdlineError(f"variable={variable!r} is not a shell variable name")
     found = []
+    appending = re.compile(r"^[ \t]*(?:export[ \t]+)?" + re.escape(variable) + r"\+=")
     for index, line in enumerate(text.splitlines(keepends=True)):
+        if appending.match(line):
+            # bash appends to the value: the kernel would get those words besides the edited value, unseen.
+            raise CmdlineError(
+                f"{where} line {index + 1}: {variable}+= appends to the value, which kernel_cmdline cannot edit "
+                f"safely: write it into the {variable}=\"...\" assignment"
+            )
         assignment = _parse_assignment(line, index, variable, where)
         if assignment is not None:
             found.append(assignment)

@@ -228,6 +228,9 @@ def test_single_quoted_value_with_a_single_quote_is_refused():
         ('GRUB_CMDLINE_LINUX="a\nb"\n', "line 1: the value of GRUB_CMDLINE_LINUX does not end on this line"),
         ("X=1\nGRUB_CMDLINE_LINUX=\"a\"'b'\n", "line 2: unexpected \"'b'\" after the value"),
         ("GRUB_CMDLINE_LINUX=$(cat /x)\n", "is not a plain word; quote the whole value"),
+        # bash appends: the kernel got hugepages=8 besides the edited value, and cmdline_after did not show it.
+        ('GRUB_CMDLINE_LINUX="quiet"\nGRUB_CMDLINE_LINUX+=" hugepages=8"\n',
+         "line 2: GRUB_CMDLINE_LINUX+= appends to the value, which kernel_cmdline cannot edit safely"),
     ],
 )
 def test_values_that_cannot_be_edited_safely_are_refused(text, message):
