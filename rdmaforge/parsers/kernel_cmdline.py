@@ -182,6 +182,8 @@ def normalize_args(args: Mapping[str, Any] | Sequence[str] | str | None, state: 
     if isinstance(args, dict):
         for raw_key, value in args.items():
             key = _check_key(str(raw_key), f"args key {raw_key!r}")
+            if key == INIT_SEPARATOR:  # as for a list entry: every later argument would go to init
+                raise CmdlineError("args key '--' cannot be managed: it separates init's arguments")
             token = _token_for(key, value, f"args.{key}")
             if token is None and state == PRESENT:
                 token = key
@@ -195,6 +197,9 @@ def normalize_args(args: Mapping[str, Any] | Sequence[str] | str | None, state: 
                 _check_key(token.lstrip('"').split("=", 1)[0], f"args entry {token!r}")
                 if token == INIT_SEPARATOR:
                     raise CmdlineError("args entry '--' cannot be managed: it separates init's arguments")
+                if token.count('"') % 2:
+                    # The kernel reads to the next quote: every argument after this one would join its value.
+                    raise CmdlineError(f"args entry {token!r} opens a double quote it does not close")
                 value_given = "=" in token
                 parsed.append(Arg(arg_key(token), token if value_given or state == PRESENT else None))
     else:

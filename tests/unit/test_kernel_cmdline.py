@@ -106,6 +106,10 @@ def test_normalize_dict_and_list():
         ({"x": 'a"b'}, "values cannot contain double quotes"),
         (42, "args must be a dict"),
         (["--"], "cannot be managed"),
+        # The dict form let '--' through (every later argument then went to init), and the list form an
+        # unbalanced quote (the kernel reads to the next quote, swallowing the arguments after it).
+        ({"--": None}, "args key '--' cannot be managed"),
+        (['x="a b'], "args entry 'x=\"a b' opens a double quote it does not close"),
     ],
 )
 def test_normalize_refuses_with_a_reason(args, message):
