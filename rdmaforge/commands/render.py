@@ -37,8 +37,9 @@ from typing import Any
 import yaml
 
 from rdmaforge.errors import missing_path, output_path
+from rdmaforge.inventory_checks import misspelled_variable_problems, variable_names
 from rdmaforge.inventory_files import yaml_problems
-from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.paths import PROJECT_ROOT, ROLES_DIR
 from rdmaforge.plain_data import spec_bool, whole_number
 from rdmaforge.runner import inventory_list
 from rdmaforge.runner.exit_codes import ExitCode, epilog
@@ -124,12 +125,18 @@ def host_inputs(inventory: Mapping[str, Mapping[str, Any]]) -> tuple[list[HostIn
     problems: list[str] = []
     warnings: list[str] = []
     inputs = []
+    names = variable_names(ROLES_DIR)
     for host, variables in inventory.items():
+        # Preflight's rule: a name close to one rdmaforge reads (a letter left out) would be ignored without a word.
+        misspelled = misspelled_variable_problems(host, variables, names)
+        problems += [p.message for p in misspelled]
         options = dict(defaults)
         for name, value in variables.items():
             if not name.startswith(PREFIX) or name in ROLE_ONLY:
                 continue
             if name not in defaults:
+                if any(p.variable == name for p in misspelled):
+                    continue  # a problem line above names it already
                 close = difflib.get_close_matches(name, list(defaults), n=1)
                 hint = f" (did you mean {close[0]}?)" if close else ""
                 warnings.append(f"{host}: {name} is not a variable of role workload_manifests{hint}; ignored")

@@ -373,3 +373,18 @@ def test_type1_acs_pods_refuse_an_ib_hca_that_selects_no_mlx5_device(hca: str) -
     for own in ("mlx5", "=mlx5_0:1,mlx5_1:1", "^=mlx5_3"):
         plan = two_nodes(variables={"nccl_env_overrides": {"NCCL_IB_HCA": own}}, kinds=["acs"], acs_gpu_model="GU8TF")
         assert plan.problems == [], plan.problems
+
+
+@pytest.mark.parametrize(("misspelled", "meant"), [("nccl_env_overides", "nccl_env_overrides"),
+                                                   ("workload_manifest_shm_size", "workload_manifests_shm_size")])
+def test_a_misspelled_variable_is_refused_as_preflight_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], misspelled: str, meant: str
+) -> None:
+    """render ignored them without a word (the second lacks the role's prefix, so not even a warning), while
+    preflight names both: the files were written without the settings the user meant."""
+    inventory = _inventory(tmp_path / "inv", {misspelled: {"NCCL_DEBUG": "INFO"} if "env" in misspelled else "16g"})
+    assert main(["render", "-i", str(inventory), "--kind", "docker", "-o", str(tmp_path / "out")]) == 64
+    err = capsys.readouterr().err
+    said = f"n1: {misspelled} is not a variable rdmaforge reads, so its value would be ignored (did you mean {meant!r}?)"
+    assert said in err
+    assert not (tmp_path / "out").exists()

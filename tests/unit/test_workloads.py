@@ -732,12 +732,20 @@ def test_cli_kind_selects_and_bad_inventory_writes_nothing(tmp_path: Path, capsy
     out = tmp_path / "out"
     assert main(["render", "-i", str(inventory), "--kind", "acs", "-o", str(out)]) == 64  # BAD_INPUT
     stderr = capsys.readouterr().err
-    assert "WARNING localhost: workload_manifests_gpu_per_node is not a variable of role workload_manifests" in stderr
-    assert "(did you mean workload_manifests_gpus_per_node?)" in stderr
+    # A misspelled variable is refused, as preflight refuses it (it was a warning, and its value was ignored).
+    assert ("localhost: workload_manifests_gpu_per_node is not a variable rdmaforge reads, so its value would be "
+            "ignored (did you mean 'workload_manifests_gpus_per_node'?)") in stderr  # fmt: skip
+    assert "WARNING localhost: workload_manifests_gpu_per_node" not in stderr  # named once
     assert "localhost: workload_manifests_gpus_per_node=4 GPUs per pod is not supported" in stderr
     assert "nothing written" in stderr
     assert not out.exists()
+    # A name of the role's prefix close to none of its variables is the user's own: a warning, not a refusal.
+    del variables[f"{PREFIX}gpu_per_node"]
+    variables[f"{PREFIX}team_label"] = "ml-infra"
+    inventory = write_inventory(tmp_path / "inventory2", NODES, variables)
     assert main(["render", "-i", str(inventory), "--kind", "docker", "-o", str(out)]) == 0
+    assert "WARNING localhost: workload_manifests_team_label is not a variable of role workload_manifests" in (
+        capsys.readouterr().err)  # fmt: skip
     assert sorted(p.parent.name for p in out.rglob("*.sh")) == ["localhost", "wl-b"]
     assert not (out / "acs").exists()
 
