@@ -385,6 +385,6 @@ def test_a_misspelled_variable_is_refused_as_preflight_refuses_it(
     inventory = _inventory(tmp_path / "inv", {misspelled: {"NCCL_DEBUG": "INFO"} if "env" in misspelled else "16g"})
     assert main(["render", "-i", str(inventory), "--kind", "docker", "-o", str(tmp_path / "out")]) == 64
     err = capsys.readouterr().err
-    said = f"n1: {misspelled} is not a variable rdmaforge reads, so its value would be ignored (did you mean {meant!r})"
+    said = f"n1: {misspelled} is not a variable rdmaforge reads, so its value would be ignored (did you mean {meant!r}?"
     assert said in err
     assert not (tmp_path / "out").exists()
