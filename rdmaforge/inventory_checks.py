@@ -988,6 +988,25 @@ def release_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     return found
 
 
+_NCCL_SERIES = re.compile(r"[0-9]+(\.[0-9]+){1,2}")
+
+
+def documented_nccl_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """nccl_plugin_documented_nccl is [lowest, highest] NCCL release as text: a YAML number loses what a version
+    needs (2.10 is the float 2.1, which the argument spec turns into '2.1'), so NCCL 2.9 would be outside
+    [2.8, 2.1] and warned of, and 2.10 itself judged as 2.1."""
+    given = values.get("nccl_plugin_documented_nccl")
+    if "nccl_plugin_documented_nccl" not in values or given == []:
+        return []
+    if isinstance(given, list) and len(given) == 2 and all(
+        isinstance(v, str) and _NCCL_SERIES.fullmatch(v) for v in given
+    ):
+        return []
+    message = (f"{host}: nccl_plugin_documented_nccl={show(given)} is not allowed; allowed: [] or two NCCL releases "
+               "as quoted text, lowest first, such as ['2.8', '2.16'] (unquoted, 2.10 is the number 2.1)")  # fmt: skip
+    return [Problem(host, "nccl_plugin_documented_nccl", message)]
+
+
 # --- pinned git commits ----------------------------------------------------------------------------
 
 
@@ -1539,6 +1558,7 @@ def inventory_report(
         found += eni_number_problems(node.name, node.values)
         found += eni_interface_problems(node.name, node.values)
         found += repository_problems(node.name, node.values)
+        found += documented_nccl_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
         found += env_value_problems(node.name, node.values)
         found += rdma_fallback_problems(node.name, node.values)

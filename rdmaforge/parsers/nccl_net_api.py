@@ -77,8 +77,9 @@ def compatibility(nccl: Iterable[int], plugin: Iterable[int]) -> Compatibility:
 def version_in_range(version: str, low: str, high: str) -> bool:
     """Whether ``version`` (2.29.7) lies within ``low``..``high``, each by its own precision (2.16 is 2.16.x)."""
 
-    def parts(text: str) -> list[int]:
-        return [int(p) for p in text.split(".") if p.isdigit()]
+    def parts(text: object) -> list[int]:
+        # ASCII digits only: str.isdigit() takes '²', which int() refuses.
+        return [int(p) for p in str(text if text is not None else "").split(".") if re.fullmatch("[0-9]+", p)]
 
     current = parts(version)
     return parts(low) <= current[: len(parts(low))] and current[: len(parts(high))] <= parts(high)

@@ -1370,3 +1370,22 @@ def test_a_repository_value_that_would_add_a_field_is_refused(variable: str, val
     defaults = role_defaults.defaults("rdma_repos")
     assert checks.repository_problems("node1", {k: defaults[k] for k in (
         "rdma_repos_erdma_apt_url", "rdma_repos_erdma_yum_baseurl", "rdma_repos_erdma_apt_architectures")}) == []
+
+
+@pytest.mark.parametrize("given", [[2.8, 2.10], ["2.8"], "2.8-2.16", ["2.8", "2.x"], [None, "2.16"]])
+def test_documented_nccl_releases_must_be_quoted_text(given: object) -> None:
+    """[2.8, 2.10] unquoted reached the role as ['2.8', '2.1'] (YAML floats, turned into text by the argument
+    spec): NCCL 2.9 was warned of as outside the vendor's range."""
+    found = checks.documented_nccl_problems("node1", {"nccl_plugin_documented_nccl": given})
+    assert [p.variable for p in found] == ["nccl_plugin_documented_nccl"]
+    assert "allowed: [] or two NCCL releases as quoted text" in found[0].message
+    assert checks.documented_nccl_problems("node1", {"nccl_plugin_documented_nccl": ["2.8", "2.10"]}) == []
+    assert checks.documented_nccl_problems("node1", {"nccl_plugin_documented_nccl": []}) == []
+
+
+def test_version_in_range_reads_ascii_digits_only() -> None:
+    from rdmaforge.parsers.nccl_net_api import version_in_range
+
+    assert version_in_range("2.9.6", "2.8", "2.10") and not version_in_range("2.9.6", "2.8", "2.1")
+    # '²' passed str.isdigit() and int() raised; None raised AttributeError: both read as no number now.
+    assert version_in_range("2.²", "2", "3") and version_in_range("2.29.7", "2.8", None) is True
