@@ -274,10 +274,12 @@ def _as_str(value: object) -> str:
 
 
 def plugin_api_versions(nm_output: str) -> list[int]:
-    """NCCL net plugin API versions a library exports, from `nm -D --defined-only` (symbols ncclNetPlugin_vN)."""
+    """NCCL net plugin API versions a library exports, from `nm -D --defined-only` (symbols ncclNetPlugin_vN). A
+    library built with a version script prints them as ncclNetPlugin_v8@@VERSION, the default version, which is
+    what NCCL's dlsym finds; a hidden version (one @) is not."""
     versions = set()
     for line in nm_output.splitlines():
-        match = re.search(r"\sncclNetPlugin_v([0-9]+)$", line.strip())
+        match = re.search(r"\sncclNetPlugin_v([0-9]+)(?:@@[^\s@]+)?$", line.strip())
         if match:
             versions.add(int(match.group(1)))
     return sorted(versions)

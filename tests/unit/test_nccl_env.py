@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -203,3 +204,22 @@ def test_a_control_character_in_a_setting_is_refused(char: str) -> None:
         f"NCCL_DEBUG: values cannot contain the control character {char!r}; allowed: printable text, without tab, "
         "newline, carriage return or other control characters"
     ]
+
+
+def test_a_plugin_built_with_a_version_script_exports_its_api(tmp_path: Path) -> None:
+    """nm -D prints the symbols of a library linked with a version script as ncclNetPlugin_v8@@VERSION: such a
+    plugin was read as exporting no net plugin API (and refused), though NCCL's dlsym finds the default version."""
+    if shutil.which("cc") is None or shutil.which("nm") is None:
+        pytest.skip("a C compiler and nm are needed to build the plugin stand-in")
+    (tmp_path / "p.c").write_text("int ncclNetPlugin_v6 = 1;\nint ncclNetPlugin_v8 = 2;\nint ncclNetPlugin_v9 = 3;\n")
+    (tmp_path / "v.map").write_text("NCCL_NET_1.0 { global: ncclNetPlugin_v6; ncclNetPlugin_v8; local: *; };\n"
+                                    "NCCL_NET_2.0 { global: ncclNetPlugin_v9; } NCCL_NET_1.0;\n")  # fmt: skip
+    library = tmp_path / "libnccl-net.so"
+    subprocess.run(["cc", "-shared", "-fPIC", f"-Wl,--version-script={tmp_path / 'v.map'}", "-o", str(library),
+                    str(tmp_path / "p.c")], check=True)  # fmt: skip
+    listing = subprocess.run(["nm", "-D", "--defined-only", str(library)], check=True, capture_output=True,
+                             text=True).stdout  # fmt: skip
+    assert "ncclNetPlugin_v8@@NCCL_NET_1.0" in listing
+    assert nccl_env.plugin_api_versions(listing) == [6, 8, 9]
+    # A hidden version (one @) is no symbol dlsym finds.
+    assert nccl_env.plugin_api_versions("0000000000004010 D ncclNetPlugin_v7@NCCL_NET_0.9\n") == []
