@@ -514,7 +514,11 @@ GPU_COUNTS: dict[str, int] = {
     "rdmaforge_gpus_per_node": 1,
     "workload_manifests_gpus_per_node": 1,
     "doctor_expected_gpus": 0,
+    # The hostfile's slots for a node without a GPU count: 0 or -1 were written as slots=0 / slots=-1.
+    "mpi_launch_default_slots": 1,
 }
+#: What a count of GPU_COUNTS counts, where it is not GPUs.
+_COUNTED = {"mpi_launch_default_slots": "MPI slots"}
 
 
 def gpu_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
@@ -526,7 +530,8 @@ def gpu_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]
         value = values.get(variable)
         number = whole_number(value)
         if number is not None and number > MAX_GPUS:
-            message = (f"{host}: {variable}={show(value)} is more GPUs than a node has; allowed: a whole number "
+            message = (f"{host}: {variable}={show(value)} is more {_COUNTED.get(variable, 'GPUs')} than a node has; "
+                       "allowed: a whole number "
                        f"from {least} to {MAX_GPUS}, or null")  # fmt: skip
             found.append(Problem(host, variable, message))
         elif number is not None and number < least:

@@ -1389,3 +1389,12 @@ def test_version_in_range_reads_ascii_digits_only() -> None:
     assert version_in_range("2.9.6", "2.8", "2.10") and not version_in_range("2.9.6", "2.8", "2.1")
     # '²' passed str.isdigit() and int() raised; None raised AttributeError: both read as no number now.
     assert version_in_range("2.²", "2", "3") and version_in_range("2.29.7", "2.8", None) is True
+
+
+@pytest.mark.parametrize("slots", [0, -1, 100000])
+def test_mpi_default_slots_are_a_whole_number_a_node_can_run(slots: int) -> None:
+    """mpi_launch_default_slots: 0 or -1 was written into the hostfile as slots=0 / slots=-1 (the argument spec's
+    int takes both), and mpirun then refused the hostfile far from the cause."""
+    found = checks.gpu_count_problems("node1", {"mpi_launch_default_slots": slots})
+    assert [p.variable for p in found] == ["mpi_launch_default_slots"]
+    assert checks.gpu_count_problems("node1", {"mpi_launch_default_slots": 1}) == []
