@@ -334,7 +334,12 @@ def eni_plan(
                             "route away: leave it out of eni_interfaces")  # fmt: skip
             continue
         if name in addresses:
-            iface = ipaddress.IPv4Interface(addresses[name])
+            try:
+                iface = ipaddress.IPv4Interface(addresses[name])
+            except ValueError as exc:  # preflight's inventory check names it first; the filter alone must not crash
+                problems.append(f"{host}: eni_addresses.{name}={addresses[name]!r} is not an IPv4 address/prefix "
+                                f"({exc})")  # fmt: skip
+                continue
             address, prefixlen = str(iface.ip), iface.network.prefixlen
         else:
             found = _ipv4_of(nic)
@@ -347,7 +352,12 @@ def eni_plan(
             address, prefixlen = found[0]
         network = ipaddress.IPv4Interface(f"{address}/{prefixlen}").network
         gateway = gateways.get(name, "")
-        if gateway and ipaddress.IPv4Address(gateway) not in network:
+        try:
+            outside = bool(gateway) and ipaddress.IPv4Address(gateway) not in network
+        except ValueError as exc:
+            problems.append(f"{host}: eni_gateways.{name}={gateway!r} is not an IPv4 address ({exc})")
+            continue
+        if outside:
             problems.append(f"{host}: eni_gateways.{name} {gateway} is outside {name}'s subnet {network}")
             continue
         enis.append(

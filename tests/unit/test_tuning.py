@@ -439,3 +439,14 @@ def test_an_eni_plan_by_pattern_on_a_node_without_a_default_route_plans_nothing(
     # Named in eni_interfaces, they are planned.
     listed = tuning.eni_plan("n1", NICS, ["eth1", "eth2"], 1001, 1001, 1400, default_interface="")
     assert [e["name"] for e in listed["enis"]] == ["eth1", "eth2"] and listed["problems"] == []
+
+
+def test_an_eni_plan_names_an_address_that_is_no_ipv4_instead_of_crashing() -> None:
+    """The filter raised AddressValueError naming neither host nor variable (preflight's inventory check refuses
+    these first; a play using the role without it got the traceback)."""
+    plan = tuning.eni_plan("n1", NICS, ["eth1", "eth2"], 1001, 1001, 1400, addresses={"eth1": "10.0.1.5/33"},
+                           gateways={"eth2": "fe80::1"})  # fmt: skip
+    assert plan["enis"] == []
+    assert [p.split(" (")[0] for p in plan["problems"]] == [
+        "n1: eni_addresses.eth1='10.0.1.5/33' is not an IPv4 address/prefix",
+        "n1: eni_gateways.eth2='fe80::1' is not an IPv4 address"]
