@@ -18,7 +18,7 @@ from rdmaforge.plain_data import show, spec_bool, whole_number
 from rdmaforge.role_defaults import defaults
 from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads import KINDS
-from rdmaforge.workloads.k8s import is_multiple
+from rdmaforge.workloads.k8s import SHM_VOLUME, is_multiple
 
 ROLE_DIR = ROLES_DIR / "workload_manifests"
 ARGUMENT_SPECS_FILE = ROLE_DIR / "meta" / "argument_specs.yml"
@@ -50,7 +50,8 @@ CLEAN_POD_POLICIES = ("None", "Running", "All")
 
 # \Z, not $: $ also matches before a final newline, and "rdmaforge-train\n" would pass as a name.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?\Z")
+# No '-': a Kubernetes quantity may be negative, but no resource request or limit (the only quantities here) may.
+_QUANTITY = re.compile(r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?\Z")
 _DOCKER_SIZE = re.compile(r"^([0-9]+)([bkmgBKMG]?)\Z")
 # A docker image reference (github.com/distribution/reference, regexp.go): [host[:port]/]path[:tag][@digest], the
 # path lower-case. Checked because the image is a word of `docker run`: one starting with '-' would be read as an
@@ -317,6 +318,15 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         r.bad(f"{PREFIX}mpijob_host_paths", "is not valid", "a list of {name: <DNS-1123 label>, path: /absolute}")
     else:
         host_paths = [HostPath(str(p["name"]), str(p["path"])) for p in raw_paths]
+        # Each becomes a volume and a mount beside the shared-memory one (dshm at /dev/shm): a name or a path given
+        # twice makes a pod the API server refuses.
+        names = [p.name for p in host_paths] + [SHM_VOLUME]
+        paths = [p.path.rstrip("/") or "/" for p in host_paths] + ["/dev/shm"]
+        twice = sorted({n for n in names if names.count(n) > 1} | {q for q in paths if paths.count(q) > 1})
+        if twice:
+            r.bad(f"{PREFIX}mpijob_host_paths", f"names {', '.join(twice)} twice (with the shared memory volume "
+                  f"{SHM_VOLUME} at /dev/shm)", "each name and each path once, other than dshm and /dev/shm")
+            host_paths = []
     shm = r.string(f"{PREFIX}shm_size", _DOCKER_SIZE, "a docker size: a number with b, k, m or g, such as 8g")
     if shm and docker_size_bytes(shm) < MIN_SHM_BYTES:
         # 8 (no unit) is 8 bytes: NCCL's shared-memory transport and the data loaders would fail at their first use.

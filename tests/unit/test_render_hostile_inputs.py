@@ -388,3 +388,23 @@ def test_a_misspelled_variable_is_refused_as_preflight_refuses_it(
     said = f"n1: {misspelled} is not a variable rdmaforge reads, so its value would be ignored (did you mean {meant!r}?"
     assert said in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("acs_cpu", "-128", "acs_cpu='-128'"),
+        ("mpijob_memory", "-100Gi", "mpijob_memory='-100Gi'"),
+        ("k8s_extra_resources", {"rdma/hca": "-1"}, "has rdma/hca='-1'"),
+        ("mpijob_host_paths", [{"name": "sys", "path": "/sys"}, {"name": "sys", "path": "/proc"}], "names sys twice"),
+        ("mpijob_host_paths", [{"name": "dshm", "path": "/data"}], "names dshm twice"),
+        ("mpijob_host_paths", [{"name": "shm", "path": "/dev/shm/"}], "names /dev/shm twice"),
+    ],
+)
+def test_objects_the_api_server_refuses_are_refused_by_render(option: str, value: object, said: str) -> None:
+    """Negative resource quantities and a volume name or mount path given twice (with the shared memory volume
+    dshm at /dev/shm among them) were written, and --validate printed 'valid': the API server refuses each."""
+    plan = two_nodes("tcp", kinds=["acs", "mpijob"], **{option: value})
+    lines = [p for p in plan.problems if f"{PREFIX}{option}" in p]
+    assert lines and said in lines[0], plan.problems
+    assert not plan.files
