@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from rdmaforge.errors import missing_path, output_path
+from rdmaforge.errors import missing_path, non_empty, output_path
 from rdmaforge.inventory_checks import misspelled_variable_problems, variable_names
 from rdmaforge.inventory_files import yaml_problems
 from rdmaforge.paths import PROJECT_ROOT, ROLES_DIR
@@ -62,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=epilog(ExitCode.INCOMPLETE),
     )
-    parser.add_argument("-i", "--inventory", required=True, help="inventory (file or directory), as for Ansible")
+    parser.add_argument("-i", "--inventory", required=True, help="inventory (file or directory), as for Ansible",
+                        type=non_empty("an empty inventory path (Ansible would read the current directory)",
+                                       "an inventory file or directory"))  # fmt: skip
     parser.add_argument("-o", "--output", type=output_path("a directory (created when missing); . for the current one"),
                         required=True, help="directory to write into (created)")  # fmt: skip
     parser.add_argument(

@@ -17,7 +17,8 @@ from rdmaforge.plain_data import show
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "nccl_env_names.txt"
 _HCA_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+(:[0-9]+)?$")
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# POSIX's portable environment names: upper and lower case (http_proxy, no_proxy are the usual spellings).
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def known_nccl_names() -> frozenset[str]:
@@ -90,7 +91,8 @@ def problems(env: Mapping[str, object]) -> list[str]:
     no_text: set[str] = set()  # keys whose value is a list or mapping: its repr is no value to check further
     for key, value in env.items():
         if not _ENV_NAME.match(str(key)):
-            errors.append(f"{key!r} is not a valid environment variable name (allowed: A-Z, 0-9, _)")
+            errors.append(f"{key!r} is not a valid environment variable name (allowed: letters, digits and _, not "
+                          "starting with a digit)")
         typed = text_value_problem(key, value)
         if typed is not None:
             errors.append(typed)

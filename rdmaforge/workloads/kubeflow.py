@@ -373,4 +373,5 @@ def pytorchjob(settings: Settings, shape: JobShape) -> dict[str, Any]:
 
 def summary(kind: str, settings: Settings, shape: JobShape) -> Sequence[str]:
     api = settings.mpijob_api_version if kind == "MPIJob" else "kubeflow.org/v1"
-    return [f"{kind} ({api}): {shape.nodes} nodes x {shape.gpus} GPUs = {shape.nodes * shape.gpus} ranks."]
+    nodes = f"{shape.nodes} node{'' if shape.nodes == 1 else 's'}"
+    return [f"{kind} ({api}): {nodes} x {shape.gpus} GPUs = {shape.nodes * shape.gpus} ranks."]

@@ -73,7 +73,10 @@ def check_version(version: str) -> None:
     to an older one, kubernetes-validate's own behaviour)."""
     kv = _require("kubernetes_validate", "kubernetes-validate")
     shipped = list(dict.fromkeys(kv.utils.major_minor(v) for v in kv.utils.all_versions()))
-    if kv.utils.major_minor(version.removeprefix("v")) not in shipped:
+    # major.minor, optionally .patch and a leading v: '1.33; rm -rf /' was read as 1.33 and echoed in the verdict.
+    if not re.fullmatch(r"v?[0-9]+\.[0-9]+(\.[0-9]+)?", version) or kv.utils.major_minor(
+        version.removeprefix("v")
+    ) not in shipped:
         raise UnknownVersion(
             f"--kubernetes-version {version}: kubernetes-validate {kv.__version__} has no schemas for it; "
             f"allowed: {', '.join(shipped)}"

@@ -408,3 +408,33 @@ def test_objects_the_api_server_refuses_are_refused_by_render(option: str, value
     lines = [p for p in plan.problems if f"{PREFIX}{option}" in p]
     assert lines and said in lines[0], plan.problems
     assert not plan.files
+
+
+def test_lower_case_environment_names_are_environment_names() -> None:
+    """workload_manifests_env: {http_proxy: ...} (the usual spelling; the role's defaults say non-NCCL names are
+    fine) was refused as 'not a valid environment variable name (allowed: A-Z, 0-9, _)'."""
+    plan = two_nodes("tcp", kinds=["docker"], env={"http_proxy": "http://proxy.example:3128", "no_proxy": "localhost"})
+    assert plan.problems == []
+    assert "-e http_proxy=http://proxy.example:3128" in render_file(environment(), plan.files[0])
+    bad = two_nodes("tcp", kinds=["docker"], env={"1PROXY": "x"})
+    assert any("'1PROXY' is not a valid environment variable name" in p for p in bad.problems)
+
+
+@pytest.mark.parametrize("version", ["1.33; rm -rf /", "1.33x", " 1.33"])
+def test_a_kubernetes_version_that_is_no_version_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    """--kubernetes-version '1.33; rm -rf /' was read as 1.33 (major.minor only) and echoed in the verdict."""
+    inventory = _inventory(tmp_path / "inv", {f"{PREFIX}kinds": ["mpijob"]})
+    code = main(["render", "-i", str(inventory), "-o", str(tmp_path / "out"), "--validate",
+                 "--kubernetes-version", version])  # fmt: skip
+    assert code == 64
+    assert f"--kubernetes-version {version}: kubernetes-validate" in capsys.readouterr().err
+
+
+def test_an_empty_inventory_path_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-i '' (an unset shell variable) made Ansible read the current directory as the inventory."""
+    with pytest.raises(SystemExit) as stop:
+        main(["render", "-i", "", "-o", str(tmp_path / "out")])
+    assert stop.value.code == 64
+    assert "an empty inventory path" in capsys.readouterr().err
