@@ -179,6 +179,11 @@ def option_types(path: Path = ARGUMENT_SPECS_FILE) -> dict[str, str]:
     return {str(name): str(spec.get("type", "str")) for name, spec in options.items() if isinstance(spec, dict)}
 
 
+#: How a message says each argument_specs type ("a int" read as a typo).
+_SPEC_WORDS = {"str": "text", "path": "a path", "list": "a list", "dict": "a mapping", "int": "a whole number",
+               "bool": "true or false"}  # fmt: skip
+
+
 def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
     """One line per inventory value whose type is not the one the role's argument_specs declare."""
     types = option_types()
@@ -195,7 +200,8 @@ def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
             shown = json.dumps(value, default=str)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             found.append(
-                f"{host}: {name} is {type(value).__name__} {shown}; allowed: a {kind} (role workload_manifests "
+                f"{host}: {name} is {type(value).__name__} {shown}; allowed: {_SPEC_WORDS.get(kind, kind)} (role "
+                "workload_manifests "
                 f"argument_specs{', e.g. [' + shown + ']' if kind == 'list' and isinstance(value, str) else ''})"
             )
     return found

@@ -438,3 +438,13 @@ def test_an_empty_inventory_path_is_a_usage_error(tmp_path: Path, capsys: pytest
         main(["render", "-i", "", "-o", str(tmp_path / "out")])
     assert stop.value.code == 64
     assert "an empty inventory path" in capsys.readouterr().err
+
+
+def test_a_value_of_another_type_says_what_is_allowed_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'allowed: a int' read as a typo."""
+    inventory = _inventory(tmp_path / "inv", {f"{PREFIX}gpus_per_node": "eight"})
+    assert main(["render", "-i", str(inventory), "--kind", "docker", "-o", str(tmp_path / "out")]) == 64
+    err = capsys.readouterr().err
+    assert 'n1: workload_manifests_gpus_per_node is str "eight"; allowed: a whole number (role' in err, err
