@@ -200,7 +200,7 @@ def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
             shown = json.dumps(value, default=str)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             found.append(
-                f"{host}: {name} is {type(value).__name__} {shown}; allowed: {_SPEC_WORDS.get(kind, kind)} (role "
+                f"{host}: {name} is {type(value).__name__} {shown}; allowed: {_SPEC_WORDS.get(str(kind), str(kind))} (role "
                 "workload_manifests "
                 f"argument_specs{', e.g. [' + shown + ']' if kind == 'list' and isinstance(value, str) else ''})"
             )
