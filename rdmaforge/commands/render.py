@@ -199,9 +199,9 @@ def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
         if isinstance(value, bool) and kind != "bool" or not isinstance(value, allowed):
             shown = json.dumps(value, default=str)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            said = _SPEC_WORDS.get(str(kind), str(kind))
             found.append(
-                f"{host}: {name} is {type(value).__name__} {shown}; allowed: {_SPEC_WORDS.get(str(kind), str(kind))} (role "
-                "workload_manifests "
+                f"{host}: {name} is {type(value).__name__} {shown}; allowed: {said} (role workload_manifests "
                 f"argument_specs{', e.g. [' + shown + ']' if kind == 'list' and isinstance(value, str) else ''})"
             )
     return found
