@@ -678,9 +678,8 @@ def repository_problems(host: str, values: Mapping[str, object]) -> list[Problem
         if variable not in values:
             continue
         url = values[variable]
-        scheme = url.partition("://")[0].lower() if isinstance(url, str) else ""
-        if not (isinstance(url, str) and scheme in ("http", "https", "ftp", "file") and url.isprintable()
-                and not any(c.isspace() for c in url)):  # fmt: skip
+        # is_download_url already refuses blanks and newlines; isprintable the other control characters.
+        if not (is_download_url(url) and isinstance(url, str) and url.isprintable()):
             message = (f"{host}: {variable}={show(url)} is not allowed; allowed: one http(s), ftp or file URL "
                        "without blanks, newlines or other control characters")  # fmt: skip
             found.append(Problem(host, variable, message))

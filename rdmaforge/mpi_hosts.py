@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rdmaforge.hostnames import short_name
+
 BY = ("address", "name")
 
 
@@ -34,12 +36,12 @@ def missing_answers(lines: Sequence[str], hostnames: Sequence[str]) -> list[str]
     answers: dict[str, int] = {}
     for line in lines:
         text = line.split(">:", 1)[1] if line.startswith("[") and ">:" in line else line
-        short = text.strip().split(".", 1)[0]
+        short = short_name(text.strip())
         if short:
             answers[short] = answers.get(short, 0) + 1
     missing = []
     for name in hostnames:
-        short = str(name).split(".", 1)[0]
+        short = short_name(str(name))
         if answers.get(short, 0) > 0:
             answers[short] -= 1
         else:
