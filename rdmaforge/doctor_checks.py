@@ -29,7 +29,7 @@ from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.hugepages import size_kb
 from rdmaforge.parsers.kernel_cmdline import CmdlineError, arg_key, arg_value, effective_value, split_cmdline
 from rdmaforge.parsers.nccl_env import plugin_api_versions
-from rdmaforge.parsers.rdma_devinfo import Device, judge_port_rates, select_ports
+from rdmaforge.parsers.rdma_devinfo import Device, Port, judge_port_rates, select_ports
 from rdmaforge.plain_data import ansible_bool, show, whole_number
 from rdmaforge.role_defaults import defaults, evaluated_default
 
@@ -125,6 +125,16 @@ def check_memlock(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None
     )
 
 
+def expected_ports(
+    devices: Sequence[Mapping[str, Any]], listed: Sequence[str]
+) -> tuple[list[tuple[str, Port]], list[str]]:
+    """The ports rdma_core_expected_ports names among ``devices`` (every port when it names none), by rdma_core's
+    own selection (rdma_devinfo.select_ports), and what it names that is not there."""
+    readable = [{"name": str(d.get("name")), "ports": [p for p in d.get("ports") or [] if isinstance(p, Mapping)]}
+                for d in devices]  # fmt: skip
+    return select_ports(cast("list[Device]", readable), listed)
+
+
 def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
     fabric = fabric_of(node)
     devices = node.get("rdma_devices") or []
@@ -142,16 +152,17 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         return "problem", actual, expected, f"no {pattern} RDMA device, which fabric {fabric} needs"
     # rdma_core_expected_ports: the rails that must exist (and be ACTIVE), by rdma_core's own selection.
     listed = [str(p) for p in variable(node, "rdma_core_expected_ports") or []]
-    readable = [{"name": str(d.get("name")), "ports": [p for p in d.get("ports") or [] if isinstance(p, Mapping)]}
-                for d in matching]  # fmt: skip
-    selected, missing = select_ports(cast("list[Device]", readable), listed)
+    selected, missing = expected_ports(matching, listed)
     if listed:
         expected = f"{', '.join(listed)} (rdma_core_expected_ports) ACTIVE"
     if missing:
         return "problem", actual, expected, "; ".join(missing)
-    if not ansible_bool(variable(node, "rdma_require_active_ports")):
-        return "ok", actual, pattern, f"{len(matching)} {pattern} device(s); port states not required"
     inactive = [f"{name}:{p.get('port')} {p.get('state')}" for name, p in selected if p.get("state") != "PORT_ACTIVE"]
+    if not ansible_bool(variable(node, "rdma_require_active_ports")):
+        # Not judged, but never hidden: a rail that is down is named, so "ok" is read as "the devices are there".
+        down = f"; not ACTIVE (not judged): {', '.join(inactive)}" if inactive else ""
+        return "ok", actual, pattern, (f"{len(matching)} {pattern} device(s); port states not judged "
+                                       f"(rdma_require_active_ports is false){down}")  # fmt: skip
     devices_without = [str(d.get("name")) for d in matching if not d.get("ports")] if not listed else []
     if inactive or not selected or devices_without:
         what = inactive + [f"{name} has no port" for name in devices_without]
@@ -165,10 +176,16 @@ def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | No
     fabric = fabric_of(node)
     if fabric not in RDMA_FABRICS:
         return "not_checked", "-", None, f"fabric {fabric} does not use RDMA"
-    verdict = judge_port_rates(node.get("rdma_devices"), RDMA_DEVICE_PATTERNS[fabric],
-                               variable(node, "rdma_core_min_port_rate_gbps"),
-                               variable(node, "rdma_core_expected_ports") or [])  # fmt: skip
-    return verdict.status, verdict.actual, verdict.expected, verdict.reason
+    pattern = RDMA_DEVICE_PATTERNS[fabric]
+    listed = variable(node, "rdma_core_expected_ports") or []
+    verdict = judge_port_rates(node.get("rdma_devices"), pattern, variable(node, "rdma_core_min_port_rate_gbps"),
+                               listed)  # fmt: skip
+    # Only active ports have a rate: the others are named as not judged here, not left out of the line.
+    devices = [d for d in node.get("rdma_devices") or [] if fnmatch.fnmatch(str(d.get("name")), pattern)]
+    selected, _ = expected_ports(devices, [str(p) for p in listed])
+    inactive = [f"{name}:{p.get('port')}" for name, p in selected if p.get("state") != "PORT_ACTIVE"]
+    reason = verdict.reason + (f"; no rate judged for {', '.join(inactive)} (not ACTIVE)" if inactive else "")
+    return verdict.status, verdict.actual, verdict.expected, reason
 
 
 def eni_names(node: Mapping[str, Any]) -> list[str]:

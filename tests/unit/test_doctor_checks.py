@@ -402,11 +402,33 @@ def test_whether_ports_must_be_active_is_role_rdma_cores_default_evaluated_for_t
     redefine_default(tmp_path, monkeypatch, "rdma_core", "rdma_require_active_ports",
                      "{{ rdma_core_profile == 'infiniband' }}")  # fmt: skip
     assert doctor_checks.check_rdma(rdma_node("erdma", "erdma_0")) == (
-        "ok", "erdma_0", "erdma*", "1 erdma* device(s); port states not required"
-    )
+        "ok", "erdma_0", "erdma*",
+        "1 erdma* device(s); port states not judged (rdma_require_active_ports is false); not ACTIVE (not judged): "
+        "erdma_0:1 PORT_DOWN",
+    )  # fmt: skip
     assert doctor_checks.check_rdma(rdma_node("infiniband", "mlx5_0"))[3] == "not ACTIVE: mlx5_0:1 PORT_DOWN"
     assert doctor_checks.check_rdma(rdma_node("erdma", "erdma_0", rdma_require_active_ports=True)) == down
 
+
+
+def test_a_rail_that_is_down_is_named_when_port_states_are_not_required() -> None:
+    """With rdma_require_active_ports false, a node with one of two rails down got "ok: 2 device(s); port states not
+    required" and a port rate line of the one active port: the down rail was shown nowhere. Both lines name it now,
+    as not judged (the inventory's choice), and the active rail is still judged."""
+    node = rdma_node("infiniband", "mlx5_0", rdma_require_active_ports=False, rdma_core_min_port_rate_gbps=100)
+    node["rdma_devices"] = [
+        {"name": "mlx5_0", "ports": [port(1, "PORT_ACTIVE", "LINK_UP", rate=200)]},
+        {"name": "mlx5_1", "ports": [port(1, "PORT_DOWN", "DISABLED")]},
+    ]
+    status, _, _, reason = doctor_checks.check_rdma(node)
+    assert status == "ok" and reason.endswith("not ACTIVE (not judged): mlx5_1:1 PORT_DOWN"), reason
+    status, actual, _, reason = doctor_checks.check_port_rate(node)
+    assert status == "ok" and actual == "mlx5_0:1 200 Gb/s", actual
+    assert reason.endswith("; no rate judged for mlx5_1:1 (not ACTIVE)"), reason
+    # Only the rails rdma_core_expected_ports names: a down port outside them is no rail of the node's.
+    node["inventory"]["rdma_core_expected_ports"] = ["mlx5_0"]
+    assert "not ACTIVE" not in doctor_checks.check_rdma(node)[3]
+    assert "not ACTIVE" not in doctor_checks.check_port_rate(node)[3]
 
 ENI_MTU_EXPRESSION = (
     "rdmaforge_fabric | default('tcp') | rdmaforge.cluster.rdmaforge_eni_mtu(eni_jumbo_frames | bool, eni_mtu)"
