@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import functools
 import ipaddress
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -474,8 +475,11 @@ def network_retry_problems(host: str, values: Mapping[str, object]) -> list[Prob
             number = int(value)
         if number is None or not low <= number <= high:
             found.append(
-                Problem(host, variable, f"{host}: {variable}={show(value)} is not allowed; allowed: a whole number "
-                                        f"from {low} to {high}")  # fmt: skip
+                Problem(
+                    host,
+                    variable,
+                    f"{host}: {variable}={show(value)} is not allowed; allowed: a whole number from {low} to {high}",
+                )  # fmt: skip
             )
     return found
 
@@ -708,8 +712,16 @@ def eni_interface_problems(host: str, values: Mapping[str, object]) -> list[Prob
 
 
 def _id_range_problems(
-    host: str, variable: str, values: Mapping[str, object], count: int, nics: str, most: int, reserved: range,
-    noun: str, each: str, reserved_words: str,
+    host: str,
+    variable: str,
+    values: Mapping[str, object],
+    count: int,
+    nics: str,
+    most: int,
+    reserved: range,
+    noun: str,
+    each: str,
+    reserved_words: str,
 ) -> list[Problem]:
     """``variable`` is the first of ``count`` consecutive ids (one per NIC: tuning.eni_plan), which must all lie in
     1..``most`` outside ``reserved``. A value that is no whole number is the argument spec's to name."""
@@ -776,9 +788,12 @@ def nccl_tests_binaries_problems(host: str, values: Mapping[str, object]) -> lis
         needed.setdefault("sendrecv", f"pairwise_method={show(method)} (sendrecv_perf on GPU nodes)")
     missing = [(name, why) for name, why in needed.items() if name not in binaries]
     return [
-        Problem(host, "nccl_tests_binaries",
-                f"{host}: nccl_tests_binaries={show(binaries)} leaves out {name}, which {why} runs; add {name}, or set "
-                "nccl_tests_binaries: [] to build every binary")  # fmt: skip
+        Problem(
+            host,
+            "nccl_tests_binaries",
+            f"{host}: nccl_tests_binaries={show(binaries)} leaves out {name}, which {why} runs; add {name}, or set "
+            "nccl_tests_binaries: [] to build every binary",
+        )  # fmt: skip
         for name, why in missing
     ]
 
@@ -908,6 +923,7 @@ def renamed_variable_problems(host: str, values: Mapping[str, object]) -> list[P
 
 # --- versions --------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class VersionedSource:
     """A variable naming what a role builds from (a git ref, a tarball URL), used when the role's ``source``
@@ -925,6 +941,7 @@ def versioned_sources() -> list[VersionedSource]:
     refs = [VersionedSource(p.ref, p.source, p.in_use, p.version) for p in GIT_PINS]
     urls = [VersionedSource(d.url, d.source, d.in_use, d.version) for d in DOWNLOADS if d.url and d.version]
     return refs + urls
+
 
 #: major.minor.patch at the start of a tag or file name or after - or _ (so cuda12.4 in a name is not one)
 _VERSION = re.compile(r"(?:^|[-_])v?([0-9]+\.[0-9]+\.[0-9]+)(?![0-9.])")
@@ -1002,8 +1019,10 @@ def documented_nccl_problems(host: str, values: Mapping[str, object]) -> list[Pr
     given = values.get("nccl_plugin_documented_nccl")
     if "nccl_plugin_documented_nccl" not in values or given == []:
         return []
-    if isinstance(given, list) and len(given) == 2 and all(
-        isinstance(v, str) and _NCCL_SERIES.fullmatch(v) for v in given
+    if (
+        isinstance(given, list)
+        and len(given) == 2
+        and all(isinstance(v, str) and _NCCL_SERIES.fullmatch(v) for v in given)
     ):
         return []
     message = (f"{host}: nccl_plugin_documented_nccl={show(given)} is not allowed; allowed: [] or two NCCL releases "
@@ -1048,8 +1067,14 @@ class GitPin:
 #: The roles' pinned git sources.
 GIT_PINS: tuple[GitPin, ...] = (
     GitPin("nccl_build_git_commit", "nccl_build_git_ref", "nccl_build_source", "git", "nccl_build_version"),
-    GitPin("nccl_tests_git_commit", "nccl_tests_git_ref", "nccl_tests_source", "git", "nccl_tests_version",
-           "nccl_tests_enabled"),
+    GitPin(
+        "nccl_tests_git_commit",
+        "nccl_tests_git_ref",
+        "nccl_tests_source",
+        "git",
+        "nccl_tests_version",
+        "nccl_tests_enabled",
+    ),
 )
 
 _GIT_COMMIT = re.compile(r"[0-9a-fA-F]{40}")
@@ -1113,10 +1138,21 @@ class Download:
 
 #: The pinned downloads, as their roles' defaults name them (their defaults are the roles').
 DOWNLOADS: tuple[Download, ...] = (
-    Download("nccl_build_tarball_url", "nccl_build_tarball_sha256", "nccl_build_source", "tarball",
-             version="nccl_build_version"),
-    Download("nccl_tests_tarball_url", "nccl_tests_tarball_sha256", "nccl_tests_source", "tarball",
-             "nccl_tests_enabled", version="nccl_tests_version"),
+    Download(
+        "nccl_build_tarball_url",
+        "nccl_build_tarball_sha256",
+        "nccl_build_source",
+        "tarball",
+        version="nccl_build_version",
+    ),
+    Download(
+        "nccl_tests_tarball_url",
+        "nccl_tests_tarball_sha256",
+        "nccl_tests_source",
+        "tarball",
+        "nccl_tests_enabled",
+        version="nccl_tests_version",
+    ),
     Download(None, "nccl_plugin_aiacc_package_sha256", "nccl_plugin_aiacc_source", "package"),
 )
 
@@ -1483,6 +1519,40 @@ def argspec_problems(
     return problems
 
 
+def text_list_problems(
+    host: str,
+    role: str,
+    options: Mapping[str, Mapping[str, object]],
+    values: Mapping[str, object],
+    owners: Mapping[str, str] | None = None,
+) -> list[Problem]:
+    """A list option given as text (``rdma_core_expected_ports: mlx5_0``, ``-e nccl_cuda_archs=sm_80``): Ansible's
+    argument spec accepts it, splitting at commas, but hands the role the text all the same, and the role's loops and
+    joins read it one character at a time (``s m _ 8 0``). Refused, with the list to write instead."""
+    found = []
+    for name, option in options.items():
+        value = values.get(name)
+        if option.get("type") != "list" or not isinstance(value, str) or _templated_text(value):
+            continue
+        items = [item.strip() for item in value.split(",")]
+        owning = (owners or {}).get(name, role)
+        found.append(
+            Problem(
+                host,
+                name,
+                f"{host}: {name}={show(value)} is text where role {owning} takes a list (its loops would read it "
+                f"one character at a time); allowed: {describe_option(option)}, e.g. {json.dumps(items)} (YAML in "
+                f"the inventory, or -e as JSON: -e '{json.dumps({name: items})}')",
+            )
+        )
+    return found
+
+
+def _templated_text(value: str) -> bool:
+    """Text Ansible still templates (a raw value read from an inventory file): its result is what counts."""
+    return "{{" in value or "{%" in value
+
+
 def _mentioned_option(error: str, options: Mapping[str, object]) -> str | None:
     """The top-level option an error is about: the one named earliest in the message."""
     found: list[tuple[int, str]] = []
@@ -1580,9 +1650,8 @@ def inventory_report(
         if node.address is not None:
             found += address_problems(node.name, node.address)
         for result in node.argspecs:
-            found += argspec_problems(
-                node.name, result.role, result.errors, result.options, node.values, result.owners
-            )
+            found += text_list_problems(node.name, result.role, result.options, node.values, result.owners)
+            found += argspec_problems(node.name, result.role, result.errors, result.options, node.values, result.owners)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
     in_play = {n.name for n in nodes if n.in_play}
     found += [p for p in mixed_fabric_problems([(n.name, n.fabric) for n in nodes], group) if p.host in in_play]

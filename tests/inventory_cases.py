@@ -315,6 +315,17 @@ CASES: list[Case] = [
         },
     ),
     Case(
+        # Ansible's argument spec splits text at commas and passes it; the role would loop over its characters.
+        "list-variable-given-as-text",
+        lambda d, n: d.set(n.b, "nccl_cuda_archs", "sm_80,sm_90"),
+        lambda n: {
+            n.b: [
+                f"{n.b}: nccl_cuda_archs='sm_80,sm_90' is text where role nccl_build takes a list",
+                'allowed: a list of strings, e.g. ["sm_80", "sm_90"]',
+            ],
+        },
+    ),
+    Case(
         "hugepages-size-not-allowed",
         lambda d, n: d.set(n.b, "hugepages_size", "1GB"),
         lambda n: {
