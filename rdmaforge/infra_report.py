@@ -1,8 +1,9 @@
 """The testinfra suite's JUnit XML as a per-node table, for `rdmaforge verify`.
 
-testinfra runs each test once per host, and pytest names the run ``test_x[ansible://node1]``: the host is
-read back from that id, matched against the hosts the suite was given (a host name may contain '-', the
-character pytest also uses to join parameter ids).
+testinfra runs each test once per host, and the suite records the node of each run as a JUnit property
+(``rdmaforge_node``, tests/infra/conftest.py). Results written without it (an older suite) have the host read
+back from pytest's id, ``test_x[ansible://node1]``, matched against the hosts the suite was given: a host name may
+contain '-', the character pytest also uses to join parameter ids, so that reading can be ambiguous.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.recap import first_line, render_table
 
+#: The JUnit property tests/infra/conftest.py records on each per-node test: the node's inventory name.
+NODE_PROPERTY = "rdmaforge_node"
 PARAMS = re.compile(r"^(?P<name>[^\[]+)(?:\[(?P<params>.*)\])?$")
 #: What follows "ansible://" (or "ssh://", "local://"), up to the next host spec or the end.
 HOST_SPEC = re.compile(r"[a-z]+://(.+?)(?=-[a-z]+://|$)")
@@ -82,7 +85,12 @@ def parse_junit(path: Path, hosts: Sequence[str] = ()) -> list[TestOutcome]:
         name = match.group("name") if match else case.get("name", "")
         params = match.group("params") if match and match.group("params") else ""
         status, message = _status(case)
-        outcomes.append(TestOutcome(name, host_of(params, hosts) if params else None, status, message))
+        recorded = [p.get("value") for p in case.iter("property") if p.get("name") == NODE_PROPERTY]
+        if recorded and recorded[0] and (not hosts or recorded[0] in hosts):
+            host: str | None = recorded[0]
+        else:
+            host = host_of(params, hosts) if params else None
+        outcomes.append(TestOutcome(name, host, status, message))
     return outcomes
 
 

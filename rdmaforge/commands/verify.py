@@ -62,7 +62,9 @@ def register(subparsers: Any) -> None:
 
 
 def pytest_argv(hosts: list[str], inventory: Path, junit_path: Path, keyword: str | None) -> list[str]:
-    argv = [sys.executable, "-m", "pytest", str(SUITE), "-p", "no:cacheprovider", "-o", "junit_family=xunit2",
+    # xunit1: the family that keeps each test's properties, where the suite records the node it ran on
+    # (infra_report.NODE_PROPERTY); a node is never read back from the test id alone.
+    argv = [sys.executable, "-m", "pytest", str(SUITE), "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
             "-q", "-rfE", f"--hosts={','.join(f'ansible://{h}' for h in hosts)}",
             f"--ansible-inventory={inventory.resolve()}", f"--junitxml={junit_path}"]  # fmt: skip
     return [*argv, "-k", keyword] if keyword else argv

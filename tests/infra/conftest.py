@@ -11,9 +11,19 @@ from typing import Any
 import pytest
 
 from rdmaforge import fabrics
+from rdmaforge.infra_report import NODE_PROPERTY
 
 #: The fabric profiles that use RDMA (rdmaforge.fabrics, the one table of profiles).
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
+
+
+@pytest.fixture(autouse=True)
+def _record_node(request: pytest.FixtureRequest, record_property: Any) -> None:
+    """Each per-node test records its node's inventory name in the JUnit file (infra_report.NODE_PROPERTY): the
+    test id alone (``ansible://node-1-erdma``) cannot tell node ``node`` with a parameter from node ``node-1``."""
+    # Only the families that keep properties (verify asks for xunit1); pytest warns on each test otherwise.
+    if "host" in request.fixturenames and request.config.getini("junit_family") in ("xunit1", "legacy"):
+        record_property(NODE_PROPERTY, str(request.getfixturevalue("host").backend.host))
 
 
 @pytest.fixture

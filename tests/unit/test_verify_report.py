@@ -103,6 +103,25 @@ def test_a_node_the_suite_ran_on_without_any_result_is_not_judged(junit_file: Pa
     assert silent.outcome == "skipped" and "not judged" in silent.message
 
 
+def test_the_node_the_suite_recorded_wins_over_the_test_id(tmp_path: Path) -> None:
+    """Nodes ``node`` and ``node-1``, and a test of node ``node`` with a parameter ``1``: its id,
+    ``test_x[ansible://node-1]``, reads as node-1's. The node the suite records (rdmaforge_node) decides; a recorded
+    name that is none of the run's nodes is not believed (the id is read then)."""
+
+    def case(test_id: str, node: str | None) -> str:
+        recorded = f'<properties><property name="rdmaforge_node" value="{node}"/></properties>' if node else ""
+        return f'<testcase classname="tests.infra.t" name="{test_id}">{recorded}</testcase>'
+
+    path = tmp_path / "junit.xml"
+    path.write_text("<testsuites><testsuite>" + case("test_x[ansible://node-1]", "node")
+                    + case("test_x[ansible://node-1-2]", "node-1") + case("test_y[ansible://node-1]", None)
+                    + case("test_z[ansible://node-1]", "elsewhere") + "</testsuite></testsuites>")  # fmt: skip
+    read = infra_report.parse_junit(path, ["node", "node-1"])
+    assert [(o.test, o.host) for o in read] == [
+        ("test_x", "node"), ("test_x", "node-1"), ("test_y", "node-1"), ("test_z", "node-1")
+    ]  # fmt: skip
+
+
 def test_host_ids_without_a_host_list() -> None:
     assert infra_report.host_of("ansible://node3", []) == "node3"
     assert infra_report.host_of("ansible://a-ansible://b", ["b"]) == "b"
@@ -143,6 +162,10 @@ def test_verify_for_real_against_this_machine(
     assert recap["nodes"]["localhost"]["skipped"] == 2 and recap["nodes"]["localhost"]["result"] == rows["localhost"][3]
     names = [c.get("name") for c in ET.parse(tmp_path / "ci.xml").getroot().iter("testcase")]
     assert "test_erdma_repository_and_keyring[localhost]" in names and "ghost" in names
+    # The suite records each test's node in the results, which verify reads before the test id.
+    recorded = {(c.get("name"), p.get("value")) for c in ET.parse(run_dir / "verify" / "junit.xml").iter("testcase")
+                for p in c.iter("property") if p.get("name") == infra_report.NODE_PROPERTY}  # fmt: skip
+    assert recorded and {node for _, node in recorded} == {"localhost"}, recorded
 
 
 def test_verify_of_a_node_whose_every_test_is_skipped_is_not_a_pass(
