@@ -232,6 +232,15 @@ def plugin_summary(node: Mapping[str, Any]) -> str:
     return f"-> {target}" if target else "present"
 
 
+def eni_count(node: Mapping[str, Any]) -> str:
+    """The node's secondary NICs, by the eni role's rule (doctor_checks.eni_names): not the NIC of the default route,
+    which every node has and no GPU gets; those eni_interfaces names are counted only where the node has them."""
+    if node.get("nics_error"):
+        return NOT_READ
+    present = {str(n.get("name")) for n in node.get("nics") or []}
+    return str(len([name for name in doctor_checks.eni_names(node) if name in present]))
+
+
 def node_row(node: Mapping[str, Any]) -> dict[str, str]:
     """The table row of one node, every value a string (what is compared across nodes)."""
     devices = [str(d.get("name")) for d in node.get("rdma_devices") or []]
@@ -247,7 +256,7 @@ def node_row(node: Mapping[str, Any]) -> dict[str, str]:
         "memlock": str(memlock).strip() if memlock is not None else NOT_READ,
         "hugepages": hugepages_summary(node),
         "gpus": NOT_READ if gpus is None else str(gpus),
-        "enis": str(len(node.get("nics") or [])),
+        "enis": eni_count(node),
         "nccl": nccl_summary(node),
         "plugin": plugin_summary(node),
         "clock": f"{fixed(offset, 3, signed=True)}s" if offset is not None else NOT_READ,

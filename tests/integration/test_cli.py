@@ -162,7 +162,8 @@ def test_doctor_is_healthy_on_the_converged_lab(converged: LabHandle, runs: Path
     recap = json.loads((run_dir_of(proc.stdout) / "recap.json").read_text())
     assert all(r["changed"] == 0 for r in recap["hosts"].values())  # read-only
     assert {row["nccl"] for row in recap["rows"].values()} != {"none"}  # the converged NCCL build is seen
-    assert all(row["enis"] == str(1 + LAB_NICS) and row["gpus"] == "0" for row in recap["rows"].values())
+    # ENIs: the secondary NICs (eth1..), not eth0, which carries the default route
+    assert all(row["enis"] == str(LAB_NICS) and row["gpus"] == "0" for row in recap["rows"].values())
 
 
 def test_doctor_flags_the_node_with_a_different_mtu(converged: LabHandle, runs: Path, odd_mtu: tuple[str, int]) -> None:

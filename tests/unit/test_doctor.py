@@ -81,11 +81,22 @@ def test_node_row_reads_every_column() -> None:
         "memlock": "unlimited",
         "hugepages": "50x1G",
         "gpus": "8",
-        "enis": "3",
+        "enis": "2",  # eth1, eth2: eth0 carries the default route (no ENI)
         "nccl": "2.29.7-cuda13.0-sm_90-funcsc3dfaac5",
         "plugin": "aiacc 2.0.1",
         "clock": "+0.013s",
     }
+
+
+def test_the_enis_column_counts_the_secondary_nics_only() -> None:
+    """The column counted every NIC, the default route's too: a node with one ENI per GPU showed 9 for 8. It counts
+    the eni role's ENIs now: not the default route's NIC, only eni_interfaces the node has, unknown when unread."""
+    node = copy.deepcopy(NODE)
+    node["nics"] = [nic("eth0"), *(nic(f"eth{i}") for i in range(1, 9))]
+    assert doctor.node_row(node)["enis"] == "8"
+    node["inventory"]["eni_interfaces"] = ["eth1", "eth2", "eth12"]  # eth12 is not there
+    assert doctor.node_row(node)["enis"] == "2"
+    assert doctor.node_row({**node, "nics_error": "ip -j link: not found"})["enis"] == "?"
 
 
 def test_node_row_of_a_bare_node() -> None:
