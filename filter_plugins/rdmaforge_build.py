@@ -39,4 +39,5 @@ class FilterModule:
             "rdmaforge_nccl_uncovered_caps": nccl_build.uncovered_caps,
             "rdmaforge_nccl_arch_for": nccl_build.arch_for,
             "rdmaforge_nccl_current_builds": nccl_build.current_builds,
+            "rdmaforge_build_manifest": nccl_build.manifest_of,
         }

@@ -16,14 +16,13 @@ fabric profile table (rdmaforge.fabrics). Pure functions; rdmaforge.doctor rende
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, cast
 
 from rdmaforge import fabrics, tuning
-from rdmaforge.nccl_build import arch_for, build_id, uncovered_caps
+from rdmaforge.nccl_build import MANIFEST_NAME, arch_for, build_id, read_manifest, uncovered_caps
 from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.hugepages import size_kb
@@ -326,27 +325,14 @@ def check_hugepages_boot(node: Mapping[str, Any], gpus: int | None) -> tuple[Che
     return "ok", actual, expected, "the next boot reserves the planned pages"
 
 
-MANIFEST = "current/.rdmaforge-build.json"
+MANIFEST = f"current/{MANIFEST_NAME}"
 
 
 def build_manifest(node: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
     """The installed build's manifest ({} when there is none), and why it cannot be read when it is not the object
-    the nccl_build role writes: a damaged file is the node's problem, never a crash. doctor.yml gives the file's
-    text; results of older versions give it parsed."""
-    manifest = node.get("nccl_manifest")
-    if manifest is None:
-        return {}, None
-    if isinstance(manifest, str):
-        try:
-            manifest = json.loads(manifest)
-        except (ValueError, RecursionError) as exc:
-            return {}, f"{MANIFEST} is not JSON ({exc.__class__.__name__}: {str(exc)[:80]}): the install is damaged"
-    if not isinstance(manifest, Mapping):
-        return {}, f"{MANIFEST} holds {show(manifest)[:60]}, not a JSON object: the install is damaged"
-    archs = manifest.get("archs")
-    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
-        return {}, f"{MANIFEST} has archs {show(archs)[:60]}, not a list of names: the install is damaged"
-    return manifest, None
+    the nccl_build role writes (nccl_build.read_manifest): a damaged file is the node's problem, never a crash.
+    doctor.yml gives the file's text; results of older versions give it parsed."""
+    return read_manifest(node.get("nccl_manifest"), MANIFEST)
 
 
 def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:

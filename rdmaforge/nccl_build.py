@@ -6,10 +6,13 @@ Used by the nccl_build and nccl_tests roles (through filter_plugins/rdmaforge_bu
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from rdmaforge.plain_data import show
 
 _ARCH = re.compile(r"^sm_([0-9]{2,3})([a-z]?)$")
 
@@ -158,3 +161,33 @@ def current_builds(results: Sequence[Mapping[str, Any]]) -> list[str]:
         if result.get("rc") == 0 and found.startswith("build ") and "\n" not in found:
             builds.append(posixpath.basename(found.removeprefix("build ").rstrip("/")))
     return builds
+
+
+#: The manifest build_once writes beside each installed build (and into the controller's cache).
+MANIFEST_NAME = ".rdmaforge-build.json"
+
+
+def read_manifest(text: object, name: str = MANIFEST_NAME) -> tuple[dict[str, Any], str | None]:
+    """A build manifest from its file's text (a mapping already parsed is taken as is): ``({...}, None)``, or
+    ``({}, why)`` when it is not the JSON object build_once writes (cut short, another JSON value, archs that are
+    no list of names): a damaged file is a reason to install again, never a crash. ``({}, None)`` for no file."""
+    manifest = text
+    if manifest is None or manifest == "":
+        return {}, None
+    if isinstance(manifest, (str, bytes)):
+        try:
+            manifest = json.loads(manifest)
+        except (ValueError, RecursionError) as exc:
+            return {}, f"{name} is not JSON ({exc.__class__.__name__}: {str(exc)[:80]}): the install is damaged"
+    if not isinstance(manifest, Mapping):
+        return {}, f"{name} holds {show(manifest)[:60]}, not a JSON object: the install is damaged"
+    archs = manifest.get("archs")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        return {}, f"{name} has archs {show(archs)[:60]}, not a list of names: the install is damaged"
+    return dict(manifest), None
+
+
+def manifest_of(text: object) -> dict[str, Any]:
+    """read_manifest's mapping alone ({} for no file or a damaged one): what build_once's install compares the
+    package's sha256 with, so a damaged manifest installs the build again."""
+    return read_manifest(text)[0]

@@ -204,3 +204,22 @@ def test_a_tarball_of_another_sha256_is_built_again_under_the_same_id(tmp_path: 
     # the same tarball again: the cache is used, nothing is built
     same = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
     assert same.returncode == 0 and json.loads((tmp_path / "cache" / "toy-same-id.json").read_text()) == rebuilt
+
+
+def test_a_damaged_installed_manifest_installs_the_build_again(tmp_path: Path) -> None:
+    """A node's .rdmaforge-build.json cut short (a full disk) or edited into another JSON value failed the install
+    with a template error (from_json), every run, until someone deleted it by hand. It reads as no install now: the
+    package is unpacked again, the manifest rewritten, and the next run changes nothing."""
+    inventory, playbook = write_run(tmp_path, "same-id", MAKEFILE.replace("sleep 120", "sleep 1"))
+    first = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert first.returncode == 0, first.stdout[-4000:]
+    installed = tmp_path / "opt" / "same-id" / ".rdmaforge-build.json"
+    good = installed.read_text()
+    for damage in (good[: len(good) // 2], '"same-id"\n'):
+        installed.write_text(damage)
+        (tmp_path / "opt" / "same-id" / "out.txt").unlink()
+        again = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+        assert again.returncode == 0, again.stdout[-4000:]
+        assert installed.read_text() == good and (tmp_path / "opt" / "same-id" / "out.txt").read_text() == "built\n"
+        same = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+        assert same.returncode == 0 and recap(same.stdout)["localhost"]["changed"] == 0, same.stdout[-3000:]

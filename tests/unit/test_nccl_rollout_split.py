@@ -104,6 +104,27 @@ def test_a_uniform_rollback_switches_every_node(tmp_path: Path, libraries: dict[
         assert f"{node}: libnccl loads and reports NCCL 2.29.7 (22907)" in proc.stdout
 
 
+@pytest.mark.parametrize("damage", ["cut", "not-an-object", "missing"])
+def test_a_previous_build_whose_manifest_is_damaged_is_refused_before_any_node_switches(
+    tmp_path: Path, libraries: dict[str, Path], damage: str
+) -> None:
+    """The release the switched library is checked against comes from the previous build's manifest: one cut short
+    failed the node with a template error after its links were switched (the other nodes switched too). Refused now,
+    before any node switches, naming the file."""
+    inv, roots = rollback_fleet(tmp_path, libraries, {node: ("b2", "b1") for node in NODES})
+    manifest = roots["node2"] / "b1" / ".rdmaforge-build.json"
+    if damage == "missing":
+        manifest.unlink()
+    else:
+        manifest.write_text(manifest.read_text()[:12] if damage == "cut" else '"b1"')
+    proc = run_playbook("rollback_nccl.yml", inventory=inv, env=ENV)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    said = " ".join(proc.stdout.split())
+    what = "missing" if damage == "missing" else "damaged (no JSON object naming a version)"
+    assert f"node2: {roots['node2'] / 'b1'}/.rdmaforge-build.json is {what}" in said, proc.stdout[-4000:]
+    assert {node: links(root) for node, root in roots.items()} == {node: ("b2", "b1") for node in NODES}
+
+
 def test_a_rollback_to_different_previous_builds_is_refused_before_any_node_switches(
     tmp_path: Path, libraries: dict[str, Path]
 ) -> None:
