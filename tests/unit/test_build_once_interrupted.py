@@ -223,3 +223,26 @@ def test_a_damaged_installed_manifest_installs_the_build_again(tmp_path: Path) -
         assert installed.read_text() == good and (tmp_path / "opt" / "same-id" / "out.txt").read_text() == "built\n"
         same = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
         assert same.returncode == 0 and recap(same.stdout)["localhost"]["changed"] == 0, same.stdout[-3000:]
+
+
+def test_a_current_link_spelt_another_way_is_not_kept_as_previous(tmp_path: Path) -> None:
+    """`current` made relative by hand (current -> same-id) is the build being installed: install compared the
+    link's text with the build's absolute path, kept `previous` -> same-id (the build current is), and lost the
+    real previous build. The directories are compared now; a link to a deleted build is kept as previous by none."""
+    makefile = MAKEFILE.replace("sleep 120", "sleep 1")
+    inventory, playbook = write_run(tmp_path, "same-id", makefile)
+    assert run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300).returncode == 0
+    opt = tmp_path / "opt"
+    (opt / "old-id").mkdir()
+    (opt / "previous").symlink_to(opt / "old-id")
+    (opt / "current").unlink()
+    (opt / "current").symlink_to("same-id")
+    again = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert (opt / "previous").readlink() == opt / "old-id" and (opt / "current").readlink() == opt / "same-id"
+    # current -> a build deleted by hand: nothing to go back to there, so previous stays
+    (opt / "current").unlink()
+    (opt / "current").symlink_to(opt / "deleted-id")
+    third = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert third.returncode == 0, third.stdout[-4000:]
+    assert (opt / "previous").readlink() == opt / "old-id" and (opt / "current").readlink() == opt / "same-id"
