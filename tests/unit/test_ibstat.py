@@ -219,7 +219,11 @@ def test_port_rate_catches_a_port_that_trained_down() -> None:
     parsed[1]["ports"][0]["rate_gbps"] = 100.0  # mlx5_1 trained down to 100 while mlx5_0 runs at 200
     status, _, _, reason = doctor_checks.check_port_rate(node_of(parsed, "roce"))
     assert status == "problem"
-    assert reason == "trained down: mlx5_1:1 at 100 Gb/s while others run at 200 Gb/s"  # the Down port is not judged
+    # the Down port is not judged, and said so
+    assert (
+        reason
+        == "trained down: mlx5_1:1 at 100 Gb/s while others run at 200 Gb/s; no rate judged for mlx5_10:1 (not ACTIVE)"
+    )
 
 
 def test_port_rate_against_the_inventorys_minimum() -> None:
@@ -229,7 +233,10 @@ def test_port_rate_against_the_inventorys_minimum() -> None:
         node_of(parsed, "roce", rdma_core_min_port_rate_gbps=400)
     )
     assert (status, expected) == ("problem", ">= 400 Gb/s on every active port")
-    assert reason == "below the minimum: mlx5_0:1 at 200 Gb/s, mlx5_1:1 at 200 Gb/s"
+    assert (
+        reason
+        == "below the minimum: mlx5_0:1 at 200 Gb/s, mlx5_1:1 at 200 Gb/s; no rate judged for mlx5_10:1 (not ACTIVE)"
+    )
 
 
 def test_port_rate_not_checked_without_anything_to_compare() -> None:
@@ -277,7 +284,10 @@ def test_port_rate_only_on_the_expected_ports() -> None:
         node_of(parsed, "roce", rdma_core_expected_ports=["mlx5_10:1"])  # a port that is down
     )
     assert status == "not_checked"
-    assert reason == "no active mlx5* port among rdma_core_expected_ports ['mlx5_10:1'] to read a rate from"
+    assert reason == (
+        "no active mlx5* port among rdma_core_expected_ports ['mlx5_10:1'] to read a rate from; no rate judged "
+        "for mlx5_10:1 (not ACTIVE)"
+    )
 
 
 @pytest.mark.parametrize("floor", [0, -100, "nan", "inf", "fast", True])
