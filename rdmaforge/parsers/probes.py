@@ -83,8 +83,10 @@ def find_tool(runner: Runner, path: str | None, option: str, name: str) -> str |
 # --- RDMA devices (the rdma_devices module) ------------------------------------------------------------------
 
 
-def _read_devices(runner: Runner, ibv_devinfo: str) -> tuple[list[Device], bool]:
-    """Run ``ibv_devinfo -v`` and parse it: (devices, whether it answered). Tool errors become warnings."""
+def _read_devices(runner: Runner, ibv_devinfo: str, sysfs_root: str) -> tuple[list[Device], bool]:
+    """Run ``ibv_devinfo -v`` and parse it: (devices, whether it answered). Tool errors become warnings. A listing
+    the tool cut short (it stops at a port it cannot query, and lists no device after it) is completed from the
+    kernel's sysfs: the devices it left out, and the ports of the one it stopped at."""
     rc, stdout, stderr = runner.run_command([ibv_devinfo, "-v"])
     devices = parse_ibv_devinfo(stdout)
     if rc != 0 and not devices and NO_DEVICES_MESSAGE not in stdout + stderr:
@@ -92,8 +94,31 @@ def _read_devices(runner: Runner, ibv_devinfo: str) -> tuple[list[Device], bool]
         return [], False
     if rc != 0 and devices:
         # One device failing to open (a VF of another container, say) does not hide the others.
-        runner.warn(f"{ibv_devinfo} -v exited with {rc}; using the devices it printed: {stderr.strip()}")
+        devices, completed = _completed_from_sysfs(devices, sysfs_root)
+        taken = f"; taken from {sysfs_root}: {', '.join(completed)}" if completed else ""
+        runner.warn(f"{ibv_devinfo} -v exited with {rc}; using the devices it printed{taken}: {stderr.strip()}")
     return devices, True
+
+
+def _completed_from_sysfs(devices: list[Device], sysfs_root: str) -> tuple[list[Device], list[str]]:
+    """``devices`` with what the kernel's sysfs has beyond them: devices not listed, and a device whose listed ports
+    are fewer than its phys_port_cnt replaced by the kernel's record of it. The names taken from sysfs, in order."""
+    kernel = {d["name"]: d for d in read_sysfs_devices(sysfs_root)} if os.path.isdir(sysfs_root) else {}
+    listed = {d["name"] for d in devices}
+    completed: list[str] = []
+    result: list[Device] = []
+    for device in devices:
+        count = device.get("phys_port_cnt")
+        short = isinstance(count, int) and len(device["ports"]) < count
+        if short and device["name"] in kernel and kernel[device["name"]]["ports"]:
+            result.append(kernel[device["name"]])
+            completed.append(device["name"])
+        else:
+            result.append(device)
+    for name in sorted(set(kernel) - listed):
+        result.append(kernel[name])
+        completed.append(name)
+    return result, completed
 
 
 def _add_netdevs(runner: Runner, rdma_path: str | None, devices: list[Device]) -> list[Device]:
@@ -147,7 +172,7 @@ def read_rdma_devices(
     answered = False
     if ibv_devinfo is not None:
         result["tool_present"] = True
-        devices, answered = _read_devices(runner, ibv_devinfo)
+        devices, answered = _read_devices(runner, ibv_devinfo, sysfs_root)
     if answered:
         result["source"] = "ibv_devinfo"
     elif os.path.isdir(sysfs_root):

@@ -733,6 +733,13 @@ def port_problems(
     if not devices and not expected:
         return ["ibv_devinfo reports no RDMA devices: check the HCA driver is loaded (lsmod | grep _ib)"]
     selected, problems = select_ports(devices, expected)
+    # A listing cut short (ibv_devinfo stops at a port it cannot query) shows a device with fewer ports than it has:
+    # the ports not listed are not ACTIVE as far as anyone can tell, never "no port, so nothing down".
+    named = {parsed[0] for parsed in (parse_expected_port(str(spec)) for spec in expected) if parsed}
+    for device in devices:
+        count, listed = device.get("phys_port_cnt"), len(device["ports"])
+        if (not expected or device["name"] in named) and isinstance(count, int) and listed < count:
+            problems.append(f"{device['name']} has {count} port(s) (phys_port_cnt), but only {listed} could be read")
     seen: set[tuple[str, int]] = set()
     for name, port in selected:
         if (name, port["port"]) in seen:

@@ -416,3 +416,29 @@ def test_min_rate_must_be_positive_and_ibstat_path_must_exist(case):
     assert failed and result["msg"] == "min_rate_gbps must be a positive number of Gbit/s, got 0.0"
     failed, result, _ = no_ibstat
     assert failed and result["msg"] == f"ibstat_path={case / 'no-ibstat'} is not an executable file"
+
+
+@shared_runs
+def test_a_listing_cut_short_is_completed_from_sysfs_or_refused(case):
+    """ibv_devinfo stops at a port it cannot query (exit 255, 'Failed to query port 1 props'): it printed mlx5_3's
+    header and no port of it, and would print no device after it. The module took the listing as complete, so
+    require_active passed with mlx5_3 (whose port is down) judged as a device without ports. The kernel's sysfs
+    completes it now; without sysfs, a device with fewer ports than its phys_port_cnt is refused."""
+    text = (IBV / "mlx5_ib_and_roce_ofed.txt").read_text()
+    cut = case / "cut.txt"
+    cut.write_text(text[: text.index("\t\tport:", text.index("hca_id:\tmlx5_3"))])
+    sysfs = case / "sys-class-infiniband"
+    want = fake_sysfs_from_sample(sysfs, "mlx5_ib_and_roce_ofed.txt")
+    ibv = fake_tool(case, "fake_ibv_devinfo", cut, stderr="Failed to query port 1 props", rc=255)
+    rdma = fake_tool(case, "fake_rdma", None, stderr="Failed to open NETLINK_RDMA socket", rc=1)
+    args = {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma), "require_active": True}
+    completed, alone = yield [rdma_devices({**args, "sysfs_root": str(sysfs)}),
+                              rdma_devices({**args, "sysfs_root": str(case / "none")})]  # fmt: skip
+    failed, result, err = completed
+    # the sample's mlx5_3 port 1 is PORT_DOWN: read from sysfs, it is judged
+    assert failed and result["msg"].startswith("RDMA ports not ready: mlx5_3 port 1 is PORT_DOWN"), result
+    assert [d["name"] for d in result["devices"]] == [d["name"] for d in want]
+    assert "taken from " + str(sysfs) + ": mlx5_3" in " ".join(err.split()), err
+    assert [len(d["ports"]) for d in result["devices"]] == [1, 1]
+    failed, result, _ = alone
+    assert failed and "mlx5_3 has 1 port(s) (phys_port_cnt), but only 0 could be read" in result["msg"], result
