@@ -382,7 +382,11 @@ def observe(resources: dict[str, Any], timeout: int) -> dict[str, Any]:
         }
 
 
-def _count(resources: dict[str, Any]) -> int:
+def _count(resources: Any) -> int:
+    """The resources a record lists; 0 for a ``resources`` that is no mapping (a damaged record, reported as a
+    reason by compare_record: never a traceback here)."""
+    if not isinstance(resources, dict):
+        return 0
     return sum(len(v) for k, v in resources.items() if isinstance(v, (list, dict)) and k != "effects")
 
 
@@ -502,11 +506,14 @@ def resources_to_record(path: str, digest: str, resources: dict[str, Any], merge
         problem = f"the stored record's format {stored.get('format')!r} is not {FORMAT}"
     elif stored is not None and stored.get("digest") != digest:
         problem = "the stored record was written for another desired state"
-    if problem is not None or stored is None:
-        unverifiable = list(resources.get("unverifiable") or [])
-        unverifiable.append(f"a partial run with no earlier record to keep ({problem})")
-        return dict(resources, unverifiable=unverifiable)
-    return merge_resources(stored.get("resources") or {}, resources)
+    if problem is None and stored is not None:
+        try:
+            return merge_resources(stored.get("resources") or {}, resources)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a record not as rdmaforge writes it
+            problem = f"the stored record's resources cannot be merged ({type(exc).__name__}: {exc})"
+    unverifiable = list(resources.get("unverifiable") or [])
+    unverifiable.append(f"a partial run with no earlier record to keep ({problem})")
+    return dict(resources, unverifiable=unverifiable)
 
 
 def write_record(module: AnsibleModule, path: str, record: dict[str, Any]) -> bool:

@@ -998,6 +998,8 @@ def test_an_input_that_reads_the_environment_is_hashed_by_its_value(tmp_path: Pa
     (lambda data: data.update(observations=["paths"]), "the record is not as rdmaforge writes it (AttributeError"),
     (lambda data: data["resources"].update(packages=["dpkg"]), "the record is not as rdmaforge writes it"),
     (lambda data: data["resources"].update(unverifiable={"a": 1}), "the record is not as rdmaforge writes it"),
+    # resources that are no mapping: compared as a reason, then counted outside that guard (a traceback)
+    (lambda data: data.update(resources=["x"]), "the record is not as rdmaforge writes it"),
 ])  # fmt: skip
 def test_a_damaged_record_is_never_in_sync_nor_a_failure(tmp_path: Path, damage, reason: str) -> None:
     conf = tmp_path / "nccl.conf"
@@ -1010,3 +1012,19 @@ def test_a_damaged_record_is_never_in_sync_nor_a_failure(tmp_path: Path, damage,
     checked = check(state)
     assert checked.rc == 0, checked.stdout[-2000:]
     assert checked.result["in_sync"] is False and any(reason in r for r in checked.result["reasons"]), checked.result
+
+
+def test_a_partial_run_over_a_record_whose_resources_are_no_mapping_records_them_unverifiable(tmp_path: Path) -> None:
+    """merge=true keeps the stored record's resources: a record whose resources are a list failed the node with a
+    traceback (AttributeError in the merge) on every partial run. It cannot be merged, which the option says is a
+    partial run with nothing to keep: recorded, and marked unverifiable (so the next check converges in full)."""
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_DEBUG=INFO\n")
+    _, state = record(tmp_path, {"paths": [str(conf)]})
+    data = json.loads(state.read_text())
+    state.write_text(json.dumps(dict(data, resources=["x"])))
+    merged, _ = record(tmp_path, {"paths": [str(conf)]}, merge=True)
+    assert merged.rc == 0, merged.stdout[-2000:]
+    unverifiable = json.loads(state.read_text())["resources"]["unverifiable"]
+    assert any("cannot be merged" in line for line in unverifiable), unverifiable
+    assert check(state).result["in_sync"] is False
