@@ -268,6 +268,9 @@ def evaluate(facts: HugepageFacts, expected_pages: int | None, expected_size_kb:
     offered = sorted(int(s) for s in facts["by_size"])
     total = _pages_of(facts, size)
     label = f"HugePages_Total for {size} kB pages"
+    if total is None and str(size) in facts["by_size"]:
+        return False, (f"the kernel has a pool of {size} kB ({describe_size(size)}) huge pages, but its page count "
+                       f"(hugepages-{size}kB/nr_hugepages) could not be read: not judged as reserved")  # fmt: skip
     if total is None:
         sizes = ", ".join(f"{s} kB" for s in offered) or "none"
         hint = " (1 GiB pages need CPU support: the pdpe1gb flag on x86)" if size == 1024**2 else ""
@@ -284,6 +287,10 @@ def evaluate(facts: HugepageFacts, expected_pages: int | None, expected_size_kb:
             f"{header}: more pages are reserved than expected (vm.nr_hugepages, a hugepages= kernel argument "
             "with a larger count, or pages added at runtime through sysfs)"
         )
+    if requested is not None and requested < wanted and total >= requested:
+        # The kernel reserved what its boot asked for: the count planned since is for the next boot.
+        return False, (f"{header}: the running kernel's command line asks for {requested} (hugepages={requested}), "
+                       f"and {total} are reserved; reboot pending after the GRUB change?")  # fmt: skip
     if total == 0:
         cause = (
             "the kernel could not reserve them (not enough contiguous memory, or a container sharing the host's kernel)"

@@ -209,10 +209,28 @@ def test_1g_sample_satisfies_its_own_count(tmp_path):
     assert evaluate(facts, None, GIB) == (True, "HugePages_Total for 1048576 kB pages is 32, as expected")
     satisfied, reason = evaluate(facts, 50, GIB)
     assert not satisfied
+    # the boot asked for 32 and got them: 50 is a count for the next boot, not memory the kernel could not find
     assert reason == (
+        "HugePages_Total for 1048576 kB pages is 32, expected 50: the running kernel's command line asks for 32 "
+        "(hugepages=32), and 32 are reserved; reboot pending after the GRUB change?"
+    )
+    asked = build_facts(SGI_1G.read_text(), None, None, "default_hugepagesz=1G hugepagesz=1G hugepages=50")
+    assert evaluate(asked, 50, GIB) == (False, (
         "HugePages_Total for 1048576 kB pages is 32, expected 50: the kernel reserved only 32 of them "
         "(32 GiB of 50 GiB): memory too fragmented or too small, MemTotal is 30.9 GiB"
-    )
+    ))  # fmt: skip
+
+
+def test_a_pool_whose_count_cannot_be_read_is_not_taken_for_a_size_not_offered(tmp_path):
+    """A 1 GiB pool whose nr_hugepages is empty (a restricted /sys): the verdict said "the kernel offers no 1 GiB
+    pages ... sizes offered: 2048 kB, 1048576 kB", contradicting itself."""
+    sysfs = fake_sysfs(tmp_path / "hp", {2048: (0, 0, 0, 0), GIB: (0, 0, 0, 0)})
+    (sysfs / "hugepages-1048576kB" / "nr_hugepages").write_text("")
+    facts = build_facts(COREOS.read_text(), read_sysfs_pools(str(sysfs)), None)
+    satisfied, reason = evaluate(facts, 50, GIB)
+    assert not satisfied and "offers no" not in reason
+    assert reason == ("the kernel has a pool of 1048576 kB (1 GiB) huge pages, but its page count "
+                      "(hugepages-1048576kB/nr_hugepages) could not be read: not judged as reserved")  # fmt: skip
 
 
 def test_zero_pages_reserved_is_reported_honestly(tmp_path):
