@@ -161,12 +161,16 @@ def read_sysfs_nic(root: str, name: str) -> SysfsNic:
 
 
 def list_interfaces(root: str, exclude: Iterable[str] = ("lo",)) -> list[str]:
-    """Interface names under ``root``, without those matching an ``exclude`` shell pattern (``veth*``)."""
+    """Interface names under ``root``, without those matching an ``exclude`` shell pattern (``veth*``). Only
+    directories (the kernel's are links to them): /sys/class/net also holds files, such as the bonding driver's
+    ``bonding_masters``, which are no interface."""
     patterns = list(exclude)
     return sorted(
         name
         for name in os.listdir(root)
-        if not name.startswith(".") and not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+        if not name.startswith(".")
+        and not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+        and os.path.isdir(os.path.join(root, name))
     )
 
 

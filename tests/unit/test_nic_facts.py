@@ -134,6 +134,9 @@ def test_read_sysfs_nic_from_a_fake_tree(fake_sys):
 
 def test_list_interfaces_excludes_patterns(fake_sys):
     assert list_interfaces(str(fake_sys)) == ["br0", "ens1f0np0", "ens6", "eth0"]
+    # the bonding driver's file beside the interfaces is no interface (it was a NIC with every field null)
+    (fake_sys / "bonding_masters").write_text("bond0\n")
+    assert list_interfaces(str(fake_sys)) == ["br0", "ens1f0np0", "ens6", "eth0"]
     assert list_interfaces(str(fake_sys), ["lo", "br*", "ens6"]) == ["ens1f0np0", "eth0"]
 
 
