@@ -9,6 +9,7 @@ from rdmaforge.bench import environment
 from rdmaforge.bench.e2e import parse_output
 from rdmaforge.bench.line_rate import node_line_rate
 from rdmaforge.bench.verdict import optional_float
+from rdmaforge.inventory_checks import e2e_count_problems
 from rdmaforge.inventory_checks import threshold_problems as _threshold_problems
 from rdmaforge.node_facts import known_gpu_count
 
@@ -99,8 +100,9 @@ def threshold(value: Any) -> float | None:
 
 
 def threshold_problems(values: Mapping[str, Any], host: str) -> list[str]:
-    """One line per benchmark threshold of ``values`` that is not allowed (0 or less, not a number)."""
-    return [problem.message for problem in _threshold_problems(host, values)]
+    """One line per benchmark threshold of ``values`` that is not allowed (0 or less, not a number), and per e2e
+    step or batch count below its least: preflight's rules, for a value given to `rdmaforge bench` with -e."""
+    return [problem.message for problem in [*_threshold_problems(host, values), *e2e_count_problems(host, values)]]
 
 
 class FilterModule:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,7 +59,68 @@ def non_empty(what: str, allowed: str) -> Callable[[str], str]:
     return parse
 
 
-#: --limit: Ansible reads ``--limit ""`` as no limit at all, so a script passing an unset $NODES ran against every
-#: node (a reset of the whole cluster).
-host_pattern = non_empty("an empty pattern (Ansible would take it for every host)",
-                         "host or group names, or patterns such as node[1:4] or 'cluster:!node3'")  # fmt: skip
+#: What --limit may be: shown by every refusal of one.
+HOST_PATTERN_ALLOWED = ("host or group names, or patterns such as node[1:4], 'cluster:!node3' or @FILE (a file of "
+                        "host names, one a line)")  # fmt: skip
+
+#: One term of a pattern without commas, as Ansible's split_host_pattern finds them: a run of characters other than
+#: whitespace, ':' and brackets, or a whole bracketed range (node[1:3] is one term, node1:&gpu two).
+_PATTERN_TERM = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
+
+
+def split_host_pattern(pattern: str) -> list[str]:
+    """The terms of a host pattern, as ansible.inventory.manager.split_host_pattern finds them: split on ',' when
+    there is one, else on ':' outside [ranges]; each term stripped, empty ones dropped. (Ansible first keeps a
+    pattern without commas whole when it reads as an address, IPv6 ones included: rdmaforge does not look for
+    addresses, so '::' has no term here; a pattern with any name in it has one either way.)"""
+    if "," in pattern:
+        terms = pattern.split(",")
+    else:
+        terms = _PATTERN_TERM.findall(pattern)
+    return [term.strip() for term in terms if term.strip()]
+
+
+def _limit_file_lines(name: str) -> list[str] | None:
+    """The non-blank lines of an --limit @FILE, as Ansible reads them (stripped); None when the file cannot be
+    read here (Ansible then stops on it with its own message: "Unable to find limit file")."""
+    try:
+        text = Path(name).read_text(errors="replace")
+    except (OSError, ValueError):
+        return None
+    return [line.strip() for line in text.split("\n") if line.strip()]
+
+
+def host_pattern(text: str) -> str:
+    """argparse type of --limit: refused (a usage error, exit 64) when Ansible would read it as no limit at all, so
+    that every host runs: an empty or blank pattern (an unset $NODES), one with no term left once split as Ansible
+    splits it (',', ':', ' , ', a list built from empty variables), or only @FILEs with no host in them (an empty
+    failed-hosts file)."""
+    terms = split_host_pattern(text)
+    if not terms:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: an empty pattern, no host or group in it once split on ',' and ':' (Ansible would take it "
+            "for every host); "
+            f"allowed: {HOST_PATTERN_ALLOWED}"
+        )
+    empty_files = []
+    for term in terms:
+        if not term.startswith("@"):
+            return text
+        lines = _limit_file_lines(term[1:])
+        if lines is None or lines:
+            return text
+        empty_files.append(term[1:])
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: the limit file {', '.join(empty_files)} holds no host name (Ansible would take it for every "
+        f"host); allowed: {HOST_PATTERN_ALLOWED}, with at least one name"
+    )
+
+
+def inventory_path(text: str) -> Path:
+    """argparse type of -i/--inventory: refused (a usage error, exit 64) when empty or blank. Path("") is Path("."),
+    so an unset $INVENTORY had the current directory walked as the inventory (its executable files run as
+    inventory scripts by Ansible)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty inventory path (it would stand for the current "
+                                         "directory); allowed: an inventory file or directory")  # fmt: skip
+    return Path(text)

@@ -742,6 +742,29 @@ def _id_range_problems(
     return [Problem(host, variable, message)]
 
 
+#: The e2e benchmark's step and batch counts -> the least allowed. 0 steps trained the whole warm-up and failed the
+#: component; a batch of 0 trained nothing and read as "the 1-node run measured no throughput", a hardware verdict.
+E2E_COUNTS: dict[str, tuple[int, str]] = {
+    "benchmark_e2e_steps": (1, "measured training steps"),
+    "benchmark_e2e_warmup_steps": (0, "warm-up steps"),
+    "benchmark_e2e_batch_size": (1, "samples per rank per step"),
+}
+
+
+def e2e_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """An e2e step or batch count below its least, or no whole number (the argument spec's int takes -1 and 0)."""
+    found = []
+    for variable, (least, what) in E2E_COUNTS.items():
+        if variable not in values:
+            continue
+        number = whole_number(values[variable])
+        if number is None or number < least:
+            message = (f"{host}: {variable}={show(values[variable])} is not allowed; allowed: a whole number of "
+                       f"{what}, {least} or more")  # fmt: skip
+            found.append(Problem(host, variable, message))
+    return found
+
+
 def threshold_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """The benchmark's thresholds (rdmaforge.bench.verdict.THRESHOLDS) must be above 0 or empty: a threshold of 0 or
     less would pass anything (0 GB/s included); empty is the way to report a component without judging it."""
@@ -1289,7 +1312,7 @@ def variable_names(roles_dir: str | Path) -> VariableNames:
 def _variable_names(roles_dir: str) -> VariableNames:
     """Read once per process (a run): about 0.2 s for every role, playbook and module of rdmaforge."""
     roles = Path(roles_dir)
-    settable = {"rdmaforge_fabric", *NETWORK_RETRY_BOUNDS, *POSITIVE_NUMBERS, *GPU_COUNTS, *THRESHOLDS}
+    settable = {"rdmaforge_fabric", *NETWORK_RETRY_BOUNDS, *POSITIVE_NUMBERS, *GPU_COUNTS, *THRESHOLDS, *E2E_COUNTS}
     settable.update(merged_argument_specs(discover_argument_specs(roles))["options"])
     for path in roles.glob("*/defaults/main.yml"):
         settable.update(str(name) for name in role_defaults.defaults(path.parent.parent.name, roles_dir=roles))
@@ -1634,6 +1657,7 @@ def inventory_report(
         found += repository_problems(node.name, node.values)
         found += documented_nccl_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
+        found += e2e_count_problems(node.name, node.values)
         found += env_value_problems(node.name, node.values)
         found += rdma_fallback_problems(node.name, node.values)
         found += doctor_accept_problems(node.name, node.values)

@@ -326,6 +326,12 @@ CASES: list[Case] = [
         },
     ),
     Case(
+        "e2e-steps-zero",
+        lambda d, n: d.set(n.a, "benchmark_e2e_steps", 0),
+        lambda n: {n.a: [f"{n.a}: benchmark_e2e_steps=0 is not allowed; allowed: a whole number of measured training "
+                         "steps, 1 or more"]},
+    ),
+    Case(
         "hugepages-size-not-allowed",
         lambda d, n: d.set(n.b, "hugepages_size", "1GB"),
         lambda n: {

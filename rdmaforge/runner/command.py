@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaforge import terminal
-from rdmaforge.errors import CannotRun, UserError, host_pattern, missing_path
+from rdmaforge.errors import CannotRun, UserError, host_pattern, inventory_path, missing_path, output_path
 from rdmaforge.paths import playbook as playbook_path
 from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets
 from rdmaforge.runner.events import HostProblem
@@ -72,6 +72,33 @@ def existing_file(text: str) -> Path:
     return path
 
 
+JUNIT_ALLOWED = "a file path whose directory exists or can be created, and can be written"
+
+
+def junit_path(text: str) -> Path:
+    """argparse type of --junit: a file that can be written, checked before anything runs (else a usage error, exit
+    64). Found only at the end, after the run, a bad path replaced the run's own exit code (and recap.json, --json and
+    the final scrub were skipped). Refused: the empty path (the current directory), a directory, a path under a
+    file, a directory that cannot be created or written, an existing file that cannot be written."""
+    path = output_path(JUNIT_ALLOWED)(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory; allowed: {JUNIT_ALLOWED}")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise argparse.ArgumentTypeError(f"{text}: cannot be written (permission denied); allowed: {JUNIT_ALLOWED}")
+        return path
+    # The nearest existing directory above it: the rest is created by junit.write.
+    parent = path.absolute().parent
+    while not parent.exists() and not parent.is_symlink() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {parent} is not a directory; allowed: {JUNIT_ALLOWED}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: the directory {parent} cannot be written (permission denied); "
+                                         f"allowed: {JUNIT_ALLOWED}")  # fmt: skip
+    return path
+
+
 def vault_identity(text: str) -> str:
     """argparse type for --vault-id: [LABEL@]SOURCE. Ansible runs without a terminal here: it cannot prompt."""
     source = text.rpartition("@")[2]
@@ -111,7 +138,8 @@ def ansible_options(args: argparse.Namespace) -> dict[str, Any]:
 def add_target_arguments(
     parser: argparse.ArgumentParser, tags: bool = True, check: bool = True, extra_vars: bool = True
 ) -> None:
-    parser.add_argument("-i", "--inventory", type=Path, required=True, help="the cluster's inventory (hosts.yml)")
+    parser.add_argument("-i", "--inventory", type=inventory_path, required=True,
+                        help="the cluster's inventory (hosts.yml)")  # fmt: skip
     parser.add_argument("-l", "--limit", type=host_pattern, help="only these hosts or groups (Ansible's --limit)")
     if tags:
         parser.add_argument("-t", "--tags", help="only tasks with these tags (Ansible's --tags)")
@@ -138,8 +166,8 @@ def add_json_argument(parser: argparse.ArgumentParser) -> None:
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no live progress: only the recap table, the problems and the final line")  # fmt: skip
-    parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here (for CI)")
-    parser.add_argument("--runs-dir", type=Path, default=artifacts.RUNS_DIR,
+    parser.add_argument("--junit", type=junit_path, metavar="FILE", help="also write JUnit XML here (for CI)")
+    parser.add_argument("--runs-dir", type=output_path("a directory for run directories"), default=artifacts.RUNS_DIR,
                         help=f"where run directories go (default {artifacts.RUNS_DIR})")  # fmt: skip
     parser.add_argument("--keep", type=positive_int, default=artifacts.DEFAULT_KEEP,
                         help=f"run directories to keep, newest first (default {artifacts.DEFAULT_KEEP})")  # fmt: skip

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from ansible.template import trust_as_template
 
+from rdmaforge import inventory_checks
 from rdmaforge.paths import PROJECT_ROOT
 from tests.unit.role_vars import role_vars
 
@@ -56,7 +57,7 @@ def test_an_empty_threshold_is_recorded_as_none_never_0(value: object, recorded:
 
 
 def threshold_check(**inventory: Any) -> Any:
-    check = task("main.yml", "Check the benchmark's thresholds")
+    check = task("main.yml", "Check the benchmark's thresholds and e2e counts")
     return evaluate(check["vars"]["benchmark_threshold_problems"], **inventory)
 
 
@@ -74,6 +75,19 @@ def test_a_threshold_of_0_or_less_is_refused_naming_the_variable() -> None:
         "node1: benchmark_e2e_min_intra_node_linearity",  # its default is benchmark_e2e_min_linearity
     ]
     assert "allowed: a number above 0, or empty" in problems[1]
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("benchmark_e2e_steps", 0), ("benchmark_e2e_steps", -3), ("benchmark_e2e_batch_size", 0),
+    ("benchmark_e2e_warmup_steps", -1), ("benchmark_e2e_steps", "many"),
+])  # fmt: skip
+def test_an_e2e_count_below_its_least_is_refused_before_anything_trains(variable: str, value: object) -> None:
+    """0 measured steps trained the whole warm-up (400 steps) and then failed; a batch of 0 trained nothing and failed
+    as "the 1-node run measured no throughput". Both the role (a value from -e) and preflight refuse them now."""
+    (problem,) = threshold_check(**{variable: value})
+    assert problem.startswith(f"node1: {variable}={value!r} is not allowed; allowed: a whole number of "), problem
+    assert [p.message for p in inventory_checks.e2e_count_problems("node1", {variable: value})] == [problem]
+    assert threshold_check(benchmark_e2e_warmup_steps=0) == []  # no warm-up is allowed
 
 
 def test_run_json_records_each_nodes_host_name_from_its_facts() -> None:
