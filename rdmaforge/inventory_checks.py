@@ -783,6 +783,23 @@ def threshold_problems(host: str, values: Mapping[str, object]) -> list[Problem]
 # --- nccl-tests binaries -----------------------------------------------------------------------------
 
 
+def nccl_tests_make_args_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """An extra make argument that sets one of the variables rdmaforge puts on nccl-tests' make line (MPI=0,
+    BIN_FILES_LIST=...): make takes the last assignment, so it overrode the inventory's value unseen, and the build
+    id and manifest named what was not built. Refused, naming the variable that decides it."""
+    extra = values.get("nccl_tests_make_extra_args")
+    found = []
+    for argument in extra if isinstance(extra, list) else []:
+        name = str(argument).partition("=")[0].strip()
+        if "=" in str(argument) and name in nccl_build.NCCL_TESTS_MAKE_VARIABLES:
+            decided_by = nccl_build.NCCL_TESTS_MAKE_VARIABLES[name]
+            message = (f"{host}: nccl_tests_make_extra_args={show(extra)} sets {name}, which rdmaforge sets from "
+                       f"{decided_by}; allowed: other make variables (set {decided_by} instead)")  # fmt: skip
+            found.append(Problem(host, "nccl_tests_make_extra_args", message))
+            break
+    return found
+
+
 def nccl_tests_binaries_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A partial nccl-tests build (nccl_tests_binaries) whose names make cannot take, or that leaves out a binary the
     benchmark (benchmark_collectives) or pairwise's GPU path (sendrecv) would run: found here, not by a benchmark
@@ -1669,6 +1686,7 @@ def inventory_report(
         found += git_commit_problems(node.name, node.values)
         found += pip_hash_problems(node.name, node.values)
         found += nccl_tests_binaries_problems(node.name, node.values)
+        found += nccl_tests_make_args_problems(node.name, node.values)
         if names is not None:
             found += misspelled_variable_problems(node.name, node.values, names)
         if node.address is not None:

@@ -134,14 +134,33 @@ def nccl_tests_make_argv(jobs: int, nccl_home: str, cuda_home: str, mpi_home: st
     return argv
 
 
-def nccl_tests_build_id(version: str, nccl_build_id: str, binaries: Sequence[str] | None = None) -> str:
-    """Names an nccl-tests build: its version, the NCCL build it links, and a partial binary set (a build of some
-    binaries must not stand in for one of all)."""
+def nccl_tests_build_id(version: str, nccl_build_id: str, binaries: Sequence[str] | None = None, mpi: bool = True,
+                        extra_args: Sequence[str] | None = None) -> str:  # fmt: skip
+    """Names an nccl-tests build by what its make line differs in: its version, the NCCL build it links, a partial
+    binary set (a build of some binaries must not stand in for one of all), a build without MPI, and the extra make
+    arguments (in order: make takes the last of two assignments). A change to any of them is another build, never
+    the cached one installed again."""
     ident = f"{version}-nccl{nccl_build_id}"
     names = nccl_tests_binaries(binaries)
     if names:
         ident += "-bins" + hashlib.sha256(" ".join(names).encode()).hexdigest()[:8]
+    if not mpi:
+        ident += "-nompi"
+    if extra_args:
+        ident += "-make" + hashlib.sha256("\0".join(str(a) for a in extra_args).encode()).hexdigest()[:8]
     return ident
+
+
+#: The make variables nccl_tests_make_argv sets -> the inventory variable that decides each: the same name in
+#: nccl_tests_make_extra_args (given after them) would override it, unseen by the build id and the manifest.
+NCCL_TESTS_MAKE_VARIABLES = {
+    "NCCL_HOME": "nccl_tests_nccl_home",
+    "CUDA_HOME": "nccl_build_cuda_home",
+    "NVCC_GENCODE": "nccl_cuda_archs",
+    "MPI": "nccl_tests_mpi",
+    "MPI_HOME": "nccl_tests_mpi_home",
+    "BIN_FILES_LIST": "nccl_tests_binaries",
+}
 
 
 def delta_seconds(delta: str) -> float:

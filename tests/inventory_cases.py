@@ -332,6 +332,13 @@ CASES: list[Case] = [
                          "steps, 1 or more"]},
     ),
     Case(
+        # make takes the last assignment: MPI=0 after rdmaforge's MPI=1 built without MPI, the id saying otherwise
+        "nccl-tests-extra-args-override",
+        _set_everywhere("nccl_tests_make_extra_args", ["CUDARTLIB=cudart_static", "MPI=0"]),
+        _every_host(["{host}: nccl_tests_make_extra_args=[\"CUDARTLIB=cudart_static\", \"MPI=0\"] sets MPI, which "
+                     "rdmaforge sets from nccl_tests_mpi; allowed: other make variables (set nccl_tests_mpi instead)"]),
+    ),
+    Case(
         "hugepages-size-not-allowed",
         lambda d, n: d.set(n.b, "hugepages_size", "1GB"),
         lambda n: {

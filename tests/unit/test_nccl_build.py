@@ -109,6 +109,25 @@ def test_a_partial_nccl_tests_build_has_its_own_id() -> None:
     assert some != nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80", ["all_reduce"])
 
 
+
+def test_an_nccl_tests_build_without_mpi_or_with_other_make_arguments_has_its_own_id() -> None:
+    """The id named version, NCCL build and binaries only: nccl_tests_mpi false, or other nccl_tests_make_extra_args,
+    found the cached build of the old make line and installed it again, its manifest still saying mpi: true."""
+    full = nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80")
+    assert nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80", [], True, []) == full
+    assert nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80", [], False) == full + "-nompi"
+    static = nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80", [], True, ["CUDARTLIB=cudart_static"])
+    assert static.startswith(full + "-make") and len(static) == len(full + "-make") + 8
+    assert static != nccl_build.nccl_tests_build_id("2.19.6", "2.29.7-cuda13.0-sm_80", [], True, ["DEBUG=1"])
+    # the order counts (make takes the last of two assignments of one variable)
+    assert nccl_build.nccl_tests_build_id("2.19.6", "b", [], True, ["A=1", "A=2"]) != nccl_build.nccl_tests_build_id(
+        "2.19.6", "b", [], True, ["A=2", "A=1"]
+    )
+    # the role passes all of them (roles/nccl_tests/vars/main.yml)
+    text = (RESOURCES / "roles" / "nccl_tests" / "vars" / "main.yml").read_text()
+    assert "nccl_tests_binaries," in text and "nccl_tests_mpi | bool, nccl_tests_make_extra_args)" in text
+
+
 #: nccl-tests' real source (../shared/sources), as the lab mirror serves it.
 NCCL_TESTS_SOURCE = LOCAL_SOURCES / NCCL_TESTS_TARBALL
 
