@@ -243,6 +243,14 @@ source:
   returned: always
   type: str
   sample: ibv_devinfo
+kernel_devices:
+  description:
+    - The RDMA devices O(sysfs_root) lists when ibv_devinfo answered with none: the kernel's driver is loaded and
+      libibverbs has no user-space provider for them (a failure with O(require_active) says so).
+  returned: when ibv_devinfo lists no device and the kernel lists some
+  type: list
+  elements: str
+  sample: [mlx5_0, mlx5_1]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -284,7 +292,8 @@ def main() -> None:
     except ProbeError as error:
         module.fail_json(msg=error.msg)
     if (result["tool_present"] or result["source"] == "sysfs") and module.params["require_active"]:
-        problems = port_problems(result["devices"], module.params["expected_ports"], module.params["min_rate_gbps"])
+        problems = port_problems(result["devices"], module.params["expected_ports"], module.params["min_rate_gbps"],
+                                 result.get("kernel_devices") or [])  # fmt: skip
         if problems:
             module.fail_json(msg="RDMA ports not ready: " + "; ".join(problems), **result)
     module.exit_json(**result)

@@ -28,6 +28,7 @@ from .nic_facts import (
 )
 from .rdma_devinfo import (
     NO_DEVICES_MESSAGE,
+    PROVIDER_MISSING,
     ibstat_errors,
     inactive_ports,
     merge_ibstat,
@@ -98,6 +99,14 @@ def _read_devices(runner: Runner, ibv_devinfo: str, sysfs_root: str) -> tuple[li
         taken = f"; taken from {sysfs_root}: {', '.join(completed)}" if completed else ""
         runner.warn(f"{ibv_devinfo} -v exited with {rc}; using the devices it printed{taken}: {stderr.strip()}")
     return devices, True
+
+
+def _kernel_devices(sysfs_root: str) -> list[str]:
+    """The RDMA devices the kernel lists (its drivers' view), [] without the directory."""
+    try:
+        return sorted(name for name in os.listdir(sysfs_root) if not name.startswith("."))
+    except OSError:
+        return []
 
 
 def _completed_from_sysfs(devices: list[Device], sysfs_root: str) -> tuple[list[Device], list[str]]:
@@ -175,6 +184,12 @@ def read_rdma_devices(
         devices, answered = _read_devices(runner, ibv_devinfo, sysfs_root)
     if answered:
         result["source"] = "ibv_devinfo"
+        kernel = _kernel_devices(sysfs_root) if not devices else []
+        if kernel:
+            # The kernel's driver is loaded, libibverbs opened nothing: its user-space provider is what is missing.
+            result["kernel_devices"] = kernel
+            runner.warn(f"{ibv_devinfo} found no RDMA device, but the kernel has {', '.join(kernel)} ({sysfs_root}): "
+                        f"{PROVIDER_MISSING}")  # fmt: skip
     elif os.path.isdir(sysfs_root):
         result["source"] = "sysfs"
         devices = read_sysfs_devices(sysfs_root)

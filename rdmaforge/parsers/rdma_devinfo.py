@@ -41,6 +41,11 @@ if TYPE_CHECKING:  # only for annotations, which are never evaluated at runtime 
 
 #: What ibv_devinfo prints (on stderr, exit status 255) when libibverbs sees no usable device.
 NO_DEVICES_MESSAGE = "No IB devices found"
+#: Why libibverbs opens no device the kernel has (libibverbs warns "no userspace device-specific driver found").
+PROVIDER_MISSING = (
+    "libibverbs has no user-space provider for them (install ibverbs-providers on Debian/Ubuntu, libibverbs or "
+    "rdma-core on RHEL, or the vendor's OFED; then ibv_devinfo lists them)"
+)
 ACTIVE = "PORT_ACTIVE"
 
 _HCA_RE = re.compile(r"^\s*hca_id:\s*(\S+)")
@@ -722,14 +727,20 @@ def rate_problem(device: str, port: Port, min_rate_gbps: float) -> str | None:
 
 
 def port_problems(
-    devices: Sequence[Device], expected: Sequence[str] = (), min_rate_gbps: float | None = None
+    devices: Sequence[Device],
+    expected: Sequence[str] = (),
+    min_rate_gbps: float | None = None,
+    kernel_devices: Sequence[str] = (),
 ) -> list[str]:
     """Human-readable reasons the expected ports (every port when ``expected`` is empty) are not usable.
 
     An empty list means every selected port exists and is PORT_ACTIVE (and, with ``min_rate_gbps``, runs at least
     that fast). With nothing expected and no device at all, that absence is the problem: a driver that failed to
-    load shows up this way.
+    load shows up this way, or, when the kernel lists devices (``kernel_devices``), a missing user-space provider.
     """
+    if not devices and kernel_devices:
+        return [f"ibv_devinfo reports no RDMA devices, but the kernel has {', '.join(kernel_devices)}: "
+                f"{PROVIDER_MISSING}"]  # fmt: skip
     if not devices and not expected:
         return ["ibv_devinfo reports no RDMA devices: check the HCA driver is loaded (lsmod | grep _ib)"]
     selected, problems = select_ports(devices, expected)
@@ -882,6 +893,7 @@ __all__ = [
     "parse_rdma_link",
     "parse_rdma_link_line",
     "port_problems",
+    "PROVIDER_MISSING",
     "port_rate_gbps",
     "rate_problem",
     "read_sysfs_devices",

@@ -442,3 +442,22 @@ def test_a_listing_cut_short_is_completed_from_sysfs_or_refused(case):
     assert [len(d["ports"]) for d in result["devices"]] == [1, 1]
     failed, result, _ = alone
     assert failed and "mlx5_3 has 1 port(s) (phys_port_cnt), but only 0 could be read" in result["msg"], result
+
+
+@shared_runs
+def test_no_device_for_libibverbs_while_the_kernel_has_some_names_the_missing_provider(case):
+    """libibverbs' real warnings ('no userspace device-specific driver found') then 'No IB devices found', while the
+    kernel lists mlx5 devices: the failure said 'check the HCA driver is loaded', the one thing that was. It names
+    the kernel's devices and the missing user-space provider now."""
+    sysfs = case / "sys-class-infiniband"
+    fake_sysfs_from_sample(sysfs, "mlx5_ib_and_roce_ofed.txt")
+    stderr = (IBV / "no_devices_with_warnings.txt").read_text().strip()
+    ibv = fake_tool(case, "fake_ibv_devinfo", None, stderr=stderr, rc=255)
+    args = {"ibv_devinfo_path": str(ibv), "rdma_path": str(fake_rdma(case)), "sysfs_root": str(sysfs)}
+    found, required = yield [rdma_devices(args), rdma_devices({**args, "require_active": True})]
+    failed, result, err = found
+    assert not failed and result["devices"] == [] and result["kernel_devices"] == ["mlx5_1", "mlx5_3"], result
+    assert "user-space provider" in " ".join(err.split()), err
+    failed, result, _ = required
+    assert failed and "but the kernel has mlx5_1, mlx5_3" in result["msg"], result
+    assert "HCA driver is loaded" not in result["msg"] and "ibverbs-providers" in result["msg"], result
