@@ -38,6 +38,8 @@ CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
 RDMA_FABRICS = fabrics.RDMA_NAMES
 #: The RDMA device names each RDMA fabric brings (ibv_devinfo's hca_id): erdma_N on eRDMA, mlx5_N on the rest.
 RDMA_DEVICE_PATTERNS = fabrics.device_patterns()
+#: A profile's link layer (rdmaforge.fabrics) as ibv_devinfo prints a port's link_layer: RoCE runs over Ethernet.
+LINK_LAYER_PRINTED = {"IB": "InfiniBand", "RoCE": "Ethernet"}
 #: The checks of one node, in table order.
 CHECKS = ("rdma", "port_rate", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus", "nccl", "plugin", "plugin_host",
           "clock")  # fmt: skip
@@ -156,6 +158,20 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         expected = f"{', '.join(listed)} (rdma_core_expected_ports) ACTIVE"
     if missing:
         return "problem", actual, expected, "; ".join(missing)
+    # A port of the other link layer (a VPI HCA left in Ethernet mode on InfiniBand, or the reverse) takes the
+    # profile's NCCL settings (GID index, HCA names) for a network it is not on. A port whose link layer was not
+    # read is not judged here.
+    layer = fabrics.link_layers().get(fabric)
+    wanted = LINK_LAYER_PRINTED.get(layer or "")
+    other = [f"{name}:{p.get('port')} {p.get('link_layer')}" for name, p in selected
+             if wanted and p.get("link_layer") not in (None, "", wanted)]  # fmt: skip
+    if other:
+        return (
+            "problem",
+            actual,
+            f"{pattern} ports of link layer {wanted}",
+            (f"fabric {fabric} runs over {wanted}, but these ports are on another link layer: {', '.join(other)}"),
+        )
     inactive = [f"{name}:{p.get('port')} {p.get('state')}" for name, p in selected if p.get("state") != "PORT_ACTIVE"]
     if not ansible_bool(variable(node, "rdma_require_active_ports")):
         # Not judged, but never hidden: a rail that is down is named, so "ok" is read as "the devices are there".

@@ -430,6 +430,26 @@ def test_a_rail_that_is_down_is_named_when_port_states_are_not_required() -> Non
     assert "not ACTIVE" not in doctor_checks.check_rdma(node)[3]
     assert "not ACTIVE" not in doctor_checks.check_port_rate(node)[3]
 
+
+@pytest.mark.parametrize(("fabric", "device", "layer", "other"), [
+    ("infiniband", "mlx5_0", "InfiniBand", "Ethernet"),  # a VPI HCA left in Ethernet mode on an IB fabric
+    ("roce", "mlx5_0", "Ethernet", "InfiniBand"),
+])  # fmt: skip
+def test_a_port_on_another_link_layer_than_the_fabrics_is_a_problem(
+    fabric: str, device: str, layer: str, other: str
+) -> None:
+    """The IB link layer was not checked: a ConnectX port left in Ethernet mode on an InfiniBand fabric got its
+    profile's NCCL settings and "ok". The link layer ibv_devinfo (or sysfs) reads is compared with the profile's;
+    a port whose link layer was not read is not judged on it."""
+    node = rdma_node(fabric, device, rdma_require_active_ports=True)
+    node["rdma_devices"] = [{"name": "mlx5_0", "ports": [dict(port(1), link_layer=layer)]},
+                            {"name": "mlx5_1", "ports": [dict(port(1), link_layer=other)]}]  # fmt: skip
+    status, _, expected, reason = doctor_checks.check_rdma(node)
+    assert (status, expected) == ("problem", f"mlx5* ports of link layer {layer}"), reason
+    assert reason.endswith(f"these ports are on another link layer: mlx5_1:1 {other}"), reason
+    node["rdma_devices"][1]["ports"][0].pop("link_layer")
+    assert doctor_checks.check_rdma(node)[0] == "ok"
+
 ENI_MTU_EXPRESSION = (
     "rdmaforge_fabric | default('tcp') | rdmaforge.cluster.rdmaforge_eni_mtu(eni_jumbo_frames | bool, eni_mtu)"
 )
