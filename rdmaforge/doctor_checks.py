@@ -38,8 +38,6 @@ CheckStatus = Literal["ok", "problem", "accepted", "not_checked"]
 RDMA_FABRICS = fabrics.RDMA_NAMES
 #: The RDMA device names each RDMA fabric brings (ibv_devinfo's hca_id): erdma_N on eRDMA, mlx5_N on the rest.
 RDMA_DEVICE_PATTERNS = fabrics.device_patterns()
-#: A profile's link layer (rdmaforge.fabrics) as ibv_devinfo prints a port's link_layer: RoCE runs over Ethernet.
-LINK_LAYER_PRINTED = {"IB": "InfiniBand", "RoCE": "Ethernet"}
 #: The checks of one node, in table order.
 CHECKS = ("rdma", "port_rate", "memlock", "mtu", "hugepages", "hugepages_boot", "gpus", "nccl", "plugin", "plugin_host",
           "clock")  # fmt: skip
@@ -161,8 +159,7 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     # A port of the other link layer (a VPI HCA left in Ethernet mode on InfiniBand, or the reverse) takes the
     # profile's NCCL settings (GID index, HCA names) for a network it is not on. A port whose link layer was not
     # read is not judged here.
-    layer = fabrics.link_layers().get(fabric)
-    wanted = LINK_LAYER_PRINTED.get(layer or "")
+    wanted = fabrics.port_link_layers().get(fabric)
     other = [f"{name}:{p.get('port')} {p.get('link_layer')}" for name, p in selected
              if wanted and p.get("link_layer") not in (None, "", wanted)]  # fmt: skip
     if other:

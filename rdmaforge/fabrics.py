@@ -212,6 +212,15 @@ def link_layers() -> dict[str, str]:
     return {p.name: p.link_layer for p in PROFILES if p.link_layer is not None}
 
 
+#: A profile's link layer as ibv_devinfo and sysfs print a port's link_layer: RoCE runs over Ethernet.
+PORT_LINK_LAYERS = {"IB": "InfiniBand", "RoCE": "Ethernet"}
+
+
+def port_link_layers() -> dict[str, str]:
+    """The link layer each port of a profile must have, as ibv_devinfo prints it (doctor and verify judge it)."""
+    return {name: PORT_LINK_LAYERS[layer] for name, layer in link_layers().items()}
+
+
 def package_table() -> dict[str, dict[str, list[str]]]:
     """``{profile: {os_family: [package, ...]}}``: the rdma_core role's default ``rdma_core_packages``."""
     return {p.name: p.packages.by_family() for p in PROFILES}

@@ -131,6 +131,28 @@ def test_rdma_ports_active(
     assert ports and not down, f"ports not active: {down or 'no port at all'}"
 
 
+def test_rdma_link_layer(
+    rdma_devices: Callable[[], tuple[DevinfoRun, list[Any]]], hostvars: dict[str, Any], fabric: str
+) -> None:
+    """Each port of the fabric's devices (of rdma_core_expected_ports when it names the rails) on the profile's link
+    layer (InfiniBand for infiniband, Ethernet for RoCE): a VPI HCA left in the other mode gets NCCL settings for a
+    network it is not on. The check doctor makes."""
+    wanted = fabrics.port_link_layers().get(fabric)
+    if wanted is None:
+        pytest.skip(f"fabric {fabric} names no link layer")
+    pattern = fabrics.device_patterns()[fabric]
+    _, every = rdma_devices()
+    rails = [parse_expected_port(str(s)) for s in setting(hostvars, "rdma_core", "rdma_core_expected_ports") or []]
+    layers = {f"{d['name']}:{p['port']}": p.get("link_layer") for d in every if fnmatch.fnmatch(d["name"], pattern)
+              for p in d["ports"] if not rails or any(r and r[0] == d["name"] and r[1] in (None, p["port"])
+                                                      for r in rails)}  # fmt: skip
+    read = {name: layer for name, layer in layers.items() if layer}
+    if not read:
+        pytest.skip(f"not judged: no {pattern} port's link layer was read (ports: {sorted(layers) or 'none'})")
+    other = {name: layer for name, layer in read.items() if layer != wanted}
+    assert not other, f"fabric {fabric} runs over {wanted}, these ports are on another link layer: {other}"
+
+
 def test_rdma_port_rates(
     rdma_devices: Callable[[], tuple[DevinfoRun, list[Any]]], hostvars: dict[str, Any], fabric: str
 ) -> None:

@@ -217,6 +217,23 @@ def test_a_node_without_rdma_devices_is_not_judged_on_rates_and_fails_active_por
         test_node_state.test_rdma_ports_active(devices(host), {}, "erdma")
 
 
+def test_rdma_ports_on_another_link_layer_than_the_fabrics_fail() -> None:
+    """A real capture with an InfiniBand mlx5_1 and an Ethernet (RoCE) mlx5_3: on an InfiniBand fabric mlx5_3 is on
+    the wrong link layer, on a RoCE one mlx5_1; naming the rails (rdma_core_expected_ports) judges those only."""
+    host = FakeHost()
+    host.commands["ibv_devinfo -v"] = Result(0, (DATA / "ibv_devinfo" / "mlx5_ib_and_roce_ofed.txt").read_text())
+    check = test_node_state.test_rdma_link_layer
+    with pytest.raises(AssertionError, match=r"runs over InfiniBand, these ports are on another link layer: "
+                       r"\{'mlx5_3:1': 'Ethernet'\}"):  # fmt: skip
+        check(devices(host), {}, "infiniband")
+    with pytest.raises(AssertionError, match=r"\{'mlx5_1:1': 'InfiniBand'\}"):
+        check(devices(host), {}, "roce")
+    check(devices(host), {"rdma_core_expected_ports": ["mlx5_1"]}, "infiniband")
+    check(devices(host), {"rdma_core_expected_ports": ["mlx5_3:1"]}, "roce")
+    with pytest.raises(pytest.skip.Exception, match=r"fabric erdma names no link layer"):
+        check(devices(host), {}, "erdma")
+
+
 def roce_node(ibstat: str) -> FakeHost:
     """A RoCE node with infiniband-diags: ``ibstat`` prints ``ibstat`` (a real capture), ``ibv_devinfo -v`` the same
     devices and port states (rdma-core's layout) without a width or speed, so each port's rate is ibstat's Rate."""
