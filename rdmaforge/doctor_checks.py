@@ -61,6 +61,9 @@ DEFAULTS_OF = {
     "nccl_build_version": "nccl_build",
     "nccl_cuda_archs": "nccl_build",
     "nccl_build_only_funcs": "nccl_build",
+    "nccl_build_source": "nccl_build",
+    "nccl_build_git_commit": "nccl_build",
+    "nccl_build_tarball_sha256": "nccl_build",
     "nccl_plugin_provider": "nccl_plugin",
     "nccl_plugin_aiacc_outside_alibaba_cloud": "nccl_plugin",
     "doctor_expected_gpus": None,
@@ -348,6 +351,27 @@ def build_manifest(node: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | No
     return read_manifest(node.get("nccl_manifest"), MANIFEST)
 
 
+def source_problem(node: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
+    """Why the installed build is not from the source the inventory pins ('' when it is, or when either side names
+    no pin: an unpinned source, or a manifest from before sources were recorded). The pin is the one build_once
+    compares its cache with: the git commit, or the tarball's sha256."""
+    recorded = manifest.get("source")
+    if not isinstance(recorded, Mapping):
+        return ""
+    kind = str(variable(node, "nccl_build_source") or "git")
+    name = "nccl_build_git_commit" if kind == "git" else "nccl_build_tarball_sha256"
+    pin = str(variable(node, name) or "").strip().lower()
+    built = str(recorded.get("commit" if kind == "git" else "sha256") or "").strip().lower()
+    if recorded.get("kind") not in (None, kind):
+        return (
+            f"the installed build is from a {recorded.get('kind')} source, the cluster's (nccl_build_source) is {kind}"
+        )
+    if pin and built and built != pin:
+        return (f"the installed build is from {'commit' if kind == 'git' else 'a tarball of sha256'} {built[:12]}, "
+                f"the cluster pins {pin[:12]} ({name}): converge to build it again")  # fmt: skip
+    return ""
+
+
 def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
     manifest, damaged = build_manifest(node)
     if damaged:
@@ -370,6 +394,11 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     expected = build_id(version, cuda, archs, funcs)
     if installed != expected:
         return "problem", installed, expected, f"installed NCCL build {installed}, the cluster's build is {expected}"
+    # The id names release, CUDA and archs, not the source: a build of another commit (a moved tag rebuilt under
+    # the same id) or of another tarball is told by the manifest's record of its source.
+    other_source = source_problem(node, manifest)
+    if other_source:
+        return "problem", installed, expected, other_source
     # The manifest alone is not the library: the build's libnccl.so.<version> must be there too.
     library = f"libnccl.so.{manifest.get('version') or version}"
     if "nccl_libs" in node and library not in (node.get("nccl_libs") or []):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from rdmaforge import doctor, doctor_checks, fabrics, tuning
 from rdmaforge.paths import PROJECT_ROOT
@@ -707,3 +708,28 @@ def test_a_build_manifest_that_is_no_manifest_is_the_nodes_problem(manifest: obj
         nodes["node1"]["nccl_manifest"] = manifest
         reason = doctor_checks.check_nccl(nodes["node1"])[3]
         assert reason == f"current/.rdmaforge-build.json {held}: the install is damaged"
+
+
+def test_a_build_from_another_source_than_the_pinned_one_is_a_problem() -> None:
+    """The build id names release, CUDA and archs: a tag moved to another commit was built again under the same id,
+    and doctor said "the cluster's NCCL build" on nodes still running the old commit. The manifest's record of its
+    source (build_once writes it) is compared with the inventory's pin."""
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles" / "nccl_build" / "defaults" / "main.yml").read_text())
+    pin = str(defaults["nccl_build_git_commit"])  # the role's pin, the one the lab's inventory leaves as it is
+    nodes = lab(1)
+    manifest = nodes["node1"]["nccl_manifest"]
+    manifest["source"] = {"kind": "git", "commit": pin, "pinned": True}
+    assert {c.check: c for c in doctor.diagnose(nodes).checks}["nccl"].status == "ok"
+    manifest["source"]["commit"] = "0123456789abcdef0123456789abcdef01234567"
+    nccl = {c.check: c for c in doctor.diagnose(nodes).checks}["nccl"]
+    assert nccl.status == "problem" and nccl.reason == (
+        f"the installed build is from commit 0123456789ab, the cluster pins {pin[:12]} (nccl_build_git_commit): "
+        "converge to build it again"
+    ), nccl.reason
+    # a tarball build: its sha256 against nccl_build_tarball_sha256
+    nodes["node1"]["inventory"].update(nccl_build_source="tarball", nccl_build_tarball_sha256="ab" * 32)
+    manifest["source"] = {"kind": "tarball", "sha256": "ab" * 32, "pinned": True}
+    assert {c.check: c for c in doctor.diagnose(nodes).checks}["nccl"].status == "ok"
+    manifest["source"]["sha256"] = "cd" * 32
+    assert "a tarball of sha256 cdcdcdcdcdcd, the cluster pins abababababab" in {
+        c.check: c for c in doctor.diagnose(nodes).checks}["nccl"].reason  # fmt: skip
