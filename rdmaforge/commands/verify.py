@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaforge import infra_report
-from rdmaforge.errors import CannotRun, host_pattern
+from rdmaforge.errors import CannotRun, host_pattern, inventory_path
 from rdmaforge.paths import VERIFY_ROOT
 from rdmaforge.runner import command, execute, inventory_list, junit, secrets
 from rdmaforge.runner.exit_codes import ExitCode
@@ -50,7 +50,8 @@ def register(subparsers: Any) -> None:
         "NCCL net plugin and its symbols, mpirun on the non-interactive PATH (tests/infra). Read-only: usable on "
         "production clusters. Exit 0 all passed, 2 a test failed on a node, 3 a node unreachable.",
     )
-    parser.add_argument("-i", "--inventory", type=Path, required=True, help="the cluster's inventory (hosts.yml)")
+    parser.add_argument("-i", "--inventory", type=inventory_path, required=True,
+                        help="the cluster's inventory (hosts.yml)")  # fmt: skip
     parser.add_argument("-l", "--limit", default="cluster", type=host_pattern,
                         help="host pattern to verify (default: group cluster)")  # fmt: skip
     parser.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from rdmaforge.paths import WORKSPACE
 
-RUNS_DIR = Path(os.environ.get("RDMAFORGE_RUNS_DIR", WORKSPACE / "artifacts" / "runs"))
+#: An empty RDMAFORGE_RUNS_DIR (an unset variable exported) is the default, as an empty RDMAFORGE_WORKSPACE is:
+#: Path("") would put run directories, and their rotation, in the current directory.
+RUNS_DIR = Path(os.environ.get("RDMAFORGE_RUNS_DIR") or WORKSPACE / "artifacts" / "runs")
 #: Runs kept by default (the newest); `--keep` overrides it.
 DEFAULT_KEEP = 20
 #: Only directories with this shape are ever rotated away: nothing else under the runs directory is touched.

@@ -281,13 +281,31 @@ def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
     return outcome
 
 
+#: ansible_output_tail when Ansible wrote nothing.
+NO_ANSIBLE_OUTPUT = "(Ansible wrote no output)"
+
+
 def ansible_output_tail(artifacts: Path, lines: int = 40) -> str:
     """The end of Ansible's own output (ansible-runner merges stderr into it)."""
     try:
         text = (artifacts / "stdout").read_text(errors="replace")
     except OSError:
-        return "(Ansible wrote no output)"
-    return "\n".join(line.rstrip() for line in text.strip().splitlines()[-lines:])
+        return NO_ANSIBLE_OUTPUT
+    return "\n".join(line.rstrip() for line in text.strip().splitlines()[-lines:]) or NO_ANSIBLE_OUTPUT
+
+
+def ansible_stop_reason(tail: str) -> str:
+    """The line of ``tail`` (ansible_output_tail) that says why Ansible stopped before any host: its first error
+    line ("[ERROR]: ...", "ERROR! ..." of older releases), else its last line."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("[ERROR]", "ERROR!")):
+            return line
+    return lines[-1] if lines else NO_ANSIBLE_OUTPUT
+
+
+#: The name of the JUnit testcase that stands for a run no host's case accounts for (Ansible stopped first).
+RUN_CASE = "ansible-playbook"
 
 
 def playbook_exit(outcome: execute.Outcome) -> ExitCode:
@@ -318,7 +336,22 @@ def host_cases(
         if result == "passed" and recap.status in ("STOPPED", "NOT_RUN"):  # it did not fail, nor did it run
             result, first = "skipped", f"{recap.status}: the run ended before this host finished it"
         cases.append(junit.Case(host, classname, 0.0, result, first if result != "passed" else "", details))
+    if not outcome.ran and outcome.status != "canceled":
+        # No host ran (a bad -e file, a limit matching nothing, an inventory Ansible cannot parse): without a case
+        # of its own the report held 0 tests and 0 failures, which CI reads as a pass.
+        tail = ansible_output_tail(outcome.artifacts)
+        cases.append(junit.Case(RUN_CASE, classname, 0.0, "error", f"no host was run: {ansible_stop_reason(tail)}",
+                                tail))  # fmt: skip
     return cases
+
+
+def with_run_case(cases: Sequence[junit.Case], command: str, code: ExitCode) -> list[junit.Case]:
+    """``cases``, and an error case for the run itself when it exits ERROR (1) and no case failed: the JUnit report
+    of a run that could not be done must not read as a pass (0 failures, 0 errors)."""
+    if code != ExitCode.ERROR or any(case.outcome in ("failed", "error") for case in cases):
+        return list(cases)
+    message = f"exit {int(code)}: {describe(code)}"
+    return [*cases, junit.Case(RUN_CASE, f"rdmaforge.{command}", 0.0, "error", message, message)]
 
 
 def finish(
@@ -328,18 +361,20 @@ def finish(
     cases: Sequence[junit.Case],
     record: Mapping[str, Any],
 ) -> int:
-    """Write recap.json and the JUnit XML (run dir, and --junit), scrub the run directory of the session's secrets,
-    print the last line, return the exit code."""
+    """Write the JUnit XML and recap.json into the run directory, scrub it of the session's secrets, write the --junit
+    copy, print the last line, return the exit code.
+
+    The --junit path was checked before the run (junit_path); should writing it fail all the same, that is a warning
+    on stderr: the run's own exit code, recap.json and --json stand (a usage error, 64, after a converge would hide
+    whether it worked)."""
     properties = {"command": session.command, "exit_code": str(int(code)), "run_dir": str(session.run_dir)}
     elapsed = session.elapsed()
     # Redacted before they are written: XML and JSON escape a secret's characters (a scrub of the files could miss
     # it), and the --junit copy lies outside the run directory.
     redactor = session.redactor()
-    cases = [redacted_case(case, redactor) for case in cases]
+    cases = [redacted_case(case, redactor) for case in with_run_case(cases, session.command, code)]
     junit.write(session.run_dir / "junit.xml", f"rdmaforge {session.command}", cases, elapsed, session.started,
                 properties)  # fmt: skip
-    if args.junit is not None:
-        junit.write(args.junit, f"rdmaforge {session.command}", cases, elapsed, session.started, properties)
     summary = {"command": session.command, "exit_code": int(code), "meaning": describe(code),
                "started": session.started.isoformat(), "seconds": round(elapsed, 3), **record}  # fmt: skip
     plain = json.loads(json.dumps(summary, default=str))  # JSON's types only (a Path as its text), then redacted
@@ -348,6 +383,14 @@ def finish(
     # Last: whatever the command wrote into the run directory after its Ansible runs' own scrub (the files those
     # scrubs left as they are, of these secrets, are not read again).
     secrets.scrub_tree(session.run_dir, session.secret_values, session.scrubbed)
+    junit_copy = getattr(args, "junit", None)
+    if junit_copy is not None:
+        try:
+            junit.write(junit_copy, f"rdmaforge {session.command}", cases, elapsed, session.started, properties)
+        except OSError as exc:
+            print(f"rdmaforge {session.command}: warning: --junit {junit_copy}: cannot write it "
+                  f"({exc.strerror or exc}); the exit code is the run's own, the report is "
+                  f"{session.run_dir / 'junit.xml'}", file=sys.stderr)  # fmt: skip
     print(f"rdmaforge {session.command}: exit {int(code)} ({describe(code)}); artifacts: {session.run_dir}",
           file=session.out, flush=True)  # fmt: skip
     if session.json_recap:

@@ -19,7 +19,7 @@ import yaml
 
 from rdmaforge.errors import UserError
 from rdmaforge.plain_data import TOO_DEEP, too_deep
-from rdmaforge.runner.vault import Decrypt, load_vars
+from rdmaforge.runner.vault import VAULT_HEADER, Decrypt, load_vars
 
 VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -53,10 +53,59 @@ def parse_one(argument: str) -> ExtraVars:
         path = Path(text[1:]).expanduser()
         if not path.is_file():
             raise ExtraVarsError(f"-e {_shown(argument)}: no such file {path}")
+        _check_file(argument, path)
         return ExtraVars(file=path.resolve())
     if text.startswith(("{", "[")):
         return ExtraVars(inline=_parse_mapping(argument, text))
     return ExtraVars(inline=_parse_pairs(argument, text))
+
+
+FILE_ALLOWED = "a YAML or JSON mapping of variable names to values"
+
+
+def _check_file(argument: str, path: Path) -> None:
+    """Refuse an `-e @FILE` Ansible would not take: a YAML error, or data that is not a mapping (a list, a scalar, an
+    empty file). Ansible reported either as a failure to parse the inventory (exit 1, the -e file named only in a
+    warning); the same text inline was already a usage error. A whole-file vault is left to Ansible, which has the
+    run's passwords (a value that is a ``!vault`` is not decrypted here: it needs none to be a mapping's value)."""
+    shown = _shown(argument)
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise ExtraVarsError(f"-e {shown}: {path} is not text (UTF-8); allowed: {FILE_ALLOWED}") from None
+    except OSError as exc:
+        raise ExtraVarsError(f"-e {shown}: cannot read {path}: {exc.strerror or exc}") from None
+    if text.lstrip().startswith(VAULT_HEADER):
+        return
+    try:
+        data = load_vars(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or exc.__class__.__name__
+        raise ExtraVarsError(
+            f"-e {shown}: {where}: not valid JSON or YAML ({problem}); allowed: {FILE_ALLOWED}"
+        ) from None
+    except RecursionError:
+        raise ExtraVarsError(f"-e {shown}: {path}: {TOO_DEEP}") from None
+    if not isinstance(data, dict):
+        held = "nothing" if data is None else f"a {_kind(data)}"
+        raise ExtraVarsError(f"-e {shown}: {path} holds {held}; allowed: {FILE_ALLOWED}")
+    if too_deep(data):
+        raise ExtraVarsError(f"-e {shown}: {path}: {TOO_DEEP}")
+
+
+def _kind(data: Any) -> str:
+    """What YAML data is, as a message names it."""
+    if isinstance(data, list):
+        return "list"
+    if isinstance(data, bool):
+        return "boolean"
+    if isinstance(data, (int, float)):
+        return "number"
+    if isinstance(data, str):
+        return "string"
+    return type(data).__name__
 
 
 def parse(arguments: Iterable[str]) -> list[ExtraVars]:

@@ -47,8 +47,11 @@ def recap_hosts(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, i
         (["remove-node", "node9"], 'rdmaforge_remove_nodes=["node9"]: allowed: a non-empty list of hosts of group '
                                    "'cluster' (node1, node2) that leaves at least one node; not in the cluster: node9"),
         (["remove-node", "node1", "node2"], "that leaves at least one node"),
-        (["upgrade-nccl", "--serial", "0"], "rdmaforge_upgrade_serial=0: allowed: a whole number of nodes per batch"),
-        (["rollback-nccl", "--serial", "150%"], 'rdmaforge_upgrade_serial="150%": allowed: a whole number'),
+        # --serial is checked by argparse (exit 64, tests/unit/test_cli_plumbing_hostile.py); -e reaches the playbook
+        (["upgrade-nccl", "-e", '{"rdmaforge_upgrade_serial": 0}'],
+         "rdmaforge_upgrade_serial=0: allowed: a whole number of nodes per batch"),
+        (["rollback-nccl", "-e", '{"rdmaforge_upgrade_serial": "150%"}'],
+         'rdmaforge_upgrade_serial="150%": allowed: a whole number'),
     ],
 )  # fmt: skip
 def test_bad_input_stops_on_the_controller_before_any_node(
