@@ -1692,8 +1692,9 @@ def inventory_report(
         if node.address is not None:
             found += address_problems(node.name, node.address)
         for result in node.argspecs:
-            found += text_list_problems(node.name, result.role, result.options, node.values, result.owners)
             found += argspec_problems(node.name, result.role, result.errors, result.options, node.values, result.owners)
+            # After Ansible's own line, which wins for a text that is no allowed choice either (its did-you-mean).
+            found += text_list_problems(node.name, result.role, result.options, node.values, result.owners)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
     in_play = {n.name for n in nodes if n.in_play}
     found += [p for p in mixed_fabric_problems([(n.name, n.fabric) for n in nodes], group) if p.host in in_play]
