@@ -13,11 +13,11 @@ description:
     returns every RDMA device with its ports (state, physical state, MTUs, link layer, LIDs, link rate, GIDs,
     netdev) as the C(rdma_devices) fact.
   - When infiniband-diags' C(ibstat) is installed (seed 001's port check; the V(infiniband) and V(acs_type1)
-    profiles install it), it runs too: its port states are compared with C(ibv_devinfo)'s (a disagreement is a
+    profiles install it), it runs too. Its port states are compared with C(ibv_devinfo)'s (a disagreement is a
     warning and is listed in RV(ibstat.notes)), and its C(Rate) fills each port's C(rate_gbps) (the lower of the two
     when both tools give one). A host where C(ibstat) lists no device reports that in RV(ibstat.cas), never as
     healthy ports.
-  - When C(ibv_devinfo) is not installed (a bare host: the kernel's drivers load before rdma-core's user space), or
+  - When C(ibv_devinfo) is not installed (a bare host, whose kernel drivers load before rdma-core's user space), or
     fails without listing a device, the devices and their ports' states, link layers and LIDs come from
     O(sysfs_root) instead; RV(source) says which answered. The one RDMA probe of preflight, doctor and rdma_core.
   - Read-only; never reports a change. Works the same in check mode.
@@ -70,7 +70,7 @@ options:
   min_rate_gbps:
     description:
       - With O(require_active=true), also fail when an expected port that is active runs slower than this many
-        Gbit/s (a link that trained down: 100 on an HDR fabric), or when its rate cannot be read.
+        Gbit/s (a link that trained down, 100 on an HDR fabric), or when its rate cannot be read.
       - Unset, the rate is reported and not judged.
     type: float
 attributes:
@@ -245,7 +245,7 @@ source:
   sample: ibv_devinfo
 kernel_devices:
   description:
-    - The RDMA devices O(sysfs_root) lists when ibv_devinfo answered with none: the kernel's driver is loaded and
+    - The RDMA devices O(sysfs_root) lists when ibv_devinfo answered with none. The kernel's driver is loaded and
       libibverbs has no user-space provider for them (a failure with O(require_active) says so).
   returned: when ibv_devinfo lists no device and the kernel lists some
   type: list

@@ -37,8 +37,8 @@ options:
     required: true
   content:
     description:
-      - The whole text of the file. It appears in the task's logged arguments and in its diff: give a task that
-        writes a secret C(no_log: true).
+      - The whole text of the file. It appears in the task's logged arguments and in its diff, so give a task that
+        writes a secret C(no_log=true).
       - Exactly one of O(content) and O(append_lines) is given.
     type: str
   append_lines:
