@@ -1,7 +1,10 @@
 """The GPU path: one rank per node, nccl-tests' ``sendrecv_perf`` between the two nodes of a pair, on one rail.
 
-The rail is chosen the way NCCL is told which NIC to use: ``NCCL_IB_HCA`` with the rail's RDMA device where the
-inventory maps NICs to devices (``pairwise_rail_hcas``), else ``NCCL_SOCKET_IFNAME`` with the NIC's name. The
+The rail is chosen the way NCCL is told which NIC to use, and NCCL is held to the one transport that honours it:
+where the inventory maps the NIC to an RDMA device (``pairwise_rail_hcas``), NCCL's IB transport
+(``NCCL_NET=IB``) on that device (``NCCL_IB_HCA``); else its socket transport (``NCCL_NET=Socket``) on the NIC
+(``NCCL_SOCKET_IFNAME``). ``NCCL_SOCKET_IFNAME`` alone picks no HCA: on an RDMA fabric every "rail" went over the
+HCA NCCL chose itself (or the net plugin's), so a dead rail scored as healthy. The
 output is read by the project's nccl-tests parser (rdmaforge.nccl_tests); the pair's value is the peak
 out-of-place bus bandwidth of the sendrecv run, GB/s x 8 = Gb/s (for 2 ranks, busbw equals algbw).
 """
@@ -37,7 +40,10 @@ def command(
     extra_mpirun_args: Sequence[str] = (),
 ) -> list[str]:
     """argv of one measurement: ``a`` and ``b`` (host names or addresses), 1 rank per node, 1 GPU per rank."""
-    rail = [f"NCCL_IB_HCA=={hcas[nic]}"] if hcas and nic in hcas else [f"NCCL_SOCKET_IFNAME=={nic}"]
+    if hcas and nic in hcas:
+        rail = ["NCCL_NET=IB", f"NCCL_IB_HCA=={hcas[nic]}"]
+    else:  # measured over TCP on the NIC: neither NCCL's IB transport nor a net plugin picks another HCA
+        rail = ["NCCL_NET=Socket", f"NCCL_SOCKET_IFNAME=={nic}"]
     env = [*rail, "NCCL_DEBUG=WARN", "PATH", "LD_LIBRARY_PATH"]  # bare names: mpirun exports the caller's values
     argv = [mpirun, "--allow-run-as-root", "-np", "2", "-H", f"{a}:1,{b}:1", "--map-by", "ppr:1:node",
             *extra_mpirun_args]  # fmt: skip

@@ -620,6 +620,23 @@ def test_sendrecv_command_uses_one_rank_per_node_and_the_rail():
     assert "NCCL_SOCKET_IFNAME==eth2" in socket_argv
 
 
+def exported(argv: list[str]) -> list[str]:
+    """What mpirun exports to the ranks (its -x arguments)."""
+    return [argv[i + 1] for i, item in enumerate(argv) if item == "-x"]
+
+
+def test_each_rail_is_measured_on_its_own_nic_whatever_transport_nccl_would_pick():
+    """With only NCCL_SOCKET_IFNAME per rail, NCCL on an RDMA fabric still ran over its IB transport (or the AIACC
+    plugin) on the HCA it picked itself, the same for every rail: each rail's result was that HCA's, and a dead
+    rail scored healthy. The transport is held to the one that honours the rail's selection (NCCL's env docs:
+    NCCL_SOCKET_IFNAME picks IP interfaces, NCCL_IB_HCA RDMA devices; NCCL_NET names the network to use)."""
+    mapped = exported(sendrecv.command("node1", "node2", "ib1", "sendrecv_perf", hcas={"ib1": "mlx5_1:1"}))
+    assert mapped[:2] == ["NCCL_NET=IB", "NCCL_IB_HCA==mlx5_1:1"], mapped
+    unmapped = exported(sendrecv.command("node1", "node2", "ib2", "sendrecv_perf", hcas={"ib1": "mlx5_1:1"}))
+    assert unmapped[:2] == ["NCCL_NET=Socket", "NCCL_SOCKET_IFNAME==ib2"], unmapped
+    assert not any(item.startswith("NCCL_IB_HCA") for item in unmapped)
+
+
 def test_sendrecv_peak_from_a_real_two_node_run(shared_dir: Path):
     text = (shared_dir / CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text()
     result = sendrecv.read_output(text)
