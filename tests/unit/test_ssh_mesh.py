@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -309,3 +310,34 @@ def test_matrix_and_failures_pass_over_the_nodes_and_look_each_up_once(table: An
     assert counted == table(members[:2], plain, BY_BOTH, members)
     assert PassCounted.passes == 2  # the sources once, the targets once
     assert sorted(hv.lookups) == members  # each node once: node1 and node2 are sources and targets
+
+
+def test_a_peer_count_given_as_text_is_read_as_its_number() -> None:
+    """-e ssh_trust_check_peers=1 (rdmaforge's -e and ansible-playbook's give text, which validate.yml accepts on
+    purpose) crashed the SSH check with a TypeError in ring_peers, after the trust files were written. The role's
+    ssh_trust_targets reads it as a number: the same peers as the number itself."""
+    from tests.unit.role_vars import evaluate, role_vars
+
+    hosts = {name: {"ansible_host": f"198.18.0.{i}"} for i, name in enumerate(RING[:4], start=11)}
+    common = {"ssh_trust_members": RING[:4], "ssh_trust_lost": [], "hostvars": hosts, "inventory_hostname": "node02",
+              "ssh_trust_check_by": ["name"]}  # fmt: skip
+    as_text = evaluate(role_vars("ssh_trust", {}, ssh_trust_check_peers="1", **common), "ssh_trust_targets")
+    as_number = evaluate(role_vars("ssh_trust", {}, ssh_trust_check_peers=1, **common), "ssh_trust_targets")
+    assert list(as_text) == list(as_number) == ["node03"]
+
+
+def test_the_ssh_check_alone_refuses_to_check_by_nothing(tmp_path: Path) -> None:
+    """playbooks/ssh_check.yml with ssh_trust_check_by: [] probed no pair and passed ("0 node pairs reached, 0
+    failed"): refused by the role's own validation before any node is probed (preflight refused it already)."""
+    from conftest import run_playbook
+
+    inventory = tmp_path / "hosts.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+             "ansible_become": False}  # fmt: skip
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": {"localhost": local}}}}}))
+    proc = run_playbook("ssh_check.yml", "-e", '{"ssh_trust_check_by": []}', inventory=inventory,
+                        env={"ANSIBLE_CACHE_PLUGIN": "memory"})  # fmt: skip
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    said = " ".join(proc.stdout.split())
+    assert "localhost: ssh_trust_check_by=[] names nothing to check by; allowed: address, name, or both" in said
+    assert "Reach the peer nodes over SSH" not in proc.stdout, proc.stdout[-3000:]
