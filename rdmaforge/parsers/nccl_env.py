@@ -106,7 +106,8 @@ def problems(env: Mapping[str, object]) -> list[str]:
             errors.append(
                 f"{key}={NODE_GPU_COUNT} is the node's GPU count, which is unknown or 0 on this node (preflight's "
                 f"rdmaforge_node.gpu_count; `rdmaforge render`: workload_manifests_gpus_per_node); allowed: a node "
-                f"with GPUs, or {key} set in nccl_env_overrides"
+                f"with GPUs (rdmaforge_gpus_per_node where preflight cannot count them), or {key} set in "
+                "nccl_env_overrides"
             )
     hca = env.get("NCCL_IB_HCA")
     if hca is not None and "NCCL_IB_HCA" not in no_text:

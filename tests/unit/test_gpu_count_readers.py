@@ -155,6 +155,21 @@ def test_taco_light_intra_size_is_the_known_count(fact: dict[str, Any], light_in
     assert settings["LIGHT_INTRA_SIZE"] == light_intra_size
 
 
+@pytest.mark.parametrize("fact", [UNKNOWN, OLD_UNKNOWN])
+def test_taco_takes_the_inventorys_count_where_preflight_could_not_count(fact: dict[str, Any]) -> None:
+    """rdmaforge_gpus_per_node stands in for a node whose GPUs preflight cannot count (README): the hostfile,
+    the benchmark and render took it, nccl_env refused taco on that node ('a node with GPUs')."""
+    compute = task("nccl_env", "validate.yml", "Compute the NCCL settings in force")
+    settings = evaluate("nccl_env", compute["ansible.builtin.set_fact"]["nccl_env_in_force"], rdmaforge_node=fact,
+                        nccl_env_accelerator="taco", nccl_env_topology={"settings": {}},
+                        rdmaforge_gpus_per_node=8)  # fmt: skip
+    assert settings["LIGHT_INTRA_SIZE"] == "8"
+    counted = evaluate("nccl_env", compute["ansible.builtin.set_fact"]["nccl_env_in_force"],
+                       rdmaforge_node={"gpu_count": 4, "gpu_source": "lspci"}, nccl_env_accelerator="taco",
+                       nccl_env_topology={"settings": {}}, rdmaforge_gpus_per_node=8)  # fmt: skip
+    assert counted["LIGHT_INTRA_SIZE"] == "4"  # a count read on the node wins
+
+
 # --- no other reading ----------------------------------------------------------------------------------------------
 
 _EXPRESSION = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
