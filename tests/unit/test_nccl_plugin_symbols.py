@@ -1,0 +1,62 @@
+"""nccl_plugin's check of a plugin's exported symbols (roles/nccl_plugin/tasks/register.yml), run for real on this
+machine (ansible_connection=local): a library nm cannot read, and nm that cannot run, are said as such, never as a
+library that exports no ncclNetPlugin symbol."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import run_playbook
+
+ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
+
+
+def check_symbols(tmp_path: Path, library: Path, path_env: str | None = None) -> str:
+    """register.yml's symbol check of ``library`` (with PATH ``path_env`` for its tasks); the run's output."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    include: dict[str, object] = {"name": "rdmaforge.cluster.nccl_plugin", "tasks_from": "register"}
+    if path_env is not None:
+        include["apply"] = {"environment": {"PATH": path_env}}
+    playbook = tmp_path / "symbols.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "nccl_plugin's symbol check", "hosts": "localhost", "gather_facts": False,
+        "vars": {"nccl_plugin_lib": str(library)},
+        "tasks": [{"name": "Check the plugin", "ansible.builtin.include_role": include}],
+    }]))  # fmt: skip
+    proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    return " ".join(proc.stdout.split())
+
+
+def test_a_file_nm_cannot_read_is_named_as_unreadable(tmp_path: Path) -> None:
+    library = tmp_path / "libnccl-net.so"
+    library.write_text("not an ELF file\n")
+    said = check_symbols(tmp_path, library)
+    assert f"localhost: `nm -D` could not read {library} (" in said, said[-3000:]
+    assert "file format not recognized" in said and "exports no ncclNetPlugin" not in said, said[-3000:]
+
+
+def test_nm_that_cannot_run_is_not_taken_for_a_library_without_symbols(tmp_path: Path) -> None:
+    """binutils not installed (the aiacc package path did not install it): nm does not run, Ansible gives rc 2, no
+    output and its own msg. The check said the library 'exports no ncclNetPlugin_v* symbol', blaming a good one."""
+    library = tmp_path / "libnccl-net.so"
+    library.write_bytes(Path("/bin/true").read_bytes())  # an ELF file; nm is what is missing
+    empty = tmp_path / "no-tools"
+    empty.mkdir()
+    said = check_symbols(tmp_path, library, str(empty))
+    assert f"localhost: `nm -D` could not read {library} (" in said, said[-3000:]
+    assert "so whether it is an NCCL net plugin is unknown" in said and "exports no" not in said, said[-3000:]
+
+
+@pytest.mark.parametrize("tasks", ["aiacc_package.yml", "aiacc_pypi.yml", "harp.yml"])
+def test_every_plugin_source_installs_nm(tasks: str) -> None:
+    """nm (binutils) verifies the plugin's symbols whatever the source: the package path lacked it."""
+    from rdmaforge.paths import PROJECT_ROOT
+
+    steps = yaml.safe_load((PROJECT_ROOT / "roles" / "nccl_plugin" / "tasks" / tasks).read_text())
+    installs = [step for step in steps if "binutils" in (step.get("vars") or {}).get("os_packages_names", [])]
+    assert installs and installs[0]["ansible.builtin.include_role"]["name"] == "rdmaforge.cluster.os_packages"
