@@ -442,8 +442,9 @@ PAIRWISE_RAW = Obj(
         "thresholds": MapOf(Scalar(("any number", "string", "null")), nullable=True),
         "method": STRING,
         "notes": ListOf(STRING),
-        # MPI slots per node in hostfile.healthy: its GPU count.
-        "slots": MapOf(Scalar(("integer",), count(MAX_GPUS)), nullable=True),
+        # MPI slots per node in hostfile.healthy: its GPU count, null where it is unknown (the role's
+        # rdmaforge_gpu_counts gives null there, and hostfile.healthy names it): refused, it failed the whole report.
+        "slots": MapOf(Scalar(("integer", "null"), count(MAX_GPUS)), nullable=True),
         "single_stream": Obj(
             {"streams": Scalar(("integer", "null"), non_negative), "measurements": ListOf(_PAIRWISE_MEASUREMENT)},
             nullable=True,

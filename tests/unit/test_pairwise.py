@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rdmaforge.lab import impair
 from rdmaforge.lab.shell import LabError
@@ -345,7 +346,7 @@ def damaged(change: Callable[[dict], object]) -> dict:
     (lambda raw: raw["measurements"][0].update(round="1"), 'measurements[0].round: expected integer, got "1"'),
     (lambda raw: raw["single_stream"].update(streams=float("inf")), "single_stream.streams: expected integer"),
     (lambda raw: raw["single_stream"]["measurements"][0].update(nic=None), "single_stream.measurements[0].nic"),
-    (lambda raw: raw["slots"].update(node1=float("inf")), "slots.node1: expected integer, got Infinity"),
+    (lambda raw: raw["slots"].update(node1=float("inf")), "slots.node1: expected integer or null, got Infinity"),
     (lambda raw: raw["slots"].update(node1=10**30), "slots.node1: must be a count from 0 to 1024"),
     # What the schema alone let through: an empty plan judged nothing and named no suspect (exit 0), a node or
     # NIC outside the plan gave "'x9' is not in list", a repeated node doubled its hostfile slots.
@@ -1007,3 +1008,47 @@ def test_a_multi_stream_run_at_zero_is_not_called_incomplete():
     line = output.single_stream_lines([{"nic": "eth1", "a": "n1", "b": "n2", "streams": 4, "single_gbps": 1.0,
                                         "multi_gbps": 0.0, "share": None, "status": "ok", "detail": ""}])  # fmt: skip
     assert line == ["one TCP stream (seed 003): eth1 n1->n2 not compared: the 4-stream run moved 0 Gb/s"]
+
+
+def test_a_second_sweep_into_the_same_output_directory_is_scored_again(tmp_path: Path) -> None:
+    """roles/pairwise/tasks/report.yml for real, twice into one pairwise_output_dir (fake nodes on this machine,
+    their measurements given): the scoring task had `creates: results.json`, so the second sweep was not scored,
+    its raw.json sat beside the first sweep's results, and the play failed on the skipped task's empty output."""
+    from conftest import run_playbook
+
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": dict.fromkeys(NODES, local)}}))
+    out = tmp_path / "sweep"
+    facts = {n: lab_fact(i) for i, n in enumerate(NODES, start=1)}
+
+    def sweep_into(measured: list[Measurement], name: str) -> subprocess.CompletedProcess[str]:
+        by_node = {n: [m.to_dict() for m in measured if m.a == n] for n in NODES}
+        playbook = tmp_path / f"{name}.yml"
+        playbook.write_text(yaml.safe_dump([{
+            "name": "pairwise's report", "hosts": "all", "gather_facts": False,
+            "vars": {"by_node": by_node, "pairwise_plan": plan.make_plan(facts, "all").to_dict(),
+                     "pairwise_use": "iperf3", "pairwise_notes": [], "pairwise_nodes": NODES,
+                     "pairwise_output_dir": str(out), "pairwise_fail_on_suspects": False},
+            "tasks": [
+                {"name": "Take the node's measurements",
+                 "ansible.builtin.set_fact": {"pairwise_measured": "{{ by_node[inventory_hostname] }}"}},
+                {"name": "Report", "ansible.builtin.include_role": {"name": "rdmaforge.cluster.pairwise",
+                                                                    "tasks_from": "report"}},
+            ],
+        }]))  # fmt: skip
+        return run_playbook(str(playbook), inventory=inventory, env={"ANSIBLE_CACHE_PLUGIN": "memory"}, timeout=600)
+
+    first = sweep_into(sweep({}), "first")
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert json.loads((out / "results.json").read_text())["suspects"] == []
+    # These nodes have no rdmaforge_node fact: their GPU counts are unknown, null in raw.json's slots (the report
+    # refused that, exit 64: every sweep of nodes whose GPUs preflight could not count failed there).
+    assert json.loads((out / "raw.json").read_text())["slots"] == dict.fromkeys(NODES)
+    healthy = (out / "hostfile.healthy").read_text()
+    assert "# node1: GPU count unknown (rdmaforge_node.gpu_count null): 1 slot" in healthy, healthy
+    slow = {(a, b, "eth1"): 0.01 for a, b in itertools.permutations(NODES, 2) if "node3" in (a, b)}
+    second = sweep_into(sweep(slow), "second")
+    assert second.returncode == 0, second.stdout[-3000:]
+    suspects = json.loads((out / "results.json").read_text())["suspects"]
+    assert [(s["node"], s["nic"]) for s in suspects] == [("node3", "eth1")], suspects
