@@ -34,6 +34,7 @@ def _task(role: str, name: str) -> dict[str, Any]:
 
 
 CHANGING = _task("ssh_trust", "Name the nodes whose SSH trust the checked run would change")
+SORT = _task("ssh_trust", "Sort the failing connections into those the checked run would fix and the others")
 FAIL = _task("ssh_trust", "Fail listing the connections that fail")
 NAME = _task("ssh_trust", "Name the connections that fail until the checked run writes the trust")
 
@@ -53,9 +54,17 @@ def _render(tmp_path: Path, written: dict[str, list[str]] | None, check_mode: bo
     return render
 
 
+def _template(render: RoleRender, task: dict[str, Any], text: str) -> Any:
+    """``text`` templated on the first node (a run_once task runs there), with the task's own vars."""
+    templar = render.templar(NODES[0], NODES)
+    variables = {name: trusted(value) for name, value in (task.get("vars") or {}).items()}
+    templar.available_variables = {**templar.available_variables, **variables}
+    return templar.template(trust_as_template(text))
+
+
 def _when(render: RoleRender, task: dict[str, Any]) -> bool:
-    """The task's ``when`` on the first node (a run_once task runs there)."""
-    return bool(render.render("{{ " + task["when"] + " }}", NODES[0], NODES))
+    """The task's ``when`` on the first node (a run_once task runs there), with the task's own vars."""
+    return bool(_template(render, task, "{{ " + task["when"] + " }}"))
 
 
 def _changing(render: RoleRender) -> list[str] | None:
@@ -77,6 +86,9 @@ def _outcome(render: RoleRender, changing: list[str] | None, failing: list[str])
         if changing is not None:
             render.register(node, "ssh_trust_changing", changing)
     host = NODES[0]
+    fixed = _template(render, SORT, SORT["ansible.builtin.set_fact"]["ssh_trust_fixed_by_run"])
+    for node in NODES:
+        render.register(node, "ssh_trust_fixed_by_run", fixed)
     fails = _when(render, FAIL)
     names = _when(render, NAME)
     waits_expr = yaml.safe_load((PROJECT_ROOT / "roles/mpi_launch/vars/main.yml").read_text())
@@ -102,9 +114,25 @@ def test_check_mode_pairs_the_run_would_fix_are_named_not_failed_and_the_mpi_tes
     said = render.render(NAME["ansible.builtin.debug"]["msg"], NODES[0], NODES)
     # A count of connections: a pair once for each name or address the check uses (here, the two lines given).
     assert said.startswith(
-        "check mode: SSH trust would change on node3, and until a run writes it 2 connections (a pair by each name"
+        "check mode: SSH trust would change on node3, and until a run writes it 2 connections to or from those nodes"
     )
     assert FAILING[0] in said and "fails on any that still cannot connect" in said
+
+
+def test_check_mode_excuses_only_the_pairs_of_the_nodes_whose_trust_would_change(tmp_path: Path) -> None:
+    """One node whose trust would change (node3 missed a rotation) excused every failing pair, node1 -> node2 too,
+    which the run writes nothing for: check mode exited 0 on a pair that the run would fail. Only the pairs to or
+    from a changing node are named; the others fail."""
+    render = _render(tmp_path, {"node3": ["known_hosts"]}, check_mode=True)
+    changing = _changing(render)
+    unrelated = "node1 -> node2 (198.18.0.12): Permission denied (publickey)."
+    assert _outcome(render, changing, [*FAILING, unrelated]) == (True, True, True)
+    assert _template(render, FAIL, "{{ _failing }}") == [unrelated]
+    # a changing source excuses its own pairs too, and an unreachable one its "-> *" line
+    source = _render(tmp_path / "source", {"node1": ["authorized"]}, check_mode=True)
+    lost = "node1 -> *: no result from node1 (unreachable, or the check did not run)"
+    assert _outcome(source, _changing(source), [unrelated, lost, FAILING[1]]) == (True, True, True)
+    assert _template(source, FAIL, "{{ _failing }}") == [FAILING[1]]
 
 
 def test_check_mode_on_a_converged_cluster_fails_a_failing_pair(tmp_path: Path) -> None:
