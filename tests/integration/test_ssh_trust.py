@@ -131,7 +131,8 @@ def test_changed_host_key_is_caught_and_healed(lab: LabHandle) -> None:
     would = lab.playbook("ssh_trust.yml", "--check")
     assert would.returncode == 0, would.stdout[-4000:]
     said = re.search(r"check mode: SSH trust would change on ([\w, ]+), and until a run writes it (\d+) connections"
-                     r" to or from those nodes \(a pair by each name or address checked\) fail \((.*?)\); the run\s+checks",
+                     r" to or from those nodes \(a pair by each name or address checked\) fail \((.*?)\);"
+                     r" the run\s+checks",
                      would.stdout, re.S)  # fmt: skip
     assert said, would.stdout[-4000:]
     assert {other for other in lab.nodes if other != victim} <= set(said.group(1).split(", "))
