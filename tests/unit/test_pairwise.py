@@ -1052,3 +1052,29 @@ def test_a_second_sweep_into_the_same_output_directory_is_scored_again(tmp_path:
     assert second.returncode == 0, second.stdout[-3000:]
     suspects = json.loads((out / "results.json").read_text())["suspects"]
     assert [(s["node"], s["nic"]) for s in suspects] == [("node3", "eth1")], suspects
+
+
+def test_a_node_lost_before_the_sweep_is_named_as_lost_not_as_lacking_preflight(tmp_path: Path) -> None:
+    """A node unreachable at the start has no rdmaforge_node fact: the sweep stopped with 'no rdmaforge_node fact
+    (preflight) for ghost', sending the user to a preflight that would not help. The stop names it as lost."""
+    from conftest import run_playbook
+
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    ghost = {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node1": local, "node2": local, "ghost": ghost}}}))
+    playbook = tmp_path / "sweep.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "pairwise with a node lost", "hosts": "all", "gather_facts": False,
+        "tasks": [
+            {"name": "Reach the nodes", "ansible.builtin.ping": {}},
+            {"name": "Publish the facts", "ansible.builtin.set_fact": {"rdmaforge_node": "{{ fact }}"},
+             "vars": {"fact": lab_fact(1)}},
+            {"name": "Sweep", "ansible.builtin.include_role": {"name": "rdmaforge.cluster.pairwise"}},
+        ],
+    }]))  # fmt: skip
+    proc = run_playbook(str(playbook), inventory=inventory, env={"ANSIBLE_CACHE_PLUGIN": "memory"}, timeout=600)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    said = " ".join(proc.stdout.split())
+    assert "no rdmaforge_node fact (preflight) for ghost; ghost unreachable or failed earlier in this run" in said, (
+        said[-3000:])  # fmt: skip
