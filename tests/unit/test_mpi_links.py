@@ -1,0 +1,59 @@
+"""roles/mpi/tasks/links.yml for real on this machine (ansible_connection=local, directories under tmp_path): the MPI
+commands are linked onto the non-interactive PATH, and a command there that is a file (another MPI) is refused by
+name in check mode as in a run. Check mode used to report it as a change (its links are forced, their source may not
+be installed yet) while the run failed with Ansible's "refusing to convert from file to symlink"."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+from conftest import recap, run_playbook
+
+ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
+COMMANDS = ["mpirun", "mpiexec"]
+
+
+def link_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    bin_dir, link_dir = tmp_path / "openmpi" / "bin", tmp_path / "local-bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    link_dir.mkdir(exist_ok=True)
+    for name in COMMANDS:
+        (bin_dir / name).write_text("#!/bin/sh\n")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    playbook = tmp_path / "links.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "mpi's links", "hosts": "localhost", "gather_facts": False,
+        # include parameters: above the role's vars, which derive mpi_bin_dir from the OS family
+        "tasks": [{"name": "Link", "ansible.builtin.include_role": {"name": "rdmaforge.cluster.mpi",
+                                                                  "tasks_from": "links"},
+                   "vars": {"mpi_bin_dir": str(bin_dir), "mpi_link_dir": str(link_dir),
+                            "mpi_link_commands": COMMANDS}}],
+    }]))  # fmt: skip
+    return run_playbook(str(playbook), *extra, inventory=inventory, env=ENV, timeout=300)
+
+
+def test_the_commands_are_linked_once(tmp_path: Path) -> None:
+    first = link_run(tmp_path)
+    assert first.returncode == 0, first.stdout[-3000:]
+    for name in COMMANDS:
+        assert (tmp_path / "local-bin" / name).readlink() == tmp_path / "openmpi" / "bin" / name
+    again = link_run(tmp_path)
+    assert again.returncode == 0 and recap(again.stdout)["localhost"]["changed"] == 0, again.stdout[-3000:]
+    checked = link_run(tmp_path, "--check")
+    assert checked.returncode == 0 and recap(checked.stdout)["localhost"]["changed"] == 0, checked.stdout[-3000:]
+
+
+def test_a_command_that_is_another_mpis_file_is_refused_in_check_mode_as_in_a_run(tmp_path: Path) -> None:
+    (tmp_path / "local-bin").mkdir()
+    other = tmp_path / "local-bin" / "mpirun"
+    other.write_text("#!/bin/sh\necho another MPI\n")
+    for extra in (["--check"], []):
+        proc = link_run(tmp_path, *extra)
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        said = " ".join(proc.stdout.split())
+        assert f"localhost: {other} is a file, not links, so another MPI is installed there" in said, said[-3000:]
+    assert other.read_text() == "#!/bin/sh\necho another MPI\n" and not (tmp_path / "local-bin" / "mpiexec").exists()
