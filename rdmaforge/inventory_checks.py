@@ -1746,7 +1746,8 @@ def etc_hosts_lines(nodes: Sequence[HostsEntry]) -> tuple[list[str], list[str]]:
                     f"{node.name}: {node.address_variable}={show(address)} is not an IPv4 address and "
                     f"the node's facts (ansible_default_ipv4) are unknown; "
                     f"allowed: an IPv4 address in ansible_host, "
-                    f"a DNS name once facts are known (site.yml gathers them in preflight), "
+                    f"a DNS name once facts are known (site.yml gathers them in preflight, for the nodes of its "
+                    f"--limit only: a node outside it needs facts in the cache, so run once without --limit), "
                     f"or cluster_hosts_manage: false"
                 )
                 continue
