@@ -800,6 +800,26 @@ def nccl_tests_make_args_problems(host: str, values: Mapping[str, object]) -> li
     return found
 
 
+#: Paths that go onto a make command line as NAME=PATH, where nccl-tests' and NCCL's Makefiles use them unquoted
+#: (-I$(MPI_HOME)/include): a blank splits the path into two words, and the build fails an hour in.
+MAKE_PATHS = ("nccl_build_cuda_home", "nccl_build_prefix_root", "nccl_tests_nccl_home", "nccl_tests_mpi_home")
+
+
+def make_path_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A MAKE_PATHS value with a blank in it (nccl_tests_mpi_home: each OS family's path)."""
+    found = []
+    for variable in MAKE_PATHS:
+        value = values.get(variable)
+        paths = list(value.values()) if isinstance(value, Mapping) else [value]
+        blank = [str(path) for path in paths if isinstance(path, str) and any(c.isspace() for c in path)]
+        if blank:
+            message = (f"{host}: {variable}={show(value)} has a blank in {show(blank[0])}, and the Makefiles use it "
+                       "unquoted (it would split into two words); allowed: a path without blanks (a link to the "
+                       "directory)")  # fmt: skip
+            found.append(Problem(host, variable, message))
+    return found
+
+
 def nccl_tests_binaries_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A partial nccl-tests build (nccl_tests_binaries) whose names make cannot take, or that leaves out a binary the
     benchmark (benchmark_collectives) or pairwise's GPU path (sendrecv) would run: found here, not by a benchmark
@@ -1687,6 +1707,7 @@ def inventory_report(
         found += pip_hash_problems(node.name, node.values)
         found += nccl_tests_binaries_problems(node.name, node.values)
         found += nccl_tests_make_args_problems(node.name, node.values)
+        found += make_path_problems(node.name, node.values)
         if names is not None:
             found += misspelled_variable_problems(node.name, node.values, names)
         if node.address is not None:

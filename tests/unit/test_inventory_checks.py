@@ -1401,3 +1401,12 @@ def test_mpi_default_slots_are_a_whole_number_a_node_can_run(slots: int) -> None
     found = checks.gpu_count_problems("node1", {"mpi_launch_default_slots": slots})
     assert [p.variable for p in found] == ["mpi_launch_default_slots"]
     assert checks.gpu_count_problems("node1", {"mpi_launch_default_slots": 1}) == []
+
+
+def test_a_make_path_with_a_blank_is_refused_before_anything_is_built() -> None:
+    """nccl-tests' Makefile uses MPI_HOME unquoted (-I$(MPI_HOME)/include): '/opt/my mpi' compiled with
+    '-I/opt/my mpi/include', two words, and the build failed after NCCL's, with a make error naming no variable."""
+    (line,) = report_of(nccl_tests_mpi_home={"Debian": "/opt/my mpi", "RedHat": "/usr/lib64/openmpi"})
+    assert line.startswith("node1: nccl_tests_mpi_home={") and "has a blank in '/opt/my mpi'" in line, line
+    assert report_of(nccl_build_cuda_home="/usr/local/cuda 13") != []
+    assert report_of(nccl_build_cuda_home="/usr/local/cuda-13.0", nccl_tests_mpi_home={"Debian": "/usr/lib"}) == []
