@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from rdmaforge import mpi_hosts
+from rdmaforge.paths import PROJECT_ROOT
 
 # As the lab inventory gives them: an inventory name and its address.
 HOSTVARS = {"node1": {"ansible_host": "198.18.0.11"}, "node2": {"ansible_host": "198.18.0.12"}, "gpu-a": {}}
@@ -118,3 +120,29 @@ def test_the_launch_test_starts_one_process_per_node_of_the_hostfile() -> None:
                      ansible_play_hosts=["node1"], hostvars=hosts, ansible_play_hosts_all=["node1", "node2"])
     assert evaluate(lost, "mpi_launch_all_here") is False
     assert evaluate(lost, "mpi_launch_tested") == ["node1"]
+
+
+def test_in_check_mode_a_hostfile_the_run_would_change_is_not_the_one_launched_with() -> None:
+    """Check mode writes no hostfile, and the launch test (check_mode: false) ran mpirun with the one on disk: a
+    moved mpi_launch_hostfile failed check mode (no such file) where the run passes, and another
+    mpi_launch_hostfile_by tested the old file. Where the run would change the hostfile, --host names the nodes."""
+    from ansible.template import trust_as_template
+
+    from tests.unit.role_vars import role_vars
+
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "mpi_launch" / "tasks" / "main.yml").read_text())
+    (launch,) = [t for t in tasks if t.get("name") == "Start one process on every node with mpirun"]
+    hosts = {"node1": {"ansible_host": "198.18.0.11"}, "node2": {"ansible_host": "198.18.0.12"}}
+    common = {"groups": {"cluster": ["node1", "node2"]}, "mpi_launch_group": "cluster", "hostvars": hosts,
+              "ansible_play_hosts": ["node1", "node2"], "ansible_play_hosts_all": ["node1", "node2"]}  # fmt: skip
+
+    def argv(check_mode: bool, changed: bool) -> list[str]:
+        templar = role_vars("mpi_launch", {}, ansible_check_mode=check_mode,
+                            mpi_launch_hostfile_written={"changed": changed}, **common)  # fmt: skip
+        result: list[str] = templar.template(trust_as_template(launch["ansible.builtin.command"]["argv"]))
+        return result
+
+    assert "--hostfile" in argv(check_mode=False, changed=True)  # the run wrote it first
+    assert "--hostfile" in argv(check_mode=True, changed=False)  # as it is on disk, which is what the run keeps
+    named = argv(check_mode=True, changed=True)
+    assert "--hostfile" not in named and named[named.index("--host") + 1] == "198.18.0.11,198.18.0.12", named
