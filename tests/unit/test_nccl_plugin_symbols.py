@@ -1,6 +1,6 @@
-"""nccl_plugin's check of a plugin's exported symbols (roles/nccl_plugin/tasks/register.yml), run for real on this
-machine (ansible_connection=local): a library nm cannot read, and nm that cannot run, are said as such, never as a
-library that exports no ncclNetPlugin symbol."""
+"""nccl_plugin for real on this machine (ansible_connection=local): the check of a plugin's exported symbols
+(roles/nccl_plugin/tasks/register.yml), where a library nm cannot read and nm that cannot run are said as such,
+never as a library that exports no ncclNetPlugin symbol; and the AIACC package path in check mode."""
 
 from __future__ import annotations
 
@@ -60,3 +60,34 @@ def test_every_plugin_source_installs_nm(tasks: str) -> None:
     steps = yaml.safe_load((PROJECT_ROOT / "roles" / "nccl_plugin" / "tasks" / tasks).read_text())
     installs = [step for step in steps if "binutils" in (step.get("vars") or {}).get("os_packages_names", [])]
     assert installs and installs[0]["ansible.builtin.include_role"]["name"] == "rdmaforge.cluster.os_packages"
+
+
+def test_the_package_source_in_check_mode_on_a_node_without_the_package(tmp_path: Path) -> None:
+    """nccl_plugin_aiacc_source: package, --check on a node that lacks the package: check mode does not make the
+    download directory, so get_url failed ('Destination ... does not exist', after its retries) and the install of
+    a file never downloaded would have failed next; the run itself passes. Check mode reports the change now, leaves
+    the library to the run (nccl_plugin_lib_pending) and writes nothing."""
+    import hashlib
+
+    package = tmp_path / "aiacc.deb"
+    package.write_text("a package\n")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    prefix = tmp_path / "prefix"
+    playbook = tmp_path / "package.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "the AIACC package path", "hosts": "localhost", "gather_facts": True, "gather_subset": ["min"],
+        "tasks": [
+            {"name": "Package path", "ansible.builtin.include_role": {"name": "rdmaforge.cluster.nccl_plugin",
+                                                                      "tasks_from": "aiacc_package"},
+             "vars": {"nccl_plugin_prefix": str(prefix), "nccl_plugin_package_url": f"file://{package}",
+                      "nccl_plugin_aiacc_package_sha256": hashlib.sha256(package.read_bytes()).hexdigest(),
+                      "nccl_plugin_provider": "aiacc"}},
+            {"name": "Show what is left to the run", "ansible.builtin.debug": {"var": "nccl_plugin_lib_pending"}},
+        ],
+    }]))  # fmt: skip
+    proc = run_playbook(str(playbook), "--check", inventory=inventory, env=ENV, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert '"nccl_plugin_lib_pending": true' in proc.stdout, proc.stdout[-3000:]
+    assert not prefix.exists()
