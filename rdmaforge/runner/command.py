@@ -308,12 +308,20 @@ def ansible_stop_reason(tail: str) -> str:
 RUN_CASE = "ansible-playbook"
 
 
+#: The fact a playbook's check of the command's own input publishes as it refuses it (remove_node.yml's node names):
+#: the run stopped for bad input (64), not because a host failed (2).
+BAD_INPUT_FACT = "rdmaforge_bad_input"
+
+
 def playbook_exit(outcome: execute.Outcome) -> ExitCode:
-    """The exit code of a playbook run: unreachable 3, failed 2, Ansible could not run 1, else 0."""
+    """The exit code of a playbook run: unreachable 3, failed 2, Ansible could not run 1, input the playbook
+    refused (BAD_INPUT_FACT) 64, else 0."""
     if outcome.status == "canceled":
         return ExitCode.INTERRUPTED
     if not outcome.ran:
         return ExitCode.ERROR
+    if outcome.events.fact(BAD_INPUT_FACT):
+        return ExitCode.BAD_INPUT
     code = for_hosts(failed_hosts(outcome.recaps), unreachable_hosts(outcome.recaps))
     return ExitCode.ERROR if code == ExitCode.OK and outcome.rc != 0 else code
 
