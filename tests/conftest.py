@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from installed import installed_collection, wheel_venv  # noqa: F401 - session fixtures
 
 from rdmaforge.collection import ensure_dev_tree
@@ -193,6 +194,20 @@ class LabHandle:
         self.playbook("summary.yml", *extra, check=True)
         document = json.loads((PROJECT_ROOT / "artifacts" / "summary.json").read_text())
         return {node["host"]: node for node in document["nodes"]}
+
+
+#: A fake node on this machine: Ansible's local connection with the Python running the playbook.
+LOCAL_NODE: dict[str, Any] = {"ansible_connection": "local",
+                              "ansible_python_interpreter": "{{ ansible_playbook_python }}"}  # fmt: skip
+
+
+def local_inventory(path: Path, hosts: Sequence[str] = ("localhost",),
+                    others: dict[str, dict[str, Any]] | None = None) -> Path:  # fmt: skip
+    """Write an inventory of fake nodes on this machine (LOCAL_NODE each, under all.hosts) to ``path``; ``others``
+    adds hosts with variables of their own (a node that is unreachable)."""
+    listed = {**{host: dict(LOCAL_NODE) for host in hosts}, **(others or {})}
+    path.write_text(yaml.safe_dump({"all": {"hosts": listed}}))
+    return path
 
 
 def run_playbook(

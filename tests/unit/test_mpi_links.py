@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from conftest import recap, run_playbook
+from conftest import local_inventory, recap, run_playbook
 
 ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
 COMMANDS = ["mpirun", "mpiexec"]
@@ -21,9 +21,7 @@ def link_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     link_dir.mkdir(exist_ok=True)
     for name in COMMANDS:
         (bin_dir / name).write_text("#!/bin/sh\n")
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    inventory = local_inventory(tmp_path / "hosts.yml")
     playbook = tmp_path / "links.yml"
     playbook.write_text(yaml.safe_dump([{
         "name": "mpi's links", "hosts": "localhost", "gather_facts": False,

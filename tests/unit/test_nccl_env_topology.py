@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import run_playbook
+from conftest import local_inventory, run_playbook
 
 from rdmaforge.parsers.gpu_topology import parse_topo_matrix, rail_map, read_sysfs_topology
 from rdmaforge.paths import PROJECT_ROOT
@@ -32,9 +32,7 @@ def h200_rails() -> dict[str, Any]:
 
 def nccl_env_play(tmp_path: Path, **variables: Any) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Role nccl_env on this machine for an infiniband node, writing under ``tmp_path``."""
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    inventory = local_inventory(tmp_path / "hosts.yml")
     conf = tmp_path / "nccl.conf"
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump([{

@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_playbook
+from conftest import local_inventory, run_playbook
 
 ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
 
 
 def check_symbols(tmp_path: Path, library: Path, path_env: str | None = None) -> str:
     """register.yml's symbol check of ``library`` (with PATH ``path_env`` for its tasks); the run's output."""
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    inventory = local_inventory(tmp_path / "hosts.yml")
     include: dict[str, object] = {"name": "rdmaforge.cluster.nccl_plugin", "tasks_from": "register"}
     if path_env is not None:
         include["apply"] = {"environment": {"PATH": path_env}}
@@ -74,9 +72,7 @@ def test_the_package_source_in_check_mode_on_a_node_without_the_package(tmp_path
 
     package = tmp_path / "aiacc.deb"
     package.write_text("a package\n")
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))  # fmt: skip
+    inventory = local_inventory(tmp_path / "hosts.yml")
     prefix = tmp_path / "prefix"
     playbook = tmp_path / "package.yml"
     playbook.write_text(yaml.safe_dump([{

@@ -1014,11 +1014,9 @@ def test_a_second_sweep_into_the_same_output_directory_is_scored_again(tmp_path:
     """roles/pairwise/tasks/report.yml for real, twice into one pairwise_output_dir (fake nodes on this machine,
     their measurements given): the scoring task had `creates: results.json`, so the second sweep was not scored,
     its raw.json sat beside the first sweep's results, and the play failed on the skipped task's empty output."""
-    from conftest import run_playbook
+    from conftest import local_inventory, run_playbook
 
-    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": dict.fromkeys(NODES, local)}}))
+    inventory = local_inventory(tmp_path / "hosts.yml", NODES)
     out = tmp_path / "sweep"
     facts = {n: lab_fact(i) for i, n in enumerate(NODES, start=1)}
 
@@ -1057,12 +1055,10 @@ def test_a_second_sweep_into_the_same_output_directory_is_scored_again(tmp_path:
 def test_a_node_lost_before_the_sweep_is_named_as_lost_not_as_lacking_preflight(tmp_path: Path) -> None:
     """A node unreachable at the start has no rdmaforge_node fact: the sweep stopped with 'no rdmaforge_node fact
     (preflight) for ghost', sending the user to a preflight that would not help. The stop names it as lost."""
-    from conftest import run_playbook
+    from conftest import local_inventory, run_playbook
 
-    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
     ghost = {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1}
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node1": local, "node2": local, "ghost": ghost}}}))
+    inventory = local_inventory(tmp_path / "hosts.yml", ["node1", "node2"], others={"ghost": ghost})
     playbook = tmp_path / "sweep.yml"
     playbook.write_text(yaml.safe_dump([{
         "name": "pairwise with a node lost", "hosts": "all", "gather_facts": False,
