@@ -34,8 +34,6 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from rdmaforge.errors import output_path
-
 NAMESPACE = "rdmaforge"
 NAME = "cluster"
 FQCN = f"{NAMESPACE}.{NAME}"
@@ -194,6 +192,9 @@ def _galaxy_version(galaxy_yml: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Imported here: the wheel's build step loads this file by its path, where no rdmaforge can be imported.
+    from rdmaforge.errors import output_path
+
     parser = argparse.ArgumentParser(prog="python -m rdmaforge.collection", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("dev", help=f"(re)make the checkout's link tree under {DEV_ROOT}")

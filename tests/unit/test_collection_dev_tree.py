@@ -5,6 +5,8 @@ own runs then found no role at all.)"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,20 @@ def test_an_empty_output_directory_is_refused_before_anything_is_built(
     assert stopped.value.code == 2
     assert "an empty path" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_build_hook_loads_the_assembler_without_rdmaforge_installed(tmp_path: Path) -> None:
+    """build_support/rdmaforge_build.py loads rdmaforge/collection.py by its path while the wheel (or the editable
+    install of ``make venv``) is built, when no rdmaforge can be imported: ``-I -S`` leaves the standard library
+    only. An import of rdmaforge at the top of that file once made setuptools skip the step, silently."""
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('_c', {str(PROJECT_ROOT / 'rdmaforge' / 'collection.py')!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "assert 'rdmaforge' not in sys.modules, sorted(sys.modules)\n"
+        f"print(module.collection_dir(__import__('pathlib').Path({str(tmp_path)!r})))\n"
+    )
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(collection.collection_dir(tmp_path))
