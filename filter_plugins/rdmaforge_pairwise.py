@@ -29,9 +29,13 @@ def pairwise_jobs(plan: Mapping[str, Any], round_index: int, host: str, port_bas
 
 
 def pairwise_sendrecv_argv(job: Mapping[str, Any], host: str, options: Mapping[str, Any]) -> list[str]:
-    """mpirun + sendrecv_perf for one measure job of this host (1 rank on each node of the pair)."""
+    """mpirun + sendrecv_perf for one measure job of this host (1 rank on each node of the pair). The rail's RDMA
+    port: ``options.hcas`` (the inventory's map), else the port both nodes' ``options.netdevs`` (host -> its
+    rdmaforge_node.rdma_netdevs) give the NIC."""
+    netdevs = options.get("netdevs") or {}
+    hcas = sendrecv.pair_hcas(options.get("hcas") or {}, netdevs.get(host), netdevs.get(str(job["peer"])))
     return sendrecv.command(host, str(job["peer"]), str(job["nic"]), str(options["binary"]),
-                            hcas=options.get("hcas") or {}, min_bytes=str(options["min_bytes"]),
+                            hcas=hcas, min_bytes=str(options["min_bytes"]),
                             max_bytes=str(options["max_bytes"]), iterations=int(options["iterations"]),
                             extra_mpirun_args=list(options.get("mpirun_args") or []))  # fmt: skip
 
@@ -40,6 +44,12 @@ def pairwise_sendrecv_result(stdout: str, rc: int) -> dict[str, Any]:
     """The launch's output and exit status (124: timeout's): a non-zero status is never an ok measurement."""
     result = sendrecv.read_output(stdout or "", exit_code=int(rc))
     return {"gbps": result.gbps, "status": result.status, "detail": result.detail}
+
+
+def pairwise_sendrecv_measurements(runs: Any, host: str, round_index: int) -> list[dict[str, Any]]:
+    """The round's measurements (both directions of each launch) from the registered results of its command loop."""
+    listed = runs if isinstance(runs, list) else []
+    return sendrecv.measurements([run for run in listed if isinstance(run, Mapping)], host, int(round_index))
 
 
 def pairwise_threshold_problem(thresholds: Mapping[str, Any]) -> str:
@@ -58,5 +68,6 @@ class FilterModule:
             "rdmaforge_pairwise_jobs": pairwise_jobs,
             "rdmaforge_pairwise_sendrecv_argv": pairwise_sendrecv_argv,
             "rdmaforge_pairwise_sendrecv_result": pairwise_sendrecv_result,
+            "rdmaforge_pairwise_sendrecv_measurements": pairwise_sendrecv_measurements,
             "rdmaforge_pairwise_threshold_problem": pairwise_threshold_problem,
         }

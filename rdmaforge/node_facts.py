@@ -12,6 +12,8 @@ The one implementation of these parsers: the preflight role uses them through
     gpu_compute_caps: each GPU's compute capability, e.g. ['9.0'] (nvidia-smi; [] when it cannot say)
     rdma_devices:  RDMA device names, e.g. ['erdma_0'] or ['mlx5_0', 'mlx5_1']
     rdma_source:   'ibv_devinfo' | 'sysfs' | 'none'
+    rdma_netdevs:  netdev -> the RDMA port behind it, 'device:port', e.g. {'eth1': 'mlx5_0:1'}, from the ports'
+                   netdev (iproute2's ``rdma link``); {} where no port names one (sysfs source, no rdma tool)
     nics:          the nic_facts module's records, in ifindex order, without the interfaces preflight_nic_exclude
                    names: [{name, ifindex, mac, driver, pci_address, numa_node, mtu, operstate, virtual,
                    ipv4: [{address, prefixlen, network, broadcast}], default_route}]
@@ -115,6 +117,19 @@ def known_gpu_count(fact: object, declared: object = None) -> int | None:
     return found if found is not None else _count(declared, 1)
 
 
+def rdma_netdevs(devices: list[Any]) -> dict[str, str]:
+    """netdev -> ``device:port`` (NCCL_IB_HCA's form) for each port of ``devices`` (the rdma_devices module's
+    records) that names its netdev. A netdev named by two ports (never on a sane node) keeps the first."""
+    out: dict[str, str] = {}
+    for device in devices:
+        if not isinstance(device, Mapping) or not device.get("name"):
+            continue
+        for port in device.get("ports") or []:
+            if isinstance(port, Mapping) and port.get("netdev") and port.get("port") is not None:
+                out.setdefault(str(port["netdev"]), f"{device['name']}:{port['port']}")
+    return out
+
+
 def node_fact(
     facts: Mapping[str, Any],
     nvidia_smi: str | None = None,
@@ -154,6 +169,7 @@ def node_fact(
         "gpu_compute_caps": parse_compute_caps(compute_caps) if nvidia_smi is not None and compute_caps else [],
         "rdma_devices": rdma_devices,
         "rdma_source": rdma_source,
+        "rdma_netdevs": rdma_netdevs(devices),
         "nics": nic_list,
         "nics_error": nics_error,
         "default_route_interface": default_route,

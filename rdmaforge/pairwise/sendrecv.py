@@ -1,8 +1,9 @@
 """The GPU path: one rank per node, nccl-tests' ``sendrecv_perf`` between the two nodes of a pair, on one rail.
 
 The rail is chosen the way NCCL is told which NIC to use, and NCCL is held to the one transport that honours it:
-where the inventory maps the NIC to an RDMA device (``pairwise_rail_hcas``), NCCL's IB transport
-(``NCCL_NET=IB``) on that device (``NCCL_IB_HCA``); else its socket transport (``NCCL_NET=Socket``) on the NIC
+where the NIC is an RDMA port's netdev on both nodes of the pair (their ``rdmaforge_node.rdma_netdevs``, read
+from iproute2's ``rdma link``; or the inventory's ``pairwise_rail_hcas``, which wins), NCCL's IB transport
+(``NCCL_NET=IB``) on that port (``NCCL_IB_HCA``); else its socket transport (``NCCL_NET=Socket``) on the NIC
 (``NCCL_SOCKET_IFNAME``). ``NCCL_SOCKET_IFNAME`` alone picks no HCA: on an RDMA fabric every "rail" went over the
 HCA NCCL chose itself (or the net plugin's), so a dead rail scored as healthy. The
 output is read by the project's nccl-tests parser (rdmaforge.nccl_tests); the pair's value is the peak
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rdmaforge.nccl_tests import TIMEOUT_EXIT, launch_problem, parse
 
@@ -24,6 +26,18 @@ class SendrecvResult:
     gbps: float | None
     status: str  # ok | hang | failed
     detail: str
+
+
+def pair_hcas(
+    explicit: Mapping[str, str] | None, a_netdevs: Mapping[str, str] | None, b_netdevs: Mapping[str, str] | None
+) -> dict[str, str]:
+    """NIC -> RDMA port (``device:port``) for a pair's rails: the inventory's map (``explicit``) first, then each
+    NIC that is the netdev of the same port on both nodes. mpirun exports one NCCL_IB_HCA to both ranks, so a NIC
+    whose port differs between the nodes (or that one node lacks) is left out: measured over TCP, never over a port
+    one node does not have."""
+    a_netdevs, b_netdevs = a_netdevs or {}, b_netdevs or {}
+    found = {nic: str(port) for nic, port in a_netdevs.items() if port and b_netdevs.get(nic) == port}
+    return {**found, **{str(nic): str(port) for nic, port in (explicit or {}).items()}}
 
 
 def command(
@@ -75,3 +89,27 @@ def read_output(text: str, exit_code: int | None = None) -> SendrecvResult:
     if exited is not None:
         return SendrecvResult(None, "failed", f"table complete ({table}) but {exited}")
     return SendrecvResult(round(peak * 8, 3), "ok", table)
+
+
+def transport(argv: Sequence[str]) -> str:
+    """The NCCL settings that held a launch to its rail (``NCCL_NET=IB NCCL_IB_HCA==mlx5_0:1``), from its argv."""
+    return " ".join(str(item) for item in argv if str(item).startswith(("NCCL_NET=", "NCCL_IB_HCA=",
+                                                                         "NCCL_SOCKET_IFNAME=")))  # fmt: skip
+
+
+def measurements(runs: Sequence[Mapping[str, Any]], host: str, round_index: int) -> list[dict[str, Any]]:
+    """Both directions of each launch of ``host`` in a round (sendrecv_perf sends both ways at once): ``runs`` are
+    the registered results of the round's command loop (stdout, rc, cmd and the loop's ``pairwise_job``). A result
+    without an exit status (a task that did not run) is a failed launch; the detail names the transport."""
+    out: list[dict[str, Any]] = []
+    for run in runs:
+        job = run.get("pairwise_job") or {}
+        rc = run.get("rc")
+        result = read_output(str(run.get("stdout") or ""), exit_code=rc if isinstance(rc, int) else 1)
+        via = transport(run.get("cmd") or [])
+        detail = f"{result.detail} ({via})" if via else result.detail
+        for a, b in ((host, str(job.get("peer"))), (str(job.get("peer")), host)):
+            out.append({"gbps": result.gbps, "status": result.status, "detail": detail, "a": a, "b": b,
+                        "nic": str(job.get("nic")), "round": int(round_index)})  # fmt: skip
+    return out
+

@@ -168,6 +168,7 @@ def test_node_fact_has_the_published_shape(node_facts: dict[str, dict]) -> None:
             "gpu_compute_caps",
             "rdma_devices",
             "rdma_source",
+            "rdma_netdevs",
             "nics",
             "nics_error",
             "default_route_interface",
@@ -182,6 +183,7 @@ def test_node_fact_has_the_published_shape(node_facts: dict[str, dict]) -> None:
             "sysfs",
             "none",
         )
+        assert isinstance(fact["rdma_netdevs"], dict)
         # the nic_facts module's records, as doctor and eni read them (this machine has iproute2)
         assert fact["nics_error"] is None and fact["nics"]
         assert all(set(nic) == set(nic_parser.Nic.__annotations__) for nic in fact["nics"])

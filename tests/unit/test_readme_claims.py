@@ -220,6 +220,7 @@ NOT_VARIABLES = {
     "nccl_tests_build_seconds": "the nccl_tests role's fact",
     "nccl_tests_make_argv": "a function of rdmaforge/nccl_build.py",
     "rdma_cm": "a device under /dev/infiniband",
+    "rdma_netdevs": "a key of the rdmaforge_node fact",
     "rdma_source": "a key of the rdmaforge_node fact",
     "rdmaforge_node": "preflight's fact",
     "rdmaforge_topology": "preflight's fact",
