@@ -39,5 +39,6 @@ class FilterModule:
             "rdmaforge_nccl_uncovered_caps": nccl_build.uncovered_caps,
             "rdmaforge_nccl_arch_for": nccl_build.arch_for,
             "rdmaforge_nccl_current_builds": nccl_build.current_builds,
+            "rdmaforge_nccl_other_sources": nccl_build.other_sources,
             "rdmaforge_build_manifest": nccl_build.manifest_of,
         }

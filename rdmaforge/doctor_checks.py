@@ -22,7 +22,14 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, cast
 
 from rdmaforge import fabrics, tuning
-from rdmaforge.nccl_build import MANIFEST_NAME, arch_for, build_id, read_manifest, uncovered_caps
+from rdmaforge.nccl_build import (
+    MANIFEST_NAME,
+    arch_for,
+    build_id,
+    read_manifest,
+    source_difference,
+    uncovered_caps,
+)
 from rdmaforge.node_facts import parse_compute_caps
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.hugepages import size_kb
@@ -354,22 +361,15 @@ def build_manifest(node: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | No
 def source_problem(node: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
     """Why the installed build is not from the source the inventory pins ('' when it is, or when either side names
     no pin: an unpinned source, or a manifest from before sources were recorded). The pin is the one build_once
-    compares its cache with: the git commit, or the tarball's sha256."""
-    recorded = manifest.get("source")
-    if not isinstance(recorded, Mapping):
-        return ""
+    compares its cache with: the git commit, or the tarball's sha256 (nccl_build.source_difference)."""
     kind = str(variable(node, "nccl_build_source") or "git")
-    name = "nccl_build_git_commit" if kind == "git" else "nccl_build_tarball_sha256"
-    pin = str(variable(node, name) or "").strip().lower()
-    built = str(recorded.get("commit" if kind == "git" else "sha256") or "").strip().lower()
-    if recorded.get("kind") not in (None, kind):
-        return (
-            f"the installed build is from a {recorded.get('kind')} source, the cluster's (nccl_build_source) is {kind}"
-        )
-    if pin and built and built != pin:
-        return (f"the installed build is from {'commit' if kind == 'git' else 'a tarball of sha256'} {built[:12]}, "
-                f"the cluster pins {pin[:12]} ({name}): converge to build it again")  # fmt: skip
-    return ""
+    pin = str(variable(node, "nccl_build_git_commit" if kind == "git" else "nccl_build_tarball_sha256") or "")
+    differs = source_difference(manifest, kind, pin)
+    if not differs:
+        return ""
+    if differs.startswith("built from a "):
+        return "the installed build is from" + differs.removeprefix("built from")
+    return f"the installed build is from{differs.removeprefix('built from')}: converge to build it again"
 
 
 def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:

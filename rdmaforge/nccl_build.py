@@ -176,10 +176,63 @@ def current_builds(results: Sequence[Mapping[str, Any]]) -> list[str]:
     none, so the list is shorter than ``results`` unless every node was read on a build."""
     builds = []
     for result in results:
-        found = str(result.get("stdout") or "").strip()
-        if result.get("rc") == 0 and found.startswith("build ") and "\n" not in found:
-            builds.append(posixpath.basename(found.removeprefix("build ").rstrip("/")))
+        build = _current_build(result)
+        if build is not None:
+            builds.append(build)
     return builds
+
+
+def _current_build(result: Mapping[str, Any]) -> str | None:
+    """The build one read of nccl_build_current_argv names (its first line, ``build TARGET``), else None. The lines
+    after it are the build's manifest (``cat`` of its .rdmaforge-build.json), when it has one."""
+    lines = str(result.get("stdout") or "").strip().split("\n", 1)
+    if result.get("rc") != 0 or not lines[0].startswith("build "):
+        return None
+    return posixpath.basename(lines[0].removeprefix("build ").strip().rstrip("/")) or None
+
+
+def source_difference(manifest: Mapping[str, Any], kind: str, pin: str) -> str:
+    """How a build's recorded source (its manifest's ``source``) differs from ``kind`` (nccl_build_source: git or
+    tarball) and ``pin`` (the commit, or the tarball's sha256); '' when it does not, or when either side names no
+    pin (an unpinned source, a manifest from before sources were recorded). The build id names release, CUDA and
+    archs, not the source: a moved tag rebuilt under the same id is told apart only by this."""
+    recorded = manifest.get("source")
+    if not isinstance(recorded, Mapping):
+        return ""
+    kind = kind or "git"
+    if recorded.get("kind") not in (None, kind):
+        return f"built from a {recorded.get('kind')} source, the cluster's (nccl_build_source) is {kind}"
+    pin = str(pin or "").strip().lower()
+    built = str(recorded.get("commit" if kind == "git" else "sha256") or "").strip().lower()
+    if pin and built and built != pin:
+        what = "commit" if kind == "git" else "a tarball of sha256"
+        name = "nccl_build_git_commit" if kind == "git" else "nccl_build_tarball_sha256"
+        return f"built from {what} {built[:12]}, the cluster pins {pin[:12]} ({name})"
+    return ""
+
+
+def other_sources(results: Sequence[Mapping[str, Any]], kind: str, pin: str) -> list[str]:
+    """``NODE: BUILD built from commit ..., the cluster pins ...`` for each node of limit_check.yml's reads whose
+    build's manifest records another source than the pin: such a node is not on the target whatever its build's
+    name says. A node whose manifest is missing or damaged is named too (its source cannot be told) when a pin is
+    set; nodes not on a build are left to the build comparison."""
+    out: list[str] = []
+    if not str(kind or "").strip() and not str(pin or "").strip():
+        return out  # the caller names no source (a rollback): only the builds' names are compared
+    for result in results:
+        build = _current_build(result)
+        if build is None:
+            continue
+        text = str(result.get("stdout") or "").strip().split("\n", 1)
+        manifest, damaged = read_manifest(text[1] if len(text) > 1 else "")
+        if str(pin or "").strip() and (damaged or not manifest):
+            out.append(f"{result.get('item')}: {build} with {damaged or 'no manifest'}, so its source cannot be "
+                       "told from the pin")  # fmt: skip
+            continue
+        differs = source_difference(manifest, kind, pin)
+        if differs:
+            out.append(f"{result.get('item')}: {build} {differs}")
+    return out
 
 
 #: The manifest build_once writes beside each installed build (and into the controller's cache).
