@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -302,7 +302,9 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     kept_to: dict[str, list[str]] = {}  # each log whose runs kept their ranks on one node: those nodes
     for name in nccl.get("collectives", []):
         log = run_dir / f"nccl-{name}.log"
-        report = parse_file(log, source=log.name) if log.exists() else None
+        # Only a regular file is read: a pipe left in the run directory would block the report, a link to a device
+        # (/dev/urandom) would never end.
+        report = parse_file(log, source=log.name) if log.is_file() else None
         runs = report.runs if report else []
         transports[name] = report.transport if report else None
         fold = OneNodeRuns()
@@ -313,7 +315,10 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
         last, missing = run_of(runs, name, log.name)
-        if report is None:  # no log at all is no crash before the table: the run's result is gone
+        if report is None and log.exists():
+            missing = (f"{log.name} is no regular file (a pipe, a device or a directory): not read, so {name}'s "
+                       "output is not in the run directory")  # fmt: skip
+        elif report is None:  # no log at all is no crash before the table: the run's result is gone
             missing = (f"{log.name} is not in the run directory (missing, or a link to nothing): run.json says "
                        f"{name} ran, and its output is gone")  # fmt: skip
         if last is None:
@@ -362,7 +367,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.status = "pass" if peak >= threshold * expected else "fail"
                 relation = "reaches" if component.status == "pass" else "is below"
                 component.reason = (f"peak busbw {peak} GB/s {relation} {percent(threshold)} of the expected "
-                                    f"{fixed(expected)} GB/s line rate")  # fmt: skip
+                                    f"{fixed(expected)} GB/s line rate{unvalidated(last.rows)}")  # fmt: skip
             if earlier_note is not None and earlier_failure is None:
                 component.reason += f"; {earlier_note}"
         components.append(component)
@@ -426,13 +431,14 @@ def transport_status_of(judged: Mapping[str, TransportVerdict]) -> tuple[Status,
 def transport_status(status: str, messages: Sequence[str]) -> tuple[Status, str]:
     """One collective's transport status and reason from its verdict (rdmaforge.nccl_tests.transport).
 
-    A warn verdict met the expectation the component is judged by (the fabric's transport: RDMA or Socket) and
-    passes, but its warnings (GPUDirect RDMA off, an HCA on another link layer) are named as warnings in the
-    reason: they were not judged against anything, and the pass is not a clean one.
+    A warn verdict met the fabric's transport (RDMA or Socket) but with a warning (GPUDirect RDMA off, an HCA on
+    another link layer than the profile's: NCCL may have picked the wrong NIC): not judged, never a pass, as
+    nccl-report's WARN (exit 5) on the same log. The reason names the warning; a cluster where it is expected makes
+    the transport optional (benchmark_optional).
     """
     if status == "warn" and len(messages) > 1:
-        return "pass", f"{messages[0]}; with a warning, not judged: {'; '.join(messages[1:])}"
-    found: Status = {"ok": "pass", "warn": "pass", "fail": "fail"}.get(status, "not_judged")  # type: ignore[assignment]
+        return "not_judged", f"{messages[0]}; with a warning, not judged: {'; '.join(messages[1:])}"
+    found: Status = {"ok": "pass", "fail": "fail"}.get(status, "not_judged")  # type: ignore[assignment]
     return found, "; ".join(messages)
 
 
@@ -499,6 +505,10 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
             component.reason = f"the N-node run trained on {nodes} node: a linearity across nodes needs 2 or more"
         elif (other := other_training(run, multi, nodes)) is not None:
             component.status, component.reason = other
+        elif (off_gpu := trained_off_the_gpus(run, single, multi)) is not None:
+            component.status, component.reason = "not_judged", off_gpu
+        elif (unlike := unlike_runs(single, multi, nodes)) is not None:
+            component.status, component.reason = "not_judged", unlike
         elif one is None or many is None:
             component.status = "not_judged"
             which, key = ("1-node", "single") if one is None else ("N-node", "multi")
@@ -514,6 +524,40 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
     components.append(component)
     intra_node_result(e2e, minimum, components, gpus_per_node(run))
     return e2e
+
+
+def unvalidated(rows: Iterable[Any]) -> str:
+    """A note for a table whose data was not checked (nccl-tests -c 0, the benchmark's default as in seed 000: every
+    #wrong prints N/A and no relative error is given), so "#wrong > 0 fails" could not apply; '' otherwise."""
+    halves = [h for row in rows for h in (row.out_of_place, row.in_place) if h is not None]
+    if not halves or any(h.wrong is not None or h.rel_error is not None for h in halves):
+        return ""
+    return "; the data was not validated (nccl-tests -c 0: #wrong is N/A, so wrong results were not counted)"
+
+
+def trained_off_the_gpus(run: Mapping[str, Any], single: Mapping[str, Any], multi: Mapping[str, Any]) -> str | None:
+    """Why the training measured neither the GPUs nor NCCL, or None: a run on another backend than nccl (gloo on
+    CPU: ddp_train takes it where torch sees no CUDA device) on nodes run.json records with GPUs."""
+    gpus = run.get("gpus")
+    recorded = gpus.items() if isinstance(gpus, Mapping) else []
+    with_gpus = sorted(str(n) for n, c in recorded if (whole_number(c) or 0) > 0)
+    backends = {str(r.get("backend")) for r in (single, multi) if r.get("backend") is not None}
+    if not with_gpus or not backends or backends == {"nccl"}:
+        return None
+    return (f"the training ran on {', '.join(sorted(backends))}, not nccl, while run.json records GPUs on "
+            f"{', '.join(with_gpus)}: it measured neither the GPUs nor NCCL over the fabric (torch saw no CUDA "
+            "device there: a CPU-only torch, or a driver older than its CUDA)")  # fmt: skip
+
+
+def unlike_runs(single: Mapping[str, Any], multi: Mapping[str, Any], nodes: int) -> str | None:
+    """Why seed 003's linearity (N-node throughput / 1-node throughput / N) does not compare like with like, or
+    None: it assumes the N-node job is N copies of the 1-node one, so the N-node run's ranks must be the 1-node
+    run's times N (both known)."""
+    one, many = count(single, "world_size"), count(multi, "world_size")
+    if one is None or many is None or many == one * nodes:
+        return None
+    return (f"the 1-node run had {one} rank(s) and the {nodes}-node run {many} (not {one} x {nodes}): the linearity "
+            "compares N copies of the 1-node job, so e2e.json's runs are not comparable")  # fmt: skip
 
 
 def gpus_per_node(run: Mapping[str, Any]) -> int | None:

@@ -542,7 +542,8 @@ def test_another_collectives_log_is_not_this_collectives_result(tmp_path: Path, 
 def test_a_transport_warning_is_named_not_hidden_in_a_pass(tmp_path: Path, shared_dir: Path) -> None:
     """01: EFA with GPUDirect RDMA off (its NCCL INFO lines). As it is, AWS Libfabric is not a network the erdma
     profile accepts: the transport fails. With its network renamed to NCCL's verbs transport (IB), it is the RDMA
-    transport the profile expects, with traffic staged through host memory: a warning, named."""
+    transport the profile expects, with traffic staged through host memory: a warning, named, and not judged (it
+    was a pass, while nccl-report said WARN, exit 5, on the same log: a warning is never folded into a pass)."""
     source = corpus_log(shared_dir, "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt")
     efa = render(make_run(tmp_path / "efa", "erdma", source, line_rate_gbps=EFA_LINE_RATE, gpus={"n1": 1, "n2": 1}))
     assert component(efa, "transport")["status"] == "fail" and efa["verdict"] == "fail"
@@ -550,7 +551,8 @@ def test_a_transport_warning_is_named_not_hidden_in_a_pass(tmp_path: Path, share
     log.write_text(source.read_text().replace("AWS Libfabric", "IB"))
     results = render(make_run(tmp_path / "verbs", "erdma", log, line_rate_gbps=EFA_LINE_RATE, gpus={"n1": 1, "n2": 1}))
     transport = component(results, "transport")
-    assert transport["status"] == "pass"
+    assert transport["status"] == "not_judged" and results["verdict"] != "pass"
+    assert main(["report", str(tmp_path / "verbs")]) != 0
     assert transport["reason"] == (
         "NCCL used IB as fabric profile 'erdma' expects; with a warning, not judged: GPUDirect RDMA is off: "
         "some traffic is staged through host memory"
@@ -573,6 +575,63 @@ def edited_e2e(run_dir: Path, **changes: object) -> Path:
             node[last] = value
     (run_dir / "e2e.json").write_text(json.dumps(e2e))
     return run_dir
+
+
+def with_gpus(run_dir: Path, gpus: dict[str, int]) -> Path:
+    """``run_dir`` with run.json recording ``gpus`` per node."""
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, "gpus": gpus}))
+    return run_dir
+
+
+def test_a_training_on_cpu_on_nodes_with_gpus_is_not_judged(tmp_path: Path) -> None:
+    """ddp_train takes gloo on CPU where torch sees no CUDA device (a CPU-only torch wheel, a driver older than the
+    wheel's CUDA): on nodes run.json records with GPUs, such a training measured neither the GPUs nor NCCL, and its
+    linearity passed. On nodes without GPUs (the lab) the same training is what e2e measures."""
+    cpu_nodes = render(e2e_dir(tmp_path / "cpu", 0.5))
+    assert component(cpu_nodes, "e2e")["status"] == "pass"
+    results = render(with_gpus(e2e_dir(tmp_path / "gpu", 0.5), {"n1": 8, "n2": 8}))
+    e2e = component(results, "e2e")
+    assert e2e["status"] == "not_judged" and results["verdict"] == "incomplete", e2e
+    assert "the training ran on gloo, not nccl, while run.json records GPUs on n1, n2" in str(e2e["reason"])
+    assert main(["report", str(tmp_path / "gpu")]) == 5
+    on_nccl = edited_e2e(with_gpus(e2e_dir(tmp_path / "nccl", 0.5), {"n1": 8, "n2": 8}), single__backend="nccl",
+                         multi__backend="nccl")  # fmt: skip
+    assert component(render(on_nccl), "e2e")["status"] == "pass"
+
+
+def test_a_linearity_of_runs_with_other_ranks_per_node_is_not_judged(tmp_path: Path) -> None:
+    """Seed 003's linearity divides the N-node throughput by N 1-node runs: a 1-node run of 1 rank against a
+    2-node run of 4 ranks gave 1.6 x the real figure, and a pass."""
+    results = render(edited_e2e(e2e_dir(tmp_path, 0.5), multi__world_size=4))
+    e2e = component(results, "e2e")
+    assert e2e["status"] == "not_judged" and results["verdict"] == "incomplete", e2e
+    assert "the 1-node run had 1 rank(s) and the 2-node run 4 (not 1 x 2)" in str(e2e["reason"])
+
+
+def test_a_table_of_unvalidated_data_says_so(shared_dir: Path) -> None:
+    """Corpus 22 ran with -c 0 (its header: validation: 0; #wrong N/A everywhere); 05's sendrecv with validation 1."""
+    from rdmaforge.bench.report import unvalidated
+    from rdmaforge.nccl_tests import parse
+
+    c0 = corpus_log(shared_dir, "22_alltoall_v2.0-2.9_a100_8gpu_c0_NA_blank-redop_SANITIZED.txt").read_text()
+    assert "validation: 0" in c0
+    assert "not validated (nccl-tests -c 0" in unvalidated(parse(c0).runs[-1].rows)
+    checked = corpus_log(shared_dir, LOG_05).read_text()
+    assert "validation: 1" in checked
+    assert unvalidated(next(r for r in parse(checked).runs if r.collective == "sendrecv").rows) == ""
+
+
+def test_a_log_that_is_a_pipe_is_not_read(tmp_path: Path, socket_log: Path) -> None:
+    """A FIFO (or a link to /dev/urandom) in place of a log made `report` wait forever; run.json is read bounded."""
+    import os
+
+    run_dir = make_run(tmp_path, "tcp", socket_log)
+    (run_dir / "nccl-all_reduce.log").unlink()
+    os.mkfifo(run_dir / "nccl-all_reduce.log")
+    nccl = component(render(run_dir), "nccl-tests all_reduce")
+    assert nccl["status"] == "fail"
+    assert nccl["reason"].startswith("nccl-all_reduce.log is no regular file (a pipe, a device or a directory)")
 
 
 def test_a_failed_training_run_fails_e2e_even_with_result_lines(tmp_path: Path) -> None:
