@@ -118,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
     outcome = command.run_playbook(session, request)
     if not outcome.ran:
         record = {**command.outcome_record(outcome), "healthy": False}
-        return command.finish(session, args, command.playbook_exit(outcome), [], record)
+        cases = command.host_cases(outcome, f"rdmaforge.{NAME}")  # the run's own error case: why no host ran
+        return command.finish(session, args, command.playbook_exit(outcome), cases, record)
     unreachable = [p.host for p in outcome.events.unreachable()]
     failed = {p.host: f"{p.task}: {one_line(p.message, p.action)}" for p in reversed(outcome.events.failures())}
     # The nodes the run covered (its recap) that answered: each one has a result, or is named as not judged (a node

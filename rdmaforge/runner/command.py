@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -278,7 +279,31 @@ def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
         print(ansible_output_tail(outcome.artifacts), file=session.out)
     print(render(outcome.recaps, outcome.events.problems, outcome.events.warnings, outcome.events.changes),
           file=session.out)  # fmt: skip
+    unmatched = no_host_matched(outcome)
+    if unmatched:
+        print(f"  {unmatched}", file=session.out)
     return outcome
+
+
+#: Ansible's warning for a play's host pattern that names no group or host of the inventory.
+_UNMATCHED = re.compile(r"Could not match supplied host pattern, ignoring: (.+)$", re.MULTILINE)
+
+
+def no_host_matched(outcome: execute.Outcome) -> str:
+    """Why a playbook had no host at all when the inventory has no group ``cluster``, the group rdmaforge's playbooks
+    target (Ansible only warns that the pattern matched nothing, and exits 0); '' otherwise."""
+    if outcome.recaps or outcome.status == "canceled":
+        return ""
+    try:
+        text = (outcome.artifacts / "stdout").read_text(errors="replace")[-200_000:]
+    except OSError:
+        return ""
+    # Only the group every playbook targets: other unmatched patterns are a --limit's (Ansible's own message says
+    # so) or groups the plays make as they run (hugepages_reboot_queue).
+    if "cluster" not in {name.strip() for name in _UNMATCHED.findall(text)}:
+        return ""
+    return ("no host was run: the inventory has no host in 'cluster', the group the playbook runs on; put the nodes "
+            "under it (inventories/example/hosts.yml: all.children.cluster)")
 
 
 #: ansible_output_tail when Ansible wrote nothing.
@@ -344,7 +369,10 @@ def host_cases(
         if result == "passed" and recap.status in ("STOPPED", "NOT_RUN"):  # it did not fail, nor did it run
             result, first = "skipped", f"{recap.status}: the run ended before this host finished it"
         cases.append(junit.Case(host, classname, 0.0, result, first if result != "passed" else "", details))
-    if not outcome.ran and outcome.status != "canceled":
+    unmatched = no_host_matched(outcome)
+    if unmatched:  # the plays matched no host: no case would stand for the run
+        cases.append(junit.Case(RUN_CASE, classname, 0.0, "error", unmatched, ansible_output_tail(outcome.artifacts)))
+    elif not outcome.ran and outcome.status != "canceled":
         # No host ran (a bad -e file, a limit matching nothing, an inventory Ansible cannot parse): without a case
         # of its own the report held 0 tests and 0 failures, which CI reads as a pass.
         tail = ansible_output_tail(outcome.artifacts)

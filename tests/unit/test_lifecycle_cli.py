@@ -148,6 +148,28 @@ def test_reset_of_an_inventory_without_cluster_nodes_is_no_success(tmp_path: Pat
     proc = rdmaforge(tmp_path, "reset", "-i", str(inventory), "--yes")
     assert proc.returncode == ExitCode.ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "no host was run" in proc.stdout and "localhost" not in proc.stdout.split("PLAY RECAP", 1)[-1]
+    assert MISSING_CLUSTER in proc.stdout, proc.stdout[-3000:]
+
+
+#: What a run on an inventory without group cluster says (Ansible itself only warns that the pattern matched nothing).
+MISSING_CLUSTER = "no host was run: the inventory has no host in 'cluster', the group the playbook runs on"
+
+
+@pytest.mark.parametrize("argv", [["doctor"], ["rollback-nccl"], ["pairwise"]])
+def test_a_command_on_an_inventory_without_group_cluster_names_the_group(tmp_path: Path, argv: list[str]) -> None:
+    """Commands without preflight said only "no host was run" (exit 1) when the inventory put its nodes in another
+    group: the run's JUnit error case and its output name the missing group now."""
+    import xml.etree.ElementTree as ET
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": {"node1": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_connection": "no-such-connection"}}}}}}))
+    report = tmp_path / "junit.xml"
+    proc = rdmaforge(tmp_path, *argv, "-i", str(inventory), "--junit", str(report))
+    assert proc.returncode == ExitCode.ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert MISSING_CLUSTER in proc.stdout, proc.stdout[-3000:]
+    messages = [e.get("message", "") for e in ET.parse(report).getroot().iter("error")]
+    assert any(m.startswith(MISSING_CLUSTER) for m in messages), messages
 
 
 def test_remove_node_refuses_an_empty_name_before_any_run(tmp_path: Path, inventory: Path) -> None:
