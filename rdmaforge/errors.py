@@ -47,6 +47,20 @@ def output_path(allowed: str) -> Callable[[str], Path]:
     return parse
 
 
+def input_path(allowed: str) -> Callable[[str], Path]:
+    """argparse type of a path a command reads (a run directory, a summary file): refused as a usage error (exit 64)
+    when empty or blank, naming ``allowed``. Path("") is Path("."): an unset shell variable had the current
+    directory read as the run."""
+
+    def parse(text: str) -> Path:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{text!r}: an empty path (it would stand for the current directory); "
+                                             f"allowed: {allowed}")  # fmt: skip
+        return Path(text)
+
+    return parse
+
+
 def non_empty(what: str, allowed: str) -> Callable[[str], str]:
     """argparse type of a name or pattern that an unset shell variable would leave empty (or blank): refused as a
     usage error (exit 64) saying ``what`` it is and what is ``allowed``."""

@@ -19,7 +19,7 @@ from rdmaforge import stored
 from rdmaforge.bench import baseline
 from rdmaforge.bench.report import judge
 from rdmaforge.commands.report import find_run_dir, load_run
-from rdmaforge.errors import UserError, output_path
+from rdmaforge.errors import UserError, input_path, output_path
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode
 
 NAME = "baseline"
@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
         "a run whose run.json records no GPU count for a node: no later run could be compared with it.",
         epilog=EPILOG,
     )
-    parser.add_argument("run_dir", type=Path, help="the benchmark run to take the baseline from")
+    parser.add_argument("run_dir", type=input_path("a benchmark run directory (with run.json)"),
+                        help="the benchmark run to take the baseline from")  # fmt: skip
     parser.add_argument("-o", "--output", type=output_path("a file outside the run directory"), required=True,
                         metavar="FILE", help="where to write it (not one of the run's own files)")  # fmt: skip
     parser.set_defaults(func=run, latest=False)

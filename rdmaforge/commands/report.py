@@ -13,7 +13,7 @@ from rdmaforge import stored
 from rdmaforge.bench.baseline import BaselineError
 from rdmaforge.bench.report import render
 from rdmaforge.bench.verdict import EXIT_CODES, tolerance_problem
-from rdmaforge.errors import missing_path
+from rdmaforge.errors import input_path, missing_path
 from rdmaforge.paths import WORKSPACE
 from rdmaforge.runner.exit_codes import EPILOG, ExitCode
 
@@ -30,11 +30,12 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
     )
     parser.add_argument(
-        "run_dir", type=Path, nargs="?", help="directory with run.json and raw logs, or a `rdmaforge bench` run"
+        "run_dir", type=input_path("a run directory (with run.json), or --latest"), nargs="?",
+        help="directory with run.json and raw logs, or a `rdmaforge bench` run"
     )
     parser.add_argument("--latest", action="store_true", help=f"the newest run under {BENCH_DIR}")
     parser.add_argument("--json", action="store_true", help="print results.json instead of the summary")
-    parser.add_argument("--baseline", type=Path, metavar="FILE",
+    parser.add_argument("--baseline", type=input_path("a baseline file (rdmaforge baseline -o)"), metavar="FILE",
                         help="compare with this baseline (`rdmaforge baseline`) instead of the run's own")  # fmt: skip
     parser.add_argument("--tolerance", type=float, metavar="FRACTION",
                         help="allowed drop against the baseline (default: the run's "

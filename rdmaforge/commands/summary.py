@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from rdmaforge import stored
-from rdmaforge.errors import missing_path
+from rdmaforge.errors import input_path, missing_path
 from rdmaforge.paths import WORKSPACE
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.terminal import escaped
@@ -18,7 +17,8 @@ DEFAULT = WORKSPACE / "artifacts" / "summary.json"
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("summary", help="print the per-node summary of the last converge", epilog=epilog())
-    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT, help=f"summary JSON (default {DEFAULT})")
+    parser.add_argument("file", nargs="?", type=input_path(f"a summary JSON file (default {DEFAULT})"),
+                        default=DEFAULT, help=f"summary JSON (default {DEFAULT})")  # fmt: skip
     parser.set_defaults(func=run)
 
 

@@ -342,6 +342,24 @@ def test_an_empty_runs_dir_is_refused(inventory: Path, tmp_path: Path, capsys: p
     assert nothing_ran(tmp_path)
 
 
+@pytest.mark.parametrize(("argv", "named"), [
+    (["report", ""], "argument run_dir: ''"),
+    (["report", "--baseline", " ", "run"], "argument --baseline: ' '"),
+    (["summary", ""], "argument file: ''"),
+    (["baseline", "", "-o", "out.json"], "argument run_dir: ''"),
+])  # fmt: skip
+def test_an_empty_path_to_read_is_refused_not_taken_for_the_current_directory(
+    argv: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Path("") is Path("."): `report "$RUN"` with RUN unset read the current directory as the run, and its error
+    named '.'. The current directory here holds a run.json, which must not be read."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.json").write_text("{}")
+    assert main(argv) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"{named}: an empty path (it would stand for the current directory); allowed:" in err, err
+
+
 def test_an_empty_runs_dir_variable_is_the_default(tmp_path: Path) -> None:
     """RDMAFORGE_RUNS_DIR="" (a variable exported unset) is the default, not the current directory."""
     code = "import rdmaforge.paths as p, rdmaforge.runner.artifacts as a; print(a.RUNS_DIR, p.WORKSPACE)"
