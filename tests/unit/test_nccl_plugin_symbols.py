@@ -51,16 +51,21 @@ def test_nm_that_cannot_run_is_not_taken_for_a_library_without_symbols(tmp_path:
 
 
 @pytest.mark.parametrize("tasks", ["aiacc_package.yml", "aiacc_pypi.yml", "harp.yml"])
-def test_every_plugin_source_installs_nm(tasks: str) -> None:
-    """nm (binutils) verifies the plugin's symbols whatever the source: the package path lacked it."""
+def test_every_plugin_source_installs_nm_where_none_runs(tasks: str) -> None:
+    """nm (binutils) verifies the plugin's symbols whatever the source: the package path lacked it, and the PyPI and
+    HARP paths installed binutils on every node (recorded as rdmaforge's, so reset would remove a node's own nm)
+    while the package path did so only where no nm runs. One task file (nm.yml) does it for all three now."""
     from rdmaforge.paths import PROJECT_ROOT
 
-    steps = yaml.safe_load((PROJECT_ROOT / "roles" / "nccl_plugin" / "tasks" / tasks).read_text())
-    installs = [step for step in steps if "binutils" in (step.get("vars") or {}).get("os_packages_names", [])]
+    role = PROJECT_ROOT / "roles" / "nccl_plugin" / "tasks"
+    steps = yaml.safe_load((role / tasks).read_text())
+    assert [s for s in steps if s.get("ansible.builtin.include_tasks") == "nm.yml"], tasks
+    assert not [s for s in steps if "binutils" in str(s)], tasks  # no install of its own
+    shared = yaml.safe_load((role / "nm.yml").read_text())
+    installs = [step for step in shared if "binutils" in (step.get("vars") or {}).get("os_packages_names", [])]
     assert installs and installs[0]["ansible.builtin.include_role"]["name"] == "rdmaforge.cluster.os_packages"
-    # The package path installs it only where no nm runs (the lab's dnf node has Debian's nm, no binutils rpm).
-    if tasks == "aiacc_package.yml":
-        assert installs[0]["when"] == "nccl_plugin_nm.rc != 0"
+    # only where no nm runs (the lab's dnf node has Debian's nm, no binutils rpm)
+    assert installs[0]["when"] == "nccl_plugin_nm.rc != 0"
 
 
 def test_the_package_source_in_check_mode_on_a_node_without_the_package(tmp_path: Path) -> None:
