@@ -82,6 +82,14 @@ def junit_path(text: str) -> Path:
     the final scrub were skipped). Refused: the empty path (the current directory), a directory, a path under a
     file, a directory that cannot be created or written, an existing file that cannot be written."""
     path = output_path(JUNIT_ALLOWED)(text)
+    try:
+        return _writable_junit_path(text, path)
+    except OSError as exc:  # a directory on the way that this user may not search: stat itself is refused
+        raise argparse.ArgumentTypeError(f"{text}: cannot be reached ({exc.strerror or exc}); "
+                                         f"allowed: {JUNIT_ALLOWED}") from None  # fmt: skip
+
+
+def _writable_junit_path(text: str, path: Path) -> Path:
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: is a directory; allowed: {JUNIT_ALLOWED}")
     if path.exists():

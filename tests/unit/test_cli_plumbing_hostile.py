@@ -165,15 +165,61 @@ def test_a_bad_junit_path_is_refused_before_anything_runs(
     assert command.junit_path(str(tmp_path / "new" / "dirs" / "junit.xml")) == tmp_path / "new" / "dirs" / "junit.xml"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
-def test_a_junit_path_in_a_directory_that_cannot_be_written_is_refused(tmp_path: Path) -> None:
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o500)
+def junit_path_as(uid: int | None, text: str) -> str:
+    """command.junit_path(text)'s refusal ('' when it takes the path), checked as user ``uid`` (None: this one) in a
+    forked child: root may write anywhere, and CI runs as root, so the check of a locked directory needs a user
+    the permissions apply to."""
+    if uid is None:
+        try:
+            command.junit_path(text)
+        except argparse.ArgumentTypeError as exc:
+            return str(exc)
+        return ""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's result goes through the pipe
+        os.close(read)
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.write(write, junit_path_as(None, text).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        said = answer.read().decode()
+    os.waitpid(child, 0)
+    return said
+
+
+def test_a_junit_path_in_a_directory_that_cannot_be_written_is_refused() -> None:
+    """A directory of mode 0555 (no one but root may write in it), and one of mode 0500 (no one else may even look
+    in it: stat raised PermissionError, a traceback): refused for a user other than root (nobody, 65534, when these
+    tests run as root, as CI does), before anything runs."""
+    import tempfile
+
+    outer = Path(tempfile.mkdtemp(prefix="rdmaforge-junit-"))
+    outer.chmod(0o755)  # the user can reach the locked directory, and finds it locked
+    locked, hidden = outer / "locked", outer / "hidden"
+    locked.mkdir(mode=0o555)
+    hidden.mkdir(mode=0o500)
+    user = 65534 if os.geteuid() == 0 else None
     try:
-        with pytest.raises(argparse.ArgumentTypeError, match="cannot be written"):
-            command.junit_path(str(locked / "junit.xml"))
+        said = junit_path_as(user, str(locked / "junit.xml"))
+        assert said == (f"{locked / 'junit.xml'}: the directory {locked} cannot be written (permission denied); "
+                        f"allowed: {command.JUNIT_ALLOWED}"), said  # fmt: skip
+        said = junit_path_as(user, str(hidden / "junit.xml"))
+        reached = f"{hidden / 'junit.xml'}: cannot be reached (Permission denied)"
+        assert said == f"{reached}; allowed: {command.JUNIT_ALLOWED}", said
+        open_dir = outer / "open"
+        open_dir.mkdir(mode=0o777)
+        open_dir.chmod(0o777)
+        assert junit_path_as(user, str(open_dir / "junit.xml")) == ""
     finally:
         locked.chmod(0o700)
+        hidden.chmod(0o700)
+        shutil.rmtree(outer)
 
 
 def test_a_junit_copy_that_cannot_be_written_is_a_warning_and_the_runs_exit_code_stands(
