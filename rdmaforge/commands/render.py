@@ -49,7 +49,7 @@ from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.nodes import HOST_VARIABLES, HostInput
 from rdmaforge.workloads.options import ARGUMENT_SPECS_FILE, PREFIX, ROLE_ONLY, nccl_env_profiles, role_defaults
 from rdmaforge.workloads.plan import plan_from_hosts
-from rdmaforge.workloads.render import write
+from rdmaforge.workloads.render import stale_files, write_files
 
 PROG = "rdmaforge render"
 
@@ -326,9 +326,15 @@ def run(args: argparse.Namespace) -> int:
         except validate.ValidatorUnavailable as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return int(ExitCode.ERROR)
-    written = write(plan, out_dir)
+    written, unchanged = write_files(plan, out_dir)
     for path in written:
-        print(f"wrote   {path}")
+        print(f"{'unchanged' if path in unchanged else 'wrote  '} {path}")
+    stale = stale_files(plan, out_dir)
+    if stale:
+        listing = ", ".join(str(path.relative_to(out_dir)) for path in stale)
+        print(f"WARNING -o {out_dir}: {listing}: not written by this render (an earlier render's, for another job "
+              f"name, a node or a kind no longer rendered?); left as they are: remove them before applying a directory "
+              f"(kubectl apply -f would start them too)", file=sys.stderr)  # fmt: skip
     if args.validate:
         try:
             return _validate(written, out_dir, args.kubernetes_version)

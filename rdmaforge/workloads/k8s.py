@@ -29,9 +29,9 @@ def quantity_value(text: object) -> Decimal | None:
         return None
     number, suffix = match.group(1), match.group(2) or ""
     try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number) * Decimal(10) ** int(suffix[1:])
-        return Decimal(number) * _SUFFIXES[suffix]
+        if suffix in _SUFFIXES:  # E and Ei are exa (10**18, 2**60), as resource.Quantity reads them
+            return Decimal(number) * _SUFFIXES[suffix]
+        return Decimal(number) * Decimal(10) ** int(suffix[1:])  # the exponent form: e or E with a number
     except (InvalidOperation, ValueError, OverflowError):
         return None
 

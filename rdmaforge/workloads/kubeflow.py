@@ -6,15 +6,15 @@ nodes must agree on their GPU count and NCCL settings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rdmaforge import fabrics, role_defaults, tuning
-from rdmaforge.plain_data import ansible_bool, show, whole_number
+from rdmaforge.plain_data import show, spec_bool, whole_number
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster
-from rdmaforge.workloads.options import PREFIX, Settings
+from rdmaforge.workloads.options import HUGEPAGES_PREFIX, PREFIX, Settings
 
 GPU_RESOURCE = "nvidia.com/gpu"
 #: training-operator finds the PyTorch container by this name (and the master's port by the port name).
@@ -96,6 +96,8 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
             f"every node; allowed: one count, e.g. {PREFIX}gpus_per_node in group_vars"
         )
     problems += _resource_problems(cluster, kind)
+    if kind == "MPIJob":
+        problems += host_network_sshd_problems(cluster)
     for node in cluster.nodes[1:]:
         if node.env != first.env:
             problems.append(
@@ -104,6 +106,29 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
                 f"{PREFIX}env on every node"
             )
     return JobShape(len(cluster.nodes), int(first.gpus or 0), first.env), problems
+
+
+#: The worker command of an mpi-operator v2beta1 MPIJob when mpijob_worker_command is null: sshd on port 22.
+DEFAULT_V2_WORKER_COMMAND = ("/usr/sbin/sshd", "-De")
+
+
+def host_network_sshd_problems(cluster: Cluster) -> list[str]:
+    """An mpi-operator v2beta1 MPIJob on the node's network with the default worker command: each worker's sshd
+    would need the node's port 22, which the node's own sshd holds (kubeflow/mpi-operator#593, #428), and the
+    launcher's ssh would reach the node's sshd, which refuses the job's keys: the job never starts. Refused rather
+    than moved to another port, which both the workers' sshd and the launcher's ssh would need (an image matter)."""
+    settings = cluster.settings
+    if not (settings.k8s_host_network and settings.mpijob_api_version == "kubeflow.org/v2beta1"
+            and settings.mpijob_worker_command is None):  # fmt: skip
+        return []
+    return [
+        f"{cluster.first}: {PREFIX}k8s_host_network=true with {PREFIX}mpijob_worker_command=null: the "
+        f"kubeflow.org/v2beta1 MPIJob workers would run {' '.join(DEFAULT_V2_WORKER_COMMAND)} on the node's network, "
+        f"where port 22 is the node's own sshd (the workers' sshd cannot bind it, and the launcher's ssh would reach "
+        f"the node's sshd, which refuses the job's keys); allowed: {PREFIX}k8s_host_network: false, or an sshd on "
+        f"another port on both sides, e.g. {PREFIX}mpijob_worker_command: [/usr/sbin/sshd, -De, -p, '2222'] with "
+        f"{PREFIX}mpijob_mpirun_args: [--mca, plm_rsh_args, '-p 2222']"
+    ]
 
 
 def rdma_access_findings(cluster: Cluster, kinds: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -157,6 +182,16 @@ def _resource_problems(cluster: Cluster, kind: str) -> list[str]:
                     f"the MPIJob workers have one {key} limit; allowed: one of the two ({option}: null, or "
                     f"{key} left out of {variable})"
                 )
+    extra_hugepages = sorted(name for name in extra if name.startswith(HUGEPAGES_PREFIX))
+    memory = kind == "MPIJob" and settings.mpijob_memory is not None
+    if extra_hugepages and not memory and not {"cpu", "memory"} & set(extra):
+        problems.append(
+            f"{first.name}: {variable} has {', '.join(extra_hugepages)} and no cpu or memory"
+            f"{f' (and {PREFIX}mpijob_memory=null)' if kind == 'MPIJob' else ''}: Kubernetes refuses the {kind}'s pods "
+            f"('HugePages require cpu or memory'); allowed: a cpu or memory limit in {variable}"
+            f"{f' or {PREFIX}mpijob_memory' if kind == 'MPIJob' else ''}, or no hugepages-<size> in {variable}"
+        )
+    if kind == "MPIJob":
         hugepages = settings.mpijob_hugepages_1gi
         if hugepages is not None and settings.mpijob_memory is None and not {"cpu", "memory"} & set(extra):
             problems.append(
@@ -168,52 +203,133 @@ def _resource_problems(cluster: Cluster, kind: str) -> list[str]:
     return problems
 
 
-def hugepages_findings(cluster: Cluster) -> tuple[list[str], list[str]]:
-    """The MPIJob workers' hugepages-1Gi against the pages role hugepages reserves on each node (seed 004: 50
-    pages of 1 GiB on an 8-GPU node, requested as 50Gi): problems where the node reserves fewer pages or another
-    page size (the workers would stay Pending), warnings where the inventory reserves none."""
-    wanted = cluster.settings.mpijob_hugepages_1gi
-    value = k8s.quantity_value(wanted)
-    if wanted is None or value is None:
-        return [], []
-    pages = int(value // 2**30)
-    option = f"{PREFIX}mpijob_hugepages_1gi"
+#: Role hugepages' page sizes (its argument_specs' choices of hugepages_size), in bytes.
+HUGEPAGE_SIZES = {"1G": 2**30, "2M": 2**21}
+
+
+@dataclass(frozen=True)
+class HugepagesRequest:
+    """A hugepages-<size> limit of the job's pods, and the variable that brings it."""
+
+    variable: str
+    resource: str
+    quantity: str
+    page_bytes: int
+    pods: str
+
+
+def hugepages_requests(cluster: Cluster, kinds: Sequence[str] = ("MPIJob",)) -> list[HugepagesRequest]:
+    """Every hugepages limit the pods of ``kinds`` get: mpijob_hugepages_1gi (the MPIJob workers) and each
+    hugepages-<size> of k8s_extra_resources (the MPIJob workers and every PyTorchJob pod)."""
+    settings = cluster.settings
+    pods = " and ".join(f"{kind} {'worker' if kind == 'MPIJob' else 'pod'}" for kind in kinds)
+    found = []
+    if "MPIJob" in kinds and settings.mpijob_hugepages_1gi is not None:
+        found.append(HugepagesRequest(f"{PREFIX}mpijob_hugepages_1gi", "hugepages-1Gi", settings.mpijob_hugepages_1gi,
+                                      2**30, "MPIJob worker"))  # fmt: skip
+    for name, quantity in settings.k8s_extra_resources.items() if kinds else ():
+        page = k8s.quantity_value(name.removeprefix(HUGEPAGES_PREFIX)) if name.startswith(HUGEPAGES_PREFIX) else None
+        if page is not None and page > 0 and page == int(page):
+            found.append(HugepagesRequest(f"{PREFIX}k8s_extra_resources", name, quantity, int(page), pods))
+    return found
+
+
+def _page_size_name(size: int) -> str:
+    """2**30 -> 1Gi, 2**21 -> 2Mi, as a hugepages resource names its page size."""
+    for unit, suffix in ((2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+        if size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
+
+
+def _hugepages_variable_problems(node_name: str, variables: Mapping[str, Any]) -> list[str]:
+    """Role hugepages' variables that its argument_specs refuse (`rdmaforge render` never runs that role)."""
+    problems = []
+    enabled = variables.get("hugepages_enabled")
+    if enabled is not None and spec_bool(enabled) is None:
+        problems.append(f"{node_name}: hugepages_enabled={show(enabled)} is not valid; allowed: true or false "
+                        "(role hugepages' argument_specs: bool), or null")  # fmt: skip
+    size = variables.get("hugepages_size")
+    if size is not None and size not in HUGEPAGE_SIZES:
+        problems.append(f"{node_name}: hugepages_size={show(size)} is not valid; allowed: "
+                        f"{', '.join(HUGEPAGE_SIZES)} (role hugepages' argument_specs' choices), or null")  # fmt: skip
+    given = variables.get("hugepages_count")
+    count = whole_number(given)
+    if given not in (None, "") and (count is None or count < 0):
+        problems.append(
+            f"{node_name}: hugepages_count={show(given)} is not valid; allowed: a whole number of pages, "
+            "0 or more (above 0 with hugepages_enabled: true), or null for seed 004's rule by GPU count"
+        )
+    return problems
+
+
+def hugepages_findings(cluster: Cluster, kinds: Sequence[str] = ("MPIJob",)) -> tuple[list[str], list[str]]:
+    """The pods' hugepages limits (hugepages_requests: mpijob_hugepages_1gi or a hugepages-<size> of
+    k8s_extra_resources, one check whichever brings it) against the pages role hugepages reserves on each node
+    (seed 004: 50 pages of 1 GiB on an 8-GPU node, requested as 50Gi): problems where the node reserves fewer pages
+    or another page size (the pods would stay Pending), or role hugepages' variables are not valid; warnings where
+    the inventory reserves none."""
     problems: list[str] = []
     warnings: list[str] = []
+    requests = hugepages_requests(cluster, kinds)
+    if not requests:
+        return problems, warnings
     for node in cluster.nodes:
-        variables = node.hugepages
-        if not ansible_bool(role_defaults.value_of(variables, "hugepages_enabled")):
-            warnings.append(
-                f"{node.name}: {option}={wanted}, but hugepages_enabled is false (role hugepages reserves no pages "
-                f"on this node): the MPIJob workers stay Pending unless the node has {pages} pages of 1 GiB "
-                f"reserved some other way; set {option}: null, or hugepages_enabled: true"
-            )
+        problems += _hugepages_variable_problems(node.name, node.hugepages)
+    for request in requests:
+        value = k8s.quantity_value(request.quantity)
+        if value is None:
             continue
-        size = str(variables.get("hugepages_size") or role_defaults.default_of("hugepages_size"))
-        if size != "1G":
-            problems.append(
-                f"{node.name}: {option}={wanted} requests hugepages-1Gi, but hugepages_size={show(size)} reserves "
-                f"pages of another size on this node; allowed: hugepages_size: 1G, or {option}: null"
-            )
+        wanted, option, resource = request.quantity, request.variable, request.resource
+        own = option.endswith("_1gi")
+        shown = option if own else f"{option} {resource}"
+        drop = f"{option}: null" if own else f"{resource} left out of {option}"
+        page_name = _page_size_name(request.page_bytes)
+        if value <= 0 or value % request.page_bytes != 0:
+            problems.append(f"{cluster.first}: {shown}={wanted} is not a whole number of {page_name} pages (a number "
+                            f"without a unit is bytes); allowed: a positive multiple of {page_name}, such as "
+                            f"50{page_name[-2:]}")  # fmt: skip
             continue
-        given = variables.get("hugepages_count")
-        count = whole_number(given)
-        if given not in (None, "") and count is None:
-            continue  # not a count: role hugepages' argument_specs refuse it
-        if count is None and node.gpus is None:
-            continue  # the unknown GPU count is a problem of its own
-        reserved = tuning.hugepages_count(node.gpus or 0, count)
-        source = (
-            f"hugepages_count={count}"
-            if count is not None
-            else f"hugepages_count=null: seed 004's rule for {node.gpus} GPUs, 50 on 8, else GPUs x 5 + 10"
-        )
-        if pages > reserved:
-            problems.append(
-                f"{node.name}: {option}={wanted} asks each MPIJob worker for {pages} pages of 1 GiB, but the node "
-                f"reserves {reserved} ({source}): the worker would never be scheduled; allowed: {reserved}Gi at "
-                f"most, or hugepages_count: {pages} or more"
+        pages = int(value // request.page_bytes)
+        for node in cluster.nodes:
+            variables = node.hugepages
+            if _hugepages_variable_problems(node.name, variables):
+                continue  # named above
+            if not spec_bool(role_defaults.value_of(variables, "hugepages_enabled")):
+                warnings.append(
+                    f"{node.name}: {shown}={wanted}, but hugepages_enabled is false (role hugepages reserves no "
+                    f"pages on this node): the {request.pods}s stay Pending unless the node has {pages} pages of "
+                    f"{page_name} reserved some other way; set {drop}, or "
+                    "hugepages_enabled: true"
+                )
+                continue
+            size = str(variables.get("hugepages_size") or role_defaults.default_of("hugepages_size"))
+            if HUGEPAGE_SIZES.get(size) != request.page_bytes:
+                matching = [k for k, v in HUGEPAGE_SIZES.items() if v == request.page_bytes]
+                fixes = [f"hugepages_size: {matching[0]}"] if matching else []
+                if not own:
+                    fixes.append(f"hugepages-{_page_size_name(HUGEPAGE_SIZES.get(size, 2**30))} in {option}")
+                problems.append(
+                    f"{node.name}: {shown}={wanted} requests {resource}, but hugepages_size={show(size)} reserves "
+                    f"pages of another size on this node; allowed: {', '.join(fixes)}, or {drop}"
+                )
+                continue
+            given = variables.get("hugepages_count")
+            count = whole_number(given)
+            if count is None and node.gpus is None:
+                continue  # the unknown GPU count is a problem of its own
+            reserved = tuning.hugepages_count(node.gpus or 0, count)
+            source = (
+                f"hugepages_count={count}"
+                if count is not None
+                else f"hugepages_count=null: seed 004's rule for {node.gpus} GPUs, 50 on 8, else GPUs x 5 + 10"
             )
+            if pages > reserved:
+                problems.append(
+                    f"{node.name}: {shown}={wanted} asks each {request.pods} for {pages} pages of {page_name}, but "
+                    f"the node reserves {reserved} ({source}): the {request.pods} would never be scheduled; allowed: "
+                    f"{_page_size_name(reserved * request.page_bytes)} at most, or hugepages_count: {pages} or more"
+                )
     return problems, warnings
 
 
@@ -277,7 +393,7 @@ def mpijob(settings: Settings, shape: JobShape) -> dict[str, Any]:
         "env": env,
         "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
     }
-    worker_command = settings.mpijob_worker_command or (("/usr/sbin/sshd", "-De") if v2 else ("sleep", "infinity"))
+    worker_command = settings.mpijob_worker_command or (DEFAULT_V2_WORKER_COMMAND if v2 else ("sleep", "infinity"))
     limits = _gpu_limits(settings, shape.gpus)
     if settings.mpijob_memory:
         limits["memory"] = settings.mpijob_memory

@@ -138,6 +138,14 @@ def environment(
     return nccl_env.with_gpu_count(nccl_env.merge(nccl_env.merge(merged, overrides), extra), gpus)
 
 
+def accelerator_name(variables: Mapping[str, Any]) -> Any:
+    """nccl_env_accelerator as role nccl_env reads it: the inventory's value when set (even '' or null), else the
+    role's default."""
+    if "nccl_env_accelerator" in variables:
+        return variables["nccl_env_accelerator"]
+    return role_defaults.default_of("nccl_env_accelerator")
+
+
 def _names_a_key(name: object, table: Mapping[str, Any]) -> bool:
     """Whether ``name`` is a key of ``table``: a list or mapping given as a name ([erdma]) is none, not a crash."""
     return isinstance(name, Hashable) and name in table
@@ -147,15 +155,22 @@ def _accelerator(
     host: str, variables: Mapping[str, Any], defaults: Mapping[str, Any], problems: list[str]
 ) -> Mapping[str, Any]:
     """The settings of nccl_env_accelerator (role nccl_env's table unless the inventory overrides it)."""
-    table = variables.get("nccl_env_accelerators") or defaults
-    name = variables.get("nccl_env_accelerator") or role_defaults.default_of("nccl_env_accelerator")
+    # Set, even to {}, '' or null, the value is the role's (never its default): role nccl_env's check
+    # (`nccl_env_accelerator in nccl_env_accelerators`) fails on each of those, so render refuses them too.
+    table = variables["nccl_env_accelerators"] if "nccl_env_accelerators" in variables else defaults
+    name = accelerator_name(variables)
     if not isinstance(table, Mapping):
-        problems.append(f"{host}: nccl_env_accelerators={show(table)} is not valid; allowed: a mapping")
+        problems.append(f"{host}: nccl_env_accelerators={show(table)} is not valid; allowed: a mapping (role "
+                        "nccl_env fails on anything else)")  # fmt: skip
         return {}
     if not _names_a_key(name, table):
+        keys = ", ".join(sorted(map(str, table))) or (
+            f"no name, since nccl_env_accelerators={show(table)} is empty (role nccl_env fails on every "
+            f"nccl_env_accelerator); set nccl_env_accelerators, or leave it unset for role nccl_env's "
+            f"({', '.join(sorted(map(str, defaults)))})"
+        )
         problems.append(
-            f"{host}: nccl_env_accelerator={show(name)} is not a key of nccl_env_accelerators; "
-            f"allowed: {', '.join(sorted(map(str, table)))}"
+            f"{host}: nccl_env_accelerator={show(name)} is not a key of nccl_env_accelerators; allowed: {keys}"
         )
         return {}
     chosen = table[name] or {}
@@ -280,7 +295,16 @@ def _device_files(
     rdma = fabrics.is_rdma(fabric)
     variable = f"{PREFIX}rdma_device_files"
     if listed is not None:
-        unusable = [n for n in listed if not _RDMA_DEVICE_FILE.match(n.rsplit("/", 1)[-1])]
+        # A path elsewhere (/dev/infiniband_erdma/uverbs0, ../uverbs0) was cut to its name under rdma_dev_dir: the
+        # container got another directory's device, or none.
+        elsewhere = [n for n in listed if "/" in n and n.rsplit("/", 1)[0].rstrip("/") != settings.rdma_dev_dir]
+        if elsewhere:
+            cluster.problems.append(
+                f"{host}: {variable}={show(list(listed))} names {', '.join(elsewhere)}, outside "
+                f"{PREFIX}rdma_dev_dir={settings.rdma_dev_dir}; allowed: bare names (rdma_cm, uverbsN) or paths in "
+                f"{settings.rdma_dev_dir}, or set {PREFIX}rdma_dev_dir to the directory of the devices"
+            )
+        unusable = [n for n in listed if n not in elsewhere and not _RDMA_DEVICE_FILE.match(n.rsplit("/", 1)[-1])]
         if unusable:
             cluster.problems.append(
                 f"{host}: {variable}={show(list(listed))} names {', '.join(unusable)}, which NCCL does not "
@@ -346,10 +370,15 @@ def build_cluster(
         fabric_issues = fabric_problems(host.name, fabric)
         cluster.problems += [p.message for p in fabric_issues]
         fabric_name = "tcp" if fabric_issues else str(fabric)
-        profiles = variables.get("nccl_env_profiles") or default_profiles
+        # Set, even to {} or null, the table is the inventory's, never role nccl_env's defaults: the role looks the
+        # profile up in it (`nccl_env_profiles[nccl_env_profile] | default({})`), and so does render.
+        profiles = variables["nccl_env_profiles"] if "nccl_env_profiles" in variables else default_profiles
+        if profiles is None:
+            profiles = {}
+        profiles_refused = not isinstance(profiles, Mapping)
         if not isinstance(profiles, Mapping):
             cluster.problems.append(f"{host.name}: nccl_env_profiles={show(profiles)} is not valid; allowed: a mapping")
-            profiles = default_profiles
+            profiles = {}
         # Unset (or null): the role's default, for the fabric profile checked above (tcp when it is not valid).
         given = variables.get("nccl_env_profile")
         profile = given if given is not None else role_defaults.evaluated_default(
@@ -361,10 +390,16 @@ def build_cluster(
                 f"{host.name}: nccl_env_profile={show(given)} is not valid for role nccl_env; allowed: "
                 f"{', '.join(fabrics.NAMES)} (its argument_specs' choices), or unset for the fabric's own"
             )
-        elif not _names_a_key(profile, profiles):
+        elif not _names_a_key(profile, profiles) and not profiles_refused:
+            if profiles:
+                allowed = ", ".join(sorted(map(str, profiles)))
+            else:  # the role gives the hosts no profile settings at all; the containers would get them from nowhere
+                allowed = (f"nccl_env_profiles={show(variables.get('nccl_env_profiles'))} has no profile, so role "
+                           "nccl_env gives the hosts none of the profile's NCCL settings; set nccl_env_profiles with "
+                           f"a {show(profile)} profile, or leave it unset for role nccl_env's")  # fmt: skip
             cluster.problems.append(
                 f"{host.name}: nccl_env_profile={show(profile)} is not a profile of nccl_env_profiles; "
-                f"allowed: {', '.join(sorted(map(str, profiles)))}"
+                f"allowed: {allowed}"
             )
         overrides = variables.get("nccl_env_overrides") or {}
         if not isinstance(overrides, Mapping):
@@ -388,10 +423,10 @@ def build_cluster(
                  if nccl_env.text_value_problem(key, value) is not None}  # fmt: skip
         # A control character, named by the variable that set it (workload_manifests_env's were named above).
         controlled = {key for key, value in env.items() if _CONTROL.search(value)}
-        accelerator_name = variables.get("nccl_env_accelerator") or role_defaults.default_of("nccl_env_accelerator")
+        chosen_accelerator = accelerator_name(variables)
         layers: list[tuple[str, object]] = [
             ("nccl_env_overrides", overrides), ("rdmaforge_topology", rails or {}),
-            (f"nccl_env_accelerators[{accelerator_name}]", accelerator),
+            (f"nccl_env_accelerators[{chosen_accelerator}]", accelerator),
             (f"nccl_env_profiles[{profile}]", profiles.get(profile) if _names_a_key(profile, profiles) else {}),
         ]  # fmt: skip
         left = controlled - set(settings.env)

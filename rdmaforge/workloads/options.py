@@ -18,7 +18,7 @@ from rdmaforge.plain_data import show, spec_bool, whole_number
 from rdmaforge.role_defaults import defaults
 from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads import KINDS
-from rdmaforge.workloads.k8s import SHM_VOLUME, is_multiple
+from rdmaforge.workloads.k8s import SHM_VOLUME, is_multiple, quantity_value
 
 ROLE_DIR = ROLES_DIR / "workload_manifests"
 ARGUMENT_SPECS_FILE = ROLE_DIR / "meta" / "argument_specs.yml"
@@ -71,6 +71,39 @@ _IMAGE_ALLOWED = (
     "characters or leading '-', such as nvcr.io/nvidia/pytorch:24.05-py3"
 )
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+#: The container resources Kubernetes names without a domain (IsStandardContainerResourceName, k8s.io/kubernetes
+#: pkg/apis/core/helper), besides hugepages-<size>.
+STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+HUGEPAGES_PREFIX = "hugepages-"
+_RESOURCE_NAMES_ALLOWED = (
+    "cpu, memory, ephemeral-storage, hugepages-<page size> (such as hugepages-1Gi), or a domain-prefixed extended "
+    "resource such as rdma/hca or nvidia.com/gpu (a qualified name: a DNS subdomain of 253 characters at most, '/', "
+    "a name of 63 at most), each with a quantity"
+)
+#: The largest int32, the type of a Deployment's or a Job's replica counts in the API.
+INT32_MAX = 2**31 - 1
+#: Blanks or control characters: a path or a program with them is not the word of a command line meant.
+_BLANK_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
+#: One entry of Open MPI's btl/oob_tcp_if_include: a Linux interface name (1-15 characters, IFNAMSIZ, no blank, '/'
+#: or ',') or a network in CIDR notation.
+_IF_ENTRY = re.compile(r"^(?:[^\s/,:]{1,15}|[0-9]{1,3}(?:\.[0-9]{1,3}){3}/[0-9]{1,2})\Z")
+
+
+def resource_name_problem(name: str) -> str | None:
+    """Why Kubernetes refuses ``name`` as a container resource (validateContainerResourceName), or None."""
+    if name in STANDARD_CONTAINER_RESOURCES:
+        return None
+    if name.startswith(HUGEPAGES_PREFIX):
+        size = quantity_value(name.removeprefix(HUGEPAGES_PREFIX))
+        if size is None or size <= 0 or size != int(size):
+            return "is not hugepages-<page size> with a page size such as 1Gi or 2Mi"
+        return None
+    if "/" not in name:
+        return "has no domain, and is not a standard resource for containers (Kubernetes refuses it)"
+    prefix, _, base = name.partition("/")
+    if not _RESOURCE_NAME.match(name) or len(prefix) > 253 or len(base) > 63 or name.startswith("requests."):
+        return "is not a qualified resource name (Kubernetes refuses it)"
+    return None
 
 
 def role_defaults() -> dict[str, Any]:
@@ -301,8 +334,12 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         r.bad(f"{PREFIX}name", "is longer than a DNS label", "63 characters at most")
     resources: dict[str, str] = {}
     for key, value in r.mapping(f"{PREFIX}k8s_extra_resources").items():
-        if not _RESOURCE_NAME.match(key) or as_quantity(value) is None:
-            r.bad(f"{PREFIX}k8s_extra_resources", f"has {key}={show(value)}", "resource names with quantities")
+        why = resource_name_problem(key)
+        if why is not None:
+            r.bad(f"{PREFIX}k8s_extra_resources", f"names {show(key)}, which {why}", _RESOURCE_NAMES_ALLOWED)
+        elif as_quantity(value) is None:
+            r.bad(f"{PREFIX}k8s_extra_resources", f"has {key}={show(value)}, which is not a quantity",
+                  _RESOURCE_NAMES_ALLOWED)  # fmt: skip
         else:
             resources[key] = str(value)
     host_paths: list[HostPath] = []
@@ -318,6 +355,12 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         r.bad(f"{PREFIX}mpijob_host_paths", "is not valid", "a list of {name: <DNS-1123 label>, path: /absolute}")
     else:
         host_paths = [HostPath(str(p["name"]), str(p["path"])) for p in raw_paths]
+        # validateHostPathVolumeSource (validatePathNoBacksteps): the API refuses a path with a '..' element.
+        backsteps = [p.path for p in host_paths if ".." in p.path.split("/")]
+        if backsteps:
+            r.bad(f"{PREFIX}mpijob_host_paths", f"has {', '.join(backsteps)}, with a '..' element (Kubernetes refuses "
+                  "a hostPath that contains '..')", "absolute paths without '..', such as /sys")  # fmt: skip
+            host_paths = []
         # Each becomes a volume and a mount beside the shared-memory one (dshm at /dev/shm): a name or a path given
         # twice makes a pod the API server refuses.
         names = [p.name for p in host_paths] + [SHM_VOLUME]
@@ -360,7 +403,7 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         acs_gpu_model=r.optional_string(f"{PREFIX}acs_gpu_model", allowed="an ACS GPU model"),
         acs_compute_class=r.choice(f"{PREFIX}acs_compute_class", ACS_COMPUTE_CLASSES),
         acs_compute_qos=r.choice(f"{PREFIX}acs_compute_qos", ACS_COMPUTE_QOS),
-        acs_replicas=r.optional_integer(f"{PREFIX}acs_replicas", 1),
+        acs_replicas=r.optional_integer(f"{PREFIX}acs_replicas", 1, INT32_MAX),
         acs_cpu=r.quantity(f"{PREFIX}acs_cpu") or "0",
         acs_memory=r.quantity(f"{PREFIX}acs_memory") or "0",
         k8s_privileged=r.boolean(f"{PREFIX}k8s_privileged"),
@@ -370,7 +413,7 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         mpijob_api_version=r.choice(f"{PREFIX}mpijob_api_version", MPIJOB_API_VERSIONS),
         mpijob_program=r.strings(f"{PREFIX}mpijob_program", allow_empty=False),
         mpijob_mpirun_args=r.strings(f"{PREFIX}mpijob_mpirun_args"),
-        mpijob_tcp_if_include=r.string(f"{PREFIX}mpijob_tcp_if_include"),
+        mpijob_tcp_if_include=_interfaces(r, f"{PREFIX}mpijob_tcp_if_include"),
         mpijob_worker_command=r.optional_strings(f"{PREFIX}mpijob_worker_command", allow_empty=False),
         mpijob_hugepages_1gi=hugepages,
         mpijob_memory=r.quantity(f"{PREFIX}mpijob_memory", optional=True),
@@ -384,11 +427,38 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
 _BELOW_ROOT = re.compile(r"^/.*[^/]")
 
 
+def _interfaces(r: Reader, name: str) -> str:
+    """Open MPI's btl_tcp_if_include / oob_tcp_if_include: a comma-separated list of interfaces (or CIDR networks).
+    "eth0 eth1" would be one interface name to Open MPI, and none matches it."""
+    allowed = ("a comma-separated list of interface names (1-15 characters, no blank, '/' or ':') or CIDR networks, "
+               "such as eth0 or eth0,bond0 or 192.168.0.0/16")  # fmt: skip
+    text = r.string(name, allowed=allowed)
+    if text and not all(_IF_ENTRY.match(entry) for entry in text.split(",")):
+        r.bad(name, "is not a list of interfaces", allowed)
+        return ""
+    return text
+
+
+def _command_path(r: Reader, name: str, example: str, colon: bool = False) -> str:
+    """An absolute path that becomes a word of a command line (docker's binary, --device=<dir>/<file>)."""
+    without = "blanks, control characters or ':'" if colon else "blanks or control characters"
+    allowed = f"an absolute path below / without {without}, such as {example}"
+    # "/" is no directory of devices nor a binary: rstrip("/") made it "", which became the default path unnamed
+    text = r.string(name, _BELOW_ROOT, allowed)
+    if text and _BLANK_OR_CONTROL.search(text):
+        r.bad(name, "holds a blank or a control character (one word of the command line, not a path with options)",
+              allowed)  # fmt: skip
+        return ""
+    if text and colon and ":" in text:
+        r.bad(name, "holds ':', which docker's --device reads as host:container:permissions", allowed)
+        return ""
+    return text
+
+
 def read_node_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> NodeSettings:
     r = Reader(host, values, problems)
-    # "/" is no directory of devices nor a binary: rstrip("/") made it "", which became the default path unnamed
-    dev_dir = r.string(f"{PREFIX}rdma_dev_dir", _BELOW_ROOT, "an absolute path below / such as /dev/infiniband")
-    binary = r.string(f"{PREFIX}docker_binary", _BELOW_ROOT, "an absolute path below / such as /usr/bin/docker")
+    dev_dir = _command_path(r, f"{PREFIX}rdma_dev_dir", "/dev/infiniband", colon=True)
+    binary = _command_path(r, f"{PREFIX}docker_binary", "/usr/bin/docker")
     return NodeSettings(
         gpus_per_node=r.optional_integer(f"{PREFIX}gpus_per_node", 1, MAX_GPUS),
         rdma_dev_dir=dev_dir.rstrip("/") or "/dev/infiniband",

@@ -90,14 +90,15 @@ def plan(cluster: Cluster, kinds: Iterable[str] | None = None) -> Plan:
         result.problems += problems
         if job is not None:
             files.append(_manifest(f"acs/{name}.yaml", acs.manifest(cluster, job), acs.summary(job, settings.acs_kind)))
+    # One check of every hugepages limit of the Kubeflow pods, whichever variable brings it.
+    hugepages_problems, hugepages_warnings = kubeflow.hugepages_findings(
+        cluster, [title for kind, title, _ in KUBEFLOW_KINDS if kind in wanted])  # fmt: skip
+    result.problems += hugepages_problems
+    result.warnings += hugepages_warnings
     for kind, title, build in KUBEFLOW_KINDS:
         if kind in wanted:
             shape, problems = kubeflow.check(cluster, title)
             result.problems += problems
-            if kind == "mpijob":
-                hugepages_problems, hugepages_warnings = kubeflow.hugepages_findings(cluster)
-                result.problems += hugepages_problems
-                result.warnings += hugepages_warnings
             if shape is not None:
                 summary = kubeflow.summary(title, settings, shape)
                 files.append(_manifest(f"{kind}/{name}.yaml", build(settings, shape), summary))

@@ -8,6 +8,7 @@ template module's too): ``trim_blocks`` on, and the file's final newline kept.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -59,24 +60,71 @@ def render_file(env: jinja2.Environment, planned: PlannedFile) -> str:
     return env.get_template(planned.template).render({CONTEXT_NAME: planned.context})
 
 
-def write(plan: Plan, out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> list[Path]:
-    """Write every planned file under ``out_dir`` (created as needed); returns the paths written.
+#: The directories of the output that hold only rendered files (one per kind).
+KIND_DIRECTORIES = ("docker", "acs", "mpijob", "pytorchjob")
+
+
+def write_files(plan: Plan, out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> tuple[list[Path], set[Path]]:
+    """Write every planned file under ``out_dir`` (created as needed), leaving alone a file that already has the
+    content and mode planned (its mtime kept, as the role's text_file does). Returns every planned path, and those
+    of them left unchanged.
 
     Each file is written to a temporary file beside it and renamed over the path, as the role's file module does: a
     symbolic link already at the path is replaced, never written through (the CLI refuses one before writing)."""
     env = environment(templates_dir)
-    written = []
+    paths: list[Path] = []
+    unchanged: set[Path] = set()
     for planned in plan.files:
         path = out_dir / planned.path
+        content = render_file(env, planned)
+        mode = int(planned.mode, 8)
+        paths.append(path)
+        if _holds(path, content, mode):
+            unchanged.add(path)
+            continue
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:
             with os.fdopen(handle, "w") as stream:
-                stream.write(render_file(env, planned))
-                os.fchmod(stream.fileno(), int(planned.mode, 8))
+                stream.write(content)
+                os.fchmod(stream.fileno(), mode)
             os.replace(temporary, path)
         except BaseException:
             os.unlink(temporary)
             raise
-        written.append(path)
-    return written
+    return paths, unchanged
+
+
+def _holds(path: Path, content: str, mode: int) -> bool:
+    """Whether ``path`` is a regular file (not a link) with exactly ``content`` and permission bits ``mode``."""
+    try:
+        found = path.lstat()
+        if not stat.S_ISREG(found.st_mode) or stat.S_IMODE(found.st_mode) != mode:
+            return False
+        return path.read_bytes() == content.encode()
+    except (OSError, ValueError):
+        return False
+
+
+def write(plan: Plan, out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> list[Path]:
+    """write_files, returning every planned path (written or already up to date)."""
+    return write_files(plan, out_dir, templates_dir)[0]
+
+
+def stale_files(plan: Plan, out_dir: Path) -> list[Path]:
+    """Files under the output's kind directories (docker/, acs/, mpijob/, pytorchjob/) that ``plan`` does not
+    write: an earlier render's, for a job renamed, a node gone or a kind dropped. `kubectl apply -f out/mpijob/`
+    would start them too. Listed, never removed (they may be someone's own)."""
+    planned = {out_dir / f.path for f in plan.files}
+    found = []
+    for directory in KIND_DIRECTORIES:
+        top = out_dir / directory
+        if top.is_symlink() or not top.is_dir():
+            continue
+        for root, dirs, files in os.walk(top):
+            dirs.sort()
+            for name in sorted(files):
+                path = Path(root) / name
+                if path not in planned and not name.startswith("."):
+                    found.append(path)
+    return found

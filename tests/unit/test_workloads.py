@@ -875,6 +875,9 @@ def test_unprivileged_host_network_pods_with_an_rdma_resource_validate() -> None
         "k8s_extra_resources": {"rdma/hca": 1},
         "mpijob_hugepages_1gi": None,
         "mpijob_host_paths": [],
+        # On the node's network, port 22 is the node's sshd: the workers' sshd and the launcher's ssh use another.
+        "mpijob_worker_command": ["/usr/sbin/sshd", "-De", "-p", "2222"],
+        "mpijob_mpirun_args": ["--mca", "plm_rsh_args", "-p 2222"],
     }
     plan = ok_plan(host("n1", "roce", **options), host("n2", "roce", **options), kinds=["mpijob", "pytorchjob"])
     for document in plan.manifests.values():
@@ -918,7 +921,9 @@ def test_mpijob_resources_set_twice_are_refused_not_one_silently_dropped(key: st
     extra = {"k8s_extra_resources": {key: "10Gi"}}  # the defaults set mpijob_memory 100Gi, hugepages 50Gi
     line = single_problem(cluster_plan(host("n1", **extra), kinds=["mpijob"]), key, f"workload_manifests_{option}")
     assert line.startswith("n1: ") and "10Gi" in line and "allowed:" in line
-    # the PyTorchJob has no memory or hugepages option of its own: there the extra resource is the only one
+    # the PyTorchJob has no memory or hugepages option of its own: there the extra resource is the only one (with
+    # hugepages, beside a cpu limit: the API refuses hugepages without cpu or memory)
+    extra = {"k8s_extra_resources": {key: "10Gi", **({"cpu": "8"} if key.startswith("hugepages-") else {})}}
     limits = container(manifest(ok_plan(host("n1", **extra), kinds=["pytorchjob"]), "pytorchjob")["spec"][
         "pytorchReplicaSpecs"]["Master"]["template"])["resources"]["limits"]  # fmt: skip
     assert limits[key] == "10Gi"
