@@ -27,6 +27,7 @@ from rdmaforge.nccl_tests.model import (
     normalize_collective,
     ranks_from_devices,
 )
+from rdmaforge.nccl_tests.parser import sweep_length, sweep_order_problem
 
 _CLOSERS = {"{": "}", "[": "]"}
 # Strings (escapes included) and the structural characters; anything else is skipped by the scanner.
@@ -203,8 +204,34 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
         elif not (repaired and index == len(items) - 1) and (size := _unreadable_size(item)) is not None:
             run.rows.note_invalid(size)  # a record that measured a size but cannot be read is not left out
     _read_footer(run, doc)
-    run.split_problem = average_mismatch(run)
+    sweep = _sweep(doc.get("config"))
+    run.expected_rows = sweep_length(*sweep) if sweep is not None else None
+    run.split_problem = sweep_order_problem(run.rows, sweep) or average_mismatch(run)
     return run
+
+
+def _sweep(config: Any) -> tuple[int, int, int, bool] | None:
+    """minBytes, maxBytes, step and whether the step is a factor, from ``config`` (what the text log's nThread line
+    says); None when one is missing or no integer. nccl-tests writes ``step_factor`` when it is above 1, else
+    ``step_bytes``. A ``# Reducing maxBytes`` (memory limit) comes after the config and is not in the document."""
+    if not isinstance(config, dict):
+        return None
+    low, high = _size_value(config.get("minimum_bytes")), _size_value(config.get("maximum_bytes"))
+    factor, step = _size_value(config.get("step_factor")), _size_value(config.get("step_bytes"))
+    if low is None or high is None:
+        return None
+    if factor is not None and factor > 1:
+        return low, high, factor, True
+    if step is not None:
+        return low, high, step, False
+    return None
+
+
+def _size_value(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value >= 0 else None
+    number = _number(value)
+    return int(number) if number is not None and number.is_integer() and number >= 0 else None
 
 
 def _unreadable_size(item: Any) -> int | None:

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import compress
+from operator import le
 
 from rdmaforge.nccl_tests import accel
 from rdmaforge.nccl_tests.interleave import route
@@ -30,7 +34,7 @@ from rdmaforge.nccl_tests.model import (
     normalize_collective,
     ranks_from_devices,
 )
-from rdmaforge.nccl_tests.rowstore import RowStore
+from rdmaforge.nccl_tests.rowstore import _RECORD, RowStore
 from rdmaforge.nccl_tests.transport import Transport, add_channels, read_message
 
 _VERSION_LINE = re.compile(
@@ -406,7 +410,7 @@ class _RunState:
     __slots__ = (
         "run", "layout", "seen_nthread", "seen_starting", "max_rank", "gpus_per_process", "library_version",
         "info_version", "compiled_with", "traces", "fast", "rank_pids", "rank_hosts", "interleaved", "last_size",
-        "footer_done", "repeated_size", "sweep",
+        "footer_done", "repeated_size", "sweep", "after_footer",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -432,6 +436,8 @@ class _RunState:
         self.repeated_size: int | None = None
         #: minBytes, maxBytes, step and whether the step is a factor, from the nThread line; None without one.
         self.sweep: tuple[int, int, int, bool] | None = None
+        #: Size of the first row that came after the run's ``# Avg bus bandwidth`` footer (not stored in the run).
+        self.after_footer: int | None = None
 
     @property
     def has_table(self) -> bool:
@@ -463,10 +469,14 @@ class _RunState:
             # Without a primary failure line, the `` .. Test failure`` stack is what says the run failed.
             run.errors = list(self.traces)
         if self.repeated_size is not None and not self.interleaved:
+            run.split_problem = repeated_size_problem(self.repeated_size)
+        if self.after_footer is not None and run.split_problem is None:
             run.split_problem = (
-                f"two rows of {self.repeated_size} bytes follow each other: the output of more than one "
-                "nccl-tests process is mixed in this run and cannot be split; give each process its own log"
+                f"a row of {self.after_footer} bytes comes after the run's 'Avg bus bandwidth' line, where its sweep "
+                "has ended: the output of more than one nccl-tests process or run is mixed in this run"
             )
+        if run.split_problem is None:
+            run.split_problem = sweep_order_problem(run.rows, self.sweep)
         mismatch = average_mismatch(run)
         if mismatch is not None and run.split_problem is None:
             run.split_problem = mismatch
@@ -563,7 +573,8 @@ class TextParser:
                 state = self._state
                 spec = None
                 if state is not None and state.layout is not None:
-                    spec = self._fast_for(state).spec
+                    # After the footer, rows come back to _try_row (which does not store them), one at a time.
+                    spec = _DECLINE_ROWS if state.footer_done else self._fast_for(state).spec
                 kind, start, end, after, info, gdr, host = scan(block, pos, state, spec, messages, channels)
                 if info:
                     transport.info_lines += info
@@ -790,6 +801,8 @@ class TextParser:
         if state is None or state.layout is None:
             return False
         layout = state.layout
+        if state.footer_done:
+            return self._row_after_footer(state, line, layout)
         fast = self._fast_for(state)
         tokens = line.split()
         if len(tokens) == fast.width and fast.parse(tokens, state.run.rows):
@@ -814,12 +827,26 @@ class TextParser:
         state = self._current()
         if state is None or state.layout is None:
             return False
+        if state.footer_done:
+            return self._row_after_footer(state, line, state.layout)
         row = parse_row(line, state.layout)
         if row is not None and not row_agrees(row):
             state.run.rows.note_invalid(row.size)
             self._after_row(state, row.size)
             return True
         return self._try_row(line)
+
+    @staticmethod
+    def _row_after_footer(state: _RunState, line: str, layout: Layout) -> bool:
+        """A row after the run's footer: the sweep has ended, so it is another process's or run's. It is not stored
+        (the run's numbers stay its own) but it makes the run incomplete. False when the line is no row."""
+        row = parse_row(line, layout)
+        size = row.size if row is not None else unmeasured_row_size(line.split(), layout)
+        if size is None:
+            return False
+        if state.after_footer is None:
+            state.after_footer = size
+        return True
 
     @staticmethod
     def _fast_for(state: _RunState) -> _FastRow:
@@ -917,6 +944,64 @@ class TextParser:
         hint = _COMMAND_HINT.search(line)
         if hint is not None:
             self._pending_collective = normalize_collective(hint.group(1))
+
+
+#: A row spec the C accelerator cannot use (_fastrows.c parse_spec): it hands every row line back to feed().
+_DECLINE_ROWS = (False, 3, 1, (), (-1, -1, -1, -1, -1), (-1, -1, -1, -1, -1), 1.0)
+_RECORD_BYTES = _RECORD.size
+
+
+def sweep_order_problem(rows: RowStore, sweep: tuple[int, int, int, bool] | None) -> str | None:
+    """Why the sizes of ``rows`` (in arrival order) are not one sweep, or whole sweeps one after the other, of the
+    run's nThread line (``sweep``: minBytes, maxBytes, step, by factor); None when they are.
+
+    nccl-tests measures its sizes in increasing order from minBytes to maxBytes, and repeats the whole sweep for
+    ``-N`` cycles, each datatype of ``-d all`` and each op of ``-o all``: each repetition starts again at minBytes
+    (a printed size is the asked size rounded down to whole elements, so at most minBytes). A size that goes back
+    to more than minBytes, or one above maxBytes, is another process's or run's row mixed into this run. Without
+    an nThread line the first row's size stands for minBytes. Sizes are read from the packed rows in bulk (8 bytes
+    of each record), so the check costs a few operations a row in C, not a Python loop over the rows."""
+    low, high = (sweep[0], sweep[1]) if sweep is not None else (None, None)
+    previous = -1
+    for chunk in rows.record_chunks():
+        count = len(chunk) // _RECORD_BYTES
+        if not count:
+            continue
+        column = bytearray(8 * count)
+        for byte in range(8):  # the little-endian size that opens each record
+            column[byte::8] = chunk[byte : count * _RECORD_BYTES : _RECORD_BYTES]
+        sizes = array("q")
+        sizes.frombytes(column)
+        if sys.byteorder != "little":
+            sizes.byteswap()
+        if low is None:
+            low = sizes[0]
+        if high is not None and max(sizes) > high:
+            above = next(size for size in sizes if size > high)
+            return (
+                f"a row of {above} bytes, above the {high} bytes (maxBytes) its nThread line announces: the output "
+                "of more than one nccl-tests process or run is mixed in this run"
+            )
+        backs = compress(range(1, count), map(le, sizes[1:], sizes))  # each i where sizes[i] <= sizes[i - 1]
+        for at, before in ((0, previous), *((i, sizes[i - 1]) for i in backs)):
+            if before == sizes[at] > 0:  # only 0-byte rows repeat (from rounding)
+                return repeated_size_problem(before)
+            if before > sizes[at] > low:
+                return (
+                    f"a row of {sizes[at]} bytes follows one of {before} bytes: a sweep goes to larger sizes and "
+                    f"starts again only at its first size ({low} bytes, minBytes), so the output of more than one "
+                    "nccl-tests process or run is mixed in this run"
+                )
+        previous = sizes[-1]
+    return None
+
+
+def repeated_size_problem(size: int) -> str:
+    """A sweep never measures a size twice in a row (only 0-byte rows repeat, from rounding)."""
+    return (
+        f"two rows of {size} bytes follow each other: the output of more than one nccl-tests process is mixed in "
+        "this run and cannot be split; give each process its own log"
+    )
 
 
 def sweep_length(low: int, high: int, step: int, by_factor: bool) -> int | None:
