@@ -300,6 +300,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     collectives: dict[str, Any] = {}
     transports: dict[str, Transport | None] = {}  # each collective's own evidence; None: its log is missing
     kept_to: dict[str, list[str]] = {}  # each log whose runs kept their ranks on one node: those nodes
+    unproven: dict[str, str] = {}  # each log whose judged run has no INFO lines of its own: why it proves nothing
     for name in nccl.get("collectives", []):
         log = run_dir / f"nccl-{name}.log"
         # Only a regular file is read: a pipe left in the run directory would block the report, a link to a device
@@ -315,6 +316,10 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
         last, missing = run_of(runs, name, log.name)
+        if last is not None and last.info_lines == 0 and any(r.info_lines for r in runs if r is not last):
+            # A rerun appended without NCCL_DEBUG=INFO: the log's INFO lines are an earlier run's, not the judged one's.
+            unproven[name] = (f"cannot check the transport: the last {name} run in {log.name} printed no NCCL INFO "
+                              "lines of its own (those in the log are an earlier run's)")  # fmt: skip
         if report is None and log.exists():
             missing = (f"{log.name} is no regular file (a pipe, a device or a directory): not read, so {name}'s "
                        "output is not in the run directory")  # fmt: skip
@@ -379,7 +384,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         components.append(Component("transport", "transport", "skipped", "no nccl-tests log to read it from"))
     else:
         transport = merge_transports(present)  # the evidence of all logs, shown; each log is judged on its own
-        judged = {name: collective_transport(name, own, fabric, kept_to.get(name)) for name, own in transports.items()}
+        judged = {name: collective_transport(name, own, fabric, kept_to.get(name), unproven.get(name))
+                  for name, own in transports.items()}  # fmt: skip
         status, parts = transport_status_of(judged)
         combined = combined_verdict(list(judged.values()), parts)
         transport_dict = transport.to_dict()
@@ -393,12 +399,22 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
 
 
 def collective_transport(
-    name: str, transport: Transport | None, fabric: str, one_node: Sequence[str] | None = None
+    name: str,
+    transport: Transport | None,
+    fabric: str,
+    one_node: Sequence[str] | None = None,
+    unproven: str | None = None,
 ) -> TransportVerdict:
     """The transport verdict of one collective, from its own log only: another collective's log saying IB says
     nothing about a log cut before NCCL's INFO lines (or one without them). A missing log is no evidence either;
     a log whose runs each kept their ranks on one node (``one_node``: those nodes) can fail, never pass, as
-    nccl-report judges it (within_one_node)."""
+    nccl-report judges it (within_one_node). ``unproven``: why the log's evidence is not the judged run's (its INFO
+    lines are an earlier run's): a fallback they show still fails, nothing else is judged."""
+    if unproven is not None and transport is not None:
+        earlier = verdict(transport, fabric)
+        if earlier.failed:
+            return earlier
+        return replace(verdict(Transport(), fabric), messages=(unproven,))
     if one_node and transport is not None:
         return within_one_node(transport, fabric, one_node)
     judged = verdict(transport or Transport(), fabric)

@@ -114,7 +114,12 @@ def run(args: argparse.Namespace) -> int:
     for name in args.files:
         runs_in_file = 0
         source = "<stdin>" if name == "-" else name
+        silent: list[str] = []  # runs of this file with a table and no NCCL INFO lines of their own
+        evidenced = False  # whether any run of this file has some
         for item in _runs_of(name, transports):
+            if item.has_table and item.info_lines == 0:
+                silent.append(f"run {runs_in_file + 1} ({item.collective or 'unknown collective'})")
+            evidenced = evidenced or bool(item.info_lines)
             statuses.add(item.status)
             nodes.setdefault(source, OneNodeRuns()).add(item.rank_hosts)
             if args.json:
@@ -127,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
             runs_in_file += 1
         if not runs_in_file:
             empty.append(name)
+        if silent and evidenced:
+            # One run's INFO lines prove nothing of another's (a rerun appended without NCCL_DEBUG=INFO): judged as a
+            # log of its own, without evidence, as the same run in a file of its own is.
+            transports.append((f"{source}, {', '.join(silent)}", Transport()))
     transport = merge_transports(t for _, t in transports)
     one_host = {source: kept for source, fold in nodes.items() if (kept := fold.kept_to) is not None}
     judged = verdict_of_logs(transports, args.fabric, one_host) if args.fabric else None

@@ -102,6 +102,10 @@ class Run:
     #: Why the run's lines cannot be told apart from another process's (several non-MPI processes writing
     #: one file); such a run is never ok.
     split_problem: str | None = None
+    #: NCCL INFO lines the log printed for this run (from the previous run's end to this one's); None where they
+    #: cannot be told apart (JSON, processes writing one file at once). One run's INFO lines say nothing of
+    #: another's transport: a rerun appended to a log without NCCL_DEBUG=INFO proves none. Not part of ``to_dict``.
+    info_lines: int | None = None
 
     @property
     def status(self) -> RunStatus:

@@ -509,6 +509,11 @@ class TextParser:
         # Start of a row whose rest went to the next line because an NCCL line was glued onto it.
         self._fragment: str | None = None
         self.transport = Transport()
+        #: transport.info_lines when the last run ended: the lines after it are the next run's.
+        self._info_mark = 0
+        #: "NCCL version" lines read (counted in info_lines, but printed at every debug level), and at the last end.
+        self._version_lines = 0
+        self._version_mark = 0
         #: Runs open together (interleave.py), in start order; empty for the usual one-run-at-a-time file.
         self._lanes: list[_RunState] = []
 
@@ -517,12 +522,20 @@ class TextParser:
         finished, self._finished = self._finished, []
         return finished
 
+    def _finish(self, state: _RunState) -> Run:
+        """``state``'s run, ended, with the NCCL INFO lines read since the previous run ended (its own)."""
+        run = state.finish()
+        # "NCCL version X" is printed without NCCL_DEBUG=INFO too: it is no evidence of the transport
+        run.info_lines = (self.transport.info_lines - self._info_mark) - (self._version_lines - self._version_mark)
+        self._info_mark, self._version_mark = self.transport.info_lines, self._version_lines
+        return run
+
     def close(self) -> list[Run]:
         """End of input: the runs not yet taken, the last one included."""
         if self._lanes:
             self._end_group()
         elif self._state is not None:
-            self._finished.append(self._state.finish())
+            self._finished.append(self._finish(self._state))
         self._state = None
         return self.take_finished()
 
@@ -531,7 +544,7 @@ class TextParser:
         tabled = [lane for lane in lanes if lane.layout is not None]
         pids = sorted({pid for lane in lanes for pids in lane.rank_pids.values() for pid in pids})
         for lane in lanes:
-            run = lane.finish()
+            run = lane.finish()  # processes writing at once: whose INFO lines are whose cannot be told (None)
             if len(tabled) >= 2:
                 add_unique(
                     run.warnings,
@@ -540,6 +553,7 @@ class TextParser:
                     "may belong to another of these runs",
                 )
             self._finished.append(run)
+        self._info_mark, self._version_mark = self.transport.info_lines, self._version_lines  # the next run's start
 
     def runs(self) -> list[Run]:
         """Every run (for callers that feed everything first and never called take_finished)."""
@@ -686,7 +700,7 @@ class TextParser:
             if previous.may_interleave():
                 self._lanes = [previous]  # a run starts before the previous one printed its table
             else:
-                self._finished.append(previous.finish())
+                self._finished.append(self._finish(previous))
         state = _RunState()
         if self._lanes:
             self._lanes.append(state)
@@ -929,6 +943,7 @@ class TextParser:
             # A warning alone is no run: before the first banner it waits for the run that follows.
             add_unique(state.run.warnings if state is not None else self._pending_warnings, nccl.message)
         elif nccl.message.startswith("NCCL version "):
+            self._version_lines += 1
             self._on_nccl_version(nccl.message.split()[2])
 
     def _on_nccl_version(self, text: str) -> None:

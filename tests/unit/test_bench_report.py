@@ -731,6 +731,28 @@ def test_each_collectives_own_log_must_show_the_transport(tmp_path: Path, shared
     assert "alltoall: cannot check the transport: nccl-alltoall.log is missing" in str(transport["reason"])
 
 
+def test_a_rerun_without_info_lines_does_not_borrow_the_earlier_runs_transport(
+    tmp_path: Path, socket_log: Path
+) -> None:
+    """10 (Socket, with its NCCL INFO lines) and then the same run again without them, appended to one log (a rerun
+    without NCCL_DEBUG=INFO): the collective is judged by its last run, and the first run's INFO lines passed the
+    transport for it. One run's lines say nothing of another's: not judged, named; a fallback they show still fails."""
+    text = socket_log.read_text()
+    rerun = "\n".join(line for line in text.splitlines() if "NCCL INFO" not in line) + "\n"
+    assert "NCCL INFO" in text and "NCCL INFO" not in rerun
+    alone = render(make_run(tmp_path / "alone", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE))
+    assert component(alone, "transport")["status"] == "pass"
+    log = tmp_path / "two-runs.log"
+    log.write_text(text + rerun)
+    results = render(make_run(tmp_path / "two", "tcp", log, line_rate_gbps=SOCKET_LINE_RATE))
+    transport = component(results, "transport")
+    assert transport["status"] == "not_judged" and results["verdict"] != "pass", transport
+    assert transport["reason"] == ("cannot check the transport: the last all_reduce run in nccl-all_reduce.log "
+                                   "printed no NCCL INFO lines of its own (those in the log are an earlier run's)")
+    failed = render(make_run(tmp_path / "ib", "infiniband", log))
+    assert component(failed, "transport")["status"] == "fail"  # the first run's fallback to sockets still counts
+
+
 def test_one_collectives_rdma_does_not_stand_for_another_log_without_evidence(tmp_path: Path, shared_dir: Path) -> None:
     """01 with its network renamed to NCCL's verbs transport (IB: as in the warning test above) for all_reduce, and 05
     (no NCCL INFO line) for alltoall: all_reduce's IB counted for alltoall, both judged RDMA."""

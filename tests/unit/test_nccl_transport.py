@@ -383,11 +383,16 @@ def test_unknown_transport_is_not_a_pass(capsys: pytest.CaptureFixture[str]) -> 
 
 @needs_corpus
 def test_warn_transport_is_not_a_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """File 05's runs are clean (INDEX.md); with RoCE INFO lines whose GPUDirect RDMA is off, the verdict warns."""
+    """File 05's runs are clean (INDEX.md); with RoCE INFO lines whose GPUDirect RDMA is off before its first run,
+    that run's verdict warns. Its second run (sendrecv) printed no INFO lines of its own: the first run's lines say
+    nothing of it, so the file's verdict is unknown (it was WARN, the first run's evidence standing for both)."""
     log = tmp_path / "roce.log"
     log.write_text(ROCE_NO_GDR + (CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text())
     assert main(["nccl-report", "--fabric", "roce", str(log)]) == ExitCode.INCOMPLETE
-    assert "verdict (roce): WARN" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "verdict (roce): UNKNOWN" in out
+    assert f"{log}: NCCL used IB as fabric profile 'roce' expects" in out and "GPUDirect RDMA is off" in out, out
+    assert f"{log}, run 2 (sendrecv): cannot check the transport: no NCCL INFO lines" in out, out
     assert main(["nccl-report", str(log)]) == ExitCode.OK
 
 
@@ -457,3 +462,24 @@ def test_a_foreign_network_on_some_ranks_fails() -> None:
     assert judged.status == "fail"
     assert judged.messages[0].endswith("used AWS Libfabric on some ranks (others used IB): not the fabric the profile "
                                        "was built for")  # fmt: skip
+
+
+@needs_corpus
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_each_run_counts_the_info_lines_printed_for_it(accelerated: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log's NCCL INFO lines belong to the run they follow the start of: 01 alone has all of its own; with its
+    table run again without them appended (a rerun without NCCL_DEBUG=INFO), the second run has none. The same with
+    and without the parser's C accelerator."""
+    from rdmaforge.nccl_tests import accel, parse
+
+    if not accelerated:
+        monkeypatch.setattr(accel, "fast", None)
+
+    text = (CORPUS / "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt").read_text()
+    own = sum(1 for line in text.splitlines() if "NCCL INFO" in line)  # "NCCL version" is no INFO line
+    (alone,) = parse(text).runs
+    assert own > 0 and alone.info_lines == own
+    rerun = "\n".join(line for line in text.splitlines() if "NCCL INFO" not in line) + "\n"
+    first, second = parse(text + rerun).runs
+    assert (first.info_lines, second.info_lines) == (own, 0)
+
