@@ -55,3 +55,44 @@ def test_a_command_that_is_another_mpis_file_is_refused_in_check_mode_as_in_a_ru
         said = " ".join(proc.stdout.split())
         assert f"localhost: {other} is a file, not links, so another MPI is installed there" in said, said[-3000:]
     assert other.read_text() == "#!/bin/sh\necho another MPI\n" and not (tmp_path / "local-bin" / "mpiexec").exists()
+
+
+def test_a_command_that_is_a_link_to_another_mpi_is_refused_and_kept(tmp_path: Path) -> None:
+    """A link to another MPI (outside mpi_bin_dir) was re-pointed at rdmaforge's without a word, and reset then removed
+    it (it led into mpi_bin_dir by then). Refused by name like a file, in check mode as in a run; it stays as it was."""
+    other_bin = tmp_path / "openmpi-4.1" / "bin"
+    other_bin.mkdir(parents=True)
+    (other_bin / "mpirun").write_text("#!/bin/sh\necho openmpi 4.1\n")
+    (tmp_path / "local-bin").mkdir()
+    users = tmp_path / "local-bin" / "mpirun"
+    users.symlink_to(other_bin / "mpirun")
+    for extra in (["--check"], []):
+        proc = link_run(tmp_path, *extra)
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        said = " ".join(proc.stdout.split())
+        assert f"localhost: {users} -> {other_bin / 'mpirun'} is a link to another MPI" in said, said[-3000:]
+        assert users.is_symlink() and users.readlink() == other_bin / "mpirun"
+        assert not (tmp_path / "local-bin" / "mpiexec").exists()
+
+
+def test_a_dangling_link_to_another_mpi_is_refused_too(tmp_path: Path) -> None:
+    (tmp_path / "local-bin").mkdir()
+    users = tmp_path / "local-bin" / "mpiexec"
+    users.symlink_to(tmp_path / "gone-mpi" / "bin" / "mpiexec")
+    proc = link_run(tmp_path)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert f"{users} -> {tmp_path / 'gone-mpi' / 'bin' / 'mpiexec'} is a link to another MPI" in " ".join(
+        proc.stdout.split()
+    ), proc.stdout[-3000:]
+    assert users.readlink() == tmp_path / "gone-mpi" / "bin" / "mpiexec"
+
+
+def test_rdmaforges_own_links_spelt_relative_are_not_refused(tmp_path: Path) -> None:
+    """A link into mpi_bin_dir (relative text, resolving there) is rdmaforge's: accepted, and the run goes on."""
+    (tmp_path / "local-bin").mkdir()
+    (tmp_path / "openmpi" / "bin").mkdir(parents=True)
+    (tmp_path / "local-bin" / "mpirun").symlink_to(Path("..") / "openmpi" / "bin" / "mpirun")
+    proc = link_run(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for name in COMMANDS:
+        assert (tmp_path / "local-bin" / name).resolve() == tmp_path / "openmpi" / "bin" / name

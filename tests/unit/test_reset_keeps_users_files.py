@@ -1,0 +1,200 @@
+"""`rdmaforge reset` takes back what rdmaforge wrote and nothing else ("a file it did not write stays"), run for real on
+this machine (ansible_connection=local, every path under tmp_path):
+
+- nccl_env: a node's own /etc/nccl.conf is kept before the converge writes over it and put back by the withdrawal;
+  a file rdmaforge created is removed. A second converge changes nothing (and keeps the node's text, not
+  rdmaforge's, as the original); check mode reports the same changes and makes none.
+- build_once (nccl_build's withdrawal): a `current`/`previous` link of the user's own stays; only links that lead
+  to a build rdmaforge installed (a directory holding .rdmaforge-build.json) go.
+- hugepages: a reboot-pending marker from an earlier boot (the reboot happened) is removed, so reset can remove
+  rdmaforge's state directory; a marker of the current boot (the reboot still pending) stays.
+
+Expected values are the files each test sets up."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+from conftest import local_inventory, recap, run_playbook
+
+ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
+#: What an image ships in /etc/nccl.conf on some clouds: the node's own settings, which rdmaforge did not write.
+IMAGE_NCCL_CONF = "NCCL_IB_PCI_RELAXED_ORDERING=1\nNCCL_TOPO_FILE=/opt/microsoft/ndv4-topo.xml\n"
+
+
+def run_role(tmp_path: Path, role: str, tasks_from: str, role_vars: dict[str, Any],
+             *extra: str) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    inventory = local_inventory(tmp_path / "hosts.yml")
+    playbook = tmp_path / f"{role}-{tasks_from}.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": f"{role} {tasks_from}", "hosts": "localhost", "gather_facts": False,
+        # include parameters: above the role's vars and defaults
+        "tasks": [{"name": tasks_from, "ansible.builtin.include_role": {"name": f"rdmaforge.cluster.{role}",
+                                                                       "tasks_from": tasks_from},
+                   "vars": role_vars}],
+    }]))  # fmt: skip
+    return run_playbook(str(playbook), *extra, inventory=inventory, env=ENV, timeout=300)
+
+
+def changed(proc: subprocess.CompletedProcess[str]) -> int:
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return recap(proc.stdout)["localhost"]["changed"]
+
+
+def tree(root: Path) -> dict[str, tuple[str, int] | str]:
+    """Every file under ``root``: its text and mode, or a link's target."""
+    found: dict[str, tuple[str, int] | str] = {}
+    for path in sorted(root.rglob("*")):
+        name = str(path.relative_to(root))
+        if path.is_symlink():
+            found[name] = f"-> {path.readlink()}"
+        elif path.is_file():
+            found[name] = (path.read_text(), path.stat().st_mode & 0o7777)
+    return found
+
+
+# nccl_env
+
+
+def nccl_vars(root: Path) -> dict[str, str]:
+    return {
+        "nccl_env_conf_path": str(root / "etc" / "nccl.conf"),
+        "nccl_env_profile_script": str(root / "etc" / "profile.d" / "rdmaforge-nccl.sh"),
+        "nccl_env_conf_original": str(root / "var" / "lib" / "rdmaforge" / "nccl.conf.before-rdmaforge"),
+        "nccl_env_record": str(root / "var" / "lib" / "rdmaforge" / "nccl-env-files-created"),
+    }
+
+
+def nccl_node(tmp_path: Path, own: str | None) -> tuple[Path, dict[str, str]]:
+    root = tmp_path / "node"
+    (root / "etc" / "profile.d").mkdir(parents=True)
+    if own is not None:
+        (root / "etc" / "nccl.conf").write_text(own)
+        (root / "etc" / "nccl.conf").chmod(0o640)
+    return root, nccl_vars(root)
+
+
+def test_the_nodes_own_nccl_conf_is_kept_by_the_converge_and_put_back_by_reset(tmp_path: Path) -> None:
+    root, role_vars = nccl_node(tmp_path, IMAGE_NCCL_CONF)
+    conf = root / "etc" / "nccl.conf"
+    before = tree(root)
+
+    # Check mode: reports the change, makes none.
+    assert changed(run_role(tmp_path, "nccl_env", "main", role_vars, "--check")) > 0
+    assert tree(root) == before
+
+    assert changed(run_role(tmp_path, "nccl_env", "main", role_vars)) > 0
+    written = conf.read_text()
+    assert written != IMAGE_NCCL_CONF and "NCCL_SOCKET_IFNAME=eth0" in written  # the tcp profile's settings
+    after_converge = tree(root)
+
+    # A second converge, and one in check mode, change nothing: the node's text stays the one kept.
+    assert changed(run_role(tmp_path, "nccl_env", "main", role_vars)) == 0
+    assert changed(run_role(tmp_path, "nccl_env", "main", role_vars, "--check")) == 0
+    assert tree(root) == after_converge
+
+    # The withdrawal in check mode reports it would change, and changes nothing.
+    assert changed(run_role(tmp_path, "nccl_env", "withdraw", role_vars, "--check")) > 0
+    assert tree(root) == after_converge
+
+    # For real: the node's own file is back, text and mode, and rdmaforge's bookkeeping is gone.
+    assert changed(run_role(tmp_path, "nccl_env", "withdraw", role_vars)) > 0
+    assert tree(root) == before
+    assert conf.read_text() == IMAGE_NCCL_CONF and conf.stat().st_mode & 0o777 == 0o640
+    assert changed(run_role(tmp_path, "nccl_env", "withdraw", role_vars)) == 0
+    assert tree(root) == before
+
+
+def test_an_nccl_conf_rdmaforge_created_is_removed_by_reset(tmp_path: Path) -> None:
+    root, role_vars = nccl_node(tmp_path, None)
+    assert changed(run_role(tmp_path, "nccl_env", "main", role_vars)) > 0
+    assert (root / "etc" / "nccl.conf").is_file()
+    assert changed(run_role(tmp_path, "nccl_env", "main", role_vars)) == 0
+    assert changed(run_role(tmp_path, "nccl_env", "withdraw", role_vars)) > 0
+    assert tree(root) == {}
+
+
+def test_an_nccl_conf_that_appeared_after_a_reset_is_the_nodes(tmp_path: Path) -> None:
+    """No original kept and no record: the file there is the node's, and the withdrawal leaves it."""
+    root, role_vars = nccl_node(tmp_path, IMAGE_NCCL_CONF)
+    before = tree(root)
+    assert changed(run_role(tmp_path, "nccl_env", "withdraw", role_vars)) == 0
+    assert tree(root) == before
+
+
+# build_once, as nccl_build's withdrawal runs it
+
+
+def prefix_root(tmp_path: Path) -> Path:
+    root = tmp_path / "opt" / "nccl"
+    for build in ("nccl-2.18.3-user", "nccl-2.21.5-user"):
+        (root / build / "lib").mkdir(parents=True)
+        (root / build / "lib" / "libnccl.so.2").write_text(f"{build}\n")
+    return root
+
+
+def withdraw_builds(tmp_path: Path, root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_role(tmp_path, "nccl_build", "withdraw",
+                    {"nccl_build_prefix_root": str(root), "nccl_build_workdir": str(tmp_path / "work")},
+                    *extra)  # fmt: skip
+
+
+def test_the_users_current_and_previous_links_stay(tmp_path: Path) -> None:
+    root = prefix_root(tmp_path)
+    (root / "current").symlink_to("nccl-2.21.5-user")
+    (root / "previous").symlink_to(root / "nccl-2.18.3-user")
+    before = tree(root)
+    assert changed(withdraw_builds(tmp_path, root, "--check")) == 0
+    assert changed(withdraw_builds(tmp_path, root)) == 0
+    assert tree(root) == before
+
+
+def test_only_links_to_rdmaforges_builds_go(tmp_path: Path) -> None:
+    root = prefix_root(tmp_path)
+    ours = root / "2.23.4-1-cuda12.4-abcdef"
+    (ours / "lib").mkdir(parents=True)
+    (ours / ".rdmaforge-build.json").write_text('{"name": "nccl"}\n')
+    (root / "current").symlink_to(ours)
+    (root / "previous").symlink_to("nccl-2.18.3-user")  # the user's, kept as `previous` by a converge
+    users = {name: value for name, value in tree(root).items() if name.startswith("nccl-") or name == "previous"}
+
+    checked = withdraw_builds(tmp_path, root, "--check")
+    assert changed(checked) > 0 and (root / "current").is_symlink() and ours.is_dir()
+    assert changed(withdraw_builds(tmp_path, root)) > 0
+    assert tree(root) == users
+    assert changed(withdraw_builds(tmp_path, root)) == 0
+
+
+# hugepages
+
+
+def boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def test_a_marker_of_an_earlier_boot_is_removed_by_the_withdrawal(tmp_path: Path) -> None:
+    state = tmp_path / "var" / "lib" / "rdmaforge"
+    state.mkdir(parents=True)
+    marker = state / "hugepages-reboot-pending"
+    earlier = "00000000-0000-0000-0000-000000000000"
+    assert earlier != boot_id()
+    marker.write_text(f"{earlier}\n")
+    role_vars = {"hugepages_state_dir": str(state), "hugepages_enabled": False}
+    checked = run_role(tmp_path, "hugepages", "withdraw", role_vars, "--check")
+    assert changed(checked) == 1 and marker.read_text() == f"{earlier}\n"
+    assert changed(run_role(tmp_path, "hugepages", "withdraw", role_vars)) == 1
+    assert not marker.exists() and list(state.iterdir()) == []
+    assert changed(run_role(tmp_path, "hugepages", "withdraw", role_vars)) == 0
+
+
+def test_a_marker_of_this_boot_stays_the_reboot_is_still_pending(tmp_path: Path) -> None:
+    state = tmp_path / "var" / "lib" / "rdmaforge"
+    state.mkdir(parents=True)
+    marker = state / "hugepages-reboot-pending"
+    marker.write_text(f"{boot_id()}\n")
+    role_vars = {"hugepages_state_dir": str(state), "hugepages_enabled": False}
+    assert changed(run_role(tmp_path, "hugepages", "withdraw", role_vars)) == 0
+    assert marker.read_text() == f"{boot_id()}\n"
