@@ -131,6 +131,32 @@ def host_network_sshd_problems(cluster: Cluster) -> list[str]:
     ]
 
 
+#: The interface a pod on the pod network has besides lo (the CNI's): what NCCL_SOCKET_IFNAME must match there.
+POD_INTERFACE = "eth0"
+
+
+def pod_network_ifname_warnings(cluster: Cluster, kinds: Sequence[str]) -> list[str]:
+    """The hosts' NCCL_SOCKET_IFNAME in pods on the pod network (k8s_host_network false): a pod has lo and the CNI's
+    eth0 only, so a value naming the hosts' bond0 or ens1f0 matches no interface there and NCCL's bootstrap fails
+    ("no socket interface found"). NCCL reads the value as prefixes ('=' for exact names; '^' excludes, which
+    leaves eth0 to match). One warning for the Kubeflow ``kinds`` rendered; none on the node's network."""
+    if not kinds or cluster.settings.k8s_host_network or not cluster.nodes:
+        return []
+    value = str(cluster.nodes[0].env.get("NCCL_SOCKET_IFNAME") or "").strip()
+    if not value or value.startswith("^"):
+        return []
+    exact = value.startswith("=")
+    names = [name.strip() for name in value.lstrip("=").split(",") if name.strip()]
+    if any(POD_INTERFACE == name if exact else POD_INTERFACE.startswith(name) for name in names):
+        return []
+    return [
+        f"{cluster.first}: NCCL_SOCKET_IFNAME={value} (the hosts' setting) goes into the {' and '.join(kinds)} pods, "
+        f"which are on the pod network ({PREFIX}k8s_host_network: false) and have only lo and {POD_INTERFACE} there: "
+        f"NCCL would find no socket interface; set {PREFIX}k8s_host_network: true, or NCCL_SOCKET_IFNAME: "
+        f"{POD_INTERFACE} in {PREFIX}env"
+    ]
+
+
 def rdma_access_findings(cluster: Cluster, kinds: Sequence[str]) -> tuple[list[str], list[str]]:
     """An RDMA fabric's pods need its devices: a privileged pod sees the node's /dev/infiniband, an unprivileged one
     only what a device plugin's resource (k8s_extra_resources, e.g. rdma/hca: 1) hands it. Without either NCCL

@@ -80,6 +80,8 @@ def plan(cluster: Cluster, kinds: Iterable[str] | None = None) -> Plan:
         cluster, [title for kind, title, _ in KUBEFLOW_KINDS if kind in wanted])  # fmt: skip
     result.problems += access_problems
     result.warnings += access_warnings
+    result.warnings += kubeflow.pod_network_ifname_warnings(
+        cluster, [title for kind, title, _ in KUBEFLOW_KINDS if kind in wanted])  # fmt: skip
     if "docker" in wanted:
         for node in cluster.nodes:
             context = docker.context(node, settings, HEADER)

@@ -361,3 +361,24 @@ def test_files_an_earlier_render_left_are_listed_never_removed(
     mine = out / "notes.txt"  # outside the kinds' directories: not render's
     mine.write_text("mine")
     assert "notes.txt" not in render(tmp_path, capsys, {f"{P}name": "train-v2"}, ("docker", "mpijob"), out="out").err
+
+
+# --- finding 8: the hosts' NCCL_SOCKET_IFNAME in pods on the pod network --------------------------------------
+
+
+@pytest.mark.parametrize(("ifname", "warned"), [("bond0", True), ("=ens1f0", True), ("eth", False), ("=eth0", False),
+                                                ("^docker,lo", False), ("bond0,eth0", False)])  # fmt: skip
+def test_a_socket_interface_no_pod_has_is_named_for_pods_on_the_pod_network(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ifname: str, warned: bool
+) -> None:
+    """A pod on the pod network has lo and the CNI's eth0 only; NCCL reads NCCL_SOCKET_IFNAME as prefixes ('=' exact
+    names, '^' exclusions). The hosts' bond0 matched no interface in the pods, and both files passed --validate
+    without a word. On the node's network (k8s_host_network) the hosts' interfaces are there: no warning."""
+    overrides = {"nccl_env_overrides": {"NCCL_SOCKET_IFNAME": ifname}}
+    result = render(tmp_path, capsys, overrides, kinds=("mpijob", "pytorchjob"))
+    accepted(result)
+    said = result.problems("WARNING", f"NCCL_SOCKET_IFNAME={ifname} (the hosts' setting)", "MPIJob and PyTorchJob")
+    assert bool(said) == warned, result.err
+    host_network = render(tmp_path, capsys, {**overrides, f"{P}k8s_host_network": True,
+                                             f"{P}mpijob_api_version": "kubeflow.org/v1"})  # fmt: skip
+    assert not host_network.problems("WARNING", "NCCL_SOCKET_IFNAME="), host_network.err
