@@ -29,6 +29,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -200,11 +201,20 @@ def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
             shown = json.dumps(value, default=str)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             said = _SPEC_WORDS.get(str(kind), str(kind))
+            example = ""
+            if kind == "list" and isinstance(value, str):
+                # An INI inventory's `a,b` is one text: the list it meant has one item per comma-separated part.
+                items = [part.strip() for part in value.split(",") if part.strip()] or [value]
+                example = f", e.g. {json.dumps(items)[:120]}"
             found.append(
                 f"{host}: {name} is {type(value).__name__} {shown}; allowed: {said} (role workload_manifests "
-                f"argument_specs{', e.g. [' + shown + ']' if kind == 'list' and isinstance(value, str) else ''})"
+                f"argument_specs{example})"
             )
     return found
+
+
+#: The host and the variable a problem line opens with ("node1: workload_manifests_x is ..." / "...x='...' is").
+_HOST_VARIABLE = re.compile(r"^([^:\s]+): ([A-Za-z_][A-Za-z0-9_]*)[ =]")
 
 
 def output_problem(out_dir: Path) -> str | None:
@@ -303,7 +313,10 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from_hosts(inputs, nccl_env_profiles(), kinds)
     for warning in [*warnings, *plan.warnings]:
         print(f"WARNING {warning}", file=sys.stderr)
-    problems += plan.problems
+    # A value the argument spec refused is named once: the plan's own line about that host's variable repeats it.
+    named = {match.groups() for line in problems if (match := _HOST_VARIABLE.match(line))}
+    problems += [line for line in plan.problems
+                 if not ((match := _HOST_VARIABLE.match(line)) and match.groups() in named)]  # fmt: skip
     for planned in plan.files:
         target = Path(os.path.normpath(out_dir / planned.path))
         if not target.is_relative_to(out_dir):

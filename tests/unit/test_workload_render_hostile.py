@@ -382,3 +382,28 @@ def test_a_socket_interface_no_pod_has_is_named_for_pods_on_the_pod_network(
     host_network = render(tmp_path, capsys, {**overrides, f"{P}k8s_host_network": True,
                                              f"{P}mpijob_api_version": "kubeflow.org/v1"})  # fmt: skip
     assert not host_network.problems("WARNING", "NCCL_SOCKET_IFNAME="), host_network.err
+
+
+# --- finding 10: an INI inventory's list given as comma-separated text -------------------------------------------
+
+
+def test_a_list_given_as_ini_text_gets_one_line_per_host_and_an_example_that_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`[cluster:vars] workload_manifests_rdma_device_files=rdma_cm,uverbs0` is one text. The hint suggested
+    ["rdma_cm,uverbs0"], which is refused in turn (one device file named "rdma_cm,uverbs0"), and the plan named the
+    same value again per host. The example is the list meant, and the value is named once per host."""
+    ini = tmp_path / "hosts.ini"
+    ini.write_text("[cluster]\nn1\nn2\n[cluster:vars]\nrdmaforge_fabric=erdma\nworkload_manifests_gpus_per_node=8\n"
+                   "workload_manifests_rdma_device_files=rdma_cm,uverbs0\n")  # fmt: skip
+    code = main(["render", "-i", str(ini), "-o", str(tmp_path / "out"), "--kind", "docker"])
+    err = capsys.readouterr().err
+    assert code == 64 and not (tmp_path / "out").exists(), err
+    for host in ("n1", "n2"):
+        lines = [line for line in err.splitlines() if line.startswith(f"{host}: {P}rdma_device_files")]
+        assert len(lines) == 1, err
+        assert lines[0].endswith('e.g. ["rdma_cm", "uverbs0"])'), lines
+    followed = tmp_path / "followed.ini"
+    followed.write_text(ini.read_text().replace("=rdma_cm,uverbs0", '=["rdma_cm", "uverbs0"]'))
+    assert main(["render", "-i", str(followed), "-o", str(tmp_path / "out2"), "--kind", "docker"]) == 0
+    capsys.readouterr()
