@@ -198,3 +198,35 @@ def test_a_marker_of_this_boot_stays_the_reboot_is_still_pending(tmp_path: Path)
     role_vars = {"hugepages_state_dir": str(state), "hugepages_enabled": False}
     assert changed(run_role(tmp_path, "hugepages", "withdraw", role_vars)) == 0
     assert marker.read_text() == f"{boot_id()}\n"
+
+
+def test_an_install_refuses_to_take_over_a_current_link_of_the_users_own(tmp_path: Path) -> None:
+    """build_once's install kept whatever `current` led to as its `previous` and pointed `current` at its own build:
+    the user's /opt/nccl/current (an NCCL they built) was taken over, and reset, which keeps only rdmaforge's
+    links, could not give it back. The install refuses it by name now (current_check.yml, its first step), in
+    check mode as in a run; a `current` that leads to an rdmaforge build, or nowhere, or none at all, goes on."""
+    root = tmp_path / "nccl"
+    (root / "nccl-2.21.5-user" / "lib").mkdir(parents=True)
+    (root / "current").symlink_to(root / "nccl-2.21.5-user")
+    role_vars = {"build_once_prefix_root": str(root), "build_once_name": "nccl"}
+    for extra in (["--check"], []):
+        proc = run_role(tmp_path, "build_once", "current_check", role_vars, *extra)
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        said = " ".join(proc.stdout.split())
+        assert (f"localhost: {root}/current -> {root}/nccl-2.21.5-user is not a build rdmaforge installed (no "
+                ".rdmaforge-build.json there)") in said, said[-3000:]  # fmt: skip
+    assert (root / "current").readlink() == root / "nccl-2.21.5-user"
+    ours = root / "2.29.7-cuda13.0-sm_80"
+    ours.mkdir()
+    (ours / ".rdmaforge-build.json").write_text('{"id": "2.29.7-cuda13.0-sm_80"}')
+    for target in (ours, root / "deleted-build"):
+        (root / "current").unlink()
+        (root / "current").symlink_to(target)
+        proc = run_role(tmp_path, "build_once", "current_check", role_vars)
+        assert proc.returncode == 0 and recap(proc.stdout)["localhost"]["changed"] == 0, proc.stdout[-3000:]
+    (root / "current").unlink()
+    assert run_role(tmp_path, "build_once", "current_check", role_vars).returncode == 0
+    from rdmaforge.paths import PROJECT_ROOT
+
+    first = yaml.safe_load((PROJECT_ROOT / "roles" / "build_once" / "tasks" / "install.yml").read_text())[0]
+    assert first["ansible.builtin.import_tasks"] == "current_check.yml"  # before anything is unpacked or linked
