@@ -106,11 +106,6 @@ def _holds(path: Path, content: str, mode: int) -> bool:
         return False
 
 
-def write(plan: Plan, out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> list[Path]:
-    """write_files, returning every planned path (written or already up to date)."""
-    return write_files(plan, out_dir, templates_dir)[0]
-
-
 def stale_files(plan: Plan, out_dir: Path) -> list[Path]:
     """Files under the output's kind directories (docker/, acs/, mpijob/, pytorchjob/) that ``plan`` does not
     write: an earlier render's, for a job renamed, a node gone or a kind dropped. `kubectl apply -f out/mpijob/`

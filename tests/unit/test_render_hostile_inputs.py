@@ -28,7 +28,7 @@ from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import HostInput
 from rdmaforge.workloads.options import PREFIX, nccl_env_profiles, role_defaults
 from rdmaforge.workloads.plan import Plan, plan_from_hosts
-from rdmaforge.workloads.render import environment, render_file, write
+from rdmaforge.workloads.render import environment, render_file, write_files
 
 DEFAULTS = role_defaults()
 PROFILES = nccl_env_profiles()
@@ -296,7 +296,7 @@ def test_write_replaces_a_link_at_a_path_never_writes_through_it(tmp_path: Path)
     (out / "docker/node1").mkdir(parents=True)
     (out / "docker/node1/rdmaforge-train.sh").symlink_to(victim)
     (out / "docker/node1/rdmaforge-train.service").symlink_to(tmp_path / "created")
-    write(plan, out)
+    write_files(plan, out)
     assert victim.read_text() == "precious data\n" and victim.stat().st_mode & 0o777 == 0o600
     assert not (tmp_path / "created").exists()
     script = out / "docker/node1/rdmaforge-train.sh"
