@@ -6,6 +6,8 @@ this machine (ansible_connection=local, every path under tmp_path):
   rdmaforge's, as the original); check mode reports the same changes and makes none.
 - build_once (nccl_build's withdrawal): a `current`/`previous` link of the user's own stays; only links that lead
   to a build rdmaforge installed (a directory holding .rdmaforge-build.json) go.
+- nccl_plugin: of /etc/ld.so.conf.d/aiacc_nccl_plugin.conf (the AIACC sdist's install hook appends to it) only the
+  lines naming the venv earlier rdmaforge releases pip-installed the plugin into go; a node's own install keeps its.
 - hugepages: a reboot-pending marker from an earlier boot (the reboot happened) is removed, so reset can remove
   rdmaforge's state directory; a marker of the current boot (the reboot still pending) stays.
 
@@ -166,6 +168,55 @@ def test_only_links_to_rdmaforges_builds_go(tmp_path: Path) -> None:
     assert changed(withdraw_builds(tmp_path, root)) > 0
     assert tree(root) == users
     assert changed(withdraw_builds(tmp_path, root)) == 0
+
+
+# nccl_plugin: the withdrawal (provider none) and the sdist path both forget earlier releases' hook entries
+
+
+def plugin_node(tmp_path: Path, own: list[str], earlier_release: bool) -> tuple[Path, dict[str, Any]]:
+    """A node whose hook file holds the node's own ``own`` lines, then (``earlier_release``) the two lines an earlier
+    release's pip install left (tests/data/device-h100-plugin/check.txt, there under the default prefix)."""
+    root = tmp_path / "node"
+    (root / "etc" / "ld.so.conf.d").mkdir(parents=True)
+    prefix = root / "opt" / "rdmaforge" / "nccl-plugin"
+    (prefix / "lib").mkdir(parents=True)
+    hook = root / "etc" / "ld.so.conf.d" / "aiacc_nccl_plugin.conf"
+    ours = [f"{prefix}/aiacc-venv/lib/python3.12/site-packages/aiacc_nccl_plugin/"] * 2 if earlier_release else []
+    hook.write_text("".join(f"{line}\n" for line in [*own, *ours]))
+    return hook, {"nccl_plugin_prefix": str(prefix), "nccl_plugin_provider": "none",
+                  "nccl_plugin_hook_ldconf": str(hook),
+                  "nccl_plugin_ldconf": str(root / "etc" / "ld.so.conf.d" / "rdmaforge-nccl-plugin.conf")}
+
+
+def test_the_hook_entry_of_the_nodes_own_aiacc_install_stays(tmp_path: Path) -> None:
+    """The seeds install the plugin with pip into the node's Python, whose hook line names its site-packages: the
+    withdrawal removed the whole file with rdmaforge's own entries, and the node's plugin left ld.so's path."""
+    own = "/usr/local/lib/python3.10/dist-packages/aiacc_nccl_plugin/"
+    hook, role_vars = plugin_node(tmp_path, [own], earlier_release=True)
+    before = hook.read_text()
+    assert changed(run_role(tmp_path, "nccl_plugin", "main", role_vars, "--check")) >= 1
+    assert hook.read_text() == before
+    assert changed(run_role(tmp_path, "nccl_plugin", "main", role_vars)) >= 1
+    assert hook.read_text() == f"{own}\n"
+    assert not Path(role_vars["nccl_plugin_prefix"]).exists()
+    assert changed(run_role(tmp_path, "nccl_plugin", "main", role_vars)) == 0
+    assert hook.read_text() == f"{own}\n"
+
+
+def test_a_hook_file_of_earlier_releases_entries_only_is_removed(tmp_path: Path) -> None:
+    hook, role_vars = plugin_node(tmp_path, [], earlier_release=True)
+    assert changed(run_role(tmp_path, "nccl_plugin", "main", role_vars)) >= 1
+    assert not hook.exists()
+    assert changed(run_role(tmp_path, "nccl_plugin", "main", role_vars)) == 0
+
+
+def test_a_hook_file_without_rdmaforges_entries_is_left_alone(tmp_path: Path) -> None:
+    own = "/opt/conda/lib/python3.11/site-packages/aiacc_nccl_plugin/"
+    hook, role_vars = plugin_node(tmp_path, [own], earlier_release=False)
+    (Path(role_vars["nccl_plugin_prefix"]) / "lib").rmdir()
+    Path(role_vars["nccl_plugin_prefix"]).rmdir()
+    assert changed(run_role(tmp_path, "nccl_plugin", "main", role_vars)) == 0
+    assert hook.read_text() == f"{own}\n"
 
 
 # hugepages
