@@ -51,6 +51,14 @@ def validate_plan(planned: Mapping[str, Any], kubernetes_version: str) -> list[s
     return problems
 
 
+def stale_warnings(planned: Mapping[str, Any], out_dir: str) -> list[str]:
+    """The warning about files an earlier render left under ``out_dir`` (none or one), as `rdmaforge render` says it."""
+    from pathlib import Path
+
+    warning = render.stale_warning((item["path"] for item in plain(planned).get("files", [])), Path(str(out_dir)))
+    return [] if warning is None else [warning]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -58,5 +66,6 @@ class FilterModule:
             "rdmaforge_workload_is_rdma": is_rdma,
             "rdmaforge_workload_plan": workload_plan,
             "rdmaforge_workload_validate": validate_plan,
+            "rdmaforge_workload_stale_warnings": stale_warnings,
             **render.TEMPLATE_FILTERS,
         }

@@ -50,7 +50,7 @@ from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.nodes import HOST_VARIABLES, HostInput
 from rdmaforge.workloads.options import ARGUMENT_SPECS_FILE, PREFIX, ROLE_ONLY, nccl_env_profiles, role_defaults
 from rdmaforge.workloads.plan import plan_from_hosts
-from rdmaforge.workloads.render import stale_files, write_files
+from rdmaforge.workloads.render import stale_warning, write_files
 
 PROG = "rdmaforge render"
 
@@ -342,12 +342,9 @@ def run(args: argparse.Namespace) -> int:
     written, unchanged = write_files(plan, out_dir)
     for path in written:
         print(f"{'unchanged' if path in unchanged else 'wrote  '} {path}")
-    stale = stale_files(plan, out_dir)
+    stale = stale_warning((f.path for f in plan.files), out_dir)
     if stale:
-        listing = ", ".join(str(path.relative_to(out_dir)) for path in stale)
-        print(f"WARNING -o {out_dir}: {listing}: not written by this render (an earlier render's, for another job "
-              f"name, a node or a kind no longer rendered?); left as they are: remove them before applying a directory "
-              f"(kubectl apply -f would start them too)", file=sys.stderr)  # fmt: skip
+        print(f"WARNING -o {stale}", file=sys.stderr)
     if args.validate:
         try:
             return _validate(written, out_dir, args.kubernetes_version)

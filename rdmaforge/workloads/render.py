@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -106,11 +106,11 @@ def _holds(path: Path, content: str, mode: int) -> bool:
         return False
 
 
-def stale_files(plan: Plan, out_dir: Path) -> list[Path]:
-    """Files under the output's kind directories (docker/, acs/, mpijob/, pytorchjob/) that ``plan`` does not
-    write: an earlier render's, for a job renamed, a node gone or a kind dropped. `kubectl apply -f out/mpijob/`
-    would start them too. Listed, never removed (they may be someone's own)."""
-    planned = {out_dir / f.path for f in plan.files}
+def stale_files(planned: Iterable[str], out_dir: Path) -> list[Path]:
+    """Files under the output's kind directories (docker/, acs/, mpijob/, pytorchjob/) that are not among the
+    ``planned`` paths (relative to ``out_dir``): an earlier render's, for a job renamed, a node gone or a kind
+    dropped. `kubectl apply -f out/mpijob/` would start them too. Listed, never removed (they may be someone's own)."""
+    planned_paths = {out_dir / path for path in planned}
     found = []
     for directory in KIND_DIRECTORIES:
         top = out_dir / directory
@@ -120,6 +120,18 @@ def stale_files(plan: Plan, out_dir: Path) -> list[Path]:
             dirs.sort()
             for name in sorted(files):
                 path = Path(root) / name
-                if path not in planned and not name.startswith("."):
+                if path not in planned_paths and not name.startswith("."):
                     found.append(path)
     return found
+
+
+def stale_warning(planned: Iterable[str], out_dir: Path) -> str | None:
+    """The warning naming the stale files under ``out_dir`` (stale_files), or None: one text for `rdmaforge render`
+    and role workload_manifests."""
+    stale = stale_files(planned, out_dir)
+    if not stale:
+        return None
+    listing = ", ".join(str(path.relative_to(out_dir)) for path in stale)
+    return (f"{out_dir}: {listing}: not written by this render (an earlier render's, for another job name, a node or "
+            f"a kind no longer rendered?); left as they are: remove them before applying a directory (kubectl apply -f "
+            f"would start them too)")  # fmt: skip

@@ -830,6 +830,28 @@ def test_playbook_writes_the_same_files_as_the_cli(tmp_path: Path) -> None:
     assert all(c["changed"] == 0 for c in recap(again.stdout).values()), recap(again.stdout)
 
 
+def test_playbook_names_the_files_an_earlier_render_left(tmp_path: Path) -> None:
+    """The role wrote its files and said nothing of a job an earlier render left in a kind's directory (a node gone
+    from the inventory): `kubectl apply -f` of that directory would start it too. It names them, as the CLI does,
+    and leaves them."""
+    variables = {**LOCAL, "rdmaforge_fabric": "tcp", f"{PREFIX}gpus_per_node": 8,
+                 f"{PREFIX}dir": str(tmp_path / "play")}  # fmt: skip
+    inventory = write_inventory(tmp_path / "inventory", NODES, variables)
+    kinds = f'{{"{PREFIX}kinds": ["docker"]}}'
+    first = run_playbook("workloads.yml", "-e", kinds, inventory=inventory, env=ENV)
+    assert first.returncode == 0, first.stdout[-4000:]
+    assert "not written by this render" not in first.stdout
+    gone = tmp_path / "play" / "docker" / "node-gone" / "rdmaforge-train.sh"
+    gone.parent.mkdir()
+    gone.write_text("#!/bin/sh\n")
+    again = run_playbook("workloads.yml", "-e", kinds, inventory=inventory, env=ENV)
+    assert again.returncode == 0, again.stdout[-4000:]
+    warned = [line for line in again.stdout.splitlines() if "WARNING" in line and "not written by this render" in line]
+    assert len(warned) == 1 and "docker/node-gone/rdmaforge-train.sh" in warned[0], again.stdout[-4000:]
+    assert "docker/localhost" not in warned[0] and gone.read_text() == "#!/bin/sh\n"
+    assert all(c["changed"] == 0 for c in recap(again.stdout).values()), recap(again.stdout)
+
+
 def test_playbook_probes_the_gpus_like_preflight_and_stops_on_problems(tmp_path: Path) -> None:
     """Without workload_manifests_gpus_per_node the role runs preflight's probes: this machine has no
     GPU, so the run stops with the line naming rdmaforge_node.gpu_count, before writing anything."""
