@@ -42,6 +42,7 @@ from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
 from rdmaforge.nccl_tests.transport import (
     OneNodeRuns,
+    RunsWithoutInfoLines,
     Transport,
     TransportVerdict,
     combined_verdict,
@@ -316,8 +317,11 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
         last, missing = run_of(runs, name, log.name)
-        if last is not None and last.info_lines == 0 and any(r.info_lines for r in runs if r is not last):
-            # A rerun appended without NCCL_DEBUG=INFO: the log's INFO lines are an earlier run's, not the judged one's.
+        silent = RunsWithoutInfoLines()
+        for index, one in enumerate(runs):
+            silent.add(str(index), one.has_table or one is last, one.info_lines)
+        if last is not None and any(runs[int(index)] is last for index in silent.borrowed):
+            # The log's INFO lines are an earlier run's, not the judged one's.
             unproven[name] = (f"cannot check the transport: the last {name} run in {log.name} printed no NCCL INFO "
                               "lines of its own (those in the log are an earlier run's)")  # fmt: skip
         if report is None and log.exists():

@@ -37,7 +37,7 @@ from rdmaforge.nccl_tests import (
     stream_runs,
 )
 from rdmaforge.nccl_tests.rowstore import RowStore
-from rdmaforge.nccl_tests.transport import OneNodeRuns, merge_transports, verdict_of_logs
+from rdmaforge.nccl_tests.transport import OneNodeRuns, RunsWithoutInfoLines, merge_transports, verdict_of_logs
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.terminal import unwrapped
 from rdmaforge.text import fixed
@@ -114,12 +114,10 @@ def run(args: argparse.Namespace) -> int:
     for name in args.files:
         runs_in_file = 0
         source = "<stdin>" if name == "-" else name
-        silent: list[str] = []  # runs of this file with a table and no NCCL INFO lines of their own
-        evidenced = False  # whether any run of this file has some
+        silent = RunsWithoutInfoLines()
         for item in _runs_of(name, transports):
-            if item.has_table and item.info_lines == 0:
-                silent.append(f"run {runs_in_file + 1} ({item.collective or 'unknown collective'})")
-            evidenced = evidenced or bool(item.info_lines)
+            silent.add(f"run {runs_in_file + 1} ({item.collective or 'unknown collective'})", item.has_table,
+                       item.info_lines)  # fmt: skip
             statuses.add(item.status)
             nodes.setdefault(source, OneNodeRuns()).add(item.rank_hosts)
             if args.json:
@@ -132,10 +130,10 @@ def run(args: argparse.Namespace) -> int:
             runs_in_file += 1
         if not runs_in_file:
             empty.append(name)
-        if silent and evidenced:
-            # One run's INFO lines prove nothing of another's (a rerun appended without NCCL_DEBUG=INFO): judged as a
-            # log of its own, without evidence, as the same run in a file of its own is.
-            transports.append((f"{source}, {', '.join(silent)}", Transport()))
+        if silent.borrowed:
+            # One run's INFO lines prove nothing of another's: judged as a log of its own, without evidence, as the
+            # same run in a file of its own is.
+            transports.append((f"{source}, {', '.join(silent.borrowed)}", Transport()))
     transport = merge_transports(t for _, t in transports)
     one_host = {source: kept for source, fold in nodes.items() if (kept := fold.kept_to) is not None}
     judged = verdict_of_logs(transports, args.fabric, one_host) if args.fabric else None

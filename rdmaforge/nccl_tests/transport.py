@@ -440,6 +440,27 @@ class OneNodeRuns:
         return self.hosts if self.runs and self.hosts else None
 
 
+class RunsWithoutInfoLines:
+    """Folds a log's runs into those whose table came without NCCL INFO lines of their own while another run of the
+    same log printed some: a rerun appended without NCCL_DEBUG=INFO, whose transport the log's INFO lines (an earlier
+    run's) do not show. Where no run printed any, the log simply has no evidence, and is judged as such.
+    `rdmaforge nccl-report` (every run of a file) and the benchmark report (each collective's judged run) use it."""
+
+    def __init__(self) -> None:
+        self._silent: list[str] = []
+        self._evidenced = False
+
+    def add(self, label: str, has_table: bool, info_lines: int | None) -> None:
+        if has_table and info_lines == 0:
+            self._silent.append(label)
+        self._evidenced = self._evidenced or bool(info_lines)
+
+    @property
+    def borrowed(self) -> list[str]:
+        """The labels of the runs whose transport the log's INFO lines do not show (empty where none printed any)."""
+        return list(self._silent) if self._evidenced else []
+
+
 #: Worst first: one log's fallback fails several logs' verdict; one log without evidence leaves it unknown.
 VERDICT_ORDER: tuple[VerdictStatus, ...] = ("fail", "unknown", "warn", "ok")
 
