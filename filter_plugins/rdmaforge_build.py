@@ -41,4 +41,6 @@ class FilterModule:
             "rdmaforge_nccl_current_builds": nccl_build.current_builds,
             "rdmaforge_nccl_other_sources": nccl_build.other_sources,
             "rdmaforge_build_manifest": nccl_build.manifest_of,
+            "rdmaforge_build_link_reads": nccl_build.link_reads,
+            "rdmaforge_build_link_owners": nccl_build.link_owners,
         }

@@ -239,6 +239,42 @@ def other_sources(results: Sequence[Mapping[str, Any]], kind: str, pin: str) -> 
 MANIFEST_NAME = ".rdmaforge-build.json"
 
 
+#: The stat reads role build_once's link_owners.yml makes of each link: the link itself, where it leads, and
+#: rdmaforge's build record there.
+LINK_READS: tuple[dict[str, Any], ...] = (
+    {"read": "link", "suffix": "", "follow": False},
+    {"read": "target", "suffix": "", "follow": True},
+    {"read": "record", "suffix": f"/{MANIFEST_NAME}", "follow": True},
+)
+
+
+def link_reads(names: Sequence[str]) -> list[list[Any]]:
+    """The loop of link_owners.yml's stat task: [link name, read] for each link of ``names`` and each of LINK_READS."""
+    return [[str(name), dict(read)] for name in names for read in LINK_READS]
+
+
+def link_owners(results: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Whose each ``current``/``previous`` link under a prefix root is, from link_owners.yml's stat loop (``item``:
+    [link name, one of LINK_READS]): ``ours`` when it leads to a build rdmaforge installed (a directory holding its
+    MANIFEST_NAME), which reset may remove and install may replace; ``foreign`` when it leads to a directory without
+    one (the user's own NCCL), which install refuses to take over and reset leaves. A link that leads nowhere is
+    neither. ``target`` is the link's text."""
+    reads: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for result in results:
+        name, how = result["item"]
+        reads.setdefault(str(name), {})[how["read"]] = result.get("stat") or {}
+    owners = {}
+    for name, read in reads.items():
+        is_link = bool(read.get("link", {}).get("islnk"))
+        recorded = bool(read.get("record", {}).get("isreg"))
+        owners[name] = {
+            "target": read.get("link", {}).get("lnk_target") if is_link else None,
+            "ours": is_link and recorded,
+            "foreign": is_link and bool(read.get("target", {}).get("isdir")) and not recorded,
+        }
+    return owners
+
+
 def read_manifest(text: object, name: str = MANIFEST_NAME) -> tuple[dict[str, Any], str | None]:
     """A build manifest from its file's text (a mapping already parsed is taken as is): ``({...}, None)``, or
     ``({}, why)`` when it is not the JSON object build_once writes (cut short, another JSON value, archs that are
