@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
 from rdmaforge.converge import digest, ledger, targets
+from rdmaforge.paths import RESOURCES
+
+
+def running_collection(plugin_file: str = __file__) -> Path:
+    """The collection this filter was loaded from (``plugins/filter/`` in it): the roles and playbooks Ansible runs.
+    A collection installed with ansible-galaxy beside the wheel (whose copy rdmaforge.paths names) is the code of
+    the converge then, and its digest must follow that copy's changes. Loaded from anywhere else: the package's."""
+    root = Path(plugin_file).absolute().parents[2]
+    if (root / "roles").is_dir() and ((root / "galaxy.yml").is_file() or (root / "MANIFEST.json").is_file()):
+        return root
+    return RESOURCES
 
 
 def converge_digests(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str]) -> dict[str, Any]:
     """{cluster: the cluster digest, nodes: {host: its node digest}, files: the controller files, caches: their
-    directories} (rdmaforge.converge.digest.digests)."""
-    return digest.digests(hostvars, hosts)
+    directories} (rdmaforge.converge.digest.digests), of the code of the collection that runs."""
+    return digest.digests(hostvars, hosts, running_collection())
 
 
 def converge_recorded_files(start: Mapping[str, Any]) -> dict[str, str]:

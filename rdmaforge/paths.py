@@ -17,6 +17,7 @@ Two layouts, told apart by where this file is:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -51,17 +52,19 @@ ANSIBLE_CFG = CHECKOUT / "ansible.cfg" if CHECKOUT is not None else DATA_DIR / "
 VERIFY_ROOT = CHECKOUT if CHECKOUT is not None else DATA_DIR / "verify"
 
 #: Where runs keep their artifacts (artifacts/), the fact cache (.cache/) and the lab's inventory.
-WORKSPACE = Path(os.environ.get("RDMAFORGE_WORKSPACE") or CHECKOUT or Path.cwd())
+#: Made absolute here: Ansible runs from other directories (a playbook's), where a relative one would lead elsewhere.
+WORKSPACE = Path(os.path.abspath(os.environ.get("RDMAFORGE_WORKSPACE") or CHECKOUT or Path.cwd()))
 
 #: Kept for the code that predates the split: the checkout, or the workspace when installed.
 PROJECT_ROOT = CHECKOUT if CHECKOUT is not None else WORKSPACE
 
 #: Machine-wide cache for things that are expensive to build and safe to share between checkouts:
 #: the lab's base root filesystem and its package mirror.
-CACHE_DIR = Path(os.environ.get("RDMAFORGE_CACHE", "/var/cache/rdmaforge"))
+CACHE_DIR = Path(os.path.abspath(os.environ.get("RDMAFORGE_CACHE") or "/var/cache/rdmaforge"))
 
 #: Controller-side cache for per-cluster artefacts (NCCL builds, SSH trust keys); outside the repo.
-CONTROLLER_CACHE = Path(os.environ.get("RDMAFORGE_CONTROLLER_CACHE", str(Path.home() / ".cache" / "rdmaforge")))
+CONTROLLER_CACHE = Path(os.path.abspath(os.environ.get("RDMAFORGE_CONTROLLER_CACHE")
+                                        or Path.home() / ".cache" / "rdmaforge"))
 
 
 def playbook(name: str) -> Path:
@@ -69,18 +72,25 @@ def playbook(name: str) -> Path:
     return PLAYBOOKS_DIR / name
 
 
-def ansible_environment() -> dict[str, str]:
+#: Ansible's own collections_path, where neither the environment nor a config names one.
+ANSIBLE_DEFAULT_COLLECTIONS_PATH = "~/.ansible/collections:/usr/share/ansible/collections"
+
+
+def ansible_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Variables that make Ansible find this installation's collection, config and workspace.
 
-    In a checkout, ansible.cfg's collections_path names build/collections, (re)made here. Installed, the
-    collection is on sys.path (Ansible scans it) and the fact cache goes to the workspace, not site-packages.
+    In a checkout, ansible.cfg's collections_path names build/collections, (re)made here. Installed, the package's
+    collection comes first (the one matching this rdmaforge), then the user's own collection paths (an inventory
+    plugin installed with ansible-galaxy, say), and the fact cache goes to the workspace, not site-packages.
     """
     if CHECKOUT is not None:
         from rdmaforge.collection import ensure_dev_tree
 
         ensure_dev_tree(CHECKOUT)
         return {}
+    users = environ.get("ANSIBLE_COLLECTIONS_PATH") or environ.get("ANSIBLE_COLLECTIONS_PATHS")
     return {
-        "ANSIBLE_COLLECTIONS_PATH": str(PACKAGE_DIR.parent),
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(PACKAGE_DIR.parent),
+                                                     users or ANSIBLE_DEFAULT_COLLECTIONS_PATH]),  # fmt: skip
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(WORKSPACE / ".cache" / "facts"),
     }

@@ -65,7 +65,12 @@ def register(subparsers: Any) -> None:
 def pytest_argv(hosts: list[str], inventory: Path, junit_path: Path, keyword: str | None) -> list[str]:
     # xunit1: the family that keeps each test's properties, where the suite records the node it ran on
     # (infra_report.NODE_PROPERTY); a node is never read back from the test id alone.
-    argv = [sys.executable, "-m", "pytest", str(SUITE), "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
+    # -c /dev/null, --rootdir and --confcutdir: the suite runs with its own settings only. pytest would otherwise take
+    # the configuration file and conftest.py files of the directories above it: a project holding the venv, whose
+    # `addopts = "-x"` stopped the table at the first failure, and whose `--cov` (a plugin this venv lacks) ended
+    # the run before any test.
+    argv = [sys.executable, "-m", "pytest", str(SUITE), "-c", os.devnull, f"--rootdir={VERIFY_ROOT}",
+            f"--confcutdir={VERIFY_ROOT}", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
             "-q", "-rfE", f"--hosts={','.join(f'ansible://{h}' for h in hosts)}",
             f"--ansible-inventory={inventory.resolve()}", f"--junitxml={junit_path}"]  # fmt: skip
     return [*argv, "-k", keyword] if keyword else argv
@@ -99,6 +104,8 @@ def run_suite(
     redactor = redactor or secrets.Redactor(())
     # The same environment as a playbook run: this venv's Ansible, the project's ansible.cfg, host keys checked.
     env = {**os.environ, **execute.runner_env(), **(extra_env or {})}
+    for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):  # the caller's pytest settings are not the suite's either
+        env.pop(name, None)
     with (
         log.open("w") as saved,
         subprocess.Popen(

@@ -8,6 +8,8 @@ checkout's collection tree is not on the collections path. Built and installed o
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import yaml
 from installed import BIN, collection_env
 
+from rdmaforge import collection
 from rdmaforge.paths import PROJECT_ROOT
 
 
@@ -110,3 +113,29 @@ def test_playbook_outside_the_repository_uses_module_and_role_by_fqcn(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "failed=0" in proc.stdout and "hugepages=4" in proc.stdout
     assert (grub.read_text(), hosts.read_text()) == before  # check mode: nothing written
+
+
+def test_the_converge_digest_follows_the_collection_that_runs(installed_collection: Path, tmp_path: Path) -> None:
+    """The fast path's code digest read the roles of the collection beside the rdmaforge package (here the
+    checkout's), not those of the collection Ansible ran: with a collection installed by ansible-galaxy and then
+    changed (upgraded, patched), a node recorded in sync would have skipped the changed roles."""
+    copy = tmp_path / "collections"
+    shutil.copytree(installed_collection, copy, symlinks=True)
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump({"cluster": {"hosts": {"node1": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))  # fmt: skip
+    (tmp_path / "digest.yml").write_text(yaml.safe_dump([{
+        "name": "The code digest", "hosts": "cluster", "gather_facts": False,
+        "tasks": [{"name": "Print it", "ansible.builtin.debug": {
+            "msg": "DIGEST {{ (hostvars | rdmaforge.cluster.rdmaforge_converge_digests(['node1'])).nodes.node1 }}"}}],
+    }]))  # fmt: skip
+
+    def node_digest() -> str:
+        proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", "inventory.yml", "digest.yml"], cwd=tmp_path,
+                              env=collection_env(copy), capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return re.findall(r"DIGEST ([0-9a-f]{64})", proc.stdout)[0]
+
+    before = node_digest()
+    role = collection.collection_dir(copy) / "roles" / "cluster_hosts" / "tasks" / "main.yml"
+    role.write_text(role.read_text() + "\n- name: A task the upgrade added\n  ansible.builtin.debug:\n    msg: new\n")
+    assert node_digest() != before

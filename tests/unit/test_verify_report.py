@@ -4,6 +4,7 @@ against this machine (plus a node whose SSH port is closed)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -227,3 +228,35 @@ def test_a_suite_that_failed_to_collect_is_no_test_failed_on_a_node() -> None:
     assert infra_report.exit_code(broken, [], 2, ["node1"]) == ExitCode.ERROR
     failed = [*broken, infra_report.TestOutcome("test_mpirun", "node1", "failed", "not on PATH")]
     assert infra_report.exit_code(failed, [], 1, ["node1"]) == ExitCode.HOST_FAILED
+
+
+def test_the_callers_pytest_settings_do_not_reach_the_suite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest took the configuration file of the directories above the suite (a project holding the venv the
+    wheel is installed in) and PYTEST_ADDOPTS: `addopts = "-x"` cut the table at the first failure, an option of a
+    plugin this venv lacks ended the run before any test, and verify blamed the inventory. The suite is copied
+    under a project whose pyproject.toml has such options, as an installed wheel's is (rdmaforge/data/verify)."""
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-x --an-option-of-a-missing-plugin")
+    project = tmp_path / "project"
+    root = project / ".venv" / "lib" / "site-packages" / "rdmaforge" / "data" / "verify"
+    shutil.copytree(verify.SUITE, root / "tests" / "infra", ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-x --cov=mycluster"\n')
+    (project / "conftest.py").write_text("raise SystemExit('the project conftest was loaded')\n")
+    monkeypatch.setattr(verify, "VERIFY_ROOT", root)
+    monkeypatch.setattr(verify, "SUITE", root / "tests" / "infra")
+    hosts = {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                           "rdmaforge_fabric": "tcp"}}  # fmt: skip
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    runs = tmp_path / "runs"
+    # On tcp the erdma repository and memlock tests are skipped, the rest run (and fail on this machine): with -x
+    # the table would show one failure.
+    code = main(["verify", "-i", str(inventory), "--runs-dir", str(runs), "-k", "memlock or erdma or nccl_conf"])
+    out = capsys.readouterr().out
+    log = (next(runs.iterdir()) / "verify" / "pytest.log").read_text()
+    assert "unrecognized arguments" not in log and "project conftest" not in log, log[-3000:]
+    row = next(line for line in out.splitlines() if line.startswith("localhost")).split()
+    assert code in (ExitCode.OK, ExitCode.HOST_FAILED), out
+    assert int(row[1]) + int(row[2]) >= 2 and row[3] == "2", out

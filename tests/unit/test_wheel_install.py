@@ -106,3 +106,68 @@ def test_report_on_a_stored_run_from_the_wheel(wheel_venv: WheelVenv, tmp_path: 
     if not has_plots:
         assert "plots not drawn: matplotlib is not installed (pip install 'rdmaforge[plots]')" in proc.stderr
         assert not list(run_dir.glob("*.png"))
+
+
+#: An inventory plugin of a user's own collection (installed under ~/.ansible/collections, as ansible-galaxy does):
+#: two nodes on loopback port 9, which refuses connections.
+INVENTORY_PLUGIN = '''
+from ansible.plugins.inventory import BaseInventoryPlugin
+
+DOCUMENTATION = """
+name: loopback
+short_description: two nodes on loopback port 9
+description: [A stand-in for a cloud inventory plugin.]
+options:
+  plugin: {description: The plugin name., required: true, choices: [mycorp.fleet.loopback]}
+"""
+
+
+class InventoryModule(BaseInventoryPlugin):
+    NAME = "mycorp.fleet.loopback"
+
+    def verify_file(self, path):
+        return path.endswith("fleet.yml")
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        inventory.add_group("cluster")
+        for number in (1, 2):
+            host = f"node{number}"
+            inventory.add_host(host, group="cluster")
+            inventory.set_variable(host, "ansible_host", f"127.0.0.{number}")
+            inventory.set_variable(host, "ansible_port", 9)
+            inventory.set_variable(host, "rdmaforge_fabric", "tcp")
+'''
+
+
+def test_the_users_own_collections_stay_visible(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    """The installed CLI set ANSIBLE_COLLECTIONS_PATH to its site-packages alone: an inventory from a plugin in
+    ~/.ansible/collections (a cloud's, installed with ansible-galaxy) worked with ansible-inventory and failed
+    every rdmaforge command that runs Ansible ("Nothing was run ... Fix the inventory"). The nodes are unreachable
+    here (port 9), so the run gets as far as connecting to them."""
+    bindir, env = wheel_venv.bindir, dict(wheel_venv.env)
+    home = tmp_path / "home"
+    plugin = home / ".ansible" / "collections" / "ansible_collections" / "mycorp" / "fleet" / "plugins" / "inventory"
+    plugin.mkdir(parents=True)
+    (plugin / "loopback.py").write_text(INVENTORY_PLUGIN)
+    (tmp_path / "fleet.yml").write_text("plugin: mycorp.fleet.loopback\n")
+    env["HOME"] = str(home)
+    listed = run([str(bindir / "ansible-inventory"), "-i", "fleet.yml", "--list"], tmp_path, env)
+    assert listed.returncode == 0 and "node2" in listed.stdout, listed.stderr
+    proc = run([str(bindir / "rdmaforge"), "doctor", "-i", "fleet.yml"], tmp_path, env, timeout=600)
+    said = proc.stdout + proc.stderr
+    assert "unknown plugin" not in said and "Nothing was run" not in said, said[-3000:]
+    assert proc.returncode == 3, said[-3000:]  # unreachable nodes (docs: exit codes)
+    assert "node1" in said and "node2" in said
+
+
+def test_a_relative_workspace_is_the_callers_directory_below(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    """RDMAFORGE_WORKSPACE=ws was used as given: Ansible, running from the playbooks' directory in site-packages,
+    wrote doctor's results there, and the command reported the nodes not judged."""
+    bindir, env = wheel_venv.bindir, {**wheel_venv.env, "RDMAFORGE_WORKSPACE": "ws"}
+    code = ("import rdmaforge.paths as p; print(p.WORKSPACE); "
+            "print(p.ansible_environment()['ANSIBLE_CACHE_PLUGIN_CONNECTION'])")
+    proc = run([str(bindir / "python"), "-c", code], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(tmp_path / "ws"), str(tmp_path / "ws" / ".cache" / "facts")]
