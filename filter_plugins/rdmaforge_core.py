@@ -9,8 +9,13 @@ from typing import Any
 
 from ansible.utils.display import Display
 
-from rdmaforge import mpi_hosts, network_retry, paths, ssh_mesh
+from rdmaforge import batch_size, mpi_hosts, network_retry, paths, ssh_mesh
 from rdmaforge.parsers import gpg, nccl_env, nccl_net_api, packages
+
+
+def batch_size_problem(value: object, variable: str) -> str:
+    """'' for a batch size Ansible's serial reads as meant, else the line that refuses it (rdmaforge.batch_size)."""
+    return batch_size.problem(variable, value)
 
 
 def installed_versions(query_output: str, names: list[str]) -> dict[str, str]:
@@ -88,6 +93,7 @@ class FilterModule:
             "rdmaforge_gpg_fingerprints": gpg.fingerprints,
             "rdmaforge_gpg_armor": gpg.armor,
             "rdmaforge_network_retry_done": network_retry_done,
+            "rdmaforge_batch_size_problem": batch_size_problem,
             "rdmaforge_installed_versions": installed_versions,
             "rdmaforge_package_query_argv": package_query_argv,
             "rdmaforge_packages_absent": packages_absent,

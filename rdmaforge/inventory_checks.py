@@ -18,13 +18,14 @@ import functools
 import ipaddress
 import json
 import re
+import socket
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import fabrics, fast_yaml, nccl_build, role_defaults, tuning
+from rdmaforge import batch_size, fabrics, fast_yaml, nccl_build, role_defaults, tuning
 from rdmaforge.bench.verdict import (
     THRESHOLDS,
     TOLERANCE,
@@ -240,7 +241,43 @@ def node_name_problems(host: str) -> list[Problem]:
                 f"{host}: inventory_hostname={show(host)} is not a valid node name; allowed: {_HOSTNAME_RULE}",
             )
         ]
+    address = _resolver_address(host)
+    if address is not None:
+        # The resolver (glibc's inet_aton) reads such a name as an address before any lookup: ssh, mpirun and the
+        # peers' /etc/hosts would reach that address, not the node.
+        return [
+            Problem(
+                host,
+                "inventory_hostname",
+                f"{host}: inventory_hostname={show(host)} is read as the address {address} by the resolver, not as a "
+                f"name; allowed: {_HOSTNAME_RULE}, not all digits (nor hexadecimal), such as node1",
+            )
+        ]
     return []
+
+
+def _resolver_address(name: str) -> str | None:
+    """The IPv4 address the C library's inet_aton reads ``name`` as (``10.5`` is 10.0.0.5, ``1`` is 0.0.0.1), if any."""
+    try:
+        return socket.inet_ntoa(socket.inet_aton(name.removesuffix(".")))
+    except (OSError, ValueError):
+        return None
+
+
+def localhost_node_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A node named for the controller (localhost, localhost.localdomain) that Ansible reaches over a network: its
+    inventory entry replaces Ansible's implicit localhost, so every task rdmaforge delegates to the controller (its
+    caches, the NCCL build) would run on that node over SSH instead."""
+    name = host.lower().removesuffix(".")
+    if not (name == "localhost" or name.startswith("localhost.")):
+        return []
+    if str(values.get("ansible_connection", "")).strip() == "local":
+        return []  # the controller itself, as a node of a one-machine cluster
+    return [Problem(host, "inventory_hostname",
+                    f"{host}: inventory_hostname={show(host)} is Ansible's name for the controller, and this node is "
+                    f"reached over {values.get('ansible_connection') or 'ssh'}: the tasks rdmaforge runs on the "
+                    f"controller (delegate_to: localhost) would run on it instead; allowed: another node name (the "
+                    f"node's own host name), or ansible_connection: local for the controller itself")]  # fmt: skip
 
 
 def address_problems(host: str, address: object) -> list[Problem]:
@@ -451,37 +488,90 @@ def outside_group_problems(groups: Mapping[str, Sequence[str]], target: str = PL
     return found
 
 
-# --- network retries -------------------------------------------------------------------------------
+# --- whole numbers ------------------------------------------------------------------------------------
 
-#: Bounds of the retry and timeout settings every download and package task uses (roles read them with the same
-#: defaults).
-NETWORK_RETRY_BOUNDS: dict[str, tuple[int, int]] = {
-    "rdmaforge_network_retries": (0, 20),
-    "rdmaforge_network_retry_delay": (0, 300),
-    "rdmaforge_network_timeout": (5, 3600),
+
+@dataclass(frozen=True)
+class WholeNumber:
+    """The range of a whole-number variable (``most`` None: no upper bound) and, in words, what it counts."""
+
+    least: int
+    most: int | None = None
+    what: str | None = None
+
+    @property
+    def allowed(self) -> str:
+        counted = f" of {self.what}" if self.what else ""
+        if self.most is None:
+            return f"a whole number{counted}, {self.least} or more"
+        return f"a whole number{counted} from {self.least} to {self.most}"
+
+
+#: Whole-number variables a role uses as a count, a duration or a port -> their range. The argument specs' int takes
+#: -1 and 0, and a word given where a role's type is raw, which then failed on the nodes after other roles had
+#: changed them: a lock poll of 0 divided by zero at the reboot, an e2e batch of 0 trained nothing and read as a
+#: hardware verdict.
+WHOLE_NUMBERS: dict[str, WholeNumber] = {
+    # every download and package task: a huge value would hold a dead mirror's failure for hours, a negative one
+    # makes Ansible skip the task's retries silently
+    "rdmaforge_network_retries": WholeNumber(0, 20),
+    "rdmaforge_network_retry_delay": WholeNumber(0, 300),
+    "rdmaforge_network_timeout": WholeNumber(5, 3600),
+    # the e2e benchmark: 0 steps trained the whole warm-up and failed the component
+    "benchmark_e2e_steps": WholeNumber(1, None, "measured training steps"),
+    "benchmark_e2e_warmup_steps": WholeNumber(0, None, "warm-up steps"),
+    "benchmark_e2e_batch_size": WholeNumber(1, None, "samples per rank per step"),
+    "benchmark_e2e_port": WholeNumber(1, 65535, "a TCP port"),
+    "benchmark_iterations": WholeNumber(1, None, "timed iterations"),
+    "benchmark_warmup_iterations": WholeNumber(0, None, "warm-up iterations"),
+    "benchmark_gpus_per_process": WholeNumber(1, None, "GPUs per process"),
+    "benchmark_timeout": WholeNumber(1, None, "seconds"),
+    # the rolling reboot (roles/hugepages/tasks/reboot.yml): the lock's retries are wait // poll
+    "hugepages_reboot_timeout": WholeNumber(1, 86400, "seconds"),
+    "hugepages_reboot_lock_wait": WholeNumber(0, 86400, "seconds"),
+    "hugepages_reboot_lock_poll": WholeNumber(1, 3600, "seconds between looks"),
+    "nccl_build_timeout": WholeNumber(1, None, "seconds"),
+    "pairwise_iperf_streams": WholeNumber(1, 128, "parallel streams"),
+    "pairwise_iperf_seconds": WholeNumber(1, 3600, "seconds"),
+    "pairwise_port_base": WholeNumber(1024, 65000, "the first TCP port of the sweep"),
+    "pairwise_timeout": WholeNumber(1, None, "seconds"),
+    "ssh_trust_check_peers": WholeNumber(0, None, "peers each node checks (0: every peer)"),
+    "ssh_trust_check_parallel": WholeNumber(1, None, "connections at a time"),
 }
+#: The e2e benchmark's counts (the benchmark role checks them again where it runs: filter_plugins/rdmaforge_bench).
+E2E_COUNTS = ("benchmark_e2e_steps", "benchmark_e2e_warmup_steps", "benchmark_e2e_batch_size")
 
 
-def network_retry_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
-    """The retry count, delay and mirror timeout must be whole numbers in range: a huge value would hold a dead
-    mirror's failure for hours, a negative one makes Ansible skip the task's retries silently."""
+def whole_number_problems(
+    host: str, values: Mapping[str, object], names: Iterable[str] = WHOLE_NUMBERS
+) -> list[Problem]:
+    """Each variable of ``names`` set to no whole number in its WHOLE_NUMBERS range."""
     found = []
-    for variable, (low, high) in NETWORK_RETRY_BOUNDS.items():
+    for variable in names:
         if variable not in values:
             continue
         value = values[variable]
-        number = value if isinstance(value, int) and not isinstance(value, bool) else None
-        if isinstance(value, str) and value.strip().isdigit():
-            number = int(value)
-        if number is None or not low <= number <= high:
-            found.append(
-                Problem(
-                    host,
-                    variable,
-                    f"{host}: {variable}={show(value)} is not allowed; allowed: a whole number from {low} to {high}",
-                )  # fmt: skip
-            )
+        if isinstance(value, str) and _templated_text(value):
+            continue  # its result is what counts: the role's own check has it
+        bounds = WHOLE_NUMBERS[variable]
+        number = whole_number(value)
+        if number is None or number < bounds.least or (bounds.most is not None and number > bounds.most):
+            message = f"{host}: {variable}={show(value)} is not allowed; allowed: {bounds.allowed}"
+            found.append(Problem(host, variable, message))
     return found
+
+
+def e2e_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """An e2e step or batch count below its least, or no whole number (the argument spec's int takes -1 and 0)."""
+    return whole_number_problems(host, values, E2E_COUNTS)
+
+
+def batch_size_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A rolling play's batch size (rdmaforge.batch_size) that Ansible's serial would read as something else: -e
+    rdmaforge_reboot_serial=0 rebooted every node at once, a word failed at the reboot after the first huge-page play
+    had changed every node's kernel arguments."""
+    return [Problem(host, variable, f"{host}: {refusal}") for variable in batch_size.VARIABLES
+            if variable in values and (refusal := batch_size.problem(variable, values[variable]))]  # fmt: skip
 
 
 #: Numbers that must be positive when set (null leaves them unset), with what is allowed, in words.
@@ -637,6 +727,39 @@ def eni_address_problems(host: str, values: Mapping[str, object]) -> list[Proble
     return found
 
 
+def eni_duplicate_problems(nodes: Sequence[NodeInput]) -> list[Problem]:
+    """The same secondary-NIC address on two NICs of the cluster, or one that is a node's ansible_host: both nodes
+    would answer for it on the subnet, and the policy routes of one would send the other's traffic to it. Only nodes
+    with eni_enabled, and their NICs in eni_interfaces when it lists them (the role configures no other)."""
+    owners: dict[str, list[str]] = {}  # address -> where it is set, in words
+    for node in nodes:
+        if node.address and is_ipv4(node.address):
+            owners.setdefault(node.address, []).append(f"{node.name}'s ansible_host")
+    for node in nodes:
+        if ansible_bool(role_defaults.value_of(node.values, "eni_enabled")) is not True:
+            continue
+        addresses = node.values.get("eni_addresses")
+        listed = role_defaults.value_of(node.values, "eni_interfaces")
+        for nic, value in addresses.items() if isinstance(addresses, Mapping) else ():
+            network = _ipv4_network(value)
+            if network is None or (isinstance(listed, list) and listed and nic not in listed):
+                continue
+            owners.setdefault(str(ipaddress.IPv4Interface(str(value)).ip), []).append(
+                f"{node.name}'s eni_addresses.{nic}")
+    found = []
+    in_play = {n.name for n in nodes if n.in_play}
+    for address, where in owners.items():
+        if len(where) < 2 or not any("eni_addresses" in w for w in where):
+            continue  # a duplicate ansible_host alone is duplicate_problems' to name
+        for entry in where:
+            host, _, variable = entry.partition("'s ")
+            if host in in_play and variable.startswith("eni_addresses"):
+                others = ", ".join(w for w in where if w != entry)
+                found.append(Problem(host, variable, f"{host}: {variable} is {address}, which is also {others}; "
+                                                     "allowed: an address no other NIC or node of the cluster has"))
+    return found
+
+
 def eni_number_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """eni_mtu within ENI_MTU_RANGE (null: the role's rule), and eni_route_table_base such that every secondary
     NIC's table (the base, +1 per NIC: tuning.eni_plan) is a routing table id Linux has and does not reserve. The
@@ -740,29 +863,6 @@ def _id_range_problems(
                f"a whole number {' or '.join(ranges)}, so that every {each} (1 to {most}) other than "
                f"{reserved_low}-{reserved_high} ({reserved_words})")  # fmt: skip
     return [Problem(host, variable, message)]
-
-
-#: The e2e benchmark's step and batch counts -> the least allowed. 0 steps trained the whole warm-up and failed the
-#: component; a batch of 0 trained nothing and read as "the 1-node run measured no throughput", a hardware verdict.
-E2E_COUNTS: dict[str, tuple[int, str]] = {
-    "benchmark_e2e_steps": (1, "measured training steps"),
-    "benchmark_e2e_warmup_steps": (0, "warm-up steps"),
-    "benchmark_e2e_batch_size": (1, "samples per rank per step"),
-}
-
-
-def e2e_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
-    """An e2e step or batch count below its least, or no whole number (the argument spec's int takes -1 and 0)."""
-    found = []
-    for variable, (least, what) in E2E_COUNTS.items():
-        if variable not in values:
-            continue
-        number = whole_number(values[variable])
-        if number is None or number < least:
-            message = (f"{host}: {variable}={show(values[variable])} is not allowed; allowed: a whole number of "
-                       f"{what}, {least} or more")  # fmt: skip
-            found.append(Problem(host, variable, message))
-    return found
 
 
 def threshold_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
@@ -892,6 +992,49 @@ def _mapping_of(values: Mapping[str, object], variable: str) -> Mapping[str, Any
     return value if isinstance(value, Mapping) else {}
 
 
+#: A CUDA arch as nccl_build takes it (roles/nccl_build/tasks/validate.yml holds the same rule for -e on its own).
+_CUDA_ARCH = re.compile(r"sm_[0-9]{2,3}[a-z]?")
+
+
+def fact_free_role_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """Role checks that need no fact, made with the inventory's, before any node is connected to: the roles'
+    validate.yml (which preflight runs after gathering facts) holds them too, for a role run on its own. Late, they
+    were never shown where a node was unreachable, and came after every node was connected to."""
+    found = []
+    accelerators = _mapping_of(values, "nccl_env_accelerators")
+    accelerator = role_defaults.value_of(values, "nccl_env_accelerator")
+    if accelerators and isinstance(accelerator, str) and not _templated_text(accelerator) \
+            and accelerator not in accelerators:  # fmt: skip
+        found.append(Problem(host, "nccl_env_accelerator",
+                             f"{host}: nccl_env_accelerator={show(accelerator)} is not a key of nccl_env_accelerators"
+                             f"{_did_you_mean(accelerator, [str(k) for k in accelerators])}; allowed: "
+                             f"{', '.join(map(str, accelerators))}"))  # fmt: skip
+    archs = values.get("nccl_cuda_archs")
+    if isinstance(archs, list) and not (archs and all(isinstance(a, str) and _CUDA_ARCH.fullmatch(a) for a in archs)):
+        found.append(Problem(host, "nccl_cuda_archs", f"{host}: nccl_cuda_archs={show(archs)} is not allowed; allowed: "
+                                                      "a non-empty list of sm_NN names, such as ['sm_80', 'sm_90']"))
+    return found
+
+
+def group_name_problems(host: str, values: Mapping[str, object], groups: Mapping[str, Sequence[str]]) -> list[Problem]:
+    """A variable that names the group a role works on, set to a group with no hosts: cluster_hosts then wrote no
+    /etc/hosts lines and said nothing, mpi_launch wrote an empty hostfile."""
+    found = []
+    for variable in GROUP_VARIABLES:
+        name = values.get(variable)
+        if not isinstance(name, str) or _templated_text(name) or groups.get(name):
+            continue
+        having = sorted(g for g, hosts in groups.items() if g not in ("all", "ungrouped") and hosts)
+        found.append(Problem(host, variable, f"{host}: {variable}={show(name)} names no group with hosts"
+                                             f"{_did_you_mean(name, having)}; allowed: a group of the inventory: "
+                                             f"{', '.join(having)}"))  # fmt: skip
+    return found
+
+
+#: The variables that name the group a role works on.
+GROUP_VARIABLES = ("cluster_hosts_group", "mpi_launch_group", "ssh_trust_group")
+
+
 def rdma_fallback_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """On an RDMA fabric, NCCL settings that send its traffic over TCP sockets without an error
     (nccl_env.rdma_fallback_problems): the settings in force (profile, accelerator, overrides, as role nccl_env
@@ -1018,13 +1161,18 @@ def version_in(source: str) -> str | None:
 def version_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A version and the git ref or tarball it is built from must agree: the version names the install prefix
     and the cached package, so a ref of another version would install one NCCL under another's name.
-    Only values the inventory sets are compared (a source without a version in its name is not checked); the
-    source in use is the inventory's, else the role's default (rdmaforge.role_defaults)."""
+    A source the inventory sets is compared with the version in use, the inventory's or else the role's default (a
+    tarball of another release with the version left at its default was built and installed under the default's
+    name); a source without a version in its name is not checked. The source in use is the inventory's, else the
+    role's default (rdmaforge.role_defaults)."""
     found = []
     for each in versioned_sources():
-        version, source = values.get(each.version), values.get(each.variable)
-        if not is_release(version) or not isinstance(source, str):
-            continue  # unset, or release_problems' to name: no source could be of that version
+        source = values.get(each.variable)
+        if not isinstance(source, str):
+            continue  # the role's default source, which names its default version
+        version = role_defaults.value_of(values, each.version)
+        if not is_release(version):
+            continue  # release_problems' to name (or a template): no source could be of that version
         in_use = role_defaults.value_of(values, each.source)
         if in_use != each.in_use:
             continue
@@ -1349,7 +1497,7 @@ def variable_names(roles_dir: str | Path) -> VariableNames:
 def _variable_names(roles_dir: str) -> VariableNames:
     """Read once per process (a run): about 0.2 s for every role, playbook and module of rdmaforge."""
     roles = Path(roles_dir)
-    settable = {"rdmaforge_fabric", *NETWORK_RETRY_BOUNDS, *POSITIVE_NUMBERS, *GPU_COUNTS, *THRESHOLDS, *E2E_COUNTS}
+    settable = {"rdmaforge_fabric", *WHOLE_NUMBERS, *POSITIVE_NUMBERS, *GPU_COUNTS, *THRESHOLDS}
     settable.update(merged_argument_specs(discover_argument_specs(roles))["options"])
     for path in roles.glob("*/defaults/main.yml"):
         settable.update(str(name) for name in role_defaults.defaults(path.parent.parent.name, roles_dir=roles))
@@ -1608,6 +1756,45 @@ def text_list_problems(
     return found
 
 
+def mapping_shape_problems(
+    host: str,
+    role: str,
+    options: Mapping[str, Mapping[str, object]],
+    values: Mapping[str, object],
+    owners: Mapping[str, str] | None = None,
+) -> list[Problem]:
+    """A mapping option given as text, and a list or mapping option set to null where its role's default is none.
+
+    Ansible's argument spec converts ``eni_addresses: eth1=10.0.1.5/24`` (or JSON text) for its check only and hands
+    the role the text: the eni role then failed with a TypeError after earlier roles had changed the nodes, and
+    nccl_env merged a string. Null passed the spec for some options (nccl_cuda_archs, nccl_env_overrides) and failed
+    later on ``| length`` or ``.items()``; where null is the role's own default (an option that is off or found on
+    the node), it stays allowed."""
+    from ansible.module_utils.common.validation import check_type_dict
+
+    found = []
+    for name, option in options.items():
+        if name not in values:
+            continue
+        value, kind = values[name], option.get("type")
+        owning = (owners or {}).get(name, role)
+        if kind == "dict" and isinstance(value, str) and not _templated_text(value):
+            try:
+                example = f", e.g. -e '{json.dumps({name: check_type_dict(value)})}' or the same as YAML"
+            except (TypeError, ValueError):
+                example = ""
+            found.append(Problem(host, name, f"{host}: {name}={show(value)} is text where role {owning} takes a "
+                                             f"mapping; allowed: {describe_option(option)}{example}"))  # fmt: skip
+        elif kind in ("dict", "list") and value is None:
+            default = role_defaults.defaults(owning).get(name)  # the owning role's: not every name has its prefix
+            if default is not None:
+                what = "a mapping" if kind == "dict" else "a list"
+                found.append(Problem(host, name, f"{host}: {name}=null is not {what}, which role {owning} takes (its "
+                                                 f"default is {show(default)}); allowed: {describe_option(option)}, "
+                                                 f"or leave it unset for the default"))  # fmt: skip
+    return found
+
+
 def _templated_text(value: str) -> bool:
     """Text Ansible still templates (a raw value read from an inventory file): its result is what counts."""
     return "{{" in value or "{%" in value
@@ -1684,7 +1871,9 @@ def inventory_report(
         found += fabric_problems(node.name, node.fabric)
         found += long_name_problems(node.name)  # before node_name_problems: its line wins, the name shortened
         found += node_name_problems(node.name)
-        found += network_retry_problems(node.name, node.values)
+        found += localhost_node_problems(node.name, node.values)
+        found += whole_number_problems(node.name, node.values)
+        found += batch_size_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
         found += gpu_count_problems(node.name, node.values)
         found += hugepages_problems(node.name, node.values)
@@ -1694,7 +1883,6 @@ def inventory_report(
         found += repository_problems(node.name, node.values)
         found += documented_nccl_problems(node.name, node.values)
         found += threshold_problems(node.name, node.values)
-        found += e2e_count_problems(node.name, node.values)
         found += env_value_problems(node.name, node.values)
         found += rdma_fallback_problems(node.name, node.values)
         found += doctor_accept_problems(node.name, node.values)
@@ -1708,6 +1896,9 @@ def inventory_report(
         found += nccl_tests_binaries_problems(node.name, node.values)
         found += nccl_tests_make_args_problems(node.name, node.values)
         found += make_path_problems(node.name, node.values)
+        found += fact_free_role_problems(node.name, node.values)
+        if groups is not None:
+            found += group_name_problems(node.name, node.values, groups)
         if names is not None:
             found += misspelled_variable_problems(node.name, node.values, names)
         if node.address is not None:
@@ -1716,7 +1907,9 @@ def inventory_report(
             found += argspec_problems(node.name, result.role, result.errors, result.options, node.values, result.owners)
             # After Ansible's own line, which wins for a text that is no allowed choice either (its did-you-mean).
             found += text_list_problems(node.name, result.role, result.options, node.values, result.owners)
+            found += mapping_shape_problems(node.name, result.role, result.options, node.values, result.owners)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
+    found += eni_duplicate_problems(nodes)
     in_play = {n.name for n in nodes if n.in_play}
     found += [p for p in mixed_fabric_problems([(n.name, n.fabric) for n in nodes], group) if p.host in in_play]
     if groups is not None:

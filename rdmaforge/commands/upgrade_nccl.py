@@ -4,31 +4,22 @@
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
+from rdmaforge import batch_size
 from rdmaforge.runner import command
 
 NAME = "upgrade-nccl"
 
 
-#: The batch sizes playbooks/check_upgrade_serial.yml lets through as text (its `match` tests, which anchor at the
-#: start; `$` also matches before a final newline, which its `trim` test refuses). The playbook holds these very
-#: expressions (tests/unit/test_cli_plumbing_hostile.py checks it): one rule for --serial and -e.
-SERIAL_WHOLE = "^[1-9][0-9]*$"
-SERIAL_PERCENT = "^([1-9][0-9]?|100)%$"
-SERIAL_ALLOWED = ("a whole number of nodes per batch, at least 1 (e.g. 2), or a percentage of the cluster from 1% to "
-                  "100% (e.g. 25%)")  # fmt: skip
-
-
 def serial_size(text: str) -> str:
-    """argparse type of --serial: the playbook's rule (check_upgrade_serial.yml) applied before anything runs, so
-    that a bad value is a usage error (exit 64) and not a host failed (exit 2, node1 blamed). Blanks around the value
-    are dropped, as rollout_variables always did (the playbook's `trim` test then holds)."""
+    """argparse type of --serial: the playbook's rule (rdmaforge.batch_size) applied before anything runs, so that a
+    bad value is a usage error (exit 64) and not a host failed (exit 2, node1 blamed). Blanks around the value are
+    dropped, as rollout_variables always did."""
     value = text.strip()
-    if re.match(SERIAL_WHOLE, value) or re.match(SERIAL_PERCENT, value):  # stripped: no final newline left
+    if batch_size.allowed(value):
         return value
-    raise argparse.ArgumentTypeError(f"{text!r}: allowed: {SERIAL_ALLOWED}")
+    raise argparse.ArgumentTypeError(f"{text!r}: allowed: {batch_size.ALLOWED}")
 
 
 def add_serial_argument(parser: argparse.ArgumentParser) -> None:

@@ -367,16 +367,13 @@ def test_a_good_serial_reaches_the_playbook(value: str, variable: object) -> Non
     assert upgrade_nccl.rollout_variables(args) == {"rdmaforge_upgrade_serial": variable}
 
 
-def test_the_playbook_checks_serial_with_the_commands_expressions() -> None:
-    """One rule: check_upgrade_serial.yml's `match` tests are upgrade_nccl's SERIAL_WHOLE and SERIAL_PERCENT."""
+def test_the_playbook_checks_serial_with_the_commands_rule() -> None:
+    """One rule: check_upgrade_serial.yml refuses with rdmaforge.batch_size, as --serial does."""
     (play,) = yaml.safe_load((PROJECT_ROOT / "playbooks" / "check_upgrade_serial.yml").read_text())
     (task,) = [t for t in play["tasks"] if "ansible.builtin.assert" in t]
-    that = play["vars"]["serial_allowed"]
-    for expression in (upgrade_nccl.SERIAL_WHOLE, upgrade_nccl.SERIAL_PERCENT):
-        assert f"is match('{expression}')" in that
-    assert that.count("is match(") == 2
-    assert task["ansible.builtin.assert"]["that"] == "serial_allowed | bool"
-    assert upgrade_nccl.SERIAL_ALLOWED in " ".join(play["vars"]["serial_refusal"].split())
+    refusal = play["vars"]["serial_refusal"]
+    assert "rdmaforge.cluster.rdmaforge_batch_size_problem('rdmaforge_upgrade_serial')" in refusal
+    assert task["ansible.builtin.assert"]["that"] == "serial_refusal | length == 0"
 
 
 # 8. --runs-dir ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -546,6 +547,24 @@ def test_git_ref_of_another_version_is_refused() -> None:
     ]
 
 
+def test_a_source_of_another_version_than_the_roles_default_is_refused() -> None:
+    """The version left at the role's default (fuzz 13b): a tarball of another release was accepted, then built and
+    installed under the default version's name. The default comes from roles/nccl_build/defaults/main.yml."""
+    import yaml as _yaml
+
+    from rdmaforge.paths import ROLES_DIR
+
+    default = _yaml.safe_load((ROLES_DIR / "nccl_build" / "defaults" / "main.yml").read_text())["nccl_build_version"]
+    values = {"nccl_build_source": "tarball", "nccl_build_tarball_url": NCCL_TARBALL}
+    (message,) = messages(checks.version_problems("node1", values))
+    assert message == (
+        f"node1: nccl_build_tarball_url={NCCL_TARBALL!r} is version 2.21.5, but nccl_build_version={default!r} and "
+        "nccl_build_source='tarball' builds from nccl_build_tarball_url; allowed: nccl_build_tarball_url of version "
+        f"{default} (or set nccl_build_version: '2.21.5')"
+    )
+    assert checks.version_problems("node1", {**values, "nccl_build_version": "2.21.5"}) == []
+
+
 def test_tarball_of_another_version_is_refused_only_when_it_is_the_source() -> None:
     values = {
         "nccl_tests_version": "2.17.8",
@@ -600,7 +619,9 @@ def test_every_role_source_with_a_version_is_compared() -> None:
 def test_matching_or_unversioned_sources_pass() -> None:
     assert checks.version_problems("n", {"nccl_build_version": "2.29.7", "nccl_build_git_ref": "v2.29.7-1"}) == []
     assert checks.version_problems("n", {"nccl_build_version": "2.29.7", "nccl_build_git_ref": "master"}) == []
-    assert checks.version_problems("n", {"nccl_build_git_ref": "v2.21.5-1"}) == []  # no version in the inventory
+    # no version in the inventory: the role's default (2.29.7) is the version in use, and the ref is another's
+    (message,) = messages(checks.version_problems("n", {"nccl_build_git_ref": "v2.21.5-1"}))
+    assert message.startswith("n: nccl_build_git_ref='v2.21.5-1' is version 2.21.5, but nccl_build_version=")
 
 
 def test_lab_inventory_versions_agree(tmp_path: Path) -> None:
@@ -791,14 +812,15 @@ def test_a_tarball_source_needs_a_url_and_a_sha256_before_any_node_is_touched(ro
     ],
 )
 def test_a_malformed_download_is_refused(url: str, sha256: object) -> None:
-    lines = report_of(nccl_tests_source="tarball", nccl_tests_tarball_url=url, nccl_tests_tarball_sha256=sha256)
+    lines = report_of(nccl_tests_source="tarball", nccl_tests_tarball_url=url, nccl_tests_tarball_sha256=sha256,
+                      nccl_tests_version="2.21.5")  # the version the URL names: only the download is wrong
     assert len(lines) == 1
     assert lines[0].startswith("node1: nccl_tests_tarball_")
 
 
 def test_a_well_formed_download_passes_and_an_unused_one_is_not_checked() -> None:
     assert report_of(nccl_build_source="tarball", nccl_build_tarball_url=NCCL_TARBALL,
-                     nccl_build_tarball_sha256=EMPTY_SHA256) == []  # fmt: skip
+                     nccl_build_tarball_sha256=EMPTY_SHA256, nccl_build_version="2.21.5") == []  # fmt: skip
     assert report_of(nccl_build_tarball_url="", nccl_build_tarball_sha256="todo") == []  # git is the default source
 
 
@@ -936,7 +958,7 @@ def test_another_ref_with_the_default_commit_is_refused_before_any_node_is_touch
     # the same ref as the default's, a commit of its own, an unpinned build, a tarball, nccl-tests switched off
     assert report_of(nccl_build_version="2.29.7", nccl_build_git_ref="v2.29.7-1") == []
     assert report_of(nccl_build_version="2.30.3", nccl_build_git_commit="0123456789abcdef" * 2 + "01234567") == []
-    assert report_of(nccl_build_git_ref="v2.30.3-1", nccl_build_git_commit="") == []
+    assert report_of(nccl_build_git_ref="v2.30.3-1", nccl_build_git_commit="", nccl_build_version="2.30.3") == []
     assert report_of(nccl_build_source="tarball", nccl_build_tarball_url=NCCL_TARBALL,
                      nccl_build_tarball_sha256=EMPTY_SHA256, nccl_build_version="2.21.5") == []  # fmt: skip
     assert report_of(nccl_tests_enabled=False, nccl_tests_version="2.19.6") == []
@@ -1410,3 +1432,182 @@ def test_a_make_path_with_a_blank_is_refused_before_anything_is_built() -> None:
     assert line.startswith("node1: nccl_tests_mpi_home={") and "has a blank in '/opt/my mpi'" in line, line
     assert report_of(nccl_build_cuda_home="/usr/local/cuda 13") != []
     assert report_of(nccl_build_cuda_home="/usr/local/cuda-13.0", nccl_tests_mpi_home={"Debian": "/usr/lib"}) == []
+
+
+# Batch sizes and whole numbers found by an exploratory round (fuzz 13b): each was accepted, then failed on the
+# nodes after other roles had changed them.
+
+
+@pytest.mark.parametrize("variable", ["rdmaforge_reboot_serial", "rdmaforge_upgrade_serial"])
+@pytest.mark.parametrize(("value", "shown"), [(0, "0"), ("0", '"0"'), (-1, "-1"), ("abc", '"abc"'),
+                                              ("150%", '"150%"'), ("25%\n", '"25%\\n"'), (True, "true")])  # fmt: skip
+def test_a_batch_size_ansible_reads_as_another_is_refused(variable: str, value: object, shown: str) -> None:
+    """Ansible's serial reads 0 or less as one batch of every host (ansible/executor/playbook_executor.py): -e
+    rdmaforge_reboot_serial=0 would reboot the whole cluster at once."""
+    assert report_of(**{variable: value}) == [
+        f"node1: {variable}={shown}: allowed: a whole number of nodes per batch, at least 1 (e.g. 2), or a percentage "
+        "of the cluster from 1% to 100% (e.g. 25%)"
+    ]
+
+
+@pytest.mark.parametrize("value", [1, "3", "10%", "100%"])
+def test_a_batch_size_of_nodes_or_a_share_is_accepted(value: object) -> None:
+    assert report_of(rdmaforge_reboot_serial=value) == []
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "allowed"),
+    [
+        # reboot.yml's lock wait divides by the poll: 0 failed at the reboot, after every node's kernel arguments
+        ("hugepages_reboot_lock_poll", 0, "a whole number of seconds between looks from 1 to 3600"),
+        ("hugepages_reboot_timeout", -1, "a whole number of seconds from 1 to 86400"),
+        ("ssh_trust_check_peers", -1, "a whole number of peers each node checks (0: every peer), 0 or more"),
+        ("ssh_trust_check_parallel", 0, "a whole number of connections at a time, 1 or more"),
+        ("pairwise_iperf_streams", 0, "a whole number of parallel streams from 1 to 128"),
+        ("pairwise_port_base", 70000, "a whole number of the first TCP port of the sweep from 1024 to 65000"),
+        ("benchmark_e2e_port", 0, "a whole number of a TCP port from 1 to 65535"),
+        ("benchmark_iterations", "lots", "a whole number of timed iterations, 1 or more"),
+        ("nccl_build_timeout", 0, "a whole number of seconds, 1 or more"),
+    ],
+)
+def test_a_count_duration_or_port_out_of_its_range_is_refused(variable: str, value: object, allowed: str) -> None:
+    assert report_of(**{variable: value}) == [f"node1: {variable}={value!r} is not allowed; allowed: {allowed}"]
+
+
+def report_with_specs(**values: object) -> list[str]:
+    """report_of with preflight's validation of every role's argument spec (as roles/preflight runs it)."""
+    from rdmaforge.paths import ROLES_DIR
+
+    merged = checks.merged_argument_specs(checks.discover_argument_specs(ROLES_DIR))
+    node_values = {"rdmaforge_fabric": "erdma", **values}
+    result = checks.ArgspecResult("preflight", checks.argspec_errors(merged["options"], node_values),
+                                  merged["options"], merged["owners"])  # fmt: skip
+    node = NodeInput("node1", None, "erdma", values=node_values, argspecs=[result])
+    return checks.inventory_report([node]).get("node1", [])
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "role", "example"),
+    [
+        # the eni role failed with a TypeError (rdmaforge/tuning.py) after earlier roles had changed the nodes
+        ("eni_addresses", "eth1=10.0.1.5/24", "eni", '{"eni_addresses": {"eth1": "10.0.1.5/24"}}'),
+        ("nccl_env_overrides", "NCCL_DEBUG=INFO", "nccl_env", '{"nccl_env_overrides": {"NCCL_DEBUG": "INFO"}}'),
+        ("eni_gateways", '{"eth1": "10.0.1.1"}', "eni", '{"eni_gateways": {"eth1": "10.0.1.1"}}'),
+    ],
+)
+def test_a_mapping_given_as_text_is_refused(variable: str, value: str, role: str, example: str) -> None:
+    lines = [line for line in report_with_specs(**{variable: value}) if line.startswith(f"node1: {variable}=")]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"node1: {variable}={value!r} is text where role {role} takes a mapping; allowed: ")
+    assert f"e.g. -e '{example}'" in lines[0]
+
+
+@pytest.mark.parametrize(("variable", "role", "what"), [("nccl_cuda_archs", "nccl_build", "a list"),
+                                                         ("nccl_env_overrides", "nccl_env", "a mapping"),
+                                                         ("preflight_supported_os", "preflight", "a mapping")])
+def test_null_for_a_list_or_mapping_with_a_default_is_refused(variable: str, role: str, what: str) -> None:
+    lines = [line for line in report_with_specs(**{variable: None}) if line.startswith(f"node1: {variable}=")]
+    assert len(lines) == 1 and lines[0].startswith(f"node1: {variable}=null is not {what}, which role {role} takes "
+                                                   "(its default is "), lines  # fmt: skip
+
+
+def test_null_where_the_roles_default_is_null_stays_allowed() -> None:
+    # workload_manifests_rdma_device_files: null (the default) means "the files found on the node"
+    assert not [line for line in report_with_specs(workload_manifests_rdma_device_files=None)
+                if "workload_manifests_rdma_device_files" in line]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "address"), [("1", "0.0.0.1"), ("10.5", "10.0.0.5"), ("127.1", "127.0.0.1"),
+                                               ("0x7f000001", "127.0.0.1")])  # fmt: skip
+def test_a_node_name_the_resolver_reads_as_an_address_is_refused(name: str, address: str) -> None:
+    """glibc's inet_aton reads these as addresses (socket.gethostbyname('10.5') is 10.0.0.5): ssh, mpirun and the
+    peers' /etc/hosts would reach that address, not the node."""
+    node = NodeInput(name, "198.18.0.10", "erdma", values={"rdmaforge_fabric": "erdma"})
+    assert checks.inventory_report([node])[name] == [
+        f"{name}: inventory_hostname={name!r} is read as the address {address} by the resolver, not as a name; "
+        f"allowed: {checks._HOSTNAME_RULE}, not all digits (nor hexadecimal), such as node1"
+    ]
+
+
+@pytest.mark.parametrize("name", ["node.1", "gpu-001", "a1", "1a"])
+def test_names_with_digits_that_are_no_address_stay_allowed(name: str) -> None:
+    node = NodeInput(name, "198.18.0.10", "erdma", values={"rdmaforge_fabric": "erdma"})
+    assert checks.inventory_report([node]).get(name) is None
+
+
+@pytest.mark.parametrize("name", ["localhost", "localhost.localdomain", "LOCALHOST"])
+def test_a_node_named_for_the_controller_and_reached_over_ssh_is_refused(name: str) -> None:
+    node = NodeInput(name, "198.18.0.10", "erdma", values={"rdmaforge_fabric": "erdma", "ansible_host": "198.18.0.10"})
+    (line,) = checks.inventory_report([node])[name]
+    assert line.startswith(f"{name}: inventory_hostname={name!r} is Ansible's name for the controller, and this node "
+                           "is reached over ssh: the tasks rdmaforge runs on the controller (delegate_to: localhost) "
+                           "would run on it instead; allowed: ")  # fmt: skip
+    local = NodeInput(name, "127.0.0.1", "erdma", values={"rdmaforge_fabric": "erdma", "ansible_connection": "local"})
+    assert checks.inventory_report([local]).get(name) is None  # the controller itself, a one-machine cluster
+
+
+def test_an_unknown_accelerator_is_refused_before_any_node_is_touched() -> None:
+    """nccl_env's validate.yml refused it only after preflight had connected and gathered facts: with a node
+    unreachable, never. The allowed names are the keys of the role's table (roles/nccl_env/defaults/main.yml)."""
+    defaults = yaml.safe_load((paths.ROLES_DIR / "nccl_env" / "defaults" / "main.yml").read_text())
+    table = defaults["nccl_env_accelerators"]
+    assert "taco" in table
+    assert report_of(nccl_env_accelerator="tacoo") == [
+        "node1: nccl_env_accelerator='tacoo' is not a key of nccl_env_accelerators (did you mean 'taco'?); allowed: "
+        f"{', '.join(table)}"
+    ]
+    assert report_of(nccl_env_accelerator="taco") == []
+
+
+@pytest.mark.parametrize("archs", [[], ["sm80"], ["compute_90"], [80]])
+def test_cuda_archs_nccl_build_refuses_are_refused_before_any_node_is_touched(archs: list[object]) -> None:
+    assert report_of(nccl_cuda_archs=archs) == [
+        f"node1: nccl_cuda_archs={json.dumps(archs)} is not allowed; allowed: a non-empty list of sm_NN names, such as "
+        "['sm_80', 'sm_90']"
+    ]
+
+
+@pytest.mark.parametrize("variable", ["cluster_hosts_group", "mpi_launch_group", "ssh_trust_group"])
+def test_a_group_variable_naming_no_group_is_refused(variable: str) -> None:
+    """cluster_hosts_group: nodes (no such group) wrote no /etc/hosts lines and said nothing."""
+    groups = {"all": ["node1"], "ungrouped": [], "cluster": ["node1"], "gpus": ["node1"], "empty": []}
+    node = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", variable: "nodes"})
+    assert checks.inventory_report([node], groups=groups)["node1"] == [
+        f"node1: {variable}='nodes' names no group with hosts; allowed: a group of the inventory: cluster, gpus"
+    ]
+    node.values[variable] = "gpus"  # type: ignore[index]
+    assert checks.inventory_report([node], groups=groups).get("node1") is None
+
+
+def eni_node(name: str, address: str, **values: object) -> NodeInput:
+    return NodeInput(name, address, "erdma", values={"rdmaforge_fabric": "erdma", "eni_enabled": True,
+                                                     "eni_interfaces": ["eth1"], **values})  # fmt: skip
+
+
+def test_a_secondary_nic_address_of_two_nodes_is_refused() -> None:
+    """The same eni_addresses in group_vars gave every node 10.0.1.5 (fuzz 13b): accepted, then an address conflict
+    on the VPC subnet."""
+    nodes = [eni_node(f"node{i}", f"198.18.0.{i}", eni_addresses={"eth1": "10.0.1.5/24"}) for i in (1, 2)]
+    assert checks.inventory_report(nodes) == {
+        "node1": ["node1: eni_addresses.eth1 is 10.0.1.5, which is also node2's eni_addresses.eth1; allowed: an "
+                  "address no other NIC or node of the cluster has"],
+        "node2": ["node2: eni_addresses.eth1 is 10.0.1.5, which is also node1's eni_addresses.eth1; allowed: an "
+                  "address no other NIC or node of the cluster has"],
+    }
+
+
+def test_a_secondary_nic_address_that_is_another_nodes_address_is_refused() -> None:
+    nodes = [eni_node("node1", "198.18.0.1", eni_addresses={"eth1": "198.18.0.2/24"}), eni_node("node2", "198.18.0.2")]
+    assert checks.inventory_report(nodes) == {
+        "node1": ["node1: eni_addresses.eth1 is 198.18.0.2, which is also node2's ansible_host; allowed: an address no "
+                  "other NIC or node of the cluster has"],
+    }
+
+
+def test_distinct_or_unused_secondary_nic_addresses_pass() -> None:
+    nodes = [eni_node(f"node{i}", f"198.18.0.{i}", eni_addresses={"eth1": f"10.0.1.{i}/24", "eth9": "10.0.9.9/24"})
+             for i in (1, 2)]  # eth9 is in no node's eni_interfaces: the role leaves it alone
+    assert checks.inventory_report(nodes) == {}
+    off = [eni_node(f"node{i}", f"198.18.0.{i}", eni_addresses={"eth1": "10.0.1.5/24"}, eni_enabled=False)
+           for i in (1, 2)]
+    assert checks.inventory_report(off) == {}
