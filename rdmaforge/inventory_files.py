@@ -57,6 +57,12 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
                       "with the b64decode filter)" for key in binary]  # fmt: skip
             hosts = yaml_inventory_hosts(data) if path in own else []
             found += [p.message for host in hosts if isinstance(host, str) for p in long_name_problems(host)]
+            # YAML reads 0x7f000001 or 12 as a number: Ansible then warns about "host pattern" noise and the run
+            # stops with exit 1, the name as written lost.
+            found += [f"{path}: host {host!r} is a YAML {type(host).__name__}, not a name (YAML read it as a value); "
+                      "allowed: a host name, quoted if YAML would read it otherwise, e.g. 'node1' (a name that is only "
+                      "digits is read as an address by the resolver, so give it letters too)"
+                      for host in hosts if not isinstance(host, str)]  # fmt: skip
     for path in _ini_files(inventory):
         try:
             names = ini_inventory_hosts(path.read_text(errors="replace"))

@@ -653,6 +653,19 @@ def test_a_host_name_longer_than_any_hosts_stops_a_run_before_ansible(tmp_path: 
         assert str(refused.value).startswith(line), refused.value
 
 
+@pytest.mark.parametrize(("key", "value"), [("0x7f000001", 2130706433), ("12", 12), ("1.5", 1.5)])
+def test_a_host_key_yaml_reads_as_a_number_stops_a_run_before_ansible(tmp_path: Path, key: str, value: object) -> None:
+    """YAML reads these keys as numbers: Ansible printed some 25 lines of plugin warnings ("Host pattern 2130706433
+    must be a string") and the run ended with exit 1, the name as written lost (fuzz 13b)."""
+    from rdmaforge.runner import command
+
+    hosts = inventory(tmp_path, hosts=HOSTS.replace("n1:", f"n1:\n        {key}:"))
+    with pytest.raises(UserError) as refused:
+        command.check_arguments(argparse.Namespace(inventory=hosts, extra_vars=[]))
+    assert f"{hosts}: host {value!r} is a YAML {type(value).__name__}, not a name (YAML read it as a value); " \
+        "allowed: a host name, quoted if YAML would read it otherwise" in str(refused.value)  # fmt: skip
+
+
 def test_a_long_host_name_in_an_ini_inventory_stops_a_run_before_ansible(tmp_path: Path) -> None:
     """The same check for an INI inventory: a file given with -i, or a file without extension in an inventory
     directory (Ansible reads those as INI and skips a directory's .ini files). A range is as long as its longer end
