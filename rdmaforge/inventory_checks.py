@@ -1366,6 +1366,29 @@ DOWNLOADS: tuple[Download, ...] = (
 
 #: sha256 pins with a shipped default, checked when the inventory sets them.
 SHA256_PINS: tuple[str, ...] = ("nccl_plugin_aiacc_sdist_sha256", "nccl_plugin_aiacc_library_sha256")
+#: URLs with a shipped default that get_url fetches, checked when the inventory sets them (the tarballs' are
+#: DOWNLOADS', checked where their source is in use): one in the wrong form failed only at its download, after
+#: earlier roles had changed the nodes.
+URL_PINS: tuple[str, ...] = ("rdma_repos_erdma_gpg_key_url", "nccl_plugin_aiacc_sdist_url", "nccl_plugin_aiacc_deb_url",
+                             "nccl_plugin_aiacc_rpm_url")  # fmt: skip
+#: Repositories git clones, checked when the inventory sets them.
+GIT_URL_PINS: tuple[str, ...] = ("nccl_build_git_url", "nccl_tests_git_url")
+_GIT_URL_ALLOWED = ("a URL git clones: https://, http://, ssh://, git:// or file:// with a host or path, "
+                    "user@host:path, or an absolute path")  # fmt: skip
+#: A key fingerprint as rdma_repos compares it: 40 hexadecimal digits once blanks are gone (gpg prints it in groups).
+_FINGERPRINT = re.compile(r"[0-9A-Fa-f]{40}")
+
+
+def is_git_url(value: object) -> bool:
+    """What git clone takes: a URL of a transport git has, the scp-like user@host:path, or an absolute path."""
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        return False
+    scheme, found, rest = value.partition("://")
+    if found:
+        return scheme.lower() in ("https", "http", "ssh", "git", "file") and bool(rest.strip("/"))
+    if value.startswith("/"):
+        return True
+    return re.fullmatch(r"[^@/:]+@[^/:]+:.+", value) is not None
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SHA256_ALLOWED = "64 lower-case hexadecimal digits, as sha256sum prints them"
@@ -1409,6 +1432,23 @@ def download_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
         if variable in values and not (isinstance(value, str) and _SHA256.fullmatch(value)):
             message = f"{host}: {variable}={show(value)} is not a sha256"
             found.append(Problem(host, variable, f"{message}; allowed: {_SHA256_ALLOWED}"))
+    for variable in URL_PINS:
+        value = values.get(variable)
+        if variable in values and not _templated(value) and not is_download_url(value):
+            found.append(Problem(host, variable, f"{host}: {variable}={show(value)} is not a download URL; allowed: "
+                                                 f"{_URL_ALLOWED}"))  # fmt: skip
+    for variable in GIT_URL_PINS:
+        value = values.get(variable)
+        if variable in values and not _templated(value) and not is_git_url(value):
+            found.append(Problem(host, variable, f"{host}: {variable}={show(value)} is not a repository git can "
+                                                 f"clone; allowed: {_GIT_URL_ALLOWED}"))  # fmt: skip
+    fingerprint = values.get("rdma_repos_erdma_gpg_fingerprint")
+    blanks_gone = re.sub(r"\s", "", fingerprint) if isinstance(fingerprint, str) else ""
+    if isinstance(fingerprint, str) and fingerprint.strip() and not _FINGERPRINT.fullmatch(blanks_gone):
+        found.append(Problem(host, "rdma_repos_erdma_gpg_fingerprint",
+                             f"{host}: rdma_repos_erdma_gpg_fingerprint={show(fingerprint)} is not a key fingerprint; "
+                             "allowed: the key's full fingerprint, 40 hexadecimal digits (blanks between groups as "
+                             "gpg prints them are fine), or '' to have the role print the fingerprint it finds"))
     return found
 
 
@@ -1793,6 +1833,10 @@ def mapping_shape_problems(
                                                  f"default is {show(default)}); allowed: {describe_option(option)}, "
                                                  f"or leave it unset for the default"))  # fmt: skip
     return found
+
+
+def _templated(value: object) -> bool:
+    return isinstance(value, str) and _templated_text(value)
 
 
 def _templated_text(value: str) -> bool:

@@ -1611,3 +1611,39 @@ def test_distinct_or_unused_secondary_nic_addresses_pass() -> None:
     off = [eni_node(f"node{i}", f"198.18.0.{i}", eni_addresses={"eth1": "10.0.1.5/24"}, eni_enabled=False)
            for i in (1, 2)]
     assert checks.inventory_report(off) == {}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("rdma_repos_erdma_gpg_key_url", "mirrors.aliyun.com/erdma/GPGKEY", "is not a download URL"),
+        ("nccl_plugin_aiacc_sdist_url", "files.pythonhosted.org/x.tar.gz", "is not a download URL"),
+        ("nccl_plugin_aiacc_deb_url", "not a url", "is not a download URL"),
+        ("nccl_build_git_url", "not a url", "is not a repository git can clone"),
+        ("nccl_tests_git_url", "ftp:/x", "is not a repository git can clone"),
+        ("rdma_repos_erdma_gpg_fingerprint", "ABCD 1234", "is not a key fingerprint"),
+    ],
+)
+def test_a_url_or_fingerprint_in_the_wrong_form_is_refused(variable: str, value: str, words: str) -> None:
+    (line,) = report_of(**{variable: value})
+    assert line.startswith(f"node1: {variable}={value!r} {words}; allowed: "), line
+
+
+def test_the_roles_default_urls_and_the_labs_pass(tmp_path: Path) -> None:
+    """Every URL variable's shipped default (the roles' defaults, templates rendered) and the lab's values."""
+    from rdmaforge.lab import inventory, packages, spec
+    from rdmaforge.lab.mirror import Mirror
+
+    values = {name: role_defaults.evaluated_value_of({"nccl_plugin_aiacc_version": "2.0.1", "ansible_facts":
+                                                      {"pkg_mgr": "apt"}}, name)
+              for name in (*checks.URL_PINS, *checks.GIT_URL_PINS)}  # fmt: skip
+    fingerprint = "0123 4567 89AB CDEF 0123  4567 89AB CDEF 0123 4567"  # as gpg prints one
+    assert report_of(**values, rdma_repos_erdma_gpg_fingerprint=fingerprint) == []
+    paths_ = spec.LabPaths(state=tmp_path / "state", cache=tmp_path / "cache", inventory_dir=tmp_path / "inv")
+    served = Mirror(tmp_path / "www", "AB" * 20, packages.NCCL_SOURCE.name, "0" * 64, packages.NCCL_TESTS_TARBALL,
+                    "1" * 64)  # fmt: skip
+    inventory.write(paths_, [spec.node_spec(1, 1)], served)
+    lab: dict[str, Any] = {}
+    for path in sorted((paths_.inventory_dir / "group_vars").rglob("*.yml")):
+        lab.update(yaml.safe_load(path.read_text()) or {})
+    assert checks.download_problems("node1", lab) == []
