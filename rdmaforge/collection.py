@@ -96,6 +96,11 @@ def code_entries(root: Path) -> Iterator[tuple[str, Path]]:
             yield target, origin if checkout else root / target
 
 
+def missing_parts(source: Path) -> list[str]:
+    """The checkout paths the collection is assembled from that ``source`` lacks (none in a complete checkout)."""
+    return [str(origin) for _, origin in entries(source) if not origin.exists()]
+
+
 def _ignore(_directory: str, names: list[str]) -> list[str]:
     return [n for n in names if n.endswith(SKIPPED)]
 
@@ -107,7 +112,7 @@ def assemble(dest: Path, source: Path | None = None, mode: str = "copy", final: 
     """
     source = source or checkout_root()
     final = final or dest
-    missing = [str(origin) for _, origin in entries(source) if not origin.exists()]
+    missing = missing_parts(source)
     if missing:
         raise FileNotFoundError(f"not a complete rdmaforge checkout, missing: {', '.join(missing)}")
     if dest.is_symlink() or dest.is_file():
@@ -194,6 +199,7 @@ def _galaxy_version(galaxy_yml: Path) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     # Imported here: the wheel's build step loads this file by its path, where no rdmaforge can be imported.
     from rdmaforge.errors import output_path
+    from rdmaforge.runner.exit_codes import ExitCode
 
     parser = argparse.ArgumentParser(prog="python -m rdmaforge.collection", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -202,6 +208,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_parser.add_argument("-o", "--output", type=output_path("a directory for the tarball, such as build"),
                               default=Path("build"), help="where the tarball goes")
     args = parser.parse_args(argv)
+    # Both actions assemble the collection from a checkout. Run from an installed wheel (no checkout beside the
+    # package) that is a usage error, not a bug: one line that says where the collection already is, no traceback.
+    source = checkout_root()
+    missing = missing_parts(source)
+    if missing:
+        installed = collection_dir(source)  # the wheel puts it beside the package (rdmaforge.paths)
+        where = f"; the installed collection is at {installed}" if installed.is_dir() else ""
+        names = ", ".join(os.path.relpath(path, source) for path in missing)
+        print(f"{parser.prog}: needs an rdmaforge checkout (missing in {source}: {names}){where}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
     if args.action == "dev":
         print(collection_dir(ensure_dev_tree()))
     else:
