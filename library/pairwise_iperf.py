@@ -72,8 +72,10 @@ options:
     default: iperf3
 attributes:
   check_mode:
-    support: none
-    details: It measures; in check mode it returns no measurement and changes nothing.
+    support: partial
+    details: >-
+      Runs in check mode but does nothing there, whatever O(mode): no server is started or stopped and no client
+      measures, so RV(measurements) and RV(servers) are empty. Only a real run measures.
   diff_mode:
     support: none
 requirements:

@@ -38,6 +38,12 @@ options:
         sshd does while its MaxStartups limit throttles a burst; refused keys and host keys are not retried.
     type: int
     default: 3
+attributes:
+  check_mode:
+    support: full
+    details: Runs the same read-only probe in check mode (an SSH session that runs C(true)); it never changes anything.
+  diff_mode:
+    support: none
 author: rdmaforge
 """
 
