@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from rdmaforge.hostnames import not_a_string
 from rdmaforge.inventory_checks import ini_inventory_hosts, long_name_problems, yaml_inventory_hosts
 
 
@@ -59,10 +60,7 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             found += [p.message for host in hosts if isinstance(host, str) for p in long_name_problems(host)]
             # YAML reads 0x7f000001 or 12 as a number: Ansible then warns about "host pattern" noise and the run
             # stops with exit 1, the name as written lost.
-            found += [f"{path}: host {host!r} is a YAML {type(host).__name__}, not a name (YAML read it as a value); "
-                      "allowed: a host name, quoted if YAML would read it otherwise, e.g. 'node1' (a name that is only "
-                      "digits is read as an address by the resolver, so give it letters too)"
-                      for host in hosts if not isinstance(host, str)]  # fmt: skip
+            found += [f"{path}: {not_a_string(str(host))}" for host in hosts if not isinstance(host, str)]
     for path in _ini_files(inventory):
         try:
             names = ini_inventory_hosts(path.read_text(errors="replace"))

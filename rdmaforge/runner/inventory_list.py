@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rdmaforge.hostnames import not_a_string
 from rdmaforge.runner import secrets
 from rdmaforge.runner.inventory_cli import MESSAGES_FILE
 from rdmaforge.terminal import escaped
@@ -147,11 +148,7 @@ def host_name_hint(stderr: str, recorded: Sequence[Message] = ()) -> str | None:
     found = NOT_A_STRING.search("\n".join([stderr, *(text for _, text in recorded)]))
     if found is None:
         return None
-    host = found["host"]
-    kind = {"True": "the boolean true", "False": "the boolean false", "None": "null"}.get(host, "a number")
-    return (f"host {host}: YAML read this host name as {kind}, not a string, and host names must be strings; allowed: "
-            "the name in quotes ('123':, 'yes':), since YAML reads an unquoted number, yes, no, on, off, true, false, "
-            "~ or null as no string")
+    return not_a_string(found["host"])
 
 
 def _paragraph(lines: Sequence[str]) -> str:

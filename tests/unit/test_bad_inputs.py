@@ -662,8 +662,8 @@ def test_a_host_key_yaml_reads_as_a_number_stops_a_run_before_ansible(tmp_path: 
     hosts = inventory(tmp_path, hosts=HOSTS.replace("n1:", f"n1:\n        {key}:"))
     with pytest.raises(UserError) as refused:
         command.check_arguments(argparse.Namespace(inventory=hosts, extra_vars=[]))
-    assert f"{hosts}: host {value!r} is a YAML {type(value).__name__}, not a name (YAML read it as a value); " \
-        "allowed: a host name, quoted if YAML would read it otherwise" in str(refused.value)  # fmt: skip
+    assert f"{hosts}: host {value}: YAML read this host name as a number, not a string, and host names must be " \
+        "strings; allowed: the name in quotes" in str(refused.value)  # fmt: skip
 
 
 def test_a_long_host_name_in_an_ini_inventory_stops_a_run_before_ansible(tmp_path: Path) -> None:
