@@ -138,16 +138,26 @@ def test_every_playbook_passes_syntax_check_against_the_example_inventory() -> N
 def test_rpm_gets_the_fingerprint_verify_key_checked(written: str) -> None:
     """verify_key.yml reads rdma_repos_erdma_gpg_fingerprint without blanks and in upper case, so a value with a
     trailing newline (a YAML block scalar) or a no-break space passed it; yum.yml then gave rpm_key the raw value
-    (a confusing 'does not match'), and reset computed a wrong rpm key id ('Not a valid key')."""
+    (a confusing 'does not match'), and reset computed a wrong rpm key id ('Not a valid key'). Reset reads the
+    fingerprint the import recorded (the record the import writes, as yum.yml writes it)."""
+    import base64
+
     fpr = "0123456789ABCDEF0123456789ABCDEF89ABCDEF"
     value = written.format(fpr=fpr, spaced=" ".join(fpr[i:i + 4] for i in range(0, 40, 4)).lower())
     templar = role_vars("rdma_repos", {}, rdmaforge_fabric="erdma", rdma_repos_erdma_gpg_fingerprint=value)
-    for tasks_file, option, wanted in (("yum.yml", "fingerprint", fpr), ("withdraw.yml", "key", "89abcdef")):
-        tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / tasks_file).read_text())
-        (task,) = [t for t in tasks if "ansible.builtin.rpm_key" in t and t["ansible.builtin.rpm_key"].get(
-            "state") == ("present" if tasks_file == "yum.yml" else "absent")]  # fmt: skip
-        expression = task["ansible.builtin.rpm_key"][option].strip().removeprefix("{{").removesuffix("}}")
-        assert evaluate(templar, expression) == wanted, tasks_file
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / "yum.yml").read_text())
+    (imported,) = [t for t in tasks if t.get("ansible.builtin.rpm_key", {}).get("state") == "present"]
+    assert evaluate(templar, imported["ansible.builtin.rpm_key"]["fingerprint"].strip()[2:-2]) == fpr
+    (block,) = [t for t in tasks if "block" in t]
+    (record,) = [t for t in block["block"] if "ansible.builtin.copy" in t]
+    content = record["ansible.builtin.copy"]["content"]
+    recorded = evaluate(templar, content[:content.index("}}") + 2].strip()[2:-2]) + content[content.index("}}") + 2:]
+    assert recorded == f"{fpr}\n"
+    withdraw = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / "withdraw.yml").read_text())
+    (removal,) = [t for t in withdraw if t.get("ansible.builtin.rpm_key", {}).get("state") == "absent"]
+    templar = role_vars("rdma_repos", {}, rdmaforge_fabric="erdma", rdma_repos_erdma_gpg_fingerprint=value,
+                        rdma_repos_rpm_key_imported={"content": base64.b64encode(recorded.encode()).decode()})
+    assert evaluate(templar, removal["ansible.builtin.rpm_key"]["key"].strip()[2:-2]) == "89abcdef"
 
 
 @pytest.mark.parametrize(("url", "version"), [
