@@ -566,6 +566,38 @@ def e2e_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]
     return whole_number_problems(host, values, E2E_COUNTS)
 
 
+def number_table_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """The values of the tables of numbers: free MiB per absolute path (preflight read a word with int() on the node,
+    after connecting, and crashed; a relative path is no place df can measure) and line rates per fabric profile
+    (a word became 0.0 and the fabric's default rate judged the run instead)."""
+    found = []
+    for variable in ("preflight_min_free_mb", "preflight_builder_free_mb"):
+        table = values.get(variable)
+        for path, mib in table.items() if isinstance(table, Mapping) else ():
+            number = whole_number(mib)
+            if not str(path).startswith("/") or number is None or number < 0:
+                found.append(Problem(host, variable, f"{host}: {variable}.{path}={show(mib)} is not allowed; allowed: "
+                                                     "an absolute path of the node, to a whole number of MiB, 0 or "
+                                                     "more"))  # fmt: skip
+    rates = values.get("benchmark_line_rates")
+    for profile, rate in rates.items() if isinstance(rates, Mapping) else ():
+        if _templated(rate):
+            continue
+        gbps = None if isinstance(rate, bool) else _finite(rate)
+        if gbps is None or gbps <= 0:
+            found.append(Problem(host, "benchmark_line_rates", f"{host}: benchmark_line_rates.{profile}={show(rate)} "
+                                                               "is not allowed; allowed: a positive number of Gbit/s"))
+    return found
+
+
+def _finite(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
 def batch_size_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A rolling play's batch size (rdmaforge.batch_size) that Ansible's serial would read as something else: -e
     rdmaforge_reboot_serial=0 rebooted every node at once, a word failed at the reboot after the first huge-page play
@@ -581,6 +613,9 @@ POSITIVE_NUMBERS: dict[str, str] = {
     # without GPUs itself (sysfs), and rdmaforge.node_facts.known_gpu_count would ignore it.
     "rdmaforge_gpus_per_node": "a whole number of GPUs of 1 or more (the node's count where preflight cannot read "
     "it), or null",
+    # The benchmark's expectation: a word became 0.0 (`| float`) and the report silently judged by the fabric
+    # profile's rate instead.
+    "benchmark_line_rate_gbps": "a positive number of Gbit/s per node (the line rate the benchmark judges by)",
 }
 
 
@@ -588,7 +623,7 @@ def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Pr
     """A rate of 0, a negative one or a word would make the port check meaningless or fail on every node."""
     found = []
     for variable, allowed in POSITIVE_NUMBERS.items():
-        if variable not in values or values[variable] is None:
+        if variable not in values or values[variable] is None or _templated(values[variable]):
             continue
         value = values[variable]
         try:
@@ -1918,6 +1953,7 @@ def inventory_report(
         found += localhost_node_problems(node.name, node.values)
         found += whole_number_problems(node.name, node.values)
         found += batch_size_problems(node.name, node.values)
+        found += number_table_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
         found += gpu_count_problems(node.name, node.values)
         found += hugepages_problems(node.name, node.values)

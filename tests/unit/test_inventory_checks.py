@@ -1647,3 +1647,29 @@ def test_the_roles_default_urls_and_the_labs_pass(tmp_path: Path) -> None:
     for path in sorted((paths_.inventory_dir / "group_vars").rglob("*.yml")):
         lab.update(yaml.safe_load(path.read_text()) or {})
     assert checks.download_problems("node1", lab) == []
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "line"),
+    [
+        ("preflight_min_free_mb", {"/opt": "lots"}, "preflight_min_free_mb./opt='lots' is not allowed; allowed: an "
+                                                   "absolute path of the node, to a whole number of MiB, 0 or more"),
+        ("preflight_min_free_mb", {"/opt": -5}, "preflight_min_free_mb./opt=-5 is not allowed"),
+        ("preflight_builder_free_mb", {"var/lib": 4096}, "preflight_builder_free_mb.var/lib=4096 is not allowed"),
+        ("benchmark_line_rates", {"erdma": "fast"}, "benchmark_line_rates.erdma='fast' is not allowed; allowed: a "
+                                                    "positive number of Gbit/s"),
+        ("benchmark_line_rate_gbps", "fast", "benchmark_line_rate_gbps='fast' is not allowed; allowed: a positive "
+                                             "number of Gbit/s per node"),
+        ("benchmark_line_rate_gbps", -100, "benchmark_line_rate_gbps=-100 is not allowed"),
+    ],
+)
+def test_numbers_in_tables_and_the_line_rate_are_checked(variable: str, value: object, line: str) -> None:
+    """preflight's free-space check read a word with int() after connecting, and crashed; benchmark_line_rate_gbps:
+    fast became 0.0 and the report judged by the fabric profile's rate instead (fuzz 13b)."""
+    (found,) = report_of(**{variable: value})
+    assert found.startswith(f"node1: {line}"), found
+
+
+def test_the_shipped_number_tables_pass() -> None:
+    values = {name: role_defaults.default_of(name) for name in ("preflight_min_free_mb", "preflight_builder_free_mb")}
+    assert report_of(**values, benchmark_line_rates={"erdma": 200, "tcp": 25.5}, benchmark_line_rate_gbps="400") == []
