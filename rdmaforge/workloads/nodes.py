@@ -114,6 +114,10 @@ class Cluster:
     settings: Settings
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: The device files' findings: the docker kind's only (Kubernetes pods get RDMA by their own means, which
+    #: kubeflow.rdma_access_findings checks), so an ACS render of seed 002 needs no docker device list.
+    docker_problems: list[str] = field(default_factory=list)
+    docker_warnings: list[str] = field(default_factory=list)
 
     @property
     def first(self) -> str:
@@ -299,14 +303,14 @@ def _device_files(
         # container got another directory's device, or none.
         elsewhere = [n for n in listed if "/" in n and n.rsplit("/", 1)[0].rstrip("/") != settings.rdma_dev_dir]
         if elsewhere:
-            cluster.problems.append(
+            cluster.docker_problems.append(
                 f"{host}: {variable}={show(list(listed))} names {', '.join(elsewhere)}, outside "
                 f"{PREFIX}rdma_dev_dir={settings.rdma_dev_dir}; allowed: bare names (rdma_cm, uverbsN) or paths in "
                 f"{settings.rdma_dev_dir}, or set {PREFIX}rdma_dev_dir to the directory of the devices"
             )
         unusable = [n for n in listed if n not in elsewhere and not _RDMA_DEVICE_FILE.match(n.rsplit("/", 1)[-1])]
         if unusable:
-            cluster.problems.append(
+            cluster.docker_problems.append(
                 f"{host}: {variable}={show(list(listed))} names {', '.join(unusable)}, which NCCL does not "
                 f"open; allowed: rdma_cm and uverbsN names (files of {settings.rdma_dev_dir})"
             )
@@ -319,7 +323,7 @@ def _device_files(
         names, source = [], f"{variable} is not set, and `rdmaforge render` cannot look at the nodes"
     if not rdma:
         if listed:
-            cluster.warnings.append(
+            cluster.docker_warnings.append(
                 f"{host}: {variable} is ignored: rdmaforge_fabric={show(fabric)} uses TCP sockets, not RDMA"
             )
         return ()
@@ -331,11 +335,11 @@ def _device_files(
             f"allowed: the node's uverbsN devices, e.g. {variable}: [rdma_cm, uverbs0, uverbs1]"
         )
         if require:
-            cluster.problems.append(message + f", or {PREFIX}require_rdma_devices: false")
+            cluster.docker_problems.append(message + f", or {PREFIX}require_rdma_devices: false")
         else:
-            cluster.warnings.append(message + f" ({PREFIX}require_rdma_devices is false: not an error)")
+            cluster.docker_warnings.append(message + f" ({PREFIX}require_rdma_devices is false: not an error)")
     elif "rdma_cm" not in names:
-        cluster.warnings.append(
+        cluster.docker_warnings.append(
             f"{host}: no rdma_cm ({source}); librdmacm (used by eRDMA and by NCCL's RDMA CM setup) needs "
             f"{settings.rdma_dev_dir}/rdma_cm: load the rdma_ucm kernel module on the node"
         )

@@ -83,6 +83,8 @@ def plan(cluster: Cluster, kinds: Iterable[str] | None = None) -> Plan:
     result.warnings += kubeflow.pod_network_ifname_warnings(
         cluster, [title for kind, title, _ in KUBEFLOW_KINDS if kind in wanted])  # fmt: skip
     if "docker" in wanted:
+        result.problems += cluster.docker_problems
+        result.warnings += cluster.docker_warnings
         for node in cluster.nodes:
             context = docker.context(node, settings, HEADER)
             files.append(PlannedFile(f"docker/{node.name}/{name}.sh", SCRIPT_TEMPLATE, "0755", context))

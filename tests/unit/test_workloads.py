@@ -272,6 +272,17 @@ def test_rdma_fabric_without_uverbs_devices_is_an_error(fabric: str) -> None:
     assert line.endswith("or workload_manifests_require_rdma_devices: false")
 
 
+@pytest.mark.parametrize("kind", ["acs", "mpijob", "pytorchjob"])
+def test_the_docker_device_list_is_not_asked_of_kubernetes_kinds(kind: str) -> None:
+    """Seed 002's ACS pods (GU8TF, NIC type 1) are on managed Kubernetes: there are no hosts to list devices of, and
+    `render --kind acs` refused the example for want of the docker container's uverbs list (fuzz 14)."""
+    plan = ok_plan(host("n1", "acs_type1", devices=None, acs_gpu_model="GU8TF"),
+                   host("n2", "acs_type1", devices=None, acs_gpu_model="GU8TF"), kinds=[kind])  # fmt: skip
+    assert plan.files and not any("docker container" in w for w in plan.warnings)
+    docker = cluster_plan(host("n1", "acs_type1", devices=None, acs_gpu_model="GU8TF"), kinds=["docker", kind])
+    assert any("the docker container would get no uverbs" in p for p in docker.problems)
+
+
 def test_rdma_fabric_without_uverbs_devices_is_a_warning_when_not_required() -> None:
     plan = ok_plan(host("n1", "erdma", devices=[], require_rdma_devices=False), kinds=["docker"])
     assert any("would get no uverbs device" in w and "not an error" in w for w in plan.warnings)
