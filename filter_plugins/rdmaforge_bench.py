@@ -58,6 +58,16 @@ def _last_line(text: Any) -> str:
     return lines[-1] if lines else ""
 
 
+#: timeout(1)'s exit when it stopped the command (roles/benchmark: benchmark_e2e_timeout).
+TIMED_OUT = 124
+
+
+def _bounded(result: Mapping[str, Any]) -> bool:
+    """Whether the run was started under timeout(1) (its argv, as the command module reports it)."""
+    cmd = result.get("cmd")
+    return isinstance(cmd, list) and bool(cmd) and str(cmd[0]).rsplit("/", 1)[-1] == "timeout"
+
+
 def e2e_error(nodes: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -> str | None:
     """Why the e2e training failed, for e2e.json's ``error``: each run that exited non-zero or did not finish (the
     1-GPU and 1-node runs on the first node, the N-node run on every node), with its last line of output; None when
@@ -77,6 +87,9 @@ def e2e_error(nodes: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -
             continue
         rc = result.get("rc")
         if rc is None or rc == 0:
+            continue
+        if rc == TIMED_OUT and _bounded(result):
+            failures.append(f"the {label} run on {node} did not finish within benchmark_timeout (timeout exited {rc})")
             continue
         why = _last_line(result.get("stderr")) or _last_line(result.get("msg")) or _last_line(result.get("stdout"))
         failures.append(f"the {label} run on {node} exited {rc}" + (f": {why}" if why else ""))

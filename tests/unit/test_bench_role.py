@@ -180,6 +180,24 @@ def test_e2e_json_records_every_training_runs_failure() -> None:
 
 
 
+@pytest.mark.parametrize("name", ["Train on one GPU (the reference for linearity within a node)",
+                                  "Train on one node (the reference for linearity across nodes)"])
+def test_the_reference_trainings_are_bounded_and_a_hang_is_named(name: str) -> None:
+    """Only the N-node run had a bound (async, benchmark_timeout): a 1-GPU or 1-node run that hung in NCCL's start
+    left the play waiting for ever (fuzz 14). Both run under timeout(1) with benchmark_timeout, and its exit 124 is
+    named as a run that did not finish."""
+    argv = evaluate(task("e2e.yml", name)["ansible.builtin.command"]["argv"],
+                    benchmark_timeout=600, rdmaforge_node={"gpu_count": 8})  # fmt: skip
+    assert argv[:3] == ["timeout", "--kill-after=30", "600"] and argv[3].endswith("/bin/torchrun"), argv
+    hung = {**command_result(124), "cmd": argv}
+    ok = command_result(0, stdout='RDMAFORGE_E2E {"world_size": 1}')
+    assert e2e_error(SKIPPED, hung, [async_result(0), async_result(0)]) == (
+        "the 1-node run on node1 did not finish within benchmark_timeout (timeout exited 124)"
+    )
+    assert e2e_error({**command_result(124), "cmd": ["/venv/bin/torchrun"]}, ok, [async_result(0), async_result(0)]) \
+        == "the 1-GPU run on node1 exited 124"  # fmt: skip
+
+
 def test_each_collectives_exit_code_is_recorded() -> None:
     """The report fails a collective whose launch exited non-zero; the role records each loop item's rc (the shape
     of a looped ansible.builtin.command's registered result); an item that did not run has none."""
