@@ -267,3 +267,12 @@ def test_nccl_tests_slots_are_the_nodes_gpu_counts_an_unknown_one_left_null() ->
     assert evaluate("{{ benchmark_mpi_slots }}", hostvars=hostvars) == [8, None]
     hostvars["node2"]["rdmaforge_gpus_per_node"] = 4
     assert evaluate("{{ benchmark_mpi_slots }}", hostvars=hostvars) == [8, 4]
+
+
+def test_seed_003s_variables_reach_the_training_runs() -> None:
+    """benchmark_e2e_env was a role variable (above the inventory): seed 003's AIACC_BUCKET_TUNE_DISABLE=1 could not
+    reach the training, and nccl_env_overrides only reaches login shells (fuzz 14). benchmark_e2e_extra_env adds it;
+    the role's own settings stay."""
+    env = evaluate("{{ benchmark_e2e_env }}", benchmark_e2e_extra_env={"AIACC_BUCKET_TUNE_DISABLE": "1",
+                                                                        "NCCL_DEBUG": "WARN"})  # fmt: skip
+    assert env["AIACC_BUCKET_TUNE_DISABLE"] == "1" and env["NCCL_DEBUG"] == "INFO" and env["OMP_NUM_THREADS"] == "1"
