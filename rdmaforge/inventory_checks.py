@@ -454,6 +454,30 @@ def mixed_fabric_problems(nodes: Sequence[tuple[str, object]], group: str = "clu
     ]
 
 
+#: Settings one training job reads on every node alike: each node's torchrun gets its own host's values, while rank 0
+#: computes the job's samples per step from its own batch size, and ranks that train different step counts hang.
+CLUSTER_WIDE = ("benchmark_e2e_batch_size", "benchmark_e2e_steps", "benchmark_e2e_warmup_steps", "benchmark_e2e_port")
+
+
+def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") -> list[Problem]:
+    """A CLUSTER_WIDE setting that differs between the nodes (host_vars, or groups of their own): each node whose value
+    differs from the first node's gets a line naming both."""
+    found: list[Problem] = []
+    if len(nodes) < 2:
+        return found
+    first = nodes[0]
+    for variable in CLUSTER_WIDE:
+        reference = role_defaults.value_of(first.values, variable)
+        for node in nodes[1:]:
+            value = role_defaults.value_of(node.values, variable)
+            if node.in_play and str(value) != str(reference):  # 32 and "32" (-e, INI) are one value
+                found.append(Problem(node.name, variable, f"{node.name}: {variable}={show(value)} differs from "
+                                                          f"{first.name}'s {show(reference)}; allowed: one value for "
+                                                          f"every node of group {group} (one training job runs on "
+                                                          "them all)"))  # fmt: skip
+    return found
+
+
 # --- hosts the playbooks leave out ----------------------------------------------------------------
 
 #: The group every playbook after preflight targets (playbooks/*.yml: hosts: cluster, or the nodes of cluster the
@@ -1990,6 +2014,7 @@ def inventory_report(
             found += mapping_shape_problems(node.name, result.role, result.options, node.values, result.owners)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
     found += eni_duplicate_problems(nodes)
+    found += cluster_wide_problems(nodes, group)
     in_play = {n.name for n in nodes if n.in_play}
     found += [p for p in mixed_fabric_problems([(n.name, n.fabric) for n in nodes], group) if p.host in in_play]
     if groups is not None:

@@ -1673,3 +1673,19 @@ def test_numbers_in_tables_and_the_line_rate_are_checked(variable: str, value: o
 def test_the_shipped_number_tables_pass() -> None:
     values = {name: role_defaults.default_of(name) for name in ("preflight_min_free_mb", "preflight_builder_free_mb")}
     assert report_of(**values, benchmark_line_rates={"erdma": 200, "tcp": 25.5}, benchmark_line_rate_gbps="400") == []
+
+
+@pytest.mark.parametrize(("variable", "value"), [("benchmark_e2e_batch_size", 64), ("benchmark_e2e_warmup_steps", 0),
+                                                 ("benchmark_e2e_steps", 100), ("benchmark_e2e_port", 29600)])
+def test_a_training_setting_that_differs_between_nodes_is_refused(variable: str, value: int) -> None:
+    """Each node's torchrun got its own host's values: rank 0 computed the job's samples per step from its own batch,
+    and ranks training different step counts hang (fuzz 14)."""
+    default = role_defaults.default_of(variable)
+    nodes = [NodeInput("node1", "198.18.0.1", "erdma", values={"rdmaforge_fabric": "erdma"}),
+             NodeInput("node2", "198.18.0.2", "erdma", values={"rdmaforge_fabric": "erdma", variable: value})]
+    assert checks.inventory_report(nodes) == {"node2": [
+        f"node2: {variable}={value} differs from node1's {default!r}; allowed: one value for every node of group "
+        "cluster (one training job runs on them all)"]}  # fmt: skip
+    same = [NodeInput(n, f"198.18.0.{i}", "erdma", values={"rdmaforge_fabric": "erdma", variable: str(value)})
+            for i, n in enumerate(("node1", "node2"), 1)]
+    assert checks.inventory_report(same) == {}
