@@ -681,6 +681,10 @@ def gpu_count_problems(host: str, values: Mapping[str, object]) -> list[Problem]
     found = []
     for variable, least in GPU_COUNTS.items():
         value = values.get(variable)
+        if isinstance(value, bool):  # the spec's int takes true as 1; doctor then said "true is no count"
+            found.append(Problem(host, variable, f"{host}: {variable}={show(value)} is not allowed; allowed: a whole "
+                                                 f"number from {least} to {MAX_GPUS}, or null"))  # fmt: skip
+            continue
         number = whole_number(value)
         if number is not None and number > MAX_GPUS:
             message = (f"{host}: {variable}={show(value)} is more {_COUNTED.get(variable, 'GPUs')} than a node has; "
@@ -1622,7 +1626,8 @@ def misspelled_variable_problems(host: str, values: Mapping[str, object], names:
     for variable in values:
         if not isinstance(variable, str) or variable in names.mentioned or variable.startswith("ansible_"):
             continue
-        close = difflib.get_close_matches(variable, names.settable, n=1, cutoff=_MISSPELLING_CUTOFF)
+        # Lower case first: RDMAFORGE_FABRIC is a variable of its own to Ansible, never rdmaforge_fabric.
+        close = difflib.get_close_matches(variable.lower(), names.settable, n=1, cutoff=_MISSPELLING_CUTOFF)
         if close:
             found.append(
                 Problem(

@@ -1689,3 +1689,19 @@ def test_a_training_setting_that_differs_between_nodes_is_refused(variable: str,
     same = [NodeInput(n, f"198.18.0.{i}", "erdma", values={"rdmaforge_fabric": "erdma", variable: str(value)})
             for i, n in enumerate(("node1", "node2"), 1)]
     assert checks.inventory_report(same) == {}
+
+
+def test_a_boolean_gpu_count_is_refused() -> None:
+    """doctor_expected_gpus: true passed (the spec's int takes true as 1), and doctor later said it is no count."""
+    assert report_of(doctor_expected_gpus=True) == [
+        f"node1: doctor_expected_gpus=true is not allowed; allowed: a whole number from 0 to {checks.MAX_GPUS}, or null"
+    ]
+
+
+def test_a_variable_in_the_wrong_case_is_named() -> None:
+    """RDMAFORGE_FABRIC is another variable to Ansible: its value was ignored without a word."""
+    names = checks.variable_names(paths.ROLES_DIR)
+    node = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", "RDMAFORGE_FABRIC": "roce"})
+    (line,) = checks.inventory_report([node], names=names)["node1"]
+    assert line.startswith("node1: RDMAFORGE_FABRIC is not a variable rdmaforge reads, so its value would be ignored "
+                           "(did you mean 'rdmaforge_fabric'?)")  # fmt: skip
