@@ -72,6 +72,14 @@ def playbook(name: str) -> Path:
     return PLAYBOOKS_DIR / name
 
 
+def playbook_to_run(name: str) -> str:
+    """How a user names a shipped playbook to ansible-playbook, for messages: ``playbooks/summary.yml`` in a checkout,
+    the collection's ``rdmaforge.cluster.summary`` where the wheel is installed (no playbooks/ directory there)."""
+    if CHECKOUT is not None:
+        return f"playbooks/{name}"
+    return f"rdmaforge.cluster.{name.removesuffix('.yml')}"
+
+
 #: Ansible's own collections_path, where neither the environment nor a config names one.
 ANSIBLE_DEFAULT_COLLECTIONS_PATH = "~/.ansible/collections:/usr/share/ansible/collections"
 

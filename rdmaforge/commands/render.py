@@ -40,7 +40,7 @@ import yaml
 from rdmaforge.errors import missing_path, non_empty, output_path
 from rdmaforge.inventory_checks import misspelled_variable_problems, variable_names
 from rdmaforge.inventory_files import yaml_problems
-from rdmaforge.paths import PROJECT_ROOT, ROLES_DIR
+from rdmaforge.paths import PROJECT_ROOT, ROLES_DIR, playbook_to_run
 from rdmaforge.plain_data import spec_bool, whole_number
 from rdmaforge.runner import inventory_list
 from rdmaforge.runner.exit_codes import ExitCode, epilog
@@ -156,7 +156,8 @@ def host_inputs(inventory: Mapping[str, Mapping[str, Any]]) -> tuple[list[HostIn
             if _templated(value):
                 problems.append(
                     f"{host}: {name} holds a Jinja expression, which `{PROG}` cannot evaluate (it reads the "
-                    f"inventory without Ansible's templating); allowed: a plain value, or run playbooks/workloads.yml"
+                    f"inventory without Ansible's templating); allowed: a plain value, or run "
+                    f"{playbook_to_run('workloads.yml')}"
                 )
         inputs.append(HostInput(name=host, options=options, variables=read, found_device_files=None))
     return inputs, problems, warnings

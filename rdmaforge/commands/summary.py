@@ -8,7 +8,7 @@ from typing import Any
 
 from rdmaforge import stored
 from rdmaforge.errors import input_path, missing_path
-from rdmaforge.paths import WORKSPACE
+from rdmaforge.paths import WORKSPACE, playbook_to_run
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.terminal import escaped
 
@@ -75,7 +75,8 @@ def current(node: dict[str, Any]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     problem = missing_path(args.file, "summary")
     if problem:
-        hint = " (run playbooks/summary.yml first)" if problem.endswith("does not exist") else ""
+        hint = (f" (rdmaforge provision writes it at its end; or run ansible-playbook {playbook_to_run('summary.yml')})"
+                if problem.endswith("does not exist") else "")  # fmt: skip
         print(f"rdmaforge summary: {problem}{hint}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     # Checked against the schema first (UserError: one line naming the key, exit 64 from rdmaforge.cli).

@@ -171,3 +171,11 @@ def test_a_relative_workspace_is_the_callers_directory_below(wheel_venv: WheelVe
     proc = run([str(bindir / "python"), "-c", code], tmp_path, env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(tmp_path / "ws"), str(tmp_path / "ws" / ".cache" / "facts")]
+
+
+def test_messages_name_the_playbooks_as_an_installed_user_runs_them(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    """From the wheel there is no playbooks/ directory: `rdmaforge summary` said "run playbooks/summary.yml first"."""
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    proc = run([str(bindir / "rdmaforge"), "summary"], tmp_path, env)
+    assert proc.returncode == 64, proc.stderr
+    assert "ansible-playbook rdmaforge.cluster.summary" in proc.stderr and "playbooks/" not in proc.stderr
