@@ -380,7 +380,10 @@ SUMMARY_JSON = Obj(
 
 #: What `rdmaforge baseline RUN_DIR -o FILE` writes (rdmaforge.bench.baseline.make) and a later run is compared
 #: with: the kind and version first, the cluster fingerprint, busbw in GB/s per collective and message size, and
-#: the e2e p50 throughput of the 1-node and N-node runs.
+#: the e2e p50 throughput of the 1-node and N-node runs with the workload each was measured on (backend, world size,
+#: per-rank batch, warm-up and measured steps: rdmaforge.bench.baseline.WORKLOAD). The workload keys are optional:
+#: a baseline made before they were recorded still loads (its busbw is compared), and its e2e throughput is not
+#: judged, naming what it lacks (rdmaforge.bench.baseline.other_workload), never a pass on an unknown workload.
 BASELINE_KIND = Obj({"kind": Scalar(("string",), equals("rdmaforge-baseline"))}, frozenset({"kind"}))
 BASELINE = Obj(
     {
@@ -408,6 +411,27 @@ BASELINE = Obj(
         ),
     },
     frozenset({"kind", "version", "fingerprint", "nccl", "e2e"}),
+)
+#: The workload keys of a baseline's ``e2e`` (each run's world size, per-rank batch, warm-up and measured steps; its
+#: backend is BASELINE's), checked by rdmaforge.bench.baseline.load after BASELINE, with the same wording. All
+#: optional (null: the run did not say it; absent: a baseline made before they were recorded). Kept apart from
+#: BASELINE so that tests/unit/test_bad_inputs.py's coverage of BASELINE's keys is not claimed for them:
+#: tests/unit/test_bench_e2e_judged_fairly.py damages each of these keys instead.
+BASELINE_WORKLOAD = Obj(
+    {
+        "e2e": Obj(
+            {
+                f"{run}_{key}": spec
+                for run in ("single", "multi")
+                for key, spec in (
+                    ("world_size", Scalar(("integer", "null"), positive)),
+                    ("per_rank_batch", Scalar(("number", "null"), positive)),
+                    ("warmup_steps", Scalar(("integer", "null"), non_negative)),
+                    ("steps", Scalar(("integer", "null"), non_negative)),
+                )
+            }
+        )
+    }
 )
 
 

@@ -2,8 +2,11 @@
 
 A baseline holds the run's cluster fingerprint (fabric, nodes, GPUs per node), nccl-tests' out-of-place bus
 bandwidth per collective and message size, and the e2e throughput (p50 samples/s of the 1-node and N-node
-runs). A later run is compared with it within a tolerance (``benchmark_regression_tolerance``): a size whose
-busbw dropped by more than the tolerance is named, and so is an e2e throughput that dropped.
+runs) with the workload it was measured on (WORKLOAD: backend, world size, per-rank batch, warm-up and measured
+steps). A later run is compared with it within a tolerance (``benchmark_regression_tolerance``): a size whose
+busbw dropped by more than the tolerance is named, and so is an e2e throughput that dropped. An e2e throughput
+of another workload is not compared (not judged, naming what differs): samples/s of another batch or backend
+measure something else.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import stored
-from rdmaforge.bench.e2e import percentile
+from rdmaforge.bench.e2e import count, percentile
 from rdmaforge.bench.verdict import Component
 from rdmaforge.errors import UserError
 from rdmaforge.text import fixed
@@ -50,7 +53,7 @@ def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dic
     for key in ("single", "multi"):
         if measured.get(key):
             e2e[f"{key}_p50_samples_per_s"] = percentile(measured[key], "p50")
-            e2e[f"{key}_backend"] = measured[key].get("backend")
+            e2e.update({f"{key}_{field}": value for field, value in workload(measured[key]).items()})
     if not nccl and not e2e:
         raise BaselineError(f"{source}: the run has no nccl-tests table and no e2e result to make a baseline from")
     if not nccl and not e2e.get("multi_p50_samples_per_s"):
@@ -80,6 +83,13 @@ def make(run: Mapping[str, Any], results: Mapping[str, Any], source: str) -> dic
         raise BaselineError(f"{source}: its e2e training did not pass ({'; '.join(unjudged_e2e)}): a baseline holds "
                             "only an N-node throughput whose linearity passed (set benchmark_e2e_min_linearity), so "
                             "none is made")  # fmt: skip
+    compared = e2e.get("multi_p50_samples_per_s") is not None
+    unknown = [WORKLOAD[key] for key in REQUIRED_WORKLOAD if compared and e2e.get(f"multi_{key}") is None]
+    if unknown:
+        # compare_e2e() leaves a throughput of an unknown workload not judged: such a baseline could never be compared.
+        raise BaselineError(f"{source}: its N-node e2e result does not say its {', '.join(unknown)} (e2e.json: multi."
+                            "backend, multi.world_size, multi.global_batch): a later run could not be told to train "
+                            "the same workload, so none is made")  # fmt: skip
     return {"kind": KIND, "version": VERSION, "source": source, "fingerprint": shape,
             "nccl": nccl, "e2e": e2e}  # fmt: skip
 
@@ -124,6 +134,7 @@ def load(path: str | Path) -> dict[str, Any]:
                             "make one with `rdmaforge baseline RUN_DIR -o FILE`")  # fmt: skip
     try:
         stored.check(data, stored.BASELINE, name, "rdmaforge baseline")
+        stored.check(data, stored.BASELINE_WORKLOAD, name, "rdmaforge baseline")
     except UserError as exc:
         raise BaselineError(str(exc)) from exc
     result: dict[str, Any] = data
@@ -203,10 +214,80 @@ def compare_collective(name: str, base: Mapping[str, Any], entry: Mapping[str, A
                      threshold=threshold)  # fmt: skip
 
 
+#: What a training's samples/s depend on besides the cluster (the fingerprint): the N-node runs of a baseline and
+#: of a later run are compared only when each of these is the same. A larger per-rank batch raises samples/s even
+#: on a slower fabric (less communication per sample), gloo on CPU measures neither the GPUs nor NCCL, another
+#: world size is another job, and the warm-up and the measured steps decide which steps the p50 is taken over.
+#: Keys of the baseline's ``e2e`` (``multi_`` + key) and how a reason names them.
+WORKLOAD = {
+    "backend": "backend",
+    "world_size": "world size",
+    "per_rank_batch": "per-rank batch",
+    "warmup_steps": "warm-up steps",
+    "steps": "measured steps",
+}
+#: The workload a baseline must know to be compared at all (make() refuses a result without them). The warm-up and
+#: the measured steps are compared where the baseline records them: a baseline made from a result without them (a
+#: hand-written e2e.json; ddp_train.py always prints both) holds null there, and they are not compared, as the
+#: pass reason then says.
+REQUIRED_WORKLOAD = ("backend", "world_size", "per_rank_batch")
+
+
+def workload(run: Mapping[str, Any]) -> dict[str, Any]:
+    """What a training run's throughput was measured on (WORKLOAD), from its e2e.json result; None for what it does not
+    say (or says in a form that is no count: a string, a boolean, a negative number). The per-rank batch is
+    ``global_batch / world_size`` (ddp_train.py prints the global batch; every rank trains the same batch)."""
+    backend = run.get("backend")
+    world = count(run, "world_size")
+    world = world if world is not None and world > 0 else None
+    batch = count(run, "global_batch")
+    per_rank: int | float | None = None
+    if world is not None and batch is not None and batch > 0:
+        per_rank = batch // world if batch % world == 0 else batch / world
+    steps = {key: count(run, key) for key in ("warmup_steps", "steps")}
+    return {"backend": backend if isinstance(backend, str) and backend else None, "world_size": world,
+            "per_rank_batch": per_rank,
+            **{key: value if value is not None and value >= 0 else None for key, value in steps.items()}}  # fmt: skip
+
+
+def other_workload(base: Mapping[str, Any], multi: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+    """Why the run's N-node training is not known to be the baseline's workload (None when it is), and the fields not
+    compared because the baseline holds null for them (warm-up and measured steps only).
+
+    A baseline without a required field (REQUIRED_WORKLOAD: its key absent, as in a baseline made before rdmaforge
+    recorded the workload, or null) is never compared: its throughput may be of any batch or backend, and a pass
+    against it would be a pass on an unknown workload. So is a run whose result does not say it."""
+    ours = workload(multi)
+    absent = [label for key, label in WORKLOAD.items() if key in REQUIRED_WORKLOAD and base.get(f"multi_{key}") is None]
+    if absent:
+        return (f"the baseline does not record its N-node run's {', '.join(absent)} (a baseline made before rdmaforge "
+                "recorded the workload, or by hand): whether this run trained the same workload cannot be told; "
+                "make a new baseline with `rdmaforge baseline RUN_DIR -o FILE`"), []  # fmt: skip
+    differences, unknown, uncompared = [], [], []
+    for key, label in WORKLOAD.items():
+        theirs, mine = base.get(f"multi_{key}"), ours[key]
+        if theirs is None:
+            uncompared.append(label)
+        elif mine is None:
+            unknown.append(label)
+        elif theirs != mine:
+            differences.append(f"{label} {theirs!r} in the baseline, {mine!r} now")
+    if differences:
+        return (f"this run trained another workload than the baseline's: {'; '.join(differences)}: samples/s are only "
+                "comparable for the same workload (make a baseline of this one, or run the baseline's)"), []
+    if unknown:
+        return (f"this run's N-node result does not say its {', '.join(unknown)} (e2e.json: multi.backend, "
+                "world_size, global_batch, warmup_steps, steps): whether it trained the baseline's workload cannot "
+                "be told"), []  # fmt: skip
+    return None, uncompared
+
+
 def compare_e2e(base: Mapping[str, Any], e2e: Mapping[str, Any] | None, tolerance: float) -> Component | None:
     """The N-node p50 throughput against the baseline's; None when the baseline has no e2e result. The throughput of
     a training that failed (e2e.json's ``error``: a run that exited non-zero) is not compared, so its line never
-    says it is within the baseline. A linearity below its floor is no such failure: the throughput is measured."""
+    says it is within the baseline. A linearity below its floor is no such failure: the throughput is measured.
+    Neither is a training of another workload (other_workload: backend, world size, per-rank batch, warm-up or
+    measured steps that differ, or that either side does not record): not judged, naming what differs."""
     previous = base.get("multi_p50_samples_per_s")
     if not previous:
         return None
@@ -217,6 +298,10 @@ def compare_e2e(base: Mapping[str, Any], e2e: Mapping[str, Any] | None, toleranc
     if (e2e or {}).get("error"):
         return Component(name, "baseline", "not_judged",
                          "e2e failed: its N-node throughput is not compared with the baseline")  # fmt: skip
+    unlike, uncompared = other_workload(base, multi)
+    if unlike is not None:
+        return Component(name, "baseline", "not_judged", f"N-node p50 throughput not compared: {unlike}",
+                         threshold=round(float(previous) * (1 - tolerance), 3), unit="samples/s")  # fmt: skip
     now = percentile(multi, "p50")
     if now is None:
         return Component(name, "baseline", "not_judged", "this run's N-node p50 throughput is missing (e2e.json: "
@@ -227,9 +312,10 @@ def compare_e2e(base: Mapping[str, Any], e2e: Mapping[str, Any] | None, toleranc
         return Component(name, "baseline", "fail", f"N-node p50 throughput {fixed(now)} samples/s regressed from the "
                          f"baseline's {fixed(previous)} by more than {tolerance:.0%}", threshold=round(floor, 3),
                          value=round(now, 3), unit="samples/s")  # fmt: skip
+    note = f" ({' and '.join(uncompared)} not recorded by the baseline: not compared)" if uncompared else ""
     return Component(name, "baseline", "pass", f"N-node p50 throughput within {tolerance:.0%} of the baseline's "
-                     f"{fixed(previous)} samples/s", threshold=round(floor, 3), value=round(now, 3),
-                     unit="samples/s")  # fmt: skip
+                     f"{fixed(previous)} samples/s, on the same workload{note}", threshold=round(floor, 3),
+                     value=round(now, 3), unit="samples/s")  # fmt: skip
 
 
 def compare(baseline: Mapping[str, Any], run: Mapping[str, Any], results: Mapping[str, Any], tolerance: float,
