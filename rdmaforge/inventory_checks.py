@@ -1072,6 +1072,21 @@ def fact_free_role_problems(host: str, values: Mapping[str, object]) -> list[Pro
                              f"{host}: nccl_env_accelerator={show(accelerator)} is not a key of nccl_env_accelerators"
                              f"{_did_you_mean(accelerator, [str(k) for k in accelerators])}; allowed: "
                              f"{', '.join(map(str, accelerators))}"))  # fmt: skip
+    profiles = values.get("nccl_env_profiles")
+    if isinstance(profiles, Mapping) and values.get("rdmaforge_fabric") in fabrics.NAMES:
+        try:
+            profile = role_defaults.evaluated_value_of(values, "nccl_env_profile")
+        except (KeyError, ValueError):  # a template Python cannot evaluate: the role's check stays
+            profile = None
+        # The role looks the profile up with `| default({})`: an inventory's table without it gave the hosts none of
+        # the profile's NCCL settings, without a word (render refused it; now both do).
+        if isinstance(profile, str) and profile not in profiles:
+            have = ", ".join(map(str, profiles)) or "none (the table is empty)"
+            found.append(Problem(host, "nccl_env_profiles",
+                                 f"{host}: nccl_env_profiles has no profile {profile!r} (nccl_env_profile), so role "
+                                 f"nccl_env would give this node none of its NCCL settings; allowed: a table with a "
+                                 f"{profile!r} profile (it has {have}), or leave nccl_env_profiles unset for the "
+                                 "role's"))  # fmt: skip
     archs = values.get("nccl_cuda_archs")
     if isinstance(archs, list) and not (archs and all(isinstance(a, str) and _CUDA_ARCH.fullmatch(a) for a in archs)):
         found.append(Problem(host, "nccl_cuda_archs", f"{host}: nccl_cuda_archs={show(archs)} is not allowed; allowed: "

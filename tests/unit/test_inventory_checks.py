@@ -1705,3 +1705,17 @@ def test_a_variable_in_the_wrong_case_is_named() -> None:
     (line,) = checks.inventory_report([node], names=names)["node1"]
     assert line.startswith("node1: RDMAFORGE_FABRIC is not a variable rdmaforge reads, so its value would be ignored "
                            "(did you mean 'rdmaforge_fabric'?)")  # fmt: skip
+
+
+def test_a_profile_table_without_the_nodes_profile_is_refused() -> None:
+    """The role looks the profile up with `| default({})`: an inventory's nccl_env_profiles without the node's
+    profile (or an empty one) gave the hosts no NCCL settings without a word, while render refused it."""
+    assert report_of(nccl_env_profiles={"tcp": {"NCCL_IB_DISABLE": "1"}}) == [
+        "node1: nccl_env_profiles has no profile 'erdma' (nccl_env_profile), so role nccl_env would give this node "
+        "none of its NCCL settings; allowed: a table with a 'erdma' profile (it has tcp), or leave nccl_env_profiles "
+        "unset for the role's"
+    ]
+    (line,) = report_of(nccl_env_profiles={})
+    assert "(it has none (the table is empty))" in line
+    assert report_of(nccl_env_profiles={"erdma": {}}) == []
+    assert report_of(nccl_env_profiles={"tcp": {}}, nccl_env_profile="tcp") == []
