@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from conftest import local_inventory, recap, run_playbook
 
@@ -108,6 +109,27 @@ def test_the_nodes_own_nccl_conf_is_kept_by_the_converge_and_put_back_by_reset(t
     assert conf.read_text() == IMAGE_NCCL_CONF and conf.stat().st_mode & 0o777 == 0o640
     assert changed(run_role(tmp_path, "nccl_env", "withdraw", role_vars)) == 0
     assert tree(root) == before
+
+
+@pytest.mark.parametrize("target", ["../opt/vendor/nccl.conf", "vendor-nowhere.conf"])
+def test_a_nodes_nccl_conf_link_comes_back_as_the_link(tmp_path: Path, target: str) -> None:
+    """An image's /etc/nccl.conf -> /opt/vendor/nccl.conf: the converge replaces the link (never writing into the
+    vendor's file), and reset put back a copy of its text, a file of its own, not the link. A link that leads nowhere
+    is the node's too (its text could not even be read)."""
+    root, role_vars = nccl_node(tmp_path, None)
+    vendor = root / "opt" / "vendor" / "nccl.conf"
+    vendor.parent.mkdir(parents=True)
+    vendor.write_text(IMAGE_NCCL_CONF)
+    conf = root / "etc" / "nccl.conf"
+    conf.symlink_to(target)
+    before = tree(root)
+    assert changed(run_role(tmp_path, "nccl_env", "main", role_vars)) > 0
+    assert not conf.is_symlink() and "NCCL_SOCKET_IFNAME=eth0" in conf.read_text()
+    assert vendor.read_text() == IMAGE_NCCL_CONF  # the vendor's file is not written into
+    assert changed(run_role(tmp_path, "nccl_env", "main", role_vars)) == 0
+    assert changed(run_role(tmp_path, "nccl_env", "withdraw", role_vars)) > 0
+    assert tree(root) == before and conf.readlink() == Path(target)
+    assert changed(run_role(tmp_path, "nccl_env", "withdraw", role_vars)) == 0
 
 
 def test_an_nccl_conf_rdmaforge_created_is_removed_by_reset(tmp_path: Path) -> None:
