@@ -1846,49 +1846,25 @@ def argspec_problems(
     return problems
 
 
-def text_list_problems(
+def shape_problems(
     host: str,
     role: str,
     options: Mapping[str, Mapping[str, object]],
     values: Mapping[str, object],
     owners: Mapping[str, str] | None = None,
 ) -> list[Problem]:
-    """A list option given as text (``rdma_core_expected_ports: mlx5_0``, ``-e nccl_cuda_archs=sm_80``): Ansible's
-    argument spec accepts it, splitting at commas, but hands the role the text all the same, and the role's loops and
-    joins read it one character at a time (``s m _ 8 0``). Refused, with the list to write instead."""
-    found = []
-    for name, option in options.items():
-        value = values.get(name)
-        if option.get("type") != "list" or not isinstance(value, str) or _templated_text(value):
-            continue
-        items = [item.strip() for item in value.split(",")]
-        owning = (owners or {}).get(name, role)
-        found.append(
-            Problem(
-                host,
-                name,
-                f"{host}: {name}={show(value)} is text where role {owning} takes a list (its loops would read it "
-                f"one character at a time); allowed: {describe_option(option)}, e.g. {json.dumps(items)} (YAML in "
-                f"the inventory, or -e as JSON: -e '{json.dumps({name: items})}')",
-            )
-        )
-    return found
+    """Values whose shape Ansible's argument spec accepts while the role cannot use it:
 
+    - a list option given as text (``rdma_core_expected_ports: mlx5_0``, ``-e nccl_cuda_archs=sm_80``): the spec
+      splits it at commas for its check only, and the role's loops and joins read it one character at a time;
+    - a mapping option given as text (``eni_addresses: eth1=10.0.1.5/24`` or JSON): converted for the check only,
+      the eni role then failed with a TypeError after earlier roles had changed the nodes, and nccl_env merged a
+      string;
+    - null for a list or mapping option whose role's default is not null: it passed the spec for some options
+      (nccl_cuda_archs, nccl_env_overrides) and failed later on ``| length`` or ``.items()``. Where null is the
+      role's own default (an option that is off or found on the node), it stays allowed.
 
-def mapping_shape_problems(
-    host: str,
-    role: str,
-    options: Mapping[str, Mapping[str, object]],
-    values: Mapping[str, object],
-    owners: Mapping[str, str] | None = None,
-) -> list[Problem]:
-    """A mapping option given as text, and a list or mapping option set to null where its role's default is none.
-
-    Ansible's argument spec converts ``eni_addresses: eth1=10.0.1.5/24`` (or JSON text) for its check only and hands
-    the role the text: the eni role then failed with a TypeError after earlier roles had changed the nodes, and
-    nccl_env merged a string. Null passed the spec for some options (nccl_cuda_archs, nccl_env_overrides) and failed
-    later on ``| length`` or ``.items()``; where null is the role's own default (an option that is off or found on
-    the node), it stays allowed."""
+    Each refused with what to write instead."""
     from ansible.module_utils.common.validation import check_type_dict
 
     found = []
@@ -1897,7 +1873,13 @@ def mapping_shape_problems(
             continue
         value, kind = values[name], option.get("type")
         owning = (owners or {}).get(name, role)
-        if kind == "dict" and isinstance(value, str) and not _templated_text(value):
+        if kind == "list" and isinstance(value, str) and not _templated_text(value):
+            items = [item.strip() for item in value.split(",")]
+            found.append(Problem(host, name, f"{host}: {name}={show(value)} is text where role {owning} takes a list "
+                                             f"(its loops would read it one character at a time); allowed: "
+                                             f"{describe_option(option)}, e.g. {json.dumps(items)} (YAML in the "
+                                             f"inventory, or -e as JSON: -e '{json.dumps({name: items})}')"))
+        elif kind == "dict" and isinstance(value, str) and not _templated_text(value):
             try:
                 example = f", e.g. -e '{json.dumps({name: check_type_dict(value)})}' or the same as YAML"
             except (TypeError, ValueError):
@@ -2030,8 +2012,7 @@ def inventory_report(
         for result in node.argspecs:
             found += argspec_problems(node.name, result.role, result.errors, result.options, node.values, result.owners)
             # After Ansible's own line, which wins for a text that is no allowed choice either (its did-you-mean).
-            found += text_list_problems(node.name, result.role, result.options, node.values, result.owners)
-            found += mapping_shape_problems(node.name, result.role, result.options, node.values, result.owners)
+            found += shape_problems(node.name, result.role, result.options, node.values, result.owners)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
     found += eni_duplicate_problems(nodes)
     found += cluster_wide_problems(nodes, group)
