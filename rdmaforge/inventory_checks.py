@@ -1031,8 +1031,9 @@ RENAMED_VARIABLES: dict[str, str] = {
 }
 
 
-#: The variables whose values become environment variables (nccl.conf lines, the containers' env).
-ENV_MAPPINGS = ("nccl_env_overrides", "workload_manifests_env")
+#: The variables whose values become environment variables (nccl.conf lines, the containers' env, the benchmark's
+#: trainings).
+ENV_MAPPINGS = ("nccl_env_overrides", "workload_manifests_env", "benchmark_e2e_extra_env")
 
 
 def env_value_problems(host: str, values: Mapping[str, object]) -> list[Problem]:

@@ -1719,3 +1719,11 @@ def test_a_profile_table_without_the_nodes_profile_is_refused() -> None:
     assert "(it has none (the table is empty))" in line
     assert report_of(nccl_env_profiles={"erdma": {}}) == []
     assert report_of(nccl_env_profiles={"tcp": {}}, nccl_env_profile="tcp") == []
+
+
+def test_a_list_in_the_benchmarks_extra_environment_is_refused() -> None:
+    """benchmark_e2e_extra_env (2a6eb9a) becomes the trainings' environment: a list would reach it as Python's repr."""
+    (line,) = report_of(benchmark_e2e_extra_env={"AIACC_AUTOTUNE_PERF_MODE": ["time", "filter"]})
+    assert line.startswith("node1: benchmark_e2e_extra_env.AIACC_AUTOTUNE_PERF_MODE=[\"time\", \"filter\"] is a list, "
+                           "and an environment variable holds text")  # fmt: skip
+    assert report_of(benchmark_e2e_extra_env={"AIACC_BUCKET_TUNE_DISABLE": "1", "AIACC_CPU_BINDING_ENABLE": 1}) == []
