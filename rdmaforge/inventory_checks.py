@@ -622,6 +622,27 @@ def _finite(value: object) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
+#: The pairwise report's scoring thresholds (rdmaforge.pairwise.score.Thresholds), by their role variables.
+PAIRWISE_THRESHOLDS = ("slow_ratio", "node_fraction", "line_rate_gbps", "min_line_fraction")
+
+
+def pairwise_threshold_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """The pairwise report's own check of its thresholds (the role makes it before the sweep, after connecting), on
+    the values the inventory sets: one line naming each variable out of its range."""
+    from rdmaforge.pairwise.report import thresholds_from
+
+    given = {key: values[f"pairwise_{key}"] for key in PAIRWISE_THRESHOLDS if f"pairwise_{key}" in values}
+    if not given or any(_templated(value) for value in given.values()):
+        return []
+    thresholds = {key: role_defaults.value_of(values, f"pairwise_{key}") for key in PAIRWISE_THRESHOLDS}
+    try:
+        thresholds_from(thresholds).check()
+    except (TypeError, ValueError) as exc:
+        variable = next((f"pairwise_{key}" for key in given if f"pairwise_{key}" in str(exc)), "pairwise thresholds")
+        return [Problem(host, variable, f"{host}: {exc} (the pairwise report's thresholds)")]
+    return []
+
+
 def batch_size_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A rolling play's batch size (rdmaforge.batch_size) that Ansible's serial would read as something else: -e
     rdmaforge_reboot_serial=0 rebooted every node at once, a word failed at the reboot after the first huge-page play
@@ -1981,6 +2002,7 @@ def inventory_report(
         found += whole_number_problems(node.name, node.values)
         found += batch_size_problems(node.name, node.values)
         found += number_table_problems(node.name, node.values)
+        found += pairwise_threshold_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
         found += gpu_count_problems(node.name, node.values)
         found += hugepages_problems(node.name, node.values)

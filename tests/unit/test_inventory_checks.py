@@ -1727,3 +1727,17 @@ def test_a_list_in_the_benchmarks_extra_environment_is_refused() -> None:
     assert line.startswith("node1: benchmark_e2e_extra_env.AIACC_AUTOTUNE_PERF_MODE=[\"time\", \"filter\"] is a list, "
                            "and an environment variable holds text")  # fmt: skip
     assert report_of(benchmark_e2e_extra_env={"AIACC_BUCKET_TUNE_DISABLE": "1", "AIACC_CPU_BINDING_ENABLE": 1}) == []
+
+
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("pairwise_slow_ratio", -1, "pairwise_slow_ratio must be in (0, 1], got -1"),
+    ("pairwise_min_line_fraction", 2, "pairwise_min_line_fraction must be in (0, 1], got 2"),
+    ("pairwise_line_rate_gbps", "fast", "the scoring thresholds must be numbers"),
+])  # fmt: skip
+def test_pairwise_thresholds_the_report_refuses_are_refused_before_any_node_is_touched(
+    variable: str, value: object, says: str
+) -> None:
+    """The pairwise role checked them only before its sweep, after preflight had connected to every node."""
+    (line,) = report_of(**{variable: value})
+    assert line.startswith(f"node1: {says}") and line.endswith("(the pairwise report's thresholds)"), line
+    assert report_of(pairwise_slow_ratio=0.6, pairwise_line_rate_gbps=None) == []
