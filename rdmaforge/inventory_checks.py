@@ -790,6 +790,14 @@ def eni_address_problems(host: str, values: Mapping[str, object]) -> list[Proble
     found = []
     addresses, gateways = values.get("eni_addresses"), values.get("eni_gateways")
     addresses = addresses if isinstance(addresses, Mapping) else {}
+    listed = role_defaults.value_of(values, "eni_interfaces")
+    if isinstance(listed, list) and listed and ansible_bool(role_defaults.value_of(values, "eni_enabled")):
+        # The role configures the listed NICs only: an address for another (eth9 for eth1) was ignored silently.
+        nics = ", ".join(map(str, listed))
+        for nic in (n for n in addresses if n not in listed):
+            message = (f"{host}: eni_addresses names {nic}, which is not in eni_interfaces ({nics}), so the eni role "
+                       f"would never use it; allowed: a NIC of eni_interfaces, or add {nic} there")
+            found.append(Problem(host, f"eni_addresses.{nic}", message))
     for nic, value in addresses.items():
         if _ipv4_network(value) is None:
             message = f"{host}: eni_addresses.{nic}={show(value)} is not allowed; allowed: {_ENI_ADDRESS_ALLOWED}"

@@ -1605,8 +1605,7 @@ def test_a_secondary_nic_address_that_is_another_nodes_address_is_refused() -> N
 
 
 def test_distinct_or_unused_secondary_nic_addresses_pass() -> None:
-    nodes = [eni_node(f"node{i}", f"198.18.0.{i}", eni_addresses={"eth1": f"10.0.1.{i}/24", "eth9": "10.0.9.9/24"})
-             for i in (1, 2)]  # eth9 is in no node's eni_interfaces: the role leaves it alone
+    nodes = [eni_node(f"node{i}", f"198.18.0.{i}", eni_addresses={"eth1": f"10.0.1.{i}/24"}) for i in (1, 2)]
     assert checks.inventory_report(nodes) == {}
     off = [eni_node(f"node{i}", f"198.18.0.{i}", eni_addresses={"eth1": "10.0.1.5/24"}, eni_enabled=False)
            for i in (1, 2)]
@@ -1741,3 +1740,14 @@ def test_pairwise_thresholds_the_report_refuses_are_refused_before_any_node_is_t
     (line,) = report_of(**{variable: value})
     assert line.startswith(f"node1: {says}") and line.endswith("(the pairwise report's thresholds)"), line
     assert report_of(pairwise_slow_ratio=0.6, pairwise_line_rate_gbps=None) == []
+
+
+def test_an_address_for_a_nic_the_role_does_not_configure_is_refused() -> None:
+    """eni_interfaces: [eth1] with eni_addresses: {eth9: ...} (a typo) was ignored silently (fuzz 13b)."""
+    values = {"eni_enabled": True, "eni_interfaces": ["eth1"], "eni_addresses": {"eth9": "10.0.9.5/24"}}
+    assert report_of(**values) == [
+        "node1: eni_addresses names eth9, which is not in eni_interfaces (eth1), so the eni role would never use it; "
+        "allowed: a NIC of eni_interfaces, or add eth9 there"
+    ]
+    assert report_of(**{**values, "eni_interfaces": []}) == []  # found on the node by pattern: not known here
+    assert report_of(**{**values, "eni_enabled": False}) == []
