@@ -2010,7 +2010,6 @@ def inventory_report(
         found += whole_number_problems(node.name, node.values)
         found += batch_size_problems(node.name, node.values)
         found += number_table_problems(node.name, node.values)
-        found += pairwise_threshold_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
         found += gpu_count_problems(node.name, node.values)
         found += hugepages_problems(node.name, node.values)
@@ -2044,6 +2043,8 @@ def inventory_report(
             found += argspec_problems(node.name, result.role, result.errors, result.options, node.values, result.owners)
             # After Ansible's own line, which wins for a text that is no allowed choice either (its did-you-mean).
             found += shape_problems(node.name, result.role, result.options, node.values, result.owners)
+        # After Ansible's line for a value of the wrong type (its wording, "allowed: a number"), which wins.
+        found += pairwise_threshold_problems(node.name, node.values)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
     found += eni_duplicate_problems(nodes)
     found += cluster_wide_problems(nodes, group)
