@@ -607,19 +607,19 @@ def number_table_problems(host: str, values: Mapping[str, object]) -> list[Probl
     for profile, rate in rates.items() if isinstance(rates, Mapping) else ():
         if _templated(rate):
             continue
-        gbps = None if isinstance(rate, bool) else _finite(rate)
-        if gbps is None or gbps <= 0:
+        if not _is_positive_number(rate):
             found.append(Problem(host, "benchmark_line_rates", f"{host}: benchmark_line_rates.{profile}={show(rate)} "
                                                                "is not allowed; allowed: a positive number of Gbit/s"))
     return found
 
 
-def _finite(value: object) -> float | None:
+def _is_positive_number(value: object) -> bool:
+    """A number above 0 and finite, as float() reads it (text too); never a boolean. NaN is none."""
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = None if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return None
-    return number if number == number and abs(number) != float("inf") else None
+        return False
+    return number is not None and 0 < number < float("inf")
 
 
 #: The pairwise report's scoring thresholds (rdmaforge.pairwise.score.Thresholds), by their role variables.
@@ -671,11 +671,7 @@ def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Pr
         if variable not in values or values[variable] is None or _templated(values[variable]):
             continue
         value = values[variable]
-        try:
-            number = None if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            number = None
-        if number is None or not 0 < number < float("inf"):
+        if not _is_positive_number(value):
             message = f"{host}: {variable}={show(value)} is not allowed; allowed: {allowed}"
             found.append(Problem(host, variable, message))
     return found
