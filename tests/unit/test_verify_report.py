@@ -169,16 +169,21 @@ def test_verify_for_real_against_this_machine(
     assert recorded and {node for _, node in recorded} == {"localhost"}, recorded
 
 
+def this_machine_on_tcp(path: Path) -> Path:
+    """An inventory whose one node, localhost, is this machine (connection local) on the tcp profile."""
+    hosts = {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                           "rdmaforge_fabric": "tcp"}}  # fmt: skip
+    path.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    return path
+
+
 def test_verify_of_a_node_whose_every_test_is_skipped_is_not_a_pass(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The erdma repository test is skipped on a tcp node: selected alone, nothing is judged there, and verify
     says so (exit 5, "not judged") instead of printing pass."""
     monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
-    hosts = {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                           "rdmaforge_fabric": "tcp"}}  # fmt: skip
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    inventory = this_machine_on_tcp(tmp_path / "hosts.yml")
     runs = tmp_path / "runs"
     code = main(["verify", "-i", str(inventory), "--runs-dir", str(runs), "-k", "erdma_repository"])
     out = capsys.readouterr().out
@@ -246,10 +251,7 @@ def test_the_callers_pytest_settings_do_not_reach_the_suite(
     (project / "conftest.py").write_text("raise SystemExit('the project conftest was loaded')\n")
     monkeypatch.setattr(verify, "VERIFY_ROOT", root)
     monkeypatch.setattr(verify, "SUITE", root / "tests" / "infra")
-    hosts = {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                           "rdmaforge_fabric": "tcp"}}  # fmt: skip
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    inventory = this_machine_on_tcp(tmp_path / "hosts.yml")
     runs = tmp_path / "runs"
     # On tcp the erdma repository and memlock tests are skipped, the rest run (and fail on this machine): with -x
     # the table would show one failure.
