@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import batch_size, fabrics, fast_yaml, nccl_build, role_defaults, tuning
+from rdmaforge import batch_size, fabrics, fast_yaml, nccl_build, paths, role_defaults, tuning
 from rdmaforge.bench.verdict import (
     THRESHOLDS,
     TOLERANCE,
@@ -1120,6 +1120,64 @@ def fact_free_role_problems(host: str, values: Mapping[str, object]) -> list[Pro
     return found
 
 
+def _is_absolute_path(value: object) -> bool:
+    return isinstance(value, str) and value.startswith("/")
+
+
+@functools.lru_cache(maxsize=4)
+def node_paths(roles_dir: str) -> dict[str, str]:
+    """Variable -> its documented default, for every role variable that is a path on the node: its default is an
+    absolute path (a mapping of them, per OS family), or a template the roles evaluate to one (nccl_tests_nccl_home
+    from nccl_build_prefix_root). Read from the roles' defaults, so a path variable added later is covered. Controller
+    paths are templates of the collection's filters (rdmaforge_workspace_path) and are not in it."""
+    found: dict[str, str] = {}
+    for path in sorted(Path(roles_dir).glob("*/defaults/main.yml")):
+        role = path.parent.parent.name
+        for name, value in role_defaults.defaults(role, roles_dir=roles_dir).items():
+            shown = value
+            if isinstance(value, str) and _templated_text(value) and "rdmaforge." not in value:
+                try:
+                    shown = role_defaults.evaluated_default(str(name), {}, role)
+                except (KeyError, ValueError):
+                    continue
+            paths = list(shown.values()) if isinstance(shown, Mapping) and shown else [shown]
+            if all(_is_absolute_path(item) for item in paths):
+                found[str(name)] = show(shown)
+    return found
+
+
+def relative_path_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A node path given relative (``mpi_prefix: opt/openmpi``) or empty: a module would resolve it against the
+    remote user's working directory (its home, or / under become) and install, link or write somewhere else than the
+    rest of the cluster looks. Refused before any node is touched."""
+    found = []
+    for variable, default in node_paths(str(paths.ROLES_DIR)).items():
+        if variable not in values:
+            continue
+        value = values[variable]
+        items = list(value.values()) if isinstance(value, Mapping) else [value]
+        wrong = [item for item in items if isinstance(item, str) and not _templated_text(item)
+                 and not _is_absolute_path(item)]  # fmt: skip
+        if wrong:
+            message = (f"{host}: {variable}={show(value)} is not an absolute path on the node ({show(wrong[0])}); "
+                       f"allowed: an absolute path, such as the default {default}")  # fmt: skip
+            found.append(Problem(host, variable, message))
+    return found
+
+
+def rdma_core_profile_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """rdma_core_profile set to another fabric than the node's: the node would get that fabric's packages while
+    nccl_env, doctor, bench and verify judge it by rdmaforge_fabric (two definitions of one node's fabric)."""
+    fabric, profile = values.get("rdmaforge_fabric"), values.get("rdma_core_profile")
+    if "rdma_core_profile" not in values or _templated(profile) or fabric not in fabrics.NAMES or profile == fabric:
+        return []
+    return [Problem(host, "rdma_core_profile",
+                    f"{host}: rdma_core_profile={show(profile)} differs from rdmaforge_fabric={show(fabric)}: the node "
+                    f"would get another fabric's RDMA packages while every other role and check judges it as "
+                    f"{fabric}; allowed: leave rdma_core_profile unset (it follows rdmaforge_fabric), or "
+                    f"{show(fabric)}; add packages with rdma_core_extra_packages")]  # fmt: skip
+
+
 def group_name_problems(host: str, values: Mapping[str, object], groups: Mapping[str, Sequence[str]]) -> list[Problem]:
     """A variable that names the group a role works on, set to a group with no hosts: cluster_hosts then wrote no
     /etc/hosts lines and said nothing, mpi_launch wrote an empty hostfile."""
@@ -2028,6 +2086,8 @@ def inventory_report(
         found += nccl_tests_binaries_problems(node.name, node.values)
         found += nccl_tests_make_args_problems(node.name, node.values)
         found += make_path_problems(node.name, node.values)
+        found += relative_path_problems(node.name, node.values)
+        found += rdma_core_profile_problems(node.name, node.values)
         found += fact_free_role_problems(node.name, node.values)
         if groups is not None:
             found += group_name_problems(node.name, node.values, groups)

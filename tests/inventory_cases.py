@@ -550,6 +550,21 @@ CASES: list[Case] = [
             ]
         ),
     ),
+    Case(
+        "node-path-relative",
+        lambda d, n: d.set(n.b, "mpi_prefix", "opt/openmpi"),
+        lambda n: {
+            n.b: [
+                f"{n.b}: mpi_prefix='opt/openmpi' is not an absolute path on the node ('opt/openmpi'); allowed: an "
+                "absolute path, such as the default '/usr/local'",
+            ]
+        },
+    ),
+    Case(
+        "rdma-core-profile-of-another-fabric",
+        lambda d, n: d.set(n.b, "rdma_core_profile", "infiniband"),
+        lambda n: {n.b: [f"{n.b}: rdma_core_profile='infiniband' differs from rdmaforge_fabric="]},
+    ),
     # --- addresses ---------------------------------------------------------------------------------
     Case(
         "address-with-prefix-length",

@@ -1751,3 +1751,53 @@ def test_an_address_for_a_nic_the_role_does_not_configure_is_refused() -> None:
     ]
     assert report_of(**{**values, "eni_interfaces": []}) == []  # found on the node by pattern: not known here
     assert report_of(**{**values, "eni_enabled": False}) == []
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "default"),
+    [
+        ("mpi_prefix", "opt/openmpi", "'/usr/local'"),
+        ("nccl_build_prefix_root", "", "'/opt/nccl'"),
+        ("nccl_env_conf_path", "./nccl.conf", "'/etc/nccl.conf'"),
+        ("nccl_tests_nccl_home", "opt/nccl/current", "'/opt/nccl/current'"),
+    ],
+)
+def test_a_node_path_given_relative_is_refused_before_any_node_is_touched(variable: str, value: str,
+                                                                          default: str) -> None:
+    """A module resolves a relative path against the remote user's working directory: the node would install or
+    write where the rest of the cluster does not look. The defaults named are the roles' own (defaults/main.yml)."""
+    assert report_of(**{variable: value}) == [
+        f"node1: {variable}={value!r} is not an absolute path on the node ({value!r}); allowed: an absolute path, "
+        f"such as the default {default}"
+    ]
+
+
+def test_a_relative_path_in_a_per_os_mapping_of_node_paths_is_refused() -> None:
+    value = {"Debian": "/usr/lib/x86_64-linux-gnu/openmpi", "RedHat": "usr/lib64/openmpi"}
+    (line,) = report_of(nccl_tests_mpi_home=value)
+    assert line.startswith("node1: nccl_tests_mpi_home=")
+    assert "is not an absolute path on the node ('usr/lib64/openmpi')" in line
+
+
+@pytest.mark.parametrize("value", ["/opt/openmpi", "{{ some_root }}/openmpi"])
+def test_absolute_and_templated_node_paths_pass(value: str) -> None:
+    assert report_of(mpi_prefix=value) == []
+
+
+def test_controller_paths_may_be_relative() -> None:
+    """benchmark_artifacts_dir is on the controller (under the workspace): not a node path."""
+    assert report_of(benchmark_artifacts_dir="artifacts/mine") == []
+
+
+def test_rdma_core_profile_naming_another_fabric_is_refused() -> None:
+    assert report_of(rdma_core_profile="infiniband") == [
+        "node1: rdma_core_profile='infiniband' differs from rdmaforge_fabric='erdma': the node would get another "
+        "fabric's RDMA packages while every other role and check judges it as erdma; allowed: leave "
+        "rdma_core_profile unset (it follows rdmaforge_fabric), or 'erdma'; add packages with "
+        "rdma_core_extra_packages"
+    ]
+
+
+@pytest.mark.parametrize("value", ["erdma", "{{ rdmaforge_fabric }}"])
+def test_rdma_core_profile_following_the_fabric_passes(value: str) -> None:
+    assert report_of(rdma_core_profile=value) == []
