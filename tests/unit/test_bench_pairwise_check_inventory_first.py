@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import local_inventory
 
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.runner.exit_codes import ExitCode
@@ -40,14 +41,43 @@ def test_a_bad_inventory_is_named_before_any_connection(tmp_path: Path, name: st
     assert recap.get("unreachable") in ([], None), recap
 
 
+#: A play that runs the measuring playbooks' entry point of preflight, then shows what the roles after it read.
+ENTRY_POINT_PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: rdmaforge.cluster.preflight
+        tasks_from: before_measuring
+        rolespec_validate: false
+    - ansible.builtin.debug:
+        msg: "os_family={{ ansible_facts['os_family'] | default('UNKNOWN') }}"
+"""
+
+
 @pytest.mark.parametrize("name", ["bench.yml", "pairwise.yml"])
-def test_the_roles_still_get_facts_when_preflight_is_skipped(name: str) -> None:
-    """The play gathers no facts (preflight gathers them after its inventory checks); with rdmaforge_node given
-    already, preflight is skipped, and a setup task under that condition gathers the facts the roles read
-    (ansible_facts' pkg_mgr, os_family, hostname)."""
+def test_the_measuring_playbooks_start_with_preflights_entry_point(name: str) -> None:
     (play,) = yaml.safe_load((PROJECT_ROOT / "playbooks" / name).read_text())
-    assert play["gather_facts"] is False
-    preflight, setup = play["pre_tasks"]
+    assert play["gather_facts"] is False  # preflight gathers them, after the inventory checks
+    (preflight,) = play["pre_tasks"]
     assert preflight["ansible.builtin.include_role"]["name"] == "rdmaforge.cluster.preflight"
-    assert preflight["when"] == "rdmaforge_node is not defined"
-    assert "ansible.builtin.setup" in setup and setup["when"] == "rdmaforge_node is defined"
+    assert preflight["ansible.builtin.include_role"]["tasks_from"] == "before_measuring"
+
+
+def test_the_roles_still_get_facts_when_preflight_is_skipped(tmp_path: Path) -> None:
+    """With rdmaforge_node given already, preflight is skipped (no inventory check ran) and the entry point gathers
+    the facts the roles read (ansible_facts' pkg_mgr, os_family, hostname) itself."""
+    playbook = tmp_path / "entry.yml"
+    playbook.write_text(ENTRY_POINT_PLAY)
+    inventory = local_inventory(tmp_path / "hosts.yml")
+    env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
+    ansible_playbook = Path(sys.executable).parent / "ansible-playbook"
+    given = subprocess.run([str(ansible_playbook), "-i", str(inventory), str(playbook), "-e",
+                            json.dumps({"rdmaforge_node": {"gpus": 0}})],
+                           cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert given.returncode == 0, given.stdout[-4000:] + given.stderr[-2000:]
+    assert "os_family=Debian" in given.stdout and "Check every role's variables" not in given.stdout, given.stdout
+    # Without it, the read-only preflight runs (its inventory check first) and gathers the facts.
+    fresh = subprocess.run([str(ansible_playbook), "-i", str(inventory), str(playbook), "--check"],
+                           cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert "Check every role's variables" in fresh.stdout, fresh.stdout[-4000:]
