@@ -1182,7 +1182,7 @@ def group_name_problems(host: str, values: Mapping[str, object], groups: Mapping
     """A variable that names the group a role works on, set to a group with no hosts: cluster_hosts then wrote no
     /etc/hosts lines and said nothing, mpi_launch wrote an empty hostfile."""
     found = []
-    for variable in GROUP_VARIABLES:
+    for variable in group_variables(str(paths.ROLES_DIR)):
         name = values.get(variable)
         if not isinstance(name, str) or _templated_text(name) or groups.get(name):
             continue
@@ -1193,8 +1193,13 @@ def group_name_problems(host: str, values: Mapping[str, object], groups: Mapping
     return found
 
 
-#: The variables that name the group a role works on.
-GROUP_VARIABLES = ("cluster_hosts_group", "mpi_launch_group", "ssh_trust_group")
+@functools.lru_cache(maxsize=4)
+def group_variables(roles_dir: str) -> tuple[str, ...]:
+    """The variables that name the group a role works on: every role default whose name ends in _group
+    (cluster_hosts_group, preflight_cluster_group, ...), read from the roles so that a role added later is covered."""
+    return tuple(sorted(str(name) for path in Path(roles_dir).glob("*/defaults/main.yml")
+                        for name in role_defaults.defaults(path.parent.parent.name, roles_dir=roles_dir)
+                        if str(name).endswith("_group")))  # fmt: skip
 
 
 def rdma_fallback_problems(host: str, values: Mapping[str, object]) -> list[Problem]:

@@ -457,6 +457,14 @@ CASES: list[Case] = [
         lambda n: {"localhost": ["the inventory has no hosts in group 'cluster'"]},
     ),
     Case(
+        "cluster-group-renamed-by-preflight-cluster-group",
+        lambda d, n: (d.rename_group("gpus"), d.var_files.update({"group_vars/all/group.yml": {
+            "preflight_cluster_group": "gpus"}})),
+        lambda n: {"localhost": ["the inventory has no hosts in group 'cluster' (preflight_cluster_group=\"gpus\" "
+                                 "names the group for the roles in a playbook of your own: rdmaforge's playbooks run "
+                                 "on group 'cluster' by name)"]},
+    ),
+    Case(
         "unsupported-os",
         lambda d, n: None,
         _every_host(

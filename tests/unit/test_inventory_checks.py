@@ -1567,7 +1567,8 @@ def test_cuda_archs_nccl_build_refuses_are_refused_before_any_node_is_touched(ar
     ]
 
 
-@pytest.mark.parametrize("variable", ["cluster_hosts_group", "mpi_launch_group", "ssh_trust_group"])
+@pytest.mark.parametrize("variable", ["cluster_hosts_group", "mpi_launch_group", "ssh_trust_group",
+                                      "preflight_cluster_group", "cluster_summary_group"])  # fmt: skip
 def test_a_group_variable_naming_no_group_is_refused(variable: str) -> None:
     """cluster_hosts_group: nodes (no such group) wrote no /etc/hosts lines and said nothing."""
     groups = {"all": ["node1"], "ungrouped": [], "cluster": ["node1"], "gpus": ["node1"], "empty": []}
