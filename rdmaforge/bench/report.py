@@ -808,6 +808,21 @@ def load_baseline(path: str | None) -> dict[str, Any] | None:
     return baseline.load(path) if path else None
 
 
+def unmeasured_fabric(fabric: str, components: Sequence[Component], required: set[str]) -> list[str]:
+    """What a verdict on an RDMA fabric did not measure when NCCL's transport was neither checked nor required: a
+    cluster without GPUs runs no nccl-tests and trains with gloo over TCP sockets, and its pass (the training's
+    throughput) said nothing about RDMA between the nodes, under a header naming the RDMA fabric. Where the
+    transport is required its absence is already a reason of the verdict."""
+    transport = [c for c in components if c.group == "transport"]
+    if not fabrics.is_rdma(fabric) or "transport" in required or any(c.status == "pass" for c in transport):
+        return []
+    why = "; ".join(f"{c.status.replace('_', ' ')}: {c.reason}" for c in transport) or "no nccl-tests result"
+    trained = next((c.on for c in components if c.group == "e2e" and c.on), "")
+    on = f"; the e2e training ran on {trained}" if trained else ""
+    return [f"RDMA over the {fabric} fabric: NCCL's transport was not checked ({why}){on}; this verdict says "
+            "nothing about RDMA between the nodes"]  # fmt: skip
+
+
 def judge(run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     """Results with per-component statuses and the overall verdict, without writing anything."""
     reference = load_baseline(run.get("baseline"))  # before anything else: a bad path is an error, not ignored
@@ -825,6 +840,7 @@ def judge(run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     status, reasons = overall(components, required)
     results["verdict"] = status
     results["reasons"] = reasons
+    results["not_measured"] = unmeasured_fabric(str(run.get("fabric")), components, required)
     results["required"] = sorted(required)
     results["components"] = [c.to_dict() for c in components]
     return results
@@ -990,7 +1006,8 @@ def accelerator_lines(found: dict[str, Any] | None) -> list[str]:
 def summary_markdown(results: dict[str, Any], plots: list[str], plot_notes: Sequence[str] = ()) -> str:
     lines = [f"# Benchmark: {results['fabric']} fabric, {len(results['nodes'])} nodes", "",
              f"**Verdict: {results['verdict']}**", ""]  # fmt: skip
-    lines += [f"- {reason}" for reason in results["reasons"]] + [""]
+    lines += [f"- {reason}" for reason in results["reasons"]]
+    lines += [f"- Not measured: {line}" for line in results.get("not_measured") or []] + [""]
     lines += ["What was measured, and against what:", ""]
     lines += [f"- {describe(component)}" for component in results["components"]] + [""]
     nccl = results["nccl"]

@@ -110,7 +110,8 @@ def verdict_case(results: dict[str, Any] | None) -> junit.Case:
     reasons = "; ".join(results.get("reasons") or [])
     status = str(results["verdict"])
     outcome = {"pass": "passed", "incomplete": "skipped"}.get(status, "failed")
-    details = "\n".join(describe(c) for c in results.get("components") or [])
+    details = "\n".join([*(f"not measured: {line}" for line in results.get("not_measured") or []),
+                         *(describe(c) for c in results.get("components") or [])])  # fmt: skip
     return junit.Case("benchmark verdict", f"rdmaforge.{NAME}", outcome=outcome,
                       message=f"{status}: {reasons}" if reasons else status, details=details)  # fmt: skip
 
@@ -120,6 +121,8 @@ def print_verdict(results: dict[str, Any], results_dir: Path, session: command.S
     print(f"\nbenchmark verdict: {results['verdict']}", file=out)
     for reason in results.get("reasons") or []:
         print(f"  {reason}", file=out)
+    for line in results.get("not_measured") or []:
+        print(f"  not measured: {line}", file=out)
     print("measured:", file=out)
     for component in results.get("components") or []:
         print(f"  {describe(component)}", file=out)

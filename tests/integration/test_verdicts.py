@@ -90,6 +90,9 @@ def test_bench_with_the_lab_thresholds_passes_with_nccl_tests_skipped(
     assert found["transport"]["status"] == "skipped" and not found["transport"]["required"]
     summary = (run_dir / "benchmark" / "summary.md").read_text()
     assert "**Verdict: pass**" in summary and "- nccl-tests: skipped (not required): no GPU" in summary
+    # The lab's fabric is erdma and its nodes have no RDMA device nor GPU: the pass is the training's only.
+    unmeasured = "not measured: RDMA over the erdma fabric: NCCL's transport was not checked"
+    assert f"  {unmeasured}" in output and f"- N{unmeasured[1:]}" in summary, output[-3000:]
 
 
 def test_a_run_compared_with_its_own_baseline_passes(judged_run: tuple[str, Path], tmp_path: Path) -> None:
