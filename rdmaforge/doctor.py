@@ -22,7 +22,6 @@ from typing import Any
 
 from rdmaforge import doctor_checks
 from rdmaforge.doctor_checks import Check, CheckStatus
-from rdmaforge.node_facts import count_gpus
 from rdmaforge.parsers.rdma_devinfo import active_port_rates
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.recap import render_table
@@ -76,6 +75,12 @@ class Diagnosis:
         return [c for c in self.checks if c.status == "problem"]
 
     @property
+    def unmeasured(self) -> list[Check]:
+        """Checks the inventory expects something of whose value the node did not give (no GPU count, no clock):
+        not judged, so the node is not proven healthy."""
+        return [c for c in self.checks if c.status == "not_checked" and c.expected is not None]
+
+    @property
     def exit_code(self) -> ExitCode:
         if self.unreachable:
             return ExitCode.UNREACHABLE
@@ -83,7 +88,9 @@ class Diagnosis:
             return ExitCode.HOST_FAILED  # doctor could not read a node: nothing was judged there
         if self.not_judged or not self.rows:
             return ExitCode.INCOMPLETE  # a node without a result, or no node at all: nothing proves it healthy
-        return ExitCode.UNHEALTHY if self.findings or self.problems else ExitCode.OK
+        if self.findings or self.problems:
+            return ExitCode.UNHEALTHY
+        return ExitCode.INCOMPLETE if self.unmeasured else ExitCode.OK
 
     def flagged(self, host: str, column: str) -> bool:
         return any(f.host == host and f.column == column for f in self.findings)
@@ -107,7 +114,9 @@ class Diagnosis:
             checks = [c for c in self.checks if c.host == host]
             skew = [f.to_dict() for f in self.findings if f.host == host]
             bad = any(c.status == "problem" for c in checks) or bool(skew)
-            nodes[host] = {"status": "problem" if bad else "ok", "row": self.rows[host],
+            unmeasured = any(c in self.unmeasured for c in checks)
+            status = "problem" if bad else "not_judged" if unmeasured else "ok"
+            nodes[host] = {"status": status, "row": self.rows[host],
                            "checks": {c.check: {k: v for k, v in c.to_dict().items() if k not in ("host", "check")}
                                       for c in checks},
                            "findings": skew}  # fmt: skip
@@ -139,7 +148,7 @@ def clock_offset(lines: Sequence[str]) -> float | None:
     numbers = []
     for line in lines:
         try:
-            numbers.append(float(line.strip()))
+            numbers.append(float(str(line).strip()))
         except ValueError:
             continue  # sudo or a login banner may add lines
     offset = numbers[-1] - numbers[-2] if len(numbers) >= 2 else None
@@ -147,10 +156,8 @@ def clock_offset(lines: Sequence[str]) -> float | None:
 
 
 def gpu_count(node: Mapping[str, Any]) -> int | None:
-    """GPUs as preflight counts them (node_facts.count_gpus); None when nothing answered (not 0 GPUs)."""
-    nvidia_smi = node.get("nvidia_smi") or None  # an empty answer from nvidia-smi lists no GPU: lspci is asked
-    sysfs = node.get("sysfs_gpus")
-    return count_gpus(nvidia_smi, node.get("lspci"), None if sysfs in (None, "") else int(sysfs))[0]
+    """GPUs as preflight counts them (doctor_checks.gpu_reading); None when nothing answered (not 0 GPUs)."""
+    return doctor_checks.gpu_reading(node)[0]
 
 
 def port_states(node: Mapping[str, Any]) -> tuple[str, list[str]]:
@@ -195,7 +202,8 @@ def hugepages_summary(node: Mapping[str, Any]) -> str:
     """Reserved pools, e.g. "50x1G", or "0" when none is reserved."""
     pools = (node.get("hugepages") or {}).get("by_size") or {}
     reserved = []
-    for kb, pool in sorted(pools.items(), key=lambda item: int(item[0])):
+    sized = [(kb, pool) for kb, pool in pools.items() if str(kb).isdigit()]  # the kernel names them in kB
+    for kb, pool in sorted(sized, key=lambda item: int(item[0])):
         pages = int(pool.get("nr") or 0)
         if pages > 0:
             reserved.append(f"{pages}x{page_size(int(kb))}")
@@ -216,7 +224,7 @@ def nccl_summary(node: Mapping[str, Any]) -> str:
 
 
 #: A table cell whose value the node did not give (memlock, GPUs, clock): never a value skew compares.
-NOT_READ = "?"
+NOT_READ = doctor_checks.NOT_READ
 
 _AIACC_DIR = re.compile(r"/aiacc-(\d[^/]*)/")
 
@@ -317,7 +325,7 @@ def clock_check(node: Mapping[str, Any], row: Mapping[str, str], max_offset: flo
     def judge() -> tuple[CheckStatus, str, str | None, str]:
         offset = clock_offset(node.get("clock") or [])
         if offset is None:
-            return "not_checked", "?", None, "the node's clock could not be read"
+            return "not_checked", NOT_READ, f"within {max_offset}s", "the node's clock could not be read"
         bound = f"within {max_offset}s"
         if abs(offset) > max_offset:
             return "problem", row["clock"], bound, f"clock is {row['clock']} off the controller's (limit {max_offset}s)"
@@ -380,9 +388,12 @@ def render(diagnosis: Diagnosis) -> str:
     lines += [f"  {host}: not judged: {reason}" for host, reason in diagnosis.not_judged.items()]
     for status in ("problem", "accepted", "not_checked"):
         for check in (c for c in diagnosis.checks if c.status == status):
-            expected = f" (expected {check.expected})" if check.expected and status != "not_checked" else ""
+            expected = f" (expected {check.expected})" if check.expected else ""
             label = status.replace("_", " ")
             lines.append(f"  {check.host}: {check.check} {label}: {check.actual}{expected}: {check.reason}")
+    # An ok check a part of which the inventory left unjudged (a DOWN rail with rdma_require_active_ports false).
+    lines += [f"  {c.host}: {c.check} ok, in part not judged: {c.reason}" for c in diagnosis.checks
+              if c.status == "ok" and doctor_checks.PARTLY_NOT_JUDGED in c.reason]  # fmt: skip
     lines += [f"  {f.host}: {f.reason}" for f in diagnosis.findings]
     counts = doctor_checks.summarize(diagnosis.checks)
     tally = f"{counts['ok']} ok, {counts['accepted']} accepted, {counts['not_checked']} not checked"
@@ -392,6 +403,10 @@ def render(diagnosis: Diagnosis) -> str:
     if diagnosis.exit_code == ExitCode.OK:
         lines.append(f"\nhealthy: {len(diagnosis.rows)} node(s) meet their inventory's expectations and agree "
                      f"on every column ({tally})")  # fmt: skip
+    elif diagnosis.exit_code == ExitCode.INCOMPLETE and not missing and diagnosis.rows:
+        unread = ", ".join(f"{c.host} {c.check}" for c in diagnosis.unmeasured)
+        lines.append(f"\nnot judged: {len(diagnosis.unmeasured)} check(s) the inventory expects something of could not "
+                     f"be measured ({unread}); nothing else is a problem ({tally})")  # fmt: skip
     elif diagnosis.exit_code == ExitCode.INCOMPLETE and not missing:
         lines.append("\nnot judged: doctor read no node's result, so no node is judged healthy")
     elif diagnosis.exit_code == ExitCode.INCOMPLETE:

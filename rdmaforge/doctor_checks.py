@@ -6,7 +6,9 @@ Each check of a node ends as one of:
 - ``problem``: measured, and not what the inventory implies (expected vs actual);
 - ``accepted``: not what the inventory implies, but listed in ``doctor_accept`` as a known, accepted deviation
   (the lab's memlock and missing RDMA devices), printed as such with the inventory's reason;
-- ``not_checked``: nothing to compare with (the reason says why).
+- ``not_checked``: not judged. With ``expected`` None there is nothing to compare with (a tcp fabric has no
+  memlock rule); with an ``expected`` the inventory expects something the node's value could not be read for (no
+  GPU count, no clock), so doctor cannot call the node healthy (rdmaforge.doctor: not judged, exit 5).
 
 Expected values come from the node's inventory variables (written into the node's doctor file by
 playbooks/doctor.yml), falling back to the roles' documented defaults (roles/*/defaults/main.yml), and from the
@@ -30,7 +32,7 @@ from rdmaforge.nccl_build import (
     source_difference,
     uncovered_caps,
 )
-from rdmaforge.node_facts import parse_compute_caps
+from rdmaforge.node_facts import count_gpus, parse_compute_caps
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.hugepages import size_kb
 from rdmaforge.parsers.kernel_cmdline import CmdlineError, arg_key, arg_value, effective_value, split_cmdline
@@ -74,8 +76,11 @@ DEFAULTS_OF = {
     "nccl_plugin_provider": "nccl_plugin",
     "nccl_plugin_aiacc_outside_alibaba_cloud": "nccl_plugin",
     "doctor_expected_gpus": None,
+    "rdmaforge_gpus_per_node": None,
     "doctor_accept": None,
 }
+#: What a check shows as its value when the node did not give one: acceptances never cover it.
+NOT_READ = "?"
 
 
 @dataclass(frozen=True)
@@ -119,10 +124,10 @@ def fabric_of(node: Mapping[str, Any]) -> str:
 
 def check_memlock(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
     fabric = fabric_of(node)
-    actual = str(node.get("memlock") if node.get("memlock") is not None else "?").strip() or "?"
+    actual = str(node.get("memlock") if node.get("memlock") is not None else NOT_READ).strip() or NOT_READ
     if fabric not in RDMA_FABRICS:
         return "not_checked", actual, None, f"fabric {fabric} does not use RDMA"
-    if actual == "?":
+    if actual == NOT_READ:
         return "problem", actual, "unlimited", "`ulimit -l` of a non-interactive login gave no answer"
     if actual == "unlimited":
         return "ok", actual, "unlimited", "RDMA may pin any amount of memory"
@@ -159,6 +164,13 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     expected = f"{pattern} with every port ACTIVE"
     if not matching:
         return "problem", actual, expected, f"no {pattern} RDMA device, which fabric {fabric} needs"
+    if node.get("rdma_source") == "sysfs":
+        # The kernel's driver has them; libibverbs (ibv_devinfo) listed none or is not installed: NCCL opens devices
+        # through libibverbs, so it would find none and fall back to sockets.
+        tool = "ibv_devinfo is not installed" if node.get("rdma_tool_present") is False else "ibv_devinfo listed none"
+        return "problem", actual, expected, (f"only the kernel lists them (/sys/class/infiniband): {tool}, so the RDMA "
+                                             "user-space (libibverbs and its provider) NCCL opens them through does "
+                                             "not see them")  # fmt: skip
     # rdma_core_expected_ports: the rails that must exist (and be ACTIVE), by rdma_core's own selection.
     listed = [str(p) for p in variable(node, "rdma_core_expected_ports") or []]
     selected, missing = expected_ports(matching, listed)
@@ -179,10 +191,11 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
             f"{pattern} ports of link layer {wanted}",
             (f"fabric {fabric} runs over {wanted}, but these ports are on another link layer: {', '.join(other)}"),
         )
-    inactive = [f"{name}:{p.get('port')} {p.get('state')}" for name, p in selected if p.get("state") != "PORT_ACTIVE"]
+    inactive = [f"{name}:{p.get('port')} {p.get('state') or 'state not read'}" for name, p in selected
+                if p.get("state") != "PORT_ACTIVE"]  # fmt: skip
     if not ansible_bool(variable(node, "rdma_require_active_ports")):
         # Not judged, but never hidden: a rail that is down is named, so "ok" is read as "the devices are there".
-        down = f"; not ACTIVE (not judged): {', '.join(inactive)}" if inactive else ""
+        down = f"; not ACTIVE {PARTLY_NOT_JUDGED}: {', '.join(inactive)}" if inactive else ""
         return "ok", actual, pattern, (f"{len(matching)} {pattern} device(s); port states not judged "
                                        f"(rdma_require_active_ports is false){down}")  # fmt: skip
     devices_without = [str(d.get("name")) for d in matching if not d.get("ports")] if not listed else []
@@ -190,6 +203,10 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         what = inactive + [f"{name} has no port" for name in devices_without]
         return "problem", actual, expected, "not ACTIVE: " + (", ".join(what) or "no port at all")
     return "ok", actual, expected, f"{len(matching)} device(s), {len(selected)} port(s) ACTIVE"
+
+
+#: In an ``ok`` check's reason: a part of it was not judged (the inventory turned it off); rdmaforge.doctor prints it.
+PARTLY_NOT_JUDGED = "(not judged)"
 
 
 def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
@@ -207,6 +224,9 @@ def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | No
     selected, _ = expected_ports(devices, [str(p) for p in listed])
     inactive = [f"{name}:{p.get('port')}" for name, p in selected if p.get("state") != "PORT_ACTIVE"]
     reason = verdict.reason + (f"; no rate judged for {', '.join(inactive)} (not ACTIVE)" if inactive else "")
+    if verdict.status == "ok" and verdict.unread:
+        # A port whose rate was not reported may be the one that trained down: not judged, as verify's suite has it.
+        return "not_checked", verdict.actual, verdict.expected, reason
     return verdict.status, verdict.actual, verdict.expected, reason
 
 
@@ -233,7 +253,8 @@ def check_mtu(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, st
     if not ansible_bool(variable(node, "eni_enabled")):
         return "not_checked", actual, None, "eni_enabled is false: no MTU is planned"
     if node.get("nics_error"):
-        return "not_checked", "unknown", None, f"the node's NICs could not be read: {node['nics_error']}"
+        return "not_checked", "unknown", f"ENIs at {planned_mtu(node)}", (
+            f"the node's NICs could not be read: {node['nics_error']}")
     mtu = planned_mtu(node)
     names = eni_names(node)
     if not names:
@@ -250,28 +271,43 @@ def check_mtu(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, st
 def expected_gpus(node: Mapping[str, Any]) -> tuple[int | None, str]:
     """The GPU count the inventory implies and where it comes from; (None, why) when it implies none here. A count
     is read as the argument spec's int takes it ("8.0" is 8; preflight refuses what is no count)."""
-    given = variable(node, "doctor_expected_gpus")
-    if given not in (None, ""):
-        count = whole_number(given)
-        if count is None:
-            return None, f"doctor_expected_gpus={show(given)} is no count"
-        return count, "doctor_expected_gpus"
+    for name in ("doctor_expected_gpus", "rdmaforge_gpus_per_node"):
+        given = variable(node, name)
+        if given not in (None, ""):
+            count = whole_number(given)
+            if count is None:
+                return None, f"{name}={show(given)} is no count"
+            return count, name
     if ansible_bool(variable(node, "eni_per_gpu")) and ansible_bool(variable(node, "eni_enabled")):
         if node.get("nics_error"):  # no NIC read is no ENI count, never 0 GPUs
             return None, f"eni_per_gpu counts the ENIs, but the node's NICs could not be read: {node['nics_error']}"
         return len(eni_names(node)), "eni_per_gpu (one GPU per ENI)"
-    return None, "the inventory sets no GPU count (doctor_expected_gpus)"
+    return None, "the inventory sets no GPU count (doctor_expected_gpus, rdmaforge_gpus_per_node)"
 
 
 # A node where neither tool answered has an unknown GPU count: judging it as 0 would pass doctor_expected_gpus: 0.
-GPUS_NOT_COUNTED = "the GPUs were not counted: neither nvidia-smi nor lspci answered on the node"
+GPUS_NOT_COUNTED = "the GPUs were not counted: neither nvidia-smi, lspci nor the PCI tree in sysfs answered on the node"
 UNKNOWN_PLAN = f"no plan to judge against: it follows the GPU count, and {GPUS_NOT_COUNTED}"
+
+
+def gpu_reading(node: Mapping[str, Any]) -> tuple[int | None, str]:
+    """The node's GPU count as preflight counts them (node_facts.count_gpus) and which tool gave it; (None, "none")
+    when nothing answered (not 0 GPUs)."""
+    nvidia_smi = node.get("nvidia_smi") or None  # an empty answer from nvidia-smi lists no GPU: lspci is asked
+    sysfs = whole_number(node.get("sysfs_gpus"))
+    return count_gpus(nvidia_smi, node.get("lspci"), sysfs)
 
 
 def check_gpus(node: Mapping[str, Any], count: int | None) -> tuple[CheckStatus, str, str | None, str]:
     expected, source = expected_gpus(node)
     if count is None:
-        return "not_checked", "?", None if expected is None else str(expected), GPUS_NOT_COUNTED
+        return "not_checked", NOT_READ, None if expected is None else str(expected), GPUS_NOT_COUNTED
+    tool = gpu_reading(node)[1]
+    if count > 0 and tool != "nvidia-smi":
+        # The cards are on the bus, the driver did not answer: no CUDA program (NCCL, the training) can use them.
+        return "problem", str(count), None if expected is None else str(expected), (
+            f"nvidia-smi did not answer, while {tool} sees {count} NVIDIA GPU(s): the driver is not loaded or not "
+            "working, so no CUDA program can use them")  # fmt: skip
     if expected is None:
         return "not_checked", str(count), None, source
     if count != expected:
@@ -301,7 +337,7 @@ def check_hugepages(node: Mapping[str, Any], gpus: int | None) -> tuple[CheckSta
     if not ansible_bool(variable(node, "hugepages_enabled")):
         return "not_checked", actual, None, "hugepages_enabled is false"
     if unknown_plan(node, gpus):
-        return "not_checked", actual, None, UNKNOWN_PLAN
+        return "not_checked", actual, f"the planned pages of {size}", UNKNOWN_PLAN
     expected = planned_pages(node, gpus or 0)
     if reserved != expected:
         return "problem", actual, f"{expected}x{size}", f"{reserved} pages of {size} reserved, {expected} planned"
@@ -329,9 +365,10 @@ def check_hugepages_boot(node: Mapping[str, Any], gpus: int | None) -> tuple[Che
     if not ansible_bool(variable(node, "hugepages_enabled")):
         return "not_checked", actual, None, "hugepages_enabled is false"
     if not texts:
-        return "not_checked", actual, None, "no /etc/default/grub (a BLS or grubby host: see rdmaforge verify)"
+        return "not_checked", actual, f"hugepagesz={size} hugepages=<planned>", (
+            "no /etc/default/grub was read (a BLS or grubby host: see rdmaforge verify)")
     if unknown_plan(node, gpus):
-        return "not_checked", actual, None, UNKNOWN_PLAN
+        return "not_checked", actual, f"hugepagesz={size} hugepages=<planned>", UNKNOWN_PLAN
     planned = planned_pages(node, gpus or 0)
     expected = f"hugepagesz={size} hugepages={planned}"
     sizes = [arg_value(t) for t in tokens if arg_key(t) == "hugepagesz"]
@@ -390,7 +427,8 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         given = str(manifest.get("version") or installed.split("-", 1)[0])
         if version and given != version:
             return "problem", installed, f"NCCL {version}", f"installed NCCL {given}, the cluster's is {version}"
-        return "not_checked", installed, None, "the installed build's manifest does not say its CUDA release"
+        return "not_checked", installed, f"NCCL {version}".strip(), (
+            "the installed build's manifest does not say its CUDA release, so its build id was not compared")
     expected = build_id(version, cuda, archs, funcs)
     if installed != expected:
         return "problem", installed, expected, f"installed NCCL build {installed}, the cluster's build is {expected}"
@@ -407,7 +445,7 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
     caps = parse_compute_caps(str(node.get("compute_caps") or ""))
     # nvidia-smi listed GPUs but not their compute capabilities: the archs were not compared with anything
     unread_caps = ("; the GPUs' compute capabilities were not read, so the archs were not compared"
-                   if not caps and node.get("nvidia_smi") else "")  # fmt: skip
+                   if not caps and (gpu_reading(node)[0] or 0) > 0 else "")  # fmt: skip
     uncovered = uncovered_caps([str(a) for a in manifest.get("archs") or archs], caps)
     if uncovered:
         wanted = ", ".join(arch_for(cap) for cap in uncovered)
@@ -552,7 +590,10 @@ def judge_node(
     for name in CHECKS:
         status, actual, expected, reason = results[name]
         reason_given = isinstance(accept, Mapping) and isinstance(accept.get(name), str) and accept[name].strip()
-        if status == "problem" and reason_given:  # no reason, no acceptance (preflight's checks refuse it too)
+        if status == "problem" and reason_given and actual == NOT_READ:
+            # An acceptance covers a deviation someone measured and wrote down, not a value no one read.
+            reason += f"; not accepted (doctor_accept's {name} covers a measured value, and this one was not read)"
+        elif status == "problem" and reason_given:  # no reason, no acceptance (preflight's checks refuse it too)
             status, reason = "accepted", f"{reason}; accepted by the inventory: {accept[name]}"
         checks.append(Check(host, name, status, actual, expected, reason))
     return checks

@@ -56,6 +56,7 @@ SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {"name": _TEXT, "mtu": {"type": ["integer", "null"]}},
+                "required": ["name"],
             },
         },
         "nics_error": _TEXT_OR_NULL,
@@ -65,6 +66,8 @@ SCHEMA: dict[str, Any] = {
             "properties": {
                 "by_size": {
                     "type": "object",
+                    # The kernel's pool directories, hugepages-<kB>kB, read as the number of kB.
+                    "propertyNames": {"pattern": "^[0-9]+$"},
                     "additionalProperties": {
                         "type": "object",
                         "properties": {"nr": _COUNT, "free": _COUNT, "rsvd": _COUNT, "surp": _COUNT},

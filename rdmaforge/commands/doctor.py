@@ -90,6 +90,10 @@ def host_cases(diagnosis: doctor.Diagnosis, failed: dict[str, str]) -> list[juni
         elif findings:
             cases.append(junit.Case(host, f"rdmaforge.{NAME}", outcome="failed", message=findings[0],
                                     details="\n".join(findings)))  # fmt: skip
+        elif unmeasured := [f"{c.check} (expected {c.expected}): {c.reason}" for c in diagnosis.unmeasured
+                            if c.host == host]:  # fmt: skip
+            cases.append(junit.Case(host, f"rdmaforge.{NAME}", outcome="skipped",
+                                    message=f"not judged: {unmeasured[0]}", details="\n".join(unmeasured)))  # fmt: skip
         else:
             cases.append(junit.Case(host, f"rdmaforge.{NAME}"))
     return cases

@@ -160,7 +160,7 @@ def test_a_node_where_no_tool_counted_gpus_is_not_judged_as_having_none() -> Non
     checks = {(c.host, c.check): c for c in doctor.diagnose(nodes).checks}
     assert checks["node1", "gpus"].status == "ok"
     assert checks["node2", "gpus"].status == "not_checked"
-    assert "neither nvidia-smi nor lspci answered" in checks["node2", "gpus"].reason
+    assert "neither nvidia-smi, lspci nor the PCI tree in sysfs answered" in checks["node2", "gpus"].reason
     for name in ("hugepages", "hugepages_boot"):
         assert checks["node2", name].status == "not_checked", checks["node2", name]
     assert doctor.node_row(nodes["node2"])["gpus"] == "?"

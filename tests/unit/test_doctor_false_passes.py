@@ -1,0 +1,169 @@
+"""`rdmaforge doctor` never says healthy for what it did not measure (review round 15b, F1-F5, F7, F8, F13).
+
+The nodes are test_doctor's healthy 8-GPU InfiniBand node (its inventory expects 8 GPUs, ENIs at 9000, 50 pages of
+1G), changed one field at a time as a real node gives it: a driver that does not answer, a clock or a GPU count
+that could not be read, devices only the kernel lists, a rate not reported."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_doctor import NODE, cluster, port
+
+from rdmaforge import doctor
+from rdmaforge.commands import doctor as doctor_command
+from rdmaforge.runner.exit_codes import ExitCode
+
+#: lspci -n -mm lines of 8 NVIDIA 3D controllers (class 0302, vendor 10de), as node_probe asks for them.
+LSPCI_8_GPUS = "\n".join(f'{17 + i:02x}:00.0 "0302" "10de" "2330" -ra1 "10de" "16c1"' for i in range(8))
+
+
+def checks_of(nodes: dict[str, dict[str, Any]]) -> dict[tuple[str, str], doctor.Check]:
+    return {(c.host, c.check): c for c in doctor.diagnose(nodes).checks}
+
+
+def test_gpus_on_the_bus_with_no_driver_answering_are_a_problem_not_8_ok() -> None:
+    """F1: nvidia-smi failed (its output None), lspci still lists the 8 cards: 'gpus: ok, 8 GPU(s)' was printed,
+    and the NCCL arch check was left out without a word."""
+    nodes = cluster(2)
+    nodes["node2"].update(nvidia_smi=None, compute_caps=None, lspci=LSPCI_8_GPUS)
+    diagnosis = doctor.diagnose(nodes)
+    gpus = checks_of(nodes)["node2", "gpus"]
+    assert (gpus.status, gpus.actual, gpus.expected) == ("problem", "8", "8")
+    assert gpus.reason.startswith("nvidia-smi did not answer, while lspci sees 8 NVIDIA GPU(s)")
+    assert diagnosis.exit_code == ExitCode.UNHEALTHY
+    nccl = checks_of(nodes)["node2", "nccl"]
+    assert "the GPUs' compute capabilities were not read, so the archs were not compared" in nccl.reason
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "check", "expected"),
+    [
+        ("nvidia_smi", None, "gpus", "8"),  # no tool answered: lspci None too (NODE), no sysfs count
+        ("clock", ["1700000000.1", "%N"], "clock", "within 1.0s"),  # date printed %N: no number
+        ("nics_error", "ip -j link: not found", "mtu", "ENIs at 9000"),
+    ],
+)
+def test_an_expectation_whose_value_was_not_read_is_not_judged_never_healthy(
+    field: str, value: object, check: str, expected: str
+) -> None:
+    """F2: with an expectation (8 GPUs, the clock limit, the ENI MTU) and no reading, doctor said 'healthy: ... meet
+    their inventory's expectations', exit 0, the node's status ok."""
+    nodes = cluster(3)
+    nodes["node2"][field] = value
+    diagnosis = doctor.diagnose(nodes)
+    found = checks_of(nodes)["node2", check]
+    assert (found.status, found.expected) == ("not_checked", expected)
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE
+    text = doctor.render(diagnosis)
+    assert "healthy:" not in text.replace("not healthy", "")
+    (verdict,) = [line for line in text.splitlines() if line.startswith("not judged: ")]
+    # (an unknown GPU count leaves the huge page plans, which follow it, unmeasured too)
+    assert "check(s) the inventory expects something of could not be measured (" in verdict
+    assert f"node2 {check}" in verdict and "node1" not in verdict and "nothing else is a problem" in verdict
+    assert f"  node2: {check} not checked: {found.actual} (expected {expected}): " in text
+    per_node = diagnosis.per_node()
+    assert per_node["node2"]["status"] == "not_judged" and per_node["node1"]["status"] == "ok"
+    (case,) = [c for c in doctor_command.host_cases(diagnosis, {}) if c.name == "node2"]
+    assert case.outcome == "skipped" and case.message.startswith("not judged: ")
+    assert f"{check} (expected {expected}): {found.reason}" in case.details.splitlines()
+
+
+def test_nothing_to_compare_with_is_still_healthy() -> None:
+    """The other side of F2: a check with no expectation (a tcp fabric has no memlock rule, no GPU count set) is
+    named as not checked and does not hold the verdict back."""
+    nodes = cluster(2)
+    for node in nodes.values():
+        node["inventory"] = {**node["inventory"], "doctor_expected_gpus": None}
+    diagnosis = doctor.diagnose(nodes)
+    gpus = checks_of(nodes)["node1", "gpus"]
+    assert (gpus.status, gpus.expected) == ("not_checked", None)
+    assert diagnosis.exit_code == ExitCode.OK
+
+
+def test_rdma_devices_only_the_kernel_lists_are_a_problem() -> None:
+    """F3: ibv_devinfo missing (or listing none), the devices read from /sys/class/infiniband with ACTIVE ports:
+    NCCL opens devices through libibverbs, which sees none; doctor said '2 device(s), 2 port(s) ACTIVE'."""
+    nodes = cluster(2)
+    nodes["node2"].update(rdma_source="sysfs", rdma_tool_present=False)
+    nodes["node1"].update(rdma_source="ibv_devinfo", rdma_tool_present=True)
+    found = checks_of(nodes)
+    assert found["node1", "rdma"].status == "ok"
+    assert found["node2", "rdma"].status == "problem"
+    assert "only the kernel lists them (/sys/class/infiniband): ibv_devinfo is not installed" in found["node2",
+                                                                                                          "rdma"].reason
+
+
+def test_a_port_whose_rate_was_not_reported_leaves_the_rates_not_judged() -> None:
+    """F4: two ports at 200 Gb/s and a third with no rate: 'ok' with the gap inside a reason never printed (verify's
+    suite already calls it not judged)."""
+    nodes = cluster(2)
+    devices = nodes["node2"]["rdma_devices"]
+    devices.append({"name": "mlx5_2", "ports": [{**port(1), "rate_gbps": None}]})
+    for node in nodes.values():
+        node["rdma_devices"] = copy.deepcopy(devices)
+    diagnosis = doctor.diagnose(nodes)
+    rate = checks_of(nodes)["node2", "port_rate"]
+    assert rate.status == "not_checked" and rate.expected is not None and "mlx5_2:1" in rate.reason
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE
+
+
+def test_a_down_rail_the_inventory_does_not_judge_is_still_printed() -> None:
+    """F5: rdma_require_active_ports false: the DOWN rail was named only inside an ok reason no output showed."""
+    nodes = cluster(2)
+    for node in nodes.values():
+        node["inventory"] = {**node["inventory"], "rdma_require_active_ports": False}
+    nodes["node2"]["rdma_devices"][1]["ports"] = [port(1, "PORT_DOWN", "DISABLED")]
+    text = doctor.render(doctor.diagnose(nodes))
+    assert "  node2: rdma ok, in part not judged: " in text and "mlx5_1:1 PORT_DOWN" in text
+
+
+def test_an_acceptance_never_covers_a_value_that_was_not_read() -> None:
+    """F7: doctor_accept memlock (the lab's 64 KiB) accepted a node whose `ulimit -l` gave nothing."""
+    nodes = cluster(2)
+    for node in nodes.values():
+        node["inventory"] = {**node["inventory"], "doctor_accept": {"memlock": "lab containers run with 64 KiB"}}
+        node["memlock"] = "64"
+    nodes["node2"]["memlock"] = None
+    found = checks_of(nodes)
+    assert found["node1", "memlock"].status == "accepted"
+    assert found["node2", "memlock"].status == "problem"
+    assert "not accepted (doctor_accept's memlock covers a measured value" in found["node2", "memlock"].reason
+
+
+def test_the_inventorys_gpus_per_node_is_an_expectation() -> None:
+    """F8: rdmaforge_gpus_per_node: 8 and a fleet reading 0 GPUs everywhere was 'healthy' (no doctor_expected_gpus,
+    so nothing to compare with)."""
+    nodes = cluster(2)
+    for node in nodes.values():
+        node["inventory"] = {**node["inventory"], "doctor_expected_gpus": None, "rdmaforge_gpus_per_node": 8}
+        node["nvidia_smi"] = ""  # the driver answers and lists no GPU
+        node["lspci"] = ""
+    gpus = checks_of(nodes)["node1", "gpus"]
+    assert (gpus.status, gpus.actual, gpus.expected) == ("problem", "0", "8")
+    assert "rdmaforge_gpus_per_node" in gpus.reason
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("clock", [1700000000.1, 1700000000.2]),  # numbers, which the shape allows
+        ("hugepages", {"by_size": {"hugepages-2048kB": {"nr": 1}}}),  # the directory's name, not its kB
+        ("nics", [{"mtu": 9000}]),  # no name
+    ],
+)
+def test_a_result_the_shape_allows_never_crashes_the_run(tmp_path: Path, field: str, value: object) -> None:
+    """F13: each crashed the whole doctor run (internal error, exit 70): no node got a verdict. Now the file is either
+    refused by the shape check (that node not judged, named) or judged."""
+    node = {**copy.deepcopy(NODE), field: value}
+    (tmp_path / "node1.json").write_text(json.dumps(node))
+    nodes, unread = doctor_command.read_nodes(tmp_path, ["node1"])
+    if unread:
+        assert "is not what doctor.yml writes" in unread["node1"]
+        return
+    text = doctor.render(doctor.diagnose(nodes))
+    assert "node1" in text
