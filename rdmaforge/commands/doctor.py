@@ -136,7 +136,11 @@ def run(args: argparse.Namespace) -> int:
     # any task went to a node: no node was asked, so "no node answered" and "0 unreachable" would mislead.
     stopped = bool(failed) and not outcome.events.contacted
     print("", file=session.out)
-    print(stopped_before_contact(list(failed)) if stopped else doctor.render(diagnosis), file=session.out)
+    text = stopped_before_contact(list(failed)) if stopped else doctor.render(diagnosis)
+    if code == ExitCode.INTERRUPTED:
+        # The nodes read before Ctrl-C may all look healthy: the run did not finish, so no verdict is given.
+        text = text.rsplit("\n", 1)[0] + "\nnot judged: the run was interrupted before every node was read"
+    print(text, file=session.out)
     record = {**command.outcome_record(outcome), "healthy": code == ExitCode.OK, "rows": diagnosis.rows,
               "nodes": diagnosis.per_node(), "findings": [f.to_dict() for f in diagnosis.findings],
               "unreachable": diagnosis.unreachable, "not_judged": diagnosis.not_judged,

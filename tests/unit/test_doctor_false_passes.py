@@ -167,3 +167,34 @@ def test_a_result_the_shape_allows_never_crashes_the_run(tmp_path: Path, field: 
         return
     text = doctor.render(doctor.diagnose(nodes))
     assert "node1" in text
+
+
+def test_an_interrupted_run_gives_no_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """F11b: Ctrl-C after two healthy nodes were read printed 'healthy: 2 node(s) ...' above exit 130."""
+    import yaml
+
+    from rdmaforge.cli import main
+    from rdmaforge.runner import execute
+    from rdmaforge.runner.events import EventLog
+    from rdmaforge.runner.recap import from_stats
+
+    def fake_run(request: Any, run_dir: Path, on_event: Any = None, scrubbed: Any = None,
+                 read: Any = None) -> execute.Outcome:  # fmt: skip
+        output = Path(request.extra_vars[-1].inline["doctor_output_dir"])
+        output.mkdir(parents=True, exist_ok=True)
+        for host, node in cluster(2).items():
+            (output / f"{host}.json").write_text(json.dumps(node))
+        log = EventLog()
+        log.handle({"event": "playbook_on_stats", "event_data": {"ok": {"node1": 3, "node2": 3}, "failures": {},
+                                                                 "dark": {}, "processed": {"node1": 1, "node2": 1}}})
+        return execute.Outcome("canceled", 130, log, from_stats(log.stats, log.hosts), run_dir / "ansible", 0.1)
+
+    monkeypatch.setattr(execute, "run", fake_run)
+    inventory = tmp_path / "hosts.yml"
+    hosts = {f"node{i}": {"ansible_host": f"127.0.0.{i}", "ansible_port": 9} for i in (1, 2)}
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    code = main(["doctor", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs")])
+    out = capsys.readouterr().out
+    assert code == ExitCode.INTERRUPTED, out
+    assert "healthy:" not in out and "not judged: the run was interrupted before every node was read" in out, out
