@@ -131,6 +131,9 @@ def check_memlock(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None
         return "problem", actual, "unlimited", "`ulimit -l` of a non-interactive login gave no answer"
     if actual == "unlimited":
         return "ok", actual, "unlimited", "RDMA may pin any amount of memory"
+    if not actual.isdigit():  # a login banner or an error in place of the number: no limit was read
+        reason = f"`ulimit -l` of a non-interactive login answered {show(actual)}, no limit"
+        return "problem", NOT_READ, "unlimited", reason
     return (
         "problem",
         f"{actual} KiB",

@@ -198,3 +198,15 @@ def test_an_interrupted_run_gives_no_verdict(tmp_path: Path, capsys: pytest.Capt
     out = capsys.readouterr().out
     assert code == ExitCode.INTERRUPTED, out
     assert "healthy:" not in out and "not judged: the run was interrupted before every node was read" in out, out
+
+
+def test_a_memlock_answer_that_is_no_number_is_not_read_and_not_accepted() -> None:
+    """F12: a login banner read as the limit printed 'memlock ... is Last login: Mon Jan  1 KiB'; the lab's
+    acceptance (64 KiB) would have accepted it."""
+    nodes = cluster(2)
+    for node in nodes.values():
+        node["inventory"] = {**node["inventory"], "doctor_accept": {"memlock": "lab containers run with 64 KiB"}}
+    nodes["node2"]["memlock"] = "Last login: Mon Jan  1 00:00:00 2024"
+    memlock = checks_of(nodes)["node2", "memlock"]
+    assert (memlock.status, memlock.actual) == ("problem", "?")
+    assert memlock.reason.startswith("`ulimit -l` of a non-interactive login answered 'Last login: Mon Jan  1")
