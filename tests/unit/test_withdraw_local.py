@@ -255,7 +255,10 @@ def closing(tmp_path_factory: pytest.TempPathFactory) -> Closing:
     hostfile is the user's own, and node2's mpi_launch_hostfile names a directory
     (test_a_hostfile_rdmaforge_did_not_write_is_kept)."""
     root = tmp_path_factory.mktemp("closing")
-    inv, nodes = fleet(root)
+    # STAND-IN for what os_packages' withdraw registers (its package queries need the node's package manager): node1
+    # read a record of one package it removed; node2 has no record (converged before rdmaforge kept one).
+    removed = {"os_packages_added": {"content": "aWJ2ZXJicy11dGlscwo="}, "os_packages_removing": ["ibverbs-utils"]}
+    inv, nodes = fleet(root, node1=removed)
     for name in ("node1", "node2"):
         (root / name / "opt" / "rdmaforge").mkdir(parents=True)
     (root / "node2" / "opt" / "rdmaforge" / "notes.txt").write_text("kept\n")
@@ -285,9 +288,12 @@ def test_the_closing_message_says_what_check_mode_would_remove(closing: Closing)
     tmp_path, check = closing.root, closing.check
     assert check.returncode == 0, check.stdout[-4000:]
     said = " ".join(check.stdout.split())
+    assert ("node1: check mode, nothing was changed: rdmaforge's files and settings would be removed, and the "
+            "packages it added (ibverbs-utils); would be kept: packages that came in only as dependencies") in said
+    # Without the record nothing says which packages rdmaforge added: the message does not claim they went.
+    assert ("node2: check mode, nothing was changed: rdmaforge's files and settings would be removed; no record of "
+            "packages it added (os_packages_record), so none would be removed; would be kept: ") in said, said[-3000:]
     for name in ("node1", "node2"):
-        assert (f"{name}: check mode, nothing was changed: rdmaforge's files and settings would be removed, and the "
-                "packages it added; would be kept: packages that came in only as dependencies") in said, said[-3000:]
         assert f"and any of {tmp_path / name}/opt/rdmaforge not empty once the rest is removed." in said
     assert "settings removed" not in said
     assert closing.own_after_check  # check mode removed nothing
@@ -295,7 +301,9 @@ def test_the_closing_message_says_what_check_mode_would_remove(closing: Closing)
     proc = closing.proc
     assert proc.returncode == 0, proc.stdout[-4000:]
     said = " ".join(proc.stdout.split())
-    assert "node1: rdmaforge's files and settings removed, and the packages it added; kept: packages" in said, said
+    assert "node1: rdmaforge's files and settings removed, and the packages it added (ibverbs-utils); kept: " in said
+    assert "node2: rdmaforge's files and settings removed; no record of packages it added (os_packages_record), so " \
+           "none was removed; kept: packages" in said, said
     assert "build cache." in said and "would be" not in said and "check mode" not in said
     assert f"build cache, and {tmp_path / 'node2'}/opt/rdmaforge, which are not empty" in said
     assert not (tmp_path / "node1" / "opt" / "rdmaforge").exists()
