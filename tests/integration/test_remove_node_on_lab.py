@@ -191,6 +191,18 @@ def test_a_removal_one_remaining_node_misses_is_named_and_the_cli_finishes_it(
     assert "rdmaforge cluster" not in lab.ssh(newcomer, "cat /etc/hosts /root/.ssh/authorized_keys").stdout
     assert "rdmaforge lab nodes" in lab.ssh(newcomer, "cat /etc/hosts").stdout  # the lab's own block stays
 
+    # A removed node that does not answer (most often a dead machine) is named and left; the removal still succeeds
+    # on the remaining nodes (it was a template error, exit 2: review round 15a).
+    override.write_text(json.dumps({"all": {"hosts": {newcomer: {"ansible_port": 1}}}}))
+    try:
+        dead = lab.playbook("remove_node.yml", "-i", str(override),
+                            "-e", json.dumps({"rdmaforge_remove_nodes": [newcomer]}))  # fmt: skip
+    finally:
+        override.unlink()
+    assert dead.returncode == 0, dead.stdout[-4000:]
+    said = " ".join(dead.stdout.split())
+    assert f"{newcomer} did not answer: it keeps its copy of the old cluster key" in said, dead.stdout[-4000:]
+
     # Out of the inventory, the roles the removal ran find nothing to change on the remaining nodes.
     Lab().up(nodes=LAB_NODES, nics=LAB_NICS)
     for playbook in ("cluster_hosts.yml", "ssh_trust.yml", "mpi_launch.yml"):
