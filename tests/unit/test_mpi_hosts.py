@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 import yaml
 
@@ -30,7 +32,7 @@ def test_bad_settings_are_named() -> None:
         mpi_hosts.host_list(["node1", "node2"], HOSTVARS, [8])
 
 
-def hostfile_lines(hostvars: dict[str, dict[str, object]]) -> list[str]:
+def hostfile_lines(hostvars: dict[str, dict[str, object]], current: str = "") -> list[str]:
     """The mpi_launch role's hostfile (roles/mpi_launch/templates/hostfile.j2) for ``hostvars``, as Ansible renders
     it with the role's defaults and vars: its non-empty lines after the two header lines."""
     from ansible.template import trust_as_template
@@ -41,7 +43,9 @@ def hostfile_lines(hostvars: dict[str, dict[str, object]]) -> list[str]:
     template = (PROJECT_ROOT / "roles" / "mpi_launch" / "templates" / "hostfile.j2").read_text()
     hosts = sorted(hostvars)
     given = {"ansible_play_hosts_all": hosts, "ansible_play_hosts": hosts, "groups": {"cluster": hosts},
-             "hostvars": hostvars, "mpi_launch_current": {}, "ansible_managed": "managed"}  # fmt: skip
+             "hostvars": hostvars, "ansible_managed": "managed",
+             "mpi_launch_current": {"content": base64.b64encode(current.encode()).decode()} if current else {},
+             }  # fmt: skip
     text = role_vars("mpi_launch", {}, **given).template(trust_as_template(template))
     return [line.strip() for line in str(text).splitlines() if line.strip()][2:]
 
@@ -146,3 +150,16 @@ def test_in_check_mode_a_hostfile_the_run_would_change_is_not_the_one_launched_w
     assert "--hostfile" in argv(check_mode=True, changed=False)  # as it is on disk, which is what the run keeps
     named = argv(check_mode=True, changed=True)
     assert "--hostfile" not in named and named[named.index("--host") + 1] == "198.18.0.11,198.18.0.12", named
+
+
+def test_a_run_without_the_gpu_count_keeps_the_slots_the_hostfile_has() -> None:
+    """remove_node.yml runs mpi_launch without preflight's fact: every remaining node went from seed 000's slots=8
+    to 1 slot ('GPU count unknown') until the next provision changed it back (review round 15a). A node whose
+    count this run does not know keeps its line; one the hostfile does not list yet is still named unknown."""
+    hostvars: dict[str, dict[str, object]] = {"node1": dict(HOSTVARS["node1"]), "node2": dict(HOSTVARS["node2"])}
+    written = "# managed\n# header\n198.18.0.11 slots=8\n198.18.0.99 slots=8\n"  # .99: the node removed
+    assert hostfile_lines(hostvars, written) == [
+        "198.18.0.11 slots=8",
+        "# 198.18.0.12: GPU count unknown (none from preflight, no rdmaforge_gpus_per_node): 1 slot(s)",
+        "198.18.0.12 slots=1",
+    ]
