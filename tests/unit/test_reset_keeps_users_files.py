@@ -241,6 +241,51 @@ def test_a_hook_file_without_rdmaforges_entries_is_left_alone(tmp_path: Path) ->
     assert hook.read_text() == f"{own}\n"
 
 
+
+def test_a_plugin_prefix_holding_the_users_files_keeps_them(tmp_path: Path) -> None:
+    """The withdrawal removed nccl_plugin_prefix whole: a prefix of the user's (a vendor plugin, HARP's tools beside
+    rdmaforge's AIACC) lost everything in it (review round 15a). Only what the role put there goes; the prefix stays
+    while the user's files are in it, and says so."""
+    _, role_vars = plugin_node(tmp_path, [], earlier_release=False)
+    prefix = Path(role_vars["nccl_plugin_prefix"])
+    (prefix / "aiacc-2.0.1").mkdir()
+    (prefix / "aiacc-2.0.1" / "libnccl-net.so.0.0.0").write_text("rdmaforge's unpacked AIACC library\n")
+    (prefix / "lib" / "libnccl-net.so").symlink_to(prefix / "aiacc-2.0.1" / "libnccl-net.so.0.0.0")
+    (prefix / "pkg").mkdir()
+    (prefix / "pkg" / "aiacc_nccl_plugin-2.0.1.tar.gz").write_text("the sdist rdmaforge downloaded\n")
+    users = {"lib/libnccl-net-custom.so": "the user's own plugin\n", "harp-tools/setup.sh": "the user's tools\n"}
+    for name, text in users.items():
+        (prefix / name).parent.mkdir(parents=True, exist_ok=True)
+        (prefix / name).write_text(text)
+    proc = run_role(tmp_path, "nccl_plugin", "main", role_vars)
+    assert changed(proc) >= 1
+    assert {name: text for name, (text, _) in tree(prefix).items()} == users  # type: ignore[misc]
+    said = " ".join(proc.stdout.split())
+    assert f"{prefix} (nccl_plugin_prefix) was kept: it holds harp-tools, lib, which rdmaforge did not put there" in said
+    assert changed(run_role(tmp_path, "nccl_plugin", "main", role_vars)) == 0
+
+
+# benchmark: the Python environment goes only when rdmaforge created it
+
+
+def test_a_users_python_environment_stays_and_rdmaforges_goes(tmp_path: Path) -> None:
+    """benchmark_e2e_venv may name the user's own environment (one with AIACC-ACSpeed, as the role's defaults
+    suggest): the withdrawal removed it whole. An environment is removed only with the mark the role leaves in one it
+    created (tasks/e2e_env.yml)."""
+    remote = tmp_path / "node" / "opt" / "rdmaforge" / "bench"
+    remote.mkdir(parents=True)
+    own = tmp_path / "node" / "opt" / "conda" / "envs" / "train"
+    (own / "lib" / "site-packages" / "acspeed").mkdir(parents=True)
+    role_vars = {"benchmark_e2e_venv": str(own), "benchmark_e2e_remote_dir": str(remote)}
+    proc = run_role(tmp_path, "benchmark", "withdraw", role_vars)
+    assert changed(proc) == 1 and not remote.exists()  # the training script's directory is rdmaforge's
+    assert (own / "lib" / "site-packages" / "acspeed").is_dir()
+    assert f"{own} (benchmark_e2e_venv) was kept: it has no .rdmaforge-venv" in " ".join(proc.stdout.split())
+    (own / ".rdmaforge-venv").write_text("rdmaforge created this Python environment\n")
+    assert changed(run_role(tmp_path, "benchmark", "withdraw", role_vars)) == 1
+    assert not own.exists() and (own.parent).is_dir()
+
+
 # hugepages
 
 
