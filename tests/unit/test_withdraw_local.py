@@ -73,7 +73,7 @@ def node(root: Path) -> dict[str, Path]:
         "hostfile": root / "etc" / "hostfile",
     }
     files["key"].write_text("cluster private key\n")
-    files["pub"].write_text("ssh-ed25519 AAAAcluster\n")
+    files["pub"].write_text("ssh-ed25519 AAAAcluster rdmaforge node1-cluster\n")  # controller_key.yml's comment
     files["own_key"].write_text("the user's own key\n")
     files["authorized_keys"].write_text("ssh-ed25519 AAAAown user@laptop\n" + TRUST.format("ssh-ed25519 AAAAcluster"))
     files["config"].write_text("Host github.com\n    User git\n" + TRUST.format("Host node1 node2"))
@@ -307,3 +307,28 @@ def test_the_closing_message_says_what_check_mode_would_remove(closing: Closing)
     assert "build cache." in said and "would be" not in said and "check mode" not in said
     assert f"build cache, and {tmp_path / 'node2'}/opt/rdmaforge, which are not empty" in said
     assert not (tmp_path / "node1" / "opt" / "rdmaforge").exists()
+
+
+def test_a_key_of_the_users_at_the_cluster_keys_name_is_never_overwritten_nor_removed(tmp_path: Path) -> None:
+    """ssh_trust_key_name: id_ed25519 (the user's own key): the converge wrote the cluster key over it, and a reset
+    deleted it, though the role promises the user's keys are never touched (review round 15a). The converge now
+    stops before writing; the withdrawal keeps a key whose public half lacks rdmaforge's comment."""
+    inv, nodes = fleet(tmp_path, ("node1",))
+    own_key = nodes["node1"]["own_key"]
+    (own_key.parent / "id_ed25519.pub").write_text("ssh-ed25519 AAAAown user@laptop\n")
+    before = contents(nodes["node1"])
+    playbook = tmp_path / "converge.yml"
+    playbook.write_text(yaml.safe_dump([{"name": "converge", "hosts": "cluster", "gather_facts": False,
+                                         "roles": [{"role": "rdmaforge.cluster.ssh_trust"}]}]))  # fmt: skip
+    extra = json.dumps({**PATHS, "ssh_trust_key_name": "id_ed25519", "ssh_trust_check": False,
+                        "ssh_trust_controller_cache": str(tmp_path / "controller")})  # fmt: skip
+    converge = run_playbook(str(playbook), "-e", extra, inventory=inv, env=ENV)
+    assert converge.returncode != 0
+    said = " ".join(converge.stdout.split())
+    assert (f"node1: ssh_trust_key_name=\"id_ed25519\" names a key of the user's own ({own_key}, whose .pub has no "
+            "'rdmaforge <cluster>' comment): the converge would overwrite it and a reset delete it") in said, said
+    assert contents(nodes["node1"]) == before
+    withdraw = run_playbook(str(withdraw_playbook(tmp_path)), "-e", extra, inventory=inv, env=ENV)
+    assert withdraw.returncode == 0, withdraw.stdout[-4000:]
+    assert own_key.read_text() == "the user's own key\n"
+    assert f"node1: {own_key} was kept: it is not rdmaforge's cluster key" in " ".join(withdraw.stdout.split())
