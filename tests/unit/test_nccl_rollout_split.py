@@ -104,6 +104,20 @@ def test_a_uniform_rollback_switches_every_node(tmp_path: Path, libraries: dict[
         assert f"{node}: libnccl loads and reports NCCL 2.29.7 (22907)" in proc.stdout
 
 
+def test_a_second_rollback_which_would_roll_forward_is_refused(tmp_path: Path, libraries: dict[str, Path]) -> None:
+    """After a rollback `previous` is the newer build it left: running rollback-nccl again rolled every node forward
+    to it, green, while the inventory was pinned back (review round 15a). Going forward is an upgrade."""
+    inv, roots = rollback_fleet(tmp_path, libraries, {node: ("b2", "b1") for node in NODES})
+    first = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=3", inventory=inv, env=ENV)
+    assert first.returncode == 0, first.stdout[-4000:]
+    again = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=3", inventory=inv, env=ENV)
+    assert again.returncode != 0
+    said = " ".join(again.stdout.split())
+    assert (f"node1: {roots['node1']}/previous leads to NCCL 2.30.1, newer than the NCCL 2.29.7 current runs (a "
+            "rollback already happened), so a rollback would roll forward") in said, again.stdout[-4000:]
+    assert {node: links(root) for node, root in roots.items()} == {node: ("b1", "b2") for node in NODES}
+
+
 @pytest.mark.parametrize("damage", ["cut", "not-an-object", "missing"])
 def test_a_previous_build_whose_manifest_is_damaged_is_refused_before_any_node_switches(
     tmp_path: Path, libraries: dict[str, Path], damage: str
