@@ -88,3 +88,60 @@ def test_a_key_the_node_had_imported_itself_stays(node: Any) -> None:
     assert not Path(role_vars["rdma_repos_rpm_key_record"]).exists()
     assert run(tmp_path, home, "withdraw", role_vars) > 0  # the repository file and the key file rdmaforge wrote
     assert keys_in_rpm(home) == [fingerprint[-8:]]
+
+
+#: The erdma repository file as Alibaba's manual procedure writes it (seed 000: /etc/yum.repos.d/erdma.repo), with
+#: the vendor's key URL and a comment of the node's owner.
+MANUAL_REPO = """# added by hand, following the eRDMA guide
+[erdma]
+name = ERDMA Repository
+baseurl = http://mirrors.cloud.aliyuncs.com/erdma/yum/redhat/$releasever/erdma/$basearch/
+gpgcheck = 1
+enabled = 1
+gpgkey = http://mirrors.cloud.aliyuncs.com/erdma/GPGKEY
+"""
+
+
+def test_a_hand_made_erdma_repository_is_kept_by_the_converge_and_put_back_by_reset(node: Any) -> None:
+    """A converge wrote over the node's own erdma.repo (the file seed 000 makes by hand) with no copy, and reset then
+    deleted it: the node was left with erdma packages and no repository (review round 15a)."""
+    tmp_path, home, _, role_vars = node
+    repo = tmp_path / "etc" / "yum.repos.d" / "erdma.repo"
+    repo.write_text(MANUAL_REPO)
+    assert run(tmp_path, home, "yum", role_vars) > 0
+    assert role_vars["rdma_repos_rpm_key_path"] in repo.read_text()  # rdmaforge's repository now (gpgcheck, its key)
+    assert run(tmp_path, home, "yum", role_vars) == 0  # kept once: the second converge changes nothing
+    assert run(tmp_path, home, "withdraw", role_vars) > 0
+    assert repo.read_text() == MANUAL_REPO
+    assert not (Path(role_vars["rdma_repos_rpm_key_record"]).parent / "erdma.repo.before-rdmaforge").exists()
+
+
+def test_a_repository_rdmaforge_wrote_goes_and_one_it_never_touched_stays(node: Any) -> None:
+    tmp_path, home, _, role_vars = node
+    repo = tmp_path / "etc" / "yum.repos.d" / "erdma.repo"
+    run(tmp_path, home, "yum", role_vars)
+    assert repo.is_file()
+    assert run(tmp_path, home, "withdraw", role_vars) > 0
+    assert not repo.exists()
+    # Never converged with erdma (another fabric): the node's own file is none of reset's business.
+    repo.write_text(MANUAL_REPO)
+    run(tmp_path, home, "withdraw", role_vars)
+    assert repo.read_text() == MANUAL_REPO
+
+
+def test_the_manual_procedures_erdma_list_is_kept_and_put_back(node: Any) -> None:
+    """apt.yml removes the one-line erdma.list of the manual (apt-key) procedure where it writes the deb822 source:
+    kept first (keep_original.yml, as apt.yml imports it), and reset puts it back (restore_original.yml, as
+    withdraw.yml imports it). Run here without apt.yml's apt refresh, which would reach the network."""
+    tmp_path, home, _, role_vars = node
+    listed = tmp_path / "etc" / "apt" / "sources.list.d" / "erdma.list"
+    listed.parent.mkdir(parents=True)
+    listed.write_text("deb [arch=amd64] http://mirrors.cloud.aliyuncs.com/erdma/apt/ubuntu jammy/erdma main\n")
+    before = listed.read_text()
+    files = {**role_vars, "rdma_repos_original": str(listed), "rdma_repos_original_ours": "",
+             "rdma_repos_original_kept": str(tmp_path / "var" / "lib" / "rdmaforge" / "erdma.list.before-rdmaforge")}
+    assert run(tmp_path, home, "keep_original", files) > 0
+    listed.unlink()  # as apt.yml's next task does
+    assert run(tmp_path, home, "keep_original", files) == 0
+    assert run(tmp_path, home, "restore_original", files) > 0
+    assert listed.read_text() == before and not Path(files["rdma_repos_original_kept"]).exists()
