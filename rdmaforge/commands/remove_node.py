@@ -19,7 +19,8 @@ def register(subparsers: Any) -> None:
         description="The remaining nodes stop listing the named nodes (/etc/hosts block, ssh_known_hosts, "
         "~/.ssh/config, MPI hostfile) and get a new cluster SSH key; a named node that still answers gives back "
         "the cluster's trust, hosts block and hostfile. The nodes must still be in the inventory: delete them from "
-        "it afterwards, and the next provision changes nothing.",
+        "it afterwards, and the next provision changes nothing (unless the first node in sorted order was removed: "
+        "the default cluster key is named after it, and the next provision installs a new one).",
     )
     parser.add_argument("nodes", nargs="+", metavar="NODE", type=node_name,
                         help="a host of group 'cluster' to take out")  # fmt: skip
