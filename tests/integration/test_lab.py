@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,9 @@ from rdmaforge.lab import Lab
 from tests.conftest import LabHandle, run_playbook
 
 pytestmark = pytest.mark.lab
+
+#: A test's playbook, not the product's (playbooks/ ships in the collection).
+LAB_REBOOT = Path(__file__).resolve().parents[1] / "playbooks" / "lab_reboot.yml"
 
 
 def test_every_node_answers_ansible_ping(lab: LabHandle) -> None:
@@ -96,7 +100,7 @@ def test_reboot_returns_with_state_kept(lab: LabHandle) -> None:
     node = list(lab.nodes)[-1]
     boots_before = {n.name: n.boots for n in Lab().status().nodes}[node]
     lab.ssh(node, "echo kept > /root/reboot-marker")
-    proc = run_playbook("lab_reboot.yml", "--limit", node, inventory=lab.inventory, timeout=300)
+    proc = run_playbook(str(LAB_REBOOT), "--limit", node, inventory=lab.inventory, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
     # The nodes share the controller's kernel, so the kernel boot id does not change: the lab's boot
     # counter (one line per systemd-nspawn start) is the proof that systemd really started again.
