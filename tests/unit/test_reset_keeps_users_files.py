@@ -261,7 +261,7 @@ def test_a_plugin_prefix_holding_the_users_files_keeps_them(tmp_path: Path) -> N
     assert changed(proc) >= 1
     assert {name: text for name, (text, _) in tree(prefix).items()} == users  # type: ignore[misc]
     said = " ".join(proc.stdout.split())
-    assert f"{prefix} (nccl_plugin_prefix) was kept: it holds harp-tools, lib, which rdmaforge did not put there" in said
+    assert f"{prefix} (nccl_plugin_prefix) was kept: it holds harp-tools, lib, which rdmaforge did not put" in said
     assert changed(run_role(tmp_path, "nccl_plugin", "main", role_vars)) == 0
 
 
