@@ -56,8 +56,9 @@ def previous_nodes(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
 def entries(hosts: Iterable[str], hostvars: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """This run's entry of each of ``hosts`` that has one: the entry the summary's per-node tasks set
     (``cluster_summary_node``), or, for a node site.yml's fast path left out of them, the summary kept with the record
-    of its last complete converge, which the gate found the node still matches (``converge_state_in_sync``). A host
-    with neither has no entry, and merge() names it lost."""
+    of its last complete converge, which the gate found the node still matches (``converge_state_in_sync``), marked
+    ``recorded``: what it says was read by that converge (the match covers port states, not rates). A host with
+    neither has no entry, and merge() names it lost."""
     found: list[dict[str, Any]] = []
     for host in hosts:
         facts = hostvars[host]
@@ -66,7 +67,7 @@ def entries(hosts: Iterable[str], hostvars: Mapping[str, Mapping[str, Any]]) -> 
         elif facts.get("converge_state_in_sync"):
             recorded = (facts.get("converge_state_check") or {}).get("summary")
             missing = {"host": host, "not_in_this_run": NO_RECORDED_SUMMARY}
-            found.append(dict(recorded, host=host) if recorded else missing)
+            found.append(dict(recorded, host=host, recorded=True) if recorded else missing)
     return found
 
 

@@ -366,6 +366,9 @@ SUMMARY_JSON = Obj(
                     "as_of": OPT_STRING,
                     # Why this run did not see the node: the entry (if any) is an earlier run's.
                     "not_in_this_run": OPT_STRING,
+                    # The entry its last complete converge recorded, which the node still matches (site.yml's fast
+                    # path, summary.yml on its own): read then, not by this run.
+                    "recorded": Scalar(("boolean", "null")),
                 },
                 frozenset({"host"}),
             ),

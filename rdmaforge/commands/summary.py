@@ -22,6 +22,12 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+#: Under an entry its last complete converge recorded (cluster_summary.entries): this run read the node's state only
+#: as far as the converge record's comparison goes, and port rates are not part of it.
+RECORDED_NOTE = ("(recorded by its last complete converge, which this run found the node still matches; its port "
+                 "rates are as read then)")
+
+
 def format_node(node: dict[str, Any]) -> list[str]:
     """The node's lines; a value holding a newline is written \\x0a, so it cannot fake a line of its own."""
     return [escaped(line, one_line=True) for line in _node_lines(node)]
@@ -37,6 +43,9 @@ def _node_lines(node: dict[str, Any]) -> list[str]:
             return [f"{node['host']}: {reason}; no earlier summary of it is on record"]
         seen = f"as of {node['as_of']}" if node.get("as_of") else "from an earlier run"
         return [f"{node['host']}: {reason}; its last summary ({seen}):", *("  " + line for line in current(node))]
+    if node.get("recorded"):
+        # What the node still matches was read by its last complete converge; port rates are not part of the match.
+        return [*current(node), f"  {RECORDED_NOTE}"]
     return current(node)
 
 

@@ -143,7 +143,7 @@ def test_nodes_on_the_fast_path_get_the_summary_kept_with_their_record(tmp_path:
     }
     found = entries(list(hostvars), hostvars)
     assert [node["host"] for node in found] == ["node1", "node2", "node3"]
-    assert found[0]["mpi_version"] == "5.0.0" and found[1] == entry("node2")
+    assert found[0]["mpi_version"] == "5.0.0" and found[1] == {**entry("node2"), "recorded": True}
     assert found[2] == {"host": "node3", "not_in_this_run": "in sync with its last complete converge, which kept no "
                         "summary of it"}  # fmt: skip
     document = merge(found, tmp_path / "none", [*hostvars], [*hostvars], SECOND)
@@ -185,6 +185,7 @@ def test_summary_yml_alone_marks_each_node_its_record_cannot_vouch_for(tmp_path:
     nodes = {node["host"]: node for node in json.loads((tmp_path / "summary.json").read_text())["nodes"]}
     assert list(nodes) == list(checks)
     assert "not_in_this_run" not in nodes["node1"] and nodes["node1"]["mpi_version"] == "4.1.4"
+    assert nodes["node1"]["recorded"] is True  # read by the converge that recorded it, not by this run
     assert nodes["node2"]["not_in_this_run"] == (
         "not converged by this run, and its last complete converge, which it matches, kept no summary of it"
     )
@@ -300,3 +301,21 @@ def test_a_value_holding_a_newline_cannot_fake_a_line(tmp_path: Path, capsys: py
     assert not any(line.startswith("node2 ") for line in out), out
     assert "  MPI:         4.1.4\\x0anode2 (198.18.0.3): Debian 12, fabric erdma" in out
     assert sum(line.startswith("  MPI:") for line in out) == 1
+
+
+def test_an_entry_taken_from_the_converge_record_says_so(tmp_path: Path) -> None:
+    """site.yml's fast path (and summary.yml on its own) give a node in sync the summary its last complete converge
+    recorded: it was printed as this run's reading, stamped with this run's time, though the record's comparison
+    covers port states, not rates (a link that trained from 200 to 100 Gb/s kept its old rate: review round 15b)."""
+    from rdmaforge.cluster_summary import entries
+    from rdmaforge.commands.summary import RECORDED_NOTE, format_node
+
+    recorded = {"host": "node1", "os": "Debian 12", "rdma_ports": ["mlx5_0:1 ACTIVE 200 Gb/s"]}
+    hostvars = {"node1": {"converge_state_in_sync": True, "converge_state_check": {"summary": recorded}},
+                "node2": {"cluster_summary_node": {"host": "node2", "os": "Debian 12"}}}  # fmt: skip
+    found = {entry["host"]: entry for entry in entries(["node1", "node2"], hostvars)}
+    assert found["node1"]["recorded"] is True and "recorded" not in found["node2"]
+    summary = merge(found.values(), tmp_path / "summary.json", ["node1", "node2"], ["node1", "node2"], SECOND)
+    nodes = {n["host"]: n for n in summary["nodes"]}
+    assert format_node(nodes["node1"])[-1] == f"  {RECORDED_NOTE}"
+    assert RECORDED_NOTE not in "\n".join(format_node(nodes["node2"]))
