@@ -509,6 +509,9 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
     expected = f"{provider}, exporting ncclNetPlugin_v*"
     if not node.get("plugin_present"):
         return "problem", actual, expected, f"no NCCL net plugin library; nccl_plugin_provider is {provider}"
+    if "plugin_symbols" in node and node["plugin_symbols"] is None:
+        return "not_checked", actual, expected, ("the plugin's symbols could not be read (nm did not run: binutils "
+                                                 "missing?), so whether NCCL loads it was not checked")
     if not apis:
         return "problem", actual, expected, "the plugin exports no ncclNetPlugin_vN symbol: NCCL would not load it"
     link = str(node.get("plugin_link") or "")

@@ -76,7 +76,7 @@ SCHEMA: dict[str, Any] = {
             },
         },
         "memlock": {"type": ["string", "integer", "null"]},
-        "plugin_symbols": _TEXT,
+        "plugin_symbols": _TEXT_OR_NULL,
         "nccl_loader_apis": {"type": ["array", "null"], "items": _COUNT},
         "grub_defaults": _TEXTS,
         "inventory": {"type": "object"},

@@ -210,3 +210,15 @@ def test_a_memlock_answer_that_is_no_number_is_not_read_and_not_accepted() -> No
     memlock = checks_of(nodes)["node2", "memlock"]
     assert (memlock.status, memlock.actual) == ("problem", "?")
     assert memlock.reason.startswith("`ulimit -l` of a non-interactive login answered 'Last login: Mon Jan  1")
+
+
+def test_a_plugin_whose_symbols_nm_could_not_read_is_not_judged() -> None:
+    """F12: nm not installed (the role's task does not fail) read as 'the plugin exports no ncclNetPlugin_vN
+    symbol: NCCL would not load it', a measured fault that was never measured."""
+    nodes = cluster(2)
+    nodes["node2"]["plugin_symbols"] = None  # as the role writes it when nm did not run
+    plugin = checks_of(nodes)["node2", "plugin"]
+    assert plugin.status == "not_checked" and plugin.expected is not None
+    assert plugin.reason.startswith("the plugin's symbols could not be read (nm did not run")
+    nodes["node2"]["plugin_symbols"] = ""  # nm ran and listed nothing: the plugin exports none
+    assert checks_of(nodes)["node2", "plugin"].status == "problem"
