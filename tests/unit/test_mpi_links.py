@@ -15,7 +15,7 @@ ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
 COMMANDS = ["mpirun", "mpiexec"]
 
 
-def link_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def link_run(tmp_path: Path, *extra: str, tasks_from: str = "links") -> subprocess.CompletedProcess[str]:
     bin_dir, link_dir = tmp_path / "openmpi" / "bin", tmp_path / "local-bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     link_dir.mkdir(exist_ok=True)
@@ -27,9 +27,10 @@ def link_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         "name": "mpi's links", "hosts": "localhost", "gather_facts": False,
         # include parameters: above the role's vars, which derive mpi_bin_dir from the OS family
         "tasks": [{"name": "Link", "ansible.builtin.include_role": {"name": "rdmaforge.cluster.mpi",
-                                                                  "tasks_from": "links"},
+                                                                  "tasks_from": tasks_from},
                    "vars": {"mpi_bin_dir": str(bin_dir), "mpi_link_dir": str(link_dir),
-                            "mpi_link_commands": COMMANDS}}],
+                            "mpi_link_commands": COMMANDS,
+                            "mpi_link_record": str(tmp_path / "var" / "lib" / "rdmaforge" / "mpi-links-created")}}],
     }]))  # fmt: skip
     return run_playbook(str(playbook), *extra, inventory=inventory, env=ENV, timeout=300)
 
@@ -96,3 +97,22 @@ def test_rdmaforges_own_links_spelt_relative_are_not_refused(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stdout[-3000:]
     for name in COMMANDS:
         assert (tmp_path / "local-bin" / name).resolve() == tmp_path / "openmpi" / "bin" / name
+
+
+def test_reset_removes_the_links_rdmaforge_made_and_keeps_one_made_by_hand(tmp_path: Path) -> None:
+    """On RHEL a hand-made /usr/local/bin/mpirun -> /usr/lib64/openmpi/bin/mpirun is common: the converge accepted
+    it as its own (it leads into mpi_bin_dir) and reset removed it (review round 15a). Only the links the converge
+    made are recorded, and reset removes those."""
+    (tmp_path / "local-bin").mkdir()
+    by_hand = tmp_path / "local-bin" / "mpirun"
+    by_hand.symlink_to(tmp_path / "openmpi" / "bin" / "mpirun")
+    made = link_run(tmp_path)
+    assert made.returncode == 0, made.stdout[-3000:]
+    assert (tmp_path / "var" / "lib" / "rdmaforge" / "mpi-links-created").read_text().split() == [
+        str(tmp_path / "local-bin" / "mpiexec")
+    ]
+    assert recap(link_run(tmp_path).stdout)["localhost"]["changed"] == 0
+    reset = link_run(tmp_path, tasks_from="withdraw")
+    assert reset.returncode == 0, reset.stdout[-3000:]
+    assert by_hand.is_symlink() and not (tmp_path / "local-bin" / "mpiexec").exists()
+    assert not (tmp_path / "var" / "lib" / "rdmaforge" / "mpi-links-created").exists()
