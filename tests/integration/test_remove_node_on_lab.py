@@ -97,6 +97,18 @@ def retired_login(lab: LabHandle, newcomer: str, target_address: str) -> subproc
                              f"root@{target_address} true", check=False)  # fmt: skip
 
 
+def remove_with_one_node_silent(lab: LabHandle, removing: str, silent: str) -> subprocess.CompletedProcess[str]:
+    """remove_node.yml taking out ``removing``, with a second inventory source that sends Ansible to a closed port
+    of ``silent``: unreachable to the run, the node itself intact."""
+    override = Lab().inventory_path.parent.parent / "remove-node-unreachable.yml"
+    override.write_text(json.dumps({"all": {"hosts": {silent: {"ansible_port": 1}}}}))
+    try:
+        return lab.playbook("remove_node.yml", "-i", str(override),
+                            "-e", json.dumps({"rdmaforge_remove_nodes": [removing]}))  # fmt: skip
+    finally:
+        override.unlink()
+
+
 def test_a_bad_node_list_is_refused_before_anything_changes(grown: tuple[LabHandle, str]) -> None:
     lab, _ = grown
     before = lab.ssh("node1", "sha256sum /etc/hosts /etc/ssh/ssh_known_hosts").stdout
@@ -130,14 +142,7 @@ def test_a_removal_one_remaining_node_misses_is_named_and_the_cli_finishes_it(
         login = retired_login(lab, newcomer, lab.nodes[node])
         assert login.returncode == 0, login.stderr
 
-    # A second inventory source sends Ansible to a closed port of one node: unreachable, the node itself intact.
-    override = Lab().inventory_path.parent.parent / "remove-node-unreachable.yml"
-    override.write_text(json.dumps({"all": {"hosts": {silent: {"ansible_port": 1}}}}))
-    try:
-        partial = lab.playbook("remove_node.yml", "-i", str(override),
-                               "-e", json.dumps({"rdmaforge_remove_nodes": [newcomer]}))  # fmt: skip
-    finally:
-        override.unlink()
+    partial = remove_with_one_node_silent(lab, newcomer, silent)
     assert partial.returncode != 0
     said = " ".join(partial.stdout.split())
     assert f"the removal is incomplete: {silent} did not take the new cluster key" in said, partial.stdout[-4000:]
@@ -193,12 +198,7 @@ def test_a_removal_one_remaining_node_misses_is_named_and_the_cli_finishes_it(
 
     # A removed node that does not answer (most often a dead machine) is named and left; the removal still succeeds
     # on the remaining nodes (it was a template error, exit 2: review round 15a).
-    override.write_text(json.dumps({"all": {"hosts": {newcomer: {"ansible_port": 1}}}}))
-    try:
-        dead = lab.playbook("remove_node.yml", "-i", str(override),
-                            "-e", json.dumps({"rdmaforge_remove_nodes": [newcomer]}))  # fmt: skip
-    finally:
-        override.unlink()
+    dead = remove_with_one_node_silent(lab, newcomer, newcomer)
     assert dead.returncode == 0, dead.stdout[-4000:]
     said = " ".join(dead.stdout.split())
     assert f"{newcomer} did not answer: it keeps its copy of the old cluster key" in said, dead.stdout[-4000:]
