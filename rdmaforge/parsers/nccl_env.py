@@ -260,13 +260,16 @@ def render_conf(env: Mapping[str, str]) -> str:
 
 
 def parse_conf(text: str) -> dict[str, str]:
-    """Read nccl.conf the way NCCL does (for verification and `doctor`)."""
+    """Read nccl.conf the way NCCL's setEnvFile (src/misc/param.cc) does: a line is split at its first '=' and kept
+    as it is (blanks and a CR of a CRLF file stay in the name and value: only the newline goes), a line without '='
+    is skipped, and the first line of a name wins (NCCL calls setenv without overwriting). NCCL 2.16 sets a line
+    that starts with '#' as a variable of that name, which no NCCL setting has: skipped here, as later NCCLs do."""
     result: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         if not line or line.startswith("#") or "=" not in line:
             continue
         key, _, value = line.partition("=")
-        result[key] = value
+        result.setdefault(key, value)
     return result
 
 

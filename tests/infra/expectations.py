@@ -44,15 +44,6 @@ def conf_value(value: Any) -> str:
     return str(value)
 
 
-def read_conf(text: str) -> dict[str, str]:
-    """KEY=VALUE lines of an nccl.conf; comments and blank lines skipped."""
-    settings = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            settings[key.strip()] = value.strip()
-    return settings
 
 
 def secondary_nics(names: list[str], default_dev: str, hostvars: dict[str, Any]) -> list[str]:

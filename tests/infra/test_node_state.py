@@ -14,7 +14,7 @@ import pytest
 
 from rdmaforge import fabrics
 from rdmaforge.parsers import ld_cache, pam_limits, sshd_config
-from rdmaforge.parsers.nccl_env import plugin_api_versions
+from rdmaforge.parsers.nccl_env import parse_conf, plugin_api_versions
 from rdmaforge.parsers.rdma_devinfo import (
     judge_port_rates,
     merge_ibstat,
@@ -23,7 +23,7 @@ from rdmaforge.parsers.rdma_devinfo import (
     parse_ibv_devinfo,
 )
 from rdmaforge.plain_data import ansible_bool
-from tests.infra.expectations import accepted, nccl_conf, read_conf, setting
+from tests.infra.expectations import accepted, nccl_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
 
@@ -331,7 +331,8 @@ def test_nccl_conf_holds_the_profile(host: Any, hostvars: dict[str, Any], fabric
     assert conf.exists and conf.mode == 0o644
     expected = nccl_conf(hostvars, fabric)
     assert expected, f"the nccl_env profile table has no NCCL setting for {fabric}"
-    found = read_conf(conf.content_string)
+    # As NCCL reads it: a later duplicate, blanks around '=' or a CRLF file give NCCL other settings than they seem to.
+    found = parse_conf(conf.content_string)
     overrides = setting(hostvars, "nccl_env", "nccl_env_overrides") or {}
     if ansible_bool(setting(hostvars, "nccl_env", "nccl_env_ib_hca_from_topology")) and "NCCL_IB_HCA" not in overrides:
         # The rail map's exact device list: each one an RDMA device of this node (which are near its GPUs is the
@@ -357,6 +358,11 @@ def test_nccl_net_plugin_registered_and_exports_net_api(host: Any, hostvars: dic
     provider = str(setting(hostvars, "nccl_plugin", "nccl_plugin_provider") or default)
     if provider == "none":
         assert not link.exists, f"{link.path} is registered although nccl_plugin_provider is none"
+        # NCCL dlopens "libnccl-net.so" through the ld.so cache: any plugin there (a vendor package's, a registration
+        # left behind) is loaded whatever rdmaforge's link is.
+        cache = host.check_output("PATH=$PATH:/sbin:/usr/sbin ldconfig -p").splitlines()
+        loaded = ld_cache.resolve(cache, "libnccl-net.so")
+        assert loaded is None, f"NCCL would load the net plugin {loaded} (ld.so cache); nccl_plugin_provider is none"
         return
     assert link.is_symlink
     # The provider's library (roles/nccl_plugin/defaults/main.yml): AIACC from PyPI is the file of the pinned sha256,

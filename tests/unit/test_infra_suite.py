@@ -684,6 +684,22 @@ def test_nccl_net_plugin_is_the_provider_library() -> None:
         check(plugin_node(aiacc, pinned), {"nccl_plugin_provider": "harp"}, "tcp")
 
 
+def test_no_net_plugin_means_none_in_the_ld_so_cache_either() -> None:
+    """Provider none checked only that rdmaforge's link was absent: NCCL dlopens "libnccl-net.so" through the ld.so
+    cache, so the AIACC vendor package's /usr/local/lib/libnccl-net.so (or a registration left behind) was still
+    loaded while verify passed, also on a machine rdmaforge never touched (review round 16a)."""
+    check = test_node_state.test_nccl_net_plugin_registered_and_exports_net_api
+    empty = FakeHost()
+    empty.commands["PATH=$PATH:/sbin:/usr/sbin ldconfig -p"] = Result(0, "0 libs found in cache `/etc/ld.so.cache'\n")
+    check(empty, {}, "tcp")
+    vendor = FakeHost()
+    cache = ("1 libs found in cache `/etc/ld.so.cache'\n"
+             "\tlibnccl-net.so (libc6,x86-64) => /usr/local/lib/libnccl-net.so\n")
+    vendor.commands["PATH=$PATH:/sbin:/usr/sbin ldconfig -p"] = Result(0, cache)
+    with pytest.raises(AssertionError, match="NCCL would load the net plugin /usr/local/lib/libnccl-net.so"):
+        check(vendor, {}, "tcp")
+
+
 @pytest.mark.parametrize(
     "check",
     [

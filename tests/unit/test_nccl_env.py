@@ -223,3 +223,13 @@ def test_a_plugin_built_with_a_version_script_exports_its_api(tmp_path: Path) ->
     assert nccl_env.plugin_api_versions(listing) == [6, 8, 9]
     # A hidden version (one @) is no symbol dlsym finds.
     assert nccl_env.plugin_api_versions("0000000000004010 D ncclNetPlugin_v7@NCCL_NET_0.9\n") == []
+
+
+def test_nccl_conf_is_read_as_ncclsetenvfile_reads_it() -> None:
+    """NCCL's setEnvFile (src/misc/param.cc of ../shared/sources/nccl-2.16.5-1.tar.gz) splits each line at its first
+    '=', keeps the rest as it is (only the newline goes) and calls setenv(name, value, 0): the first line of a name
+    wins. The reader kept the last and took blanks and a CRLF file's CR away, so verify passed a file from which NCCL
+    takes other settings (review round 16a)."""
+    conf = "NCCL_SOCKET_IFNAME=bond9\nNCCL_SOCKET_IFNAME=eth0\n NCCL_IB_HCA = mlx5\nNCCL_DEBUG=WARN\r\n"
+    assert nccl_env.parse_conf(conf) == {"NCCL_SOCKET_IFNAME": "bond9", " NCCL_IB_HCA ": " mlx5",
+                                         "NCCL_DEBUG": "WARN\r"}  # fmt: skip

@@ -14,9 +14,9 @@ import yaml
 from conftest import local_inventory, run_playbook
 
 from rdmaforge.parsers.gpu_topology import parse_topo_matrix, rail_map, read_sysfs_topology
+from rdmaforge.parsers.nccl_env import parse_conf as read_conf
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.workloads.nodes import build_cluster
-from tests.infra.expectations import read_conf
 from tests.unit.redefined_defaults import redefine_default
 from tests.unit.test_workloads import PROFILES, docker_argv, host
 
