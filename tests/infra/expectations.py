@@ -8,6 +8,9 @@ import fnmatch
 import re
 from typing import Any
 
+import pytest
+
+from rdmaforge import fabrics
 from rdmaforge.plain_data import ansible_bool
 from rdmaforge.role_defaults import defaults
 
@@ -17,6 +20,16 @@ def setting(hostvars: dict[str, Any], role: str, name: str) -> Any:
     either is a template (testinfra renders none)."""
     value = hostvars[name] if name in hostvars else defaults(role).get(name)
     return None if isinstance(value, str) and "{{" in value else value
+
+
+def fabric_of(hostvars: dict[str, Any]) -> str:
+    """The node's fabric profile (the suite's ``fabric`` fixture); skipped as not judged when the value is no
+    profile's name as testinfra reads it."""
+    value = hostvars.get("rdmaforge_fabric", "tcp")
+    if value not in fabrics.NAMES:
+        pytest.skip(f"not judged: rdmaforge_fabric={value!r} is no fabric profile as testinfra reads it (a template "
+                    "or a tagged value it does not render)")
+    return str(value)
 
 
 def accepted(hostvars: dict[str, Any], check: str) -> str | None:

@@ -714,3 +714,14 @@ def test_a_templated_switch_is_not_judged_rather_than_read_as_false(check: Any) 
         check(FakeHost(), {name: "{{ inventory_hostname in groups['tuned'] }}"})
     with pytest.raises(pytest.skip.Exception, match=rf"{name} is false for this node"):
         check(FakeHost(), {name: False})
+
+
+@pytest.mark.parametrize("value", ["{{ cluster_fabric }}", {"__ansible_unsafe": "erdma"}, "ethernet"])
+def test_a_fabric_testinfra_cannot_read_is_not_judged(value: object) -> None:
+    """A templated or !unsafe rdmaforge_fabric was read as text: "fabric ... does not use RDMA" skipped every RDMA
+    test as if the node had none, and the plugin test passed with no plugin (review round 16a)."""
+    from tests.infra.expectations import fabric_of
+
+    with pytest.raises(pytest.skip.Exception, match="not judged: rdmaforge_fabric="):
+        fabric_of({"rdmaforge_fabric": value})
+    assert fabric_of({"rdmaforge_fabric": "erdma"}) == "erdma"
