@@ -119,14 +119,23 @@ def test_rdma_ports_active(
     devices = [d for d in every if fnmatch.fnmatch(d["name"], pattern)]
     # rdma_core_expected_ports (DEVICE or DEVICE:PORT) must exist, whatever the pattern finds besides them.
     listed = {(d["name"], p["port"]) for d in every for p in d["ports"]}
-    missing = []
+    missing, named = [], []
     for spec in [str(s) for s in setting(hostvars, "rdma_core", "rdma_core_expected_ports") or []]:
         name, number = parse_expected_port(spec) or (spec, None)
+        named += [(device, port) for device, port in listed if device == name and number in (None, port)]
         if not any(device == name and number in (None, port) for device, port in listed):
             missing.append(spec)
     assert not missing, f"rdma_core_expected_ports not found by ibv_devinfo -v: {missing}"
     assert devices, f"no {pattern} RDMA device: ibv_devinfo -v exited {devinfo.rc}: {devinfo.stderr.strip()[:200]}"
-    ports = {f"{d['name']}:{p['port']}": p for d in devices for p in d["ports"]}
+    # A listing cut short (ibv_devinfo stops at a port it cannot query) lists fewer ports than the device has: the
+    # ones not listed are not known to be active, never "no port, so none down".
+    judged = [d for d in every if d in devices or any(d["name"] == device for device, _ in named)]
+    short = [f"{d['name']} has {d['phys_port_cnt']} port(s) (phys_port_cnt), only {len(d['ports'])} read"
+             for d in judged if isinstance(d.get("phys_port_cnt"), int) and len(d["ports"]) < d["phys_port_cnt"]]
+    assert not short, f"ports not read: {short}"
+    # The fabric's devices, and every rail rdma_core_expected_ports names, whatever its name.
+    ports = {f"{d['name']}:{p['port']}": p for d in every for p in d["ports"]
+             if d in devices or (d["name"], p["port"]) in named}  # fmt: skip
     down = {name: port["state"] for name, port in ports.items() if port["state"] != "PORT_ACTIVE"}
     assert ports and not down, f"ports not active: {down or 'no port at all'}"
 

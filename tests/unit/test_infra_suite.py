@@ -206,6 +206,30 @@ def test_rdma_ports_expected_by_the_inventory_must_exist() -> None:
         check(devices(erdma_node()), {"rdma_core_expected_ports": ["erdma_0:2"]}, "erdma")
 
 
+def test_a_device_whose_ports_were_cut_from_the_listing_is_not_active() -> None:
+    """ibv_devinfo stops at a port it cannot query: the real erdma capture cut before its port. Only the ports read
+    were judged, so a device with none read had 'nothing down' (doctor's phys_port_cnt rule catches it: review
+    round 16a)."""
+    capture = (DATA / "ibv_devinfo" / "erdma_alibaba.txt").read_text()
+    host = FakeHost()
+    host.commands["ibv_devinfo -v"] = Result(0, capture.split("                port:")[0])
+    with pytest.raises(AssertionError, match=r"ports not read: \['erdma_0 has 1 port\(s\) \(phys_port_cnt\), only 0"):
+        test_node_state.test_rdma_ports_active(devices(host), {}, "erdma")
+
+
+def test_an_expected_rail_outside_the_fabrics_pattern_must_be_active_too() -> None:
+    """rdma_core_expected_ports naming a device the fabric's pattern does not match (erdma_0 on an InfiniBand
+    fabric, whose pattern is mlx5*) was checked for existence only: its PORT_DOWN passed."""
+    capture = (DATA / "ibv_devinfo" / "erdma_alibaba.txt").read_text()
+    mlx = capture.replace("erdma_0", "mlx5_0")
+    down = capture.replace("PORT_ACTIVE (4)", "PORT_DOWN (1)")
+    host = FakeHost()
+    host.commands["ibv_devinfo -v"] = Result(0, mlx + down)
+    with pytest.raises(AssertionError, match=r"ports not active: \{'erdma_0:1': 'PORT_DOWN'\}"):
+        test_node_state.test_rdma_ports_active(devices(host), {"rdma_core_expected_ports": ["mlx5_0", "erdma_0"]},
+                                               "infiniband")  # fmt: skip
+
+
 def test_a_node_without_rdma_devices_is_not_judged_on_rates_and_fails_active_ports() -> None:
     """ibv_devinfo's own answer on a host without a device (exit 255, rdma-core's message): the rates are not judged
     (skipped, named so) and the ports are not active, the status in the message."""
