@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Any
 
 from rdmaforge.parsers import ld_cache
@@ -30,11 +31,17 @@ def test_nccl_is_installed_from_the_cluster_build_and_registered(host: Any, host
     if version not in (None, ""):
         assert manifest["version"] == str(version), f"NCCL {manifest['version']} installed; planned {version}"
     assert host.file(f"{prefix}/current/lib/libnccl.so.2").exists
-    assert f"{prefix}/current/lib" in host.file("/etc/ld.so.conf.d/rdmaforge-nccl.conf").content_string
+    registered = [line.strip() for line in host.file("/etc/ld.so.conf.d/rdmaforge-nccl.conf").content_string
+                  .splitlines() if line.strip() and not line.strip().startswith("#")]  # fmt: skip
+    assert f"{prefix}/current/lib" in registered, registered
     cache = host.check_output("PATH=$PATH:/sbin:/usr/sbin ldconfig -p").splitlines()
-    # ld.so.cache holds the directory as configured (current/) or resolved (the versioned build directory).
+    # ld.so.cache holds the directory as configured (current/) or resolved (the versioned build directory): either
+    # way the library programs get must be current's, not that of another build under the prefix.
     found = ld_cache.resolve(cache, "libnccl.so.2") or ""
     assert re.fullmatch(rf"{re.escape(prefix)}/[^/\s]+/lib/libnccl\.so\.2", found), found
+    current_lib = f"{prefix}/current/lib/libnccl.so.2"
+    given, current = host.check_output(f"readlink -f {shlex.quote(found)} {shlex.quote(current_lib)}").splitlines()
+    assert given == current, f"ld.so gives programs {found} ({given}), not the current build's {current}"
 
 
 def test_cluster_ssh_trust_key_and_known_hosts(host: Any, hostvars: dict[str, Any]) -> None:

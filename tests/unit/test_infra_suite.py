@@ -101,7 +101,27 @@ def nccl_node(version: str) -> FakeHost:
     host.add("/etc/ld.so.conf.d/rdmaforge-nccl.conf", "/opt/nccl/current/lib\n")
     cache = f"1 libs found in cache `/etc/ld.so.cache'\n\tlibnccl.so.2 (libc6,x86-64) => {build}/lib/libnccl.so.2\n"
     host.commands["PATH=$PATH:/sbin:/usr/sbin ldconfig -p"] = Result(0, cache)
+    # current -> the build: the library ld.so gives and current's are one file
+    readlink = f"readlink -f {build}/lib/libnccl.so.2 /opt/nccl/current/lib/libnccl.so.2"
+    host.commands[readlink] = Result(0, f"{build}/lib/libnccl.so.2\n{build}/lib/libnccl.so.2\n")
     return host
+
+
+def test_nccl_that_ld_so_gives_from_another_build_or_a_commented_registration_fails() -> None:
+    """Any build directory under the prefix passed the cache check, and the registration was a substring test, so a
+    stale build ld.so still gave programs, or an entry only in a comment, passed (review round 16a)."""
+    check = test_cluster_state.test_nccl_is_installed_from_the_cluster_build_and_registered
+    stale = nccl_node("2.18.3")
+    stale.commands["PATH=$PATH:/sbin:/usr/sbin ldconfig -p"] = Result(
+        0, "1 libs found\n\tlibnccl.so.2 (libc6,x86-64) => /opt/nccl/2.16.5-old/lib/libnccl.so.2\n")
+    stale.commands["readlink -f /opt/nccl/2.16.5-old/lib/libnccl.so.2 /opt/nccl/current/lib/libnccl.so.2"] = Result(
+        0, "/opt/nccl/2.16.5-old/lib/libnccl.so.2\n/opt/nccl/nccl-abc123/lib/libnccl.so.2\n")
+    with pytest.raises(AssertionError, match="ld.so gives programs /opt/nccl/2.16.5-old/lib/libnccl.so.2"):
+        check(stale, {"nccl_build_version": "2.18.3"})
+    commented = nccl_node("2.18.3")
+    commented.add("/etc/ld.so.conf.d/rdmaforge-nccl.conf", "# /opt/nccl/current/lib\n/opt/nccl/2.16.5-old/lib\n")
+    with pytest.raises(AssertionError, match="/opt/nccl/current/lib"):
+        check(commented, {"nccl_build_version": "2.18.3"})
 
 
 def test_nccl_build_of_the_inventory_version_passes() -> None:
