@@ -697,6 +697,24 @@ def test_ssh_trust_authorises_the_key_the_node_holds(tmp_path: Path) -> None:
         check(trust_node(cluster, old), hostvars)
 
 
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is not installed here")
+def test_ssh_trust_needs_the_key_as_a_line_and_peers_of_its_own_group(tmp_path: Path) -> None:
+    """The key was found by substring, so one commented out or restricted by options passed; the peers were
+    group cluster's whatever ssh_trust_group named, so without a cluster group the checks looped over nothing
+    (review round 16a)."""
+    cluster = key_pair(tmp_path, "cluster")
+    check = test_cluster_state.test_cluster_ssh_trust_key_and_known_hosts
+    for line in (f"# {cluster}", f'from="203.0.113.9",command="/bin/false" {cluster}'):
+        with pytest.raises(AssertionError, match="cluster block lacks .* key as a line"):
+            check(trust_node(cluster, line), {"groups": {"cluster": ["node1"]}})
+    gpus = {"groups": {"gpus": ["node1"]}, "ssh_trust_group": "gpus"}
+    check(trust_node(cluster, cluster), gpus)
+    with pytest.raises(AssertionError, match="no host key in /etc/ssh/ssh_known_hosts for \\['node2'\\]"):
+        check(trust_node(cluster, cluster), {"groups": {"gpus": ["node1", "node2"]}, "ssh_trust_group": "gpus"})
+    with pytest.raises(AssertionError, match="group 'gpus' \\(ssh_trust_group\\) has no hosts"):
+        check(trust_node(cluster, cluster), {"groups": {"cluster": ["node1"]}, "ssh_trust_group": "gpus"})
+
+
 def plugin_node(library: str, sha256: str) -> FakeHost:
     """An eRDMA node whose libnccl-net.so (under the nccl_plugin role's default prefix) links to ``library``, a file
     with that ``sha256``, registered with ld.so and exporting ncclNetPlugin_v6."""
