@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rdmaforge import node_facts, tuning
+from rdmaforge import node_facts
 from rdmaforge.plain_data import ansible_bool
 from tests.infra.expectations import eni_mtu, secondary_nics, setting
 
@@ -48,7 +48,8 @@ def planned_pages(host: Any, hostvars: dict[str, Any]) -> tuple[int, str]:
     else:
         lspci = host.run("PATH=$PATH:/sbin:/usr/sbin lspci -n -mm")
         gpus, tool = (node_facts.count_lspci_gpus(lspci.stdout), "lspci") if lspci.rc == 0 else (0, "no GPU tool")
-    return tuning.hugepages_count(gpus), f"seed 004's rule for {gpus} GPU(s) ({tool})"
+    # Seed 004's rule, written here (rdmaforge.tuning plans the change; a check that reuses it proves nothing).
+    return (50 if gpus == 8 else gpus * 5 + 10), f"seed 004's rule for {gpus} GPU(s) ({tool})"
 
 
 def test_hugepage_arguments_configured_once(host: Any, hostvars: dict[str, Any]) -> None:
@@ -59,18 +60,27 @@ def test_hugepage_arguments_configured_once(host: Any, hostvars: dict[str, Any])
         lines = re.findall(r'^args="?(.*?)"?$', text, re.M)
     else:
         cfg = str(literal(hostvars, "hugepages_grub_cfg", "") or "/boot/grub/grub.cfg")
-        lines = re.findall(r"^\s*linux\S*\s+\S+(.*)$", host.file(cfg).content_string, re.M)
+        # The Linux kernels' lines: memtest86+ (Ubuntu Server installs it) is booted by a linux line too, without
+        # kernel arguments of Linux.
+        lines = [args for image, args in re.findall(r"^\s*linux\S*\s+(\S+)(.*)$", host.file(cfg).content_string, re.M)
+                 if not re.search(r"memtest[^/]*$|\.lkrn$", image, re.I)]  # fmt: skip
     assert lines, "no kernel line in the boot loader configuration"
     count, source = planned_pages(host, hostvars)
     for line in lines:
         tokens = line.split()
+        # Each once: the kernel keeps the first default_hugepagesz and ignores the rest.
         for key in ("default_hugepagesz", "hugepagesz"):
-            assert tokens.count(f"{key}={size}") == 1, line
+            values = [t.partition("=")[2] for t in tokens if t.startswith(f"{key}=")]
+            assert values == [size], f"{key}={values} on a kernel line; the plan is {key}={size}: {line}"
         pages = [t for t in tokens if t.startswith("hugepages=")]
         assert pages == [f"hugepages={count}"], f"{pages} on a kernel line; {source} plans hugepages={count}: {line}"
-    drop_in = host.file("/etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf")
-    if enabled(hostvars, "hugepages_mount") or hostvars.get("hugepages_mount") is None:
-        assert f"pagesize={size}" in drop_in.content_string
+    mount = hostvars.get("hugepages_mount")
+    if isinstance(mount, str) and "{{" in mount:
+        pytest.skip("not judged: the hugetlbfs mount's drop-in: hugepages_mount is a template testinfra leaves as is")
+    if enabled(hostvars, "hugepages_mount") or mount is None:
+        drop_in = host.file("/etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf").content_string
+        options = [line.strip() for line in drop_in.splitlines() if line.strip().startswith("Options=")]
+        assert any(f"pagesize={size}" in option.split("=", 1)[1].split(",") for option in options), drop_in
 
 
 def test_policy_routing_per_secondary_nic(host: Any, hostvars: dict[str, Any]) -> None:

@@ -188,6 +188,28 @@ def grub_node(pages: int, gpus: int | None = None) -> FakeHost:
     return host
 
 
+def test_hugepage_arguments_are_read_as_the_kernel_reads_them() -> None:
+    """default_hugepagesz=2M before =1G passed (the 1G token appeared once; the kernel keeps the first); pagesize=1G
+    only in a comment of the drop-in passed; memtest86+'s linux line (no kernel arguments of Linux) failed a
+    correctly configured node (review round 16a)."""
+    check = test_tuning_state.test_hugepage_arguments_configured_once
+    twice = grub_node(50, gpus=8)
+    cfg = twice.file("/boot/grub/grub.cfg").content_string
+    twice.add("/boot/grub/grub.cfg", cfg.replace("ro default_hugepagesz=1G",
+                                                 "ro default_hugepagesz=2M default_hugepagesz=1G"))  # fmt: skip
+    with pytest.raises(AssertionError, match=r"default_hugepagesz=\['2M', '1G'\] on a kernel line"):
+        check(twice, {"hugepages_enabled": True})
+    commented = grub_node(50, gpus=8)
+    commented.add("/etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf",
+                  "[Mount]\n# Options=pagesize=1G\nOptions=pagesize=2M\n")  # fmt: skip
+    with pytest.raises(AssertionError, match="Options=pagesize=2M"):
+        check(commented, {"hugepages_enabled": True})
+    memtest = grub_node(50, gpus=8)
+    memtest.add("/boot/grub/grub.cfg",
+                cfg + "menuentry 'Memory test (memtest86+x64.efi)' {\n\tlinux\t/boot/memtest86+x64.efi\n}\n")
+    check(memtest, {"hugepages_enabled": True})
+
+
 def test_hugepages_count_is_the_planned_one() -> None:
     """Seed 004 reserves 50 one-GiB pages on its 8-GPU nodes (hugepages=50); the role's rule is GPUs x 5 + 10 on
     other nodes, and hugepages_count overrides both. Before, any hugepages= value passed."""
