@@ -40,7 +40,9 @@ def training_user(hostvars: dict[str, Any]) -> str | None:
     return None if user is None else str(user)
 
 
-def test_erdma_repository_and_keyring(host: Any, fabric: str) -> None:
+def test_erdma_repository_and_keyring(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """The erdma repository the inventory names (its URL, else the role's default), signed: the keyring holds a key
+    (the inventory's fingerprint where gpg can tell), the yum repository is enabled with gpgcheck and its key file."""
     if fabric != "erdma":
         pytest.skip(f"fabric {fabric}: the erdma repository is not used")
     if os_family(host) == "Debian":
@@ -48,10 +50,25 @@ def test_erdma_repository_and_keyring(host: Any, fabric: str) -> None:
         assert source.exists and source.mode == 0o644
         assert re.search(r"^Signed-By: /etc/apt/keyrings/erdma\.gpg$", source.content_string, re.M)
         assert re.search(r"^Suites: \S+/erdma$", source.content_string, re.M)
-        assert host.file("/etc/apt/keyrings/erdma.gpg").exists
+        url = setting(hostvars, "rdma_repos", "rdma_repos_erdma_apt_url")
+        if url is not None:
+            assert re.search(rf"^URIs: {re.escape(str(url))}$", source.content_string, re.M), source.content_string
+        keyring = host.file("/etc/apt/keyrings/erdma.gpg")
+        assert keyring.exists and keyring.size > 0, "the erdma keyring is missing or empty"
+        fingerprint = str(setting(hostvars, "rdma_repos", "rdma_repos_erdma_gpg_fingerprint") or "")
+        if fingerprint and host.exists("gpg"):
+            shown = host.run(f"gpg --show-keys --with-colons {keyring.path}").stdout
+            assert re.sub(r"\s", "", fingerprint).upper() in shown.upper(), f"the keyring holds no key {fingerprint}"
     else:
-        repo = host.file("/etc/yum.repos.d/erdma.repo")
-        assert repo.exists and re.search(r"^gpgcheck\s*=\s*1$", repo.content_string, re.M)
+        repo = host.file("/etc/yum.repos.d/erdma.repo").content_string
+        baseurl = setting(hostvars, "rdma_repos", "rdma_repos_erdma_yum_baseurl")
+        key_path = setting(hostvars, "rdma_repos", "rdma_repos_rpm_key_path")
+        wanted = {"gpgcheck": "1", "enabled": "1", "baseurl": baseurl,
+                  "gpgkey": None if key_path is None else f"file://{key_path}"}  # fmt: skip
+        for key, value in wanted.items():
+            if value is not None:  # None: a template testinfra does not render
+                found = re.search(rf"^{key}\s*=\s*(.*?)\s*$", repo, re.M)
+                assert found and found.group(1) == str(value), f"erdma.repo: {key} is not {value}"
 
 
 def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: str) -> None:

@@ -43,6 +43,10 @@ class File:
     def contains(self, text: str) -> bool:
         return text in self.content_string
 
+    @property
+    def size(self) -> int:
+        return len(self.content_string.encode())
+
 
 @dataclass
 class User:
@@ -186,6 +190,38 @@ def grub_node(pages: int, gpus: int | None = None) -> FakeHost:
         listed = "".join(f"GPU {i}: NVIDIA A100-SXM4-80GB (UUID: GPU-{i})\n" for i in range(gpus))
         host.commands["nvidia-smi -L"] = Result(0, listed)
     return host
+
+
+def erdma_repo_node(family: str, keyring: str = "binary keyring") -> FakeHost:
+    """A node with the erdma repository as rdma_repos writes it with the role's defaults (apt: the deb822 source and
+    the keyring; yum: erdma.repo)."""
+    host = FakeHost(system_info=SystemInfo("debian" if family == "Debian" else "rocky"))
+    host.add("/etc/apt/sources.list.d/erdma.sources",
+             "Types: deb\nURIs: https://mirrors.aliyun.com/erdma/apt/ubuntu\nSuites: jammy/erdma\nComponents: main\n"
+             "Signed-By: /etc/apt/keyrings/erdma.gpg\n")  # fmt: skip
+    host.add("/etc/apt/keyrings/erdma.gpg", keyring)
+    host.add("/etc/yum.repos.d/erdma.repo",
+             "[erdma]\nbaseurl = https://mirrors.aliyun.com/erdma/yum/redhat/$releasever/erdma/x86_64\nenabled = 1\n"
+             "gpgcheck = 1\ngpgkey = file:///etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaforge-erdma\n")  # fmt: skip
+    return host
+
+
+def test_the_erdma_repository_is_the_inventorys_and_signed() -> None:
+    """An empty keyring passed (it only had to exist), the source's URIs were never compared with the inventory's,
+    and on yum only gpgcheck was read: a disabled repository of another mirror without its key passed (review
+    round 16a). The expected URLs are the rdma_repos role's documented defaults."""
+    check = test_node_state.test_erdma_repository_and_keyring
+    check(erdma_repo_node("Debian"), {}, "erdma")
+    with pytest.raises(AssertionError, match="the erdma keyring is missing or empty"):
+        check(erdma_repo_node("Debian", keyring=""), {}, "erdma")
+    with pytest.raises(AssertionError):
+        check(erdma_repo_node("Debian"), {"rdma_repos_erdma_apt_url": "http://198.18.0.1/erdma/apt"}, "erdma")
+    check(erdma_repo_node("RedHat"), {}, "erdma")
+    disabled = erdma_repo_node("RedHat")
+    disabled.add("/etc/yum.repos.d/erdma.repo", disabled.file("/etc/yum.repos.d/erdma.repo").content_string
+                 .replace("enabled = 1", "enabled = 0"))  # fmt: skip
+    with pytest.raises(AssertionError, match="erdma.repo: enabled is not 1"):
+        check(disabled, {}, "erdma")
 
 
 def test_hugepage_arguments_are_read_as_the_kernel_reads_them() -> None:
