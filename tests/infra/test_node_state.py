@@ -371,9 +371,20 @@ def test_nccl_conf_holds_the_profile(host: Any, hostvars: dict[str, Any], fabric
     assert found == expected
 
 
-def test_mpirun_on_non_interactive_path(host: Any) -> None:
-    assert host.run("command -v mpirun").rc == 0
-    assert "Open MPI" in host.check_output("mpirun --version")
+def test_mpirun_on_non_interactive_path(host: Any, hostvars: dict[str, Any]) -> None:
+    """mpirun and orted on the PATH of a non-interactive SSH login of the training user over the cluster's trust, as
+    mpirun opens one on each node: the connection user's PATH (sudo's secure_path under -b) is another."""
+    user = training_user(hostvars)
+    if user is None:
+        pytest.skip("not judged: the PATH of a login: ssh_trust_user is a template (testinfra renders none)")
+    # orted is OpenMPI 4's daemon on the remote nodes, prted OpenMPI 5's.
+    login = (f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes {hostvars['inventory_hostname']} "
+             "'command -v mpirun && { command -v orted || command -v prted; } && mpirun --version'")  # fmt: skip
+    if user != "root":
+        login = f"su {user} -s /bin/sh -c {login!r}"
+    found = host.run(login)
+    assert found.rc == 0, f"mpirun or its daemon is not on the PATH of {user}'s SSH login: {found.stderr.strip()}"
+    assert "Open MPI" in found.stdout
 
 
 def test_nccl_net_plugin_registered_and_exports_net_api(host: Any, hostvars: dict[str, Any], fabric: str) -> None:

@@ -845,3 +845,17 @@ def test_a_fabric_testinfra_cannot_read_is_not_judged(value: object) -> None:
     with pytest.raises(pytest.skip.Exception, match="not judged: rdmaforge_fabric="):
         fabric_of({"rdmaforge_fabric": value})
     assert fabric_of({"rdmaforge_fabric": "erdma"}) == "erdma"
+
+
+def test_mpirun_is_looked_for_on_the_training_users_ssh_login() -> None:
+    """The check ran `command -v mpirun` as the connection user (sudo's secure_path under -b, which on RHEL lacks
+    /usr/local/bin where the mpi role links it): neither the PATH mpirun's remote launch gets (review round 16a)."""
+    check = test_node_state.test_mpirun_on_non_interactive_path
+    login = ("ssh -o BatchMode=yes -o StrictHostKeyChecking=yes node1 "
+             "'command -v mpirun && { command -v orted || command -v prted; } && mpirun --version'")  # fmt: skip
+    host = FakeHost()
+    host.commands["command -v mpirun"] = Result(0, "/usr/bin/mpirun\n")  # the connection user's PATH has it
+    with pytest.raises(AssertionError, match="not on the PATH of root's SSH login"):
+        check(host, {"inventory_hostname": "node1"})
+    host.commands[login] = Result(0, "/usr/local/bin/mpirun\n/usr/local/bin/orted\nmpirun (Open MPI) 4.1.4\n")
+    check(host, {"inventory_hostname": "node1"})
