@@ -58,6 +58,7 @@ def install(
             "benchmark_e2e_remote_dir": str(tmp_path / "bench"),
             "benchmark_e2e_requirements_path": role_vars["benchmark_e2e_requirements_path"],
             "benchmark_e2e_hash_pinned": role_vars["benchmark_e2e_hash_pinned"],
+            "benchmark_e2e_venv_marker": role_vars["benchmark_e2e_venv_marker"],
             "benchmark_e2e_venv": str(tmp_path / "venv"),
             "benchmark_e2e_torch": torch,
             "benchmark_e2e_torch_requirements": requirements,
@@ -78,6 +79,8 @@ def test_the_pinned_sha256_installs_and_a_wrong_one_is_refused_at_the_first_try(
     assert failed == 0, out[-4000:]
     assert (tmp_path / "bench" / "torch-requirements.txt").read_text() == f"toytorch==1.0 --hash=sha256:{sha256}\n"
     assert list((tmp_path / "venv").glob("lib/python*/site-packages/toytorch/__init__.py")), out[-4000:]
+    # The environment pip just created is rdmaforge's: marked, so reset removes it (and only such a one).
+    assert (tmp_path / "venv" / ".rdmaforge-venv").is_file()
 
     wrong = tmp_path / "wrong"
     wrong.mkdir()
