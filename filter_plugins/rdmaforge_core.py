@@ -94,6 +94,8 @@ class FilterModule:
             "rdmaforge_gpg_armor": gpg.armor,
             "rdmaforge_network_retry_done": network_retry_done,
             "rdmaforge_batch_size_problem": batch_size_problem,
+            "rdmaforge_batch_size_group": batch_size.group_name,
+            "rdmaforge_batch_size_of": batch_size.from_groups,
             "rdmaforge_installed_versions": installed_versions,
             "rdmaforge_package_query_argv": package_query_argv,
             "rdmaforge_packages_absent": packages_absent,

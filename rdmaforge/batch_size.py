@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 
 #: A whole number of nodes, 1 or more, or a percentage of the cluster from 1% to 100%, written without blanks.
 WHOLE = re.compile(r"[1-9][0-9]*")
@@ -36,3 +37,22 @@ def problem(variable: str, value: object) -> str:
     except (TypeError, ValueError):
         shown = repr(value)
     return f"{variable}={shown}: allowed: {ALLOWED}"
+
+
+#: A rolling play's ``serial`` is a play keyword: Ansible templates it with extra vars only, so a batch size set in
+#: group_vars was ignored (serial stayed 1) without a word. A keyword can read ``groups``, which an earlier play fills
+#: (group_by): the rollout's first play puts the batch size its hosts have, -e included, in a group's name.
+GROUP_PREFIX = "rdmaforge_batch_"
+
+
+def group_name(value: object, variable: str) -> str:
+    """The group that carries ``variable``'s batch size ``value`` to the rolling play (a group name has no '%')."""
+    return f"{GROUP_PREFIX}{variable}_{str(value).replace('%', 'pct')}"
+
+
+def from_groups(groups: Iterable[str], variable: str) -> str:
+    """The batch size group_name put among ``groups`` for ``variable``; "1" when none did (the play that sets it
+    had no host: one node at a time, the rolling plays' default)."""
+    prefix = f"{GROUP_PREFIX}{variable}_"
+    found = sorted(str(name)[len(prefix):] for name in groups if str(name).startswith(prefix))
+    return found[0].replace("pct", "%") if found else "1"

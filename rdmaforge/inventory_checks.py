@@ -457,6 +457,8 @@ def mixed_fabric_problems(nodes: Sequence[tuple[str, object]], group: str = "clu
 #: Settings one training job reads on every node alike: each node's torchrun gets its own host's values, while rank 0
 #: computes the job's samples per step from its own batch size, and ranks that train different step counts hang.
 CLUSTER_WIDE = ("benchmark_e2e_batch_size", "benchmark_e2e_steps", "benchmark_e2e_warmup_steps", "benchmark_e2e_port")
+#: Batch sizes: a rolling play has one (its serial), taken from the first node of the play.
+ROLLOUT_WIDE = batch_size.VARIABLES
 
 
 def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") -> list[Problem]:
@@ -475,6 +477,15 @@ def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") ->
                                                           f"{first.name}'s {show(reference)}; allowed: one value for "
                                                           f"every node of group {group} (one training job runs on "
                                                           "them all)"))  # fmt: skip
+    for variable in ROLLOUT_WIDE:
+        reference = first.values.get(variable, 1)
+        for node in nodes[1:]:
+            value = node.values.get(variable, 1)
+            if node.in_play and str(value) != str(reference):
+                found.append(Problem(node.name, variable, f"{node.name}: {variable}={show(value)} differs from "
+                                                          f"{first.name}'s {show(reference)}; allowed: one value for "
+                                                          f"every node of group {group} (a rolling play has one batch "
+                                                          "size)"))  # fmt: skip
     return found
 
 

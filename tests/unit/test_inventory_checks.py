@@ -1802,3 +1802,13 @@ def test_rdma_core_profile_naming_another_fabric_is_refused() -> None:
 @pytest.mark.parametrize("value", ["erdma", "{{ rdmaforge_fabric }}"])
 def test_rdma_core_profile_following_the_fabric_passes(value: str) -> None:
     assert report_of(rdma_core_profile=value) == []
+
+
+def test_one_batch_size_per_rolling_play() -> None:
+    """A rolling play has one serial: a node of its own batch size (host_vars) would be ignored for the first node's."""
+    nodes = [NodeInput(f"node{i}", None, "erdma", values={"rdmaforge_fabric": "erdma", **extra})
+             for i, extra in ((1, {}), (2, {"rdmaforge_reboot_serial": 4}))]  # fmt: skip
+    assert checks.inventory_report(nodes).get("node2") == [
+        "node2: rdmaforge_reboot_serial=4 differs from node1's 1; allowed: one value for every node of group cluster "
+        "(a rolling play has one batch size)"
+    ]

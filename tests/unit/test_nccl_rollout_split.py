@@ -104,6 +104,20 @@ def test_a_uniform_rollback_switches_every_node(tmp_path: Path, libraries: dict[
         assert f"{node}: libnccl loads and reports NCCL 2.29.7 (22907)" in proc.stdout
 
 
+def test_the_inventorys_batch_size_reaches_the_rolling_play(tmp_path: Path, libraries: dict[str, Path]) -> None:
+    """serial is a play keyword, which Ansible templates with -e only: rdmaforge_upgrade_serial in the inventory
+    (group_vars) left the rollout at one node per batch without a word. The check play now hands it to the rolling
+    play through a group's name (rdmaforge.batch_size)."""
+    inv, roots = rollback_fleet(tmp_path, libraries, {node: ("b2", "b1") for node in NODES})
+    doc = yaml.safe_load(inv.read_text())
+    doc["all"]["children"]["cluster"]["vars"] = {"rdmaforge_upgrade_serial": 2}
+    inv.write_text(yaml.safe_dump(doc))
+    proc = run_playbook("rollback_nccl.yml", inventory=inv, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.stdout.count("PLAY [Rollback | switch each batch back") == 2, proc.stdout[-4000:]  # 2 + 1 nodes
+    assert {node: links(root) for node, root in roots.items()} == {node: ("b1", "b2") for node in NODES}
+
+
 def test_a_second_rollback_which_would_roll_forward_is_refused(tmp_path: Path, libraries: dict[str, Path]) -> None:
     """After a rollback `previous` is the newer build it left: running rollback-nccl again rolled every node forward
     to it, green, while the inventory was pinned back (review round 15a). Going forward is an upgrade."""

@@ -37,3 +37,17 @@ def test_a_share_of_the_cluster_goes_on(tmp_path: Path) -> None:
                         "--check", inventory=inventory, env=ENV, timeout=300)  # fmt: skip
     assert "rdmaforge_reboot_serial=" not in proc.stdout
     assert recap(proc.stdout)["localhost"]["failed"] == 0, proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize("value", [1, "2", "25%", "100%"])
+def test_a_batch_size_travels_to_the_rolling_play_in_a_group_name(value: object) -> None:
+    """A play's serial reads -e only; the first play puts the batch size in a group's name (group_by), the rolling
+    play's serial reads it back from groups (a group name holds no '%'). tests/unit/test_nccl_rollout_split.py runs
+    the rollback this way with the batch size in the inventory."""
+    from rdmaforge import batch_size
+
+    name = batch_size.group_name(value, "rdmaforge_reboot_serial")
+    assert "%" not in name
+    groups = ["all", "ungrouped", "cluster", name, batch_size.group_name(3, "rdmaforge_upgrade_serial")]
+    assert batch_size.from_groups(groups, "rdmaforge_reboot_serial") == str(value)
+    assert batch_size.from_groups(["all", "cluster"], "rdmaforge_reboot_serial") == "1"  # the first play had no host
