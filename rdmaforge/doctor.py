@@ -110,12 +110,12 @@ class Diagnosis:
     def per_node(self) -> dict[str, dict[str, Any]]:
         """`rdmaforge doctor --json`: each node's checks and skew findings, and its own verdict."""
         nodes: dict[str, dict[str, Any]] = {}
+        unmeasured_hosts = {c.host for c in self.unmeasured}  # once: a fleet has thousands of checks
         for host in self.rows:
             checks = [c for c in self.checks if c.host == host]
             skew = [f.to_dict() for f in self.findings if f.host == host]
             bad = any(c.status == "problem" for c in checks) or bool(skew)
-            unmeasured = any(c in self.unmeasured for c in checks)
-            status = "problem" if bad else "not_judged" if unmeasured else "ok"
+            status = "problem" if bad else "not_judged" if host in unmeasured_hosts else "ok"
             nodes[host] = {"status": status, "row": self.rows[host],
                            "checks": {c.check: {k: v for k, v in c.to_dict().items() if k not in ("host", "check")}
                                       for c in checks},
