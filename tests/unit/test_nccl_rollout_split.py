@@ -403,6 +403,13 @@ def play(playbook: str, name_starts: str) -> dict[str, Any]:
     return found
 
 
+def serial_plays() -> list[dict[str, Any]]:
+    """check_upgrade_serial.yml's plays, which the rollouts import first: they hand the batch size to the batch play's
+    serial (through a group's name), so a batch play run without them goes one node at a time."""
+    plays: list[dict[str, Any]] = yaml.safe_load((PLAYBOOKS / "check_upgrade_serial.yml").read_text())
+    return plays
+
+
 def batch_play(playbook: str, marks: Path) -> dict[str, Any]:
     """The playbook's batch play as it is, but for the tasks that install or switch a build: those only reach the
     node and leave a mark per node in ``marks``."""
@@ -436,7 +443,7 @@ def test_a_node_that_does_not_answer_in_a_batch_stops_the_rollout(tmp_path: Path
     hosts = {"node1": {**LOCAL, "fail_check": node1_fails}, "node2": UNREACHABLE, "node3": LOCAL, "node4": LOCAL}
     inv = inventory(tmp_path, hosts)
     path = tmp_path / "batches.yml"
-    path.write_text(yaml.safe_dump([batch_play(playbook, marks)]))
+    path.write_text(yaml.safe_dump([*serial_plays(), batch_play(playbook, marks)]))
     proc = run_playbook(str(path), "-e", "rdmaforge_upgrade_serial=2", inventory=inv, env=ENV)  # absolute path
     assert proc.returncode != 0
     assert sorted(p.name for p in marks.iterdir()) == ([] if node1_fails else ["node1"]), proc.stdout[-4000:]

@@ -42,11 +42,17 @@ def test_a_second_cluster_with_the_same_first_node_name_gets_no_key_of_the_first
     proc = run_playbook(str(playbook), "-e", cache, inventory=other, env=ENV)
     assert proc.returncode != 0
     said = " ".join(proc.stdout.split())
+    # The key pair records the nodes it was made for (a membership change rewrites nothing: the converge record
+    # would see a changed controller file), and a rotation records the nodes it is made for then.
     assert ('ssh_trust_cluster_id="erdma-node1-cluster": the controller\'s key pair of that name '
-            f"({key.parent}) belongs to another cluster (erdma-node1=10.0.0.1, erdma-node2=10.0.0.12, "
-            "erdma-node3=10.0.0.3), which shares no node (name=address) with this one (erdma-node1=10.9.0.1, "
-            "erdma-node2=10.9.0.2)") in said, said[-3000:]
+            f"({key.parent}) belongs to another cluster (erdma-node1=10.0.0.1, erdma-node2=10.0.0.2), which shares "
+            "no node (name=address) with this one (erdma-node1=10.9.0.1, erdma-node2=10.9.0.2)") in said, said[-3000:]
     assert key.read_bytes() == made
+    rotate = json.dumps({"ssh_trust_controller_cache": str(tmp_path / "cache"), "ssh_trust_rotate": True})
+    assert run_playbook(str(playbook), "-e", rotate, inventory=grown, env=ENV).returncode == 0
+    assert json.loads((key.parent / "members.json").read_text()) == [
+        "erdma-node1=10.0.0.1", "erdma-node2=10.0.0.12", "erdma-node3=10.0.0.3"]
+    made = key.read_bytes()
     # With an id of its own the second cluster gets a key pair of its own.
     own = json.dumps({"ssh_trust_controller_cache": str(tmp_path / "cache"), "ssh_trust_cluster_id": "b-cluster"})
     assert run_playbook(str(playbook), "-e", own, inventory=other, env=ENV).returncode == 0
