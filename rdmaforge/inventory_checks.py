@@ -20,7 +20,7 @@ import json
 import re
 import socket
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -464,28 +464,23 @@ ROLLOUT_WIDE = batch_size.VARIABLES
 def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") -> list[Problem]:
     """A CLUSTER_WIDE setting that differs between the nodes (host_vars, or groups of their own): each node whose value
     differs from the first node's gets a line naming both."""
-    found: list[Problem] = []
     if len(nodes) < 2:
-        return found
-    first = nodes[0]
-    for variable in CLUSTER_WIDE:
-        reference = role_defaults.value_of(first.values, variable)
-        for node in nodes[1:]:
-            value = role_defaults.value_of(node.values, variable)
-            if node.in_play and str(value) != str(reference):  # 32 and "32" (-e, INI) are one value
-                found.append(Problem(node.name, variable, f"{node.name}: {variable}={show(value)} differs from "
-                                                          f"{first.name}'s {show(reference)}; allowed: one value for "
-                                                          f"every node of group {group} (one training job runs on "
-                                                          "them all)"))  # fmt: skip
-    for variable in ROLLOUT_WIDE:
-        reference = first.values.get(variable, 1)
-        for node in nodes[1:]:
-            value = node.values.get(variable, 1)
-            if node.in_play and str(value) != str(reference):
-                found.append(Problem(node.name, variable, f"{node.name}: {variable}={show(value)} differs from "
-                                                          f"{first.name}'s {show(reference)}; allowed: one value for "
-                                                          f"every node of group {group} (a rolling play has one batch "
-                                                          "size)"))  # fmt: skip
+        return []
+    # (variables, a node's value, why one value): the batch sizes have no role default (1 is the plays' own).
+    kinds: tuple[tuple[Sequence[str], Callable[[Mapping[str, object], str], object], str], ...] = (
+        (CLUSTER_WIDE, role_defaults.value_of, "one training job runs on them all"),
+        (ROLLOUT_WIDE, lambda values, variable: values.get(variable, 1), "a rolling play has one batch size"),
+    )
+    first, found = nodes[0], []
+    for variables, value_of, why in kinds:
+        for variable in variables:
+            reference = value_of(first.values, variable)
+            for node in nodes[1:]:
+                value = value_of(node.values, variable)
+                if node.in_play and str(value) != str(reference):  # 32 and "32" (-e, INI) are one value
+                    found.append(Problem(node.name, variable, f"{node.name}: {variable}={show(value)} differs from "
+                                                              f"{first.name}'s {show(reference)}; allowed: one value "
+                                                              f"for every node of group {group} ({why})"))  # fmt: skip
     return found
 
 
@@ -1131,6 +1126,15 @@ def fact_free_role_problems(host: str, values: Mapping[str, object]) -> list[Pro
     return found
 
 
+def every_role_default(roles_dir: str | Path) -> Iterator[tuple[str, str, Any]]:
+    """(role, variable, documented default) of every role's defaults/main.yml under ``roles_dir``, in role order: the
+    one walk the checks that derive a set of variables from the roles' defaults share."""
+    for path in sorted(Path(roles_dir).glob("*/defaults/main.yml")):
+        role = path.parent.parent.name
+        for name, value in role_defaults.defaults(role, roles_dir=roles_dir).items():
+            yield role, str(name), value
+
+
 def _is_absolute_path(value: object) -> bool:
     return isinstance(value, str) and value.startswith("/")
 
@@ -1142,18 +1146,16 @@ def node_paths(roles_dir: str) -> dict[str, str]:
     from nccl_build_prefix_root). Read from the roles' defaults, so a path variable added later is covered. Controller
     paths are templates of the collection's filters (rdmaforge_workspace_path) and are not in it."""
     found: dict[str, str] = {}
-    for path in sorted(Path(roles_dir).glob("*/defaults/main.yml")):
-        role = path.parent.parent.name
-        for name, value in role_defaults.defaults(role, roles_dir=roles_dir).items():
-            shown = value
-            if isinstance(value, str) and _templated_text(value) and "rdmaforge." not in value:
-                try:
-                    shown = role_defaults.evaluated_default(str(name), {}, role)
-                except (KeyError, ValueError):
-                    continue
-            paths = list(shown.values()) if isinstance(shown, Mapping) and shown else [shown]
-            if all(_is_absolute_path(item) for item in paths):
-                found[str(name)] = show(shown)
+    for role, name, value in every_role_default(roles_dir):
+        shown = value
+        if isinstance(value, str) and _templated_text(value) and "rdmaforge." not in value:
+            try:
+                shown = role_defaults.evaluated_default(name, {}, role)
+            except (KeyError, ValueError):
+                continue
+        paths = list(shown.values()) if isinstance(shown, Mapping) and shown else [shown]
+        if all(_is_absolute_path(item) for item in paths):
+            found[name] = show(shown)
     return found
 
 
@@ -1208,9 +1210,7 @@ def group_name_problems(host: str, values: Mapping[str, object], groups: Mapping
 def group_variables(roles_dir: str) -> tuple[str, ...]:
     """The variables that name the group a role works on: every role default whose name ends in _group
     (cluster_hosts_group, preflight_cluster_group, ...), read from the roles so that a role added later is covered."""
-    return tuple(sorted(str(name) for path in Path(roles_dir).glob("*/defaults/main.yml")
-                        for name in role_defaults.defaults(path.parent.parent.name, roles_dir=roles_dir)
-                        if str(name).endswith("_group")))  # fmt: skip
+    return tuple(sorted(name for _, name, _ in every_role_default(roles_dir) if name.endswith("_group")))
 
 
 def rdma_fallback_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
@@ -1717,8 +1717,7 @@ def _variable_names(roles_dir: str) -> VariableNames:
     roles = Path(roles_dir)
     settable = {"rdmaforge_fabric", *WHOLE_NUMBERS, *POSITIVE_NUMBERS, *GPU_COUNTS, *THRESHOLDS}
     settable.update(merged_argument_specs(discover_argument_specs(roles))["options"])
-    for path in roles.glob("*/defaults/main.yml"):
-        settable.update(str(name) for name in role_defaults.defaults(path.parent.parent.name, roles_dir=roles))
+    settable.update(name for _, name, _ in every_role_default(roles))
     files = [*roles.rglob("*.y*ml"), *roles.parent.joinpath("playbooks").glob("*.y*ml")]
     files += Path(__file__).parent.rglob("*.py")
     mentioned = set(settable)
