@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rdmaforge import fabrics
+from rdmaforge import fabrics, node_facts
 from rdmaforge.plain_data import ansible_bool
 from rdmaforge.role_defaults import defaults
 
@@ -39,16 +39,35 @@ def accepted(hostvars: dict[str, Any], check: str) -> str | None:
 
 
 def nccl_conf(hostvars: dict[str, Any], fabric: str) -> dict[str, str]:
-    """/etc/nccl.conf's settings: the fabric's profile (nccl_env_profiles), the training accelerator's settings
-    (nccl_env_accelerators[nccl_env_accelerator]) over it, then nccl_env_overrides, a null removing a setting;
-    only NCCL_* names go to nccl.conf (the rest go to profile.d)."""
+    """/etc/nccl.conf's settings: the NCCL_* names of nccl_settings (the rest go to profile.d)."""
+    return {k: v for k, v in nccl_settings(hostvars, fabric).items() if k.startswith("NCCL_")}
+
+
+def login_settings(hostvars: dict[str, Any], fabric: str) -> dict[str, str]:
+    """nccl_env_profile_script's exports: the names of nccl_settings that are not NCCL_* (LightCC's, ACSpeed's)."""
+    return {k: v for k, v in nccl_settings(hostvars, fabric).items() if not k.startswith("NCCL_")}
+
+
+def nccl_settings(hostvars: dict[str, Any], fabric: str) -> dict[str, str]:
+    """The settings nccl_env writes: the fabric's profile (nccl_env_profiles), the training accelerator's settings
+    (nccl_env_accelerators[nccl_env_accelerator]) over it, then nccl_env_overrides, a null removing a setting."""
     profiles = setting(hostvars, "nccl_env", "nccl_env_profiles") or {}
     profile = str(setting(hostvars, "nccl_env", "nccl_env_profile") or fabric)
     accelerators = setting(hostvars, "nccl_env", "nccl_env_accelerators") or {}
     accelerator = str(setting(hostvars, "nccl_env", "nccl_env_accelerator") or "none")
     merged = {**(profiles.get(profile) or {}), **(accelerators.get(accelerator) or {}),
               **(setting(hostvars, "nccl_env", "nccl_env_overrides") or {})}  # fmt: skip
-    return {k: conf_value(v) for k, v in merged.items() if v is not None and str(k).startswith("NCCL_")}
+    return {str(k): conf_value(v) for k, v in merged.items() if v is not None}
+
+
+def gpus_on_node(host: Any) -> tuple[int, str]:
+    """The NVIDIA GPUs the node shows and the tool that showed them: nvidia-smi -L, else lspci (preflight's first
+    two sources, in its order); (0, "no GPU tool") when neither answers."""
+    smi = host.run("nvidia-smi -L")
+    if smi.rc == 0:
+        return node_facts.count_nvidia_smi_gpus(smi.stdout), "nvidia-smi -L"
+    lspci = host.run("PATH=$PATH:/sbin:/usr/sbin lspci -n -mm")
+    return (node_facts.count_lspci_gpus(lspci.stdout), "lspci") if lspci.rc == 0 else (0, "no GPU tool")
 
 
 def conf_value(value: Any) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from rdmaforge import fabrics
 from rdmaforge.parsers import ld_cache, pam_limits, sshd_config
-from rdmaforge.parsers.nccl_env import parse_conf, plugin_api_versions
+from rdmaforge.parsers.nccl_env import NODE_GPU_COUNT, parse_conf, plugin_api_versions
 from rdmaforge.parsers.rdma_devinfo import (
     judge_port_rates,
     merge_ibstat,
@@ -22,8 +22,8 @@ from rdmaforge.parsers.rdma_devinfo import (
     parse_ibstat,
     parse_ibv_devinfo,
 )
-from rdmaforge.plain_data import ansible_bool
-from tests.infra.expectations import accepted, nccl_conf, setting
+from rdmaforge.plain_data import ansible_bool, whole_number
+from tests.infra.expectations import accepted, gpus_on_node, login_settings, nccl_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
 
@@ -368,7 +368,62 @@ def test_nccl_conf_holds_the_profile(host: Any, hostvars: dict[str, Any], fabric
         devices = set(host.run("ls /sys/class/infiniband").stdout.split())
         assert set(hca[1:].split(",")) <= devices, (hca, devices)
         expected.pop("NCCL_IB_HCA", None)
-    assert found == expected
+    assert found == with_gpu_count(host, hostvars, expected)
+
+
+def with_gpu_count(host: Any, hostvars: dict[str, Any], settings: dict[str, str]) -> dict[str, str]:
+    """``settings`` with each value node_gpu_count (taco's LIGHT_INTRA_SIZE) replaced by the count it stands for, as
+    nccl_env documents it: the GPUs the node shows, else the inventory's rdmaforge_gpus_per_node; skipped as not
+    judged with neither."""
+    names = [name for name, value in settings.items() if value == NODE_GPU_COUNT]
+    if not names:
+        return settings
+    gpus, tool = gpus_on_node(host)
+    if gpus >= 1:
+        return {**settings, **dict.fromkeys(names, str(gpus))}
+    declared = whole_number(hostvars.get("rdmaforge_gpus_per_node"))
+    if declared is None or declared < 1:
+        pytest.skip(f"not judged: {', '.join(names)} stand for the node's GPU count (node_gpu_count), and the node "
+                    f"shows no GPU ({tool}) and the inventory sets no rdmaforge_gpus_per_node")
+    return {**settings, **dict.fromkeys(names, str(declared))}
+
+
+def test_login_shells_get_the_other_settings(host: Any, hostvars: dict[str, Any], fabric: str) -> None:
+    """The settings NCCL does not read from nccl.conf (LightCC's LIGHT_*, ACSpeed's AIACC_*): exactly those, exported
+    by nccl_env_profile_script; no script when there are none."""
+    path = setting(hostvars, "nccl_env", "nccl_env_profile_script")
+    if path is None:
+        pytest.skip("not judged: nccl_env_profile_script is a template (testinfra renders none)")
+    script = host.file(str(path))
+    expected = with_gpu_count(host, hostvars, login_settings(hostvars, fabric))
+    if not expected:
+        assert not script.exists, f"{script.path} exports settings, but the inventory plans none outside nccl.conf"
+        return
+    assert script.exists and script.mode == 0o644, f"{script.path} is missing or not 0644"
+    found = {}
+    for line in script.content_string.splitlines():
+        if line.startswith("export "):
+            name, _, value = shlex.split(line[len("export "):])[0].partition("=")
+            found[name] = value
+    assert found == expected, f"{script.path} exports {found}; the inventory plans {expected}"
+
+
+def test_no_nccl_conf_of_the_training_user_overrides_the_profile(host: Any, hostvars: dict[str, Any]) -> None:
+    """NCCL reads ~/.nccl.conf before /etc/nccl.conf and keeps the first value of a name (setEnvFile's setenv does
+    not overwrite), so a setting of the training user's own file that differs is what NCCL uses in their runs."""
+    user = training_user(hostvars)
+    if user is None:
+        pytest.skip("not judged: the training user's ~/.nccl.conf: ssh_trust_user is a template (testinfra renders "
+                    "none)")
+    own = host.file(f"{host.user(user).home}/.nccl.conf")
+    if not own.exists:
+        return
+    system = host.file("/etc/nccl.conf")
+    profile = parse_conf(system.content_string) if system.exists else {}  # its own test compares it with the plan
+    differing = [f"{name}={value} (/etc/nccl.conf: {profile[name]})" for name, value in parse_conf(own.content_string)
+                 .items() if name in profile and value != profile[name]]  # fmt: skip
+    assert not differing, (f"{own.path} sets {'; '.join(differing)}: NCCL reads it first, so {user}'s runs do not "
+                           "use the fabric profile's value")
 
 
 def test_mpirun_on_non_interactive_path(host: Any, hostvars: dict[str, Any]) -> None:

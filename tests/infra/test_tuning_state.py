@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from rdmaforge import node_facts
 from rdmaforge.plain_data import ansible_bool
-from tests.infra.expectations import eni_mtu, secondary_nics, setting
+from tests.infra.expectations import eni_mtu, gpus_on_node, secondary_nics, setting
 
 
 def literal(hostvars: dict[str, Any], name: str, default: Any) -> Any:
@@ -42,12 +41,7 @@ def planned_pages(host: Any, hostvars: dict[str, Any]) -> tuple[int, str]:
     given = literal(hostvars, "hugepages_count", None)
     if given not in (None, ""):
         return int(given), f"hugepages_count={given}"
-    smi = host.run("nvidia-smi -L")
-    if smi.rc == 0:
-        gpus, tool = node_facts.count_nvidia_smi_gpus(smi.stdout), "nvidia-smi -L"
-    else:
-        lspci = host.run("PATH=$PATH:/sbin:/usr/sbin lspci -n -mm")
-        gpus, tool = (node_facts.count_lspci_gpus(lspci.stdout), "lspci") if lspci.rc == 0 else (0, "no GPU tool")
+    gpus, tool = gpus_on_node(host)
     # Seed 004's rule, written here (rdmaforge.tuning plans the change; a check that reuses it proves nothing).
     return (50 if gpus == 8 else gpus * 5 + 10), f"seed 004's rule for {gpus} GPU(s) ({tool})"
 

@@ -859,3 +859,72 @@ def test_mpirun_is_looked_for_on_the_training_users_ssh_login() -> None:
         check(host, {"inventory_hostname": "node1"})
     host.commands[login] = Result(0, "/usr/local/bin/mpirun\n/usr/local/bin/orted\nmpirun (Open MPI) 4.1.4\n")
     check(host, {"inventory_hostname": "node1"})
+
+
+def taco_node(gpus: int | None, conf: str, light_intra_size: str) -> FakeHost:
+    """An erdma node converged with seed 004's taco accelerator (roles/nccl_env/defaults/main.yml's taco settings:
+    NCCL_ALGO=RING to nccl.conf, the LIGHT_* names to the profile script) and ``gpus`` GPUs on nvidia-smi -L."""
+    host = FakeHost()
+    if gpus is not None:
+        listed = "".join(f"GPU {i}: NVIDIA A100 (UUID: GPU-{i})\n" for i in range(gpus))
+        host.commands["nvidia-smi -L"] = Result(0, listed)
+    host.add("/etc/nccl.conf", conf)
+    host.add("/etc/profile.d/rdmaforge-nccl.sh",
+             "# Ansible managed\nexport LIGHT_2D_ALLREDUCE=1\nexport LIGHT_INTRA_SIZE=" + light_intra_size +
+             "\nexport LIGHT_TOPK_ALLREDUCE=1\nexport LIGHT_TOPK_THRESHOLD=2097152\n")  # fmt: skip
+    return host
+
+
+TACO = {"inventory_hostname": "node1", "nccl_env_accelerator": "taco",
+        "nccl_env_overrides": {"NCCL_MIN_NCHANNELS": "node_gpu_count"}}  # fmt: skip
+TACO_CONF = "NCCL_ALGO=RING\nNCCL_MIN_NCHANNELS=4\nNCCL_SOCKET_IFNAME=eth0\n"
+
+
+def test_settings_of_value_node_gpu_count_are_judged_as_the_node_gpu_count() -> None:
+    """nccl_env writes the node's GPU count where a setting says node_gpu_count; the suite expected the words
+    themselves, a false fail on every node that uses it (review round 16a). Seed 004: LIGHT_INTRA_SIZE=8 on its
+    8-GPU nodes; here a 4-GPU node gets 4."""
+    test_node_state.test_nccl_conf_holds_the_profile(taco_node(4, TACO_CONF, "4"), TACO, "erdma")
+    test_node_state.test_login_shells_get_the_other_settings(taco_node(4, TACO_CONF, "4"), TACO, "erdma")
+    with pytest.raises(AssertionError):
+        test_node_state.test_nccl_conf_holds_the_profile(taco_node(8, TACO_CONF, "8"), TACO, "erdma")
+    with pytest.raises(AssertionError, match="LIGHT_INTRA_SIZE"):
+        test_node_state.test_login_shells_get_the_other_settings(taco_node(8, TACO_CONF, "4"), TACO, "erdma")
+    # No GPU on the node: the inventory's count, else not judged
+    declared = {**TACO, "rdmaforge_gpus_per_node": 4}
+    test_node_state.test_nccl_conf_holds_the_profile(taco_node(None, TACO_CONF, "4"), declared, "erdma")
+    with pytest.raises(pytest.skip.Exception, match="not judged: NCCL_MIN_NCHANNELS"):
+        test_node_state.test_nccl_conf_holds_the_profile(taco_node(None, TACO_CONF, "4"), TACO, "erdma")
+
+
+def test_login_script_holds_exactly_the_other_settings() -> None:
+    """The profile script (LightCC's and ACSpeed's settings, which NCCL does not read from nccl.conf) was not
+    checked at all: a missing one, or one left behind when no such setting is planned, now fails."""
+    missing = taco_node(4, TACO_CONF, "4")
+    del missing.files["/etc/profile.d/rdmaforge-nccl.sh"]
+    with pytest.raises(AssertionError, match="missing"):
+        test_node_state.test_login_shells_get_the_other_settings(missing, TACO, "erdma")
+    plain = {"inventory_hostname": "node1"}
+    with pytest.raises(AssertionError, match="plans none"):
+        test_node_state.test_login_shells_get_the_other_settings(taco_node(4, TACO_CONF, "4"), plain, "erdma")
+    del missing.files["/etc/nccl.conf"]
+    test_node_state.test_login_shells_get_the_other_settings(missing, plain, "erdma")
+    # seed 003's autotuning setting, given as an override, is exported as written (quoted by the role's `quote`)
+    acspeed = {"inventory_hostname": "node1", "nccl_env_overrides": {"AIACC_AUTOTUNE_PERF_MODE": "time"}}
+    node = FakeHost()
+    node.add("/etc/profile.d/rdmaforge-nccl.sh", "# Ansible managed\nexport AIACC_AUTOTUNE_PERF_MODE=time\n")
+    test_node_state.test_login_shells_get_the_other_settings(node, acspeed, "erdma")
+
+
+def test_nccl_conf_of_the_training_user_that_differs_fails() -> None:
+    """NCCL reads ~/.nccl.conf first and keeps a name's first value (param.cc: setenv without overwrite), so the
+    training user's own NCCL_SOCKET_IFNAME=eth1 is what their runs use, whatever /etc/nccl.conf says."""
+    node = FakeHost()
+    node.add("/etc/nccl.conf", "NCCL_SOCKET_IFNAME=eth0\n")
+    hostvars = {"inventory_hostname": "node1", "ssh_trust_user": "train"}
+    test_node_state.test_no_nccl_conf_of_the_training_user_overrides_the_profile(node, hostvars)  # no such file
+    node.add("/home/train/.nccl.conf", "NCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=eth0\n")  # adds, contradicts nothing
+    test_node_state.test_no_nccl_conf_of_the_training_user_overrides_the_profile(node, hostvars)
+    node.add("/home/train/.nccl.conf", "NCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=eth1\nNCCL_SOCKET_IFNAME=eth0\n")
+    with pytest.raises(AssertionError, match=r"\.nccl\.conf sets NCCL_SOCKET_IFNAME=eth1 \(/etc/nccl\.conf: eth0\)"):
+        test_node_state.test_no_nccl_conf_of_the_training_user_overrides_the_profile(node, hostvars)
