@@ -377,6 +377,20 @@ def cell(diagnosis: Diagnosis, host: str, column: str, row: Mapping[str, str]) -
     return value + MARKS.get(diagnosis.status(host, column) or "", "")
 
 
+#: The columns the healthy line says the nodes agree on: the skew columns (ports are judged per node, the clock
+#: against a limit).
+AGREEING = ", ".join(COLUMNS[c] for c in SKEW_COLUMNS[:-1]) + f" and {COLUMNS[SKEW_COLUMNS[-1]]}"
+
+
+def unjudged_parts(checks: Sequence[Check]) -> dict[str, list[str]]:
+    """What ok checks left unjudged (Check.not_judged), each with the nodes, in the nodes' order."""
+    parts: dict[str, list[str]] = {}
+    for check in checks:
+        if check.status == "ok" and check.not_judged and check.host not in parts.get(check.not_judged, []):
+            parts.setdefault(check.not_judged, []).append(check.host)
+    return parts
+
+
 def render(diagnosis: Diagnosis) -> str:
     """The table (" !" a problem, " *" an accepted deviation), then each node's checks that are not ok, the skew
     findings, and the verdict line."""
@@ -395,14 +409,17 @@ def render(diagnosis: Diagnosis) -> str:
     lines += [f"  {c.host}: {c.check} ok, in part not judged: {c.reason}" for c in diagnosis.checks
               if c.status == "ok" and doctor_checks.PARTLY_NOT_JUDGED in c.reason]  # fmt: skip
     lines += [f"  {f.host}: {f.reason}" for f in diagnosis.findings]
+    partly = unjudged_parts(diagnosis.checks)
+    lines += [f"  not judged on {len(hosts)} node(s) ({', '.join(hosts)}): {what}" for what, hosts in partly.items()]
     counts = doctor_checks.summarize(diagnosis.checks)
     tally = f"{counts['ok']} ok, {counts['accepted']} accepted, {counts['not_checked']} not checked"
     skew = len([f for f in diagnosis.findings if f.column not in ("check", "accept")])
     found = f"{counts['problem']} problem(s) against the inventory, {skew} skew finding(s)"
     missing = diagnosis.not_judged
     if diagnosis.exit_code == ExitCode.OK:
+        unjudged = f"; not judged: {'; '.join(partly)}" if partly else ""
         lines.append(f"\nhealthy: {len(diagnosis.rows)} node(s) meet their inventory's expectations and agree "
-                     f"on every column ({tally})")  # fmt: skip
+                     f"on {AGREEING} ({tally}){unjudged}")  # fmt: skip
     elif diagnosis.exit_code == ExitCode.INCOMPLETE and not missing and diagnosis.rows:
         unread = ", ".join(f"{c.host} {c.check}" for c in diagnosis.unmeasured)
         lines.append(f"\nnot judged: {len(diagnosis.unmeasured)} check(s) the inventory expects something of could not "

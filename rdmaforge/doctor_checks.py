@@ -91,6 +91,8 @@ class Check:
     actual: str
     expected: str | None
     reason: str
+    #: What an ``ok`` check left unjudged by the inventory's choice, printed for the cluster (doctor.render).
+    not_judged: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -601,8 +603,21 @@ def judge_node(
             reason += f"; not accepted (doctor_accept's {name} covers a measured value, and this one was not read)"
         elif status == "problem" and reason_given:  # no reason, no acceptance (preflight's checks refuse it too)
             status, reason = "accepted", f"{reason}; accepted by the inventory: {accept[name]}"
-        checks.append(Check(host, name, status, actual, expected, reason))
+        checks.append(Check(host, name, status, actual, expected, reason, partly_judged(node, name, status)))
     return checks
+
+
+#: An ok port_rate without rdma_core_min_port_rate_gbps compared the node's ports with each other: a fleet whose every
+#: port trained down alike passes that, so the level itself is named as not judged.
+RATES_WITHOUT_FLOOR = ("port rates against a number (rdma_core_min_port_rate_gbps is not set: each node's ports were "
+                       "compared with each other and the nodes' rates with the other nodes')")
+
+
+def partly_judged(node: Mapping[str, Any], name: str, status: CheckStatus) -> str:
+    """What an ok check ``name`` did not judge on ``node`` because the inventory sets no expectation for it."""
+    if name == "port_rate" and status == "ok" and variable(node, "rdma_core_min_port_rate_gbps") in (None, ""):
+        return RATES_WITHOUT_FLOOR
+    return ""
 
 
 def unknown_acceptances(node: Mapping[str, Any]) -> list[str]:

@@ -131,8 +131,9 @@ def test_doctor_judges_the_installed_build_on_the_h100() -> None:
     assert row[at] == "0"
     printed = printed.replace(row, row[:at] + "?" + row[at + 1 :])
     today = [line for line in rendered.splitlines() if not line.startswith(tuple(f"  gpu-node: {c} " for c in NEWER))]
-    verdict = "healthy: 1 node(s) meet their inventory's expectations and agree on every column ("
-    assert today[-1].startswith(verdict) and verdict in printed
+    verdict = "healthy: 1 node(s) meet their inventory's expectations and agree on "
+    # The verdict line names the columns compared since (it said "every column", where the ports are not compared).
+    assert today[-1].startswith(verdict) and f"{verdict}every column (" in printed
     assert "\n".join(today[:-1]) in printed, "the table the GPU machine printed"
     assert status["plugin_host"][0] == "not_checked" and status["port_rate"][0] == "not_checked"
 

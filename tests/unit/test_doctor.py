@@ -118,9 +118,36 @@ def test_a_healthy_cluster_has_no_findings() -> None:
     diagnosis = doctor.diagnose(cluster())
     assert diagnosis.findings == [] and diagnosis.problems == [] and diagnosis.exit_code == ExitCode.OK
     assert {c.status for c in diagnosis.checks} == {"ok"}, [c for c in diagnosis.checks if c.status != "ok"]
-    assert "healthy: 3 node(s) meet their inventory's expectations and agree on every column" in doctor.render(
-        diagnosis
-    )
+    text = doctor.render(diagnosis)
+    assert ("healthy: 3 node(s) meet their inventory's expectations and agree on RDMA devices, port rates (Gb/s), MTU, "
+            "memlock, hugepages, GPUs, ENIs, NCCL and plugin (") in text  # fmt: skip
+    # The inventory sets no rdma_core_min_port_rate_gbps: the rates' level is named as not judged
+    assert text.rstrip().endswith("not judged: port rates against a number (rdma_core_min_port_rate_gbps is not set: "
+                                  "each node's ports were compared with each other and the nodes' rates with the "
+                                  "other nodes')"), text  # fmt: skip
+    assert "  not judged on 3 node(s) (node1, node2, node3): port rates against a number" in text
+
+
+def test_a_fleet_whose_every_port_trained_down_alike_is_not_called_judged_on_its_rate() -> None:
+    """Review round 15b: with no rdma_core_min_port_rate_gbps, HDR ports that all trained down to 100 Gb/s agree with
+    each other and with the other nodes, so the cluster was "healthy" with nothing said about the rate's level. The
+    level is named as not judged now; with a floor it is judged, and the note goes."""
+    slow = cluster(2)
+    for node in slow.values():
+        for device in node["rdma_devices"]:
+            for port in device["ports"]:
+                port["rate_gbps"] = 100.0
+    diagnosis = doctor.diagnose(slow)
+    assert diagnosis.exit_code == ExitCode.OK
+    assert {c.not_judged for c in diagnosis.checks if c.check == "port_rate"} == {doctor_checks.RATES_WITHOUT_FLOOR}
+    assert "not judged: port rates against a number" in doctor.render(diagnosis).splitlines()[-1]
+    for node in slow.values():
+        node["inventory"]["rdma_core_min_port_rate_gbps"] = 200
+    floored = doctor.diagnose(slow)
+    assert floored.exit_code == ExitCode.UNHEALTHY
+    assert [c.reason for c in floored.checks if c.check == "port_rate"] == ["below the minimum: mlx5_0:1 at 100 Gb/s, "
+                                                                            "mlx5_1:1 at 100 Gb/s"] * 2  # fmt: skip
+    assert "not judged on" not in doctor.render(floored)
 
 
 def test_skew_flags_the_minority_node_per_column() -> None:
