@@ -76,7 +76,10 @@ def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: st
     table's (every profile, not only erdma)."""
     family = os_family(host)
     if "rdma_core_packages" in hostvars:
-        table = setting(hostvars, "rdma_core", "rdma_core_packages") or {}
+        table = setting(hostvars, "rdma_core", "rdma_core_packages")
+        if table is None and hostvars["rdma_core_packages"] is not None:
+            pytest.skip("not judged: rdma_core_packages is a template (testinfra renders none)")
+        table = table or {}
     else:
         table = fabrics.package_table()
     extra = setting(hostvars, "rdma_core", "rdma_core_extra_packages") or []
