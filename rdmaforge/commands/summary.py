@@ -61,7 +61,7 @@ def known(value: object, unknown: str) -> str:
 
 def current(node: dict[str, Any]) -> list[str]:
     api = ",".join(f"v{v}" for v in node.get("nccl_plugin_api_versions") or []) or "-"
-    plugin = node.get("nccl_plugin") or "none"
+    plugin = str(node.get("nccl_plugin") or "none")  # a scalar, as the schema has it: printed as recorded
     if node.get("nccl_plugin_version"):
         plugin += f" {node['nccl_plugin_version']}"
     packages = " ".join(f"{k}={v}" for k, v in sorted((node.get("rdma_packages") or {}).items())) or "-"
