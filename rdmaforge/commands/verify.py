@@ -1,8 +1,10 @@
 """`rdmaforge verify -i INVENTORY`: the testinfra suite in tests/infra against any inventory, as a per-node table.
 
-Read-only, so it is safe on a production cluster: a reachability probe (Ansible's ping, through ansible-runner)
-first, then pytest runs tests/infra on the nodes that answered, with testinfra's ansible backend (connection
-settings and host-key checking from the inventory), writing JUnit XML into the run directory (verify/).
+Read-only, so it is safe on a production cluster: the inventory checked as preflight checks it, on the controller
+(playbooks/inventory_check.yml, in check mode: a bad inventory stops verify before any node is reached), then a
+reachability probe (Ansible's ping, through ansible-runner), then pytest runs tests/infra on the nodes that
+answered, with testinfra's ansible backend (connection settings and host-key checking from the inventory), writing
+JUnit XML into the run directory (verify/).
 
 A dynamic inventory is listed once for both (execute.reading): the ping and the suite read that listing
 (inventory_list.replay), which testinfra's backend gets as its --ansible-inventory. It runs ansible-inventory --list
@@ -13,7 +15,7 @@ host whose ansible_connection it does not handle itself: each of them reads the 
 environment it reads (ANSIBLE_REMOTE_USER, ANSIBLE_BECOME, ANSIBLE_BECOME_USER; there they outrank the
 inventory's ansible_user/ansible_become, as testinfra gives the environment the last word) and
 ANSIBLE_VAULT_IDENTITY_LIST for its ansible-inventory and ansible. -f/--forks applies to the ping only (the suite
-runs one pytest process). No --tags, --skip-tags, --check, --diff nor -e: it runs no playbook.
+runs one pytest process). No --tags, --skip-tags, --check, --diff nor -e: its one playbook is the inventory check.
 
 pytest's output (a failure message may print a host's secret variable) is redacted with the probe's secrets
 (execute.secret_values) before pytest.log, the screen and the table see it; command.finish scrubs the rest.
@@ -33,7 +35,7 @@ from typing import Any, TextIO
 
 from rdmaforge import infra_report
 from rdmaforge.errors import CannotRun, host_pattern, inventory_path
-from rdmaforge.paths import VERIFY_ROOT
+from rdmaforge.paths import VERIFY_ROOT, playbook
 from rdmaforge.runner import command, execute, inventory_list, junit, secrets
 from rdmaforge.runner.exit_codes import ExitCode
 
@@ -158,7 +160,7 @@ def cases(
 
 def run(args: argparse.Namespace) -> int:
     try:
-        command.check_arguments(args)
+        variables = command.check_arguments(args)
     except CannotRun as exc:
         return command.cannot_run(NAME, str(exc))
     if importlib.util.find_spec("testinfra") is None:  # the suite's runner is a test dependency
@@ -170,6 +172,17 @@ def run(args: argparse.Namespace) -> int:
                               **command.ansible_options(args))  # fmt: skip
     # One reading of the inventory for the ping and the suite: a dynamic one is evaluated once per verify.
     with execute.reading(request) as read:
+        # The inventory first, as preflight checks it, on the controller: a bad value is refused naming the host and
+        # the variable before any node is reached (pinged, a node with a bad name was only "unreachable").
+        check = execute.Request(inventory=args.inventory, playbook=playbook("inventory_check.yml"), limit=args.limit,
+                                check=True, extra_vars=variables, **command.ansible_options(args))  # fmt: skip
+        checked = command.run_ansible(session, check, read=read)
+        # (No host matched: the ping below says so, as it did before the check.)
+        if checked.status == "canceled" or checked.events.failures():
+            command.print_outcome(session, checked)
+            record = {**command.outcome_record(checked), "pattern": args.limit, "stopped_before_contact": True}
+            refused = command.host_cases(checked, f"rdmaforge.{NAME}")
+            return command.finish(session, args, command.playbook_exit(checked), refused, record)
         probe = command.run_ansible(session, request, read=read)
         unreachable = [h for h in probe.events.hosts if probe.events.unreachable(h)]
         hosts = [h for h in probe.recaps if h not in unreachable]

@@ -268,6 +268,13 @@ def run_ansible(
 
 def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
     """Run with live progress (none with -q; Ansible's own output with -v); then print the recap table."""
+    outcome = run_with_progress(session, request)
+    print_outcome(session, outcome)
+    return outcome
+
+
+def run_with_progress(session: Session, request: execute.Request) -> execute.Outcome:
+    """The run, with live progress (none with -q; Ansible's own output with -v)."""
     if session.quiet:
         outcome = run_ansible(session, request)
     elif session.echo:
@@ -282,6 +289,11 @@ def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
         for path in outcome.leaked_env_files:
             path.unlink()
         print(f"rdmaforge: removed {len(outcome.leaked_env_files)} file(s) from env/", file=sys.stderr)
+    return outcome
+
+
+def print_outcome(session: Session, outcome: execute.Outcome) -> None:
+    """The recap table with the run's problems, warnings and changes (why, when Ansible ran no host)."""
     print("", file=session.out)
     if not outcome.ran:  # Ansible stopped before any host (a syntax error, no host matched): show why
         print(ansible_output_tail(outcome.artifacts), file=session.out)
@@ -290,7 +302,6 @@ def run_playbook(session: Session, request: execute.Request) -> execute.Outcome:
     unmatched = no_host_matched(outcome)
     if unmatched:
         print(f"  {unmatched}", file=session.out)
-    return outcome
 
 
 #: Ansible's warning for a play's host pattern that names no group or host of the inventory.

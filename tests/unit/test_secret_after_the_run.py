@@ -51,7 +51,8 @@ def test_verify_keeps_what_pytest_prints_of_a_secret_out_of_every_artifact(
     suite.mkdir()
     (suite / "test_leak.py").write_text(SUITE)
     monkeypatch.setattr(verify, "SUITE", suite)
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "api_token": TOKEN}
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "api_token": TOKEN,
+             "rdmaforge_fabric": "tcp"}  # fmt: skip
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": {"localhost": local}}}}}))
     runs = tmp_path / "runs"

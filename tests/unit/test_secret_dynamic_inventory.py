@@ -490,7 +490,7 @@ def test_verify_evaluates_its_dynamic_inventory_once_and_its_suite_sees_what_tes
     base = tmp_path / "inventory"
     (base / "group_vars").mkdir(parents=True)
     python = {"ansible_python_interpreter": sys.executable}
-    data = {"cluster": {"hosts": ["n1", "n2"], "vars": {"site": "lab-a"}},
+    data = {"cluster": {"hosts": ["n1", "n2"], "vars": {"site": "lab-a", "rdmaforge_fabric": "tcp"}},
             "_meta": {"hostvars": {"n1": {**python, "ansible_connection": "local", "api_token": "verify-tok-1"},
                                    "n2": {**python, "ansible_connection": "ansible.builtin.local"}}}}  # fmt: skip
     inventory = counting_script(base / "cloud.py", counter, data)

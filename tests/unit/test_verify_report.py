@@ -143,7 +143,7 @@ def test_verify_for_real_against_this_machine(
     hosts = {
         "localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                       "rdmaforge_fabric": "tcp"},
-        "ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"},
+        "ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody", "rdmaforge_fabric": "tcp"},
     }  # fmt: skip
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))

@@ -1,0 +1,84 @@
+"""Every command that runs against hosts refuses a bad inventory before it reaches any node (review round 17c:
+verify pinged the nodes, rollback-nccl and remove-node ran their first plays on them, and a node with a bad name
+was reported as unreachable, the inventory's problem never named). The nodes here are unroutable addresses of the
+lab range whose ssh is a stand-in that records each call: a run that reaches for a node leaves a record."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rdmaforge.cli import main
+from rdmaforge.runner.exit_codes import ExitCode
+
+#: Each command, with the arguments it needs besides -i (remove-node names a node; reset needs --yes).
+COMMANDS = {
+    "provision": [], "verify": [], "doctor": [], "bench": [], "pairwise": [], "upgrade-nccl": [],
+    "rollback-nccl": [], "remove-node": ["node2"], "reset": ["--yes"],
+}  # fmt: skip
+
+
+def recording_ssh(directory: Path) -> tuple[Path, Path]:
+    """A stand-in for ssh that writes its arguments to a file and fails as an unreachable host does."""
+    record = directory / "ssh-calls"
+    script = directory / "ssh"
+    script.write_text(f'#!/bin/sh\necho "$@" >> {record}\n'
+                      'echo "ssh: connect to host: No route to host" >&2\nexit 255\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script, record
+
+
+def bad_inventory(directory: Path, ssh: Path, node1: dict[str, object]) -> Path:
+    hosts = {
+        "node1": {"ansible_host": "198.18.250.11", **node1},
+        "node2": {"ansible_host": "198.18.250.12", "rdmaforge_fabric": "erdma"},
+    }
+    for variables in hosts.values():
+        variables["ansible_ssh_executable"] = str(ssh)
+    path = directory / "hosts.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    return path
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_bad_fabric_is_refused_before_any_node_is_reached(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
+    ssh, record = recording_ssh(tmp_path)
+    inventory = bad_inventory(tmp_path, ssh, {"rdmaforge_fabric": "ethernet"})
+    code = main([name, "-i", str(inventory), "--runs-dir", str(tmp_path / "runs"), *COMMANDS[name]])
+    out = capsys.readouterr().out
+    assert not record.exists(), f"{name} reached for a node: {record.read_text()}"
+    assert code == ExitCode.HOST_FAILED, out  # an inventory problem: README's exit code table
+    assert "node1" in out and "rdmaforge_fabric" in out and "ethernet" in out, out
+    assert not [line for line in out.splitlines() if line.startswith("node") and "UNREACHABLE" in line.upper()], out
+
+
+def test_a_node_name_that_is_no_host_name_is_named_not_reported_unreachable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
+    ssh, record = recording_ssh(tmp_path)
+    path = bad_inventory(tmp_path, ssh, {"rdmaforge_fabric": "erdma"})
+    path.write_text(path.read_text().replace("node1:", "node_1!:"))
+    code = main(["verify", "-i", str(path), "--runs-dir", str(tmp_path / "runs")])
+    out = capsys.readouterr().out
+    assert not record.exists() and code == ExitCode.HOST_FAILED, out
+    assert "node_1!" in out and "unreachable: node_1!" not in out, out
+
+
+def test_the_stand_in_ssh_records_a_run_that_reaches_a_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above can fail: with a good inventory, verify does reach for the nodes (and finds them unreachable)."""
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
+    ssh, record = recording_ssh(tmp_path)
+    inventory = bad_inventory(tmp_path, ssh, {"rdmaforge_fabric": "erdma"})
+    code = main(["verify", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs")])
+    assert record.exists() and code == ExitCode.UNREACHABLE, capsys.readouterr().out
+    assert os.path.getsize(record) > 0
