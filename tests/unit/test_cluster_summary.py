@@ -113,7 +113,7 @@ def test_a_null_gpu_count_is_printed_as_unknown(tmp_path: Path, capsys: pytest.C
     assert "None GPUs" not in out
 
 
-def test_a_plugin_recorded_as_a_number_is_printed_not_a_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_plugin_recorded_as_a_number_is_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The schema takes any scalar for nccl_plugin: -1 (a hand-edited or damaged file) ended in an internal error
     (exit 70: int += str) instead of being printed as recorded (review round 17c)."""
     path = write(tmp_path / "summary.json", {"nodes": [{**entry("node1"), "nccl_plugin": -1,

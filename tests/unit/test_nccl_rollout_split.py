@@ -11,8 +11,8 @@ playbook and run around a node that fails earlier, or does not answer (ssh to a 
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
