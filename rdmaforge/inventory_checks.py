@@ -649,6 +649,27 @@ def pairwise_threshold_problems(host: str, values: Mapping[str, object]) -> list
     return []
 
 
+#: Seconds an iperf3 measurement needs beyond its -t and its connect timeout (start, the JSON result's transfer).
+PAIRWISE_TIMEOUT_MARGIN = 5
+
+
+def pairwise_timeout_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A measurement timeout that cuts every iperf3 run short: each pair would be recorded as a hang, blamed on the
+    fabric (on two nodes, a suspect link) instead of the settings."""
+    names = ("pairwise_timeout", "pairwise_iperf_seconds", "pairwise_connect_timeout_ms")
+    if not any(name in values for name in names) or role_defaults.value_of(values, "pairwise_method") == "sendrecv":
+        return []
+    timeout, seconds, connect_ms = (whole_number(role_defaults.value_of(values, name)) for name in names)
+    if timeout is None or seconds is None or connect_ms is None:
+        return []  # no whole number: whole_number_problems names it
+    least = seconds + -(-connect_ms // 1000) + PAIRWISE_TIMEOUT_MARGIN
+    if timeout >= least:
+        return []
+    return [Problem(host, "pairwise_timeout", f"{host}: pairwise_timeout={timeout} is shorter than one iperf3 "
+                    f"measurement can take (pairwise_iperf_seconds={seconds}, pairwise_connect_timeout_ms="
+                    f"{connect_ms}): every pair would be recorded as a hang; allowed: at least {least} seconds")]
+
+
 def batch_size_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A rolling play's batch size (rdmaforge.batch_size) that Ansible's serial would read as something else: -e
     rdmaforge_reboot_serial=0 rebooted every node at once, a word failed at the reboot after the first huge-page play
@@ -2116,6 +2137,7 @@ def inventory_report(
             found += shape_problems(node.name, result.role, result.options, node.values, result.owners)
         # After Ansible's line for a value of the wrong type (its wording, "allowed: a number"), which wins.
         found += pairwise_threshold_problems(node.name, node.values)
+        found += pairwise_timeout_problems(node.name, node.values)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
     found += eni_duplicate_problems(nodes)
     found += cluster_wide_problems(nodes, group)

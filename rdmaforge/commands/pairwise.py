@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge.errors import CannotRun
+from rdmaforge.pairwise import output
 from rdmaforge.pairwise.plan import PlanError, parse_nic_selection
 from rdmaforge.paths import playbook
 from rdmaforge.runner import command, execute, extravars, junit
@@ -75,19 +76,30 @@ def pairwise_exit(outcome: execute.Outcome, results: dict[str, Any] | None) -> E
     base = command.playbook_exit(outcome)
     if base in (ExitCode.UNREACHABLE, ExitCode.INTERRUPTED, ExitCode.ERROR):
         return base
-    if any(is_plan_refusal(p) for p in outcome.events.problems):
-        return ExitCode.BAD_INPUT
     excused = {p.host: 0 for p in outcome.events.problems}
     for problem in outcome.events.problems:
-        excused[problem.host] += 1 if is_verdict_failure(problem) else 0
+        excused[problem.host] += 1 if is_verdict_failure(problem) or is_plan_refusal(problem) else 0
+    # A node that failed on its own (its preflight: OS, free space) outranks the plan's refusal, which then only
+    # says that node has no facts: a host failed (2), not bad input.
     if any(recap.failed > excused.get(host, 0) for host, recap in outcome.recaps.items()):
         return ExitCode.HOST_FAILED
+    if any(is_plan_refusal(p) for p in outcome.events.problems):
+        return ExitCode.BAD_INPUT
     if results is None:
         return ExitCode.INCOMPLETE if base == ExitCode.OK else base
     if results["suspects"]:
         return ExitCode.SUSPECTS
-    not_judged = results.get("unjudged") or results.get("unmeasured") or results.get("unproven")
-    return ExitCode.INCOMPLETE if not_judged else ExitCode.OK
+    return ExitCode.INCOMPLETE if output.not_judged(results) else ExitCode.OK
+
+
+def kept_nodes_label(results: dict[str, Any]) -> str:
+    """What the nodes of hostfile.healthy are: healthy only when the whole sweep was judged and named no suspect;
+    otherwise what is known of them (no node suspect among them)."""
+    if results["suspects"]:
+        return "nodes kept (no node suspect; see the suspects above)"
+    if output.not_judged(results):
+        return "nodes with no suspect (not judged in full: see above)"
+    return "healthy nodes"
 
 
 def read_results(directory: Path) -> dict[str, Any] | None:
@@ -102,8 +114,9 @@ def verdict_case(results: dict[str, Any] | None) -> junit.Case:
     if results is None:
         return junit.Case("pairwise verdict", f"rdmaforge.{NAME}", outcome="error", message="no pairwise results")
     suspects = results["suspects"]
-    if not suspects and (results.get("unjudged") or results.get("unmeasured") or results.get("unproven")):
-        why = [f"{nic} (no pair completed)" for nic in results.get("unjudged") or []]
+    if not suspects and output.not_judged(results):
+        why = [output.LINE_RATE_UNJUDGED] if results.get("line_rate_unjudged") else []
+        why += [f"{nic} (no pair completed)" for nic in results.get("unjudged") or []]
         why += [f"{node} (in no pair: not measured)" for node in results.get("unmeasured") or []]
         why += [f"{node} (no pair of it completed on {', '.join(nics)})"
                 for node, nics in (results.get("unproven") or {}).items()]  # fmt: skip
@@ -144,8 +157,8 @@ def run(args: argparse.Namespace) -> int:
     if results is not None:
         print("", file=session.out)
         print((out_dir / "table.txt").read_text().rstrip(), file=session.out)
-        print(f"\nhealthy nodes: {' '.join(results['healthy_nodes']) or 'none'} ({out_dir / 'hostfile.healthy'})",
-              file=session.out)  # fmt: skip
+        print(f"\n{kept_nodes_label(results)}: {' '.join(results['healthy_nodes']) or 'none'} "
+              f"({out_dir / 'hostfile.healthy'})", file=session.out)  # fmt: skip
         if args.json:
             print(json.dumps(results, indent=2))
     code = pairwise_exit(outcome, results)

@@ -64,6 +64,9 @@ def results(
         # Nodes none of whose pairs completed on some rail (rail -> ...): every measurement of them there failed or
         # hung, so nothing there shows them healthy.
         "unproven": unproven,
+        # No pairwise_line_rate_gbps: pairs were compared with each other only, so a fleet slow alike names no
+        # suspect and is not judged (exit 5), never called healthy.
+        "line_rate_unjudged": limits.line_rate_gbps is None,
         "healthy_nodes": [n for n in healthy_nodes(plan["nodes"], suspects)
                           if n not in unmeasured and n not in unproven],  # fmt: skip
         # Seed 003: the first pair with one TCP stream against the sweep's streams; measured, not judged.
@@ -157,6 +160,18 @@ def single_stream_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+#: Why a sweep without pairwise_line_rate_gbps is not judged (the table, the command's verdict, its JUnit case).
+LINE_RATE_UNJUDGED = ("the line rate (no pairwise_line_rate_gbps): pairs were compared with each other only, so a "
+                      "fleet slow alike names no suspect")
+
+
+def not_judged(results_data: Mapping[str, Any]) -> bool:
+    """A sweep with part of it not judged: a rail where no pair completed, a node in no pair or with no completed
+    pair, or no line rate to judge the pairs' level against."""
+    return bool(results_data.get("unjudged") or results_data.get("unmeasured") or results_data.get("unproven")
+                or results_data.get("line_rate_unjudged"))  # fmt: skip
+
+
 def table(results_data: Mapping[str, Any]) -> str:
     """Suspects, then one matrix per rail (row = sender, column = receiver, Gb/s)."""
     out: list[str] = []
@@ -166,7 +181,7 @@ def table(results_data: Mapping[str, Any]) -> str:
         # a rail suspect is named by its rail ("rail eth1"): the kind column already says rail
         out += [f"  {s['kind']:4} {'(rail-wide)' if s['kind'] == 'rail' else s['node']:<16} {s['nic']:<8} "
                 f"{s['evidence']}" for s in suspects]  # fmt: skip
-    elif results_data.get("unjudged") or results_data.get("unmeasured") or results_data.get("unproven"):
+    elif not_judged(results_data):
         out.append("suspects: none named")
     else:
         out.append("suspects: none")
@@ -177,9 +192,9 @@ def table(results_data: Mapping[str, Any]) -> str:
                    "(random matchings leave nodes out; more --rounds, or 0 for every pair, measure it)")  # fmt: skip
     for node, nics in (results_data.get("unproven") or {}).items():
         out.append(f"not judged: {node}: no pair of it completed on {', '.join(nics)}, so it is not healthy there")
-    if (results_data.get("thresholds") or {}).get("line_rate_gbps") is None:
+    if results_data.get("line_rate_unjudged"):
         # Without a line rate, pairs are judged only against each other: a rail slow everywhere names no suspect.
-        out.append("not judged: the line rate (no pairwise_line_rate_gbps): pairs were compared with each other only")
+        out.append(f"not judged: {LINE_RATE_UNJUDGED}")
     for note in results_data.get("notes") or []:
         out.append(f"note: {note}")
     out += single_stream_lines(results_data.get("single_stream") or [])

@@ -36,6 +36,11 @@ def _given(value: Any) -> str:
 
 
 def _thresholds_from(data: dict[str, Any]) -> Thresholds:
+    # YAML's true is no threshold, though float() reads it as 1.0 (a line rate of 1 Gb/s)
+    flags = [key for key in ("slow_ratio", "node_fraction", "line_rate_gbps", "min_line_fraction")
+             if isinstance(data.get(key), bool)]  # fmt: skip
+    if flags:
+        raise ValueError(", ".join(f"pairwise_{key}={str(data[key]).lower()} is not a number" for key in flags))
     line_rate = data.get("line_rate_gbps")
     return Thresholds(
         slow_ratio=float(data.get("slow_ratio", Thresholds.slow_ratio)),

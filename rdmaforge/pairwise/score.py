@@ -78,11 +78,11 @@ def checked(m: Measurement) -> Measurement:
 
 @dataclass(frozen=True)
 class Thresholds:
-    #: A pair slower than this fraction of its rail's median pair is slow.
+    #: A pair slower than this fraction of its rail's reference pair is slow.
     slow_ratio: float = 0.5
     #: A node is a suspect when more than this fraction of its pairs on a rail are slow.
     node_fraction: float = 0.5
-    #: Line rate of one rail in Gbit/s; None when unknown (then only the cluster median is the reference).
+    #: Line rate of one rail in Gbit/s; None when unknown (then only the rail's reference pair is).
     line_rate_gbps: float | None = None
     #: A pair slower than this fraction of the line rate is slow (only with a known line rate).
     min_line_fraction: float = 0.5
@@ -335,7 +335,8 @@ def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[st
         to_line = node_median / limits.line_rate_gbps if node_median is not None and limits.line_rate_gbps else None
         slow = [p for p in mine if p.slow]
         scores.append(NodeScore(n, nic, node_median, ratio, to_line, len(mine), len(slow)))
-        if len(nodes) < 3 or not mine or len(slow) / len(mine) <= limits.node_fraction:
+        # One pair cannot tell the node from the link (or the partner): that pair is named as a link below.
+        if len(nodes) < 3 or len(mine) < 2 or len(slow) / len(mine) <= limits.node_fraction:
             continue
         # The partners of the slow pairs must be fine elsewhere, or the slowness is not this node's.
         partners_fine = [fine(slow_share(p.other(n), excluding=n)) for p in slow]
@@ -351,10 +352,13 @@ def score_rail(nic: str, measurements: Sequence[Measurement], nodes: Sequence[st
             continue
         a_share, b_share = slow_share(p.a, excluding=p.b), slow_share(p.b, excluding=p.a)
         alone = a_share is None and b_share is None  # the pair is all either node was measured in
-        if alone or (fine(a_share) and fine(b_share)):
+        # A node with no other pair shows nothing either way: the pair is the link's when the other node is fine.
+        if alone or all(share is None or fine(share) for share in (a_share, b_share)):
             where = (f"rail reference {fixed(reference, 2)} Gb/s" if reference is not None
                      else "no pair completed") + _line_rate_text([p], limits)  # fmt: skip
-            others = ("both nodes' other pairs are fine" if not alone
+            lone = p.a if a_share is None else p.b
+            others = ("both nodes' other pairs are fine" if a_share is not None and b_share is not None
+                      else f"{lone} has no other pair on this rail: cannot tell the link from {lone}" if not alone
                       else "only two nodes: cannot tell which" if len(nodes) == 2
                       else "neither node has another pair on this rail (too few rounds): "
                            "cannot tell which")  # fmt: skip

@@ -42,7 +42,7 @@ MEANING = {
     ExitCode.BELOW_THRESHOLD: "benchmark verdict fail (below a threshold, a failed run, a regression)",
     ExitCode.INCOMPLETE: "a required check was skipped or not judged (no verdict)",
     ExitCode.UNHEALTHY: "a node differs from what its inventory expects",
-    ExitCode.SUSPECTS: "a suspect node or link was found",
+    ExitCode.SUSPECTS: "a suspect node, link or rail was found",
     ExitCode.DRIFT: "--check --fail-on-drift: a run would change a host (drift)",
     ExitCode.BAD_INPUT: "bad command line or input file",
     ExitCode.INTERNAL: "internal error (traceback saved)",

@@ -908,7 +908,9 @@ def test_a_node_in_no_pair_of_the_random_rounds_is_not_judged_healthy(tmp_path):
     full = build({**raw_sweep(sweep({}, nodes=nodes, rails=("eth1",))), "plan": plan.make_plan(facts, "eth1")
                   .to_dict()}, tmp_path / "full")  # fmt: skip
     assert full["unmeasured"] == [] and full["healthy_nodes"] == nodes
-    assert pairwise_exit(run_outcome({}, [], rc=0), full) == ExitCode.OK
+    # With no line rate the level of the pairs is not judged (exit 5); with one, this sweep is judged in full.
+    assert pairwise_exit(run_outcome({}, [], rc=0), full) == ExitCode.INCOMPLETE
+    assert pairwise_exit(run_outcome({}, [], rc=0), {**full, "line_rate_unjudged": False}) == ExitCode.OK
 
 
 def test_seed_003s_one_stream_check_is_shown_beside_the_multi_stream_rate_and_not_judged(tmp_path):
@@ -1074,3 +1076,82 @@ def test_a_node_lost_before_the_sweep_is_named_as_lost_not_as_lacking_preflight(
     said = " ".join(proc.stdout.split())
     assert "no rdmaforge_node fact (preflight) for ghost; ghost unreachable or failed earlier in this run" in said, (
         said[-3000:])  # fmt: skip
+
+
+# --- review round 17a ------------------------------------------------------------------------------------------
+
+
+def test_a_fleet_slow_alike_without_a_line_rate_is_not_judged(tmp_path: Path) -> None:
+    """Every pair at 1 Gb/s with no pairwise_line_rate_gbps (the default): the pairs agree, so no suspect, and the
+    sweep exited 0 with every node 'healthy' though the table said the line rate was not judged; results.json did
+    not say so. Now it says so and the command exits 5; with a line rate the same sweep names the rail (exit 7)."""
+    from rdmaforge.commands.pairwise import kept_nodes_label, pairwise_exit, verdict_case
+    from rdmaforge.runner.exit_codes import ExitCode
+
+    data = build(raw_sweep(sweep({}, base=1.0)), tmp_path / "none")
+    assert data["suspects"] == [] and data["line_rate_unjudged"] is True
+    assert pairwise_exit(run_outcome({}, [], rc=0), data) == ExitCode.INCOMPLETE
+    case = verdict_case(data)
+    assert case.outcome == "error" and "not judged: the line rate (no pairwise_line_rate_gbps)" in case.message
+    assert kept_nodes_label(data).startswith("nodes with no suspect (not judged")
+    assert "not judged: the line rate" in (tmp_path / "none" / "table.txt").read_text()
+    raw = raw_sweep(sweep({}, base=1.0))
+    raw["thresholds"]["line_rate_gbps"] = 100
+    judged = build(raw, tmp_path / "judged")
+    assert judged["line_rate_unjudged"] is False
+    assert [s["kind"] for s in judged["suspects"]] == ["rail", "rail"]
+    assert pairwise_exit(run_outcome({}, [], rc=0), judged) == ExitCode.SUSPECTS
+    assert kept_nodes_label(judged).startswith("nodes kept")
+
+
+def test_a_true_line_rate_is_refused_before_the_sweep() -> None:
+    """pairwise_line_rate_gbps: true (YAML's yes) passed the checks before the sweep (float(True) is 1.0), then the
+    report refused raw.json after the whole sweep, exit 2. Both checks refuse it now, naming it."""
+    from rdmaforge import inventory_checks
+    from rdmaforge.pairwise.report import thresholds_from
+
+    with pytest.raises(ValueError, match="pairwise_line_rate_gbps=true is not a number"):
+        thresholds_from({"line_rate_gbps": True})
+    (problem,) = inventory_checks.pairwise_threshold_problems("node1", {"pairwise_line_rate_gbps": True})
+    assert problem.variable == "pairwise_line_rate_gbps" and "is not a number" in problem.message
+
+
+def test_a_timeout_shorter_than_a_measurement_is_refused() -> None:
+    """pairwise_iperf_seconds=60 under the default pairwise_timeout of 30: every measurement was killed and recorded
+    as a hang, and on two nodes the pair was named a suspect link."""
+    from rdmaforge import inventory_checks
+
+    (problem,) = inventory_checks.pairwise_timeout_problems("node1", {"pairwise_iperf_seconds": 60})
+    assert problem.variable == "pairwise_timeout"
+    assert ("pairwise_timeout=30 is shorter than one iperf3 measurement can take (pairwise_iperf_seconds=60, "
+            "pairwise_connect_timeout_ms=3000): every pair would be recorded as a hang; allowed: at least 68 "
+            "seconds") in problem.message  # fmt: skip
+    assert inventory_checks.pairwise_timeout_problems("node1", {"pairwise_iperf_seconds": 22}) == []  # 22+3+5=30
+    assert inventory_checks.pairwise_timeout_problems("node1", {"pairwise_iperf_seconds": 60,
+                                                                "pairwise_method": "sendrecv"}) == []  # fmt: skip
+
+
+def test_a_node_with_one_slow_pair_is_no_node_suspect() -> None:
+    """--rounds on 5 nodes left node5 one pair, with node2, and it was slow; node2's other pairs were fine. node5 was
+    named a node suspect and left out of hostfile.healthy on that one pair, which cannot tell the node from the link.
+    The pair is named as a link now, saying which node had no other pair."""
+    nodes = ["node1", "node2", "node3", "node4", "node5"]
+    measured = [m for m in sweep({}, nodes=nodes, rails=("eth1",)) if "node5" not in (m.a, m.b)]
+    measured += [Measurement("node5", "node2", "eth1", 0.02, "ok"), Measurement("node2", "node5", "eth1", 0.02, "ok")]
+    (rail,) = score(measured, nodes, ["eth1"], Thresholds())
+    assert [(s.kind, s.node) for s in rail.suspects] == [("link", "node2<->node5")], rail.suspects
+    assert "node5 has no other pair on this rail: cannot tell the link from node5" in rail.suspects[0].evidence
+
+
+def test_a_node_that_failed_its_own_preflight_is_a_host_failure_not_bad_input() -> None:
+    """node2 failed preflight (free space), so the plan's check stopped on its missing facts: the command said 64
+    (bad input) where the README's table says 2 (a host failed)."""
+    from rdmaforge.commands.pairwise import pairwise_exit
+    from rdmaforge.runner.events import HostProblem
+    from rdmaforge.runner.exit_codes import ExitCode
+
+    space = HostProblem("node2", "Check free space", "ansible.builtin.assert", "node2: 1 GiB free under /opt")
+    refused = HostProblem("node1", "Check the plan", "ansible.builtin.assert",
+                          "pairwise: no rdmaforge_node fact (preflight) for node2; node2 unreachable or failed earlier")
+    assert pairwise_exit(run_outcome({"node1": 1, "node2": 1}, [space, refused]), None) == ExitCode.HOST_FAILED
+    assert pairwise_exit(run_outcome({"node1": 1}, [refused]), None) == ExitCode.BAD_INPUT
