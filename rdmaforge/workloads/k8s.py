@@ -39,7 +39,16 @@ def quantity_value(text: object) -> Decimal | None:
 def is_multiple(text: object, unit: int) -> bool:
     """Whether a quantity is a positive whole multiple of ``unit`` bytes (hugepages-1Gi: 50Gi, not 50)."""
     value = quantity_value(text)
-    return value is not None and value > 0 and value % unit == 0
+    return value is not None and value > 0 and whole_multiple(value, unit)
+
+
+def whole_multiple(value: Decimal, unit: Decimal | int) -> bool:
+    """``value % unit == 0``; False for a value too large for Decimal's precision to divide (1e308: no quantity
+    Kubernetes takes either), which raised InvalidOperation."""
+    try:
+        return value % unit == 0
+    except InvalidOperation:
+        return False
 
 
 def env_list(env: Mapping[str, str]) -> list[dict[str, str]]:

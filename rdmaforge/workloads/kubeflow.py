@@ -276,7 +276,7 @@ def _hugepages_variable_problems(node_name: str, variables: Mapping[str, Any]) -
         problems.append(f"{node_name}: hugepages_enabled={show(enabled)} is not valid; allowed: true or false "
                         "(role hugepages' argument_specs: bool), or null")  # fmt: skip
     size = variables.get("hugepages_size")
-    if size is not None and size not in HUGEPAGE_SIZES:
+    if size is not None and not (isinstance(size, str) and size in HUGEPAGE_SIZES):  # a list is unhashable
         problems.append(f"{node_name}: hugepages_size={show(size)} is not valid; allowed: "
                         f"{', '.join(HUGEPAGE_SIZES)} (role hugepages' argument_specs' choices), or null")  # fmt: skip
     given = variables.get("hugepages_count")
@@ -311,7 +311,7 @@ def hugepages_findings(cluster: Cluster, kinds: Sequence[str] = ("MPIJob",)) -> 
         shown = option if own else f"{option} {resource}"
         drop = f"{option}: null" if own else f"{resource} left out of {option}"
         page_name = _page_size_name(request.page_bytes)
-        if value <= 0 or value % request.page_bytes != 0:
+        if value <= 0 or not k8s.whole_multiple(value, request.page_bytes):
             problems.append(f"{cluster.first}: {shown}={wanted} is not a whole number of {page_name} pages (a number "
                             f"without a unit is bytes); allowed: a positive multiple of {page_name}, such as "
                             f"50{page_name[-2:]}")  # fmt: skip

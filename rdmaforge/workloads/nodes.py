@@ -177,8 +177,8 @@ def _accelerator(
             f"{host}: nccl_env_accelerator={show(name)} is not a key of nccl_env_accelerators; allowed: {keys}"
         )
         return {}
-    chosen = table[name] or {}
-    if not isinstance(chosen, Mapping):
+    chosen = table[name]
+    if not isinstance(chosen, Mapping):  # null too: role nccl_env's merge fails on it, never reads it as {}
         problems.append(f"{host}: nccl_env_accelerators[{name}]={show(chosen)} is not valid; allowed: a mapping")
         return {}
     return chosen
@@ -439,6 +439,18 @@ def build_cluster(
                 continue
             cluster.problems += _control_problems(host.name, variable, env, left & set(layer))
             left -= set(layer)
+        # A list or mapping in the profile or the accelerator's settings that reaches the files (nothing above it
+        # sets the name) would be written as Python's repr, as one in nccl_env_overrides.
+        above: set[str] = {*overrides, *settings.env}
+        for variable, layer in layers[2:]:  # the accelerator's, then the profile's
+            if isinstance(layer, Mapping):
+                kept = {key: value for key, value in layer.items() if key not in above}
+                cluster.problems += _text_problems(host.name, variable, kept)
+                named |= {key for key, value in kept.items() if nccl_env.text_value_problem(key, value) is not None}
+                above |= set(layer)
+            elif layer is None and variable.startswith("nccl_env_profiles["):
+                cluster.problems.append(f"{host.name}: {variable}=null is not valid; allowed: a mapping (role "
+                                        "nccl_env's merge fails on it)")  # fmt: skip
         named |= controlled
         checked = {key: value for key, value in env.items() if key not in named}  # a line of their own above
         cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(checked)]

@@ -131,7 +131,8 @@ def resource_problems(template: object, where: str) -> list[str]:
                     if str(name).startswith("hugepages-"):
                         page = k8s.quantity_value(str(name).removeprefix("hugepages-"))
                         number = k8s.quantity_value(value)
-                        if page is not None and page > 0 and number is not None and number % page != 0:
+                        whole = number is not None and page is not None and k8s.whole_multiple(number, page)
+                        if page is not None and page > 0 and number is not None and not whole:
                             problems.append(f"{path}: {value} is not a whole multiple of {str(name)[10:]}")
                     elif _extended(str(name)):
                         number = k8s.quantity_value(value)

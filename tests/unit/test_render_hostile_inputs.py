@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -448,3 +449,59 @@ def test_a_value_of_another_type_says_what_is_allowed_in_words(
     assert main(["render", "-i", str(inventory), "--kind", "docker", "-o", str(tmp_path / "out")]) == 64
     err = capsys.readouterr().err
     assert 'n1: workload_manifests_gpus_per_node is str "eight"; allowed: a whole number (role' in err, err
+
+
+# --- review round 17b: inputs that ended in an internal error (exit 70) ---------------------------------------
+
+
+@pytest.mark.parametrize("size", [["1G"], {"1G": True}])
+def test_a_hugepage_size_that_is_a_list_or_mapping_is_a_problem_not_a_crash(size: object) -> None:
+    """`size not in HUGEPAGE_SIZES` on a list raised TypeError (unhashable): render exited 70."""
+    plan = cli_plan_unchecked(inventory_of("erdma", hugepages_size=size), ["mpijob"])
+    assert any("hugepages_size=" in p and "is not valid; allowed: 1G, 2M" in p for p in plan.problems), plan.problems
+
+
+@pytest.mark.parametrize("variable", [f"{PREFIX}mpijob_hugepages_1gi", f"{PREFIX}k8s_extra_resources"])
+def test_a_hugepages_quantity_too_large_to_divide_is_a_problem_not_a_crash(variable: str) -> None:
+    """1e308 passes the quantity pattern; its remainder by a page overflowed Decimal's precision (InvalidOperation):
+    render exited 70."""
+    value: object = "1e308" if variable.endswith("_1gi") else {"hugepages-1Gi": "1e999", "memory": "1Gi"}
+    plan = cli_plan_unchecked(inventory_of("erdma", **{variable: value}), ["mpijob"])
+    assert any(re.search(r"is not a whole number of 1 ?Gi?B? pages", p) for p in plan.problems), plan.problems
+
+
+def cli_plan_unchecked(inventory: dict[str, dict[str, Any]], kinds: list[str]) -> Plan:
+    """cli_plan, the hosts' own problems added to the plan's."""
+    inputs, problems, _ = host_inputs(inventory)
+    plan = plan_from_hosts(inputs, PROFILES, kinds)
+    plan.problems[:0] = problems
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("variables", "says"),
+    [
+        ({"nccl_env_accelerator": "taco",
+          "nccl_env_accelerators": {"none": {}, "taco": {"NCCL_ALGO": ["Ring", "Tree"]}}},
+         'nccl_env_accelerators[taco].NCCL_ALGO=["Ring", "Tree"] is a list'),
+        ({"nccl_env_profiles": {"erdma": {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_ALGO": ["Ring", "Tree"]}}},
+         'nccl_env_profiles[erdma].NCCL_ALGO=["Ring", "Tree"] is a list'),
+        ({"nccl_env_profiles": {"erdma": None}}, "nccl_env_profiles[erdma]=null is not valid; allowed: a mapping"),
+        ({"nccl_env_accelerators": {"none": None}},
+         "nccl_env_accelerators[none]=null is not valid; allowed: a mapping"),
+    ],
+)  # fmt: skip
+def test_lists_and_nulls_in_the_profile_or_accelerator_tables_are_problems(
+    variables: dict[str, Any], says: str
+) -> None:
+    """Review round 17b: a list there was written as Python's repr (NCCL_ALGO=['Ring', 'Tree']), a null entry gave
+    the containers none of the profile's settings; both exited 0, where role nccl_env fails on the same inventory."""
+    plan = cli_plan_unchecked(inventory_of("erdma", **variables), ["docker"])
+    assert any(says in p for p in plan.problems), plan.problems
+
+
+def test_a_list_in_the_profile_that_an_override_replaces_is_no_problem() -> None:
+    variables = {"nccl_env_profiles": {"erdma": {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_ALGO": ["Ring", "Tree"]}},
+                 "nccl_env_overrides": {"NCCL_ALGO": "Ring,Tree"}}  # fmt: skip
+    plan = cli_plan_unchecked(inventory_of("erdma", **variables), ["docker"])
+    assert not [p for p in plan.problems if "NCCL_ALGO" in p], plan.problems
