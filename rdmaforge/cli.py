@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 
+#: The top --help's first line (the module docstring is for developers).
+DESCRIPTION = ("rdmaforge: turn GPU hosts into an RDMA-ready training cluster (provision), check it (verify, doctor) "
+               "and measure it (bench, pairwise).")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with usage errors on exit code 64 (BAD_INPUT): 2 means "a host failed" in rdmaforge."""
 
@@ -55,7 +60,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _build(only: str | None) -> tuple[argparse.ArgumentParser, set[str]]:
-    parser = _Parser(prog="rdmaforge", description=__doc__.split("\n", 1)[0])
+    parser = _Parser(prog="rdmaforge", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"rdmaforge {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
@@ -76,6 +81,15 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
         if first in names:
             return parser
     return build_parser()
+
+
+def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of sub-command ``name``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            chosen: argparse.ArgumentParser = action.choices[name]
+            return chosen
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,7 +113,10 @@ def _main(argv: list[str]) -> int:
     prog = _prog(argv)
     try:
         try:
-            args = parser_for(argv).parse_args(argv)
+            parser = parser_for(argv)
+            args, extra = parser.parse_known_args(argv)
+            if extra:  # named by the sub-command, with its usage (the top parser's would show `rdmaforge COMMAND`)
+                subcommand(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
         except SystemExit as exc:
             if exc.code not in (0, None):
                 raise  # a usage error: argparse printed it

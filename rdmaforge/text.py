@@ -38,3 +38,8 @@ def named_first(names: Sequence[str], most: int) -> str:
     of hosts, rows or values a line of text names without growing with the cluster."""
     more = f" and {len(names) - most} more" if len(names) > most else ""
     return ", ".join(names[:most]) + more
+
+
+def help_text(docstring: str | None) -> str:
+    """A module docstring as a command's --help description: without reST's double backquotes."""
+    return (docstring or "").replace("``", "")

@@ -48,6 +48,7 @@ def register(subparsers: Any) -> None:
         "one was skipped or had no threshold. Thresholds are the benchmark role's variables, e.g. "
         "-e benchmark_min_efficiency=0.9, -e benchmark_e2e_min_linearity=0.8, -e benchmark_baseline=FILE. "
         "`rdmaforge report RUN_DIR` re-renders a stored run.",
+        codes=(ExitCode.BELOW_THRESHOLD, ExitCode.INCOMPLETE),
     )
     command.add_target_arguments(parser)
     parser.add_argument("--require", metavar="COMPONENTS",

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rdmaforge.runner.exit_codes import ExitCode, epilog
+from rdmaforge.text import help_text
 
 NAME = "completion"
 SHELLS = ("bash", "zsh")
@@ -27,7 +28,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         NAME,
         help="print a bash or zsh completion script (generated from this CLI's own options)",
-        description=__doc__,
+        description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=epilog(),
     )

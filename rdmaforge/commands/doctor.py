@@ -39,6 +39,7 @@ def register(subparsers: Any) -> None:
         "(listed in doctor_accept with a reason) or not checked. A value that differs from what most nodes have "
         "is flagged too. Exit 0 healthy, 6 a problem, 2 a doctor task failed, 3 a node unreachable, 5 a node "
         "without a result (or no node at all): not judged.",
+        codes=(ExitCode.INCOMPLETE, ExitCode.UNHEALTHY),
     )
     command.add_target_arguments(parser, tags=False, check=False)
     limit = doctor.DEFAULT_MAX_CLOCK_OFFSET

@@ -8,8 +8,8 @@ is judged from its own evidence (one log's NET/IB proves nothing of a log withou
 verdict is the worst of them, each message naming its file.
 
 Input: each FILE is a text log (any nccl-tests version, NCCL INFO lines and MPI tags mixed in) or a ``-J``
-JSON document, detected from the content; gzip-compressed either way; UTF-8 (with or without a BOM) or
-UTF-16/UTF-32 with a BOM; ``-`` reads stdin. Files are read incrementally and runs are printed as they end,
+JSON document, detected from the content; gzip-, bzip2- or xz-compressed either way; UTF-8 (with or without a
+BOM) or UTF-16/UTF-32 with a BOM; ``-`` reads stdin. Files are read incrementally and runs are printed as they end,
 so memory does not grow with the input.
 
 Exit code (the table of rdmaforge.runner.exit_codes): 0 every run is ok (and the transport verdict, when
@@ -40,7 +40,7 @@ from rdmaforge.nccl_tests.rowstore import RowStore
 from rdmaforge.nccl_tests.transport import OneNodeRuns, RunsWithoutInfoLines, merge_transports, verdict_of_logs
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.terminal import unwrapped
-from rdmaforge.text import fixed
+from rdmaforge.text import fixed, help_text
 
 if TYPE_CHECKING:
     from rdmaforge.nccl_tests import TransportVerdict
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "nccl-report",
         help="summarise nccl-tests outputs (text or -J JSON) and check the NCCL transport",
-        description=__doc__,
+        description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=epilog(ExitCode.BELOW_THRESHOLD, ExitCode.INCOMPLETE),
     )

@@ -38,6 +38,7 @@ def register(subparsers: Any) -> None:
         "results.json, table.txt, heatmap-<nic>.png and hostfile.healthy (the nodes that are not suspects) into "
         "the run directory's pairwise/. Thresholds are the pairwise role's variables, e.g. "
         "-e pairwise_slow_ratio=0.5 -e pairwise_line_rate_gbps=100.",
+        codes=(ExitCode.INCOMPLETE, ExitCode.SUSPECTS),
     )
     command.add_target_arguments(parser, tags=False, check=False)
     parser.add_argument(

@@ -25,6 +25,7 @@ def register(subparsers: Any) -> None:
         help="converge the cluster (playbooks/site.yml) with live progress, artifacts and CI exit codes",
         description="Runs playbooks/site.yml through ansible-runner: a progress line per task, a table per host "
         "at the end, and a run directory with the events, Ansible's output, recap.json and junit.xml.",
+        codes=(ExitCode.DRIFT, ExitCode.BUSY),
     )
     command.add_target_arguments(parser)
     command.add_mitogen_argument(parser)

@@ -7,6 +7,7 @@ from typing import Any
 
 from rdmaforge.errors import UserError, non_empty
 from rdmaforge.runner import command
+from rdmaforge.runner.exit_codes import ExitCode
 
 NAME = "remove-node"
 
@@ -21,6 +22,7 @@ def register(subparsers: Any) -> None:
         "the cluster's trust, hosts block and hostfile. The nodes must still be in the inventory: delete them from "
         "it afterwards, and the next provision changes nothing (unless the first node in sorted order was removed: "
         "the default cluster key is named after it, and the next provision installs a new one).",
+        codes=(ExitCode.BUSY,),
     )
     parser.add_argument("nodes", nargs="+", metavar="NODE", type=node_name,
                         help="a host of group 'cluster' to take out")  # fmt: skip

@@ -46,6 +46,7 @@ from rdmaforge.runner import inventory_list
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.runner.inventory_list import InventoryError
 from rdmaforge.stored import SAFE_NAME
+from rdmaforge.text import help_text
 from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.nodes import HOST_VARIABLES, HostInput
 from rdmaforge.workloads.options import ARGUMENT_SPECS_FILE, PREFIX, ROLE_ONLY, nccl_env_profiles, role_defaults
@@ -59,9 +60,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "render",
         help="write docker/systemd, ACS, MPIJob and PyTorchJob files for the inventory's cluster",
-        description=__doc__,
+        description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(ExitCode.INCOMPLETE),
+        epilog=epilog(ExitCode.INCOMPLETE, note="render exits 1 too when a manifest failed validation (--validate)"),
     )
     parser.add_argument("-i", "--inventory", required=True, help="inventory (file or directory), as for Ansible",
                         type=non_empty("an empty inventory path (Ansible would read the current directory)",

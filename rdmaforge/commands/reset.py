@@ -24,6 +24,7 @@ def register(subparsers: Any) -> None:
         "repository and key, and the packages rdmaforge added (those a node lacked before); other content stays. "
         "Use --limit for some nodes; to take nodes out of a cluster that keeps running, use remove-node. "
         "A provision afterwards converges the nodes again.",
+        codes=(ExitCode.BUSY,),
     )
     parser.add_argument(
         "--yes", action="store_true",

@@ -8,6 +8,7 @@ from typing import Any
 
 from rdmaforge.commands.upgrade_nccl import add_allow_partial_argument, add_serial_argument, rollout_variables
 from rdmaforge.runner import command
+from rdmaforge.runner.exit_codes import ExitCode
 
 NAME = "rollback-nccl"
 
@@ -22,6 +23,7 @@ def register(subparsers: Any) -> None:
         "build (nccl_build_version, ...): until then the next provision installs the newer build again. A --limit "
         "that leaves part of the cluster out is refused unless the nodes left out already run the build these go back "
         "to, or --allow-partial.",
+        codes=(ExitCode.BUSY,),
     )
     add_serial_argument(parser)
     add_allow_partial_argument(parser, "roll back")

@@ -8,6 +8,7 @@ from typing import Any
 
 from rdmaforge import batch_size
 from rdmaforge.runner import command
+from rdmaforge.runner.exit_codes import ExitCode
 
 NAME = "upgrade-nccl"
 
@@ -63,6 +64,7 @@ def register(subparsers: Any) -> None:
         "rollout; rollback-nccl switches nodes back to the build they replaced. A --limit that leaves part of the "
         "cluster out is refused before the build unless the nodes left out already run the new build, or "
         "--allow-partial.",
+        codes=(ExitCode.BUSY,),
     )
     add_serial_argument(parser)
     add_allow_partial_argument(parser, "upgrade")

@@ -51,6 +51,7 @@ def register(subparsers: Any) -> None:
         description="Checks what a converged node must hold: repositories and keys, packages, /etc/nccl.conf, the "
         "NCCL net plugin and its symbols, mpirun on the non-interactive PATH (tests/infra). Read-only: usable on "
         "production clusters. Exit 0 all passed, 2 a test failed on a node, 3 a node unreachable.",
+        codes=(ExitCode.INCOMPLETE,),
     )
     parser.add_argument("-i", "--inventory", type=inventory_path, required=True,
                         help="the cluster's inventory (hosts.yml)")  # fmt: skip

@@ -32,13 +32,17 @@ from rdmaforge.errors import CannotRun, UserError, host_pattern, inventory_path,
 from rdmaforge.paths import playbook as playbook_path
 from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets
 from rdmaforge.runner.events import HostProblem
-from rdmaforge.runner.exit_codes import EPILOG, ExitCode, describe, for_hosts
+from rdmaforge.runner.exit_codes import HOST_CODES, ExitCode, describe, epilog, for_hosts
 from rdmaforge.runner.progress import AnsibleEcho, Progress, Ticker, escapes_allowed
 from rdmaforge.runner.recap import failed_hosts, first_line, render, unreachable_hosts
 
 
-def add_parser(subparsers: Any, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=description, epilog=EPILOG)
+def add_parser(subparsers: Any, name: str, help: str, description: str,
+               codes: Sequence[ExitCode] = ()) -> argparse.ArgumentParser:  # fmt: skip
+    """A command that runs against hosts; its --help lists the exit codes it can return: the common ones, a host
+    failed or unreachable, and its own ``codes``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=description,
+                                                            epilog=epilog(*HOST_CODES, *codes))  # fmt: skip
     return parser
 
 

@@ -36,7 +36,8 @@ class ExitCode(IntEnum):
 
 MEANING = {
     ExitCode.OK: "success",
-    ExitCode.ERROR: "rdmaforge or Ansible could not run (an inventory Ansible cannot parse, no host matched)",
+    ExitCode.ERROR: "could not run (an inventory Ansible cannot parse, no host matched, a missing optional part), or "
+                    "its output was cut short (a closed pipe, a full disk)",
     ExitCode.HOST_FAILED: "a host failed",
     ExitCode.UNREACHABLE: "a host was unreachable",
     ExitCode.BELOW_THRESHOLD: "benchmark verdict fail (below a threshold, a failed run, a regression)",
@@ -50,8 +51,11 @@ MEANING = {
     ExitCode.INTERRUPTED: "interrupted",
 }
 
-#: The epilog of every command that runs against hosts.
+#: The epilog listing every code (README's table); each command's --help lists its own (epilog).
 EPILOG = "exit codes: " + "; ".join(f"{int(code)} {MEANING[code]}" for code in ExitCode if code != ExitCode.INTERRUPTED)
+
+#: What every command that runs against hosts may exit with besides COMMON.
+HOST_CODES = (ExitCode.HOST_FAILED, ExitCode.UNREACHABLE)
 
 
 #: What every command may exit with besides its own codes (rdmaforge.cli): output cut by a closed pipe or a full disk
@@ -60,7 +64,8 @@ COMMON = (ExitCode.OK, ExitCode.ERROR, ExitCode.BAD_INPUT, ExitCode.INTERNAL, Ex
 
 
 def epilog(*codes: ExitCode, note: str = "") -> str:
-    """The exit codes of a command that does not run against hosts: COMMON and its own ``codes``, from MEANING.
+    """The exit codes of a command: COMMON and its own ``codes`` (HOST_CODES for a command that runs against hosts),
+    from MEANING: a code it can never return is not listed.
 
     Wrapped at 100 columns, so that it reads well under RawDescriptionHelpFormatter too (the default formatter
     re-wraps it anyway).

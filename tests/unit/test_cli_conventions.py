@@ -539,3 +539,41 @@ def test_every_commands_limit_refuses_an_empty_pattern(capsys: pytest.CaptureFix
     assert {"provision", "reset", "verify", "remove-node", "upgrade-nccl"} <= set(found), found
     assert main(["reset", "-i", "hosts.yml", "--yes", "--limit", ""]) == 64
     assert "an empty pattern" in capsys.readouterr().err
+
+
+# --- review round 17c: each --help lists what its command can return, in plain text -----------------------------
+
+#: Codes a command can return besides 0, 1, 64, 70 and 130, read from its run() (README's exit code table).
+OWN_CODES = {
+    "provision": {2, 3, 8, 75}, "verify": {2, 3, 5}, "doctor": {2, 3, 5, 6}, "bench": {2, 3, 4, 5},
+    "pairwise": {2, 3, 5, 7}, "remove-node": {2, 3, 75}, "upgrade-nccl": {2, 3, 75}, "rollback-nccl": {2, 3, 75},
+    "reset": {2, 3, 75}, "report": {4, 5}, "baseline": set(), "summary": set(), "completion": set(),
+    "nccl-report": {4, 5}, "render": {5},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(OWN_CODES))
+def test_each_help_lists_the_exit_codes_its_command_can_return(name: str) -> None:
+    """Every command printed the whole table: baseline listed 2 to 8 and 75, though it returns 0 or 64; doctor and
+    verify listed 8 and 75 without --fail-on-drift or --no-wait."""
+    text = " ".join(subcommands()[name].format_help().split())
+    listed = {int(code) for code in re.findall(r"(?:exit codes: |; )(\d+) ", text)}
+    assert listed == {0, 1, 64, 70, 130} | OWN_CODES[name], (name, listed)
+
+
+def test_help_is_plain_text_and_names_no_module() -> None:
+    """The top --help began with the module docstring's first line ("each sub-command lives in its own module of
+    rdmaforge.commands"), and three commands printed reST's double backquotes."""
+    assert "rdmaforge.commands" not in cli.build_parser().format_help()
+    for name, parser in subcommands().items():
+        assert "``" not in parser.format_help(), name
+
+
+def test_an_unknown_option_after_a_command_is_named_with_that_commands_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It printed the top usage (`rdmaforge [-h] [--version] COMMAND ...`), as if the command were unknown."""
+    assert main(["summary", "s.json", "--bogus"]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("usage: rdmaforge summary"), err
+    assert "rdmaforge summary: error: unrecognized arguments: --bogus" in err
