@@ -126,7 +126,8 @@ def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
             problems.append(
                 f"{host}: {source}={gpus} GPUs per pod is not supported with RDMA by ACS GPU model {model.name} "
                 f"(RDMA NIC type {model.nic_type}, compute class {settings.acs_compute_class}); "
-                f"allowed: {' or '.join(map(str, allowed_counts))} GPUs per pod"
+                f"allowed: {' or '.join(map(str, allowed_counts))} GPUs per pod, or no acs manifest (leave acs out "
+                "of workload_manifests_kinds, or name the kinds with --kind)"
             )
     if len({c for c, _ in counts.values()}) > 1:
         listing = ", ".join(f"{h}: {c}" for h, (c, _) in counts.items())

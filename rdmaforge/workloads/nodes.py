@@ -19,7 +19,7 @@ from rdmaforge.inventory_checks import fabric_problems, gpu_count_problems, mixe
 from rdmaforge.node_facts import known_gpu_count
 from rdmaforge.parsers import nccl_env
 from rdmaforge.paths import ROLES_DIR
-from rdmaforge.plain_data import show
+from rdmaforge.plain_data import show, spec_bool
 from rdmaforge.stored import MAX_GPUS
 from rdmaforge.workloads.options import (
     PREFIX,
@@ -41,6 +41,7 @@ HOST_VARIABLES: tuple[str, ...] = (
     "nccl_env_accelerator",
     "nccl_env_accelerators",
     "nccl_env_ib_hca_from_topology",
+    "nccl_env_strict_names",
     "nccl_plugin_provider",
     "rdmaforge_node",
     "rdmaforge_gpus_per_node",
@@ -405,7 +406,8 @@ def build_cluster(
                 f"{host.name}: nccl_env_profile={show(profile)} is not a profile of nccl_env_profiles; "
                 f"allowed: {allowed}"
             )
-        overrides = variables.get("nccl_env_overrides") or {}
+        overrides = variables.get("nccl_env_overrides")
+        overrides = {} if overrides is None else overrides  # '' or 0 is no mapping: role nccl_env's spec refuses it
         if not isinstance(overrides, Mapping):
             cluster.problems.append(
                 f"{host.name}: nccl_env_overrides={show(overrides)} is not valid; allowed: a mapping"
@@ -413,9 +415,12 @@ def build_cluster(
             overrides = {}
         cluster.problems += _text_problems(host.name, "nccl_env_overrides", overrides)
         accelerator = _accelerator(host.name, variables, default_accelerators, cluster.problems)
-        rails, missing = nccl_env.topology_settings(
-            role_defaults.value_of(variables, "nccl_env_ib_hca_from_topology"), variables.get("rdmaforge_topology")
-        )
+        from_topology = role_defaults.value_of(variables, "nccl_env_ib_hca_from_topology")
+        if spec_bool(from_topology) is None:  # 'maybe' read as false without a word; the role's bool refuses it
+            cluster.problems.append(f"{host.name}: nccl_env_ib_hca_from_topology={show(from_topology)} is not valid; "
+                                    "allowed: true or false (role nccl_env's argument_specs: bool)")  # fmt: skip
+            from_topology = False
+        rails, missing = nccl_env.topology_settings(from_topology, variables.get("rdmaforge_topology"))
         if missing and "NCCL_IB_HCA" not in overrides:
             # `rdmaforge render` reads no facts: the hosts' nccl.conf has the rail map's value, the files cannot.
             cluster.warnings.append(f"{host.name}: {missing}; the rendered NCCL_IB_HCA is the profile's")
@@ -462,7 +467,11 @@ def build_cluster(
                 f"(nccl_plugin_provider)" for f in nccl_env.rdma_fallbacks(checked, plugin)
             ]
         unknown = nccl_env.unknown_names(env)
-        if unknown:
+        if unknown and spec_bool(role_defaults.value_of(variables, "nccl_env_strict_names")):
+            # as role nccl_env (and preflight) refuse them with nccl_env_strict_names: true
+            cluster.problems.append(f"{host.name}: {', '.join(unknown)} unknown to NCCL (typo?); allowed with "
+                                    "nccl_env_strict_names: true: NCCL's own names (rdmaforge/data/nccl_env_names.txt)")
+        elif unknown:
             cluster.warnings.append(
                 f"{host.name}: {', '.join(unknown)} unknown to NCCL (typo?); NCCL ignores them "
                 f"(see rdmaforge/data/nccl_env_names.txt)"

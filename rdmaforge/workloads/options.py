@@ -320,6 +320,28 @@ class Reader:
             return None
         return str(value)
 
+    def memory(self, name: str, optional: bool = False) -> str | None:
+        """A memory quantity of at least MIN_MEMORY_BYTES: a bare 100 is 100 bytes (seed 004 writes 100Gi), a limit
+        no container starts under."""
+        value = self.quantity(name, optional)
+        number = quantity_value(value) if value is not None else None
+        if number is not None and number < MIN_MEMORY_BYTES:  # a problem: nothing is written, the value stays
+            self.bad(name, f"is {number} bytes (a number without a unit is bytes)",
+                     "a memory quantity of 64Mi or more, such as 100Gi" + (", or null" if optional else ""))
+        return value
+
+    def cpu(self, name: str) -> str | None:
+        """A CPU quantity above 0 (seed 002's 128): 0 CPUs is a pod that cannot run."""
+        value = self.quantity(name)
+        number = quantity_value(value) if value is not None else None
+        if number is not None and number <= 0:
+            self.bad(name, "is no CPU at all", "a positive CPU quantity such as 128 or 500m")
+        return value
+
+
+#: The least memory a pod's limit may give (Kubernetes starts no container with a few bytes; docker's least is 6m).
+MIN_MEMORY_BYTES = 64 * 2**20
+
 
 def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> Settings:
     r = Reader(host, values, problems)
@@ -404,8 +426,8 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         acs_compute_class=r.choice(f"{PREFIX}acs_compute_class", ACS_COMPUTE_CLASSES),
         acs_compute_qos=r.choice(f"{PREFIX}acs_compute_qos", ACS_COMPUTE_QOS),
         acs_replicas=r.optional_integer(f"{PREFIX}acs_replicas", 1, INT32_MAX),
-        acs_cpu=r.quantity(f"{PREFIX}acs_cpu") or "0",
-        acs_memory=r.quantity(f"{PREFIX}acs_memory") or "0",
+        acs_cpu=r.cpu(f"{PREFIX}acs_cpu") or "0",
+        acs_memory=r.memory(f"{PREFIX}acs_memory") or "0",
         k8s_privileged=r.boolean(f"{PREFIX}k8s_privileged"),
         k8s_host_network=r.boolean(f"{PREFIX}k8s_host_network"),
         k8s_extra_resources=resources,
@@ -416,7 +438,7 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
         mpijob_tcp_if_include=_interfaces(r, f"{PREFIX}mpijob_tcp_if_include"),
         mpijob_worker_command=r.optional_strings(f"{PREFIX}mpijob_worker_command", allow_empty=False),
         mpijob_hugepages_1gi=hugepages,
-        mpijob_memory=r.quantity(f"{PREFIX}mpijob_memory", optional=True),
+        mpijob_memory=r.memory(f"{PREFIX}mpijob_memory", optional=True),
         mpijob_host_paths=tuple(host_paths),
         pytorchjob_script=r.strings(f"{PREFIX}pytorchjob_script", allow_empty=False),
         pytorchjob_rdzv_port=r.integer(f"{PREFIX}pytorchjob_rdzv_port", 1, 65535) or 29500,

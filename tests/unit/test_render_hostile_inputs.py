@@ -505,3 +505,23 @@ def test_a_list_in_the_profile_that_an_override_replaces_is_no_problem() -> None
                  "nccl_env_overrides": {"NCCL_ALGO": "Ring,Tree"}}  # fmt: skip
     plan = cli_plan_unchecked(inventory_of("erdma", **variables), ["docker"])
     assert not [p for p in plan.problems if "NCCL_ALGO" in p], plan.problems
+
+
+@pytest.mark.parametrize(
+    ("variables", "says"),
+    [
+        ({f"{PREFIX}mpijob_memory": 100}, f"{PREFIX}mpijob_memory=100 is 100 bytes (a number without a unit is bytes)"),
+        ({f"{PREFIX}acs_memory": "512"}, f"{PREFIX}acs_memory='512' is 512 bytes"),
+        ({f"{PREFIX}acs_cpu": 0}, f"{PREFIX}acs_cpu=0 is no CPU at all"),
+        ({"nccl_env_overrides": ""}, "nccl_env_overrides='' is not valid; allowed: a mapping"),
+        ({"nccl_env_ib_hca_from_topology": "maybe"}, "nccl_env_ib_hca_from_topology='maybe' is not valid"),
+        ({"nccl_env_strict_names": True, "nccl_env_overrides": {"NCCL_IB_HCAS": "mlx5_0"}},
+         "NCCL_IB_HCAS unknown to NCCL (typo?)"),
+    ],
+)  # fmt: skip
+def test_values_role_nccl_env_or_kubernetes_refuse_are_problems(variables: dict[str, Any], says: str) -> None:
+    """Review round 17b: accepted silently (exit 0, --validate said valid): a memory limit of 100 bytes beside 50Gi of
+    huge pages, 0 CPUs, overrides of '' read as none, 'maybe' read as false, and a misspelled NCCL name only warned
+    of with nccl_env_strict_names: true, where role nccl_env and preflight stop."""
+    plan = cli_plan_unchecked(inventory_of("erdma", **variables), ["acs", "mpijob"])
+    assert any(says in p for p in plan.problems), plan.problems
