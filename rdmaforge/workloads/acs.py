@@ -39,6 +39,8 @@ GPU_MODELS: dict[str, GpuModel] = {
     "P16EN": GpuModel("P16EN", 2, "acs_type2", {"gpu": (16,), "gpu-hpn": (1, 2, 4, 8, 16)}),
 }
 
+#: The pods' socket interface on ACS (seed 002: NCCL_SOCKET_IFNAME=eth0; hpn0 is the RDMA NIC).
+ACS_SOCKET_INTERFACE = "eth0"
 #: What ACS requires of the NCCL settings per RDMA NIC type (seed 002: "P16EN must set NCCL_IB_DISABLE=1
 #: and an empty NCCL_IB_HCA").
 REQUIRED_ENV: dict[int, dict[str, str]] = {2: {"NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": ""}}
@@ -154,6 +156,16 @@ def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
                 f"{host}: the NCCL settings for ACS differ from {first}'s ({show(node_env)} vs {show(env)}); "
                 f"allowed: the same nccl_env_overrides and {PREFIX}env on every node (one pod template)"
             )
+    # Seed 002 sets NCCL_SOCKET_IFNAME=eth0 for both NIC types: an ACS pod has eth0 and hpn0, not the hosts' bond0.
+    ifname = str(env.get("NCCL_SOCKET_IFNAME") or "")
+    # (a control character in it is refused on its own, naming the variable that set it)
+    if ifname.isprintable() and not (ifname and k8s.selects_interface(ifname, ACS_SOCKET_INTERFACE)):
+        problems.append(
+            f"{first}: NCCL_SOCKET_IFNAME={show(env.get('NCCL_SOCKET_IFNAME'))} (from the hosts' nccl_env_overrides or "
+            f"{PREFIX}env) goes into the ACS pods, whose socket interface is {ACS_SOCKET_INTERFACE} (seed 002); "
+            f"allowed: a value that selects {ACS_SOCKET_INTERFACE}, such as {ACS_SOCKET_INTERFACE} (set it in "
+            f"{PREFIX}env for the pods)"
+        )
     for key, value in REQUIRED_ENV.get(model.nic_type, {}).items():
         if env.get(key) != value:
             problems.append(

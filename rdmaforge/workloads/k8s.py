@@ -128,3 +128,16 @@ def to_yaml(document: Any) -> str:
         document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=10000, allow_unicode=True
     )
     return "---\n" + text
+
+
+def selects_interface(value: str, interface: str) -> bool:
+    """Whether NCCL_SOCKET_IFNAME=``value`` lets NCCL use ``interface``: NCCL reads it as name prefixes, '=' for
+    exact names; '^' excludes names, which leaves ``interface`` to match unless it is excluded."""
+    value = value.strip()
+    if value.startswith("^"):
+        exact = value.startswith("^=")
+        names = [name.strip() for name in value.lstrip("^=").split(",") if name.strip()]
+        return not any(interface == name if exact else interface.startswith(name) for name in names)
+    exact = value.startswith("=")
+    names = [name.strip() for name in value.lstrip("=").split(",") if name.strip()]
+    return any(interface == name if exact else interface.startswith(name) for name in names)

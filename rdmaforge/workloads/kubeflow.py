@@ -143,11 +143,7 @@ def pod_network_ifname_warnings(cluster: Cluster, kinds: Sequence[str]) -> list[
     if not kinds or cluster.settings.k8s_host_network or not cluster.nodes:
         return []
     value = str(cluster.nodes[0].env.get("NCCL_SOCKET_IFNAME") or "").strip()
-    if not value or value.startswith("^"):
-        return []
-    exact = value.startswith("=")
-    names = [name.strip() for name in value.lstrip("=").split(",") if name.strip()]
-    if any(POD_INTERFACE == name if exact else POD_INTERFACE.startswith(name) for name in names):
+    if not value or k8s.selects_interface(value, POD_INTERFACE):
         return []
     return [
         f"{cluster.first}: NCCL_SOCKET_IFNAME={value} (the hosts' setting) goes into the {' and '.join(kinds)} pods, "

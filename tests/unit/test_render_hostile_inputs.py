@@ -525,3 +525,13 @@ def test_values_role_nccl_env_or_kubernetes_refuse_are_problems(variables: dict[
     of with nccl_env_strict_names: true, where role nccl_env and preflight stop."""
     plan = cli_plan_unchecked(inventory_of("erdma", **variables), ["acs", "mpijob"])
     assert any(says in p for p in plan.problems), plan.problems
+
+
+@pytest.mark.parametrize(("value", "refused"), [("bond0", True), (None, True), ("=eth1", True), ("eth", False),
+                                                ("=eth0", False), ("^hpn", False), ("^=eth0", True)])  # fmt: skip
+def test_acs_pods_get_a_socket_interface_that_selects_eth0(value: object, refused: bool) -> None:
+    """Seed 002 sets NCCL_SOCKET_IFNAME=eth0 on ACS (its pods have eth0 and hpn0): the hosts' bond0, or the setting
+    removed, went into the ACS pods without a word, where the MPIJob pods got a warning for the same value."""
+    plan = cli_plan_unchecked(inventory_of("acs_type1", nccl_env_overrides={"NCCL_SOCKET_IFNAME": value}), ["acs"])
+    found = [p for p in plan.problems if "goes into the ACS pods, whose socket interface is eth0 (seed 002)" in p]
+    assert bool(found) == refused, plan.problems
