@@ -52,9 +52,10 @@ DIRECTORIES = (
     ("playbooks", "playbooks"),
 )
 FILES = (
-    ("galaxy.yml", "collection/galaxy.yml"),
+    ("galaxy.yml", "collection/galaxy.yml.in"),
     ("README.md", "collection/README.md"),
     ("CHANGELOG.md", "collection/CHANGELOG.md"),
+    ("LICENSE", "LICENSE"),
 )
 #: Where ``link`` mode puts the collections root (the directory holding ansible_collections/).
 DEV_ROOT = Path("build") / "collections"
@@ -185,7 +186,7 @@ def build(output: Path, source: Path | None = None, ansible_galaxy: str | None =
     )
     if proc.returncode != 0:
         raise RuntimeError(f"ansible-galaxy collection build failed:\n{proc.stdout}{proc.stderr}")
-    version = _galaxy_version(source / "collection" / "galaxy.yml")
+    version = _galaxy_version(source / "collection" / "galaxy.yml.in")
     return output.resolve() / f"{NAMESPACE}-{NAME}-{version}.tar.gz"
 
 

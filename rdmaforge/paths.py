@@ -28,7 +28,7 @@ def _checkout() -> Path | None:
     if os.environ.get("RDMAFORGE_ROOT"):
         return Path(os.environ["RDMAFORGE_ROOT"])
     root = PACKAGE_DIR.parent
-    if (root / "collection" / "galaxy.yml").is_file() and (root / "playbooks").is_dir():
+    if (root / "collection" / "galaxy.yml.in").is_file() and (root / "playbooks").is_dir():
         return root
     return None
 

@@ -37,7 +37,7 @@ def test_main_outside_a_checkout_says_so_in_one_line(
     assert out == ""
     (line,) = err.splitlines()
     assert line.startswith(f"python -m rdmaforge.collection: needs an rdmaforge checkout (missing in {site}: "
-                           "collection/galaxy.yml, "), line  # fmt: skip
+                           "collection/galaxy.yml.in, "), line  # fmt: skip
     assert "library" in line and "roles" in line and "playbooks" in line, line
     assert line.endswith(f"; the installed collection is at {collection.collection_dir(site)}"), line
     assert not (tmp_path / "out").exists() and not (site / "build").exists()

@@ -14,7 +14,7 @@ import pytest
 from rdmaforge import collection
 from rdmaforge.paths import PROJECT_ROOT
 
-TOP_LEVEL = ("collection", "library", "filter_plugins", "callback_plugins", "roles", "playbooks", "rdmaforge")
+TOP_LEVEL = ("collection", "library", "filter_plugins", "callback_plugins", "roles", "playbooks", "rdmaforge", "LICENSE")
 
 
 def fresh_checkout(tmp_path: Path) -> Path:

@@ -14,5 +14,5 @@ from rdmaforge.paths import PROJECT_ROOT
 
 def test_the_package_the_module_and_the_collection_have_one_version() -> None:
     pyproject = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["version"]
-    galaxy = yaml.safe_load((PROJECT_ROOT / "collection" / "galaxy.yml").read_text())["version"]
+    galaxy = yaml.safe_load((PROJECT_ROOT / "collection" / "galaxy.yml.in").read_text())["version"]
     assert pyproject == rdmaforge.__version__ == str(galaxy), (pyproject, rdmaforge.__version__, galaxy)
