@@ -98,7 +98,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     for n in status.nodes:
         print(f"{n.name:8} {n.address:14} {'yes' if n.running else 'no':8} {'yes' if n.ssh else 'no':5} {n.boots}")
     print(f"mirror: {status.mirror or 'not serving'}")
-    print(f"inventory: {lab.inventory_path}")
+    recorded = lab.recorded_inventory
+    print(f"inventory: {recorded or lab.inventory_path}"
+          + ("" if recorded is None or recorded.exists() else " (missing: bring the lab up again to rewrite it)"))
     return 0 if status.running else 1
 
 

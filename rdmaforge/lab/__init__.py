@@ -53,6 +53,15 @@ class Lab:
         return self.paths.inventory_dir / "hosts.yml"
 
     @property
+    def recorded_inventory(self) -> Path | None:
+        """The inventory of the running lab, as the run that brought it up wrote it (None before it recorded one)."""
+        try:
+            given = json.loads(self.paths.state_file.read_text()).get("inventory")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return Path(given) if isinstance(given, str) and given else None
+
+    @property
     def ssh_key(self) -> Path:
         return self.paths.ssh_key
 
@@ -109,7 +118,11 @@ class Lab:
                     node.forget_package_indexes(root)
             network.forget_neighbours(specs, nics)  # a node created again has new MACs
             self._write_known_hosts(specs)
-            self.paths.state_file.write_text(json.dumps({"nodes": nodes, "nics": nics}))
+            # The inventory's path too: the lab is one per machine, and another checkout's `lab status` (or one
+            # run from another directory, for an installed rdmaforge) would name an inventory of its own that
+            # does not exist.
+            self.paths.state_file.write_text(json.dumps({"nodes": nodes, "nics": nics,
+                                                         "inventory": str(self.inventory_path.resolve())}))
             for spec in specs:
                 node.start(spec, self.paths.node_dir(spec.name))
             deadline = time.monotonic() + BOOT_TIMEOUT

@@ -4,6 +4,7 @@ mirror's nccl-tests source (../shared/sources, checked against its SHA256SUMS)."
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,19 @@ def test_without_the_source_the_lab_inventory_says_why_nccl_tests_is_off(tmp_pat
     assert found["nccl_tests_enabled"] is False
     assert not any(key.startswith("nccl_tests_tarball") or key == "nccl_tests_source" for key in found)
     assert "its source is not in the lab mirror (/x/shared/sources is absent;" in comment, comment
+
+
+def test_the_lab_records_the_inventory_it_wrote_for_status_elsewhere(tmp_path: Path) -> None:
+    """The lab is one per machine: `lab status` from another directory (an installed rdmaforge) printed an inventory
+    under that directory, which did not exist. The run that brings the lab up records its inventory's path."""
+    from rdmaforge.lab import Lab
+
+    paths = spec.LabPaths(state=tmp_path / "state", cache=tmp_path / "cache", inventory_dir=tmp_path / "elsewhere")
+    lab = Lab(paths)
+    assert lab.recorded_inventory is None  # no lab up
+    paths.state.mkdir()
+    paths.state_file.write_text(json.dumps({"nodes": 2, "nics": 2}))  # a lab brought up before the path was kept
+    assert lab.recorded_inventory is None
+    written = "/work/checkout/inventories/lab/hosts.yml"
+    paths.state_file.write_text(json.dumps({"nodes": 2, "nics": 2, "inventory": written}))
+    assert lab.recorded_inventory == Path(written)
