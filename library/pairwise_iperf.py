@@ -183,7 +183,8 @@ def serve(module: AnsibleModule, params: dict[str, Any]) -> list[str]:
         for port in job["ports"]:
             path = pidfile(params["pid_dir"], int(port))
             stop_one(path)
-            argv = server_argv(params["iperf3"], str(job["bind"]), int(port), path, params["idle_seconds"])
+            argv = server_argv(params["iperf3"], str(job["bind"]), str(job["nic"]), int(port), path,
+                               params["idle_seconds"])  # fmt: skip
             rc, out, err = module.run_command(argv)
             if rc != 0:
                 module.fail_json(msg=f"iperf3 server on {job['nic']} ({job['bind']}:{port}) did not start: "

@@ -83,16 +83,25 @@ MISSING_DETAIL = "not measured: a node of the pair failed or left the play"
 
 
 def with_missing(measurements: list[Measurement], plan: dict[str, Any]) -> list[Measurement]:
-    """Every direction the plan scheduled, on every rail: one never measured in any round is ``missing`` (not ok)."""
-    seen = {(m.a, m.b, m.nic) for m in measurements}
-    added: dict[tuple[str, str, str], Measurement] = {}
+    """Every direction the plan scheduled, on every rail: one never measured is ``missing`` (not ok). A direction
+    --rounds K schedules in more than one round must be measured in each of them: a round it is missing from is
+    ``missing`` there, not made good by another round's measurement (a direction counts by its worst round)."""
+    scheduled: dict[tuple[str, str, str], list[int]] = {}
     for index, pairs in enumerate(plan["rounds"]):
         for a, b in pairs:
             for nic in plan["rails"]:
                 for s, r in ((a, b), (b, a)):
-                    if (s, r, nic) not in seen and (s, r, nic) not in added:
-                        added[(s, r, nic)] = Measurement(s, r, nic, None, "missing", index, MISSING_DETAIL)
-    return measurements + list(added.values())
+                    scheduled.setdefault((s, r, nic), []).append(index)
+    seen = {(m.a, m.b, m.nic) for m in measurements}
+    seen_in = {(m.a, m.b, m.nic, m.round) for m in measurements}
+    added = []
+    for (s, r, nic), rounds in scheduled.items():
+        if (s, r, nic) not in seen:
+            added.append(Measurement(s, r, nic, None, "missing", rounds[0], MISSING_DETAIL))
+        elif len(rounds) > 1:
+            added += [Measurement(s, r, nic, None, "missing", index, MISSING_DETAIL)
+                      for index in dict.fromkeys(rounds) if (s, r, nic, index) not in seen_in]  # fmt: skip
+    return measurements + added
 
 
 def build(raw: dict[str, Any], out_dir: Path) -> dict[str, Any]:

@@ -84,6 +84,12 @@ def read_output(text: str, exit_code: int | None = None) -> SendrecvResult:
     if run.status == "incomplete" or timed_out:
         reason = run.status_reason or "killed at the timeout"
         return SendrecvResult(None, "hang", reason + also)
+    hosts = sorted(set(run.rank_hosts.values()))
+    if len(run.rank_hosts) >= 2 and len(hosts) == 1:
+        # Two inventory names for one machine (or a hostfile mpirun read its own way): NVLink or shared memory
+        # between two GPUs of one node was measured, not the rail between two nodes.
+        return SendrecvResult(None, "failed", f"both ranks ran on {hosts[0]}: not a measurement between two "
+                              f"nodes{also}")  # fmt: skip
     peak = max(row.out_of_place.busbw for row in run.rows)
     table = f"peak busbw {peak} GB/s over {len(run.rows)} sizes"
     if exited is not None:

@@ -44,9 +44,11 @@ def client_argv(
     return argv
 
 
-def server_argv(iperf3: str, bind: str, port: int, pidfile: str, idle_seconds: int) -> list[str]:
-    """A one-off daemon (one test, then it exits), which also exits after ``idle_seconds`` without a client."""
-    return [iperf3, "-s", "-1", "-D", "-B", bind, "-p", str(port), "-I", pidfile,
+def server_argv(iperf3: str, bind: str, nic: str, port: int, pidfile: str, idle_seconds: int) -> list[str]:
+    """A one-off daemon (one test, then it exits), which also exits after ``idle_seconds`` without a client. Bound to
+    the rail's device as well as its address (``addr%nic``, as the client): in the -R direction the server sends, and
+    bound to the address alone its data would leave by the routing table, over another NIC of the same subnet."""
+    return [iperf3, "-s", "-1", "-D", "-B", f"{bind}%{nic}", "-p", str(port), "-I", pidfile,
             "--idle-timeout", str(idle_seconds)]  # fmt: skip
 
 

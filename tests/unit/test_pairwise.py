@@ -715,13 +715,15 @@ def iperf3_binary() -> str:
 def test_iperf3_on_loopback_measures_and_reports_a_refused_peer(iperf3_binary, tmp_path):
     port = free_port()
     pidfile = tmp_path / "server.pid"
-    subprocess.run(iperf3.server_argv(iperf3_binary, "127.0.0.1", port, str(pidfile), 10), check=True, timeout=120)
+    subprocess.run(iperf3.server_argv(iperf3_binary, "127.0.0.1", "lo", port, str(pidfile), 10), check=True,
+                   timeout=120)  # fmt: skip
     # A hang guard, not a speed check: at SCHED_IDLE behind the lab the daemonised server can take seconds to listen.
     deadline = time.monotonic() + 120
     while not iperf3.listening(Path("/proc/net/tcp").read_text(), port):
         assert time.monotonic() < deadline, "the iperf3 server never listened"
         time.sleep(0.05)
-    argv = iperf3.client_argv(iperf3_binary, "127.0.0.1", "127.0.0.1", "lo", port, 2, 1, 2000, reverse=False)
+    # The -R direction: the server, bound to the address and the device, sends.
+    argv = iperf3.client_argv(iperf3_binary, "127.0.0.1", "127.0.0.1", "lo", port, 2, 1, 2000, reverse=True)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     result = iperf3.read_result(proc.stdout, proc.returncode, False)
     assert result["status"] == "ok" and result["gbps"] > 0.1, result
@@ -1155,3 +1157,30 @@ def test_a_node_that_failed_its_own_preflight_is_a_host_failure_not_bad_input() 
                           "pairwise: no rdmaforge_node fact (preflight) for node2; node2 unreachable or failed earlier")
     assert pairwise_exit(run_outcome({"node1": 1, "node2": 1}, [space, refused]), None) == ExitCode.HOST_FAILED
     assert pairwise_exit(run_outcome({"node1": 1}, [refused]), None) == ExitCode.BAD_INPUT
+
+
+def test_a_repeated_pair_missing_from_a_later_round_is_missing_there(tmp_path: Path) -> None:
+    """--rounds K can schedule a pair in two rounds: measured in round 0 and never in round 1, it read as ok and
+    healthy (the README says a direction counts by its worst round)."""
+    facts = {n: lab_fact(i, nics=1) for i, n in enumerate(("node1", "node2"), start=1)}
+    made = plan.make_plan(facts, "all").to_dict()
+    made["rounds"] = [[["node1", "node2"]], [["node1", "node2"]]]
+    measured = [Measurement(a, b, "eth1", 0.19, "ok", 0).to_dict() for a, b in (("node1", "node2"), ("node2", "node1"))]
+    data = build({"plan": made, "measurements": measured, "method": "iperf3"}, tmp_path)
+    assert sorted((p["round"], p["status"]) for p in data["pairs"]) == [(0, "ok"), (0, "ok"), (1, "missing"),
+                                                                       (1, "missing")]  # fmt: skip
+    # The pair counts by its worst round, missing: named (two nodes: cannot tell which), neither node healthy.
+    assert [(s["kind"], s["node"]) for s in data["suspects"]] == [("link", "node1<->node2")]
+    assert "missing" in data["suspects"][0]["evidence"] and data["healthy_nodes"] == []
+
+
+def test_a_sendrecv_run_whose_two_ranks_were_on_one_host_is_no_measurement(shared_dir: Path) -> None:
+    """Both `#  Rank` lines naming one host: NVLink or shared memory inside one machine was measured, not the rail
+    (two inventory names for one machine). It read as ok at the table's peak."""
+    text = (shared_dir / CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text()
+    assert sendrecv.read_output(text, 0).status == "ok"
+    hosts = re.findall(r"^#\s+Rank\s+\d+ .*?on\s+(\S+)", text, re.M)
+    assert len(set(hosts)) == 2, hosts
+    one_host = text.replace(hosts[-1], hosts[0])
+    result = sendrecv.read_output(one_host, 0)
+    assert result.status == "failed" and f"both ranks ran on {hosts[0]}" in result.detail, result
