@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"summary written {data['time']}")
     if not data["nodes"]:
         # A display, not a verdict (exit 0 means it was printed): say that there is nothing, not a blank line.
-        print(f"no node in {args.file}: the summary lists none (playbooks/summary.yml summarized no host)")
+        print(f"no node in {args.file}: the summary lists none ({playbook_to_run('summary.yml')} summarized no host)")
     else:
         print("\n".join(line for node in data["nodes"] for line in format_node(node)))
     if data.get("previous_summary_problem"):

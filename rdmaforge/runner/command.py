@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from rdmaforge import terminal
 from rdmaforge.errors import CannotRun, UserError, host_pattern, inventory_path, missing_path, output_path
 from rdmaforge.paths import playbook as playbook_path
+from rdmaforge.paths import playbook_to_run
 from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets
 from rdmaforge.runner.events import HostProblem
 from rdmaforge.runner.exit_codes import HOST_CODES, ExitCode, describe, epilog, for_hosts
@@ -41,9 +42,15 @@ def add_parser(subparsers: Any, name: str, help: str, description: str,
                codes: Sequence[ExitCode] = ()) -> argparse.ArgumentParser:  # fmt: skip
     """A command that runs against hosts; its --help lists the exit codes it can return: the common ones, a host
     failed or unreachable, and its own ``codes``."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=description,
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=as_run(help), description=as_run(description),
                                                             epilog=epilog(*HOST_CODES, *codes))  # fmt: skip
     return parser
+
+
+def as_run(text: str) -> str:
+    """``text`` with each playbooks/NAME.yml named as the user runs it: that path in a checkout, the collection's
+    rdmaforge.cluster.NAME where the wheel is installed (no playbooks/ directory there)."""
+    return re.sub(r"\bplaybooks/(\w+\.yml)\b", lambda found: playbook_to_run(found.group(1)), text)
 
 
 def positive_int(text: str) -> int:

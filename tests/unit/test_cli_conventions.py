@@ -577,3 +577,15 @@ def test_an_unknown_option_after_a_command_is_named_with_that_commands_usage(
     err = capsys.readouterr().err
     assert err.startswith("usage: rdmaforge summary"), err
     assert "rdmaforge summary: error: unrecognized arguments: --bogus" in err
+
+
+def test_help_names_the_playbooks_as_an_installed_user_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the wheel there is no playbooks/ directory: provision's help said it 'Runs playbooks/site.yml'."""
+    from rdmaforge import paths
+
+    monkeypatch.setattr(paths, "CHECKOUT", None)
+    for name, playbook in (("provision", "site"), ("bench", "bench"), ("pairwise", "pairwise"), ("doctor", "doctor")):
+        text = " ".join(subcommands()[name].format_help().split())
+        assert f"rdmaforge.cluster.{playbook}" in text and f"playbooks/{playbook}.yml" not in text, (name, text)
+    monkeypatch.undo()
+    assert "playbooks/site.yml" in " ".join(subcommands()["provision"].format_help().split())
