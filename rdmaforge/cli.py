@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import json
 import os
 import pkgutil
 import sys
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from rdmaforge import __version__, commands, terminal
 from rdmaforge.errors import CannotRun, UserError
-from rdmaforge.runner.exit_codes import ExitCode
+from rdmaforge.runner.exit_codes import ExitCode, describe
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -111,6 +112,7 @@ def _prog(argv: Sequence[str]) -> str:
 
 def _main(argv: list[str]) -> int:
     prog = _prog(argv)
+    args: argparse.Namespace | None = None
     try:
         try:
             parser = parser_for(argv)
@@ -137,10 +139,10 @@ def _main(argv: list[str]) -> int:
         return int(ExitCode.ERROR)  # the reader went away: the output was not all read
     except UserError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
-        return int(ExitCode.BAD_INPUT)
+        return json_error(args, ExitCode.BAD_INPUT, str(exc))
     except CannotRun as exc:  # raised once the command started (a command's own checks report it themselves)
         print(f"{prog}: {exc}", file=sys.stderr)
-        return int(ExitCode.ERROR)
+        return json_error(args, ExitCode.ERROR, str(exc))
     except OSError as exc:
         if exc.filename is None and exc.errno in _DISK_FULL:
             # No file named: a file rdmaforge writes names itself, so this is stdout (`> /dev/full`). Not a bug
@@ -151,9 +153,18 @@ def _main(argv: list[str]) -> int:
         if exc.filename is None:
             return _internal(prog, exc)
         print(f"{prog}: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
-        return int(ExitCode.BAD_INPUT)
+        return json_error(args, ExitCode.BAD_INPUT, f"{exc.filename}: {exc.strerror or exc}")
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a message and a saved traceback
         return _internal(prog, exc)
+
+
+def json_error(args: argparse.Namespace | None, code: ExitCode, message: str) -> int:
+    """``code``; with --json, also the one JSON document stdout promises (command, exit_code, meaning, error): a run
+    refused before it started printed nothing there, and `rdmaforge provision --json | jq` failed on empty input."""
+    if args is not None and getattr(args, "json", False):
+        document = {"command": args.command, "exit_code": int(code), "meaning": describe(code), "error": message}
+        print(json.dumps(document, indent=2), flush=True)
+    return int(code)
 
 
 #: Write errors of a full disk or quota, which name no file when they come from write() rather than open().

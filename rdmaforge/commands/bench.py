@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         variables = command.check_arguments(args)
         require = required_components(args.require)
     except CannotRun as exc:
-        return command.cannot_run(NAME, str(exc))
+        return command.cannot_run(NAME, str(exc), args)
     except ValueError as exc:
         return bad_input(str(exc))
     for variable, at_most in THRESHOLDS.items():  # 0 or less would pass anything; the role refuses it too

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
     except CannotRun as exc:
-        return command.cannot_run(NAME, str(exc))
+        return command.cannot_run(NAME, str(exc), args)
     # With --json the human output goes to stderr: stdout holds the JSON document (recap.json) only.
     session = command.start(args, NAME, json_recap=args.json)
     output = session.run_dir / NAME

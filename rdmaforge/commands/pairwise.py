@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         variables, nics = check(args)
     except CannotRun as exc:
-        return command.cannot_run(NAME, str(exc))
+        return command.cannot_run(NAME, str(exc), args)
     except PlanError as exc:
         print(f"rdmaforge {NAME}: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
     except CannotRun as exc:
-        return command.cannot_run(NAME, str(exc))
+        return command.cannot_run(NAME, str(exc), args)
     return command.under_inventory_lock(args, NAME, lambda: converge(args, variables))
 
 

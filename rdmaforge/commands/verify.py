@@ -163,9 +163,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         variables = command.check_arguments(args)
     except CannotRun as exc:
-        return command.cannot_run(NAME, str(exc))
+        return command.cannot_run(NAME, str(exc), args)
     if importlib.util.find_spec("testinfra") is None:  # the suite's runner is a test dependency
-        return command.cannot_run(NAME, "needs pytest-testinfra, a dependency of rdmaforge: pip install rdmaforge")
+        needed = "needs pytest-testinfra, a dependency of rdmaforge: pip install rdmaforge"
+        return command.cannot_run(NAME, needed, args)
     session = command.start(args, NAME, json_recap=args.json)
     # Unreachable nodes are found first and left out of the suite: testinfra would fail every test on them with
     # messages that do not say why.

@@ -481,9 +481,12 @@ def outcome_record(outcome: execute.Outcome) -> dict[str, Any]:
     }
 
 
-def cannot_run(command: str, message: str) -> int:
+def cannot_run(command: str, message: str, args: argparse.Namespace | None = None) -> int:
+    """Exit 1 before the run started, saying why (with --json, also as the JSON document on stdout)."""
+    from rdmaforge.cli import json_error  # the CLI's own rule for a refused run's JSON
+
     print(f"rdmaforge {command}: {message}", file=sys.stderr)
-    return int(ExitCode.ERROR)
+    return json_error(args, ExitCode.ERROR, message)
 
 
 def add_mitogen_argument(parser: argparse.ArgumentParser) -> None:
@@ -526,7 +529,7 @@ def run_changing_playbook(args: argparse.Namespace, command: str, playbook: str,
     try:
         variables = check_arguments(args)
     except CannotRun as exc:
-        return cannot_run(command, str(exc))
+        return cannot_run(command, str(exc), args)
 
     def body() -> int:
         session = start(args, command, json_recap=args.json)

@@ -589,3 +589,19 @@ def test_help_names_the_playbooks_as_an_installed_user_runs_them(monkeypatch: py
         assert f"rdmaforge.cluster.{playbook}" in text and f"playbooks/{playbook}.yml" not in text, (name, text)
     monkeypatch.undo()
     assert "playbooks/site.yml" in " ".join(subcommands()["provision"].format_help().split())
+
+
+@pytest.mark.parametrize("name", ["provision", "verify", "doctor", "reset"])
+def test_a_run_refused_before_it_starts_still_prints_its_json(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json promises one JSON document on stdout: an inventory with a YAML error (exit 64 before any run) printed
+    nothing there, and `rdmaforge provision --json | jq` failed on empty input (review round 17c)."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    cluster:\n      hosts:\n        n1: {ansible_host: 198.18.250.11\n")
+    more = ["--yes"] if name == "reset" else []
+    assert main([name, "-i", str(inventory), "--json", "--runs-dir", str(tmp_path / "runs"), *more]) == 64
+    out, err = capsys.readouterr()
+    document = json.loads(out)
+    assert document["command"] == name and document["exit_code"] == 64 and "YAML syntax error" in document["error"]
+    assert "YAML syntax error" in err
