@@ -1099,6 +1099,24 @@ def env_value_problems(host: str, values: Mapping[str, object]) -> list[Problem]
             problem = nccl_env.text_value_problem(key, value)
             if problem is not None:
                 found.append(Problem(host, variable, f"{host}: {variable}.{problem}"))
+    # The profile and accelerator entries the node uses, set in the inventory: null fails role nccl_env's merge, a
+    # list value is written as Python's repr (rdmaforge render refuses the same).
+    chosen = (("nccl_env_profiles", "nccl_env_profile"), ("nccl_env_accelerators", "nccl_env_accelerator"))
+    for table, chooser in chosen:
+        entries = values.get(table)
+        try:
+            name = role_defaults.evaluated_value_of(values, chooser)
+        except (KeyError, ValueError):  # a template Python cannot evaluate: the role's check stays
+            continue
+        if not isinstance(entries, Mapping) or not isinstance(name, str) or name not in entries:
+            continue
+        entry = entries[name]
+        if not isinstance(entry, Mapping):
+            found.append(Problem(host, table, f"{host}: {table}[{name}]={show(entry)} is not valid; allowed: a "
+                                              "mapping of settings ({} for none)"))  # fmt: skip
+            continue
+        found += [Problem(host, table, f"{host}: {table}[{name}].{problem}") for key, value in entry.items()
+                  if (problem := nccl_env.text_value_problem(key, value)) is not None]  # fmt: skip
     return found
 
 

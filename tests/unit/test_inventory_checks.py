@@ -1812,3 +1812,24 @@ def test_one_batch_size_per_rolling_play() -> None:
         "node2: rdmaforge_reboot_serial=4 differs from node1's 1; allowed: one value for every node of group cluster "
         "(a rolling play has one batch size)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"nccl_env_profiles": {"erdma": None}}, "n1: nccl_env_profiles[erdma]=null is not valid; allowed: a mapping"),
+        ({"nccl_env_profiles": {"erdma": {"NCCL_ALGO": ["Ring", "Tree"]}}},
+         'n1: nccl_env_profiles[erdma].NCCL_ALGO=["Ring", "Tree"] is a list'),
+        ({"nccl_env_accelerator": "taco", "nccl_env_accelerators": {"none": {}, "taco": {"NCCL_ALGO": ["Ring"]}}},
+         'n1: nccl_env_accelerators[taco].NCCL_ALGO=["Ring"] is a list'),
+        ({"nccl_env_accelerators": {"none": None}}, "n1: nccl_env_accelerators[none]=null is not valid"),
+    ],
+)  # fmt: skip
+def test_the_profile_and_accelerator_a_node_uses_are_checked_like_the_overrides(values: dict, says: str) -> None:
+    """Review round 17b: a null entry failed role nccl_env's merge on the node, after other roles had run; a list was
+    written to nccl.conf as Python's repr. Refused before any connection now, in render's words."""
+    found = checks.env_value_problems("n1", {"rdmaforge_fabric": "erdma", **values})
+    assert [p.message for p in found if says in p.message], found
+    # an entry the node does not use is not its problem
+    assert checks.env_value_problems("n1", {"rdmaforge_fabric": "erdma",
+                                                      "nccl_env_profiles": {"erdma": {}, "tcp": None}}) == []
