@@ -91,11 +91,11 @@ def test_verify_passes_on_the_converged_lab(converged: LabHandle, runs: Path) ->
     assert proc.returncode == ExitCode.OK, proc.stdout[-4000:]
     rows = table_rows(proc.stdout, list(converged.nodes))
     assert set(rows) == set(converged.nodes)
-    # tests/infra per node: 10 node-state + 3 cluster + 2 tuning. The lab inventory accepts its memlock
+    # tests/infra per node: 12 node-state + 3 cluster + 2 tuning. The lab inventory accepts its memlock
     # (doctor_accept: the nodes share the controller's limits) and requires no active RDMA port (it has none), so
     # those two are skipped, with the reasons; with no active port there is no rate to judge either, and eRDMA names
     # no link layer to judge the ports' by.
-    assert all(cells == ["11", "0", "4", "pass"] for cells in rows.values()), rows
+    assert all(cells == ["13", "0", "4", "pass"] for cells in rows.values()), rows
     # the skips per node are named below the table, each with its nodes and reason
     named = proc.stdout[proc.stdout.index("skipped (not judged):"):].splitlines()
     ports = [line for line in named if line.startswith("  test_rdma_ports_active on ")]
