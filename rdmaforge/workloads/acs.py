@@ -156,16 +156,6 @@ def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
                 f"{host}: the NCCL settings for ACS differ from {first}'s ({show(node_env)} vs {show(env)}); "
                 f"allowed: the same nccl_env_overrides and {PREFIX}env on every node (one pod template)"
             )
-    # Seed 002 sets NCCL_SOCKET_IFNAME=eth0 for both NIC types: an ACS pod has eth0 and hpn0, not the hosts' bond0.
-    ifname = str(env.get("NCCL_SOCKET_IFNAME") or "")
-    # (a control character in it is refused on its own, naming the variable that set it)
-    if ifname.isprintable() and not (ifname and k8s.selects_interface(ifname, ACS_SOCKET_INTERFACE)):
-        problems.append(
-            f"{first}: NCCL_SOCKET_IFNAME={show(env.get('NCCL_SOCKET_IFNAME'))} (from the hosts' nccl_env_overrides or "
-            f"{PREFIX}env) goes into the ACS pods, whose socket interface is {ACS_SOCKET_INTERFACE} (seed 002); "
-            f"allowed: a value that selects {ACS_SOCKET_INTERFACE}, such as {ACS_SOCKET_INTERFACE} (set it in "
-            f"{PREFIX}env for the pods)"
-        )
     for key, value in REQUIRED_ENV.get(model.nic_type, {}).items():
         if env.get(key) != value:
             problems.append(
@@ -246,4 +236,25 @@ def summary(job: AcsJob, settings_kind: str) -> Sequence[str]:
     return [
         f"ACS {settings_kind}: {job.replicas} pods of {job.gpus} GPUs, GPU model {job.model.name} "
         f"(RDMA NIC type {job.model.nic_type}, NCCL profile {job.model.profile}).",
+    ]
+
+
+def socket_interface_warnings(cluster: Cluster) -> list[str]:
+    """Seed 002 sets NCCL_SOCKET_IFNAME=eth0 for both NIC types: an ACS pod has eth0 and hpn0, not the hosts' bond0.
+    A warning, as for the MPIJob pods on the pod network: the hosts' value goes into the pods."""
+    if not cluster.nodes:
+        return []
+    name = cluster.settings.acs_gpu_model or default_model(cluster.nodes[0].fabric)
+    model = GPU_MODELS.get(name)
+    if model is None:
+        return []  # check() names the model
+    env = cluster.nodes[0].env_for_profile(model.profile, cluster.settings.env)
+    value = str(env.get("NCCL_SOCKET_IFNAME") or "")
+    if not value.isprintable() or (value and k8s.selects_interface(value, ACS_SOCKET_INTERFACE)):
+        return []  # (a control character is refused on its own, naming the variable that set it)
+    return [
+        f"{cluster.first}: NCCL_SOCKET_IFNAME={show(env.get('NCCL_SOCKET_IFNAME'))} (the hosts' setting) goes into the "
+        f"ACS pods, whose socket interface is {ACS_SOCKET_INTERFACE} (seed 002), so NCCL would find no socket "
+        f"interface there; the ACS manifest needs NCCL_SOCKET_IFNAME={ACS_SOCKET_INTERFACE} (set by hand, or through "
+        f"{PREFIX}env, which sets it in every kind's containers)"
     ]

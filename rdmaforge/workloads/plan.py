@@ -92,6 +92,7 @@ def plan(cluster: Cluster, kinds: Iterable[str] | None = None) -> Plan:
     if "acs" in wanted and cluster.nodes:
         job, problems = acs.check(cluster)
         result.problems += problems
+        result.warnings += acs.socket_interface_warnings(cluster)
         if job is not None:
             files.append(_manifest(f"acs/{name}.yaml", acs.manifest(cluster, job), acs.summary(job, settings.acs_kind)))
     # One check of every hugepages limit of the Kubeflow pods, whichever variable brings it.

@@ -57,6 +57,10 @@ def test_a_bad_fabric_is_refused_before_any_node_is_reached(
     assert code == ExitCode.HOST_FAILED, out  # an inventory problem: README's exit code table
     assert "node1" in out and "rdmaforge_fabric" in out and "ethernet" in out, out
     assert not [line for line in out.splitlines() if line.startswith("node") and "UNREACHABLE" in line.upper()], out
+    # node2's inventory is fine, but it did not run either: failed, never 'ok' (review round 18: the check play's
+    # any_errors_fatal stopped it silently, and it read ok in the table and passed in JUnit)
+    (row,) = [line.split() for line in out.splitlines() if line.startswith("node2 ")]
+    assert row[-1] == "FAILED", out
 
 
 def test_a_node_name_that_is_no_host_name_is_named_not_reported_unreachable(

@@ -922,6 +922,11 @@ def test_nccl_conf_of_the_training_user_that_differs_fails() -> None:
     node = FakeHost()
     node.add("/etc/nccl.conf", "NCCL_SOCKET_IFNAME=eth0\n")
     hostvars = {"inventory_hostname": "node1", "ssh_trust_user": "train"}
+    node.commands["test -e /home/train"] = Result(0)
+    # A home verify's login cannot enter (0700, verify without -b): not judged, never "no file there"
+    with pytest.raises(pytest.skip.Exception, match="cannot enter /home/train"):
+        test_node_state.test_no_nccl_conf_of_the_training_user_overrides_the_profile(node, hostvars)
+    node.commands["test -x /home/train"] = Result(0)
     test_node_state.test_no_nccl_conf_of_the_training_user_overrides_the_profile(node, hostvars)  # no such file
     node.add("/home/train/.nccl.conf", "NCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=eth0\n")  # adds, contradicts nothing
     test_node_state.test_no_nccl_conf_of_the_training_user_overrides_the_profile(node, hostvars)

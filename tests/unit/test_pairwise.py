@@ -1125,10 +1125,13 @@ def test_a_timeout_shorter_than_a_measurement_is_refused() -> None:
 
     (problem,) = inventory_checks.pairwise_timeout_problems("node1", {"pairwise_iperf_seconds": 60})
     assert problem.variable == "pairwise_timeout"
-    assert ("pairwise_timeout=30 is shorter than one iperf3 measurement can take (pairwise_iperf_seconds=60, "
-            "pairwise_connect_timeout_ms=3000): every pair would be recorded as a hang; allowed: at least 68 "
-            "seconds") in problem.message  # fmt: skip
-    assert inventory_checks.pairwise_timeout_problems("node1", {"pairwise_iperf_seconds": 22}) == []  # 22+3+5=30
+    assert ("pairwise_timeout=30 is shorter than one iperf3 measurement takes (pairwise_iperf_seconds=60, and 5 s "
+            "to start and report): every iperf3 pair would be recorded as a hang; allowed: at least 65 seconds"
+            ) in problem.message  # fmt: skip
+    assert inventory_checks.pairwise_timeout_problems("node1", {"pairwise_iperf_seconds": 25}) == []  # 25+5=30
+    # seed-like settings that work: 10 s per direction under a 15 s timeout
+    assert inventory_checks.pairwise_timeout_problems("node1", {"pairwise_iperf_seconds": 10,
+                                                                "pairwise_timeout": 15}) == []  # fmt: skip
     assert inventory_checks.pairwise_timeout_problems("node1", {"pairwise_iperf_seconds": 60,
                                                                 "pairwise_method": "sendrecv"}) == []  # fmt: skip
 

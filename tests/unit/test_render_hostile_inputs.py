@@ -529,9 +529,10 @@ def test_values_role_nccl_env_or_kubernetes_refuse_are_problems(variables: dict[
 
 @pytest.mark.parametrize(("value", "refused"), [("bond0", True), (None, True), ("=eth1", True), ("eth", False),
                                                 ("=eth0", False), ("^hpn", False), ("^=eth0", True)])  # fmt: skip
-def test_acs_pods_get_a_socket_interface_that_selects_eth0(value: object, refused: bool) -> None:
+def test_acs_pods_are_warned_of_a_socket_interface_that_misses_eth0(value: object, refused: bool) -> None:
     """Seed 002 sets NCCL_SOCKET_IFNAME=eth0 on ACS (its pods have eth0 and hpn0): the hosts' bond0, or the setting
     removed, went into the ACS pods without a word, where the MPIJob pods got a warning for the same value."""
     plan = cli_plan_unchecked(inventory_of("acs_type1", nccl_env_overrides={"NCCL_SOCKET_IFNAME": value}), ["acs"])
-    found = [p for p in plan.problems if "goes into the ACS pods, whose socket interface is eth0 (seed 002)" in p]
-    assert bool(found) == refused, plan.problems
+    # A warning, as for the MPIJob pods: render still writes (the default kinds include acs on every fabric).
+    found = [w for w in plan.warnings if "goes into the ACS pods, whose socket interface is eth0 (seed 002)" in w]
+    assert bool(found) == refused and not plan.problems, (plan.warnings, plan.problems)
