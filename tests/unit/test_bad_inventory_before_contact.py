@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -44,17 +45,36 @@ def bad_inventory(directory: Path, ssh: Path, node1: dict[str, object]) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Run:
+    code: int
+    reached: bool  # the stand-in ssh was called
+
+
+def run_against(tmp_path: Path, argv: list[str], node1: dict[str, object], rename: str | None = None) -> Run:
+    """``rdmaforge ARGV -i INVENTORY`` on two unroutable nodes whose ssh records each call; node1 gets ``node1``'s
+    variables (and the name ``rename``)."""
+    ssh, record = recording_ssh(tmp_path)
+    inventory = bad_inventory(tmp_path, ssh, node1)
+    if rename is not None:
+        inventory.write_text(inventory.read_text().replace("node1:", f"{rename}:"))
+    code = main([argv[0], "-i", str(inventory), "--runs-dir", str(tmp_path / "runs"), *argv[1:]])
+    return Run(code, record.exists() and os.path.getsize(record) > 0)
+
+
+@pytest.fixture(autouse=True)
+def memory_fact_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
+
+
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_a_bad_fabric_is_refused_before_any_node_is_reached(
-    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
-    ssh, record = recording_ssh(tmp_path)
-    inventory = bad_inventory(tmp_path, ssh, {"rdmaforge_fabric": "ethernet"})
-    code = main([name, "-i", str(inventory), "--runs-dir", str(tmp_path / "runs"), *COMMANDS[name]])
+    run = run_against(tmp_path, [name, *COMMANDS[name]], {"rdmaforge_fabric": "ethernet"})
     out = capsys.readouterr().out
-    assert not record.exists(), f"{name} reached for a node: {record.read_text()}"
-    assert code == ExitCode.HOST_FAILED, out  # an inventory problem: README's exit code table
+    assert not run.reached, f"{name} reached for a node"
+    assert run.code == ExitCode.HOST_FAILED, out  # an inventory problem: README's exit code table
     assert "node1" in out and "rdmaforge_fabric" in out and "ethernet" in out, out
     assert not [line for line in out.splitlines() if line.startswith("node") and "UNREACHABLE" in line.upper()], out
     # node2's inventory is fine, but it did not run either: failed, never 'ok' (review round 18: the check play's
@@ -64,25 +84,15 @@ def test_a_bad_fabric_is_refused_before_any_node_is_reached(
 
 
 def test_a_node_name_that_is_no_host_name_is_named_not_reported_unreachable(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
-    ssh, record = recording_ssh(tmp_path)
-    path = bad_inventory(tmp_path, ssh, {"rdmaforge_fabric": "erdma"})
-    path.write_text(path.read_text().replace("node1:", "node_1!:"))
-    code = main(["verify", "-i", str(path), "--runs-dir", str(tmp_path / "runs")])
+    run = run_against(tmp_path, ["verify"], {"rdmaforge_fabric": "erdma"}, rename="node_1!")
     out = capsys.readouterr().out
-    assert not record.exists() and code == ExitCode.HOST_FAILED, out
+    assert not run.reached and run.code == ExitCode.HOST_FAILED, out
     assert "node_1!" in out and "unreachable: node_1!" not in out, out
 
 
-def test_the_stand_in_ssh_records_a_run_that_reaches_a_node(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_stand_in_ssh_records_a_run_that_reaches_a_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The check above can fail: with a good inventory, verify does reach for the nodes (and finds them unreachable)."""
-    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
-    ssh, record = recording_ssh(tmp_path)
-    inventory = bad_inventory(tmp_path, ssh, {"rdmaforge_fabric": "erdma"})
-    code = main(["verify", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs")])
-    assert record.exists() and code == ExitCode.UNREACHABLE, capsys.readouterr().out
-    assert os.path.getsize(record) > 0
+    run = run_against(tmp_path, ["verify"], {"rdmaforge_fabric": "erdma"})
+    assert run.reached and run.code == ExitCode.UNREACHABLE, capsys.readouterr().out
