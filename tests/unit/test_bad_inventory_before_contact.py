@@ -34,7 +34,7 @@ def recording_ssh(directory: Path) -> tuple[Path, Path]:
 
 
 def bad_inventory(directory: Path, ssh: Path, node1: dict[str, object]) -> Path:
-    hosts = {
+    hosts: dict[str, dict[str, object]] = {
         "node1": {"ansible_host": "198.18.250.11", **node1},
         "node2": {"ansible_host": "198.18.250.12", "rdmaforge_fabric": "erdma"},
     }
