@@ -158,10 +158,16 @@ def _main(argv: list[str]) -> int:
         return _internal(prog, exc)
 
 
+#: The commands whose --json prints the run's recap.json (README: --json); pairwise, report and nccl-report print
+#: documents of their own, and a refusal there leaves stdout empty.
+RECAP_JSON_COMMANDS = frozenset({"provision", "verify", "doctor", "remove-node", "upgrade-nccl", "rollback-nccl",
+                                 "reset"})  # fmt: skip
+
+
 def json_error(args: argparse.Namespace | None, code: ExitCode, message: str) -> int:
     """``code``; with --json, also the one JSON document stdout promises (command, exit_code, meaning, error): a run
     refused before it started printed nothing there, and `rdmaforge provision --json | jq` failed on empty input."""
-    if args is not None and getattr(args, "json", False):
+    if args is not None and getattr(args, "json", False) and args.command in RECAP_JSON_COMMANDS:
         document = {"command": args.command, "exit_code": int(code), "meaning": describe(code), "error": message}
         print(json.dumps(document, indent=2), flush=True)
     return int(code)

@@ -179,9 +179,10 @@ def run(args: argparse.Namespace) -> int:
         check = execute.Request(inventory=args.inventory, playbook=playbook("inventory_check.yml"), limit=args.limit,
                                 check=True, extra_vars=variables, **command.ansible_options(args))  # fmt: skip
         checked = command.run_ansible(session, check, read=read)
-        # (No host matched, which Ansible ends with 0: the ping below says so, as it did before the check. A check
-        # that could not run at all stops verify: its nodes are not to be reported unreachable.)
-        if checked.status == "canceled" or checked.events.failures() or (not checked.ran and checked.rc != 0):
+        # (No host matched, --limit's or the inventory's: the ping below says so, as it did before the check. A check
+        # that could not run at all on the whole inventory stops verify: its nodes are not to be reported unreachable.)
+        broken = not checked.ran and checked.rc != 0 and not args.limit
+        if checked.status == "canceled" or checked.events.failures() or broken:
             command.print_outcome(session, checked)
             record = {**command.outcome_record(checked), "pattern": args.limit, "stopped_before_contact": True}
             refused = command.host_cases(checked, f"rdmaforge.{NAME}")
