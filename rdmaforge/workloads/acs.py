@@ -94,12 +94,17 @@ def _selects_mlx5(hca: str) -> bool:
     return any("mlx5_".startswith(name) or _TYPE1_DEVICE.match(name) for name, _ in entries)
 
 
+def chosen_model(cluster: Cluster) -> str:
+    """The ACS GPU model's name: workload_manifests_acs_gpu_model, else the fabric's default."""
+    return cluster.settings.acs_gpu_model or default_model(cluster.nodes[0].fabric if cluster.nodes else "tcp")
+
+
 def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
     """The ACS job of the cluster, or the problems that stop it (one line each)."""
     settings = cluster.settings
     first = cluster.first
     problems: list[str] = []
-    model_name = settings.acs_gpu_model or default_model(cluster.nodes[0].fabric if cluster.nodes else "tcp")
+    model_name = chosen_model(cluster)
     model = GPU_MODELS.get(model_name)
     if model is None:
         close = difflib.get_close_matches(model_name.upper(), list(GPU_MODELS), n=1, cutoff=0.6)
@@ -244,8 +249,7 @@ def socket_interface_warnings(cluster: Cluster) -> list[str]:
     A warning, as for the MPIJob pods on the pod network: the hosts' value goes into the pods."""
     if not cluster.nodes:
         return []
-    name = cluster.settings.acs_gpu_model or default_model(cluster.nodes[0].fabric)
-    model = GPU_MODELS.get(name)
+    model = GPU_MODELS.get(chosen_model(cluster))
     if model is None:
         return []  # check() names the model
     env = cluster.nodes[0].env_for_profile(model.profile, cluster.settings.env)

@@ -134,10 +134,8 @@ def selects_interface(value: str, interface: str) -> bool:
     """Whether NCCL_SOCKET_IFNAME=``value`` lets NCCL use ``interface``: NCCL reads it as name prefixes, '=' for
     exact names; '^' excludes names, which leaves ``interface`` to match unless it is excluded."""
     value = value.strip()
-    if value.startswith("^"):
-        exact = value.startswith("^=")
-        names = [name.strip() for name in value.lstrip("^=").split(",") if name.strip()]
-        return not any(interface == name if exact else interface.startswith(name) for name in names)
-    exact = value.startswith("=")
-    names = [name.strip() for name in value.lstrip("=").split(",") if name.strip()]
-    return any(interface == name if exact else interface.startswith(name) for name in names)
+    exclude = value.startswith("^")
+    exact = value.startswith("^=" if exclude else "=")
+    names = [name.strip() for name in value.lstrip("^=" if exclude else "=").split(",") if name.strip()]
+    matched = any(interface == name if exact else interface.startswith(name) for name in names)
+    return matched != exclude
