@@ -7,7 +7,7 @@ verbatim up to the end of the line (no quoting), and variables already in the en
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,30 +121,93 @@ def problems(env: Mapping[str, object]) -> list[str]:
     return errors
 
 
-#: A Linux interface name: 1-15 characters (IFNAMSIZ), none of them blank or '/'.
-_IFNAME_ENTRY = re.compile(r"^[^\s/,]{1,15}$")
+#: A Linux interface name: 1-15 characters (IFNAMSIZ), none of them blank, '/' or ':' (Linux refuses those).
+_IFNAME_ENTRY = re.compile(r"^[^\s/,:]{1,15}$")
+_IFNAME_ALLOWED = ("allowed: optional '^' to exclude, optional '=' for exact names, then a comma-separated list of "
+                   "interface names or prefixes, 1-15 characters without blanks, '/' or ':', e.g. 'eth0', "
+                   "'=eth0,eth1', '^docker,lo'")
+
+
+@dataclass(frozen=True)
+class SocketIfname:
+    """NCCL_SOCKET_IFNAME as NCCL reads it (src/os/linux.cc, ncclOsFindInterfaces; src/misc/utils.cc,
+    parseStringList): '^' then '=' at the start only, names split at ',', each cut at a ':' (a port, which an
+    interface never has), empty names dropped."""
+
+    exclude: bool
+    exact: bool
+    names: tuple[str, ...]
+
+    def accepts(self, interface: str) -> bool:
+        """matchIfList(name) XOR searchNot: a name is a prefix unless '=' asked for exact names."""
+        matched = not self.names or any(
+            interface == name if self.exact else interface.startswith(name) for name in self.names
+        )
+        return matched != self.exclude
+
+
+def socket_ifname(value: str) -> SocketIfname | None:
+    """How NCCL reads the value; None where it ignores the value (one character or none: socket.cc needs two) and
+    picks an interface itself."""
+    if len(value) <= 1:
+        return None
+    exclude = value.startswith("^")
+    rest = value[1:] if exclude else value
+    exact = rest.startswith("=")
+    rest = rest[1:] if exact else rest
+    names = tuple(name for name in (item.partition(":")[0] for item in rest.split(",")) if name)
+    return SocketIfname(exclude, exact, names)
+
+
+#: NCCL's own choice without a usable NCCL_SOCKET_IFNAME (socket.cc, ncclFindInterfaces), in its order.
+_AUTOMATIC_CHOICE = (SocketIfname(False, False, ("ib",)), SocketIfname(True, False, ("docker", "lo", "virbr")),
+                     SocketIfname(False, False, ("docker",)), SocketIfname(False, False, ("lo",)),
+                     SocketIfname(False, False, ("virbr",)))
+
+
+def first_socket_interface(value: str | None, interfaces: Sequence[str]) -> str | None:
+    """The interface NCCL bootstraps over: the first of ``interfaces`` (in the kernel's order, lo first) that
+    NCCL_SOCKET_IFNAME=``value`` accepts, or NCCL's own choice where the value is unset or ignored. None: NCCL
+    finds no socket interface."""
+    chosen = socket_ifname(value or "")
+    for reading in (chosen,) if chosen is not None else _AUTOMATIC_CHOICE:
+        found = next((name for name in interfaces if reading.accepts(name)), None)
+        if found is not None:
+            return found
+    return None
 
 
 def socket_ifname_problems(value: str) -> list[str]:
     """NCCL_SOCKET_IFNAME's grammar (NCCL docs), as NCCL_IB_HCA's without ports: optional '^' (exclude), optional
     '=' (exact names), then a comma-separated list of interface names or prefixes. An entry NCCL cannot match (a
-    blank inside, an empty one, one longer than a Linux interface name) leaves NCCL without the interface meant: it
-    stops with "no socket interface found" or bootstraps over another. An empty value means "not set"."""
+    blank inside, an empty one, one longer than a Linux interface name), a value NCCL ignores or reads otherwise than
+    it reads, and an exclusion that leaves lo all leave NCCL without the interface meant: it stops with "no socket
+    interface found" or bootstraps over another. An empty value means "not set"."""
     if value != value.strip():
         return [_BLANKS.format(name="NCCL_SOCKET_IFNAME", value=value)]
-    rest = value
-    rest = rest[1:] if rest.startswith("^") else rest
-    rest = rest[1:] if rest.startswith("=") else rest
     if not value:
         return []
-    bad = [item for item in rest.split(",") if not _IFNAME_ENTRY.match(item)]
-    if not bad:
-        return []
-    return [
-        f"NCCL_SOCKET_IFNAME={value!r}: {bad[0]!r} is not an interface name (allowed: optional '^' to exclude, "
-        "optional '=' for exact names, then a comma-separated list of interface names or prefixes, 1-15 characters "
-        "without blanks or '/', e.g. 'eth0', '=eth0,eth1', '^docker,lo')"
-    ]
+    reading = socket_ifname(value)
+    if reading is None:
+        return [f"NCCL_SOCKET_IFNAME={value!r}: NCCL ignores a value of one character (it reads two or more) and "
+                f"picks an interface itself; {_IFNAME_ALLOWED}"]
+    rest = value[1:] if reading.exclude else value
+    rest = rest[1:] if reading.exact else rest
+    for item in rest.split(","):
+        if item[:1] in ("^", "="):
+            return [f"NCCL_SOCKET_IFNAME={value!r}: {item!r} begins with {item[0]!r}, which NCCL reads as part of "
+                    f"the name: '^' and '=' count only at the start of the value, '^' first; {_IFNAME_ALLOWED}"]
+        if ":" in item:
+            return [f"NCCL_SOCKET_IFNAME={value!r}: NCCL reads {item!r} as {item.partition(':')[0]!r} followed by "
+                    f"a port number, which interfaces do not have (an address label such as eth0:1 is matched by "
+                    f"its interface's name); {_IFNAME_ALLOWED}"]
+        if not _IFNAME_ENTRY.match(item):
+            return [f"NCCL_SOCKET_IFNAME={value!r}: {item!r} is not an interface name ({_IFNAME_ALLOWED})"]
+    if reading.exclude and reading.accepts("lo"):
+        return [f"NCCL_SOCKET_IFNAME={value!r} excludes names but not lo: NCCL takes the first interface left, and "
+                "lo (127.0.0.1) comes first, so the nodes could not reach each other; allowed: lo among the "
+                f"exclusions ({value},lo) or the interface named (e.g. eth0)"]
+    return []
 
 
 def unknown_names(env: Mapping[str, object], known: frozenset[str] | None = None) -> list[str]:

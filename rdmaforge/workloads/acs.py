@@ -41,6 +41,8 @@ GPU_MODELS: dict[str, GpuModel] = {
 
 #: The pods' socket interface on ACS (seed 002: NCCL_SOCKET_IFNAME=eth0; hpn0 is the RDMA NIC).
 ACS_SOCKET_INTERFACE = "eth0"
+#: An ACS pod's interfaces in the kernel's order: what NCCL chooses its socket interface from.
+ACS_POD_INTERFACES = ("lo", ACS_SOCKET_INTERFACE, "hpn0")
 #: What ACS requires of the NCCL settings per RDMA NIC type (seed 002: "P16EN must set NCCL_IB_DISABLE=1
 #: and an empty NCCL_IB_HCA").
 REQUIRED_ENV: dict[int, dict[str, str]] = {2: {"NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": ""}}
@@ -254,11 +256,16 @@ def socket_interface_warnings(cluster: Cluster) -> list[str]:
         return []  # check() names the model
     env = cluster.nodes[0].env_for_profile(model.profile, cluster.settings.env)
     value = str(env.get("NCCL_SOCKET_IFNAME") or "")
-    if not value.isprintable() or (value and k8s.selects_interface(value, ACS_SOCKET_INTERFACE)):
-        return []  # (a control character is refused on its own, naming the variable that set it)
+    if not value.isprintable():
+        return []  # a control character is refused on its own, naming the variable that set it
+    chosen = nccl_env.first_socket_interface(value, ACS_POD_INTERFACES)
+    if value and chosen == ACS_SOCKET_INTERFACE:
+        return []
+    # Unset, NCCL chooses by the pod's interface order, which seed 002 does not leave to chance.
+    outcome = k8s.nccl_socket_outcome(chosen) if value else "NCCL would choose an interface itself"
     return [
         f"{cluster.first}: NCCL_SOCKET_IFNAME={show(env.get('NCCL_SOCKET_IFNAME'))} (the hosts' setting) goes into the "
-        f"ACS pods, whose socket interface is {ACS_SOCKET_INTERFACE} (seed 002), so NCCL would find no socket "
-        f"interface there; the ACS manifest needs NCCL_SOCKET_IFNAME={ACS_SOCKET_INTERFACE} (set by hand, or through "
+        f"ACS pods, whose socket interface is {ACS_SOCKET_INTERFACE} (seed 002), so {outcome} "
+        f"there; the ACS manifest needs NCCL_SOCKET_IFNAME={ACS_SOCKET_INTERFACE} (set by hand, or through "
         f"{PREFIX}env, which sets it in every kind's containers)"
     ]

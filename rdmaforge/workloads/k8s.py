@@ -130,12 +130,11 @@ def to_yaml(document: Any) -> str:
     return "---\n" + text
 
 
-def selects_interface(value: str, interface: str) -> bool:
-    """Whether NCCL_SOCKET_IFNAME=``value`` lets NCCL use ``interface``: NCCL reads it as name prefixes, '=' for
-    exact names; '^' excludes names, which leaves ``interface`` to match unless it is excluded."""
-    value = value.strip()
-    exclude = value.startswith("^")
-    exact = value.startswith("^=" if exclude else "=")
-    names = [name.strip() for name in value.lstrip("^=" if exclude else "=").split(",") if name.strip()]
-    matched = any(interface == name if exact else interface.startswith(name) for name in names)
-    return matched != exclude
+def nccl_socket_outcome(chosen: str | None) -> str:
+    """What NCCL does in a pod with the socket interface it chose (nccl_env.first_socket_interface) instead of
+    the one meant."""
+    if chosen is None:
+        return "NCCL would find no socket interface"
+    if chosen == "lo":
+        return "NCCL would bootstrap over lo (127.0.0.1), which no other pod can reach"
+    return f"NCCL would bootstrap over {chosen} instead"

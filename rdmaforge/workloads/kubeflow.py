@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rdmaforge import fabrics, role_defaults, tuning
+from rdmaforge.parsers import nccl_env
 from rdmaforge.plain_data import show, spec_bool, whole_number
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster
@@ -133,22 +134,25 @@ def host_network_sshd_problems(cluster: Cluster) -> list[str]:
 
 #: The interface a pod on the pod network has besides lo (the CNI's): what NCCL_SOCKET_IFNAME must match there.
 POD_INTERFACE = "eth0"
+#: Such a pod's interfaces in the kernel's order: what NCCL chooses its socket interface from.
+POD_INTERFACES = ("lo", POD_INTERFACE)
 
 
 def pod_network_ifname_warnings(cluster: Cluster, kinds: Sequence[str]) -> list[str]:
     """The hosts' NCCL_SOCKET_IFNAME in pods on the pod network (k8s_host_network false): a pod has lo and the CNI's
     eth0 only, so a value naming the hosts' bond0 or ens1f0 matches no interface there and NCCL's bootstrap fails
-    ("no socket interface found"). NCCL reads the value as prefixes ('=' for exact names; '^' excludes, which
-    leaves eth0 to match). One warning for the Kubeflow ``kinds`` rendered; none on the node's network."""
+    ("no socket interface found"); one that leaves lo first bootstraps over 127.0.0.1. One warning for the
+    Kubeflow ``kinds`` rendered; none on the node's network."""
     if not kinds or cluster.settings.k8s_host_network or not cluster.nodes:
         return []
     value = str(cluster.nodes[0].env.get("NCCL_SOCKET_IFNAME") or "").strip()
-    if not value or k8s.selects_interface(value, POD_INTERFACE):
+    chosen = nccl_env.first_socket_interface(value, POD_INTERFACES)
+    if chosen == POD_INTERFACE:
         return []
     return [
         f"{cluster.first}: NCCL_SOCKET_IFNAME={value} (the hosts' setting) goes into the {' and '.join(kinds)} pods, "
         f"which are on the pod network ({PREFIX}k8s_host_network: false) and have only lo and {POD_INTERFACE} there: "
-        f"NCCL would find no socket interface; set {PREFIX}k8s_host_network: true, or NCCL_SOCKET_IFNAME: "
+        f"{k8s.nccl_socket_outcome(chosen)}; set {PREFIX}k8s_host_network: true, or NCCL_SOCKET_IFNAME: "
         f"{POD_INTERFACE} in {PREFIX}env"
     ]
 

@@ -101,9 +101,13 @@ def test_gpg_fingerprints_primary_keys_only() -> None:
 
 
 # seed 001 (export NCCL_SOCKET_IFNAME=eth), seed 002 (=eth0), and NCCL's documented forms
-@pytest.mark.parametrize("value", ["eth", "eth0", "=eth0,eth1", "^docker,lo", "^=docker0", "bond0.100", ""])
+@pytest.mark.parametrize("value", ["eth", "eth0", "=eth0,eth1", "^docker,lo", "^=docker0,lo", "bond0.100", "", "lo"])
 def test_socket_ifname_of_nccls_grammar_passes(value: str) -> None:
     assert nccl_env.problems({"NCCL_SOCKET_IFNAME": value}) == []
+
+
+ALLOWED = ("allowed: optional '^' to exclude, optional '=' for exact names, then a comma-separated list of interface "
+           "names or prefixes, 1-15 characters without blanks, '/' or ':', e.g. 'eth0', '=eth0,eth1', '^docker,lo'")
 
 
 @pytest.mark.parametrize(
@@ -112,10 +116,48 @@ def test_socket_ifname_of_nccls_grammar_passes(value: str) -> None:
 )
 def test_socket_ifname_nccl_cannot_match_is_a_problem(value: str, entry: str) -> None:
     assert nccl_env.problems({"NCCL_SOCKET_IFNAME": value}) == [
-        f"NCCL_SOCKET_IFNAME={value!r}: {entry!r} is not an interface name (allowed: optional '^' to exclude, "
-        "optional '=' for exact names, then a comma-separated list of interface names or prefixes, 1-15 characters "
-        "without blanks or '/', e.g. 'eth0', '=eth0,eth1', '^docker,lo')"
+        f"NCCL_SOCKET_IFNAME={value!r}: {entry!r} is not an interface name ({ALLOWED})"
     ]
+
+
+# NCCL's reading (src/misc/socket.cc ncclFindInterfaces, src/os/linux.cc ncclOsFindInterfaces, src/misc/utils.cc
+# parseStringList, 2.29.7): a value of one character is ignored; '^' and '=' count at the start only; ':' starts a
+# port; an exclusion list takes the first interface it leaves, and lo is the kernel's first.
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("e", "NCCL ignores a value of one character"),
+        ("^", "NCCL ignores a value of one character"),
+        ("==eth0", "'=eth0' begins with '=', which NCCL reads as part of the name"),
+        ("=^eth0", "'^eth0' begins with '^'"),
+        ("eth0,^docker", "'^docker' begins with '^'"),
+        ("eth0:1", "NCCL reads 'eth0:1' as 'eth0' followed by a port number"),
+        ("^docker", "NCCL_SOCKET_IFNAME='^docker' excludes names but not lo"),
+        ("^=docker0,l", "excludes names but not lo"),
+    ],
+)
+def test_socket_ifname_that_nccl_reads_otherwise_is_a_problem(value: str, says: str) -> None:
+    errors = nccl_env.problems({"NCCL_SOCKET_IFNAME": value})
+    assert len(errors) == 1 and says in errors[0] and "allowed:" in errors[0], errors
+
+
+@pytest.mark.parametrize(
+    ("value", "interfaces", "chosen"),
+    [
+        (None, ("lo", "eth0"), "eth0"),  # NCCL's own choice: not docker, lo or virbr
+        ("e", ("lo", "docker0", "ib0", "eth0"), "ib0"),  # ignored: its own choice, ib first
+        ("", ("lo", "docker0"), "docker0"),  # then docker, then lo
+        ("^docker,lo", ("lo", "docker0", "eth0"), "eth0"),
+        ("^docker", ("lo", "docker0", "eth0"), "lo"),
+        ("^=eth", ("lo", "eth0"), "lo"),
+        ("=eth", ("lo", "eth0"), None),
+        ("eth0:1", ("lo", "eth01"), "eth01"),  # a prefix, the port dropped
+        ("bond0", ("lo", "eth0"), None),
+        ("^", ("lo", "eth0"), "eth0"),
+    ],
+)
+def test_the_socket_interface_nccl_chooses(value: str | None, interfaces: tuple[str, ...], chosen: str | None) -> None:
+    assert nccl_env.first_socket_interface(value, interfaces) == chosen
 
 
 # --- taco's LIGHT_INTRA_SIZE on the node: role nccl_env on this machine (ansible_connection=local) ---------------

@@ -528,7 +528,8 @@ def test_values_role_nccl_env_or_kubernetes_refuse_are_problems(variables: dict[
 
 
 @pytest.mark.parametrize(("value", "refused"), [("bond0", True), (None, True), ("=eth1", True), ("eth", False),
-                                                ("=eth0", False), ("^hpn", False), ("^=eth0", True)])  # fmt: skip
+                                                ("=eth0", False), ("^hpn,lo", False), ("^=eth0,lo", True),
+                                                ("hpn", True)])  # fmt: skip
 def test_acs_pods_are_warned_of_a_socket_interface_that_misses_eth0(value: object, refused: bool) -> None:
     """Seed 002 sets NCCL_SOCKET_IFNAME=eth0 on ACS (its pods have eth0 and hpn0): the hosts' bond0, or the setting
     removed, went into the ACS pods without a word, where the MPIJob pods got a warning for the same value."""
