@@ -64,3 +64,27 @@ def test_example_keeps_host_key_checking_on() -> None:
 def test_playbooks_pass_syntax_check(playbook: str) -> None:
     proc = ansible("ansible-playbook", "-i", str(EXAMPLE), "--syntax-check", f"playbooks/{playbook}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_example_renders_seed_000s_container_as_shipped(
+    tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copy of the example is what a user starts from: `rdmaforge render` on it, from another directory, writes
+    every kind without a problem or warning, and the docker script passes the flags of seed 000's `docker run`
+    (read from the seed itself). It used to refuse: no GPU count, no device files, and hugepages requested while
+    the example reserves none."""
+    from rdmaforge.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["render", "-i", str(EXAMPLE), "-o", "out"]) == 0
+    err = capsys.readouterr().err
+    assert "WARNING" not in err, err
+    seed = next((shared_dir / "seeds").glob("000_*.txt")).read_text()
+    command = next(line for line in seed.splitlines() if line.startswith("docker run"))
+    flags = [word for word in command.replace("\\", " ").replace(" memlock", "=memlock").split() if word[:2] == "--"]
+    assert "--device=/dev/infiniband/uverbs1" in flags, command  # the seed's line as expected
+    script = (tmp_path / "out" / "docker" / "erdma-node1" / "rdmaforge-train.sh").read_text()
+    rendered = {line.strip().rstrip(" \\").replace(" memlock", "=memlock") for line in script.splitlines()}
+    assert [flag for flag in flags if flag not in rendered] == [], script
+    for kind in ("mpijob", "pytorchjob", "acs"):
+        assert (tmp_path / "out" / kind / "rdmaforge-train.yaml").is_file(), kind

@@ -1,7 +1,7 @@
 """`rdmaforge render` on hostile or unusual inputs (fuzz round 11a's findings).
 
-Every case renders a copy of inventories/example (8 GPUs and the eRDMA device files added, as a real cluster's
-inventory would set them) with the finding's variables in group_vars/all/zz.yml. What is expected comes from
+Every case renders a copy of inventories/example (its workloads.yml replaced by 8 GPUs and the eRDMA device files,
+the role's defaults otherwise: the MPIJob's 50Gi of hugepages) with the finding's variables in group_vars/all/zz.yml. What is expected comes from
 Kubernetes' validation rules (k8s.io/kubernetes pkg/apis/core/validation), docker's and Open MPI's documented
 syntax, and roles hugepages and nccl_env (their argument_specs and tasks), never from the code under test.
 """
@@ -45,7 +45,7 @@ def inventory(tmp_path: Path, variables: dict[str, Any]) -> Path:
     copy = tmp_path / "inv"
     if not copy.exists():
         shutil.copytree(EXAMPLE, copy)
-        (copy / "group_vars" / "all" / "wl.yml").write_text(yaml.safe_dump(BASE))
+        (copy / "group_vars" / "all" / "workloads.yml").write_text(yaml.safe_dump(BASE))
     (copy / "group_vars" / "all" / "zz.yml").write_text(yaml.safe_dump(variables))
     return copy
 
