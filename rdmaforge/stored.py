@@ -312,12 +312,31 @@ RUN_JSON = Obj(
     frozenset({"fabric"}),
 )
 
+#: The most nodes, ranks, steps or samples a training can count: a bigger number is a corrupt file, not a cluster
+#: (and beyond a float's range it would end the linearity's arithmetic in an OverflowError).
+MAX_TRAINING_COUNT = 1 << 40
+
+
+def training_count(least: int) -> Check:
+    """A whole count from ``least`` to MAX_TRAINING_COUNT."""
+
+    def check(value: Any) -> str | None:
+        if least <= value <= MAX_TRAINING_COUNT:
+            return None
+        return f"must be a count from {least} to {MAX_TRAINING_COUNT}" + (
+            f", got an integer of {len(str(abs(value)))} digits" if abs(value) > MAX_TRAINING_COUNT else "")
+
+    return check
+
+
 _E2E_RUN = Obj(
     {
-        "nodes": Scalar(("integer", "null"), positive),
-        "world_size": Scalar(("integer", "null"), positive),
+        "nodes": Scalar(("integer", "null"), training_count(1)),
+        "world_size": Scalar(("integer", "null"), training_count(1)),
+        "global_batch": Scalar(("integer", "null"), training_count(1)),
         "backend": OPT_STRING,
-        "warmup_steps": Scalar(("integer", "null"), non_negative),
+        "warmup_steps": Scalar(("integer", "null"), training_count(0)),
+        "steps": Scalar(("integer", "null"), training_count(0)),
         "percentiles": Obj({p: PERCENTILE for p in PERCENTILES}, frozenset(PERCENTILES)),
     },
     frozenset({"percentiles"}),
@@ -330,9 +349,10 @@ E2E_JSON = Obj(
         "one": _E2E_RUN,
         "single": _E2E_RUN,
         "multi": _E2E_RUN,
-        "ranks_per_node": Scalar(("integer", "null"), positive),
-        # Training logs in the run directory per run (one, single, multi): file names, never paths.
-        "logs": MapOf(ListOf(Scalar(("string",), safe_name)), nullable=True),
+        "ranks_per_node": Scalar(("integer", "null"), training_count(1)),
+        # Training logs in the run directory per run (one, single, multi): file names, never paths, each once (one
+        # node's log never stands for another's).
+        "logs": MapOf(ListOf(Scalar(("string",), safe_name), unique=True), nullable=True),
         "min_linearity": Scalar(("number", "string", "null"), _threshold),
         "min_intra_node_linearity": Scalar(("number", "string", "null"), _threshold),
         "error": OPT_STRING,

@@ -53,16 +53,21 @@ def _is_rate(value: object) -> bool:
     return rate is not None and rate > 0
 
 
-def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, Any] | None) -> dict[str, Any]:
+def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, Any] | None,
+                       nodes: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
     """The rate a run is judged against: ``{"gbps", "source", "detail"}``.
 
     ``ports`` is run.json's ``port_line_rates`` (host -> ``node_line_rate``), absent or empty when the run did not
     read them. ``source`` is ``ports`` when the slowest node's ports carry more than ``configured_gbps``, else
-    ``configured`` (the inventory's ``benchmark_line_rate_gbps``, by default the fabric profile's).
+    ``configured`` (the inventory's ``benchmark_line_rate_gbps``, by default the fabric profile's). With ``nodes``
+    (run.json's), only those nodes' ports count, and each must have an entry: a stale entry of another host is no
+    node of this run, and would set the slowest node.
     """
     detail = f"benchmark_line_rate_gbps {configured_gbps:g} Gb/s per node"
     if not ports:
         return {"gbps": configured_gbps, "source": "configured", "detail": detail}
+    if nodes:
+        ports = {node: ports.get(node) for node in nodes}
     known = {host: entry for host, entry in ports.items() if isinstance(entry, Mapping) and _is_rate(entry.get("gbps"))}
     if len(known) < len(ports):
         missing = sorted(set(ports) - set(known))

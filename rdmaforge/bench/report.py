@@ -52,6 +52,7 @@ from rdmaforge.nccl_tests.transport import (
 )
 from rdmaforge.plain_data import whole_number
 from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
+from rdmaforge.terminal import escaped
 from rdmaforge.text import fixed, named_first, percent
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
@@ -63,7 +64,8 @@ def line_rate(run: dict[str, Any]) -> dict[str, Any]:
     fallback = DEFAULT_LINE_RATE_GBPS["tcp"]
     fabric = str(run.get("fabric", "tcp"))
     configured = float(run.get("line_rate_gbps") or DEFAULT_LINE_RATE_GBPS.get(fabric, fallback))
-    return expected_line_rate(fabric, configured, run.get("port_line_rates"))
+    nodes = [str(node) for node in run.get("nodes") or []]
+    return expected_line_rate(fabric, configured, run.get("port_line_rates"), nodes)
 
 
 def expected_busbw_gbs(run: dict[str, Any]) -> float:
@@ -528,6 +530,10 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
             component.status, component.reason = other
         elif (off_gpu := trained_off_the_gpus(run, single, multi)) is not None:
             component.status, component.reason = "not_judged", off_gpu
+        elif (reference_nodes := count(single, "nodes")) not in (None, 1):
+            component.status = "not_judged"
+            component.reason = (f"the 1-node run trained on {reference_nodes} nodes (e2e.json single.nodes): the "
+                                "linearity across nodes needs one node's throughput to compare with")  # fmt: skip
         elif (unlike := unlike_runs(single, multi, nodes)) is not None:
             component.status, component.reason = "not_judged", unlike
         elif one is None or many is None:
@@ -594,15 +600,29 @@ def trained_off_the_gpus(run: Mapping[str, Any], single: Mapping[str, Any], mult
             "device there: a CPU-only torch, or a driver older than its CUDA)")  # fmt: skip
 
 
-def unlike_runs(single: Mapping[str, Any], multi: Mapping[str, Any], nodes: int) -> str | None:
-    """Why seed 003's linearity (N-node throughput / 1-node throughput / N) does not compare like with like, or
-    None: it assumes the N-node job is N copies of the 1-node one, so the N-node run's ranks must be the 1-node
-    run's times N (both known)."""
+def unlike_runs(single: Mapping[str, Any], multi: Mapping[str, Any], nodes: int,
+                labels: tuple[str, str] | None = None, scale: str = "nodes") -> str | None:  # fmt: skip
+    """Why seed 003's linearity (N-node throughput / 1-node throughput / N; within a node: the 1-node run against the
+    1-GPU run) does not compare like with like, or None. It assumes the scaled run is N copies of the reference, so
+    the scaled run's ranks must be the reference's times N, and every rank must train the same workload
+    (baseline.WORKLOAD: backend, per-rank batch, warm-up steps) where both runs say it: a larger per-rank batch
+    raises samples/s on any fabric, gloo measures neither GPUs nor NCCL, and the warm-up decides which steps the p50
+    is taken over. The measured steps may differ: a p50 over more of the same steps is the same figure, and too few
+    are named (few_steps_note)."""
+    small, large = labels or ("1-node", f"{nodes}-node")
     one, many = count(single, "world_size"), count(multi, "world_size")
-    if one is None or many is None or many == one * nodes:
-        return None
-    return (f"the 1-node run had {one} rank(s) and the {nodes}-node run {many} (not {one} x {nodes}): the linearity "
-            "compares N copies of the 1-node job, so e2e.json's runs are not comparable")  # fmt: skip
+    if one is not None and many is not None and many != one * nodes:
+        return (f"the {small} run had {one} rank(s) and the {large} run {many} (not {one} x {nodes}): the linearity "
+                f"compares {nodes} copies of the {small} job, so e2e.json's runs are not comparable")  # fmt: skip
+    reference, scaled = baseline.workload(single), baseline.workload(multi)
+    differences = [f"{label} {reference[key]!r} in the {small} run, {scaled[key]!r} in the {large} run"
+                   for key, label in baseline.WORKLOAD.items()
+                   if key not in ("world_size", "steps") and None not in (reference[key], scaled[key])
+                   and reference[key] != scaled[key]]  # fmt: skip
+    if differences:
+        return (f"the {small} and {large} runs trained different workloads ({'; '.join(differences)}): the linearity "
+                f"over {scale} compares the same job at another size, so e2e.json's runs are not comparable")
+    return None
 
 
 def gpus_per_node(run: Mapping[str, Any]) -> int | None:
@@ -629,6 +649,21 @@ def other_training(run: Mapping[str, Any], multi: Mapping[str, Any], nodes: int)
         return "fail", f"the N-node run trained on {nodes} nodes, {where}: the training did not span the run's nodes"
     return "not_judged", (f"the N-node run trained on {nodes} nodes, {where}: it is not this run's training, or "
                           "e2e.json is wrong")  # fmt: skip
+
+
+def unlike_reference(one: Mapping[str, Any], single: Mapping[str, Any], ranks: int) -> str | None:
+    """Why the 1-GPU and 1-node runs do not measure the scaling within a node, or None: the 1-GPU run must be one
+    rank on one node, the 1-node run one node with the ranks each node trains with (e2e.json ranks_per_node, the
+    count the GPUs were checked against), and both the same workload (unlike_runs)."""
+    shape = [(label, key, got, wanted) for label, run, key, wanted in (
+        ("1-GPU", one, "world_size", 1), ("1-GPU", one, "nodes", 1), ("1-node", single, "nodes", 1),
+        ("1-node", single, "world_size", ranks)) if (got := count(run, key)) is not None and got != wanted]
+    if shape:
+        label, key, got, wanted = shape[0]
+        run_key = "one" if label == "1-GPU" else "single"
+        return (f"the {label} run's {key} is {got} (e2e.json {run_key}.{key}), not {wanted}: the linearity within a "
+                f"node compares one node's {ranks} rank(s) against one rank, so e2e.json's runs are not comparable")
+    return unlike_runs(one, single, ranks, ("1-GPU", "1-node"), "a node's GPUs")
 
 
 def intra_node_result(
@@ -683,7 +718,9 @@ def intra_node_result(
         gpus = count(single, "world_size")
         component.on = training_on(single, "1 node") + " against 1"
         reference, node = p50(one), p50(single)
-        if gpus is None or reference is None or node is None:
+        if (mismatch := unlike_reference(one, single, ranks)) is not None:
+            component.status, component.reason = "not_judged", mismatch
+        elif gpus is None or reference is None or node is None:
             component.status = "not_judged"
             missing = "single.world_size" if gpus is None else "one" if reference is None else "single"
             if gpus is not None:
@@ -1044,4 +1081,6 @@ def summary_markdown(results: dict[str, Any], plots: list[str], plot_notes: Sequ
     lines += accelerator_lines(results.get("accelerators"))
     lines += [f"![{p}]({p})" for p in plots]
     lines += ["", *(f"Note: {note}" for note in plot_notes)] if plot_notes else []
-    return "\n".join(lines) + "\n"
+    # Each entry is one line: a newline in stored text (a reason in run.json) must not forge another, such as a
+    # second verdict line (review round 19a).
+    return "\n".join(escaped(line, one_line=True) for line in lines) + "\n"

@@ -91,12 +91,12 @@ def run(args: argparse.Namespace) -> int:
     # Checked against the schema first (UserError: one line naming the key, exit 64 from rdmaforge.cli).
     data = stored.load(args.file, stored.SUMMARY_JSON, "cluster summary (summary.json)")
     if data.get("time"):
-        print(f"summary written {data['time']}")
+        print(f"summary written {escaped(str(data['time']), one_line=True)}")
     if not data["nodes"]:
         # A display, not a verdict (exit 0 means it was printed): say that there is nothing, not a blank line.
         print(f"no node in {args.file}: the summary lists none ({playbook_to_run('summary.yml')} summarized no host)")
     else:
         print("\n".join(line for node in data["nodes"] for line in format_node(node)))
     if data.get("previous_summary_problem"):
-        print(f"WARNING: {data['previous_summary_problem']}")
+        print(f"WARNING: {escaped(str(data['previous_summary_problem']), one_line=True)}")
     return int(ExitCode.OK)

@@ -1,0 +1,142 @@
+"""Review round 19a: a run that disagrees with itself is not judged, never passed.
+
+Seed 003's linearity (N-node / 1-node / N; within a node: 1-node / 1-GPU / GPUs) compares the same job at two sizes,
+so the runs it divides must be that: the same per-rank batch, backend and warm-up, the 1-GPU run one rank on one
+node, the 1-node run one node of the ranks each node trains with. Each case below passed before. The expected
+figures are the inputs' own (e2e_run: 32 samples per rank)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rdmaforge.bench.report import render
+from rdmaforge.cli import main
+from tests.unit.test_bench_report import component, e2e_case, e2e_run, make_run
+
+
+def nccl(run: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**run, "backend": "nccl", **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"global_batch": 4 * 32 * 2}, "per-rank batch 32 in the 1-node run, 128 in the 2-node run"),
+        ({"backend": "nccl"}, "backend 'gloo' in the 1-node run, 'nccl' in the 2-node run"),
+        ({"warmup_steps": 400}, "warm-up steps 0 in the 1-node run, 400 in the 2-node run"),
+    ],
+)
+def test_a_linearity_across_nodes_of_two_workloads_is_not_judged(
+    tmp_path: Path, changes: dict[str, Any], says: str
+) -> None:
+    single = {**e2e_run(1, 1, 0.1), "warmup_steps": 0}
+    multi = {**e2e_run(2, 2, 0.11), "warmup_steps": 0, **changes}
+    results = e2e_case(tmp_path, {"single": single, "multi": multi})
+    e2e = component(results, "e2e")
+    assert e2e["status"] == "not_judged" and results["verdict"] == "incomplete", e2e
+    assert "trained different workloads" in str(e2e["reason"]) and says in str(e2e["reason"]), e2e["reason"]
+    same = e2e_case(tmp_path / "same", {"single": single, "multi": {**e2e_run(2, 2, 0.11), "warmup_steps": 0}})
+    assert component(same, "e2e")["status"] == "pass"
+
+
+def test_a_1_node_reference_of_two_nodes_is_not_judged(tmp_path: Path) -> None:
+    results = e2e_case(tmp_path, {"single": e2e_run(2, 2, 0.1), "multi": e2e_run(4, 2, 0.1)})
+    e2e = component(results, "e2e")
+    assert e2e["status"] == "not_judged" and "the 1-node run trained on 2 nodes" in str(e2e["reason"]), e2e
+
+
+def within_a_node(one: dict[str, Any], single: dict[str, Any], gpus: int = 4) -> dict[str, Any]:
+    return {"one": nccl(one), "single": nccl(single), "multi": nccl(e2e_run(2 * gpus, 2, 0.1)), "ranks_per_node": gpus}
+
+
+@pytest.mark.parametrize(
+    ("one", "single", "says"),
+    [
+        # 2 of the 4 GPUs trained, while ranks_per_node says 4 (the count the GPUs were checked against)
+        (e2e_run(1, 1, 0.1), e2e_run(2, 1, 0.1), "the 1-node run's world_size is 2 (e2e.json single.world_size)"),
+        (e2e_run(4, 1, 0.1), e2e_run(4, 1, 0.1), "the 1-GPU run's world_size is 4 (e2e.json one.world_size), not 1"),
+        (e2e_run(1, 2, 0.1), e2e_run(4, 1, 0.1), "the 1-GPU run's nodes is 2 (e2e.json one.nodes), not 1"),
+        ({**e2e_run(1, 1, 0.1), "global_batch": 64}, e2e_run(4, 1, 0.1),
+         "per-rank batch 64 in the 1-GPU run, 32 in the 1-node run"),
+    ],
+)  # fmt: skip
+def test_a_linearity_within_a_node_of_unlike_runs_is_not_judged(
+    tmp_path: Path, one: dict[str, Any], single: dict[str, Any], says: str
+) -> None:
+    results = e2e_case(tmp_path, within_a_node(one, single), gpus=4)
+    intra = component(results, "e2e intra-node")
+    assert intra["status"] == "not_judged" and results["verdict"] == "incomplete", intra
+    assert says in str(intra["reason"]), intra["reason"]
+    like = e2e_case(tmp_path / "like", within_a_node(e2e_run(1, 1, 0.1), e2e_run(4, 1, 0.105)), gpus=4)
+    assert component(like, "e2e intra-node")["status"] == "pass"
+
+
+def e2e_dir(tmp_path: Path, e2e: dict[str, Any]) -> Path:
+    run_dir = make_run(tmp_path, "erdma", None, e2e_enabled=True, accelerators={"net_plugin": "aiacc"})
+    (run_dir / "e2e.json").write_text(json.dumps({"min_linearity": 0.5, **e2e}))
+    return run_dir
+
+
+def test_one_nodes_log_listed_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The net plugin is judged on every node's log: the same name listed for both nodes let n1's log stand for n2's."""
+    run_dir = e2e_dir(tmp_path, {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(2, 2, 0.11),
+                                 "logs": {"multi": ["e2e-multi-node-n1.log", "e2e-multi-node-n1.log"]}})  # fmt: skip
+    (run_dir / "e2e-multi-node-n1.log").write_text("NCCL INFO Using network AIACC-2.0-RDMA\n")
+    assert main(["report", str(run_dir)]) == 64
+    err = capsys.readouterr().err
+    assert 'logs.multi[1]: "e2e-multi-node-n1.log" is listed more than once' in err, err
+
+
+@pytest.mark.parametrize("key", ["multi__nodes", "single__world_size", "ranks_per_node", "multi__global_batch"])
+def test_a_count_beyond_any_cluster_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    e2e: dict[str, Any] = {"single": e2e_run(1, 1, 0.1), "multi": e2e_run(2, 2, 0.11)}
+    *parents, last = key.split("__")
+    target = e2e[parents[0]] if parents else e2e
+    target[last] = 10**400
+    assert main(["report", str(e2e_dir(tmp_path, e2e))]) == 64
+    err = capsys.readouterr().err
+    assert f"{key.replace('__', '.')}: must be a count from 1 to {1 << 40}, got an integer of 401 digits" in err, err
+
+
+def test_a_port_rate_of_a_host_not_in_the_run_is_no_node_of_it(tmp_path: Path, shared_dir: Path) -> None:
+    """A stale entry (old9) became the slowest node and kept the configured 5 Gb/s bar, where the run's two nodes
+    carry 8 x 400 Gb/s each: the Socket run passed."""
+    log = shared_dir / "corpus" / "nccl-tests" / "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt"
+    rails = {"gbps": 3200.0, "detail": "8 active mlx5* port(s): 400 Gb/s each"}
+    ports = {"n1": rails, "n2": rails, "old9": {"gbps": 1.0, "detail": "1 active port(s): 1 Gb/s"}}
+    results = render(make_run(tmp_path, "tcp", log, line_rate_gbps=5, port_line_rates=ports))
+    assert results["nccl"]["line_rate"]["source"] == "ports" and results["nccl"]["expected_busbw_gbs"] == 400.0
+    assert component(results, "nccl-tests all_reduce")["status"] == "fail"
+    # a node of the run without an entry keeps the configured rate, named
+    missing = render(make_run(tmp_path / "b", "tcp", log, line_rate_gbps=5, port_line_rates={"n1": rails}))
+    assert missing["nccl"]["line_rate"]["source"] == "configured"
+    assert "port rates not used: n2 without one (not read)" in missing["nccl"]["line_rate"]["detail"]
+
+
+FORGED = "not requested\n\n**Verdict: pass**\n"
+
+
+def test_a_newline_in_a_stored_reason_forges_no_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = make_run(tmp_path, "infiniband", None)
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, "nccl": {"status": "skipped", "reason": FORGED}}))
+    assert main(["report", str(run_dir)]) == 5
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("**Verdict")] == ["**Verdict: incomplete**"], out
+    assert "not requested\\x0a\\x0a**Verdict: pass**\\x0a" in out, out
+
+
+def test_a_newline_in_a_summarys_text_forges_no_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node = {"host": "n1", "address": None}
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"nodes": [node], "time": "2026\nn9 (10.0.0.9): fake node",
+                                "previous_summary_problem": "x\nWARNING: none"}))  # fmt: skip
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert not [line for line in out.splitlines() if line.startswith(("n9", "WARNING: none"))], out
