@@ -71,10 +71,13 @@ def test_hugepage_arguments_configured_once(host: Any, hostvars: dict[str, Any])
     mount = hostvars.get("hugepages_mount")
     if isinstance(mount, str) and "{{" in mount:
         pytest.skip("not judged: the hugetlbfs mount's drop-in: hugepages_mount is a template testinfra leaves as is")
+    drop_in_file = host.file("/etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf")
     if enabled(hostvars, "hugepages_mount") or mount is None:
-        drop_in = host.file("/etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf").content_string
+        drop_in = drop_in_file.content_string
         options = [line.strip() for line in drop_in.splitlines() if line.strip().startswith("Options=")]
         assert any(f"pagesize={size}" in option.split("=", 1)[1].split(",") for option in options), drop_in
+    else:  # hugepages_mount: false leaves hugetlbfs at systemd's own page size
+        assert not drop_in_file.exists, "hugepages_mount is false, yet rdmaforge's page-size drop-in is there"
 
 
 def test_policy_routing_per_secondary_nic(host: Any, hostvars: dict[str, Any]) -> None:

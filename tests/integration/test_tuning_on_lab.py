@@ -373,8 +373,14 @@ def test_turning_huge_pages_off_withdraws_exactly_what_was_set(tuned: LabHandle)
     finally:
         # With the role's arguments gone, the hand-set one may be the line's last: no space after it then.
         lab.ssh(node, """sed -i -E 's/^GRUB_CMDLINE_LINUX="intel_iommu=on ?/GRUB_CMDLINE_LINUX="/' /etc/default/grub""")
+    # hugepages_mount turned off alone: the page-size drop-in goes (it stayed in force), and comes back with it on.
+    unmounted = lab.playbook("hugepages.yml", "-e", "hugepages_mount=false", "--limit", node)
+    assert unmounted.returncode == 0, unmounted.stdout[-4000:]
+    drop_in = "/etc/systemd/system/dev-hugepages.mount.d/rdmaforge.conf"
+    assert lab.ssh(node, f"test ! -e {drop_in}", check=False).returncode == 0
     on = lab.playbook("hugepages.yml", "--limit", node)
     assert on.returncode == 0, on.stdout[-4000:]
+    assert lab.ssh(node, f"test -e {drop_in}", check=False).returncode == 0
     line = grub_line(lab, node)
     for arg in ARGS:
         assert len(re.findall(rf"(?:^|\s){re.escape(arg)}", line)) == 1, (node, line)

@@ -57,3 +57,17 @@ def test_a_second_cluster_with_the_same_first_node_name_gets_no_key_of_the_first
     own = json.dumps({"ssh_trust_controller_cache": str(tmp_path / "cache"), "ssh_trust_cluster_id": "b-cluster"})
     assert run_playbook(str(playbook), "-e", own, inventory=other, env=ENV).returncode == 0
     assert (tmp_path / "cache" / "b-cluster" / "id_ed25519").read_bytes() != made
+
+
+def test_the_key_is_named_after_the_trust_groups_first_node(tmp_path: Path) -> None:
+    """With ssh_trust_group: gpu_nodes (no group "cluster"), every such inventory's key was "cluster-cluster", so a
+    second one on the controller was refused as another cluster's (review round 19b)."""
+    playbook = tmp_path / "key.yml"
+    playbook.write_text(yaml.safe_dump([{**PLAY[0], "hosts": "gpu_nodes"}]))
+    hosts = {node: {**LOCAL_NODE, "ansible_host": address} for node, address in (("gpu-b", "10.0.0.2"),
+                                                                                 ("gpu-a", "10.0.0.1"))}  # fmt: skip
+    inventory = tmp_path / "gpu.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}))
+    variables = json.dumps({"ssh_trust_controller_cache": str(tmp_path / "cache"), "ssh_trust_group": "gpu_nodes"})
+    assert run_playbook(str(playbook), "-e", variables, inventory=inventory, env=ENV).returncode == 0
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["gpu-a-cluster"]
