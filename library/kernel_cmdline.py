@@ -28,7 +28,8 @@ description:
     otherwise they move together to the end. Other arguments never move; arguments after a C(--)
     (handed to init) are never matched, and new ones are inserted before it.
   - Keys compare the way the kernel compares them (C(-) and C(_) are the same); values compare as
-    written (V(1G) and V(1GB) differ).
+    written, except the huge page sizes (C(hugepagesz), C(default_hugepagesz)), which compare as the
+    kernel reads them (V(1G), V(1GB) and V(1073741824) are one size).
   - The variable's quoting (double or single quotes), indentation, C(export) and trailing comment are
     kept, as are all other lines; untouched arguments keep their exact spelling, including shell
     references such as C($GRUB_CMDLINE_LINUX). An unquoted value is rewritten in double quotes.

@@ -21,6 +21,9 @@ Rules, the same everywhere:
   Unmanaged arguments never move.
 * ``absent`` with a bare key (``hugepages``) removes every occurrence with any value; with a value
   (``hugepages=32``) only occurrences with exactly that value.
+* Values compare as spelt, except the huge page sizes (``hugepagesz``, ``default_hugepagesz``), which
+  compare as the kernel reads them (memparse: ``1G``, ``1GB``, ``1g`` and ``1073741824`` are one size),
+  so a line written by hand as seed 004 spells it (``1GB``) is no change from the role's ``1G``.
 
 GRUB defaults files are shell: the variable's line is edited in place, keeping its quoting (double,
 single; an unquoted value is rewritten double-quoted), its indentation, ``export`` and trailing
@@ -217,14 +220,45 @@ def normalize_args(args: Mapping[str, Any] | Sequence[str] | str | None, state: 
     return parsed
 
 
+#: Keys whose value is a size the kernel reads with memparse (mm/hugetlb.c: hugepagesz_setup,
+#: default_hugepagesz_setup): a number, optionally 0x hex or 0 octal, then an optional K, M, G, T, P or E; the
+#: kernel ignores what follows (the B of 1GB).
+SIZE_KEYS = frozenset({"hugepagesz", "default_hugepagesz"})
+_MEMPARSE_RE = re.compile(r"(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([KkMmGgTtPpEe]?)")
+_MEMPARSE_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50, "e": 60}
+
+
+def memparse(text: str | None) -> int | None:
+    """Bytes as the kernel's memparse reads ``text`` (``"1GB"`` -> 1073741824); None where it reads no number."""
+    match = _MEMPARSE_RE.match(text or "")
+    if match is None:
+        return None
+    digits = match.group(1)
+    number = int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 8) if digits[0] == "0" else int(digits)
+    return number << _MEMPARSE_SHIFT[match.group(2).lower()]
+
+
+def _same_value(key: str, value: str | None, wanted: str | None) -> bool:
+    """Whether ``value`` is ``wanted`` for ``key``: as spelt, or as the kernel reads a size (SIZE_KEYS)."""
+    if value == wanted:
+        return True
+    if key not in SIZE_KEYS:
+        return False
+    size = memparse(value)
+    return size is not None and size == memparse(wanted)
+
+
 def _same_arg(token: str, arg: Arg) -> bool:
-    """Whether ``token`` is exactly ``arg`` (key compared normalised, value as spelt)."""
-    return arg.token is not None and arg_key(token) == arg.key and arg_value(token) == arg_value(arg.token)
+    """Whether ``token`` is ``arg`` (key compared normalised, value as spelt or, for a size, as the kernel reads it)."""
+    return (arg.token is not None and arg_key(token) == arg.key
+            and _same_value(arg.key, arg_value(token), arg_value(arg.token)))  # fmt: skip
 
 
 def _matches_absent(token: str, args: Sequence[Arg]) -> bool:
     for arg in args:
-        if arg_key(token) == arg.key and (arg.token is None or arg_value(token) == arg_value(arg.token)):
+        if arg_key(token) == arg.key and (
+            arg.token is None or _same_value(arg.key, arg_value(token), arg_value(arg.token))
+        ):
             return True
     return False
 

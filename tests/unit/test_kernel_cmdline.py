@@ -190,8 +190,26 @@ def test_the_seed_sed_result_is_repaired():
     seed = " default_hugepagesz=1GB hugepagesz=1GB hugepages=50"
     text = f'GRUB_CMDLINE_LINUX="{seed}{seed}"\n'
     edit = edit_defaults(text, VAR, present(HUGE), PRESENT)
-    assert edit.text == HUGE_LINE
+    # One copy left, in the seed's spelling: the kernel reads 1GB as 1G (memparse ignores the B).
+    assert edit.text == HUGE_LINE.replace("=1G ", "=1GB ")
     assert edit.dropped == ["default_hugepagesz=1GB", "hugepagesz=1GB", "hugepages=50"]
+
+
+def test_a_line_seed_004_wrote_once_is_no_change_and_no_reboot():
+    """Seed 004 spells the size 1GB, the role 1G; the kernel reads both as 1 GiB (mm/hugetlb.c, memparse). The
+    values compared as spelt: a node set up by hand was rewritten, marked reboot-pending and rebooted for nothing
+    (review round 19b)."""
+    seed = "default_hugepagesz=1GB hugepagesz=1GB hugepages=50"
+    text = f'GRUB_CMDLINE_LINUX="{seed}"\n'
+    assert edit_defaults(text, VAR, present(HUGE), PRESENT).text == text
+    assert running_mismatches(f"BOOT_IMAGE=/vmlinuz ro {seed}", present(HUGE), PRESENT) == []
+    assert not reboot_required(f"ro {seed.replace('1GB', '1073741824')}", present(HUGE), PRESENT)
+    # another size, or another count, is a change; other keys still compare as spelt
+    assert running_mismatches(f"ro {seed.replace('hugepagesz=1GB', 'hugepagesz=2M')}", present(HUGE), PRESENT)
+    assert running_mismatches(f"ro {seed.replace('=50', '=050')}", present(HUGE), PRESENT)
+    # absent with a value matches the same size however spelt
+    assert update_cmdline(f"ro {seed}", normalize_args(["hugepagesz=1G"], ABSENT), ABSENT) == (
+        "ro default_hugepagesz=1GB hugepages=50")
 
 
 @pytest.mark.parametrize(
