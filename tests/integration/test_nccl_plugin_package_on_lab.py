@@ -85,15 +85,19 @@ def test_the_package_source_installs_registers_and_rechecks_the_plugin(
         assert again.returncode == 0, again.stdout[-4000:]
         assert_no_changes(again.stdout, [node])
     finally:
-        # Back to the converge's plugin (the lab's pypi source), then without the stand-in's package, file and record.
+        # Back to the converge's plugin (the lab's pypi source), which removes the package rdmaforge installed (its
+        # library in /usr/local/lib would still be what NCCL loads); then the file and the record go.
         restore = converged.playbook("nccl_plugin.yml", "--limit", node, timeout=600)
-        converged.ssh(node, f"dpkg -r aiacc-nccl-plugin && ldconfig && rm -f /opt/rdmaforge/nccl-plugin/pkg/{DEB}",
+        left = converged.ssh(node, f"test -e {PACKAGE_LIB} || test -e /var/lib/rdmaforge/nccl-plugin-package",
+                             check=False).returncode == 0  # fmt: skip
+        converged.ssh(node, f"dpkg -r aiacc-nccl-plugin; ldconfig; rm -f /opt/rdmaforge/nccl-plugin/pkg/{DEB}",
                       check=False)  # fmt: skip
         if record_before.strip() == "ABSENT":
             converged.ssh(node, f"rm -f {RECORD}")
         else:
             converged.ssh(node, f"cat > {RECORD} <<'EOF'\n{record_before}EOF")
     assert restore.returncode == 0, restore.stdout[-4000:]
+    assert not left, f"the pypi source left the package's {PACKAGE_LIB} (or its record): NCCL would still load it"
     assert_converge_plugin_back(converged, node)
 
 

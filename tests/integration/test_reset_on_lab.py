@@ -47,6 +47,7 @@ RDMAFORGE_PATHS = (
     "/var/lib/rdmaforge/converge-state.json",
     "/var/lib/rdmaforge/packages-added",
     "/var/lib/rdmaforge/hugepages-kernel-args",
+    "/var/lib/rdmaforge/nccl-plugin-package",  # the node fixture's AIACC deb (nccl_plugin's package source)
 )
 #: Seed 000's eRDMA userspace and OpenMPI: absent from the lab's base image, so rdmaforge adds them.
 SEED_PACKAGES = ("rdma-core", "libibverbs1", "ibverbs-utils", "openmpi-bin")
