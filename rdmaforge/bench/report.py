@@ -625,11 +625,17 @@ def unlike_runs(single: Mapping[str, Any], multi: Mapping[str, Any], nodes: int,
     return None
 
 
-def gpus_per_node(run: Mapping[str, Any]) -> int | None:
-    """The GPU count every node of the run has (run.json's ``gpus``), or None when unknown or not one count."""
+def gpus_per_node(run: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The most GPUs a node of the run has (run.json's ``gpus``) and which nodes have as many ("each node" where all
+    do), or None when no count is known. The nodes' counts may differ: a node of more GPUs than the training's ranks
+    per node left some of them out, whatever the other nodes have."""
     gpus = run.get("gpus")
-    counts = {whole_number(n) for n in gpus.values()} if isinstance(gpus, Mapping) and gpus else {None}
-    return counts.pop() if len(counts) == 1 else None
+    counts = {str(n): c for n, c in (gpus.items() if isinstance(gpus, Mapping) else []) if whole_number(c) is not None}
+    if not counts:
+        return None
+    most = max(int(c) for c in counts.values())
+    largest = sorted(n for n, c in counts.items() if int(c) == most)
+    return most, "each node" if len(largest) == len(counts) else f"node {named_first(largest, 3)}"
 
 
 def other_training(run: Mapping[str, Any], multi: Mapping[str, Any], nodes: int) -> tuple[Status, str] | None:
@@ -670,7 +676,7 @@ def intra_node_result(
     e2e: dict[str, Any],
     across_minimum: float | None,
     components: list[Component],
-    gpus: int | None = None,
+    gpus: tuple[int, str] | None = None,
     run: Mapping[str, Any] | None = None,
 ) -> None:
     """Seed 003, within one node: multi-GPU throughput / single-GPU throughput / GPUs per node.
@@ -687,10 +693,11 @@ def intra_node_result(
     ranks = whole_number(e2e.get("ranks_per_node") or (single or {}).get("world_size") or 1) or 1
     minimum = optional_float(e2e.get("min_intra_node_linearity", across_minimum))
     component = Component("e2e intra-node", "e2e", "fail", "", unit="linearity")
-    if gpus is not None and gpus > ranks:
+    if gpus is not None and gpus[0] > ranks:
+        most, where = gpus
         component.status = "not_judged"
-        component.reason = (f"each node has {gpus} GPUs (run.json) but trained with {ranks} rank(s) (e2e.json "
-                            f"ranks_per_node): {gpus - ranks} GPU(s) per node took no part, and the scaling within a "
+        component.reason = (f"{where} has {most} GPUs (run.json) but trained with {ranks} rank(s) (e2e.json "
+                            f"ranks_per_node): {most - ranks} GPU(s) per node took no part, and the scaling within a "
                             "node was not measured")  # fmt: skip
         components.append(component)
         return
@@ -1075,8 +1082,10 @@ def summary_markdown(results: dict[str, Any], plots: list[str], plot_notes: Sequ
             gpus = e2e["single"]["world_size"]
             lines += ["", f"Linearity within one node (1-node / (1-GPU x {gpus}), p50): "
                       f"{fixed(e2e['linearity_intra_node'], 2)}"]  # fmt: skip
-        elif e2e.get("single") and int(e2e.get("ranks_per_node") or e2e["single"].get("world_size") or 1) <= 1:
-            lines += ["", "Linearity within one node: not measured, a node trains with one rank (one GPU or none)"]
+        elif (e2e.get("single") and int(e2e.get("ranks_per_node") or e2e["single"].get("world_size") or 1) <= 1
+              and not any(c.get("name") == "e2e intra-node" for c in results["components"])):
+            # (with more GPUs than that, the intra-node component above says they took no part)
+            lines += ["", "Linearity within one node: not measured, a node trains with one rank"]
         lines.append("")
     lines += accelerator_lines(results.get("accelerators"))
     lines += [f"![{p}]({p})" for p in plots]

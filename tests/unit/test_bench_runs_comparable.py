@@ -140,3 +140,17 @@ def test_a_newline_in_a_summarys_text_forges_no_line(tmp_path: Path, capsys: pyt
     assert main(["summary", str(path)]) == 0
     out = capsys.readouterr().out
     assert not [line for line in out.splitlines() if line.startswith(("n9", "WARNING: none"))], out
+
+
+def test_gpus_left_out_on_a_node_of_more_gpus_than_the_others_are_named(tmp_path: Path) -> None:
+    """Nodes of 8 and 4 GPUs trained with one rank each: the check of GPUs that took no part needed one count for
+    every node and was skipped, and summary.md said the nodes had one GPU or none."""
+    run_dir = make_run(tmp_path, "erdma", None, gpus={"n1": 8, "n2": 4}, e2e_enabled=True)
+    (run_dir / "e2e.json").write_text(json.dumps({
+        "min_linearity": 0.5, "ranks_per_node": 1,
+        "single": nccl(e2e_run(1, 1, 0.1)), "multi": nccl(e2e_run(2, 2, 0.11))}))  # fmt: skip
+    results = render(run_dir)
+    intra = component(results, "e2e intra-node")
+    assert intra["status"] == "not_judged" and results["verdict"] == "incomplete", intra
+    assert "node n1 has 8 GPUs (run.json) but trained with 1 rank(s)" in str(intra["reason"]), intra["reason"]
+    assert "one GPU or none" not in (tmp_path / "summary.md").read_text()
