@@ -2,8 +2,9 @@
 
 Every case renders a copy of inventories/example (its workloads.yml replaced by 8 GPUs and the eRDMA device files,
 the role's defaults otherwise: the MPIJob's 50Gi of hugepages) with the finding's variables in
-group_vars/all/zz.yml. What is expected comes from Kubernetes' validation rules (k8s.io/kubernetes pkg/apis/core/validation), docker's and Open MPI's documented
-syntax, and roles hugepages and nccl_env (their argument_specs and tasks), never from the code under test.
+group_vars/all/zz.yml. What is expected comes from Kubernetes' validation rules (k8s.io/kubernetes
+pkg/apis/core/validation), docker's and Open MPI's documented syntax, and roles hugepages and nccl_env (their
+argument_specs and tasks), never from the code under test.
 """
 
 from __future__ import annotations
