@@ -276,3 +276,17 @@ def test_seed_003s_variables_reach_the_training_runs() -> None:
     env = evaluate("{{ benchmark_e2e_env }}", benchmark_e2e_extra_env={"AIACC_BUCKET_TUNE_DISABLE": "1",
                                                                         "NCCL_DEBUG": "WARN"})  # fmt: skip
     assert env["AIACC_BUCKET_TUNE_DISABLE"] == "1" and env["NCCL_DEBUG"] == "INFO" and env["OMP_NUM_THREADS"] == "1"
+
+
+def test_the_n_node_result_is_read_from_whichever_node_printed_it() -> None:
+    """torchrun's global rank 0 prints the result line, and c10d rendezvous does not promise rank 0 to the first
+    node: read from the first node alone, a run whose rank 0 landed on node2 had no N-node result and failed
+    (review round 19a)."""
+    line = 'RDMAFORGE_E2E {"world_size": 16, "nodes": 2, "percentiles": {}}'
+    outputs = {"node1": {"benchmark_e2e_multi": {"stdout": "[rank8] training\n", "rc": 0}},
+               "node2": {"benchmark_e2e_multi": {"stdout": f"[rank0] training\n{line}\n", "rc": 0}}}  # fmt: skip
+    assert evaluate(e2e_json("multi"), hostvars=outputs, benchmark_nodes=NODES) == {
+        "world_size": 16, "nodes": 2, "percentiles": {}}
+    # a node without the registered result (the play lost it) is read as no output, not a template error
+    assert evaluate(e2e_json("multi"), hostvars={"node1": {}, **{"node2": outputs["node2"]}},
+                    benchmark_nodes=NODES)["world_size"] == 16  # fmt: skip
