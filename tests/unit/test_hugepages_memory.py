@@ -177,3 +177,36 @@ def test_a_count_written_as_a_whole_float_is_that_many_pages() -> None:
     with pytest.raises(ValueError, match="hugepages_count='forty' is not a whole number of pages"):
         tuning.hugepages_count(8, "forty")  # type: ignore[arg-type]
 
+
+
+# --- 1 GiB pages on a CPU without them ----------------------------------------------------------------------------
+
+
+def run_cpu_check(tmp_path: Path, flags: str, size: str = "1G") -> subprocess.CompletedProcess[str]:
+    """validate.yml's two CPU tasks on this machine (x86_64: the lab's), the CPU's flags read from a file here."""
+    block = yaml.safe_load((PROJECT_ROOT / "roles" / "hugepages" / "tasks" / "validate.yml").read_text())[0]["block"]
+    tasks = [t for t in block if "1 GiB pages" in t["name"]]
+    assert len(tasks) == 2, [t["name"] for t in block]
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: fpu vme {flags} lm\n\nprocessor\t: 1\nflags\t\t: fpu {flags}\n")
+    play = [{"name": "cpu", "hosts": "all", "gather_facts": True, "gather_subset": ["!all"],
+             "vars": {"hugepages_size": size, "hugepages_cpuinfo": str(cpuinfo)}, "tasks": tasks}]  # fmt: skip
+    playbook = tmp_path / "cpu.yml"
+    playbook.write_text(yaml.safe_dump(play, sort_keys=False))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"), "ANSIBLE_CACHE_PLUGIN": "memory",
+           "ANSIBLE_NOCOLOR": "1"}  # fmt: skip
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "gpu-a,", "-c", "local",
+            "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)]  # fmt: skip
+    return subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the pdpe1gb flag is x86's; this machine is not x86_64")
+def test_1g_pages_on_an_x86_cpu_without_pdpe1gb_are_refused_before_any_change(tmp_path: Path) -> None:
+    """Without the flag the kernel ignores hugepagesz=1G: the role edited GRUB, rebooted the cluster for no page, and
+    the 1G hugetlbfs mount failed at every boot (review round 19b)."""
+    refused = run_cpu_check(tmp_path, "pse pse36")
+    assert refused.returncode != 0
+    said = " ".join(refused.stdout.split())
+    assert "gpu-a: hugepages_size is 1G, but this x86 CPU lacks the pdpe1gb flag" in said and "Allowed:" in said
+    assert run_cpu_check(tmp_path, "pse pdpe1gb").returncode == 0
+    assert run_cpu_check(tmp_path, "pse pse36", size="2M").returncode == 0  # 2 MiB pages need no such flag
