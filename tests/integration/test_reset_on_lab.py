@@ -47,7 +47,6 @@ RDMAFORGE_PATHS = (
     "/var/lib/rdmaforge/converge-state.json",
     "/var/lib/rdmaforge/packages-added",
     "/var/lib/rdmaforge/hugepages-kernel-args",
-    "/var/lib/rdmaforge/nccl-plugin-package",  # the node fixture's AIACC deb (nccl_plugin's package source)
 )
 #: Seed 000's eRDMA userspace and OpenMPI: absent from the lab's base image, so rdmaforge adds them.
 SEED_PACKAGES = ("rdma-core", "libibverbs1", "ibverbs-utils", "openmpi-bin")
@@ -149,6 +148,8 @@ def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
     assert set(SEED_PACKAGES) <= set(recorded) and not set(BASE_PACKAGES) & set(recorded), recorded
     # The deb's package name comes from the file, not from its file name.
     assert AIACC_PACKAGE in recorded and installed(lab, node, (AIACC_PACKAGE,)) == [AIACC_PACKAGE], recorded
+    # nccl_plugin's own record of it (removed with rdmaforge's state directory below)
+    assert lab.ssh(node, "cat /var/lib/rdmaforge/nccl-plugin-package").stdout.split() == [AIACC_PACKAGE]
     assert installed(lab, node, BASE_PACKAGES) == sorted(BASE_PACKAGES)
     def fingerprints() -> dict[str, str]:
         return {n: lab.ssh(n, "sha256sum /etc/nccl.conf /etc/hosts /etc/rdmaforge/hostfile").stdout for n in others}
