@@ -434,6 +434,16 @@ def grubby_backend(module: AnsibleModule, args: list[Arg], state: str) -> dict[s
         if add:
             command.append("--args=" + " ".join(add))
         run_grubby(module, *command)
+        fail_json = module.fail_json
+
+        # From here a failure (the entries read back, /etc/default/grub) comes after grubby changed the entries: the
+        # result says so, or the caller would report that no boot loader file changed while the next boot takes them.
+        def fail_after_grubby(msg: str, **kwargs: Any) -> None:
+            kwargs.update(changed=True, grubby_changed=True)
+            fail_json(msg=f"{msg} (grubby --update-kernel=ALL had already run: the boot entries may carry new "
+                          "arguments, which the next boot takes; see grubby --info=ALL)", **kwargs)  # fmt: skip
+
+        module.fail_json = fail_after_grubby
         # Report what grubby really did, and refuse to call it done if an entry is still wrong.
         after = {e.index: e.args for e in parse_grubby_info(run_grubby(module, "--info=ALL"))}
         wrong = [

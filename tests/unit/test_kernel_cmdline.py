@@ -716,6 +716,19 @@ def test_module_grubby_backend_is_picked_automatically(case):
 
 
 @shared_runs
+def test_a_failure_after_grubby_ran_is_reported_as_a_change(case):
+    """grubby's entries have no backup: a failure after --update-kernel ran (here: entries that still differ) was
+    reported unchanged, and role hugepages then said no boot loader file changed and withdrew the reboot, while the
+    next boot may take the new arguments (review round 19b)."""
+    path, proc = grub(case)
+    script, _, entries_dir = grubby(case)
+    script.write_text(script.read_text().replace('    json.dump(entries, open(state_file, "w"))\n', ""))
+    run = yield kernel_cmdline(HUGE, path, proc, grubby_path=str(script), bls_entries_dir=str(entries_dir))
+    assert run.failed and run.result["changed"] is True and run.result["grubby_changed"] is True, run.result
+    assert "boot entries still differ" in run.result["msg"] and "had already run" in run.result["msg"]
+
+
+@shared_runs
 def test_module_dropin_with_grubby(case):
     path, proc = grub(case)
     script, _, entries_dir = grubby(case)
