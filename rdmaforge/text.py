@@ -23,6 +23,14 @@ def fixed(value: float, places: int = 1, signed: bool = False) -> str:
     return f"{value:{sign}.{places}f}"
 
 
+def figure(value: float) -> str:
+    """A rate or threshold for a sentence: ``fixed`` from 10 on, three significant digits below it, so that a small
+    line rate (0.625 GB/s, a 5 Gbit/s link) is not shown as 0.6 beside its own 80% of 0.5."""
+    if value != 0 and math.isfinite(value) and abs(value) < 10:
+        return f"{value:.3g}"
+    return fixed(value)
+
+
 def percent(fraction: float) -> str:
     """``fraction`` as a whole percentage (0.93 -> 93%), or as ``1.235e+09%`` when that is LARGE or more, or with
     the digits it needs when it is not 0 but below half a percent (1e-300 is ``1e-298%``, never ``0%``)."""

@@ -53,7 +53,7 @@ from rdmaforge.nccl_tests.transport import (
 from rdmaforge.plain_data import whole_number
 from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
 from rdmaforge.terminal import escaped
-from rdmaforge.text import fixed, named_first, percent
+from rdmaforge.text import figure, fixed, named_first, percent
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
 DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
@@ -311,13 +311,13 @@ def expected_for(name: str, last: Run | None, expected: float) -> tuple[float | 
     """The rate ``name``'s busbw is judged against, and the words that say so: the node's line rate, or for a
     PER_RANK_COLLECTIVES its share per rank (None where the ranks per node are unknown)."""
     if name not in PER_RANK_COLLECTIVES:
-        return expected, f"the expected {fixed(expected)} GB/s line rate"
+        return expected, f"the expected {figure(expected)} GB/s line rate"
     per_node = ranks_per_node(last) if last is not None else None
     if per_node is None:
         return None, ""
     here = expected / per_node
-    return here, (f"the expected {fixed(here)} GB/s line rate per rank ({name}'s busbw is one rank's: the node's "
-                  f"{fixed(expected)} GB/s over its {per_node} ranks)")
+    return here, (f"the expected {figure(here)} GB/s line rate per rank ({name}'s busbw is one rank's: the node's "
+                  f"{figure(expected)} GB/s over its {per_node} ranks)")
 
 
 def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]) -> dict[str, Any]:
@@ -1093,7 +1093,7 @@ def summary_markdown(results: dict[str, Any], plots: list[str], plot_notes: Sequ
     lines += [f"- {describe(component)}" for component in results["components"]] + [""]
     nccl = results["nccl"]
     if nccl["status"] == "ran":
-        lines += [f"Expected bus bandwidth (line rate): {fixed(nccl['expected_busbw_gbs'])} GB/s"]
+        lines += [f"Expected bus bandwidth (line rate): {figure(nccl['expected_busbw_gbs'])} GB/s"]
         if nccl.get("line_rate"):
             lines += [f"({nccl['line_rate']['source']}: {nccl['line_rate']['detail']})"]
         lines += [""]
