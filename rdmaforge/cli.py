@@ -84,13 +84,19 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     return build_parser()
 
 
-def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    """The parser of sub-command ``name``."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
-            chosen: argparse.ArgumentParser = action.choices[name]
-            return chosen
-    return parser
+def subcommand(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the sub-command ``args`` chose, down to a verb of its own (``lab up``): the one whose usage goes
+    with an error in its arguments."""
+    chosen, name = parser, getattr(args, "command", None)
+    while name is not None:
+        found = [action for action in chosen._actions
+                 if isinstance(action, argparse._SubParsersAction) and name in action.choices]  # fmt: skip
+        if not found:
+            break
+        chosen = found[0].choices[name]
+        verbs = [action for action in chosen._actions if isinstance(action, argparse._SubParsersAction)]
+        name = getattr(args, verbs[0].dest, None) if verbs and verbs[0].dest != argparse.SUPPRESS else None
+    return chosen
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,7 +124,7 @@ def _main(argv: list[str]) -> int:
             parser = parser_for(argv)
             args, extra = parser.parse_known_args(argv)
             if extra:  # named by the sub-command, with its usage (the top parser's would show `rdmaforge COMMAND`)
-                subcommand(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
+                subcommand(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
         except SystemExit as exc:
             if exc.code not in (0, None):
                 raise  # a usage error: argparse printed it

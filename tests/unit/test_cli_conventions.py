@@ -577,6 +577,11 @@ def test_an_unknown_option_after_a_command_is_named_with_that_commands_usage(
     err = capsys.readouterr().err
     assert err.startswith("usage: rdmaforge summary"), err
     assert "rdmaforge summary: error: unrecognized arguments: --bogus" in err
+    # a verb of its own (`lab up`): that verb's usage, not the lab's list of verbs
+    assert main(["lab", "up", "--bogus"]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("usage: rdmaforge lab up"), err
+    assert "rdmaforge lab up: error: unrecognized arguments: --bogus" in err
 
 
 def test_help_names_the_playbooks_as_an_installed_user_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:
