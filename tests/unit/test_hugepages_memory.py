@@ -135,21 +135,29 @@ def memtotal_mb() -> int:
     raise AssertionError("no MemTotal in /proc/meminfo")
 
 
-def run_memory_check(tmp_path: Path, play_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    """roles/hugepages/tasks/validate.yml's memory task, on this machine's gathered facts (a local host)."""
+def run_validate_tasks(tmp_path: Path, chosen: list[str], play_vars: dict[str, Any],
+                       gather_subset: list[str]) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The tasks named ``chosen`` of roles/hugepages/tasks/validate.yml, on this machine (a local host, gpu-a)."""
     block = yaml.safe_load((PROJECT_ROOT / "roles" / "hugepages" / "tasks" / "validate.yml").read_text())[0]["block"]
-    task = next(t for t in block if t["name"] == "Refuse more huge pages than the node's memory allows")
-    role_vars = {"hugepages_size": "1G", "hugepages_max_memory_fraction": DEFAULTS["hugepages_max_memory_fraction"],
-                 "rdmaforge_node": {"gpu_count": 8}}  # fmt: skip
-    play = [{"name": "memory", "hosts": "all", "gather_facts": True, "gather_subset": ["!all", "hardware"],
-             "vars": {**role_vars, **play_vars}, "tasks": [task]}]  # fmt: skip
-    playbook = tmp_path / "memory.yml"
+    tasks = [t for t in block if t["name"] in chosen]
+    assert len(tasks) == len(chosen), [t["name"] for t in block]
+    play = [{"name": "validate", "hosts": "all", "gather_facts": True, "gather_subset": gather_subset,
+             "vars": play_vars, "tasks": tasks}]  # fmt: skip
+    playbook = tmp_path / "validate.yml"
     playbook.write_text(yaml.safe_dump(play, sort_keys=False))
     env = {**os.environ, "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"), "ANSIBLE_CACHE_PLUGIN": "memory",
            "ANSIBLE_NOCOLOR": "1"}  # fmt: skip
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "gpu-a,", "-c", "local",
             "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)]  # fmt: skip
     return subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def run_memory_check(tmp_path: Path, play_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """validate.yml's memory task, on this machine's gathered facts."""
+    role_vars = {"hugepages_size": "1G", "hugepages_max_memory_fraction": DEFAULTS["hugepages_max_memory_fraction"],
+                 "rdmaforge_node": {"gpu_count": 8}}  # fmt: skip
+    return run_validate_tasks(tmp_path, ["Refuse more huge pages than the node's memory allows"],
+                              {**role_vars, **play_vars}, ["!all", "hardware"])  # fmt: skip
 
 
 def test_preflight_refuses_a_count_larger_than_the_node_s_memory(tmp_path: Path) -> None:
@@ -184,20 +192,10 @@ def test_a_count_written_as_a_whole_float_is_that_many_pages() -> None:
 
 def run_cpu_check(tmp_path: Path, flags: str, size: str = "1G") -> subprocess.CompletedProcess[str]:
     """validate.yml's two CPU tasks on this machine (x86_64: the lab's), the CPU's flags read from a file here."""
-    block = yaml.safe_load((PROJECT_ROOT / "roles" / "hugepages" / "tasks" / "validate.yml").read_text())[0]["block"]
-    tasks = [t for t in block if "1 GiB pages" in t["name"]]
-    assert len(tasks) == 2, [t["name"] for t in block]
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nflags\t\t: fpu vme {flags} lm\n\nprocessor\t: 1\nflags\t\t: fpu {flags}\n")
-    play = [{"name": "cpu", "hosts": "all", "gather_facts": True, "gather_subset": ["!all"],
-             "vars": {"hugepages_size": size, "hugepages_cpuinfo": str(cpuinfo)}, "tasks": tasks}]  # fmt: skip
-    playbook = tmp_path / "cpu.yml"
-    playbook.write_text(yaml.safe_dump(play, sort_keys=False))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(PROJECT_ROOT / "ansible.cfg"), "ANSIBLE_CACHE_PLUGIN": "memory",
-           "ANSIBLE_NOCOLOR": "1"}  # fmt: skip
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "gpu-a,", "-c", "local",
-            "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)]  # fmt: skip
-    return subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    tasks = ["Read whether the CPU can map 1 GiB pages", "Refuse 1 GiB pages on a CPU without them"]
+    return run_validate_tasks(tmp_path, tasks, {"hugepages_size": size, "hugepages_cpuinfo": str(cpuinfo)}, ["!all"])
 
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the pdpe1gb flag is x86's; this machine is not x86_64")
