@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rdmaforge.parsers.hugepages import size_kb
-from rdmaforge.parsers.kernel_cmdline import arg_key, arg_value, split_cmdline
+from rdmaforge.parsers.kernel_cmdline import arg_key, arg_value, same_value, split_cmdline
 from rdmaforge.plain_data import whole_number
 
 # --- huge pages --------------------------------------------------------------------------------------
@@ -192,25 +192,32 @@ def grub_mkconfig_argv(os_family: str, output: str, override: Sequence[str] = ()
     return [tool, "-o", output]
 
 
+def _occurrences(tokens: Sequence[str], wanted: str) -> int:
+    """How often ``tokens`` (one kernel line) hold the argument ``wanted``: its key as the kernel reads keys, its
+    value as spelt or, for a huge page size, as the kernel reads it (seed 004's 1GB is 1G)."""
+    key = arg_key(wanted)
+    return sum(1 for token in tokens if arg_key(token) == key and same_value(key, arg_value(token), arg_value(wanted)))
+
+
 def grub_cfg_missing_args(grub_cfg: str, args: Mapping[str, Any]) -> list[str]:
     """Arguments (``key=value``) missing from any kernel line of a generated grub.cfg; every line is missing
     all of them when the file has no kernel line (nothing was generated)."""
     wanted = [f"{k}={v}" for k, v in args.items()]
-    lines = _kernel_lines(grub_cfg)
+    lines = [split_cmdline(line) for line in _kernel_lines(grub_cfg)]
     if not lines:
         return wanted
     missing: list[str] = []
     for token in wanted:
-        if any(split_cmdline(line).count(token) != 1 for line in lines) and token not in missing:
+        if any(_occurrences(line, token) != 1 for line in lines) and token not in missing:
             missing.append(token)
     return missing
 
 
 def grub_cfg_carried_args(grub_cfg: str, tokens: Sequence[str]) -> list[str]:
-    """The arguments (``key=value`` as written) that some kernel line of a generated grub.cfg still carries: what a
-    withdrawal must have taken off every line."""
+    """The arguments (``key=value`` as written) that some kernel line of a generated grub.cfg still carries, in any
+    spelling the kernel reads alike: what a withdrawal must have taken off every line."""
     lines = [split_cmdline(line) for line in _kernel_lines(grub_cfg)]
-    return [token for token in dict.fromkeys(tokens) if any(token in line for line in lines)]
+    return [token for token in dict.fromkeys(tokens) if any(_occurrences(line, token) for line in lines)]
 
 
 # --- ENIs and policy routing ------------------------------------------------------------------------

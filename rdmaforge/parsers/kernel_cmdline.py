@@ -238,7 +238,7 @@ def memparse(text: str | None) -> int | None:
     return number << _MEMPARSE_SHIFT[match.group(2).lower()]
 
 
-def _same_value(key: str, value: str | None, wanted: str | None) -> bool:
+def same_value(key: str, value: str | None, wanted: str | None) -> bool:
     """Whether ``value`` is ``wanted`` for ``key``: as spelt, or as the kernel reads a size (SIZE_KEYS)."""
     if value == wanted:
         return True
@@ -251,13 +251,13 @@ def _same_value(key: str, value: str | None, wanted: str | None) -> bool:
 def _same_arg(token: str, arg: Arg) -> bool:
     """Whether ``token`` is ``arg`` (key compared normalised, value as spelt or, for a size, as the kernel reads it)."""
     return (arg.token is not None and arg_key(token) == arg.key
-            and _same_value(arg.key, arg_value(token), arg_value(arg.token)))  # fmt: skip
+            and same_value(arg.key, arg_value(token), arg_value(arg.token)))  # fmt: skip
 
 
 def _matches_absent(token: str, args: Sequence[Arg]) -> bool:
     for arg in args:
         if arg_key(token) == arg.key and (
-            arg.token is None or _same_value(arg.key, arg_value(token), arg_value(arg.token))
+            arg.token is None or same_value(arg.key, arg_value(token), arg_value(arg.token))
         ):
             return True
     return False

@@ -749,3 +749,43 @@ def test_module_runs_with_python38_on_the_target(case):
     assert run.result["changed"] is True
     assert read_variable(path.read_text(), VAR) == "default_hugepagesz=1G hugepagesz=1G hugepages=50"
     assert os.path.exists(run.result["backup_file"])
+
+
+def rescue_tasks(file: str) -> dict[str, dict[str, Any]]:
+    """The rescue tasks of role hugepages' ``file`` (configure.yml, withdraw.yml), by name."""
+    import yaml
+
+    def blocks(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        found = [t for t in tasks if "rescue" in t]
+        for task in tasks:
+            found += blocks(task.get("block", []))
+        return found
+
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "hugepages" / "tasks" / file).read_text())
+    (block,) = blocks(tasks)
+    return {task["name"]: task for task in block["rescue"]}
+
+
+@pytest.mark.parametrize("file", ["configure.yml", "withdraw.yml"])
+def test_the_rescue_after_grubby_ran_says_so_and_keeps_the_reboot(file):
+    """The module's result after grubby ran and a later step failed: changed, grubby_changed, no files_changed.
+    withdraw.yml's message joined files_changed without a default, so the rescue failed on its own template and
+    hid the reason; both rescues withdrew the reboot marker, though the next boot takes grubby's entries (review
+    rounds 19b, 20)."""
+    from ansible.template import trust_as_template
+
+    from tests.unit.role_vars import role_vars
+
+    rescue = rescue_tasks(file)
+    result = {"failed": True, "changed": True, "grubby_changed": True, "msg": "grubby ran but entries still differ"}
+    variables = {"hugepages_cmdline": result, "ansible_failed_task": {"name": "Remove the kernel arguments"},
+                 "ansible_failed_result": result, "hugepages_grub_cfg_said": "grub.cfg said",
+                 "hugepages_will_change": True, "hugepages_reboot_pending": False,
+                 "hugepages_marked_boot": "a", "hugepages_this_boot": "b", "inventory_hostname": "node1"}  # fmt: skip
+    templar = role_vars("hugepages", {}, **variables)
+    message = " ".join(str(templar.template(trust_as_template(
+        rescue["Stop, saying what failed and what was put back"]["ansible.builtin.fail"]["msg"]))).split())
+    assert "grubby ran but entries still differ" in message and "a reboot stays pending" in message, message
+    when = rescue["Withdraw the reboot this run announced"]["when"]
+    conditions = when if isinstance(when, list) else [when]
+    assert not all(templar.template(trust_as_template("{{ " + c + " }}")) for c in conditions)

@@ -450,3 +450,13 @@ def test_an_eni_plan_names_an_address_that_is_no_ipv4_instead_of_crashing() -> N
     assert [p.split(" (")[0] for p in plan["problems"]] == [
         "n1: eni_addresses.eth1='10.0.1.5/33' is not an IPv4 address/prefix",
         "n1: eni_gateways.eth2='fe80::1' is not an IPv4 address"]
+
+
+def test_grub_cfg_sizes_are_read_as_the_kernel_reads_them() -> None:
+    """Seed 004's 1GB is the role's 1G in grub.cfg too (kernel_cmdline keeps the seed's spelling): a check for the
+    exact text regenerated grub.cfg on every run and stopped the converge (review round 20)."""
+    seed = "\tlinux /vmlinuz-6.1 root=/dev/sda1 ro default_hugepagesz=1GB hugepagesz=1GB hugepages=50\n"
+    assert tuning.grub_cfg_missing_args(seed, ARGS) == []
+    assert tuning.grub_cfg_carried_args(seed, ["hugepagesz=1G", "hugepages=50"]) == ["hugepagesz=1G", "hugepages=50"]
+    two_mib = seed.replace(" hugepagesz=1GB", " hugepagesz=2M")
+    assert tuning.grub_cfg_missing_args(two_mib, ARGS) == ["hugepagesz=1G"]
