@@ -772,26 +772,30 @@ def test_a_repository_signed_by_a_key_its_keyring_lacks_is_not_retried(
 def test_the_key_is_verified_when_the_batchs_first_host_has_no_erdma(
     signing_key: tuple[bytes, str], tmp_path: Path
 ) -> None:
-    """verify_key.yml's tasks run once, on the first host: asked whether that host alone takes erdma, a first host
-    of another fabric skipped the key for every host that needs it, and yum hosts failed on an undefined keyring
-    (review round 19b). Role main.yml's own two tasks, for two hosts, the first without erdma."""
+    """verify_key.yml's tasks run once: imported under a condition, that condition was asked of the batch's first
+    host alone, and a first host of another fabric skipped the key for every host that needs it (yum hosts then
+    failed on an undefined keyring); asked of all hosts, the tasks ran with the first host's variables, so a key
+    fingerprint set for the erdma hosts alone failed there (review rounds 19b, 20). Role main.yml's own task, for
+    two hosts, the first without erdma and without the key's settings."""
     armored, fingerprint = signing_key
     tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / "main.yml").read_text())
-    index = next(i for i, task in enumerate(tasks) if "verify_key" in task.get("ansible.builtin.import_tasks", ""))
+    named = [str(task.get("ansible.builtin.include_tasks", task.get("ansible.builtin.import_tasks"))) for task in tasks]
+    index = next(i for i, name in enumerate(named) if "verify_key" in name)
     before, verify = tasks[:index], tasks[index]
+    kind = "include_role" if "ansible.builtin.include_tasks" in verify else "import_role"
     server = FlakyKeyServer(armored, failures=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     inventory = tmp_path / "hosts.yml"
     local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    erdma = {**local, "rdma_repos_erdma_enabled": True, "rdma_repos_erdma_gpg_fingerprint": fingerprint,
+             "rdma_repos_erdma_gpg_key_url": f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY"}
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"a-tcp": {**local, "rdma_repos_erdma_enabled": False},
-                                                           "b-erdma": {**local, "rdma_repos_erdma_enabled": True}}}}))
+                                                           "b-erdma": erdma}}}))  # fmt: skip
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [*before, {
         "name": verify["name"], "when": verify["when"],
-        "ansible.builtin.import_role": {"name": "rdmaforge.cluster.rdma_repos", "tasks_from": "verify_key"}}],
-        "vars": {"rdma_repos_erdma_gpg_key_url": f"http://127.0.0.1:{server.server_address[1]}/erdma/GPGKEY",
-                 "rdma_repos_erdma_gpg_fingerprint": fingerprint,
-                 "rdma_repos_controller_cache": str(tmp_path / "keys")}}]))  # fmt: skip
+        f"ansible.builtin.{kind}": {"name": "rdmaforge.cluster.rdma_repos", "tasks_from": "verify_key"}}],
+        "vars": {"rdma_repos_controller_cache": str(tmp_path / "keys")}}]))  # fmt: skip
     try:
         proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
     finally:
