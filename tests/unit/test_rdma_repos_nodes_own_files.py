@@ -20,7 +20,7 @@ NODES_SOURCE = ("Types: deb\nURIs: https://mirrors.aliyun.com/erdma/apt/ubuntu\n
                 "Signed-By: /etc/apt/keyrings/erdma.gpg\n")
 
 
-def role_run(tmp_path: Path, tasks_from: str, *extra: str) -> tuple[int, str]:
+def role_run(tmp_path: Path, tasks_from: str, *extra: str, **more: object) -> tuple[int, str]:
     inventory = local_inventory(tmp_path / "hosts.yml")
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump([{
@@ -33,7 +33,7 @@ def role_run(tmp_path: Path, tasks_from: str, *extra: str) -> tuple[int, str]:
              "rdma_repos_rpm_key_path": "/etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaforge-erdma",
              "rdma_repos_sources_path": str(tmp_path / "erdma.sources"),
              "rdma_repos_legacy_list_path": str(tmp_path / "erdma.list"),
-             "rdma_repos_keyring_dir": str(tmp_path / "keyrings")}  # fmt: skip
+             "rdma_repos_keyring_dir": str(tmp_path / "keyrings"), **more}  # fmt: skip
     proc = run_playbook(str(playbook), "-e", json.dumps(paths), *extra, inventory=inventory, env=ENV, timeout=300)
     return proc.returncode, proc.stdout
 
@@ -72,5 +72,18 @@ def test_a_nodes_own_erdma_source_and_keyring_stay_where_erdma_is_not_enabled(tm
     keyring.write_bytes(b"\x99\x01\x0dkey")
     for extra in (["--check", "--diff"], []):
         code, out = role_run(tmp_path, "apt", *extra)
+        assert code == 0 and recap(out)["localhost"]["changed"] == 0, out[-3000:]
+        assert source.read_text() == NODES_SOURCE and keyring.exists()
+
+
+def test_reset_leaves_a_nodes_own_erdma_source_and_keyring(tmp_path: Path) -> None:
+    """`rdmaforge reset` (withdraw.yml) removed erdma.sources and its keyring whoever wrote them, where the
+    converge already left a node's own alone (review round 20)."""
+    source, keyring = tmp_path / "erdma.sources", tmp_path / "keyrings" / "erdma.gpg"
+    source.write_text(NODES_SOURCE)
+    keyring.parent.mkdir()
+    keyring.write_bytes(b"\x99\x01\x0dkey")
+    for extra in (["--check", "--diff"], []):
+        code, out = role_run(tmp_path, "withdraw", *extra, ansible_facts={"pkg_mgr": "apt"})
         assert code == 0 and recap(out)["localhost"]["changed"] == 0, out[-3000:]
         assert source.read_text() == NODES_SOURCE and keyring.exists()
