@@ -272,12 +272,13 @@ def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
     return None
 
 
-def implausible_busbw(last: Run, expected: float) -> str | None:
+def implausible_busbw(last: Run, expected: float, per_rank: bool = False) -> str | None:
     """Why the table's highest bus bandwidth (either half, any size) is no measurement of the fabric: it is above
     the ceiling the run's own line rate implies (rdmaforge.bench.line_rate.rate_ceiling). Such a row fails its
     run, as a row of nan or inf bandwidth does: a pass against the line rate would be a pass of a corrupt number.
     None when every busbw is below the ceiling. Only for a run whose traffic crossed the fabric (fabric_untested
-    leaves one node's NVLink bandwidth not judged first)."""
+    leaves one node's NVLink bandwidth not judged first). ``per_rank``: ``expected`` is a rank's share of the node's
+    line rate (PER_RANK_COLLECTIVES)."""
     ceiling = rate_ceiling(expected)
     highest = max(((half.busbw, row.size, name) for row in last.rows
                    for name, half in (("out-of-place", row.out_of_place), ("in-place", row.in_place))
@@ -286,16 +287,22 @@ def implausible_busbw(last: Run, expected: float) -> str | None:
         return None
     busbw, size, name = highest
     # The line rate's source is in the report's header (results.json: nccl.line_rate); the reason stays one line.
+    rate = "the line rate per rank" if per_rank else "line rate"
     return (f"busbw {busbw:g} GB/s ({name}, {size} B) is above the fabric's ceiling {ceiling:g} GB/s "
-            f"({CEILING_FACTOR:g} x line rate): an implausible measurement, or benchmark_line_rate_gbps too low")
+            f"({CEILING_FACTOR:g} x {rate}): an implausible measurement, or benchmark_line_rate_gbps too low")
 
 
-#: Collectives whose nccl-tests busbw is one rank's traffic, not its node's: alltoall sends each rank's buffer to the
-#: others over that rank's own rail (busbw = algbw x (n-1)/n), and sendrecv is one pair's rate (busbw = algbw), its
-#: slowest pair the one across two nodes. They reach a rail's rate, not the sum of a node's rails that all_reduce,
-#: all_gather and reduce_scatter (ring or tree over every rail) are judged against (review round 19a: corpus file
-#: 02's healthy alltoall, one full 400 Gb/s rail per GPU, was judged 13% of its node's eight rails).
-PER_RANK_COLLECTIVES = frozenset({"alltoall", "sendrecv"})
+#: alltoall's nccl-tests busbw is one rank's traffic, not its node's (busbw = algbw x (n-1)/n): every rank sends its
+#: buffer to the others at once, so the ranks of a node share its line rate. It is judged against that share, not
+#: the sum of the node's rails that all_reduce, all_gather and reduce_scatter (ring or tree over every rail) are
+#: judged against (review round 19a: corpus file 02's healthy alltoall, one full 400 Gb/s rail per GPU, was judged
+#: 13% of its node's eight rails).
+PER_RANK_COLLECTIVES = frozenset({"alltoall"})
+#: sendrecv's busbw is one pair's (busbw = algbw), the slowest pair the one across two nodes. With one rank per node
+#: that pair is all its nodes carry, and the node's line rate applies; with more, it is one of a node's ranks, on
+#: one rail of a rate the run does not record (the node's rate over its ranks is not that): no line rate applies,
+#: and `rdmaforge pairwise` judges each rail against its own (review round 20).
+ONE_PAIR_COLLECTIVES = frozenset({"sendrecv"})
 
 
 def ranks_per_node(last: Run) -> int | None:
@@ -308,13 +315,19 @@ def ranks_per_node(last: Run) -> int | None:
 
 
 def expected_for(name: str, last: Run | None, expected: float) -> tuple[float | None, str]:
-    """The rate ``name``'s busbw is judged against, and the words that say so: the node's line rate, or for a
-    PER_RANK_COLLECTIVES its share per rank (None where the ranks per node are unknown)."""
-    if name not in PER_RANK_COLLECTIVES:
-        return expected, f"the expected {figure(expected)} GB/s line rate"
+    """The rate ``name``'s busbw is judged against and the words that say so: the node's line rate, or for a
+    PER_RANK_COLLECTIVES its share per rank. None, and why, where no rate applies (ONE_PAIR_COLLECTIVES) or the
+    ranks per node are unknown."""
     per_node = ranks_per_node(last) if last is not None else None
+    if name in ONE_PAIR_COLLECTIVES and per_node != 1:
+        return None, (f"run ok but {name}'s busbw is one pair's, with {per_node or 'an unknown count of'} ranks per "
+                      "node: one rail carried it, whose rate the run does not record, so no line rate applies "
+                      "(rdmaforge pairwise judges each rail against its own)")  # fmt: skip
+    if name not in PER_RANK_COLLECTIVES or per_node == 1:
+        return expected, f"the expected {figure(expected)} GB/s line rate"
     if per_node is None:
-        return None, ""
+        return None, (f"run ok but {name}'s busbw is one rank's, and the log's Rank lines do not give one count of "
+                      "ranks per node to share the node's line rate by")  # fmt: skip
     here = expected / per_node
     return here, (f"the expected {figure(here)} GB/s line rate per rank ({name}'s busbw is one rank's: the node's "
                   f"{figure(expected)} GB/s over its {per_node} ranks)")
@@ -401,10 +414,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.status = "not_judged"
                 component.reason = f"run ok but {unrecorded}"
             elif here is None:
-                component.status = "not_judged"
-                component.reason = (f"run ok but {name}'s busbw is one rank's, and the log's Rank lines do not give "
-                                    "one count of ranks per node to share the node's line rate by")  # fmt: skip
-            elif (implausible := implausible_busbw(last, here)) is not None:
+                component.status, component.reason = "not_judged", against
+            elif (implausible := implausible_busbw(last, here, name in PER_RANK_COLLECTIVES)) is not None:
                 component.reason = implausible
             elif threshold is None:
                 component.status = "not_judged"
@@ -1101,6 +1112,11 @@ def summary_markdown(results: dict[str, Any], plots: list[str], plot_notes: Sequ
         for name, entry in nccl["collectives"].items():
             eff = percent(entry["efficiency"]) if entry.get("efficiency") is not None else "-"
             lines.append(f"| {name} | {entry['status']} | {entry['avg_busbw']} | {entry['peak_busbw']} | {eff} |")
+        shares = [f"{name} against {figure(entry['expected_busbw_gbs'])} GB/s" for name, entry in
+                  nccl["collectives"].items() if entry.get("expected_busbw_gbs") is not None]  # fmt: skip
+        if shares:
+            lines += ["", f"Efficiency per rank (the busbw is one rank's: the line rate shared by a node's ranks): "
+                          f"{', '.join(shares)}."]  # fmt: skip
         lines.append("")
     e2e = results.get("e2e")
     if e2e and e2e.get("multi"):
