@@ -146,6 +146,10 @@ class SocketIfname:
         return matched != self.exclude
 
 
+#: How many names NCCL reads from the list (src/include/socket.h MAX_IFS): the rest are dropped.
+SOCKET_IFNAME_MAX_NAMES = 16
+
+
 def socket_ifname(value: str) -> SocketIfname | None:
     """How NCCL reads the value; None where it ignores the value (one character or none: socket.cc needs two) and
     picks an interface itself."""
@@ -156,7 +160,7 @@ def socket_ifname(value: str) -> SocketIfname | None:
     exact = rest.startswith("=")
     rest = rest[1:] if exact else rest
     names = tuple(name for name in (item.partition(":")[0] for item in rest.split(",")) if name)
-    return SocketIfname(exclude, exact, names)
+    return SocketIfname(exclude, exact, names[:SOCKET_IFNAME_MAX_NAMES])
 
 
 #: NCCL's own choice without a usable NCCL_SOCKET_IFNAME (socket.cc, ncclFindInterfaces), in its order.
@@ -179,9 +183,10 @@ def first_socket_interface(value: str | None, interfaces: Sequence[str]) -> str 
 
 def socket_ifname_problems(value: str) -> list[str]:
     """NCCL_SOCKET_IFNAME's grammar (NCCL docs), as NCCL_IB_HCA's without ports: optional '^' (exclude), optional
-    '=' (exact names), then a comma-separated list of interface names or prefixes. An entry NCCL cannot match (a
-    blank inside, an empty one, one longer than a Linux interface name), a value NCCL ignores or reads otherwise than
-    it reads, and an exclusion that leaves lo all leave NCCL without the interface meant: it stops with "no socket
+    '=' (exact names), then a comma-separated list of interface names or prefixes, 16 at most. An entry that is no
+    interface name (a blank inside, an empty one NCCL would drop, one longer than a Linux interface name), a value
+    NCCL ignores or reads otherwise than it is written, and a value that accepts lo (which comes first, so NCCL
+    bootstraps every node over 127.0.0.1) all leave NCCL without the interface meant: it stops with "no socket
     interface found" or bootstraps over another. An empty value means "not set"."""
     if value != value.strip():
         return [_BLANKS.format(name="NCCL_SOCKET_IFNAME", value=value)]
@@ -193,20 +198,29 @@ def socket_ifname_problems(value: str) -> list[str]:
                 f"picks an interface itself; {_IFNAME_ALLOWED}"]
     rest = value[1:] if reading.exclude else value
     rest = rest[1:] if reading.exact else rest
-    for item in rest.split(","):
+    items = rest.split(",")
+    if len(items) > SOCKET_IFNAME_MAX_NAMES:
+        return [f"NCCL_SOCKET_IFNAME={value!r} lists {len(items)} names, and NCCL reads the first "
+                f"{SOCKET_IFNAME_MAX_NAMES} (src/include/socket.h, MAX_IFS): {items[SOCKET_IFNAME_MAX_NAMES]!r} and "
+                f"after are dropped; {_IFNAME_ALLOWED}"]
+    for item in items:
         if item[:1] in ("^", "="):
             return [f"NCCL_SOCKET_IFNAME={value!r}: {item!r} begins with {item[0]!r}, which NCCL reads as part of "
                     f"the name: '^' and '=' count only at the start of the value, '^' first; {_IFNAME_ALLOWED}"]
         if ":" in item:
-            return [f"NCCL_SOCKET_IFNAME={value!r}: NCCL reads {item!r} as {item.partition(':')[0]!r} followed by "
-                    f"a port number, which interfaces do not have (an address label such as eth0:1 is matched by "
-                    f"its interface's name); {_IFNAME_ALLOWED}"]
+            name = item.partition(":")[0]
+            read = f"as {name!r} followed by a port number" if name else "as a port without a name, and drops it"
+            return [f"NCCL_SOCKET_IFNAME={value!r}: NCCL reads {item!r} {read}, and interfaces have no port (an "
+                    f"address label such as eth0:1 is matched by its interface's name); {_IFNAME_ALLOWED}"]
         if not _IFNAME_ENTRY.match(item):
             return [f"NCCL_SOCKET_IFNAME={value!r}: {item!r} is not an interface name ({_IFNAME_ALLOWED})"]
-    if reading.exclude and reading.accepts("lo"):
-        return [f"NCCL_SOCKET_IFNAME={value!r} excludes names but not lo: NCCL takes the first interface left, and "
-                "lo (127.0.0.1) comes first, so the nodes could not reach each other; allowed: lo among the "
-                f"exclusions ({value},lo) or the interface named (e.g. eth0)"]
+    # NCCL takes the interfaces in the kernel's order, lo first (its index is 1), whatever the list's order.
+    if reading.accepts("lo"):
+        how = "excludes names but not lo" if reading.exclude else "lets NCCL take lo"
+        fix = f"lo among the exclusions ({value},lo)" if reading.exclude else "the interface named without lo (e.g. eth0)"
+        return [f"NCCL_SOCKET_IFNAME={value!r} {how}: NCCL takes the first interface the value accepts in the "
+                f"kernel's order, and lo (127.0.0.1) comes first, so the nodes could not reach each other; "
+                f"allowed: {fix}"]
     return []
 
 

@@ -101,7 +101,8 @@ def test_gpg_fingerprints_primary_keys_only() -> None:
 
 
 # seed 001 (export NCCL_SOCKET_IFNAME=eth), seed 002 (=eth0), and NCCL's documented forms
-@pytest.mark.parametrize("value", ["eth", "eth0", "=eth0,eth1", "^docker,lo", "^=docker0,lo", "bond0.100", "", "lo"])
+@pytest.mark.parametrize("value", ["eth", "eth0", "=eth0,eth1", "^docker,lo", "^=docker0,lo", "bond0.100", "",
+                                   ",".join(f"eth{i}" for i in range(16))])
 def test_socket_ifname_of_nccls_grammar_passes(value: str) -> None:
     assert nccl_env.problems({"NCCL_SOCKET_IFNAME": value}) == []
 
@@ -134,6 +135,11 @@ def test_socket_ifname_nccl_cannot_match_is_a_problem(value: str, entry: str) ->
         ("eth0:1", "NCCL reads 'eth0:1' as 'eth0' followed by a port number"),
         ("^docker", "NCCL_SOCKET_IFNAME='^docker' excludes names but not lo"),
         ("^=docker0,l", "excludes names but not lo"),
+        ("lo", "lets NCCL take lo"),
+        ("eth0,lo", "lets NCCL take lo: NCCL takes the first interface the value accepts in the kernel's order"),
+        ("l,eth0", "lets NCCL take lo"),
+        (":1", "NCCL reads ':1' as a port without a name, and drops it"),
+        (",".join(f"eth{i}" for i in range(17)), "lists 17 names, and NCCL reads the first 16"),
     ],
 )
 def test_socket_ifname_that_nccl_reads_otherwise_is_a_problem(value: str, says: str) -> None:
@@ -154,6 +160,7 @@ def test_socket_ifname_that_nccl_reads_otherwise_is_a_problem(value: str, says: 
         ("eth0:1", ("lo", "eth01"), "eth01"),  # a prefix, the port dropped
         ("bond0", ("lo", "eth0"), None),
         ("^", ("lo", "eth0"), "eth0"),
+        ("^" + ",".join(f"x{i}" for i in range(16)) + ",lo", ("lo", "eth0"), "lo"),  # the 17th name is dropped
     ],
 )
 def test_the_socket_interface_nccl_chooses(value: str | None, interfaces: tuple[str, ...], chosen: str | None) -> None:
