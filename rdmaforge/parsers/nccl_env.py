@@ -217,7 +217,7 @@ def socket_ifname_problems(value: str) -> list[str]:
     # NCCL takes the interfaces in the kernel's order, lo first (its index is 1), whatever the list's order.
     if reading.accepts("lo"):
         how = "excludes names but not lo" if reading.exclude else "lets NCCL take lo"
-        fix = f"lo among the exclusions ({value},lo)" if reading.exclude else "the interface named without lo (e.g. eth0)"
+        fix = f"lo among the exclusions ({value},lo)" if reading.exclude else "the interface without lo (e.g. eth0)"
         return [f"NCCL_SOCKET_IFNAME={value!r} {how}: NCCL takes the first interface the value accepts in the "
                 f"kernel's order, and lo (127.0.0.1) comes first, so the nodes could not reach each other; "
                 f"allowed: {fix}"]
