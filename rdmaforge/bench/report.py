@@ -683,7 +683,8 @@ def gpus_per_node(run: Mapping[str, Any]) -> tuple[int, str] | None:
         return None
     most = max(int(c) for c in counts.values())
     largest = sorted(n for n, c in counts.items() if int(c) == most)
-    return most, "each node" if len(largest) == len(counts) else f"node {named_first(largest, 3)}"
+    every = isinstance(gpus, Mapping) and len(largest) == len(gpus)  # (a node of unknown count is not one of them)
+    return most, "each node" if every else f"node {named_first(largest, 3)}"
 
 
 def other_training(run: Mapping[str, Any], multi: Mapping[str, Any], nodes: int) -> tuple[Status, str] | None:
@@ -744,9 +745,10 @@ def intra_node_result(
     if gpus is not None and gpus[0] > ranks:
         most, where = gpus
         component.status = "not_judged"
+        left = f"{most - ranks} GPU(s) per node" if where == "each node" else f"{most - ranks} of its GPUs"
         component.reason = (f"{where} has {most} GPUs (run.json) but trained with {ranks} rank(s) (e2e.json "
-                            f"ranks_per_node): {most - ranks} GPU(s) per node took no part, and the scaling within a "
-                            "node was not measured")  # fmt: skip
+                            f"ranks_per_node): {left} took no part, and the scaling within a node was not "
+                            "measured")  # fmt: skip
         components.append(component)
         return
     if ranks <= 1:

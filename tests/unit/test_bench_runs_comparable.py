@@ -152,7 +152,8 @@ def test_gpus_left_out_on_a_node_of_more_gpus_than_the_others_are_named(tmp_path
     results = render(run_dir)
     intra = component(results, "e2e intra-node")
     assert intra["status"] == "not_judged" and results["verdict"] == "incomplete", intra
-    assert "node n1 has 8 GPUs (run.json) but trained with 1 rank(s)" in str(intra["reason"]), intra["reason"]
+    assert "node n1 has 8 GPUs (run.json) but trained with 1 rank(s) (e2e.json ranks_per_node): 7 of its GPUs took " \
+           "no part" in str(intra["reason"]), intra["reason"]
     assert "one GPU or none" not in (tmp_path / "summary.md").read_text()
 
 
