@@ -41,6 +41,15 @@ CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 CONTROL_ALLOWED = "printable text, without tab, newline, carriage return or other control characters"
 
 
+def list_flags(value: str) -> tuple[bool, bool, str]:
+    """``(exclude, exact, list)`` of an NCCL device or interface list (NCCL_IB_HCA, NCCL_SOCKET_IFNAME): NCCL reads
+    '^' (exclude) and then '=' (exact names) at the start only (src/os/linux.cc, src/transport/net_ib/init.cc)."""
+    exclude = value.startswith("^")
+    rest = value[1:] if exclude else value
+    exact = rest.startswith("=")
+    return exclude, exact, rest[1:] if exact else rest
+
+
 def parse_ib_hca(value: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
     """Split an NCCL_IB_HCA value into (exclude, exact, [(device, port|None)]). Raises ValueError when malformed.
 
@@ -49,11 +58,7 @@ def parse_ib_hca(value: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
     """
     if value != value.strip():
         raise ValueError(_BLANKS.format(name="NCCL_IB_HCA", value=value))
-    rest = value
-    exclude = rest.startswith("^")
-    rest = rest[1:] if exclude else rest
-    exact = rest.startswith("=")
-    rest = rest[1:] if exact else rest
+    exclude, exact, rest = list_flags(value)
     if not rest:
         if exclude or exact:
             raise ValueError(f"NCCL_IB_HCA={value!r}: '^' or '=' must be followed by device names")
@@ -155,10 +160,7 @@ def socket_ifname(value: str) -> SocketIfname | None:
     picks an interface itself."""
     if len(value) <= 1:
         return None
-    exclude = value.startswith("^")
-    rest = value[1:] if exclude else value
-    exact = rest.startswith("=")
-    rest = rest[1:] if exact else rest
+    exclude, exact, rest = list_flags(value)
     names = tuple(name for name in (item.partition(":")[0] for item in rest.split(",")) if name)
     return SocketIfname(exclude, exact, names[:SOCKET_IFNAME_MAX_NAMES])
 
@@ -196,9 +198,7 @@ def socket_ifname_problems(value: str) -> list[str]:
     if reading is None:
         return [f"NCCL_SOCKET_IFNAME={value!r}: NCCL ignores a value of one character (it reads two or more) and "
                 f"picks an interface itself; {_IFNAME_ALLOWED}"]
-    rest = value[1:] if reading.exclude else value
-    rest = rest[1:] if reading.exact else rest
-    items = rest.split(",")
+    items = list_flags(value)[2].split(",")
     if len(items) > SOCKET_IFNAME_MAX_NAMES:
         return [f"NCCL_SOCKET_IFNAME={value!r} lists {len(items)} names, and NCCL reads the first "
                 f"{SOCKET_IFNAME_MAX_NAMES} (src/include/socket.h, MAX_IFS): {items[SOCKET_IFNAME_MAX_NAMES]!r} and "
