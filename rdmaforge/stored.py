@@ -323,8 +323,7 @@ def training_count(least: int) -> Check:
     def check(value: Any) -> str | None:
         if least <= value <= MAX_TRAINING_COUNT:
             return None
-        return f"must be a count from {least} to {MAX_TRAINING_COUNT}" + (
-            f", got an integer of {len(str(abs(value)))} digits" if abs(value) > MAX_TRAINING_COUNT else "")
+        return f"must be a count from {least} to {MAX_TRAINING_COUNT}"  # Scalar adds the value (shown)
 
     return check
 

@@ -104,6 +104,18 @@ def test_a_count_beyond_any_cluster_is_refused_naming_it(
     assert f"{key.replace('__', '.')}: must be a count from 1 to {1 << 40}, got an integer of 401 digits" in err, err
 
 
+def test_a_baseline_of_a_count_beyond_any_cluster_is_refused_naming_it_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A global batch of 2**41 (13 digits, a float's range) is refused by baseline as by report, exit 64; the
+    message named the value twice ("got an integer of 13 digits, got 2199023255552")."""
+    e2e = {"single": e2e_run(1, 1, 0.1), "multi": {**e2e_run(2, 2, 0.11), "global_batch": 2**41}}
+    assert main(["baseline", str(e2e_dir(tmp_path, e2e)), "-o", str(tmp_path / "baseline.json")]) == 64
+    err = capsys.readouterr().err
+    assert f"multi.global_batch: must be a count from 1 to {1 << 40}, got {2**41}\n" in err, err
+    assert not (tmp_path / "baseline.json").exists()
+
+
 def test_a_port_rate_of_a_host_not_in_the_run_is_no_node_of_it(tmp_path: Path, shared_dir: Path) -> None:
     """A stale entry (old9) became the slowest node and kept the configured 5 Gb/s bar, where the run's two nodes
     carry 8 x 400 Gb/s each: the Socket run passed."""
