@@ -122,7 +122,8 @@ def problems(env: Mapping[str, object]) -> list[str]:
             errors.append(str(exc))
     ifname = env.get("NCCL_SOCKET_IFNAME")
     if ifname is not None and "NCCL_SOCKET_IFNAME" not in no_text:
-        errors += socket_ifname_problems(str(ifname))
+        family = env.get("NCCL_SOCKET_FAMILY")
+        errors += socket_ifname_problems(str(ifname), None if family is None else str(family))
     return errors
 
 
@@ -171,10 +172,17 @@ _AUTOMATIC_CHOICE = (SocketIfname(False, False, ("ib",)), SocketIfname(True, Fal
                      SocketIfname(False, False, ("virbr",)))
 
 
-def first_socket_interface(value: str | None, interfaces: Sequence[str]) -> str | None:
+#: NCCL_SOCKET_FAMILY's value that keeps NCCL to IPv6 addresses (socket.cc, ncclEnvSocketFamily), among which it
+#: skips loopback ones (linux.cc: IN6_IS_ADDR_LOOPBACK): lo, whose only IPv6 address is ::1, is then never taken.
+IPV6_ONLY = "AF_INET6"
+
+
+def first_socket_interface(value: str | None, interfaces: Sequence[str], family: str | None = None) -> str | None:
     """The interface NCCL bootstraps over: the first of ``interfaces`` (in the kernel's order, lo first) that
     NCCL_SOCKET_IFNAME=``value`` accepts, or NCCL's own choice where the value is unset or ignored. None: NCCL
-    finds no socket interface."""
+    finds no socket interface. ``family``: NCCL_SOCKET_FAMILY (AF_INET6 leaves lo out)."""
+    if family == IPV6_ONLY:
+        interfaces = [name for name in interfaces if name != "lo"]
     chosen = socket_ifname(value or "")
     for reading in (chosen,) if chosen is not None else _AUTOMATIC_CHOICE:
         found = next((name for name in interfaces if reading.accepts(name)), None)
@@ -183,13 +191,14 @@ def first_socket_interface(value: str | None, interfaces: Sequence[str]) -> str 
     return None
 
 
-def socket_ifname_problems(value: str) -> list[str]:
+def socket_ifname_problems(value: str, family: str | None = None) -> list[str]:
     """NCCL_SOCKET_IFNAME's grammar (NCCL docs), as NCCL_IB_HCA's without ports: optional '^' (exclude), optional
     '=' (exact names), then a comma-separated list of interface names or prefixes, 16 at most. An entry that is no
     interface name (a blank inside, an empty one NCCL would drop, one longer than a Linux interface name), a value
     NCCL ignores or reads otherwise than it is written, and a value that accepts lo (which comes first, so NCCL
-    bootstraps every node over 127.0.0.1) all leave NCCL without the interface meant: it stops with "no socket
-    interface found" or bootstraps over another. An empty value means "not set"."""
+    bootstraps every node over 127.0.0.1, unless ``family``, NCCL_SOCKET_FAMILY, is AF_INET6) all leave NCCL
+    without the interface meant: it stops with "no socket interface found" or bootstraps over another. An empty
+    value means "not set"."""
     if value != value.strip():
         return [_BLANKS.format(name="NCCL_SOCKET_IFNAME", value=value)]
     if not value:
@@ -215,7 +224,11 @@ def socket_ifname_problems(value: str) -> list[str]:
         if not _IFNAME_ENTRY.match(item):
             return [f"NCCL_SOCKET_IFNAME={value!r}: {item!r} is not an interface name ({_IFNAME_ALLOWED})"]
     # NCCL takes the interfaces in the kernel's order, lo first (its index is 1), whatever the list's order.
-    if reading.accepts("lo"):
+    if family == IPV6_ONLY and not reading.exclude and set(reading.names) == {"lo"}:
+        return [f"NCCL_SOCKET_IFNAME={value!r} names only lo, which NCCL skips under NCCL_SOCKET_FAMILY=AF_INET6 (its "
+                "one IPv6 address is ::1), so it finds no socket interface; allowed: the interface the nodes reach "
+                "each other over (e.g. eth0)"]
+    if reading.accepts("lo") and family != IPV6_ONLY:
         how = "excludes names but not lo" if reading.exclude else "lets NCCL take lo"
         fix = f"lo among the exclusions ({value},lo)" if reading.exclude else "the interface without lo (e.g. eth0)"
         return [f"NCCL_SOCKET_IFNAME={value!r} {how}: NCCL takes the first interface the value accepts in the "

@@ -258,7 +258,7 @@ def socket_interface_warnings(cluster: Cluster) -> list[str]:
     value = str(env.get("NCCL_SOCKET_IFNAME") or "")
     if not value.isprintable():
         return []  # a control character is refused on its own, naming the variable that set it
-    chosen = nccl_env.first_socket_interface(value, ACS_POD_INTERFACES)
+    chosen = nccl_env.first_socket_interface(value, ACS_POD_INTERFACES, env.get("NCCL_SOCKET_FAMILY"))
     if value and chosen == ACS_SOCKET_INTERFACE:
         return []
     # Unset, NCCL chooses by the pod's interface order, which seed 002 does not leave to chance.

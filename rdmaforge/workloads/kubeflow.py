@@ -145,8 +145,9 @@ def pod_network_ifname_warnings(cluster: Cluster, kinds: Sequence[str]) -> list[
     Kubeflow ``kinds`` rendered; none on the node's network."""
     if not kinds or cluster.settings.k8s_host_network or not cluster.nodes:
         return []
-    value = str(cluster.nodes[0].env.get("NCCL_SOCKET_IFNAME") or "").strip()
-    chosen = nccl_env.first_socket_interface(value, POD_INTERFACES)
+    env = cluster.nodes[0].env
+    value = str(env.get("NCCL_SOCKET_IFNAME") or "").strip()
+    chosen = nccl_env.first_socket_interface(value, POD_INTERFACES, env.get("NCCL_SOCKET_FAMILY"))
     if chosen == POD_INTERFACE:
         return []
     return [

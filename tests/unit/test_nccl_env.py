@@ -167,6 +167,23 @@ def test_the_socket_interface_nccl_chooses(value: str | None, interfaces: tuple[
     assert nccl_env.first_socket_interface(value, interfaces) == chosen
 
 
+@pytest.mark.parametrize("value", ["^docker", "^=eth9", "eth,lo"])
+def test_lo_is_never_taken_where_nccl_keeps_to_ipv6(value: str) -> None:
+    """NCCL_SOCKET_FAMILY=AF_INET6 keeps NCCL to IPv6 addresses, among which it skips loopback ones (linux.cc:
+    IN6_IS_ADDR_LOOPBACK): lo's ::1 is never taken, so a list that accepts lo is no problem there, and the next
+    interface it accepts is chosen. AF_INET (or unset) keeps the refusal."""
+    assert nccl_env.problems({"NCCL_SOCKET_IFNAME": value, "NCCL_SOCKET_FAMILY": "AF_INET6"}) == []
+    assert "lo" in nccl_env.problems({"NCCL_SOCKET_IFNAME": value, "NCCL_SOCKET_FAMILY": "AF_INET"})[0]
+    assert nccl_env.first_socket_interface(value, ("lo", "eth0"), "AF_INET6") == "eth0"
+    assert nccl_env.first_socket_interface(value, ("lo", "eth0")) == "lo"
+
+
+def test_lo_alone_finds_no_interface_where_nccl_keeps_to_ipv6() -> None:
+    assert nccl_env.first_socket_interface("lo", ("lo", "eth0"), "AF_INET6") is None
+    errors = nccl_env.problems({"NCCL_SOCKET_IFNAME": "lo", "NCCL_SOCKET_FAMILY": "AF_INET6"})
+    assert len(errors) == 1 and "finds no socket interface" in errors[0] and "allowed:" in errors[0], errors
+
+
 # --- taco's LIGHT_INTRA_SIZE on the node: role nccl_env on this machine (ansible_connection=local) ---------------
 
 
