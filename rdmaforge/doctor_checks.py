@@ -292,6 +292,8 @@ def expected_gpus(node: Mapping[str, Any]) -> tuple[int | None, str]:
 
 # A node where neither tool answered has an unknown GPU count: judging it as 0 would pass doctor_expected_gpus: 0.
 GPUS_NOT_COUNTED = "the GPUs were not counted: neither nvidia-smi, lspci nor the PCI tree in sysfs answered on the node"
+#: What a node's GPU count is held to where the inventory sets none: the same count as the other nodes'.
+OTHER_NODES_COUNT = "a count, to compare with the other nodes'"
 UNKNOWN_PLAN = f"no plan to judge against: it follows the GPU count, and {GPUS_NOT_COUNTED}"
 
 
@@ -306,7 +308,10 @@ def gpu_reading(node: Mapping[str, Any]) -> tuple[int | None, str]:
 def check_gpus(node: Mapping[str, Any], count: int | None) -> tuple[CheckStatus, str, str | None, str]:
     expected, source = expected_gpus(node)
     if count is None:
-        return "not_checked", NOT_READ, None if expected is None else str(expected), GPUS_NOT_COUNTED
+        # Without an inventory count, the count is still expected: the other nodes' (doctor's skew check), which an
+        # unread one is never compared with. Not judged, then, never a node that agrees (review round 21b).
+        wanted = OTHER_NODES_COUNT if expected is None else str(expected)
+        return "not_checked", NOT_READ, wanted, GPUS_NOT_COUNTED
     tool = gpu_reading(node)[1]
     if count > 0 and tool != "nvidia-smi":
         # The cards are on the bus, the driver did not answer: no CUDA program (NCCL, the training) can use them.

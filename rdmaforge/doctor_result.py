@@ -22,6 +22,7 @@ _TEXT_OR_NULL = {"type": ["string", "null"]}
 _TEXTS = {"type": "array", "items": _TEXT}
 _OBJECTS = {"type": "array", "items": {"type": "object"}}
 _COUNT = {"type": "integer", "minimum": 0}
+_IFNAME = {"type": "string", "pattern": r"^(?!\.\.?$)[^\s/:]{1,15}$"}
 
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -55,7 +56,8 @@ SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {
                 "type": "object",
-                "properties": {"name": _TEXT, "mtu": {"type": ["integer", "null"]}},
+                # A Linux interface name (dev_valid_name): 1-15 characters, no blank, '/' or ':', not . or ..
+                "properties": {"name": _IFNAME, "mtu": {"type": ["integer", "null"]}},
                 "required": ["name"],
             },
         },
@@ -118,6 +120,8 @@ def _expected(error: jsonschema.ValidationError) -> str:
         return "a whole number 0 or more (or its digits as text), or null"
     if error.validator == "minimum":
         return f"a number {error.validator_value} or more"
+    if error.validator == "pattern" and error.validator_value == _IFNAME["pattern"]:
+        return "an interface name (1-15 characters, no blank, '/' or ':', not . or ..)"
     return f"a value that passes {error.validator} {error.validator_value!r}"
 
 

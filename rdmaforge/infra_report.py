@@ -121,6 +121,10 @@ def by_node(outcomes: Iterable[TestOutcome], hosts: Sequence[str] = ()) -> dict[
     return nodes
 
 
+#: pytest's exit status when its selection (-k) left no test to run (pytest.ExitCode.NO_TESTS_COLLECTED).
+NO_TESTS_COLLECTED = 5
+
+
 def exit_code(outcomes: Sequence[TestOutcome], unreachable: Sequence[str], pytest_rc: int,
               hosts: Sequence[str] = ()) -> ExitCode:  # fmt: skip
     """3 a host unreachable, 2 a test failed on a host, 1 the suite could not run (pytest's 2-5), 5 a node of
@@ -131,6 +135,8 @@ def exit_code(outcomes: Sequence[TestOutcome], unreachable: Sequence[str], pytes
         return ExitCode.HOST_FAILED
     if any(o.status in ("failed", "error") for o in outcomes):
         return ExitCode.ERROR  # the suite itself (a collection error): no node's test failed, none was judged
+    if pytest_rc == NO_TESTS_COLLECTED and not outcomes and hosts:
+        return ExitCode.INCOMPLETE  # a -k that selects no test on any node: no node was judged, none failed
     if pytest_rc != 0 or not outcomes:
         return ExitCode.ERROR
     if any(result.result == "not judged" for host, result in by_node(outcomes, hosts).items() if host is not None):

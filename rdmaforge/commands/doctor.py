@@ -37,8 +37,8 @@ def register(subparsers: Any) -> None:
         "ACTIVE ports the fabric needs, GPU count (doctor_expected_gpus), huge pages reserved and configured, ENI "
         "MTUs, the NCCL build, the net plugin and its API, the clock offset. Each check is ok, problem, accepted "
         "(listed in doctor_accept with a reason) or not checked. A value that differs from what most nodes have "
-        "is flagged too. Exit 0 healthy, 6 a problem, 2 a doctor task failed, 3 a node unreachable, 5 a node "
-        "without a result (or no node at all): not judged.",
+        "is flagged too. Exit 0 healthy, 6 a problem, 2 a doctor task failed, 3 a node unreachable, 5 (no problem on "
+        "the nodes judged) a node without a result, a value a check needs not read, or no node at all: not judged.",
         codes=(ExitCode.INCOMPLETE, ExitCode.UNHEALTHY),
     )
     command.add_target_arguments(parser, tags=False, check=False)

@@ -395,11 +395,13 @@ def test_a_node_without_a_result_is_named_not_judged(tmp_path: Path) -> None:
     assert diagnosis.per_node()["node3"]["status"] == "not_judged"
     cases = {c.name: c for c in doctor_command.host_cases(diagnosis, {})}
     assert cases["node3"].outcome == "error" and cases["node3"].message.startswith("not judged: doctor wrote no")
-    # A problem on a judged node still shows, with the nodes not judged in the count.
+    # A problem on a judged node outranks the node without a result (exit 6), which is still named and counted.
     nodes["node1"]["memlock"] = "64"
     worse = doctor.diagnose({"node1": nodes["node1"]}, not_judged=unread)
-    assert worse.exit_code == ExitCode.INCOMPLETE and worse.problems
-    assert "on the 1 judged: 1 problem(s) against the inventory" in doctor.render(worse)
+    assert worse.exit_code == ExitCode.UNHEALTHY and worse.problems
+    text = doctor.render(worse)
+    assert "not healthy: 1 problem(s) against the inventory" in text and "2 not judged" in text, text
+    assert "  node3: not judged: doctor wrote no result for it" in text, text
 
 
 # The role's argument spec failing on `doctor -e doctor_expected_gpus=abc` (events trimmed from the run's job_events).
@@ -475,6 +477,9 @@ def test_the_healthy_fixture_and_real_doctor_results_have_the_shape_doctor_reads
         ("nccl_loader_apis", ["v8"], "nccl_loader_apis[0] is 'v8', expected a whole number 0 or more"),
         ("hugepages", {"by_size": [50]}, "hugepages.by_size is [50], expected an object"),
         ("nics", [{"name": "eth1", "mtu": "9000"}], "nics[0].mtu is '9000', expected a whole number 0 or more or null"),
+        # A blank split the MTU cell's name=mtu items and crashed the table (review round 21b)
+        ("nics", [{"name": "eth 1", "mtu": 9000}],
+         "nics[0].name is 'eth 1', expected an interface name (1-15 characters, no blank, '/' or ':', not . or ..)"),
         ("memlock", ["unlimited"], "memlock is [\"unlimited\"], expected text or a whole number 0 or more or null"),
         ("sysfs_gpus", "eight",
          "sysfs_gpus is 'eight', expected a whole number 0 or more (or its digits as text), or null"),
@@ -520,3 +525,55 @@ def test_a_damaged_build_manifest_is_the_nodes_nccl_problem_in_a_real_doctor_run
     assert nccl["reason"].startswith("current/.rdmaforge-build.json is not JSON (JSONDecodeError: ")
     assert nccl["reason"].endswith(": the install is damaged")
     assert recap["nodes"]["localhost"]["checks"]["gpus"]["status"] == "ok"  # the rest of the node was judged
+
+
+# --- review round 21b: what the healthy line claims, and which code wins -------------------------------------------
+
+
+def test_a_gpu_count_not_read_where_the_inventory_sets_none_is_not_judged() -> None:
+    """Without doctor_expected_gpus, a node whose GPUs no tool counted was healthy, "agreeing on GPUs" with peers
+    that counted 8 (its "?" is left out of the comparison): the other nodes' count is what it is held to."""
+    nodes = cluster(3)
+    for node in nodes.values():
+        node["inventory"].pop("doctor_expected_gpus")
+    nodes["node3"].update(nvidia_smi=None, lspci=None)
+    diagnosis = doctor.diagnose(nodes)
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE, doctor.render(diagnosis)
+    assert diagnosis.per_node()["node3"]["status"] == "not_judged"
+    assert diagnosis.per_node()["node1"]["status"] == "ok"
+    text = doctor.render(diagnosis)
+    assert "healthy" not in text.splitlines()[-1] and "node3 gpus" in text.splitlines()[-1], text
+
+
+def test_an_interface_name_with_an_equals_sign_keeps_its_mtu_in_the_table() -> None:
+    """Linux allows '=' in a name (ip link add a=b type dummy): the cell split it at the first '=' and showed b=9000
+    as the MTU of a."""
+    node = copy.deepcopy(NODE)
+    node["nics"] = [{"name": "eth0", "mtu": 9000}, {"name": "a=b", "mtu": 1500}, {"name": "eth2", "mtu": 1500}]
+    assert doctor.display("mtu", doctor.node_row(node)["mtu"]) == "1500 eth0=9000"
+
+
+def test_the_healthy_line_names_no_column_that_some_node_has_no_reading_in() -> None:
+    """Every active port's rate unknown: the rates column is "-" everywhere, and the line said the nodes "agree on
+    ... port rates"."""
+    nodes = cluster(2)
+    for node in nodes.values():
+        for device in node["rdma_devices"]:
+            for each in device["ports"]:
+                each.pop("rate_gbps", None)
+                each["rate"] = None
+    diagnosis = doctor.diagnose(nodes)
+    verdict = doctor.render(diagnosis).splitlines()[-1]
+    assert diagnosis.exit_code == ExitCode.OK and verdict.startswith("healthy: "), verdict
+    agreed = verdict.split(" agree on ", 1)[1].split(" (", 1)[0]
+    assert agreed == "RDMA devices, MTU, memlock, hugepages, GPUs, ENIs, NCCL and plugin", verdict
+    assert verdict.endswith("; port rates (Gb/s) not compared: no reading on node1, node2"), verdict
+
+
+def test_a_problem_on_a_judged_node_outranks_a_node_without_a_result() -> None:
+    nodes = cluster(3)
+    nodes["node1"]["memlock"] = "65536"
+    diagnosis = doctor.diagnose(nodes, not_judged={"node4": "doctor wrote no result for it"})
+    assert diagnosis.exit_code == ExitCode.UNHEALTHY
+    verdict = doctor.render(diagnosis).splitlines()[-1]
+    assert verdict.startswith("not healthy: 1 problem(s)") and "1 not judged" in verdict, verdict
