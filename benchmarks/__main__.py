@@ -15,7 +15,16 @@ from benchmarks.common import Result, exit_code, table_line, write_report
 from rdmaforge.lab.session import hold_lab
 from rdmaforge.runner.exit_codes import ExitCode
 
-BENCHMARKS = ["lab_up", "nccl_build", "nccl_parser", "pairwise", "converge_scale", "ssh_mesh_scale", "run_dir_scrub"]
+BENCHMARKS = [
+    "lab_up",
+    "nccl_build",
+    "nccl_parser",
+    "pairwise",
+    "converge_scale",
+    "ssh_mesh_scale",
+    "run_dir_scrub",
+    "pairwise_report_scale",
+]
 #: Benchmarks that bring the lab up or down: only they need the machine-wide lab lock.
 LAB_BENCHMARKS = {"lab_up", "nccl_build", "pairwise", "converge_scale"}
 

@@ -24,6 +24,9 @@ from rdmaforge.text import named_first
 
 #: Stored files are written by rdmaforge itself and are small; anything bigger is not one of them.
 MAX_BYTES = 64 << 20
+#: A pairwise sweep's raw.json holds both directions of every pair on every rail: about 100 bytes a direction,
+#: n(n-1) directions a rail, so 100 MB for 1000 nodes on one rail and 800 MB on eight.
+PAIRWISE_RAW_MAX_BYTES = 1 << 30
 #: Names that become file names (a collective's log ``nccl-NAME.log``): no separator, no dot-dot.
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
@@ -510,12 +513,13 @@ def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes | None:
     return None if len(data) > limit else data
 
 
-def load(path: Path, schema: Spec, what: str) -> Any:
-    """The JSON document at ``path`` checked against ``schema``; UserError naming the file otherwise."""
+def load(path: Path, schema: Spec, what: str, limit: int = MAX_BYTES) -> Any:
+    """The JSON document at ``path`` checked against ``schema``; UserError naming the file otherwise. ``limit``: the
+    most bytes such a document can hold (MAX_BYTES, or one that grows with the cluster: PAIRWISE_RAW_MAX_BYTES)."""
     try:
-        data = read_bounded(path)
+        data = read_bounded(path, limit)
         if data is None:
-            raise UserError(f"{path}: more than {MAX_BYTES >> 20} MiB, too large for {what}")
+            raise UserError(f"{path}: more than {limit >> 20} MiB, too large for {what}")
     except IsADirectoryError as exc:
         raise UserError(f"{path}: is a directory, expected {what}") from exc
     except OSError as exc:

@@ -131,7 +131,7 @@ def main(argv: list[str]) -> int:
     raw_path, out_dir = Path(argv[0]), Path(argv[1])
     try:
         what = "pairwise sweep's raw.json"
-        raw = stored.load(raw_path, stored.PAIRWISE_RAW, what)
+        raw = stored.load(raw_path, stored.PAIRWISE_RAW, what, stored.PAIRWISE_RAW_MAX_BYTES)
         found = plan_problems(raw)
         if found:
             more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""

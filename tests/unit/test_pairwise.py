@@ -1187,3 +1187,37 @@ def test_a_sendrecv_run_whose_two_ranks_were_on_one_host_is_no_measurement(share
     one_host = text.replace(hosts[-1], hosts[0])
     result = sendrecv.read_output(one_host, 0)
     assert result.status == "failed" and f"both ranks ran on {hosts[0]}" in result.detail, result
+
+
+# --- scale (review round 21b): the figures are `make bench`'s (benchmarks/pairwise_report_scale.py) -------------
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[16:24]  # the IHDR chunk's width and height
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
+
+
+def test_a_heat_map_of_many_nodes_stays_a_size_any_viewer_opens(tmp_path: Path) -> None:
+    """At 0.9 inch a node the map of 200 nodes took 9 GB to draw, and 730 nodes ran out of memory before
+    results.json was written. Past 64 nodes the map keeps its largest size and counts the nodes on its axes."""
+    pytest.importorskip("matplotlib")
+    names = [f"node{i}" for i in range(1, 71)]
+    facts = {n: lab_fact(i, nics=1) for i, n in enumerate(names, start=1)}
+    made = plan.make_plan(facts, "all").to_dict()
+    data = build({"plan": made, "measurements": [m.to_dict() for m in sweep({}, nodes=names, rails=("eth1",))],
+                  "method": "iperf3"}, tmp_path)  # fmt: skip
+    width, height = png_size(tmp_path / "heatmap-eth1.png")
+    assert width <= output.HEATMAP_INCHES * 100 and height <= output.HEATMAP_INCHES * 100, (width, height)
+    assert any("heatmap-eth1.png: 70 nodes, more than 64" in note for note in data["notes"]), data["notes"]
+    assert data["suspects"] == [] and len(data["pairs"]) == 70 * 69
+
+
+def test_a_heat_map_that_cannot_be_drawn_costs_no_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def out_of_memory(*_: object) -> None:
+        raise MemoryError()
+
+    monkeypatch.setattr(output, "heatmaps", out_of_memory)
+    data = build(raw_sweep(sweep({})), tmp_path)
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["suspects"] == data["suspects"] == [] and "heat maps not drawn: MemoryError: " in written["notes"]
+    assert (tmp_path / "table.txt").is_file() and (tmp_path / "hostfile.healthy").is_file()
