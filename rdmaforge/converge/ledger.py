@@ -177,6 +177,10 @@ def add_result(ledger: Resources, task: str, action: str, result: Mapping[str, A
         if args.get("backend") == "grubby":
             ledger.command(["grubby", "--info=ALL"])
         return
+    if name == "build_tree":
+        # Every file of the installed build it compared with its record, and the record itself.
+        ledger.paths.update(str(path) for path in result.get("files") or [])
+        return
     if name == "node_probe":
         # What its find and command tasks recorded before it read them in one module run: the tool directories'
         # matching names, the tools found, and the GPU tools' read-only commands (re-run by the drift check). The

@@ -254,6 +254,28 @@ def test_a_nodes_own_drift_is_repaired_with_the_cluster_wide_plays_on_that_node_
     assert_no_changes(again.stdout)
 
 
+def test_a_changed_nccl_library_is_drift_that_a_converge_repairs(in_sync: LabHandle) -> None:
+    """The NCCL build's files are in the converge record (build_once's build_tree): a library changed on one node
+    made neither the fast path nor a full converge look at it (review round 21a); now that node converges, gets
+    the package's library back, and the next run finds every node in sync."""
+    converged = in_sync
+    reference, drifted = sorted(converged.nodes)[:2]
+    library = "$(readlink -f /opt/nccl/current/lib/libnccl.so.2)"
+    digest = f"sha256sum {library} | cut -d' ' -f1"
+    expected = converged.ssh(reference, digest).stdout.strip()
+    converged.ssh(drifted, f"printf 'a hand-made change' >> {library}")
+    assert converged.ssh(drifted, digest).stdout.strip() != expected
+    proc = converge(converged)
+    decision = gate_decision(proc.stdout)
+    assert list(decision["converge"]) == [drifted], decision
+    assert any("libnccl.so.2" in reason for reason in decision["converge"][drifted]), decision
+    assert converged.ssh(drifted, digest).stdout.strip() == expected
+    assert "lib/libnccl.so.2" in proc.stdout and "content differs from the record" in proc.stdout, proc.stdout[-6000:]
+    again = converge(converged)
+    assert IN_SYNC in again.stdout, again.stdout[-4000:]
+    assert_no_changes(again.stdout)
+
+
 def test_the_benchmark_environment_and_other_tools_installed_later_are_not_drift(in_sync: LabHandle) -> None:
     """`rdmaforge bench` installs its Python environment with the os_packages role, which appends each package it
     adds to reset's record of them. That record is bookkeeping, not state a converge repairs: the next provision

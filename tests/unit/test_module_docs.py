@@ -18,7 +18,7 @@ from rdmaforge.paths import PROJECT_ROOT
 
 MODULES = [
     "kernel_cmdline", "hugepages_facts", "nic_facts", "gpu_topology", "node_probe", "pairwise_iperf", "text_file",
-    "converge_state",
+    "converge_state", "build_tree",
 ]  # fmt: skip
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 

@@ -1,0 +1,88 @@
+"""build_once's installed tree against the record of its files (library/build_tree.py).
+
+The install was decided by the package's sha256 in `.rdmaforge-build.json` alone: a library replaced by hand, or a
+`lib/` deleted, left that manifest as it was, and every converge said changed=0 and the fast path "in sync" on a
+node whose NCCL could not load (review round 21a). Run for real on this machine (the role's install.yml, connection
+local, the node's prefix root and the controller cache under tmp_path), as test_build_once_same_id_other_source."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from conftest import recap
+
+from rdmaforge.converge import ledger
+from tests.unit.test_build_once_same_id_other_source import ID, install, package
+
+LIBRARY = "upstream 2.29.7\n"
+
+
+def installed(tmp_path: Path) -> tuple[Path, Path]:
+    root, cache = tmp_path / "node" / "opt" / "nccl", tmp_path / "cache"
+    cache.mkdir()
+    package(cache, tmp_path / "upstream", LIBRARY, "b")
+    first = install(tmp_path, root, cache)
+    assert first.returncode == 0, first.stdout[-4000:]
+    return root, cache
+
+
+def test_a_replaced_or_deleted_library_is_installed_again(tmp_path: Path) -> None:
+    root, cache = installed(tmp_path)
+    library = root / ID / "lib" / "libnccl.so.2"
+    record = json.loads((root / ID / ".rdmaforge-files.json").read_text())
+    assert set(record["files"]) == {"lib/libnccl.so.2"}, record
+    assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] == 0
+
+    library.write_text("a hand-built NCCL\n")
+    repaired = install(tmp_path, root, cache)
+    assert recap(repaired.stdout)["localhost"]["changed"] > 0, repaired.stdout[-4000:]
+    assert library.read_text() == LIBRARY
+    assert f"{root / ID} is installed again: lib/libnccl.so.2: content differs from the record" in repaired.stdout, \
+        repaired.stdout[-4000:]
+    # The damaged tree was this package's: no `previous` and no copy aside are made of it.
+    assert not (root / "previous").exists() and sorted(p.name for p in root.iterdir()) == [ID, "current"]
+
+    shutil.rmtree(library.parent)
+    assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] > 0
+    assert library.read_text() == LIBRARY
+
+    library.chmod(0o600)
+    assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] > 0
+    assert library.stat().st_mode & 0o777 == 0o644
+    assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] == 0
+
+
+def test_a_file_the_record_does_not_list_is_no_drift(tmp_path: Path) -> None:
+    """A net plugin copied into the build's lib/ by hand is not the build's, and no reason to reinstall it."""
+    root, cache = installed(tmp_path)
+    (root / ID / "lib" / "libnccl-net.so").write_text("a plugin\n")
+    assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] == 0
+    assert (root / ID / "lib" / "libnccl-net.so").exists()
+
+
+def test_a_build_installed_before_the_record_existed_is_installed_again_once(tmp_path: Path) -> None:
+    root, cache = installed(tmp_path)
+    (root / ID / ".rdmaforge-files.json").unlink()
+    assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] > 0
+    assert (root / ID / ".rdmaforge-files.json").exists()
+    assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] == 0
+
+
+def test_check_mode_on_a_damaged_tree_reports_the_change_and_makes_none(tmp_path: Path) -> None:
+    root, cache = installed(tmp_path)
+    library = root / ID / "lib" / "libnccl.so.2"
+    library.write_text("a hand-built NCCL\n")
+    check = install(tmp_path, root, cache, "--check")
+    assert check.returncode == 0 and recap(check.stdout)["localhost"]["changed"] > 0, check.stdout[-4000:]
+    assert library.read_text() == "a hand-built NCCL\n"
+
+
+def test_the_converge_record_watches_every_file_of_the_build() -> None:
+    """The ledger keeps each file build_tree compared (so the fast path's drift check re-reads them), and `previous`
+    (a stat on every run)."""
+    resources = ledger.Resources()
+    files = ["/opt/nccl/x/.rdmaforge-files.json", "/opt/nccl/x/lib/libnccl.so.2"]
+    ledger.add_result(resources, "Compare", "rdmaforge.cluster.build_tree", {"files": files, "changed": False})
+    assert resources.paths == set(files) and not resources.unverifiable
