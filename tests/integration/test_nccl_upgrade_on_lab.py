@@ -115,6 +115,12 @@ def test_upgrade_one_node_per_batch_then_roll_back_everywhere(converged: LabHand
     assert all(links(converged, node) == (suite_build, new_build) for node in nodes)
     counts = recap(back.stdout)
     assert all(counts[node]["changed"] > 0 for node in nodes)
+    # A second rollback would roll forward to the build the first one left (of the same release here: other
+    # functions, which no version tells apart): refused, naming the rollback rollback.yml recorded; no node switched.
+    twice = converged.playbook("rollback_nccl.yml")
+    said = " ".join(twice.stdout.split())
+    assert twice.returncode != 0 and "NCCL was rolled back here from " in said, said[-4000:]
+    assert all(links(converged, node) == (suite_build, new_build) for node in nodes)
     # The inventory names the suite's build: a converge now finds every node where it should be.
     converge = converged.playbook("nccl.yml")
     assert converge.returncode == 0, converge.stdout[-3000:]

@@ -86,3 +86,25 @@ def test_the_converge_record_watches_every_file_of_the_build() -> None:
     files = ["/opt/nccl/x/.rdmaforge-files.json", "/opt/nccl/x/lib/libnccl.so.2"]
     ledger.add_result(resources, "Compare", "rdmaforge.cluster.build_tree", {"files": files, "changed": False})
     assert resources.paths == set(files) and not resources.unverifiable
+
+
+def test_the_record_of_a_rollback_goes_when_current_moves_and_only_then(tmp_path: Path) -> None:
+    """nccl_build's rollback writes a record beside `current` (a second rollback would roll forward): an install
+    that moves `current` to another build ends what it says; one that leaves `current` where it is keeps it."""
+    root, cache = tmp_path / "node" / "opt" / "nccl", tmp_path / "cache"
+    cache.mkdir()
+    package(cache, tmp_path / "upstream", LIBRARY, "b")
+    root.mkdir(parents=True)
+    (root / "elsewhere").mkdir()  # another rdmaforge build (current_check refuses to take over one of the user's)
+    (root / "elsewhere" / ".rdmaforge-build.json").write_text(json.dumps({"name": "nccl", "id": "elsewhere",
+                                                                          "sha256": "0" * 64}))  # fmt: skip
+    (root / "current").symlink_to(root / "elsewhere")
+    record = root / ".rdmaforge-rolled-back"
+    record.write_text("newer -> elsewhere\n")
+    extra = ("-e", json.dumps({"build_once_rollback_record": record.name}))
+    moved = install(tmp_path, root, cache, *extra)
+    assert moved.returncode == 0 and (root / "current").resolve() == root / ID, moved.stdout[-4000:]
+    assert not record.exists()
+    record.write_text(f"newer -> {ID}\n")
+    stayed = install(tmp_path, root, cache, *extra)
+    assert recap(stayed.stdout)["localhost"]["changed"] == 0 and record.exists()

@@ -130,9 +130,51 @@ def test_a_second_rollback_which_would_roll_forward_is_refused(tmp_path: Path, l
     again = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=3", inventory=inv, env=ENV)
     assert again.returncode != 0
     said = " ".join(again.stdout.split())
-    assert (f"node1: {roots['node1']}/previous leads to NCCL 2.30.1, newer than the NCCL 2.29.7 current runs (a "
-            "rollback already happened), so a rollback would roll forward") in said, again.stdout[-4000:]
+    assert (f"node1: NCCL was rolled back here from b2 to b1 ({roots['node1']}/.rdmaforge-rolled-back), so "
+            "`previous` is the build that rollback left and a rollback now would roll forward to it") in said, said
     assert {node: links(root) for node, root in roots.items()} == {node: ("b1", "b2") for node in NODES}
+    # A rollback made before the record existed: `previous`'s newer release refuses it all the same.
+    for root in roots.values():
+        (root / ".rdmaforge-rolled-back").unlink()
+    older = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=3", inventory=inv, env=ENV)
+    said = " ".join(older.stdout.split())
+    assert older.returncode != 0 and (f"node1: {roots['node1']}/previous leads to NCCL 2.30.1, newer than the NCCL "
+                                      "2.29.7 current runs (a rollback already happened)") in said, said
+    assert {node: links(root) for node, root in roots.items()} == {node: ("b1", "b2") for node in NODES}
+
+
+def test_a_second_rollback_between_builds_of_one_release_is_refused(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    """Two builds of NCCL 2.29.7 (other archs or functions): no release tells which is newer, and a second rollback
+    swapped them back, green, while the inventory was pinned back (review round 21a). The rollback's record does."""
+    inv, roots = rollback_fleet(tmp_path, libraries, {node: ("b1", None) for node in NODES})
+    for root in roots.values():
+        shutil.copytree(root / "b1", root / "b1-sm_90", symlinks=True)
+        (root / "b1-sm_90" / ".rdmaforge-build.json").write_text(json.dumps({"id": "b1-sm_90", "version": "2.29.7"}))
+        (root / "current").unlink()
+        (root / "current").symlink_to(root / "b1-sm_90")
+        (root / "previous").symlink_to(root / "b1")
+    first = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=3", inventory=inv, env=ENV)
+    assert first.returncode == 0, first.stdout[-4000:]
+    assert {node: links(root) for node, root in roots.items()} == {node: ("b1", "b1-sm_90") for node in NODES}
+    assert (roots["node1"] / ".rdmaforge-rolled-back").read_text() == "b1-sm_90 -> b1\n"
+    again = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=3", inventory=inv, env=ENV)
+    said = " ".join(again.stdout.split())
+    assert again.returncode != 0 and "node2: NCCL was rolled back here from b1-sm_90 to b1" in said, said
+    assert {node: links(root) for node, root in roots.items()} == {node: ("b1", "b1-sm_90") for node in NODES}
+
+
+def test_a_rollback_is_refused_where_the_current_builds_manifest_cannot_be_read(
+    tmp_path: Path, libraries: dict[str, Path]
+) -> None:
+    """Without it, whether `previous` is newer could not be told, and the check was skipped."""
+    inv, roots = rollback_fleet(tmp_path, libraries, {node: ("b2", "b1") for node in NODES})
+    (roots["node3"] / "b2" / ".rdmaforge-build.json").unlink()
+    proc = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=3", inventory=inv, env=ENV)
+    said = " ".join(proc.stdout.split())
+    assert proc.returncode != 0 and f"node3: {roots['node3']}/b2/.rdmaforge-build.json cannot be read" in said, said
+    assert {node: links(root) for node, root in roots.items()} == {node: ("b2", "b1") for node in NODES}
 
 
 @pytest.mark.parametrize("damage", ["cut", "not-an-object", "missing"])
