@@ -260,15 +260,20 @@ def observe_packages(manager: str, names: list[str], timeout: int) -> dict[str, 
 
 
 def observe_services(names: list[str], timeout: int) -> dict[str, str]:
+    """Each unit's ``active/enabled`` state. One ``systemctl show`` prints a block per unit, in the order asked, a
+    unit without a unit file included; ``systemctl is-enabled`` prints nothing for such a unit, which paired the
+    next unit's state with it (review round 21a)."""
     wanted = sorted(set(names))
     if not wanted:
         return {}
-    _, active = _run(["systemctl", "is-active"] + wanted, timeout)
-    _, enabled = _run(["systemctl", "is-enabled"] + wanted, timeout)
-    act, ena = active.splitlines(), enabled.splitlines()
+    rc, out = _run(["systemctl", "show", "--property=ActiveState,UnitFileState", "--"] + wanted, timeout)
+    blocks = [dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+              for block in out.strip("\n").split("\n\n")] if rc == 0 else []  # fmt: skip
+    if len(blocks) != len(wanted):
+        return {name: "?/?" for name in wanted}  # not one block per unit: nothing is paired by guess
     return {
-        name: "{}/{}".format(act[i] if i < len(act) else "?", ena[i] if i < len(ena) else "?")
-        for i, name in enumerate(wanted)
+        name: "{}/{}".format(block.get("ActiveState") or "?", block.get("UnitFileState") or "?")
+        for name, block in zip(wanted, blocks)
     }
 
 

@@ -1028,3 +1028,35 @@ def test_a_partial_run_over_a_record_whose_resources_are_no_mapping_records_them
     unverifiable = json.loads(state.read_text())["resources"]["unverifiable"]
     assert any("cannot be merged" in line for line in unverifiable), unverifiable
     assert check(state).result["in_sync"] is False
+
+
+#: A STAND-IN systemctl answering as systemd 252 on a lab node does (captured there): `is-enabled` prints nothing on
+#: stdout for a unit without a unit file; `show` prints one block per unit, in the order asked.
+SYSTEMCTL_STAND_IN = r"""#!/usr/bin/env python3
+import sys
+UNITS = {"cron": ("active", "enabled"), "ssh": ("active", "enabled")}
+verb, names = sys.argv[1], [a for a in sys.argv[2:] if not a.startswith("-")]
+states = [UNITS.get(name, ("inactive", "")) for name in names]
+if verb == "is-active":
+    print("\n".join(active for active, _ in states))
+elif verb == "is-enabled":
+    print("\n".join(enabled for _, enabled in states if enabled))
+elif verb == "show":
+    print("\n\n".join(f"ActiveState={active}\nUnitFileState={enabled}" for active, enabled in states))
+"""
+
+
+def test_a_unit_without_a_unit_file_does_not_shift_the_next_units_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`systemctl is-enabled a b c` prints nothing for a unit without a unit file: b's state was recorded under a
+    unit's name it was not (review round 21a), so a drift report named the wrong service."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(SYSTEMCTL_STAND_IN)
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    run, state = record(tmp_path, {"services": ["ssh", "cron", "nosuch"]})
+    assert run.rc == 0, run.stderr
+    observed = json.loads(state.read_text())["observations"]["services"]
+    assert observed == {"cron": "active/enabled", "nosuch": "inactive/?", "ssh": "active/enabled"}, observed
