@@ -25,6 +25,7 @@ from rdmaforge.doctor_checks import Check, CheckStatus
 from rdmaforge.parsers.rdma_devinfo import active_port_rates
 from rdmaforge.runner.exit_codes import ExitCode
 from rdmaforge.runner.recap import render_table
+from rdmaforge.terminal import escaped
 from rdmaforge.text import fixed, named_first
 
 #: Columns of the table, in order, with their headers.
@@ -412,20 +413,23 @@ def render(diagnosis: Diagnosis) -> str:
     """The table (" !" a problem, " *" an accepted deviation), then each node's checks that are not ok, the skew
     findings, and the verdict line."""
     header = ["node", *TABLE.values()]
-    table = [[host, *(cell(diagnosis, host, c, row) for c in TABLE)] for host, row in diagnosis.rows.items()]
+    table = [[one_line(host), *(one_line(cell(diagnosis, host, c, row)) for c in TABLE)]
+             for host, row in diagnosis.rows.items()]  # fmt: skip
     table += [[host, "UNREACHABLE", *("-" for _ in list(TABLE)[1:])] for host in diagnosis.unreachable]
     lines = [render_table(table, header) if table else "no node answered", "! problem   * accepted deviation", ""]
-    lines += [f"  {host}: unreachable" for host in diagnosis.unreachable]
-    lines += [f"  {host}: not judged: {reason}" for host, reason in diagnosis.not_judged.items()]
+    # Each line one line: a node's value with a line break in it (a plugin path, a manifest id) printed a line of
+    # its own, which could read as a verdict (review round 21b).
+    lines += [one_line(f"  {host}: unreachable") for host in diagnosis.unreachable]
+    lines += [one_line(f"  {host}: not judged: {reason}") for host, reason in diagnosis.not_judged.items()]
     for status in ("problem", "accepted", "not_checked"):
         for check in (c for c in diagnosis.checks if c.status == status):
             expected = f" (expected {check.expected})" if check.expected else ""
             label = status.replace("_", " ")
-            lines.append(f"  {check.host}: {check.check} {label}: {check.actual}{expected}: {check.reason}")
+            lines.append(one_line(f"  {check.host}: {check.check} {label}: {check.actual}{expected}: {check.reason}"))
     # An ok check a part of which the inventory left unjudged (a DOWN rail with rdma_require_active_ports false).
-    lines += [f"  {c.host}: {c.check} ok, in part not judged: {c.reason}" for c in diagnosis.checks
+    lines += [one_line(f"  {c.host}: {c.check} ok, in part not judged: {c.reason}") for c in diagnosis.checks
               if c.status == "ok" and doctor_checks.PARTLY_NOT_JUDGED in c.reason]  # fmt: skip
-    lines += [f"  {f.host}: {f.reason}" for f in diagnosis.findings]
+    lines += [one_line(f"  {f.host}: {f.reason}") for f in diagnosis.findings]
     partly = unjudged_parts(diagnosis.checks)
     lines += [f"  not judged on {len(hosts)} node(s) ({', '.join(hosts)}): {what}" for what, hosts in partly.items()]
     counts = doctor_checks.summarize(diagnosis.checks)
@@ -457,6 +461,10 @@ def render(diagnosis: Diagnosis) -> str:
         lines.append(f"\nnot healthy: {found}{more}, {len(diagnosis.unreachable)} unreachable, {len(missing)} not "
                      f"judged ({tally})")  # fmt: skip
     return "\n".join(lines)
+
+
+def one_line(text: str) -> str:
+    return escaped(text, one_line=True)
 
 
 def display(column: str, value: str) -> str:

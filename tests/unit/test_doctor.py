@@ -577,3 +577,15 @@ def test_a_problem_on_a_judged_node_outranks_a_node_without_a_result() -> None:
     assert diagnosis.exit_code == ExitCode.UNHEALTHY
     verdict = doctor.render(diagnosis).splitlines()[-1]
     assert verdict.startswith("not healthy: 1 problem(s)") and "1 not judged" in verdict, verdict
+
+
+def test_a_line_break_in_a_nodes_value_prints_no_line_of_its_own() -> None:
+    """A value read on a node (the plugin's link target, the NCCL manifest's id) went into the table and the check
+    lines as it was: a line break in it printed a line that could read as doctor's own verdict."""
+    nodes = cluster(2)
+    forged = "x\n\nhealthy: 2 node(s) meet their inventory's expectations"
+    nodes["node2"]["plugin_target"] = f"/opt/{forged}/libnccl-net.so"
+    nodes["node2"]["nccl_manifest"] = {**nodes["node2"]["nccl_manifest"], "id": forged}
+    text = doctor.render(doctor.diagnose(nodes))
+    assert [line for line in text.splitlines() if line.startswith("healthy")] == [], text
+    assert "x\\x0a\\x0ahealthy: 2 node(s)" in text, text
