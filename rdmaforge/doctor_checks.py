@@ -273,6 +273,10 @@ def check_mtu(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, st
     return "ok", actual, expected, f"every ENI at the planned MTU {mtu}"
 
 
+#: How expected_gpus says the inventory's value is no count.
+NO_COUNT = " is no count"
+
+
 def expected_gpus(node: Mapping[str, Any]) -> tuple[int | None, str]:
     """The GPU count the inventory implies and where it comes from; (None, why) when it implies none here. A count
     is read as the argument spec's int takes it ("8.0" is 8; preflight refuses what is no count)."""
@@ -281,7 +285,7 @@ def expected_gpus(node: Mapping[str, Any]) -> tuple[int | None, str]:
         if given not in (None, ""):
             count = whole_number(given)
             if count is None:
-                return None, f"{name}={show(given)} is no count"
+                return None, f"{name}={show(given)}{NO_COUNT}"
             return count, name
     if ansible_bool(variable(node, "eni_per_gpu")) and ansible_bool(variable(node, "eni_enabled")):
         if node.get("nics_error"):  # no NIC read is no ENI count, never 0 GPUs
@@ -307,6 +311,11 @@ def gpu_reading(node: Mapping[str, Any]) -> tuple[int | None, str]:
 
 def check_gpus(node: Mapping[str, Any], count: int | None) -> tuple[CheckStatus, str, str | None, str]:
     expected, source = expected_gpus(node)
+    if expected is None and source.endswith(NO_COUNT):
+        # The inventory names a count doctor cannot read (preflight refuses it first in a run; diagnose() is also
+        # called on its own): a problem of the inventory, never a node that passes for want of an expectation.
+        shown = NOT_READ if count is None else str(count)
+        return "problem", shown, "a GPU count", f"{source}; allowed: a whole number of GPUs, 0 or more"
     if count is None:
         # Without an inventory count, the count is still expected: the other nodes' (doctor's skew check), which an
         # unread one is never compared with. Not judged, then, never a node that agrees (review round 21b).

@@ -589,3 +589,15 @@ def test_a_line_break_in_a_nodes_value_prints_no_line_of_its_own() -> None:
     text = doctor.render(doctor.diagnose(nodes))
     assert [line for line in text.splitlines() if line.startswith("healthy")] == [], text
     assert "x\\x0a\\x0ahealthy: 2 node(s)" in text, text
+
+
+@pytest.mark.parametrize("value", [True, 8.5, "eight"])
+def test_an_inventory_gpu_count_that_is_no_count_is_a_problem_not_a_pass(value: object) -> None:
+    """diagnose() on its own (preflight refuses these first in a run) called a node healthy when the inventory's
+    count could not be read: no expectation, so nothing judged, so exit 0."""
+    nodes = cluster(2)
+    nodes["node1"]["inventory"]["doctor_expected_gpus"] = value
+    diagnosis = doctor.diagnose(nodes)
+    assert diagnosis.exit_code == ExitCode.UNHEALTHY, doctor.render(diagnosis)
+    (problem,) = [c for c in diagnosis.problems if c.host == "node1"]
+    assert problem.check == "gpus" and "is no count; allowed: a whole number of GPUs, 0 or more" in problem.reason
