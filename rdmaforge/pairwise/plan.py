@@ -58,6 +58,17 @@ def rails_of(host: str, node: Mapping[str, Any], wanted: list[str] | None) -> di
     return {name: addresses[name] for name in wanted}
 
 
+def shared_addresses(per_node: Mapping[str, Mapping[str, str]], rails: Sequence[str]) -> list[str]:
+    """Each address that more than one node has on a rail: "<address> on <rail> of node1, node2"."""
+    holders: dict[tuple[str, str], list[str]] = {}
+    for host, addresses in per_node.items():
+        for rail in rails:
+            if rail in addresses:
+                holders.setdefault((rail, addresses[rail]), []).append(host)
+    shared = [(rail, address, hosts) for (rail, address), hosts in holders.items() if len(hosts) > 1]
+    return [f"{address} on {rail} of {', '.join(hosts)}" for rail, address, hosts in shared]
+
+
 @dataclass
 class Plan:
     nodes: list[str]
@@ -93,6 +104,12 @@ def make_plan(
         wanted = every
     if not wanted:
         raise PlanError("no rail to measure: the nodes have no NIC with an IPv4 address besides the default route's")
+    shared = shared_addresses(per_node, wanted)
+    if shared:
+        raise PlanError(f"two nodes have one rail address, so a pair of them would measure one node or fail to "
+                        f"connect, and be blamed on the link: {'; '.join(shared[:5])}"
+                        f"{f' (and {len(shared) - 5} more)' if len(shared) > 5 else ''}; give each node its own "
+                        "address on every rail (a cloned static IP)")  # fmt: skip
     try:
         rounds_list = schedule(nodes, rounds, seed)
     except ScheduleError as exc:

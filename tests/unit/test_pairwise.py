@@ -91,6 +91,16 @@ def test_plan_takes_every_nic_but_the_default_route_ones():
     assert len(made.rounds) == 3
 
 
+def test_plan_refuses_two_nodes_with_one_rail_address():
+    """A cloned static IP: the pair of the two nodes failed to connect (or measured one node) and was named a link
+    suspect, where the plan could name the duplicate (review round 21b)."""
+    facts = {f"node{i}": lab_fact(i) for i in range(1, 4)}
+    facts["node3"]["nics"][2]["ipv4"] = [{"address": "198.18.2.11", "prefixlen": 24}]  # node1's on eth2
+    said = r"two nodes have one rail address.*198\.18\.2\.11 on eth2 of node1, node3"
+    with pytest.raises(plan.PlanError, match=said):
+        plan.make_plan(facts, "all")
+
+
 def test_plan_names_the_node_and_nic_it_cannot_measure():
     facts = {f"node{i}": lab_fact(i) for i in range(1, 4)}
     facts["node2"] = lab_fact(2, down=("eth2",))
