@@ -15,10 +15,10 @@ description:
     deleted or truncated by a full disk, left the manifest as it was, and every converge reported the node
     converged.
   - With O(state=recorded) (right after the unpack), writes C(.rdmaforge-files.json) in O(path), holding each
-    regular file's sha256, size and mode and each link's target, by path below O(path).
+    regular file's sha256, size, mode and owner and each link's target, by path below O(path).
   - With O(state=checked) (every converge), reads that record and compares the tree with it, hashing every file.
     The result's RV(intact) is false, with each difference in RV(problems), when a recorded file is missing, has
-    other content or mode, or has become another kind of file, and when there is no record or it cannot be read
+    other content, mode or owner, or has become another kind of file, and when there is no record or it cannot be read
     (a build installed before the record existed). The role then installs the build again. Files the record does
     not list (a plugin copied into C(lib/) by hand) are returned in RV(extra) and are no problem.
   - Reads only in O(state=checked); supports check mode (O(state=recorded) reports what it would write).
@@ -93,7 +93,7 @@ from ansible.module_utils.basic import AnsibleModule
 #: The record, and the manifest beside it (build_once's), are the role's bookkeeping, not files of the build.
 RECORD = ".rdmaforge-files.json"
 OWN_FILES = frozenset({RECORD, ".rdmaforge-build.json"})
-FORMAT = 1
+FORMAT = 2  # 2: each file's owner (uid:gid)
 
 ARGUMENT_SPEC = {
     "path": {"type": "path", "required": True},
@@ -116,7 +116,8 @@ def entry_of(path: str) -> dict[str, Any] | None:
     if stat.S_ISLNK(st.st_mode):
         return {"type": "link", "target": os.readlink(path)}
     if stat.S_ISREG(st.st_mode):
-        return {"type": "file", "sha256": _sha256(path), "size": st.st_size, "mode": f"{stat.S_IMODE(st.st_mode):04o}"}
+        return {"type": "file", "sha256": _sha256(path), "size": st.st_size, "mode": f"{stat.S_IMODE(st.st_mode):04o}",
+                "owner": f"{st.st_uid}:{st.st_gid}"}
     return None
 
 
@@ -153,6 +154,8 @@ def differences(recorded: dict[str, dict[str, Any]], present: dict[str, dict[str
             )
         elif have["type"] == "file" and want.get("mode") != have["mode"]:
             problems.append(f"{name}: mode {have['mode']}, the record says {want.get('mode')}")
+        elif have["type"] == "file" and want.get("owner") != have["owner"]:
+            problems.append(f"{name}: owner (uid:gid) {have['owner']}, the record says {want.get('owner')}")
     return problems, sorted(set(present) - set(recorded))
 
 

@@ -266,15 +266,23 @@ def observe_services(names: list[str], timeout: int) -> dict[str, str]:
     wanted = sorted(set(names))
     if not wanted:
         return {}
-    rc, out = _run(["systemctl", "show", "--property=ActiveState,UnitFileState", "--"] + wanted, timeout)
-    blocks = [dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
-              for block in out.strip("\n").split("\n\n")] if rc == 0 else []  # fmt: skip
+    blocks = _unit_blocks(wanted, timeout)
     if len(blocks) != len(wanted):
-        return {name: "?/?" for name in wanted}  # not one block per unit: nothing is paired by guess
+        # Not a block per unit (a name systemd reads as a pattern matches several, or none): one unit at a time, so
+        # one odd name does not leave every service unread, recorded and checked alike (review round 22).
+        blocks = [(_unit_blocks([name], timeout) or [{}])[0] for name in wanted]
     return {
         name: "{}/{}".format(block.get("ActiveState") or "?", block.get("UnitFileState") or "?")
         for name, block in zip(wanted, blocks)
     }
+
+
+def _unit_blocks(names: list[str], timeout: int) -> list[dict[str, str]]:
+    rc, out = _run(["systemctl", "show", "--property=ActiveState,UnitFileState", "--"] + names, timeout)
+    if rc != 0 or not out.strip():
+        return []
+    return [dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+            for block in out.strip("\n").split("\n\n")]  # fmt: skip
 
 
 def _read(path: str) -> str:

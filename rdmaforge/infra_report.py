@@ -126,7 +126,7 @@ NO_TESTS_COLLECTED = 5
 
 
 def exit_code(outcomes: Sequence[TestOutcome], unreachable: Sequence[str], pytest_rc: int,
-              hosts: Sequence[str] = ()) -> ExitCode:  # fmt: skip
+              hosts: Sequence[str] = (), keyword: bool = False) -> ExitCode:  # fmt: skip
     """3 a host unreachable, 2 a test failed on a host, 1 the suite could not run (pytest's 2-5), 5 a node of
     ``hosts`` with no result or on which every test was skipped (nothing judged there), else 0."""
     if unreachable:
@@ -135,7 +135,7 @@ def exit_code(outcomes: Sequence[TestOutcome], unreachable: Sequence[str], pytes
         return ExitCode.HOST_FAILED
     if any(o.status in ("failed", "error") for o in outcomes):
         return ExitCode.ERROR  # the suite itself (a collection error): no node's test failed, none was judged
-    if pytest_rc == NO_TESTS_COLLECTED and not outcomes and hosts:
+    if pytest_rc == NO_TESTS_COLLECTED and not outcomes and hosts and keyword:
         return ExitCode.INCOMPLETE  # a -k that selects no test on any node: no node was judged, none failed
     if pytest_rc != 0 or not outcomes:
         return ExitCode.ERROR

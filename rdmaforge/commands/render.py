@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import json
 import os
 import re
@@ -175,8 +176,10 @@ _SPEC_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+@functools.lru_cache(maxsize=4)
 def option_types(path: Path = ARGUMENT_SPECS_FILE) -> dict[str, str]:
-    """``{variable: argument_specs type}`` of role workload_manifests."""
+    """``{variable: argument_specs type}`` of role workload_manifests. Read once per process: type_problems asks for
+    it per host, and parsing the file again for each of 1000 hosts took most of a render (review round 21c)."""
     data = yaml.safe_load(path.read_text()) or {}
     options = (data.get("argument_specs") or {}).get("main", {}).get("options") or {}
     return {str(name): str(spec.get("type", "str")) for name, spec in options.items() if isinstance(spec, dict)}

@@ -200,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
     outcomes, rc = suite or ([], 0)
     print("", file=session.out)
     print(infra_report.render(outcomes, unreachable, hosts), file=session.out)
-    code = infra_report.exit_code(outcomes, unreachable, rc, hosts) if hosts else ExitCode.UNREACHABLE
+    keyword = bool(args.keyword)
+    code = infra_report.exit_code(outcomes, unreachable, rc, hosts, keyword) if hosts else ExitCode.UNREACHABLE
     nodes = {host or "(suite)": {"passed": r.passed, "failed": r.failed, "skipped": r.skipped, "result": r.result}
              for host, r in infra_report.by_node(outcomes, hosts).items()}  # fmt: skip
     record = {"pattern": args.limit, "hosts": hosts, "unreachable": unreachable, "pytest_rc": rc, "nodes": nodes,

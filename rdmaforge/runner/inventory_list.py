@@ -67,6 +67,12 @@ def listed(
     return parsed(inventory, listing(inventory, cwd=cwd, args=args, env=env), loads)
 
 
+#: ansible-inventory merges the facts Ansible's fact cache holds (ansible.cfg: a jsonfile cache under .cache/facts,
+#: kept 2 hours) into the hostvars it lists: a host named as one of another cluster got that host's facts, the rail
+#: map among them, in `rdmaforge render` (review round 21c). A listing is the inventory as written: no cache.
+LISTING_ENV = {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_CACHE_PLUGIN": "memory"}
+
+
 def listing(inventory: str, *, cwd: Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> str:
     """What ``ansible-inventory -i INVENTORY --list ARGS`` prints (:func:`listed`), as it prints it."""
     with tempfile.TemporaryDirectory(prefix="rdmaforge-inventory-") as scratch:
@@ -77,7 +83,7 @@ def listing(inventory: str, *, cwd: Path, args: Sequence[str] = (), env: Mapping
                 cwd=cwd,
                 capture_output=True,
                 text=True,
-                env={**os.environ, "ANSIBLE_NOCOLOR": "1", **(env or {}), MESSAGES_FILE: str(messages_file)},
+                env={**os.environ, **LISTING_ENV, **(env or {}), MESSAGES_FILE: str(messages_file)},
                 stdin=subprocess.DEVNULL,
                 timeout=TIMEOUT_S,
                 check=False,

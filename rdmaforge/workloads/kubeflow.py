@@ -168,17 +168,26 @@ def rdma_access_findings(cluster: Cluster, kinds: Sequence[str]) -> tuple[list[s
     if not kinds or not cluster.nodes:
         return [], []
     first = cluster.nodes[0]
-    if not fabrics.is_rdma(first.fabric) or settings.k8s_privileged or settings.k8s_extra_resources:
+    if not fabrics.is_rdma(first.fabric) or settings.k8s_privileged or device_resources(settings.k8s_extra_resources):
         return [], []
     pods = " and ".join(f"{kind}'s" for kind in kinds)
     message = (f"{first.name}: rdmaforge_fabric={show(first.fabric)} uses RDMA but the {pods} pods are not "
                f"privileged ({PREFIX}k8s_privileged: false) and ask for no RDMA device plugin resource "
-               f"({PREFIX}k8s_extra_resources is empty): they would see no RDMA device, and NCCL would fall back to "
+               f"({PREFIX}k8s_extra_resources names none: a device plugin's resource is domain/name, with a count of "
+               f"1 or more): they would see no RDMA device, and NCCL would fall back to "
                f"TCP sockets; allowed: {PREFIX}k8s_privileged: true, or the device plugin's resource in "
                f"{PREFIX}k8s_extra_resources (e.g. rdma/hca: 1)")  # fmt: skip
     if settings.require_rdma_devices:
         return [message + f", or {PREFIX}require_rdma_devices: false"], []
     return [], [message + f" ({PREFIX}require_rdma_devices is false: not an error)"]
+
+
+def device_resources(extra: Mapping[str, Any]) -> list[str]:
+    """The device plugins' resources of ``extra`` a pod asks one or more of: extended resources (domain/name, as
+    rdma/hca or rdma/rdma_shared_device_a), the GPU's aside. Any entry let the RDMA check pass before, even
+    ephemeral-storage or rdma/hca: 0, with pods that would see no RDMA device (review round 21c)."""
+    return [name for name, count in extra.items()
+            if "/" in str(name) and name != GPU_RESOURCE and (whole_number(count) or 0) > 0]  # fmt: skip
 
 
 def _resource_problems(cluster: Cluster, kind: str) -> list[str]:

@@ -8,6 +8,7 @@ local, the node's prefix root and the controller cache under tmp_path), as test_
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -51,15 +52,23 @@ def test_a_replaced_or_deleted_library_is_installed_again(tmp_path: Path) -> Non
     library.chmod(0o600)
     assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] > 0
     assert library.stat().st_mode & 0o777 == 0o644
+    os.chown(library, 4242, 4242)
+    owned = install(tmp_path, root, cache)
+    assert recap(owned.stdout)["localhost"]["changed"] > 0, owned.stdout[-4000:]
+    assert "lib/libnccl.so.2: owner (uid:gid) 4242:4242" in owned.stdout and library.stat().st_uid == 0
     assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] == 0
 
 
-def test_a_file_the_record_does_not_list_is_no_drift(tmp_path: Path) -> None:
-    """A net plugin copied into the build's lib/ by hand is not the build's, and no reason to reinstall it."""
+def test_a_file_the_record_does_not_list_is_no_drift_and_outlives_a_repair(tmp_path: Path) -> None:
+    """A net plugin copied into the build's lib/ by hand is not the build's, and no reason to reinstall it; a repair
+    of the build's own library unpacks over the tree and leaves it (it removed the whole tree: review round 22)."""
     root, cache = installed(tmp_path)
-    (root / ID / "lib" / "libnccl-net.so").write_text("a plugin\n")
+    plugin = root / ID / "lib" / "libnccl-net.so"
+    plugin.write_text("a plugin\n")
     assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] == 0
-    assert (root / ID / "lib" / "libnccl-net.so").exists()
+    (root / ID / "lib" / "libnccl.so.2").write_text("a hand-built NCCL\n")
+    assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] > 0
+    assert (root / ID / "lib" / "libnccl.so.2").read_text() == LIBRARY and plugin.read_text() == "a plugin\n"
 
 
 def test_a_build_installed_before_the_record_existed_is_installed_again_once(tmp_path: Path) -> None:

@@ -1042,6 +1042,8 @@ if verb == "is-active":
 elif verb == "is-enabled":
     print("\n".join(enabled for _, enabled in states if enabled))
 elif verb == "show":
+    # A name systemd reads as a pattern ("x*") shows every unit it matches: here two.
+    states = [state for name, state in zip(names, states) for _ in range(2 if "*" in name else 1)]
     print("\n\n".join(f"ActiveState={active}\nUnitFileState={enabled}" for active, enabled in states))
 """
 
@@ -1060,3 +1062,8 @@ def test_a_unit_without_a_unit_file_does_not_shift_the_next_units_state(
     assert run.rc == 0, run.stderr
     observed = json.loads(state.read_text())["observations"]["services"]
     assert observed == {"cron": "active/enabled", "nosuch": "inactive/?", "ssh": "active/enabled"}, observed
+    # A name that shows several units leaves the others read, one unit at a time (it made every one "?/?").
+    (tmp_path / "pattern").mkdir()
+    run, state = record(tmp_path / "pattern", {"services": ["ssh", "x*"]})
+    observed = json.loads(state.read_text())["observations"]["services"]
+    assert observed["ssh"] == "active/enabled", observed

@@ -165,6 +165,14 @@ def test_a_second_rollback_between_builds_of_one_release_is_refused(
     assert {node: links(root) for node, root in roots.items()} == {node: ("b1", "b1-sm_90") for node in NODES}
 
 
+def test_the_rollback_is_recorded_before_the_links_switch() -> None:
+    """Written after them, a run stopped between the two left a rollback without its record, and a second rollback
+    (between builds of one release) went ahead (review round 22)."""
+    names = [task["name"] for task in yaml.safe_load((PROJECT_ROOT / "roles" / "nccl_build" / "tasks" /
+                                                       "rollback.yml").read_text())]  # fmt: skip
+    assert names.index("Record this rollback") < names.index("Point `current` at the previous build")
+
+
 def test_a_rollback_is_refused_where_the_current_builds_manifest_cannot_be_read(
     tmp_path: Path, libraries: dict[str, Path]
 ) -> None:

@@ -86,8 +86,10 @@ def test_table_and_exit_codes(junit_file: Path) -> None:
     assert infra_report.exit_code(only_skipped, [], 0) == ExitCode.INCOMPLETE
     assert infra_report.exit_code([], [], 5) == ExitCode.ERROR  # no test collected, and no node to run them on
     # A -k that selects no test on any node: each node has no test result, not judged (README: exit 5, never 0)
-    assert infra_report.exit_code([], [], 5, ["node1", "node2"]) == ExitCode.INCOMPLETE
-    assert infra_report.exit_code([], [], 4, ["node1", "node2"]) == ExitCode.ERROR  # a usage error stays one
+    assert infra_report.exit_code([], [], 5, ["node1", "node2"], keyword=True) == ExitCode.INCOMPLETE
+    assert infra_report.exit_code([], [], 4, ["node1", "node2"], keyword=True) == ExitCode.ERROR  # a usage error
+    # No -k: a suite with no test to collect is broken or missing, which verify could not run (1), never "not judged"
+    assert infra_report.exit_code([], [], 5, ["node1", "node2"]) == ExitCode.ERROR
     assert infra_report.exit_code(passed, [], 2) == ExitCode.ERROR  # pytest interrupted or a usage error
 
 

@@ -1168,6 +1168,16 @@ def test_unprivileged_kubeflow_pods_on_an_rdma_fabric_need_a_device_plugin_resou
     assert ok_plan(host("n1", "tcp", k8s_privileged=False), kinds=["mpijob"]).files  # no RDMA, nothing to see
 
 
+@pytest.mark.parametrize("extra", [{"ephemeral-storage": "10Gi"}, {"rdma/hca": 0}, {"cpu": 4, "memory": "8Gi"}])
+def test_a_resource_that_is_no_device_plugins_does_not_stand_for_an_rdma_device(extra: dict) -> None:
+    """Any entry of k8s_extra_resources passed the check, though only a device plugin's (domain/name, one or more)
+    hands a pod an RDMA device (review round 21c)."""
+    options = {"k8s_privileged": False, "k8s_extra_resources": extra}
+    plan = cluster_plan(host("n1", "infiniband", **options), host("n2", "infiniband", **options), kinds=["mpijob"])
+    line = single_problem(plan, "are not privileged")
+    assert "a device plugin's resource is domain/name, with a count of 1 or more" in line, line
+
+
 def test_an_ini_inventorys_text_values_are_read_as_the_argument_spec_takes_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
