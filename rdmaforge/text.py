@@ -8,7 +8,7 @@ exponent instead; below it, as before.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 #: From here on a fixed-point number is mostly digits nobody reads (no bandwidth or throughput gets near it).
 LARGE = 1e6
@@ -46,6 +46,17 @@ def named_first(names: Sequence[str], most: int) -> str:
     of hosts, rows or values a line of text names without growing with the cluster."""
     more = f" and {len(names) - most} more" if len(names) > most else ""
     return ", ".join(names[:most]) + more
+
+
+def by_value(values: Mapping[str, str], most: int = 5) -> str:
+    """``{host: value}`` as the hosts of each value, the smallest group first, each group's hosts named up to ``most``
+    (``node500: 4; node1, node2, node3, node4, node5 and 994 more: 8``): the odd node first, and a line that does
+    not grow with the cluster (it listed all 1000 hosts: review round 21c)."""
+    groups: dict[str, list[str]] = {}
+    for host, value in values.items():
+        groups.setdefault(value, []).append(host)
+    ordered = sorted(groups.items(), key=lambda group: len(group[1]))
+    return "; ".join(f"{named_first(hosts, most)}: {value}" for value, hosts in ordered)
 
 
 def help_text(docstring: str | None) -> str:

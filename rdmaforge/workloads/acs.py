@@ -15,6 +15,7 @@ from typing import Any
 
 from rdmaforge.parsers import nccl_env
 from rdmaforge.plain_data import show
+from rdmaforge.text import by_value
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster
 from rdmaforge.workloads.options import PREFIX
@@ -139,7 +140,7 @@ def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
                 "of workload_manifests_kinds, or name the kinds with --kind)"
             )
     if len({c for c, _ in counts.values()}) > 1:
-        listing = ", ".join(f"{h}: {c}" for h, (c, _) in counts.items())
+        listing = by_value({h: str(c) for h, (c, _) in counts.items()})
         problems.append(
             f"{first}: the nodes have different GPU counts ({listing}); allowed: one count for every pod "
             f"(a Deployment or Job has one pod template), set {PREFIX}gpus_per_node"

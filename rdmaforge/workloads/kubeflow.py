@@ -13,6 +13,7 @@ from typing import Any
 from rdmaforge import fabrics, role_defaults, tuning
 from rdmaforge.parsers import nccl_env
 from rdmaforge.plain_data import show, spec_bool, whole_number
+from rdmaforge.text import by_value
 from rdmaforge.workloads import k8s
 from rdmaforge.workloads.nodes import Cluster
 from rdmaforge.workloads.options import HUGEPAGES_PREFIX, PREFIX, Settings
@@ -91,7 +92,7 @@ def check(cluster: Cluster, kind: str) -> tuple[JobShape | None, list[str]]:
     first = cluster.nodes[0]
     counts = {node.name: node.gpus for node in cluster.nodes}
     if len(set(counts.values())) > 1:
-        listing = ", ".join(f"{h}: {c}" for h, c in counts.items())
+        listing = by_value({h: str(c) for h, c in counts.items()})
         problems.append(
             f"{first.name}: the nodes have different GPU counts ({listing}); {a_kind} runs the same pod on "
             f"every node; allowed: one count, e.g. {PREFIX}gpus_per_node in group_vars"

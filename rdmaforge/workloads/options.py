@@ -17,6 +17,7 @@ from rdmaforge.paths import ROLES_DIR
 from rdmaforge.plain_data import show, spec_bool, whole_number
 from rdmaforge.role_defaults import defaults
 from rdmaforge.stored import MAX_GPUS
+from rdmaforge.text import by_value
 from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.k8s import SHM_VOLUME, is_multiple, quantity_value
 
@@ -510,7 +511,7 @@ def cluster_wide_differences(values_per_host: Mapping[str, Mapping[str, Any]]) -
             key = json.dumps(values_per_host[host].get(name), sort_keys=True, default=str)
             seen.setdefault(key, []).append(host)
         if len(seen) > 1:
-            listing = "; ".join(f"{', '.join(h)}: {show(json.loads(k))}" for k, h in seen.items())
+            listing = by_value({host: show(json.loads(key)) for key, hosts in seen.items() for host in hosts})
             problems.append(
                 f"{hosts[0]}: {name} differs between nodes ({listing}); allowed: one value for the whole "
                 f"cluster (set it in group_vars), since every node runs the same job"
