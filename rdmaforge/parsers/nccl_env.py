@@ -16,6 +16,10 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from rdmaforge.plain_data import show
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "nccl_env_names.txt"
+_INTEGER_PARAMS = _DATA.with_name("nccl_integer_params.txt")
+#: What strtoll(value, NULL, 0) reads of a value: blanks, a sign, then 0x and hex digits, 0 and octal ones, or
+#: decimal ones; whatever follows is ignored (src/misc/param.cc, ncclLoadParam).
+_STRTOLL = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)?")
 _HCA_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+(:[0-9]+)?$")
 # POSIX's portable environment names: upper and lower case (http_proxy, no_proxy are the usual spellings).
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -24,6 +28,29 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 def known_nccl_names() -> frozenset[str]:
     lines = _DATA.read_text().splitlines()
     return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+def integer_params() -> frozenset[str]:
+    """The settings NCCL reads as integers (NCCL_PARAM), from NCCL's source (scripts/extract-nccl-env-names)."""
+    lines = _INTEGER_PARAMS.read_text().splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+def integer_problem(key: str, value: str) -> str | None:
+    """Why NCCL would not read ``value`` of the integer setting ``key`` as written: strtoll reads what it can and
+    ignores the rest, so NCCL_IB_DISABLE=yes reads as 0 (InfiniBand stays on, the opposite of what was meant) and
+    1.5 as 1, with no warning a user sees (an INFO line at most). None for an integer NCCL reads whole."""
+    text = value.strip()
+    if not text:
+        return None  # empty: NCCL keeps its default, as for a setting not given
+    match = _STRTOLL.match(text)
+    sign, digits = (match.group(1), match.group(2)) if match else ("", None)
+    if digits is not None and match is not None and match.end() == len(text):
+        return None
+    base = 16 if (digits or "").lower().startswith("0x") else 8 if (digits or "").startswith("0") else 10
+    read = int(f"{sign}{digits}", base) if digits else 0
+    return (f"{key}={value!r}: NCCL reads this setting as an integer (strtoll), so it would read {read}; allowed: "
+            "an integer (e.g. 0 or 1; a boolean is written as 1 or 0)")
 
 
 #: NCCL reads these lists character by character (src/misc/utils.cc, parseStringList) and looks for '^' and '=' at
@@ -114,6 +141,12 @@ def problems(env: Mapping[str, object]) -> list[str]:
                 f"with GPUs (rdmaforge_gpus_per_node where preflight cannot count them), or {key} set in "
                 "nccl_env_overrides"
             )
+    integers = integer_params()
+    for key, value in env.items():
+        if key in integers and key not in no_text and value is not None and not isinstance(value, (bool, int)):
+            problem = integer_problem(str(key), str(value))
+            if problem is not None:
+                errors.append(problem)
     hca = env.get("NCCL_IB_HCA")
     if hca is not None and "NCCL_IB_HCA" not in no_text:
         try:

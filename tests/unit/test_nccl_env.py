@@ -299,3 +299,30 @@ def test_nccl_conf_is_read_as_ncclsetenvfile_reads_it() -> None:
     conf = "NCCL_SOCKET_IFNAME=bond9\nNCCL_SOCKET_IFNAME=eth0\n NCCL_IB_HCA = mlx5\nNCCL_DEBUG=WARN\r\n"
     assert nccl_env.parse_conf(conf) == {"NCCL_SOCKET_IFNAME": "bond9", " NCCL_IB_HCA ": " mlx5",
                                          "NCCL_DEBUG": "WARN\r"}  # fmt: skip
+
+
+# --- settings NCCL reads as integers (NCCL_PARAM: strtoll, src/misc/param.cc) -------------------------------------
+
+
+@pytest.mark.parametrize(("value", "read"), [("yes", 0), ("true", 0), ("1.5", 1), ("12abc", 12), ("08", 0)])
+def test_a_setting_nccl_reads_as_an_integer_is_refused_when_it_would_read_another_number(value: str, read: int) -> None:
+    """NCCL_IB_DISABLE: "yes" meant InfiniBand off; strtoll reads it as 0, and NCCL kept InfiniBand on with no
+    warning a user sees (review round 21c)."""
+    errors = nccl_env.problems({"NCCL_IB_DISABLE": value})
+    assert errors == [f"NCCL_IB_DISABLE={value!r}: NCCL reads this setting as an integer (strtoll), so it would read "
+                      f"{read}; allowed: an integer (e.g. 0 or 1; a boolean is written as 1 or 0)"], errors
+
+
+@pytest.mark.parametrize("value", [1, 0, True, False, "1", "-3", "0x10", "010", " 2", ""])
+def test_an_integer_nccl_reads_whole_is_no_problem(value: object) -> None:
+    assert nccl_env.problems({"NCCL_IB_DISABLE": value, "NCCL_IB_TIMEOUT": value}) == []
+
+
+def test_the_integer_settings_are_nccl_params_and_text_settings_are_not_among_them() -> None:
+    """From NCCL 2.29.7's source (scripts/extract-nccl-env-names --integer-params): NCCL_PARAM names, less those
+    NCCL also reads as text (NCCL_COLLNET_ENABLE, through ncclGetEnv). Every one is a name NCCL reads."""
+    integers = nccl_env.integer_params()
+    assert {"NCCL_IB_DISABLE", "NCCL_IB_TIMEOUT", "NCCL_IB_GID_INDEX", "NCCL_IB_RETRY_CNT"} <= integers
+    assert not {"NCCL_COLLNET_ENABLE", "NCCL_DEBUG", "NCCL_ALGO", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"} & integers
+    assert integers <= nccl_env.known_nccl_names()
+    assert nccl_env.problems({"NCCL_DEBUG": "INFO", "NCCL_ALGO": "Ring,Tree"}) == []
