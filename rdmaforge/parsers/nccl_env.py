@@ -17,9 +17,6 @@ from rdmaforge.plain_data import show
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "nccl_env_names.txt"
 _INTEGER_PARAMS = _DATA.with_name("nccl_integer_params.txt")
-#: What strtoll(value, NULL, 0) reads of a value: blanks, a sign, then 0x and hex digits, 0 and octal ones, or
-#: decimal ones; whatever follows is ignored (src/misc/param.cc, ncclLoadParam).
-_STRTOLL = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)?")
 _HCA_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+(:[0-9]+)?$")
 # POSIX's portable environment names: upper and lower case (http_proxy, no_proxy are the usual spellings).
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -44,13 +41,12 @@ def integer_problem(key: str, value: str) -> str | None:
     if not text:
         return None  # empty: NCCL keeps its default, as for a setting not given
     match = _STRTOLL.match(text)
-    sign, digits = (match.group(1), match.group(2)) if match else ("", None)
-    if digits is not None and match is not None and match.end() == len(text):
+    whole = match is not None and match.end() == len(text)
+    if whole and nccl_integer(text, default=_OUT_OF_RANGE) != _OUT_OF_RANGE:
         return None
-    base = 16 if (digits or "").lower().startswith("0x") else 8 if (digits or "").startswith("0") else 10
-    read = int(f"{sign}{digits}", base) if digits else 0
-    return (f"{key}={value!r}: NCCL reads this setting as an integer (strtoll), so it would read {read}; allowed: "
-            "an integer (e.g. 0 or 1; a boolean is written as 1 or 0)")
+    read = f"read {nccl_integer(text)}" if not whole else "keep its default (the number is out of range)"
+    return (f"{key}={value!r}: NCCL reads this setting as an integer (strtoll), so it would {read}; allowed: an "
+            "integer (e.g. 0 or 1; a boolean is written as 1 or 0)")
 
 
 #: NCCL reads these lists character by character (src/misc/utils.cc, parseStringList) and looks for '^' and '=' at
@@ -321,6 +317,8 @@ def merge(profile: Mapping[str, object], overrides: Mapping[str, object]) -> dic
 #: blanks and a sign; what follows is ignored, as strtoll ignores it.
 _STRTOLL = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
 _INT64_MAX = 2**63 - 1
+#: nccl_integer's answer for a number out of strtoll's range (no int64 is this).
+_OUT_OF_RANGE = 2**64
 
 
 def nccl_integer(value: object, default: int = 0) -> int:
