@@ -145,8 +145,15 @@ def check(cluster: Cluster) -> tuple[AcsJob | None, list[str]]:
             f"{first}: the nodes have different GPU counts ({listing}); allowed: one count for every pod "
             f"(a Deployment or Job has one pod template), set {PREFIX}gpus_per_node"
         )
-    # Without a count from the inventory or the facts, a pod gets the largest count the model allows.
+    # Without a count from the inventory or the facts, a pod gets the one count the model allows; where it allows
+    # several, none is guessed (the largest was taken: 16-GPU pods on P16EN gpu-hpn, review round 21c).
     gpus = next(iter(c for c, _ in counts.values()), max(allowed_counts))
+    if not counts and len(allowed_counts) > 1:
+        problems.append(
+            f"{first}: no GPU count for the ACS pods ({PREFIX}gpus_per_node is not set, and render reads no facts); "
+            f"ACS GPU model {model.name} (compute class {settings.acs_compute_class}) supports RDMA with "
+            f"{' or '.join(map(str, allowed_counts))} GPUs per pod; allowed: one of them in {PREFIX}gpus_per_node"
+        )
     lacking = [node.name for node in cluster.nodes if not isinstance(node.nccl_profiles.get(model.profile), Mapping)]
     if lacking:
         # Without it the pods would get no NCCL settings at all (env: []), and NCCL would guess the RDMA NIC.

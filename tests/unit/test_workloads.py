@@ -1238,3 +1238,14 @@ def test_a_node_that_differs_is_named_first_and_the_others_counted() -> None:
     image = single_problem(plan, "workload_manifests_image differs between nodes")
     assert "(n0500: 'x/y:1'; n0001, n0002, n0003, n0004, n0005 and 994 more: 'a/b:2')" in image, image
     assert max(len(line) for line in plan.problems) < 1000, [len(line) for line in plan.problems]
+
+
+def test_acs_pods_get_no_guessed_gpu_count_where_the_model_allows_several() -> None:
+    """Seed 002: P16EN in compute class gpu-hpn supports RDMA with 1, 2, 4, 8 or 16 GPUs per pod; with no count
+    known the pods silently got 16 (review round 21c). A model with one count (GU8TF: 8) still takes it."""
+    options = {"acs_compute_class": "gpu-hpn", "acs_gpu_model": "P16EN"}
+    plan = cluster_plan(host("n1", "acs_type2", gpus=None, **options), kinds=["acs"])
+    line = single_problem(plan, "no GPU count for the ACS pods")
+    assert "supports RDMA with 1 or 2 or 4 or 8 or 16 GPUs per pod" in line, line
+    assert "workload_manifests_gpus_per_node" in line, line
+    assert ok_plan(host("n1", "acs_type2", gpus=16, **options), kinds=["acs"]).files
