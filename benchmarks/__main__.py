@@ -23,7 +23,7 @@ BENCHMARKS = [
     "converge_scale",
     "ssh_mesh_scale",
     "run_dir_scrub",
-    "pairwise_report_scale",
+    "sweep_report_scale",
 ]
 #: Benchmarks that bring the lab up or down: only they need the machine-wide lab lock.
 LAB_BENCHMARKS = {"lab_up", "nccl_build", "pairwise", "converge_scale"}

@@ -1199,7 +1199,7 @@ def test_a_sendrecv_run_whose_two_ranks_were_on_one_host_is_no_measurement(share
     assert result.status == "failed" and f"both ranks ran on {hosts[0]}" in result.detail, result
 
 
-# --- scale (review round 21b): the figures are `make bench`'s (benchmarks/pairwise_report_scale.py) -------------
+# --- scale (review round 21b): the figures are `make bench`'s (benchmarks/sweep_report_scale.py) -------------
 
 
 def png_size(path: Path) -> tuple[int, int]:
