@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import recap, run_playbook
 from test_build_once_git_pin import upstream
-from test_build_once_interrupted import ENV, write_run
+from test_build_once_interrupted import ENV, QUICK_MAKEFILE, write_run
 
 
 def written(tmp: Path) -> list[str]:
@@ -28,7 +28,7 @@ def test_check_mode_reports_a_build_not_yet_cached_and_makes_nothing(tmp_path: P
         repo, first, _second = upstream(tmp_path)
         overrides = {"build_once_source": "git", "build_once_git_url": f"file://{repo}", "build_once_git_ref": "v1.0",
                      "build_once_git_commit": first, "build_once_git_commit_variable": "nccl_build_git_commit"}
-    inventory, playbook = write_run(tmp_path, "1", **overrides)
+    inventory, playbook = write_run(tmp_path, "1", QUICK_MAKEFILE, **overrides)
     (tmp_path / "scratch" / "toy-1" / "src").mkdir(parents=True)  # a tree an earlier failed build left
     before = written(tmp_path)
     check = run_playbook(str(playbook), "--check", "--diff", inventory=inventory, env=ENV, timeout=300)

@@ -39,6 +39,9 @@ all:
 \thead -c 16000000 /dev/urandom > build/payload.bin
 \techo built > build/out.txt
 """
+#: The same build without the first make's long sleep: for the tests that never kill a controller (the sleep is idle
+#: time that holds a test worker for two minutes).
+QUICK_MAKEFILE = MAKEFILE.replace("sleep 120", "sleep 1")
 
 
 def source_tarball(directory: Path, makefile: str = MAKEFILE) -> tuple[Path, str]:
@@ -189,11 +192,11 @@ def test_a_tarball_of_another_sha256_is_built_again_under_the_same_id(tmp_path: 
     """The build id names the release, CUDA and archs, not the source: a patched tarball of the same release (a new
     build_once_tarball_sha256) found the old build in the cache, installed it and passed. The cached manifest's
     source sha256 is compared with the pin, as a git build's commit already was."""
-    first_inventory, first_playbook = write_run(tmp_path, "same-id", name="first.yml")
+    first_inventory, first_playbook = write_run(tmp_path, "same-id", QUICK_MAKEFILE, name="first.yml")
     first = run_playbook(str(first_playbook), inventory=first_inventory, env=ENV, timeout=300)
     assert first.returncode == 0, first.stdout[-4000:]
     cached = json.loads((tmp_path / "cache" / "toy-same-id.json").read_text())
-    patched = MAKEFILE.replace("echo built", "echo patched")
+    patched = QUICK_MAKEFILE.replace("echo built", "echo patched")
     inventory, playbook = write_run(tmp_path, "same-id", patched, name="patched.yml")
     again = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
     assert again.returncode == 0, again.stdout[-4000:]
@@ -210,7 +213,7 @@ def test_a_damaged_installed_manifest_installs_the_build_again(tmp_path: Path) -
     """A node's .rdmaforge-build.json cut short (a full disk) or edited into another JSON value failed the install
     with a template error (from_json), every run, until someone deleted it by hand. It reads as no install now: the
     package is unpacked again, the manifest rewritten, and the next run changes nothing."""
-    inventory, playbook = write_run(tmp_path, "same-id", MAKEFILE.replace("sleep 120", "sleep 1"))
+    inventory, playbook = write_run(tmp_path, "same-id", QUICK_MAKEFILE)
     first = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
     assert first.returncode == 0, first.stdout[-4000:]
     installed = tmp_path / "opt" / "same-id" / ".rdmaforge-build.json"
@@ -229,8 +232,7 @@ def test_a_current_link_spelt_another_way_is_not_kept_as_previous(tmp_path: Path
     """`current` made relative by hand (current -> same-id) is the build being installed: install compared the
     link's text with the build's absolute path, kept `previous` -> same-id (the build current is), and lost the
     real previous build. The directories are compared now; a link to a deleted build is kept as previous by none."""
-    makefile = MAKEFILE.replace("sleep 120", "sleep 1")
-    inventory, playbook = write_run(tmp_path, "same-id", makefile)
+    inventory, playbook = write_run(tmp_path, "same-id", QUICK_MAKEFILE)
     assert run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300).returncode == 0
     opt = tmp_path / "opt"
     (opt / "old-id").mkdir()
