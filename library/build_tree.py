@@ -81,7 +81,6 @@ files:
   elements: str
 """
 
-import hashlib
 import json
 import os
 import stat
@@ -89,6 +88,7 @@ import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import file_sha256
 
 #: The record, and the manifest beside it (build_once's), are the role's bookkeeping, not files of the build.
 RECORD = ".rdmaforge-files.json"
@@ -101,37 +101,39 @@ ARGUMENT_SPEC = {
 }
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def entry_of(path: str) -> dict[str, Any] | None:
-    """What the record keeps of one name: a link's target, a file's sha256, size and mode; None for anything else
-    (a directory is walked, a device or socket is no file of a build)."""
+def entry_of(path: str, hashed: bool = True) -> dict[str, Any] | None:
+    """What the record keeps of one name: a link's target; a file's sha256 (unless ``hashed`` is false: a file the
+    record does not list is only named), size, mode and owner (uid:gid); None for anything else (a directory is
+    walked, a device or socket is no file of a build)."""
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         return {"type": "link", "target": os.readlink(path)}
     if stat.S_ISREG(st.st_mode):
-        return {"type": "file", "sha256": _sha256(path), "size": st.st_size, "mode": f"{stat.S_IMODE(st.st_mode):04o}",
-                "owner": f"{st.st_uid}:{st.st_gid}"}
+        entry = {"type": "file", "size": st.st_size, "mode": f"{stat.S_IMODE(st.st_mode):04o}",
+                 "owner": f"{st.st_uid}:{st.st_gid}"}  # fmt: skip
+        if hashed:
+            entry["sha256"] = file_sha256(path)
+        return entry
     return None
 
 
-def tree(root: str) -> dict[str, dict[str, Any]]:
-    """Every file and link below ``root`` by its path relative to it, the record files left out."""
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def tree(root: str, hashed: Any = None) -> dict[str, dict[str, Any]]:
+    """Every file and link below ``root`` by its path relative to it, the record files left out. Only the names in
+    ``hashed`` are hashed when it is given (a check reads the files the record lists, not a user's files beside
+    them). A directory that cannot be read raises OSError: a record or a check that left it out would be wrong."""
     found: dict[str, dict[str, Any]] = {}
-    for directory, dirs, names in os.walk(root):
+    for directory, dirs, names in os.walk(root, onerror=_raise):
         dirs.sort()
         # A link to a directory is an entry of its own (os.walk lists it in dirs and does not follow it).
         for name in sorted(names) + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
             relative = os.path.relpath(os.path.join(directory, name), root)
             if relative in OWN_FILES:
                 continue
-            entry = entry_of(os.path.join(directory, name))
+            entry = entry_of(os.path.join(directory, name), hashed is None or relative in hashed)
             if entry is not None:
                 found[relative] = entry
     return found
@@ -195,6 +197,14 @@ def write_record(module: AnsibleModule, record_path: str, text: str) -> None:
         module.fail_json(msg=f"cannot write {record_path}: {exc.strerror or exc}")
 
 
+def read_tree(module: AnsibleModule, root: str, hashed: Any = None) -> dict[str, dict[str, Any]]:
+    try:
+        return tree(root, hashed)
+    except OSError as exc:
+        module.fail_json(msg=f"cannot read the build under {root}: {exc}")
+        raise  # fail_json exits; this line keeps type checkers sure of it
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     root, state = module.params["path"], module.params["state"]
@@ -209,11 +219,8 @@ def main() -> None:
             files=[record_path],
             problems=[f"{root} is not there (no directory)"],
         )
-    try:
-        present = tree(root)
-    except OSError as exc:
-        module.fail_json(msg=f"cannot read the build under {root}: {exc}")
     if state == "recorded":
+        present = read_tree(module, root)
         text = json.dumps({"format": FORMAT, "files": present}, indent=1, sort_keys=True) + "\n"
         try:
             with open(record_path) as handle:
@@ -225,10 +232,11 @@ def main() -> None:
         module.exit_json(changed=changed, intact=True, problems=[], extra=[], files=watched(root, present))
     recorded, why = read_record(record_path)
     if recorded is None:
+        present = read_tree(module, root, ())
         module.exit_json(changed=False, intact=False, problems=[why], extra=[], files=watched(root, present))
+    present = read_tree(module, root, recorded)
     problems, extra = differences(recorded or {}, present)
     module.exit_json(changed=False, intact=not problems, problems=problems, extra=extra, files=watched(root, recorded))
-
 
 if __name__ == "__main__":
     main()

@@ -179,7 +179,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import NAME_KINDS, observe_listing
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import (
+    NAME_KINDS,
+    file_sha256,
+    observe_listing,
+)
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import merge as merge_resources
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import (
     package_name,
@@ -216,14 +220,11 @@ def observe_path(path: str) -> dict[str, Any]:
         return dict(meta, type="other")
     if st.st_size > HASH_LIMIT:
         return dict(meta, type="file", size=st.st_size, mtime_ns=st.st_mtime_ns)
-    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        sha256 = file_sha256(path)
     except OSError as exc:
         return {"type": "error", "error": exc.strerror or str(exc)}
-    return dict(meta, type="file", size=st.st_size, sha256=digest.hexdigest())
+    return dict(meta, type="file", size=st.st_size, sha256=sha256)
 
 
 def _run(argv: list[str], timeout: int) -> tuple[int, str]:

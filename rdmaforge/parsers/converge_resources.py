@@ -9,6 +9,7 @@ Python 3.8.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import re
 from typing import Any, Iterable, Mapping
@@ -23,6 +24,17 @@ ORDERED_KINDS = ("commands", "effects", "unverifiable")
 #: {package manager: package names}, names sorted and once each.
 PACKAGES = "packages"
 KINDS = NAME_KINDS + (PACKAGES,) + ORDERED_KINDS
+
+
+def file_sha256(path: str) -> str:
+    """A file's sha256, read in 1 MiB blocks (a library of hundreds of MiB is never held in memory): the one digest
+    of a file's content that the converge record (converge_state) and a build's record (build_tree) keep. Raises
+    OSError when the file cannot be read."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _ordered_union(parts: Iterable[Iterable[Any]]) -> list[Any]:

@@ -7,10 +7,14 @@ local, the node's prefix root and the controller cache under tmp_path), as test_
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from conftest import recap
 
@@ -117,3 +121,40 @@ def test_the_record_of_a_rollback_goes_when_current_moves_and_only_then(tmp_path
     record.write_text(f"newer -> {ID}\n")
     stayed = install(tmp_path, root, cache, *extra)
     assert recap(stayed.stdout)["localhost"]["changed"] == 0 and record.exists()
+
+
+def build_tree_call(expression: str, *args: str) -> Any:
+    """An expression on the collection's build_tree module (``m``), in a process of its own (see test_converge_state's
+    host_identity: importing the collection here would hide it from Ansible's loader for the tests after it)."""
+    from rdmaforge.collection import ensure_dev_tree
+
+    code = ("import json, sys\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "import ansible_collections.rdmaforge.cluster.plugins.modules.build_tree as m\n"
+            "try:\n"
+            f"    print(json.dumps({{'value': {expression}}}))\n"
+            "except OSError as exc:\n"
+            "    print(json.dumps({'oserror': type(exc).__name__}))\n")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code, str(ensure_dev_tree()), *args], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_check_hashes_only_the_files_the_record_lists(tmp_path: Path) -> None:
+    """A check compares the files the record lists: a user's file beside them (a plugin copied into lib/) is named
+    as an extra, its content never read (review round 22: a check hashed every file under the prefix)."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libnccl.so.2").write_text(LIBRARY)
+    (tmp_path / "lib" / "users-plugin.so").write_text("the user's own\n")
+    found = build_tree_call("m.tree(sys.argv[2], {'lib/libnccl.so.2'})", str(tmp_path))["value"]
+    assert set(found) == {"lib/libnccl.so.2", "lib/users-plugin.so"}, found
+    assert found["lib/libnccl.so.2"]["sha256"] == hashlib.sha256(LIBRARY.encode()).hexdigest()
+    assert "sha256" not in found["lib/users-plugin.so"] and found["lib/users-plugin.so"]["size"] == 15, found
+    everything = build_tree_call("m.tree(sys.argv[2])", str(tmp_path))["value"]
+    assert all("sha256" in entry for entry in everything.values()), everything
+
+
+def test_a_directory_that_cannot_be_read_is_an_error_not_left_out(tmp_path: Path) -> None:
+    """os.walk passes over a directory it cannot list unless told otherwise: a record written then would lack its
+    files, and a check would call them missing. The walk now raises (the module fails naming the build)."""
+    assert build_tree_call("m.tree(sys.argv[2])", str(tmp_path / "gone")) == {"oserror": "FileNotFoundError"}
