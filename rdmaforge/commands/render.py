@@ -74,7 +74,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--kind",
         action="append",
         choices=[*KINDS, "all"],
-        help="what to render (repeatable; default: the inventory's workload_manifests_kinds)",
+        help="what to render (repeatable; default: the inventory's workload_manifests_kinds, or where that is unset "
+        "the kinds that apply to its fabric: acs only on acs_type1 and acs_type2)",
     )
     parser.add_argument("--group", default="cluster", help="inventory group of the nodes (default: cluster)")
     parser.add_argument(

@@ -141,6 +141,7 @@ class HostPath:
 class Settings:
     """The options that describe the job of the whole cluster (the same on every node)."""
 
+    #: Empty: the kinds that apply to the cluster's fabric (plan.applicable_kinds).
     kinds: tuple[str, ...]
     name: str
     namespace: str
@@ -346,7 +347,8 @@ MIN_MEMORY_BYTES = 64 * 2**20
 
 def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> Settings:
     r = Reader(host, values, problems)
-    kinds = r.strings(f"{PREFIX}kinds", allow_empty=False)
+    # [] (the default): the kinds that apply to the cluster's fabric (plan.applicable_kinds).
+    kinds = r.strings(f"{PREFIX}kinds")
     for kind in kinds:
         if kind not in KINDS:
             r.bad(f"{PREFIX}kinds", f"names {kind!r}, which is not a kind", ", ".join(KINDS))

@@ -64,9 +64,22 @@ def _manifest(path: str, document: dict[str, Any], summary: Sequence[str]) -> Pl
 KUBEFLOW_KINDS = (("mpijob", "MPIJob", kubeflow.mpijob), ("pytorchjob", "PyTorchJob", kubeflow.pytorchjob))
 
 
+def applicable_kinds(cluster: Cluster) -> tuple[str, ...]:
+    """What workload_manifests_kinds left at its default ([]) renders: docker and the Kubeflow jobs for any
+    fabric, the ACS pod only where the nodes' fabric is one of ACS's profiles (seed 002). ACS's GPU models take 8 or
+    16 GPUs per pod and bring their own RDMA NICs: an ACS manifest for a 4-GPU RoCE cluster was a default nobody
+    asked for, and its refusal stopped the whole render (review round 21c)."""
+    acs_profiles = {model.profile for model in acs.GPU_MODELS.values()}
+    on_acs = bool(cluster.nodes) and all(node.fabric in acs_profiles for node in cluster.nodes)
+    return tuple(kind for kind in KINDS if kind != "acs" or on_acs)
+
+
 def plan(cluster: Cluster, kinds: Iterable[str] | None = None) -> Plan:
     settings = cluster.settings
-    wanted = settings.kinds if kinds is None else tuple(kinds)
+    if kinds is not None:
+        wanted = tuple(kinds)
+    else:
+        wanted = settings.kinds or applicable_kinds(cluster)
     result = Plan(problems=list(cluster.problems), warnings=list(cluster.warnings))
     unknown = [k for k in wanted if k not in KINDS]
     if unknown:

@@ -70,9 +70,9 @@ def test_example_renders_seed_000s_container_as_shipped(
     tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A copy of the example is what a user starts from: `rdmaforge render` on it, from another directory, writes
-    every kind without a problem or warning, and the docker script passes the flags of seed 000's `docker run`
-    (read from the seed itself). It used to refuse: no GPU count, no device files, and hugepages requested while
-    the example reserves none."""
+    the kinds that apply to its fabric (and, asked, every kind) without a problem or warning, and the docker script
+    passes the flags of seed 000's `docker run` (read from the seed itself). It used to refuse: no GPU count, no
+    device files, and hugepages requested while the example reserves none."""
     from rdmaforge.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -86,5 +86,9 @@ def test_example_renders_seed_000s_container_as_shipped(
     script = (tmp_path / "out" / "docker" / "erdma-node1" / "rdmaforge-train.sh").read_text()
     rendered = {line.strip().rstrip(" \\").replace(" memlock", "=memlock") for line in script.splitlines()}
     assert [flag for flag in flags if flag not in rendered] == [], script
-    for kind in ("mpijob", "pytorchjob", "acs"):
+    for kind in ("mpijob", "pytorchjob"):
         assert (tmp_path / "out" / kind / "rdmaforge-train.yaml").is_file(), kind
+    # eRDMA is no ACS fabric: its default kinds leave the ACS pod out, and named it renders without a problem too.
+    assert not (tmp_path / "out" / "acs").exists()
+    assert main(["render", "-i", str(EXAMPLE), "-o", "all", "--kind", "all"]) == 0
+    assert (tmp_path / "all" / "acs" / "rdmaforge-train.yaml").is_file()
