@@ -172,6 +172,20 @@ def not_judged(results_data: Mapping[str, Any]) -> bool:
                 or results_data.get("line_rate_unjudged"))  # fmt: skip
 
 
+def slowest_node_line(results_data: Mapping[str, Any], nic: str) -> str | None:
+    """The rail's node whose median pair is lowest against the rail's median pair: a node at 60% of its peers is
+    no suspect with the default slow_ratio 0.5, and its ratio was only in results.json (review round 21b). Named
+    for the ticket, measured and not a verdict."""
+    scored = [n for n in results_data["rails"][nic].get("nodes") or [] if n.get("ratio_to_cluster") is not None]
+    if not scored:
+        return None
+    low = min(scored, key=lambda n: (n["ratio_to_cluster"], n["node"]))
+    slow_ratio = results_data.get("thresholds", {}).get("slow_ratio")
+    rule = f" (a pair below {slow_ratio:g} x the reference is slow)" if isinstance(slow_ratio, int | float) else ""
+    return (f"slowest node: {low['node']}, its median pair {fixed(low['median_gbps'], 2)} Gb/s is "
+            f"{low['ratio_to_cluster']:.2f} x the pair median{rule}")
+
+
 def table(results_data: Mapping[str, Any]) -> str:
     """Suspects, then one matrix per rail (row = sender, column = receiver, Gb/s)."""
     out: list[str] = []
@@ -217,6 +231,9 @@ def table(results_data: Mapping[str, Any]) -> str:
             mark = "*" if row in flagged else " "
             out.append(f"{mark}{row:<{width}}" + "".join(f"{cells.get((row, col), '-' if row == col else '?'):>{cell}}"
                                                          for col in names))  # fmt: skip
+        slowest = slowest_node_line(results_data, nic)
+        if slowest:
+            out.append(slowest)
     return "\n".join(out) + "\n"
 
 

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -618,6 +619,23 @@ def test_a_table_without_a_line_rate_says_the_rate_was_not_judged():
     judged = output.table(output.results(measured, score(measured, NODES, made["rails"], limits), made, limits,
                                          "iperf3"))  # fmt: skip
     assert "not judged: the line rate" not in judged
+
+
+def test_a_node_slower_than_its_peers_but_no_suspect_is_named_with_its_ratio():
+    """node3 at 60% of the others on every eth1 pair: no suspect with the default slow_ratio 0.5, as documented,
+    but the table names the rail's slowest node and its ratio to the pair median (it was only in results.json)."""
+    facts = {n: lab_fact(i) for i, n in enumerate(NODES, start=1)}
+    made = plan.make_plan(facts, "all").to_dict()
+    slow = {(a, b, "eth1"): 0.19 * 0.6 for a, b in itertools.permutations(NODES, 2) if "node3" in (a, b)}
+    measured = sweep(slow)
+    text = output.table(output.results(measured, score(measured, NODES, made["rails"], Thresholds()), made,
+                                       Thresholds(), "iperf3"))  # fmt: skip
+    assert "suspects: none" in text
+    eth1 = [m.gbps for m in measured if m.nic == "eth1"]
+    ratio = 0.19 * 0.6 / statistics.median(eth1)
+    assert (f"slowest node: node3, its median pair 0.11 Gb/s is {ratio:.2f} x the pair median (a pair below 0.5 x "
+            "the reference is slow)") in text, text
+    assert text.count("slowest node: ") == 2  # one per rail (eth2: all equal, the first by name)
 
 
 # --- GPU path: real nccl-tests sendrecv output ------------------------------------------------------------
