@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     results = read_results(out_dir)
     if results is not None:
         print("", file=session.out)
-        print((out_dir / "table.txt").read_text().rstrip(), file=session.out)
+        print(output.table(results, output.SHOWN_MATRIX_NODES).rstrip(), file=session.out)
         print(f"\n{kept_nodes_label(results)}: {' '.join(results['healthy_nodes']) or 'none'} "
               f"({out_dir / 'hostfile.healthy'})", file=session.out)  # fmt: skip
         if args.json:

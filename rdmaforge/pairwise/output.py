@@ -172,6 +172,13 @@ def not_judged(results_data: Mapping[str, Any]) -> bool:
                 or results_data.get("line_rate_unjudged"))  # fmt: skip
 
 
+#: The table's file in the output directory (every matrix in full).
+TABLE_FILE = "table.txt"
+#: The most nodes whose matrix the CLI and the role's output show: a 1000-node rail's matrix is 9 MB of text,
+#: which no terminal or Ansible log reads (review round 21b); table.txt keeps it.
+SHOWN_MATRIX_NODES = 32
+
+
 def slowest_node_line(results_data: Mapping[str, Any], nic: str) -> str | None:
     """The rail's node whose median pair is lowest against the rail's median pair: a node at 60% of its peers is
     no suspect with the default slow_ratio 0.5, and its ratio was only in results.json (review round 21b). Named
@@ -186,8 +193,9 @@ def slowest_node_line(results_data: Mapping[str, Any], nic: str) -> str | None:
             f"{low['ratio_to_cluster']:.2f} x the pair median{rule}")
 
 
-def table(results_data: Mapping[str, Any]) -> str:
-    """Suspects, then one matrix per rail (row = sender, column = receiver, Gb/s)."""
+def table(results_data: Mapping[str, Any], matrix_limit: int | None = None) -> str:
+    """Suspects, then one matrix per rail (row = sender, column = receiver, Gb/s). With ``matrix_limit``, a rail of
+    more nodes gets one line instead of its matrix (what a terminal can show; table.txt keeps every matrix)."""
     out: list[str] = []
     suspects = results_data["suspects"]
     if suspects:
@@ -222,6 +230,13 @@ def table(results_data: Mapping[str, Any]) -> str:
                    f"{fixed(reference, 2)} Gb/s{line}" if median is not None and reference is not None
                    else f"{nic}: no pair completed")  # fmt: skip
         names = ordered_nodes(results_data, nic)
+        if matrix_limit is not None and len(names) > matrix_limit:
+            out.append(f"({len(names)} x {len(names)} matrix not shown here, more than {matrix_limit} nodes: it is in "
+                       f"{TABLE_FILE})")  # fmt: skip
+            slowest = slowest_node_line(results_data, nic)
+            if slowest:
+                out.append(slowest)
+            continue
         width = max(len(n) for n in names) + 1
         cells = matrix(results_data, nic)
         cell = max([CELL, *(len(text) + 1 for text in cells.values())])  # an absurd rate (1.798e+308) stays apart
@@ -324,9 +339,9 @@ def write_all(results_data: dict[str, Any], out_dir: Path, slots: Mapping[str, i
         files, notes = [], [f"heat maps not drawn: {type(exc).__name__}: {exc}"]
     results_data["notes"] = [*results_data.get("notes", []), *notes]
     results_data["files"] = {"heatmaps": [p.name for p in files], "hostfile": "hostfile.healthy",
-                             "table": "table.txt"}  # fmt: skip
+                             "table": TABLE_FILE}  # fmt: skip
     # Indented while a person reads it; past that, json's C encoder (indent is the pure-Python one, 10x slower).
     indent = 2 if len(results_data["pairs"]) <= INDENTED_PAIRS else None
     (out_dir / "results.json").write_text(json.dumps(results_data, indent=indent) + "\n")
-    (out_dir / "table.txt").write_text(table(results_data))
+    (out_dir / TABLE_FILE).write_text(table(results_data))
     (out_dir / "hostfile.healthy").write_text(hostfile(results_data, slots))

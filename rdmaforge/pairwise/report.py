@@ -17,7 +17,7 @@ from typing import Any
 
 from rdmaforge import stored
 from rdmaforge.errors import UserError
-from rdmaforge.pairwise.output import results, write_all
+from rdmaforge.pairwise.output import SHOWN_MATRIX_NODES, results, table, write_all
 from rdmaforge.pairwise.score import Measurement, Thresholds, admitted, ceiling_note, score, single_stream
 
 
@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
     summary = {"suspects": data["suspects"], "unjudged": data["unjudged"], "unmeasured": data["unmeasured"],
                "healthy_nodes": data["healthy_nodes"],
                "notes": data["notes"],
-               "results": str(out_dir / "results.json"), "table": (out_dir / "table.txt").read_text()}  # fmt: skip
+               "results": str(out_dir / "results.json"), "table": table(data, SHOWN_MATRIX_NODES)}  # fmt: skip
     print(json.dumps(summary))
     return 0
 

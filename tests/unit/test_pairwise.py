@@ -638,6 +638,29 @@ def test_a_node_slower_than_its_peers_but_no_suspect_is_named_with_its_ratio():
     assert text.count("slowest node: ") == 2  # one per rail (eth2: all equal, the first by name)
 
 
+def test_past_32_nodes_the_shown_table_leaves_the_matrix_to_table_txt(tmp_path, capsys):
+    """At 1000 nodes a rail's matrix is 9 MB of text, and the CLI and the role's output printed table.txt in full
+    (review round 21b). Past output.SHOWN_MATRIX_NODES nodes what they show has one line per rail instead; the file
+    keeps every row."""
+    nodes = [f"node{i:02d}" for i in range(1, 34)]  # 33
+    facts = {n: lab_fact(i) for i, n in enumerate(nodes, start=1)}
+    raw = {"plan": plan.make_plan(facts, "eth1").to_dict(),
+           "measurements": [m.to_dict() for m in sweep({}, nodes=nodes, rails=("eth1",))],
+           "thresholds": {"slow_ratio": 0.5, "node_fraction": 0.5, "line_rate_gbps": 0.2},
+           "method": "iperf3", "notes": [], "slots": {n: 1 for n in nodes}}  # fmt: skip
+    out = tmp_path / "out"
+    assert main([str(write_raw(tmp_path, raw)), str(out)]) == 0
+    shown = json.loads(capsys.readouterr().out)["table"]
+    assert "(33 x 33 matrix not shown here, more than 32 nodes: it is in table.txt)" in shown, shown
+    assert "slowest node: node01" in shown and "suspects: none" in shown
+    assert not [line for line in shown.splitlines() if line[1:].startswith("node")]
+    full = (out / "table.txt").read_text()
+    assert len([line for line in full.splitlines() if line[1:].startswith("node")]) == 33  # a mark, then the row
+    # At 32 nodes the matrix is shown.
+    small = output.table(json.loads((out / "results.json").read_text()), 33)
+    assert "not shown here" not in small and small == full
+
+
 # --- GPU path: real nccl-tests sendrecv output ------------------------------------------------------------
 
 
