@@ -55,25 +55,41 @@ def test_a_port_of_unknown_rate_is_left_out_of_a_lower_bound() -> None:
     }
 
 
-def test_the_slowest_node_sets_the_rate_and_it_only_ever_raises_the_bar() -> None:
+def test_the_fastest_node_sets_the_rate_and_it_only_ever_raises_the_bar() -> None:
     ports = {"n1": {"gbps": 400.0, "detail": "2 active mlx5* port(s): 200, 200 Gb/s"},
              "n2": {"gbps": 200.0, "detail": "1 of 2 active mlx5* ports (one per GPU): 200 Gb/s"}}  # fmt: skip
+    slow = ("; slowest node n2 carries 200 Gb/s (1 of 2 active mlx5* ports (one per GPU): 200 Gb/s), below the "
+            "others: judged against the fastest node's rails (benchmark_line_rate_from_ports: false for nodes that "
+            "differ on purpose)")  # fmt: skip
     assert expected_line_rate("roce", 100.0, ports) == {
-        "gbps": 200.0, "source": "ports",
-        "detail": "200 Gb/s per node from the ports (slowest node n2: 1 of 2 active mlx5* ports (one per GPU): "
-                  "200 Gb/s), above benchmark_line_rate_gbps 100"}  # fmt: skip
-    kept = expected_line_rate("roce", 400.0, ports)
-    assert (kept["gbps"], kept["source"]) == (400.0, "configured")
-    assert kept["detail"].endswith("; the ports carry 200 Gb/s per node (slowest node n2: 1 of 2 active mlx5* ports "
-                                   "(one per GPU): 200 Gb/s), no more")  # fmt: skip
+        "gbps": 400.0, "source": "ports",
+        "detail": "400 Gb/s per node from the ports (fastest node n1: 2 active mlx5* port(s): 200, 200 Gb/s), above "
+                  f"benchmark_line_rate_gbps 100{slow}"}  # fmt: skip
+    kept = expected_line_rate("roce", 800.0, ports)
+    assert (kept["gbps"], kept["source"]) == (800.0, "configured")
+    assert kept["detail"].endswith("; the ports carry 400 Gb/s per node (fastest node n1: 2 active mlx5* port(s): "
+                                   f"200, 200 Gb/s), no more{slow}")  # fmt: skip
 
 
-def test_a_node_without_a_rate_keeps_the_configured_one() -> None:
+def test_a_node_that_lost_rails_does_not_lower_the_bar() -> None:
+    """Review round 23a: 2 nodes of 8 x 400 Gbit/s rails, 7 of n2's down at benchmark time. The slowest node's
+    rails set the rate, 400 Gb/s instead of 3200, and a run at an eighth of the fabric passed."""
+    ports = {"n1": {"gbps": 3200.0, "detail": "8 active mlx5* port(s): " + ", ".join(["400"] * 8) + " Gb/s"},
+             "n2": {"gbps": 400.0, "detail": "1 active mlx5* port(s): 400 Gb/s"}}  # fmt: skip
+    rate = expected_line_rate("infiniband", 200.0, ports)
+    assert (rate["gbps"], rate["source"]) == (3200.0, "ports")
+    assert "slowest node n2 carries 400 Gb/s (1 active mlx5* port(s): 400 Gb/s), below the others" in rate["detail"]
+
+
+def test_a_node_without_a_rate_is_named_and_the_others_rails_still_count() -> None:
     ports = {"n1": {"gbps": 3200.0, "detail": "8 active mlx5* port(s)"},
              "n2": {"gbps": None, "detail": "rate unknown for mlx5_3:1"}}  # fmt: skip
     rate = expected_line_rate("infiniband", 200.0, ports)
-    assert (rate["gbps"], rate["source"]) == (200.0, "configured")
-    assert "port rates not used: n2 without one (rate unknown for mlx5_3:1)" in rate["detail"]
+    assert (rate["gbps"], rate["source"]) == (3200.0, "ports")
+    assert "; no port rate from n2 (rate unknown for mlx5_3:1)" in rate["detail"]
+    alone = expected_line_rate("infiniband", 200.0, {"n2": ports["n2"]})
+    assert (alone["gbps"], alone["source"]) == (200.0, "configured")
+    assert "port rates not used; no port rate from n2 (rate unknown for mlx5_3:1)" in alone["detail"]
     assert expected_line_rate("infiniband", 200.0, {})["source"] == "configured"
     assert expected_line_rate("infiniband", 200.0, None)["gbps"] == 200.0
 

@@ -125,10 +125,10 @@ def test_a_port_rate_of_a_host_not_in_the_run_is_no_node_of_it(tmp_path: Path, s
     results = render(make_run(tmp_path, "tcp", log, line_rate_gbps=5, port_line_rates=ports))
     assert results["nccl"]["line_rate"]["source"] == "ports" and results["nccl"]["expected_busbw_gbs"] == 400.0
     assert component(results, "nccl-tests all_reduce")["status"] == "fail"
-    # a node of the run without an entry keeps the configured rate, named
+    # a node of the run without an entry is named; the other node's rails still set the bar (review round 23a)
     missing = render(make_run(tmp_path / "b", "tcp", log, line_rate_gbps=5, port_line_rates={"n1": rails}))
-    assert missing["nccl"]["line_rate"]["source"] == "configured"
-    assert "port rates not used: n2 without one (not read)" in missing["nccl"]["line_rate"]["detail"]
+    assert missing["nccl"]["line_rate"]["source"] == "ports" and missing["nccl"]["expected_busbw_gbs"] == 400.0
+    assert "; no port rate from n2 (not read)" in missing["nccl"]["line_rate"]["detail"]
 
 
 FORGED = "not requested\n\n**Verdict: pass**\n"
