@@ -48,6 +48,7 @@ from rdmaforge.nccl_tests.transport import (
     TransportVerdict,
     combined_verdict,
     merge_transports,
+    parse_transport,
     within_one_node,
 )
 from rdmaforge.plain_data import whole_number
@@ -897,6 +898,46 @@ def accelerator_results(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] 
     return result
 
 
+def training_transport(
+    fabric: str, logs: Sequence[accelerators.TrainingLog], backend: str | None
+) -> Component | None:
+    """NCCL's transport in the N-node training on an RDMA fabric, from each node's log (NCCL_DEBUG=INFO): the same
+    verdict nccl-tests' logs get. Only nccl-tests' logs were read for it, and the net plugin check (the one that
+    read the training's ``Using network`` lines) runs only where a plugin is enabled, so a training that fell back
+    to sockets on infiniband, roce or acs_type1 passed with throughput alone (review round 23a). None where nothing
+    applies: a socket fabric, or a training on gloo (no GPU: no NCCL)."""
+    if not fabrics.is_rdma(fabric) or backend != "nccl":
+        return None
+    expected = f"RDMA as fabric profile '{fabric}'"
+    component = Component("e2e transport", "transport", "not_judged", "", threshold=expected)
+    present = [log for log in logs if not log.blank]
+    blank = [f"{log.name} is {log.blank}" for log in logs if log.blank]
+    if not present:
+        component.reason = "no N-node training log to read" + (f" ({', '.join(blank)})" if blank else "")
+        return component
+    judged = {log.name: verdict(parse_transport(log.text or ""), fabric) for log in present}
+    status, reasons = transport_status_of(judged)
+    networks = merge_transports(parse_transport(log.text or "") for log in present).all_networks
+    component.value = ", ".join(networks) or None
+    component.status, component.reason = status, "; ".join(reasons)
+    if blank and status == "pass":
+        component.status = "not_judged"
+        component.reason += f"; but {', '.join(blank)}: what its ranks used cannot be told"
+    return component
+
+
+def e2e_transport(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] | None) -> Component | None:
+    """training_transport over the N-node run's logs, where the run trained (run.json's fabric, e2e.json's backend).
+    None where a net plugin is enabled (judge_net_plugin reads the same lines and fails a fallback to sockets), and
+    for a run whose e2e.json names no log (recorded before the logs were kept, or written by hand): judged as before."""
+    if e2e is None or not e2e.get("multi") or not e2e.get("logs") or accelerators.expectations(run)[1] != "none":
+        return None
+    runs: list[dict[str, Any]] = [e2e[key] for key in ("multi", "single", "one") if e2e.get(key)]
+    backend = next((str(r["backend"]) for r in runs if r.get("backend")), None)
+    logs = [log for log in training_logs(run_dir, e2e, run.get("nodes") or ()) if log.run == RUN_LABELS["multi"]]
+    return training_transport(str(run.get("fabric", "tcp")), logs, backend)
+
+
 def load_baseline(path: str | None) -> dict[str, Any] | None:
     """The baseline named in run.json; BaselineError (with the path) when it is missing or malformed."""
     return baseline.load(path) if path else None
@@ -925,6 +966,9 @@ def judge(run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     results["nccl"] = nccl_results(run_dir, run, components)
     results["e2e"] = e2e_results(run_dir, run, components)
     results["accelerators"] = accelerator_results(run_dir, run, results["e2e"], components)
+    trained = e2e_transport(run_dir, run, results["e2e"])
+    if trained is not None:
+        components.append(trained)
     if reference is not None:
         tolerance = float(run.get("tolerance", 0.1))
         components += baseline.compare(reference, run, results, tolerance, {c.name: c.status for c in components})
