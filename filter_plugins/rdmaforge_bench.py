@@ -85,6 +85,13 @@ def e2e_error(nodes: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) -
         if "rc" not in result and not result.get("finished", True):
             failures.append(f"the {label} run on {node} did not finish before the benchmark's timeout")
             continue
+        if "rc" not in result:
+            # Finished without an exit status: Ansible's async wrapper killed the job at its time limit ("Timeout
+            # exceeded"; the wait's failed_when: false clears `failed`), or the task itself failed. That run did
+            # not end well, whatever another node's rank printed (review round 23a).
+            why = _last_line(result.get("msg")) or "no exit status"
+            failures.append(f"the {label} run on {node} ended without an exit status: {why}")
+            continue
         rc = result.get("rc")
         if rc is None or rc == 0:
             continue

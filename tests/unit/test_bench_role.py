@@ -179,6 +179,13 @@ def test_e2e_json_records_every_training_runs_failure() -> None:
     assert e2e_error(SKIPPED, ok, [async_result(0), async_result(None)]) == (
         "the N-node run on node2 did not finish before the benchmark's timeout"
     )
+    # Killed by Ansible's async wrapper at benchmark_timeout: what async_wrapper writes for its job (msg 'Timeout
+    # exceeded', no rc), with `failed` cleared by the wait's failed_when: false. It counted as a clean run.
+    killed = {"finished": 1, "started": 1, "ansible_job_id": "j1", "msg": "Timeout exceeded", "child_pid": 42,
+              "failed": False}  # fmt: skip
+    assert e2e_error(SKIPPED, ok, [async_result(0), killed]) == (
+        "the N-node run on node2 ended without an exit status: Timeout exceeded"
+    )
 
 
 
