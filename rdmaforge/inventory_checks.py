@@ -459,6 +459,25 @@ def mixed_fabric_problems(nodes: Sequence[tuple[str, object]], group: str = "clu
 CLUSTER_WIDE = ("benchmark_e2e_batch_size", "benchmark_e2e_steps", "benchmark_e2e_warmup_steps", "benchmark_e2e_port")
 #: Batch sizes: a rolling play has one (its serial), taken from the first node of the play.
 ROLLOUT_WIDE = batch_size.VARIABLES
+#: What names the one NCCL build and nccl-tests build of the cluster (built once, on the builder, from the first
+#: node's values; each node installs the build its own values name), and what every rank's NCCL must agree on (the
+#: net plugin, the accelerator's NCCL_ALGO): a node that differs got another NCCL, or failed at its install after
+#: eight plays had changed it, and mixed builds or algorithms hang collectives (review round 23b). The prefix root
+#: may differ: each node installs under its own.
+BUILD_WIDE = (
+    "nccl_build_source", "nccl_build_version", "nccl_build_git_url", "nccl_build_git_ref", "nccl_build_git_commit",
+    "nccl_build_tarball_url", "nccl_build_tarball_sha256", "nccl_cuda_archs", "nccl_build_only_funcs",
+    "nccl_tests_enabled", "nccl_tests_source", "nccl_tests_version", "nccl_tests_git_url", "nccl_tests_git_ref",
+    "nccl_tests_git_commit", "nccl_tests_tarball_url", "nccl_tests_tarball_sha256", "nccl_tests_mpi",
+    "nccl_tests_make_extra_args", "nccl_tests_binaries", "nccl_plugin_provider", "nccl_env_accelerator",
+)  # fmt: skip
+
+
+def _build_value(values: Mapping[str, object], variable: str) -> object:
+    """A BUILD_WIDE variable's value: nccl_cuda_archs is role nccl_build's without its prefix."""
+    if variable in values or variable != "nccl_cuda_archs":
+        return role_defaults.value_of(values, variable)
+    return role_defaults.defaults("nccl_build").get(variable)
 
 
 def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") -> list[Problem]:
@@ -470,6 +489,7 @@ def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") ->
     kinds: tuple[tuple[Sequence[str], Callable[[Mapping[str, object], str], object], str], ...] = (
         (CLUSTER_WIDE, role_defaults.value_of, "one training job runs on them all"),
         (ROLLOUT_WIDE, lambda values, variable: values.get(variable, 1), "a rolling play has one batch size"),
+        (BUILD_WIDE, _build_value, "one NCCL build, plugin and algorithm for every rank"),
     )
     first, found = nodes[0], []
     for variables, value_of, why in kinds:
@@ -1772,13 +1792,40 @@ def names_in(text: str) -> list[str]:
     return _NAME.findall(" ".join(_NAME_STRETCH.findall(text)))
 
 
+#: Prefixes of the settings role nccl_env writes (NCCL's own, and LightCC's for seed 004's taco).
+NCCL_SETTING_PREFIXES = ("NCCL_", "LIGHT_")
+
+
+def nccl_setting_problem(host: str, variable: str, value: object, known: frozenset[str]) -> Problem | None:
+    """An NCCL setting written as an inventory variable (seeds 001 and 002 give them as `export NCCL_IB_HCA=...`):
+    nothing reads a variable of that name, so the profile's value stays in /etc/nccl.conf without a word (review
+    round 23b: NCCL_IB_HCA=mlx5 at the top of group_vars left seed 001's storage HCAs in use). Caught in capitals
+    with NCCL's or LightCC's prefix, and in any case where the name is one NCCL reads (nccl_ib_hca)."""
+    upper = variable.upper()
+    if not (variable.startswith(NCCL_SETTING_PREFIXES) or upper in known):
+        return None
+    message = (f"{host}: {variable} is an NCCL setting, not a variable rdmaforge reads, so its value would be "
+               f"ignored; allowed: nccl_env_overrides: {{{upper}: {show(value)}}} (role nccl_env writes it to "
+               "/etc/nccl.conf on every node it applies to)")  # fmt: skip
+    return Problem(host, variable, message)
+
+
 def misspelled_variable_problems(host: str, values: Mapping[str, object], names: VariableNames) -> list[Problem]:
     """A variable that nothing of rdmaforge reads, but close to one that is read: its value would be ignored
     without a word (rdmaforge_fabric with two letters swapped). A name not close to one of ours is left alone: it
     may be the user's own; Ansible's (``ansible_*``) are Ansible's to check."""
     found = []
+    known_nccl = nccl_env.known_nccl_names()
     for variable in values:
-        if not isinstance(variable, str) or variable in names.mentioned or variable.startswith("ansible_"):
+        if not isinstance(variable, str) or variable.startswith("ansible_"):
+            continue
+        # Before the names the roles mention: nccl_ib_hca is a key of a fact there, never a variable that is read.
+        setting = None if variable in names.settable else nccl_setting_problem(host, variable, values[variable],
+                                                                                known_nccl)  # fmt: skip
+        if setting is not None:
+            found.append(setting)
+            continue
+        if variable in names.mentioned:
             continue
         # Lower case first: RDMAFORGE_FABRIC is a variable of its own to Ansible, never rdmaforge_fabric.
         close = difflib.get_close_matches(variable.lower(), names.settable, n=1, cutoff=_MISSPELLING_CUTOFF)

@@ -1691,6 +1691,28 @@ def test_a_training_setting_that_differs_between_nodes_is_refused(variable: str,
     assert checks.inventory_report(same) == {}
 
 
+@pytest.mark.parametrize(("variable", "value"), [
+    ("nccl_build_version", "2.21.5"), ("nccl_cuda_archs", ["sm_90"]), ("nccl_build_only_funcs", "AllReduce"),
+    ("nccl_build_git_commit", "0" * 40), ("nccl_tests_version", "2.13.9"), ("nccl_plugin_provider", "none"),
+    ("nccl_env_accelerator", "taco"),
+])  # fmt: skip
+def test_a_build_setting_that_differs_between_nodes_is_refused(variable: str, value: object) -> None:
+    """NCCL is built once from the first node's values, and each node installs the build its own values name: a node
+    with another version or archs failed at its install after eight plays had changed it, or got another NCCL; a
+    plugin or NCCL_ALGO on some ranks only hangs collectives (review round 23b). Only benchmark_e2e_* were checked."""
+    role = "nccl_build" if variable == "nccl_cuda_archs" else variable.split("_")[0] + "_" + variable.split("_")[1]
+    default = role_defaults.defaults(role)[variable]
+    nodes = [NodeInput("node1", "198.18.0.1", "erdma", values={"rdmaforge_fabric": "erdma"}),
+             NodeInput("node2", "198.18.0.2", "erdma", values={"rdmaforge_fabric": "erdma", variable: value})]
+    report = checks.inventory_report(nodes)
+    assert set(report) == {"node2"}, report
+    assert (f"node2: {variable}={checks.show(value)} differs from node1's {checks.show(default)}; allowed: one value "
+            "for every node of group cluster (one NCCL build, plugin and algorithm for every rank)") in report["node2"]
+    same = [NodeInput(n, f"198.18.0.{i}", "erdma", values={"rdmaforge_fabric": "erdma", variable: value})
+            for i, n in enumerate(("node1", "node2"), 1)]
+    assert not [line for lines in checks.inventory_report(same).values() for line in lines if "differs from" in line]
+
+
 def test_a_boolean_gpu_count_is_refused() -> None:
     """doctor_expected_gpus: true passed (the spec's int takes true as 1), and doctor later said it is no count."""
     assert report_of(doctor_expected_gpus=True) == [
@@ -1705,6 +1727,20 @@ def test_a_variable_in_the_wrong_case_is_named() -> None:
     (line,) = checks.inventory_report([node], names=names)["node1"]
     assert line.startswith("node1: RDMAFORGE_FABRIC is not a variable rdmaforge reads, so its value would be ignored "
                            "(did you mean 'rdmaforge_fabric'?)")  # fmt: skip
+
+
+@pytest.mark.parametrize("variable", ["NCCL_IB_HCA", "nccl_ib_hca", "NCCL_SOCKET_IFNAME", "LIGHT_INTRA_SIZE"])
+def test_an_nccl_setting_written_as_a_variable_is_refused_naming_nccl_env_overrides(variable: str) -> None:
+    """Seeds 001 and 002 give NCCL settings as `export NCCL_IB_HCA=...`; written at the top of group_vars they were
+    read by nothing, and the profile's value stayed in /etc/nccl.conf without a word (review round 23b)."""
+    names = checks.variable_names(paths.ROLES_DIR)
+    node = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", variable: "mlx5"})
+    assert checks.inventory_report([node], names=names)["node1"] == [
+        f"node1: {variable} is an NCCL setting, not a variable rdmaforge reads, so its value would be ignored; "
+        f"allowed: nccl_env_overrides: {{{variable.upper()}: 'mlx5'}} (role nccl_env writes it to /etc/nccl.conf on "
+        "every node it applies to)"]  # fmt: skip
+    mine = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", "nccl_my_own_setting": 1})
+    assert checks.inventory_report([mine], names=names) == {}  # a name of the user's own is left alone
 
 
 def test_a_profile_table_without_the_nodes_profile_is_refused() -> None:
