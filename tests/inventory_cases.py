@@ -188,6 +188,12 @@ def _eni_per_gpu(draft: InventoryDraft, n: Names) -> None:
     draft.set(n.b, "eni_interfaces", ["eth1", "eth2", "eth3"])
 
 
+def _eni_the_node_lacks(draft: InventoryDraft, n: Names) -> None:
+    # an inventory copied from nodes whose NICs are named otherwise (seed 004's eth1..; RHEL and Ubuntu say ens*)
+    draft.set(n.b, "eni_enabled", True)
+    draft.set(n.b, "eni_interfaces", ["rdmaforge-none0"])
+
+
 def _hosts_outside_cluster(draft: InventoryDraft, n: Names) -> None:
     # one host left ungrouped, one only in other groups (a builder outside the cluster is not used either)
     draft.doc["all"]["hosts"] = {"stray-node": {"ansible_host": "192.0.2.77"}}
@@ -833,6 +839,12 @@ CASES: list[Case] = [
                 "or set eni_per_gpu: false",
             ]
         },
+        needs_facts=True,
+    ),
+    Case(
+        "eni-interface-the-node-lacks",
+        _eni_the_node_lacks,
+        lambda n: {n.b: [f"{n.b}: eni_interfaces lists rdmaforge-none0, which the node does not have"]},
         needs_facts=True,
     ),
 ]
