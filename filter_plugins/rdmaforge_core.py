@@ -124,6 +124,7 @@ class FilterModule:
             "rdmaforge_nccl_env_gpu_count": nccl_env.with_gpu_count,
             "rdmaforge_nccl_env_problems": nccl_env.problems,
             "rdmaforge_nccl_env_unknown": nccl_env.unknown_names,
+            "rdmaforge_nccl_env_node_problems": nccl_env.node_problems,
             "rdmaforge_nccl_env_split_nccl": lambda env: nccl_env.split(env)[0],
             "rdmaforge_nccl_env_split_other": lambda env: nccl_env.split(env)[1],
             "rdmaforge_nccl_conf_render": nccl_env.render_conf,

@@ -194,6 +194,11 @@ def _eni_the_node_lacks(draft: InventoryDraft, n: Names) -> None:
     draft.set(n.b, "eni_interfaces", ["rdmaforge-none0"])
 
 
+def _socket_interface_the_node_lacks(draft: InventoryDraft, n: Names) -> None:
+    # the seeds' NCCL_SOCKET_IFNAME names their own NICs; a node whose NICs are named otherwise has none of them
+    draft.set(n.b, "nccl_env_overrides", {"NCCL_SOCKET_IFNAME": "=rdmaforge-none0"})
+
+
 def _hosts_outside_cluster(draft: InventoryDraft, n: Names) -> None:
     # one host left ungrouped, one only in other groups (a builder outside the cluster is not used either)
     draft.doc["all"]["hosts"] = {"stray-node": {"ansible_host": "192.0.2.77"}}
@@ -845,6 +850,13 @@ CASES: list[Case] = [
         "eni-interface-the-node-lacks",
         _eni_the_node_lacks,
         lambda n: {n.b: [f"{n.b}: eni_interfaces lists rdmaforge-none0, which the node does not have"]},
+        needs_facts=True,
+    ),
+    Case(
+        "socket-interface-the-node-lacks",
+        _socket_interface_the_node_lacks,
+        lambda n: {n.b: [f"{n.b}: NCCL_SOCKET_IFNAME='=rdmaforge-none0' matches none of the node's interfaces (",
+                         "so NCCL's bootstrap would find no socket interface"]},  # fmt: skip
         needs_facts=True,
     ),
 ]

@@ -220,6 +220,35 @@ def first_socket_interface(value: str | None, interfaces: Sequence[str], family:
     return None
 
 
+def node_problems(env: Mapping[str, object], interfaces: Sequence[str], rdma_devices: Sequence[str]) -> list[str]:
+    """Settings that name what the node does not have, from its own NIC and RDMA device names (preflight's facts;
+    an empty list is one not read, and judged on nothing): an NCCL_SOCKET_IFNAME none of ``interfaces`` matches
+    (the profiles' eth0 on a node whose NICs are ens*: NCCL's bootstrap finds no socket interface at the first
+    job), and an NCCL_IB_HCA that keeps none of ``rdma_devices`` (NCCL then has no IB device, and falls back to
+    sockets or fails). Review round 23b: both passed preflight and the converge."""
+    found = []
+    value = env.get("NCCL_SOCKET_IFNAME")
+    family = env.get("NCCL_SOCKET_FAMILY")
+    if interfaces and isinstance(value, str) and socket_ifname(value) is not None:
+        if first_socket_interface(value, interfaces, str(family) if family is not None else None) is None:
+            found.append(f"NCCL_SOCKET_IFNAME={value!r} matches none of the node's interfaces "
+                         f"({', '.join(interfaces)}), so NCCL's bootstrap would find no socket interface; allowed: a "
+                         f"value that names one of them, e.g. '{interfaces[0]}'")  # fmt: skip
+    hca = env.get("NCCL_IB_HCA")
+    if rdma_devices and isinstance(hca, str):
+        try:
+            exclude, exact, entries = parse_ib_hca(hca)
+        except ValueError:
+            return found  # its grammar is problems()' to name
+        def listed(device: str) -> bool:
+            return any(device == name if exact else device.startswith(name) for name, _ in entries)
+
+        if entries and not [device for device in rdma_devices if listed(device) != exclude]:
+            found.append(f"NCCL_IB_HCA={hca!r} keeps none of the node's RDMA devices ({', '.join(rdma_devices)}), "
+                         "so NCCL would have no IB device; allowed: a value that names one of them")  # fmt: skip
+    return found
+
+
 def socket_ifname_problems(value: str, family: str | None = None) -> list[str]:
     """NCCL_SOCKET_IFNAME's grammar (NCCL docs), as NCCL_IB_HCA's without ports: optional '^' (exclude), optional
     '=' (exact names), then a comma-separated list of interface names or prefixes, 16 at most. An entry that is no

@@ -326,3 +326,33 @@ def test_the_integer_settings_are_nccl_params_and_text_settings_are_not_among_th
     assert not {"NCCL_COLLNET_ENABLE", "NCCL_DEBUG", "NCCL_ALGO", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"} & integers
     assert integers <= nccl_env.known_nccl_names()
     assert nccl_env.problems({"NCCL_DEBUG": "INFO", "NCCL_ALGO": "Ring,Tree"}) == []
+
+
+@pytest.mark.parametrize(("env", "interfaces", "devices", "expected"), [
+    # the profiles' eth0 on a node whose NICs are ens* (RHEL, Ubuntu on most clouds)
+    ({"NCCL_SOCKET_IFNAME": "eth0"}, ["ens5", "ens6"], [],
+     ["NCCL_SOCKET_IFNAME='eth0' matches none of the node's interfaces (ens5, ens6), so NCCL's bootstrap would find "
+      "no socket interface; allowed: a value that names one of them, e.g. 'ens5'"]),
+    ({"NCCL_SOCKET_IFNAME": "eth"}, ["eth0"], [], []),  # a prefix
+    ({"NCCL_SOCKET_IFNAME": "^docker,lo"}, ["ens5"], [], []),
+    ({"NCCL_SOCKET_IFNAME": "=eth"}, ["eth0"], [],  # '=' asks for the exact name
+     ["NCCL_SOCKET_IFNAME='=eth' matches none of the node's interfaces (eth0), so NCCL's bootstrap would find no "
+      "socket interface; allowed: a value that names one of them, e.g. 'eth0'"]),
+    ({"NCCL_SOCKET_IFNAME": "e"}, ["ens5"], [], []),  # one character: NCCL ignores it and picks one itself
+    ({"NCCL_SOCKET_IFNAME": "eth0"}, [], [], []),  # the NICs were not read: nothing judged
+    # seed 001's HCAs on a node of other devices; '^' that excludes every device
+    ({"NCCL_IB_HCA": "=mlx5_0,mlx5_1"}, ["eth0"], ["mlx5_2", "mlx5_3"],
+     ["NCCL_IB_HCA='=mlx5_0,mlx5_1' keeps none of the node's RDMA devices (mlx5_2, mlx5_3), so NCCL would have no "
+      "IB device; allowed: a value that names one of them"]),
+    ({"NCCL_IB_HCA": "^mlx5_4"}, ["eth0"], ["mlx5_4"],
+     ["NCCL_IB_HCA='^mlx5_4' keeps none of the node's RDMA devices (mlx5_4), so NCCL would have no IB device; "
+      "allowed: a value that names one of them"]),
+    ({"NCCL_IB_HCA": "^mlx5_4"}, ["eth0"], ["mlx5_0", "mlx5_4"], []),
+    ({"NCCL_IB_HCA": "mlx5"}, ["eth0"], ["mlx5_0"], []),
+    ({"NCCL_IB_HCA": ""}, ["eth0"], ["mlx5_0"], []),  # no filter
+    ({"NCCL_IB_HCA": "mlx5"}, ["eth0"], [], []),  # no device read: nothing judged
+])  # fmt: skip
+def test_settings_that_name_nothing_the_node_has_are_named(env: dict, interfaces: list, devices: list,
+                                                          expected: list) -> None:  # fmt: skip
+    """Review round 23b: both passed preflight and the converge, and failed the first NCCL job."""
+    assert nccl_env.node_problems(env, interfaces, devices) == expected
