@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaforge import inventory_checks as checks
-from rdmaforge import role_defaults
+from rdmaforge import inventory_files, role_defaults
 
 
 def role_argument_specs(roles_dir: str) -> dict[str, dict[str, Any]]:
@@ -73,7 +73,16 @@ def inventory_report(
             )
         )
     names = checks.variable_names(roles_dir) if roles_dir else None
-    return {"problems": checks.inventory_report(nodes, group, names, first.get("groups") or None)}
+    problems = checks.inventory_report(nodes, group, names, first.get("groups") or None)
+    # The inventory's vars files that name no host or group: their lines go with the first node of the play.
+    every = first.get("groups") or {}
+    directories = [Path(str(hostvars[h]["inventory_dir"])) for h in cluster_hosts if hostvars[h].get("inventory_dir")]
+    unmatched = inventory_files.unmatched_vars_files(directories, [str(g) for g in every],
+                                                     [str(h) for h in every.get("all") or []])  # fmt: skip
+    if unmatched and cluster_hosts:
+        owner = next((h for h in cluster_hosts if h in play_hosts), cluster_hosts[0])
+        problems[owner] = [*problems.get(owner, []), *unmatched]
+    return {"problems": problems}
 
 
 def os_report(

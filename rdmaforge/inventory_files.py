@@ -6,6 +6,7 @@ before rendering, and the commands that run against hosts (rdmaforge.runner.comm
 
 from __future__ import annotations
 
+import difflib
 import errno
 import os
 from pathlib import Path
@@ -110,3 +111,33 @@ def _binary_keys(data: Any, where: str = "") -> list[str]:
     if isinstance(data, list):
         return [k for i, value in enumerate(data) for k in _binary_keys(value, f"{where}[{i}]")]
     return []
+
+
+#: What Ansible's host_group_vars plugin reads as a group's or host's variables: a file named for it with one of
+#: these suffixes, or a directory named for it (its files read in turn).
+VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")
+
+
+def unmatched_vars_files(directories: list[Path], groups: list[str], hosts: list[str]) -> list[str]:
+    """Each group_vars/host_vars entry of the inventory directories that names no group or host of the inventory:
+    Ansible reads a vars file only for the host or group its name is, so the values of host_vars/172.20.20.145.yml
+    (an address, not the host's name), host_vars/node9.yml (a node renamed or removed) or group_vars/gpu.yml (no
+    such group) are dropped without a word, and the nodes keep the defaults (review round 23b). Hidden files and
+    editors' backups (~) are Ansible's to skip."""
+    found = []
+    for directory in dict.fromkeys(directories):
+        for sub, names, kind in (("group_vars", set(groups) | {"all"}, "group"), ("host_vars", set(hosts), "host")):
+            folder = directory / sub
+            if not folder.is_dir():
+                continue
+            for entry in sorted(folder.iterdir()):
+                if entry.name.startswith(".") or entry.name.endswith("~"):
+                    continue
+                stem, suffix = (entry.name, "") if entry.is_dir() else (entry.stem, entry.suffix)
+                if suffix not in VARS_SUFFIXES or stem in names:
+                    continue
+                close = difflib.get_close_matches(stem, sorted(names), n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                found.append(f"{entry}: names no {kind} of the inventory{hint}, so Ansible reads none of its "
+                             f"variables; allowed: the name of a {kind} ({sub}/<{kind} name>.yml)")  # fmt: skip
+    return found
