@@ -581,6 +581,8 @@ WHOLE_NUMBERS: dict[str, WholeNumber] = {
     "hugepages_reboot_lock_wait": WholeNumber(0, 86400, "seconds"),
     "hugepages_reboot_lock_poll": WholeNumber(1, 3600, "seconds between looks"),
     "nccl_build_timeout": WholeNumber(1, None, "seconds"),
+    # make -j0 or -j-4 failed on the builder, in the nccl play (review round 23b); a template stays the role's
+    "nccl_build_jobs": WholeNumber(1, 1024, "parallel make jobs"),
     "pairwise_iperf_streams": WholeNumber(1, 128, "parallel streams"),
     "pairwise_iperf_seconds": WholeNumber(1, 3600, "seconds"),
     "pairwise_port_base": WholeNumber(1024, 65000, "the first TCP port of the sweep"),

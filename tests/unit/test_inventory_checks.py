@@ -1869,3 +1869,14 @@ def test_the_profile_and_accelerator_a_node_uses_are_checked_like_the_overrides(
     # an entry the node does not use is not its problem
     assert checks.env_value_problems("n1", {"rdmaforge_fabric": "erdma",
                                                       "nccl_env_profiles": {"erdma": {}, "tcp": None}}) == []
+
+
+@pytest.mark.parametrize("jobs", ["many", 0, -4])
+def test_make_jobs_that_make_refuses_are_refused_before_any_change(jobs: object) -> None:
+    """nccl_build_jobs (type raw, for its template default) took any value: make -j0 or -j-4 failed on the builder
+    in the nccl play, after eight plays had changed the nodes (review round 23b)."""
+    assert report_of(nccl_build_jobs=jobs) == [
+        f"node1: nccl_build_jobs={checks.show(jobs)} is not allowed; allowed: a whole number of parallel make jobs "
+        "from 1 to 1024"]  # fmt: skip
+    assert report_of(nccl_build_jobs="{{ ansible_facts['processor_vcpus'] }}") == []
+    assert report_of(nccl_build_jobs=8) == []
