@@ -112,6 +112,30 @@ def text_value_problem(key: object, value: object) -> str | None:
             "boolean (a list of NCCL's as one comma-separated string, e.g. Ring,Tree; null removes the setting)")
 
 
+#: The NCCL settings that go into an InfiniBand verbs field of fixed width (src/transport/net_ib/connect.cc: the
+#: queue pair's timeout and retry count, the address handle's service level, traffic class and GID index) or that
+#: NCCL bounds itself, and the values they can hold: (least, most, what). A value outside is cut to the field's
+#: width or refused by ibv_modify_qp at the first job, never at the converge (review round 23b). -1 is NCCL's
+#: "not set" where its default is -1.
+INTEGER_RANGES: dict[str, tuple[int, int, str]] = {
+    "NCCL_IB_TIMEOUT": (0, 31, "the verbs ack timeout is 5 bits (4.096 us x 2^value)"),
+    "NCCL_IB_RETRY_CNT": (0, 7, "the verbs retry count is 3 bits"),
+    "NCCL_IB_SL": (-1, 15, "an InfiniBand service level is 4 bits; -1 leaves NCCL's default"),
+    "NCCL_IB_TC": (-1, 255, "the traffic class is 8 bits; -1 leaves NCCL's default"),
+    "NCCL_IB_GID_INDEX": (-1, 255, "a GID table index is 8 bits; -1 lets NCCL pick one"),
+    "NCCL_IB_QPS_PER_CONNECTION": (1, 128, "at least one queue pair, and NCCL_IB_MAX_QPS (128) at most"),
+}
+
+
+def range_problems(key: str, value: object) -> list[str]:
+    """``key``'s value outside INTEGER_RANGES, as NCCL reads it (strtoll: a YAML integer, or text)."""
+    least, most, why = INTEGER_RANGES[key]
+    number = value if isinstance(value, int) and not isinstance(value, bool) else nccl_integer(value)
+    if least <= number <= most:
+        return []
+    return [f"{key}={value!r}: outside {least}..{most} ({why}); allowed: a whole number from {least} to {most}"]
+
+
 def problems(env: Mapping[str, object]) -> list[str]:
     """Errors that make a setting unusable: bad names, values NCCL cannot read from nccl.conf (lists, mappings,
     newlines), bad NCCL_IB_HCA or NCCL_SOCKET_IFNAME."""
@@ -143,6 +167,9 @@ def problems(env: Mapping[str, object]) -> list[str]:
             problem = integer_problem(str(key), str(value))
             if problem is not None:
                 errors.append(problem)
+                continue
+        if key in INTEGER_RANGES and key not in no_text and value is not None and str(value).strip():
+            errors += range_problems(str(key), value)
     hca = env.get("NCCL_IB_HCA")
     if hca is not None and "NCCL_IB_HCA" not in no_text:
         try:

@@ -315,7 +315,8 @@ def test_a_setting_nccl_reads_as_an_integer_is_refused_when_it_would_read_anothe
 
 @pytest.mark.parametrize("value", [1, 0, True, False, "1", "-3", "0x10", "010", " 2", ""])
 def test_an_integer_nccl_reads_whole_is_no_problem(value: object) -> None:
-    assert nccl_env.problems({"NCCL_IB_DISABLE": value, "NCCL_IB_TIMEOUT": value}) == []
+    # (settings without a range: NCCL_IB_TIMEOUT=-3 is out of the verbs field's, below)
+    assert nccl_env.problems({"NCCL_IB_DISABLE": value, "NCCL_IB_ADAPTIVE_ROUTING": value}) == []
 
 
 def test_the_integer_settings_are_nccl_params_and_text_settings_are_not_among_them() -> None:
@@ -356,3 +357,18 @@ def test_settings_that_name_nothing_the_node_has_are_named(env: dict, interfaces
                                                           expected: list) -> None:  # fmt: skip
     """Review round 23b: both passed preflight and the converge, and failed the first NCCL job."""
     assert nccl_env.node_problems(env, interfaces, devices) == expected
+
+
+@pytest.mark.parametrize(("key", "value", "least", "most"), [
+    ("NCCL_IB_TC", 256, -1, 255), ("NCCL_IB_SL", 16, -1, 15), ("NCCL_IB_TIMEOUT", 40, 0, 31),
+    ("NCCL_IB_RETRY_CNT", "8", 0, 7), ("NCCL_IB_QPS_PER_CONNECTION", 0, 1, 128),
+    ("NCCL_IB_QPS_PER_CONNECTION", "1000", 1, 128), ("NCCL_IB_GID_INDEX", 300, -1, 255),
+])  # fmt: skip
+def test_a_verbs_field_outside_its_width_is_refused(key: str, value: object, least: int, most: int) -> None:
+    """The ranges are the verbs fields' widths these settings fill (InfiniBand's 5-bit ack timeout, 3-bit retry count,
+    4-bit service level, 8-bit traffic class and GID index) and NCCL_IB_MAX_QPS (128, src/transport/net_ib/common.h):
+    a value outside was cut or refused at the first job (review round 23b)."""
+    (line,) = nccl_env.problems({key: value})
+    assert line.startswith(f"{key}={value!r}: outside {least}..{most} (") and line.endswith(
+        f"allowed: a whole number from {least} to {most}"), line  # fmt: skip
+    assert nccl_env.problems({key: least}) == nccl_env.problems({key: str(most)}) == []
