@@ -127,6 +127,44 @@ INTEGER_RANGES: dict[str, tuple[int, int, str]] = {
 }
 
 
+#: NCCL 2.29.7's names (src/init.cc: ncclAlgoStr, ncclProtoStr, ncclFuncStr) for NCCL_ALGO and NCCL_PROTO, which
+#: it reads with parseList (src/graph/tuning.cc): ';'-separated entries of [function:][^]name,name..., names and
+#: functions without regard to case, only the first entry without a function. An unknown token fails the
+#: communicator's init ("Unrecognized element token"; NCCL 2.16 ignored it, narrowing the choice without a word).
+NCCL_TOKEN_LISTS: dict[str, tuple[str, ...]] = {
+    "NCCL_ALGO": ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"),
+    "NCCL_PROTO": ("LL", "LL128", "Simple"),
+}
+NCCL_FUNCTIONS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
+
+
+def token_list_problems(key: str, value: str) -> list[str]:
+    """Where ``value`` of NCCL_ALGO or NCCL_PROTO has a token NCCL does not know, read as NCCL's parseList does."""
+    names = NCCL_TOKEN_LISTS[key]
+    known = {name.lower() for name in names}
+    functions = {name.lower() for name in NCCL_FUNCTIONS}
+    first, second = names[1], names[0]
+    allowed = (f"allowed: [function:][^]name,... entries separated by ';', names among {', '.join(names)}, functions "
+               f"among {', '.join(NCCL_FUNCTIONS)} (e.g. '{first},{second}', '^{names[-1]}', "
+               f"'AllReduce:{first};Broadcast:{second}')")  # fmt: skip
+    found = []
+    for index, entry in enumerate(part for part in value.split(";") if part):
+        pieces = [piece for piece in entry.split(":") if piece]
+        if not pieces:
+            continue
+        prefix, elements = (pieces[0], pieces[1]) if len(pieces) > 1 else (None, pieces[0])
+        if prefix is None and index > 0:
+            found.append(f"{key}={value!r}: {entry!r} has no function, which only the first entry may leave out; "
+                         f"{allowed}")  # fmt: skip
+        elif prefix is not None and prefix.lower() not in functions:
+            found.append(f"{key}={value!r}: {prefix!r} is no function NCCL knows; {allowed}")
+        unknown = [name for name in elements.lstrip("^").split(",") if name and name.lower() not in known]
+        if unknown:
+            found.append(f"{key}={value!r}: {', '.join(map(repr, unknown))} is no name NCCL knows, and NCCL fails "
+                         f"the communicator's init on it; {allowed}")  # fmt: skip
+    return found
+
+
 def range_problems(key: str, value: object) -> list[str]:
     """``key``'s value outside INTEGER_RANGES, as NCCL reads it (strtoll: a YAML integer, or text)."""
     least, most, why = INTEGER_RANGES[key]
@@ -170,6 +208,8 @@ def problems(env: Mapping[str, object]) -> list[str]:
                 continue
         if key in INTEGER_RANGES and key not in no_text and value is not None and str(value).strip():
             errors += range_problems(str(key), value)
+        if key in NCCL_TOKEN_LISTS and key not in no_text and isinstance(value, str):
+            errors += token_list_problems(str(key), value)
     hca = env.get("NCCL_IB_HCA")
     if hca is not None and "NCCL_IB_HCA" not in no_text:
         try:

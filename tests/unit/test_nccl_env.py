@@ -372,3 +372,22 @@ def test_a_verbs_field_outside_its_width_is_refused(key: str, value: object, lea
     assert line.startswith(f"{key}={value!r}: outside {least}..{most} (") and line.endswith(
         f"allowed: a whole number from {least} to {most}"), line  # fmt: skip
     assert nccl_env.problems({key: least}) == nccl_env.problems({key: str(most)}) == []
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"NCCL_ALGO": "RING"}, []),  # seed 004's (-x NCCL_ALGO=RING): names without regard to case
+    ({"NCCL_ALGO": "^NVLS"}, []),
+    ({"NCCL_ALGO": "allreduce:ring;Broadcast:Tree"}, []),
+    ({"NCCL_PROTO": "LL,LL128,Simple"}, []),
+    ({"NCCL_ALGO": "ring,tre"}, ["'tre' is no name NCCL knows, and NCCL fails the communicator's init on it"]),
+    ({"NCCL_PROTO": "LL,Simpel"}, ["'Simpel' is no name NCCL knows"]),
+    ({"NCCL_ALGO": "Ring;Tree"}, ["'Tree' has no function, which only the first entry may leave out"]),
+    ({"NCCL_ALGO": "Allreduc:Ring"}, ["'Allreduc' is no function NCCL knows"]),
+])  # fmt: skip
+def test_algorithm_and_protocol_lists_are_read_as_nccls_parselist(env: dict, expected: list) -> None:
+    """NCCL 2.29.7's parseList (src/graph/tuning.cc) and its names (src/init.cc): an unknown token fails the
+    communicator's init, at the first job, long after the converge (review round 23b)."""
+    found = nccl_env.problems(env)
+    assert len(found) == len(expected), found
+    for line, fragment in zip(found, expected, strict=True):
+        assert fragment in line and line.startswith(f"{next(iter(env))}={next(iter(env.values()))!r}: "), line
