@@ -165,6 +165,25 @@ def token_list_problems(key: str, value: str) -> list[str]:
     return found
 
 
+#: Settings NCCL 2.29.7 compares with a few words and ignores otherwise (src/debug.cc, strcasecmp: NCCL_DEBUG=1.5
+#: logs nothing; src/misc/socket.cc, strcmp: NCCL_SOCKET_FAMILY=ipv4 leaves the family to NCCL): the words, and
+#: whether their case counts.
+NCCL_KEYWORDS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "NCCL_DEBUG": (("VERSION", "WARN", "INFO", "ABORT", "TRACE"), False),
+    "NCCL_SOCKET_FAMILY": (("AF_INET", "AF_INET6"), True),
+}
+
+
+def keyword_problem(key: str, value: object) -> str | None:
+    """``value`` of a NCCL_KEYWORDS setting that NCCL would ignore (an empty one keeps NCCL's default)."""
+    words, exact = NCCL_KEYWORDS[key]
+    text = str(value)
+    if not text or (text in words if exact else text.upper() in words):
+        return None
+    case = "" if exact else ", in any case"
+    return f"{key}={value!r} is no value NCCL reads, and NCCL ignores it; allowed: {', '.join(words)}{case}"
+
+
 def range_problems(key: str, value: object) -> list[str]:
     """``key``'s value outside INTEGER_RANGES, as NCCL reads it (strtoll: a YAML integer, or text)."""
     least, most, why = INTEGER_RANGES[key]
@@ -179,6 +198,7 @@ def problems(env: Mapping[str, object]) -> list[str]:
     newlines), bad NCCL_IB_HCA or NCCL_SOCKET_IFNAME."""
     errors: list[str] = []
     no_text: set[str] = set()  # keys whose value is a list or mapping: its repr is no value to check further
+    controlled: set[str] = set()  # keys whose value holds a control character: named once, for that
     for key, value in env.items():
         if not _ENV_NAME.match(str(key)):
             errors.append(f"{key!r} is not a valid environment variable name (allowed: letters, digits and _, not "
@@ -190,6 +210,7 @@ def problems(env: Mapping[str, object]) -> list[str]:
             continue
         control = CONTROL_CHARACTERS.search(str(value)) if value is not None else None
         if control is not None:
+            controlled.add(key)
             what = "a newline" if control.group() == "\n" else f"the control character {control.group()!r}"
             errors.append(f"{key}: values cannot contain {what}; allowed: {CONTROL_ALLOWED}")
         if value == NODE_GPU_COUNT:
@@ -210,6 +231,10 @@ def problems(env: Mapping[str, object]) -> list[str]:
             errors += range_problems(str(key), value)
         if key in NCCL_TOKEN_LISTS and key not in no_text and isinstance(value, str):
             errors += token_list_problems(str(key), value)
+        checked = key in NCCL_KEYWORDS and key not in no_text and key not in controlled
+        keyword = keyword_problem(str(key), value) if checked else None
+        if keyword is not None and value is not None:
+            errors.append(keyword)
     hca = env.get("NCCL_IB_HCA")
     if hca is not None and "NCCL_IB_HCA" not in no_text:
         try:

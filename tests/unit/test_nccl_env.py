@@ -391,3 +391,17 @@ def test_algorithm_and_protocol_lists_are_read_as_nccls_parselist(env: dict, exp
     assert len(found) == len(expected), found
     for line, fragment in zip(found, expected, strict=True):
         assert fragment in line and line.startswith(f"{next(iter(env))}={next(iter(env.values()))!r}: "), line
+
+
+@pytest.mark.parametrize(("key", "value", "allowed"), [
+    ("NCCL_DEBUG", 1.5, "VERSION, WARN, INFO, ABORT, TRACE, in any case"),
+    ("NCCL_DEBUG", "VERBOSE", "VERSION, WARN, INFO, ABORT, TRACE, in any case"),
+    ("NCCL_SOCKET_FAMILY", "ipv4", "AF_INET, AF_INET6"),
+    ("NCCL_SOCKET_FAMILY", "af_inet6", "AF_INET, AF_INET6"),  # strcmp: the case counts
+])  # fmt: skip
+def test_a_word_nccl_does_not_compare_with_is_refused(key: str, value: object, allowed: str) -> None:
+    """NCCL 2.29.7 compares NCCL_DEBUG with five words (src/debug.cc, strcasecmp) and NCCL_SOCKET_FAMILY with two
+    (src/misc/socket.cc, strcmp), and ignores any other value without a word: no log, or NCCL's own family."""
+    assert nccl_env.problems({key: value}) == [
+        f"{key}={value!r} is no value NCCL reads, and NCCL ignores it; allowed: {allowed}"]  # fmt: skip
+    assert nccl_env.problems({"NCCL_DEBUG": "info", "NCCL_SOCKET_FAMILY": "AF_INET6"}) == []
