@@ -280,6 +280,28 @@ def localhost_node_problems(host: str, values: Mapping[str, object]) -> list[Pro
                     f"node's own host name), or ansible_connection: local for the controller itself")]  # fmt: skip
 
 
+def _machine_local(address: object) -> bool:
+    """A loopback (127/8) or link-local (169.254/16) IPv4 address: one only the machine itself, or its link, reaches."""
+    if not isinstance(address, str) or not is_ipv4(address):
+        return False
+    ip = ipaddress.IPv4Address(address)
+    return ip.is_loopback or ip.is_link_local
+
+
+def local_address_problems(nodes: Sequence[NodeInput]) -> list[Problem]:
+    """A node reached at a loopback or link-local address in a cluster whose other nodes are not: the address goes
+    into every peer's /etc/hosts, hostfile and SSH trust, where it names the peer itself (127.0.0.1 node2 on node1)
+    or nothing (review round 23b). A cluster all on loopback is a test on one machine, and left alone."""
+    local = [n for n in nodes if n.address is not None and _machine_local(n.address)]
+    if not local or len(local) == len([n for n in nodes if n.address is not None]):
+        return []
+    return [Problem(n.name, "ansible_host", f"{n.name}: ansible_host={show(n.address)} is a loopback or link-local "
+                                            "address, which names each peer itself (or nothing) in their /etc/hosts, "
+                                            "hostfile and SSH trust; allowed: an address the other nodes reach this "
+                                            "node at")  # fmt: skip
+            for n in local if n.in_play]
+
+
 def address_problems(host: str, address: object) -> list[Problem]:
     """``ansible_host`` must be an IPv4 address or a DNS name (IPv6 node addresses are not supported yet)."""
     allowed = "an IPv4 address such as 172.20.20.145, or a DNS host name"
@@ -2207,6 +2229,7 @@ def inventory_report(
         found += pairwise_threshold_problems(node.name, node.values)
         found += pairwise_timeout_problems(node.name, node.values)
     found += duplicate_problems([NodeAddress(n.name, n.address) for n in nodes])
+    found += local_address_problems(nodes)
     found += eni_duplicate_problems(nodes)
     found += cluster_wide_problems(nodes, group)
     in_play = {n.name for n in nodes if n.in_play}

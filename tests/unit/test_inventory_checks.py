@@ -1880,3 +1880,17 @@ def test_make_jobs_that_make_refuses_are_refused_before_any_change(jobs: object)
         "from 1 to 1024"]  # fmt: skip
     assert report_of(nccl_build_jobs="{{ ansible_facts['processor_vcpus'] }}") == []
     assert report_of(nccl_build_jobs=8) == []
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.1.1", "169.254.0.5"])
+def test_a_loopback_or_link_local_node_among_others_is_refused(address: str) -> None:
+    """The address goes into every peer's /etc/hosts, hostfile and SSH trust: 127.0.0.1 node2 on node1 sends
+    node1's ssh and mpirun to itself (review round 23b). A cluster all on loopback (one machine) is left alone."""
+    nodes = [NodeInput("node1", "198.18.0.1", "erdma", values={"rdmaforge_fabric": "erdma"}),
+             NodeInput("node2", address, "erdma", values={"rdmaforge_fabric": "erdma"})]  # fmt: skip
+    assert checks.inventory_report(nodes) == {"node2": [
+        f"node2: ansible_host='{address}' is a loopback or link-local address, which names each peer itself (or "
+        "nothing) in their /etc/hosts, hostfile and SSH trust; allowed: an address the other nodes reach this node "
+        "at"]}  # fmt: skip
+    alone = [NodeInput(f"node{i}", f"127.0.0.{i}", "erdma", values={"rdmaforge_fabric": "erdma"}) for i in (1, 2)]
+    assert checks.inventory_report(alone) == {}
