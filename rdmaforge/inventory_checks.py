@@ -1834,6 +1834,26 @@ def nccl_setting_problem(host: str, variable: str, value: object, known: frozens
     return Problem(host, variable, message)
 
 
+def one_word_apart(variable: str, settable: Iterable[str]) -> list[str]:
+    """The variable of ours that ``variable`` is with one word added or left out, in the same order (NCCL's archs
+    variable with "build" added after "nccl", a size with "gb" added): below difflib's cutoff, and ignored without a
+    word (review round 23b). (No such name is written here: the names this code mentions count as read.) A name of
+    a single word, more than one word apart, or with another first word (a role's prefix) is left alone: it may be
+    the user's own."""
+    words = variable.split("_")
+    if len(words) < 2:
+        return []
+    for name in sorted(settable):
+        theirs = name.split("_")
+        # The first word is the role's prefix: a name without it may be the user's own (their build jobs).
+        if len(theirs) < 2 or abs(len(theirs) - len(words)) != 1 or theirs[0] != words[0]:
+            continue
+        longer, shorter = (words, theirs) if len(words) > len(theirs) else (theirs, words)
+        if any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer))):
+            return [name]
+    return []
+
+
 def misspelled_variable_problems(host: str, values: Mapping[str, object], names: VariableNames) -> list[Problem]:
     """A variable that nothing of rdmaforge reads, but close to one that is read: its value would be ignored
     without a word (rdmaforge_fabric with two letters swapped). A name not close to one of ours is left alone: it
@@ -1852,7 +1872,8 @@ def misspelled_variable_problems(host: str, values: Mapping[str, object], names:
         if variable in names.mentioned:
             continue
         # Lower case first: RDMAFORGE_FABRIC is a variable of its own to Ansible, never rdmaforge_fabric.
-        close = difflib.get_close_matches(variable.lower(), names.settable, n=1, cutoff=_MISSPELLING_CUTOFF)
+        close = difflib.get_close_matches(variable.lower(), names.settable, n=1, cutoff=_MISSPELLING_CUTOFF) or (
+            one_word_apart(variable.lower(), names.settable))
         if close:
             found.append(
                 Problem(

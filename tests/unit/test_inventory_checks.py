@@ -1894,3 +1894,19 @@ def test_a_loopback_or_link_local_node_among_others_is_refused(address: str) -> 
         "at"]}  # fmt: skip
     alone = [NodeInput(f"node{i}", f"127.0.0.{i}", "erdma", values={"rdmaforge_fabric": "erdma"}) for i in (1, 2)]
     assert checks.inventory_report(alone) == {}
+
+
+@pytest.mark.parametrize(("variable", "ours"), [("nccl_build_cuda_archs", "nccl_cuda_archs"),
+                                                ("hugepages_size_gb", "hugepages_size"),
+                                                ("eni_enabled_extra", "eni_enabled")])  # fmt: skip
+def test_a_role_variable_one_word_apart_is_named(variable: str, ours: str) -> None:
+    """Below difflib's 0.85 these passed without a word: a user giving the H100 nodes their arch in a name with
+    "build" added kept the default archs (review round 23b)."""
+    names = checks.variable_names(paths.ROLES_DIR)
+    node = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", variable: 1})
+    (line,) = checks.inventory_report([node], names=names)["node1"]
+    assert line.startswith(f"node1: {variable} is not a variable rdmaforge reads, so its value would be ignored (did "
+                           f"you mean {ours!r}?)"), line  # fmt: skip
+    for mine in ("build_jobs", "my_cluster_name", "rdma_fabric"):  # another first word, or more than one word apart
+        other = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", mine: 1})
+        assert checks.inventory_report([other], names=names) == {}, mine
