@@ -11,6 +11,7 @@ from rdmaforge.bench.line_rate import node_line_rate
 from rdmaforge.bench.verdict import optional_float
 from rdmaforge.inventory_checks import e2e_count_problems
 from rdmaforge.inventory_checks import threshold_problems as _threshold_problems
+from rdmaforge.nccl_tests.sizes import nccl_tests_size
 from rdmaforge.node_facts import known_gpu_count
 
 
@@ -134,6 +135,7 @@ class FilterModule:
             "rdmaforge_port_line_rates": port_line_rates,
             "rdmaforge_e2e_result": parse_output,
             "rdmaforge_e2e_error": e2e_error,
+            "rdmaforge_nccl_tests_size": nccl_tests_size,
             "rdmaforge_hostnames": hostnames,
             "rdmaforge_threshold": threshold,
             "rdmaforge_threshold_problems": threshold_problems,

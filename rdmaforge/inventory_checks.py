@@ -35,6 +35,7 @@ from rdmaforge.bench.verdict import (
     tolerance_problem,
 )
 from rdmaforge.hostnames import short_name
+from rdmaforge.nccl_tests.sizes import size_bytes
 from rdmaforge.parsers import nccl_env
 from rdmaforge.plain_data import ansible_bool, plain, show, whole_number
 from rdmaforge.stored import MAX_GPUS
@@ -734,6 +735,30 @@ POSITIVE_NUMBERS: dict[str, str] = {
     # profile's rate instead.
     "benchmark_line_rate_gbps": "a positive number of Gbit/s per node (the line rate the benchmark judges by)",
 }
+
+
+#: nccl-tests' message sizes (-b, -e): read as nccl-tests reads them (rdmaforge.nccl_tests.sizes).
+BENCHMARK_SIZES = ("benchmark_min_bytes", "benchmark_max_bytes")
+
+
+def benchmark_size_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """A size nccl-tests cannot read ('8X', '1.5G') stopped each collective with "invalid size specified" on the
+    nodes, and a smallest size above the largest measured nothing (review round 23b)."""
+    found, sizes = [], {}
+    for variable in BENCHMARK_SIZES:
+        value = values.get(variable, role_defaults.default_of(variable))
+        if _templated(value):
+            continue
+        try:
+            sizes[variable] = size_bytes(value)
+        except ValueError as exc:
+            found.append(Problem(host, variable, f"{host}: {variable}={show(value)} is not allowed: {exc}"))
+    if len(sizes) == 2 and sizes["benchmark_min_bytes"] > sizes["benchmark_max_bytes"]:
+        found.append(Problem(host, "benchmark_min_bytes",
+                             f"{host}: benchmark_min_bytes={show(values.get('benchmark_min_bytes'))} is above "
+                             f"benchmark_max_bytes={show(values.get('benchmark_max_bytes'))}, so nccl-tests would "
+                             "measure no size; allowed: a smallest size up to the largest"))  # fmt: skip
+    return found
 
 
 def positive_number_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
@@ -2212,6 +2237,7 @@ def inventory_report(
         found += batch_size_problems(node.name, node.values)
         found += number_table_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
+        found += benchmark_size_problems(node.name, node.values)
         found += gpu_count_problems(node.name, node.values)
         found += hugepages_problems(node.name, node.values)
         found += eni_address_problems(node.name, node.values)

@@ -154,6 +154,18 @@ def test_binaries_start_and_print_their_usage(built: tuple[LabHandle, subprocess
     assert "[-h,--help]" in long.stdout
 
 
+def test_the_sizes_the_benchmark_passes_are_what_the_binaries_read(
+    built: tuple[LabHandle, subprocess.CompletedProcess[str]],
+) -> None:
+    """The real binary reads -b before any GPU or MPI work: seed 000's 1B stops it ("invalid size specified"),
+    what the benchmark role passes for it (1, rdmaforge_nccl_tests_size) does not."""
+    lab, _ = built
+    seed = lab.ssh("node1", f"timeout 60 {BIN}/all_reduce_perf -b 1B -e 512M -g 1 2>&1; echo exit=$?").stdout
+    assert "invalid size specified for 'minbytes'" in seed, seed
+    ours = lab.ssh("node1", f"timeout 60 {BIN}/all_reduce_perf -b 1 -e 512M -g 1 2>&1; echo exit=$?").stdout
+    assert "invalid size specified" not in ours and "exit=124" not in ours, ours
+
+
 def test_rerun_compiles_and_changes_nothing(built: tuple[LabHandle, subprocess.CompletedProcess[str]]) -> None:
     lab, _ = built
     proc = lab.playbook("nccl_tests.yml", *ENABLED)
