@@ -909,13 +909,15 @@ def accelerator_results(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] 
 
 
 def training_transport(
-    fabric: str, logs: Sequence[accelerators.TrainingLog], backend: str | None
+    fabric: str, logs: Sequence[accelerators.TrainingLog], backend: str | None, nodes: Sequence[str] = ()
 ) -> Component | None:
     """NCCL's transport in the N-node training on an RDMA fabric, from each node's log (NCCL_DEBUG=INFO): the same
     verdict nccl-tests' logs get. Only nccl-tests' logs were read for it, and the net plugin check (the one that
     read the training's ``Using network`` lines) runs only where a plugin is enabled, so a training that fell back
     to sockets on infiniband, roce or acs_type1 passed with throughput alone (review round 23a). None where nothing
-    applies: a socket fabric, or a training on gloo (no GPU: no NCCL)."""
+    applies: a socket fabric, or a training on gloo (no GPU: no NCCL). With fewer than two ``nodes`` (the run's) the
+    training's traffic never left its node, and a log can fail but never pass (within_one_node, as for nccl-tests:
+    'Using network IB' is printed on one node too; review round 24)."""
     if not fabrics.is_rdma(fabric) or backend != "nccl":
         return None
     expected = f"RDMA as fabric profile '{fabric}'"
@@ -925,7 +927,9 @@ def training_transport(
     if not present:
         component.reason = "no N-node training log to read" + (f" ({', '.join(blank)})" if blank else "")
         return component
-    judged = {log.name: verdict(parse_transport(log.text or ""), fabric) for log in present}
+    one_node = len(nodes) < 2
+    judged = {log.name: within_one_node(parse_transport(log.text or ""), fabric, list(nodes) or ["one node"])
+              if one_node else verdict(parse_transport(log.text or ""), fabric) for log in present}  # fmt: skip
     status, reasons = transport_status_of(judged)
     networks = merge_transports(parse_transport(log.text or "") for log in present).all_networks
     component.value = ", ".join(networks) or None
@@ -944,8 +948,9 @@ def e2e_transport(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] | None
         return None
     runs: list[dict[str, Any]] = [e2e[key] for key in ("multi", "single", "one") if e2e.get(key)]
     backend = next((str(r["backend"]) for r in runs if r.get("backend")), None)
-    logs = [log for log in training_logs(run_dir, e2e, run.get("nodes") or ()) if log.run == RUN_LABELS["multi"]]
-    return training_transport(str(run.get("fabric", "tcp")), logs, backend)
+    nodes = [str(node) for node in run.get("nodes") or ()]
+    logs = [log for log in training_logs(run_dir, e2e, nodes) if log.run == RUN_LABELS["multi"]]
+    return training_transport(str(run.get("fabric", "tcp")), logs, backend, nodes)
 
 
 def load_baseline(path: str | None) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ IB and Socket transports.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rdmaforge.bench.report import render
@@ -72,3 +73,21 @@ def test_nothing_is_added_for_gloo_a_socket_fabric_or_where_the_plugin_check_rea
     plugin = components(judged(tmp_path / "aiacc", dict.fromkeys(NODES, "Socket"), fabric="erdma",
                                net_plugin="aiacc"))  # fmt: skip
     assert "e2e transport" not in plugin and plugin["e2e net plugin aiacc"]["status"] == "fail"
+
+
+def test_a_training_on_one_node_can_fail_but_never_pass(tmp_path: Path) -> None:
+    """NCCL prints 'Using network IB' on one node too, where no byte crosses the fabric (review round 24: a one-node
+    cluster's e2e transport passed). As for nccl-tests' logs (within_one_node): a fallback fails, IB is not judged."""
+    for name, network, status in (("ib", "IB", "not_judged"), ("socket", "Socket", "fail")):
+        (tmp_path / name).mkdir()
+        run_dir(tmp_path / name, logs({"n1": network}), fabric="infiniband", net_plugin="none")
+        run = json.loads((tmp_path / name / "run.json").read_text())
+        e2e = json.loads((tmp_path / name / "e2e.json").read_text())
+        run["nodes"], run["gpus"] = ["n1"], {"n1": 8}
+        e2e["logs"]["multi"] = ["e2e-multi-node-n1.log"]
+        (tmp_path / name / "run.json").write_text(json.dumps(run))
+        (tmp_path / name / "e2e.json").write_text(json.dumps(e2e))
+        trained = components(render(tmp_path / name))["e2e transport"]
+        assert trained["status"] == status, trained
+        if status == "not_judged":
+            assert "every rank ran on n1, so NCCL's traffic stayed inside that node" in trained["reason"], trained
