@@ -5,8 +5,8 @@ A fabric profile's rate (rdmaforge.fabrics: IB 200 Gbit/s per node) is the seeds
 module exists to prevent. Multi-node collectives reach a bus bandwidth near the sum of the rails a node's GPUs use
 (one rail per GPU in a rail-optimised node), so on the profiles whose port rates are the links' own
 (``FabricProfile.line_rate_from_ports``: mlx5 HCAs) a node's rate is the sum of its fastest active ports of the
-fabric's device pattern, one per GPU. The cluster's rate is the fastest node's: what the fabric was built to
-carry, so that a node which lost rails fails the run instead of lowering the bar.
+fabric's device pattern, one per GPU. The cluster's rate is the median node's: what the fabric was built to carry,
+so that a node which lost rails fails the run instead of lowering the bar.
 
 The measured rate only ever raises the bar: the expected rate is the larger of it and the configured one
 (``benchmark_line_rate_gbps``, the profile's by default), so a port table that under-reports cannot lower a
@@ -15,6 +15,7 @@ threshold. Pure functions; the benchmark role's filter and ``rdmaforge report`` 
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,14 +60,16 @@ def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, 
     """The rate a run is judged against: ``{"gbps", "source", "detail"}``.
 
     ``ports`` is run.json's ``port_line_rates`` (host -> ``node_line_rate``), absent or empty when the run did not
-    read them. ``source`` is ``ports`` when the fastest node's ports carry more than ``configured_gbps``, else
-    ``configured`` (the inventory's ``benchmark_line_rate_gbps``, by default the fabric profile's). With ``nodes``
-    (run.json's), only those nodes' ports count: a stale entry of another host is no node of this run.
+    read them. ``source`` is ``ports`` when the nodes' rails carry more than ``configured_gbps``, else ``configured``
+    (the inventory's ``benchmark_line_rate_gbps``, by default the fabric profile's). With ``nodes`` (run.json's),
+    only those nodes' ports count: a stale entry of another host is no node of this run.
 
-    The fastest node's rails are what the fabric was built to carry. The slowest node's set the bar until review
-    round 23a: a node with 7 of its 8 rails down (or trained down to a quarter) lowered the threshold by the same
-    factor, so the degraded cluster passed. A node below the others, or without a rate, is named in the detail; a
-    cluster whose nodes differ on purpose sets benchmark_line_rate_from_ports: false.
+    The nodes' rate is the median node's: what the fabric was built to carry. The slowest node's set the bar until
+    review round 23a, so a node with 7 of its 8 rails down (or trained down) lowered the threshold by the same
+    factor and the degraded cluster passed. The fastest node's would let one node's extra port (a storage HCA of
+    the fabric's pattern) raise every node's bar (review round 24). A node off the median, and a node of the run
+    without a rate, are named in the detail; a cluster whose nodes differ on purpose sets
+    benchmark_line_rate_from_ports: false.
     """
     detail = f"benchmark_line_rate_gbps {configured_gbps:g} Gb/s per node"
     if not ports:
@@ -81,20 +84,25 @@ def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, 
         unread = f"; no port rate from {', '.join(missing)} ({why or 'not read'})"
     if not known:
         return {"gbps": configured_gbps, "source": "configured", "detail": f"{detail}; port rates not used{unread}"}
-    fastest = max(known, key=lambda host: (float(known[host]["gbps"]), host))
-    slowest = min(known, key=lambda host: (float(known[host]["gbps"]), host))
-    measured = float(known[fastest]["gbps"])
-    below = ""
-    if float(known[slowest]["gbps"]) < measured:
-        below = (f"; slowest node {slowest} carries {float(known[slowest]['gbps']):g} Gb/s "
-                 f"({known[slowest].get('detail')}), below the others: judged against the fastest node's rails "
-                 "(benchmark_line_rate_from_ports: false for nodes that differ on purpose)")  # fmt: skip
-    fastest_detail = f"fastest node {fastest}: {known[fastest].get('detail')}"
+    rates = {host: float(entry["gbps"]) for host, entry in known.items()}
+    measured = statistics.median(rates.values())
+    slowest = min(rates, key=lambda host: (rates[host], host))
+    fastest = max(rates, key=lambda host: (rates[host], host))
+    same = rates[slowest] == rates[fastest]
+    median_detail = f"every node: {known[slowest].get('detail')}" if same else "the median of the nodes' rails"
+    off = ""
+    if rates[slowest] < measured:
+        off += (f"; slowest node {slowest} carries {rates[slowest]:g} Gb/s ({known[slowest].get('detail')}), below "
+                "the median it is judged against")  # fmt: skip
+    if rates[fastest] > measured:
+        off += f"; fastest node {fastest} carries {rates[fastest]:g} Gb/s ({known[fastest].get('detail')})"
+    if off:
+        off += " (benchmark_line_rate_from_ports: false for nodes that differ on purpose)"
     if measured > configured_gbps:
         return {"gbps": measured, "source": "ports",
-                "detail": f"{measured:g} Gb/s per node from the ports ({fastest_detail}), above "
-                          f"benchmark_line_rate_gbps {configured_gbps:g}{below}{unread}"}  # fmt: skip
-    detail += f"; the ports carry {measured:g} Gb/s per node ({fastest_detail}), no more{below}{unread}"
+                "detail": f"{measured:g} Gb/s per node from the ports ({median_detail}), above "
+                          f"benchmark_line_rate_gbps {configured_gbps:g}{off}{unread}"}  # fmt: skip
+    detail += f"; the ports carry {measured:g} Gb/s per node ({median_detail}), no more{off}{unread}"
     return {"gbps": configured_gbps, "source": "configured", "detail": detail}
 
 

@@ -55,30 +55,46 @@ def test_a_port_of_unknown_rate_is_left_out_of_a_lower_bound() -> None:
     }
 
 
-def test_the_fastest_node_sets_the_rate_and_it_only_ever_raises_the_bar() -> None:
+def test_the_median_node_sets_the_rate_and_it_only_ever_raises_the_bar() -> None:
     ports = {"n1": {"gbps": 400.0, "detail": "2 active mlx5* port(s): 200, 200 Gb/s"},
              "n2": {"gbps": 200.0, "detail": "1 of 2 active mlx5* ports (one per GPU): 200 Gb/s"}}  # fmt: skip
-    slow = ("; slowest node n2 carries 200 Gb/s (1 of 2 active mlx5* ports (one per GPU): 200 Gb/s), below the "
-            "others: judged against the fastest node's rails (benchmark_line_rate_from_ports: false for nodes that "
-            "differ on purpose)")  # fmt: skip
+    off = ("; slowest node n2 carries 200 Gb/s (1 of 2 active mlx5* ports (one per GPU): 200 Gb/s), below the median "
+           "it is judged against; fastest node n1 carries 400 Gb/s (2 active mlx5* port(s): 200, 200 Gb/s) "
+           "(benchmark_line_rate_from_ports: false for nodes that differ on purpose)")  # fmt: skip
     assert expected_line_rate("roce", 100.0, ports) == {
-        "gbps": 400.0, "source": "ports",
-        "detail": "400 Gb/s per node from the ports (fastest node n1: 2 active mlx5* port(s): 200, 200 Gb/s), above "
-                  f"benchmark_line_rate_gbps 100{slow}"}  # fmt: skip
+        "gbps": 300.0, "source": "ports",
+        "detail": "300 Gb/s per node from the ports (the median of the nodes' rails), above benchmark_line_rate_gbps "
+                  f"100{off}"}  # fmt: skip
     kept = expected_line_rate("roce", 800.0, ports)
     assert (kept["gbps"], kept["source"]) == (800.0, "configured")
-    assert kept["detail"].endswith("; the ports carry 400 Gb/s per node (fastest node n1: 2 active mlx5* port(s): "
-                                   f"200, 200 Gb/s), no more{slow}")  # fmt: skip
+    assert kept["detail"].endswith(
+        f"; the ports carry 300 Gb/s per node (the median of the nodes' rails), no more{off}")
+    same = {node: ports["n1"] for node in ("n1", "n2")}
+    assert expected_line_rate("roce", 100.0, same)["detail"] == (
+        "400 Gb/s per node from the ports (every node: 2 active mlx5* port(s): 200, 200 Gb/s), above "
+        "benchmark_line_rate_gbps 100")
+
+
+EIGHT = {"gbps": 3200.0, "detail": "8 active mlx5* port(s): " + ", ".join(["400"] * 8) + " Gb/s"}
+ONE = {"gbps": 400.0, "detail": "1 active mlx5* port(s): 400 Gb/s"}
 
 
 def test_a_node_that_lost_rails_does_not_lower_the_bar() -> None:
-    """Review round 23a: 2 nodes of 8 x 400 Gbit/s rails, 7 of n2's down at benchmark time. The slowest node's
+    """Review round 23a: nodes of 8 x 400 Gbit/s rails, 7 of one node's down at benchmark time. The slowest node's
     rails set the rate, 400 Gb/s instead of 3200, and a run at an eighth of the fabric passed."""
-    ports = {"n1": {"gbps": 3200.0, "detail": "8 active mlx5* port(s): " + ", ".join(["400"] * 8) + " Gb/s"},
-             "n2": {"gbps": 400.0, "detail": "1 active mlx5* port(s): 400 Gb/s"}}  # fmt: skip
-    rate = expected_line_rate("infiniband", 200.0, ports)
+    rate = expected_line_rate("infiniband", 200.0, {"n1": EIGHT, "n2": EIGHT, "n3": ONE})
     assert (rate["gbps"], rate["source"]) == (3200.0, "ports")
-    assert "slowest node n2 carries 400 Gb/s (1 active mlx5* port(s): 400 Gb/s), below the others" in rate["detail"]
+    assert "slowest node n3 carries 400 Gb/s (1 active mlx5* port(s): 400 Gb/s), below the median" in rate["detail"]
+    two = expected_line_rate("infiniband", 200.0, {"n1": EIGHT, "n2": ONE})  # the median of two: their mean
+    assert two["gbps"] == 1800.0
+
+
+def test_one_nodes_extra_port_does_not_raise_every_nodes_bar() -> None:
+    """Review round 24: a storage HCA of the fabric's pattern up on one node counts among its fastest ports; the
+    fastest node's rate would have judged every node against it."""
+    storage = {"gbps": 3600.0, "detail": "8 of 9 active mlx5* ports (one per GPU): 800, 400, ... Gb/s"}
+    rate = expected_line_rate("infiniband", 200.0, {"n1": EIGHT, "n2": EIGHT, "n3": storage})
+    assert rate["gbps"] == 3200.0 and "fastest node n3 carries 3600 Gb/s" in rate["detail"], rate
 
 
 def test_a_node_without_a_rate_is_named_and_the_others_rails_still_count() -> None:
