@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 
-from rdmaforge.nccl_tests.sizes import nccl_tests_size
 from rdmaforge.paths import PROJECT_ROOT
 from tests.unit.role_vars import evaluate, role_vars
 
@@ -77,12 +76,12 @@ def test_the_composed_run_is_seed_000s(seed: dict[str, Any], shared_dir: Path) -
     argv = composed(int(seed["nper"]), nodes, addresses)
     mpirun = argv.index("mpirun")
     binary = next(i for i, t in enumerate(argv) if t.endswith("/all_reduce_perf"))
-    # nccl-tests' own flags, every one with the seed's value, in the seed's order; the sizes as nccl-tests reads
-    # them (its parsesize refuses the seed's 1B: test_nccl_tests_sizes.py runs the real function).
+    # nccl-tests' own flags, every one with the seed's value, in the seed's order, but -b: nccl-tests' parsesize
+    # refuses the seed's 1B (B is no unit to it; test_nccl_tests_sizes.py runs the real function), and 1 byte is 1.
     perf = list(seed["perf"])
-    for flag in ("-b", "-e"):
-        perf[perf.index(flag) + 1] = nccl_tests_size(perf[perf.index(flag) + 1])
-    assert perf != seed["perf"] and argv[binary + 1 :] == perf
+    assert perf[perf.index("-b") + 1] == "1B"
+    perf[perf.index("-b") + 1] = "1"
+    assert argv[binary + 1 :] == perf
     launcher = argv[mpirun + 1 : binary]
     assert contains(launcher, ["-np", seed["np"]])
     # The seed's mpirun options, each with its value. Placement: the seed says -npernode and a hostfile of the
