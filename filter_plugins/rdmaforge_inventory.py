@@ -43,9 +43,10 @@ def inventory_report(
     cluster_hosts: Sequence[str],
     play_hosts: Sequence[str],
     roles_dir: str | None = None,
-) -> dict[str, dict[str, list[str]]]:
-    """``{'problems': {host: [line, ...]}}`` for every host of the cluster group (and of the play), and for every
-    host of the inventory outside group cluster, which no playbook converges. With
+) -> dict[str, Any]:
+    """``{'problems': {host: [line, ...]}, 'warnings': [line, ...]}``: problems for every host of the cluster group
+    (and of the play), and for every host of the inventory outside group cluster, which no playbook converges;
+    warnings for the vars files Ansible reads for no host or group. With
     ``roles_dir``, each node of the play has its role variables validated against every role's argument spec too.
     The specs are read here, not passed in: handed over by Ansible they are lazy containers, and validating one
     node against them took 0.7 s instead of 0.02 s."""
@@ -74,15 +75,12 @@ def inventory_report(
         )
     names = checks.variable_names(roles_dir) if roles_dir else None
     problems = checks.inventory_report(nodes, group, names, first.get("groups") or None)
-    # The inventory's vars files that name no host or group: their lines go with the first node of the play.
+    # The inventory's vars files that name no host or group: warnings (a directory may be shared by inventories).
     every = first.get("groups") or {}
     directories = [Path(str(hostvars[h]["inventory_dir"])) for h in cluster_hosts if hostvars[h].get("inventory_dir")]
     unmatched = inventory_files.unmatched_vars_files(directories, [str(g) for g in every],
                                                      [str(h) for h in every.get("all") or []])  # fmt: skip
-    if unmatched and cluster_hosts:
-        owner = next((h for h in cluster_hosts if h in play_hosts), cluster_hosts[0])
-        problems[owner] = [*problems.get(owner, []), *unmatched]
-    return {"problems": problems}
+    return {"problems": problems, "warnings": unmatched}
 
 
 def os_report(

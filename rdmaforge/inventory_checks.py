@@ -497,10 +497,33 @@ BUILD_WIDE = (
 
 
 def _build_value(values: Mapping[str, object], variable: str) -> object:
-    """A BUILD_WIDE variable's value: nccl_cuda_archs is role nccl_build's without its prefix."""
-    if variable in values or variable != "nccl_cuda_archs":
-        return role_defaults.value_of(values, variable)
-    return role_defaults.defaults("nccl_build").get(variable)
+    """A BUILD_WIDE variable's value, a default as the role computes it for the node (nccl_plugin_provider's
+    follows the fabric); a default that cannot be computed here stays its template (not compared). nccl_cuda_archs
+    is role nccl_build's without its prefix."""
+    if variable in values:
+        return values[variable]
+    owner = "nccl_build" if variable == "nccl_cuda_archs" else None
+    try:
+        return role_defaults.evaluated_default(variable, values, owner)
+    except (KeyError, ValueError):
+        return role_defaults.defaults("nccl_build").get(variable) if variable == "nccl_cuda_archs" else "{{ }}"
+
+
+_BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
+
+
+def _differs(value: object, reference: object) -> bool:
+    """Two nodes' values of one cluster-wide variable differ: 32 and "32" (-e, an INI host line) are one value, so
+    are true and "true" or "yes" (review round 24); a template is the role's to evaluate, not compared."""
+    if _templated(value) or _templated(reference):
+        return False
+
+    def boolean(item: object) -> bool:
+        return isinstance(item, bool) or isinstance(item, str) and item.lower() in _BOOL_WORDS
+
+    if boolean(value) and boolean(reference):
+        return ansible_bool(value) != ansible_bool(reference)
+    return str(value) != str(reference)
 
 
 def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") -> list[Problem]:
@@ -517,10 +540,12 @@ def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") ->
     first, found = nodes[0], []
     for variables, value_of, why in kinds:
         for variable in variables:
+            if not any(variable in node.values for node in nodes):
+                continue  # the role's default on every node: one value (and no default evaluated 1,000 times)
             reference = value_of(first.values, variable)
             for node in nodes[1:]:
                 value = value_of(node.values, variable)
-                if node.in_play and str(value) != str(reference):  # 32 and "32" (-e, INI) are one value
+                if node.in_play and _differs(value, reference):
                     found.append(Problem(node.name, variable, f"{node.name}: {variable}={show(value)} differs from "
                                                               f"{first.name}'s {show(reference)}; allowed: one value "
                                                               f"for every node of group {group} ({why})"))  # fmt: skip
@@ -1841,40 +1866,52 @@ def names_in(text: str) -> list[str]:
     return _NAME.findall(" ".join(_NAME_STRETCH.findall(text)))
 
 
-#: Prefixes of the settings role nccl_env writes (NCCL's own, and LightCC's for seed 004's taco).
-NCCL_SETTING_PREFIXES = ("NCCL_", "LIGHT_")
+#: The prefix of LightCC's settings (seed 004's taco), which role nccl_env writes beside NCCL's.
+LIGHTCC_PREFIX = "LIGHT_"
 
 
 def nccl_setting_problem(host: str, variable: str, value: object, known: frozenset[str]) -> Problem | None:
     """An NCCL setting written as an inventory variable (seeds 001 and 002 give them as `export NCCL_IB_HCA=...`):
     nothing reads a variable of that name, so the profile's value stays in /etc/nccl.conf without a word (review
-    round 23b: NCCL_IB_HCA=mlx5 at the top of group_vars left seed 001's storage HCAs in use). Caught in capitals
-    with NCCL's or LightCC's prefix, and in any case where the name is one NCCL reads (nccl_ib_hca)."""
+    round 23b: NCCL_IB_HCA=mlx5 at the top of group_vars left seed 001's storage HCAs in use). Caught where the
+    name, in any case, is one NCCL reads (nccl_ib_hca), or has LightCC's prefix. Another NCCL_ name is no setting
+    to move there (seed 003's NCCL_HOME is a build path: review round 24), and is the misspelling check's."""
     upper = variable.upper()
-    if not (variable.startswith(NCCL_SETTING_PREFIXES) or upper in known):
+    if not (upper in known or upper.startswith(LIGHTCC_PREFIX)):
         return None
-    message = (f"{host}: {variable} is an NCCL setting, not a variable rdmaforge reads, so its value would be "
+    whose = "a LightCC" if upper.startswith(LIGHTCC_PREFIX) else "an NCCL"
+    message = (f"{host}: {variable} is {whose} setting, not a variable rdmaforge reads, so its value would be "
                f"ignored; allowed: nccl_env_overrides: {{{upper}: {show(value)}}} (role nccl_env writes it to "
                "/etc/nccl.conf on every node it applies to)")  # fmt: skip
     return Problem(host, variable, message)
 
 
+@functools.lru_cache(maxsize=1)
+def _role_names() -> tuple[str, ...]:
+    """The roles' names, longest first (nccl_build is tried before a shorter name it starts with)."""
+    return tuple(sorted((p.name for p in paths.ROLES_DIR.iterdir() if (p / "tasks").is_dir()), key=len, reverse=True))
+
+
+def _role_prefix(name: str) -> str:
+    """The role whose name ``name`` starts with, else its first word."""
+    return next((role for role in _role_names() if name.startswith(f"{role}_")), name.split("_", 1)[0])
+
+
 def one_word_apart(variable: str, settable: Iterable[str]) -> list[str]:
-    """The variable of ours that ``variable`` is with one word added or left out, in the same order (NCCL's archs
-    variable with "build" added after "nccl", a size with "gb" added): below difflib's cutoff, and ignored without a
-    word (review round 23b). (No such name is written here: the names this code mentions count as read.) A name of
-    a single word, more than one word apart, or with another first word (a role's prefix) is left alone: it may be
-    the user's own."""
-    words = variable.split("_")
-    if len(words) < 2:
-        return []
+    """The variable of ours that ``variable`` is with one word added or left out after the same prefix (NCCL's
+    archs variable with "build" added after "nccl", a size with "gb" added): below difflib's cutoff, and ignored
+    without a word (review round 23b). The prefix is the role's whole name (ssh_trust, not ssh: a user's own
+    ssh_user is no misspelling of role ssh_trust's user variable; review round 24), or the first word of a
+    variable no role's name begins. (No such name is written here: the names this code mentions count as read.)"""
     for name in sorted(settable):
-        theirs = name.split("_")
-        # The first word is the role's prefix: a name without it may be the user's own (their build jobs).
-        if len(theirs) < 2 or abs(len(theirs) - len(words)) != 1 or theirs[0] != words[0]:
+        prefix = _role_prefix(name)
+        if not variable.startswith(f"{prefix}_"):
+            continue
+        words, theirs = variable[len(prefix) + 1 :].split("_"), name[len(prefix) + 1 :].split("_")
+        if abs(len(theirs) - len(words)) != 1 or not all(words) or not all(theirs):
             continue
         longer, shorter = (words, theirs) if len(words) > len(theirs) else (theirs, words)
-        if any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer))):
+        if any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer))):
             return [name]
     return []
 

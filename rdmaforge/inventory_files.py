@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from rdmaforge.hostnames import not_a_string
-from rdmaforge.inventory_checks import ini_inventory_hosts, long_name_problems, yaml_inventory_hosts
+from rdmaforge.inventory_checks import LOCALHOST_NAMES, ini_inventory_hosts, long_name_problems, yaml_inventory_hosts
 
 
 class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
@@ -122,11 +122,14 @@ def unmatched_vars_files(directories: list[Path], groups: list[str], hosts: list
     """Each group_vars/host_vars entry of the inventory directories that names no group or host of the inventory:
     Ansible reads a vars file only for the host or group its name is, so the values of host_vars/172.20.20.145.yml
     (an address, not the host's name), host_vars/node9.yml (a node renamed or removed) or group_vars/gpu.yml (no
-    such group) are dropped without a word, and the nodes keep the defaults (review round 23b). Hidden files and
-    editors' backups (~) are Ansible's to skip."""
+    such group) are dropped without a word, and the nodes keep the defaults (review round 23b). Warnings, not
+    errors: Ansible's own layout of a production and a staging inventory beside one shared group_vars/ and
+    host_vars/ holds the other inventory's files (review round 24). The controller's implicit localhost has a
+    host_vars file of its own. Hidden files and editors' backups (~) are Ansible's to skip."""
     found = []
     for directory in dict.fromkeys(directories):
-        for sub, names, kind in (("group_vars", set(groups) | {"all"}, "group"), ("host_vars", set(hosts), "host")):
+        for sub, names, kind, also in (("group_vars", set(groups) | {"all"}, "group", set()),
+                                       ("host_vars", set(hosts), "host", set(LOCALHOST_NAMES))):  # fmt: skip
             folder = directory / sub
             if not folder.is_dir():
                 continue
@@ -134,10 +137,11 @@ def unmatched_vars_files(directories: list[Path], groups: list[str], hosts: list
                 if entry.name.startswith(".") or entry.name.endswith("~"):
                     continue
                 stem, suffix = (entry.name, "") if entry.is_dir() else (entry.stem, entry.suffix)
-                if suffix not in VARS_SUFFIXES or stem in names:
+                if suffix not in VARS_SUFFIXES or stem in names or stem in also:
                     continue
                 close = difflib.get_close_matches(stem, sorted(names), n=1, cutoff=0.6)
                 hint = f" (did you mean {close[0]}?)" if close else ""
-                found.append(f"{entry}: names no {kind} of the inventory{hint}, so Ansible reads none of its "
-                             f"variables; allowed: the name of a {kind} ({sub}/<{kind} name>.yml)")  # fmt: skip
+                found.append(f"{entry} names no {kind} of this inventory{hint}: Ansible reads none of its variables "
+                             f"(a {kind}'s file is {sub}/<{kind} name>.yml; fine where another inventory sharing the "
+                             "directory has it)")  # fmt: skip
     return found

@@ -199,11 +199,6 @@ def _socket_interface_the_node_lacks(draft: InventoryDraft, n: Names) -> None:
     draft.set(n.b, "nccl_env_overrides", {"NCCL_SOCKET_IFNAME": "=rdmaforge-none0"})
 
 
-def _vars_file_of_an_address(draft: InventoryDraft, n: Names) -> None:
-    # host_vars named by the node's address instead of its name: Ansible reads it for no host
-    draft.var_files[f"host_vars/{n.addr_a}.yml"] = {"rdmaforge_fabric": "roce"}
-
-
 def _hosts_outside_cluster(draft: InventoryDraft, n: Names) -> None:
     # one host left ungrouped, one only in other groups (a builder outside the cluster is not used either)
     draft.doc["all"]["hosts"] = {"stray-node": {"ansible_host": "192.0.2.77"}}
@@ -856,13 +851,6 @@ CASES: list[Case] = [
         _eni_the_node_lacks,
         lambda n: {n.b: [f"{n.b}: eni_interfaces lists rdmaforge-none0, which the node does not have"]},
         needs_facts=True,
-    ),
-    Case(
-        "vars-file-naming-no-host",
-        _vars_file_of_an_address,
-        lambda n: {n.a: [f"host_vars/{n.addr_a}.yml: names no host of the inventory",
-                         "so Ansible reads none of its variables; allowed: the name of a host (host_vars/<host "
-                         "name>.yml)"]},  # fmt: skip
     ),
     Case(
         "socket-interface-the-node-lacks",

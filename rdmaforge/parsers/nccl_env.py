@@ -6,6 +6,7 @@ verbatim up to the end of the line (no quoting), and variables already in the en
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -312,16 +313,33 @@ def first_socket_interface(value: str | None, interfaces: Sequence[str], family:
     return None
 
 
-def node_problems(env: Mapping[str, object], interfaces: Sequence[str], rdma_devices: Sequence[str]) -> list[str]:
+def _may_name(name: str, exact: bool, pattern: str) -> bool:
+    """Whether NCCL_SOCKET_IFNAME's ``name`` (a prefix unless ``exact``) may match an interface of the shell
+    ``pattern``: the name itself matches it, or (a prefix) the pattern's fixed start and the name run into each
+    other (br matches br-ex)."""
+    if fnmatch.fnmatchcase(name, pattern):
+        return True
+    fixed = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    return not exact and bool(fixed) and (fixed.startswith(name) or name.startswith(fixed))
+
+
+def node_problems(env: Mapping[str, object], interfaces: Sequence[str], rdma_devices: Sequence[str],
+                  unlisted: Sequence[str] = ()) -> list[str]:  # fmt: skip
     """Settings that name what the node does not have, from its own NIC and RDMA device names (preflight's facts;
     an empty list is one not read, and judged on nothing): an NCCL_SOCKET_IFNAME none of ``interfaces`` matches
     (the profiles' eth0 on a node whose NICs are ens*: NCCL's bootstrap finds no socket interface at the first
     job), and an NCCL_IB_HCA that keeps none of ``rdma_devices`` (NCCL then has no IB device, and falls back to
-    sockets or fails). Review round 23b: both passed preflight and the converge."""
+    sockets or fails). Review round 23b: both passed preflight and the converge. ``unlisted``: shell patterns of
+    the interfaces the NIC list leaves out (preflight_nic_exclude: bridges, tunnels, container links), which NCCL
+    scans all the same: a value that may name one of them is not judged on the list (a management bridge br-ex,
+    review round 24). An NCCL_IB_HCA entry with a port excludes that port only: the device's other ports stay."""
     found = []
     value = env.get("NCCL_SOCKET_IFNAME")
     family = env.get("NCCL_SOCKET_FAMILY")
-    if interfaces and isinstance(value, str) and socket_ifname(value) is not None:
+    reading = socket_ifname(value) if isinstance(value, str) else None
+    hidden = reading is not None and any(_may_name(name, reading.exact, pattern)
+                                         for name in reading.names for pattern in unlisted)  # fmt: skip
+    if interfaces and isinstance(value, str) and reading is not None and not hidden:
         if first_socket_interface(value, interfaces, str(family) if family is not None else None) is None:
             found.append(f"NCCL_SOCKET_IFNAME={value!r} matches none of the node's interfaces "
                          f"({', '.join(interfaces)}), so NCCL's bootstrap would find no socket interface; allowed: a "
@@ -333,7 +351,9 @@ def node_problems(env: Mapping[str, object], interfaces: Sequence[str], rdma_dev
         except ValueError:
             return found  # its grammar is problems()' to name
         def listed(device: str) -> bool:
-            return any(device == name if exact else device.startswith(name) for name, _ in entries)
+            # An excluding entry with a port takes that port only: the device stays (its other ports).
+            return any((device == name if exact else device.startswith(name)) and not (exclude and port is not None)
+                       for name, port in entries)  # fmt: skip
 
         if entries and not [device for device in rdma_devices if listed(device) != exclude]:
             found.append(f"NCCL_IB_HCA={hca!r} keeps none of the node's RDMA devices ({', '.join(rdma_devices)}), "

@@ -486,7 +486,8 @@ def test_filter_keeps_the_inventory_order_and_reads_the_group_name() -> None:
                 "allowed: one fabric profile for every node of group gpus"
             ]
             for host in ("n2", "n3")
-        }
+        },
+        "warnings": [],
     }
 
 
@@ -1177,7 +1178,8 @@ def test_preflights_filter_refuses_a_gpu_count_above_1024() -> None:
                        "workload_manifests_gpus_per_node": 2048}}  # fmt: skip
     report = _inventory_filter().inventory_report(hostvars, ["n1"], ["n1"])
     assert report == {"problems": {"n1": ["n1: workload_manifests_gpus_per_node=2048 is more GPUs than a node has; "
-                                          "allowed: a whole number from 1 to 1024, or null"]}}  # fmt: skip
+                                          "allowed: a whole number from 1 to 1024, or null"]},
+                      "warnings": []}  # fmt: skip
 
 
 @pytest.mark.parametrize(("variable", "least"), [("workload_manifests_gpus_per_node", 1), ("doctor_expected_gpus", 0)])
@@ -1701,7 +1703,8 @@ def test_a_build_setting_that_differs_between_nodes_is_refused(variable: str, va
     with another version or archs failed at its install after eight plays had changed it, or got another NCCL; a
     plugin or NCCL_ALGO on some ranks only hangs collectives (review round 23b). Only benchmark_e2e_* were checked."""
     role = "nccl_build" if variable == "nccl_cuda_archs" else variable.split("_")[0] + "_" + variable.split("_")[1]
-    default = role_defaults.defaults(role)[variable]
+    # node1's value: the role's default as the role computes it for an erdma node (the plugin's follows the fabric)
+    default = role_defaults.evaluated_default(variable, {"rdmaforge_fabric": "erdma"}, role)
     nodes = [NodeInput("node1", "198.18.0.1", "erdma", values={"rdmaforge_fabric": "erdma"}),
              NodeInput("node2", "198.18.0.2", "erdma", values={"rdmaforge_fabric": "erdma", variable: value})]
     report = checks.inventory_report(nodes)
@@ -1735,12 +1738,16 @@ def test_an_nccl_setting_written_as_a_variable_is_refused_naming_nccl_env_overri
     read by nothing, and the profile's value stayed in /etc/nccl.conf without a word (review round 23b)."""
     names = checks.variable_names(paths.ROLES_DIR)
     node = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", variable: "mlx5"})
+    whose = "a LightCC" if variable.startswith("LIGHT_") else "an NCCL"
     assert checks.inventory_report([node], names=names)["node1"] == [
-        f"node1: {variable} is an NCCL setting, not a variable rdmaforge reads, so its value would be ignored; "
+        f"node1: {variable} is {whose} setting, not a variable rdmaforge reads, so its value would be ignored; "
         f"allowed: nccl_env_overrides: {{{variable.upper()}: 'mlx5'}} (role nccl_env writes it to /etc/nccl.conf on "
         "every node it applies to)"]  # fmt: skip
-    mine = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", "nccl_my_own_setting": 1})
-    assert checks.inventory_report([mine], names=names) == {}  # a name of the user's own is left alone
+    # A name of the user's own is left alone, and so is an NCCL_ name NCCL does not read (seed 003's NCCL_HOME is a
+    # build path, no setting to move into nccl.conf: review round 24).
+    for own in ("nccl_my_own_setting", "NCCL_HOME"):
+        mine = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", own: "/root/nccl/build/"})
+        assert checks.inventory_report([mine], names=names) == {}, own
 
 
 def test_a_profile_table_without_the_nodes_profile_is_refused() -> None:
@@ -1907,6 +1914,26 @@ def test_a_role_variable_one_word_apart_is_named(variable: str, ours: str) -> No
     (line,) = checks.inventory_report([node], names=names)["node1"]
     assert line.startswith(f"node1: {variable} is not a variable rdmaforge reads, so its value would be ignored (did "
                            f"you mean {ours!r}?)"), line  # fmt: skip
-    for mine in ("build_jobs", "my_cluster_name", "rdma_fabric"):  # another first word, or more than one word apart
+    # Not the role's whole prefix (ssh_user is no misspelling of role ssh_trust's ssh_trust_user: review round 24),
+    # or more than one word apart.
+    for mine in ("build_jobs", "my_cluster_name", "rdma_fabric", "ssh_user", "cluster_group", "build_name",
+                 "workload_image", "nccl_source", "nccl_prefix", "os_names", "rdma_profile"):  # fmt: skip
         other = NodeInput("node1", None, "erdma", values={"rdmaforge_fabric": "erdma", mine: 1})
         assert checks.inventory_report([other], names=names) == {}, mine
+
+
+def test_build_wide_values_that_mean_the_same_are_one_value() -> None:
+    """true and "true" (group_vars and an INI host line) are one value; a template is the role's to evaluate
+    (review round 24: both were refused as differing)."""
+    base = {"rdmaforge_fabric": "erdma"}
+    pairs = [({"nccl_tests_enabled": True}, {"nccl_tests_enabled": "true"}),
+             ({}, {"nccl_plugin_provider": "{{ 'aiacc' }}"}),
+             ({"nccl_build_version": 2.29}, {"nccl_build_version": "2.29"})]  # fmt: skip
+    for first, second in pairs:
+        nodes = [NodeInput("node1", "198.18.0.1", "erdma", values={**base, **first}),
+                 NodeInput("node2", "198.18.0.2", "erdma", values={**base, **second})]  # fmt: skip
+        assert not [line for lines in checks.inventory_report(nodes).values() for line in lines
+                    if "differs from node1's" in line], (first, second)  # fmt: skip
+    differ = [NodeInput("node1", "198.18.0.1", "erdma", values={**base, "nccl_tests_mpi": True}),
+              NodeInput("node2", "198.18.0.2", "erdma", values={**base, "nccl_tests_mpi": "no"})]  # fmt: skip
+    assert "node2: nccl_tests_mpi='no' differs from node1's true" in checks.inventory_report(differ)["node2"][0]

@@ -10,6 +10,7 @@ import pytest
 
 from rdmaforge.parsers import nccl_env
 from rdmaforge.parsers.gpg import fingerprints
+from rdmaforge.role_defaults import defaults
 
 
 @pytest.mark.parametrize(
@@ -405,3 +406,15 @@ def test_a_word_nccl_does_not_compare_with_is_refused(key: str, value: object, a
     assert nccl_env.problems({key: value}) == [
         f"{key}={value!r} is no value NCCL reads, and NCCL ignores it; allowed: {allowed}"]  # fmt: skip
     assert nccl_env.problems({"NCCL_DEBUG": "info", "NCCL_SOCKET_FAMILY": "AF_INET6"}) == []
+
+
+def test_interfaces_the_nic_list_leaves_out_and_one_excluded_port_are_not_judged_on_it() -> None:
+    """Review round 24: the NIC list leaves out preflight_nic_exclude's bridges and tunnels, which NCCL scans all
+    the same (a management bridge br-ex was refused); '^=mlx5_0:1' excludes one port of a dual-port HCA, not the
+    device. The patterns are role preflight's defaults."""
+    unlisted = defaults("preflight")["preflight_nic_exclude"]
+    for value in ("br-ex", "br", "=br-ex", "virbr0"):
+        assert nccl_env.node_problems({"NCCL_SOCKET_IFNAME": value}, ["eno1"], [], unlisted) == [], value
+    assert nccl_env.node_problems({"NCCL_SOCKET_IFNAME": "eth0"}, ["eno1"], [], unlisted)  # still judged
+    assert nccl_env.node_problems({"NCCL_IB_HCA": "^=mlx5_0:1"}, ["eth0"], ["mlx5_0"]) == []
+    assert nccl_env.node_problems({"NCCL_IB_HCA": "^=mlx5_0"}, ["eth0"], ["mlx5_0"])

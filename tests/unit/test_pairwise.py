@@ -656,7 +656,7 @@ def test_past_32_nodes_the_shown_table_leaves_the_matrix_to_table_txt(tmp_path, 
     assert not [line for line in shown.splitlines() if line[1:].startswith("node")]
     full = (out / "table.txt").read_text()
     assert len([line for line in full.splitlines() if line[1:].startswith("node")]) == 33  # a mark, then the row
-    # At 32 nodes the matrix is shown.
+    # A rail of as many nodes as the limit (here 33 with a limit of 33) shows its matrix.
     small = output.table(json.loads((out / "results.json").read_text()), 33)
     assert "not shown here" not in small and small == full
 

@@ -141,6 +141,19 @@ def test_preflight_passes_in_check_mode(tmp_path: Path) -> None:
     assert "Summarise the node" in proc.stdout  # the read-only probes ran in check mode too
 
 
+def test_a_vars_file_that_names_no_host_is_a_warning(tmp_path: Path) -> None:
+    """host_vars named by a node's address (Ansible reads it for no host): preflight passes, naming the file. A
+    warning, not an error: inventories may share one directory of vars files (review round 24)."""
+    draft = good_draft(tmp_path)
+    address = names_of(draft).addr_a
+    draft.var_files[f"host_vars/{address}.yml"] = {"rdmaforge_fabric": "roce"}
+    inventory = draft.write(tmp_path / "inventory")
+    proc = run_playbook("preflight.yml", inventory=inventory, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    said = " ".join(proc.stdout.split())
+    assert f"host_vars/{address}.yml names no host of this inventory" in said, proc.stdout[-4000:]
+
+
 def test_cluster_hosts_writes_the_block_once_and_keeps_other_lines(good_runs: GoodRuns) -> None:
     first = good_runs.first
     assert first.returncode == 0, first.stdout[-4000:]
