@@ -762,6 +762,25 @@ POSITIVE_NUMBERS: dict[str, str] = {
 }
 
 
+#: Where grub-mkconfig reads drop-ins of /etc/default/grub (Debian's and Ubuntu's GRUB: ${sysconfdir}/default/grub.d).
+GRUB_DROPIN_DIR = "/etc/default/grub.d"
+
+
+def grub_dropin_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
+    """hugepages_grub_dropin was checked only by the kernel_cmdline module in the hugepages play, after cluster_hosts
+    had changed the node; a relative name passed even that (the module's directory check read '.') and wrote a
+    file GRUB never reads, and /etc/grub.d/ (the scripts' directory) is a common mix-up (review round 23b)."""
+    value = values.get("hugepages_grub_dropin")
+    if not isinstance(value, str) or not value or _templated(value):
+        return []
+    directory, _, name = value.rpartition("/")
+    if directory == GRUB_DROPIN_DIR and name.endswith(".cfg") and len(name) > len(".cfg"):
+        return []
+    return [Problem(host, "hugepages_grub_dropin", f"{host}: hugepages_grub_dropin={show(value)} is not a file "
+                                                    f"grub-mkconfig reads; allowed: {GRUB_DROPIN_DIR}/<name>.cfg, or "
+                                                    "empty to edit /etc/default/grub")]  # fmt: skip
+
+
 #: nccl-tests' message sizes (-b, -e): read as nccl-tests reads them (rdmaforge.nccl_tests.sizes).
 BENCHMARK_SIZES = ("benchmark_min_bytes", "benchmark_max_bytes")
 
@@ -2275,6 +2294,7 @@ def inventory_report(
         found += number_table_problems(node.name, node.values)
         found += positive_number_problems(node.name, node.values)
         found += benchmark_size_problems(node.name, node.values)
+        found += grub_dropin_problems(node.name, node.values)
         found += gpu_count_problems(node.name, node.values)
         found += hugepages_problems(node.name, node.values)
         found += eni_address_problems(node.name, node.values)

@@ -1937,3 +1937,15 @@ def test_build_wide_values_that_mean_the_same_are_one_value() -> None:
     differ = [NodeInput("node1", "198.18.0.1", "erdma", values={**base, "nccl_tests_mpi": True}),
               NodeInput("node2", "198.18.0.2", "erdma", values={**base, "nccl_tests_mpi": "no"})]  # fmt: skip
     assert "node2: nccl_tests_mpi='no' differs from node1's true" in checks.inventory_report(differ)["node2"][0]
+
+
+@pytest.mark.parametrize("dropin", ["60-hugepages.cfg", "/etc/default/grub.d/60-hugepages",
+                                    "/etc/grub.d/60-hugepages.cfg", "/etc/default/grub.d/sub/60.cfg"])  # fmt: skip
+def test_a_grub_dropin_grub_mkconfig_does_not_read_is_refused(dropin: str) -> None:
+    """grub-mkconfig reads /etc/default/grub.d/*.cfg (Debian's and Ubuntu's GRUB); a relative name passed even the
+    module's own check and wrote a file GRUB never reads (review round 23b)."""
+    assert report_of(hugepages_grub_dropin=dropin) == [
+        f"node1: hugepages_grub_dropin={checks.show(dropin)} is not a file grub-mkconfig reads; allowed: "
+        "/etc/default/grub.d/<name>.cfg, or empty to edit /etc/default/grub"]  # fmt: skip
+    assert report_of(hugepages_grub_dropin="/etc/default/grub.d/60-rdmaforge-hugepages.cfg") == []
+    assert report_of(hugepages_grub_dropin="") == []
