@@ -398,8 +398,9 @@ CASES: list[Case] = [
         # Neither this machine nor a lab node is an Alibaba Cloud ECS instance (their DMI product name says so or is
         # not readable); the lab's inventory allows the plugin there, which node b takes back.
         "aiacc-outside-alibaba-cloud",
+        # (the provider on every node: it is one value for the cluster, BUILD_WIDE)
         lambda d, n: (
-            d.set(n.b, "nccl_plugin_provider", "aiacc"),
+            *[d.set(host, "nccl_plugin_provider", "aiacc") for host in d.names()],
             d.set(n.b, "nccl_plugin_aiacc_outside_alibaba_cloud", False),
         ),
         lambda n: {

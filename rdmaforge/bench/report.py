@@ -914,10 +914,10 @@ def training_transport(
     """NCCL's transport in the N-node training on an RDMA fabric, from each node's log (NCCL_DEBUG=INFO): the same
     verdict nccl-tests' logs get. Only nccl-tests' logs were read for it, and the net plugin check (the one that
     read the training's ``Using network`` lines) runs only where a plugin is enabled, so a training that fell back
-    to sockets on infiniband, roce or acs_type1 passed with throughput alone (review round 23a). None where nothing
-    applies: a socket fabric, or a training on gloo (no GPU: no NCCL). With fewer than two ``nodes`` (the run's) the
-    training's traffic never left its node, and a log can fail but never pass (within_one_node, as for nccl-tests:
-    'Using network IB' is printed on one node too; review round 24)."""
+    to sockets on an RDMA profile without a default plugin passed with throughput alone (review round 23a). None
+    where nothing applies: a socket fabric, or a training on gloo (no GPU: no NCCL). With fewer than two ``nodes``
+    (the run's) the training's traffic never left its node, and a log can fail but never pass (within_one_node, as
+    for nccl-tests: 'Using network IB' is printed on one node too; review round 24)."""
     if not fabrics.is_rdma(fabric) or backend != "nccl":
         return None
     expected = f"RDMA as fabric profile '{fabric}'"
