@@ -247,7 +247,7 @@ def eni_names(node: Mapping[str, Any]) -> list[str]:
 
 def planned_mtu(node: Mapping[str, Any]) -> int:
     """The MTU the eni role plans: its rdmaforge_eni_mtu filter (tuning.eni_mtu) of the fabric, eni_jumbo_frames
-    and eni_mtu, as roles/eni/tasks/main.yml applies it (eni_mtu's default is null: the filter's rule)."""
+    and eni_mtu, as roles/eni/vars/main.yml plans it (eni_mtu's default is null: the filter's rule)."""
     jumbo_frames = ansible_bool(variable(node, "eni_jumbo_frames"))
     return tuning.eni_mtu(fabric_of(node), jumbo_frames, variable(node, "eni_mtu"))
 

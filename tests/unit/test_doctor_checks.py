@@ -460,7 +460,7 @@ def test_the_planned_mtu_is_the_eni_roles_filter(monkeypatch: pytest.MonkeyPatch
     """The eni role plans the MTU with the rdmaforge_eni_mtu filter (tuning.eni_mtu); doctor restated its rule
     (8500 for eRDMA with jumbo frames, else 1400). Alibaba's guidance (8500 with jumbo frames on eRDMA, else 1400),
     the inventory's eni_mtu winning; and with the filter's rule changed, doctor follows it."""
-    assert ENI_MTU_EXPRESSION in (PROJECT_ROOT / "roles" / "eni" / "tasks" / "main.yml").read_text()
+    assert ENI_MTU_EXPRESSION in (PROJECT_ROOT / "roles" / "eni" / "vars" / "main.yml").read_text()
     assert collection_filters()["rdmaforge_eni_mtu"] is tuning.eni_mtu
     assert doctor_checks.planned_mtu(lab(1)["node1"]) == 1400
     assert doctor_checks.planned_mtu(lab(1, eni_jumbo_frames=True)["node1"]) == 8500
