@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaforge.nccl_tests.json_format import looks_like_json, parse_json_documents, parse_json_output
+from rdmaforge.nccl_tests.json_format import (
+    foreign_json_first,
+    looks_like_json,
+    parse_json_documents,
+    parse_json_output,
+)
 from rdmaforge.nccl_tests.model import TIMEOUT_EXIT, Half, Row, Run, RunStatus, launch_problem
 from rdmaforge.nccl_tests.parser import TextParser, parse_text
 from rdmaforge.nccl_tests.source import InputError, open_text
@@ -99,20 +104,24 @@ class RunStream:
             if block.strip():
                 break
         if looks_like_json(first):
-            text = self._whole(first, blocks)
-            several = parse_json_documents(text)
+            whole = self._whole(first, blocks)
+            if isinstance(whole, list):  # a text log whose first line is some other JSON: read as text, streamed
+                whole, blocks = "", _chain("".join(whole), blocks)
+            text = whole
+            several = parse_json_documents(text) if text else None
             if several is not None:
                 runs, rest = several
                 yield from self._tagged(runs)
                 if not rest.strip():
                     return
                 text = rest  # a text log after the documents: read as one
-            else:
+            elif text:
                 runs = parse_json_output(text)
                 if runs:  # the JSON holds no NCCL INFO lines
                     yield from self._tagged(runs)
                     return
-            blocks = iter((text,))
+            if text:
+                blocks = iter((text,))
         elif first:
             blocks = _chain(first, blocks)
         parser = TextParser()
@@ -122,16 +131,21 @@ class RunStream:
         yield from self._tagged(parser.close())
         self.transport = parser.transport
 
-    def _whole(self, first: str, blocks: Iterator[str]) -> str:
+    def _whole(self, first: str, blocks: Iterator[str]) -> str | list[str]:
+        """The input whole, for a -J document; the parts read so far (a list) where, past MAX_JSON, it is a text log
+        whose first line is another JSON object (a launcher's log line): that one is streamed as text (review round
+        25b: such a log over 32 MiB was refused as an oversized -J document)."""
         parts, size = [first], len(first)
         for block in blocks:
             size += len(block)
+            parts.append(block)
             if size > MAX_JSON:
+                if foreign_json_first("".join(parts)):
+                    return parts
                 raise InputError(
                     f"{self.source or 'input'}: a -J JSON document larger than {MAX_JSON >> 20} MiB; nccl-tests writes "
                     f"one run per -J file (tens of MB at most): split it or pass the text log instead"
                 )
-            parts.append(block)
         return "".join(parts)
 
     def _tagged(self, runs: list[Run]) -> Iterator[Run]:

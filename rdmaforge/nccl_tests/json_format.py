@@ -45,6 +45,17 @@ def looks_like_json(text: str) -> bool:
 _SIGNATURE_KEYS = ("results", "config", "nccl_version", "args")
 
 
+def foreign_json_first(text: str) -> bool:
+    """Whether ``text`` starts with a whole JSON object that is no ``-J`` document (a launcher's JSON log line):
+    what follows it is a text log."""
+    pos = _after_space(text, 0)
+    try:
+        document, _ = json.JSONDecoder().raw_decode(text, pos)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(document, dict) and not any(key in document for key in _SIGNATURE_KEYS)
+
+
 def parse_json_output(text: str) -> list[Run]:
     """The run described by a ``-J`` JSON document: one run, or none when ``text`` is not such a document."""
     document, repaired, skipped = _load(text)
@@ -210,6 +221,13 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
     return run
 
 
+#: The largest rank, thread or GPU count read (a number past it is none): the ranks are printed, and a number of
+#: thousands of digits cannot be (review round 25b).
+_MAX_RANK = 2**31 - 1
+#: Sizes are 64-bit in nccl-tests: a larger one in the config is no size (the rows' own are invalid rows).
+_MAX_SIZE = 2**64
+
+
 def _sweep(config: Any) -> tuple[int, int, int, bool] | None:
     """minBytes, maxBytes, step and whether the step is a factor, from ``config`` (what the text log's nThread line
     says); None when one is missing or no integer. nccl-tests writes ``step_factor`` when it is above 1, else
@@ -229,9 +247,9 @@ def _sweep(config: Any) -> tuple[int, int, int, bool] | None:
 
 def _size_value(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
-        return value if value >= 0 else None
+        return value if 0 <= value < _MAX_SIZE else None
     number = _number(value)
-    return int(number) if number is not None and number.is_integer() and number >= 0 else None
+    return int(number) if number is not None and number.is_integer() and 0 <= number < _MAX_SIZE else None
 
 
 def _unreadable_size(item: Any) -> int | None:
@@ -261,14 +279,14 @@ def _ranks(doc: dict[str, Any]) -> int | None:
     config: dict[str, Any] = config_value if isinstance(config_value, dict) else {}
     devices = doc.get("devices", config.get("devices"))
     ranks = [d.get("rank") for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
-    max_rank = max((r for r in ranks if isinstance(r, int) and not isinstance(r, bool)), default=-1)
+    max_rank = max((r for r in ranks if isinstance(r, int) and not isinstance(r, bool) and r <= _MAX_RANK), default=-1)
     # nccl-tests parses only the first device line of each process into ``devices``.
     per_process = _as_int(config.get("nthreads")) * _as_int(config.get("ngpus"))
     return ranks_from_devices(max_rank, per_process)
 
 
 def _as_int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_RANK else 0
 
 
 def _row(item: Any, require_both_halves: bool) -> Row | None:
@@ -374,6 +392,9 @@ def _read_footer(run: Run, doc: dict[str, Any]) -> None:
         run.out_of_bounds = int(count) if count is not None else None
         if run.out_of_bounds is None and _okay(oob.get("okay")) is False:
             run.out_of_bounds = 1
+        elif run.out_of_bounds == 0 and _okay(oob.get("okay")) is False:
+            # A count of 0 with nccl-tests' own okay: false: its verdict wins, as the text's FAILED does (review 25b).
+            run.errors.append("out_of_bounds: count 0 with okay false")
     avg = doc.get("average_bus_bandwidth", doc.get("average_bus_bandwidith"))
     if isinstance(avg, dict):
         value = avg.get("bandwidth", avg.get("bandwidith"))

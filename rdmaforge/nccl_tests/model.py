@@ -87,6 +87,9 @@ class Run:
     #: The footer's average as printed when it is no number (``nan``): the line came, its value did not.
     avg_unreadable: str | None = None
     out_of_bounds: int | None = None
+    #: The table's rows carry no #wrong column (v1 to v2.11 print a relative ``error``, whose bound nccl-tests applies
+    #: only in its ``Out of bounds values`` line): without that line, the values are not judged. Not part of to_dict.
+    rows_judged_by_oob: bool = False
     #: Failure lines as printed (``Test NCCL failure``, ``Test CUDA failure``, v1 ``NCCL failure``...).
     errors: list[str] = field(default_factory=list)
     #: NCCL WARN messages and ``# error:`` lines: worth showing, but not a failure by themselves.
@@ -137,9 +140,9 @@ class Run:
             sizes = ", ".join(map(str, self.rows.invalid_sizes)) + (", ..." if invalid > len(self.rows.invalid_sizes)
                                                                      else "")  # fmt: skip
             return (f"{invalid} invalid row(s), not a measurement: a negative size, count, time, bandwidth or "
-                    f"#wrong, a time or bandwidth that is not a number (nan, inf, N/A, a word), a zero time for a "
-                    f"message of some bytes, or numbers that disagree (an NCCL line cut the row inside a number) "
-                    f"(size {sizes})")  # fmt: skip
+                    f"#wrong, a size or count past 64 bits, a time or bandwidth that is not a number (nan, inf, N/A, "
+                    f"a word), a zero time for a message of some bytes, or numbers that disagree (an NCCL line cut the "
+                    f"row inside a number) (size {sizes})")  # fmt: skip
         if self.bw_check_failed:
             return "average bus bandwidth below the NCCL_TESTS_MIN_BW threshold"
         return None
@@ -158,6 +161,9 @@ class Run:
                     f"{len(self.rows)} row(s)")  # fmt: skip
         if self.avg_busbw is None:
             return f"no 'Avg bus bandwidth' line after {len(self.rows)} row(s) (hang or truncated log)"
+        if self.rows_judged_by_oob and self.out_of_bounds is None:
+            return ("no readable 'Out of bounds values' line: this nccl-tests version's table has an error column and "
+                    "no #wrong, and it judges the values only in that line, so they were not checked")
         # Every size of the sweep prints a row; an invalid row counts as printed (it fails the run already).
         expected, printed = self.expected_rows, len(self.rows) + self.rows.invalid_rows
         if expected is not None and printed < expected:

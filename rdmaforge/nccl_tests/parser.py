@@ -39,21 +39,23 @@ from rdmaforge.nccl_tests.transport import Transport, add_channels, read_message
 
 _VERSION_LINE = re.compile(
     r"^#\s*nccl-tests version (?P<version>\S+)(?: \([^)]*\))?"
-    r"(?: nccl-headers=(?P<headers>\d+))?(?: nccl-library=(?P<library>\d+))?"
+    r"(?: nccl-headers=(?P<headers>[0-9]{1,9}))?(?: nccl-library=(?P<library>[0-9]{1,9}))?"
 )
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
 # v1 prints the nThread line without the leading '#'.
-_NTHREAD = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
+_NTHREAD = re.compile(r"^#?\s*nThread\s+([0-9]{1,9})\s+nGpus\s+([0-9]{1,9})\b")
 #: The size sweep the nThread line announces: ``minBytes 8 maxBytes 134217728 step: 2(factor)`` (or ``(bytes)``).
-_SWEEP = re.compile(r"\bminBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\d+)\((factor|bytes)\)")
+_SWEEP = re.compile(r"\bminBytes\s+([0-9]{1,20})\s+maxBytes\s+([0-9]{1,20})\s+step:\s*([0-9]{1,20})\((factor|bytes)\)")
 #: 2.10+: ``# Reducing maxBytes to N due to memory limitation``, after the nThread line: the sweep ends there.
-_REDUCING = re.compile(r"^#?\s*Reducing maxBytes to (\d+)")
+_REDUCING = re.compile(r"^#?\s*Reducing maxBytes to ([0-9]{1,20})\b")
 #: ``#  Rank  N Group  G Pid  P on HOST device ...``: the rank, its pid and the host it ran on.
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+(\d+)\s+)?on\s(?:\s*(\S+))?")
+_RANK = re.compile(r"^#\s*Rank\s+([0-9]{1,9})\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+(\d+)\s+)?on\s(?:\s*(\S+))?")
 _COMPILED_WITH = re.compile(r"^#\s*NCCL Tests compiled with NCCL (\d+\.\d+(?:\.\d+)?)")
 # v1 footer lines have no '#', but a leading space.
-_OOB = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\d+)")
+_OOB = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\S*)(?:\s+(OK|FAILED))?")
+#: A count as nccl-tests prints one: ASCII digits, few enough for int() (a longer one is no count; review 25b).
+_COUNT = re.compile(r"[0-9]{1,18}")
 _AVG_BW = re.compile(r"^\s*#?\s*Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?")
 _LAST_ERROR = re.compile(r"^#\s*error:\s*(.+)")
 # ``host: Test NCCL failure file:line 'msg'``, ``Test CUDA failure``, ``Test timeout (Ns)`` (2.13.4+).
@@ -68,7 +70,10 @@ _TRACE = re.compile(r"^\s*\.\. .*Test failure\b")
 # the only source of the collective's name before 2.16.7.
 _COMMAND_HINT = re.compile(r"(?:^|[\s/=])([a-z][a-z0-9_]*?_perf)(?:_mpi)?(?=\s|$)")
 _ROW_START = re.compile(r"^\s*\d")
-_DIGITS = re.compile(r"^\d+$")
+#: A size or count: ASCII digits, 20 at most (a 64-bit number). A longer one is a size past what a row stores (an
+#: invalid row, like one beyond 64 bits), never handed to int(), which refuses more than 4300 digits (review 25b).
+MAX_DIGITS = 20
+_DIGITS = re.compile(r"^[0-9]+$")
 _TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TIMESTAMP_PARTS = 2  # ``-S`` adds ``%Y-%m-%d %H:%M:%S``: two tokens
 
@@ -200,6 +205,15 @@ def parse_row(line: str, layout: Layout) -> Row | None:
 _MEASURED = ("time", "algbw", "busbw")
 
 
+#: The size given to a row whose size or count has more than MAX_DIGITS digits: past what a row stores, so invalid.
+OVERSIZE = 2**64
+
+
+def _whole(token: str) -> int:
+    """A size or count of ASCII digits (_DIGITS): its value, or OVERSIZE past MAX_DIGITS digits."""
+    return int(token) if len(token) <= MAX_DIGITS else OVERSIZE
+
+
 def unmeasured_row_size(tokens: list[str], layout: Layout) -> int | None:
     """The size of a row printed in full whose time or bandwidth is no number (printf's ``nan``, ``-nan``, ``inf``,
     or ``N/A``), or None for any other line. parse_row declines such a row; dropped, it vanished from a run that
@@ -248,7 +262,7 @@ def _parse_preamble(tokens: list[str], layout: Layout) -> tuple[int, int, str, s
                 return None
         else:
             redop = token
-    return int(tokens[0]), int(tokens[1]), tokens[2], _normalize_redop(redop), _normalize_root(root)
+    return _whole(tokens[0]), _whole(tokens[1]), tokens[2], _normalize_redop(redop), _normalize_root(root)
 
 
 def _normalize_redop(redop: str | None) -> str | None:
@@ -327,7 +341,8 @@ class _FastRow:
         if not self.usable:
             return False
         size_token, count_token, type_name = tokens[0], tokens[1], tokens[2]
-        if not (size_token.isdecimal() and count_token.isdecimal()):
+        if not (len(size_token) <= MAX_DIGITS >= len(count_token) and size_token.isascii() and count_token.isascii()
+                and size_token.isdecimal() and count_token.isdecimal()):
             return False
         type_ok = self.types.get(type_name)
         if type_ok is None:
@@ -410,7 +425,7 @@ class _RunState:
     __slots__ = (
         "run", "layout", "seen_nthread", "seen_starting", "max_rank", "gpus_per_process", "library_version",
         "info_version", "compiled_with", "traces", "fast", "rank_pids", "rank_hosts", "interleaved", "last_size",
-        "footer_done", "repeated_size", "sweep", "after_footer",
+        "footer_done", "oob_seen", "repeated_size", "sweep", "after_footer",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -433,6 +448,8 @@ class _RunState:
         #: Size of the last row and whether the Avg line came: what interleave.route needs.
         self.last_size = -1
         self.footer_done = False
+        #: Whether the ``Out of bounds values`` line came (its count may be unreadable).
+        self.oob_seen = False
         self.repeated_size: int | None = None
         #: minBytes, maxBytes, step and whether the step is a factor, from the nThread line; None without one.
         self.sweep: tuple[int, int, int, bool] | None = None
@@ -449,7 +466,7 @@ class _RunState:
 
     @property
     def has_oob(self) -> bool:
-        return self.run.out_of_bounds is not None
+        return self.oob_seen
 
     def may_interleave(self) -> bool:
         """Started, still before its table, nothing failed: another process's run may start beside it."""
@@ -806,6 +823,7 @@ class TextParser:
         state.layout = layout
         state.fast = _fast_row(layout)
         state.run.has_table = True
+        state.run.rows_judged_by_oob = "wrong" not in layout.half
         return True
 
     # -- rows, footer, failures -----------------------------------------------------------------------
@@ -883,7 +901,14 @@ class TextParser:
         oob = _OOB.match(line)
         if oob is None:
             return False
-        self._current_or_new().run.out_of_bounds = int(oob.group(1))
+        state = self._current_or_new()
+        state.oob_seen = True
+        run = state.run
+        count, word = oob.group(1), oob.group(2)
+        run.out_of_bounds = int(count) if _COUNT.fullmatch(count) else None
+        if word == "FAILED" and not run.out_of_bounds:
+            # nccl-tests' own verdict with a count that is garbled or 0: the word is the verdict (review round 25b).
+            run.errors.append(line.strip())
         return True
 
     def _on_avg(self, line: str) -> bool:

@@ -272,6 +272,71 @@ def test_relative_error_column_v2_0() -> None:
     assert all_gather.status_reason == "out of bounds values: 4"
 
 
+def _with_oob_line(name: str, replacement: str | None) -> list[Run]:
+    """The corpus file with each ``Out of bounds values`` line replaced (None: deleted)."""
+    lines = (CORPUS / name).read_text().splitlines(keepends=True)
+    kept = [line if "Out of bounds values" not in line else replacement for line in lines]
+    return parse("".join(line for line in kept if line is not None)).runs
+
+
+@needs_corpus
+def test_an_error_column_run_without_its_out_of_bounds_line_is_not_ok() -> None:
+    """v2.0-2.11 print a relative error per row, no #wrong: nccl-tests judges it only in the Out of bounds line.
+    Review round 25b: corpus 07's all_gather (error 1e+00 in its last rows) was ok with that line deleted or its
+    count garbled."""
+    oob4 = "07_multi_v2.0-era_v100_12gpu_dgx2_allgather_oob4.txt"
+    runs = _with_oob_line(oob4, None)
+    assert [r.status for r in runs] == ["incomplete"] * 5
+    assert "no readable 'Out of bounds values' line" in str(runs[0].status_reason)
+    garbled = _with_oob_line(oob4, "# Out of bounds values : ? FAILED\n")
+    assert [r.status for r in garbled] == ["failed"] * 5
+    assert garbled[0].status_reason == "# Out of bounds values : ? FAILED"
+    # A count of 0 with nccl-tests' own FAILED: the word is its verdict.
+    v2_11 = "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt"
+    zero = _with_oob_line(v2_11, "# Out of bounds values : 0 FAILED\n")
+    assert [r.status for r in zero] == ["failed"]
+
+
+@needs_corpus
+def test_a_wrong_column_run_is_judged_by_its_rows_without_the_out_of_bounds_line() -> None:
+    """v2.12+ print #wrong in every row: those rows are the verdict, with or without the footer's line."""
+    runs = _with_oob_line("02_multi_v2.17.8_h100_80gpu_10node_5colls.txt", None)
+    assert [r.status for r in runs] == ["ok"] * 5
+
+
+def test_an_out_of_bounds_count_too_long_for_a_number_is_no_count() -> None:
+    """Review round 25b: a count of 5,000 digits raised ValueError from int() (exit 70, "internal error")."""
+    header = ("#  size count type redop time algbw busbw error time algbw busbw error\n"
+              "#   (B) (elements) (us) (GB/s) (GB/s) (us) (GB/s) (GB/s)\n")  # fmt: skip
+    row = "  1048576  262144  float  sum  100.0  10.49  19.66  0e+00  100.0  10.49  19.66  0e+00\n"
+    for footer, status in (("9" * 5000, "incomplete"), ("9" * 5000 + " FAILED", "failed"), ("4 FAILED", "failed"),
+                           ("0 OK", "ok")):  # fmt: skip
+        (run,) = parse(header + row + f"# Out of bounds values : {footer}\n# Avg bus bandwidth    : 19.66\n").runs
+        assert run.status == status, footer
+
+
+@needs_corpus
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_numbers_too_long_for_int_are_no_numbers(monkeypatch: pytest.MonkeyPatch, accelerated: bool) -> None:
+    """Review round 25b: a size, nThread, sweep, rank or NCCL code of 5,000 digits raised ValueError (int() refuses
+    more than 4300 digits): nccl-report exited 70, "internal error". A row's size so long is a size past what a row
+    stores (an invalid row, failing the run); a header line with one is no such line."""
+    if not accelerated:
+        monkeypatch.setattr(accel, "fast", None)
+    text = (CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text()
+    huge = "9" * 5000
+    first_row = next(line for line in text.splitlines() if line.strip().startswith("33554432 "))
+    size = first_row.split()[0]
+    (alltoall, _) = parse(text.replace(first_row, first_row.replace(size, huge, 1))).runs
+    assert alltoall.status == "failed" and alltoall.status_reason is not None
+    assert "past 64 bits" in alltoall.status_reason
+    for old, new in (("nThread 1", f"nThread {huge}"), ("maxBytes 17179869184", f"maxBytes {huge}"),
+                     ("#  Rank  0", f"#  Rank  {huge}")):  # fmt: skip
+        assert old in text, old
+        runs = parse(text.replace(old, new, 1)).runs
+        assert runs and all(r.status in ("ok", "incomplete") for r in runs), old
+
+
 @needs_corpus
 def test_na_columns_and_blank_redop() -> None:
     (run,) = corpus_runs("22_alltoall_v2.0-2.9_a100_8gpu_c0_NA_blank-redop_SANITIZED.txt")
@@ -404,9 +469,9 @@ def test_rows_that_are_no_measurement_fail_the_run(monkeypatch: pytest.MonkeyPat
     assert [r.size for r in run.rows] == [1048576, 2097152]
     assert run.status == "failed"
     assert run.status_reason == (
-        "2 invalid row(s), not a measurement: a negative size, count, time, bandwidth or #wrong, a time or "
-        "bandwidth that is not a number (nan, inf, N/A, a word), a zero time for a message of some bytes, or numbers "
-        "that disagree (an NCCL line cut the row inside a number) (size 1048576, 2097152)"
+        "2 invalid row(s), not a measurement: a negative size, count, time, bandwidth or #wrong, a size or count "
+        "past 64 bits, a time or bandwidth that is not a number (nan, inf, N/A, a word), a zero time for a message of "
+        "some bytes, or numbers that disagree (an NCCL line cut the row inside a number) (size 1048576, 2097152)"
     )
     (one,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + NEGATIVE_1M.replace("-17.45", " 17.45") + "\n" + FOOTER)
     assert one.status == "failed" and one.status_reason is not None and "(size 1048576)" in one.status_reason
@@ -651,6 +716,49 @@ def test_json_wrong_and_out_of_bounds() -> None:
     assert (run.avg_busbw, run.out_of_bounds, run.status) == (22.101059, 1, "failed")
     assert run.rows[0].redop is None and run.rows[0].root is None
     assert run.warnings == ["NET/IB : Got async event : port error"]
+
+
+def test_json_numbers_past_what_is_printed_and_okay_false_with_a_zero_count() -> None:
+    """Review round 25b: a device rank or thread count of 4,300 digits made a rank count nobody can print (exit
+    70), and ``out_of_bounds {count: 0, okay: false}`` passed."""
+    doc = json.loads((DATA / "all_reduce_v2.17.8_ok.json").read_text())
+    huge = int("9" * 4300)
+    doc["config"]["nthreads"] = huge
+    for device in doc.get("devices", doc["config"].get("devices", [])):
+        device["rank"] = huge
+    doc["config"]["maximum_bytes"] = huge
+    doc["config"]["step_bytes"] = 1
+    (run,) = parse(json.dumps(doc)).runs
+    assert run.ranks is None or run.ranks < 2**31
+    assert run.expected_rows is None
+    assert run.status == "ok"
+    doc = json.loads((DATA / "all_reduce_v2.17.8_ok.json").read_text())
+    doc["out_of_bounds"] = {"count": 0, "okay": False}
+    (failed,) = parse(json.dumps(doc)).runs
+    assert failed.status == "failed"
+
+
+@needs_corpus
+def test_a_text_log_whose_first_line_is_other_json_is_read_as_text_past_the_json_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Review round 25b: a text log over 32 MiB that began with a launcher's JSON line was refused as an oversized
+    -J document (the limit lowered here, so the test needs no 32 MiB file). A -J document past it still is."""
+    import rdmaforge.nccl_tests as nccl_tests
+    from rdmaforge.nccl_tests import source
+
+    monkeypatch.setattr(nccl_tests, "MAX_JSON", 4096)
+    monkeypatch.setattr(source, "BLOCK", 1024)
+    text = (CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text()
+    assert len(text) > 4096
+    log = tmp_path / "launcher.log"
+    log.write_text('{"level": "info", "msg": "job started"}\n' + text)
+    assert [(r.collective, r.status) for r in parse_file(log).runs] == [
+        (r.collective, r.status) for r in parse(text).runs] == [("alltoall", "ok"), ("sendrecv", "ok")]
+    document = tmp_path / "big.json"
+    document.write_text('{"args": [\n' + '"x",\n' * 2000 + '"x"]}\n')
+    with pytest.raises(nccl_tests.InputError, match="larger than"):
+        parse_file(document)
 
 
 def test_json_cpu_time_nan_and_min_bandwidth() -> None:
