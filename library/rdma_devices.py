@@ -295,7 +295,10 @@ def main() -> None:
         problems = port_problems(result["devices"], module.params["expected_ports"], module.params["min_rate_gbps"],
                                  result.get("kernel_devices") or [])  # fmt: skip
         if problems:
-            module.fail_json(msg="RDMA ports not ready: " + "; ".join(problems), **result)
+            # The result's own msg (where the devices came from) goes after the ports: fail_json takes one msg.
+            note = result.pop("msg", None)
+            module.fail_json(msg="RDMA ports not ready: " + "; ".join(problems) + (f" ({note})" if note else ""),
+                             **result)  # fmt: skip
     module.exit_json(**result)
 
 

@@ -322,6 +322,21 @@ def test_tool_absent_is_not_an_error_even_with_require_active(case):
     assert result["source"] == "none"  # and no /sys/class/infiniband here either (the default sysfs_root)
 
 
+@pytest.mark.skipif(_ibv_devinfo_installed(), reason="ibv_devinfo is installed here; this covers hosts without it")
+@shared_runs
+def test_ports_not_ready_from_sysfs_without_ibv_devinfo_are_named(case):
+    """Review round 25a: without ibv_devinfo the result's own msg (where the devices came from) went to fail_json
+    beside the port message: "got multiple values for keyword argument 'msg'", a traceback instead of the ports."""
+    sysfs = case / "sys-class-infiniband"
+    want = fake_sysfs_from_sample(sysfs, "mlx5_ib_and_roce_ofed.txt")
+    down = [f"{d['name']} port {p['port']}" for d in want for p in d["ports"] if p["state"] != "PORT_ACTIVE"]
+    failed, result, _ = yield rdma_devices({"sysfs_root": str(sysfs), "require_active": True})
+    assert failed and result["source"] == "sysfs", result
+    assert result["msg"].startswith("RDMA ports not ready: "), result
+    assert down and all(port in result["msg"] for port in down), result["msg"]
+    assert "ibv_devinfo not found" in result["msg"]
+
+
 @pytest.mark.skipif(not PY38.exists(), reason=f"{PY38} not installed (set RDMAFORGE_PY38)")
 @shared_runs
 def test_runs_with_python38_on_the_target(case):
