@@ -74,7 +74,9 @@ options:
     type: dict
   merge:
     description:
-      - With O(state=record), keep what the stored record lists beside O(resources), and observe both again.
+      - With O(state=record), keep what the stored record lists beside O(resources), with the stored
+        observations of what O(resources) does not list (a change to one of those since the last record is
+        drift the next check names), and observe O(resources) again.
         For a node that was in sync and skipped its own roles in a run that converged other nodes; this run's
         ledger then lists only the cluster-wide tasks it ran, and a record of those alone would check less
         than the last complete converge did.
@@ -193,9 +195,12 @@ from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import 
 )
 
 #: 2: the record keeps the controller files (controller_files) beside a digest that no longer covers them.
-FORMAT = 2
+#: 3: a file past HASH_LIMIT is also known by its inode and ctime; an RDMA port by its rate and physical state too.
+FORMAT = 3
 MAX_REASONS = 20
-# Files up to this size are hashed; bigger ones (archives, libraries) are compared by size and mtime.
+# Files up to this size are hashed; bigger ones (archives, libraries) are compared by size, mtime, inode and ctime:
+# a write in place with the mtime put back (cp -p, rsync -a, touch -r) still moves the ctime, which user space
+# cannot set (review round 25a: build_tree's full check hashes them, so the fast path must see such a write too).
 HASH_LIMIT = 8 * 1024 * 1024
 _LIFETIME = re.compile(r"\s(valid_lft|preferred_lft)\s+\S+")
 
@@ -219,7 +224,8 @@ def observe_path(path: str) -> dict[str, Any]:
     if not stat.S_ISREG(st.st_mode):
         return dict(meta, type="other")
     if st.st_size > HASH_LIMIT:
-        return dict(meta, type="file", size=st.st_size, mtime_ns=st.st_mtime_ns)
+        return dict(meta, type="file", size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino,
+                    ctime_ns=st.st_ctime_ns)  # fmt: skip
     try:
         sha256 = file_sha256(path)
     except OSError as exc:
@@ -322,6 +328,17 @@ class NodeReading:
         return self._addresses
 
 
+def rdma_ports(root: str = "/sys/class/infiniband") -> dict[str, dict[str, str]]:
+    """Each RDMA port's state, physical state and rate, as the kernel shows them. The rate too: rdma_core fails a port
+    that trained down below rdma_core_min_port_rate_gbps while still ACTIVE (review round 25a)."""
+    found = {}
+    for dev in _glob_dir(root):
+        ports = f"{root}/{dev}/ports"
+        found[dev] = {p: " | ".join(_read(f"{ports}/{p}/{name}") for name in ("state", "phys_state", "rate"))
+                      for p in _glob_dir(ports)}  # fmt: skip
+    return found
+
+
 def fingerprint(reading: NodeReading) -> dict[str, Any]:
     """What the tasks read from facts and the kernel: when any of it changes, the roles may decide otherwise."""
     timeout = reading.timeout
@@ -332,10 +349,6 @@ def fingerprint(reading: NodeReading) -> dict[str, Any]:
         if name.startswith("ssh_host_") and name.endswith(".pub"):
             keys[name] = _sha256_bytes(reading.read(os.path.join("/etc/ssh", name)).encode())
     pools = {p: _read(f"/sys/kernel/mm/hugepages/{p}/nr_hugepages") for p in _glob_dir("/sys/kernel/mm/hugepages")}
-    rdma = {}
-    for dev in _glob_dir("/sys/class/infiniband"):
-        ports = f"/sys/class/infiniband/{dev}/ports"
-        rdma[dev] = {p: _read(f"{ports}/{p}/state") for p in _glob_dir(ports)}
     gpus = _run(["nvidia-smi", "-L"], timeout) if shutil.which("nvidia-smi") else (0, "")
     return {
         "boot_id": _read("/proc/sys/kernel/random/boot_id"),
@@ -347,7 +360,7 @@ def fingerprint(reading: NodeReading) -> dict[str, Any]:
         "addresses": _sha256_bytes(addrs.encode()),
         "ssh_host_keys": keys,
         "hugepages": pools,
-        "rdma_devices": rdma,
+        "rdma_devices": rdma_ports(),
         "gpus": _sha256_bytes(gpus[1].encode()),
     }
 
@@ -420,6 +433,10 @@ def _short(value: Any) -> str:
     if isinstance(value, dict):
         if "sha256" in value:
             return "{} (sha256 {}, mode {})".format(value.get("type"), value["sha256"][:12], value.get("mode"))
+        if "ctime_ns" in value:  # a file past HASH_LIMIT
+            return "{} ({} bytes, mode {}, inode {}, mtime_ns {}, ctime_ns {})".format(
+                value.get("type"), value.get("size"), value.get("mode"), value.get("inode"), value.get("mtime_ns"),
+                value["ctime_ns"])  # fmt: skip
         if value.get("type") in ("absent", "error"):
             return str(value.get("error") or value["type"])
     text = json.dumps(value, sort_keys=True)
@@ -511,10 +528,13 @@ def load(path: str) -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
-def resources_to_record(path: str, digest: str, resources: dict[str, Any], merge: bool) -> dict[str, Any]:
-    """The resources a new record lists: with ``merge``, those of the stored record as well (see the option)."""
+def resources_to_record(
+    path: str, digest: str, resources: dict[str, Any], merge: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The resources a new record lists (with ``merge``, those of the stored record as well: see the option), and
+    the stored record's observations where it merged them ({} otherwise)."""
     if not merge:
-        return resources
+        return resources, {}
     stored, problem = load(path)
     if stored is not None and stored.get("format") != FORMAT:
         problem = f"the stored record's format {stored.get('format')!r} is not {FORMAT}"
@@ -522,12 +542,47 @@ def resources_to_record(path: str, digest: str, resources: dict[str, Any], merge
         problem = "the stored record was written for another desired state"
     if problem is None and stored is not None:
         try:
-            return merge_resources(stored.get("resources") or {}, resources)
+            observations = stored.get("observations")
+            return (merge_resources(stored.get("resources") or {}, resources),
+                    observations if isinstance(observations, dict) else {})  # fmt: skip
         except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a record not as rdmaforge writes it
             problem = f"the stored record's resources cannot be merged ({type(exc).__name__}: {exc})"
     unverifiable = list(resources.get("unverifiable") or [])
     unverifiable.append(f"a partial run with no earlier record to keep ({problem})")
-    return dict(resources, unverifiable=unverifiable)
+    return dict(resources, unverifiable=unverifiable), {}
+
+
+def keep_stored_observations(fresh: dict[str, Any], stored: dict[str, Any], ran: dict[str, Any]) -> dict[str, Any]:
+    """``fresh`` observations, but the stored record's for each resource this run's tasks (``ran``) did not manage.
+    A merged record (a node in sync that skipped its roles) read those again when it was written: a file edited
+    after the gate's check, while other nodes converged, became the new baseline, in sync from then on (review round
+    25a). Kept as stored, the next check sees the edit, and the node converges."""
+    kept = dict(fresh)
+    for kind in ("paths", "listings", "venvs"):
+        mine, old = set(ran.get(kind) or []), stored.get(kind)
+        if isinstance(old, dict):
+            kept[kind] = {key: old[key] if key in old and key not in mine else value
+                          for key, value in fresh[kind].items()}  # fmt: skip
+    old_packages, ran_packages = stored.get("packages"), ran.get("packages") or {}
+    if isinstance(old_packages, dict):
+        kept["packages"] = {}
+        for manager, found in fresh["packages"].items():
+            mine, old = set(ran_packages.get(manager) or []), old_packages.get(manager)
+            old = old if isinstance(old, dict) else {}
+            kept["packages"][manager] = {name: old[name] if name in old and name not in mine else version
+                                         for name, version in found.items()}  # fmt: skip
+    old_services = stored.get("services")
+    if isinstance(old_services, dict) and isinstance(fresh["services"], dict):
+        mine = set(ran.get("services") or [])
+        kept["services"] = {name: old_services[name] if name in old_services and name not in mine else state
+                            for name, state in fresh["services"].items()}  # fmt: skip
+    old_commands = stored.get("commands")
+    if isinstance(old_commands, list):
+        by_argv = {json.dumps(c.get("argv")): c for c in old_commands if isinstance(c, dict)}
+        mine = {json.dumps(list(argv)) for argv in ran.get("commands") or []}
+        kept["commands"] = [by_argv.get(key, entry) if key not in mine else entry
+                            for entry in fresh["commands"] for key in (json.dumps(entry.get("argv")),)]  # fmt: skip
+    return kept
 
 
 def write_record(module: AnsibleModule, path: str, record: dict[str, Any]) -> bool:
@@ -571,7 +626,11 @@ def main() -> None:
     params = module.params
     path, digest, timeout = params["path"], params["digest"], params["command_timeout"]
     if params["state"] == "record":
-        resources = resources_to_record(path, digest, params["resources"] or {}, params["merge"])
+        ran = params["resources"] or {}
+        resources, stored_observations = resources_to_record(path, digest, ran, params["merge"])
+        observations = observe(resources, timeout)
+        if stored_observations:
+            observations = keep_stored_observations(observations, stored_observations, ran)
         record = {
             "format": FORMAT,
             "digest": digest,
@@ -579,7 +638,7 @@ def main() -> None:
             "controller_files": params["controller_files"],
             "resources": resources,
             "fingerprint": fingerprint(NodeReading(timeout)),
-            "observations": observe(resources, timeout),
+            "observations": observations,
             "summary": params["summary"] or {},
         }
         changed = write_record(module, path, record)

@@ -554,11 +554,21 @@ class OwnDrift:
 def own_drift(tmp_path_factory: pytest.TempPathFactory) -> OwnDrift:
     root = tmp_path_factory.mktemp("own-drift")
     managed = make_managed(root)
-    files = {"content": Path(managed["paths"][0]), "mode": root / "mode.conf", "removed": root / "removed.conf"}
+    files = {"content": Path(managed["paths"][0]), "mode": root / "mode.conf", "removed": root / "removed.conf",
+             "large": root / "libnccl.so.2"}  # fmt: skip
     for path in (files["mode"], files["removed"]):
         path.write_text("NCCL_DEBUG=INFO\n")
         path.chmod(0o644)
+    # Past the size the module hashes (8 MiB): a library, known by its size and times.
+    files["large"].write_bytes(b"\0" * (9 << 20))
+    files["large"].chmod(0o644)
     _, state = record(root, dict(managed, paths=sorted(str(path) for path in files.values())))
+    # Written in place, same size, its mtime put back (cp -p, rsync -a, touch -r): review round 25a.
+    before = files["large"].stat()
+    with files["large"].open("r+b") as library:
+        library.seek(4096)
+        library.write(b"another build here")
+    os.utime(files["large"], ns=(before.st_atime_ns, before.st_mtime_ns))
     files["content"].write_text("NCCL_DEBUG=WARN\n")
     files["mode"].chmod(0o600)
     files["removed"].unlink()
@@ -606,6 +616,7 @@ def test_every_kind_of_drift_is_found_and_named(tmp_path: Path, managed: dict, o
         "content": (f"path {files['content']}: ", "now file (sha256"),
         "mode": (f"path {files['mode']}: ", "mode 0600"),
         "removed": (f"path {files['removed']}: ", "now absent"),
+        "large": (f"path {files['large']}: ", "ctime_ns"),
         "listing": (f"listing {own_drift.root / 'plugins'}: ", "libnccl-net.so"),
         "venv": (f"venv {venv}: ", 'was ["aiacc-nccl-plugin==2.0.1"], now ["aiacc-nccl-plugin==2.0.2"]'),
     }
@@ -647,11 +658,40 @@ def test_a_controller_file_the_record_keeps_that_changed_or_is_gone_is_named_and
     ]
 
 
+def test_the_fingerprint_reads_each_rdma_ports_rate_and_physical_state(tmp_path: Path) -> None:
+    """Review round 25a: a port that trained down from 200 to 100 Gb/s, still ACTIVE, fails rdma_core's
+    min_rate_gbps check in a full run; the fingerprint read only each port's state, so the fast path saw nothing.
+    The kernel's sysfs files here are written as mlx5 shows them."""
+    port = tmp_path / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    (port / "state").write_text("4: ACTIVE\n")
+    (port / "phys_state").write_text("5: LinkUp\n")
+    code = (
+        "import json, sys\n"
+        "from ansible_collections.rdmaforge.cluster.plugins.modules import converge_state\n"
+        "print(json.dumps(converge_state.rdma_ports(sys.argv[1])))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT / "build" / "collections"))
+
+    def ports() -> dict[str, Any]:
+        proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env,
+                              check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return dict(json.loads(proc.stdout))
+
+    readings = []
+    for rate in ("200 Gb/sec (4X HDR)", "100 Gb/sec (2X HDR)"):
+        (port / "rate").write_text(rate + "\n")
+        readings.append(ports())
+    assert readings[0] == {"mlx5_0": {"1": "4: ACTIVE | 5: LinkUp | 200 Gb/sec (4X HDR)"}}
+    assert readings[0] != readings[1]
+
+
 def test_a_record_without_controller_files_is_never_in_sync(tmp_path: Path, in_sync: InSync) -> None:
     """A record of the format before controller_files (its digest covered the caches) or one that lacks them: the
     node converges in full once, and its next record keeps the files."""
     old = {k: v for k, v in in_sync.first_record.items() if k != "controller_files"}
-    for fmt, words in ((1, "format 1 is not 2"), (2, "keeps no controller files")):
+    for fmt, words in ((1, "format 1 is not 3"), (2, "format 2 is not 3"), (3, "keeps no controller files")):
         state = tmp_path / f"format-{fmt}.json"
         state.write_text(json.dumps(dict(old, format=fmt)))
         checked = check(state).result
@@ -829,6 +869,31 @@ def test_a_node_that_skipped_its_own_roles_keeps_what_its_record_checked(tmp_pat
     reasons = check(state).result["reasons"]
     assert any(reason.startswith(f"path {managed['paths'][0]}: ") for reason in reasons), reasons
     assert any(reason.startswith(f"path {hosts}: ") for reason in reasons), reasons
+
+
+def test_a_merged_record_keeps_the_stored_reading_of_what_this_run_did_not_manage(
+    tmp_path: Path, managed: dict
+) -> None:
+    """Review round 25a: the merged record read every resource again when it was written. A node in sync skips its
+    roles while others converge (minutes); a file of a role it skipped, edited in that time, was recorded as
+    converged, and every later check said in sync. The stored reading is kept for those; what this run managed
+    (the cluster-wide /etc/hosts, its command, a package) is read afresh."""
+    conf, venv = Path(managed["paths"][0]), tmp_path / "venv"
+    (metadata,) = venv.glob("lib/python*/site-packages/*.dist-info/METADATA")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("198.18.0.11 node1\n")
+    _, state = record(tmp_path, dict(managed, paths=[str(conf), str(hosts)]))
+    # While the run converges other nodes: the skipped roles' file, venv and command output change by hand ...
+    conf.write_text("NCCL_DEBUG=WARN\n")
+    metadata.write_text(metadata.read_text().replace("2.0.1", "2.0.2"))
+    # ... and the cluster-wide play this node ran rewrites /etc/hosts.
+    hosts.write_text("198.18.0.11 node1\n198.18.0.12 node2\n")
+    merged, _ = record(tmp_path, {"paths": [str(hosts)], "packages": {"apt": ["dpkg"]}}, merge=True)
+    assert merged.rc == 0, merged.stderr
+    reasons = reasons_apart_from_the_lab(check(state).result)
+    assert sorted(reason.split(":")[0] for reason in reasons) == sorted(
+        [f"path {conf}", f"venv {venv}", f"command `cat {conf}`"]
+    ), reasons
 
 
 def test_one_rule_combines_resource_lists_for_the_ledger_and_the_module() -> None:
