@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -335,9 +337,10 @@ def run(
         started = time.monotonic()
         status, rc = "error", 1
         private = stack.enter_context(tempfile.TemporaryDirectory(prefix="rdmaforge-vars-"))
+        interrupted = stack.enter_context(_signals_cancel())
         try:
             kwargs = runner_kwargs(request, run_dir, Path(private), read.listed)
-            result = ansible_runner.run(**kwargs, event_handler=handle)
+            result = ansible_runner.run(**kwargs, event_handler=handle, cancel_callback=lambda: _cancel(interrupted))
             status, rc = str(result.status), int(result.rc) if result.rc is not None else 1
         except AnsibleRunnerException as exc:  # a bad configuration: Ansible never started
             print(f"ansible-runner: {exc}", file=sys.stderr)
@@ -345,6 +348,8 @@ def run(
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
     secrets.scrub_tree(run_dir, values, scrubbed)
+    if interrupted:  # Ansible's processes are gone, the artifacts scrubbed: now the command stops (exit 130)
+        raise KeyboardInterrupt
     log.redact(redactor)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
     stopped = log.hosts if log.stopped_early else []
     recaps = from_stats(log.stats, log.hosts, stopped, request.check) if log.stats else recaps_from_events(log)
@@ -358,6 +363,70 @@ def run(
         leaked_env_files=secrets.env_files(run_dir),
         secret_values=frozenset(values),
     )
+
+
+@contextlib.contextmanager
+def _signals_cancel() -> Iterator[list[int]]:
+    """While a run lasts, Ctrl-C (SIGINT) and SIGTERM cancel it: ansible-runner then kills ansible-playbook's whole
+    process group. Ansible runs in a session of its own, where a terminal's Ctrl-C never reaches it; the command used
+    to exit 130 at once and leave ansible-playbook changing nodes after the inventory's run lock was released
+    (review round 25c). The list holds the signals received. Only the main thread can take signals."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def note(signum: int, _frame: object) -> None:
+        received.append(signum)
+
+    previous = {number: signal.signal(number, note) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _cancel(interrupted: list[int]) -> bool:
+    """ansible-runner's cancel callback: after a signal, Ansible's own processes are stopped first (see
+    stop_ansible_processes), then True lets ansible-runner kill its child's process group."""
+    if interrupted:
+        stop_ansible_processes()
+    return bool(interrupted)
+
+
+def stop_ansible_processes() -> None:
+    """SIGKILL to every process under this one's Ansible children, each by its process group. ansible-core's workers
+    run in sessions of their own: ansible-runner's cancel kills its child's group only, which left the worker and
+    its task running (a `sleep` on localhost, an ssh to a node) after the command ended (review round 25c). Read
+    from /proc (Linux); elsewhere nothing is done here."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone since the listing
+        children.setdefault(int(fields[1]), []).append(int(entry.parent.name))
+    ours = os.getpgid(0)
+    found = []
+    for child in children.get(os.getpid(), []):
+        try:
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ansible" in command:
+            stack = [child]
+            while stack:
+                pid = stack.pop()
+                found.append(pid)
+                stack += children.get(pid, [])
+    for pid in found:
+        with contextlib.suppress(OSError):
+            group = os.getpgid(pid)
+            if group != ours:
+                os.killpg(group, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
 
 
 def recaps_from_events(log: EventLog) -> dict[str, HostRecap]:

@@ -352,3 +352,61 @@ def test_a_check_run_names_what_a_run_would_change_and_a_run_does_not_list_its_c
 def statuses(out: str) -> dict[str, str]:
     """The recap table's last column, by host."""
     return {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.startswith(("n1 ", "n2 "))}
+
+
+SLOW = """---
+- name: A play interrupted in its middle
+  hosts: n1
+  gather_facts: false
+  tasks:
+    - name: Say where it is
+      ansible.builtin.file:
+        path: "{{ started }}"
+        state: touch
+        mode: "0644"
+    - name: Take long
+      ansible.builtin.command: sleep 120
+      changed_when: false
+"""
+
+
+def test_ctrl_c_stops_ansible_before_the_command_exits_130(tmp_path: Path) -> None:
+    """Review round 25c: Ansible runs in a session of its own, which a terminal's Ctrl-C never reaches; the command
+    exited 130 at once and left ansible-playbook (and its task) running after the run lock was released. Ctrl-C
+    now cancels the run: its whole process group is killed, then the command exits 130."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from rdmaforge.paths import PROJECT_ROOT
+
+    started = tmp_path / "started"
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from rdmaforge.cli import main\n"
+        "from tests.unit import test_runner_local as t\n"
+        "try:\n"
+        f"    t.run(Path(sys.argv[1]), 'started={started}', text=t.SLOW)\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+        "sys.exit(1)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "run")], cwd=PROJECT_ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert started.exists(), child.communicate(timeout=30)[0][-3000:]
+        time.sleep(1)  # the sleep task under way
+        os.kill(child.pid, signal.SIGINT)
+        output = child.communicate(timeout=60)[0]
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, output[-3000:]
+    # Nothing of that run is left: no ansible-playbook, no worker, no sleep of its task.
+    left = subprocess.run(["pgrep", "-af", str(tmp_path)], capture_output=True, text=True, check=False).stdout
+    assert left == "", left
