@@ -197,13 +197,16 @@ def run(args: argparse.Namespace) -> int:
         if not session.quiet:
             print(f"testinfra suite on {len(hosts)} node(s){down}", file=session.out, flush=True)
         suite = verify_hosts(session.run_dir / NAME, hosts, args, request, session, read.listed) if hosts else None
-    outcomes, rc = suite or ([], 0)
+    outcomes, rc = suite if suite is not None else ([], None)
     print("", file=session.out)
     print(infra_report.render(outcomes, unreachable, hosts), file=session.out)
     keyword = bool(args.keyword)
-    code = infra_report.exit_code(outcomes, unreachable, rc, hosts, keyword) if hosts else ExitCode.UNREACHABLE
+    code = infra_report.exit_code(outcomes, unreachable, rc or 0, hosts, keyword) if hosts else ExitCode.UNREACHABLE
     nodes = {host or "(suite)": {"passed": r.passed, "failed": r.failed, "skipped": r.skipped, "result": r.result}
              for host, r in infra_report.by_node(outcomes, hosts).items()}  # fmt: skip
+    # Every node named, as doctor's are: an unreachable one too. pytest_rc is null where the suite never ran (review
+    # round 25c: 0, as if it had passed).
+    nodes.update({host: {"passed": 0, "failed": 0, "skipped": 0, "result": "unreachable"} for host in unreachable})
     record = {"pattern": args.limit, "hosts": hosts, "unreachable": unreachable, "pytest_rc": rc, "nodes": nodes,
               "tests": [o.__dict__ for o in outcomes]}  # fmt: skip
     return command.finish(session, args, code, cases(outcomes, unreachable, hosts), record)

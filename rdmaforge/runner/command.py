@@ -120,11 +120,16 @@ def _writable_junit_path(text: str, path: Path) -> Path:
 
 
 def vault_identity(text: str) -> str:
-    """argparse type for --vault-id: [LABEL@]SOURCE. Ansible runs without a terminal here: it cannot prompt."""
-    source = text.rpartition("@")[2]
+    """argparse type for --vault-id: [LABEL@]SOURCE, split at the first '@' as Ansible does. Ansible runs without a
+    terminal here: it cannot prompt. The source must exist now, as --vault-password-file's (review round 25c: a
+    missing one started the run, which Ansible then stopped with exit 1)."""
+    source = text.partition("@")[2] if "@" in text else text
     if source in ("prompt", "prompt_ask_vault_pass", ""):
         raise argparse.ArgumentTypeError(f"{text}: cannot prompt (Ansible runs without a terminal); "
                                          "give a password file or script, LABEL@FILE")  # fmt: skip
+    if not Path(source).expanduser().is_file():
+        raise argparse.ArgumentTypeError(f"{text}: {source}: no such file; allowed: [LABEL@]FILE, a password file "
+                                         "or script that exists")  # fmt: skip
     return text
 
 
@@ -217,6 +222,10 @@ class Session:
 
 
 def check_arguments(args: argparse.Namespace) -> list[extravars.ExtraVars]:
+    if getattr(args, "quiet", False) and getattr(args, "verbose", 0):
+        # Opposite asks (the usage reads [-q | -v...]): -q silently won (review round 25c).
+        raise UserError("-q (no live progress) and -v (Ansible's own output on screen) ask for opposite outputs; "
+                        "allowed: one of them")  # fmt: skip
     problem = missing_path(args.inventory, "inventory")
     if problem:  # a wrong -i is a bad command line: UserError, exit 64 from rdmaforge.cli, like render's
         raise UserError(problem)

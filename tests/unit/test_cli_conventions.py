@@ -242,16 +242,17 @@ def test_every_playbook_command_takes_the_familiar_flags() -> None:
 
 def test_request_and_runner_kwargs_carry_the_flags(tmp_path: Path) -> None:
     parser = subcommands()["provision"]
-    secret = tmp_path / "pw"
-    secret.write_text("x")
+    secret, dev, prod = tmp_path / "pw", tmp_path / "dev.pw", tmp_path / "prod@site.pw"
+    for path in (secret, dev, prod):
+        path.write_text("x")
     args = parser.parse_args(["-i", "hosts.yml", "--skip-tags", "a,b", "-u", "deploy", "-b", "--become-user", "root",
-                              "-f", "7", "--vault-id", "dev@/etc/dev.pw", "--vault-id", "prod@/etc/prod.pw",
+                              "-f", "7", "--vault-id", f"dev@{dev}", "--vault-id", f"prod@{prod}",
                               "--vault-password-file", str(secret)])  # fmt: skip
     request = execute.Request(inventory=tmp_path, playbook=Path("/p.yml"), tags="x", **command.ansible_options(args))
     kwargs = execute.runner_kwargs(request, tmp_path / "run", tmp_path)
     assert kwargs["skip_tags"] == "a,b" and kwargs["forks"] == 7 and kwargs["tags"] == "x"
     assert kwargs["cmdline"].split() == ["--user", "deploy", "--become", "--become-user", "root", "--vault-id",
-                                         "dev@/etc/dev.pw", "--vault-id", "prod@/etc/prod.pw",
+                                         f"dev@{dev}", "--vault-id", f"prod@{prod}",
                                          "--vault-password-file", str(secret.resolve())]  # fmt: skip
     # Ad hoc (verify's ping): the same connection flags, no tags (`ansible` has none).
     adhoc = execute.Request(inventory=tmp_path, module="ansible.builtin.ping", tags="x", skip_tags="y", forks=3)
@@ -322,6 +323,10 @@ def test_verify_hands_user_become_and_vault_to_testinfra_through_its_environment
         (["-f", "many"], "--forks"),
         (["--vault-password-file", "/no/such/vault-pass"], "/no/such/vault-pass"),
         (["--vault-id", "dev@prompt"], "dev@prompt"),
+        # Review round 25c: a missing --vault-id file started the run, and Ansible stopped it with exit 1.
+        (["--vault-id", "dev@/no/such/vault-pass"], "/no/such/vault-pass: no such file"),
+        (["--vault-id", "/no/such/vault-pass"], "/no/such/vault-pass: no such file"),
+        (["-q", "-v"], "allowed: one of them"),
     ],
 )
 def test_bad_flags_are_usage_errors_before_anything_runs(

@@ -166,12 +166,29 @@ def test_verify_for_real_against_this_machine(
     assert (run_dir / "verify" / "junit.xml").is_file() and (run_dir / "verify" / "pytest.log").is_file()
     recap = json.loads((run_dir / "recap.json").read_text())
     assert recap["nodes"]["localhost"]["skipped"] == 2 and recap["nodes"]["localhost"]["result"] == rows["localhost"][3]
+    assert recap["nodes"]["ghost"]["result"] == "unreachable" and recap["pytest_rc"] == 0
     names = [c.get("name") for c in ET.parse(tmp_path / "ci.xml").getroot().iter("testcase")]
     assert "test_erdma_repository_and_keyring[localhost]" in names and "ghost" in names
     # The suite records each test's node in the results, which verify reads before the test id.
     recorded = {(c.get("name"), p.get("value")) for c in ET.parse(run_dir / "verify" / "junit.xml").iter("testcase")
                 for p in c.iter("property") if p.get("name") == infra_report.NODE_PROPERTY}  # fmt: skip
     assert recorded and {node for _, node in recorded} == {"localhost"}, recorded
+
+
+def test_verify_json_with_every_node_unreachable_names_them_and_runs_no_suite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review round 25c: with no node reachable, --json said pytest_rc 0 (the suite never ran) and listed no node."""
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
+    hosts = {"ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody",
+                       "rdmaforge_fabric": "tcp"}}  # fmt: skip
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    code = main(["verify", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs"), "--json"])
+    recap = json.loads(capsys.readouterr().out)
+    assert code == ExitCode.UNREACHABLE == recap["exit_code"]
+    assert recap["pytest_rc"] is None and recap["unreachable"] == ["ghost"]
+    assert recap["nodes"] == {"ghost": {"passed": 0, "failed": 0, "skipped": 0, "result": "unreachable"}}
 
 
 def this_machine_on_tcp(path: Path) -> Path:
