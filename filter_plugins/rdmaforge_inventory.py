@@ -75,12 +75,41 @@ def inventory_report(
         )
     names = checks.variable_names(roles_dir) if roles_dir else None
     problems = checks.inventory_report(nodes, group, names, first.get("groups") or None)
+    for host, line in role_own_variable_lines(hostvars, cluster_hosts, first.get("groups") or {}):
+        problems.setdefault(host, []).append(line)
     # The inventory's vars files that name no host or group: warnings (a directory may be shared by inventories).
     every = first.get("groups") or {}
     directories = [Path(str(hostvars[h]["inventory_dir"])) for h in cluster_hosts if hostvars[h].get("inventory_dir")]
     unmatched = inventory_files.unmatched_vars_files(directories, [str(g) for g in every],
                                                      [str(h) for h in every.get("all") or []])  # fmt: skip
     return {"problems": problems, "warnings": unmatched}
+
+
+def role_own_variable_lines(
+    hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str], groups: Mapping[str, Sequence[str]]
+) -> list[tuple[str, str]]:
+    """(host, line) for each role's own variable the inventory's files set (inventory_files.role_own_variable_findings),
+    for each node the file applies to: read from the files themselves, so an -e on the command line, which outranks a
+    role's value, is not taken for one."""
+    sources: dict[Path, list[str]] = {}
+    for host in hosts:
+        source = hostvars[host].get("inventory_file")
+        if source:
+            sources.setdefault(Path(str(source)), []).append(host)
+    found = []
+    for source, listed in sources.items():
+        for path, line in inventory_files.role_own_variable_findings(source):
+            kind = next((part for part in (path.parent.name, path.parent.parent.name)
+                         if part in ("group_vars", "host_vars")), None)  # fmt: skip
+            name = path.stem if path.parent.name == kind else path.parent.name
+            if kind == "group_vars":
+                applies = [h for h in listed if h in (groups.get(name) or ())]
+            elif kind == "host_vars":
+                applies = [h for h in listed if h == name]
+            else:
+                applies = listed
+            found += [(host, f"{host}: {line}") for host in applies]
+    return found
 
 
 def os_report(

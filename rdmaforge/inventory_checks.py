@@ -1879,6 +1879,52 @@ def _variable_names(roles_dir: str) -> VariableNames:
     return VariableNames(frozenset(settable), frozenset(mentioned))
 
 
+@functools.lru_cache(maxsize=4)
+def role_own_variables(roles_dir: str) -> dict[str, str]:
+    """Variable -> where a role sets it itself, for the names that are no setting (in no role's defaults or argument
+    specs): a role's vars/main.yml, which outranks an inventory's value, and what its tasks set_fact or register,
+    which overwrites it as the role runs. An inventory that sets one changes nothing (review round 23b: eni_selected
+    or nccl_plugin_lib_dir in group_vars, ignored without a word)."""
+    roles = Path(roles_dir)
+    settable = variable_names(roles).settable
+    found: dict[str, str] = {}
+    for path in sorted(roles.glob("*/vars/main.yml")):
+        data = fast_yaml.load(path.read_text())
+        for name in data if isinstance(data, dict) else ():
+            found.setdefault(str(name), f"roles/{path.parent.parent.name}/vars/main.yml")
+    for path in sorted([*roles.glob("*/tasks/*.yml"), *roles.glob("*/handlers/*.yml")]):
+        where = f"roles/{path.parent.parent.name}/{path.parent.name}/{path.name}"
+        for name in _names_set_by(fast_yaml.load(path.read_text())):
+            found.setdefault(name, where)
+    return {name: where for name, where in found.items() if name not in settable and not name.startswith("_")}
+
+
+def _names_set_by(tasks: object) -> Iterator[str]:
+    """The names a task list's set_fact and register set, blocks included."""
+    for task in tasks if isinstance(tasks, list) else ():
+        if not isinstance(task, dict):
+            continue
+        for key in ("ansible.builtin.set_fact", "set_fact"):
+            facts = task.get(key)
+            yield from (str(name) for name in (facts if isinstance(facts, dict) else ()) if name != "cacheable")
+        if isinstance(task.get("register"), str):
+            yield task["register"]
+        for key in ("block", "rescue", "always"):
+            yield from _names_set_by(task.get(key))
+
+
+def role_own_variable_problem(where: str, variable: str, own: Mapping[str, str]) -> str | None:
+    """The line for an inventory that sets a role's own variable (role_own_variables), or None."""
+    if variable not in own:
+        return None
+    source = own[variable]
+    how = "which outranks an inventory's value" if source.endswith("/vars/main.yml") else (
+        "which overwrites an inventory's value as the role runs")  # fmt: skip
+    return (f"{where}: {variable} is no setting: the role sets it itself ({source}), {how}, so this value would be "
+            "ignored; allowed: leave it out (a role's settings are the variables of its defaults/main.yml; "
+            "ansible-playbook's -e outranks both)")
+
+
 def names_in(text: str) -> list[str]:
     """``_NAME.findall(text)``, in about a third of the time: preflight's misspelling check reads all of rdmaforge's
     roles, playbooks and modules this way, once per run (about 0.1 s of CPU less)."""

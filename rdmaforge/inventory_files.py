@@ -1,6 +1,7 @@
 """The files of an inventory as Ansible will read them, checked before any run starts: YAML syntax (file and line),
 variables files that are links to nothing (Ansible skips them without a word), ``!!binary`` values
-(ansible-inventory cannot list them) and host names no host can have. One check for every command: render runs it
+(ansible-inventory cannot list them), host names no host can have, and a role's own variables set there (which the
+role's value outranks or overwrites). One check for every command: render runs it
 before rendering, and the commands that run against hosts (rdmaforge.runner.command.check_arguments) before Ansible.
 """
 
@@ -14,8 +15,16 @@ from typing import Any
 
 import yaml
 
+from rdmaforge import paths
 from rdmaforge.hostnames import not_a_string
-from rdmaforge.inventory_checks import LOCALHOST_NAMES, ini_inventory_hosts, long_name_problems, yaml_inventory_hosts
+from rdmaforge.inventory_checks import (
+    LOCALHOST_NAMES,
+    ini_inventory_hosts,
+    long_name_problems,
+    role_own_variable_problem,
+    role_own_variables,
+    yaml_inventory_hosts,
+)
 
 
 class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
@@ -29,20 +38,9 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
     """Syntax errors of the inventory's YAML files and its group_vars/host_vars, each naming file and line, and host
     names too long for Ansible to read the inventory (inventory_checks.long_name_problems). ``listing``: also the
     ``!!binary`` values ansible-inventory --list cannot print (render lists the inventory; a run need not)."""
-    base = inventory if inventory.is_dir() else inventory.parent
-    own = [inventory] if inventory.is_file() else sorted(inventory.glob("*.y*ml"))
-    candidates = list(own)
-    for sub in ("group_vars", "host_vars"):
-        folder = base / sub
-        if folder.is_dir():
-            # A link that leads nowhere is listed too: Ansible would skip it without a word (_unreadable). Not one
-            # whose name Ansible skips anyway (hidden, a backup~): an editor's lock file (.#fabric.yml) is such a link.
-            candidates += sorted(p for p in folder.rglob("*") if p.suffix in ("", ".yml", ".yaml") and (
-                p.is_file() or p.is_symlink() and not p.name.startswith(".") and not p.name.endswith("~")))
+    own, candidates = _yaml_files(inventory)
     found = []
     for path in candidates:
-        if path.suffix not in (".yml", ".yaml") and path.parent.name not in ("group_vars", "host_vars"):
-            continue
         try:
             data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
         except yaml.YAMLError as exc:
@@ -57,6 +55,9 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             found += [f"{path}: {key} is a !!binary value (bytes), which ansible-inventory cannot list; allowed: text, "
                       "numbers, booleans, lists and mappings (base64 text without the tag, decoded where it is used "
                       "with the b64decode filter)" for key in binary]  # fmt: skip
+            own_variables = role_own_variables(str(paths.ROLES_DIR))
+            found += [line for name in _variables_set(data, path in own)
+                      for line in [role_own_variable_problem(str(path), name, own_variables)] if line]  # fmt: skip
             hosts = yaml_inventory_hosts(data) if path in own else []
             found += [p.message for host in hosts if isinstance(host, str) for p in long_name_problems(host)]
             # YAML reads 0x7f000001 or 12 as a number: Ansible then warns about "host pattern" noise and the run
@@ -77,6 +78,63 @@ _OTHER_PLUGINS = (".yml", ".yaml", ".json", ".toml")
 #: What Ansible leaves out when it reads an inventory directory (INVENTORY_IGNORE_EXTS: INI files named .ini too).
 _IGNORED_IN_DIRECTORY = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".ini", ".cfg",
                          ".retry")  # fmt: skip
+
+
+def _yaml_files(inventory: Path) -> tuple[list[Path], list[Path]]:
+    """The inventory's own YAML files, and those with its group_vars/host_vars files (YAML or no suffix)."""
+    base = inventory if inventory.is_dir() else inventory.parent
+    own = [inventory] if inventory.is_file() else sorted(inventory.glob("*.y*ml"))
+    candidates = list(own)
+    for sub in ("group_vars", "host_vars"):
+        folder = base / sub
+        if folder.is_dir():
+            # A link that leads nowhere is listed too: Ansible would skip it without a word (_unreadable). Not one
+            # whose name Ansible skips anyway (hidden, a backup~): an editor's lock file (.#fabric.yml) is such a link.
+            candidates += sorted(p for p in folder.rglob("*") if p.suffix in ("", ".yml", ".yaml") and (
+                p.is_file() or p.is_symlink() and not p.name.startswith(".") and not p.name.endswith("~")))
+    wanted = [p for p in candidates if p.suffix in (".yml", ".yaml") or p.parent.name in ("group_vars", "host_vars")]
+    return own, wanted
+
+
+def role_own_variable_findings(inventory: Path) -> list[tuple[Path, str]]:
+    """(file, line) for each role's own variable the inventory's YAML files set (role_own_variable_problem): what
+    preflight reports per node for a run of ansible-playbook itself, where no rdmaforge command read the files
+    first. Files that cannot be read or parsed are yaml_problems' to name."""
+    own, candidates = _yaml_files(inventory)
+    own_variables = role_own_variables(str(paths.ROLES_DIR))
+    found = []
+    for path in candidates:
+        try:
+            data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
+        except (yaml.YAMLError, OSError):
+            continue
+        found += [(path, line) for name in _variables_set(data, path in own)
+                  for line in [role_own_variable_problem(str(path), name, own_variables)] if line]  # fmt: skip
+    return found
+
+
+def _variables_set(data: object, inventory: bool) -> list[str]:
+    """The variable names a vars file (a mapping) or a YAML inventory (each group's vars, each host's) sets."""
+    if not inventory:
+        return [name for name in data if isinstance(name, str)] if isinstance(data, dict) else []
+    found: list[str] = []
+    seen: set[int] = set()
+
+    def walk(group: object) -> None:
+        if not isinstance(group, dict) or id(group) in seen:
+            return
+        seen.add(id(group))
+        values, hosts, children = group.get("vars"), group.get("hosts"), group.get("children")
+        found.extend(name for name in (values if isinstance(values, dict) else ()) if isinstance(name, str))
+        for host in hosts.values() if isinstance(hosts, dict) else ():
+            found.extend(name for name in (host if isinstance(host, dict) else ()) if isinstance(name, str))
+        for child in children.values() if isinstance(children, dict) else ():
+            walk(child)
+
+    if isinstance(data, dict) and "plugin" not in data:
+        for group in data.values():
+            walk(group)
+    return list(dict.fromkeys(found))
 
 
 def _ini_files(inventory: Path) -> list[Path]:

@@ -153,6 +153,12 @@ def _set_everywhere_many(values: dict[str, object]) -> Callable[[InventoryDraft,
     return edit
 
 
+def _role_own_variables(draft: InventoryDraft, n: Names) -> None:
+    """A role's vars/main.yml name in group_vars, and what a role's set_fact sets in one host's entry."""
+    draft.var_files.setdefault(f"group_vars/{draft.group}.yml", {})["nccl_plugin_lib_dir"] = "/opt/plugins"
+    draft.set(n.b, "eni_selected", ["eth1"])
+
+
 def _every_host(lines: list[str]) -> Callable[[Names], dict[str, list[str]]]:
     # The lab has at least two nodes; a and b stand for all of them here.
     return lambda n: {
@@ -852,6 +858,16 @@ CASES: list[Case] = [
         _eni_the_node_lacks,
         lambda n: {n.b: [f"{n.b}: eni_interfaces lists rdmaforge-none0, which the node does not have"]},
         needs_facts=True,
+    ),
+    Case(
+        "role-own-variables",
+        _role_own_variables,
+        lambda n: {
+            n.a: [f"{n.a}: ", "nccl_plugin_lib_dir is no setting: the role sets it itself "
+                  "(roles/nccl_plugin/vars/main.yml), which outranks an inventory's value"],
+            n.b: ["nccl_plugin_lib_dir is no setting", "eni_selected is no setting: the role sets it itself "
+                  "(roles/eni/tasks/main.yml), which overwrites an inventory's value as the role runs"],
+        },
     ),
     Case(
         "socket-interface-the-node-lacks",

@@ -1,0 +1,60 @@
+"""A role's own variables set in an inventory (review round 23b): what a role's vars/main.yml sets outranks the
+inventory, what its tasks set_fact or register overwrites it; either way the inventory's value changes nothing,
+without a word. The commands that read an inventory refuse it before anything runs, naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rdmaforge.cli import main
+from rdmaforge.inventory_checks import role_own_variables
+from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner.exit_codes import ExitCode
+
+ROLES = PROJECT_ROOT / "roles"
+
+
+def test_a_roles_vars_and_what_its_tasks_set_are_its_own_and_no_default_is() -> None:
+    own = role_own_variables(str(ROLES))
+    eni_vars = yaml.safe_load((ROLES / "eni" / "vars" / "main.yml").read_text())
+    assert {name: own[name] for name in eni_vars} == {name: "roles/eni/vars/main.yml" for name in eni_vars}
+    assert own["eni_selected"] == "roles/eni/tasks/main.yml"  # set_fact
+    assert own["eni_netplan_files"] == "roles/eni/tasks/main.yml"  # register
+    for defaults in ROLES.glob("*/defaults/main.yml"):
+        assert not set(yaml.safe_load(defaults.read_text()) or {}) & set(own), defaults
+
+
+def inventory(tmp_path: Path, group_vars: dict[str, object], host_vars: dict[str, object] | None = None) -> Path:
+    hosts = {"node1": {"ansible_host": "198.18.0.11", **(host_vars or {})}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "cluster.yml").write_text(yaml.safe_dump({"rdmaforge_fabric": "tcp", **group_vars}))
+    return tmp_path / "hosts.yml"
+
+
+@pytest.mark.parametrize("command", ["provision", "doctor", "render"])
+def test_an_inventory_setting_a_roles_own_variable_is_refused_before_anything_runs(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = inventory(tmp_path, {"nccl_plugin_lib_dir": "/opt/plugins"}, {"eni_selected": ["eth1"]})
+    runs = tmp_path / "runs"
+    where = ["-o", str(tmp_path / "out")] if command == "render" else ["--runs-dir", str(runs)]
+    code = main([command, "-i", str(hosts), *where])
+    err = capsys.readouterr().err
+    assert code == ExitCode.BAD_INPUT, err
+    assert (f"{tmp_path / 'group_vars' / 'cluster.yml'}: nccl_plugin_lib_dir is no setting: the role sets it itself "
+            "(roles/nccl_plugin/vars/main.yml), which outranks an inventory's value") in err  # fmt: skip
+    assert (f"{hosts}: eni_selected is no setting: the role sets it itself (roles/eni/tasks/main.yml), which "
+            "overwrites an inventory's value as the role runs") in err  # fmt: skip
+    assert "allowed: leave it out" in err
+    assert not runs.exists() and not (tmp_path / "out").exists()
+
+
+def test_a_roles_settings_are_not_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = inventory(tmp_path, {"eni_interfaces": ["eth1"], "nccl_plugin_enabled": False,
+                                 "workload_manifests_gpus_per_node": 8, "hugepages_enabled": True})  # fmt: skip
+    code = main(["render", "-i", str(hosts), "-o", str(tmp_path / "out")])
+    assert code == ExitCode.OK, capsys.readouterr().err
