@@ -216,8 +216,13 @@ def _looked_up(inputs: Mapping[str, Any], templated: Mapping[str, Any]) -> dict[
     """The values of the inputs whose templates read from outside the inventory (lookup, query), as Ansible
     templates them now; the template's error when it cannot (a value that then changes is seen too)."""
     found = {}
-    for name, value in inputs.items():
-        if name == "referenced" or not any(_LOOKUP.search(t) for t in _templates(value)):
+    # A variable an input's template names counts too (review round 25a: nccl_env_overrides: "{{ site_overrides }}"
+    # with the lookup in site_overrides; its text never changes, its value does).
+    referenced = inputs.get("referenced")
+    every = [*((n, v) for n, v in inputs.items() if n != "referenced"),
+             *(referenced.items() if isinstance(referenced, Mapping) else ())]  # fmt: skip
+    for name, value in every:
+        if not any(_LOOKUP.search(t) for t in _templates(value)):
             continue
         try:
             found[name] = repr(templated.get(name))

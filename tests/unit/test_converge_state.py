@@ -1054,6 +1054,14 @@ def test_an_input_that_reads_the_environment_is_hashed_by_its_value(tmp_path: Pa
     assert node_digest("sm_80") == first
     assert node_digest("sm_90") != first
 
+    # Through a variable of the user's own that the input names (review round 25a): the same.
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": {"node1": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "nccl_cuda_archs": "{{ site_archs }}",
+        "site_archs": "{{ lookup('ansible.builtin.env', 'SITE_ARCHS') | split(',') }}"}}}}}}))  # fmt: skip
+    first = node_digest("sm_80")
+    assert node_digest("sm_80") == first
+    assert node_digest("sm_90") != first
+
 
 @pytest.mark.parametrize(("damage", "reason"), [
     # the commands' outputs paired with the commands by position: with fewer kept, a drift went unseen (zip)
