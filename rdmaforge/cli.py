@@ -35,12 +35,21 @@ DESCRIPTION = ("rdmaforge: turn GPU hosts into an RDMA-ready training cluster (p
                "and measure it (bench, pairwise).")
 
 
+class UsageError(SystemExit):
+    """argparse's usage error, exit 64, with its message (for --json's document)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(int(ExitCode.BAD_INPUT))
+        self.message = message
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with usage errors on exit code 64 (BAD_INPUT): 2 means "a host failed" in rdmaforge."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(int(ExitCode.BAD_INPUT), f"{self.prog}: error: {message}\n")
+        self._print_message(f"{self.prog}: error: {message}\n", sys.stderr)
+        raise UsageError(message)
 
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         # argparse drops a write error here: --help on a full disk would exit 0, its help never printed. Raised,
@@ -126,6 +135,9 @@ def _main(argv: list[str]) -> int:
             if extra:  # named by the sub-command, with its usage (the top parser's would show `rdmaforge COMMAND`)
                 subcommand(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
         except SystemExit as exc:
+            if isinstance(exc, UsageError) and "--json" in argv and argv[0] in RECAP_JSON_COMMANDS:
+                # The one JSON document --json promises, for a command line refused too (review round 25c).
+                json_error(argparse.Namespace(command=argv[0], json=True), ExitCode.BAD_INPUT, exc.message)
             if exc.code not in (0, None):
                 raise  # a usage error: argparse printed it
             # --help or --version, printed: flushed like a command's output, for the same reasons.

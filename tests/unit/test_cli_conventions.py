@@ -615,3 +615,16 @@ def test_a_run_refused_before_it_starts_still_prints_its_json(
     document = json.loads(out)
     assert document["command"] == name and document["exit_code"] == 64 and "YAML syntax error" in document["error"]
     assert "YAML syntax error" in err
+
+
+@pytest.mark.parametrize("name", ["provision", "verify", "doctor"])
+def test_a_command_line_refused_by_argparse_still_prints_its_json(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review round 25c: an unknown flag with --json left stdout empty (argparse's usage on stderr only)."""
+    assert main([name, "-i", str(tmp_path / "hosts.yml"), "--json", "--bogus"]) == 64
+    out, err = capsys.readouterr()
+    document = json.loads(out)
+    assert document == {"command": name, "exit_code": 64, "meaning": document["meaning"],
+                        "error": "unrecognized arguments: --bogus"}  # fmt: skip
+    assert "error: unrecognized arguments: --bogus" in err
