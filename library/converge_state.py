@@ -195,7 +195,8 @@ from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import 
 )
 
 #: 2: the record keeps the controller files (controller_files) beside a digest that no longer covers them.
-#: 3: a file past HASH_LIMIT is also known by its inode and ctime; an RDMA port by its rate and physical state too.
+#: 3: a file past HASH_LIMIT is also known by its inode and ctime; an RDMA port by its rate and physical state too;
+#: grubby's output in its own order.
 FORMAT = 3
 MAX_REASONS = 20
 # Files up to this size are hashed; bigger ones (archives, libraries) are compared by size, mtime, inode and ctime:
@@ -246,10 +247,18 @@ def _run(argv: list[str], timeout: int) -> tuple[int, str]:
     return proc.returncode, proc.stdout.decode("utf-8", "replace")
 
 
+#: Commands whose output's order is state: grubby --info=ALL prints one block per boot entry, and which entry an
+#: args= line is in is what the kernel boots with (review round 25a: sorted, the default entry losing its huge page
+#: arguments to another entry read the same).
+ORDERED_OUTPUT = frozenset({"grubby"})
+
+
 def observe_command(argv: list[str], timeout: int) -> dict[str, Any]:
     rc, out = _run(argv, timeout)
-    # Sorted lines: the order of, say, mpirun's ranks is not state; the lines themselves are.
-    lines = sorted(line.rstrip() for line in out.splitlines() if line.strip())
+    lines = [line.rstrip() for line in out.splitlines() if line.strip()]
+    if os.path.basename(argv[0]) not in ORDERED_OUTPUT:
+        # Sorted lines: the order of, say, mpirun's ranks is not state; the lines themselves are.
+        lines.sort()
     return {"rc": rc, "stdout_sha256": _sha256_bytes("\n".join(lines).encode())}
 
 

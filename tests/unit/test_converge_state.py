@@ -687,6 +687,28 @@ def test_the_fingerprint_reads_each_rdma_ports_rate_and_physical_state(tmp_path:
     assert readings[0] != readings[1]
 
 
+def test_grubby_entries_are_compared_in_their_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review round 25a: a recorded command's lines were compared sorted; for grubby --info=ALL, the default entry
+    losing its huge page arguments to another entry read the same. A test double for grubby (this machine has
+    none) prints two entries, as RHEL's does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    grubby = bin_dir / "grubby"
+
+    def entries(first: str, second: str) -> None:
+        grubby.write_text("#!/bin/sh\ncat <<EOT\n"
+                          f'index=0\nkernel="/boot/vmlinuz-5.14.0-427"\nargs="{first}"\n'
+                          f'index=1\nkernel="/boot/vmlinuz-5.14.0-362"\nargs="{second}"\nEOT\n')  # fmt: skip
+        grubby.chmod(0o755)
+
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    entries("ro hugepagesz=1G hugepages=16", "ro")
+    _, state = record(tmp_path, {"commands": [["grubby", "--info=ALL"]]})
+    entries("ro", "ro hugepagesz=1G hugepages=16")
+    reasons = reasons_apart_from_the_lab(check(state).result)
+    assert reasons and reasons[0].startswith("command `grubby --info=ALL`"), reasons
+
+
 def test_a_record_without_controller_files_is_never_in_sync(tmp_path: Path, in_sync: InSync) -> None:
     """A record of the format before controller_files (its digest covered the caches) or one that lacks them: the
     node converges in full once, and its next record keeps the files."""
