@@ -877,9 +877,16 @@ def training_logs(
     return logs
 
 
-def accelerator_results(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] | None,
+def trained_on(e2e: dict[str, Any]) -> str | None:
+    """The training's backend: that of e2e.json's first run that names one (multi, single, one)."""
+    runs: list[dict[str, Any]] = [e2e[key] for key in ("multi", "single", "one") if e2e.get(key)]
+    return next((str(r["backend"]) for r in runs if r.get("backend")), None)
+
+
+def accelerator_results(run: dict[str, Any], e2e: dict[str, Any] | None, logs: Sequence[accelerators.TrainingLog],
                         components: list[Component]) -> dict[str, Any] | None:  # fmt: skip
-    """Whether ACSpeed and the NCCL net plugin the inventory enables were used by the training (seed 003)."""
+    """Whether ACSpeed and the NCCL net plugin the inventory enables were used by the training (seed 003), from its
+    ``logs`` (training_logs, read once for this and e2e_transport)."""
     acspeed, provider = accelerators.expectations(run)
     if not acspeed and provider == "none":
         return None
@@ -891,9 +898,8 @@ def accelerator_results(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] 
         for name in wanted:
             components.append(Component(name, accelerators.GROUP, "skipped" if disabled else "not_judged", reason))
         return result
-    logs = training_logs(run_dir, e2e, run.get("nodes") or ())
     runs: list[dict[str, Any]] = [e2e[key] for key in ("multi", "single", "one") if e2e.get(key)]
-    backend = next((str(r["backend"]) for r in runs if r.get("backend")), None)
+    backend = trained_on(e2e)
     warmup = next((int(r["warmup_steps"]) for r in runs if r.get("warmup_steps") is not None), None)
     if acspeed:
         component, result["acspeed"] = accelerators.judge_acspeed(logs, warmup)
@@ -940,17 +946,16 @@ def training_transport(
     return component
 
 
-def e2e_transport(run_dir: Path, run: dict[str, Any], e2e: dict[str, Any] | None) -> Component | None:
+def e2e_transport(run: dict[str, Any], e2e: dict[str, Any] | None,
+                  logs: Sequence[accelerators.TrainingLog]) -> Component | None:  # fmt: skip
     """training_transport over the N-node run's logs, where the run trained (run.json's fabric, e2e.json's backend).
     None where a net plugin is enabled (judge_net_plugin reads the same lines and fails a fallback to sockets), and
     for a run whose e2e.json names no log (recorded before the logs were kept, or written by hand): judged as before."""
     if e2e is None or not e2e.get("multi") or not e2e.get("logs") or accelerators.expectations(run)[1] != "none":
         return None
-    runs: list[dict[str, Any]] = [e2e[key] for key in ("multi", "single", "one") if e2e.get(key)]
-    backend = next((str(r["backend"]) for r in runs if r.get("backend")), None)
     nodes = [str(node) for node in run.get("nodes") or ()]
-    logs = [log for log in training_logs(run_dir, e2e, nodes) if log.run == RUN_LABELS["multi"]]
-    return training_transport(str(run.get("fabric", "tcp")), logs, backend, nodes)
+    multi = [log for log in logs if log.run == RUN_LABELS["multi"]]
+    return training_transport(str(run.get("fabric", "tcp")), multi, trained_on(e2e), nodes)
 
 
 def load_baseline(path: str | None) -> dict[str, Any] | None:
@@ -980,8 +985,9 @@ def judge(run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     results: dict[str, Any] = {"fabric": run.get("fabric"), "nodes": run.get("nodes", [])}
     results["nccl"] = nccl_results(run_dir, run, components)
     results["e2e"] = e2e_results(run_dir, run, components)
-    results["accelerators"] = accelerator_results(run_dir, run, results["e2e"], components)
-    trained = e2e_transport(run_dir, run, results["e2e"])
+    logs = training_logs(run_dir, results["e2e"], run.get("nodes") or ()) if results["e2e"] is not None else []
+    results["accelerators"] = accelerator_results(run, results["e2e"], logs, components)
+    trained = e2e_transport(run, results["e2e"], logs)
     if trained is not None:
         components.append(trained)
     if reference is not None:
