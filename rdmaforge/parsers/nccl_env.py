@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,10 +268,15 @@ class SocketIfname:
 
     def accepts(self, interface: str) -> bool:
         """matchIfList(name) XOR searchNot: a name is a prefix unless '=' asked for exact names."""
-        matched = not self.names or any(
-            interface == name if self.exact else interface.startswith(name) for name in self.names
-        )
+        matched = not self.names or list_matches(interface, self.names, self.exact)
         return matched != self.exclude
+
+
+def list_matches(name: str, entries: Iterable[str], exact: bool) -> bool:
+    """NCCL's matchIfList for one interface or device name: equal to an entry where '=' asked for exact names, else
+    starting with one. The one rule for NCCL_SOCKET_IFNAME and NCCL_IB_HCA ('^' then inverts it; the ACS check of
+    an mlx5_N device asks the same of names it does not know, in rdmaforge.workloads.acs)."""
+    return any(name == entry if exact else name.startswith(entry) for entry in entries)
 
 
 #: How many names NCCL reads from the list (src/include/socket.h MAX_IFS): the rest are dropped.
@@ -350,12 +355,9 @@ def node_problems(env: Mapping[str, object], interfaces: Sequence[str], rdma_dev
             exclude, exact, entries = parse_ib_hca(hca)
         except ValueError:
             return found  # its grammar is problems()' to name
-        def listed(device: str) -> bool:
-            # An excluding entry with a port takes that port only: the device stays (its other ports).
-            return any((device == name if exact else device.startswith(name)) and not (exclude and port is not None)
-                       for name, port in entries)  # fmt: skip
-
-        if entries and not [device for device in rdma_devices if listed(device) != exclude]:
+        # An excluding entry with a port takes that port only: the device stays (its other ports).
+        names = [name for name, port in entries if not (exclude and port is not None)]
+        if entries and not [device for device in rdma_devices if list_matches(device, names, exact) != exclude]:
             found.append(f"NCCL_IB_HCA={hca!r} keeps none of the node's RDMA devices ({', '.join(rdma_devices)}), "
                          "so NCCL would have no IB device; allowed: a value that names one of them")  # fmt: skip
     return found
