@@ -187,6 +187,7 @@ from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resourc
     observe_listing,
 )
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import merge as merge_resources
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.gpu_topology import gpu_functions
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import (
     package_name,
     parse_query,
@@ -196,7 +197,7 @@ from ansible_collections.rdmaforge.cluster.plugins.module_utils.packages import 
 
 #: 2: the record keeps the controller files (controller_files) beside a digest that no longer covers them.
 #: 3: a file past HASH_LIMIT is also known by its inode and ctime; an RDMA port by its rate and physical state too;
-#: grubby's output in its own order.
+#: grubby's output in its own order; the GPUs of the PCI tree.
 FORMAT = 3
 MAX_REASONS = 20
 # Files up to this size are hashed; bigger ones (archives, libraries) are compared by size, mtime, inode and ctime:
@@ -371,6 +372,9 @@ def fingerprint(reading: NodeReading) -> dict[str, Any]:
         "hugepages": pools,
         "rdma_devices": rdma_ports(),
         "gpus": _sha256_bytes(gpus[1].encode()),
+        # The PCI tree's GPUs too: without the driver, nvidia-smi says nothing, and the node probe counts them by
+        # lspci or sysfs; a GPU gone there is every node's change (the MPI hostfiles' slots; review round 25a).
+        "gpu_pci": gpu_functions(),
     }
 
 

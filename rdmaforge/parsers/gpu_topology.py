@@ -173,25 +173,35 @@ def _numa(device_dir: str) -> int | None:
     return value if value >= 0 else None
 
 
-def read_sysfs_topology(sys_root: str = "/sys") -> Topology:
-    """GPUs (NVIDIA display/3D controllers) and RDMA devices (``class/infiniband``) with their link classes."""
+def gpu_functions(sys_root: str = "/sys") -> list[str] | None:
+    """The PCI functions (0000:1b:00.0) of the NVIDIA display/3D controllers, in bus order; None where the PCI
+    tree cannot be read (no GPU list, which is not a list of none)."""
     pci_root = os.path.join(sys_root, "bus", "pci", "devices")
-    gpus: list[str] = []
-    gpu_dirs: dict[str, str] = {}
     try:
         functions = sorted(os.listdir(pci_root))
-        source = "sysfs"
     except OSError:
-        functions = []
-        source = "none"  # no PCI tree read: no GPU list, which is not a list of none
+        return None
+    found = []
     for function in functions:
         device_dir = os.path.join(pci_root, function)
         vendor = (_read(os.path.join(device_dir, "vendor")) or "").lower()
         pci_class = (_read(os.path.join(device_dir, "class")) or "").lower()
         if vendor == NVIDIA_VENDOR and pci_class.startswith(GPU_CLASS_PREFIXES):
-            name = f"GPU{len(gpus)}"  # nvidia-smi numbers GPUs in PCI bus order, as this sorted listing does
-            gpus.append(name)
-            gpu_dirs[name] = os.path.realpath(device_dir)
+            found.append(function)
+    return found
+
+
+def read_sysfs_topology(sys_root: str = "/sys") -> Topology:
+    """GPUs (NVIDIA display/3D controllers) and RDMA devices (``class/infiniband``) with their link classes."""
+    pci_root = os.path.join(sys_root, "bus", "pci", "devices")
+    gpus: list[str] = []
+    gpu_dirs: dict[str, str] = {}
+    functions = gpu_functions(sys_root)
+    source = "none" if functions is None else "sysfs"
+    for function in functions or ():
+        name = f"GPU{len(gpus)}"  # nvidia-smi numbers GPUs in PCI bus order, as this sorted listing does
+        gpus.append(name)
+        gpu_dirs[name] = os.path.realpath(os.path.join(pci_root, function))
     rdma_root = os.path.join(sys_root, "class", "infiniband")
     nic_dirs: dict[str, str] = {}
     try:

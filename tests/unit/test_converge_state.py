@@ -687,6 +687,22 @@ def test_the_fingerprint_reads_each_rdma_ports_rate_and_physical_state(tmp_path:
     assert readings[0] != readings[1]
 
 
+
+def test_the_fingerprint_watches_the_pci_trees_gpus() -> None:
+    """Review round 25a: without the driver, nvidia-smi -L says nothing; the node probe counts GPUs by lspci or the
+    PCI tree, and a GPU gone there was only the node's own drift (the other nodes' hostfiles kept its slots)."""
+    code = (
+        "import json\n"
+        "from ansible_collections.rdmaforge.cluster.plugins.modules import converge_state\n"
+        "converge_state.gpu_functions = lambda: ['0000:1b:00.0']\n"
+        "print(json.dumps(converge_state.fingerprint(converge_state.NodeReading(10))['gpu_pci']))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT / "build" / "collections"))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["0000:1b:00.0"]
+
+
 def test_grubby_entries_are_compared_in_their_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Review round 25a: a recorded command's lines were compared sorted; for grubby --info=ALL, the default entry
     losing its huge page arguments to another entry read the same. A test double for grubby (this machine has

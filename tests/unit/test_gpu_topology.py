@@ -12,6 +12,7 @@ import pytest
 from rdmaforge.parsers.gpu_topology import (
     TopologyError,
     classify,
+    gpu_functions,
     parse_topo_matrix,
     pci_chain,
     rail_map,
@@ -167,6 +168,12 @@ def test_sysfs_rails_of_a_fake_gpu_server(fake_gpu_server):
         "GPU1": {"mlx5_0": "SYS", "mlx5_1": "PIX"},
     }
     assert rail_map(topo)["nccl_ib_hca"] == "mlx5_0,mlx5_1"
+
+
+def test_the_gpu_functions_are_the_nvidia_display_and_3d_controllers(fake_gpu_server, tmp_path):
+    """What the converge record's fingerprint watches (gpu_pci) where no driver answers (review round 25a)."""
+    assert gpu_functions(str(fake_gpu_server)) == ["0000:1a:00.0", "0000:9a:00.0"]
+    assert gpu_functions(str(tmp_path / "no-sys")) is None
 
 
 def test_this_machine_has_no_gpu_and_says_so():
