@@ -373,7 +373,10 @@ class _FastRow:
             redop = None
         if root is not None and root < 0:
             root = None
-        return store.append_values(int(size_token), int(count_token), type_name, redop, root, out, inp) or True
+        size = int(size_token)
+        if not store.append_values(size, int(count_token), type_name, redop, root, out, inp):
+            store.note_invalid(size)  # past what a row stores (64 bits): an invalid row, never one dropped (round 26)
+        return True
 
     def _half(self, tokens: list[str], at: _Columns) -> tuple[float, float, float, float, float] | None:
         time_at, algbw_at, busbw_at, wrong_at, error_at = at

@@ -315,6 +315,23 @@ def test_an_out_of_bounds_count_too_long_for_a_number_is_no_count() -> None:
         assert run.status == status, footer
 
 
+@pytest.mark.parametrize("accelerated", [True, False])
+@pytest.mark.parametrize("size", [str(2**63), "1" + "0" * 19, "1" + "0" * 20])
+def test_a_row_whose_size_is_past_64_bits_is_an_invalid_row(
+    monkeypatch: pytest.MonkeyPatch, accelerated: bool, size: str
+) -> None:
+    """Review round 26: a size of 19 or 20 digits past 2**63 was dropped without a trace (the store refused it and
+    the row counted as read), and the run passed on its other rows."""
+    if not accelerated:
+        monkeypatch.setattr(accel, "fast", None)
+    header = ("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+              "#   (B) (elements) (us) (GB/s) (GB/s) (us) (GB/s) (GB/s)\n")  # fmt: skip
+    row = "  {}  262144  float  sum  -1  100.0  10.49  19.66  0  100.0  10.49  19.66  0\n"
+    footer = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 19.66\n"
+    (run,) = parse(header + row.format(1048576) + row.format(size) + footer).runs
+    assert run.status == "failed" and run.rows.invalid_rows == 1 and "past 64 bits" in str(run.status_reason)
+
+
 @needs_corpus
 @pytest.mark.parametrize("accelerated", [True, False])
 def test_numbers_too_long_for_int_are_no_numbers(monkeypatch: pytest.MonkeyPatch, accelerated: bool) -> None:
