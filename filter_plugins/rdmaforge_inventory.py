@@ -98,17 +98,15 @@ def role_own_variable_lines(
             sources.setdefault(Path(str(source)), []).append(host)
     found = []
     for source, listed in sources.items():
-        for path, line in inventory_files.role_own_variable_findings(source):
-            kind = next((part for part in (path.parent.name, path.parent.parent.name)
-                         if part in ("group_vars", "host_vars")), None)  # fmt: skip
-            name = path.stem if path.parent.name == kind else path.parent.name
-            if kind == "group_vars":
-                applies = [h for h in listed if h in (groups.get(name) or ())]
-            elif kind == "host_vars":
-                applies = [h for h in listed if h == name]
+        for finding in inventory_files.role_own_variable_findings(source):
+            setting = finding.setting
+            if setting.host is not None:
+                applies = [h for h in listed if h == setting.host]
+            elif setting.group is not None:
+                applies = [h for h in listed if h in (groups.get(setting.group) or ())]
             else:
                 applies = listed
-            found += [(host, f"{host}: {line}") for host in applies]
+            found += [(host, f"{host}: {finding.line}") for host in applies]
     return found
 
 

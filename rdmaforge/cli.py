@@ -135,7 +135,9 @@ def _main(argv: list[str]) -> int:
             if extra:  # named by the sub-command, with its usage (the top parser's would show `rdmaforge COMMAND`)
                 subcommand(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
         except SystemExit as exc:
-            if isinstance(exc, UsageError) and "--json" in argv and argv[0] in RECAP_JSON_COMMANDS:
+            # --json as written, or as argparse accepts it abbreviated (--js, --jso; review round 26).
+            wants_json = any(len(arg) >= 4 and "--json".startswith(arg) for arg in argv)
+            if isinstance(exc, UsageError) and wants_json and argv[0] in RECAP_JSON_COMMANDS:
                 # The one JSON document --json promises, for a command line refused too (review round 25c).
                 json_error(argparse.Namespace(command=argv[0], json=True), ExitCode.BAD_INPUT, exc.message)
             if exc.code not in (0, None):

@@ -1918,11 +1918,10 @@ def role_own_variable_problem(where: str, variable: str, own: Mapping[str, str])
     if variable not in own:
         return None
     source = own[variable]
-    how = "which outranks an inventory's value" if source.endswith("/vars/main.yml") else (
-        "which overwrites an inventory's value as the role runs")  # fmt: skip
-    return (f"{where}: {variable} is no setting: the role sets it itself ({source}), {how}, so this value would be "
-            "ignored; allowed: leave it out (a role's settings are the variables of its defaults/main.yml; "
-            "ansible-playbook's -e outranks both)")
+    how = ("which outranks an inventory's value, so this value would be ignored" if source.endswith("/vars/main.yml")
+           else "as its tasks run, so this value would be overwritten, or taken for the role's own state")  # fmt: skip
+    return (f"{where}: {variable} is no setting: the role sets it itself ({source}), {how}; allowed: leave it out (a "
+            "role's settings are the variables of its defaults/main.yml; ansible-playbook's -e outranks both)")
 
 
 def names_in(text: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import errno
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +97,30 @@ def _yaml_files(inventory: Path) -> tuple[list[Path], list[Path]]:
     return own, wanted
 
 
-def role_own_variable_findings(inventory: Path) -> list[tuple[Path, str]]:
-    """(file, line) for each role's own variable the inventory's YAML files set (role_own_variable_problem): what
-    preflight reports per node for a run of ansible-playbook itself, where no rdmaforge command read the files
-    first. Files that cannot be read or parsed are yaml_problems' to name."""
+@dataclass(frozen=True)
+class Setting:
+    """A variable an inventory's file sets, and for whom: a group's (``group``) or a host's (``host``)."""
+
+    name: str
+    group: str | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class OwnVariableFinding:
+    """A role's own variable (role_own_variable_problem's ``line``) that ``path`` sets for ``setting``'s group or
+    host."""
+
+    path: Path
+    line: str
+    setting: Setting
+
+
+def role_own_variable_findings(inventory: Path) -> list[OwnVariableFinding]:
+    """Each role's own variable the inventory's YAML files (named .yml, .yaml or with no suffix; not JSON, not INI)
+    set (role_own_variable_problem), with the group or host it is set for: what preflight reports per node for a
+    run of ansible-playbook itself, where no rdmaforge command read the files first. Files that cannot be read or
+    parsed are yaml_problems' to name."""
     own, candidates = _yaml_files(inventory)
     own_variables = role_own_variables(str(paths.ROLES_DIR))
     found = []
@@ -108,33 +129,50 @@ def role_own_variable_findings(inventory: Path) -> list[tuple[Path, str]]:
             data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
         except (yaml.YAMLError, OSError):
             continue
-        found += [(path, line) for name in _variables_set(data, path in own)
-                  for line in [role_own_variable_problem(str(path), name, own_variables)] if line]  # fmt: skip
+        for setting in _settings(data, path, path in own):
+            line = role_own_variable_problem(str(path), setting.name, own_variables)
+            if line:
+                found.append(OwnVariableFinding(path, line, setting))
     return found
 
 
 def _variables_set(data: object, inventory: bool) -> list[str]:
     """The variable names a vars file (a mapping) or a YAML inventory (each group's vars, each host's) sets."""
+    return list(dict.fromkeys(s.name for s in _settings(data, None, inventory)))
+
+
+def _settings(data: object, path: Path | None, inventory: bool) -> list[Setting]:
+    """What a vars file sets for the group or host its path names (group_vars/<group>.yml, group_vars/<group>/...),
+    or a YAML inventory for each group (its vars) and each host (its entry)."""
     if not inventory:
-        return [name for name in data if isinstance(name, str)] if isinstance(data, dict) else []
-    found: list[str] = []
+        parts = path.parts if path is not None else ()
+        kind = next((i for i, part in enumerate(parts) if part in ("group_vars", "host_vars")), None)
+        owner = None
+        if kind is not None and kind + 1 < len(parts):
+            owner = parts[kind + 1] if kind + 2 < len(parts) else Path(parts[kind + 1]).stem
+        group = owner if kind is not None and parts[kind] == "group_vars" else None
+        host = owner if kind is not None and parts[kind] == "host_vars" else None
+        names = [name for name in data if isinstance(name, str)] if isinstance(data, dict) else []
+        return [Setting(name, group, host) for name in names]
+    found: list[Setting] = []
     seen: set[int] = set()
 
-    def walk(group: object) -> None:
+    def walk(name: str, group: object) -> None:
         if not isinstance(group, dict) or id(group) in seen:
             return
         seen.add(id(group))
         values, hosts, children = group.get("vars"), group.get("hosts"), group.get("children")
-        found.extend(name for name in (values if isinstance(values, dict) else ()) if isinstance(name, str))
-        for host in hosts.values() if isinstance(hosts, dict) else ():
-            found.extend(name for name in (host if isinstance(host, dict) else ()) if isinstance(name, str))
-        for child in children.values() if isinstance(children, dict) else ():
-            walk(child)
+        found.extend(Setting(v, group=name) for v in (values if isinstance(values, dict) else ()) if isinstance(v, str))
+        for host, entry in hosts.items() if isinstance(hosts, dict) else ():
+            found.extend(Setting(v, host=str(host)) for v in (entry if isinstance(entry, dict) else ())
+                         if isinstance(v, str))  # fmt: skip
+        for child, entry in children.items() if isinstance(children, dict) else ():
+            walk(str(child), entry)
 
     if isinstance(data, dict) and "plugin" not in data:
-        for group in data.values():
-            walk(group)
-    return list(dict.fromkeys(found))
+        for name, group in data.items():
+            walk(str(name), group)
+    return found
 
 
 def _ini_files(inventory: Path) -> list[Path]:

@@ -866,7 +866,7 @@ CASES: list[Case] = [
             n.a: [f"{n.a}: ", "nccl_plugin_lib_dir is no setting: the role sets it itself "
                   "(roles/nccl_plugin/vars/main.yml), which outranks an inventory's value"],
             n.b: ["nccl_plugin_lib_dir is no setting", "eni_selected is no setting: the role sets it itself "
-                  "(roles/eni/tasks/main.yml), which overwrites an inventory's value as the role runs"],
+                  "(roles/eni/tasks/main.yml), as its tasks run, so this value would be overwritten"],
         },
     ),
     Case(

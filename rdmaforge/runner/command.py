@@ -31,7 +31,7 @@ from rdmaforge import terminal
 from rdmaforge.errors import CannotRun, UserError, host_pattern, inventory_path, missing_path, output_path
 from rdmaforge.paths import playbook as playbook_path
 from rdmaforge.paths import playbook_to_run
-from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets
+from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets, vault
 from rdmaforge.runner.events import HostProblem
 from rdmaforge.runner.exit_codes import HOST_CODES, ExitCode, describe, epilog, for_hosts
 from rdmaforge.runner.progress import AnsibleEcho, Progress, Ticker, escapes_allowed
@@ -123,14 +123,16 @@ def vault_identity(text: str) -> str:
     """argparse type for --vault-id: [LABEL@]SOURCE, split at the first '@' as Ansible does. Ansible runs without a
     terminal here: it cannot prompt. The source must exist now, as --vault-password-file's (review round 25c: a
     missing one started the run, which Ansible then stopped with exit 1)."""
-    source = text.partition("@")[2] if "@" in text else text
+    label, source = vault.split_vault_id(text)
     if source in ("prompt", "prompt_ask_vault_pass", ""):
         raise argparse.ArgumentTypeError(f"{text}: cannot prompt (Ansible runs without a terminal); "
                                          "give a password file or script, LABEL@FILE")  # fmt: skip
-    if not Path(source).expanduser().is_file():
+    path = Path(source).expanduser()
+    if not path.is_file():
         raise argparse.ArgumentTypeError(f"{text}: {source}: no such file; allowed: [LABEL@]FILE, a password file "
                                          "or script that exists")  # fmt: skip
-    return text
+    # Absolute: Ansible runs from the workspace directory, where a relative path names another file (review 26).
+    return f"{label}@{path.resolve()}" if "@" in text else str(path.resolve())
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:

@@ -395,6 +395,10 @@ def _cancel(interrupted: list[int]) -> bool:
     return bool(interrupted)
 
 
+#: The commands ansible-runner starts (as the first or second word: the interpreter may come first).
+ANSIBLE_COMMANDS = frozenset({b"ansible-playbook", b"ansible"})
+
+
 def stop_ansible_processes() -> None:
     """SIGKILL to every process under this one's Ansible children, each by its process group. ansible-core's workers
     run in sessions of their own: ansible-runner's cancel kills its child's group only, which left the worker and
@@ -414,7 +418,9 @@ def stop_ansible_processes() -> None:
             command = Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"ansible" in command:
+        # Ansible's own command (python .../ansible-playbook, or ansible for an ad hoc run), not any child whose
+        # command line mentions it (review round 26).
+        if {os.path.basename(arg) for arg in command.split(b"\0")[:2]} & ANSIBLE_COMMANDS:
             stack = [child]
             while stack:
                 pid = stack.pop()

@@ -166,6 +166,12 @@ def runs(path: Path) -> bool:
         return True
 
 
+def split_vault_id(identity: str) -> tuple[str, str]:
+    """--vault-id's (label, source), split at the first '@' as Ansible does ("default" without a label)."""
+    label, at, source = identity.partition("@")
+    return (label or "default", source) if at else ("default", identity)
+
+
 def decryptor(vault_ids: Sequence[str], password_files: Sequence[Path | str]) -> Decrypt | None:
     """Decrypts with the run's vault identities ([LABEL@]FILE or script) and password files; None without any."""
     if not vault_ids and not password_files:
@@ -175,7 +181,7 @@ def decryptor(vault_ids: Sequence[str], password_files: Sequence[Path | str]) ->
 
     loader = DataLoader()
     identities: list[tuple[str, Any]] = []
-    sources = [(i.rpartition("@")[0] or "default", i.rpartition("@")[2]) for i in vault_ids]
+    sources = [split_vault_id(i) for i in vault_ids]
     sources += [("default", str(p)) for p in password_files]
     for label, source in sources:
         try:

@@ -252,7 +252,7 @@ def test_request_and_runner_kwargs_carry_the_flags(tmp_path: Path) -> None:
     kwargs = execute.runner_kwargs(request, tmp_path / "run", tmp_path)
     assert kwargs["skip_tags"] == "a,b" and kwargs["forks"] == 7 and kwargs["tags"] == "x"
     assert kwargs["cmdline"].split() == ["--user", "deploy", "--become", "--become-user", "root", "--vault-id",
-                                         f"dev@{dev}", "--vault-id", f"prod@{prod}",
+                                         f"dev@{dev.resolve()}", "--vault-id", f"prod@{prod.resolve()}",
                                          "--vault-password-file", str(secret.resolve())]  # fmt: skip
     # Ad hoc (verify's ping): the same connection flags, no tags (`ansible` has none).
     adhoc = execute.Request(inventory=tmp_path, module="ansible.builtin.ping", tags="x", skip_tags="y", forks=3)
@@ -314,6 +314,23 @@ def test_verify_hands_user_become_and_vault_to_testinfra_through_its_environment
         "ANSIBLE_VAULT_IDENTITY_LIST": f"dev@/x,{(tmp_path / 'pw').resolve()}",
     }  # fmt: skip
     assert verify.suite_environment(execute.Request(inventory=tmp_path)) == {}  # never ANSIBLE_BECOME=False
+
+
+def test_a_vault_id_is_split_at_its_first_at_and_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review round 26: the CLI split --vault-id at the first '@' (as Ansible does), the secret scrubber at the last,
+    so it loaded no secret from prod@site.pw and could not redact the vaulted values. A relative path was checked
+    from the caller's directory, while Ansible runs from the workspace's."""
+    from rdmaforge.runner import vault
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prod@site.pw").write_text("x")
+    assert vault.split_vault_id("prod@prod@site.pw") == ("prod", "prod@site.pw")
+    assert vault.split_vault_id("site.pw") == ("default", "site.pw")
+    assert command.vault_identity("prod@prod@site.pw") == f"prod@{tmp_path / 'prod@site.pw'}"
+    decrypt = vault.decryptor([f"prod@{tmp_path / 'prod@site.pw'}"], [])
+    assert decrypt is not None  # the identity was loaded
 
 
 @pytest.mark.parametrize(
@@ -622,7 +639,7 @@ def test_a_command_line_refused_by_argparse_still_prints_its_json(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Review round 25c: an unknown flag with --json left stdout empty (argparse's usage on stderr only)."""
-    assert main([name, "-i", str(tmp_path / "hosts.yml"), "--json", "--bogus"]) == 64
+    assert main([name, "-i", str(tmp_path / "hosts.yml"), "--jso" if name == "doctor" else "--json", "--bogus"]) == 64
     out, err = capsys.readouterr()
     document = json.loads(out)
     assert document == {"command": name, "exit_code": 64, "meaning": document["meaning"],

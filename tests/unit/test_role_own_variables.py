@@ -47,8 +47,8 @@ def test_an_inventory_setting_a_roles_own_variable_is_refused_before_anything_ru
     assert code == ExitCode.BAD_INPUT, err
     assert (f"{tmp_path / 'group_vars' / 'cluster.yml'}: nccl_plugin_lib_dir is no setting: the role sets it itself "
             "(roles/nccl_plugin/vars/main.yml), which outranks an inventory's value") in err  # fmt: skip
-    assert (f"{hosts}: eni_selected is no setting: the role sets it itself (roles/eni/tasks/main.yml), which "
-            "overwrites an inventory's value as the role runs") in err  # fmt: skip
+    assert (f"{hosts}: eni_selected is no setting: the role sets it itself (roles/eni/tasks/main.yml), as its "
+            "tasks run, so this value would be overwritten") in err  # fmt: skip
     assert "allowed: leave it out" in err
     assert not runs.exists() and not (tmp_path / "out").exists()
 
@@ -58,3 +58,23 @@ def test_a_roles_settings_are_not_refused(tmp_path: Path, capsys: pytest.Capture
                                  "workload_manifests_gpus_per_node": 8, "hugepages_enabled": True})  # fmt: skip
     code = main(["render", "-i", str(hosts), "-o", str(tmp_path / "out")])
     assert code == ExitCode.OK, capsys.readouterr().err
+
+
+def test_each_finding_names_the_group_or_host_it_is_set_for(tmp_path: Path) -> None:
+    """Review round 26: preflight blamed every host of hosts.yml for one host's entry, and every host for a file
+    under group_vars/<group>/<dir>/."""
+    from rdmaforge.inventory_files import role_own_variable_findings
+
+    hosts = {"node1": {"eni_selected": ["eth1"]}, "node2": {}}
+    doc = {"all": {"vars": {"mpi_bin_dir": "/x"}, "children": {"cluster": {"hosts": hosts,
+                                                                           "vars": {"eni_plan": {}}}}}}  # fmt: skip
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(doc))
+    nested = tmp_path / "group_vars" / "gpu" / "site"
+    nested.mkdir(parents=True)
+    (nested / "x.yml").write_text(yaml.safe_dump({"nccl_plugin_lib_dir": "/opt"}))
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "node2").write_text(yaml.safe_dump({"benchmark_nodes": []}))
+    findings = role_own_variable_findings(tmp_path / "hosts.yml")
+    found = {(f.setting.name, f.setting.group, f.setting.host) for f in findings}
+    assert found == {("eni_selected", None, "node1"), ("mpi_bin_dir", "all", None), ("eni_plan", "cluster", None),
+                     ("nccl_plugin_lib_dir", "gpu", None), ("benchmark_nodes", None, "node2")}  # fmt: skip

@@ -365,7 +365,8 @@ SLOW = """---
         state: touch
         mode: "0644"
     - name: Take long
-      ansible.builtin.command: sleep 120
+      # The sleeping process names the run's directory, so that the test can tell it is gone.
+      ansible.builtin.command: "{{ ansible_python_interpreter }} -c 'import time; time.sleep(120)' {{ started }}"
       changed_when: false
 """
 
@@ -400,13 +401,17 @@ def test_ctrl_c_stops_ansible_before_the_command_exits_130(tmp_path: Path) -> No
         while not started.exists() and child.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert started.exists(), child.communicate(timeout=30)[0][-3000:]
-        time.sleep(1)  # the sleep task under way
+        sleeper = f"time.sleep(120) {started}"  # as ps shows it, without the quotes
+        while time.monotonic() < deadline and sleeper not in subprocess.run(
+                ["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=False).stdout:  # fmt: skip
+            time.sleep(0.2)
         os.kill(child.pid, signal.SIGINT)
         output = child.communicate(timeout=60)[0]
     finally:
         if child.poll() is None:
             child.kill()
     assert child.returncode == 130, output[-3000:]
-    # Nothing of that run is left: no ansible-playbook, no worker, no sleep of its task.
+    # Nothing of that run is left: no ansible-playbook, no worker, no process of its task (which names tmp_path).
+    time.sleep(0.5)
     left = subprocess.run(["pgrep", "-af", str(tmp_path)], capture_output=True, text=True, check=False).stdout
     assert left == "", left
