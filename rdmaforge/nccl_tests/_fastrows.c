@@ -661,6 +661,7 @@ static int parse_half(const unsigned char **tok, const Py_ssize_t *len, const in
         } else if (!(n == 3 && memcmp(s, "N/A", 3) == 0)) {
             double v;
             if (!parse_double(s, n, &v) || !isfinite(v)) return 0;
+            if (trunc(v) != v) return 0; /* a fraction is no count: the Python parser's wrong_count judges it */
             wrong = trunc(v) + 0.0; /* float(int(v)): no -0.0 */
             if (wrong < 0) return 0; /* no count: the Python parser counts the row invalid */
         }
@@ -1311,7 +1312,7 @@ PyMODINIT_FUNC PyInit__fastrows(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* accel.VERSION: the Python code uses an extension built from this very source only */
-    if (PyModule_AddIntConstant(m, "VERSION", 5) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

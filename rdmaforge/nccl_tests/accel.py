@@ -19,8 +19,9 @@ DISABLE_ENV = "RDMAFORGE_NCCL_PURE_PYTHON"
 #: source) is not used: 2 declines the rows that are no measurement (rowstore._no_measurement), which 1 stored
 #: without counting them; 3 keeps the host each ``#  Rank`` line names (rank_hosts); 4 says what kind of line it
 #: hands back (a failure line, or the first word of a handler's line: WORDS), for the parser to skip feed(); 5 hands
-#: back ``# Reducing maxBytes`` lines (the sweep's end) and declines a negative ``#wrong``.
-VERSION = 5
+#: back ``# Reducing maxBytes`` lines (the sweep's end) and declines a negative ``#wrong``; 6 declines a fractional
+#: one (the Python parser's wrong_count judges it).
+VERSION = 6
 
 
 def load() -> ModuleType | None:

@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from rdmaforge.nccl_tests.lines import parse_float, parse_int
+from rdmaforge.nccl_tests.lines import parse_float, parse_int, wrong_count
 from rdmaforge.nccl_tests.model import (
     Half,
     Row,
@@ -361,8 +361,11 @@ def _half(data: Any) -> Half | None:
     algbw, busbw = _number(data.get("alg_bw")), _number(data.get("bus_bw"))
     if time is None or algbw is None or busbw is None:
         return None
-    wrong = _number(data.get("nwrong"))
-    return Half(time_us=time, algbw=algbw, busbw=busbw, wrong=int(wrong) if wrong is not None else None)
+    given = data.get("nwrong")
+    wrong = _number(given)
+    if wrong is None and given is not None and not (isinstance(given, str) and given.strip() in ("", "N/A")):
+        return None  # a boolean or a word: no count, and no "not checked" either (review round 25b): unreadable
+    return Half(time_us=time, algbw=algbw, busbw=busbw, wrong=wrong_count(wrong) if wrong is not None else None)
 
 
 def _number(value: Any) -> float | None:

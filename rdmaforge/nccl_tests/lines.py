@@ -69,6 +69,13 @@ def parse_float(token: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def wrong_count(value: float) -> int:
+    """A #wrong read as a count: a fraction (0.5, -1e-05: a garbled column) is no count, and is judged as the next
+    whole count away from 0, so that it never reads as 0 wrong values (review round 25b: int() made both 0)."""
+    whole = int(value)
+    return whole if whole == value else whole + (1 if value > 0 else -1)
+
+
 def parse_int(token: str) -> int | None:
     """A base-10 integer (sign allowed), or None."""
     try:

@@ -23,7 +23,7 @@ from operator import le
 from rdmaforge.nccl_tests import accel
 from rdmaforge.nccl_tests.interleave import route
 from rdmaforge.nccl_tests.lines import MPI_TAG as _MPI_TAG
-from rdmaforge.nccl_tests.lines import NcclLine, find_nccl_line, parse_float, parse_int
+from rdmaforge.nccl_tests.lines import NcclLine, find_nccl_line, parse_float, parse_int, wrong_count
 from rdmaforge.nccl_tests.model import (
     Half,
     Row,
@@ -290,7 +290,7 @@ def _parse_half(tokens: list[str], layout: Layout) -> Half | None:
             wrong_value = parse_float(values["wrong"])
             if wrong_value is None:
                 return None
-            wrong = int(wrong_value)
+            wrong = wrong_count(wrong_value)
     elif "error" in values and values["error"] != "N/A":
         rel_error = parse_float(values["error"])
         if rel_error is None:
@@ -397,7 +397,7 @@ class _FastRow:
                 value = parse_float(token)
                 if value is None:
                     return None
-                wrong = float(int(value))
+                wrong = float(wrong_count(value))
         elif error_at >= 0:
             token = tokens[error_at]
             if token != "N/A":

@@ -332,6 +332,22 @@ def test_a_row_whose_size_is_past_64_bits_is_an_invalid_row(
     assert run.status == "failed" and run.rows.invalid_rows == 1 and "past 64 bits" in str(run.status_reason)
 
 
+@pytest.mark.parametrize("accelerated", [True, False])
+@pytest.mark.parametrize(("wrong", "status"), [("0.5", "failed"), ("-1e-05", "failed"), ("1e+00", "failed"),
+                                               ("0", "ok"), ("0e+00", "ok")])  # fmt: skip
+def test_a_fractional_wrong_count_never_reads_as_zero(
+    monkeypatch: pytest.MonkeyPatch, accelerated: bool, wrong: str, status: str
+) -> None:
+    """Review round 25b: int() made a #wrong of 0.5 or -1e-05 (a garbled column) 0 wrong values, and the row passed."""
+    if not accelerated:
+        monkeypatch.setattr(accel, "fast", None)
+    header = ("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+              "#   (B) (elements) (us) (GB/s) (GB/s) (us) (GB/s) (GB/s)\n")  # fmt: skip
+    row = f"  1048576  262144  float  sum  -1  100.0  10.49  19.66  {wrong}  100.0  10.49  19.66  0\n"
+    (run,) = parse(header + row + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 19.66\n").runs
+    assert run.status == status, run.status_reason
+
+
 @needs_corpus
 @pytest.mark.parametrize("accelerated", [True, False])
 def test_numbers_too_long_for_int_are_no_numbers(monkeypatch: pytest.MonkeyPatch, accelerated: bool) -> None:
@@ -776,6 +792,15 @@ def test_a_text_log_whose_first_line_is_other_json_is_read_as_text_past_the_json
     document.write_text('{"args": [\n' + '"x",\n' * 2000 + '"x"]}\n')
     with pytest.raises(nccl_tests.InputError, match="larger than"):
         parse_file(document)
+
+
+@pytest.mark.parametrize("nwrong", [True, False, "none of them"])
+def test_a_json_wrong_count_that_is_a_boolean_or_a_word_is_no_pass(nwrong: object) -> None:
+    """Review round 25b: nwrong true (or a word) read as "not checked", and the run passed."""
+    doc = json.loads((DATA / "all_reduce_v2.17.8_ok.json").read_text())
+    doc["results"][1]["out_of_place"]["nwrong"] = nwrong
+    (run,) = parse(json.dumps(doc)).runs
+    assert run.status == "failed", run.status_reason
 
 
 def test_json_cpu_time_nan_and_min_bandwidth() -> None:
