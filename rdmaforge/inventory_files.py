@@ -56,9 +56,8 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             found += [f"{path}: {key} is a !!binary value (bytes), which ansible-inventory cannot list; allowed: text, "
                       "numbers, booleans, lists and mappings (base64 text without the tag, decoded where it is used "
                       "with the b64decode filter)" for key in binary]  # fmt: skip
-            own_variables = role_own_variables(str(paths.ROLES_DIR))
-            found += [line for name in _variables_set(data, path in own)
-                      for line in [role_own_variable_problem(str(path), name, own_variables)] if line]  # fmt: skip
+            # Once per name and file (a name on several hosts of hosts.yml is one line here; preflight names each).
+            found += list(dict.fromkeys(f.line for f in _own_variable_findings(data, path, path in own)))
             hosts = yaml_inventory_hosts(data) if path in own else []
             found += [p.message for host in hosts if isinstance(host, str) for p in long_name_problems(host)]
             # YAML reads 0x7f000001 or 12 as a number: Ansible then warns about "host pattern" noise and the run
@@ -122,30 +121,32 @@ def role_own_variable_findings(inventory: Path) -> list[OwnVariableFinding]:
     run of ansible-playbook itself, where no rdmaforge command read the files first. Files that cannot be read or
     parsed are yaml_problems' to name."""
     own, candidates = _yaml_files(inventory)
-    own_variables = role_own_variables(str(paths.ROLES_DIR))
     found = []
     for path in candidates:
         try:
             data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
         except (yaml.YAMLError, OSError):
             continue
-        for setting in _settings(data, path, path in own):
-            line = role_own_variable_problem(str(path), setting.name, own_variables)
-            if line:
-                found.append(OwnVariableFinding(path, line, setting))
+        found += _own_variable_findings(data, path, path in own)
     return found
 
 
-def _variables_set(data: object, inventory: bool) -> list[str]:
-    """The variable names a vars file (a mapping) or a YAML inventory (each group's vars, each host's) sets."""
-    return list(dict.fromkeys(s.name for s in _settings(data, None, inventory)))
+def _own_variable_findings(data: object, path: Path, inventory: bool) -> list[OwnVariableFinding]:
+    """The role's own variables one parsed file sets: what yaml_problems and role_own_variable_findings report."""
+    own_variables = role_own_variables(str(paths.ROLES_DIR))
+    found = []
+    for setting in _settings(data, path, inventory):
+        line = role_own_variable_problem(str(path), setting.name, own_variables)
+        if line:
+            found.append(OwnVariableFinding(path, line, setting))
+    return found
 
 
-def _settings(data: object, path: Path | None, inventory: bool) -> list[Setting]:
+def _settings(data: object, path: Path, inventory: bool) -> list[Setting]:
     """What a vars file sets for the group or host its path names (group_vars/<group>.yml, group_vars/<group>/...),
     or a YAML inventory for each group (its vars) and each host (its entry)."""
     if not inventory:
-        parts = path.parts if path is not None else ()
+        parts = path.parts
         kind = next((i for i, part in enumerate(parts) if part in ("group_vars", "host_vars")), None)
         owner = None
         if kind is not None and kind + 1 < len(parts):
