@@ -18,7 +18,9 @@ import functools
 import ipaddress
 import json
 import re
+import shlex
 import socket
+import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -194,11 +196,74 @@ def ini_inventory_hosts(text: str) -> list[str]:
             continue
         if section_kind != "hosts":
             continue
-        first = line.split(None, 1)[0]
-        port = _INI_PORT.match(first)
-        has_port = port is not None and ":" not in _HOST_RANGE.sub("", port["host"])
-        found.append(port["host"] if port is not None and has_port else first)
+        found.append(_ini_host_name(line.split(None, 1)[0]))
     return list(dict.fromkeys(found))
+
+
+def _ini_host_name(first: str) -> str:
+    """The host name (or range pattern) of an INI host line's first word, without its ``:port``."""
+    port = _INI_PORT.match(first)
+    has_port = port is not None and ":" not in _HOST_RANGE.sub("", port["host"])
+    return port["host"] if port is not None and has_port else first
+
+
+def ini_inventory_settings(text: str) -> list[tuple[str, str | None, str | None]]:
+    """``(variable, group, host)`` for each variable an INI inventory sets, as Ansible's ini plugin reads it: a
+    ``[group:vars]`` line's ``name=value`` for the group, a host line's ``name=value`` words for each host it names
+    (a range expanded; one too large to expand stands for its group)."""
+    found: list[tuple[str, str | None, str | None]] = []
+    group, kind = "ungrouped", "hosts"
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        section = _INI_SECTION.match(line)
+        if section is not None:
+            group, kind = section["group"], section["kind"] or "hosts"
+            continue
+        if kind == "vars" and "=" in line:
+            found.append((line.split("=", 1)[0].strip(), group, None))
+        elif kind == "hosts":
+            try:
+                words = shlex.split(line, comments=True)
+            except ValueError:  # an unbalanced quote: Ansible refuses the file; the words still name the variables
+                words = line.split()
+            names = [word.split("=", 1)[0] for word in words[1:] if "=" in word]
+            if not names:
+                continue
+            hosts = expand_host_range(_ini_host_name(words[0]))
+            found += [(name, None, host) for host in hosts for name in names] if hosts else [
+                (name, group, None) for name in names]
+    return found
+
+
+#: The most names expand_host_range lists.
+_MAX_EXPANDED = 100_000
+
+
+def expand_host_range(pattern: str) -> list[str]:
+    """The host names an inventory's range pattern stands for (``node[01:03]`` -> node01, node02, node03;
+    ``[a:c]``; a step ``[1:9:2]``), as Ansible expands them; [] for more than _MAX_EXPANDED names."""
+    match = _HOST_RANGE.search(pattern)
+    if match is None:
+        return [pattern]
+    start, end = match["start"], match["end"]
+    step_text = match.group(0)[1:-1].split(":")[2:]
+    step = int(step_text[0]) if step_text and step_text[0] else 1
+    if start.isdigit() != end.isdigit() or step < 1:
+        return [pattern]  # Ansible refuses it: the name is checked as written
+    if start.isdigit():
+        width = len(start) if start.startswith("0") and len(start) > 1 else 0
+        if (int(end) - int(start)) // step >= _MAX_EXPANDED:
+            return []
+        items = [str(number).zfill(width) for number in range(int(start), int(end) + 1, step)]
+    else:
+        letters = string.ascii_letters
+        items = list(letters[letters.index(start):letters.index(end) + 1:step])
+    head, rest = pattern[:match.start()], expand_host_range(pattern[match.end():])
+    if not rest or len(items) * len(rest) > _MAX_EXPANDED:
+        return []
+    return [f"{head}{item}{name}" for item in items for name in rest]
 
 
 def yaml_inventory_hosts(data: object) -> list[object]:

@@ -20,7 +20,9 @@ from rdmaforge import paths
 from rdmaforge.hostnames import not_a_string
 from rdmaforge.inventory_checks import (
     LOCALHOST_NAMES,
+    expand_host_range,
     ini_inventory_hosts,
+    ini_inventory_settings,
     long_name_problems,
     role_own_variable_problem,
     role_own_variables,
@@ -57,7 +59,8 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
                       "numbers, booleans, lists and mappings (base64 text without the tag, decoded where it is used "
                       "with the b64decode filter)" for key in binary]  # fmt: skip
             # Once per name and file (a name on several hosts of hosts.yml is one line here; preflight names each).
-            found += list(dict.fromkeys(f.line for f in _own_variable_findings(data, path, path in own)))
+            settings = _settings(data, path, path in own)
+            found += list(dict.fromkeys(f.line for f in _own_variable_findings(settings, path)))
             hosts = yaml_inventory_hosts(data) if path in own else []
             found += [p.message for host in hosts if isinstance(host, str) for p in long_name_problems(host)]
             # YAML reads 0x7f000001 or 12 as a number: Ansible then warns about "host pattern" noise and the run
@@ -65,11 +68,12 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             found += [f"{path}: {not_a_string(str(host))}" for host in hosts if not isinstance(host, str)]
     for path in _ini_files(inventory):
         try:
-            names = ini_inventory_hosts(path.read_text(errors="replace"))
+            text = path.read_text(errors="replace")
         except OSError as exc:
             found.append(_unreadable(path, exc))
             continue
-        found += [p.message for name in names for p in long_name_problems(name)]
+        found += [p.message for name in ini_inventory_hosts(text) for p in long_name_problems(name)]
+        found += list(dict.fromkeys(f.line for f in _own_variable_findings(_ini_settings(text), path)))
     return found
 
 
@@ -81,19 +85,54 @@ _IGNORED_IN_DIRECTORY = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".t
 
 
 def _yaml_files(inventory: Path) -> tuple[list[Path], list[Path]]:
-    """The inventory's own YAML files, and those with its group_vars/host_vars files (YAML or no suffix)."""
+    """The inventory's own YAML files, and those with its group_vars/host_vars files as Ansible's host_group_vars
+    plugin reads them: YAML, JSON (YAML reads it too) or no suffix, and a file named for a host whose name has dots
+    (host_vars/node1.example.com)."""
     base = inventory if inventory.is_dir() else inventory.parent
-    own = [inventory] if inventory.is_file() else sorted(inventory.glob("*.y*ml"))
+    if inventory.is_file():  # (an INI file is _ini_files')
+        own = [inventory] if inventory.suffix in (".yml", ".yaml", ".json") else []
+    else:
+        own = sorted(inventory.glob("*.y*ml"))
     candidates = list(own)
+    dotted: set[str] | None = None
     for sub in ("group_vars", "host_vars"):
         folder = base / sub
-        if folder.is_dir():
-            # A link that leads nowhere is listed too: Ansible would skip it without a word (_unreadable). Not one
-            # whose name Ansible skips anyway (hidden, a backup~): an editor's lock file (.#fabric.yml) is such a link.
-            candidates += sorted(p for p in folder.rglob("*") if p.suffix in ("", ".yml", ".yaml") and (
-                p.is_file() or p.is_symlink() and not p.name.startswith(".") and not p.name.endswith("~")))
-    wanted = [p for p in candidates if p.suffix in (".yml", ".yaml") or p.parent.name in ("group_vars", "host_vars")]
-    return own, wanted
+        if not folder.is_dir():
+            continue
+        # A link that leads nowhere is listed too: Ansible would skip it without a word (_unreadable). Not a name
+        # Ansible skips anyway (hidden, a backup~): an editor's lock file (.#fabric.yml) is such a link.
+        for path in sorted(folder.rglob("*")):
+            relative = path.relative_to(folder).parts
+            if any(part.startswith(".") or part.endswith("~") for part in relative):
+                continue
+            if not (path.is_file() or path.is_symlink()):
+                continue
+            if path.suffix not in VARS_SUFFIXES:
+                if len(relative) > 1:
+                    continue
+                dotted = _listed_hosts(own, inventory) if dotted is None else dotted
+                if path.name not in dotted:
+                    continue
+            candidates.append(path)
+    return own, candidates
+
+
+def _listed_hosts(own: list[Path], inventory: Path) -> set[str]:
+    """The host names the inventory's own files list (YAML and INI), ranges expanded."""
+    names: set[str] = set()
+    for path in own:
+        try:
+            data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
+        except (yaml.YAMLError, OSError):
+            continue
+        names.update(str(host) for host in yaml_inventory_hosts(data))
+    for path in _ini_files(inventory):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        names.update(name for host in ini_inventory_hosts(text) for name in expand_host_range(host))
+    return names
 
 
 @dataclass(frozen=True)
@@ -116,10 +155,11 @@ class OwnVariableFinding:
 
 
 def role_own_variable_findings(inventory: Path) -> list[OwnVariableFinding]:
-    """Each role's own variable the inventory's YAML files (named .yml, .yaml or with no suffix; not JSON, not INI)
-    set (role_own_variable_problem), with the group or host it is set for: what preflight reports per node for a
-    run of ansible-playbook itself, where no rdmaforge command read the files first. Files that cannot be read or
-    parsed are yaml_problems' to name."""
+    """Each role's own variable the inventory's files set (role_own_variable_problem): its YAML inventory, its INI
+    inventory (``[group:vars]``, a host line's ``name=value``), its group_vars/host_vars files (YAML, JSON, no
+    suffix), with the group or host it is set for: what preflight reports per node for a run of ansible-playbook
+    itself, where no rdmaforge command read the files first. Files that cannot be read or parsed are yaml_problems'
+    to name."""
     own, candidates = _yaml_files(inventory)
     found = []
     for path in candidates:
@@ -127,19 +167,30 @@ def role_own_variable_findings(inventory: Path) -> list[OwnVariableFinding]:
             data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
         except (yaml.YAMLError, OSError):
             continue
-        found += _own_variable_findings(data, path, path in own)
+        found += _own_variable_findings(_settings(data, path, path in own), path)
+    for path in _ini_files(inventory):
+        try:
+            found += _own_variable_findings(_ini_settings(path.read_text(errors="replace")), path)
+        except OSError:
+            continue
     return found
 
 
-def _own_variable_findings(data: object, path: Path, inventory: bool) -> list[OwnVariableFinding]:
-    """The role's own variables one parsed file sets: what yaml_problems and role_own_variable_findings report."""
+def _own_variable_findings(settings: list[Setting], path: Path) -> list[OwnVariableFinding]:
+    """The role's own variables among what one file sets: what yaml_problems and role_own_variable_findings
+    report."""
     own_variables = role_own_variables(str(paths.ROLES_DIR))
     found = []
-    for setting in _settings(data, path, inventory):
+    for setting in settings:
         line = role_own_variable_problem(str(path), setting.name, own_variables)
         if line:
             found.append(OwnVariableFinding(path, line, setting))
     return found
+
+
+def _ini_settings(text: str) -> list[Setting]:
+    """What an INI inventory sets, for each group or host (inventory_checks.ini_inventory_settings)."""
+    return [Setting(name, group, host) for name, group, host in ini_inventory_settings(text)]
 
 
 def _settings(data: object, path: Path, inventory: bool) -> list[Setting]:
@@ -150,7 +201,8 @@ def _settings(data: object, path: Path, inventory: bool) -> list[Setting]:
         kind = next((i for i, part in enumerate(parts) if part in ("group_vars", "host_vars")), None)
         owner = None
         if kind is not None and kind + 1 < len(parts):
-            owner = parts[kind + 1] if kind + 2 < len(parts) else Path(parts[kind + 1]).stem
+            top = Path(parts[kind + 1])  # host_vars/node1.example.com is node1.example.com's
+            owner = top.name if kind + 2 < len(parts) or top.suffix not in VARS_SUFFIXES else top.stem
         group = owner if kind is not None and parts[kind] == "group_vars" else None
         host = owner if kind is not None and parts[kind] == "host_vars" else None
         names = [name for name in data if isinstance(name, str)] if isinstance(data, dict) else []

@@ -78,3 +78,50 @@ def test_each_finding_names_the_group_or_host_it_is_set_for(tmp_path: Path) -> N
     found = {(f.setting.name, f.setting.group, f.setting.host) for f in findings}
     assert found == {("eni_selected", None, "node1"), ("mpi_bin_dir", "all", None), ("eni_plan", "cluster", None),
                      ("nccl_plugin_lib_dir", "gpu", None), ("benchmark_nodes", None, "node2")}  # fmt: skip
+
+
+def test_an_ini_inventory_json_vars_and_a_dotted_hosts_file_are_read_too(tmp_path: Path) -> None:
+    """Review round 26: only YAML files were read, so the same mistake in an INI inventory, a JSON vars file or
+    host_vars/<a name with dots> (which Ansible reads with no suffix) went through without a word."""
+    from rdmaforge.inventory_files import role_own_variable_findings
+
+    (tmp_path / "hosts").write_text("[cluster]\nnode1.example.com ansible_host=198.18.0.11 eni_selected=eth1\n"
+                                    "gpu[1:3:2] mpi_bin_dir='/opt/a b'\n\n[cluster:vars]\neni_plan = {}\n"
+                                    "[all:children]\ncluster\n")  # fmt: skip
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "cluster.json").write_text('{"nccl_plugin_lib_dir": "/opt"}')
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "node1.example.com").write_text("benchmark_nodes: []\n")
+    (tmp_path / "host_vars" / "notes.txt").write_text("eni_plan: not read: no host is named so\n")
+    findings = role_own_variable_findings(tmp_path / "hosts")
+    found = {(f.path.name, f.setting.name, f.setting.group, f.setting.host) for f in findings}
+    assert found == {("hosts", "eni_selected", None, "node1.example.com"), ("hosts", "mpi_bin_dir", None, "gpu1"),
+                     ("hosts", "mpi_bin_dir", None, "gpu3"), ("hosts", "eni_plan", "cluster", None),
+                     ("cluster.json", "nccl_plugin_lib_dir", "cluster", None),
+                     ("node1.example.com", "benchmark_nodes", None, "node1.example.com")}  # fmt: skip
+
+
+def test_an_ini_inventory_setting_a_roles_own_variable_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "hosts").write_text("[cluster]\nnode1 ansible_host=198.18.0.11\n[cluster:vars]\n"
+                                    "rdmaforge_fabric=tcp\nnccl_plugin_lib_dir=/opt/plugins\n")  # fmt: skip
+    runs = tmp_path / "runs"
+    code = main(["provision", "-i", str(tmp_path / "hosts"), "--runs-dir", str(runs)])
+    err = capsys.readouterr().err
+    assert code == ExitCode.BAD_INPUT, err
+    assert f"{tmp_path / 'hosts'}: nccl_plugin_lib_dir is no setting: the role sets it itself" in err
+    assert not runs.exists()
+
+
+@pytest.mark.parametrize("pattern", ["node[01:12]", "n[a:c][1:4:2]", "gpu[8:10].example.com", "rack[0:1]-n[00:02]"])
+def test_a_host_range_stands_for_the_names_ansible_expands_it_to(pattern: str) -> None:
+    from ansible.plugins.inventory import expand_hostname_range
+
+    from rdmaforge.inventory_checks import expand_host_range
+
+    def ansible(text: str) -> list[str]:  # Ansible expands the first range; the rest in turn
+        return [name for expanded in expand_hostname_range(text) for name in
+                (ansible(expanded) if "[" in expanded else [expanded])]  # fmt: skip
+
+    assert expand_host_range(pattern) == ansible(pattern)
