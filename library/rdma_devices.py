@@ -73,6 +73,19 @@ options:
         Gbit/s (a link that trained down, 100 on an HDR fabric), or when its rate cannot be read.
       - Unset, the rate is reported and not judged.
     type: float
+  device_pattern:
+    description:
+      - The fabric's RDMA device names, a shell pattern (V(erdma*), V(mlx5*)). With O(require_active=true) only
+        these devices are judged: another device (a storage HCA, Soft-RoCE's C(rxe0)) neither stands in for a
+        missing one nor fails the check by being down; a host with none of them fails.
+      - Unset, every device is the fabric's.
+    type: str
+  link_layer:
+    description:
+      - With O(require_active=true), the link layer every selected port must be on, where it was read (a VPI HCA
+        left in the other mode takes the profile's NCCL settings for a network it is not on).
+    type: str
+    choices: [InfiniBand, Ethernet]
 attributes:
   check_mode:
     support: full
@@ -104,6 +117,12 @@ EXAMPLES = r"""
 - name: Every port of the eRDMA device must be active
   rdma_devices:
     expected_ports: [erdma_0]
+    require_active: true
+
+- name: Every InfiniBand port of the mlx5 devices active; a storage NIC of another driver is not judged
+  rdma_devices:
+    device_pattern: "mlx5*"
+    link_layer: InfiniBand
     require_active: true
 
 - name: Use the fact
@@ -243,6 +262,12 @@ source:
   returned: always
   type: str
   sample: ibv_devinfo
+fabric_devices:
+  description: The names of the devices that match O(device_pattern) (every device's when it is unset).
+  returned: always
+  type: list
+  elements: str
+  sample: [erdma_0]
 kernel_devices:
   description:
     - The RDMA devices O(sysfs_root) lists when ibv_devinfo answered with none. The kernel's driver is loaded and
@@ -252,6 +277,8 @@ kernel_devices:
   elements: str
   sample: [mlx5_0, mlx5_1]
 """
+
+import fnmatch
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, read_rdma_devices
@@ -265,6 +292,8 @@ ARGUMENT_SPEC = {
     "expected_ports": {"type": "list", "elements": "str", "default": []},
     "require_active": {"type": "bool", "default": False},
     "min_rate_gbps": {"type": "float"},
+    "device_pattern": {"type": "str"},
+    "link_layer": {"type": "str", "choices": ["InfiniBand", "Ethernet"]},
 }
 
 
@@ -291,9 +320,12 @@ def main() -> None:
         )
     except ProbeError as error:
         module.fail_json(msg=error.msg)
+    pattern = module.params["device_pattern"]
+    result["fabric_devices"] = [str(d["name"]) for d in result["devices"]
+                                if not pattern or fnmatch.fnmatch(str(d["name"]), pattern)]  # fmt: skip
     if (result["tool_present"] or result["source"] == "sysfs") and module.params["require_active"]:
         problems = port_problems(result["devices"], module.params["expected_ports"], module.params["min_rate_gbps"],
-                                 result.get("kernel_devices") or [])  # fmt: skip
+                                 result.get("kernel_devices") or [], pattern, module.params["link_layer"])  # fmt: skip
         if problems:
             # The result's own msg (where the devices came from) goes after the ports: fail_json takes one msg.
             note = result.pop("msg", None)

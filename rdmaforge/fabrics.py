@@ -172,7 +172,7 @@ RDMA_NAMES: tuple[str, ...] = tuple(p.name for p in PROFILES if p.is_rdma)
 #: What ``facts(name)`` can return, per profile.
 FACTS: tuple[str, ...] = (
     "transport", "rdma", "line_rate_gbps", "seed", "description", "device_pattern", "link_layer", "packages",
-    "line_rate_from_ports", "net_plugin",
+    "line_rate_from_ports", "net_plugin", "port_link_layer",
 )  # fmt: skip
 
 
@@ -234,4 +234,6 @@ def facts(fact: str) -> dict[str, object]:
         return dict(package_table())
     if fact == "rdma":
         return {p.name: p.is_rdma for p in PROFILES}
+    if fact == "port_link_layer":
+        return {p.name: PORT_LINK_LAYERS.get(p.link_layer or "") for p in PROFILES}
     return {p.name: getattr(p, fact) for p in PROFILES}

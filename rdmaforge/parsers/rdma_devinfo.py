@@ -731,19 +731,35 @@ def port_problems(
     expected: Sequence[str] = (),
     min_rate_gbps: float | None = None,
     kernel_devices: Sequence[str] = (),
+    pattern: str | None = None,
+    link_layer: str | None = None,
 ) -> list[str]:
     """Human-readable reasons the expected ports (every port when ``expected`` is empty) are not usable.
 
     An empty list means every selected port exists and is PORT_ACTIVE (and, with ``min_rate_gbps``, runs at least
     that fast). With nothing expected and no device at all, that absence is the problem: a driver that failed to
     load shows up this way, or, when the kernel lists devices (``kernel_devices``), a missing user-space provider.
+    ``pattern`` (the fabric profile's device names, fnmatch: ``erdma*``) keeps only the fabric's devices: another
+    device (a storage HCA, Soft-RoCE's rxe0) neither stands in for a missing one nor fails the check by being down.
+    ``link_layer`` (``InfiniBand`` or ``Ethernet``) is the one a selected port must be on, where it was read.
     """
+    if pattern:
+        others = sorted(str(d["name"]) for d in devices if not fnmatch.fnmatch(str(d["name"]), pattern))
+        devices = [d for d in devices if fnmatch.fnmatch(str(d["name"]), pattern)]
+        kernel_devices = [name for name in kernel_devices if fnmatch.fnmatch(name, pattern)]
+        if not devices and not kernel_devices:
+            besides = f" (it lists only {', '.join(others)}, not the fabric's)" if others else ""
+            return [f"ibv_devinfo reports no {pattern} RDMA device{besides}: check the fabric's driver is loaded "
+                    "(lsmod | grep _ib)"]  # fmt: skip
     if not devices and kernel_devices:
         return [f"ibv_devinfo reports no RDMA devices, but the kernel has {', '.join(kernel_devices)}: "
                 f"{PROVIDER_MISSING}"]  # fmt: skip
     if not devices and not expected:
         return ["ibv_devinfo reports no RDMA devices: check the HCA driver is loaded (lsmod | grep _ib)"]
     selected, problems = select_ports(devices, expected)
+    if link_layer:
+        problems += [f"{name} port {port['port']} is on link layer {port['link_layer']}, not the fabric's {link_layer}"
+                     for name, port in selected if port.get("link_layer") not in (None, "", link_layer)]  # fmt: skip
     # A listing cut short (ibv_devinfo stops at a port it cannot query) shows a device with fewer ports than it has:
     # the ports not listed are not ACTIVE as far as anyone can tell, never "no port, so nothing down".
     named = {parsed[0] for parsed in (parse_expected_port(str(spec)) for spec in expected) if parsed}

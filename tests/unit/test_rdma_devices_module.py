@@ -157,6 +157,27 @@ def test_erdma_all_active(case):
 
 
 @shared_runs
+def test_device_pattern_keeps_the_fabrics_devices(case):
+    """Review round 27a: a storage NIC that is down does not fail an eRDMA node, and an eRDMA node with no eRDMA
+    device fails even where another device is active."""
+    rdma_link = fake_rdma(case)
+    mixed = case / "erdma_and_storage.txt"
+    mixed.write_text((IBV / "erdma_alibaba.txt").read_text() + (IBV / "mlx5_roce_port_down.txt").read_text())
+    ibv = fake_tool(case, "fake_ibv_devinfo", mixed)
+    args = {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma_link), "require_active": True}
+    every, erdma, infiniband = yield [
+        rdma_devices(args),
+        rdma_devices({**args, "device_pattern": "erdma*", "link_layer": "Ethernet"}),
+        rdma_devices({**args, "device_pattern": "mlx5*", "link_layer": "InfiniBand"}),
+    ]
+    assert every[0] and "mlx5_12 port 1 is PORT_DOWN" in every[1]["msg"]
+    assert not erdma[0], erdma[1]
+    assert erdma[1]["fabric_devices"] == ["erdma_0"] and every[1]["fabric_devices"] == ["erdma_0", "mlx5_12"]
+    assert infiniband[0]
+    assert "mlx5_12 port 1 is on link layer Ethernet, not the fabric's InfiniBand" in infiniband[1]["msg"]
+
+
+@shared_runs
 def test_no_devices_is_not_an_error(case):
     rdma_link = fake_rdma(case)
     # Like the real tool: warnings and "No IB devices found" on stderr, exit status 255, nothing on stdout.

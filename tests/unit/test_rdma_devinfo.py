@@ -476,3 +476,30 @@ def test_parser_runs_on_python38():
         check=True,
     )
     assert json.loads(proc.stdout) == [parse_ibv_devinfo(f.read_text()) for f in fixtures]
+
+
+def test_only_the_fabrics_devices_are_judged():
+    """Review round 27a: rdma_core judged every device. An eRDMA node whose erdma driver did not load but with any
+    other active device (Soft-RoCE's rxe0 here) passed; a healthy erdma_0 beside a storage NIC that is down failed.
+    The pattern is seed 000's device name (erdma_0) as the profile names it."""
+    rxe_only = devices("rxe_verbose_centos7.txt")
+    assert port_problems(rxe_only) == []  # every device judged: the false pass the pattern prevents
+    assert port_problems(rxe_only, pattern="erdma*") == [
+        "ibv_devinfo reports no erdma* RDMA device (it lists only rxe0, not the fabric's): check the fabric's driver "
+        "is loaded (lsmod | grep _ib)"
+    ]
+    with_storage_nic = devices("erdma_alibaba.txt") + devices("mlx5_roce_port_down.txt")
+    assert port_problems(with_storage_nic) != []
+    assert port_problems(with_storage_nic, pattern="erdma*") == []
+    # The kernel's devices (no user-space provider) count only when they are the fabric's.
+    assert port_problems([], kernel_devices=["mlx5_0"], pattern="erdma*")[0].startswith(
+        "ibv_devinfo reports no erdma* RDMA device:")
+
+
+def test_a_port_on_the_other_link_layer_fails():
+    both = devices("mlx5_ib_and_roce_ofed.txt")  # mlx5_1 on InfiniBand (active), mlx5_3 on Ethernet (down)
+    assert port_problems(both, ["mlx5_1:1"], pattern="mlx5*", link_layer="InfiniBand") == []
+    assert port_problems(both, ["mlx5_1:1"], pattern="mlx5*", link_layer="Ethernet") == [
+        "mlx5_1 port 1 is on link layer InfiniBand, not the fabric's Ethernet"]
+    problems = port_problems(both, pattern="mlx5*", link_layer="InfiniBand")
+    assert "mlx5_3 port 1 is on link layer Ethernet, not the fabric's InfiniBand" in problems
