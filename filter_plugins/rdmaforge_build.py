@@ -35,6 +35,7 @@ class FilterModule:
             "rdmaforge_nccl_tests_build_id": nccl_build.nccl_tests_build_id,
             "rdmaforge_nccl_tests_binaries": nccl_build.nccl_tests_binaries,
             "rdmaforge_nccl_seconds": nccl_build.delta_seconds,
+            "rdmaforge_nccl_builder": nccl_build.builder_of,
             "rdmaforge_nccl_version_code": nccl_version_code,
             "rdmaforge_nccl_uncovered_caps": nccl_build.uncovered_caps,
             "rdmaforge_nccl_arch_for": nccl_build.arch_for,

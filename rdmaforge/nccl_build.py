@@ -163,6 +163,16 @@ NCCL_TESTS_MAKE_VARIABLES = {
 }
 
 
+def builder_of(groups: Mapping[str, Sequence[str]], live_hosts: Sequence[str]) -> str:
+    """The node that builds NCCL and nccl-tests for a play: the first node of group ``nccl_builder`` still in the
+    play, else the first by name of ``live_hosts`` (Ansible's ansible_play_hosts: a node that failed or went
+    unreachable earlier in the run has left it, and a run_once task delegated to it would end the play for every
+    node). Preflight checks the free space a build needs on the same node. '' when no host is live."""
+    live = [str(host) for host in live_hosts]
+    designated = [str(host) for host in groups.get("nccl_builder") or () if str(host) in live]
+    return designated[0] if designated else min(live, default="")
+
+
 def delta_seconds(delta: str) -> float:
     """Seconds from Ansible's command 'delta' ("0:17:03.512345")."""
     hours, minutes, seconds = delta.split(":")
