@@ -50,7 +50,9 @@ def port_line_rates(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, An
         if not isinstance(read, Mapping) or "devices" not in read:
             continue
         gpus = _gpu_count(host, hostvars) or 0  # unknown: every active port counts (a higher bar, never lower)
-        rates[host] = node_line_rate(read.get("devices") or [], fabric, gpus)
+        expected = hostvars[host].get("rdma_core_expected_ports") or []
+        rates[host] = node_line_rate(read.get("devices") or [], fabric, gpus,
+                                     [str(spec) for spec in expected] if isinstance(expected, list) else [])
     return rates
 
 

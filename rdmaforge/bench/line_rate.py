@@ -15,19 +15,27 @@ threshold. Pure functions; the benchmark role's filter and ``rdmaforge report`` 
 
 from __future__ import annotations
 
+import fnmatch
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rdmaforge import fabrics
-from rdmaforge.parsers.rdma_devinfo import active_port_rates, known_rate
+from rdmaforge.parsers.rdma_devinfo import ACTIVE, active_port_rates, known_rate, parse_expected_port
 
 
-def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int) -> dict[str, Any]:
+def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int,
+                   expected_ports: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
     """``{"gbps": float | None, "detail": str}`` for one node from its ``rdma_devices`` fact.
 
     ``gbps`` is None, with the reason in ``detail``, when the fabric's rates are not link rates, the node has no
     active port of the fabric, or no active port's rate is known (a rate is never guessed).
+
+    A rail that is down still counts, at the node's fastest active rate: a rail switch that fails takes the same
+    rail from every node, and counting only the ports still up lowered every node's bar alike, so the cluster
+    passed at a fraction of its fabric (review round 27c). The rails are ``expected_ports``
+    (rdma_core_expected_ports) where the inventory names them; else, on a node with GPUs, the fabric's ports up to
+    one per GPU, a port whose physical state is Disabled (switched off on purpose) left out.
     """
     profile = fabrics.BY_NAME.get(fabric)
     if profile is None or not profile.line_rate_from_ports or not profile.device_pattern:
@@ -46,7 +54,40 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int)
         f"{len(rates)} active {pattern} port(s)")  # fmt: skip
     not_counted = f"; rate unknown for {', '.join(unknown)}, not counted" if unknown else ""
     per_port = ", ".join(f"{rate:g}" for rate in used)
-    return {"gbps": round(sum(used), 3), "detail": f"{rails}: {per_port} Gb/s{not_counted}"}
+    down = _rails_down(devices, pattern, expected_ports, gpus - len(used) - len(unknown) if gpus > 0 else 0)
+    lost = ""
+    if down:
+        lost = (f"; rails not active, counted at {rates[0]:g} Gb/s each: {', '.join(down)} "
+                "(rdma_core_expected_ports names the rails where some ports are unused on purpose)")
+    total = sum(used) + rates[0] * len(down)
+    return {"gbps": round(total, 3), "detail": f"{rails}: {per_port} Gb/s{not_counted}{lost}"}
+
+
+def _rails_down(devices: Sequence[Mapping[str, Any]], pattern: str, expected_ports: Sequence[str],
+                room: int) -> list[str]:  # fmt: skip
+    """The rails of a node that are not active, as ``DEVICE:PORT STATE``: the expected ports (rdma_core's
+    ``DEVICE:PORT`` or ``DEVICE``) not active or missing; without them, up to ``room`` ports of the pattern not
+    active whose physical state is not Disabled."""
+    ports = [(str(device.get("name")), port) for device in devices if isinstance(device, Mapping)
+             and fnmatch.fnmatch(str(device.get("name")), pattern)
+             for port in device.get("ports") or () if isinstance(port, Mapping)]  # fmt: skip
+    if expected_ports:
+        found = []
+        for spec in expected_ports:
+            parsed = parse_expected_port(str(spec))
+            if parsed is None:
+                continue
+            name, number = parsed
+            mine = [port for device, port in ports if device == name and number in (None, port.get("port"))]
+            found += [f"{name}:{port.get('port')} {port.get('state') or 'state unknown'}" for port in mine
+                      if port.get("state") != ACTIVE]  # fmt: skip
+            if not mine:
+                found.append(f"{spec} missing")
+        return list(dict.fromkeys(found))
+    idle = [f"{name}:{port.get('port')} {port.get('state') or 'state unknown'}" for name, port in ports
+            if port.get("state") != ACTIVE
+            and not str(port.get("physical_state") or "").upper().startswith("DISABLED")]  # fmt: skip
+    return idle[:max(room, 0)]
 
 
 def _is_rate(value: object) -> bool:

@@ -142,3 +142,34 @@ def test_the_report_without_port_rates_says_the_rate_is_configured(tmp_path: Pat
     assert results["nccl"]["expected_busbw_gbs"] == 25.0
     assert results["nccl"]["line_rate"] == {"gbps": 200.0, "source": "configured",
                                             "detail": "benchmark_line_rate_gbps 200 Gb/s per node"}  # fmt: skip
+
+
+def lost_rail(devs: list, name: str, physical: str = "POLLING") -> list:
+    """``devs`` with ``name``'s port down, as a rail whose switch failed leaves it (IB: PORT_DOWN, Polling)."""
+    for device in devs:
+        if device["name"] == name:
+            device["ports"][0].update(state="PORT_DOWN", physical_state=physical, rate_gbps=None)
+    return devs
+
+
+def test_a_rail_down_on_every_node_does_not_lower_the_bar() -> None:
+    """Review round 27c: only the active ports counted, so when a rail switch failed and every node lost the same
+    rail, every node's rate dropped alike and the median with it: the cluster passed at half its fabric."""
+    healthy = node_line_rate(devices(CX7), "roce", gpus=8)["gbps"]
+    degraded = node_line_rate(lost_rail(devices(CX7), "mlx5_1"), "roce", gpus=8)
+    assert degraded["gbps"] == healthy == 400.0
+    assert degraded["detail"].startswith("1 active mlx5* port(s): 200 Gb/s; rails not active, counted at 200 Gb/s "
+                                         "each: mlx5_1:1 PORT_DOWN")  # fmt: skip
+    ports = {node: node_line_rate(lost_rail(devices(CX7), "mlx5_1"), "roce", gpus=8) for node in ("n1", "n2")}
+    assert expected_line_rate("roce", 100.0, ports)["gbps"] == 400.0
+    # A port switched off on purpose (the sample's Disabled mlx5_10) is no rail, and one GPU uses one rail.
+    assert node_line_rate(lost_rail(devices(CX7), "mlx5_1", "DISABLED"), "roce", gpus=8)["gbps"] == 200.0
+    assert node_line_rate(lost_rail(devices(CX7), "mlx5_1"), "roce", gpus=1)["gbps"] == 200.0
+
+
+def test_the_inventorys_expected_ports_are_the_rails() -> None:
+    devs = lost_rail(devices(CX7), "mlx5_1", "DISABLED")
+    named = node_line_rate(devs, "roce", gpus=8, expected_ports=["mlx5_0:1", "mlx5_1:1", "mlx5_9"])
+    assert named["gbps"] == 600.0  # mlx5_1 named as a rail (even Disabled) and mlx5_9 missing: both count
+    assert "mlx5_1:1 PORT_DOWN, mlx5_9 missing" in named["detail"]
+    assert node_line_rate(devices(CX7), "roce", gpus=8, expected_ports=["mlx5_0:1", "mlx5_1:1"])["gbps"] == 400.0

@@ -151,11 +151,17 @@ def test_sysfs_rate_file_as_ibstatus_prints_it(tmp_path) -> None:
 # --- ibstat next to ibv_devinfo ----------------------------------------------------------------------------------
 
 
+def _phys_state_line(port: dict) -> str:
+    """ibv_devinfo's phys_state line for ibstat's physical state (ibstat's parse names it as ibv_devinfo does)."""
+    return f"\t\t\tphys_state:\t\t{port['physical_state']} (0)\n" if port.get("physical_state") else ""
+
+
 def devinfo_like(parsed: list, *, rate_from_devinfo: float | None = None) -> list:
     """ibv_devinfo records for the CAs ibstat listed (the same devices seen by the other tool)."""
     text = "".join(
         f"hca_id:\t{c['name']}\n\ttransport:\t\t\tInfiniBand (0)\n"
-        + "".join(f"\t\tport:\t{p['port']}\n\t\t\tstate:\t\t\t{p['state']} (4)\n" for p in c["ports"])
+        + "".join(f"\t\tport:\t{p['port']}\n\t\t\tstate:\t\t\t{p['state']} (4)\n" + _phys_state_line(p)
+                  for p in c["ports"])
         for c in parsed
     )
     devices = parse_ibv_devinfo(text)
