@@ -40,6 +40,12 @@ def pairwise_sendrecv_argv(job: Mapping[str, Any], host: str, options: Mapping[s
                             extra_mpirun_args=list(options.get("mpirun_args") or []))  # fmt: skip
 
 
+def pairwise_socket_rails(rails: Sequence[str], explicit: Mapping[str, str] | None,
+                          netdevs: Mapping[str, Mapping[str, str] | None]) -> list[str]:  # fmt: skip
+    """Why a rail's pairs would be measured over TCP on an RDMA fabric (rdmaforge.pairwise.sendrecv.socket_rails)."""
+    return sendrecv.socket_rails([str(nic) for nic in rails], explicit, netdevs)
+
+
 def pairwise_sendrecv_result(stdout: str, rc: int) -> dict[str, Any]:
     """The launch's output and exit status (124: timeout's): a non-zero status is never an ok measurement."""
     result = sendrecv.read_output(stdout or "", exit_code=int(rc))
@@ -67,6 +73,7 @@ class FilterModule:
             "rdmaforge_pairwise_plan": pairwise_plan,
             "rdmaforge_pairwise_jobs": pairwise_jobs,
             "rdmaforge_pairwise_sendrecv_argv": pairwise_sendrecv_argv,
+            "rdmaforge_pairwise_socket_rails": pairwise_socket_rails,
             "rdmaforge_pairwise_sendrecv_result": pairwise_sendrecv_result,
             "rdmaforge_pairwise_sendrecv_measurements": pairwise_sendrecv_measurements,
             "rdmaforge_pairwise_threshold_problem": pairwise_threshold_problem,

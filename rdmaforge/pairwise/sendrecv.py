@@ -40,6 +40,26 @@ def pair_hcas(
     return {**found, **{str(nic): str(port) for nic, port in (explicit or {}).items()}}
 
 
+def socket_rails(rails: Sequence[str], explicit: Mapping[str, str] | None,
+                 netdevs: Mapping[str, Mapping[str, str] | None]) -> list[str]:  # fmt: skip
+    """Why a rail would be measured over TCP (NCCL_NET=Socket) for some pair: one line per rail NIC that the
+    inventory's map (``explicit``) does not name and that is not the netdev of one same RDMA port on every node
+    (``netdevs``: node -> its rdmaforge_node.rdma_netdevs). On an RDMA fabric such a measurement never touches the
+    rail's RDMA path (HCA, GIDs, PFC), so a rail scored from it would read healthy untested (review round 27c)."""
+    found = []
+    for nic in rails:
+        if nic in (explicit or {}):
+            continue
+        ports = {node: (table or {}).get(nic) for node, table in netdevs.items()}
+        without = sorted(node for node, port in ports.items() if not port)
+        if without:
+            found.append(f"{nic}: no RDMA port behind it on {', '.join(without)}")
+        elif len(set(ports.values())) > 1:
+            found.append(f"{nic}: a different RDMA port on each node ("
+                         + ", ".join(f"{node} {port}" for node, port in sorted(ports.items())) + ")")
+    return found
+
+
 def command(
     a: str,
     b: str,

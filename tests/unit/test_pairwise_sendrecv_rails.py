@@ -96,3 +96,45 @@ def test_each_rail_is_measured_over_the_port_both_nodes_put_behind_its_nic(share
     assert details["eth1"].endswith("(NCCL_NET=IB NCCL_IB_HCA==mlx5_0:1)"), details
     assert details["eth2"].endswith("(NCCL_NET=Socket NCCL_SOCKET_IFNAME==eth2)"), details
 
+
+
+def test_the_rails_that_would_go_over_tcp_are_named() -> None:
+    node1, node2 = {"eth1": "mlx5_0:1", "eth2": "mlx5_1:1"}, {"eth1": "mlx5_0:1", "eth2": "mlx5_3:1"}
+    assert sendrecv.socket_rails(["eth1", "eth2", "eth3"], {}, {"node1": node1, "node2": node2}) == [
+        "eth2: a different RDMA port on each node (node1 mlx5_1:1, node2 mlx5_3:1)",
+        "eth3: no RDMA port behind it on node1, node2"]  # fmt: skip
+    assert sendrecv.socket_rails(["eth1", "eth2"], {"eth2": "mlx5_1:1"}, {"node1": node1, "node2": node2}) == []
+    assert sendrecv.socket_rails(["eth1"], {}, {"node1": node1, "node2": None}) == [
+        "eth1: no RDMA port behind it on node2"]
+
+
+def sweep(tmp_path: Path, fabric: str, **extra: object) -> tuple[int, str]:
+    """The pairwise role itself on two fake local GPU nodes (mpirun a stand-in that records its calls and prints
+    nothing: only the checks before any measurement matter here)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "mpirun").write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path / 'mpirun.calls'}\n")
+    (bin_dir / "mpirun").chmod(0o755)
+    facts = {"node1": fake_node(1, {"eth1": "mlx5_0:1"}), "node2": fake_node(2, {"eth1": "mlx5_0:1"})}
+    inventory = local_inventory(tmp_path / "hosts.yml", hosts=(),
+                                others={name: {**LOCAL_NODE, "rdmaforge_node": fact, "rdmaforge_fabric": fabric}
+                                        for name, fact in facts.items()})  # fmt: skip
+    playbook = tmp_path / "sweep.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "sweep", "hosts": "all", "gather_facts": False, "environment": {"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        "vars": {"pairwise_output_dir": str(tmp_path / "out"), "pairwise_sendrecv_binary": "sendrecv_perf", **extra},
+        "tasks": [{"name": "Sweep", "ansible.builtin.include_role": {"name": "rdmaforge.cluster.pairwise"}}]}]))
+    proc = run_playbook(str(playbook), inventory=inventory, env={"ANSIBLE_CACHE_PLUGIN": "memory"}, timeout=300)
+    return proc.returncode, proc.stdout
+
+
+def test_an_rdma_fabrics_rail_without_a_port_is_refused_before_anything_is_measured(tmp_path: Path) -> None:
+    """Review round 27c: eth2 (no RDMA port on either node) was measured over NCCL's socket transport and scored
+    healthy on a RoCE fabric, without its RDMA path ever being tested."""
+    rc, out = sweep(tmp_path, "roce")
+    assert rc != 0
+    assert ("pairwise: fabric roce moves NCCL traffic over RDMA, but sendrecv_perf would measure these rails over TCP "
+            "(NCCL_NET=Socket) and never test their RDMA path: eth2: no RDMA port behind it on node1, node2") in out
+    assert not (tmp_path / "mpirun.calls").exists()
+    rc, out = sweep(tmp_path, "roce", pairwise_nics=["eth1"], pairwise_fail_on_suspects=False)
+    assert "never test their RDMA path" not in out and (tmp_path / "mpirun.calls").exists(), out[-3000:]
