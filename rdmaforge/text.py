@@ -31,6 +31,25 @@ def figure(value: float) -> str:
     return fixed(value)
 
 
+def distinct(value: float, threshold: float, shown: str, shown_threshold: str) -> tuple[str, str]:
+    """``shown`` and ``shown_threshold`` (a value and its threshold as a sentence writes them), with as many
+    significant digits as it takes for two different numbers to read differently: a fail was printed as "320.0
+    GB/s against 320.0 GB/s" and "linearity 0.80 is below 0.8" (review round 27c)."""
+    if value == threshold or not (math.isfinite(value) and math.isfinite(threshold)):
+        return shown, shown_threshold
+    try:
+        if float(shown) != float(shown_threshold):  # "0.80" and "0.8" read the same
+            return shown, shown_threshold
+    except ValueError:
+        if shown != shown_threshold:
+            return shown, shown_threshold
+    for digits in range(4, 18):
+        left, right = f"{value:.{digits}g}", f"{threshold:.{digits}g}"
+        if left != right:
+            return left, right
+    return repr(value), repr(threshold)
+
+
 def percent(fraction: float) -> str:
     """``fraction`` as a whole percentage (0.93 -> 93%), or as ``1.235e+09%`` when that is LARGE or more, or with
     the digits it needs when it is not 0 but below half a percent (1e-300 is ``1e-298%``, never ``0%``)."""

@@ -54,7 +54,7 @@ from rdmaforge.nccl_tests.transport import (
 from rdmaforge.plain_data import whole_number
 from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
 from rdmaforge.terminal import escaped
-from rdmaforge.text import figure, fixed, named_first, percent
+from rdmaforge.text import LARGE, distinct, figure, fixed, named_first, percent
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
 DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
@@ -575,7 +575,8 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
         if one is not None and many is not None and nodes is not None and nodes >= 2:
             e2e["linearity"] = many / (one * nodes) if one else None
         component.on = training_on(multi, f"{shown(nodes)} nodes")
-        component.value = round(e2e["linearity"], 3) if e2e["linearity"] is not None else None
+        # Unrounded: a fail of 0.7996 stored as 0.8 read as its own threshold of 0.8 in results.json.
+        component.value = e2e["linearity"]
         if error:  # a run that exited non-zero failed, whatever its result line says
             component.reason = f"e2e benchmark failed: {error}"
         elif nodes is None:
@@ -797,7 +798,7 @@ def intra_node_result(
         else:
             e2e["linearity_intra_node"] = node / (reference * trained) if reference else None
             if e2e["linearity_intra_node"] is not None:
-                component.value = round(e2e["linearity_intra_node"], 3)
+                component.value = e2e["linearity_intra_node"]
             if (off_gpu := trained_off_the_gpus(run or {}, one, single)) is not None:
                 component.status, component.reason = "not_judged", off_gpu
             else:
@@ -852,7 +853,8 @@ def judge_linearity(component: Component, value: float | None, minimum: float | 
         component.threshold = minimum
         component.status = "pass" if value >= minimum else "fail"
         relation = "reaches" if component.status == "pass" else "is below"
-        component.reason = f"linearity {fixed(value, 2)} {relation} {minimum}"
+        shown, shown_minimum = distinct(value, minimum, fixed(value, 2), f"{minimum:g}")
+        component.reason = f"linearity {shown} {relation} {shown_minimum}"
 
 
 def training_logs(
@@ -1162,6 +1164,16 @@ def accelerator_lines(found: dict[str, Any] | None) -> list[str]:
     return lines + [""]
 
 
+def efficiency_text(efficiency: object) -> str:
+    """A collective's efficiency for summary.md's table: a percentage cut (not rounded) to one decimal, so that it is
+    never shown above what was measured; "-" where there is none."""
+    if not isinstance(efficiency, (int, float)) or isinstance(efficiency, bool) or not math.isfinite(efficiency):
+        return "-"
+    if abs(efficiency * 100) >= LARGE:
+        return percent(float(efficiency))
+    return f"{math.floor(efficiency * 1000) / 10:.1f}%"
+
+
 def summary_markdown(results: dict[str, Any], plots: list[str], plot_notes: Sequence[str] = ()) -> str:
     lines = [f"# Benchmark: {results['fabric']} fabric, {len(results['nodes'])} nodes", "",
              f"**Verdict: {results['verdict']}**", ""]  # fmt: skip
@@ -1175,10 +1187,17 @@ def summary_markdown(results: dict[str, Any], plots: list[str], plot_notes: Sequ
         if nccl.get("line_rate"):
             lines += [f"({nccl['line_rate']['source']}: {nccl['line_rate']['detail']})"]
         lines += [""]
-        lines += ["| collective | status | avg busbw GB/s | peak busbw GB/s | efficiency |", "|---|---|---|---|---|"]
+        # "verdict" is the collective's component (pass, fail, not judged); "run" whether its table was read whole.
+        # The efficiency is cut to one decimal, not rounded: 79.99% of the line rate printed as 80%, beside a
+        # threshold of 80%.
+        verdicts = {str(c.get("name")): str(c.get("status")).replace("_", " ") for c in results["components"]}
+        lines += ["| collective | verdict | run | avg busbw GB/s | peak busbw GB/s | efficiency |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
         for name, entry in nccl["collectives"].items():
-            eff = percent(entry["efficiency"]) if entry.get("efficiency") is not None else "-"
-            lines.append(f"| {name} | {entry['status']} | {entry['avg_busbw']} | {entry['peak_busbw']} | {eff} |")
+            eff = efficiency_text(entry.get("efficiency"))
+            verdict = verdicts.get(f"nccl-tests {name}", "not judged")
+            lines.append(f"| {name} | {verdict} | {entry['status']} | {entry['avg_busbw']} | {entry['peak_busbw']} "
+                         f"| {eff} |")  # fmt: skip
         shares = [f"{name} against {figure(entry['expected_busbw_gbs'])} GB/s" for name, entry in
                   nccl["collectives"].items() if entry.get("expected_busbw_gbs") is not None]  # fmt: skip
         if shares:
@@ -1197,11 +1216,11 @@ def summary_markdown(results: dict[str, Any], plots: list[str], plot_notes: Sequ
             lines += ["", f"Each run's first {warmup} steps are warm-up, left out of the percentiles "
                       f"({e2e['multi'].get('steps', '?')} steps measured in the N-node run)."]  # fmt: skip
         if e2e.get("linearity") is not None:
-            lines += ["", f"Linearity (N-node / (1-node x N), p50): {fixed(e2e['linearity'], 2)}"]
+            lines += ["", f"Linearity (N-node / (1-node x N), p50): {fixed(e2e['linearity'], 3)}"]
         if e2e.get("linearity_intra_node") is not None:
             gpus = e2e["single"]["world_size"]
             lines += ["", f"Linearity within one node (1-node / (1-GPU x {gpus}), p50): "
-                      f"{fixed(e2e['linearity_intra_node'], 2)}"]  # fmt: skip
+                      f"{fixed(e2e['linearity_intra_node'], 3)}"]  # fmt: skip
         elif (e2e.get("single") and int(e2e.get("ranks_per_node") or e2e["single"].get("world_size") or 1) <= 1
               and not any(c.get("name") == "e2e intra-node" for c in results["components"])):
             # (with more GPUs than that, the intra-node component above says they took no part)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from rdmaforge.runner.exit_codes import ExitCode
-from rdmaforge.text import fixed
+from rdmaforge.text import distinct, fixed
 
 Status = Literal["pass", "fail", "skipped", "not_judged"]
 Overall = Literal["pass", "fail", "incomplete"]
@@ -176,10 +176,13 @@ def describe(component: Mapping[str, Any]) -> str:
     text = f"{component.get('name')}: {status.replace('_', ' ')} ({required})"
     value, threshold, unit = component.get("value"), component.get("threshold"), component.get("unit") or ""
     suffix = f" {unit}" if unit else ""
+    shown_value, shown_threshold = _number(value), _number(threshold)
+    if _is_number(value) and _is_number(threshold):
+        shown_value, shown_threshold = distinct(float(value), float(threshold), shown_value, shown_threshold)
     if value is not None:
-        text += f", {_number(value)}{suffix}"
+        text += f", {shown_value}{suffix}"
     if isinstance(threshold, (int, float)):
-        text += f" against {_number(threshold)}{suffix}"
+        text += f" against {shown_threshold}{suffix}"
     elif threshold is not None:
         text += f", expected {threshold}"
     if component.get("on"):
@@ -187,6 +190,10 @@ def describe(component: Mapping[str, Any]) -> str:
     if component.get("reason"):
         text += f": {component['reason']}"
     return text
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _number(value: Any) -> str:
