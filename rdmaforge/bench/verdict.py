@@ -177,7 +177,7 @@ def describe(component: Mapping[str, Any]) -> str:
     value, threshold, unit = component.get("value"), component.get("threshold"), component.get("unit") or ""
     suffix = f" {unit}" if unit else ""
     shown_value, shown_threshold = _number(value), _number(threshold)
-    if _is_number(value) and _is_number(threshold):
+    if isinstance(value, (int, float)) and isinstance(threshold, (int, float)):
         shown_value, shown_threshold = distinct(float(value), float(threshold), shown_value, shown_threshold)
     if value is not None:
         text += f", {shown_value}{suffix}"
@@ -190,10 +190,6 @@ def describe(component: Mapping[str, Any]) -> str:
     if component.get("reason"):
         text += f": {component['reason']}"
     return text
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _number(value: Any) -> str:
