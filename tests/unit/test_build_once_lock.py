@@ -127,3 +127,21 @@ def test_a_second_run_waits_for_the_builder_lock_or_fails_naming_its_holder(tmp_
     assert (tmp_path / "cache" / f"toy-{build_id}.json").exists() and (tmp_path / "c" / f"toy-{build_id}.json").exists()
     assert recap(c_out)["localhost"]["failed"] == 0
     assert not lock.exists(), "the last run released the lock"
+
+
+def test_a_lock_that_cannot_be_made_fails_at_once_with_its_cause(tmp_path: Path) -> None:
+    """Review round 27b: the wait retried any failure of the lock script (a workdir that cannot be created, a full
+    disk) for build_once_lock_wait (an hour by default), then blamed "another run" with an empty holder. Here the
+    scratch directory's parent is a file, which no one, root included, can make a directory under."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    inventory, playbook = write_run(tmp_path, f"nolock{os.getpid()}", build_once_workdir=str(blocker / "scratch"),
+                                    build_once_lock_wait=60, build_once_lock_poll=20)  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run(playbook_argv(inventory, playbook), cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          env={**os.environ, **ENV}, timeout=600, check=False)  # fmt: skip
+    assert proc.returncode != 0
+    assert "could not be taken: mkdir: cannot create directory" in proc.stdout, proc.stdout[-3000:]
+    assert f"builder_lock.sh: cannot create {blocker / 'scratch'}" in proc.stdout
+    assert "for another run" not in proc.stdout
+    assert time.monotonic() - started < 40, "the failure was retried as if another run held the lock"

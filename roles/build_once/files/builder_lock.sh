@@ -13,18 +13,34 @@ case "$verb" in
 take)
     stale_after=${4:?stale after (seconds)}
     dead=${5:-}
-    mkdir -p "$(dirname "$lock")"
+    # Exit 1 (not 3) for what waiting cannot cure: the task retries only while another run holds the lock.
+    if ! mkdir -p "$(dirname "$lock")"; then
+        echo "builder_lock.sh: cannot create $(dirname "$lock")" >&2
+        exit 1
+    fi
     if mkdir "$lock" 2>/dev/null; then
-        printf '%s\n' "$owner" >"$lock/owner"
+        if ! printf '%s\n' "$owner" >"$lock/owner"; then
+            rm -rf "$lock"
+            echo "builder_lock.sh: cannot write $lock/owner" >&2
+            exit 1
+        fi
         echo "taken"
         exit 0
+    fi
+    if [ ! -d "$lock" ]; then
+        echo "builder_lock.sh: cannot create $lock" >&2
+        exit 1
     fi
     held=$(cat "$lock/owner" 2>/dev/null || true)
     if [ "$held" = "$owner" ]; then
         echo "taken (already held by this run)"
         exit 0
     fi
-    age=$(($(date +%s) - $(stat -c %Y "$lock")))
+    made=$(stat -c %Y "$lock" 2>/dev/null) || {
+        echo "builder_lock.sh: cannot read $lock" >&2
+        exit 1
+    }
+    age=$(($(date +%s) - made))
     if { [ -n "$dead" ] && [ "$held" = "$dead" ]; } || [ "$age" -gt "$stale_after" ]; then
         printf '%s\n' "$owner" >"$lock/owner"
         touch "$lock"
