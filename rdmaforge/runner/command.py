@@ -530,7 +530,19 @@ def under_inventory_lock(args: argparse.Namespace, command: str, body: Callable[
             return body()
     except run_lock.Busy as exc:
         print(f"rdmaforge {command}: {exc}; exit {int(ExitCode.BUSY)} (--no-wait)", file=sys.stderr)
-        return int(ExitCode.BUSY)
+        # --json's one document and --junit's report, as for any run refused before it started (review round
+        # 27b: a CI job with --no-wait got empty stdout and no report file).
+        junit_copy = getattr(args, "junit", None)
+        if junit_copy is not None:
+            case = junit.Case(RUN_CASE, f"rdmaforge.{command}", 0.0, "error", str(exc), str(exc))
+            try:
+                junit.write(junit_copy, f"rdmaforge {command}", [case])
+            except OSError as error:
+                print(f"rdmaforge {command}: warning: --junit {junit_copy}: cannot write it "
+                      f"({error.strerror or error})", file=sys.stderr)  # fmt: skip
+        from rdmaforge.cli import json_error  # the CLI's one writer of a refused run's document (cli imports this)
+
+        return json_error(args, ExitCode.BUSY, str(exc))
 
 
 def run_changing_playbook(args: argparse.Namespace, command: str, playbook: str, ours: Mapping[str, Any]) -> int:

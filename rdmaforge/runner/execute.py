@@ -367,10 +367,11 @@ def run(
 
 @contextlib.contextmanager
 def _signals_cancel() -> Iterator[list[int]]:
-    """While a run lasts, Ctrl-C (SIGINT) and SIGTERM cancel it: ansible-runner then kills ansible-playbook's whole
-    process group. Ansible runs in a session of its own, where a terminal's Ctrl-C never reaches it; the command used
-    to exit 130 at once and leave ansible-playbook changing nodes after the inventory's run lock was released
-    (review round 25c). The list holds the signals received. Only the main thread can take signals."""
+    """While a run lasts, Ctrl-C (SIGINT), SIGTERM and SIGHUP (the operator's SSH session to the controller dropped)
+    cancel it: ansible-runner then kills ansible-playbook's whole process group. Ansible runs in a session of its
+    own, where a terminal's Ctrl-C and hang-up never reach it; the command used to exit at once and leave
+    ansible-playbook changing nodes after the inventory's run lock was released, its artifacts unscrubbed (review
+    rounds 25c, 27b). The list holds the signals received. Only the main thread can take signals."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
@@ -379,7 +380,7 @@ def _signals_cancel() -> Iterator[list[int]]:
     def note(signum: int, _frame: object) -> None:
         received.append(signum)
 
-    previous = {number: signal.signal(number, note) for number in (signal.SIGINT, signal.SIGTERM)}
+    previous = {number: signal.signal(number, note) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield received
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -444,3 +445,18 @@ def test_a_run_given_the_file_waits_for_a_run_given_the_directory(
     err = capsys.readouterr().err
     assert "rdmaforge provision (pid" in err and str(inventory) in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_busy_inventory_with_json_and_junit_still_gives_its_document_and_report(
+    inventory: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review round 27b: exit 75 printed nothing on stdout with --json (`| jq` failed on empty input) and wrote no
+    --junit file, so a CI job read no failure at all."""
+    report = tmp_path / "report.xml"
+    with run_lock.inventory_lock(inventory.parent, "provision", wait=False, out=sys.stdout):
+        code = main([*check_run(inventory, tmp_path), "--no-wait", "--json", "--junit", str(report)])
+    assert code == ExitCode.BUSY
+    document = json.loads(capsys.readouterr().out)
+    assert document["exit_code"] == 75 and document["command"] == "provision" and "pid" in document["error"]
+    suite = ET.parse(report).getroot()
+    assert suite.get("errors") == "1" and suite.get("tests") == "1", ET.tostring(suite)

@@ -371,10 +371,12 @@ SLOW = """---
 """
 
 
-def test_ctrl_c_stops_ansible_before_the_command_exits_130(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGHUP"])
+def test_ctrl_c_stops_ansible_before_the_command_exits_130(tmp_path: Path, signal_name: str) -> None:
     """Review round 25c: Ansible runs in a session of its own, which a terminal's Ctrl-C never reaches; the command
     exited 130 at once and left ansible-playbook (and its task) running after the run lock was released. Ctrl-C
-    now cancels the run: its whole process group is killed, then the command exits 130."""
+    now cancels the run: its whole process group is killed, then the command exits 130. Review round 27b: the same
+    for a hang-up (the operator's SSH session to the controller dropped), which killed the command at once."""
     import os
     import signal
     import subprocess
@@ -405,7 +407,7 @@ def test_ctrl_c_stops_ansible_before_the_command_exits_130(tmp_path: Path) -> No
         while time.monotonic() < deadline and sleeper not in subprocess.run(
                 ["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=False).stdout:  # fmt: skip
             time.sleep(0.2)
-        os.kill(child.pid, signal.SIGINT)
+        os.kill(child.pid, getattr(signal, signal_name))
         output = child.communicate(timeout=60)[0]
     finally:
         if child.poll() is None:
