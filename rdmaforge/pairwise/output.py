@@ -172,6 +172,22 @@ def not_judged(results_data: Mapping[str, Any]) -> bool:
                 or results_data.get("line_rate_unjudged"))  # fmt: skip
 
 
+def not_judged_lines(results_data: Mapping[str, Any]) -> list[str]:
+    """What of a sweep was not judged, one line each (empty when not_judged is false): the table's "not judged:"
+    lines, and the role's failure for a plain ansible-playbook run, which exited 0 where the CLI exits 5."""
+    out = [f"{nic}: no pair completed, so there is nothing to compare a pair with"
+           for nic in results_data.get("unjudged") or []]  # fmt: skip
+    out += [f"{node}: in no pair of the {len(results_data.get('rounds') or [])} round(s), so never measured (random "
+            "matchings leave nodes out; more --rounds, or 0 for every pair, measure it)"
+            for node in results_data.get("unmeasured") or []]  # fmt: skip
+    out += [f"{node}: no pair of it completed on {', '.join(nics)}, so it is not healthy there"
+            for node, nics in (results_data.get("unproven") or {}).items()]  # fmt: skip
+    if results_data.get("line_rate_unjudged"):
+        # Without a line rate, pairs are judged only against each other: a rail slow everywhere names no suspect.
+        out.append(LINE_RATE_UNJUDGED)
+    return out
+
+
 #: The table's file in the output directory (every matrix in full).
 TABLE_FILE = "table.txt"
 #: The most nodes whose matrix the CLI and the role's output show: a 1000-node rail's matrix is 9 MB of text,
@@ -207,16 +223,7 @@ def table(results_data: Mapping[str, Any], matrix_limit: int | None = None) -> s
         out.append("suspects: none named")
     else:
         out.append("suspects: none")
-    for nic in results_data.get("unjudged") or []:
-        out.append(f"not judged: {nic}: no pair completed, so there is nothing to compare a pair with")
-    for node in results_data.get("unmeasured") or []:
-        out.append(f"not judged: {node}: in no pair of the {len(results_data['rounds'])} round(s), so never measured "
-                   "(random matchings leave nodes out; more --rounds, or 0 for every pair, measure it)")  # fmt: skip
-    for node, nics in (results_data.get("unproven") or {}).items():
-        out.append(f"not judged: {node}: no pair of it completed on {', '.join(nics)}, so it is not healthy there")
-    if results_data.get("line_rate_unjudged"):
-        # Without a line rate, pairs are judged only against each other: a rail slow everywhere names no suspect.
-        out.append(f"not judged: {LINE_RATE_UNJUDGED}")
+    out += [f"not judged: {line}" for line in not_judged_lines(results_data)]
     for note in results_data.get("notes") or []:
         out.append(f"note: {note}")
     out += single_stream_lines(results_data.get("single_stream") or [])

@@ -17,7 +17,7 @@ from typing import Any
 
 from rdmaforge import stored
 from rdmaforge.errors import UserError
-from rdmaforge.pairwise.output import SHOWN_MATRIX_NODES, results, table, write_all
+from rdmaforge.pairwise.output import SHOWN_MATRIX_NODES, not_judged_lines, results, table, write_all
 from rdmaforge.pairwise.score import Measurement, Thresholds, admitted, ceiling_note, score, single_stream
 
 
@@ -144,7 +144,7 @@ def main(argv: list[str]) -> int:
         print(f"rdmaforge pairwise report: cannot read {raw_path}: {exc}", file=sys.stderr)
         return 64
     summary = {"suspects": data["suspects"], "unjudged": data["unjudged"], "unmeasured": data["unmeasured"],
-               "healthy_nodes": data["healthy_nodes"],
+               "not_judged": not_judged_lines(data), "healthy_nodes": data["healthy_nodes"],
                "notes": data["notes"],
                "results": str(out_dir / "results.json"), "table": table(data, SHOWN_MATRIX_NODES)}  # fmt: skip
     print(json.dumps(summary))

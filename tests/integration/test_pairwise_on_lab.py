@@ -188,7 +188,8 @@ def test_rounds_k_from_ansible_playbook(lab4: LabHandle, tmp_path: Path) -> None
     """The role runs without the CLI too: K random perfect matchings, their pairs disjoint within a round."""
     out = tmp_path / "sweep"
     proc = run_playbook("pairwise.yml", *SHORT, "-e", "pairwise_rounds=2", "-e", "pairwise_seed=3", "-e",
-                        f"pairwise_output_dir={out}", inventory=lab4.inventory, timeout=900)  # fmt: skip
+                        f"pairwise_output_dir={out}", "-e", f"pairwise_line_rate_gbps={BASE_GBPS}",
+                        inventory=lab4.inventory, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:]
     results = json.loads((out / "results.json").read_text())
     assert_rounds_are_disjoint(results, 2)

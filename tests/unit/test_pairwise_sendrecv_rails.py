@@ -108,12 +108,13 @@ def test_the_rails_that_would_go_over_tcp_are_named() -> None:
         "eth1: no RDMA port behind it on node2"]
 
 
-def sweep(tmp_path: Path, fabric: str, **extra: object) -> tuple[int, str]:
+def sweep(tmp_path: Path, fabric: str, output: Path | None = None, **extra: object) -> tuple[int, str]:
     """The pairwise role itself on two fake local GPU nodes (mpirun a stand-in that records its calls and prints
-    nothing: only the checks before any measurement matter here)."""
+    ``output``, a real sendrecv_perf output, or nothing where only the checks before any measurement matter)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "mpirun").write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path / 'mpirun.calls'}\n")
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    prints = f"cat {output}\n" if output is not None else ""
+    (bin_dir / "mpirun").write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path / 'mpirun.calls'}\n{prints}")
     (bin_dir / "mpirun").chmod(0o755)
     facts = {"node1": fake_node(1, {"eth1": "mlx5_0:1"}), "node2": fake_node(2, {"eth1": "mlx5_0:1"})}
     inventory = local_inventory(tmp_path / "hosts.yml", hosts=(),
@@ -138,3 +139,13 @@ def test_an_rdma_fabrics_rail_without_a_port_is_refused_before_anything_is_measu
     assert not (tmp_path / "mpirun.calls").exists()
     rc, out = sweep(tmp_path, "roce", pairwise_nics=["eth1"], pairwise_fail_on_suspects=False)
     assert "never test their RDMA path" not in out and (tmp_path / "mpirun.calls").exists(), out[-3000:]
+
+
+def test_a_plain_playbook_run_fails_a_sweep_the_cli_calls_incomplete(shared_dir: Path, tmp_path: Path) -> None:
+    """Review round 27c: with no pairwise_line_rate_gbps (the default), `rdmaforge pairwise` exits 5 (a fleet slow
+    alike names no suspect) while ansible-playbook pairwise.yml exited 0 for the same sweep."""
+    output = shared_dir / CORPUS
+    rc, out = sweep(tmp_path / "a", "tcp", output, pairwise_nics=["eth1"])
+    assert rc != 0 and "pairwise incomplete: " in out and "pairwise_line_rate_gbps" in out, out[-3000:]
+    rc, out = sweep(tmp_path / "b", "tcp", output, pairwise_nics=["eth1"], pairwise_line_rate_gbps=100)
+    assert rc == 0 and "pairwise incomplete" not in out, out[-3000:]
