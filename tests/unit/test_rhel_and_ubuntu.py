@@ -173,3 +173,19 @@ def test_an_aiacc_package_named_without_a_version_still_installs(url: str, versi
     expression = task["ansible.builtin.set_fact"]["nccl_plugin_version"].strip().removeprefix("{{").removesuffix("}}")
     templar = role_vars("nccl_plugin", {"pkg_mgr": "apt"}, rdmaforge_fabric="erdma", nccl_plugin_aiacc_deb_url=url)
     assert evaluate(templar, expression) == version
+
+
+@pytest.mark.parametrize(("facts", "home", "include"), [
+    ({"os_family": "RedHat", "architecture": "x86_64"}, "/usr/lib64/openmpi", "/usr/include/openmpi-x86_64"),
+    ({"os_family": "RedHat", "architecture": "aarch64"}, "/usr/lib64/openmpi", "/usr/include/openmpi-aarch64"),
+    ({"os_family": "Debian", "architecture": "aarch64"}, "/usr/lib/aarch64-linux-gnu/openmpi", ""),
+])  # fmt: skip
+def test_nccl_tests_finds_mpi_h_where_each_family_installs_it(facts: dict, home: str, include: str) -> None:
+    """Review round 27a: RHEL's openmpi-devel installs mpi.h in /usr/include/openmpi-<arch> (its spec's includedir),
+    not under /usr/lib64/openmpi/include, the only directory nccl-tests' Makefile adds for MPI=1: the build failed
+    on every RHEL-family builder. Debian's multiarch home was written for x86_64 only."""
+    tests_vars = role_vars("nccl_tests", facts)
+    assert evaluate(tests_vars, "nccl_tests_mpi_home[ansible_facts['os_family']]") == home
+    assert evaluate(tests_vars, "nccl_tests_mpi_include[ansible_facts['os_family']]") == include
+    tasks = (PROJECT_ROOT / "roles" / "nccl_tests" / "tasks" / "main.yml").read_text()
+    assert "{'CPATH': nccl_tests_mpi_include_dir}" in tasks  # the build's environment carries it
