@@ -12,7 +12,7 @@ import yaml
 
 from rdmaforge.lab import bootloader
 from rdmaforge.lab.mirror import MIRROR_URL, Mirror
-from rdmaforge.lab.packages import NCCL_SOURCE, NCCL_TESTS_VERSION
+from rdmaforge.lab.packages import NCCL_SOURCE, NCCL_TESTS_VERSION, SUITE
 from rdmaforge.lab.spec import CONTROLLER_ADDRESS, LabPaths, NodeSpec, gateway_address
 
 LAB_ONLY_FUNCS = "AllReduce Sum f32 RING SIMPLE"
@@ -28,6 +28,8 @@ def mirror_vars(mirror: Mirror) -> dict[str, Any]:
         "lab_mirror_url": MIRROR_URL,
         # rdma_repos: the erdma apt repository, laid out like mirrors.aliyun.com/erdma
         "rdma_repos_erdma_apt_url": f"{MIRROR_URL}/erdma/apt/debian",
+        # the suite the lab's mirror serves, which the public repository does not (its codenames are Ubuntu's)
+        "rdma_repos_erdma_apt_codenames": [SUITE],
         "rdma_repos_erdma_gpg_key_url": f"{MIRROR_URL}/erdma/GPGKEY",
         "rdma_repos_erdma_gpg_fingerprint": mirror.fingerprint,
         # Python packages (AIACC plugin, torch for the e2e benchmark)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import configparser
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -189,3 +190,21 @@ def test_nccl_tests_finds_mpi_h_where_each_family_installs_it(facts: dict, home:
     assert evaluate(tests_vars, "nccl_tests_mpi_include[ansible_facts['os_family']]") == include
     tasks = (PROJECT_ROOT / "roles" / "nccl_tests" / "tasks" / "main.yml").read_text()
     assert "{'CPATH': nccl_tests_mpi_include_dir}" in tasks  # the build's environment carries it
+
+
+def test_the_erdma_apt_codenames_are_the_public_repositorys_and_the_lab_adds_its_own() -> None:
+    """Review round 27a: the default allowed the lab's bookworm, so a Debian 12 node passed the guard against the
+    public repository (seed 000: focal/erdma and bionic/erdma under mirrors.aliyun.com/erdma/apt/ubuntu) and apt
+    failed after its retries instead."""
+    from rdmaforge.lab.inventory import mirror_vars
+    from rdmaforge.lab.packages import SUITE
+
+    codenames = evaluate(role_vars("rdma_repos", {"os_family": "Debian"}), "rdma_repos_erdma_apt_codenames")
+    seed = (PROJECT_ROOT.parent / "shared" / "seeds")
+    if seed.is_dir():
+        text = next(seed.glob("000_*")).read_text()
+        assert "focal/erdma" in text and "bionic/erdma" in text
+    assert {"focal", "bionic"} <= set(codenames) and "bookworm" not in codenames
+    lab = mirror_vars(SimpleNamespace(fingerprint="0" * 40, nccl_tarball=Path("nccl.tar.gz"), nccl_sha256="0" * 64,
+                                      nccl_tests_tarball=None, nccl_tests_sha256="", nccl_tests_absent="absent"))  # type: ignore[arg-type]
+    assert lab["rdma_repos_erdma_apt_codenames"] == [SUITE] == ["bookworm"]  # the lab's nodes are bookworm
