@@ -24,8 +24,9 @@ from rdmaforge.text import named_first
 
 #: Stored files are written by rdmaforge itself and are small; anything bigger is not one of them.
 MAX_BYTES = 64 << 20
-#: A pairwise sweep's raw.json holds both directions of every pair on every rail: about 100 bytes a direction,
-#: n(n-1) directions a rail, so 100 MB for 1000 nodes on one rail and 800 MB on eight.
+#: A pairwise sweep's raw.json holds both directions of every pair on every rail: about 150 bytes a direction
+#: (compact JSON), n(n-1) directions a rail, so 150 MB for 1000 nodes on one rail; a plan whose sweep would write
+#: more is refused before anything is measured (rdmaforge.pairwise.plan.raw_size_problem).
 PAIRWISE_RAW_MAX_BYTES = 1 << 30
 #: Names that become file names (a collective's log ``nccl-NAME.log``): no separator, no dot-dot.
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")

@@ -1272,3 +1272,19 @@ def test_a_heat_map_that_cannot_be_drawn_costs_no_result(tmp_path: Path, monkeyp
     written = json.loads((tmp_path / "results.json").read_text())
     assert written["suspects"] == data["suspects"] == [] and "heat maps not drawn: MemoryError: " in written["notes"]
     assert (tmp_path / "table.txt").is_file() and (tmp_path / "hostfile.healthy").is_file()
+
+
+def test_a_sweep_whose_results_the_report_could_not_read_is_refused_before_it_starts() -> None:
+    """Review round 27c: 1000 nodes on 8 rails measured for hours, then the report refused its raw.json (over 1 GiB).
+    The plan says so before anything is measured, and what to do; K random rounds of the same nodes fit."""
+    def facts(nodes: int, rails: int) -> dict:
+        def nic(i: int, k: int) -> dict:
+            return {"name": f"eth{k + 1}", "ipv4": [{"address": f"10.{k}.{i // 250}.{i % 250 + 1}"}]}
+
+        return {f"node{i:04d}": {"nics": [nic(i, k) for k in range(rails)], "default_route_interface": "eth0"}
+                for i in range(nodes)}  # fmt: skip
+
+    with pytest.raises(plan.PlanError, match=r"1000 nodes on 8 rail\(s\) in 999 rounds is 7992000 measurements"):
+        plan.make_plan(facts(1000, 8), "all")
+    assert len(plan.make_plan(facts(1000, 8), "all", rounds=20).rounds) == 20
+    assert len(plan.make_plan(facts(1000, 1), "all").rounds) == 999
