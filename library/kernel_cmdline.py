@@ -277,22 +277,32 @@ def read_text(module: AnsibleModule, path: str, option: str) -> str | None:
     return None  # not reached: fail_json exits
 
 
-def write_text(module: AnsibleModule, change: FileChange, backup: bool) -> str | None:
-    """Replace the file atomically (same directory, so the rename cannot cross filesystems).
-
-    ``atomic_move`` keeps the existing file's owner, mode and SELinux context. A symlinked file is
-    written through the link (its target changes), not replaced by a regular file. Returns the backup path.
-    """
+def stage_text(change: FileChange) -> str:
+    """Write ``change.new`` to a temporary file beside its target (same directory, so the rename cannot cross
+    filesystems) and return its path. Every file of a run is staged before any is replaced: a drop-in whose
+    directory cannot be written (read-only, full, denied) used to fail after /etc/default/grub was already rewritten,
+    and the failed result named no changed file, so the role's rescue restored nothing (review round 27b)."""
     target = os.path.realpath(change.path)
-    backup_file = module.backup_local(target) if backup and change.old is not None else None
-    directory = os.path.dirname(target) or "."
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=".kernel_cmdline.")
+    fd, temp = tempfile.mkstemp(dir=os.path.dirname(target) or ".", prefix=".kernel_cmdline.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(change.new)
+    except OSError:
+        os.unlink(temp)
+        raise
+    return temp
+
+
+def install_staged(module: AnsibleModule, change: FileChange, temp: str, backup: bool) -> str | None:
+    """Replace the file with its staged copy atomically; returns the backup path.
+
+    ``atomic_move`` keeps the existing file's owner, mode and SELinux context. A symlinked file is
+    written through the link (its target changes), not replaced by a regular file.
+    """
+    target = os.path.realpath(change.path)
+    backup_file = module.backup_local(target) if backup and change.old is not None else None
+    try:
         module.atomic_move(temp, target)  # fails the task itself, with the reason, on error
-    except OSError as error:
-        module.fail_json(msg=f"cannot write {change.path}: {error}")
     finally:
         if os.path.exists(temp):  # left over only when the move did not happen
             os.unlink(temp)
@@ -530,8 +540,17 @@ def main() -> None:
         result["diff"] = diffs
 
     if not module.check_mode:
+        staged: list[tuple[FileChange, str]] = []
         for change in changes:
-            backup_file = write_text(module, change, module.params["backup"])
+            try:
+                staged.append((change, stage_text(change)))
+            except OSError as error:
+                for _, temp in staged:
+                    os.unlink(temp)
+                module.fail_json(msg=f"cannot write {change.path}: {error}; no file was changed",
+                                 changed=False, files_changed=[], backup_files=[])  # fmt: skip
+        for change, temp in staged:
+            backup_file = install_staged(module, change, temp, module.params["backup"])
             if backup_file:
                 result["backup_files"].append(backup_file)
     if result["backup_files"]:

@@ -789,3 +789,21 @@ def test_the_rescue_after_grubby_ran_says_so_and_keeps_the_reboot(file):
     when = rescue["Withdraw the reboot this run announced"]["when"]
     conditions = when if isinstance(when, list) else [when]
     assert not all(templar.template(trust_as_template("{{ " + c + " }}")) for c in conditions)
+
+
+@shared_runs
+def test_a_dropin_that_cannot_be_written_leaves_the_main_file_as_it_was(case):
+    """Review round 27b: the main file was rewritten (the managed keys moved out) before the drop-in write failed,
+    and the failed result named no changed file, so the role's rescue restored nothing and said so. Every file is
+    now staged first. The drop-in's directory is the kernel's sysfs, which exists and takes no new file, root's
+    included."""
+    path, proc = grub(case)
+    path.write_text(path.read_text().replace(f'{VAR}=""', f'{VAR}="net.ifnames=0 hugepages=32"'))
+    before = path.read_text()
+    run = yield kernel_cmdline(HUGE, path, proc, dropin="/sys/kernel/rdmaforge-test-60-hugepages.cfg")
+    assert run.failed
+    assert run.result["msg"].startswith("cannot write /sys/kernel/rdmaforge-test-60-hugepages.cfg: ")
+    assert run.result["msg"].endswith("; no file was changed")
+    assert run.result["changed"] is False and run.result["files_changed"] == []
+    assert path.read_text() == before and backups(path) == []
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".kernel_cmdline.")]  # no staged copy left
