@@ -124,6 +124,10 @@ def known_hosts_lines(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, 
             for kind in HOST_KEY_TYPES
         ]
         keys = [(t, k) for t, k in keys if t and k]
+        if not keys and gathered is not None and host not in gathered:
+            raise ValueError(f"{host}: left out of this run, and its SSH host keys could not be read (it did not "
+                             "answer, and no earlier run's facts are cached): run with it reachable, or take it out "
+                             "of the cluster (rdmaforge remove-node)")  # fmt: skip
         if not keys:
             raise ValueError(f"{host}: no SSH host key facts were gathered (is sshd installed and running?)")
         lines += [f"{','.join(names(host, hostvars, gathered))} {kind} {key}" for kind, key in keys]
