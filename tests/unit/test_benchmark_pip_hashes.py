@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import sys
 import zipfile
 from pathlib import Path
 
@@ -50,7 +51,8 @@ def install(
 ) -> tuple[str, int]:
     """Runs the role's requirement-file and pip tasks (with the role's vars) in a local play; (output, failed)."""
     wheels = tmp_path / "wheels"
-    tasks = [t for t in yaml.safe_load(E2E_ENV.read_text()) if "ansible.builtin.include_role" not in t]
+    tasks = [t for t in yaml.safe_load(E2E_ENV.read_text())
+             if "ansible.builtin.include_role" not in t and "ansible.builtin.import_tasks" not in t]  # fmt: skip
     role_vars = yaml.safe_load(VARS_MAIN.read_text())
     proc = local_play(tmp_path, {
         "name": "The benchmark's Python environment",
@@ -60,6 +62,7 @@ def install(
             "benchmark_e2e_hash_pinned": role_vars["benchmark_e2e_hash_pinned"],
             "benchmark_e2e_venv_marker": role_vars["benchmark_e2e_venv_marker"],
             "benchmark_e2e_venv": str(tmp_path / "venv"),
+            "benchmark_e2e_python": sys.executable,
             "benchmark_e2e_torch": torch,
             "benchmark_e2e_torch_requirements": requirements,
             "benchmark_e2e_pip_args": ["--no-index", f"--find-links={wheels}"],
@@ -121,3 +124,14 @@ def test_pip_is_left_out_while_the_venv_meets_the_requirement_and_runs_when_it_d
     sha256 = hashlib.sha256((tmp_path / "wheels" / "toytorch-2.0-py3-none-any.whl").read_bytes()).hexdigest()
     out, failed = install(tmp_path, [f"toytorch==2.0 --hash=sha256:{sha256}"], torch="toytorch==2.0")
     assert failed == 0 and pip_ran(out), out[-4000:]
+
+
+def test_an_environment_whose_first_install_failed_is_still_rdmaforges(tmp_path: Path) -> None:
+    """Review round 27b: pip made the environment and the mark came only after pip succeeded, so a first install
+    that failed (here: the index has no such package) left an unmarked environment, which every later run took for
+    one it had found and reset kept for good."""
+    (tmp_path / "wheels").mkdir()
+    out, failed = install(tmp_path, [])
+    assert failed == 1, out[-4000:]
+    assert (tmp_path / "venv" / "bin" / "python").exists()
+    assert (tmp_path / "venv" / ".rdmaforge-venv").is_file(), out[-4000:]
