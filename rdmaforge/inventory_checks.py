@@ -184,20 +184,23 @@ _INI_PORT = re.compile(r"^(?P<host>.+):[0-9]+$")
 def ini_inventory_hosts(text: str) -> list[str]:
     """The host names (range patterns unexpanded) of an INI inventory as Ansible's ini plugin reads it: the first
     word of each line outside ``[group:vars]`` and ``[group:children]`` sections, without a ``:port``."""
-    found: list[str] = []
-    section_kind = "hosts"
+    found = [_ini_host_name(line.split(None, 1)[0]) for _, kind, line in _ini_lines(text) if kind == "hosts"]
+    return list(dict.fromkeys(found))
+
+
+def _ini_lines(text: str) -> Iterator[tuple[str, str, str]]:
+    """``(group, kind, line)`` for each line of an INI inventory that is neither blank, a comment nor a section
+    header: the section's group (``ungrouped`` before any) and kind (``hosts``, ``vars``, ``children``)."""
+    group, kind = "ungrouped", "hosts"
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
             continue
         section = _INI_SECTION.match(line)
         if section is not None:
-            section_kind = section["kind"] or "hosts"
+            group, kind = section["group"], section["kind"] or "hosts"
             continue
-        if section_kind != "hosts":
-            continue
-        found.append(_ini_host_name(line.split(None, 1)[0]))
-    return list(dict.fromkeys(found))
+        yield group, kind, line
 
 
 def _ini_host_name(first: str) -> str:
@@ -212,15 +215,7 @@ def ini_inventory_settings(text: str) -> list[tuple[str, str | None, str | None]
     ``[group:vars]`` line's ``name=value`` for the group, a host line's ``name=value`` words for each host it names
     (a range expanded; one too large to expand stands for its group)."""
     found: list[tuple[str, str | None, str | None]] = []
-    group, kind = "ungrouped", "hosts"
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        section = _INI_SECTION.match(line)
-        if section is not None:
-            group, kind = section["group"], section["kind"] or "hosts"
-            continue
+    for group, kind, line in _ini_lines(text):
         if kind == "vars" and "=" in line:
             found.append((line.split("=", 1)[0].strip(), group, None))
         elif kind == "hosts":
