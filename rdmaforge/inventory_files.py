@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,16 @@ class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
 _AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
+def _load(path: Path) -> object:
+    """A vars or inventory file as Ansible's loader reads it: JSON first, then YAML (a tab-indented JSON file is no
+    YAML, and Ansible reads it: review round 28). Raises yaml.YAMLError (with the YAML reading's mark) or OSError."""
+    text = path.read_text(errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return yaml.load(text, Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
+
+
 def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
     """Syntax errors of the inventory's YAML files and its group_vars/host_vars, each naming file and line, and host
     names too long for Ansible to read the inventory (inventory_checks.long_name_problems). ``listing``: also the
@@ -45,7 +56,7 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
     found = []
     for path in candidates:
         try:
-            data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
+            data = _load(path)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -122,10 +133,10 @@ def _listed_hosts(own: list[Path], inventory: Path) -> set[str]:
     names: set[str] = set()
     for path in own:
         try:
-            data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
+            data = _load(path)
         except (yaml.YAMLError, OSError):
             continue
-        names.update(str(host) for host in yaml_inventory_hosts(data))
+        names.update(name for host in yaml_inventory_hosts(data) for name in expand_host_range(str(host)))
     for path in _ini_files(inventory):
         try:
             text = path.read_text(errors="replace")
@@ -164,7 +175,7 @@ def role_own_variable_findings(inventory: Path) -> list[OwnVariableFinding]:
     found = []
     for path in candidates:
         try:
-            data = yaml.load(path.read_text(errors="replace"), Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
+            data = _load(path)
         except (yaml.YAMLError, OSError):
             continue
         found += _own_variable_findings(_settings(data, path, path in own), path)

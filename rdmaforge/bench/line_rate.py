@@ -41,7 +41,9 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int,
     if profile is None or not profile.line_rate_from_ports or not profile.device_pattern:
         return {"gbps": None, "detail": f"fabric {fabric}: port rates are not used"}
     pattern = profile.device_pattern
-    active = active_port_rates(list(devices), pattern)
+    rail_names = _expected_rails(devices, pattern, expected_ports)
+    active = [(name, rate) for name, rate in active_port_rates(list(devices), pattern)
+              if rail_names is None or name in rail_names]  # fmt: skip
     if not active:
         return {"gbps": None, "detail": f"no active {pattern} port"}
     unknown = [name for name, rate in active if not _is_rate(rate)]
@@ -54,13 +56,27 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int,
         f"{len(rates)} active {pattern} port(s)")  # fmt: skip
     not_counted = f"; rate unknown for {', '.join(unknown)}, not counted" if unknown else ""
     per_port = ", ".join(f"{rate:g}" for rate in used)
-    down = _rails_down(devices, pattern, expected_ports, gpus - len(used) - len(unknown) if gpus > 0 else 0)
+    room = gpus - len(used) - len(unknown) if gpus > 0 else (len(expected_ports) if expected_ports else 0)
+    down = _rails_down(devices, pattern, expected_ports, room)
     lost = ""
     if down:
         lost = (f"; rails not active, counted at {rates[0]:g} Gb/s each: {', '.join(down)} "
                 "(rdma_core_expected_ports names the rails where some ports are unused on purpose)")
     total = sum(used) + rates[0] * len(down)
     return {"gbps": round(total, 3), "detail": f"{rails}: {per_port} Gb/s{not_counted}{lost}"}
+
+
+def _expected_rails(devices: Sequence[Mapping[str, Any]], pattern: str,
+                    expected_ports: Sequence[str]) -> set[str] | None:  # fmt: skip
+    """The ``DEVICE:PORT`` names of the rails rdma_core_expected_ports names among the devices (a port not named is
+    no rail: a storage HCA of the pattern); None without expected ports (every port of the pattern may be one)."""
+    if not expected_ports:
+        return None
+    wanted = [parsed for parsed in (parse_expected_port(str(spec)) for spec in expected_ports) if parsed]
+    return {f"{device.get('name')}:{port.get('port')}" for device in devices if isinstance(device, Mapping)
+            and fnmatch.fnmatch(str(device.get("name")), pattern)
+            for port in device.get("ports") or () if isinstance(port, Mapping)
+            for name, number in wanted if device.get("name") == name and number in (None, port.get("port"))}
 
 
 def _rails_down(devices: Sequence[Mapping[str, Any]], pattern: str, expected_ports: Sequence[str],
@@ -83,7 +99,7 @@ def _rails_down(devices: Sequence[Mapping[str, Any]], pattern: str, expected_por
                       if port.get("state") != ACTIVE]  # fmt: skip
             if not mine:
                 found.append(f"{spec} missing")
-        return list(dict.fromkeys(found))
+        return list(dict.fromkeys(found))[:max(room, 0)]
     idle = [f"{name}:{port.get('port')} {port.get('state') or 'state unknown'}" for name, port in ports
             if port.get("state") != ACTIVE
             and not str(port.get("physical_state") or "").upper().startswith("DISABLED")]  # fmt: skip

@@ -380,7 +380,10 @@ def _signals_cancel() -> Iterator[list[int]]:
     def note(signum: int, _frame: object) -> None:
         received.append(signum)
 
-    previous = {number: signal.signal(number, note) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # A signal the command was started ignoring stays ignored: `nohup rdmaforge provision &` must survive the
+    # logout it was detached from (review round 28), and a shell's background job ignores SIGINT.
+    previous = {number: signal.signal(number, note) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(number) is not signal.SIG_IGN}  # fmt: skip
     try:
         yield received
     finally:

@@ -45,3 +45,15 @@ def test_a_recent_interpreter_passes_and_a_missing_one_is_named(tmp_path: Path) 
     assert passed.returncode == 0, passed.stdout[-3000:]
     missing = check(tmp_path, "python3.99")
     assert missing.returncode != 0 and "node1: python3.99 (benchmark_e2e_python) cannot be run" in missing.stdout
+
+
+@pytest.mark.skipif(not PY38.exists(), reason=f"no Python 3.8 at {PY38} (RDMAFORGE_PY38)")
+def test_an_existing_environment_on_an_old_python_is_named_with_what_helps(tmp_path: Path) -> None:
+    """Review round 28: with the environment already there, its own interpreter is judged, and the advice to set
+    benchmark_e2e_python could not help."""
+    venv = tmp_path / "no-venv-yet"
+    subprocess.run([str(PY38), "-m", "venv", "--without-pip", str(venv)], check=True)
+    result = check(tmp_path, sys.executable)
+    assert result.returncode != 0
+    assert f"node1: {venv}/bin/python is Python 3.8.18" in result.stdout, result.stdout[-3000:]
+    assert f"the environment {venv} (benchmark_e2e_venv) was made with it: remove it" in result.stdout

@@ -173,3 +173,16 @@ def test_the_inventorys_expected_ports_are_the_rails() -> None:
     assert named["gbps"] == 600.0  # mlx5_1 named as a rail (even Disabled) and mlx5_9 missing: both count
     assert "mlx5_1:1 PORT_DOWN, mlx5_9 missing" in named["detail"]
     assert node_line_rate(devices(CX7), "roce", gpus=8, expected_ports=["mlx5_0:1", "mlx5_1:1"])["gbps"] == 400.0
+
+
+def test_expected_ports_keep_one_rail_per_gpu_and_leave_other_ports_out() -> None:
+    """Review round 28: with rdma_core_expected_ports, active ports that are no rail still counted and rails down
+    were added past one per GPU, so a 1-GPU node with a rail down had a higher bar (400) than healthy (200)."""
+    rails = ["mlx5_0:1", "mlx5_1:1"]
+    healthy = node_line_rate(devices(CX7), "roce", gpus=1, expected_ports=rails)
+    degraded = node_line_rate(lost_rail(devices(CX7), "mlx5_1"), "roce", gpus=1, expected_ports=rails)
+    assert healthy["gbps"] == degraded["gbps"] == 200.0
+    storage_up = devices(CX7)  # mlx5_10 (no rail here) active at 200 too
+    storage_up[2]["ports"][0].update(state="PORT_ACTIVE", rate_gbps=200.0)
+    assert node_line_rate(storage_up, "roce", gpus=8, expected_ports=rails)["gbps"] == 400.0
+    assert node_line_rate(storage_up, "roce", gpus=8)["gbps"] == 600.0  # no rails named: every port may be one

@@ -208,3 +208,9 @@ def test_the_erdma_apt_codenames_are_the_public_repositorys_and_the_lab_adds_its
     lab = mirror_vars(SimpleNamespace(fingerprint="0" * 40, nccl_tarball=Path("nccl.tar.gz"), nccl_sha256="0" * 64,
                                       nccl_tests_tarball=None, nccl_tests_sha256="", nccl_tests_absent="absent"))  # type: ignore[arg-type]
     assert lab["rdma_repos_erdma_apt_codenames"] == [SUITE] == ["bookworm"]  # the lab's nodes are bookworm
+
+
+def test_the_no_fabric_device_message_names_the_other_devices() -> None:
+    """Review round 28: ``''`` is no escape inside Jinja: the text read "not the fabrics)"."""
+    templar = role_vars("rdma_core", {"os_family": "Debian", "rdma_devices": [{"name": "rxe0"}, {"name": "mlx5_0"}]})
+    assert evaluate(templar, "rdma_core_others_say") == " (it lists only rxe0, mlx5_0, not the fabric's)"

@@ -125,3 +125,20 @@ def test_a_host_range_stands_for_the_names_ansible_expands_it_to(pattern: str) -
                 (ansible(expanded) if "[" in expanded else [expanded])]  # fmt: skip
 
     assert expand_host_range(pattern) == ansible(pattern)
+
+
+def test_a_json_vars_file_is_read_as_ansible_reads_it_and_a_yaml_range_names_its_hosts(tmp_path: Path) -> None:
+    """Review round 28: a tab-indented group_vars/*.json (JSON, but no YAML) was refused as a YAML syntax error
+    (exit 64) although Ansible reads JSON first; a host_vars file named for a host of a YAML range was not read."""
+    from rdmaforge.inventory_files import role_own_variable_findings, yaml_problems
+
+    doc = {"all": {"children": {"cluster": {"hosts": {"gpu[01:02].example.com": {}}}}}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "cluster.json").write_text('{\n\t"rdmaforge_fabric": "tcp",\n\t"eni_plan": {}\n}\n')
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "gpu02.example.com").write_text("mpi_bin_dir: /x\n")
+    problems = yaml_problems(tmp_path / "hosts.yml")
+    assert not [p for p in problems if "syntax error" in p], problems
+    found = {(f.path.name, f.setting.name) for f in role_own_variable_findings(tmp_path / "hosts.yml")}
+    assert found == {("cluster.json", "eni_plan"), ("gpu02.example.com", "mpi_bin_dir")}

@@ -417,3 +417,20 @@ def test_ctrl_c_stops_ansible_before_the_command_exits_130(tmp_path: Path, signa
     time.sleep(0.5)
     left = subprocess.run(["pgrep", "-af", str(tmp_path)], capture_output=True, text=True, check=False).stdout
     assert left == "", left
+
+
+def test_a_signal_the_command_was_started_ignoring_stays_ignored() -> None:
+    """Review round 28: the SIGHUP handler replaced nohup's "ignore", so `nohup rdmaforge provision &` was cancelled
+    by the logout it was detached from."""
+    import signal
+
+    from rdmaforge.runner.execute import _signals_cancel
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with _signals_cancel():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN  # the others are still taken
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)

@@ -18,15 +18,19 @@ take)
         echo "builder_lock.sh: cannot create $(dirname "$lock")" >&2
         exit 1
     fi
-    if mkdir "$lock" 2>/dev/null; then
-        if ! printf '%s\n' "$owner" >"$lock/owner"; then
-            rm -rf "$lock"
-            echo "builder_lock.sh: cannot write $lock/owner" >&2
-            exit 1
+    # Twice: a lock released between a failed mkdir and the look at it is taken on the second try.
+    for _ in 1 2; do
+        if mkdir "$lock" 2>/dev/null; then
+            if ! printf '%s\n' "$owner" >"$lock/owner"; then
+                rm -rf "$lock"
+                echo "builder_lock.sh: cannot write $lock/owner" >&2
+                exit 1
+            fi
+            echo "taken"
+            exit 0
         fi
-        echo "taken"
-        exit 0
-    fi
+        [ -d "$lock" ] && break
+    done
     if [ ! -d "$lock" ]; then
         echo "builder_lock.sh: cannot create $lock" >&2
         exit 1
@@ -37,8 +41,8 @@ take)
         exit 0
     fi
     made=$(stat -c %Y "$lock" 2>/dev/null) || {
-        echo "builder_lock.sh: cannot read $lock" >&2
-        exit 1
+        echo "released meanwhile: $lock"  # its holder let it go as this run looked: the task tries again
+        exit 3
     }
     age=$(($(date +%s) - made))
     if { [ -n "$dead" ] && [ "$held" = "$dead" ]; } || [ "$age" -gt "$stale_after" ]; then
