@@ -76,8 +76,8 @@ options:
   device_pattern:
     description:
       - The fabric's RDMA device names, a shell pattern (V(erdma*), V(mlx5*)). With O(require_active=true) only
-        these devices are judged: another device (a storage HCA, Soft-RoCE's C(rxe0)) neither stands in for a
-        missing one nor fails the check by being down; a host with none of them fails.
+        these devices are judged. Another device (a storage HCA, Soft-RoCE's C(rxe0)) neither stands in for a
+        missing one nor fails the check by being down, and a host with none of them fails.
       - Unset, every device is the fabric's.
     type: str
   link_layer:
