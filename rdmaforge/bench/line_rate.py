@@ -41,7 +41,8 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int,
     if profile is None or not profile.line_rate_from_ports or not profile.device_pattern:
         return {"gbps": None, "detail": f"fabric {fabric}: port rates are not used"}
     pattern = profile.device_pattern
-    rail_names = _expected_rails(devices, pattern, expected_ports)
+    named = _named_rails(devices, pattern, expected_ports)
+    rail_names = None if named is None else {f"{name}:{port.get('port')}" for name, port in named[0]}
     active = [(name, rate) for name, rate in active_port_rates(list(devices), pattern)
               if rail_names is None or name in rail_names]  # fmt: skip
     if not active:
@@ -57,7 +58,7 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int,
     not_counted = f"; rate unknown for {', '.join(unknown)}, not counted" if unknown else ""
     per_port = ", ".join(f"{rate:g}" for rate in used)
     room = gpus - len(used) - len(unknown) if gpus > 0 else (len(expected_ports) if expected_ports else 0)
-    down = _rails_down(devices, pattern, expected_ports, room)
+    down = _rails_down(devices, pattern, named, room)
     lost = ""
     if down:
         lost = (f"; rails not active, counted at {rates[0]:g} Gb/s each: {', '.join(down)} "
@@ -66,42 +67,47 @@ def node_line_rate(devices: Sequence[Mapping[str, Any]], fabric: str, gpus: int,
     return {"gbps": round(total, 3), "detail": f"{rails}: {per_port} Gb/s{not_counted}{lost}"}
 
 
-def _expected_rails(devices: Sequence[Mapping[str, Any]], pattern: str,
-                    expected_ports: Sequence[str]) -> set[str] | None:  # fmt: skip
-    """The ``DEVICE:PORT`` names of the rails rdma_core_expected_ports names among the devices (a port not named is
-    no rail: a storage HCA of the pattern); None without expected ports (every port of the pattern may be one)."""
+def _named_rails(devices: Sequence[Mapping[str, Any]], pattern: str,
+                 expected_ports: Sequence[str]) -> tuple[list[tuple[str, Mapping[str, Any]]], list[str]] | None:
+    """The ports of the pattern's devices that rdma_core_expected_ports (``DEVICE:PORT`` or ``DEVICE``) names, as
+    ``(device, port)`` once each, and the specs that name none ("missing"); None without expected ports (every port
+    of the pattern may be a rail)."""
     if not expected_ports:
         return None
-    wanted = [parsed for parsed in (parse_expected_port(str(spec)) for spec in expected_ports) if parsed]
-    return {f"{device.get('name')}:{port.get('port')}" for device in devices if isinstance(device, Mapping)
+    ports = _pattern_ports(devices, pattern)
+    named: list[tuple[str, Mapping[str, Any]]] = []
+    missing = []
+    for spec in expected_ports:
+        parsed = parse_expected_port(str(spec))
+        if parsed is None:
+            continue
+        name, number = parsed
+        mine = [(device, port) for device, port in ports if device == name and number in (None, port.get("port"))]
+        named += [item for item in mine if item not in named]
+        if not mine and str(spec) not in missing:
+            missing.append(str(spec))
+    return named, missing
+
+
+def _pattern_ports(devices: Sequence[Mapping[str, Any]], pattern: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(device, port)`` for every port of the devices whose name matches ``pattern``."""
+    return [(str(device.get("name")), port) for device in devices if isinstance(device, Mapping)
             and fnmatch.fnmatch(str(device.get("name")), pattern)
-            for port in device.get("ports") or () if isinstance(port, Mapping)
-            for name, number in wanted if device.get("name") == name and number in (None, port.get("port"))}
+            for port in device.get("ports") or () if isinstance(port, Mapping)]  # fmt: skip
 
 
-def _rails_down(devices: Sequence[Mapping[str, Any]], pattern: str, expected_ports: Sequence[str],
-                room: int) -> list[str]:  # fmt: skip
-    """The rails of a node that are not active, as ``DEVICE:PORT STATE``: the expected ports (rdma_core's
-    ``DEVICE:PORT`` or ``DEVICE``) not active or missing; without them, up to ``room`` ports of the pattern not
-    active whose physical state is not Disabled."""
-    ports = [(str(device.get("name")), port) for device in devices if isinstance(device, Mapping)
-             and fnmatch.fnmatch(str(device.get("name")), pattern)
-             for port in device.get("ports") or () if isinstance(port, Mapping)]  # fmt: skip
-    if expected_ports:
-        found = []
-        for spec in expected_ports:
-            parsed = parse_expected_port(str(spec))
-            if parsed is None:
-                continue
-            name, number = parsed
-            mine = [port for device, port in ports if device == name and number in (None, port.get("port"))]
-            found += [f"{name}:{port.get('port')} {port.get('state') or 'state unknown'}" for port in mine
-                      if port.get("state") != ACTIVE]  # fmt: skip
-            if not mine:
-                found.append(f"{spec} missing")
-        return list(dict.fromkeys(found))[:max(room, 0)]
-    idle = [f"{name}:{port.get('port')} {port.get('state') or 'state unknown'}" for name, port in ports
-            if port.get("state") != ACTIVE
+def _rails_down(devices: Sequence[Mapping[str, Any]], pattern: str,
+                named: tuple[list[tuple[str, Mapping[str, Any]]], list[str]] | None, room: int) -> list[str]:
+    """The rails of a node that are not active, as ``DEVICE:PORT STATE``, at most ``room``: the named rails
+    (_named_rails) not active or missing; without them, the ports of the pattern not active whose physical state is
+    not Disabled."""
+    if named is not None:
+        ports, missing = named
+        down = [f"{name}:{port.get('port')} {port.get('state') or 'state unknown'}" for name, port in ports
+                if port.get("state") != ACTIVE]  # fmt: skip
+        return [*down, *(f"{spec} missing" for spec in missing)][:max(room, 0)]
+    idle = [f"{name}:{port.get('port')} {port.get('state') or 'state unknown'}"
+            for name, port in _pattern_ports(devices, pattern) if port.get("state") != ACTIVE
             and not str(port.get("physical_state") or "").upper().startswith("DISABLED")]  # fmt: skip
     return idle[:max(room, 0)]
 

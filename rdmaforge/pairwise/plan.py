@@ -7,6 +7,7 @@ address, stops the run with a message that names the node and the NIC.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,8 +129,6 @@ def raw_size_problem(nodes: Sequence[str], rails: Sequence[str], rounds: Sequenc
     """Why the sweep's raw.json would be larger than the report reads (stored.PAIRWISE_RAW_MAX_BYTES), said before
     anything is measured: 1000 nodes on 8 rails ran for hours, then the report refused its file (review round 27c).
     None when it fits."""
-    import json  # noqa: PLC0415 - only here
-
     from rdmaforge.stored import PAIRWISE_RAW_MAX_BYTES  # noqa: PLC0415 - stored is the reader's module
 
     if not nodes or not rails:
