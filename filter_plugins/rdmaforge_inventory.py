@@ -147,9 +147,9 @@ def etc_hosts(cluster_hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, 
     return {"lines": lines, "problems": problems}
 
 
-def free_space_problems(df_output: str, host: str, needs: Mapping[str, object]) -> list[str]:
+def free_space_problems(df_output: str, host: str, needs: Mapping[str, object], df_error: str = "") -> list[str]:
     """Problems (one line each) where the paths of ``needs`` lack their MiB; ``df_output`` lists them in order."""
-    return checks.free_space_problems(host, list(needs), df_output, needs)
+    return checks.free_space_problems(host, list(needs), df_output, needs, df_error)
 
 
 class FilterModule:

@@ -34,6 +34,14 @@ options:
     description: The sysfs mount point (tests point it at a fake tree).
     type: path
     default: /sys
+  command_timeout:
+    description:
+      - Seconds each command the module runs (nvidia-smi) may take; one that takes longer is killed
+        and read as failing (rc 124, a stderr saying so).
+      - A tool that hangs while SSH still answers (a GPU off the bus, a stale NFS mount, a wedged HCA) otherwise
+        holds the task, the run and the inventory's lock for ever.
+    type: int
+    default: 60
 attributes:
   check_mode:
     support: full
@@ -95,12 +103,13 @@ reason:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, read_topology
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, TimedRunner, read_topology
 
 ARGUMENT_SPEC = {
     "source": {"type": "str", "choices": ["auto", "nvidia_smi", "sysfs"], "default": "auto"},
     "nvidia_smi_path": {"type": "path"},
     "sys_root": {"type": "path", "default": "/sys"},
+    "command_timeout": {"type": "int", "default": 60},
 }
 
 
@@ -108,7 +117,10 @@ def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
         rails = read_topology(
-            module, module.params["source"], module.params["nvidia_smi_path"], module.params["sys_root"]
+            TimedRunner(module, module.params["command_timeout"]),
+            module.params["source"],
+            module.params["nvidia_smi_path"],
+            module.params["sys_root"],
         )
     except ProbeError as error:
         module.fail_json(msg=error.msg)

@@ -49,6 +49,14 @@ options:
       - Not given, none of it is read.
     type: list
     elements: int
+  command_timeout:
+    description:
+      - Seconds each command the module runs (ip) may take; one that takes longer is killed
+        and read as failing (rc 124, a stderr saying so).
+      - A tool that hangs while SSH still answers (a GPU off the bus, a stale NFS mount, a wedged HCA) otherwise
+        holds the task, the run and the inventory's lock for ever.
+    type: int
+    default: 60
 attributes:
   check_mode:
     support: full
@@ -156,13 +164,14 @@ routing:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, read_nics
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, TimedRunner, read_nics
 
 ARGUMENT_SPEC = {
     "sysfs_root": {"type": "path", "default": "/sys/class/net"},
     "ip_path": {"type": "path"},
     "exclude": {"type": "list", "elements": "str", "default": ["lo"]},
     "routing_tables": {"type": "list", "elements": "int"},
+    "command_timeout": {"type": "int", "default": 60},
 }
 
 
@@ -170,7 +179,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
         result = read_nics(
-            module,
+            TimedRunner(module, module.params["command_timeout"]),
             sysfs_root=module.params["sysfs_root"],
             ip_path=module.params["ip_path"],
             exclude=module.params["exclude"],

@@ -59,6 +59,14 @@ options:
         under it are what C(gpu_topology), C(rdma_devices) and C(nic_facts) read by default.
     type: path
     default: /sys
+  command_timeout:
+    description:
+      - Seconds each command the module runs (nvidia-smi, lspci, df, ibv_devinfo, rdma, ibstat, ip) may take; one
+        that takes longer is killed and read as failing (rc 124, a stderr saying so).
+      - A tool that hangs while SSH still answers (a GPU off the bus, a stale NFS mount, a wedged HCA) otherwise
+        holds the task, the run and the inventory's lock for ever.
+    type: int
+    default: 60
 attributes:
   check_mode:
     support: full
@@ -136,6 +144,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import (
     ProbeError,
+    TimedRunner,
     list_tools,
     read_nics,
     read_rdma_devices,
@@ -151,6 +160,7 @@ ARGUMENT_SPEC = {
     "ip_path": {"type": "path"},
     "df_paths": {"type": "list", "elements": "path", "default": []},
     "sys_root": {"type": "path", "default": "/sys"},
+    "command_timeout": {"type": "int", "default": 60},
 }
 
 
@@ -159,7 +169,7 @@ def without_facts(result: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in result.items() if key not in ("ansible_facts", "changed")}
 
 
-def ask_gpu_tools(module: AnsibleModule) -> dict[str, Any]:
+def ask_gpu_tools(module: AnsibleModule, runner: TimedRunner) -> dict[str, Any]:
     """The GPU tools in tool_dirs and their answers (RV(tool_files), RV(tools), RV(nvidia_smi), RV(compute_caps),
     RV(lspci)), as preflight's find and command tasks read them before this module."""
     found = sorted(list_tools(module.params["tool_dirs"], module.params["tool_names"]))
@@ -168,16 +178,16 @@ def ask_gpu_tools(module: AnsibleModule) -> dict[str, Any]:
         for key, name in (("nvidia_smi", "nvidia-smi"), ("lspci", "lspci"))
     }
     # nvidia-smi answers only when the driver is loaded; lspci also sees GPUs on a bare host.
-    nvidia_smi = run_tool(module, [tools["nvidia_smi"], "-L"]) if tools["nvidia_smi"] else skipped("no nvidia-smi")
+    nvidia_smi = run_tool(runner, [tools["nvidia_smi"], "-L"]) if tools["nvidia_smi"] else skipped("no nvidia-smi")
     driver_answers = nvidia_smi.get("rc") == 0
     # The compute capability decides which NCCL archs can run here; drivers before 510 cannot say.
     compute_caps = (
-        run_tool(module, [tools["nvidia_smi"], "--query-gpu=compute_cap", "--format=csv,noheader"])
+        run_tool(runner, [tools["nvidia_smi"], "--query-gpu=compute_cap", "--format=csv,noheader"])
         if driver_answers
         else skipped("nvidia-smi -L did not answer")
     )
     lspci = (
-        run_tool(module, [tools["lspci"], "-n", "-mm"])
+        run_tool(runner, [tools["lspci"], "-n", "-mm"])
         if tools["lspci"] and not driver_answers
         else skipped("nvidia-smi answered" if driver_answers else "no lspci")
     )
@@ -186,23 +196,27 @@ def ask_gpu_tools(module: AnsibleModule) -> dict[str, Any]:
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    gpu_tools = ask_gpu_tools(module)
+    try:
+        runner = TimedRunner(module, module.params["command_timeout"])
+    except ProbeError as error:
+        module.fail_json(msg=error.msg)
+    gpu_tools = ask_gpu_tools(module, runner)
     df_paths = module.params["df_paths"]
     df = (
-        run_tool(module, [module.get_bin_path("df") or "df", "-P", "-k", *df_paths])
+        run_tool(runner, [module.get_bin_path("df") or "df", "-P", "-k", *df_paths])
         if df_paths
         else skipped("no df_paths")
     )
     sys_root = module.params["sys_root"]
     try:
-        topology = read_topology(module, sys_root=sys_root)
+        topology = read_topology(runner, sys_root=sys_root)
     except ProbeError as error:
         module.fail_json(msg=error.msg)
-    rdma = read_rdma_devices(module, sysfs_root=os.path.join(sys_root, "class", "infiniband"))
+    rdma = read_rdma_devices(runner, sysfs_root=os.path.join(sys_root, "class", "infiniband"))
     facts: dict[str, Any] = {"rdmaforge_topology": topology, "rdma_devices": rdma["devices"]}
     try:
         nics = read_nics(
-            module,
+            runner,
             sysfs_root=os.path.join(sys_root, "class", "net"),
             ip_path=module.params["ip_path"],
             exclude=module.params["nic_exclude"],

@@ -86,6 +86,14 @@ options:
         left in the other mode takes the profile's NCCL settings for a network it is not on).
     type: str
     choices: [InfiniBand, Ethernet]
+  command_timeout:
+    description:
+      - Seconds each command the module runs (ibv_devinfo, rdma, ibstat) may take; one that takes longer is killed
+        and read as failing (rc 124, a stderr saying so).
+      - A tool that hangs while SSH still answers (a GPU off the bus, a stale NFS mount, a wedged HCA) otherwise
+        holds the task, the run and the inventory's lock for ever.
+    type: int
+    default: 60
 attributes:
   check_mode:
     support: full
@@ -281,7 +289,7 @@ kernel_devices:
 import fnmatch
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, read_rdma_devices
+from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import ProbeError, TimedRunner, read_rdma_devices
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.rdma_devinfo import parse_expected_port, port_problems
 
 ARGUMENT_SPEC = {
@@ -294,6 +302,7 @@ ARGUMENT_SPEC = {
     "min_rate_gbps": {"type": "float"},
     "device_pattern": {"type": "str"},
     "link_layer": {"type": "str", "choices": ["InfiniBand", "Ethernet"]},
+    "command_timeout": {"type": "int", "default": 60},
 }
 
 
@@ -312,7 +321,7 @@ def main() -> None:
         module.fail_json(msg=f"min_rate_gbps must be a positive number of Gbit/s, got {min_rate}")
     try:
         result = read_rdma_devices(
-            module,
+            TimedRunner(module, module.params["command_timeout"]),
             ibv_devinfo_path=module.params["ibv_devinfo_path"],
             rdma_path=module.params["rdma_path"],
             ibstat_path=module.params["ibstat_path"],

@@ -675,6 +675,8 @@ WHOLE_NUMBERS: dict[str, WholeNumber] = {
     "rdmaforge_network_retries": WholeNumber(0, 20),
     "rdmaforge_network_retry_delay": WholeNumber(0, 300),
     "rdmaforge_network_timeout": WholeNumber(5, 3600),
+    # a node's read-only probes: 0 or a negative value failed the probe module on every node, after preflight
+    "rdmaforge_command_timeout": WholeNumber(5, 3600),
     # the e2e benchmark: 0 steps trained the whole warm-up and failed the component
     "benchmark_e2e_steps": WholeNumber(1, None, "measured training steps"),
     "benchmark_e2e_warmup_steps": WholeNumber(0, None, "warm-up steps"),
@@ -2531,11 +2533,16 @@ def parse_df(output: str) -> list[tuple[str, int]]:
     return rows
 
 
-def free_space_problems(host: str, paths: Sequence[str], df_output: str, needs: Mapping[str, object]) -> list[str]:
-    """Where a node lacks the free space its packages and builds need; paths on one filesystem add up."""
+def free_space_problems(
+    host: str, paths: Sequence[str], df_output: str, needs: Mapping[str, object], df_error: str = ""
+) -> list[str]:
+    """Where a node lacks the free space its packages and builds need; paths on one filesystem add up. ``df_error``,
+    df's stderr, says why a path was not measured (no such directory, or a df killed on a stale NFS mount)."""
     rows = parse_df(df_output)
     if len(rows) != len(paths):
-        return [f"{host}: cannot measure free space of {', '.join(paths)} (df answered {len(rows)} of them)"]
+        why = " ".join(df_error.split())
+        return [f"{host}: cannot measure free space of {', '.join(paths)} (df answered {len(rows)} of them"
+                f"{': ' + why if why else ''})"]  # fmt: skip
     by_mount: dict[str, list[tuple[str, int]]] = {}
     free: dict[str, int] = {}
     for index, path in enumerate(paths):

@@ -455,6 +455,13 @@ CASES: list[Case] = [
         },
     ),
     Case(
+        "command-timeout-zero",
+        lambda d, n: d.set(n.b, "rdmaforge_command_timeout", 0),
+        lambda n: {
+            n.b: [f"{n.b}: rdmaforge_command_timeout=0 is not allowed; allowed: a whole number from 5 to 3600"]
+        },
+    ),
+    Case(
         "network-retry-delay-not-a-number",
         lambda d, n: d.set(n.a, "rdmaforge_network_retry_delay", "five"),
         lambda n: {n.a: [f"{n.a}: rdmaforge_network_retry_delay='five'"]},

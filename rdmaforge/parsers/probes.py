@@ -6,13 +6,16 @@ preflight's and doctor's node probe). Shipped to targets as the collection's ``p
 symlink to this file) with the parsers it imports: standard library only, Python 3.8.
 
 A probe runs its commands through ``runner``, the calling AnsibleModule (``run_command``, ``get_bin_path``,
-``warn``), and raises ProbeError where the module it stands for fails; the module turns it into its failure.
+``warn``), or a TimedRunner around it, and raises ProbeError where the module it stands for fails; the module turns
+it into its failure.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import signal
+import subprocess
 from typing import TYPE_CHECKING, Any
 
 from .gpu_topology import TopologyError, parse_topo_matrix, rail_map, read_sysfs_topology
@@ -63,6 +66,55 @@ class ProbeError(Exception):
         super().__init__(msg)
         self.msg = msg
         self.result = result or {}
+
+
+#: A command that did not answer within its deadline, as coreutils' timeout(1) reports it.
+TIMED_OUT_RC = 124
+
+
+class TimedRunner:
+    """The calling module with a deadline on each command it runs (the modules' ``command_timeout``).
+
+    A read that hangs while sshd still answers (nvidia-smi on a GPU that fell off the bus, df on a stale NFS mount,
+    ibv_devinfo on a wedged HCA) otherwise holds the task, and with it the whole run and the inventory's lock, for
+    ever: SSH keepalives only catch a dead connection. Such a command answers rc 124 and a stderr saying so, which
+    each probe reads as the tool failing. The command runs in a session of its own and the whole session is killed;
+    a process stuck in the kernel cannot die, so it is not waited for: its pipes are left to close with the module.
+    """
+
+    def __init__(self, module: Runner, timeout: int) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+            raise ProbeError(f"command_timeout must be a whole number of seconds, 1 or more; got {timeout!r}")
+        self.module = module
+        self.timeout = timeout
+
+    def get_bin_path(self, arg: str) -> str | None:
+        return self.module.get_bin_path(arg)
+
+    def warn(self, warning: str) -> None:
+        self.module.warn(warning)
+
+    def run_command(self, args: list[str]) -> tuple[int, str, str]:
+        # the environment AnsibleModule.run_command gives its commands (the locale it settled on)
+        env = dict(os.environ, **(getattr(self.module, "run_command_environ_update", None) or {}))
+        try:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=env, start_new_session=True)  # fmt: skip
+        except OSError as error:
+            return 127 if isinstance(error, FileNotFoundError) else 126, "", f"{args[0]}: {error.strerror}"
+        try:
+            stdout, stderr = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass  # it ended in between
+            try:
+                proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass  # in uninterruptible sleep: left behind rather than waited for
+            return TIMED_OUT_RC, "", f"{args[0]} did not answer within {self.timeout} s (killed)"
+        return proc.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace")
 
 
 def executable(option: str, path: str) -> str:

@@ -746,6 +746,14 @@ def test_a_path_df_cannot_read_is_named() -> None:
     ]
 
 
+def test_a_df_that_did_not_answer_says_why() -> None:
+    """df on a stale NFS mount, killed at node_probe's command_timeout: its stderr is the reason."""
+    killed = "/usr/bin/df did not answer within 60 s (killed)"
+    assert checks.free_space_problems("n", ["/opt"], "", {"/opt": 1}, killed + "\n") == [
+        f"n: cannot measure free space of /opt (df answered 0 of them: {killed})"
+    ]
+
+
 # --- benchmark thresholds --------------------------------------------------------------------------
 
 

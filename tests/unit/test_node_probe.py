@@ -138,3 +138,49 @@ def test_without_nvidia_smi_lspci_answers_and_a_nic_probe_that_fails_fails_nothi
     # nic_facts' own failure, kept for rdmaforge_node.nics_error; the node is not failed and has no NIC facts
     assert result["nics"] == {"failed": True, "msg": f"ip_path={node / 'no-ip'} is not an executable file"}
     assert sorted(result["ansible_facts"]) == ["rdma_devices", "rdmaforge_topology"]
+
+
+def hanging_tool(path: Path) -> tuple[Path, Path]:
+    """A tool that never answers, with a part the kill cannot reach (the stand-in for a process stuck in the kernel,
+    which SIGKILL does not end): a child in a session of its own that keeps the tool's stdout open. Returns the tool
+    and the file the unkillable part writes its pid to (the test ends it)."""
+    stuck = path.parent / (path.name + ".stuck-pid")
+    executable(path, f"""#!/bin/sh
+setsid sh -c 'echo $$ > "{stuck}"; exec sleep 3600' &
+exec sleep 3600
+""")
+    return path, stuck
+
+
+def end_stuck(stuck: Path) -> None:
+    if stuck.exists() and stuck.read_text().strip():
+        subprocess.run(["kill", "-9", stuck.read_text().strip()], check=False)
+
+
+def test_a_gpu_tool_that_never_answers_is_killed_at_the_deadline_and_read_as_failing(node: Path) -> None:
+    """nvidia-smi on a GPU that fell off the bus hangs while sshd answers: before command_timeout the probe, its
+    task, the run and the inventory's lock waited for ever (run_module's 600 s guard ends this test then)."""
+    tools = node / "tools"
+    tools.mkdir()
+    _, stuck = hanging_tool(tools / "nvidia-smi")
+    executable(tools / "lspci", '#!/bin/sh\necho "17:00.0 \\"0302\\" \\"10de\\" \\"2330\\""\n')
+    try:
+        run = run_module("node_probe", {"tool_dirs": [str(tools)], "sys_root": str(node / "sys"),
+                                        "ip_path": str(node / "ip"), "command_timeout": 2})  # fmt: skip
+    finally:
+        end_stuck(stuck)
+    assert run.rc == 0, run.result
+    result = run.result
+    assert result["nvidia_smi"] == {"cmd": [str(tools / "nvidia-smi"), "-L"], "rc": 124, "stdout": "",
+                                    "stderr": f"{tools / 'nvidia-smi'} did not answer within 2 s (killed)"}  # fmt: skip
+    # read as a driver that does not answer: lspci is asked, and its GPU counted
+    assert result["compute_caps"]["skipped"] is True
+    assert result["lspci"]["rc"] == 0 and result["lspci"]["stdout"] == '17:00.0 "0302" "10de" "2330"'
+    (nic,) = result["nics"]["nics"]  # the other probes went on
+    assert nic["name"] == "eth9"
+
+
+def test_a_command_timeout_below_one_second_is_refused(node: Path) -> None:
+    run = run_module("node_probe", {"sys_root": str(node / "sys"), "command_timeout": 0})
+    assert run.rc != 0
+    assert run.result["msg"] == "command_timeout must be a whole number of seconds, 1 or more; got 0"

@@ -497,3 +497,21 @@ def test_no_device_for_libibverbs_while_the_kernel_has_some_names_the_missing_pr
     failed, result, _ = required
     assert failed and "but the kernel has mlx5_1, mlx5_3" in result["msg"], result
     assert "HCA driver is loaded" not in result["msg"] and "ibverbs-providers" in result["msg"], result
+
+
+@shared_runs
+def test_an_ibv_devinfo_that_never_answers_is_killed_and_the_kernel_answers(case):
+    """ibv_devinfo on a wedged HCA hangs while sshd answers: rdma_core's port check waited for ever before
+    command_timeout. Killed at the deadline, it is read as a tool that failed: the kernel's sysfs answers."""
+    sysfs = case / "sys-class-infiniband"
+    want = fake_sysfs_from_sample(sysfs, "mlx5_ib_and_roce_ofed.txt")
+    ibv = case / "fake_ibv_devinfo"
+    ibv.write_text("#!/bin/sh\nexec sleep 3600\n")
+    ibv.chmod(0o755)
+    rdma = fake_tool(case, "fake_rdma", None, stderr="Failed to open NETLINK_RDMA socket", rc=1)
+    args = {"ibv_devinfo_path": str(ibv), "rdma_path": str(rdma), "sysfs_root": str(sysfs), "command_timeout": 2}
+    failed, result, err = yield rdma_devices(args)
+    assert not failed, result
+    assert result["source"] == "sysfs" and result["tool_present"] is True
+    assert sorted(d["name"] for d in result["devices"]) == sorted(d["name"] for d in want)
+    assert f"{ibv} -v exited with 124: {ibv} did not answer within 2 s (killed)" in err
