@@ -697,6 +697,7 @@ WHOLE_NUMBERS: dict[str, WholeNumber] = {
     "pairwise_iperf_seconds": WholeNumber(1, 3600, "seconds"),
     "pairwise_port_base": WholeNumber(1024, 65000, "the first TCP port of the sweep"),
     "pairwise_timeout": WholeNumber(1, None, "seconds"),
+    "mpi_launch_timeout": WholeNumber(5, 3600, "seconds"),
     "ssh_trust_check_peers": WholeNumber(0, None, "peers each node checks (0: every peer)"),
     "ssh_trust_check_parallel": WholeNumber(1, None, "connections at a time"),
 }
