@@ -49,7 +49,7 @@ venv: $(VENV)/.installed dev-collection
 collection: venv
 	$(BIN)/python -m rdmaforge.collection build -o build
 
-# setuptools reuses build/lib.*: a module deleted from the source would stay in the next wheel (review round 25c).
+# setuptools reuses build/lib.* (build_support/rdmaforge_build.py clears its rdmaforge/ as well, for pip wheel .).
 wheel: venv
 	rm -rf build/lib.* build/bdist.*
 	$(BIN)/pip wheel --no-deps -q -w build/dist .

@@ -35,8 +35,13 @@ def _collection_module() -> ModuleType:
 
 class BuildPy(_build_py):  # type: ignore[misc]
     def run(self) -> None:
-        super().run()
         build_lib = Path(self.build_lib)
+        # setuptools copies into a build/lib.* an earlier build left (pip wheel . in a checkout): a module deleted
+        # from the source since stayed there and went into the wheel (review round 29a). Never the source itself.
+        stale = build_lib / "rdmaforge"
+        if stale.is_dir() and stale.resolve() != (ROOT / "rdmaforge").resolve():
+            shutil.rmtree(stale)
+        super().run()
         collection = _collection_module()
         collection.assemble(collection.collection_dir(build_lib), ROOT, mode="copy")
         data = build_lib / "rdmaforge" / "data"

@@ -19,6 +19,33 @@ class CannotRun(Exception):
     scrubber must know): reported on stderr, exit 1, before Ansible runs. A wrong argument is a UserError instead."""
 
 
+def install_hint(package: str) -> str:
+    """How to install ``package``, a Python package rdmaforge declares (a dependency or an extra's): ``pip install``
+    with the version range rdmaforge's metadata gives it, and the extra that carries it. rdmaforge itself is not on
+    PyPI (its wheel is built from the repository), so a hint of ``pip install rdmaforge[...]`` failed there, or would
+    fetch whatever someone published under that name."""
+    import importlib.metadata
+    import re
+
+    wanted = re.sub(r"[-_.]+", "-", package).lower()
+    extra = ""
+    try:
+        requirements = importlib.metadata.requires("rdmaforge") or []
+    except importlib.metadata.PackageNotFoundError:
+        requirements = []
+    for line in requirements:
+        spec, _, marker = line.partition(";")
+        name = re.split(r"[<>=!~\[ ]", spec.strip(), maxsplit=1)[0]
+        if re.sub(r"[-_.]+", "-", name).lower() == wanted and not name.lower().startswith("rdmaforge"):
+            found = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
+            if found and found.group(1) == "test":
+                continue  # the test extra repeats the others
+            extra = f" (rdmaforge's [{found.group(1)}] extra)" if found else " (a dependency of rdmaforge)"
+            package = spec.strip()
+            break
+    return f"pip install '{package}'{extra}"
+
+
 def missing_path(path: object, what: str) -> str | None:
     """Why ``path`` cannot be used, or None when it can be stat'ed: "does not exist" only when it does not, the
     system's own words otherwise (a symbolic link loop, a directory without search permission)."""

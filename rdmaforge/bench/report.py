@@ -39,6 +39,7 @@ from rdmaforge.bench.verdict import (
     overall,
     required_groups,
 )
+from rdmaforge.errors import install_hint
 from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
 from rdmaforge.nccl_tests.transport import (
@@ -1068,7 +1069,7 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> tuple[list[str], list
         import matplotlib.pyplot as plt
     except ImportError:  # an optional extra: pip install 'rdmaforge[plots]'
         print(
-            "rdmaforge report: plots not drawn: matplotlib is not installed (pip install 'rdmaforge[plots]'); "
+            f"rdmaforge report: plots not drawn: matplotlib is not installed ({install_hint('matplotlib')}); "
             "results.json, results.csv and summary.md are complete without them",
             file=sys.stderr,
         )

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
+from rdmaforge.errors import UserError
 from rdmaforge.runner import command
 from rdmaforge.runner.exit_codes import ExitCode
 
@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.yes:
         target = f"the nodes of --limit {args.limit}" if args.limit else "every node of the inventory"
-        print(f"rdmaforge {NAME}: removes what rdmaforge installed from {target}; nothing was changed. Add --yes to "
-              "go ahead (--limit NODES for some nodes only).", file=sys.stderr)  # fmt: skip
-        return int(ExitCode.BAD_INPUT)
+        # a UserError: exit 64 with the message on stderr, and with --json the error document stdout promises
+        raise UserError(f"removes what rdmaforge installed from {target}; nothing was changed. Add --yes to go ahead "
+                        "(--limit NODES for some nodes only).")  # fmt: skip
     return command.run_changing_playbook(args, NAME, "reset.yml", {"rdmaforge_reset_confirm": True})

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaforge import infra_report
-from rdmaforge.errors import CannotRun, host_pattern, inventory_path
+from rdmaforge.errors import CannotRun, host_pattern, install_hint, inventory_path
 from rdmaforge.paths import VERIFY_ROOT, playbook
 from rdmaforge.runner import command, execute, inventory_list, junit, secrets
 from rdmaforge.runner.exit_codes import ExitCode
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     except CannotRun as exc:
         return command.cannot_run(NAME, str(exc), args)
     if importlib.util.find_spec("testinfra") is None:  # the suite's runner is a test dependency
-        needed = "needs pytest-testinfra, a dependency of rdmaforge: pip install rdmaforge"
+        needed = f"needs pytest-testinfra: {install_hint('pytest-testinfra')}"
         return command.cannot_run(NAME, needed, args)
     session = command.start(args, NAME, json_recap=args.json)
     # Unreachable nodes are found first and left out of the suite: testinfra would fail every test on them with

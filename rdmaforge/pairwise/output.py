@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rdmaforge.errors import install_hint
 from rdmaforge.pairwise.score import (
     Measurement,
     RailScore,
@@ -278,7 +279,7 @@ def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path]
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return [], ["heat maps not drawn: matplotlib is not installed (pip install 'rdmaforge[plots]')"]
+        return [], [f"heat maps not drawn: matplotlib is not installed ({install_hint('matplotlib')})"]
     files, notes = [], []
     for nic in results_data["nics"]:
         names = list(results_data["nodes"])

@@ -15,9 +15,11 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from rdmaforge.errors import install_hint
+
 #: mitogen's strategy that keeps Ansible's linear order (every host finishes a task before the next starts).
 STRATEGY = "mitogen_linear"
-INSTALL_HINT = "pip install 'rdmaforge[mitogen]'"
+INSTALL_HINT = install_hint("mitogen")
 
 
 class NotInstalled(Exception):

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rdmaforge.errors import install_hint
 from rdmaforge.workloads import k8s, mpijob_schema
 
 #: The Kubernetes release whose schemas the core kinds and pod templates are checked against.
@@ -35,7 +36,7 @@ def _require(module: str, package: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ValidatorUnavailable(
-            f"validation needs the Python package {package} (a dependency of rdmaforge: pip install rdmaforge): {exc}"
+            f"validation needs the Python package {package}: {install_hint(package)}: {exc}"
         ) from exc
 
 

@@ -114,3 +114,27 @@ def test_the_collection_readme_says_where_the_rdmaforge_package_comes_from() -> 
     text = " ".join(COLLECTION_README.read_text().split())
     assert not re.search(r"pip install rdmaforge(?![\w.-])", text), "rdmaforge is not on PyPI"
     assert "`make wheel`" in text and "pip install build/dist/rdmaforge-0.1.0-*.whl" in text
+
+
+def test_a_module_an_earlier_build_left_in_build_lib_is_not_built_into_the_next(tmp_path: Path) -> None:
+    """setuptools copies into the build/lib.* an earlier ``pip wheel .`` left: a module deleted from the source since
+    stayed there and went into the wheel (review round 29a). The wheel's own build_py step, run for real (setuptools'
+    command, this checkout's rdmaforge package) on a build directory holding such a module."""
+    build_lib = tmp_path / "lib"
+    (build_lib / "rdmaforge").mkdir(parents=True)
+    (build_lib / "rdmaforge" / "deleted_since.py").write_text("X = 1\n")
+    script = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(PROJECT_ROOT / 'build_support')!r})\n"
+        "from setuptools.dist import Distribution\n"
+        "from rdmaforge_build import BuildPy\n"
+        "command = BuildPy(Distribution({'name': 'rdmaforge', 'packages': ['rdmaforge'], 'script_name': 'setup.py'}))\n"
+        f"command.build_lib = {str(build_lib)!r}\n"
+        "command.ensure_finalized()\n"
+        "command.run()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    built = {path.name for path in (build_lib / "rdmaforge").glob("*.py")}
+    assert "cli.py" in built and "deleted_since.py" not in built

@@ -89,6 +89,16 @@ def test_reset_without_yes_runs_nothing(inventory: Path, tmp_path: Path) -> None
     assert not (tmp_path / "runs").exists()  # no run started, so no node could be touched
 
 
+def test_reset_without_yes_under_json_prints_the_error_document(inventory: Path, tmp_path: Path) -> None:
+    """README, --json: a run refused before it starts prints {command, exit_code, meaning, error}; stdout was empty,
+    and `rdmaforge reset --json | jq` failed on it (review round 29a)."""
+    proc = rdmaforge(tmp_path, "reset", "-i", str(inventory), "--json")
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
+    document = json.loads(proc.stdout)
+    assert (document["command"], document["exit_code"]) == ("reset", 64)
+    assert "every node of the inventory; nothing was changed. Add --yes" in document["error"]
+
+
 @pytest.mark.parametrize("limit", [[], ["--limit", "node2"]], ids=["every-node", "limit"])
 def test_reset_playbook_unconfirmed_stops_before_any_node_is_touched(
     inventory: Path, tmp_path: Path, limit: list[str]
