@@ -29,6 +29,7 @@ from rdmaforge.inventory_checks import (
     role_own_variables,
     yaml_inventory_hosts,
 )
+from rdmaforge.plain_data import TOO_DEEP, TOO_MANY, huge_integer, too_deep, too_many_values
 
 
 class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
@@ -64,7 +65,17 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             found.append(f"{path}:{where}: YAML syntax error: {problem}")
         except OSError as exc:
             found.append(_unreadable(path, exc))
+        except RecursionError:
+            found.append(f"{path}: {TOO_DEEP}")
+        except ValueError as exc:  # a number too long for Python: Ansible stops on it with a traceback
+            found.append(f"{path}: {huge_integer(exc) or exc}")
         else:
+            # before anything walks it: a document too deep or too large (YAML aliases) for the checks below, and
+            # for Ansible, which stops with "Unexpected Exception" or runs for hours on it
+            shape = TOO_DEEP if too_deep(data) else TOO_MANY if too_many_values(data) else None
+            if shape is not None:
+                found.append(f"{path}: {shape}")
+                continue
             binary = _binary_keys(data) if listing else []
             found += [f"{path}: {key} is a !!binary value (bytes), which ansible-inventory cannot list; allowed: text, "
                       "numbers, booleans, lists and mappings (base64 text without the tag, decoded where it is used "

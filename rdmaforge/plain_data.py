@@ -4,6 +4,7 @@ from a user may have."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,20 +18,70 @@ MAX_DEPTH = 100
 TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels of lists and mappings)"
 
 
+#: Values (scalars, lists and mappings, each counted once per place it appears) a document read from a user may
+#: expand to. YAML's aliases make a small file a huge document ("billion laughs": nine levels of nine aliases are
+#: 387 million values in 1 KB): PyYAML builds it cheaply, shared, but every walk that copies or visits each place
+#: (Ansible's templating and variable merging, rdmaforge's own checks) then runs for hours (review round 29b).
+MAX_VALUES = 1_000_000
+#: What a refusal says, after the input's name.
+TOO_MANY = f"expands to more than {MAX_VALUES:,} values through YAML aliases (*name repeating an &name)"
+
+
+def huge_integer(exc: ValueError) -> str | None:
+    """What a YAML or JSON reader's ValueError means when it is Python refusing a number too long to convert (its
+    own wording names an interpreter setting, no help to a user); None for any other ValueError."""
+    if "integer string conversion" not in str(exc):
+        return None
+    return f"an integer of more than {sys.get_int_max_str_digits()} digits, which Python (and Ansible) cannot read"
+
+
+def _children(item: Any) -> Any:
+    if isinstance(item, Mapping):
+        return item.values()
+    if isinstance(item, list | tuple):
+        return item
+    return None
+
+
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``value`` nests lists/tuples and mappings more than ``limit`` levels (walked without recursion)."""
+    """Whether ``value`` nests lists/tuples and mappings more than ``limit`` levels (walked without recursion). A
+    container shared through YAML aliases is walked again only when reached deeper than before: at most ``limit``
+    times, never once per place it appears."""
     pending: list[tuple[Any, int]] = [(value, 1)]
+    deepest: dict[int, int] = {}
     while pending:
         item, depth = pending.pop()
-        if isinstance(item, Mapping):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
+        children = _children(item)
+        if children is None or deepest.get(id(item), 0) >= depth:
             continue
         if depth > limit:
             return True
+        deepest[id(item)] = depth
         pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+def too_many_values(value: Any, limit: int = MAX_VALUES) -> bool:
+    """Whether ``value`` expanded (every alias in place of what it names) holds more than ``limit`` values. Each
+    container's expanded size is worked out once (by identity), so a billion-laughs document costs its own size."""
+    sizes: dict[int, int] = {}
+    started: set[int] = set()
+    pending: list[tuple[Any, bool]] = [(value, False)]
+    while pending:
+        item, ready = pending.pop()
+        children = _children(item)
+        if children is None or id(item) in sizes:
+            continue
+        if ready:
+            sizes[id(item)] = 1 + sum(sizes.get(id(child), 1) for child in children)
+            if sizes[id(item)] > limit:
+                return True
+        elif id(item) in started:
+            return True  # a container inside itself (&a [*a]): endless once expanded
+        else:
+            started.add(id(item))
+            pending.append((item, True))
+            pending.extend((child, False) for child in children if _children(child) is not None)
     return False
 
 

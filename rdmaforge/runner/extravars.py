@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from rdmaforge.errors import UserError
-from rdmaforge.plain_data import TOO_DEEP, too_deep
+from rdmaforge.plain_data import TOO_DEEP, TOO_MANY, huge_integer, too_deep, too_many_values
 from rdmaforge.runner.vault import VAULT_HEADER, Decrypt, load_vars
 
 VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -42,9 +42,9 @@ class ExtraVars:
             return self.inline
         try:
             data = load_vars(self.file.read_text(), decrypt)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError, ValueError):
             return {}
-        return data if isinstance(data, dict) and not too_deep(data) else {}
+        return data if isinstance(data, dict) and not too_deep(data) and not too_many_values(data) else {}
 
 
 def parse_one(argument: str) -> ExtraVars:
@@ -88,11 +88,15 @@ def _check_file(argument: str, path: Path) -> None:
         ) from None
     except RecursionError:
         raise ExtraVarsError(f"-e {shown}: {path}: {TOO_DEEP}") from None
+    except ValueError as exc:
+        raise ExtraVarsError(f"-e {shown}: {path}: {huge_integer(exc) or exc}; allowed: {FILE_ALLOWED}") from None
     if not isinstance(data, dict):
         held = "nothing" if data is None else f"a {_kind(data)}"
         raise ExtraVarsError(f"-e {shown}: {path} holds {held}; allowed: {FILE_ALLOWED}")
     if too_deep(data):
         raise ExtraVarsError(f"-e {shown}: {path}: {TOO_DEEP}")
+    if too_many_values(data):
+        raise ExtraVarsError(f"-e {shown}: {path}: {TOO_MANY}")
 
 
 def _kind(data: Any) -> str:
@@ -122,6 +126,8 @@ def _parse_mapping(argument: str, text: str) -> dict[str, Any]:
         raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_DEEP}") from exc
     if too_deep(data):
         raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_DEEP}")
+    if too_many_values(data):
+        raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_MANY}")
     if not isinstance(data, dict):
         raise ExtraVarsError(f"-e {_shown(argument)}: must be a mapping of variable names to values")
     for name in data:
@@ -136,6 +142,8 @@ def _parse_yaml(argument: str, text: str) -> Any:
         raise ExtraVarsError(f"-e {_shown(argument)}: not valid JSON or YAML ({exc.__class__.__name__})") from exc
     except RecursionError as exc:
         raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_DEEP}") from exc
+    except ValueError as exc:
+        raise ExtraVarsError(f"-e {_shown(argument)}: {huge_integer(exc) or exc}") from exc
 
 
 def _shown(argument: str, limit: int = 80) -> str:

@@ -598,12 +598,50 @@ def render_cases() -> list[Case]:
 DEEP_EXTRA_VARS = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
 
 
+#: YAML's "billion laughs": nine levels of nine aliases, 387 million values once expanded, in under 400 bytes. Every
+#: walk over it (rdmaforge's depth check, Ansible's variable merging) ran for hours (review round 29b).
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{name}: &{name} [{', '.join(['*' + before] * 9)}]\n" for before, name in zip("abcdefgh", "bcdefghi", strict=True)
+)
+#: An integer Python refuses to convert (more than 4300 digits): a traceback, exit 70, before round 29b.
+HUGE_INTEGER = "9" * 5000
+BOMB_SAYS = "expands to more than 1,000,000 values through YAML aliases"
+HUGE_SAYS = "an integer of more than 4300 digits"
+
+
 def extra_vars_cases() -> list[Case]:
-    return [
+    cases = [
         Case(f"{name}-extra-vars-nested-too-deeply",
              lambda t, name=name: [name, "-i", str(inventory(t)), "--runs-dir", str(t / "runs"), "-e", DEEP_EXTRA_VARS],
              BAD, ('-e {"a": [[[', "...: nested too deeply (more than 100 levels")) # fmt: skip
         for name in ("doctor", "pairwise", "provision", "bench")
+    ]
+    return cases + [
+        Case("doctor-extra-vars-file-alias-bomb",
+             lambda t: ["doctor", "-i", str(inventory(t)), "--runs-dir", str(t / "runs"), "-e",
+                        "@" + str(write(t / "bomb.yml", ALIAS_BOMB))],
+             BAD, ("bomb.yml", BOMB_SAYS)),  # fmt: skip
+        Case("doctor-extra-vars-inline-huge-integer",
+             lambda t: ["doctor", "-i", str(inventory(t)), "--runs-dir", str(t / "runs"), "-e",
+                        '{"a": ' + HUGE_INTEGER + "}"],
+             BAD, ('-e {"a": 999', HUGE_SAYS)),  # fmt: skip
+        Case("doctor-extra-vars-file-huge-integer",
+             lambda t: ["doctor", "-i", str(inventory(t)), "--runs-dir", str(t / "runs"), "-e",
+                        "@" + str(write(t / "big.yml", f"a: {HUGE_INTEGER}\n"))],
+             BAD, ("big.yml", HUGE_SAYS)),  # fmt: skip
+        Case("render-group-vars-alias-bomb",
+             lambda t: ["render", "-i", str(inventory(t, group_vars=ALIAS_BOMB)), "-o", str(t / "o")],
+             BAD, ("group_vars/all.yml", BOMB_SAYS)),  # fmt: skip
+        Case("render-group-vars-huge-integer",
+             lambda t: ["render", "-i", str(inventory(t, group_vars=f"a: {HUGE_INTEGER}\n")), "-o", str(t / "o")],
+             BAD, ("group_vars/all.yml", HUGE_SAYS)),  # fmt: skip
+        Case("render-group-vars-nested-too-deeply",
+             lambda t: ["render", "-i", str(inventory(t, group_vars="a: " + "[" * 2000 + "]" * 2000 + "\n")),
+                        "-o", str(t / "o")],
+             BAD, ("group_vars/all.yml", "nested too deeply (more than 100 levels")),  # fmt: skip
+        Case("doctor-group-vars-alias-bomb",
+             lambda t: ["doctor", "-i", str(inventory(t, group_vars=ALIAS_BOMB)), "--runs-dir", str(t / "runs")],
+             BAD, ("group_vars/all.yml", BOMB_SAYS)),  # fmt: skip
     ]
 
 
