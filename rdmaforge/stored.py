@@ -7,9 +7,11 @@ without ad-hoc ``.get`` guards. Unknown keys are allowed (newer writers may add 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import re
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -506,8 +508,12 @@ PAIRWISE_RAW = Obj(
 
 def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes | None:
     """The bytes of ``path``, or None when it holds more than ``limit``: a sparse or huge file is refused by its
-    size, a device (``/dev/zero``) or pipe that reports none after ``limit + 1`` bytes, never read whole."""
-    if path.stat().st_size > limit:
+    size, a device (``/dev/zero``) that reports none after ``limit + 1`` bytes, never read whole. A named pipe or a
+    socket is refused (OSError) before it is opened: opening a pipe no one writes to waits for ever."""
+    info = path.stat()
+    if stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode):
+        raise OSError(errno.EINVAL, "a named pipe or socket, not a file", str(path))
+    if info.st_size > limit:
         return None
     with path.open("rb") as handle:
         data = handle.read(limit + 1)

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import fabrics
+from rdmaforge import fabrics, output_files
 from rdmaforge.bench import accelerators, baseline
 from rdmaforge.bench.e2e import count, percentile
 from rdmaforge.bench.line_rate import CEILING_FACTOR, expected_line_rate, rate_ceiling
@@ -1017,13 +1017,13 @@ def render(run_dir: Path, overrides: dict[str, Any] | None = None) -> dict[str, 
     run = {**json.loads((run_dir / "run.json").read_text(encoding="utf-8-sig")), **(overrides or {})}
     results = judge(run_dir, run)
     with named(run_dir / "results.json"):
-        (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    with named(run_dir / "results.csv"):
-        write_csv(run_dir / "results.csv", results)
+        output_files.write_text(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
+    with named(run_dir / "results.csv"), output_files.replaced(run_dir / "results.csv") as csv_file:
+        write_csv(csv_file, results)
     plots, plot_notes = write_plots(run_dir, results)
     with named(run_dir / "summary.md"):
         # UTF-8 whatever the locale: a host name or reason from the run must not fail the report in a C locale.
-        (run_dir / "summary.md").write_text(summary_markdown(results, plots, plot_notes), encoding="utf-8")
+        output_files.write_text(run_dir / "summary.md", summary_markdown(results, plots, plot_notes))
     return results
 
 
@@ -1101,7 +1101,8 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> tuple[list[str], list
             notes.append(undrawn_note("nccl_busbw.png", undrawn))
             fig.text(0.01, 0.01, f"{len(undrawn)} value(s) left out: not finite or too large (summary.md)", fontsize=7)
         with named(run_dir / "nccl_busbw.png"):
-            fig.savefig(run_dir / "nccl_busbw.png", dpi=100)
+            with output_files.replaced(run_dir / "nccl_busbw.png") as png:
+                fig.savefig(png, dpi=100)
         plt.close(fig)
         written.append("nccl_busbw.png")
     e2e = results.get("e2e") or {}
@@ -1128,7 +1129,8 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> tuple[list[str], list
             notes.append(undrawn_note("e2e_throughput.png", undrawn))
             fig.text(0.01, 0.01, f"{len(undrawn)} value(s) left out: not finite or too large (summary.md)", fontsize=7)
         with named(run_dir / "e2e_throughput.png"):
-            fig.savefig(run_dir / "e2e_throughput.png", dpi=100)
+            with output_files.replaced(run_dir / "e2e_throughput.png") as png:
+                fig.savefig(png, dpi=100)
         plt.close(fig)
         written.append("e2e_throughput.png")
     return written, notes

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rdmaforge import output_files
 from rdmaforge.errors import install_hint
 from rdmaforge.pairwise.score import (
     Measurement,
@@ -325,7 +326,8 @@ def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path]
             fig.text(0.01, 0.01, f"{len(undrawn)} rate(s) not coloured: not finite or too large", fontsize=7)
         fig.colorbar(image, ax=ax, label="Gb/s")
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        with output_files.replaced(path) as png:
+            fig.savefig(png, dpi=100)
         plt.close(fig)
         files.append(path)
     return files, notes
@@ -350,6 +352,6 @@ def write_all(results_data: dict[str, Any], out_dir: Path, slots: Mapping[str, i
                              "table": TABLE_FILE}  # fmt: skip
     # Indented while a person reads it; past that, json's C encoder (indent is the pure-Python one, 10x slower).
     indent = 2 if len(results_data["pairs"]) <= INDENTED_PAIRS else None
-    (out_dir / "results.json").write_text(json.dumps(results_data, indent=indent) + "\n")
-    (out_dir / TABLE_FILE).write_text(table(results_data))
-    (out_dir / "hostfile.healthy").write_text(hostfile(results_data, slots))
+    output_files.write_text(out_dir / "results.json", json.dumps(results_data, indent=indent) + "\n")
+    output_files.write_text(out_dir / TABLE_FILE, table(results_data))
+    output_files.write_text(out_dir / "hostfile.healthy", hostfile(results_data, slots))

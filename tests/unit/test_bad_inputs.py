@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -675,6 +675,33 @@ def inventory_path_cases() -> list[Case]:
     return cases
 
 
+def fifo(path: Path) -> Path:
+    """A named pipe no one writes to: opening it to read waits for ever (round 29b: report, summary hung on it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+def pipe_cases() -> list[Case]:
+    def run_json_pipe(t: Path) -> list[str]:
+        fifo(t / "run" / "run.json")
+        return ["report", str(t / "run")]
+
+    def e2e_pipe(t: Path) -> list[str]:
+        target = run_dir(RUN)(t)
+        fifo(target / "e2e.json")
+        return ["report", str(target)]
+
+    said = "a named pipe or socket, not a file"
+    return [
+        Case("report-run-json-a-pipe", run_json_pipe, BAD, ("run.json", said)),
+        Case("report-e2e-json-a-pipe", e2e_pipe, BAD, ("e2e.json", said)),
+        Case("summary-a-pipe", lambda t: ["summary", str(fifo(t / "summary.json"))], BAD, ("summary.json", said)),
+        Case("report-baseline-a-pipe", lambda t: [*report(RUN)(t), "--baseline", str(fifo(t / "b.json"))], BAD,
+             ("b.json", said)),  # fmt: skip
+    ]
+
+
 def test_a_host_name_longer_than_any_hosts_stops_a_run_before_ansible(tmp_path: Path) -> None:
     """provision and the other commands that run against hosts refuse it from the inventory's YAML (a file or a
     directory) with their other argument checks: Ansible's fact cache, a file named after the host, would stop the run
@@ -738,7 +765,7 @@ def test_a_long_host_name_in_an_ini_inventory_stops_a_run_before_ansible(tmp_pat
 
 
 CASES = (nccl_cases() + run_json_cases() + baseline_cases() + baseline_file_cases() + summary_cases() + render_cases()
-         + extra_vars_cases() + inventory_path_cases())  # fmt: skip
+         + extra_vars_cases() + inventory_path_cases() + pipe_cases())  # fmt: skip
 
 
 # -- huge and binary inputs: each in its own process, with a wall-time and a peak-memory bound ------------------
@@ -1040,16 +1067,32 @@ def test_reader_gone_before_the_first_byte_ends_quietly(command: str, tmp_path: 
     assert proc.returncode == ExitCode.ERROR
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-def test_report_on_a_full_disk_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """results.json cannot be written (its disk is full): the message names it, exit 64 like any other
-    results.json that cannot be written (a directory in its place)."""
-    argv = report(RUN)(tmp_path)
-    (tmp_path / "run" / "results.json").symlink_to("/dev/full")
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs: room for a run.json, none for the report's files (a link to /dev/full stood in for a full
+    disk before round 29b; the report now replaces such a link rather than write through it)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True,
+                          text=True)  # fmt: skip
+    if proc.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here (needs root): {proc.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_report_on_a_full_disk_names_the_file(small_filesystem: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """results.json cannot be written (its disk is full): the message names it (not the temporary name it is
+    written under), exit 64 like any other results.json that cannot be written (a directory in its place)."""
+    argv = report(RUN)(small_filesystem)
+    write(small_filesystem / "filler", b"x" * (60 << 10))
     code, out, err = call(argv, capsys)
     assert "internal error" not in err, err
     assert code == BAD, err
-    assert f"{tmp_path / 'run' / 'results.json'}: No space left on device" in err, err
+    assert f"{small_filesystem / 'run' / 'results.json'}: No space left on device" in err, err
+    assert not list((small_filesystem / "run").glob(".*"))  # the temporary file is gone
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
@@ -1145,3 +1188,20 @@ def test_output_that_the_terminal_cannot_encode_is_degraded_not_an_internal_erro
     assert "internal error" not in err and "Traceback" not in err, err
     assert proc.returncode == (INCOMPLETE if command == "report" else 0), err  # RUN measures nothing
     assert "n\\u0153ud-01" in out + err, out
+
+
+@pytest.mark.parametrize("name", ["results.json", "results.csv", "summary.md"])
+def test_report_replaces_a_link_in_the_run_directory_and_never_writes_through_it(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run directory from elsewhere (a node, a CI artifact) holding ``results.csv -> ~/.ssh/authorized_keys``: the
+    report wrote its output into that file (review round 29b). It replaces the link with its own file now."""
+    target = run_dir(RUN)(tmp_path)
+    victim = write(tmp_path / "victim.txt", "the user's own file\n")
+    link(target / name, victim)
+    code, _, err = call(["report", str(target)], capsys)
+    assert code in (ExitCode.OK, ExitCode.BELOW_THRESHOLD, INCOMPLETE), err
+    assert victim.read_text() == "the user's own file\n"
+    assert not (target / name).is_symlink() and (target / name).stat().st_size > 0
+    assert not list(target.glob(".*"))  # no temporary file left beside it
+

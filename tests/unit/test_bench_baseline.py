@@ -6,6 +6,7 @@ The nccl-tests numbers are a real corpus log's (shared/corpus/nccl-tests/10_...s
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -462,3 +463,11 @@ def test_a_latency_bound_size_that_moved_by_a_printed_digit_is_no_regression(run
     reason = str(component(json.loads((run_dir / "results.json").read_text()), "baseline nccl-tests all_reduce")
                  ["reason"])  # fmt: skip
     assert "latency-bound sizes" in reason and "not compared" in reason
+
+
+def test_an_output_that_is_a_named_pipe_is_replaced_not_opened(run_dir: Path, tmp_path: Path) -> None:
+    """-o naming a named pipe: opening it to write waited for a reader for ever (review round 29b)."""
+    output = tmp_path / "b.json"
+    os.mkfifo(output)
+    assert main(["baseline", str(run_dir), "-o", str(output)]) == 0
+    assert output.is_file() and json.loads(output.read_text())["nccl"]

@@ -1,0 +1,45 @@
+"""Files rdmaforge writes into a directory it did not make itself (a run directory copied from a node, a CI
+artifact, a colleague's tarball; a baseline's ``-o``).
+
+Each is written under a new temporary name beside it and renamed over its path. Opened by name, a symbolic link
+there was written through: a run directory holding ``results.csv -> ~/.ssh/authorized_keys`` made ``rdmaforge
+report`` overwrite that file (review round 29b), and a named pipe there hung the command. The rename replaces a
+link or a pipe instead, and a reader of the old file never sees a half-written one.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+@contextmanager
+def replaced(path: Path) -> Iterator[Path]:
+    """A new, empty file beside ``path`` (made with O_EXCL, under a name no one could have planted) for the caller
+    to write; renamed over ``path`` when the block ends without an error, removed otherwise. The file gets the mode
+    a new file of the user's umask gets (mkstemp's own is 0600)."""
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent)
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        os.chmod(temporary, 0o666 & ~_umask())
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+def write_text(path: Path, text: str) -> None:
+    """``text`` (UTF-8) as the new content of ``path``, never written through a link or into a pipe at it."""
+    with replaced(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
