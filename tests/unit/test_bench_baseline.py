@@ -295,7 +295,7 @@ def test_a_failed_collective_is_not_passed_by_its_baseline_line(run_dir: Path, m
             '{"kind": "rdmaforge-baseline", "version": 1, "fingerprint": {}, "e2e": {}, '
             '"nccl": {"all_reduce": {"busbw_gbs": {"' + "9" * 5000 + '": 1}}}}',
             "not a valid rdmaforge baseline: nccl.all_reduce.busbw_gbs: key must be a message size in bytes "
-            "(digits only, 20 at most)",
+            "(digits only, no leading zero, 20 at most)",
         ),
     ],
 )
