@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from rdmaforge import terminal
+from rdmaforge import paths, terminal
 from rdmaforge.errors import CannotRun, UserError, host_pattern, inventory_path, missing_path, output_path
 from rdmaforge.paths import playbook as playbook_path
 from rdmaforge.paths import playbook_to_run
@@ -261,8 +261,23 @@ def start(args: argparse.Namespace, command: str, out: TextIO | None = None, jso
     session = Session(command, run_dir, dt.datetime.now(dt.UTC), stream, quiet, echo, json_recap)
     if not quiet:
         print(f"rdmaforge {command}: run directory {run_dir}", file=session.out, flush=True)
+    ignored = ignored_config(Path.cwd(), os.environ)
+    if ignored is not None:
+        print(f"rdmaforge {command}: WARNING {ignored}", file=session.out, flush=True)
     return session
 
+
+def ignored_config(cwd: Path, environ: Mapping[str, str]) -> str | None:
+    """Why an ansible.cfg in the working directory does not apply: ansible-playbook would read it, rdmaforge runs
+    Ansible with its own (execute.runner_env), whose settings the run needs (the fast path's ledger callback,
+    keepalives, any_unparsed_is_failed). Said, so that remote_user or ssh_args set there are not silently lost
+    (review round 29a). None when there is none, or when ANSIBLE_CONFIG names the file to use."""
+    own = cwd / "ansible.cfg"
+    if "ANSIBLE_CONFIG" in environ or not own.is_file() or own.resolve() == paths.ANSIBLE_CFG.resolve():
+        return None
+    return (f"{own} is not read: rdmaforge runs Ansible with its own ansible.cfg ({paths.ANSIBLE_CFG}); set "
+            "connection settings in the inventory (ansible_user, ansible_ssh_common_args) or with -u/-b, or point "
+            "ANSIBLE_CONFIG at a file that keeps rdmaforge's settings")
 
 def is_tty(stream: TextIO) -> bool:
     """Whether escape sequences may be written to ``stream``: a terminal, TERM not dumb, NO_COLOR not set."""

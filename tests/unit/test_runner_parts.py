@@ -718,3 +718,18 @@ def test_a_run_stopped_on_the_controller_contacted_no_node() -> None:
     log.handle(ev("runner_on_ok", "node2", task_action="ansible.builtin.setup", res={}))
     log.handle(UNREACHABLE_LOOP)
     assert log.contacted == ["node2", "erdma-node1"]
+
+
+def test_an_ansible_cfg_in_the_working_directory_is_said_to_be_ignored(tmp_path: Path) -> None:
+    """ansible-playbook would read ./ansible.cfg; rdmaforge runs Ansible with its own, so remote_user or ssh_args
+    set there were lost without a word (review round 29a)."""
+    from rdmaforge.paths import ANSIBLE_CFG
+    from rdmaforge.runner.command import ignored_config
+
+    assert ignored_config(tmp_path, {}) is None  # none there
+    (tmp_path / "ansible.cfg").write_text("[defaults]\nremote_user = ops\n")
+    said = ignored_config(tmp_path, {})
+    assert said is not None and said.startswith(f"{tmp_path / 'ansible.cfg'} is not read: ")
+    assert str(ANSIBLE_CFG) in said and "ansible_user" in said
+    assert ignored_config(tmp_path, {"ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg")}) is None  # chosen explicitly
+    assert ignored_config(ANSIBLE_CFG.parent, {}) is None  # rdmaforge's own (a checkout's root)
