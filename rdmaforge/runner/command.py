@@ -469,6 +469,11 @@ def finish(
                 properties)  # fmt: skip
     summary = {"command": session.command, "exit_code": int(code), "meaning": describe(code),
                "started": session.started.isoformat(), "seconds": round(elapsed, 3), **record}  # fmt: skip
+    # A run Ansible could not start (an inventory it cannot parse): why, as a refused run's document says it (the
+    # JUnit case had it; recap.json and --json had empty hosts and problems: review round 29a).
+    stopped = next((case.message for case in cases if case.name == RUN_CASE and case.outcome == "error"), None)
+    if code == ExitCode.ERROR and stopped and "error" not in summary:
+        summary["error"] = stopped
     plain = json.loads(json.dumps(summary, default=str))  # JSON's types only (a Path as its text), then redacted
     document = json.dumps(secrets.redact_data(plain, redactor), indent=2) + "\n"
     (session.run_dir / "recap.json").write_text(document)

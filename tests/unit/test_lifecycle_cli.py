@@ -150,6 +150,12 @@ def test_an_inventory_ansible_parses_only_in_part_stops_before_any_node(tmp_path
     assert "Completely failed to parse inventory source" in proc.stdout + proc.stderr, proc.stdout[-3000:]
     assert "no host was run" in proc.stdout, proc.stdout[-3000:]
 
+    # --json: the document says why (it had empty hosts and problems and no error: review round 29a)
+    proc = rdmaforge(tmp_path, *command, "-i", str(inventory), "--json")
+    document = json.loads(proc.stdout)
+    assert document["exit_code"] == ExitCode.ERROR
+    assert document["error"].startswith("no host was run: [ERROR]: Completely failed to parse inventory source")
+
 
 def test_reset_of_an_inventory_without_cluster_nodes_is_no_success(tmp_path: Path) -> None:
     """The node is only in another group: nothing can be reset. It printed 'localhost ok' and exit 0 (the
