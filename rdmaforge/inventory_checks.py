@@ -690,6 +690,7 @@ WHOLE_NUMBERS: dict[str, WholeNumber] = {
     "hugepages_reboot_timeout": WholeNumber(1, 86400, "seconds"),
     "hugepages_reboot_lock_wait": WholeNumber(0, 86400, "seconds"),
     "hugepages_reboot_lock_poll": WholeNumber(1, 3600, "seconds between looks"),
+    "hugepages_reboot_lock_stale_after": WholeNumber(60, 604800, "seconds"),
     "nccl_build_timeout": WholeNumber(1, None, "seconds"),
     # make -j0 or -j-4 failed on the builder, in the nccl play (review round 23b); a template stays the role's
     "nccl_build_jobs": WholeNumber(1, 1024, "parallel make jobs"),

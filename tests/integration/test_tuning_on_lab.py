@@ -299,6 +299,19 @@ def test_a_node_another_run_is_rebooting_is_not_rebooted_and_the_holder_is_named
         assert says in " ".join(proc.stdout.split()), proc.stdout[-4000:]
         assert lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout == boot_id  # not rebooted
         assert lab.ssh(node, f"cat {REBOOT_LOCK}/owner").stdout.strip() == holder  # the holder's lock stays
+        # The same lock two hours old (older than hugepages_reboot_lock_stale_after, by the node's clock): the run
+        # that took it was killed before its reboot, which would have cleared /run. Taken over, named, rebooted.
+        lab.ssh(node, f"touch -d '2 hours ago' {REBOOT_LOCK}")
+        proc = lab.playbook(str(playbook), "--limit", node, "-e", json.dumps(
+            {"hugepages_reboot_lock_wait": 3, "hugepages_reboot_lock_poll": 1,
+             "hugepages_reboot_lock_stale_after": 3600,
+             "hugepages_enabled": False}))  # fmt: skip  # the reboot step alone: no reservation to verify after it
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        says = (f"WARNING {node}: the reboot lock {REBOOT_LOCK}, held by {holder}, is older than "
+                "hugepages_reboot_lock_stale_after (3600 s) and the node has not rebooted since")  # fmt: skip
+        assert says in " ".join(proc.stdout.split()), proc.stdout[-4000:]
+        assert lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout != boot_id  # rebooted
+        assert lab.ssh(node, f"test -e {REBOOT_LOCK} && echo held || echo free").stdout.strip() == "free"
     finally:
         lab.ssh(node, f"rm -rf {REBOOT_LOCK}")
 
