@@ -248,3 +248,34 @@ def test_a_current_link_spelt_another_way_is_not_kept_as_previous(tmp_path: Path
     third = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
     assert third.returncode == 0, third.stdout[-4000:]
     assert (opt / "previous").readlink() == opt / "old-id" and (opt / "current").readlink() == opt / "same-id"
+
+
+def test_a_cached_package_that_no_longer_matches_its_manifest_is_built_again(tmp_path: Path) -> None:
+    """A rebuild of the same id cut short between the new package and its manifest, or a package replaced in the
+    cache by hand: installs unpacked it as it was and recorded the manifest's sha256 on every node (review round
+    27b). The package is hashed against its manifest on every run, and one that differs is built again."""
+    inventory, playbook = write_run(tmp_path, "same-id", QUICK_MAKEFILE)
+    first = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert first.returncode == 0, first.stdout[-4000:]
+    package = next((tmp_path / "cache").glob("*.tar.gz"))
+    manifest = json.loads((tmp_path / "cache" / "toy-same-id.json").read_text())
+    assert manifest["sha256"] == hashlib.sha256(package.read_bytes()).hexdigest()
+    # the same members, out.txt's content changed: a valid package, not the one the manifest names
+    with tarfile.open(package) as original:
+        members = [(member, original.extractfile(member).read() if member.isfile() else None)
+                   for member in original.getmembers()]  # fmt: skip
+    with tarfile.open(package, "w:gz") as tampered:
+        for member, data in members:
+            if member.name.endswith("out.txt"):
+                data = b"tampered\n"
+                member.size = len(data)
+            tampered.addfile(member, io.BytesIO(data) if data is not None else None)
+    (tmp_path / "opt" / "same-id" / "out.txt").unlink()  # the node's tree drifted: it unpacks the package again
+    again = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert "does not match its manifest" in again.stdout and "is built again" in again.stdout, again.stdout[-4000:]
+    assert (tmp_path / "opt" / "same-id" / "out.txt").read_text() == "built\n"
+    rebuilt = json.loads((tmp_path / "cache" / "toy-same-id.json").read_text())
+    assert rebuilt["sha256"] == hashlib.sha256(package.read_bytes()).hexdigest()
+    same = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert same.returncode == 0 and recap(same.stdout)["localhost"]["changed"] == 0, same.stdout[-3000:]
