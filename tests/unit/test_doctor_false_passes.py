@@ -222,3 +222,18 @@ def test_a_plugin_whose_symbols_nm_could_not_read_is_not_judged() -> None:
     assert plugin.reason.startswith("the plugin's symbols could not be read (nm did not run")
     nodes["node2"]["plugin_symbols"] = ""  # nm ran and listed nothing: the plugin exports none
     assert checks_of(nodes)["node2", "plugin"].status == "problem"
+
+
+def test_memlock_read_for_another_user_than_the_training_one_is_not_judged() -> None:
+    """Round 27a: doctor read `ulimit -l` of its own SSH login (ansible_user), and called it the training login's:
+    with ops logging in (limits.d's '*' line: unlimited) and training as root (no root line: 64 KiB), doctor said ok
+    for a node RDMA could not pin memory on."""
+    nodes = cluster(2)
+    for node in nodes.values():
+        node.update(memlock="unlimited", memlock_user="ops", training_user="root")
+    nodes["node1"]["training_user"] = "ops"  # the same user: judged as before
+    checks = checks_of(nodes)
+    assert (checks["node1", "memlock"].status, checks["node1", "memlock"].actual) == ("ok", "unlimited")
+    memlock = checks["node2", "memlock"]
+    assert memlock.status == "not_checked" and memlock.expected == "unlimited"
+    assert memlock.reason.startswith("`ulimit -l` was read for the login user 'ops', not for the training user 'root'")
