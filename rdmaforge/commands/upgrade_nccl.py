@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from rdmaforge import batch_size
+from rdmaforge.errors import UserError
 from rdmaforge.runner import command
 from rdmaforge.runner.exit_codes import ExitCode
 
@@ -45,6 +46,11 @@ def add_allow_partial_argument(parser: argparse.ArgumentParser, switches: str) -
 def rollout_variables(args: argparse.Namespace) -> dict[str, Any]:
     """The variables of --serial and --allow-partial: none for an option not given (an -e value then stands; Ansible's
     serial reads no inventory variable, so one set only in the inventory leaves batches of 1)."""
+    if getattr(args, "allow_partial", False) and not getattr(args, "limit", None):
+        # without --limit every node of the cluster is in the run: there is no part to allow, and the option (the
+        # synopsis nests it in --limit) was taken silently (review round 29a)
+        raise UserError("--allow-partial applies with --limit only (it lets a limited run switch part of the "
+                        "cluster); without --limit every node switches")  # fmt: skip
     variables: dict[str, Any] = {"nccl_build_allow_partial": True} if getattr(args, "allow_partial", False) else {}
     if args.serial is None:
         return variables

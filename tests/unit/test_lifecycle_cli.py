@@ -135,6 +135,9 @@ def test_allow_partial_is_handed_on_as_the_opt_in(name: str, tmp_path: Path, mon
     argv = extravars.to_cmdline([extravars.ExtraVars(inline=runs[0][1])], tmp_path)
     assert argv[0] == "-e"
     assert json.loads(Path(argv[1].removeprefix("@")).read_text())["nccl_build_allow_partial"] is True
+    # without --limit there is no part to allow: a usage error, before any run (review round 29a)
+    assert cli.main([name, "-i", "hosts.yml", "--allow-partial"]) == ExitCode.BAD_INPUT
+    assert len(runs) == 2
 
 
 @pytest.mark.parametrize("command", [["provision"], ["reset", "--yes"]], ids=["provision", "reset"])
