@@ -676,7 +676,8 @@ WHOLE_NUMBERS: dict[str, WholeNumber] = {
     "rdmaforge_network_retry_delay": WholeNumber(0, 300),
     "rdmaforge_network_timeout": WholeNumber(5, 3600),
     # a node's read-only probes: 0 or a negative value failed the probe module on every node, after preflight
-    "rdmaforge_command_timeout": WholeNumber(5, 3600),
+    # at most 300: the six tools of a node's probe, all hung, stay well within ansible.cfg's task_timeout (3600)
+    "rdmaforge_command_timeout": WholeNumber(5, 300),
     # the e2e benchmark: 0 steps trained the whole warm-up and failed the component
     "benchmark_e2e_steps": WholeNumber(1, None, "measured training steps"),
     "benchmark_e2e_warmup_steps": WholeNumber(0, None, "warm-up steps"),

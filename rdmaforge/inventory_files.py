@@ -29,7 +29,7 @@ from rdmaforge.inventory_checks import (
     role_own_variables,
     yaml_inventory_hosts,
 )
-from rdmaforge.plain_data import TOO_DEEP, TOO_MANY, huge_integer, too_deep, too_many_values
+from rdmaforge.plain_data import TOO_DEEP, TOO_MANY, holds_huge_integer, huge_integer, too_deep, too_many_values
 
 
 class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
@@ -72,7 +72,7 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
         else:
             # before anything walks it: a document too deep or too large (YAML aliases) for the checks below, and
             # for Ansible, which stops with "Unexpected Exception" or runs for hours on it
-            shape = TOO_DEEP if too_deep(data) else TOO_MANY if too_many_values(data) else None
+            shape = TOO_DEEP if too_deep(data) else TOO_MANY if too_many_values(data) else holds_huge_integer(data)
             if shape is not None:
                 found.append(f"{path}: {shape}")
                 continue

@@ -1,5 +1,6 @@
-"""Files rdmaforge writes into a directory it did not make itself (a run directory copied from a node, a CI
-artifact, a colleague's tarball; a baseline's ``-o``).
+"""Files rdmaforge writes under fixed names into a directory it may not have made itself (a run directory copied
+from a node, a CI artifact, a colleague's tarball). A path the user names (a baseline's ``-o``) is written through
+instead, as the shell's ``>`` does: a link to a versioned file, /dev/stdout or a pipe a reader holds are the user's.
 
 Each is written under a new temporary name beside it and renamed over its path. Opened by name, a symbolic link
 there was written through: a run directory holding ``results.csv -> ~/.ssh/authorized_keys`` made ``rdmaforge
@@ -10,6 +11,7 @@ link or a pipe instead, and a reader of the old file never sees a half-written o
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,13 +27,19 @@ def _umask() -> int:
 @contextmanager
 def replaced(path: Path) -> Iterator[Path]:
     """A new, empty file beside ``path`` (made with O_EXCL, under a name no one could have planted) for the caller
-    to write; renamed over ``path`` when the block ends without an error, removed otherwise. The file gets the mode
-    a new file of the user's umask gets (mkstemp's own is 0600)."""
+    to write; renamed over ``path`` when the block ends without an error, removed otherwise. The file keeps the mode
+    of the regular file it replaces (one the user restricted stays so), else gets the one a new file of the user's
+    umask gets (mkstemp's own is 0600)."""
+    try:
+        before = os.lstat(path)
+        mode = stat.S_IMODE(before.st_mode) if stat.S_ISREG(before.st_mode) else 0o666 & ~_umask()
+    except OSError:
+        mode = 0o666 & ~_umask()
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent)
     os.close(handle)
     temporary = Path(name)
     try:
-        os.chmod(temporary, 0o666 & ~_umask())
+        os.chmod(temporary, mode)
         yield temporary
         os.replace(temporary, path)
     finally:

@@ -4,6 +4,7 @@ from a user may have."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -27,12 +28,37 @@ MAX_VALUES = 1_000_000
 TOO_MANY = f"expands to more than {MAX_VALUES:,} values through YAML aliases (*name repeating an &name)"
 
 
+def _huge_integer_text() -> str:
+    return f"an integer of more than {sys.get_int_max_str_digits()} digits, which Python (and Ansible) cannot read"
+
+
 def huge_integer(exc: ValueError) -> str | None:
     """What a YAML or JSON reader's ValueError means when it is Python refusing a number too long to convert (its
     own wording names an interpreter setting, no help to a user); None for any other ValueError."""
-    if "integer string conversion" not in str(exc):
-        return None
-    return f"an integer of more than {sys.get_int_max_str_digits()} digits, which Python (and Ansible) cannot read"
+    return _huge_integer_text() if "integer string conversion" in str(exc) else None
+
+
+def holds_huge_integer(value: Any) -> str | None:
+    """The same refusal for an integer already read: YAML reads its hexadecimal, octal, binary and sexagesimal forms
+    (0x...) without Python's digit limit, and the value then failed Ansible on its first use with the interpreter's
+    wording (review round 30). None when every integer of ``value`` has at most that many decimal digits. Each shared
+    container is walked once."""
+    most_bits = int(sys.get_int_max_str_digits() * math.log2(10))
+    seen: set[int] = set()
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            if item.bit_length() > most_bits:
+                return _huge_integer_text()
+            continue
+        children = _children(item)
+        if children is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        pending.extend(item.keys() if isinstance(item, Mapping) else ())
+        pending.extend(children)
+    return None
 
 
 def _children(item: Any) -> Any:

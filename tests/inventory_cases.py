@@ -458,7 +458,7 @@ CASES: list[Case] = [
         "command-timeout-zero",
         lambda d, n: d.set(n.b, "rdmaforge_command_timeout", 0),
         lambda n: {
-            n.b: [f"{n.b}: rdmaforge_command_timeout=0 is not allowed; allowed: a whole number from 5 to 3600"]
+            n.b: [f"{n.b}: rdmaforge_command_timeout=0 is not allowed; allowed: a whole number from 5 to 300"]
         },
     ),
     Case(

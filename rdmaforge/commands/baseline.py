@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import output_files, stored
+from rdmaforge import stored
 from rdmaforge.bench import baseline
 from rdmaforge.bench.report import judge
 from rdmaforge.commands.report import find_run_dir, load_run
@@ -107,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        output_files.write_text(args.output, json.dumps(data, indent=2) + "\n")
+        # Written through, as the shell's > does: -o is the user's own choice (a link to a versioned file,
+        # /dev/stdout, a pipe a reader holds), unlike the fixed names of a run directory from elsewhere.
+        args.output.write_text(json.dumps(data, indent=2) + "\n")
     except OSError as exc:
         return fail(f"cannot write {args.output}: {exc.strerror or exc}")
     sizes = sum(len(entry["busbw_gbs"]) for entry in data["nccl"].values())

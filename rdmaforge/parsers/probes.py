@@ -87,6 +87,9 @@ class TimedRunner:
             raise ProbeError(f"command_timeout must be a whole number of seconds, 1 or more; got {timeout!r}")
         self.module = module
         self.timeout = timeout
+        # A tool that hung once (nvidia-smi -L on a GPU off the bus) hangs again (nvidia-smi topo -m): it is not
+        # waited for twice in one probe.
+        self.hung: set[str] = set()
 
     def get_bin_path(self, arg: str) -> str | None:
         return self.module.get_bin_path(arg)
@@ -95,6 +98,9 @@ class TimedRunner:
         self.module.warn(warning)
 
     def run_command(self, args: list[str]) -> tuple[int, str, str]:
+        if args[0] in self.hung:
+            return TIMED_OUT_RC, "", (f"{args[0]} did not answer within {self.timeout} s earlier in this probe "
+                                     "(not asked again)")
         # the environment AnsibleModule.run_command gives its commands (the locale it settled on)
         env = dict(os.environ, **(getattr(self.module, "run_command_environ_update", None) or {}))
         try:
@@ -113,6 +119,7 @@ class TimedRunner:
                 proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 pass  # in uninterruptible sleep: left behind rather than waited for
+            self.hung.add(args[0])
             return TIMED_OUT_RC, "", f"{args[0]} did not answer within {self.timeout} s (killed)"
         return proc.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace")
 

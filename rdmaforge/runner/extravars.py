@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from rdmaforge.errors import UserError
-from rdmaforge.plain_data import TOO_DEEP, TOO_MANY, huge_integer, too_deep, too_many_values
+from rdmaforge.plain_data import TOO_DEEP, TOO_MANY, holds_huge_integer, huge_integer, too_deep, too_many_values
 from rdmaforge.runner.vault import VAULT_HEADER, Decrypt, load_vars
 
 VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -97,6 +97,9 @@ def _check_file(argument: str, path: Path) -> None:
         raise ExtraVarsError(f"-e {shown}: {path}: {TOO_DEEP}")
     if too_many_values(data):
         raise ExtraVarsError(f"-e {shown}: {path}: {TOO_MANY}")
+    huge = holds_huge_integer(data)
+    if huge:
+        raise ExtraVarsError(f"-e {shown}: {path}: {huge}; allowed: {FILE_ALLOWED}")
 
 
 def _kind(data: Any) -> str:
@@ -128,6 +131,9 @@ def _parse_mapping(argument: str, text: str) -> dict[str, Any]:
         raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_DEEP}")
     if too_many_values(data):
         raise ExtraVarsError(f"-e {_shown(argument)}: {TOO_MANY}")
+    huge = holds_huge_integer(data)
+    if huge:
+        raise ExtraVarsError(f"-e {_shown(argument)}: {huge}")
     if not isinstance(data, dict):
         raise ExtraVarsError(f"-e {_shown(argument)}: must be a mapping of variable names to values")
     for name in data:

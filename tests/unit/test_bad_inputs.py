@@ -635,6 +635,14 @@ def extra_vars_cases() -> list[Case]:
         Case("render-group-vars-alias-bomb",
              lambda t: ["render", "-i", str(inventory(t, group_vars=ALIAS_BOMB)), "-o", str(t / "o")],
              BAD, ("group_vars/all.yml", BOMB_SAYS)),  # fmt: skip
+        # YAML reads 0x... without Python's digit limit: the value failed Ansible later, in the interpreter's words
+        Case("doctor-extra-vars-file-huge-hexadecimal",
+             lambda t: ["doctor", "-i", str(inventory(t)), "--runs-dir", str(t / "runs"), "-e",
+                        "@" + str(write(t / "hex.yml", "a: 0x" + "f" * 4000 + "\n"))],
+             BAD, ("hex.yml", HUGE_SAYS)),  # fmt: skip
+        Case("render-group-vars-huge-hexadecimal",
+             lambda t: ["render", "-i", str(inventory(t, group_vars="a: 0x" + "f" * 4000 + "\n")), "-o", str(t / "o")],
+             BAD, ("group_vars/all.yml", HUGE_SAYS)),  # fmt: skip
         Case("render-group-vars-huge-integer",
              lambda t: ["render", "-i", str(inventory(t, group_vars=f"a: {HUGE_INTEGER}\n")), "-o", str(t / "o")],
              BAD, ("group_vars/all.yml", HUGE_SAYS)),  # fmt: skip
@@ -1208,3 +1216,14 @@ def test_report_replaces_a_link_in_the_run_directory_and_never_writes_through_it
     assert not (target / name).is_symlink() and (target / name).stat().st_size > 0
     assert not list(target.glob(".*"))  # no temporary file left beside it
 
+
+
+def test_a_report_file_the_user_restricted_keeps_its_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The report writes each file under a temporary name and renames it into place: an existing results.json of
+    mode 0640 became 0644 (review round 30). Its mode is kept."""
+    target = run_dir(RUN)(tmp_path)
+    write(target / "results.json", "{}\n").chmod(0o640)
+    code, _, err = call(["report", str(target)], capsys)
+    assert code in (ExitCode.OK, ExitCode.BELOW_THRESHOLD, INCOMPLETE), err
+    assert (target / "results.json").stat().st_mode & 0o777 == 0o640
+    assert json.loads((target / "results.json").read_text())["verdict"]

@@ -6,7 +6,6 @@ The nccl-tests numbers are a real corpus log's (shared/corpus/nccl-tests/10_...s
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -465,9 +464,13 @@ def test_a_latency_bound_size_that_moved_by_a_printed_digit_is_no_regression(run
     assert "latency-bound sizes" in reason and "not compared" in reason
 
 
-def test_an_output_that_is_a_named_pipe_is_replaced_not_opened(run_dir: Path, tmp_path: Path) -> None:
-    """-o naming a named pipe: opening it to write waited for a reader for ever (review round 29b)."""
-    output = tmp_path / "b.json"
-    os.mkfifo(output)
-    assert main(["baseline", str(run_dir), "-o", str(output)]) == 0
-    assert output.is_file() and json.loads(output.read_text())["nccl"]
+
+def test_an_output_that_is_a_link_is_written_through(run_dir: Path, tmp_path: Path) -> None:
+    """-o is the user's own path: a link to a versioned baseline updates that file (the run directory's fixed
+    names are replaced instead, never written through: rdmaforge/output_files.py; review round 30)."""
+    versioned = tmp_path / "baseline-2026q4.json"
+    versioned.write_text("{}\n")
+    link = tmp_path / "baseline.json"
+    link.symlink_to(versioned.name)
+    assert main(["baseline", str(run_dir), "-o", str(link)]) == 0
+    assert link.is_symlink() and json.loads(versioned.read_text())["nccl"]

@@ -279,3 +279,10 @@ def test_a_cached_package_that_no_longer_matches_its_manifest_is_built_again(tmp
     assert rebuilt["sha256"] == hashlib.sha256(package.read_bytes()).hexdigest()
     same = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
     assert same.returncode == 0 and recap(same.stdout)["localhost"]["changed"] == 0, same.stdout[-3000:]
+    # the package gone, its manifest left (a cache cleaned by hand): built again, not installed from nothing
+    package.unlink()
+    (tmp_path / "opt" / "same-id" / "out.txt").unlink()
+    third = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+    assert third.returncode == 0, third.stdout[-4000:]
+    assert "(missing)" in " ".join(third.stdout.split()) and package.is_file()
+    assert (tmp_path / "opt" / "same-id" / "out.txt").read_text() == "built\n"

@@ -9,6 +9,7 @@ against real captures in their own test files.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -146,6 +147,7 @@ def hanging_tool(path: Path) -> tuple[Path, Path]:
     and the file the unkillable part writes its pid to (the test ends it)."""
     stuck = path.parent / (path.name + ".stuck-pid")
     executable(path, f"""#!/bin/sh
+echo "$*" >> "{path}.calls"
 setsid sh -c 'echo $$ > "{stuck}"; exec sleep 3600' &
 exec sleep 3600
 """)
@@ -157,13 +159,16 @@ def end_stuck(stuck: Path) -> None:
         subprocess.run(["kill", "-9", stuck.read_text().strip()], check=False)
 
 
-def test_a_gpu_tool_that_never_answers_is_killed_at_the_deadline_and_read_as_failing(node: Path) -> None:
+def test_a_gpu_tool_that_never_answers_is_killed_at_the_deadline_and_read_as_failing(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """nvidia-smi on a GPU that fell off the bus hangs while sshd answers: before command_timeout the probe, its
     task, the run and the inventory's lock waited for ever (run_module's 600 s guard ends this test then)."""
     tools = node / "tools"
     tools.mkdir()
     _, stuck = hanging_tool(tools / "nvidia-smi")
     executable(tools / "lspci", '#!/bin/sh\necho "17:00.0 \\"0302\\" \\"10de\\" \\"2330\\""\n')
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")  # where the rail map looks for nvidia-smi too
     try:
         run = run_module("node_probe", {"tool_dirs": [str(tools)], "sys_root": str(node / "sys"),
                                         "ip_path": str(node / "ip"), "command_timeout": 2})  # fmt: skip
@@ -178,6 +183,9 @@ def test_a_gpu_tool_that_never_answers_is_killed_at_the_deadline_and_read_as_fai
     assert result["lspci"]["rc"] == 0 and result["lspci"]["stdout"] == '17:00.0 "0302" "10de" "2330"'
     (nic,) = result["nics"]["nics"]  # the other probes went on
     assert nic["name"] == "eth9"
+    # asked once: the rail map's nvidia-smi topo -m is not waited for again, the PCI tree answers
+    assert (tools / "nvidia-smi.calls").read_text() == "-L\n"
+    assert result["topology"]["source"] == "sysfs"
 
 
 def test_a_command_timeout_below_one_second_is_refused(node: Path) -> None:
