@@ -25,7 +25,7 @@ TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels of lists and mappin
 #: (Ansible's templating and variable merging, rdmaforge's own checks) then runs for hours (review round 29b).
 MAX_VALUES = 1_000_000
 #: What a refusal says, after the input's name.
-TOO_MANY = f"expands to more than {MAX_VALUES:,} values through YAML aliases (*name repeating an &name)"
+TOO_MANY = f"expands to more than {MAX_VALUES:,} values (YAML aliases included: *name repeating an &name)"
 
 
 def _huge_integer_text() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import os
 import re
 import stat
 import sys
@@ -512,12 +513,16 @@ def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes | None:
     """The bytes of ``path``, or None when it holds more than ``limit``: a sparse or huge file is refused by its
     size, a device (``/dev/zero``) that reports none after ``limit + 1`` bytes, never read whole. A named pipe or a
     socket is refused (OSError) before it is opened: opening a pipe no one writes to waits for ever."""
-    info = path.stat()
-    if stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode):
-        raise OSError(errno.EINVAL, "a named pipe or socket, not a file", str(path))
-    if info.st_size > limit:
-        return None
-    with path.open("rb") as handle:
+    # Opened without blocking, then looked at through the descriptor: a pipe swapped in after a look by name would
+    # still be opened (review round 30).
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(descriptor)
+        if stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode):
+            raise OSError(errno.EINVAL, "a named pipe or socket, not a file", str(path))
+        if info.st_size > limit:
+            return None
+        os.set_blocking(descriptor, True)
         data = handle.read(limit + 1)
     return None if len(data) > limit else data
 

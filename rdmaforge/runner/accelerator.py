@@ -5,7 +5,7 @@ command and one fresh interpreter per task and node. On the lab it roughly halve
 README, "Converge speed"); a no-op run, one module call per node, is slower (starting mitogen on every node costs
 more than the call it replaces). `rdmaforge provision` takes --mitogen: the one command whose runs under mitogen are
 tested and measured. The plain strategy stays the default, so mitogen is an extra
-(``pip install 'rdmaforge[mitogen]'``), never required.
+(rdmaforge's ``mitogen`` extra, or mitogen itself), never required.
 ansible-core warns that third-party strategy plugins may stop working in a future release: that warning stays in
 the run's output, because it is true.
 """
@@ -19,7 +19,6 @@ from rdmaforge.errors import install_hint
 
 #: mitogen's strategy that keeps Ansible's linear order (every host finishes a task before the next starts).
 STRATEGY = "mitogen_linear"
-INSTALL_HINT = install_hint("mitogen")
 
 
 class NotInstalled(Exception):
@@ -37,7 +36,9 @@ def strategy_dir() -> Path:
         plugins = Path(location) / "plugins" / "strategy"
         if (plugins / f"{STRATEGY}.py").is_file():
             return plugins
-    raise NotInstalled(f"--mitogen: mitogen is not installed for this Python; {INSTALL_HINT}, or leave --mitogen out")
+    # the hint reads rdmaforge's metadata (tens of ms): only here, never at every command's start
+    raise NotInstalled(f"--mitogen: mitogen is not installed for this Python; {install_hint('mitogen')}, or leave "
+                       "--mitogen out")  # fmt: skip
 
 
 def environment(enabled: bool) -> dict[str, str]:

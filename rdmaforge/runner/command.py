@@ -524,7 +524,7 @@ def add_mitogen_argument(parser: argparse.ArgumentParser) -> None:
     """--mitogen, on provision only: the command whose runs under mitogen are tested and measured."""
     parser.add_argument("--mitogen", action="store_true",
                         help="run site.yml under mitogen's mitogen_linear strategy: an optional accelerator for first "
-                        f"converges and repairs, slower on a no-op ({accelerator.INSTALL_HINT})")  # fmt: skip
+                        "converges and repairs, slower on a no-op (mitogen: rdmaforge's [mitogen] extra)")  # fmt: skip
 
 
 def add_no_wait_argument(parser: argparse.ArgumentParser) -> None:

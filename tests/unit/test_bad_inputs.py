@@ -608,7 +608,7 @@ ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 )
 #: An integer Python refuses to convert (more than 4300 digits): a traceback, exit 70, before round 29b.
 HUGE_INTEGER = "9" * 5000
-BOMB_SAYS = "expands to more than 1,000,000 values through YAML aliases"
+BOMB_SAYS = "expands to more than 1,000,000 values (YAML aliases included"
 HUGE_SAYS = "an integer of more than 4300 digits"
 
 
