@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,6 +91,34 @@ def lab_priority() -> None:
 AT_LAB_PRIORITY: dict[str, Any] = {"start_new_session": True, "preexec_fn": lab_priority}
 
 
+def end_session(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """Stop ``proc``, started with start_new_session, and every process of its session: its pytest-xdist workers
+    and their ansible-playbook runs. terminate() reached the unit tests' pytest alone, and its session went on
+    (SIGTERM to make test left them running beside the next run)."""
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sent)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def stop_on_signals() -> None:
+    """SIGTERM and SIGHUP (a CI job's timeout, a closed terminal) end this process through an exception, so that the
+    runs it started are stopped as on Ctrl-C; by default they killed it alone."""
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(number) is not signal.SIG_IGN:  # nohup make test: a closed terminal stops nothing
+            signal.signal(number, stop)
+
+
 def prestart() -> int:
     """Bring the lab up, run its first converge and install the benchmark's torch on the nodes, then exit (releasing
     the lab lock for the lab tests' session).
@@ -123,6 +152,7 @@ def main(argv: list[str]) -> int:
         return pytest(*argv)
     from rdmaforge.collection import ensure_dev_tree
 
+    stop_on_signals()
     ensure_dev_tree()  # once, before three processes would each make build/collections
     shared = tempfile.mkdtemp(prefix="rdmaforge-tests-")
     os.environ[SHARED_DIR_VARIABLE] = shared  # the wheel venv, built once for both runs (tests/installed.py)
@@ -147,7 +177,8 @@ def phases(argv: list[str]) -> int:
                   f"go on beside the lab tests (log: {UNITS_LOG})", flush=True)  # fmt: skip
             labs = pytest("-m", "lab", f"--junitxml={LAB_JUNIT}", *argv)
         except BaseException:
-            units.terminate()  # a session of its own: Ctrl-C reaches only this one
+            lab.terminate()  # the bring-up, if it still runs: its own lab lock and cleanup end it
+            end_session(units)  # a session of its own: Ctrl-C or SIGTERM reaches only this process
             raise
         finally:
             units_status = passed(units.wait())
