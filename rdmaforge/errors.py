@@ -25,24 +25,25 @@ def install_hint(package: str) -> str:
     PyPI (its wheel is built from the repository), so a hint of ``pip install rdmaforge[...]`` failed there, or would
     fetch whatever someone published under that name."""
     import importlib.metadata
-    import re
 
-    wanted = re.sub(r"[-_.]+", "-", package).lower()
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
     extra = ""
     try:
         requirements = importlib.metadata.requires("rdmaforge") or []
     except importlib.metadata.PackageNotFoundError:
         requirements = []
     for line in requirements:
-        spec, _, marker = line.partition(";")
-        name = re.split(r"[<>=!~\[ ]", spec.strip(), maxsplit=1)[0]
-        if re.sub(r"[-_.]+", "-", name).lower() == wanted and not name.lower().startswith("rdmaforge"):
-            found = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
-            if found and found.group(1) == "test":
-                continue  # the test extra repeats the others
-            extra = f" (rdmaforge's [{found.group(1)}] extra)" if found else " (a dependency of rdmaforge)"
-            package = spec.strip()
-            break
+        requirement = Requirement(line)
+        if canonicalize_name(requirement.name) != canonicalize_name(package) or requirement.name == "rdmaforge":
+            continue
+        found = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", str(requirement.marker or ""))
+        if found and found.group(1) == "test":
+            continue  # the test extra repeats the others
+        extra = f" (rdmaforge's [{found.group(1)}] extra)" if found else " (a dependency of rdmaforge)"
+        package = f"{requirement.name}{requirement.specifier}"
+        break
     return f"pip install '{package}'{extra}"
 
 
