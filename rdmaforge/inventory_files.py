@@ -32,19 +32,55 @@ from rdmaforge.inventory_checks import (
 from rdmaforge.plain_data import TOO_DEEP, TOO_MANY, holds_huge_integer, huge_integer, too_deep, too_many_values
 
 
+class DuplicateKey(yaml.constructor.ConstructorError):  # type: ignore[misc]
+    """A mapping that names one key twice. Ansible keeps the last value (with a warning a long run scrolls away):
+    a host listed twice under ``hosts:`` becomes one node, a variable set twice in one file takes its second value
+    (review round 29b)."""
+
+
+_DUPLICATE_ADVICE = "Ansible would keep the last value only; allowed: each key once per mapping"
+
+
 class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
-    """Safe YAML that accepts Ansible's tags (!vault, !unsafe): only the syntax is checked here."""
+    """Safe YAML that accepts Ansible's tags (!vault, !unsafe) and refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<": merged keys may be overridden, by design
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                line = first_line.get(key)
+            except TypeError:  # an unhashable key: SafeConstructor names it below
+                continue
+            if line is not None:
+                raise DuplicateKey(None, None, f"the key {key!r} is given twice in one mapping (first on line {line}); "
+                                   f"{_DUPLICATE_ADVICE}", key_node.start_mark)  # fmt: skip
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
 
 
 _AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads' object_pairs_hook: a JSON object that names one key twice is refused as YAML refuses it."""
+    mapping: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in mapping:
+            raise DuplicateKey(None, None, f"the key {key!r} is given twice in one JSON object; {_DUPLICATE_ADVICE}")
+        mapping[key] = value
+    return mapping
+
+
 def _load(path: Path) -> object:
     """A vars or inventory file as Ansible's loader reads it: JSON first, then YAML (a tab-indented JSON file is no
-    YAML, and Ansible reads it: review round 28). Raises yaml.YAMLError (with the YAML reading's mark) or OSError."""
+    YAML, and Ansible reads it: review round 28). Raises yaml.YAMLError (with the YAML reading's mark; DuplicateKey
+    for a key given twice) or OSError."""
     text = path.read_text(errors="replace")
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except ValueError:
         return yaml.load(text, Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
 
@@ -62,7 +98,8 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            found.append(f"{path}:{where}: YAML syntax error: {problem}")
+            kind = "duplicate key" if isinstance(exc, DuplicateKey) else "YAML syntax error"
+            found.append(f"{path}:{where}: {kind}: {problem}" if where else f"{path}: {kind}: {problem}")
         except OSError as exc:
             found.append(_unreadable(path, exc))
         except RecursionError:

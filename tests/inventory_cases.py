@@ -187,6 +187,16 @@ def _misindented_hosts_yml(draft: InventoryDraft, n: Names) -> None:
     draft.raw_files["hosts.yml"] = "\n".join(lines) + "\n"
 
 
+def _host_listed_twice(draft: InventoryDraft, n: Names) -> None:
+    """hosts.yml listing node b twice, first with node a's address (an entry pasted for a new node and not renamed):
+    Ansible's default warns and keeps one node b, with the last entry's variables."""
+    lines = ("---\n" + yaml.safe_dump(draft.doc, sort_keys=False)).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"{n.b}:")
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    lines[start:start] = [" " * indent + f"{n.b}:", " " * (indent + 2) + f"ansible_host: {n.addr_a}"]
+    draft.raw_files["hosts.yml"] = "\n".join(lines) + "\n"
+
+
 def _eni_per_gpu(draft: InventoryDraft, n: Names) -> None:
     # three secondary NICs named, on a node without three GPUs (the fake and the lab nodes have none)
     draft.set(n.b, "eni_enabled", True)
@@ -653,6 +663,15 @@ CASES: list[Case] = [
         _misindented_hosts_yml,
         lambda n: {},
         output=lambda n: ["Failed to parse inventory", "hosts.yml:", "ansible_port: 22",
+                          "Completely failed to parse inventory source"],
+    ),
+    # A host listed twice: Ansible kept one node (the second entry's address) with a warning; ansible.cfg makes it
+    # an error naming file and line (review round 29b).
+    Case(
+        "host-listed-twice",
+        _host_listed_twice,
+        lambda n: {},
+        output=lambda n: [f"Found duplicate mapping key '{n.b}'", "hosts.yml:",
                           "Completely failed to parse inventory source"],
     ),
     # --- wrong types and values of role variables (every role's meta/argument_specs.yml) -------------

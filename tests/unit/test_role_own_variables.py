@@ -142,3 +142,27 @@ def test_a_json_vars_file_is_read_as_ansible_reads_it_and_a_yaml_range_names_its
     assert not [p for p in problems if "syntax error" in p], problems
     found = {(f.path.name, f.setting.name) for f in role_own_variable_findings(tmp_path / "hosts.yml")}
     assert found == {("cluster.json", "eni_plan"), ("gpu02.example.com", "mpi_bin_dir")}
+
+
+def test_a_key_given_twice_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    """Review round 29b: a host listed twice in hosts.yml, or a variable set twice in one group_vars file (YAML or
+    JSON), was merged without a word (render wrote one node of two). A YAML merge key's value may be overridden."""
+    from rdmaforge.inventory_files import yaml_problems
+
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  children:\n    cluster:\n      hosts:\n"
+        "        n1: {ansible_host: 192.0.2.1}\n        n2: {ansible_host: 192.0.2.2}\n"
+        "        n1: {ansible_host: 192.0.2.3}\n"
+    )
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.json").write_text('{"rdmaforge_fabric": "tcp", "rdmaforge_fabric": "roce"}\n')
+    (tmp_path / "group_vars" / "cluster.yml").write_text(
+        "defaults: &base {mtu: 1500, retries: 2}\nrails:\n  <<: *base\n  mtu: 9000\nnested:\n  a: {b: 1, b: 2}\n"
+    )
+    problems = yaml_problems(tmp_path / "hosts.yml")
+    assert f"{tmp_path / 'hosts.yml'}: line 7 column 9: duplicate key: the key 'n1' is given twice in one mapping " \
+           "(first on line 5)" in " ".join(problems), problems  # fmt: skip
+    assert [p for p in problems if str(tmp_path / "group_vars" / "all.json") in p and "'rdmaforge_fabric'" in p]
+    nested = [p for p in problems if "cluster.yml" in p]
+    assert len(nested) == 1 and "line 6 column 13" in nested[0] and "'b'" in nested[0], nested  # not the merge key
+    assert all("each key once per mapping" in p for p in problems) and len(problems) == 3, problems
