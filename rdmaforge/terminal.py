@@ -13,6 +13,7 @@ backslash escape (``\\u0153``) instead of failing the command with UnicodeEncode
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import unicodedata
@@ -85,6 +86,26 @@ def install() -> tuple[TextIO, TextIO]:
     sys.stdout = cast(TextIO, EscapingStream(saved[0]))
     sys.stderr = cast(TextIO, EscapingStream(saved[1]))
     return saved
+
+
+def write_all(stream: TextIO, text: str) -> None:
+    """Write ``text`` to ``stream`` (escaped as EscapingStream would) and make sure all of it went: a large write to
+    a pipe whose reader goes away mid-write (``| head -1``) is cut short by the kernel, and Python's text stream
+    took the short count for success, so a command exited 0 with most of its output lost (review round 29a).
+    On a stream with a file descriptor the text goes out through os.write until every byte is written; the next
+    write then fails with BrokenPipeError, as it should. Other streams (a test's capture) get a plain write."""
+    target = stream
+    if isinstance(target, EscapingStream):
+        text, target = escaped(text), target.raw
+    try:
+        descriptor = target.fileno()
+    except (AttributeError, OSError, ValueError):
+        stream.write(text)
+        return
+    target.flush()  # what is already buffered goes first
+    data = memoryview(text.encode(getattr(target, "encoding", None) or "utf-8", "backslashreplace"))
+    while data:
+        data = data[os.write(descriptor, data) :]
 
 
 #: Error handlers with which a stream fails on a character its encoding lacks.

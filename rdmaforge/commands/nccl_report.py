@@ -39,7 +39,7 @@ from rdmaforge.nccl_tests import (
 from rdmaforge.nccl_tests.rowstore import RowStore
 from rdmaforge.nccl_tests.transport import OneNodeRuns, RunsWithoutInfoLines, merge_transports, verdict_of_logs
 from rdmaforge.runner.exit_codes import ExitCode, epilog
-from rdmaforge.terminal import unwrapped
+from rdmaforge.terminal import unwrapped, write_all
 from rdmaforge.text import fixed, help_text
 
 if TYPE_CHECKING:
@@ -79,9 +79,9 @@ class _Sink:
     def write(self, text: str) -> None:
         if len(text) >= self.LIMIT:  # a block of rows: written as it is, not copied into a join
             if self._parts:
-                self._out.write("".join(self._parts))
+                write_all(self._out, "".join(self._parts))
                 self._parts, self._size = [], 0
-            self._out.write(text)
+            write_all(self._out, text)
             return
         self._parts.append(text)
         self._size += len(text)
@@ -90,7 +90,7 @@ class _Sink:
 
     def flush(self) -> None:
         if self._parts:
-            self._out.write("".join(self._parts))
+            write_all(self._out, "".join(self._parts))
             self._parts, self._size = [], 0
         self._out.flush()
 

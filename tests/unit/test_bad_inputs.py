@@ -952,11 +952,15 @@ def test_stdin_binary_is_named(tmp_path: Path) -> None:
     assert b"Traceback" not in proc.stderr
 
 
-def test_broken_pipe_ends_quietly(tmp_path: Path) -> None:
-    log = write(tmp_path / "big.log", LOG * 20_000)
+@pytest.mark.parametrize(("copies", "form"), [(20_000, ["--json"]), (500, ["--json"]), (500, [])])
+def test_broken_pipe_ends_quietly(tmp_path: Path, copies: int, form: list[str]) -> None:
+    """500 copies: an output of a few hundred KB, written in one go at the end, which the kernel cuts short when the
+    reader goes away; Python's text stream took the short count for success, and the command exited 0 with most of
+    its output lost (review round 29a)."""
+    log = write(tmp_path / "big.log", LOG * copies)
     code = "import sys; from rdmaforge.cli import main; sys.exit(main(sys.argv[1:]))"
     producer = subprocess.Popen(
-        [sys.executable, "-c", code, "nccl-report", "--json", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-c", code, "nccl-report", *form, str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     assert producer.stdout is not None and producer.stderr is not None
     producer.stdout.read(100)
