@@ -69,7 +69,12 @@ def test_check_mode_with_a_node_added_names_every_node_and_writes_nothing(
 ) -> None:
     """`provision --check` once a bare node is in the inventory, as an operator checks a scale-out first: the
     newcomer would get everything, and every other node its hosts block and SSH trust (their known_hosts lack the
-    newcomer, so pairs to it fail until the run writes them: named, not failed). Nothing is written anywhere."""
+    newcomer, so pairs to it fail until the run writes them: named, not failed). Nothing is written anywhere.
+
+    On the newcomer, as on any node rdmaforge never touched: check mode writes nothing, so the erdma repository is
+    not there for apt to ask about rdma-core's packages, and no NCCL prefix or plugin directory exists for unarchive
+    or get_url; before the fix each of those failed the run (exit 2, "No package matching 'libibverbs1'"). (This
+    test also stands for a check of a wholly bare cluster, which cost another full check run of make test.)"""
     lab, added = newcomer
     members = sorted(lab.nodes)
     assert added in members and len(members) == LAB_NODES + 1
@@ -85,9 +90,13 @@ def test_check_mode_with_a_node_added_names_every_node_and_writes_nothing(
     changing = re.search(r"check mode: SSH trust would change on ([\w, ]+), and until a run writes it", said)
     assert changing and set(changing.group(1).split(", ")) == set(members), said[-4000:]
     assert "the MPI launch test runs with the run that writes it" in said, said[-4000:]
+    would_install = re.findall(r"check mode: would install ([\w.+, -]+), not asked", said)
+    # Seed 001's package set, by its Debian names.
+    assert {"libibverbs1", "rdma-core"} <= {name for line in would_install for name in line.split(", ")}, said[-4000:]
 
     assert {node: lab.ssh(node, files, check=False).stdout for node in before} == before
     assert lab.untouched(added), f"check mode wrote to {added}"
+    assert lab.ssh(added, "test ! -e /etc/apt/sources.list.d/erdma.sources", check=False).returncode == 0
 
 
 def retired_login(lab: LabHandle, newcomer: str, target_address: str) -> subprocess.CompletedProcess[str]:
