@@ -131,6 +131,10 @@ def _main(argv: list[str]) -> int:
     try:
         try:
             parser = parser_for(argv)
+            if len(argv) > 1 and len(argv[0]) >= 3 and "--version".startswith(argv[0]):
+                # argparse prints the version as soon as it meets the option and exits 0, the rest unread: a
+                # script's `rdmaforge --version summary` then ran nothing and passed (review round 29b).
+                parser.error(f"--version takes no other argument: {' '.join(argv[1:])}")
             args, extra = parser.parse_known_args(argv)
             if extra:  # named by the sub-command, with its usage (the top parser's would show `rdmaforge COMMAND`)
                 subcommand(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")

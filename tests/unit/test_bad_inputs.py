@@ -1125,6 +1125,18 @@ def test_help_on_a_full_disk_is_named(argv: list[str], unbuffered: bool) -> None
     assert proc.returncode == ExitCode.ERROR, err
 
 
+@pytest.mark.parametrize("argv", [["--version", "summary", "run"], ["--vers", "extra"], ["--version", "--help"]])
+def test_version_with_more_arguments_is_a_usage_error(argv: list[str]) -> None:
+    """Review round 29b: argparse printed the version and exited 0 at --version, the rest unread, so a script's
+    `rdmaforge --version summary ...` ran nothing and passed."""
+    proc = cli(*argv)
+    err = proc.stderr.decode()
+    assert proc.returncode == ExitCode.BAD_INPUT and proc.stdout == b"", (proc.returncode, err)
+    assert f"rdmaforge: error: --version takes no other argument: {' '.join(argv[1:])}" in err, err
+    alone = cli("--version")
+    assert alone.returncode == ExitCode.OK and alone.stdout.decode().startswith("rdmaforge "), alone
+
+
 # -- text that the terminal would act on, and a terminal that cannot show every character ------------------------
 
 #: Erase the screen, then reverse the rest of the line: what a forged log, run.json or summary.json could carry.
