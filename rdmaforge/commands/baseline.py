@@ -20,7 +20,7 @@ from rdmaforge.bench import baseline
 from rdmaforge.bench.report import judge
 from rdmaforge.commands.report import find_run_dir, load_run
 from rdmaforge.errors import UserError, input_path, output_path
-from rdmaforge.runner.exit_codes import ExitCode, epilog
+from rdmaforge.runner.exit_codes import OUTPUT_CUT, ExitCode, epilog
 
 NAME = "baseline"
 
@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
         "is refused: it would make a broken cluster the reference; so is a run whose nccl-tests (or their transport) "
         "were not judged (all ranks on one node, no threshold, no NCCL INFO lines): its busbw was never checked; and "
         "a run whose run.json records no GPU count for a node: no later run could be compared with it.",
-        epilog=epilog(),
+        epilog=epilog(meanings={ExitCode.ERROR: OUTPUT_CUT}),
     )
     parser.add_argument("run_dir", type=input_path("a benchmark run directory (with run.json)"),
                         help="the benchmark run to take the baseline from")  # fmt: skip

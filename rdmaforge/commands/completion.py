@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from rdmaforge.runner.exit_codes import ExitCode, epilog
+from rdmaforge.runner.exit_codes import OUTPUT_CUT, ExitCode, epilog
 from rdmaforge.text import help_text
 
 NAME = "completion"
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
         help="print a bash or zsh completion script (generated from this CLI's own options)",
         description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(),
+        epilog=epilog(meanings={ExitCode.ERROR: OUTPUT_CUT}),
     )
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete for")
     parser.set_defaults(func=run)

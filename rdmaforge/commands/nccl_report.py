@@ -11,12 +11,6 @@ Input: each FILE is a text log (any nccl-tests version, NCCL INFO lines and MPI 
 JSON document, detected from the content; gzip-, bzip2- or xz-compressed either way; UTF-8 (with or without a
 BOM) or UTF-16/UTF-32 with a BOM; ``-`` reads stdin. Files are read incrementally and runs are printed as they end,
 so memory does not grow with the input.
-
-Exit code (the table of rdmaforge.runner.exit_codes): 0 every run is ok (and the transport verdict, when
-asked for, is ok); 4 a run failed or the transport verdict failed; 5 a run is incomplete, a file holds no
-run at all, or the transport verdict is unknown (no NCCL INFO evidence) or a warning (RDMA used, with a
-reservation the verdict names): nothing failed, nothing was proven; 64 an unreadable or unusable file, or a
-usage error.
 """
 
 from __future__ import annotations
@@ -38,7 +32,7 @@ from rdmaforge.nccl_tests import (
 )
 from rdmaforge.nccl_tests.rowstore import RowStore
 from rdmaforge.nccl_tests.transport import OneNodeRuns, RunsWithoutInfoLines, merge_transports, verdict_of_logs
-from rdmaforge.runner.exit_codes import ExitCode, epilog
+from rdmaforge.runner.exit_codes import OUTPUT_CUT, ExitCode, epilog
 from rdmaforge.terminal import unwrapped, write_all
 from rdmaforge.text import fixed, help_text
 
@@ -54,7 +48,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="summarise nccl-tests outputs (text or -J JSON) and check the NCCL transport",
         description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(ExitCode.BELOW_THRESHOLD, ExitCode.INCOMPLETE),
+        epilog=epilog(ExitCode.BELOW_THRESHOLD, ExitCode.INCOMPLETE, meanings={
+            ExitCode.OK: "every run is ok (and the transport verdict, when asked for, is ok)",
+            ExitCode.ERROR: OUTPUT_CUT,
+            ExitCode.BELOW_THRESHOLD: "a run failed or the transport verdict failed",
+            ExitCode.INCOMPLETE: "a run is incomplete, a file holds no run at all, or the transport verdict is "
+                                 "unknown (no NCCL INFO evidence) or a warning (RDMA used, with a reservation the "
+                                 "verdict names): nothing failed, nothing was proven",
+            ExitCode.BAD_INPUT: "bad command line or input file (unreadable, or no nccl-tests output)",
+        }),  # fmt: skip
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="nccl-tests output ('-' for stdin)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")

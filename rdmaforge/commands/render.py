@@ -16,11 +16,6 @@ Paths (-i, -o) are taken relative to the current directory. Host names and other
 names must stay inside -o; values are checked against the role's argument_specs types (a string where a
 list is expected is a problem, not a list of characters); an unparsable inventory or group_vars/host_vars
 YAML file is named with its line, and so is one Ansible would skip without a word (a symbolic link to nothing).
-
-Exit code: 0 written (and valid, with --validate); 1 a manifest failed validation; 5 --validate found no
-Kubernetes manifest among the files written (--kind docker, systemd): nothing validated, not judged; 64 the
-inventory has problems (all listed, one line each, nothing written) or cannot be read, or -o is not a usable
-directory.
 """
 
 from __future__ import annotations
@@ -63,7 +58,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="write docker/systemd, ACS, MPIJob and PyTorchJob files for the inventory's cluster",
         description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(ExitCode.INCOMPLETE, note="render exits 1 too when a manifest failed validation (--validate)"),
+        epilog=epilog(ExitCode.INCOMPLETE, meanings={
+            ExitCode.OK: "written (and valid, with --validate)",
+            ExitCode.ERROR: "a manifest failed validation (--validate), the validator is not installed, or the "
+                            "output was cut short (a closed pipe, a full disk)",
+            ExitCode.INCOMPLETE: "--validate found no Kubernetes manifest among the files written (--kind docker): "
+                                 "nothing validated, not judged",
+            ExitCode.BAD_INPUT: "bad command line or input file: the inventory has problems (all listed, one line "
+                                "each, nothing written) or cannot be read, or -o is not a usable directory",
+        }),  # fmt: skip
     )
     parser.add_argument("-i", "--inventory", required=True, help="inventory (file or directory), as for Ansible",
                         type=non_empty("an empty inventory path (Ansible would read the current directory)",

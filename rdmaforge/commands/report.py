@@ -15,7 +15,7 @@ from rdmaforge.bench.report import render
 from rdmaforge.bench.verdict import EXIT_CODES, tolerance_problem
 from rdmaforge.errors import input_path, missing_path
 from rdmaforge.paths import WORKSPACE
-from rdmaforge.runner.exit_codes import ExitCode, epilog
+from rdmaforge.runner.exit_codes import OUTPUT_CUT, ExitCode, epilog
 
 BENCH_DIR = WORKSPACE / "artifacts" / "bench"
 
@@ -27,7 +27,12 @@ def register(subparsers: Any) -> None:
         description="Re-renders results.json, results.csv, summary.md and the plots of a stored benchmark run "
         "and prints its verdict: pass only when every required component passed against a threshold, fail "
         "when a component failed, incomplete when a required one was skipped or not judged.",
-        epilog=epilog(ExitCode.BELOW_THRESHOLD, ExitCode.INCOMPLETE),
+        epilog=epilog(ExitCode.BELOW_THRESHOLD, ExitCode.INCOMPLETE, meanings={
+            ExitCode.ERROR: OUTPUT_CUT,
+            ExitCode.BELOW_THRESHOLD: "verdict fail (a component failed: below a threshold, a failed run, a "
+                                      "regression)",
+            ExitCode.INCOMPLETE: "verdict incomplete (a required component was skipped or not judged)",
+        }),  # fmt: skip
     )
     parser.add_argument(
         "run_dir", type=input_path("a run directory (with run.json), or --latest"), nargs="?",

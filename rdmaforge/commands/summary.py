@@ -9,14 +9,15 @@ from typing import Any
 from rdmaforge import stored
 from rdmaforge.errors import input_path, missing_path
 from rdmaforge.paths import WORKSPACE, playbook_to_run
-from rdmaforge.runner.exit_codes import ExitCode, epilog
+from rdmaforge.runner.exit_codes import OUTPUT_CUT, ExitCode, epilog
 from rdmaforge.terminal import escaped
 
 DEFAULT = WORKSPACE / "artifacts" / "summary.json"
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("summary", help="print the per-node summary of the last converge", epilog=epilog())
+    parser = subparsers.add_parser("summary", help="print the per-node summary of the last converge",
+                                   epilog=epilog(meanings={ExitCode.ERROR: OUTPUT_CUT}))
     parser.add_argument("file", nargs="?", type=input_path(f"a summary JSON file (default {DEFAULT})"),
                         default=DEFAULT, help=f"summary JSON (default {DEFAULT})")  # fmt: skip
     parser.set_defaults(func=run)

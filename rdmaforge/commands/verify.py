@@ -50,8 +50,14 @@ def register(subparsers: Any) -> None:
         help="run the read-only testinfra suite (tests/infra) on every node; a pass/fail table per node",
         description="Checks what a converged node must hold: repositories and keys, packages, /etc/nccl.conf, the "
         "NCCL net plugin and its symbols, mpirun on the non-interactive PATH (tests/infra). Read-only: usable on "
-        "production clusters. Exit 0 all passed, 2 a test failed on a node, 3 a node unreachable.",
+        "production clusters.",
         codes=(ExitCode.INCOMPLETE,),
+        meanings={
+            ExitCode.OK: "every test passed on every node",
+            ExitCode.HOST_FAILED: "a test failed on a node",
+            ExitCode.UNREACHABLE: "a node was unreachable",
+            ExitCode.INCOMPLETE: "a test was not judged on a node, or -k selected no test (no verdict)",
+        },
     )
     parser.add_argument("-i", "--inventory", type=inventory_path, required=True,
                         help="the cluster's inventory (hosts.yml)")  # fmt: skip

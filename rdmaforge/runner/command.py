@@ -38,12 +38,14 @@ from rdmaforge.runner.progress import AnsibleEcho, Progress, Ticker, escapes_all
 from rdmaforge.runner.recap import failed_hosts, first_line, render, unreachable_hosts
 
 
-def add_parser(subparsers: Any, name: str, help: str, description: str,
-               codes: Sequence[ExitCode] = ()) -> argparse.ArgumentParser:  # fmt: skip
+def add_parser(subparsers: Any, name: str, help: str, description: str, codes: Sequence[ExitCode] = (),
+               meanings: Mapping[ExitCode, str] | None = None) -> argparse.ArgumentParser:  # fmt: skip
     """A command that runs against hosts; its --help lists the exit codes it can return: the common ones, a host
-    failed or unreachable, and its own ``codes``."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=as_run(help), description=as_run(description),
-                                                            epilog=epilog(*HOST_CODES, *codes))  # fmt: skip
+    failed or unreachable, and its own ``codes`` (worded as ``meanings`` says, where given)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=as_run(help), description=as_run(description),
+        epilog=epilog(*HOST_CODES, *codes, meanings=meanings),
+    )  # fmt: skip
     return parser
 
 

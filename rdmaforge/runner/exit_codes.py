@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import IntEnum
 
 
@@ -63,15 +63,22 @@ HOST_CODES = (ExitCode.HOST_FAILED, ExitCode.UNREACHABLE)
 COMMON = (ExitCode.OK, ExitCode.ERROR, ExitCode.BAD_INPUT, ExitCode.INTERNAL, ExitCode.INTERRUPTED)
 
 
-def epilog(*codes: ExitCode, note: str = "") -> str:
+#: What exit 1 means for a command that reads local files only (no inventory, no Ansible): only its output can stop
+#: it there.
+OUTPUT_CUT = "its output was cut short (a closed pipe, a full disk)"
+
+
+def epilog(*codes: ExitCode, note: str = "", meanings: Mapping[ExitCode, str] | None = None) -> str:
     """The exit codes of a command: COMMON and its own ``codes`` (HOST_CODES for a command that runs against hosts),
-    from MEANING: a code it can never return is not listed.
+    from MEANING: a code it can never return is not listed. ``meanings`` words a code as this command means it (one
+    list per help page: a second list in the description contradicted this one, review round 29a).
 
     Wrapped at 100 columns, so that it reads well under RawDescriptionHelpFormatter too (the default formatter
     re-wraps it anyway).
     """
     chosen = sorted({*COMMON, *codes})
-    text = "exit codes: " + "; ".join(f"{int(code)} {MEANING[code]}" for code in chosen)
+    worded = {**MEANING, **(meanings or {})}
+    text = "exit codes: " + "; ".join(f"{int(code)} {worded[code]}" for code in chosen)
     return textwrap.fill(f"{text}; {note}" if note else text, width=100, break_on_hyphens=False)
 
 
