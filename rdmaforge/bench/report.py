@@ -41,7 +41,7 @@ from rdmaforge.bench.verdict import (
 )
 from rdmaforge.errors import install_hint
 from rdmaforge.hostnames import short_name
-from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
+from rdmaforge.nccl_tests import NOT_VALIDATED, Run, launch_problem, parse_file, verdict
 from rdmaforge.nccl_tests.transport import (
     OneNodeRuns,
     RunsWithoutInfoLines,
@@ -644,7 +644,7 @@ def unvalidated(rows: Iterable[Any]) -> str:
     halves = [h for row in rows for h in (row.out_of_place, row.in_place) if h is not None]
     if not halves or any(h.wrong is not None or h.rel_error is not None for h in halves):
         return ""
-    return "; the data was not validated (nccl-tests -c 0: #wrong is N/A, so wrong results were not counted)"
+    return f"; the data was {NOT_VALIDATED}"
 
 
 def trained_off_the_gpus(run: Mapping[str, Any], single: Mapping[str, Any], multi: Mapping[str, Any]) -> str | None:

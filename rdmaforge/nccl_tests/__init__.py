@@ -30,7 +30,7 @@ from rdmaforge.nccl_tests.json_format import (
     parse_json_documents,
     parse_json_output,
 )
-from rdmaforge.nccl_tests.model import TIMEOUT_EXIT, Half, Row, Run, RunStatus, launch_problem
+from rdmaforge.nccl_tests.model import NOT_VALIDATED, TIMEOUT_EXIT, Half, Row, Run, RunStatus, launch_problem
 from rdmaforge.nccl_tests.parser import TextParser, parse_text
 from rdmaforge.nccl_tests.source import InputError, open_text
 from rdmaforge.nccl_tests.transport import (
@@ -50,6 +50,7 @@ __all__ = [
     "InputError",
     "Report",
     "Row",
+    "NOT_VALIDATED",
     "Run",
     "RunStatus",
     "TIMEOUT_EXIT",

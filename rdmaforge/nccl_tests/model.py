@@ -67,6 +67,10 @@ class Row:
         return any(h is not None and h.wrong is not None and h.wrong > 0 for h in halves)
 
 
+#: What a report says of a run's data that nccl-tests did not check (``-c 0``).
+NOT_VALIDATED = "not validated (nccl-tests -c 0: #wrong is N/A, so wrong results were not counted)"
+
+
 @dataclass
 class Run:
     """One invocation of an nccl-tests binary (one collective's size sweep)."""
@@ -90,6 +94,10 @@ class Run:
     #: The table's rows carry no #wrong column (v1 to v2.11 print a relative ``error``, whose bound nccl-tests applies
     #: only in its ``Out of bounds values`` line): without that line, the values are not judged. Not part of to_dict.
     rows_judged_by_oob: bool = False
+    #: Whether the run checked its results, from its nThread line's ``validation: 1`` or ``0`` (nccl-tests ``-c``);
+    #: None where the log does not say (JSON output, no nThread line). A run with ``-c 0`` counts no wrong value,
+    #: so its ``ok`` says nothing of the data.
+    validated: bool | None = None
     #: Failure lines as printed (``Test NCCL failure``, ``Test CUDA failure``, v1 ``NCCL failure``...).
     errors: list[str] = field(default_factory=list)
     #: NCCL WARN messages and ``# error:`` lines: worth showing, but not a failure by themselves.
@@ -184,6 +192,7 @@ class Run:
             "out_of_bounds": self.out_of_bounds,
             "status": status,
             "status_reason": reason,
+            "validated": self.validated,
             "errors": list(self.errors),
             "warnings": list(self.warnings),
         }

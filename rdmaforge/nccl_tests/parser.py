@@ -47,6 +47,8 @@ _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
 _NTHREAD = re.compile(r"^#?\s*nThread\s+([0-9]{1,9})\s+nGpus\s+([0-9]{1,9})\b")
 #: The size sweep the nThread line announces: ``minBytes 8 maxBytes 134217728 step: 2(factor)`` (or ``(bytes)``).
 _SWEEP = re.compile(r"\bminBytes\s+([0-9]{1,20})\s+maxBytes\s+([0-9]{1,20})\s+step:\s*([0-9]{1,20})\((factor|bytes)\)")
+#: ``validation: 0`` on the nThread line: the run was started with ``-c 0``, so it checked no result (#wrong N/A).
+_VALIDATION = re.compile(r"\bvalidation:\s*([01])\b")
 #: 2.10+: ``# Reducing maxBytes to N due to memory limitation``, after the nThread line: the sweep ends there.
 _REDUCING = re.compile(r"^#?\s*Reducing maxBytes to ([0-9]{1,20})\b")
 #: ``#  Rank  N Group  G Pid  P on HOST device ...``: the rank, its pid and the host it ran on.
@@ -773,6 +775,9 @@ class TextParser:
         sweep = _SWEEP.search(line, match.end())
         if sweep is not None:
             state.sweep = (int(sweep.group(1)), int(sweep.group(2)), int(sweep.group(3)), sweep.group(4) == "factor")
+        validation = _VALIDATION.search(line, match.end())
+        if validation is not None:
+            state.run.validated = validation.group(1) == "1"
         return True
 
     def _on_reducing(self, line: str) -> bool:

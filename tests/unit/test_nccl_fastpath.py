@@ -21,6 +21,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import nccl_reference
 import pytest
 
 from rdmaforge.cli import main
@@ -31,7 +32,7 @@ from rdmaforge.nccl_tests.parser import TextParser
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "corpus" / "nccl-tests"
 SAMPLES = ROOT / "tests" / "data" / "nccl-json"
-REFERENCE = json.loads((ROOT / "tests" / "data" / "nccl-reference" / "reference.json").read_text())
+REFERENCE = nccl_reference.load()
 
 try:  # the extension itself, whatever RDMAFORGE_NCCL_PURE_PYTHON says (accel.fast follows that)
     from rdmaforge.nccl_tests import _fastrows as FAST

@@ -272,6 +272,27 @@ def test_relative_error_column_v2_0() -> None:
     assert all_gather.status_reason == "out of bounds values: 4"
 
 
+@needs_corpus
+def test_a_run_started_with_c_0_says_its_data_was_not_validated(capsys: pytest.CaptureFixture[str]) -> None:
+    """Corpus 22 was run with -c 0 (its nThread line says validation: 0, every #wrong is N/A): nccl-report printed
+    "status: ok" and nothing else, as for a run whose results were checked (review round 29b). The run stays ok (it
+    completed); the report says the data went unchecked, in text and JSON. A run with validation: 1 says nothing."""
+    unchecked = str(CORPUS / "22_alltoall_v2.0-2.9_a100_8gpu_c0_NA_blank-redop_SANITIZED.txt")
+    assert "validation: 0" in Path(unchecked).read_text()
+    assert main(["nccl-report", unchecked]) == ExitCode.OK
+    text = capsys.readouterr().out
+    assert "  status: ok\n  data: not validated (nccl-tests -c 0: #wrong is N/A, so wrong results were not counted)" \
+        in text, text[:600]  # fmt: skip
+    assert main(["nccl-report", "--json", unchecked]) == ExitCode.OK
+    assert [run["validated"] for run in json.loads(capsys.readouterr().out)["runs"]] == [False]
+    checked = str(CORPUS / "01_allreduce_v2.13_efa_2node_mpirun_ncclinfo.txt")
+    assert "validation: 1" in Path(checked).read_text()
+    main(["nccl-report", checked])
+    assert "not validated" not in capsys.readouterr().out
+    main(["nccl-report", "--json", checked])
+    assert [run["validated"] for run in json.loads(capsys.readouterr().out)["runs"]] == [True]
+
+
 def _with_oob_line(name: str, replacement: str | None) -> list[Run]:
     """The corpus file with each ``Out of bounds values`` line replaced (None: deleted)."""
     lines = (CORPUS / name).read_text().splitlines(keepends=True)

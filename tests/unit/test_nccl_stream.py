@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import nccl_reference
 import pytest
 
 from rdmaforge.cli import main
@@ -29,7 +30,7 @@ from rdmaforge.nccl_tests import rowstore as rowstore_module
 from rdmaforge.runner.exit_codes import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = json.loads((ROOT / "tests" / "data" / "nccl-reference" / "reference.json").read_text())
+REFERENCE = nccl_reference.load()
 DATA = ROOT / "tests" / "data" / "nccl-json"
 CORPUS = ROOT.parent / "shared" / "corpus" / "nccl-tests"
 
