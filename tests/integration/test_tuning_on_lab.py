@@ -308,7 +308,7 @@ def test_a_node_another_run_is_rebooting_is_not_rebooted_and_the_holder_is_named
              "hugepages_enabled": False}))  # fmt: skip  # the reboot step alone: no reservation to verify after it
         assert proc.returncode == 0, proc.stdout[-4000:]
         says = (f"WARNING {node}: the reboot lock {REBOOT_LOCK}, held by {holder}, is older than "
-                "hugepages_reboot_lock_stale_after (3600 s) and the node has not rebooted since")  # fmt: skip
+                "hugepages_reboot_lock_stale_after (3600 s): the run that took it is taken to be gone")  # fmt: skip
         assert says in " ".join(proc.stdout.split()), proc.stdout[-4000:]
         assert lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout != boot_id  # rebooted
         assert lab.ssh(node, f"test -e {REBOOT_LOCK} && echo held || echo free").stdout.strip() == "free"
