@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 import yaml
@@ -163,3 +164,46 @@ def test_a_run_without_the_gpu_count_keeps_the_slots_the_hostfile_has() -> None:
         "# 198.18.0.12: GPU count unknown (none from preflight, no rdmaforge_gpus_per_node): 1 slot(s)",
         "198.18.0.12 slots=1",
     ]
+
+
+def test_an_mpirun_that_never_ends_is_killed_at_mpi_launch_timeout_and_the_failure_says_so(tmp_path: Path) -> None:
+    """Review round 30: the launch test's message for a kill at mpi_launch_timeout had no test. The task's own argv
+    (templated as Ansible does) runs here with a test double for an mpirun whose daemons never call back (it sleeps),
+    under the real timeout(1); the assert's condition and message are then judged on what that run returned."""
+    import os
+    import subprocess
+    import time
+
+    from ansible.template import trust_as_template
+
+    from benchmarks.ansible_vars import trusted
+    from tests.unit.role_vars import role_vars
+
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "mpi_launch" / "tasks" / "main.yml").read_text())
+    (launch,) = [t for t in tasks if t.get("name") == "Start one process on every node with mpirun"]
+    (check,) = [t for t in tasks if t.get("name") == "Check that every node answered"]
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    mpirun = fake_bin / "mpirun"
+    mpirun.write_text("#!/bin/sh\n# test double: an mpirun whose daemons never call back\nexec sleep 600\n")
+    mpirun.chmod(0o755)
+    hosts = {"node1": {"ansible_host": "198.18.0.11", "ansible_facts": {"hostname": "node1"}},
+             "node2": {"ansible_host": "198.18.0.12", "ansible_facts": {"hostname": "node2"}}}  # fmt: skip
+    common = {"groups": {"cluster": ["node1", "node2"]}, "mpi_launch_group": "cluster", "hostvars": hosts,
+              "ansible_play_hosts": ["node1", "node2"], "ansible_play_hosts_all": ["node1", "node2"],
+              "ansible_check_mode": False, "mpi_launch_hostfile_written": {"changed": False},
+              "mpi_launch_timeout": 5}  # fmt: skip  # the least preflight allows
+    argv = role_vars("mpi_launch", {}, **common).template(trust_as_template(launch["ansible.builtin.command"]["argv"]))
+    assert argv[:3] == ["timeout", "--kill-after=10", "5"] and "mpirun" in argv, argv
+    started = time.monotonic()
+    ran = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}"})  # fmt: skip
+    assert ran.returncode == 124 and time.monotonic() - started < 30, ran
+    smoke = {"rc": ran.returncode, "stdout_lines": ran.stdout.splitlines(), "stderr": ran.stderr}
+    templar = role_vars("mpi_launch", {}, mpi_launch_smoke=smoke, **common, **trusted(check["vars"]))
+    conditions = check["ansible.builtin.assert"]["that"]
+    held = [templar.template(trust_as_template("{{ " + condition + " }}")) for condition in conditions]
+    assert held == [False, False], held  # no rc 0, and neither node answered
+    message = " ".join(str(templar.template(trust_as_template(check["ansible.builtin.assert"]["fail_msg"]))).split())
+    assert message.startswith("mpirun across 2 nodes did not start on: node1, node2."), message
+    assert "mpirun did not end within mpi_launch_timeout (5 s) and was killed." in message, message
