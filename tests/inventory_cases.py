@@ -464,6 +464,21 @@ CASES: list[Case] = [
             n.a: [f"{n.a}: rdmaforge_network_timeout=1 is not allowed; allowed: a whole number from 5 to 3600"]
         },
     ),
+    # The ranges the roles' argument_specs state (hugepages: "60 to 604800"; mpi_launch: "5 to 3600").
+    Case(
+        "reboot-lock-stale-after-a-minute-short",
+        lambda d, n: d.set(n.b, "hugepages_reboot_lock_stale_after", 59),
+        lambda n: {
+            n.b: [f"{n.b}: hugepages_reboot_lock_stale_after=59 is not allowed; allowed: a whole number of seconds "
+                  "from 60 to 604800"]
+        },  # fmt: skip
+    ),
+    Case(
+        "mpi-launch-timeout-past-an-hour",
+        lambda d, n: d.set(n.a, "mpi_launch_timeout", 3601),
+        lambda n: {n.a: [f"{n.a}: mpi_launch_timeout=3601 is not allowed; allowed: a whole number of seconds from 5 "
+                         "to 3600"]},  # fmt: skip
+    ),
     Case(
         "command-timeout-zero",
         lambda d, n: d.set(n.b, "rdmaforge_command_timeout", 0),
