@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import pkgutil
+import shlex
 import sys
 import tempfile
 import time
@@ -134,7 +135,7 @@ def _main(argv: list[str]) -> int:
             if len(argv) > 1 and len(argv[0]) >= 3 and "--version".startswith(argv[0]):
                 # argparse prints the version as soon as it meets the option and exits 0, the rest unread: a
                 # script's `rdmaforge --version summary` then ran nothing and passed (review round 29b).
-                parser.error(f"--version takes no other argument: {' '.join(argv[1:])}")
+                parser.error(f"--version takes no other argument: {shlex.join(argv[1:])}")
             args, extra = parser.parse_known_args(argv)
             if extra:  # named by the sub-command, with its usage (the top parser's would show `rdmaforge COMMAND`)
                 subcommand(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")

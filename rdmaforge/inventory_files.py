@@ -33,35 +33,49 @@ from rdmaforge.plain_data import TOO_DEEP, TOO_MANY, holds_huge_integer, huge_in
 
 
 class DuplicateKey(yaml.constructor.ConstructorError):  # type: ignore[misc]
-    """A mapping that names one key twice. Ansible keeps the last value (with a warning a long run scrolls away):
-    a host listed twice under ``hosts:`` becomes one node, a variable set twice in one file takes its second value
-    (review round 29b)."""
+    """A mapping that names one key twice. Ansible's default keeps the last value (with a warning a long run scrolls
+    away): a host listed twice under ``hosts:`` becomes one node, a variable set twice in one file takes its second
+    value (review round 29b)."""
 
 
-_DUPLICATE_ADVICE = "Ansible would keep the last value only; allowed: each key once per mapping"
+#: YAML: ansible.cfg's duplicate_dict_key = error makes Ansible stop on it too. JSON: Ansible keeps the last value.
+_YAML_DUPLICATE = ("rdmaforge's ansible.cfg (duplicate_dict_key = error) makes Ansible stop on it, and its default "
+                   "keeps the last value; allowed: each key once per mapping")  # fmt: skip
+_JSON_DUPLICATE = "Ansible would keep the last value without a word; allowed: each key once per object"
 
 
-class _AnyTagLoader(yaml.SafeLoader):  # type: ignore[misc]
-    """Safe YAML that accepts Ansible's tags (!vault, !unsafe) and refuses a key given twice in one mapping."""
+class _LenientLoader(yaml.SafeLoader):  # type: ignore[misc]
+    """Safe YAML that accepts Ansible's tags (!vault, !unsafe): the file read as Ansible reads it, a key given twice
+    keeping its last value (for the checks of what the file sets: a duplicate is yaml_problems' to name)."""
+
+
+_LenientLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+class _AnyTagLoader(_LenientLoader):
+    """_LenientLoader that refuses a key given twice in one mapping, as Ansible 2.19 counts them: after a ``<<``
+    merge, so a key that overrides a merged one counts too (review round 31a)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first_line: dict[Any, int] = {}
+        written = {id(key_node) for key_node, _value in node.value}
+        self.flatten_mapping(node)  # what Ansible's check sees: the merged keys first, then the mapping's own
+        first: dict[Any, yaml.Node] = {}
         for key_node, _value in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<": merged keys may be overridden, by design
+            if key_node.tag.startswith("!"):  # !unsafe, !vault: read as None here, each its own key to Ansible
                 continue
             key = self.construct_object(key_node, deep=deep)
             try:
-                line = first_line.get(key)
+                earlier = first.get(key)
             except TypeError:  # an unhashable key: SafeConstructor names it below
                 continue
-            if line is not None:
-                raise DuplicateKey(None, None, f"the key {key!r} is given twice in one mapping (first on line {line}); "
-                                   f"{_DUPLICATE_ADVICE}", key_node.start_mark)  # fmt: skip
-            first_line[key] = key_node.start_mark.line + 1
+            if earlier is not None and key == key:  # (NaN is no key twice)
+                line = earlier.start_mark.line + 1
+                where = (f"first on line {line}" if id(earlier) in written
+                         else f"it overrides the value a '<<' merge brought from line {line}")  # fmt: skip
+                raise DuplicateKey(None, None, f"the key {key!r} is given twice in one mapping ({where}); "
+                                   f"{_YAML_DUPLICATE}", key_node.start_mark)  # fmt: skip
+            first.setdefault(key, key_node)
         return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
-
-
-_AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -69,20 +83,28 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     mapping: dict[str, Any] = {}
     for key, value in pairs:
         if key in mapping:
-            raise DuplicateKey(None, None, f"the key {key!r} is given twice in one JSON object; {_DUPLICATE_ADVICE}")
+            raise DuplicateKey(None, None, f"the key {key!r} is given twice in one JSON object; {_JSON_DUPLICATE}")
         mapping[key] = value
     return mapping
 
 
-def _load(path: Path) -> object:
+def _load(path: Path, strict: bool = True) -> object:
     """A vars or inventory file as Ansible's loader reads it: JSON first, then YAML (a tab-indented JSON file is no
-    YAML, and Ansible reads it: review round 28). Raises yaml.YAMLError (with the YAML reading's mark; DuplicateKey
-    for a key given twice) or OSError."""
+    YAML, and Ansible reads it: review round 28). Raises yaml.YAMLError (with the YAML reading's mark) or OSError;
+    ``strict``: DuplicateKey for a key given twice (in a JSON file with the line where YAML can read it)."""
     text = path.read_text(errors="replace")
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=_unique_keys if strict else None)
+    except DuplicateKey as exc:
+        try:
+            yaml.load(text, Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's; only for the duplicate's line
+        except DuplicateKey as marked:
+            raise DuplicateKey(None, None, exc.problem, marked.problem_mark) from None
+        except yaml.YAMLError:
+            pass
+        raise
     except ValueError:
-        return yaml.load(text, Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's
+        return yaml.load(text, Loader=_AnyTagLoader if strict else _LenientLoader)  # noqa: S506 - SafeLoader's
 
 
 def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
@@ -181,7 +203,7 @@ def _listed_hosts(own: list[Path], inventory: Path) -> set[str]:
     names: set[str] = set()
     for path in own:
         try:
-            data = _load(path)
+            data = _load(path, strict=False)
         except (yaml.YAMLError, OSError):
             continue
         names.update(name for host in yaml_inventory_hosts(data) for name in expand_host_range(str(host)))
@@ -223,7 +245,7 @@ def role_own_variable_findings(inventory: Path) -> list[OwnVariableFinding]:
     found = []
     for path in candidates:
         try:
-            data = _load(path)
+            data = _load(path, strict=False)  # as Ansible reads it: a duplicate is yaml_problems' to name
         except (yaml.YAMLError, OSError):
             continue
         found += _own_variable_findings(_settings(data, path, path in own), path)

@@ -13,8 +13,10 @@ backslash escape (``\\u0153``) instead of failing the command with UnicodeEncode
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
+import select
 import sys
 import unicodedata
 from typing import Any, TextIO, cast
@@ -97,15 +99,26 @@ def write_all(stream: TextIO, text: str) -> None:
     target = stream
     if isinstance(target, EscapingStream):
         text, target = escaped(text), target.raw
+    encoding = getattr(target, "encoding", None) or "utf-8"
     try:
         descriptor = target.fileno()
     except (AttributeError, OSError, ValueError):
         stream.write(text)
         return
+    if codecs.lookup(encoding).name in _WITH_BOM:  # each encode() would start with its byte-order mark again
+        stream.write(text)
+        return
     target.flush()  # what is already buffered goes first
-    data = memoryview(text.encode(getattr(target, "encoding", None) or "utf-8", "backslashreplace"))
+    data = memoryview(text.encode(encoding, "backslashreplace"))
     while data:
-        data = data[os.write(descriptor, data) :]
+        try:
+            data = data[os.write(descriptor, data) :]
+        except BlockingIOError:  # a non-blocking stdout whose reader is slower: wait until it can take more
+            select.select([], [descriptor], [])
+
+
+#: Encodings whose encoder writes a byte-order mark at the start of every text it is given.
+_WITH_BOM = frozenset({"utf-8-sig", "utf-16", "utf-32"})
 
 
 #: Error handlers with which a stream fails on a character its encoding lacks.

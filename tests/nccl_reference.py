@@ -1,8 +1,8 @@
 """tests/data/nccl-reference/reference.json, the parser's results at commit 1e5750b for every corpus file and JSON
 sample, with what the parser has learnt to read since, taken from each sample's own text (not from the parser):
 
-- ``validated`` (each run's ``validation: 1`` or ``0`` on its nThread line, nccl-tests' ``-c``; None where the
-  sample has no such line, as -J JSON output has none).
+- ``validated`` (nccl-tests' ``-c``: each run's ``validation: 1`` or ``0`` on its nThread line, or a -J document's
+  ``config.validation``; None where the sample says neither).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def load() -> dict[str, Any]:
     reference: dict[str, Any] = json.loads(REFERENCE_FILE.read_text())
     for name, document in reference.items():
         path = sample_path(name)
-        said = _VALIDATION.findall(path.read_text(errors="replace")) if path.is_file() else []
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        said = _VALIDATION.findall(text) or re.findall(r'"validation"\s*:\s*([01])\b', text)
         runs = document["runs"]
         if said and len(said) != len(runs):
             raise AssertionError(f"{name}: {len(said)} nThread lines say validation:, for {len(runs)} runs")

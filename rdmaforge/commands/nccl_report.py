@@ -56,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             ExitCode.INCOMPLETE: "a run is incomplete, a file holds no run at all, or the transport verdict is "
                                  "unknown (no NCCL INFO evidence) or a warning (RDMA used, with a reservation the "
                                  "verdict names): nothing failed, nothing was proven",
-            ExitCode.BAD_INPUT: "bad command line or input file (unreadable, or no nccl-tests output)",
+            ExitCode.BAD_INPUT: "bad command line or input file (one that cannot be read, binary or corrupt "
+                                "compressed data)",
         }),  # fmt: skip
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="nccl-tests output ('-' for stdin)")

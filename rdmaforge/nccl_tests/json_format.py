@@ -215,7 +215,12 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
         elif not (repaired and index == len(items) - 1) and (size := _unreadable_size(item)) is not None:
             run.rows.note_invalid(size)  # a record that measured a size but cannot be read is not left out
     _read_footer(run, doc)
-    sweep = _sweep(doc.get("config"))
+    config = doc.get("config")
+    validation = config.get("validation") if isinstance(config, dict) else None
+    # nccl-tests' -c (datacheck), as the text's nThread line says it
+    if validation in (0, 1) and not isinstance(validation, bool):
+        run.validated = validation == 1
+    sweep = _sweep(config)
     run.expected_rows = sweep_length(*sweep) if sweep is not None else None
     run.split_problem = sweep_order_problem(run.rows, sweep) or average_mismatch(run)
     return run

@@ -970,6 +970,40 @@ def test_broken_pipe_ends_quietly(tmp_path: Path, copies: int, form: list[str]) 
     assert err == b"", err
 
 
+def test_a_slow_reader_of_a_non_blocking_stdout_gets_the_whole_output(tmp_path: Path) -> None:
+    """Review round 31a: write_all met EAGAIN on a non-blocking stdout whose reader is slower and ended in an
+    internal error (exit 70); it waits for the pipe instead. Every byte arrives, exit 0."""
+    import fcntl
+    import time
+
+    log = write(tmp_path / "big.log", LOG * 500)
+    whole = cli("nccl-report", str(log)).stdout
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETFL, fcntl.fcntl(write_end, fcntl.F_GETFL) | os.O_NONBLOCK)
+    code = "import sys; from rdmaforge.cli import main; sys.exit(main(sys.argv[1:]))"
+    producer = subprocess.Popen([sys.executable, "-c", code, "nccl-report", str(log)], stdout=write_end,
+                                stderr=subprocess.PIPE)  # fmt: skip
+    os.close(write_end)
+    received = b""
+    with os.fdopen(read_end, "rb") as reader:
+        while chunk := reader.read(4096):
+            received += chunk
+            time.sleep(0.001)
+    assert producer.wait(timeout=120) == ExitCode.OK, producer.stderr.read() if producer.stderr else ""
+    assert received == whole and len(whole) > 1 << 16
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
+def test_an_encoding_with_a_byte_order_mark_has_one(tmp_path: Path, encoding: str) -> None:
+    """Review round 31a: write_all encoded each block on its own, so an output of more than one block carried a
+    second byte-order mark in its middle."""
+    log = write(tmp_path / "big.log", LOG * 3000)  # about 1 MB of text: more than one block
+    plain = cli("nccl-report", str(log)).stdout.decode("utf-8")
+    encoded = cli("nccl-report", str(log), env={**os.environ, "PYTHONIOENCODING": encoding}).stdout
+    assert encoded.decode(encoding) == plain  # one mark, at the start (the codec takes it off), and nowhere else
+    assert "\ufeff" not in encoded.decode(encoding)
+
+
 def test_internal_error_saves_the_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

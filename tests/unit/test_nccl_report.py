@@ -293,6 +293,27 @@ def test_a_run_started_with_c_0_says_its_data_was_not_validated(capsys: pytest.C
     assert [run["validated"] for run in json.loads(capsys.readouterr().out)["runs"]] == [True]
 
 
+def test_a_json_run_started_with_c_0_says_its_data_was_not_validated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-J output says -c in config.validation (review round 31a: only the text log's nThread line was read). The
+    repository's sample as `-c 0 -J` writes it: validation 0, every nwrong null."""
+    sample = Path(__file__).resolve().parents[1] / "data" / "nccl-json" / "all_reduce_v2.17.8_ok.json"
+    document = json.loads(sample.read_text())
+    assert document["config"]["validation"] == 1
+    document["config"]["validation"] = 0
+    for row in document["results"]:
+        for half in ("out_of_place", "in_place"):
+            row[half]["nwrong"] = None
+    unchecked = tmp_path / "c0.json"
+    unchecked.write_text(json.dumps(document))
+    assert main(["nccl-report", str(unchecked)]) == ExitCode.OK
+    assert "  status: ok\n  data: not validated (" in capsys.readouterr().out
+    for path, validated in ((unchecked, False), (sample, True)):
+        assert main(["nccl-report", "--json", str(path)]) == ExitCode.OK
+        assert [run["validated"] for run in json.loads(capsys.readouterr().out)["runs"]] == [validated]
+
+
 def _with_oob_line(name: str, replacement: str | None) -> list[Run]:
     """The corpus file with each ``Out of bounds values`` line replaced (None: deleted)."""
     lines = (CORPUS / name).read_text().splitlines(keepends=True)

@@ -146,8 +146,10 @@ def test_a_json_vars_file_is_read_as_ansible_reads_it_and_a_yaml_range_names_its
 
 def test_a_key_given_twice_is_named_with_its_file_and_line(tmp_path: Path) -> None:
     """Review round 29b: a host listed twice in hosts.yml, or a variable set twice in one group_vars file (YAML or
-    JSON), was merged without a word (render wrote one node of two). A YAML merge key's value may be overridden."""
-    from rdmaforge.inventory_files import yaml_problems
+    JSON), was merged without a word (render wrote one node of two). Counted as Ansible 2.19 counts them (review
+    round 31a): a key that overrides one a '<<' merge brought is one too (Ansible stops on it with ansible.cfg's
+    duplicate_dict_key = error); two different !unsafe keys, or .nan twice, are not."""
+    from rdmaforge.inventory_files import role_own_variable_findings, yaml_problems
 
     (tmp_path / "hosts.yml").write_text(
         "all:\n  children:\n    cluster:\n      hosts:\n"
@@ -155,14 +157,32 @@ def test_a_key_given_twice_is_named_with_its_file_and_line(tmp_path: Path) -> No
         "        n1: {ansible_host: 192.0.2.3}\n"
     )
     (tmp_path / "group_vars").mkdir()
-    (tmp_path / "group_vars" / "all.json").write_text('{"rdmaforge_fabric": "tcp", "rdmaforge_fabric": "roce"}\n')
+    (tmp_path / "group_vars" / "all.json").write_text('{"rdmaforge_fabric": "tcp",\n "eni_plan": {},\n'
+                                                      ' "rdmaforge_fabric": "roce"}\n')  # fmt: skip
     (tmp_path / "group_vars" / "cluster.yml").write_text(
-        "defaults: &base {mtu: 1500, retries: 2}\nrails:\n  <<: *base\n  mtu: 9000\nnested:\n  a: {b: 1, b: 2}\n"
+        "defaults: &base {mtu: 1500, retries: 2}\nrails:\n  <<: *base\n  mtu: 9000\n"
+    )
+    (tmp_path / "group_vars" / "nested.yml").write_text("top: 1\nnested:\n  a: {b: 1, b: 2}\n")
+    (tmp_path / "group_vars" / "fine.yml").write_text(
+        "labels: {!unsafe '{{ a }}': 1, !unsafe '{{ b }}': 2}\nodd: {.nan: 1, .nan: 2}\nplain: &p {x: 1}\n"
+        "merged: {<<: *p, y: 2}\n"
     )
     problems = yaml_problems(tmp_path / "hosts.yml")
-    assert f"{tmp_path / 'hosts.yml'}: line 7 column 9: duplicate key: the key 'n1' is given twice in one mapping " \
-           "(first on line 5)" in " ".join(problems), problems  # fmt: skip
-    assert [p for p in problems if str(tmp_path / "group_vars" / "all.json") in p and "'rdmaforge_fabric'" in p]
-    nested = [p for p in problems if "cluster.yml" in p]
-    assert len(nested) == 1 and "line 6 column 13" in nested[0] and "'b'" in nested[0], nested  # not the merge key
-    assert all("each key once per mapping" in p for p in problems) and len(problems) == 3, problems
+    by_file = {name: [p for p in problems if f"/{name}:" in p]
+               for name in ("hosts.yml", "all.json", "cluster.yml", "nested.yml")}  # fmt: skip
+    assert by_file["hosts.yml"] == [
+        f"{tmp_path / 'hosts.yml'}: line 7 column 9: duplicate key: the key 'n1' is given twice in one mapping (first "
+        "on line 5); rdmaforge's ansible.cfg (duplicate_dict_key = error) makes Ansible stop on it, and its default "
+        "keeps the last value; allowed: each key once per mapping"], problems  # fmt: skip
+    (json_line,) = by_file["all.json"]
+    assert "line 3 column 2: duplicate key: the key 'rdmaforge_fabric' is given twice in one JSON object; Ansible " \
+           "would keep the last value without a word" in json_line, json_line  # fmt: skip
+    (merge,), (nested,) = by_file["cluster.yml"], by_file["nested.yml"]
+    assert "line 4 column 3" in merge and "the key 'mtu' is given twice in one mapping (it overrides the value a " \
+           "'<<' merge brought from line 1)" in merge, merge  # fmt: skip
+    assert "line 3 column 13" in nested and "the key 'b' is given twice in one mapping (first on line 3)" in nested
+    assert len(problems) == 4, problems  # fine.yml: none
+    # What the files set is still read, as Ansible reads them (the last value): a role's own variable in a file with
+    # a key given twice is named too (review round 31a: such a file was skipped without a word).
+    found = {(f.path.name, f.setting.name) for f in role_own_variable_findings(tmp_path / "hosts.yml")}
+    assert ("all.json", "eni_plan") in found, found
