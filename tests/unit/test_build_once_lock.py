@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import recap
-from test_build_once_interrupted import ENV, playbook_argv, scratch_processes, write_run
+from test_build_once_interrupted import ENV, QUICK_MAKEFILE, playbook_argv, scratch_processes, write_run
 
 from rdmaforge.paths import PROJECT_ROOT
 from tests.suite import AT_LAB_PRIORITY
@@ -145,3 +145,37 @@ def test_a_lock_that_cannot_be_made_fails_at_once_with_its_cause(tmp_path: Path)
     assert f"builder_lock.sh: cannot create {blocker / 'scratch'}" in proc.stdout
     assert "for another run" not in proc.stdout
     assert time.monotonic() - started < 40, "the failure was retried as if another run held the lock"
+
+
+def test_a_holder_of_this_controller_killed_while_a_run_waits_is_passed_over_at_once(tmp_path: Path) -> None:
+    """Review round 27b: whether the holder's ansible-playbook was gone was asked once, before the wait (a task's
+    arguments are templated once), so a run that started waiting on a live holder that was then killed waited all of
+    build_once_lock_wait and failed telling the user to remove the lock by hand. The holder here is a process of
+    this controller that the test kills while the run waits; the run then takes the lock over and builds."""
+    build_id = f"killed{os.getpid()}"
+    lock = tmp_path / "scratch" / f"toy-{build_id}.lock"
+    inventory, playbook = write_run(tmp_path, build_id, QUICK_MAKEFILE, build_once_lock_wait=240,
+                                    build_once_lock_poll=1, build_once_install=False)  # fmt: skip
+    holder_process = subprocess.Popen(["sleep", "600"])  # stands for the ansible-playbook of a run that holds it
+    holder = f"{socket.gethostname()} ansible-playbook pid {holder_process.pid}"
+    lock.mkdir(parents=True)
+    (lock / "owner").write_text(holder + "\n")
+    run, log = start(inventory, playbook)
+    try:
+        retrying = re.compile(r"FAILED - RETRYING: \[localhost\]: Take the builder lock")
+        wait_for(lambda: bool(retrying.search(log.read_text())), "the run to wait on the lock", {"run": (run, log)})
+        holder_process.kill()
+        holder_process.wait()  # reaped: its /proc entry goes
+        killed = time.monotonic()
+        run.wait(timeout=300)
+    finally:
+        for proc in (holder_process, run):
+            if proc.poll() is None:
+                proc.kill()
+    out = log.read_text()
+    assert run.returncode == 0, out[-4000:]
+    assert time.monotonic() - killed < 90, "the run waited on after its holder was gone"  # its wait was 240 s
+    assert re.search(r"TASK \[[\w.]+ : Take over the builder lock of a run of this controller that ended while this "
+                     r"one waited\] \**\nchanged: \[localhost\]", out), out[-4000:]  # fmt: skip
+    assert (tmp_path / "cache" / f"toy-{build_id}.json").exists()
+    assert not lock.exists(), "the run released the lock it took over"
