@@ -49,7 +49,24 @@ class _LenientLoader(yaml.SafeLoader):  # type: ignore[misc]
     keeping its last value (for the checks of what the file sets: a duplicate is yaml_problems' to name)."""
 
 
-_LenientLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+def _unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> object:
+    """``!unsafe``: the value as written, untagged (a key ``!unsafe a`` is the key ``a`` to Ansible)."""
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_scalar(node)
+
+
+def _vault(loader: yaml.SafeLoader, node: yaml.Node) -> object:
+    """``!vault``: its ciphertext, a string (not decrypted here)."""
+    return loader.construct_scalar(node) if isinstance(node, yaml.ScalarNode) else None
+
+
+_LenientLoader.add_constructor("!unsafe", _unsafe)
+for _tag in ("!vault", "!vault-encrypted"):
+    _LenientLoader.add_constructor(_tag, _vault)
+_LenientLoader.add_multi_constructor("!", lambda loader, suffix, node: None)  # another tag: yaml_problems names it
 
 
 class _AnyTagLoader(_LenientLoader):
@@ -61,8 +78,6 @@ class _AnyTagLoader(_LenientLoader):
         self.flatten_mapping(node)  # what Ansible's check sees: the merged keys first, then the mapping's own
         first: dict[Any, yaml.Node] = {}
         for key_node, _value in node.value:
-            if key_node.tag.startswith("!"):  # !unsafe, !vault: read as None here, each its own key to Ansible
-                continue
             key = self.construct_object(key_node, deep=deep)
             try:
                 earlier = first.get(key)
@@ -72,10 +87,25 @@ class _AnyTagLoader(_LenientLoader):
                 line = earlier.start_mark.line + 1
                 where = (f"first on line {line}" if id(earlier) in written
                          else f"it overrides the value a '<<' merge brought from line {line}")  # fmt: skip
-                raise DuplicateKey(None, None, f"the key {key!r} is given twice in one mapping ({where}); "
-                                   f"{_YAML_DUPLICATE}", key_node.start_mark)  # fmt: skip
+                found = DuplicateKey(None, None, f"the key {key!r} is given twice in one mapping ({where}); "
+                                     f"{_YAML_DUPLICATE}", key_node.start_mark)  # fmt: skip
+                found.key = key
+                raise found
             first.setdefault(key, key_node)
         return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
+
+
+def _unknown_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> object:
+    raise yaml.constructor.ConstructorError(
+        None, None, f"the tag !{suffix} is not one Ansible reads, so it stops on this file; allowed: !unsafe, !vault, "
+        "or no tag", node.start_mark)  # fmt: skip
+
+
+_AnyTagLoader.add_multi_constructor("!", _unknown_tag)
+
+
+def _json_duplicate(key: object, mark: yaml.Mark | None = None) -> DuplicateKey:
+    return DuplicateKey(None, None, f"the key {key!r} is given twice in one JSON object; {_JSON_DUPLICATE}", mark)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -83,7 +113,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     mapping: dict[str, Any] = {}
     for key, value in pairs:
         if key in mapping:
-            raise DuplicateKey(None, None, f"the key {key!r} is given twice in one JSON object; {_JSON_DUPLICATE}")
+            raise _json_duplicate(key)
         mapping[key] = value
     return mapping
 
@@ -95,11 +125,11 @@ def _load(path: Path, strict: bool = True) -> object:
     text = path.read_text(errors="replace")
     try:
         return json.loads(text, object_pairs_hook=_unique_keys if strict else None)
-    except DuplicateKey as exc:
+    except DuplicateKey:
         try:
             yaml.load(text, Loader=_AnyTagLoader)  # noqa: S506 - SafeLoader's; only for the duplicate's line
-        except DuplicateKey as marked:
-            raise DuplicateKey(None, None, exc.problem, marked.problem_mark) from None
+        except DuplicateKey as marked:  # the first duplicate of the file, as YAML reads it in order
+            raise _json_duplicate(getattr(marked, "key", "?"), marked.problem_mark) from None
         except yaml.YAMLError:
             pass
         raise

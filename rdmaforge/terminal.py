@@ -105,11 +105,13 @@ def write_all(stream: TextIO, text: str) -> None:
     except (AttributeError, OSError, ValueError):
         stream.write(text)
         return
-    if codecs.lookup(encoding).name in _WITH_BOM:  # each encode() would start with its byte-order mark again
-        stream.write(text)
-        return
     target.flush()  # what is already buffered goes first
-    data = memoryview(text.encode(encoding, "backslashreplace"))
+    # One encoder per descriptor and encoding: an encoding with a byte-order mark (utf-16, utf-8-sig) writes it
+    # once, before the first text, as the stream itself would (a plain encode() put one before every block).
+    encoder = _ENCODERS.get((descriptor, encoding))
+    if encoder is None:
+        encoder = _ENCODERS[(descriptor, encoding)] = codecs.getincrementalencoder(encoding)("backslashreplace")
+    data = memoryview(encoder.encode(text))
     while data:
         try:
             data = data[os.write(descriptor, data) :]
@@ -117,8 +119,8 @@ def write_all(stream: TextIO, text: str) -> None:
             select.select([], [descriptor], [])
 
 
-#: Encodings whose encoder writes a byte-order mark at the start of every text it is given.
-_WITH_BOM = frozenset({"utf-8-sig", "utf-16", "utf-32"})
+#: write_all's encoder of each (descriptor, encoding) it wrote to.
+_ENCODERS: dict[tuple[int, str], codecs.IncrementalEncoder] = {}
 
 
 #: Error handlers with which a stream fails on a character its encoding lacks.

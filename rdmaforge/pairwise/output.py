@@ -4,6 +4,7 @@ PNG per rail and ``hostfile.healthy`` (the nodes that are not node suspects, one
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -271,6 +272,10 @@ def path_name(nic: str) -> str:
     return f"heatmap-{nic}.png"
 
 
+#: A top rate at or below this is no range to colour: matplotlib widens such a range (its nonsingular rule) to +-0.1.
+_FLAT_BELOW = 1e21 * sys.float_info.min
+
+
 def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path], list[str]]:
     """One PNG per rail (heatmap-<nic>.png) and the notes to show: that matplotlib is missing (no file then), or
     which rates a map left out (``rdmaforge.stored.drawable``: not finite, or too large for a plot to scale)."""
@@ -314,9 +319,13 @@ def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path]
         # for 4,000 pixels square). A cell without a rate (NaN) is the colour map's "bad" colour, transparent, as
         # imshow leaves it.
         finite = values[~numpy.isnan(values)]
-        norm = matplotlib.colors.Normalize(vmin=0, vmax=float(finite.max()) if finite.size else 1.0)
+        top = float(finite.max()) if finite.size else 0.0
+        # From 0 to the top rate; a range with nothing above 0 widened to -0.1..0.1, as imshow's colour bar widens
+        # it (every rate 0, or none: review round 32), so the maps look as imshow drew them.
+        low, high = (0.0, top) if top > _FLAT_BELOW else (-0.1, 0.1)
+        norm = matplotlib.colors.Normalize(vmin=low, vmax=high)
         colormap = matplotlib.colormaps["viridis"]
-        ax.imshow(colormap(norm(values), bytes=True), interpolation="nearest")
+        ax.imshow(colormap(norm(numpy.ma.masked_invalid(values)), bytes=True), interpolation="nearest")
         image = matplotlib.cm.ScalarMappable(norm=norm, cmap=colormap)
         if len(names) <= NAMED_NODES:
             ax.set_xticks(range(len(names)), names, rotation=45, ha="right")

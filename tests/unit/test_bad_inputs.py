@@ -970,20 +970,24 @@ def test_broken_pipe_ends_quietly(tmp_path: Path, copies: int, form: list[str]) 
     assert err == b"", err
 
 
-def test_a_slow_reader_of_a_non_blocking_stdout_gets_the_whole_output(tmp_path: Path) -> None:
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_a_slow_reader_of_a_non_blocking_stdout_gets_the_whole_output(tmp_path: Path, encoding: str) -> None:
     """Review round 31a: write_all met EAGAIN on a non-blocking stdout whose reader is slower and ended in an
-    internal error (exit 70); it waits for the pipe instead. Every byte arrives, exit 0."""
+    internal error (exit 70); it waits for the pipe instead. Every byte arrives, exit 0. Round 32: an encoding with
+    a byte-order mark went around that wait and lost all but 64 KiB, exit 0."""
     import fcntl
     import time
 
     log = write(tmp_path / "big.log", LOG * 500)
-    whole = cli("nccl-report", str(log)).stdout
+    environment = {**os.environ, "PYTHONIOENCODING": encoding}
+    whole = cli("nccl-report", str(log), env=environment).stdout
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, fcntl.F_SETFL, fcntl.fcntl(write_end, fcntl.F_GETFL) | os.O_NONBLOCK)
     code = "import sys; from rdmaforge.cli import main; sys.exit(main(sys.argv[1:]))"
     producer = subprocess.Popen([sys.executable, "-c", code, "nccl-report", str(log)], stdout=write_end,
-                                stderr=subprocess.PIPE)  # fmt: skip
+                                stderr=subprocess.PIPE, env=environment)  # fmt: skip
     os.close(write_end)
+    time.sleep(0.5)  # the reader starts late: the pipe is full before it reads
     received = b""
     with os.fdopen(read_end, "rb") as reader:
         while chunk := reader.read(4096):

@@ -167,9 +167,19 @@ def test_a_key_given_twice_is_named_with_its_file_and_line(tmp_path: Path) -> No
         "labels: {!unsafe '{{ a }}': 1, !unsafe '{{ b }}': 2}\nodd: {.nan: 1, .nan: 2}\nplain: &p {x: 1}\n"
         "merged: {<<: *p, y: 2}\n"
     )
+    # Round 32: Ansible reads `!unsafe a` as the key a, looks inside an !unsafe mapping, and stops on a tag it does
+    # not know.
+    (tmp_path / "group_vars" / "unsafe.yml").write_text("x: {a: 1, !unsafe a: 2}\n")
+    (tmp_path / "group_vars" / "inside.yml").write_text("x: !unsafe {a: 1, a: 2}\n")
+    (tmp_path / "group_vars" / "tagged.yml").write_text("x: !foo bar\n")
     problems = yaml_problems(tmp_path / "hosts.yml")
     by_file = {name: [p for p in problems if f"/{name}:" in p]
-               for name in ("hosts.yml", "all.json", "cluster.yml", "nested.yml")}  # fmt: skip
+               for name in ("hosts.yml", "all.json", "cluster.yml", "nested.yml", "unsafe.yml", "inside.yml",
+                            "tagged.yml")}  # fmt: skip
+    assert "line 1 column 11: duplicate key: the key 'a' is given twice" in " ".join(by_file["unsafe.yml"]), problems
+    assert "line 1 column 19: duplicate key: the key 'a' is given twice" in " ".join(by_file["inside.yml"]), problems
+    assert "line 1 column 4: YAML syntax error: the tag !foo is not one Ansible reads" in " ".join(
+        by_file["tagged.yml"]), problems  # fmt: skip
     assert by_file["hosts.yml"] == [
         f"{tmp_path / 'hosts.yml'}: line 7 column 9: duplicate key: the key 'n1' is given twice in one mapping (first "
         "on line 5); rdmaforge's ansible.cfg (duplicate_dict_key = error) makes Ansible stop on it, and its default "
@@ -181,7 +191,7 @@ def test_a_key_given_twice_is_named_with_its_file_and_line(tmp_path: Path) -> No
     assert "line 4 column 3" in merge and "the key 'mtu' is given twice in one mapping (it overrides the value a " \
            "'<<' merge brought from line 1)" in merge, merge  # fmt: skip
     assert "line 3 column 13" in nested and "the key 'b' is given twice in one mapping (first on line 3)" in nested
-    assert len(problems) == 4, problems  # fine.yml: none
+    assert len(problems) == 7, problems  # fine.yml: none
     # What the files set is still read, as Ansible reads them (the last value): a role's own variable in a file with
     # a key given twice is named too (review round 31a: such a file was skipped without a word).
     found = {(f.path.name, f.setting.name) for f in role_own_variable_findings(tmp_path / "hosts.yml")}
