@@ -30,6 +30,7 @@ from rdmaforge.inventory_checks import (
     yaml_inventory_hosts,
 )
 from rdmaforge.plain_data import TOO_DEEP, TOO_MANY, holds_huge_integer, huge_integer, too_deep, too_many_values
+from rdmaforge.runner.vault import construct_unsafe
 
 
 class DuplicateKey(yaml.constructor.ConstructorError):  # type: ignore[misc]
@@ -49,21 +50,12 @@ class _LenientLoader(yaml.SafeLoader):  # type: ignore[misc]
     keeping its last value (for the checks of what the file sets: a duplicate is yaml_problems' to name)."""
 
 
-def _unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> object:
-    """``!unsafe``: the value as written, untagged (a key ``!unsafe a`` is the key ``a`` to Ansible)."""
-    if isinstance(node, yaml.MappingNode):
-        return loader.construct_mapping(node, deep=True)
-    if isinstance(node, yaml.SequenceNode):
-        return loader.construct_sequence(node, deep=True)
-    return loader.construct_scalar(node)
-
-
 def _vault(loader: yaml.SafeLoader, node: yaml.Node) -> object:
     """``!vault``: its ciphertext, a string (not decrypted here)."""
     return loader.construct_scalar(node) if isinstance(node, yaml.ScalarNode) else None
 
 
-_LenientLoader.add_constructor("!unsafe", _unsafe)
+_LenientLoader.add_constructor("!unsafe", construct_unsafe)
 for _tag in ("!vault", "!vault-encrypted"):
     _LenientLoader.add_constructor(_tag, _vault)
 _LenientLoader.add_multi_constructor("!", lambda loader, suffix, node: None)  # another tag: yaml_problems names it

@@ -39,6 +39,15 @@ class _Undecrypted:
     """A ``!vault`` value the run has no password for (left out of the secrets: its plaintext is unknown)."""
 
 
+def construct_unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """``!unsafe``: the value as written, untagged (a key ``!unsafe a`` is the key ``a`` to Ansible)."""
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_scalar(node)
+
+
 def _loader(decrypt: Decrypt | None) -> type[yaml.SafeLoader]:
     class Loader(yaml.SafeLoader):  # type: ignore[misc]
         pass
@@ -48,15 +57,8 @@ def _loader(decrypt: Decrypt | None) -> type[yaml.SafeLoader]:
         plain = decrypt(str(text)) if decrypt is not None else None
         return _Undecrypted() if plain is None else VaultPlaintext(plain)
 
-    def unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            return loader.construct_mapping(node, deep=True)
-        if isinstance(node, yaml.SequenceNode):
-            return loader.construct_sequence(node, deep=True)
-        return loader.construct_scalar(node)
-
     Loader.add_constructor("!vault", vaulted)
-    Loader.add_constructor("!unsafe", unsafe)
+    Loader.add_constructor("!unsafe", construct_unsafe)
     return Loader
 
 
