@@ -94,9 +94,9 @@ class Run:
     #: The table's rows carry no #wrong column (v1 to v2.11 print a relative ``error``, whose bound nccl-tests applies
     #: only in its ``Out of bounds values`` line): without that line, the values are not judged. Not part of to_dict.
     rows_judged_by_oob: bool = False
-    #: Whether the run checked its results, from its nThread line's ``validation: 1`` or ``0`` (nccl-tests ``-c``);
-    #: None where the log does not say (JSON output, no nThread line). A run with ``-c 0`` counts no wrong value,
-    #: so its ``ok`` says nothing of the data.
+    #: Whether the run checked its results (nccl-tests ``-c``): its nThread line's ``validation: 1`` or ``0``, or a
+    #: -J document's ``config.validation``; None where the log says neither. A run with ``-c 0`` counts no wrong
+    #: value, so its ``ok`` says nothing of the data.
     validated: bool | None = None
     #: Failure lines as printed (``Test NCCL failure``, ``Test CUDA failure``, v1 ``NCCL failure``...).
     errors: list[str] = field(default_factory=list)
