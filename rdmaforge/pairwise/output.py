@@ -336,7 +336,6 @@ def heatmaps(results_data: Mapping[str, Any], out_dir: Path) -> tuple[list[Path]
         ax.set_xlabel("receiver")
         ax.set_ylabel("sender")
         ax.set_title(f"rdmaforge pairwise: {nic} (Gb/s)")
-        top = float(finite.max()) if finite.size else 0.0
         if labelled:
             for i, row in enumerate(labels):
                 for j, text in enumerate(row):

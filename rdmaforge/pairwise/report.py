@@ -110,9 +110,7 @@ def build(raw: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     plan = raw["plan"]
     limits = thresholds_from(raw.get("thresholds") or {})
     limits.check()  # before the ceiling is taken from the line rate
-    read = [Measurement.from_dict(m) for m in raw.pop("measurements")]
-    taken = with_missing(read, plan)
-    del read
+    taken = with_missing([Measurement.from_dict(m) for m in raw.pop("measurements")], plan)
     # Judged as score() judges them: results.json and the table show a rate above the ceiling as the failure it is.
     measurements = admitted(taken, limits)
     measurements.sort(key=lambda m: (m.nic, m.round, m.a, m.b))
