@@ -197,8 +197,12 @@ def run(args: argparse.Namespace) -> int:
         unreachable = [h for h in probe.events.hosts if probe.events.unreachable(h)]
         hosts = [h for h in probe.recaps if h not in unreachable]
         if not probe.recaps:
-            print(f"rdmaforge {NAME}: no host of {args.inventory} matches {args.limit!r}", file=sys.stderr)
-            return command.finish(session, args, ExitCode.ERROR, [], {"hosts": [], "pattern": args.limit})
+            missing = command.no_host_matched(probe)  # no group 'cluster': bad input, as for every command
+            print(f"rdmaforge {NAME}: {missing or f'no host of {args.inventory} matches {args.limit!r}'}",
+                  file=sys.stderr)  # fmt: skip
+            return command.finish(session, args, command.playbook_exit(probe) if missing else ExitCode.ERROR,
+                                  command.host_cases(probe, f"rdmaforge.{NAME}") if missing else [],
+                                  {"hosts": [], "pattern": args.limit})  # fmt: skip
         down = f"; unreachable: {', '.join(unreachable)}" if unreachable else ""
         if not session.quiet:
             print(f"testinfra suite on {len(hosts)} node(s){down}", file=session.out, flush=True)

@@ -398,13 +398,15 @@ BAD_INPUT_FACT = "rdmaforge_bad_input"
 
 def playbook_exit(outcome: execute.Outcome) -> ExitCode:
     """The exit code of a playbook run: unreachable 3, failed 2, Ansible could not run 1, input the playbook
-    refused (BAD_INPUT_FACT) 64, else 0."""
+    refused (BAD_INPUT_FACT) or an inventory without group 'cluster' (no_host_matched) 64, else 0."""
     if outcome.status == "canceled":
         return ExitCode.INTERRUPTED
+    if outcome.events.fact(BAD_INPUT_FACT) or no_host_matched(outcome):
+        # An inventory without group 'cluster' is bad input whichever command read it (render said 64; provision,
+        # through preflight's refusal, said 2, the others 1).
+        return ExitCode.BAD_INPUT
     if not outcome.ran:
         return ExitCode.ERROR
-    if outcome.events.fact(BAD_INPUT_FACT):
-        return ExitCode.BAD_INPUT
     code = for_hosts(failed_hosts(outcome.recaps), unreachable_hosts(outcome.recaps))
     return ExitCode.ERROR if code == ExitCode.OK and outcome.rc != 0 else code
 
@@ -474,7 +476,7 @@ def finish(
     # A run Ansible could not start (an inventory it cannot parse): why, as a refused run's document says it (the
     # JUnit case had it; recap.json and --json had empty hosts and problems: review round 29a).
     stopped = next((case.message for case in cases if case.name == RUN_CASE and case.outcome == "error"), None)
-    if code == ExitCode.ERROR and stopped and "error" not in summary:
+    if code in (ExitCode.ERROR, ExitCode.BAD_INPUT) and stopped and "error" not in summary:
         summary["error"] = stopped
     plain = json.loads(json.dumps(summary, default=str))  # JSON's types only (a Path as its text), then redacted
     document = json.dumps(secrets.redact_data(plain, redactor), indent=2) + "\n"

@@ -167,7 +167,7 @@ def test_reset_of_an_inventory_without_cluster_nodes_is_no_success(tmp_path: Pat
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": {"node1": {
         "ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_connection": "no-such-connection"}}}}}}))
     proc = rdmaforge(tmp_path, "reset", "-i", str(inventory), "--yes")
-    assert proc.returncode == ExitCode.ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "no host was run" in proc.stdout and "localhost" not in proc.stdout.split("PLAY RECAP", 1)[-1]
     assert MISSING_CLUSTER in proc.stdout, proc.stdout[-3000:]
 
@@ -176,10 +176,11 @@ def test_reset_of_an_inventory_without_cluster_nodes_is_no_success(tmp_path: Pat
 MISSING_CLUSTER = "no host was run: the inventory has no host in 'cluster', the group the playbook runs on"
 
 
-@pytest.mark.parametrize("argv", [["doctor"], ["rollback-nccl"], ["pairwise"]])
+@pytest.mark.parametrize("argv", [["doctor"], ["rollback-nccl"], ["pairwise"], ["bench"]])
 def test_a_command_on_an_inventory_without_group_cluster_names_the_group(tmp_path: Path, argv: list[str]) -> None:
     """Commands without preflight said only "no host was run" (exit 1) when the inventory put its nodes in another
-    group: the run's JUnit error case and its output name the missing group now."""
+    group: the run's JUnit error case and its output name the missing group now, and the exit is bad input (64), as
+    render's on the same inventory."""
     import xml.etree.ElementTree as ET
 
     inventory = tmp_path / "hosts.yml"
@@ -187,10 +188,35 @@ def test_a_command_on_an_inventory_without_group_cluster_names_the_group(tmp_pat
         "ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_connection": "no-such-connection"}}}}}}))
     report = tmp_path / "junit.xml"
     proc = rdmaforge(tmp_path, *argv, "-i", str(inventory), "--junit", str(report))
-    assert proc.returncode == ExitCode.ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert MISSING_CLUSTER in proc.stdout, proc.stdout[-3000:]
     messages = [e.get("message", "") for e in ET.parse(report).getroot().iter("error")]
     assert any(m.startswith(MISSING_CLUSTER) for m in messages), messages
+
+
+#: What preflight (provision) and render say of an inventory without group cluster.
+NO_CLUSTER_HOSTS = "the inventory has no hosts in group 'cluster'"
+
+
+@pytest.mark.parametrize("argv", [["provision"], ["verify"], ["render"]])
+def test_every_command_exits_bad_input_on_an_inventory_without_group_cluster(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """One inventory fault, one exit code (review: provision exited 2, 'a host failed', as preflight failed on
+    localhost; verify and doctor 1; render 64). --json carries the same code; nothing is connected to."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": {"node1": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_connection": "no-such-connection"}}}}}}))
+    if argv == ["render"]:  # no run directory of its own
+        proc = subprocess.run([sys.executable, "-m", "rdmaforge.cli", "render", "-i", str(inventory), "-o",
+                               str(tmp_path / "out")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    else:
+        proc = rdmaforge(tmp_path, *argv, "-i", str(inventory), "--json")
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
+    said = proc.stdout + proc.stderr
+    assert NO_CLUSTER_HOSTS in said or MISSING_CLUSTER in said, said[-3000:]
+    if argv != ["render"]:
+        assert json.loads(proc.stdout)["exit_code"] == ExitCode.BAD_INPUT
 
 
 def test_remove_node_refuses_an_empty_name_before_any_run(tmp_path: Path, inventory: Path) -> None:
