@@ -498,7 +498,7 @@ class _RunState:
                 "has ended: the output of more than one nccl-tests process or run is mixed in this run"
             )
         if run.split_problem is None:
-            run.split_problem = sweep_order_problem(run.rows, self.sweep)
+            run.split_problem = sweep_order_problem(run.rows, self.sweep, finished=self.footer_done)
         mismatch = average_mismatch(run)
         if mismatch is not None and run.split_problem is None:
             run.split_problem = mismatch
@@ -999,9 +999,12 @@ _DECLINE_ROWS = (False, 3, 1, (), (-1, -1, -1, -1, -1), (-1, -1, -1, -1, -1), 1.
 _RECORD_BYTES = _RECORD.size
 
 
-def sweep_order_problem(rows: RowStore, sweep: tuple[int, int, int, bool] | None) -> str | None:
+def sweep_order_problem(
+    rows: RowStore, sweep: tuple[int, int, int, bool] | None, finished: bool = True
+) -> str | None:
     """Why the sizes of ``rows`` (in arrival order) are not one sweep, or whole sweeps one after the other, of the
-    run's nThread line (``sweep``: minBytes, maxBytes, step, by factor); None when they are.
+    run's nThread line (``sweep``: minBytes, maxBytes, step, by factor); None when they are. ``finished``: the run
+    printed its footer, so its last sweep is whole too (a run cut short is incomplete for that reason instead).
 
     nccl-tests measures its sizes in increasing order from minBytes to maxBytes, and repeats the whole sweep for
     ``-N`` cycles, each datatype of ``-d all`` and each op of ``-o all``: each repetition starts again at minBytes
@@ -1010,7 +1013,7 @@ def sweep_order_problem(rows: RowStore, sweep: tuple[int, int, int, bool] | None
     an nThread line the first row's size stands for minBytes. Sizes are read from the packed rows in bulk (8 bytes
     of each record), so the check costs a few operations a row in C, not a Python loop over the rows."""
     low, high = (sweep[0], sweep[1]) if sweep is not None else (None, None)
-    previous = -1
+    previous, restarts = -1, 0
     for chunk in rows.record_chunks():
         count = len(chunk) // _RECORD_BYTES
         if not count:
@@ -1040,8 +1043,24 @@ def sweep_order_problem(rows: RowStore, sweep: tuple[int, int, int, bool] | None
                     f"starts again only at its first size ({low} bytes, minBytes), so the output of more than one "
                     "nccl-tests process or run is mixed in this run"
                 )
+            restarts += before > sizes[at]
         previous = sizes[-1]
-    return None
+    return whole_sweeps_problem(len(rows), restarts + 1, sweep) if finished and not rows.invalid_rows else None
+
+
+def whole_sweeps_problem(printed: int, sweeps: int, sweep: tuple[int, int, int, bool] | None) -> str | None:
+    """Why ``printed`` rows in ``sweeps`` sweeps (each a return to minBytes) are not whole sweeps of the nThread
+    line's sizes: a row at minBytes after a finished sweep, a second sweep cut short, passed the order check, and
+    its rate became the run's peak (review round 33b: one row turned a fail into a pass). Fewer rows than one sweep
+    are the incomplete run's own reason (Run._incomplete_reason)."""
+    expected = sweep_length(*sweep) if sweep is not None else None
+    if not expected or printed <= expected or printed == sweeps * expected:
+        return None
+    return (
+        f"the table holds {printed} rows in {sweeps} sweeps, and the nThread line announces {expected} message sizes "
+        "a sweep: a sweep started again and did not finish, so rows of another nccl-tests process or run are mixed "
+        "in this run"
+    )
 
 
 def repeated_size_problem(size: int) -> str:

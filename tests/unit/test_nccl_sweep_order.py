@@ -129,6 +129,40 @@ def test_repeated_sweeps_with_a_stray_row_in_the_second_are_incomplete(shared_di
     assert f"a row of {_size(table[1])} bytes follows one of {_size(table[3])} bytes" in run.status_reason
 
 
+def test_a_row_at_min_bytes_after_the_whole_sweep_is_incomplete(shared_dir, engine):
+    """Review round 33b: one row at minBytes after the last row (a second sweep that never went on) passed the order
+    check, and its busbw, higher than any other, became the run's peak: a fail became a pass."""
+    lines = _sendrecv_run(shared_dir)
+    rows = _row_indices(lines)
+    first = lines[rows[0]]
+    lines.insert(rows[-1] + 1, first.replace(first.split()[7], "99.99", 1))
+    (run,) = parse_text("\n".join(lines) + "\n")
+    assert run.status == "incomplete"
+    assert (f"the table holds {len(rows) + 1} rows in 2 sweeps, and the nThread line announces {len(rows)} message "
+            "sizes a sweep") in run.status_reason
+
+
+def test_a_whole_sweep_then_half_a_sweep_is_incomplete(shared_dir, engine):
+    lines = _sendrecv_run(shared_dir)
+    rows = _row_indices(lines)
+    table = [lines[i] for i in rows]
+    half = len(table) // 2
+    mixed = lines[: rows[0]] + table + table[:half] + lines[rows[-1] + 1 :]
+    (run,) = parse_text("\n".join(mixed) + "\n")
+    assert run.status == "incomplete"
+    assert f"the table holds {len(table) + half} rows in 2 sweeps" in run.status_reason
+
+
+def test_a_second_sweep_cut_short_without_a_footer_says_so(shared_dir, engine):
+    """A run that hung in its second cycle (-N 2) printed no footer: that is its reason, not mixed output."""
+    lines = _sendrecv_run(shared_dir)
+    rows = _row_indices(lines)
+    table = [lines[i] for i in rows]
+    (run,) = parse_text("\n".join(lines[: rows[0]] + table + table[:3]) + "\n")
+    assert run.status == "incomplete"
+    assert run.status_reason == f"no 'Avg bus bandwidth' line after {len(table) + 3} row(s) (hang or truncated log)"
+
+
 def _json_document() -> dict:
     return json.loads((DATA / "all_reduce.json").read_text())
 
@@ -175,3 +209,13 @@ def test_json_with_a_size_going_back_is_incomplete():
     (run,) = parse_json_output(json.dumps(document))
     assert run.status == "incomplete"
     assert f"a row of {back} bytes follows one of {last} bytes" in run.status_reason
+
+
+def test_json_with_a_row_at_min_bytes_after_the_sweep_is_incomplete():
+    document = _json_document()
+    results = document["results"]
+    expected = len(results)
+    results.append(dict(results[0]))
+    (run,) = parse_json_output(json.dumps(document))
+    assert run.status == "incomplete"
+    assert f"the table holds {expected + 1} rows in 2 sweeps" in run.status_reason
