@@ -759,6 +759,27 @@ def test_a_rerun_without_info_lines_does_not_borrow_the_earlier_runs_transport(
     assert component(failed, "transport")["status"] == "fail"  # the first run's fallback to sockets still counts
 
 
+def test_an_unnamed_rerun_that_failed_is_the_run_judged(tmp_path: Path, socket_log: Path) -> None:
+    """10 names its run only by the command line echoed before it (nccl-tests 2.10 prints no 'Collective test
+    starting'); the same job run again without that line crashed after 3 rows (review round 33b). The unnamed rerun
+    was dropped and the log passed on its first run; it is the last run of the log, and it failed."""
+    text = socket_log.read_text()
+    lines = [line for line in text.splitlines() if " NCCL INFO " not in line]
+    start = next(i for i, line in enumerate(lines) if "nThread" in line)
+    first_row = next(i for i, line in enumerate(lines) if i > start and line.strip()[:1].isdigit())
+    crash = "ip-10-0-139-244: Test NCCL failure common.cu:1279 'unhandled system error'"
+    rerun = [line for line in lines[start : first_row + 3] if "all_reduce_perf" not in line] + [crash]
+    log = tmp_path / "rerun.log"
+    log.write_text(text + "\n" + "\n".join(rerun) + "\n")
+    (tmp_path / "alone.log").write_text(text)
+    alone = render(make_run(tmp_path / "alone", "tcp", tmp_path / "alone.log", line_rate_gbps=SOCKET_LINE_RATE))
+    assert component(alone, "nccl-tests all_reduce")["status"] == "pass", alone["reasons"]
+    results = render(make_run(tmp_path / "run", "tcp", log, line_rate_gbps=SOCKET_LINE_RATE))
+    nccl = component(results, "nccl-tests all_reduce")
+    assert nccl["status"] == "fail" and results["verdict"] == "fail", nccl
+    assert "Test NCCL failure common.cu:1279" in str(nccl["reason"]), nccl
+
+
 def test_one_collectives_rdma_does_not_stand_for_another_log_without_evidence(tmp_path: Path, shared_dir: Path) -> None:
     """01 with its network renamed to NCCL's verbs transport (IB: as in the warning test above) for all_reduce, and 05
     (no NCCL INFO line) for alltoall: all_reduce's IB counted for alltoall, both judged RDMA."""
