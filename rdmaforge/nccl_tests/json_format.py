@@ -222,7 +222,8 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
         run.validated = validation == 1
     sweep = _sweep(config)
     run.expected_rows = sweep_length(*sweep) if sweep is not None else None
-    run.split_problem = sweep_order_problem(run.rows, sweep, finished=run.avg_busbw is not None) or average_mismatch(run)
+    finished = run.avg_busbw is not None  # its footer: a document cut short is incomplete for that
+    run.split_problem = sweep_order_problem(run.rows, sweep, finished=finished) or average_mismatch(run)
     return run
 
 
