@@ -170,8 +170,13 @@ def write(paths: LabPaths, nodes: list[NodeSpec], mirror: Mirror) -> Path:
             "rdmaforge_fabric": "erdma",
             "rdma_require_active_ports": False,
             "nccl_plugin_aiacc_outside_alibaba_cloud": True,
+            "pairwise_socket_rails": True,
         },
         comments={
+            "pairwise_socket_rails": (
+                "The lab has no RDMA path to test: pairwise sweeps measure its rails over TCP (iperf3), and the "
+                "results say that the RDMA path was not measured."
+            ),
             "nccl_plugin_aiacc_outside_alibaba_cloud": (
                 "The lab is not an Alibaba Cloud ECS instance: the AIACC plugin is installed and checked here, but "
                 "could not initialise (its licence check needs Alibaba Cloud). No lab node runs NCCL on a GPU."

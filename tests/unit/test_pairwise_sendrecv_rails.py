@@ -149,3 +149,25 @@ def test_a_plain_playbook_run_fails_a_sweep_the_cli_calls_incomplete(shared_dir:
     assert rc != 0 and "pairwise incomplete: " in out and "pairwise_line_rate_gbps" in out, out[-3000:]
     rc, out = sweep(tmp_path / "b", "tcp", output, pairwise_nics=["eth1"], pairwise_line_rate_gbps=100)
     assert rc == 0 and "pairwise incomplete" not in out, out[-3000:]
+
+
+def test_iperf3_on_an_rdma_fabric_is_refused_unless_tcp_is_asked_for(tmp_path: Path) -> None:
+    """Review round 33b: iperf3 (asked for, or auto on nodes without GPUs) measured an RoCE fabric's rails over TCP
+    and called the nodes healthy, exit 0, with no word that their RDMA path was never tested."""
+    rc, out = sweep(tmp_path / "a", "roce", pairwise_method="iperf3", pairwise_install_iperf3=False)
+    assert rc != 0
+    assert ("pairwise: fabric roce moves NCCL traffic over RDMA, but iperf3 (pairwise_method: iperf3) measures the "
+            "rails over TCP only and never tests their RDMA path (HCA, GIDs, PFC)") in out, out[-3000:]
+    assert "End iperf3 servers" not in out  # refused before anything on the nodes
+    # Asked for: measured, and the results say what was not (the method line lists the sweep's notes).
+    rc, out = sweep(tmp_path / "b", "roce", pairwise_method="iperf3", pairwise_install_iperf3=False,
+                    pairwise_socket_rails=True, pairwise_iperf_seconds=1, pairwise_timeout=5,
+                    pairwise_fail_on_suspects=False)  # fmt: skip
+    assert "never tests their RDMA path" not in out, out[-3000:]
+    assert ("RDMA path not measured: fabric roce moves NCCL traffic over RDMA, and iperf3 measured the rails over "
+            "TCP (pairwise_socket_rails: true)") in out, out[-3000:]
+    # On a TCP fabric iperf3 is the fabric's own transport: neither refused nor noted.
+    rc, out = sweep(tmp_path / "c", "tcp", pairwise_method="iperf3", pairwise_install_iperf3=False,
+                    pairwise_iperf_seconds=1, pairwise_timeout=5, pairwise_fail_on_suspects=False)  # fmt: skip
+    assert "never tests their RDMA path" not in out and "RDMA path not measured" not in out, out[-3000:]
+    assert "End iperf3 servers" in out, out[-3000:]
