@@ -414,19 +414,21 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.status = "not_judged"
                 component.reason = ("run ok but the log lists no '#  Rank' lines: how many ranks ran, and on which "
                                     "nodes, cannot be told")  # fmt: skip
+                entry["unattributed"] = component.reason
             elif (unknown := unknown_gpu_counts(run, last.ranks)) is not None:
                 component.status = "not_judged"
-                component.reason = f"run ok but {unknown}"
+                component.reason = entry["unattributed"] = f"run ok but {unknown}"
             elif (other := other_job(run, last.ranks)) is not None:
                 component.reason = f"run ok but {other}"
             elif (crossing := fabric_untested(run, last.ranks)) is not None:
                 component.status = "not_judged"
-                component.reason = crossing
+                component.reason = entry["unattributed"] = crossing
             elif (elsewhere := ranks_elsewhere(run, last.rank_hosts)) is not None:
                 component.status, component.reason = elsewhere[0], f"run ok but {elsewhere[1]}"
+                entry["unattributed"] = component.reason
             elif (unrecorded := no_gpu_record(run, last.ranks)) is not None:
                 component.status = "not_judged"
-                component.reason = f"run ok but {unrecorded}"
+                component.reason = entry["unattributed"] = f"run ok but {unrecorded}"
             elif here is None:
                 component.status, component.reason = "not_judged", against
             elif (implausible := implausible_busbw(last, here, name in PER_RANK_COLLECTIVES)) is not None:

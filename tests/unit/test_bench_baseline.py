@@ -6,6 +6,7 @@ The nccl-tests numbers are a real corpus log's (shared/corpus/nccl-tests/10_...s
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -277,6 +278,34 @@ def test_a_failed_collective_is_not_passed_by_its_baseline_line(run_dir: Path, m
     assert "within" not in str(compared["reason"]) and "nccl-tests all_reduce failed" in str(compared["reason"])
     line = next(x for x in (run_dir / "summary.md").read_text().splitlines() if "baseline nccl-tests all_reduce" in x)
     assert "pass" not in line and "within" not in line, line
+
+
+def test_a_table_not_known_to_be_this_clusters_is_not_compared_with_the_baseline(
+    run_dir: Path, made: Path, tmp_path: Path
+) -> None:
+    """Review round 33b: the baseline's own table on hosts run.json does not name (another job's, as far as can be
+    told) made the collective not judged, yet its baseline line passed, and with the baseline required the whole
+    verdict was pass, exit 0."""
+    log = run_dir / "nccl-all_reduce.log"
+    text = log.read_text()
+    hosts = sorted(set(re.findall(r"^#\s*Rank\s+\d+\s.*?\bon\s+(\S+)\s+device", text, flags=re.M)))
+    assert len(hosts) == 2
+    other = text.replace(hosts[0], "otherhost-a").replace(hosts[1], "otherhost-b")
+    moved = make_run(tmp_path / "other", "tcp", None, line_rate_gbps=SOCKET_LINE_RATE, gpus={"n1": 1, "n2": 1},
+                     required=["baseline"])  # fmt: skip
+    (moved / "nccl-all_reduce.log").write_text(other)
+    run = json.loads((moved / "run.json").read_text())
+    run["nccl"] = {"status": "ran", "collectives": ["all_reduce"]}
+    (moved / "run.json").write_text(json.dumps(run))
+    assert main(["report", str(moved), "--baseline", str(made)]) == 5
+    results = json.loads((moved / "results.json").read_text())
+    assert component(results, "nccl-tests all_reduce")["status"] == "not_judged"
+    compared = component(results, "baseline nccl-tests all_reduce")
+    assert compared["status"] == "not_judged", compared
+    assert "it is not compared with the baseline" in str(compared["reason"]), compared
+    assert "otherhost-a" in str(compared["reason"]) and results["verdict"] != "pass"
+    # The same table on the run's own nodes is compared (the baseline passes it), as before.
+    assert main(["report", str(run_dir), "--baseline", str(made)]) == 0
 
 
 @pytest.mark.parametrize(
