@@ -260,6 +260,19 @@ def exit_problem(run: Mapping[str, Any], name: str) -> str | None:
     return launch_problem((run.get("nccl_exit_codes") or {}).get(name), "benchmark_timeout")
 
 
+def exit_unrecorded(run: Mapping[str, Any], name: str) -> tuple[bool, str] | None:
+    """Why the launch of ``name`` is not known to have ended well, or None when run.json records its exit status:
+    (True, why) where run.json records exit codes but none for it (not judged), (False, note) where it records none at
+    all (a run.json from before they were recorded, or written by hand: judged, and the reason says so). A log that
+    ends well says nothing of a rank that failed after it (review round 33b)."""
+    codes = run.get("nccl_exit_codes")
+    if codes is None:
+        return False, "; its launch's exit status is not recorded (run.json has no nccl_exit_codes)"
+    if isinstance(codes, Mapping) and codes.get(name) is None:
+        return True, f"run ok but run.json records no exit status of its launch (nccl_exit_codes has none for {name})"
+    return None
+
+
 def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
     """Why a clean nccl-tests run says nothing about the fabric, or None when its traffic crossed it.
 
@@ -410,6 +423,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.reason = earlier_failure
             elif (exited := exit_problem(run, name)) is not None:
                 component.reason = f"run ok but {exited}"
+            elif (unrecorded_exit := exit_unrecorded(run, name)) is not None and unrecorded_exit[0]:
+                component.status, component.reason = "not_judged", unrecorded_exit[1]
             elif last.ranks is None:
                 component.status = "not_judged"
                 component.reason = ("run ok but the log lists no '#  Rank' lines: how many ranks ran, and on which "
@@ -442,8 +457,9 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.threshold = significant(threshold * here)
                 component.status = "pass" if peak >= threshold * here else "fail"
                 relation = "reaches" if component.status == "pass" else "is below"
+                exit_note = unrecorded_exit[1] if unrecorded_exit is not None else ""
                 component.reason = (f"peak busbw {peak} GB/s {relation} {percent(threshold)} of {against}"
-                                    f"{unvalidated(last.rows)}")  # fmt: skip
+                                    f"{unvalidated(last.rows)}{exit_note}")  # fmt: skip
             if earlier_note is not None and earlier_failure is None:
                 component.reason += f"; {earlier_note}"
         components.append(component)

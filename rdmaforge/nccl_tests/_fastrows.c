@@ -66,6 +66,18 @@ static inline int is_break(unsigned char c) {
     return c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || c == 0x1c || c == 0x1d || c == 0x1e || c == 0x85;
 }
 
+/* parser._LAUNCH_WORDS: one of them is in every line a launcher (mpirun, prterun, srun, slurmstepd) prints when a
+ * rank of its job failed; such a line goes back to Python (_on_other), which reads it. Only other text is looked at,
+ * not the rows or the NCCL lines, so the search costs nothing where the time goes. */
+static const char *const LAUNCH_WORDS[] = {"mpirun", "prterun", "Primary job", "srun: error", "CANCELLED"};
+
+static int launch_word(const unsigned char *s, Py_ssize_t n) {
+    for (size_t w = 0; w < sizeof(LAUNCH_WORDS) / sizeof(LAUNCH_WORDS[0]); w++) {
+        if (memmem(s, (size_t)n, LAUNCH_WORDS[w], strlen(LAUNCH_WORDS[w])) != NULL) return 1;
+    }
+    return 0;
+}
+
 static inline int starts(const unsigned char *s, Py_ssize_t n, const char *lit) {
     size_t k = strlen(lit);
     return (size_t)n >= k && memcmp(s, lit, k) == 0;
@@ -1022,8 +1034,9 @@ static int handle_line(Ctx *c, const Spec *spec, PyObject *messages, const unsig
         }
     }
     if (first == '#') return 1; /* a comment feed ignores */
-    /* other text (_on_other): only a command line naming a *_perf binary matters */
-    return li->perf ? 0 : 1;
+    /* other text (_on_other): only a command line naming a *_perf binary, or a launcher's failure line
+     * (parser._LAUNCH_WORDS), matters */
+    return li->perf || launch_word(s, n) ? 0 : 1;
 }
 
 static int finish_ctx(Ctx *c) {
@@ -1312,7 +1325,7 @@ PyMODINIT_FUNC PyInit__fastrows(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* accel.VERSION: the Python code uses an extension built from this very source only */
-    if (PyModule_AddIntConstant(m, "VERSION", 6) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 7) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -72,6 +72,18 @@ _TRACE = re.compile(r"^\s*\.\. .*Test failure\b")
 # the only source of the collective's name before 2.16.7.
 _COMMAND_HINT = re.compile(r"(?:^|[\s/=])([a-z][a-z0-9_]*?_perf)(?:_mpi)?(?=\s|$)")
 _ROW_START = re.compile(r"^\s*\d")
+#: What a launcher prints when a rank of its job failed (OpenMPI's mpirun, PRRTE's prterun, Slurm's srun and
+#: slurmstepd): the job failed whatever table it printed (review round 33b: such a log was `ok`, exit 0).
+_LAUNCH_FAILURE = re.compile(
+    r"\b(?:mpirun|prterun) (?:noticed that process rank|has exited due to process rank|detected that one or more "
+    r"processes exited with non-zero status)"
+    r"|\bPrimary job +terminated normally, but \d+ process(?:es)? returned"
+    r"|\bsrun: error: \S+: tasks? [0-9,\-\[\]]+: (?:Exited with exit code [1-9]|Segmentation fault|Killed|Aborted"
+    r"|Bus error|Terminated)"
+    r"|\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED AT\b"
+)
+#: A cheap look before _LAUNCH_FAILURE: one of these is in each line it matches.
+_LAUNCH_WORDS = ("mpirun", "prterun", "Primary job", "srun: error", "CANCELLED")
 #: A size or count: ASCII digits, 20 at most (a 64-bit number). A longer one is a size past what a row stores (an
 #: invalid row, like one beyond 64 bits), never handed to int(), which refuses more than 4300 digits (review 25b).
 MAX_DIGITS = 20
@@ -989,6 +1001,13 @@ class TextParser:
             state.info_version = version
 
     def _on_other(self, line: str) -> None:
+        if any(word in line for word in _LAUNCH_WORDS):
+            failure = _LAUNCH_FAILURE.search(line)
+            if failure is not None:
+                # The launch's, so the run it launched: the last one (a job aborted before any output is a run
+                # that failed, not no run).
+                add_unique(self._current_or_new().run.errors, line[failure.start() :].strip()[:300])
+                return
         hint = _COMMAND_HINT.search(line)
         if hint is not None:
             self._pending_collective = normalize_collective(hint.group(1))

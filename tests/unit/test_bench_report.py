@@ -218,6 +218,36 @@ def test_a_launch_that_exited_non_zero_fails_even_with_its_whole_table(tmp_path:
     assert why in str(nccl["reason"]), nccl
 
 
+def test_a_launch_whose_exit_status_is_unknown_is_named_so(tmp_path: Path, socket_log: Path) -> None:
+    """Review round 33b: a run.json without the launch's exit status passed with no word of it. With exit codes
+    recorded for other collectives but not this one it is not judged; a run.json with none at all (written before
+    they were recorded, or by hand) is judged on its table, and the reason says that the exit status is unknown."""
+    none_for_it = render(make_run(tmp_path / "other", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE,
+                                  nccl_exit_codes={"alltoall": 0}))  # fmt: skip
+    nccl = component(none_for_it, "nccl-tests all_reduce")
+    assert nccl["status"] == "not_judged" and none_for_it["verdict"] != "pass", nccl
+    assert nccl["reason"] == ("run ok but run.json records no exit status of its launch (nccl_exit_codes has none "
+                              "for all_reduce)")
+    unrecorded = render(make_run(tmp_path / "old", "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE))
+    nccl = component(unrecorded, "nccl-tests all_reduce")
+    assert nccl["status"] == "pass", nccl
+    assert str(nccl["reason"]).endswith("; its launch's exit status is not recorded (run.json has no nccl_exit_codes)")
+
+
+def test_an_aborted_launch_in_the_log_fails_the_collective_whatever_run_json_recorded(
+    tmp_path: Path, socket_log: Path
+) -> None:
+    """mpirun's own report of a rank that died after the table (OpenMPI's wording), in a run.json with no exit codes:
+    the log says the job failed."""
+    log = tmp_path / "aborted.log"
+    log.write_text(socket_log.read_text() + "-" * 74 + "\nmpirun noticed that process rank 1 with PID 4242 on node "
+                   "ip-10-0-142-242 exited on signal 11 (Segmentation fault).\n" + "-" * 74 + "\n")  # fmt: skip
+    results = render(make_run(tmp_path / "run", "tcp", log, line_rate_gbps=SOCKET_LINE_RATE))
+    nccl = component(results, "nccl-tests all_reduce")
+    assert nccl["status"] == "fail" and results["verdict"] == "fail", nccl
+    assert "mpirun noticed that process rank 1 with PID 4242" in str(nccl["reason"]), nccl
+
+
 def test_no_efficiency_threshold_is_not_judged_hence_incomplete(tmp_path: Path, socket_log: Path) -> None:
     results = render(make_run(tmp_path, "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE, min_efficiency=""))
     nccl = component(results, "nccl-tests all_reduce")
