@@ -20,7 +20,7 @@ import csv
 import json
 import math
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -41,7 +41,7 @@ from rdmaforge.bench.verdict import (
 )
 from rdmaforge.errors import install_hint
 from rdmaforge.hostnames import short_name
-from rdmaforge.nccl_tests import NOT_VALIDATED, Run, launch_problem, parse_file, verdict
+from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
 from rdmaforge.nccl_tests.transport import (
     OneNodeRuns,
     RunsWithoutInfoLines,
@@ -459,7 +459,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 relation = "reaches" if component.status == "pass" else "is below"
                 exit_note = unrecorded_exit[1] if unrecorded_exit is not None else ""
                 component.reason = (f"peak busbw {peak} GB/s {relation} {percent(threshold)} of {against}"
-                                    f"{unvalidated(last.rows)}{exit_note}")  # fmt: skip
+                                    f"{unvalidated(last)}{exit_note}")  # fmt: skip
             if earlier_note is not None and earlier_failure is None:
                 component.reason += f"; {earlier_note}"
         components.append(component)
@@ -658,13 +658,11 @@ def few_steps_note(runs: Mapping[str, Mapping[str, Any]]) -> str:
             "step; benchmark_e2e_steps sets them)")  # fmt: skip
 
 
-def unvalidated(rows: Iterable[Any]) -> str:
+def unvalidated(run: Run) -> str:
     """A note for a table whose data was not checked (nccl-tests -c 0, the benchmark's default as in seed 000: every
     #wrong prints N/A and no relative error is given), so "#wrong > 0 fails" could not apply; '' otherwise."""
-    halves = [h for row in rows for h in (row.out_of_place, row.in_place) if h is not None]
-    if not halves or any(h.wrong is not None or h.rel_error is not None for h in halves):
-        return ""
-    return f"; the data was {NOT_VALIDATED}"
+    unchecked = run.data_unchecked()
+    return f"; the data was {unchecked}" if unchecked is not None else ""
 
 
 def trained_off_the_gpus(run: Mapping[str, Any], single: Mapping[str, Any], multi: Mapping[str, Any]) -> str | None:

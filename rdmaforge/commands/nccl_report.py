@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from rdmaforge.nccl_tests import (
     FABRIC_PROFILES,
-    NOT_VALIDATED,
     Half,
     Run,
     Transport,
@@ -285,8 +284,9 @@ def write_run_text(index: int, item: Run, write: Callable[[str], None]) -> None:
     ]
     lines = [title, "  " + ", ".join(f for f in facts if f) if any(facts) else "  (no version information)"]
     lines.append(f"  status: {item.status}" + (f" - {item.status_reason}" if item.status_reason else ""))
-    if item.validated is False:
-        lines.append(f"  data: {NOT_VALIDATED}")
+    unchecked = item.data_unchecked()
+    if unchecked is not None:
+        lines.append(f"  data: {unchecked}")
     write("\n".join(lines) + "\n")
     if item.rows:
         write(

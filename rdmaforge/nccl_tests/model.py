@@ -69,6 +69,10 @@ class Row:
 
 #: What a report says of a run's data that nccl-tests did not check (``-c 0``).
 NOT_VALIDATED = "not validated (nccl-tests -c 0: #wrong is N/A, so wrong results were not counted)"
+#: ... and of a table with no count of wrong results although its nThread line says ``validation: 1`` (a log edited
+#: or spliced: nccl-tests -c 1 counts the out-of-place results).
+NO_WRONG_COUNTS = ("not validated (every #wrong is N/A although the nThread line says validation: 1: the table counts "
+                   "no wrong results)")
 
 
 @dataclass
@@ -121,6 +125,17 @@ class Run:
     @property
     def status(self) -> RunStatus:
         return self.status_and_reason()[0]
+
+    def data_unchecked(self) -> str | None:
+        """Why the run's results were not checked (NOT_VALIDATED, NO_WRONG_COUNTS), or None when its table counts
+        wrong results. The table decides, the nThread line only words it: review round 33b's log said validation: 1
+        with every #wrong N/A and was reported without a note. A checked table stops the scan at its first row."""
+        if self.validated is False:
+            return NOT_VALIDATED
+        halves = (h for row in self.rows for h in (row.out_of_place, row.in_place) if h is not None)
+        if any(h.wrong is not None or h.rel_error is not None for h in halves) or not self.rows:
+            return None
+        return NO_WRONG_COUNTS if self.validated else NOT_VALIDATED
 
     @property
     def status_reason(self) -> str | None:

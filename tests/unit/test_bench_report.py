@@ -649,10 +649,10 @@ def test_a_table_of_unvalidated_data_says_so(shared_dir: Path) -> None:
 
     c0 = corpus_log(shared_dir, "22_alltoall_v2.0-2.9_a100_8gpu_c0_NA_blank-redop_SANITIZED.txt").read_text()
     assert "validation: 0" in c0
-    assert "not validated (nccl-tests -c 0" in unvalidated(parse(c0).runs[-1].rows)
+    assert "not validated (nccl-tests -c 0" in unvalidated(parse(c0).runs[-1])
     checked = corpus_log(shared_dir, LOG_05).read_text()
     assert "validation: 1" in checked
-    assert unvalidated(next(r for r in parse(checked).runs if r.collective == "sendrecv").rows) == ""
+    assert unvalidated(next(r for r in parse(checked).runs if r.collective == "sendrecv")) == ""
 
 
 def test_a_log_that_is_a_pipe_is_not_read(tmp_path: Path, socket_log: Path) -> None:

@@ -293,6 +293,33 @@ def test_a_run_started_with_c_0_says_its_data_was_not_validated(capsys: pytest.C
     assert [run["validated"] for run in json.loads(capsys.readouterr().out)["runs"]] == [True]
 
 
+@needs_corpus
+def test_a_table_without_wrong_counts_is_not_validated_whatever_its_nthread_line_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review round 33b: 05's first run with every out-of-place #wrong printed N/A, its nThread line still saying
+    validation: 1, was reported with no note: the table counted nothing, so nothing says its data was checked."""
+    text = (CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text()
+    first = text[: text.index("# Collective test concluded: alltoall_perf")]
+    assert "validation: 1" in first
+    rows = [line for line in first.splitlines() if line.strip()[:1].isdigit()]
+    blanked = first
+    for row in rows:
+        fields = row.split()
+        assert fields[8] == "0" and fields[-1] == "N/A"  # out-of-place #wrong counted, in-place N/A (alltoall)
+        blanked = blanked.replace(row, row.replace(f" {fields[7]}       0 ", f" {fields[7]}     N/A ", 1))
+    assert blanked.count("N/A") == 2 * len(rows)
+    log = tmp_path / "no-counts.log"
+    log.write_text(blanked)
+    assert main(["nccl-report", str(log)]) == ExitCode.OK
+    out = capsys.readouterr().out
+    assert ("  data: not validated (every #wrong is N/A although the nThread line says validation: 1: the table "
+            "counts no wrong results)") in out, out[:800]
+    log.write_text(first)  # untouched: counted, so no note
+    main(["nccl-report", str(log)])
+    assert "not validated" not in capsys.readouterr().out
+
+
 def test_a_json_run_started_with_c_0_says_its_data_was_not_validated(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
