@@ -1102,6 +1102,21 @@ def test_cli_validate_options_never_pass_silently(tmp_path: Path, capsys: pytest
     captured = capsys.readouterr()
     assert "valid " not in captured.out and "wrote" in captured.out
     assert "not judged: no Kubernetes manifest" in captured.err and "nothing validated" in captured.err
+    # With a manifest among them the others are named as not validated, file by file (review round 33b: only the
+    # manifest's 'valid' line was printed, read as covering every file written).
+    mixed = tmp_path / "mixed"
+    assert main(["render", "-i", str(inventory), "-o", str(mixed), "--kind", "docker", "--kind", "mpijob",
+                 "--validate"]) == 0  # fmt: skip
+    out_lines = capsys.readouterr().out.splitlines()
+    written = sorted(str(p.relative_to(mixed)) for p in mixed.rglob("*") if p.is_file())
+    manifests = [name for name in written if name.endswith(".yaml")]
+    others = [name for name in written if not name.endswith(".yaml")]
+    assert manifests and others, written
+    for name in manifests:
+        assert any(line.startswith(f"valid   {name}: ") for line in out_lines), out_lines
+    for name in others:
+        assert (f"not validated {name}: not a Kubernetes manifest (--validate checks manifests only)"
+                in out_lines), out_lines
 
 
 @pytest.mark.parametrize(("blocker", "is_dir"), [("mpijob", False), ("pytorchjob/rdmaforge-train.yaml", True)])
