@@ -82,7 +82,7 @@ def bench_exit(outcome: execute.Outcome, verdict: str | None) -> ExitCode:
     baseline the role refused before measuring anything is bad input (64). A clean play without a verdict (none
     published: `--tags` that ran none of the role's tasks) judged nothing: incomplete (5), never success."""
     base = command.playbook_exit(outcome)
-    if base in (ExitCode.UNREACHABLE, ExitCode.INTERRUPTED, ExitCode.ERROR):
+    if base in (ExitCode.UNREACHABLE, ExitCode.INTERRUPTED, ExitCode.ERROR, ExitCode.BAD_INPUT):
         return base
     if outcome.events.fact(BASELINE_PROBLEM_FACT):
         return ExitCode.BAD_INPUT

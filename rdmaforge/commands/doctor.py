@@ -133,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     unread = {host: why for host, why in unread.items() if host not in failed}
     diagnosis = doctor.diagnose(nodes, unreachable, failed, args.max_clock_offset, unread)
     code = diagnosis.exit_code if outcome.status != "canceled" else ExitCode.INTERRUPTED
+    if command.playbook_exit(outcome) == ExitCode.BAD_INPUT:  # the inventory's problem, not a node's (64)
+        code = ExitCode.BAD_INPUT
     # Every failure came from a check on the controller (the role's argument spec, a fail on the inventory) before
     # any task went to a node: no node was asked, so "no node answered" and "0 unreachable" would mislead.
     stopped = bool(failed) and not outcome.events.contacted

@@ -75,7 +75,7 @@ def is_plan_refusal(problem: HostProblem) -> bool:
 def pairwise_exit(outcome: execute.Outcome, results: dict[str, Any] | None) -> ExitCode:
     """Unreachable (3), a refused plan (64) and other host failures (2) outrank the verdict; then suspects (7)."""
     base = command.playbook_exit(outcome)
-    if base in (ExitCode.UNREACHABLE, ExitCode.INTERRUPTED, ExitCode.ERROR):
+    if base in (ExitCode.UNREACHABLE, ExitCode.INTERRUPTED, ExitCode.ERROR, ExitCode.BAD_INPUT):
         return base
     excused = {p.host: 0 for p in outcome.events.problems}
     for problem in outcome.events.problems:

@@ -74,7 +74,8 @@ def test_a_bad_fabric_is_refused_before_any_node_is_reached(
     run = run_against(tmp_path, [name, *COMMANDS[name]], {"rdmaforge_fabric": "ethernet"})
     out = capsys.readouterr().out
     assert not run.reached, f"{name} reached for a node"
-    assert run.code == ExitCode.HOST_FAILED, out  # an inventory problem: README's exit code table
+    # An inventory problem is bad input (64), as render says it: 2 read as a node that failed (review round 33a).
+    assert run.code == ExitCode.BAD_INPUT, out
     assert "node1" in out and "rdmaforge_fabric" in out and "ethernet" in out, out
     assert not [line for line in out.splitlines() if line.startswith("node") and "UNREACHABLE" in line.upper()], out
     # node2's inventory is fine, but it did not run either: failed, never 'ok' (review round 18: the check play's
@@ -88,7 +89,7 @@ def test_a_node_name_that_is_no_host_name_is_named_not_reported_unreachable(
 ) -> None:
     run = run_against(tmp_path, ["verify"], {"rdmaforge_fabric": "erdma"}, rename="node_1!")
     out = capsys.readouterr().out
-    assert not run.reached and run.code == ExitCode.HOST_FAILED, out
+    assert not run.reached and run.code == ExitCode.BAD_INPUT, out
     assert "node_1!" in out and "unreachable: node_1!" not in out, out
 
 

@@ -21,8 +21,8 @@ from rdmaforge.runner.exit_codes import ExitCode
 @pytest.mark.parametrize("name", ["bench", "pairwise"])
 def test_a_bad_inventory_is_named_before_any_connection(tmp_path: Path, name: str) -> None:
     """The nodes are loopback addresses at a closed port (9): a task that connects would find them unreachable.
-    The run stops on the controller's inventory check instead, with preflight's refusal (each node failed, exit 2,
-    as `rdmaforge provision` and `rdmaforge doctor` give it)."""
+    The run stops on the controller's inventory check instead, with preflight's refusal (each node failed, exit 64,
+    bad input, as `rdmaforge provision` and `rdmaforge doctor` give it)."""
     hosts = {f"node{i}": {"ansible_host": f"127.0.0.{i}", "ansible_port": 9} for i in (1, 2)}
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"vars": {"rdmaforge_fabric": "ethernet"},
@@ -32,7 +32,7 @@ def test_a_bad_inventory_is_named_before_any_connection(tmp_path: Path, name: st
     proc = subprocess.run([sys.executable, "-m", "rdmaforge.cli", name, "-i", str(inventory), "--runs-dir", str(runs)],
                           cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     output = proc.stdout + proc.stderr
-    assert proc.returncode == ExitCode.HOST_FAILED, output[-4000:]
+    assert proc.returncode == ExitCode.BAD_INPUT, output[-4000:]
     for host in hosts:
         assert f"{host}: rdmaforge_fabric='ethernet'" in output, output[-4000:]  # preflight's line for the host
     assert "UNREACHABLE" not in output and "Connection refused" not in output, output[-4000:]

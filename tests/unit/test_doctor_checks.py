@@ -639,7 +639,7 @@ def test_doctor_checks_the_inventory_as_preflight_does_before_any_connection(
     runs = tmp_path / "runs"
     proc = subprocess.run([sys.executable, "-m", "rdmaforge.cli", "doctor", "-i", str(inventory), "--runs-dir",
                            str(runs)], capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]  # the inventory's
     assert says in proc.stdout, proc.stdout[-3000:]
     (run_dir,) = runs.iterdir()
     recap = json.loads((run_dir / "recap.json").read_text())

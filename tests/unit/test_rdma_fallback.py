@@ -146,7 +146,7 @@ def test_provision_stops_before_any_node_is_reached(tmp_path: Path) -> None:
         [sys.executable, "-m", "rdmaforge.cli", "provision", "-i", str(inventory), "--runs-dir", str(runs)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
-    assert proc.returncode == ExitCode.HOST_FAILED, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]  # the inventory's
     for node in nodes:
         assert f"{node}: nccl_env_overrides (rdmaforge_fabric=infiniband, nccl_plugin_provider=none): " in proc.stdout
     (run_dir,) = runs.iterdir()
