@@ -189,11 +189,11 @@ def compare_collective(name: str, base: Mapping[str, Any], entry: Mapping[str, A
     if status == "fail":
         return Component(component_name, "baseline", "not_judged",
                          f"nccl-tests {name} failed: its table is not compared with the baseline")
-    unattributed = (entry or {}).get("unattributed")
-    if unattributed:  # whose job the table is, or over what, is not known: within the baseline says nothing
+    not_comparable = (entry or {}).get("not_comparable")
+    if not_comparable:  # whose job the table is, over what, or how its launch ended is not known
         return Component(component_name, "baseline", "not_judged",
-                         f"nccl-tests {name} is not this run's nodes' table as far as can be told ({unattributed}): "
-                         "it is not compared with the baseline")  # fmt: skip
+                         f"nccl-tests {name} is not judged as this run's measurement ({not_comparable}): its table "
+                         "is not compared with the baseline")  # fmt: skip
     regressed, compared, lacking, latency_bound = [], 0, [], 0
     peak = max((value for value in base["busbw_gbs"].values() if value), default=0.0)
     for size, previous in sorted(base["busbw_gbs"].items(), key=lambda item: int(item[0])):

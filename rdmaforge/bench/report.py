@@ -424,26 +424,27 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             elif (exited := exit_problem(run, name)) is not None:
                 component.reason = f"run ok but {exited}"
             elif (unrecorded_exit := exit_unrecorded(run, name)) is not None and unrecorded_exit[0]:
-                component.status, component.reason = "not_judged", unrecorded_exit[1]
+                component.status = "not_judged"
+                component.reason = entry["not_comparable"] = unrecorded_exit[1]
             elif last.ranks is None:
                 component.status = "not_judged"
                 component.reason = ("run ok but the log lists no '#  Rank' lines: how many ranks ran, and on which "
                                     "nodes, cannot be told")  # fmt: skip
-                entry["unattributed"] = component.reason
+                entry["not_comparable"] = component.reason
             elif (unknown := unknown_gpu_counts(run, last.ranks)) is not None:
                 component.status = "not_judged"
-                component.reason = entry["unattributed"] = f"run ok but {unknown}"
+                component.reason = entry["not_comparable"] = f"run ok but {unknown}"
             elif (other := other_job(run, last.ranks)) is not None:
                 component.reason = f"run ok but {other}"
             elif (crossing := fabric_untested(run, last.ranks)) is not None:
                 component.status = "not_judged"
-                component.reason = entry["unattributed"] = crossing
+                component.reason = entry["not_comparable"] = crossing
             elif (elsewhere := ranks_elsewhere(run, last.rank_hosts)) is not None:
                 component.status, component.reason = elsewhere[0], f"run ok but {elsewhere[1]}"
-                entry["unattributed"] = component.reason
+                entry["not_comparable"] = component.reason
             elif (unrecorded := no_gpu_record(run, last.ranks)) is not None:
                 component.status = "not_judged"
-                component.reason = entry["unattributed"] = f"run ok but {unrecorded}"
+                component.reason = entry["not_comparable"] = f"run ok but {unrecorded}"
             elif here is None:
                 component.status, component.reason = "not_judged", against
             elif (implausible := implausible_busbw(last, here, name in PER_RANK_COLLECTIVES)) is not None:

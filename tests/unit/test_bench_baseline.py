@@ -302,8 +302,15 @@ def test_a_table_not_known_to_be_this_clusters_is_not_compared_with_the_baseline
     assert component(results, "nccl-tests all_reduce")["status"] == "not_judged"
     compared = component(results, "baseline nccl-tests all_reduce")
     assert compared["status"] == "not_judged", compared
-    assert "it is not compared with the baseline" in str(compared["reason"]), compared
+    assert "its table is not compared with the baseline" in str(compared["reason"]), compared
     assert "otherhost-a" in str(compared["reason"]) and results["verdict"] != "pass"
+    # Nor a table whose launch's exit status run.json does not record (it records other collectives').
+    run_json = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run_json, "nccl_exit_codes": {"alltoall": 0}}))
+    assert main(["report", str(run_dir), "--baseline", str(made)]) == 5
+    compared = component(json.loads((run_dir / "results.json").read_text()), "baseline nccl-tests all_reduce")
+    assert compared["status"] == "not_judged" and "records no exit status" in str(compared["reason"]), compared
+    (run_dir / "run.json").write_text(json.dumps(run_json))
     # The same table on the run's own nodes is compared (the baseline passes it), as before.
     assert main(["report", str(run_dir), "--baseline", str(made)]) == 0
 
