@@ -7,6 +7,7 @@ kept twice in git):
   callbacks), assembled by rdmaforge/collection.py; Ansible finds it on sys.path.
 - ``rdmaforge/data/ansible.cfg``: the checkout's ansible.cfg.
 - ``rdmaforge/data/verify/tests/infra/``: ``rdmaforge verify``'s testinfra suite.
+- ``rdmaforge/data/inventories/example/``: the example inventory a user copies (paths.EXAMPLE_INVENTORY).
 
 (``rdmaforge/data/*.txt`` is ordinary package data, see pyproject.toml.) rdmaforge/collection.py is loaded by
 its path: it is standard library only, and nothing is installed while the wheel is being built.
@@ -51,3 +52,7 @@ class BuildPy(_build_py):  # type: ignore[misc]
         if suite.exists():
             shutil.rmtree(suite)
         shutil.copytree(ROOT / "tests" / "infra", suite, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        example = data / "inventories" / "example"
+        if example.exists():
+            shutil.rmtree(example)
+        shutil.copytree(ROOT / "inventories" / "example", example)

@@ -2242,7 +2242,7 @@ def argspec_problems(
 
     def owner(name: str | None) -> tuple[str, str]:
         found = (owners or {}).get(name, role) if name else role
-        return found, f"roles/{found}/meta/argument_specs.yml"
+        return found, paths.as_installed(f"roles/{found}/meta/argument_specs.yml")
 
     # Ansible reports a list element's conversion error twice: alone, then inside "Elements value for option
     # ...". The one that names the option is enough.

@@ -17,6 +17,7 @@ Two layouts, told apart by where this file is:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -51,6 +52,9 @@ ANSIBLE_CFG = CHECKOUT / "ansible.cfg" if CHECKOUT is not None else DATA_DIR / "
 #: The directory holding tests/infra, ``rdmaforge verify``'s suite (imported as tests.infra.*).
 VERIFY_ROOT = CHECKOUT if CHECKOUT is not None else DATA_DIR / "verify"
 
+#: The example inventory to copy (inventories/example in a checkout; package data where the wheel is installed).
+EXAMPLE_INVENTORY = (CHECKOUT if CHECKOUT is not None else DATA_DIR) / "inventories" / "example"
+
 #: Where runs keep their artifacts (artifacts/), the fact cache (.cache/) and the lab's inventory.
 #: Made absolute here: Ansible runs from other directories (a playbook's), where a relative one would lead elsewhere.
 WORKSPACE = Path(os.path.abspath(os.environ.get("RDMAFORGE_WORKSPACE") or CHECKOUT or Path.cwd()))
@@ -70,6 +74,35 @@ CONTROLLER_CACHE = Path(os.path.abspath(os.environ.get("RDMAFORGE_CONTROLLER_CAC
 def playbook(name: str) -> Path:
     """Path of a playbook shipped with the project, e.g. ``playbook("site.yml")``."""
     return PLAYBOOKS_DIR / name
+
+
+#: A checkout's paths that messages and help name, and what a wheel user reaches instead (as_installed).
+_CHECKOUT_PATH = re.compile(
+    r"\bplaybooks/(?P<playbook>\w+\.yml)\b"
+    r"|\broles/(?P<role>\w+)/(?:defaults/main|meta/argument_specs)\.yml\b"
+    r"|\binventories/example/hosts\.yml\b"
+    r"|\btests/infra\b"
+)
+
+
+def as_installed(text: str) -> str:
+    """``text`` with each path of a checkout named as this installation reaches it: as it stands in a checkout;
+    where the wheel is installed (no playbooks/, roles/, inventories/ or tests/ beside the user), the collection's
+    playbook, ``ansible-doc -t role`` for a role's variables, and the package data's example inventory and verify
+    suite (review round 33a: help and messages sent wheel users to files they do not have)."""
+    if CHECKOUT is not None:
+        return text
+
+    def installed(found: re.Match[str]) -> str:
+        if found.group("playbook"):
+            return playbook_to_run(found.group("playbook"))
+        if found.group("role"):
+            return f"ansible-doc -t role rdmaforge.cluster.{found.group('role')}"
+        if found.group(0).startswith("inventories/"):
+            return str(EXAMPLE_INVENTORY / "hosts.yml")
+        return str(VERIFY_ROOT / "tests" / "infra")
+
+    return _CHECKOUT_PATH.sub(installed, text)
 
 
 def playbook_to_run(name: str) -> str:

@@ -36,7 +36,7 @@ import yaml
 from rdmaforge.errors import missing_path, non_empty, output_path
 from rdmaforge.inventory_checks import misspelled_variable_problems, variable_names
 from rdmaforge.inventory_files import yaml_problems
-from rdmaforge.paths import PROJECT_ROOT, ROLES_DIR, playbook_to_run
+from rdmaforge.paths import PROJECT_ROOT, ROLES_DIR, as_installed, playbook_to_run
 from rdmaforge.plain_data import spec_bool, whole_number
 from rdmaforge.runner import inventory_list
 from rdmaforge.runner.exit_codes import ExitCode, epilog
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "render",
         help="write docker/systemd, ACS, MPIJob and PyTorchJob files for the inventory's cluster",
-        description=help_text(__doc__),
+        description=as_installed(help_text(__doc__)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=epilog(ExitCode.INCOMPLETE, meanings={
             ExitCode.OK: "written (and valid, with --validate)",
@@ -110,8 +110,8 @@ def read_inventory(inventory: str, group: str) -> dict[str, dict[str, Any]]:
     collect(group, set())
     if not hosts:
         raise InventoryError(
-            f"the inventory has no hosts in group {group!r}; allowed: an inventory that lists every node under "
-            f"all.children.{group}.hosts (see inventories/example/hosts.yml), or --group NAME"
+            as_installed(f"the inventory has no hosts in group {group!r}; allowed: an inventory that lists every node "
+                         f"under all.children.{group}.hosts (see inventories/example/hosts.yml), or --group NAME")
         )
     return {host: dict(hostvars.get(host) or {}) for host in hosts}
 

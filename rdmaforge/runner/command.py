@@ -29,8 +29,8 @@ from typing import Any, TextIO
 
 from rdmaforge import paths, terminal
 from rdmaforge.errors import CannotRun, UserError, host_pattern, inventory_path, missing_path, output_path
+from rdmaforge.paths import as_installed
 from rdmaforge.paths import playbook as playbook_path
-from rdmaforge.paths import playbook_to_run
 from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets, vault
 from rdmaforge.runner.events import HostProblem
 from rdmaforge.runner.exit_codes import HOST_CODES, ExitCode, describe, epilog, for_hosts
@@ -50,9 +50,9 @@ def add_parser(subparsers: Any, name: str, help: str, description: str, codes: S
 
 
 def as_run(text: str) -> str:
-    """``text`` with each playbooks/NAME.yml named as the user runs it: that path in a checkout, the collection's
-    rdmaforge.cluster.NAME where the wheel is installed (no playbooks/ directory there)."""
-    return re.sub(r"\bplaybooks/(\w+\.yml)\b", lambda found: playbook_to_run(found.group(1)), text)
+    """``text`` with each path of a checkout named as this installation reaches it (paths.as_installed): a
+    playbooks/NAME.yml is the collection's rdmaforge.cluster.NAME where the wheel is installed."""
+    return as_installed(text)
 
 
 def positive_int(text: str) -> int:
@@ -360,8 +360,8 @@ def no_host_matched(outcome: execute.Outcome) -> str:
     # so) or groups the plays make as they run (hugepages_reboot_queue).
     if "cluster" not in {name.strip() for name in _UNMATCHED.findall(text)}:
         return ""
-    return ("no host was run: the inventory has no host in 'cluster', the group the playbook runs on; put the nodes "
-            "under it (inventories/example/hosts.yml: all.children.cluster)")
+    return as_installed("no host was run: the inventory has no host in 'cluster', the group the playbook runs on; put "
+                        "the nodes under it (inventories/example/hosts.yml: all.children.cluster)")
 
 
 #: ansible_output_tail when Ansible wrote nothing.

@@ -12,6 +12,7 @@ dependencies 25 s): not marked slow."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -175,3 +176,36 @@ def test_messages_name_the_playbooks_as_an_installed_user_runs_them(wheel_venv: 
     proc = run([str(bindir / "rdmaforge"), "summary"], tmp_path, env)
     assert proc.returncode == 64, proc.stderr
     assert "ansible-playbook rdmaforge.cluster.summary" in proc.stderr and "playbooks/" not in proc.stderr
+
+
+def test_the_example_inventory_ships_and_messages_name_what_a_wheel_user_has(
+    wheel_venv: WheelVenv, tmp_path: Path
+) -> None:
+    """Review round 33a: the wheel had no example inventory, and help and messages named checkout paths
+    (inventories/example/hosts.yml, roles/NAME/defaults/main.yml, tests/infra) that a wheel user does not have."""
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    proc = run([str(bindir / "python"), "-c", "import rdmaforge.paths as p; print(p.EXAMPLE_INVENTORY)"], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    shipped = Path(proc.stdout.strip())
+    assert shipped.is_relative_to(bindir.parent.resolve()), shipped
+    source = PROJECT_ROOT / "inventories" / "example"
+    files = sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
+    assert files and sorted(p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file()) == files
+    assert all((shipped / f).read_bytes() == (source / f).read_bytes() for f in files)
+    # A copy of it renders (the README's first step from the wheel).
+    shutil.copytree(shipped, tmp_path / "mycluster")
+    proc = run([str(bindir / "rdmaforge"), "render", "-i", "mycluster/hosts.yml", "-o", "out"], tmp_path, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Its own help and messages name what is installed.
+    # (the installed suite is .../rdmaforge/data/verify/tests/infra, and help wraps its path anywhere)
+    checkout_paths = ("inventories/example", "roles/", "playbooks/")
+    for argv in (["render", "--help"], ["verify", "--help"], ["--help"],
+                 ["render", "-i", "mycluster/hosts.yml", "-o", "out2", "--group", "nope"]):  # fmt: skip
+        proc = run([str(bindir / "rdmaforge"), *argv], tmp_path, env)
+        said = proc.stdout + proc.stderr
+        outside = said.replace(str(shipped), "")  # the installed example inventory's path
+        assert not [p for p in checkout_paths if p in outside], (argv, said[-3000:])
+        assert not re.search(r"(?<!verify/)tests/infra", said), (argv, said[-3000:])
+    assert f"(see {shipped / 'hosts.yml'})" in said, said
+    proc = run([str(bindir / "rdmaforge"), "render", "--help"], tmp_path, env)
+    assert "ansible-doc -t role rdmaforge.cluster.workload_manifests" in proc.stdout, proc.stdout
