@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rdmaforge.bench import environment
-from rdmaforge.bench.e2e import parse_output
-from rdmaforge.bench.line_rate import node_line_rate
-from rdmaforge.bench.verdict import optional_float
-from rdmaforge.inventory_checks import e2e_count_problems
-from rdmaforge.inventory_checks import threshold_problems as _threshold_problems
-from rdmaforge.nccl_tests.sizes import nccl_tests_size
-from rdmaforge.node_facts import known_gpu_count
+try:
+    from rdmaforge.bench import environment
+    from rdmaforge.bench.e2e import parse_output
+    from rdmaforge.bench.line_rate import node_line_rate
+    from rdmaforge.bench.verdict import optional_float
+    from rdmaforge.inventory_checks import e2e_count_problems
+    from rdmaforge.inventory_checks import threshold_problems as _threshold_problems
+    from rdmaforge.nccl_tests.sizes import nccl_tests_size
+    from rdmaforge.node_facts import known_gpu_count
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 def _gpu_count(host: str, hostvars: Mapping[str, Mapping[str, Any]]) -> int | None:
@@ -130,6 +134,12 @@ def threshold_problems(values: Mapping[str, Any], host: str) -> list[str]:
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {
             "rdmaforge_nodes_without_gpus": nodes_without_gpus,
             "rdmaforge_nodes_gpu_unknown": nodes_gpu_unknown,

@@ -7,7 +7,11 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from rdmaforge import nccl_build
+try:
+    from rdmaforge import nccl_build
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 def nvcc_gencode(archs: list[str], supported: list[str], host: str = "", cuda: str = "") -> str:
@@ -26,6 +30,12 @@ def nccl_version_code(version: str) -> int:
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {
             "rdmaforge_nvcc_version": nccl_build.parse_nvcc_version,
             "rdmaforge_nvcc_gencode": nvcc_gencode,

@@ -8,8 +8,12 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from rdmaforge.converge import digest, ledger, targets
-from rdmaforge.paths import RESOURCES
+try:
+    from rdmaforge.converge import digest, ledger, targets
+    from rdmaforge.paths import RESOURCES
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 def running_collection(plugin_file: str = __file__) -> Path:
@@ -100,6 +104,12 @@ def converge_skip_groups(cluster_plays_skip_in_sync: bool) -> list[str]:
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {
             "rdmaforge_converge_cluster_changes": converge_cluster_changes,
             "rdmaforge_converge_digests": converge_digests,

@@ -9,8 +9,12 @@ from typing import Any
 
 from ansible.utils.display import Display
 
-from rdmaforge import batch_size, mpi_hosts, network_retry, paths, ssh_mesh
-from rdmaforge.parsers import gpg, nccl_env, nccl_net_api, packages
+try:
+    from rdmaforge import batch_size, mpi_hosts, network_retry, paths, ssh_mesh
+    from rdmaforge.parsers import gpg, nccl_env, nccl_net_api, packages
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 def batch_size_problem(value: object, variable: str) -> str:
@@ -89,6 +93,12 @@ def package_path(relative: str) -> str:
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {
             "rdmaforge_gpg_fingerprints": gpg.fingerprints,
             "rdmaforge_gpg_armor": gpg.armor,

@@ -7,7 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rdmaforge import fabrics
+try:
+    from rdmaforge import fabrics
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 def fabric_profiles(fact: str) -> dict[str, Any]:
@@ -23,4 +27,10 @@ def default_net_plugin(fabric: Any) -> str:
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {"rdmaforge_fabric_profiles": fabric_profiles, "rdmaforge_default_net_plugin": default_net_plugin}

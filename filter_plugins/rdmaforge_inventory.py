@@ -7,8 +7,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import inventory_checks as checks
-from rdmaforge import inventory_files, role_defaults
+try:
+    from rdmaforge import inventory_checks as checks
+    from rdmaforge import inventory_files, role_defaults
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 def role_argument_specs(roles_dir: str) -> dict[str, dict[str, Any]]:
@@ -154,6 +158,12 @@ def free_space_problems(df_output: str, host: str, needs: Mapping[str, object], 
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {
             "rdmaforge_free_space_problems": free_space_problems,
             "rdmaforge_role_argument_specs": role_argument_specs,

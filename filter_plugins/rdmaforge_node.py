@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rdmaforge import cluster_summary, node_facts
-from rdmaforge.parsers import gpu_topology
+try:
+    from rdmaforge import cluster_summary, node_facts
+    from rdmaforge.parsers import gpu_topology
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 def rail_outliers(hosts: list[str], hostvars: Mapping[str, Any]) -> dict[str, Any]:
@@ -19,6 +23,12 @@ def rail_outliers(hosts: list[str], hostvars: Mapping[str, Any]) -> dict[str, An
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {
             "rdmaforge_node_fact": node_facts.node_fact,
             "rdmaforge_known_gpu_count": node_facts.known_gpu_count,

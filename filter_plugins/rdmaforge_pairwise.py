@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rdmaforge.pairwise import plan as pairwise_plan_module
-from rdmaforge.pairwise import sendrecv
-from rdmaforge.pairwise.report import thresholds_from
+try:
+    from rdmaforge.pairwise import plan as pairwise_plan_module
+    from rdmaforge.pairwise import sendrecv
+    from rdmaforge.pairwise.report import thresholds_from
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 def pairwise_plan(
@@ -69,6 +73,12 @@ def pairwise_threshold_problem(thresholds: Mapping[str, Any]) -> str:
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {
             "rdmaforge_pairwise_plan": pairwise_plan,
             "rdmaforge_pairwise_jobs": pairwise_jobs,

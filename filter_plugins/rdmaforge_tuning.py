@@ -5,11 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rdmaforge import tuning
+try:
+    from rdmaforge import tuning
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {
             "rdmaforge_hugepages_pages_for": tuning.hugepages_pages_for,
             "rdmaforge_hugepages_kernel_args": tuning.hugepages_kernel_args,

@@ -6,9 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rdmaforge import fabrics
-from rdmaforge.plain_data import plain
-from rdmaforge.workloads import nodes, options, plan, render
+try:
+    from rdmaforge import fabrics
+    from rdmaforge.plain_data import plain
+    from rdmaforge.workloads import nodes, options, plan, render
+    _missing: ImportError | None = None
+except ModuleNotFoundError as error:  # no rdmaforge package on the controller: each filter says so when used
+    _missing = error
 
 
 def option_names(_: object = None) -> list[str]:
@@ -61,6 +65,12 @@ def stale_warnings(planned: Mapping[str, Any], out_dir: str) -> list[str]:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
+        if _missing is not None:
+            from ansible_collections.rdmaforge.cluster.plugins.module_utils.controller_package import (
+                unavailable_filters,
+            )
+
+            return unavailable_filters(_missing, __file__)
         return {
             "rdmaforge_workload_option_names": option_names,
             "rdmaforge_workload_is_rdma": is_rdma,

@@ -7,7 +7,8 @@ collection path               checkout path
 ============================  =====================================================
 galaxy.yml, meta/, README.md  collection/ (the collection's own files, CHANGELOG.md too)
 plugins/modules/              library/
-plugins/module_utils/<n>.py   rdmaforge/parsers/<n>.py for the TARGET_PARSERS below
+plugins/module_utils/<n>.py   rdmaforge/parsers/<n>.py for the TARGET_PARSERS below,
+                              module_utils/<n>.py for the CONTROLLER_UTILS (the filters' own)
 plugins/filter/               filter_plugins/ (the plugins and their <filter>.yml docs)
 plugins/callback/             callback_plugins/
 roles/, playbooks/            roles/, playbooks/
@@ -42,6 +43,8 @@ TARGET_PARSERS = (
     "converge_resources", "gpu_topology", "hugepages", "iperf3", "kernel_cmdline", "nccl_net_api", "nic_facts",
     "packages", "probes", "rdma_devinfo",
 )
+#: module_utils the controller's plugins use, never a target: importable without the rdmaforge package.
+CONTROLLER_UTILS = ("controller_package",)
 #: (collection path, checkout path) of whole directories.
 DIRECTORIES = (
     ("meta", "collection/meta"),
@@ -85,6 +88,8 @@ def entries(source: Path) -> Iterator[tuple[str, Path]]:
         yield target, source / origin
     for name in TARGET_PARSERS:
         yield f"plugins/module_utils/{name}.py", source / "rdmaforge" / "parsers" / f"{name}.py"
+    for name in CONTROLLER_UTILS:
+        yield f"plugins/module_utils/{name}.py", source / "module_utils" / f"{name}.py"
 
 
 def code_entries(root: Path) -> Iterator[tuple[str, Path]]:

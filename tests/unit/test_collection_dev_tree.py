@@ -14,8 +14,8 @@ import pytest
 from rdmaforge import collection
 from rdmaforge.paths import PROJECT_ROOT
 
-TOP_LEVEL = ("collection", "library", "filter_plugins", "callback_plugins", "roles", "playbooks", "rdmaforge",
-             "LICENSE")  # fmt: skip
+TOP_LEVEL = ("collection", "library", "module_utils", "filter_plugins", "callback_plugins", "roles", "playbooks",
+             "rdmaforge", "LICENSE")  # fmt: skip
 
 
 def fresh_checkout(tmp_path: Path) -> Path:
