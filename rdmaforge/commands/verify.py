@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         unreachable = [h for h in probe.events.hosts if probe.events.unreachable(h)]
         hosts = [h for h in probe.recaps if h not in unreachable]
         if not probe.recaps:
-            missing = command.no_host_matched(probe)  # no group 'cluster': bad input, as for every command
+            missing = command.inventory_unusable(probe)  # unparsable, or no group 'cluster': bad input
             print(f"rdmaforge {NAME}: {missing or f'no host of {args.inventory} matches {args.limit!r}'}",
                   file=sys.stderr)  # fmt: skip
             return command.finish(session, args, command.playbook_exit(probe) if missing else ExitCode.ERROR,

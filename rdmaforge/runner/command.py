@@ -338,24 +338,35 @@ def print_outcome(session: Session, outcome: execute.Outcome) -> None:
         print(ansible_output_tail(outcome.artifacts), file=session.out)
     print(render(outcome.recaps, outcome.events.problems, outcome.events.warnings, outcome.events.changes),
           file=session.out)  # fmt: skip
-    unmatched = no_host_matched(outcome)
+    unmatched = inventory_unusable(outcome)
     if unmatched:
         print(f"  {unmatched}", file=session.out)
 
 
 #: Ansible's warning for a play's host pattern that names no group or host of the inventory.
 _UNMATCHED = re.compile(r"Could not match supplied host pattern, ignoring: (.+)$", re.MULTILINE)
+#: Ansible's error for an inventory source none of its inventory plugins could read (it stops before any play), and
+#: the warning each plugin leaves with its reason.
+_UNPARSED = re.compile(r"^\[ERROR\]: Completely failed to parse inventory source (.+)$", re.MULTILINE)
+_PLUGIN_FAILED = re.compile(r"^\[WARNING\]: (Failed to parse inventory with '[^']+' plugin: .+)$", re.MULTILINE)
 
 
-def no_host_matched(outcome: execute.Outcome) -> str:
-    """Why a playbook had no host at all when the inventory has no group ``cluster``, the group rdmaforge's playbooks
-    target (Ansible only warns that the pattern matched nothing, and exits 0); '' otherwise."""
+def inventory_unusable(outcome: execute.Outcome) -> str:
+    """Why a playbook ran no host because of the inventory itself, '' otherwise: an inventory Ansible cannot parse
+    (an INI file with a broken line: Ansible stops with exit 1), or one without group ``cluster``, the group
+    rdmaforge's playbooks target (Ansible only warns that the pattern matched nothing, and exits 0). Both are bad
+    input (64), as a YAML inventory that cannot be read is to every command."""
     if outcome.recaps or outcome.status == "canceled":
         return ""
     try:
         text = (outcome.artifacts / "stdout").read_text(errors="replace")[-200_000:]
     except OSError:
         return ""
+    unparsed = _UNPARSED.search(text)
+    if unparsed:
+        causes = "; ".join(dict.fromkeys(_PLUGIN_FAILED.findall(text)))
+        return f"no host was run: Ansible cannot parse the inventory {unparsed.group(1).strip()}" + (
+            f" ({causes})" if causes else "")  # fmt: skip
     # Only the group every playbook targets: other unmatched patterns are a --limit's (Ansible's own message says
     # so) or groups the plays make as they run (hugepages_reboot_queue).
     if "cluster" not in {name.strip() for name in _UNMATCHED.findall(text)}:
@@ -398,12 +409,12 @@ BAD_INPUT_FACT = "rdmaforge_bad_input"
 
 def playbook_exit(outcome: execute.Outcome) -> ExitCode:
     """The exit code of a playbook run: unreachable 3, failed 2, Ansible could not run 1, input the playbook
-    refused (BAD_INPUT_FACT) or an inventory without group 'cluster' (no_host_matched) 64, else 0."""
+    refused (BAD_INPUT_FACT) or an inventory Ansible cannot use (inventory_unusable) 64, else 0."""
     if outcome.status == "canceled":
         return ExitCode.INTERRUPTED
-    if outcome.events.fact(BAD_INPUT_FACT) or no_host_matched(outcome):
-        # An inventory without group 'cluster' is bad input whichever command read it (render said 64; provision,
-        # through preflight's refusal, said 2, the others 1).
+    if outcome.events.fact(BAD_INPUT_FACT) or inventory_unusable(outcome):
+        # An inventory without group 'cluster', or one Ansible cannot parse, is bad input whichever command read it
+        # (render said 64; provision, through preflight's refusal, said 2, the others 1).
         return ExitCode.BAD_INPUT
     if not outcome.ran:
         return ExitCode.ERROR
@@ -429,7 +440,7 @@ def host_cases(
         if result == "passed" and recap.status in ("STOPPED", "NOT_RUN"):  # it did not fail, nor did it run
             result, first = "skipped", f"{recap.status}: the run ended before this host finished it"
         cases.append(junit.Case(host, classname, 0.0, result, first if result != "passed" else "", details))
-    unmatched = no_host_matched(outcome)
+    unmatched = inventory_unusable(outcome)
     if unmatched:  # the plays matched no host: no case would stand for the run
         cases.append(junit.Case(RUN_CASE, classname, 0.0, "error", unmatched, ansible_output_tail(outcome.artifacts)))
     elif not outcome.ran and outcome.status != "canceled":

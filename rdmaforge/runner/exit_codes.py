@@ -9,8 +9,8 @@ from enum import IntEnum
 
 class ExitCode(IntEnum):
     OK = 0
-    #: rdmaforge or Ansible could not do the job at all: an inventory Ansible cannot parse, no host matched, a missing
-    #: optional part (mitogen).
+    #: rdmaforge or Ansible could not do the job at all: no host matched a --limit, a missing optional part (mitogen).
+    #: (An inventory Ansible cannot parse, or without group cluster, is BAD_INPUT.)
     ERROR = 1
     HOST_FAILED = 2
     UNREACHABLE = 3
@@ -36,7 +36,7 @@ class ExitCode(IntEnum):
 
 MEANING = {
     ExitCode.OK: "success",
-    ExitCode.ERROR: "could not run (an inventory Ansible cannot parse, no host matched, a missing optional part), or "
+    ExitCode.ERROR: "could not run (no host matched the --limit, a missing optional part), or "
                     "its output was cut short (a closed pipe, a full disk)",
     ExitCode.HOST_FAILED: "a host failed",
     ExitCode.UNREACHABLE: "a host was unreachable",

@@ -144,20 +144,24 @@ def test_allow_partial_is_handed_on_as_the_opt_in(name: str, tmp_path: Path, mon
 def test_an_inventory_ansible_parses_only_in_part_stops_before_any_node(tmp_path: Path, command: list[str]) -> None:
     """An INI header missing its ']' (hostile-input finding): Ansible warned 'Unable to parse' and went on with
     node1 and without the group's variables; provision passed preflight and then failed half-way, reset began on
-    the node. ansible.cfg's any_unparsed_is_failed makes it Ansible's error: exit 1, no host run."""
+    the node. ansible.cfg's any_unparsed_is_failed makes it Ansible's error: no host run. It is bad input, exit 64
+    as for a YAML inventory that cannot be read (it was 1, "could not run"), and the message names the file and
+    why Ansible's INI plugin refused it."""
     inventory = tmp_path / "hosts"
     inventory.write_text("[cluster]\nnode1 ansible_host=127.0.0.1 ansible_port=9 ansible_connection=no-such-connection"
                          "\n[cluster:vars\nrdmaforge_fabric=tcp\n")  # fmt: skip
     proc = rdmaforge(tmp_path, *command, "-i", str(inventory))
-    assert proc.returncode == ExitCode.ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "Completely failed to parse inventory source" in proc.stdout + proc.stderr, proc.stdout[-3000:]
-    assert "no host was run" in proc.stdout, proc.stdout[-3000:]
+    why = f"no host was run: Ansible cannot parse the inventory {inventory} ("
+    line = next((x for x in proc.stdout.splitlines() if why in x), "")
+    assert "Failed to parse inventory with 'ini' plugin: Failed to parse inventory" in line, proc.stdout[-3000:]
 
     # --json: the document says why (it had empty hosts and problems and no error: review round 29a)
     proc = rdmaforge(tmp_path, *command, "-i", str(inventory), "--json")
     document = json.loads(proc.stdout)
-    assert document["exit_code"] == ExitCode.ERROR
-    assert document["error"].startswith("no host was run: [ERROR]: Completely failed to parse inventory source")
+    assert document["exit_code"] == ExitCode.BAD_INPUT
+    assert document["error"].startswith(why), document["error"]
 
 
 def test_reset_of_an_inventory_without_cluster_nodes_is_no_success(tmp_path: Path) -> None:
