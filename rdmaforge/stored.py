@@ -346,6 +346,8 @@ _E2E_RUN = Obj(
         "warmup_steps": Scalar(("integer", "null"), training_count(0)),
         "steps": Scalar(("integer", "null"), training_count(0)),
         "percentiles": Obj({p: PERCENTILE for p in PERCENTILES}, frozenset(PERCENTILES)),
+        # ddp_train.py: whether the ranks' replicas ended the same (absent in runs recorded before it).
+        "replicas_in_sync": Scalar(("boolean", "null")),
     },
     frozenset({"percentiles"}),
     nullable=True,

@@ -2,9 +2,11 @@
 
 Launched by torchrun on every node (c10d rendezvous). Each rank trains an MLP on random data with
 DistributedDataParallel: NCCL on GPUs, gloo on CPUs. Rank 0 prints one JSON line with the per-step wall times
-and the throughput percentiles, in samples per second for the whole job. The first ``--warmup`` steps are run
-but not measured (seed 003: ACSpeed's autotuner takes 200-400 steps, about 950 with bucket tuning, and seed
-003 recommends warming up 400 before measuring).
+and the throughput percentiles, in samples per second for the whole job, and whether every rank's model replica
+ended the same (``replicas_in_sync``): each rank starts from its own seed and trains on its own data, so only
+DistributedDataParallel (rank 0's weights broadcast, the gradients averaged every step) keeps them equal.
+The first ``--warmup`` steps are run but not measured (seed 003: ACSpeed's autotuner takes 200-400 steps,
+about 950 with bucket tuning, and seed 003 recommends warming up 400 before measuring).
 
 Standalone on purpose: it is copied to the nodes and imports nothing from rdmaforge.
 """
@@ -43,6 +45,19 @@ def summarize(step_times: list[float], warmup: int, global_batch: int) -> dict[s
             for q, step in ((q, percentile(ordered, q)) for q in (0.50, 0.75, 0.90, 0.95))
         },
     }
+
+
+#: How far apart (relative) the ranks' parameter sums may be and still be one replica: DDP's replicas are the same
+#: numbers (same weights, same averaged gradients, same update), so only the sum's own rounding may differ between
+#: GPU models; ranks that trained apart differ in the first digits.
+SYNC_TOLERANCE = 1e-6
+
+
+def replicas_in_sync(sums: list[float]) -> bool:
+    """Whether the ranks' parameter sums after training are one replica's (within SYNC_TOLERANCE, relative)."""
+    if not sums or any(math.isnan(x) or math.isinf(x) for x in sums):
+        return False
+    return max(sums) - min(sums) <= SYNC_TOLERANCE * max(1.0, max(abs(x) for x in sums))
 
 
 def main() -> None:
@@ -89,6 +104,12 @@ def main() -> None:
         dist.barrier()
         step_times.append(time.perf_counter() - started)
 
+    # Every rank's parameter sum, to rank 0: equal only if DDP kept the replicas in step.
+    total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum().reshape(1)
+    gathered = [torch.zeros_like(total) for _ in range(world)]
+    dist.all_gather(gathered, total)
+    sums = [float(t.item()) for t in gathered]
+
     if rank == 0:
         global_batch = args.batch_size * world
         report = {
@@ -98,6 +119,8 @@ def main() -> None:
             "device": device.type,
             "global_batch": global_batch,
             "params": sum(p.numel() for p in model.parameters()),
+            "replicas_in_sync": replicas_in_sync(sums),
+            "replica_param_sum_spread": max(sums) - min(sums),
             **summarize(step_times, args.warmup, global_batch),
         }
         print("RDMAFORGE_E2E " + json.dumps(report), flush=True)

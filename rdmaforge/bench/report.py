@@ -601,6 +601,8 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
         component.value = e2e["linearity"]
         if error:  # a run that exited non-zero failed, whatever its result line says
             component.reason = f"e2e benchmark failed: {error}"
+        elif diverged := out_of_sync(e2e):
+            component.reason = diverged
         elif nodes is None:
             component.status = "not_judged"
             component.reason = ("e2e.json does not say how many nodes the N-node run trained on (multi.nodes is "
@@ -635,6 +637,18 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
     components.append(component)
     intra_node_result(e2e, minimum, components, gpus_per_node(run), run)
     return e2e
+
+
+def out_of_sync(e2e: Mapping[str, Any]) -> str:
+    """Why the training was not data-parallel, '' when it was or no run says: a run whose ranks' model replicas ended
+    different (ddp_train.py's replicas_in_sync false) did not train one model, whatever its throughput."""
+    runs = [key for key in ("one", "single", "multi")
+            if isinstance(e2e.get(key), Mapping) and e2e[key].get("replicas_in_sync") is False]  # fmt: skip
+    if not runs:
+        return ""
+    return (f"the ranks' model replicas ended different in the {', '.join(runs)} run(s) (e2e.json "
+            "replicas_in_sync false): DistributedDataParallel did not keep them in step, so the throughput is not "
+            "that of data-parallel training")  # fmt: skip
 
 
 #: The fewest measured steps (after the warm-up) whose p95 is more than the slowest step or two: with the nearest-

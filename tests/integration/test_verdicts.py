@@ -158,6 +158,8 @@ def test_e2e_ran_across_every_node_with_gloo(converged: LabHandle, judged_run: t
     assert e2e["single"]["world_size"] == 1 and e2e["single"]["nodes"] == 1
     assert e2e["multi"]["world_size"] == len(converged.nodes) and e2e["multi"]["nodes"] == len(converged.nodes)
     assert e2e["multi"]["backend"] == "gloo"
+    # Seed 003's native DDP: each rank starts from its own seed and data; only DistributedDataParallel ends them equal
+    assert e2e["multi"]["replicas_in_sync"] is True, e2e["multi"]
     for run in (e2e["single"], e2e["multi"]):
         throughputs = [run["percentiles"][p]["samples_per_s"] for p in ("p50", "p75", "p90", "p95")]
         assert all(t > 0 for t in throughputs)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rdmaforge.bench.ddp_train import summarize
+from rdmaforge.bench.ddp_train import replicas_in_sync, summarize
 from rdmaforge.bench.report import render
 from rdmaforge.role_defaults import defaults as role_defaults
 
@@ -155,3 +155,27 @@ def test_a_linearity_a_little_above_one_still_passes(tmp_path: Path) -> None:
     found = components(results)
     assert found["e2e"]["reason"] == "linearity 1.40 reaches 0.8"
     assert found["e2e intra-node"]["reason"] == "linearity 1.40 reaches 0.8" and results["verdict"] == "pass"
+
+
+def test_replicas_that_ended_different_fail_the_e2e_whatever_the_linearity(tmp_path: Path) -> None:
+    """Seed 003 asks for native DDP. ddp_train.py gives each rank its own seed and data and reports whether the ranks'
+    parameter sums ended equal: only DistributedDataParallel keeps them so. A run whose replicas diverged trained
+    N separate models: its throughput passed the linearity (0.8 here) and the verdict said pass."""
+    single, multi = run_result(1, 1, 100.0), {**run_result(2, 2, 160.0), "replicas_in_sync": False}
+    results = render(make_run(tmp_path, None, {**single, "replicas_in_sync": True}, multi, ranks=1, floor=0.75))
+    e2e = components(results)["e2e"]
+    assert e2e["status"] == "fail" and results["verdict"] == "fail", e2e
+    assert "model replicas ended different in the multi run" in e2e["reason"], e2e
+    (tmp_path / "in-sync").mkdir()
+    kept = render(make_run(tmp_path / "in-sync", None, {**single, "replicas_in_sync": True},
+                           {**multi, "replicas_in_sync": True}, ranks=1, floor=0.75))  # fmt: skip
+    assert components(kept)["e2e"]["status"] == "pass" and kept["verdict"] == "pass", kept["reasons"]
+
+
+@pytest.mark.parametrize(
+    ("sums", "in_sync"),
+    [([12.5, 12.5, 12.5], True), ([1e6, 1e6 * (1 + 1e-9)], True), ([12.5, 12.6], False), ([0.0, 1e-3], False),
+     ([float("nan"), float("nan")], False), ([], False)],
+)
+def test_replicas_in_sync_allows_rounding_only(sums: list[float], in_sync: bool) -> None:
+    assert replicas_in_sync(sums) is in_sync
