@@ -344,7 +344,8 @@ _E2E_RUN = Obj(
         "global_batch": Scalar(("integer", "null"), training_count(1)),
         "backend": OPT_STRING,
         "warmup_steps": Scalar(("integer", "null"), training_count(0)),
-        "steps": Scalar(("integer", "null"), training_count(0)),
+        # Measured steps: the percentiles are taken over them, so a result of none holds no measurement.
+        "steps": Scalar(("integer", "null"), training_count(1)),
         "percentiles": Obj({p: PERCENTILE for p in PERCENTILES}, frozenset(PERCENTILES)),
         # ddp_train.py: whether the ranks' replicas ended the same (absent in runs recorded before it).
         "replicas_in_sync": Scalar(("boolean", "null")),

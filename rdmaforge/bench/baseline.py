@@ -364,13 +364,28 @@ def _bytes(size: int) -> str:
     return f"{size}B"
 
 
+def relative_problem(path: str | Path, source: str) -> str:
+    """Why a baseline path recorded for later (run.json's ``baseline``) cannot be one, '' when it can: a relative path
+    names another file from each directory a report is made in (the same run judged against two baselines)."""
+    if Path(path).is_absolute():
+        return ""
+    return (f"{source}={path} is a relative path: run.json records it, and each directory `rdmaforge report` runs in "
+            "would read another file; give an absolute path (`rdmaforge bench -e benchmark_baseline=FILE` resolves "
+            "one against your directory)")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m rdmaforge.bench.baseline FILE`: exit 0 when FILE is a readable baseline, else 64 with why."""
+    """`python -m rdmaforge.bench.baseline FILE`: exit 0 when FILE is a readable baseline, else 64 with why (the
+    benchmark role's check of benchmark_baseline, which run.json records: an absolute path only)."""
     import sys
 
     paths = sys.argv[1:] if argv is None else argv
     if len(paths) != 1:
         print("usage: python -m rdmaforge.bench.baseline FILE", file=sys.stderr)
+        return 64
+    relative = relative_problem(paths[0], "benchmark_baseline")
+    if relative:
+        print(relative, file=sys.stderr)
         return 64
     try:
         load(paths[0])

@@ -995,7 +995,10 @@ def e2e_transport(run: dict[str, Any], e2e: dict[str, Any] | None,
 
 
 def load_baseline(path: str | None) -> dict[str, Any] | None:
-    """The baseline named in run.json; BaselineError (with the path) when it is missing or malformed."""
+    """The baseline named in run.json; BaselineError (with the path) when it is missing, malformed or relative (a
+    relative path would name another file from each directory the report is made in)."""
+    if path and (relative := baseline.relative_problem(path, "run.json's baseline")):
+        raise baseline.BaselineError(relative)
     return baseline.load(path) if path else None
 
 

@@ -129,8 +129,12 @@ def required_groups(run: Mapping[str, Any], present: Iterable[str]) -> set[str]:
     else:
         required = set()
         gpus = run.get("gpus")
-        # A node whose count is unknown (null) is not taken for a CPU-only one: nccl-tests stays required.
-        known = [int(n) for n in gpus.values() if n is not None] if isinstance(gpus, Mapping) else []
+        nodes = run.get("nodes")
+        ran = {str(n) for n in nodes} if isinstance(nodes, list) else None
+        # A node whose count is unknown (null) is not taken for a CPU-only one: nccl-tests stays required. Only the
+        # run's nodes count: a key of another node (a run.json edited or spliced) never drops a requirement.
+        recorded = gpus.items() if isinstance(gpus, Mapping) else []
+        known = [int(n) for host, n in recorded if n is not None and (ran is None or str(host) in ran)]
         every_node_has_gpus = not (known and min(known) == 0)
         if every_node_has_gpus:
             required |= {"nccl-tests", "transport"}

@@ -510,3 +510,21 @@ def test_an_output_that_is_a_link_is_written_through(run_dir: Path, tmp_path: Pa
     link.symlink_to(versioned.name)
     assert main(["baseline", str(run_dir), "-o", str(link)]) == 0
     assert link.is_symlink() and json.loads(versioned.read_text())["nccl"]
+
+
+def test_a_relative_baseline_is_refused_where_it_is_recorded_and_where_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review round 34a: benchmark_baseline set relative in group_vars went into run.json as it was, and `report` read
+    it against its own directory: the same run failed from one directory and passed from another. The role's check
+    (python -m rdmaforge.bench.baseline) refuses it before measuring, and report refuses one already recorded."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bl.json").write_text("{}")
+    assert check_main(["bl.json"]) == 64
+    assert "benchmark_baseline=bl.json is a relative path" in capsys.readouterr().err
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"fabric": "tcp", "nodes": ["n1", "n2"], "min_efficiency": 0.8,
+                                                  "tolerance": 0.1, "baseline": "bl.json"}))  # fmt: skip
+    assert main(["report", str(run_dir)]) == 64
+    assert "run.json's baseline=bl.json is a relative path" in capsys.readouterr().err

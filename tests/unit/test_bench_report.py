@@ -905,3 +905,19 @@ def test_a_tiny_threshold_is_shown_as_it_is_never_as_0(tmp_path: Path, socket_lo
     nccl = component(render(run_dir), "nccl-tests all_reduce")
     assert nccl["status"] == "pass" and nccl["threshold"] == 3.13e-09, nccl
     assert "reaches 1e-07% of the expected" in str(nccl["reason"]), nccl["reason"]
+
+
+def test_a_gpu_count_of_a_node_outside_the_run_drops_no_requirement(tmp_path: Path, shared_dir: Path) -> None:
+    """Review round 34a: run.json's gpus with one more key, a node that is not one of its nodes, at 0 GPUs: the
+    InfiniBand run without NCCL INFO lines went from incomplete (transport not judged, required) to pass, its
+    transport never checked. Only the run's own nodes decide whether nccl-tests and its transport are required."""
+    log = corpus_log(shared_dir, LOG_05)
+    recorded = {"hostnames": dict(zip(["n1", "n2"], log_hosts(log), strict=True)), "nccl_exit_codes": {"alltoall": 0},
+                "line_rate_gbps": H100_PAIR_LINE_RATE}  # fmt: skip
+    proper = render(make_run(tmp_path / "a", "infiniband", log, "alltoall", gpus={"n1": 1, "n2": 1}, **recorded))
+    stale = render(make_run(tmp_path / "b", "infiniband", log, "alltoall", gpus={"n1": 1, "n2": 1, "old-node": 0},
+                            **recorded))  # fmt: skip
+    assert proper["verdict"] == "incomplete", proper["reasons"]
+    assert component(proper, "transport")["required"] is True
+    assert stale["verdict"] == proper["verdict"] and component(stale, "transport")["required"] is True
+    assert main(["report", str(tmp_path / "b")]) == 5

@@ -19,6 +19,7 @@ import yaml
 
 from rdmaforge.bench.ddp_train import replicas_in_sync, summarize
 from rdmaforge.bench.report import render
+from rdmaforge.cli import main
 from rdmaforge.role_defaults import defaults as role_defaults
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "benchmark"
@@ -179,3 +180,14 @@ def test_replicas_that_ended_different_fail_the_e2e_whatever_the_linearity(tmp_p
 )
 def test_replicas_in_sync_allows_rounding_only(sums: list[float], in_sync: bool) -> None:
     assert replicas_in_sync(sums) is in_sync
+
+
+def test_a_result_of_no_measured_step_is_refused_not_judged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review round 34a: e2e.json runs with ``steps: 0`` and p50 throughputs (no step measured them) passed the
+    linearity, with a note only, and went into a baseline. ddp_train.py never prints such a result (summarize refuses
+    it), so the file was written by hand or damaged: refused on load, naming the key."""
+    zero = {**run_result(1, 1, 100.0), "steps": 0}
+    run_dir = make_run(tmp_path, None, zero, {**run_result(2, 2, 160.0), "steps": 0}, ranks=1, floor=0.75)
+    assert main(["report", str(run_dir)]) == 64
+    err = capsys.readouterr().err
+    assert "e2e.json" in err and "single.steps: must be a count from 1" in err and "got 0" in err, err
