@@ -52,12 +52,14 @@ class TrainingLog:
     run: str  # "1-GPU", "1-node" or "N-node"
     name: str
     text: str | None
+    #: Why a log that is there was not read (text None): it cannot be read, or is too large.
+    unread: str | None = None
 
     @property
     def blank(self) -> str | None:
-        """Why the log has nothing to read ("missing", "empty"), or None when it has text."""
+        """Why the log has nothing to read ("missing", "empty", "unreadable (...)"), or None when it has text."""
         if self.text is None:
-            return "missing"
+            return self.unread or "missing"
         return None if self.text.strip() else "empty"
 
 

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import fabrics, output_files
+from rdmaforge import fabrics, output_files, stored
 from rdmaforge.bench import accelerators, baseline
 from rdmaforge.bench.e2e import count, percentile
 from rdmaforge.bench.line_rate import CEILING_FACTOR, expected_line_rate, rate_ceiling
@@ -891,6 +891,26 @@ def judge_linearity(component: Component, value: float | None, minimum: float | 
         component.reason = f"linearity {shown} {relation} {shown_minimum}"
 
 
+#: The largest training log read: the role's runs log a few MiB with NCCL_DEBUG=INFO; a larger file (a sparse or
+#: runaway one) is named as not read, never read whole into memory.
+TRAINING_LOG_MAX_BYTES = 64 << 20
+
+
+def read_training_log(label: str, path: Path) -> accelerators.TrainingLog:
+    """One training log of the run directory: its text, or None with why it was not read (missing, not a file, it
+    cannot be read, or more than TRAINING_LOG_MAX_BYTES). What is not read is not judged, never an error."""
+    if not path.is_file():
+        return accelerators.TrainingLog(label, path.name, None)
+    try:
+        data = stored.read_bounded(path, TRAINING_LOG_MAX_BYTES)
+    except OSError as exc:
+        return accelerators.TrainingLog(label, path.name, None, f"unreadable ({exc.strerror or exc})")
+    if data is None:
+        return accelerators.TrainingLog(label, path.name, None,
+                                        f"larger than {TRAINING_LOG_MAX_BYTES >> 20} MiB, not read")  # fmt: skip
+    return accelerators.TrainingLog(label, path.name, data.decode("utf-8", errors="replace"))
+
+
 def training_logs(
     run_dir: Path, e2e: dict[str, Any] | None, nodes: Sequence[object] = ()
 ) -> list[accelerators.TrainingLog]:
@@ -904,8 +924,7 @@ def training_logs(
         listed = [names] if isinstance(names, str) else list(names or [])
         for name in listed:
             path = run_dir / Path(str(name)).name  # a file of this run directory, never a path elsewhere
-            text = path.read_text(errors="replace") if path.is_file() else None
-            logs.append(accelerators.TrainingLog(label, path.name, text))
+            logs.append(read_training_log(label, path))
         wanted = len(nodes) if key == "multi" and nodes else 1
         if (e2e or {}).get(key) and len(listed) < wanted:
             unlisted = f"{wanted - len(listed)} of {wanted} {label} logs" if wanted > 1 else f"the {label} log"

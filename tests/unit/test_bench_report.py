@@ -921,3 +921,20 @@ def test_a_gpu_count_of_a_node_outside_the_run_drops_no_requirement(tmp_path: Pa
     assert component(proper, "transport")["required"] is True
     assert stale["verdict"] == proper["verdict"] and component(stale, "transport")["required"] is True
     assert main(["report", str(tmp_path / "b")]) == 5
+
+
+def test_a_training_log_that_cannot_be_read_or_is_huge_is_named_not_read(tmp_path: Path) -> None:
+    """Review round 34a: a training log e2e.json names that cannot be read (here a link to /proc/self/mem, whose
+    first page is not mapped: EIO) ended `rdmaforge report` with exit 70, "internal error"; and a log was read
+    whole whatever its size (a 200 MB sparse one took 432 MB). Now each is a log with nothing to read, with why."""
+    from rdmaforge.bench.report import TRAINING_LOG_MAX_BYTES, training_logs
+
+    (tmp_path / "e2e-n1.log").symlink_to("/proc/self/mem")
+    with (tmp_path / "e2e-n2.log").open("wb") as sparse:
+        sparse.truncate(TRAINING_LOG_MAX_BYTES + 1)
+    (tmp_path / "e2e-n3.log").write_text("NCCL INFO Using network Socket\n")
+    e2e = {"multi": {"nodes": 3}, "logs": {"multi": ["e2e-n1.log", "e2e-n2.log", "e2e-n3.log"]}}
+    logs = {log.name: log for log in training_logs(tmp_path, e2e, ["n1", "n2", "n3"])}
+    assert logs["e2e-n1.log"].text is None and str(logs["e2e-n1.log"].blank).startswith("unreadable (")
+    assert logs["e2e-n2.log"].text is None and logs["e2e-n2.log"].blank == "larger than 64 MiB, not read"
+    assert logs["e2e-n3.log"].blank is None and "Using network Socket" in str(logs["e2e-n3.log"].text)
