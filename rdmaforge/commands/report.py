@@ -55,17 +55,26 @@ def bad_input(message: str) -> int:
 
 def find_run_dir(args: argparse.Namespace) -> Path | str:
     """The benchmark run directory to render, or the message saying why there is none."""
+    if args.latest and args.run_dir is not None:  # one of them would be ignored
+        return f"give RUN_DIR ({args.run_dir}) or --latest, not both"
     if args.latest:
-        runs = sorted(p for p in BENCH_DIR.glob("*/run.json"))
+        runs = []
+        for path in BENCH_DIR.glob("*/run.json"):
+            try:
+                runs.append((path.stat().st_mtime_ns, str(path), path))
+            except OSError:  # gone, or a dangling link: not a run
+                continue
         if not runs:
             return f"no benchmark run under {BENCH_DIR} (run rdmaforge bench)"
-        return runs[-1].parent
+        return max(runs)[2].parent  # the run recorded last, whatever its directory is named
     if args.run_dir is None:
         return "give RUN_DIR or --latest"
     run_dir: Path = args.run_dir
     problem = missing_path(run_dir, "run directory")
     if problem:
         return problem
+    if run_dir.is_file():
+        return f"{run_dir} is a file: give the benchmark run directory ({run_dir.parent} if it holds this run.json)"
     # exists(), not is_file(): a run.json that is a device or a pipe is refused by the bounded read, with its size.
     if not (run_dir / "run.json").exists() and (run_dir / "benchmark" / "run.json").exists():
         run_dir = run_dir / "benchmark"  # `rdmaforge bench` keeps the benchmark's run there

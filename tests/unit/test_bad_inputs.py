@@ -275,7 +275,10 @@ def run_json_cases() -> list[Case]:
              ("run.json", "line_rate_gbps: expected number or null, got an integer of 401 digits")),  # fmt: skip
         Case("report-no-args", lambda t: ["report"], BAD, ("give RUN_DIR or --latest",)),
         Case("report-missing-dir", lambda t: ["report", str(t / "nope")], BAD, ("run dir", "nope does not exist")),
-        Case("report-dir-is-a-file", lambda t: ["report", str(write(t / "f", "x"))], BAD, ("has no run.json",)),
+        Case("report-dir-is-a-file", lambda t: ["report", str(write(t / "f", "x"))], BAD,
+             ("f is a file: give the benchmark run directory",)),  # fmt: skip
+        # Review round 34a: --latest silently won over the RUN_DIR given
+        Case("report-dir-and-latest", lambda t: [*report(RUN)(t), "--latest"], BAD, ("or --latest, not both",)),
         Case("report-run.json-is-a-dir", lambda t: ["report", str(mkdir(t / "r" / "run.json").parent)], BAD,
              ("run.json: is a directory, expected benchmark run.json",)),  # fmt: skip
         Case("report-tolerance-2", report(RUN, "--tolerance", "2"), BAD, ("--tolerance 2.0", "fraction")),

@@ -938,3 +938,21 @@ def test_a_training_log_that_cannot_be_read_or_is_huge_is_named_not_read(tmp_pat
     assert logs["e2e-n1.log"].text is None and str(logs["e2e-n1.log"].blank).startswith("unreadable (")
     assert logs["e2e-n2.log"].text is None and logs["e2e-n2.log"].blank == "larger than 64 MiB, not read"
     assert logs["e2e-n3.log"].blank is None and "Using network Socket" in str(logs["e2e-n3.log"].text)
+
+
+def test_latest_is_the_run_recorded_last_not_the_last_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review round 34a: --latest sorted the directories by name: any name after the timestamps ('zzz-copy') was
+    "the newest run" whatever its age."""
+    import argparse
+    import os
+
+    from rdmaforge.commands import report as report_command
+
+    monkeypatch.setattr(report_command, "BENCH_DIR", tmp_path)
+    for name, age in (("zzz-copy", 3600), ("20261207T010000Z", 0)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.json").write_text("{}")
+        stamp = (tmp_path / name / "run.json").stat().st_mtime - age
+        os.utime(tmp_path / name / "run.json", (stamp, stamp))
+    args = argparse.Namespace(latest=True, run_dir=None)
+    assert report_command.find_run_dir(args) == tmp_path / "20261207T010000Z"
