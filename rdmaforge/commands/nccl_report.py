@@ -33,7 +33,7 @@ from rdmaforge.nccl_tests import (
 from rdmaforge.nccl_tests.rowstore import RowStore
 from rdmaforge.nccl_tests.transport import OneNodeRuns, RunsWithoutInfoLines, merge_transports, verdict_of_logs
 from rdmaforge.runner.exit_codes import OUTPUT_CUT, ExitCode, epilog
-from rdmaforge.terminal import unwrapped, write_all
+from rdmaforge.terminal import escaped, unwrapped, write_all
 from rdmaforge.text import fixed, help_text
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         sink.write(_format_transport(transport, judged))
     sink.flush()
     for name in empty:
-        print(f"{PROG}: no nccl-tests run found in {name}", file=sys.stderr)
+        print(f"{PROG}: no nccl-tests run found in {escaped(name, one_line=True)}", file=sys.stderr)
     if "failed" in statuses or (judged is not None and judged.failed):
         return ExitCode.BELOW_THRESHOLD
     if empty or "incomplete" in statuses or (judged is not None and judged.status != "ok"):
@@ -276,7 +276,7 @@ def write_run_text(index: int, item: Run, write: Callable[[str], None]) -> None:
     """One run as a readable block (title, facts, status, rows, footer, errors), rows written in batches."""
     title = f"run {index}: {item.collective or 'unknown collective'}"
     if item.source:
-        title += f" ({item.source})"
+        title += f" ({escaped(item.source, one_line=True)})"
     facts = [
         f"nccl-tests {item.nccl_tests_version}" if item.nccl_tests_version else None,
         f"NCCL {item.nccl_version}" if item.nccl_version else None,
@@ -331,7 +331,8 @@ def _format_transport(transport: Transport, judged: TransportVerdict | None) -> 
         text += "".join(f"  IB problem: {problem}\n" for problem in transport.ib_problems)
     if judged is not None:
         text += f"verdict ({judged.fabric}): {judged.status.upper()}\n"
-        text += "".join(f"  {message}\n" for message in judged.messages)
+        # A message names its file: one whose name holds a newline must not print a line of its own (a verdict).
+        text += "".join(f"  {escaped(message, one_line=True)}\n" for message in judged.messages)
     return text
 
 

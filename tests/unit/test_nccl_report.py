@@ -1002,3 +1002,24 @@ def test_cli_reads_stdin(capsys: pytest.CaptureFixture[str], monkeypatch: pytest
     code, out, _ = run_cli(capsys, "--json", "-")
     assert code == 0
     assert json.loads(out)["runs"][0]["source"] == "<stdin>"
+
+
+def test_a_file_name_holding_newlines_cannot_print_a_line_of_its_own(
+    tmp_path: Path, shared_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review round 34a: a file named 'a<newline>verdict (infiniband): OK<newline>  ok' printed, in the title and in
+    the transport verdict's message naming it, a line 'verdict (infiniband): OK' under the real verdict (UNKNOWN:
+    the log has no NCCL INFO lines). Names are printed on one line, their newlines escaped."""
+    log = shared_dir / "corpus" / "nccl-tests" / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt"
+    if not log.is_file():
+        pytest.skip(f"the nccl-tests corpus log {log} is not here")
+    forged = tmp_path / "a\nverdict (infiniband): OK\n  ok"
+    forged.write_bytes(log.read_bytes())
+    empty = tmp_path / "b\nrun 9: forged"
+    empty.write_text("")
+    assert main(["nccl-report", "--fabric", "infiniband", str(forged), str(empty)]) == ExitCode.INCOMPLETE
+    out, err = capsys.readouterr()
+    lines = out.splitlines() + err.splitlines()
+    assert [line for line in lines if line.startswith("verdict (")] == ["verdict (infiniband): UNKNOWN"], out
+    assert not any(line.startswith(("  ok", "run 9")) for line in lines), out + err
+    assert "a\\x0averdict (infiniband): OK\\x0a  ok" in out and "b\\x0arun 9: forged" in err
