@@ -402,8 +402,9 @@ static Py_ssize_t mpi_tag(const unsigned char *s, Py_ssize_t n) {
     return 0;
 }
 
-/* lines._NCCL_TAG = \bNCCL (INFO|WARN|TRACE)\b ? : level 1 INFO, 2 WARN, 3 TRACE, 0 none; *end = after */
-static int nccl_tag(const unsigned char *s, Py_ssize_t n, Py_ssize_t from, Py_ssize_t *end) {
+/* lines._NCCL_TAG = \bNCCL (INFO|WARN|TRACE)\b ? : level 1 INFO, 2 WARN, 3 TRACE, 0 none; *at = where it starts,
+ * *end = after */
+static int nccl_tag(const unsigned char *s, Py_ssize_t n, Py_ssize_t from, Py_ssize_t *at, Py_ssize_t *end) {
     for (Py_ssize_t i = from; i + 5 <= n; i++) {
         if (s[i] != 'N' || memcmp(s + i, "NCCL ", 5) != 0) continue;
         if (i == 0 || !is_word(s[i - 1])) {
@@ -416,12 +417,33 @@ static int nccl_tag(const unsigned char *s, Py_ssize_t n, Py_ssize_t from, Py_ss
             if (level && (j + k == n || !is_word(s[j + k]))) {
                 j += k;
                 if (j < n && s[j] == ' ') j++;
+                *at = i;
                 *end = j;
                 return level;
             }
         }
     }
     return 0;
+}
+
+/* lines._NCCL_PREFIX without its optional "file:line " part: where NCCL's "host:pid:tid [dev] " that ends right
+ * before the tag at t starts (the host's first character), -1 when there is none. */
+static Py_ssize_t nccl_prefix(const unsigned char *s, Py_ssize_t t) {
+    Py_ssize_t i = t, d;
+    if (i < 1 || s[--i] != ' ') return -1;
+    if (i < 1 || s[--i] != ']') return -1;
+    d = i;
+    while (i > 0 && is_digit(s[i - 1])) i--;
+    if (i == d || i < 1 || s[--i] != '[') return -1;
+    if (i < 1 || s[--i] != ' ') return -1;
+    for (int field = 0; field < 2; field++) { /* tid, then pid, each after a ':' */
+        d = i;
+        while (i > 0 && is_digit(s[i - 1])) i--;
+        if (i == d || i < 1 || s[--i] != ':') return -1;
+    }
+    d = i;
+    while (i > 0 && !is_ws(s[i - 1]) && s[i - 1] != ':') i--; /* the host: one character at least */
+    return i == d ? -1 : i;
 }
 
 /* transport._read_gdr's _VIA_NET = \bvia NET/(?P<net>[^/]+)/\d+(?P<rest>\S*), searched in the message:
@@ -965,9 +987,12 @@ static int handle_line(Ctx *c, const Spec *spec, PyObject *messages, const unsig
     Py_ssize_t lead = 0;
     while (lead < n && is_ws(s[lead])) lead++;
     if (li->nccl >= 0) {
-        Py_ssize_t end;
-        int level = nccl_tag(s, n, li->nccl - tag, &end);
+        Py_ssize_t at, end;
+        int level = nccl_tag(s, n, li->nccl - tag, &at, &end);
         if (level) {
+            /* handled here only when the line is "host:pid:tid [dev] NCCL ...": with anything before (a comment
+             * quoting NCCL, a launcher's tag) or no such prefix, the Python parser decides */
+            if (nccl_prefix(s, at) != lead) return 0;
             if (level == 2) return 0; /* WARN: a run warning */
             const unsigned char *m = s + end;
             Py_ssize_t mn = n - end;
@@ -1325,7 +1350,7 @@ PyMODINIT_FUNC PyInit__fastrows(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* accel.VERSION: the Python code uses an extension built from this very source only */
-    if (PyModule_AddIntConstant(m, "VERSION", 7) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 8) < 0) {
         Py_DECREF(m);
         return NULL;
     }

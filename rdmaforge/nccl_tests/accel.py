@@ -20,8 +20,9 @@ DISABLE_ENV = "RDMAFORGE_NCCL_PURE_PYTHON"
 #: without counting them; 3 keeps the host each ``#  Rank`` line names (rank_hosts); 4 says what kind of line it
 #: hands back (a failure line, or the first word of a handler's line: WORDS), for the parser to skip feed(); 5 hands
 #: back ``# Reducing maxBytes`` lines (the sweep's end) and declines a negative ``#wrong``; 6 declines a fractional
-#: one (the Python parser's wrong_count judges it); 7 hands back a launcher's failure line (parser._LAUNCH_WORDS).
-VERSION = 7
+#: one (the Python parser's wrong_count judges it); 7 hands back a launcher's failure line (parser._LAUNCH_WORDS); 8
+#: hands back an NCCL line that does not start with its host:pid:tid [dev] prefix (a comment quoting one).
+VERSION = 8
 
 
 def load() -> ModuleType | None:

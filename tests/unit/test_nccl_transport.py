@@ -483,3 +483,29 @@ def test_each_run_counts_the_info_lines_printed_for_it(accelerated: bool, monkey
     first, second = parse(text + rerun).runs
     assert (first.info_lines, second.info_lines) == (own, 0)
 
+
+
+@needs_corpus
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_nccl_words_quoted_in_a_comment_or_a_shell_trace_are_no_evidence(
+    accelerated: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review round 34a: 10 (a socket run) with its NCCL INFO lines taken out and a comment quoting one line of
+    NCCL's, prefix and all, or a set -x trace of a grep for it: nccl-report --fabric infiniband said OK, "NCCL used
+    IB", exit 0. Only a line that is NCCL's own counts; the same line behind a launcher's tag still does."""
+    from rdmaforge.nccl_tests import accel
+
+    if not accelerated:
+        monkeypatch.setattr(accel, "fast", None)
+    text = (CORPUS / "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt").read_text()
+    bare = "\n".join(line for line in text.splitlines() if "NCCL INFO" not in line) + "\n"
+    said = "ip-10-0-139-244:1465:1465 [0] NCCL INFO Using network IB"
+    quoted = tmp_path / "quoted.log"
+    quoted.write_text(f"#   Note: {said}\n+ grep -q 'NCCL INFO Using network IB' log && echo ok\n{bare}")
+    assert main(["nccl-report", "--fabric", "infiniband", str(quoted)]) == ExitCode.INCOMPLETE
+    out = capsys.readouterr().out
+    assert "verdict (infiniband): UNKNOWN" in out and "network IB" not in out, out[-2000:]
+    tagged = tmp_path / "tagged.log"  # torchrun --tee's tag before NCCL's own line: NCCL speaking
+    tagged.write_text(f"[default0]:{said}\n{bare}")
+    main(["nccl-report", "--fabric", "infiniband", str(tagged)])
+    assert "transport: network IB" in capsys.readouterr().out
