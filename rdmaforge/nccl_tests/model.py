@@ -192,6 +192,11 @@ class Run:
         if expected is not None and printed < expected:
             return (f"{expected - printed} of the {expected} message sizes the run's nThread line announces (minBytes "
                     f"to maxBytes) have no row: rows printed garbled or cut, or lines lost from the log")  # fmt: skip
+        if self.validated and self.data_unchecked() == NO_WRONG_COUNTS:
+            # The log contradicts itself (edited or spliced): its run checked its results, and the table shows none
+            # of the counts; a -c 0 run (NOT_VALIDATED) says so itself and stays ok, with its note (review 34a).
+            return ("its nThread line says validation: 1, yet every #wrong is N/A: the table counts no wrong results "
+                    "(a log edited or spliced), so nothing shows its data was checked")  # fmt: skip
         return None
 
     def to_dict(self, with_rows: bool = True) -> dict[str, Any]:

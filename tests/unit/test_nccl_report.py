@@ -298,7 +298,9 @@ def test_a_table_without_wrong_counts_is_not_validated_whatever_its_nthread_line
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Review round 33b: 05's first run with every out-of-place #wrong printed N/A, its nThread line still saying
-    validation: 1, was reported with no note: the table counted nothing, so nothing says its data was checked."""
+    validation: 1, was reported with no note: the table counted nothing, so nothing says its data was checked.
+    Review round 34a: with the note it was still "status: ok", exit 0; the log contradicts itself, so the run is
+    incomplete (exit 5)."""
     text = (CORPUS / "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt").read_text()
     first = text[: text.index("# Collective test concluded: alltoall_perf")]
     assert "validation: 1" in first
@@ -311,10 +313,11 @@ def test_a_table_without_wrong_counts_is_not_validated_whatever_its_nthread_line
     assert blanked.count("N/A") == 2 * len(rows)
     log = tmp_path / "no-counts.log"
     log.write_text(blanked)
-    assert main(["nccl-report", str(log)]) == ExitCode.OK
+    assert main(["nccl-report", str(log)]) == ExitCode.INCOMPLETE
     out = capsys.readouterr().out
     assert ("  data: not validated (every #wrong is N/A although the nThread line says validation: 1: the table "
             "counts no wrong results)") in out, out[:800]
+    assert "status: incomplete - its nThread line says validation: 1, yet every #wrong is N/A" in out, out[:800]
     log.write_text(first)  # untouched: counted, so no note
     main(["nccl-report", str(log)])
     assert "not validated" not in capsys.readouterr().out
