@@ -10,7 +10,7 @@ not name (rdmaforge.fabrics' ``nccl_networks``: AWS Libfabric under an InfiniBan
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -412,6 +412,17 @@ def within_one_node(transport: Transport, expected_fabric: str, hosts: Sequence[
     return TransportVerdict("unknown", expected_fabric, expected, (message,))
 
 
+def without_hosts(transport: Transport, expected_fabric: str) -> TransportVerdict:
+    """The verdict of a log whose ``#  Rank`` lines name no host: as within_one_node, it can fail but never pass,
+    since nothing shows its ranks ran on two nodes (NCCL names its network on a single node too)."""
+    judged = verdict(transport, expected_fabric)
+    if judged.failed or judged.status == "unknown":  # a failure stands; no evidence keeps its own reason
+        return judged
+    message = ("cannot check the transport: the log's '#  Rank' lines name no host, so nothing shows NCCL's traffic "
+               "crossed nodes (NCCL names its network on a single node too)")  # fmt: skip
+    return TransportVerdict("unknown", expected_fabric, judged.expected, (message,))
+
+
 class OneNodeRuns:
     """Folds a log's runs (their ``#  Rank`` hosts, in order) into the nodes they kept to: ``hosts`` is the list of
     them while every run so far ran all its ranks on one node, None once a run spanned two nodes or named none
@@ -421,10 +432,12 @@ class OneNodeRuns:
     def __init__(self) -> None:
         self.hosts: list[str] | None = []
         self.runs = 0
+        self.named = False  # whether any run's Rank lines named a host
 
     def add(self, rank_hosts: Mapping[int, str]) -> None:
         self.runs += 1
         distinct = {short_name(host) for host in rank_hosts.values()}
+        self.named = self.named or bool(distinct)
         if self.hosts is None:
             return
         if len(distinct) != 1:
@@ -438,6 +451,12 @@ class OneNodeRuns:
     def kept_to(self) -> list[str] | None:
         """The nodes, when at least one run was seen and each kept to one node; else None."""
         return self.hosts if self.runs and self.hosts else None
+
+    @property
+    def unplaced(self) -> bool:
+        """Whether runs were seen and none of their ``#  Rank`` lines named a host: where the ranks ran is unknown
+        (every nccl-tests log of the corpus names them; a log without is edited or cut)."""
+        return self.runs > 0 and not self.named
 
 
 class RunsWithoutInfoLines:
@@ -469,6 +488,7 @@ def verdict_of_logs(
     logs: Sequence[tuple[str, Transport]],
     expected_fabric: str,
     one_host: Mapping[str, Sequence[str]] | None = None,
+    unplaced: Collection[str] = (),
 ) -> TransportVerdict:
     """One verdict over several logs (one per collective, as a cluster run writes them), each judged from its own
     evidence: one log's 'Using network IB' says nothing of a log cut before NCCL's INFO lines. The worst of them
@@ -476,9 +496,11 @@ def verdict_of_logs(
 
     ``one_host``: log name -> the nodes its runs kept to, each run's ranks all on one (OneNodeRuns). NCCL prints
     'Using network IB' on a single node too, and its ranks then talk over NVLink, PCIe or shared memory: that log
-    says nothing of the fabric."""
+    says nothing of the fabric. ``unplaced``: the logs whose Rank lines name no host (OneNodeRuns.unplaced): nothing
+    there shows the traffic crossed nodes either (review round 34a: one host's INFO lines passed)."""
     judged = [
         (name, within_one_node(transport, expected_fabric, one_host[name]) if one_host and name in one_host
+         else without_hosts(transport, expected_fabric) if name in unplaced
          else verdict(transport, expected_fabric))
         for name, transport in logs
     ]  # fmt: skip

@@ -509,3 +509,21 @@ def test_nccl_words_quoted_in_a_comment_or_a_shell_trace_are_no_evidence(
     tagged.write_text(f"[default0]:{said}\n{bare}")
     main(["nccl-report", "--fabric", "infiniband", str(tagged)])
     assert "transport: network IB" in capsys.readouterr().out
+
+
+@needs_corpus
+def test_a_log_whose_rank_lines_name_no_host_cannot_pass_the_fabric(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review round 34a: a log without its '#  Rank' lines was judged from its INFO lines alone, and passed though
+    nothing showed its ranks ran on two nodes (NCCL names its network on one node too). 10 (two nodes over sockets)
+    passes --fabric tcp; without its Rank lines it is unknown (exit 5), as a log of one node's ranks is."""
+    text = (CORPUS / "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt").read_text()
+    whole, unplaced = tmp_path / "whole.log", tmp_path / "unplaced.log"
+    whole.write_text(text)
+    unplaced.write_text("\n".join(line for line in text.splitlines() if not line.startswith("#   Rank")) + "\n")
+    assert main(["nccl-report", "--fabric", "tcp", str(whole)]) == ExitCode.OK
+    capsys.readouterr()
+    assert main(["nccl-report", "--fabric", "tcp", str(unplaced)]) == ExitCode.INCOMPLETE
+    out = capsys.readouterr().out
+    assert "verdict (tcp): UNKNOWN" in out and "'#  Rank' lines name no host" in out, out[-1500:]
