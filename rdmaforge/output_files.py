@@ -35,13 +35,20 @@ def replaced(path: Path) -> Iterator[Path]:
         mode = stat.S_IMODE(before.st_mode) if stat.S_ISREG(before.st_mode) else 0o666 & ~_umask()
     except OSError:
         mode = 0o666 & ~_umask()
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent)
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent)
+    except OSError as exc:  # it named a random name that never existed (review round 34a): name the file
+        raise OSError(exc.errno, f"cannot write it here ({exc.strerror})", str(path)) from exc
     os.close(handle)
     temporary = Path(name)
     try:
         os.chmod(temporary, mode)
         yield temporary
         os.replace(temporary, path)
+    except OSError as exc:
+        if name not in (exc.filename, exc.filename2):
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     finally:
         if temporary.exists():
             temporary.unlink()
