@@ -29,6 +29,8 @@ LONG_LINE = 8 << 20
 #: with a few stray NULs (a crash while writing) is still read; a sparse file, /dev/zero or an ELF is not.
 _NUL_SHARE = 0.1
 _NUL_MIN = 16
+#: The share of undecodable bytes and control characters above which a file without a BOM is binary, not a log.
+_ODD_SHARE = 0.1
 _SNIFF = 64 << 10
 _GZIP_MAGIC = b"\x1f\x8b"
 #: Compressions read transparently, by their magic bytes: what a log archived by logrotate or by hand is in.
@@ -68,6 +70,9 @@ def open_text(raw: BinaryIO, name: str) -> Iterator[str]:
         if head.startswith(magic):
             stream = opener(_Prepend(head, raw))  # type: ignore[arg-type,assignment]
             head = _read_some(stream, name)
+            if any(head.startswith(inner) for inner, _ in _COMPRESSED):
+                raise InputError(f"{name}: compressed twice (its {_compression(stream)} data holds compressed data "
+                                 f"again): decompress it once; {ACCEPTED}")  # fmt: skip
             break
     else:
         for magic, what in _UNREADABLE:
@@ -107,6 +112,13 @@ def _encoding(head: bytes, name: str) -> tuple[str, int]:
         else:
             what = f"holds binary data ({nuls} NUL bytes in the first {len(sniff)})"
         raise InputError(f"{name}: {what}, not an nccl-tests log; {ACCEPTED}")
+    # Binary data with few NUL bytes (an image, random or encrypted bytes): mostly bytes that are no UTF-8 or are
+    # control characters no log prints (tab, line ends, form feed and the ESC of coloured output aside).
+    text = sniff[: len(sniff) - 3].decode("utf-8", errors="replace") if len(sniff) > 3 else ""
+    odd = sum(1 for char in text if char == "\ufffd" or (char < " " and char not in "\t\n\r\f\v\x1b"))
+    if odd >= _NUL_MIN and odd > _ODD_SHARE * len(text):
+        raise InputError(f"{name}: holds binary data ({odd} of the first {len(text)} characters are no UTF-8 text or "
+                         f"are control characters), not an nccl-tests log; {ACCEPTED}")  # fmt: skip
     return "utf-8", 0
 
 

@@ -188,7 +188,7 @@ def nccl_cases() -> list[Case]:
         Case("nccl-empty", nccl(""), INCOMPLETE, ("no nccl-tests run found in", "in.log")),
         Case("nccl-blank-lines", nccl("\n \n\t\n"), INCOMPLETE, ("no nccl-tests run found",)),
         Case("nccl-prose", nccl("hello\nworld\n"), INCOMPLETE, ("no nccl-tests run found",)),
-        Case("nccl-random-bytes", nccl(bytes(range(1, 256)) * 40), INCOMPLETE, ("no nccl-tests run found",)),
+        Case("nccl-random-bytes", nccl(bytes(range(1, 256)) * 40), BAD, ("holds binary data",)),
         Case("nccl-json-list", nccl("[1, 2, 3]"), INCOMPLETE, ("no nccl-tests run found",)),
         Case("nccl-json-other-object", nccl('{"hello": "world"}'), INCOMPLETE, ("no nccl-tests run found",)),
         Case("nccl-json-lone-brace", nccl("{"), INCOMPLETE, ("no nccl-tests run found",)),

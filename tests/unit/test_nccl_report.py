@@ -763,7 +763,6 @@ def test_row_with_na_time_does_not_count() -> None:
     [
         b"",
         b"\n\n\n",
-        random.Random(7).randbytes(8192),
         b"\x00\xff\xfe# nThread\x00 1\r\n#  size count type time busbw\r\n   1 2 float 3 4 5 6",
         "#       size  count  type  time  algbw  busbw  #wrong\n  5 5 \u00e9 1 2 3 4\n".encode("utf-16"),
         b"# Avg bus bandwidth    : nan \n# Out of bounds values : 99999999999999999999 OK\n",
@@ -773,6 +772,14 @@ def test_row_with_na_time_does_not_count() -> None:
 def test_odd_input_never_raises(data: bytes) -> None:
     report = parse(data)
     json.dumps(report.to_dict(), allow_nan=False)
+
+
+def test_random_bytes_are_refused_as_binary_not_parsed() -> None:
+    """Random bytes (few NULs) were parsed into no run; they are refused as binary data (InputError: exit 64)."""
+    from rdmaforge.nccl_tests import InputError
+
+    with pytest.raises(InputError, match="holds binary data"):
+        parse(random.Random(7).randbytes(8192))
 
 
 def test_warning_before_the_banner_joins_the_next_run() -> None:
@@ -1026,3 +1033,21 @@ def test_a_file_name_holding_newlines_cannot_print_a_line_of_its_own(
     assert [line for line in lines if line.startswith("verdict (")] == ["verdict (infiniband): UNKNOWN"], out
     assert not any(line.startswith(("  ok", "run 9")) for line in lines), out + err
     assert "a\\x0averdict (infiniband): OK\\x0a  ok" in out and "b\\x0arun 9: forged" in err
+
+
+@pytest.mark.parametrize("kind", ["png", "random", "gzip-of-gzip"])
+def test_binary_files_with_few_nul_bytes_are_refused_as_binary(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review round 34a: only a share of NUL bytes marked a file binary; an image or random bytes (few NULs) and a
+    gzip inside a gzip were "no nccl-tests run found", exit 5, where --help promises 64 for binary data."""
+    import gzip
+
+    noise = random.Random(34).randbytes(200_000)
+    data = {"png": b"\x89PNG\r\n\x1a\n" + noise, "random": noise,
+            "gzip-of-gzip": gzip.compress(gzip.compress(b"# nccl-tests\n" * 1000))}[kind]  # fmt: skip
+    path = tmp_path / f"{kind}.log"
+    path.write_bytes(data)
+    assert main(["nccl-report", str(path)]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert ("compressed twice" if kind == "gzip-of-gzip" else "holds binary data") in err, err
