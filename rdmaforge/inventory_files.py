@@ -113,8 +113,10 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _load(path: Path, strict: bool = True) -> object:
     """A vars or inventory file as Ansible's loader reads it: JSON first, then YAML (a tab-indented JSON file is no
     YAML, and Ansible reads it: review round 28). Raises yaml.YAMLError (with the YAML reading's mark) or OSError;
-    ``strict``: DuplicateKey for a key given twice (in a JSON file with the line where YAML can read it)."""
-    text = path.read_text(errors="replace")
+    ``strict``: DuplicateKey for a key given twice (in a JSON file with the line where YAML can read it), and
+    UnicodeDecodeError for a file that is not UTF-8 (Ansible cannot read it either)."""
+    raw = path.read_bytes()
+    text = raw.decode("utf-8") if strict else raw.decode("utf-8", errors="replace")
     try:
         return json.loads(text, object_pairs_hook=_unique_keys if strict else None)
     except DuplicateKey:
@@ -148,6 +150,9 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             found.append(_unreadable(path, exc))
         except RecursionError:
             found.append(f"{path}: {TOO_DEEP}")
+        except UnicodeDecodeError as exc:  # Ansible's message named no file (review round 34a)
+            found.append(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): Ansible "
+                         "reads inventory and variable files as UTF-8; save it as UTF-8")  # fmt: skip
         except ValueError as exc:  # a number too long for Python: Ansible stops on it with a traceback
             found.append(f"{path}: {huge_integer(exc) or exc}")
         else:
@@ -156,6 +161,11 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             shape = TOO_DEEP if too_deep(data) else TOO_MANY if too_many_values(data) else holds_huge_integer(data)
             if shape is not None:
                 found.append(f"{path}: {shape}")
+                continue
+            if path not in own and data is not None and not isinstance(data, dict):
+                holds = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
+                found.append(f"{path}: holds {holds}, not a mapping: a group_vars or host_vars file maps variable "
+                             "names to values")  # fmt: skip
                 continue
             binary = _binary_keys(data) if listing else []
             found += [f"{path}: {key} is a !!binary value (bytes), which ansible-inventory cannot list; allowed: text, "

@@ -203,6 +203,11 @@ def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
         allowed = _SPEC_TYPES.get(kind or "")
         if value is None or allowed is None:
             continue
+        if isinstance(value, Mapping) and "__ansible_vault" in value:  # ansible-inventory --list's form of !vault
+            found.append(as_installed(f"{host}: {name} is vault-encrypted, which render cannot decrypt (it reads the "
+                                      "inventory without a vault password); run playbooks/workloads.yml with the vault "
+                                      "password instead"))  # fmt: skip
+            continue
         # An int or a bool as the argument spec converts it (8.0, "8"; "false", "yes": an INI [group:vars] value).
         if kind == "int" and whole_number(value) is not None or kind == "bool" and spec_bool(value) is not None:
             continue

@@ -408,3 +408,35 @@ def test_a_list_given_as_ini_text_gets_one_line_per_host_and_an_example_that_wor
     followed.write_text(ini.read_text().replace("=rdma_cm,uverbs0", '=["rdma_cm", "uverbs0"]'))
     assert main(["render", "-i", str(followed), "-o", str(tmp_path / "out2"), "--kind", "docker"]) == 0
     capsys.readouterr()
+
+
+# --- review round 34a: files render cannot read, named -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(b"workload_manifests_name: caf\xe9\n", "not UTF-8 text (byte 0xe9 at offset 28)"),
+     (b"- workload_manifests_name: x\n", "holds a list, not a mapping")],
+    ids=["latin-1", "top-level-list"],
+)  # fmt: skip
+def test_a_group_vars_file_render_cannot_read_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, said: str
+) -> None:
+    """A latin-1 group_vars file: Ansible's 'utf-8 codec can't encode character' named no file; a file holding a
+    list: 'expected dicts but got a dict and a _AnsibleTaggedList'. Each is now its file and what it must be."""
+    source = inventory(tmp_path, {})
+    (source / "group_vars" / "all" / "zz.yml").write_bytes(content)
+    assert main(["render", "-i", str(source), "-o", str(tmp_path / "out")]) == 64
+    err = capsys.readouterr().err
+    assert f"{source / 'group_vars' / 'all' / 'zz.yml'}: {said}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_vault_encrypted_value_is_named_as_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An inline !vault value reached render as {"__ansible_vault": ...}: "is dict ...; allowed: text"."""
+    source = inventory(tmp_path, {})
+    (source / "group_vars" / "all" / "zz.yml").write_text(
+        "workload_manifests_name: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6638\n")
+    assert main(["render", "-i", str(source), "-o", str(tmp_path / "out")]) == 64
+    err = capsys.readouterr().err
+    assert "workload_manifests_name is vault-encrypted, which render cannot decrypt" in err, err
