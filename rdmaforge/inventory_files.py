@@ -162,10 +162,12 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             if shape is not None:
                 found.append(f"{path}: {shape}")
                 continue
-            if path not in own and data is not None and not isinstance(data, dict):
-                holds = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
-                found.append(f"{path}: holds {holds}, not a mapping: a group_vars or host_vars file maps variable "
-                             "names to values")  # fmt: skip
+            # A list of values where Ansible needs a mapping of variables ("expected dicts but got a dict and a
+            # _AnsibleTaggedList"). Only a list that holds something: a whole-file vault (ansible-vault encrypt) reads
+            # as one string here, and Ansible ignores an empty value.
+            if path not in own and isinstance(data, list) and data:
+                found.append(f"{path}: holds a list, not a mapping: a group_vars or host_vars file maps variable names "
+                             "to values")  # fmt: skip
                 continue
             binary = _binary_keys(data) if listing else []
             found += [f"{path}: {key} is a !!binary value (bytes), which ansible-inventory cannot list; allowed: text, "

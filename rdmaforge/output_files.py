@@ -46,7 +46,8 @@ def replaced(path: Path) -> Iterator[Path]:
         yield temporary
         os.replace(temporary, path)
     except OSError as exc:
-        if name not in (exc.filename, exc.filename2):
+        # an error about the temporary, or about no file (a write on a full disk): it is about ``path``
+        if exc.filename not in (None, name) and name != exc.filename2:
             raise
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
     finally:

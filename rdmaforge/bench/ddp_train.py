@@ -119,8 +119,10 @@ def main() -> None:
             "device": device.type,
             "global_batch": global_batch,
             "params": sum(p.numel() for p in model.parameters()),
-            "replicas_in_sync": replicas_in_sync(sums),
-            "replica_param_sum_spread": max(sums) - min(sums),
+            # None where a sum is not a number (the training diverged): nothing to tell of DDP then, and JSON
+            # holds no NaN.
+            "replicas_in_sync": replicas_in_sync(sums) if all(map(math.isfinite, sums)) else None,
+            "replica_param_sum_spread": max(sums) - min(sums) if all(map(math.isfinite, sums)) else None,
             **summarize(step_times, args.warmup, global_batch),
         }
         print("RDMAFORGE_E2E " + json.dumps(report), flush=True)

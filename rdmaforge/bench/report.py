@@ -51,6 +51,7 @@ from rdmaforge.nccl_tests.transport import (
     merge_transports,
     parse_transport,
     within_one_node,
+    without_hosts,
 )
 from rdmaforge.plain_data import whole_number
 from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
@@ -374,6 +375,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     collectives: dict[str, Any] = {}
     transports: dict[str, Transport | None] = {}  # each collective's own evidence; None: its log is missing
     kept_to: dict[str, list[str]] = {}  # each log whose runs kept their ranks on one node: those nodes
+    unplaced: set[str] = set()  # each log none of whose runs shows two nodes, some naming none (OneNodeRuns)
     unproven: dict[str, str] = {}  # each log whose judged run has no INFO lines of its own: why it proves nothing
     for name in nccl.get("collectives", []):
         log = run_dir / f"nccl-{name}.log"
@@ -387,6 +389,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             fold.add(one.rank_hosts)
         if fold.kept_to is not None:
             kept_to[name] = fold.kept_to
+        elif fold.unplaced:
+            unplaced.add(name)
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
         last, missing = run_of(runs, name, log.name)
@@ -472,7 +476,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         components.append(Component("transport", "transport", "skipped", "no nccl-tests log to read it from"))
     else:
         transport = merge_transports(present)  # the evidence of all logs, shown; each log is judged on its own
-        judged = {name: collective_transport(name, own, fabric, kept_to.get(name), unproven.get(name))
+        judged = {name: collective_transport(name, own, fabric, kept_to.get(name), unproven.get(name),
+                                             name in unplaced)
                   for name, own in transports.items()}  # fmt: skip
         status, parts = transport_status_of(judged)
         combined = combined_verdict(list(judged.values()), parts)
@@ -492,12 +497,14 @@ def collective_transport(
     fabric: str,
     one_node: Sequence[str] | None = None,
     unproven: str | None = None,
+    unplaced: bool = False,
 ) -> TransportVerdict:
     """The transport verdict of one collective, from its own log only: another collective's log saying IB says
     nothing about a log cut before NCCL's INFO lines (or one without them). A missing log is no evidence either;
     a log whose runs each kept their ranks on one node (``one_node``: those nodes) can fail, never pass, as
     nccl-report judges it (within_one_node). ``unproven``: why the log's evidence is not the judged run's (its INFO
-    lines are an earlier run's): a fallback they show still fails, nothing else is judged."""
+    lines are an earlier run's): a fallback they show still fails, nothing else is judged. ``unplaced``: no run of
+    the log shows two nodes and some name none (OneNodeRuns.unplaced): judged as nccl-report does (without_hosts)."""
     if unproven is not None and transport is not None:
         earlier = verdict(transport, fabric)
         if earlier.failed:
@@ -505,6 +512,8 @@ def collective_transport(
         return replace(verdict(Transport(), fabric), messages=(unproven,))
     if one_node and transport is not None:
         return within_one_node(transport, fabric, one_node)
+    if unplaced and transport is not None:
+        return without_hosts(transport, fabric)
     judged = verdict(transport or Transport(), fabric)
     if transport is None:
         return replace(judged, messages=(f"cannot check the transport: nccl-{name}.log is missing",))
@@ -805,6 +814,10 @@ def intra_node_result(
         component.status = "not_judged"
         component.reason = (f"the e2e training failed ({e2e['error']}): the linearity within a node is not judged "
                             "from a training that exited non-zero")  # fmt: skip
+        components.append(component)
+        return
+    if diverged := out_of_sync({key: e2e.get(key) for key in ("one", "single")}):
+        component.reason = diverged  # its two runs: a fail, as the across-node component's (review round 35)
         components.append(component)
         return
     if "one" not in e2e:

@@ -992,7 +992,7 @@ static int handle_line(Ctx *c, const Spec *spec, PyObject *messages, const unsig
         if (level) {
             /* handled here only when the line is "host:pid:tid [dev] NCCL ...": with anything before (a comment
              * quoting NCCL, a launcher's tag) or no such prefix, the Python parser decides */
-            if (nccl_prefix(s, at) != lead) return 0;
+            if (nccl_prefix(s, at) != lead || s[lead] == '#' || s[lead] == '+') return 0;
             if (level == 2) return 0; /* WARN: a run warning */
             const unsigned char *m = s + end;
             Py_ssize_t mn = n - end;

@@ -18,11 +18,11 @@ _NCCL_TAG = re.compile(r"\bNCCL (INFO|WARN|TRACE)\b ?")
 # What precedes the tag: ``host:pid:tid [dev] `` and, for WARN lines, ``file.cc:123 ``. Searched only in
 # the last _PREFIX_WINDOW characters before the tag: a search over the whole glued prefix retries the
 # unbounded ``[^\s:]+`` at every position (quadratic: 80 KB took 41 s).
-_NCCL_PREFIX = re.compile(r"[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?$")
+_NCCL_PREFIX = re.compile(r"[^\s:]+:\d+:\d+ \[\d+\] (?:\d+\.\d+ )?(?:\S+:\d+ )?$")
 #: Host name (at most 253), pid, tid, device and WARN's file:line fit in this many characters.
 _PREFIX_WINDOW = 512
-#: What a line that only quotes NCCL's words starts with: a comment, a shell trace (set -x).
-_QUOTING = ("#", "+ ")
+#: What a line that only quotes NCCL's words starts with: a comment, a shell trace (set -x: "+ ", nested "++ ").
+_QUOTING = re.compile(r"\s*(?:#|\++ )")
 # Rank 0 of NCCL < 2.2x prints the version as a bare line, without the INFO prefix.
 _BARE_VERSION = re.compile(r"^\s*NCCL version (\S+)")
 
@@ -51,10 +51,11 @@ def clean_lines(text: str) -> Iterator[str]:
 def find_nccl_line(line: str) -> NcclLine | None:
     """The NCCL INFO/WARN/TRACE message in ``line``, or the bare ``NCCL version`` line; None otherwise.
 
-    Only with NCCL's own ``host:pid:tid [dev]`` before the tag, on a line that is not a comment or a shell trace
-    (``#``, ``+ `` first): the words "NCCL INFO" elsewhere (``# note: host:1:2 [0] NCCL INFO Using network IB``,
-    ``+ grep 'NCCL INFO Using network IB'``) are not NCCL speaking, and were read as its transport (review round
-    34a). Every NCCL line of the corpus carries the prefix at the start of its line."""
+    Only with NCCL's own ``host:pid:tid [dev]`` before the tag (and a TRACE line's time and ``file:line``), on a
+    line that is not a comment or a shell trace (``#``, ``+ ``, ``++ `` first, a ``#`` glued to the host included):
+    the words "NCCL INFO" elsewhere (``# note: host:1:2 [0] NCCL INFO Using network IB``, ``+ grep 'NCCL INFO Using
+    network IB'``) are not NCCL speaking, and were read as its transport (review rounds 34a, 35). Every NCCL line of
+    the corpus carries the prefix at the start of its line."""
     tag = _NCCL_TAG.search(line)
     if tag is None:
         bare = _BARE_VERSION.match(line)
@@ -63,7 +64,7 @@ def find_nccl_line(line: str) -> NcclLine | None:
         return NcclLine(level="INFO", message=f"NCCL version {bare.group(1)}", start=0)
     window = max(0, tag.start() - _PREFIX_WINDOW)
     prefix = _NCCL_PREFIX.search(line, window, tag.start())
-    if prefix is None or line[: prefix.start()].lstrip().startswith(_QUOTING):
+    if prefix is None or _QUOTING.match(line, 0, tag.start()):
         return None
     return NcclLine(level=tag.group(1), message=line[tag.end() :].strip(), start=prefix.start())
 

@@ -432,12 +432,12 @@ class OneNodeRuns:
     def __init__(self) -> None:
         self.hosts: list[str] | None = []
         self.runs = 0
-        self.named = False  # whether any run's Rank lines named a host
+        self.crossed = False  # whether any run's Rank lines named two hosts or more
 
     def add(self, rank_hosts: Mapping[int, str]) -> None:
         self.runs += 1
         distinct = {short_name(host) for host in rank_hosts.values()}
-        self.named = self.named or bool(distinct)
+        self.crossed = self.crossed or len(distinct) >= 2
         if self.hosts is None:
             return
         if len(distinct) != 1:
@@ -454,9 +454,10 @@ class OneNodeRuns:
 
     @property
     def unplaced(self) -> bool:
-        """Whether runs were seen and none of their ``#  Rank`` lines named a host: where the ranks ran is unknown
-        (every nccl-tests log of the corpus names them; a log without is edited or cut)."""
-        return self.runs > 0 and not self.named
+        """Whether runs were seen, none of them shows its ranks on two nodes or more, and not every one names the
+        node it kept to (kept_to): runs whose ``#  Rank`` lines name no host, alone or beside one-node runs. Every
+        nccl-tests log of the corpus names them; a log without is edited or cut (review rounds 34a, 35)."""
+        return self.runs > 0 and not self.crossed and self.kept_to is None
 
 
 class RunsWithoutInfoLines:

@@ -956,3 +956,16 @@ def test_latest_is_the_run_recorded_last_not_the_last_name(tmp_path: Path, monke
         os.utime(tmp_path / name / "run.json", (stamp, stamp))
     args = argparse.Namespace(latest=True, run_dir=None)
     assert report_command.find_run_dir(args) == tmp_path / "20261207T010000Z"
+
+
+def test_a_log_whose_rank_lines_name_no_host_cannot_pass_the_transport(tmp_path: Path, shared_dir: Path) -> None:
+    """Review round 35: nccl-report left a log whose '#  Rank' lines name no host unknown, while the benchmark
+    report's transport component still passed it (10, two nodes over sockets, without its Rank lines)."""
+    text = corpus_log(shared_dir, "10_allreduce_v2.10-2.11_a10g_2gpu_2node_ncclinfo_socket.txt").read_text()
+    log = tmp_path / "unplaced.log"
+    log.write_text("\n".join(line for line in text.splitlines() if not line.startswith("#   Rank")) + "\n")
+    results = render(make_run(tmp_path / "run", "tcp", log, gpus={"n1": 1, "n2": 1}, line_rate_gbps=SOCKET_LINE_RATE,
+                              nccl_exit_codes={"all_reduce": 0}))  # fmt: skip
+    transport = component(results, "transport")
+    assert transport["status"] == "not_judged", transport
+    assert "'#  Rank' lines name no host" in transport["reason"], transport

@@ -191,3 +191,13 @@ def test_a_result_of_no_measured_step_is_refused_not_judged(tmp_path: Path, caps
     assert main(["report", str(run_dir)]) == 64
     err = capsys.readouterr().err
     assert "e2e.json" in err and "single.steps: must be a count from 1" in err and "got 0" in err, err
+
+
+def test_replicas_out_of_sync_on_one_node_fail_the_intra_node_linearity_too(tmp_path: Path) -> None:
+    """Review round 35: with the 1-node run's replicas different, the across-node component failed but the
+    within-node one still passed (0.8 over 8 GPUs)."""
+    single = {**run_result(8, 1, 640.0), "replicas_in_sync": False}
+    results = render(make_run(tmp_path, run_result(1, 1, 100.0), single, run_result(16, 2, 1024.0), ranks=8,
+                              floor=0.75))  # fmt: skip
+    intra = components(results)["e2e intra-node"]
+    assert intra["status"] == "fail" and "model replicas ended different in the single run" in intra["reason"], intra

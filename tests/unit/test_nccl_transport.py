@@ -501,7 +501,8 @@ def test_nccl_words_quoted_in_a_comment_or_a_shell_trace_are_no_evidence(
     bare = "\n".join(line for line in text.splitlines() if "NCCL INFO" not in line) + "\n"
     said = "ip-10-0-139-244:1465:1465 [0] NCCL INFO Using network IB"
     quoted = tmp_path / "quoted.log"
-    quoted.write_text(f"#   Note: {said}\n+ grep -q 'NCCL INFO Using network IB' log && echo ok\n{bare}")
+    quoted.write_text(f"#   Note: {said}\n#{said}\n++ echo '{said}'\n"
+                      f"+ grep -q 'NCCL INFO Using network IB' log && echo ok\n{bare}")  # fmt: skip
     assert main(["nccl-report", "--fabric", "infiniband", str(quoted)]) == ExitCode.INCOMPLETE
     out = capsys.readouterr().out
     assert "verdict (infiniband): UNKNOWN" in out and "network IB" not in out, out[-2000:]
@@ -527,3 +528,13 @@ def test_a_log_whose_rank_lines_name_no_host_cannot_pass_the_fabric(
     assert main(["nccl-report", "--fabric", "tcp", str(unplaced)]) == ExitCode.INCOMPLETE
     out = capsys.readouterr().out
     assert "verdict (tcp): UNKNOWN" in out and "'#  Rank' lines name no host" in out, out[-1500:]
+    # Review round 35: a run of one node's ranks before it (a spliced log) made the log pass again: no run of it
+    # shows two nodes either.
+    lines = text.splitlines()
+    first_host = next(line for line in lines if line.startswith("#   Rank  0"))
+    one_node = "\n".join(line for line in lines if not line.startswith("#   Rank  1")) + "\n"
+    assert first_host in one_node
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text(one_node + unplaced.read_text())
+    assert main(["nccl-report", "--fabric", "tcp", str(mixed)]) == ExitCode.INCOMPLETE
+    assert "verdict (tcp): UNKNOWN" in capsys.readouterr().out

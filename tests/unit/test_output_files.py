@@ -33,3 +33,17 @@ def test_a_file_is_written_and_replaced(tmp_path: Path) -> None:
     output_files.write_text(target, "one")
     output_files.write_text(target, "two")
     assert target.read_text() == "two" and sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_a_write_that_fails_naming_no_file_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk: the write's OSError carries no file name, and the message named none (review round 35)."""
+    import errno
+
+    def full(self: Path, *_args: object, **_kwargs: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    target = tmp_path / "results.json"
+    with pytest.raises(OSError) as raised:
+        output_files.write_text(target, "{}")
+    assert raised.value.filename == str(target) and raised.value.errno == errno.ENOSPC

@@ -440,3 +440,15 @@ def test_a_vault_encrypted_value_is_named_as_one(tmp_path: Path, capsys: pytest.
     assert main(["render", "-i", str(source), "-o", str(tmp_path / "out")]) == 64
     err = capsys.readouterr().err
     assert "workload_manifests_name is vault-encrypted, which render cannot decrypt" in err, err
+
+
+@pytest.mark.parametrize("content", ["$ANSIBLE_VAULT;1.1;AES256\n6638\n3162\n", "[]\n", "~\n"],
+                         ids=["whole-file-vault", "empty-list", "null"])  # fmt: skip
+def test_a_vault_file_or_an_empty_value_is_no_problem_of_the_mapping_check(tmp_path: Path, content: str) -> None:
+    """Review round 35: the mapping check (above) refused a file made by `ansible-vault encrypt`, which reads as one
+    string, and so stopped every command (64). Ansible decrypts it, and ignores an empty value."""
+    from rdmaforge.inventory_files import yaml_problems
+
+    source = inventory(tmp_path, {})
+    (source / "group_vars" / "all" / "vault.yml").write_text(content)
+    assert [p for p in yaml_problems(source / "hosts.yml") if "vault.yml" in p] == []
