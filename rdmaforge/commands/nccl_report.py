@@ -99,6 +99,10 @@ class _Sink:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.files.count("-") > 1:  # the second read of stdin finds nothing: "no run found", exit 5
+        print(f"{PROG}: - (standard input) is given {args.files.count('-')} times; it can be read once",
+              file=sys.stderr)  # fmt: skip
+        return int(ExitCode.BAD_INPUT)
     for name in args.files:
         if name != "-":
             check_input(name)  # every file readable and a possible log before any output (else exit 64)

@@ -302,6 +302,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return int(ExitCode.BAD_INPUT)
+    if not args.group.strip():  # "no hosts in group ''" named the empty name as a group
+        print(f"{PROG}: --group is empty; allowed: the name of the inventory group of the nodes (default: cluster)",
+              file=sys.stderr)  # fmt: skip
+        return int(ExitCode.BAD_INPUT)
     out_dir = Path(os.path.abspath(args.output))  # the caller's directory, not the project's
     problem = output_problem(out_dir)
     inventory_arg = args.inventory

@@ -187,6 +187,8 @@ def nccl_cases() -> list[Case]:
         Case("nccl-truncated-gzip", nccl(gzip.compress(LOG.encode() * 50)[:60]), BAD, ("in.log", "cut short")),
         Case("nccl-empty", nccl(""), INCOMPLETE, ("no nccl-tests run found in", "in.log")),
         Case("nccl-blank-lines", nccl("\n \n\t\n"), INCOMPLETE, ("no nccl-tests run found",)),
+        # Review round 34a: the second read of stdin found nothing, "no run found", exit 5
+        Case("nccl-stdin-twice", lambda t: ["nccl-report", "-", "-"], BAD, ("is given 2 times; it can be read once",)),
         Case("nccl-prose", nccl("hello\nworld\n"), INCOMPLETE, ("no nccl-tests run found",)),
         Case("nccl-random-bytes", nccl(bytes(range(1, 256)) * 40), BAD, ("holds binary data",)),
         Case("nccl-json-list", nccl("[1, 2, 3]"), INCOMPLETE, ("no nccl-tests run found",)),
@@ -570,6 +572,8 @@ def render_cases() -> list[Case]:
                         "-o", str(t / "o")], BAD,
              ("group_vars/all.yml: odd.l[1] is a !!binary value", "allowed: text")),  # fmt: skip
         # Valid YAML that Ansible refuses: its [ERROR] line, not a cut traceback.
+        Case("render-empty-group", lambda t: ["render", "-i", str(inventory(t)), "-o", str(t / "o"), "--group", ""],
+             BAD, ("--group is empty",)),  # fmt: skip
         Case("render-group-vars-list",
              lambda t: ["render", "-i", str(inventory(t, group_vars="- a\n- b\n")), "-o", str(t / "o")], BAD,
              ("group_vars/all.yml: holds a list, not a mapping",)),  # fmt: skip
