@@ -109,6 +109,8 @@ def main() -> None:
     gathered = [torch.zeros_like(total) for _ in range(world)]
     dist.all_gather(gathered, total)
     sums = [float(t.item()) for t in gathered]
+    # None where a sum is not a number (the training diverged): nothing to tell of DDP then, and JSON holds no NaN.
+    finite = all(map(math.isfinite, sums))
 
     if rank == 0:
         global_batch = args.batch_size * world
@@ -119,10 +121,8 @@ def main() -> None:
             "device": device.type,
             "global_batch": global_batch,
             "params": sum(p.numel() for p in model.parameters()),
-            # None where a sum is not a number (the training diverged): nothing to tell of DDP then, and JSON
-            # holds no NaN.
-            "replicas_in_sync": replicas_in_sync(sums) if all(map(math.isfinite, sums)) else None,
-            "replica_param_sum_spread": max(sums) - min(sums) if all(map(math.isfinite, sums)) else None,
+            "replicas_in_sync": replicas_in_sync(sums) if finite else None,
+            "replica_param_sum_spread": max(sums) - min(sums) if finite else None,
             **summarize(step_times, args.warmup, global_batch),
         }
         print("RDMAFORGE_E2E " + json.dumps(report), flush=True)

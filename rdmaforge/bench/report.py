@@ -51,7 +51,6 @@ from rdmaforge.nccl_tests.transport import (
     merge_transports,
     parse_transport,
     within_one_node,
-    without_hosts,
 )
 from rdmaforge.plain_data import whole_number
 from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
@@ -374,8 +373,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
     on = f"{run.get('fabric', 'tcp')} fabric, {gpu_words(run)}"
     collectives: dict[str, Any] = {}
     transports: dict[str, Transport | None] = {}  # each collective's own evidence; None: its log is missing
-    kept_to: dict[str, list[str]] = {}  # each log whose runs kept their ranks on one node: those nodes
-    unplaced: set[str] = set()  # each log none of whose runs shows two nodes, some naming none (OneNodeRuns)
+    placement: dict[str, OneNodeRuns] = {}  # where each log's runs ran their ranks (one node, unnamed hosts)
     unproven: dict[str, str] = {}  # each log whose judged run has no INFO lines of its own: why it proves nothing
     for name in nccl.get("collectives", []):
         log = run_dir / f"nccl-{name}.log"
@@ -387,10 +385,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         fold = OneNodeRuns()
         for one in runs_of(runs, name):
             fold.add(one.rank_hosts)
-        if fold.kept_to is not None:
-            kept_to[name] = fold.kept_to
-        elif fold.unplaced:
-            unplaced.add(name)
+        placement[name] = fold
         entry: dict[str, Any] = {"status": "missing", "avg_busbw": None, "peak_busbw": None, "efficiency": None}
         component = Component(f"nccl-tests {name}", "nccl-tests", "fail", "", unit="GB/s", on=on)
         last, missing = run_of(runs, name, log.name)
@@ -476,8 +471,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         components.append(Component("transport", "transport", "skipped", "no nccl-tests log to read it from"))
     else:
         transport = merge_transports(present)  # the evidence of all logs, shown; each log is judged on its own
-        judged = {name: collective_transport(name, own, fabric, kept_to.get(name), unproven.get(name),
-                                             name in unplaced)
+        judged = {name: collective_transport(name, own, fabric, placement.get(name), unproven.get(name))
                   for name, own in transports.items()}  # fmt: skip
         status, parts = transport_status_of(judged)
         combined = combined_verdict(list(judged.values()), parts)
@@ -495,25 +489,21 @@ def collective_transport(
     name: str,
     transport: Transport | None,
     fabric: str,
-    one_node: Sequence[str] | None = None,
+    placement: OneNodeRuns | None = None,
     unproven: str | None = None,
-    unplaced: bool = False,
 ) -> TransportVerdict:
     """The transport verdict of one collective, from its own log only: another collective's log saying IB says
     nothing about a log cut before NCCL's INFO lines (or one without them). A missing log is no evidence either;
-    a log whose runs each kept their ranks on one node (``one_node``: those nodes) can fail, never pass, as
-    nccl-report judges it (within_one_node). ``unproven``: why the log's evidence is not the judged run's (its INFO
-    lines are an earlier run's): a fallback they show still fails, nothing else is judged. ``unplaced``: no run of
-    the log shows two nodes and some name none (OneNodeRuns.unplaced): judged as nccl-report does (without_hosts)."""
+    a log whose runs kept their ranks on one node, or whose Rank lines name no host (``placement``), can fail, never
+    pass, as nccl-report judges it (OneNodeRuns.verdict). ``unproven``: why the log's evidence is not the judged
+    run's (its INFO lines are an earlier run's): a fallback they show still fails, nothing else is judged."""
     if unproven is not None and transport is not None:
         earlier = verdict(transport, fabric)
         if earlier.failed:
             return earlier
         return replace(verdict(Transport(), fabric), messages=(unproven,))
-    if one_node and transport is not None:
-        return within_one_node(transport, fabric, one_node)
-    if unplaced and transport is not None:
-        return without_hosts(transport, fabric)
+    if placement is not None and transport is not None:
+        return placement.verdict(transport, fabric)
     judged = verdict(transport or Transport(), fabric)
     if transport is None:
         return replace(judged, messages=(f"cannot check the transport: nccl-{name}.log is missing",))

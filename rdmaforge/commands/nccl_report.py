@@ -142,9 +142,7 @@ def run(args: argparse.Namespace) -> int:
             # same run in a file of its own is.
             transports.append((f"{source}, {', '.join(silent.borrowed)}", Transport()))
     transport = merge_transports(t for _, t in transports)
-    one_host = {source: kept for source, fold in nodes.items() if (kept := fold.kept_to) is not None}
-    unplaced = {source for source, fold in nodes.items() if fold.unplaced}
-    judged = verdict_of_logs(transports, args.fabric, one_host, unplaced) if args.fabric else None
+    judged = verdict_of_logs(transports, args.fabric, nodes) if args.fabric else None
     if args.json:
         data: dict[str, Any] = transport.to_dict()
         if judged is not None:

@@ -10,7 +10,7 @@ not name (rdmaforge.fabrics' ``nccl_networks``: AWS Libfabric under an InfiniBan
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -459,6 +459,16 @@ class OneNodeRuns:
         nccl-tests log of the corpus names them; a log without is edited or cut (review rounds 34a, 35)."""
         return self.runs > 0 and not self.crossed and self.kept_to is None
 
+    def verdict(self, transport: Transport, expected_fabric: str) -> TransportVerdict:
+        """The verdict of the log these runs are from: as a log of one node's ranks (within_one_node) when every run
+        kept to one named node, as a log without hosts (without_hosts) when no run shows two nodes otherwise, else
+        from its evidence alone. nccl-report and the benchmark report both judge through it."""
+        if self.kept_to is not None:
+            return within_one_node(transport, expected_fabric, self.kept_to)
+        if self.unplaced:
+            return without_hosts(transport, expected_fabric)
+        return verdict(transport, expected_fabric)
+
 
 class RunsWithoutInfoLines:
     """Folds a log's runs into those whose table came without NCCL INFO lines of their own while another run of the
@@ -488,20 +498,17 @@ VERDICT_ORDER: tuple[VerdictStatus, ...] = ("fail", "unknown", "warn", "ok")
 def verdict_of_logs(
     logs: Sequence[tuple[str, Transport]],
     expected_fabric: str,
-    one_host: Mapping[str, Sequence[str]] | None = None,
-    unplaced: Collection[str] = (),
+    placement: Mapping[str, OneNodeRuns] | None = None,
 ) -> TransportVerdict:
     """One verdict over several logs (one per collective, as a cluster run writes them), each judged from its own
     evidence: one log's 'Using network IB' says nothing of a log cut before NCCL's INFO lines. The worst of them
     (combined_verdict), with each message prefixed by its log's name; a single log's verdict as it is.
 
-    ``one_host``: log name -> the nodes its runs kept to, each run's ranks all on one (OneNodeRuns). NCCL prints
-    'Using network IB' on a single node too, and its ranks then talk over NVLink, PCIe or shared memory: that log
-    says nothing of the fabric. ``unplaced``: the logs whose Rank lines name no host (OneNodeRuns.unplaced): nothing
-    there shows the traffic crossed nodes either (review round 34a: one host's INFO lines passed)."""
+    ``placement``: log name -> where its runs' ranks ran (OneNodeRuns.verdict). NCCL prints 'Using network IB' on
+    a single node too, and its ranks then talk over NVLink, PCIe or shared memory: a log of one node's ranks, or one
+    whose Rank lines name no host (review round 34a: one host's INFO lines passed), says nothing of the fabric."""
     judged = [
-        (name, within_one_node(transport, expected_fabric, one_host[name]) if one_host and name in one_host
-         else without_hosts(transport, expected_fabric) if name in unplaced
+        (name, placement[name].verdict(transport, expected_fabric) if placement and name in placement
          else verdict(transport, expected_fabric))
         for name, transport in logs
     ]  # fmt: skip
