@@ -77,6 +77,9 @@ LAB_ORDER = (
     # mistake there costs one full converge (about 80 s here), not one per later module.
     "test_nccl_tests_on_lab",  # nccl-tests compiled once, then removed from the nodes
     "test_nccl_upgrade_on_lab",  # a second NCCL build, rolled out and back; every node on the first again
+    # Debian's dnf on one node, purged again afterwards. Its plugin test starts with site.yml --limit node3: before
+    # test_ssh_trust rotates the cluster key that is the fast path, after it a full converge of the node (50 s).
+    "test_dnf_path_on_lab",
     # Reboots a node: a node whose boot id changed is out of its record, so this comes after the site.yml modules.
     "test_lab",
     "test_doctor_expectations",
@@ -86,7 +89,6 @@ LAB_ORDER = (
     "test_pairwise_on_lab",
     "test_verdicts",
     "test_mirror_down_on_lab",  # removes a package on one node and installs it again from the restarted mirror
-    "test_dnf_path_on_lab",  # Debian's dnf on one node, purged again afterwards
     # These two leave the nodes differing from their records (other fabric profiles' packages; a removed node's
     # rotated cluster key): the next session's first converge repairs that. test_zz_lab_down removes the lab.
     "test_fabric_profiles_on_lab",
@@ -141,6 +143,24 @@ def lab_unavailable_reason() -> str | None:
 CLUSTER_KEY = "/root/.ssh/rdmaforge_cluster_ed25519"
 
 
+#: LabHandle.ssh's calls come in bursts (a loop over the nodes, a check right after a change), and a new SSH
+#: connection costs the lab's 2 CPUs about 0.3 s (a key exchange on both ends; a session makes about a thousand):
+#: each node's connection is kept for a few seconds and reused (OpenSSH's ControlMaster, in a directory of this
+#: process's own). Keepalives end a connection whose node went away within seconds.
+SSH_REUSE_SECONDS = 15
+NO_SSH_REUSE = ("-o", "ControlMaster=no", "-o", "ControlPath=none")
+#: What ssh prints when the shared connection, not the command, failed.
+SSH_REUSE_FAILURES = ("mux_client", "ControlSocket", "control socket", "master")
+
+
+@functools.cache
+def ssh_reuse_options() -> tuple[str, ...]:
+    directory = tempfile.mkdtemp(prefix="rf-ssh-")  # 0700; a short path: a unix socket's is at most 107 bytes
+    options = ("ControlMaster=auto", f"ControlPath={directory}/%C", f"ControlPersist={SSH_REUSE_SECONDS}",
+               "ServerAliveInterval=3", "ServerAliveCountMax=2")  # fmt: skip
+    return tuple(word for option in options for word in ("-o", option))
+
+
 @dataclass
 class LabHandle:
     """What a test needs to drive the lab: its inventory, nodes, and helpers for SSH and Ansible."""
@@ -150,14 +170,25 @@ class LabHandle:
     ssh_key: Path
     known_hosts: Path
 
-    def ssh(self, node: str, command: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-        """Run ``command`` on ``node`` over real SSH as root (host key verified)."""
-        argv = [
+    def ssh(self, node: str, command: str, check: bool = True, timeout: int = 120,
+            fresh: bool = False) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        """Run ``command`` on ``node`` over real SSH as root (host key verified), over the node's shared connection
+        (ssh_reuse_options); ``fresh``: over a login of its own, for what a login sets up (PAM limits, the
+        environment sshd gives a session)."""
+        base = [
             "ssh", "-i", str(self.ssh_key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
             "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "ConnectTimeout=10",
-            f"root@{self.nodes[node]}", command,
         ]  # fmt: skip
-        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
+        target = [f"root@{self.nodes[node]}", command]
+        proc = subprocess.run([*base, *(NO_SSH_REUSE if fresh else ssh_reuse_options()), *target],
+                              capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        if not fresh and proc.returncode == 255 and any(sign in proc.stderr for sign in SSH_REUSE_FAILURES):
+            # The shared connection broke under the command (its node rebooted or went away): once more on a login
+            # of its own, so that the result is the command's, never the dead connection's.
+            proc = subprocess.run([*base, *NO_SSH_REUSE, *target], capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        return proc
 
     def untouched(self, node: str) -> bool:
         """Whether ``node`` is a bare node rdmaforge never touched: no state directory, no NCCL prefix, no cluster

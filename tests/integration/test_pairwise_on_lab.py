@@ -162,27 +162,25 @@ def test_a_slow_node_and_a_dead_nic_on_two_rails_are_each_named_on_their_rail_on
     assert elapsed < 600
 
 
-def test_one_slow_link_is_a_link_suspect_and_neither_node_is_blamed(fault: LabHandle, tmp_path: Path) -> None:
+def test_a_slow_link_is_a_link_suspect_and_a_rail_slow_on_every_node_a_rail_suspect(
+    fault: LabHandle, tmp_path: Path
+) -> None:
+    """Two faults in one sweep, one per rail (scored on their own, as above), against a line rate of BASE:
+    - eth2: node1's link to node2 limited to SLOW, its other links at BASE: a link suspect, and neither node blamed;
+    - eth1: every node's eth1 limited to SLOW (a rail's switch port speed set wrong everywhere): no node is worse
+      than its partners, so neither the node nor the link rule blames anyone; the rail is named.
+    Nobody is dropped from hostfile.healthy, and the exit code is 7, not 0."""
     impair("node1", "eth2", "--rate", SLOW, "--to", "node2", "--others", BASE)
-    proc, results = sweep(fault, tmp_path)
-    assert proc.returncode == ExitCode.SUSPECTS, proc.stderr[-4000:]
-    assert suspects(results) == [("link", "node1<->node2", "eth2")]
-    assert results["suspects"][0]["nodes"] == ["node1", "node2"]
-    assert results["healthy_nodes"] == sorted(fault.nodes)
-
-
-def test_a_rail_slow_on_every_node_is_a_rail_suspect_not_a_clean_sweep(fault: LabHandle, tmp_path: Path) -> None:
-    """Every node's eth1 limited to SLOW (a rail's switch port speed set wrong everywhere) against a line rate of
-    BASE: no node is worse than its partners, so neither the node nor the link rule blames anyone. The rail is
-    named, nobody is dropped from hostfile.healthy, and the exit code is 7, not 0."""
     for node in sorted(fault.nodes):
         impair(node, "eth1", "--rate", SLOW)
     proc, results = sweep(fault, tmp_path, "-e", f"pairwise_line_rate_gbps={BASE_GBPS}")
     assert proc.returncode == ExitCode.SUSPECTS, proc.stderr[-4000:]
-    assert suspects(results) == [("rail", "rail eth1", "eth1")]
+    assert suspects(results) == [("link", "node1<->node2", "eth2"), ("rail", "rail eth1", "eth1")], results["suspects"]
+    by_kind = {s["kind"]: s for s in results["suspects"]}
+    assert by_kind["link"]["nodes"] == ["node1", "node2"]
     pairs = NODES * (NODES - 1) // 2
-    assert f"{pairs} of {pairs} pairs slow" in results["suspects"][0]["evidence"], results["suspects"]
-    assert sorted(results["suspects"][0]["nodes"]) == sorted(fault.nodes)
+    assert f"{pairs} of {pairs} pairs slow" in by_kind["rail"]["evidence"], results["suspects"]
+    assert sorted(by_kind["rail"]["nodes"]) == sorted(fault.nodes)
     assert sorted(results["healthy_nodes"]) == sorted(fault.nodes)
     assert "rdmaforge pairwise: exit 7" in proc.stderr
 

@@ -60,7 +60,7 @@ def test_memlock_unlimited_for_rdma_users(converged: LabHandle) -> None:
     limits = converged.ssh(node, "cat /etc/security/limits.d/90-rdmaforge-memlock.conf").stdout
     assert "root soft memlock unlimited" in limits and "* hard memlock unlimited" in limits
     # A new SSH session goes through pam_limits, which applies the drop-in.
-    session_limit = converged.ssh(node, "ulimit -l").stdout.strip()
+    session_limit = converged.ssh(node, "ulimit -l", fresh=True).stdout.strip()
     if controller_can_raise_limits():
         assert session_limit == "unlimited"
     else:
@@ -80,7 +80,7 @@ def controller_can_raise_limits() -> bool:
 
 def test_mpirun_on_path_for_non_interactive_ssh(converged: LabHandle) -> None:
     for node in converged.nodes:
-        assert converged.ssh(node, "command -v mpirun").stdout.strip() == "/usr/bin/mpirun"
+        assert converged.ssh(node, "command -v mpirun", fresh=True).stdout.strip() == "/usr/bin/mpirun"
         assert "Open MPI" in converged.ssh(node, "mpirun --version").stdout
 
 
