@@ -67,6 +67,10 @@ LAB_ORDER = (
     "test_nccl_build_on_lab",
     "test_nccl_plugin_api",
     "test_nccl_plugin_package_on_lab",  # one node on the deb source and back, in sync again (site.yml --limit)
+    # Debian's dnf on that node, purged again afterwards. Its plugin test starts with site.yml --limit node3, the fast
+    # path where the module above leaves the node in sync; after modules that change the node's recorded state (the
+    # NCCL upgrade's `previous` link, test_ssh_trust's new cluster key) it was a full converge of the node (50 s).
+    "test_dnf_path_on_lab",
     "test_rdma_userspace",  # site.yml (the summary test)
     # The last module whose tests converge with site.yml on a clean cluster; its unreachable-node provision leaves
     # the stopped node behind the others' records.
@@ -77,9 +81,6 @@ LAB_ORDER = (
     # mistake there costs one full converge (about 80 s here), not one per later module.
     "test_nccl_tests_on_lab",  # nccl-tests compiled once, then removed from the nodes
     "test_nccl_upgrade_on_lab",  # a second NCCL build, rolled out and back; every node on the first again
-    # Debian's dnf on one node, purged again afterwards. Its plugin test starts with site.yml --limit node3: before
-    # test_ssh_trust rotates the cluster key that is the fast path, after it a full converge of the node (50 s).
-    "test_dnf_path_on_lab",
     # Reboots a node: a node whose boot id changed is out of its record, so this comes after the site.yml modules.
     "test_lab",
     "test_doctor_expectations",

@@ -126,6 +126,9 @@ def main() -> None:
             **summarize(step_times, args.warmup, global_batch),
         }
         print("RDMAFORGE_E2E " + json.dumps(report), flush=True)
+    # Every rank leaves together: the others tore the process group down while rank 0 wrote its report, and rank 0's
+    # teardown then aborted (SIGABRT, "terminate called without an active exception") after a complete measurement.
+    dist.barrier()
     dist.destroy_process_group()
 
 
