@@ -15,7 +15,10 @@ from rdmaforge.runner.exit_codes import ExitCode
 from tests.conftest import IN_SYNC, LabHandle
 from tests.integration.test_cli import cli, run_dir_of
 
-pytestmark = pytest.mark.lab
+# make test-heavy, which make bench runs before it measures mitogen's speed (benchmark converge_scale): its run of
+# every task on every node costs make test's lab path about 70 s of its 45-minute budget, and the plain strategy,
+# the default, is what every other lab test runs.
+pytestmark = [pytest.mark.lab, pytest.mark.heavy("the optional accelerator: every task of site.yml on every node")]
 
 #: ansible-core's warning when it loads a strategy from outside ansible.builtin: the run used mitogen's.
 THIRD_PARTY_STRATEGY = "Use of strategy plugins not included in ansible.builtin"
