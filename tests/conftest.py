@@ -145,7 +145,7 @@ CLUSTER_KEY = "/root/.ssh/rdmaforge_cluster_ed25519"
 
 
 #: LabHandle.ssh's calls come in bursts (a loop over the nodes, a check right after a change), and a new SSH
-#: connection costs the lab's 2 CPUs about 0.3 s (a key exchange on both ends; a session makes about a thousand):
+#: login took about 0.3 s here (a key exchange on both ends; a session makes hundreds):
 #: each node's connection is kept for a few seconds and reused (OpenSSH's ControlMaster, in a directory of this
 #: process's own). Keepalives end a connection whose node went away within seconds.
 SSH_REUSE_SECONDS = 15
