@@ -46,7 +46,7 @@ dev-collection: $(VENV)/.installed
 
 # The editable package's bytecode, written even where PYTHONDONTWRITEBYTECODE is set (as in the shell this project
 # is developed in): without it every ansible-playbook and rdmaforge process compiled the rdmaforge modules it
-# imports again (0.1 to 0.3 s of CPU a process; make test starts thousands). Only files changed since are redone.
+# imports again (0.1 to 0.3 s of CPU a process; make test starts hundreds). Only files changed since are redone.
 venv: $(VENV)/.installed dev-collection
 	$(BIN)/python -m compileall -q rdmaforge
 

@@ -150,8 +150,9 @@ CLUSTER_KEY = "/root/.ssh/rdmaforge_cluster_ed25519"
 #: process's own). Keepalives end a connection whose node went away within seconds.
 SSH_REUSE_SECONDS = 15
 NO_SSH_REUSE = ("-o", "ControlMaster=no", "-o", "ControlPath=none")
-#: What ssh prints when the shared connection, not the command, failed.
-SSH_REUSE_FAILURES = ("mux_client", "ControlSocket", "control socket", "master")
+#: What ssh prints when the shared connection, not the command, failed (matched in lower case: "read from master
+#: failed", "Master refused session request", "Control socket connect(...)").
+SSH_REUSE_FAILURES = ("mux_client", "controlsocket", "control socket", "master")
 
 
 @functools.cache
@@ -183,7 +184,7 @@ class LabHandle:
         target = [f"root@{self.nodes[node]}", command]
         proc = subprocess.run([*base, *(NO_SSH_REUSE if fresh else ssh_reuse_options()), *target],
                               capture_output=True, text=True, timeout=timeout)  # fmt: skip
-        if not fresh and proc.returncode == 255 and any(sign in proc.stderr for sign in SSH_REUSE_FAILURES):
+        if not fresh and proc.returncode == 255 and any(sign in proc.stderr.lower() for sign in SSH_REUSE_FAILURES):
             # The shared connection broke under the command (its node rebooted or went away): once more on a login
             # of its own, so that the result is the command's, never the dead connection's.
             proc = subprocess.run([*base, *NO_SSH_REUSE, *target], capture_output=True, text=True, timeout=timeout)

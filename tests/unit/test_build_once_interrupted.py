@@ -41,7 +41,7 @@ all:
 """
 #: The same build without the first make's long sleep and with a small output: for the tests that never kill a
 #: controller (the sleep is idle time that holds a test worker for two minutes; the 16 MB payload, there so that
-#: packaging takes long enough to be killed in, cost every run seconds of CPU to write, pack, hash and unpack).
+#: packaging takes long enough to be killed in, cost every run CPU time to write, pack, hash and unpack).
 QUICK_MAKEFILE = MAKEFILE.replace("sleep 120", "sleep 1").replace("-c 16000000", "-c 16000")
 
 
