@@ -96,18 +96,7 @@ def read_inventory(inventory: str, group: str) -> dict[str, dict[str, Any]]:
     """``{host: variables}`` for the hosts of ``group`` (and its child groups), as ``ansible-inventory --list``."""
     data = inventory_list.listed(inventory, cwd=PROJECT_ROOT, env={"ANSIBLE_INVENTORY_UNPARSED_FAILED": "True"})
     hostvars: dict[str, dict[str, Any]] = data.get("_meta", {}).get("hostvars", {})
-    hosts: list[str] = []
-
-    def collect(name: str, seen: set[str]) -> None:
-        if name in seen:
-            return
-        seen.add(name)
-        entry = data.get(name) or {}
-        hosts.extend(h for h in entry.get("hosts", []) if h not in hosts)
-        for child in entry.get("children", []):
-            collect(child, seen)
-
-    collect(group, set())
+    hosts = inventory_list.group_hosts(data, group)
     if not hosts:
         raise InventoryError(
             as_installed(f"the inventory has no hosts in group {group!r}; allowed: an inventory that lists every node "

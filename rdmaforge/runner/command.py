@@ -367,9 +367,13 @@ def inventory_unusable(outcome: execute.Outcome) -> str:
         causes = "; ".join(dict.fromkeys(_PLUGIN_FAILED.findall(text)))
         return f"no host was run: Ansible cannot parse the inventory {unparsed.group(1).strip()}" + (
             f" ({causes})" if causes else "")  # fmt: skip
+    relisted = outcome.relisted  # Ansible's output lost the lines that say why (execute.Relisting)
+    if relisted is not None and relisted.error:
+        return f"no host was run: Ansible cannot read the inventory: {relisted.error}"
     # Only the group every playbook targets: other unmatched patterns are a --limit's (Ansible's own message says
     # so) or groups the plays make as they run (hugepages_reboot_queue).
-    if "cluster" not in {name.strip() for name in _UNMATCHED.findall(text)}:
+    unmatched = {name.strip() for name in _UNMATCHED.findall(text)}
+    if execute.CLUSTER_GROUP not in unmatched and (relisted is None or relisted.cluster_hosts != 0):
         return ""
     return as_installed("no host was run: the inventory has no host in 'cluster', the group the playbook runs on; put "
                         "the nodes under it (inventories/example/hosts.yml: all.children.cluster)")

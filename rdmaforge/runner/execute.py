@@ -63,6 +63,26 @@ class Request:
     mitogen: bool = False
 
 
+#: The group every rdmaforge playbook runs on.
+CLUSTER_GROUP = "cluster"
+#: Ansible's own words when a run reaches no host because of its host pattern or its inventory (command.py reads
+#: the lines they start).
+NO_HOST_SIGNS = ("Could not match supplied host pattern", "Completely failed to parse inventory source")
+
+
+@dataclass(frozen=True)
+class Relisting:
+    """The inventory listed again after a run that reached no host and whose output does not say why: ansible-runner
+    can lose the end of Ansible's output, where Ansible says so (the pty's last bytes, read once with a timeout
+    after the process ended: its issue 1330). Seen on a loaded machine: a run on an inventory without group
+    'cluster' then read as 'no host matched the --limit' (exit 1, not 64)."""
+
+    #: How many hosts group 'cluster' holds (its child groups' too); None when the inventory could not be listed.
+    cluster_hosts: int | None
+    #: Why Ansible could not list it, in its words; '' when it could.
+    error: str = ""
+
+
 @dataclass
 class Outcome:
     status: str  # ansible-runner's: successful, failed, canceled, timeout
@@ -74,6 +94,8 @@ class Outcome:
     leaked_env_files: list[Path] = field(default_factory=list)
     #: The run's secrets (secret_values): what the command writes after the run is redacted with them too.
     secret_values: frozenset[str] = frozenset()
+    #: Set only after a run that reached no host and whose output does not say why (:class:`Relisting`).
+    relisted: Relisting | None = None
 
     @property
     def ran(self) -> bool:
@@ -345,6 +367,9 @@ def run(
         except AnsibleRunnerException as exc:  # a bad configuration: Ansible never started
             print(f"ansible-runner: {exc}", file=sys.stderr)
         seconds = time.monotonic() - started
+        relisted = None
+        if not log.hosts and status != "canceled" and not interrupted and not _says_why_no_host(run_dir / IDENT):
+            relisted = relist(request, read)  # while a dynamic inventory's listing is still served
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
     secrets.scrub_tree(run_dir, values, scrubbed)
@@ -362,7 +387,31 @@ def run(
         seconds=seconds,
         leaked_env_files=secrets.env_files(run_dir),
         secret_values=frozenset(values),
+        relisted=relisted,
     )
+
+
+def _says_why_no_host(artifacts: Path) -> bool:
+    """Whether Ansible's output in ``artifacts`` holds one of the :data:`NO_HOST_SIGNS`."""
+    try:
+        text = (artifacts / "stdout").read_text(errors="replace")[-200_000:]
+    except OSError:
+        return False
+    return any(sign in text for sign in NO_HOST_SIGNS)
+
+
+def relist(request: Request, read: Reading) -> Relisting:
+    """The request's inventory listed as the run read it (a dynamic one's replayed listing; the run's
+    configuration, environment and vault secrets): how many hosts group 'cluster' holds, or why Ansible cannot
+    list it. Through pipes, not a pty: nothing of what Ansible says is lost."""
+    listed = read.listed
+    inventory = str(listed.script if listed else request.inventory.resolve())
+    try:
+        data = inventory_list.listed(inventory, cwd=paths.WORKSPACE, args=vault_cmdline(request),
+                                     env={**runner_env(), **(listed.environment if listed else {})})  # fmt: skip
+    except inventory_list.InventoryError as exc:
+        return Relisting(None, " ".join(str(exc).split()))
+    return Relisting(len(inventory_list.group_hosts(data, CLUSTER_GROUP)))
 
 
 @contextlib.contextmanager

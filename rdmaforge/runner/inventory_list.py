@@ -438,3 +438,22 @@ def _tree_order(groups: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for name in groups:
         walk(name)
     return list(order)
+
+
+def group_hosts(data: Mapping[str, Any], group: str) -> list[str]:
+    """The hosts of ``group`` and of its child groups, each once, in the order the listing ``data``
+    (``ansible-inventory --list``) gives them."""
+    hosts: dict[str, None] = {}
+    seen: set[str] = set()
+
+    def collect(name: str) -> None:
+        entry = data.get(name)
+        if name in seen or not isinstance(entry, Mapping):
+            return
+        seen.add(name)
+        hosts.update(dict.fromkeys(str(h) for h in entry.get("hosts", [])))
+        for child in entry.get("children", []):
+            collect(str(child))
+
+    collect(group)
+    return list(hosts)
