@@ -151,8 +151,7 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
         except RecursionError:
             found.append(f"{path}: {TOO_DEEP}")
         except UnicodeDecodeError as exc:  # Ansible's message named no file (review round 34a)
-            found.append(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): Ansible "
-                         "reads inventory and variable files as UTF-8; save it as UTF-8")  # fmt: skip
+            found.append(_not_utf8(path, exc))
         except ValueError as exc:  # a number too long for Python: Ansible stops on it with a traceback
             found.append(f"{path}: {huge_integer(exc) or exc}")
         else:
@@ -183,13 +182,21 @@ def yaml_problems(inventory: Path, listing: bool = True) -> list[str]:
             found += [f"{path}: {not_a_string(str(host))}" for host in hosts if not isinstance(host, str)]
     for path in _ini_files(inventory):
         try:
-            text = path.read_text(errors="replace")
+            text = path.read_bytes().decode("utf-8")
         except OSError as exc:
             found.append(_unreadable(path, exc))
+            continue
+        except UnicodeDecodeError as exc:  # Ansible reads on, each such byte a "?" or a lone surrogate in a value
+            found.append(_not_utf8(path, exc))
             continue
         found += [p.message for name in ini_inventory_hosts(text) for p in long_name_problems(name)]
         found += list(dict.fromkeys(f.line for f in _own_variable_findings(_ini_settings(text), path)))
     return found
+
+
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
+    return (f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): Ansible reads "
+            "inventory and variable files as UTF-8; save it as UTF-8")  # fmt: skip
 
 
 #: The files other inventory plugins read (YAML, JSON, TOML).
