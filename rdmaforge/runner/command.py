@@ -31,7 +31,7 @@ from rdmaforge import paths, terminal
 from rdmaforge.errors import CannotRun, UserError, host_pattern, inventory_path, missing_path, output_path
 from rdmaforge.paths import as_installed
 from rdmaforge.paths import playbook as playbook_path
-from rdmaforge.runner import accelerator, artifacts, execute, extravars, junit, run_lock, secrets, vault
+from rdmaforge.runner import accelerator, artifacts, execute, extravars, inventory_list, junit, run_lock, secrets, vault
 from rdmaforge.runner.events import HostProblem
 from rdmaforge.runner.exit_codes import HOST_CODES, ExitCode, describe, epilog, for_hosts
 from rdmaforge.runner.progress import AnsibleEcho, Progress, Ticker, escapes_allowed
@@ -347,7 +347,6 @@ def print_outcome(session: Session, outcome: execute.Outcome) -> None:
 _UNMATCHED = re.compile(r"Could not match supplied host pattern, ignoring: (.+)$", re.MULTILINE)
 #: Ansible's error for an inventory source none of its inventory plugins could read (it stops before any play), and
 #: the warning each plugin leaves with its reason.
-_UNPARSED = re.compile(r"^\[ERROR\]: Completely failed to parse inventory source (.+)$", re.MULTILINE)
 _PLUGIN_FAILED = re.compile(r"^\[WARNING\]: (Failed to parse inventory with '[^']+' plugin: .+)$", re.MULTILINE)
 
 
@@ -362,7 +361,7 @@ def inventory_unusable(outcome: execute.Outcome) -> str:
         text = (outcome.artifacts / "stdout").read_text(errors="replace")[-200_000:]
     except OSError:
         return ""
-    unparsed = _UNPARSED.search(text)
+    unparsed = inventory_list.UNPARSED_SOURCE.search(text)
     if unparsed:
         causes = "; ".join(dict.fromkeys(_PLUGIN_FAILED.findall(text)))
         return f"no host was run: Ansible cannot parse the inventory {unparsed.group(1).strip()}" + (

@@ -25,7 +25,7 @@ import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
 
 from rdmaforge import paths
-from rdmaforge.errors import CannotRun
+from rdmaforge.errors import CannotRun, UserError
 from rdmaforge.runner import accelerator, extravars, inventory_list, secrets, vault
 from rdmaforge.runner.events import EventLog
 from rdmaforge.runner.recap import HostRecap, from_stats
@@ -283,6 +283,12 @@ def listed_secret_values(
         )
         data = inventory_list.parsed(inventory, text, lambda text: vault.load_json(text, decrypt))
     except inventory_list.InventoryError as exc:
+        unparsed = inventory_list.UNPARSED_SOURCE.search(str(exc))
+        failed = Path(unparsed.group(1).strip()) if unparsed else None
+        if failed is not None and all(failed != source.resolve() for source in dynamic):
+            # A file of the inventory Ansible cannot parse (a broken INI or YAML file beside the script): bad input,
+            # as it is in an inventory without a dynamic source. A script or plugin that failed stays CannotRun.
+            raise UserError(f"Ansible cannot parse the inventory source {failed} ({exc})") from exc
         sources = ", ".join(str(p) for p in dynamic)
         raise CannotRun(
             f"cannot list the inventory {inventory}, whose sources {sources} only Ansible can read: {exc}\n"

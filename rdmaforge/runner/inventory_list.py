@@ -43,6 +43,11 @@ CAUSED_BY = "<<< caused by >>>"
 NOT_A_STRING = re.compile(r"Host pattern (?P<host>.+?) must be a string\b")
 
 
+#: Ansible's error for an inventory source none of its inventory plugins could read; the group is the source's path.
+#: (At a line's start in Ansible's output; after "failed: " in an InventoryError's message.)
+UNPARSED_SOURCE = re.compile(r"\[ERROR\]: Completely failed to parse inventory source (.+)$", re.MULTILINE)
+
+
 class InventoryError(RuntimeError):
     """ansible-inventory could not list the inventory; the message says why, in Ansible's words."""
 

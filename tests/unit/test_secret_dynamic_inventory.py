@@ -136,6 +136,26 @@ def test_an_inventory_ansible_cannot_list_stops_the_run_before_ansible_starts(
     assert not list(runs.rglob("ansible")), "Ansible started"
 
 
+def test_a_broken_file_beside_a_script_is_bad_input_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The script answers; an INI file beside it does not parse (review round 35: exit 1, "cannot list", as if the
+    cloud were down). As in an inventory without a script, that is the user's file: exit 64, naming it."""
+    inventory = tmp_path / "inventory"
+    inventory.mkdir()
+    script(inventory / "cloud.py", listing("n2", {"ansible_connection": "local"}, {}))
+    broken = inventory / "hosts"
+    broken.write_text("[cluster\nn1 ansible_connection=local\n")
+    runs = tmp_path / "runs"
+    code = cli.main(["provision", "-i", str(inventory), "--runs-dir", str(runs), "--json"])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.BAD_INPUT, (out + err)[-3000:]
+    assert f"Ansible cannot parse the inventory source {broken}" in err, err
+    assert f"Completely failed to parse inventory source {broken}" in err, err  # Ansible's words
+    assert json.loads(out)["exit_code"] == ExitCode.BAD_INPUT
+    assert not list(runs.rglob("ansible")), "Ansible started"
+
+
 def test_the_cause_shown_of_a_failed_listing_is_a_few_lines_each_escaped(tmp_path: Path) -> None:
     """A script dying with a long traceback: the listing's error names its first and last lines (the exception),
     not all of them; a terminal escape it printed is shown as its escape; a token in a URL it printed is hidden."""
