@@ -42,6 +42,7 @@ from rdmaforge.bench.verdict import (
 from rdmaforge.errors import install_hint
 from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests import Run, launch_problem, parse_file, verdict
+from rdmaforge.nccl_tests.source import InputError
 from rdmaforge.nccl_tests.transport import (
     OneNodeRuns,
     RunsWithoutInfoLines,
@@ -379,7 +380,12 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
         log = run_dir / f"nccl-{name}.log"
         # Only a regular file is read: a pipe left in the run directory would block the report, a link to a device
         # (/dev/urandom) would never end.
-        report = parse_file(log, source=log.name) if log.is_file() else None
+        report, unreadable = None, ""
+        if log.is_file():
+            try:
+                report = parse_file(log, source=log.name)
+            except (InputError, OSError) as exc:  # this collective's output cannot be judged; the others still are
+                unreadable = escaped(str(exc), one_line=True)
         runs = report.runs if report else []
         transports[name] = report.transport if report else None
         fold = OneNodeRuns()
@@ -396,7 +402,9 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             # The log's INFO lines are an earlier run's, not the judged one's.
             unproven[name] = (f"cannot check the transport: the last {name} run in {log.name} printed no NCCL INFO "
                               "lines of its own (those in the log are an earlier run's)")  # fmt: skip
-        if report is None and log.exists():
+        if unreadable:
+            missing = f"{unreadable}: {name}'s output in the run directory cannot be read"
+        elif report is None and log.exists():
             missing = (f"{log.name} is no regular file (a pipe, a device or a directory): not read, so {name}'s "
                        "output is not in the run directory")  # fmt: skip
         elif report is None:  # no log at all is no crash before the table: the run's result is gone

@@ -402,6 +402,26 @@ def test_report_command_exit_codes(tmp_path: Path, socket_log: Path, capsys: pyt
     assert "Verdict: pass" in out and f"run directory {tmp_path / 'nothing'} does not exist" in err
 
 
+@pytest.mark.parametrize("content", [b"\x00\x01\x02\xff" * 4096, b"\x1f\x8b\x08\x00garbage"], ids=["binary", "bad-gzip"])
+def test_one_unreadable_log_fails_its_collective_and_the_others_are_still_judged(
+    tmp_path: Path, socket_log: Path, content: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """review round 35: one binary log made `report` exit 64 for the whole run, showing nothing of the rest."""
+    run_dir = make_run(tmp_path, "tcp", socket_log, line_rate_gbps=SOCKET_LINE_RATE)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["nccl"]["collectives"].append("all_gather")
+    (run_dir / "run.json").write_text(json.dumps(run))
+    (run_dir / "nccl-all_gather.log").write_bytes(content)
+    assert main(["report", str(run_dir)]) == 4
+    out, _ = capsys.readouterr()
+    results = json.loads((run_dir / "results.json").read_text())
+    broken = component(results, "nccl-tests all_gather")
+    assert broken["status"] == "fail" and str(broken["reason"]).startswith("nccl-all_gather.log: "), broken
+    assert "all_gather's output in the run directory cannot be read" in str(broken["reason"])
+    assert component(results, "nccl-tests all_reduce")["status"] == "pass"  # the good log, judged as alone
+    assert "Verdict: fail" in out
+
+
 def test_e2e_output_line_is_found_among_logs() -> None:
     text = 'W1122 warning\nRDMAFORGE_E2E {"world_size": 2}\nother\n'
     assert parse_output(text) == {"world_size": 2}
