@@ -402,7 +402,8 @@ def test_report_command_exit_codes(tmp_path: Path, socket_log: Path, capsys: pyt
     assert "Verdict: pass" in out and f"run directory {tmp_path / 'nothing'} does not exist" in err
 
 
-@pytest.mark.parametrize("content", [b"\x00\x01\x02\xff" * 4096, b"\x1f\x8b\x08\x00garbage"], ids=["binary", "bad-gzip"])
+@pytest.mark.parametrize("content", [b"\x00\x01\x02\xff" * 4096, b"\x1f\x8b\x08\x00garbage"],
+                         ids=["binary", "bad-gzip"])
 def test_one_unreadable_log_fails_its_collective_and_the_others_are_still_judged(
     tmp_path: Path, socket_log: Path, content: bytes, capsys: pytest.CaptureFixture[str]
 ) -> None:
