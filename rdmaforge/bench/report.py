@@ -20,7 +20,7 @@ import csv
 import json
 import math
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -86,7 +86,7 @@ def gpu_words(run: dict[str, Any]) -> str:
     nodes = run.get("nodes") or []
     if not gpus:
         return _many(len(nodes), "node")
-    total = _known_gpus(gpus)
+    total = _known_gpus(run)
     unknown = _lacking_gpu_counts(run)
     count = len(nodes) or len(gpus)
     if not unknown:
@@ -113,7 +113,7 @@ def other_job(run: Mapping[str, Any], ranks: int | None) -> str | None:
     gpus = run.get("gpus")
     if ranks is None or not isinstance(gpus, Mapping) or not gpus:
         return None
-    total = _known_gpus(gpus)
+    total = _known_gpus(run)
     if ranks == total:
         return None
     least = "at least " if _lacking_gpu_counts(run) else ""
@@ -125,8 +125,13 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _known_gpus(gpus: Mapping[str, Any]) -> int:
-    return sum(n for n in gpus.values() if _is_count(n))
+def _known_gpus(run: Mapping[str, Any]) -> int:
+    """The known GPU counts of the run's nodes, summed (a key of a node outside ``nodes`` counts for nothing)."""
+    gpus = run.get("gpus")
+    if not isinstance(gpus, Mapping):
+        return 0
+    nodes = [str(n) for n in run.get("nodes") or []]
+    return sum(n for host, n in gpus.items() if _is_count(n) and (not nodes or str(host) in nodes))
 
 
 def _lacking_gpu_counts(run: Mapping[str, Any]) -> list[str]:
@@ -148,7 +153,7 @@ def unknown_gpu_counts(run: Mapping[str, Any], ranks: int | None) -> str | None:
     if ranks is None or not isinstance(gpus, Mapping) or not gpus:
         return None
     lacking = _lacking_gpu_counts(run)
-    if not lacking or _known_gpus(gpus) > ranks:
+    if not lacking or _known_gpus(run) > ranks:
         return None
     return (f"run.json records no GPU count for {', '.join(lacking)}: whether the log's {ranks} ranks are this run's "
             "whole job cannot be told")  # fmt: skip
@@ -190,6 +195,9 @@ def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tu
         named = {short_name(n) for n in nodes}
         if len(named) == len(nodes) and named == set(ran):
             return None  # a run directory that names its nodes by host name (each node by its own)
+        if len(ran) > len(nodes):
+            return "fail", (f"the ranks ran on {len(ran)} hosts ({', '.join(ran)}), the run has {len(nodes)} "
+                            f"node(s) ({', '.join(nodes)}): ranks ran on hosts outside the run")  # fmt: skip
         if len(ran) < len(nodes):
             return "fail", (f"the ranks ran on {len(ran)} host(s) ({', '.join(ran)}), the run has {len(nodes)} nodes "
                             f"({', '.join(nodes)}): the job did not span the run's nodes")  # fmt: skip
@@ -274,16 +282,21 @@ def exit_unrecorded(run: Mapping[str, Any], name: str) -> tuple[bool, str] | Non
     return None
 
 
-def fabric_untested(run: Mapping[str, Any], ranks: int | None) -> str | None:
+def fabric_untested(
+    run: Mapping[str, Any], ranks: int | None, rank_hosts: Mapping[int, str] | None = None
+) -> str | None:
     """Why a clean nccl-tests run says nothing about the fabric, or None when its traffic crossed it.
 
     The line rate is the fabric's: ranks that all live on one node talk over NVLink, PCIe or shared memory, so
     their bus bandwidth would pass (8 GPUs of one node reach hundreds of GB/s) or fail (one rank moves no data:
-    busbw 0, measured on an H100) without a byte on the network.
+    busbw 0, measured on an H100) without a byte on the network. A log whose Rank lines name more than one host did
+    not stay on one node, whatever run.json's ``nodes`` says: ranks_elsewhere judges it (a host outside the run).
     """
     if ranks == 1:
         return "one rank: a collective of one moves no data over any link (busbw 0 by definition)"
     nodes = run.get("nodes")
+    if len({short_name(h) for h in (rank_hosts or {}).values()}) > 1:
+        return None
     if isinstance(nodes, list) and len(nodes) == 1:
         return (f"all {ranks or 'the'} ranks on one node ({nodes[0]}): the traffic stayed inside it, the "
                 f"fabric's line rate does not apply; run on two nodes or more to measure the fabric")  # fmt: skip
@@ -361,7 +374,20 @@ def expected_for(name: str, last: Run | None, expected: float) -> tuple[float | 
                   f"stays in the node, x {ranks - 1}/{ranks} as busbw counts it)")
 
 
-def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]) -> dict[str, Any]:
+def gpu_rank_nodes(run: Mapping[str, Any], hosts: Iterable[str]) -> set[str]:
+    """The run's nodes among ``hosts`` (those an nccl-tests log's Rank lines name: each rank is a CUDA device), by
+    run.json's ``hostnames``, else by node name; a host of no node is left out (ranks_elsewhere fails its log)."""
+    nodes = [str(n) for n in run.get("nodes") or []]
+    recorded = run.get("hostnames")
+    named = recorded if isinstance(recorded, Mapping) else {}
+    by_host = {short_name(str(named.get(n) or n)): n for n in nodes}
+    return {by_host[short_name(h)] for h in hosts if short_name(h) in by_host}
+
+
+def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component],
+                 rank_hosts: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The nccl-tests components and results; ``rank_hosts``, when given, gets every host the logs' Rank lines name
+    (each a node that ran a GPU rank: gpu_rank_nodes, for required_groups)."""
     nccl = run.get("nccl", {})
     if nccl.get("status") != "ran":
         reason = str(nccl.get("reason") or "not requested")
@@ -387,6 +413,8 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             except (InputError, OSError) as exc:  # this collective's output cannot be judged; the others still are
                 unreadable = escaped(str(exc), one_line=True)
         runs = report.runs if report else []
+        if rank_hosts is not None:
+            rank_hosts.update(h for one in runs for h in one.rank_hosts.values() if h)
         transports[name] = report.transport if report else None
         fold = OneNodeRuns()
         for one in runs_of(runs, name):
@@ -443,7 +471,7 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 component.reason = entry["not_comparable"] = f"run ok but {unknown}"
             elif (other := other_job(run, last.ranks)) is not None:
                 component.reason = f"run ok but {other}"
-            elif (crossing := fabric_untested(run, last.ranks)) is not None:
+            elif (crossing := fabric_untested(run, last.ranks, last.rank_hosts)) is not None:
                 component.status = "not_judged"
                 component.reason = entry["not_comparable"] = crossing
             elif (elsewhere := ranks_elsewhere(run, last.rank_hosts)) is not None:
@@ -1052,7 +1080,8 @@ def judge(run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     reference = load_baseline(run.get("baseline"))  # before anything else: a bad path is an error, not ignored
     components: list[Component] = []
     results: dict[str, Any] = {"fabric": run.get("fabric"), "nodes": run.get("nodes", [])}
-    results["nccl"] = nccl_results(run_dir, run, components)
+    hosts: set[str] = set()
+    results["nccl"] = nccl_results(run_dir, run, components, hosts)
     results["e2e"] = e2e_results(run_dir, run, components)
     logs = training_logs(run_dir, results["e2e"], run.get("nodes") or ()) if results["e2e"] is not None else []
     results["accelerators"] = accelerator_results(run, results["e2e"], logs, components)
@@ -1063,7 +1092,11 @@ def judge(run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
         tolerance = float(run.get("tolerance", 0.1))
         components += baseline.compare(reference, run, results, tolerance, {c.name: c.status for c in components})
         results["baseline"] = {"path": run.get("baseline"), "tolerance": tolerance}
-    required = required_groups(run, (c.group for c in components if c.status != "skipped"))
+    gpu_nodes = gpu_rank_nodes(run, hosts)
+    multi = (results["e2e"] or {}).get("multi")
+    if isinstance(multi, Mapping) and multi.get("backend") == "nccl":  # ddp_train takes nccl only where CUDA is
+        gpu_nodes |= {str(n) for n in run.get("nodes") or []}  # (a training short of the nodes: other_training)
+    required = required_groups(run, (c.group for c in components if c.status != "skipped"), gpu_nodes)
     mark_required(components, required)
     status, reasons = overall(components, required)
     results["verdict"] = status

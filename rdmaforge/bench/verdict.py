@@ -110,14 +110,16 @@ class Component:
         return asdict(self)
 
 
-def required_groups(run: Mapping[str, Any], present: Iterable[str]) -> set[str]:
+def required_groups(run: Mapping[str, Any], present: Iterable[str], gpu_nodes: Iterable[str] = ()) -> set[str]:
     """The groups that must pass: run.json's ``required`` when given (nccl-tests bringing its transport check), else
     the defaults, minus ``optional``.
 
     Defaults: nccl-tests (and its transport check) unless the run says some node has no GPU; e2e when it is
     enabled (or, in a hand-made run.json without that key, when it ran); accelerator (ACSpeed, the NCCL net
     plugin seen in the training logs) when one is enabled, e2e is required and no node lacks a GPU (without one
-    the training uses gloo, not NCCL); baseline when one was given.
+    the training uses gloo, not NCCL); baseline when one was given. ``gpu_nodes``: the run's nodes its own logs show
+    running a GPU rank (an nccl-tests ``#  Rank`` line, a training on nccl): each has a GPU, whatever ``gpus`` says
+    (a count of 0 there dropped the nccl-tests and transport requirements of a run whose GPUs ran them).
     """
     explicit = [str(g) for g in run.get("required") or []]
     if explicit:
@@ -134,7 +136,12 @@ def required_groups(run: Mapping[str, Any], present: Iterable[str]) -> set[str]:
         # A node whose count is unknown (null) is not taken for a CPU-only one: nccl-tests stays required. Only the
         # run's nodes count: a key of another node (a run.json edited or spliced) never drops a requirement.
         recorded = gpus.items() if isinstance(gpus, Mapping) else []
-        known = [int(n) for host, n in recorded if n is not None and (ran is None or str(host) in ran)]
+        ranked = {str(n) for n in gpu_nodes}
+        known = [
+            int(n)
+            for host, n in recorded
+            if n is not None and (ran is None or str(host) in ran) and str(host) not in ranked
+        ]
         every_node_has_gpus = not (known and min(known) == 0)
         if every_node_has_gpus:
             required |= {"nccl-tests", "transport"}
