@@ -203,6 +203,7 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
     code = parse_int(str(version)) if isinstance(version, int | str) else None
     run.nccl_version = nccl_version_from_code(code) if code is not None else _version_string(version)
     run.ranks = _ranks(doc)
+    run.rank_hosts = _rank_hosts(doc)
     results = doc.get("results")
     items = results if isinstance(results, list) else []
     for index, item in enumerate(items):
@@ -289,6 +290,33 @@ def _ranks(doc: dict[str, Any]) -> int | None:
     # nccl-tests parses only the first device line of each process into ``devices``.
     per_process = _as_int(config.get("nthreads")) * _as_int(config.get("ngpus"))
     return ranks_from_devices(max_rank, per_process)
+
+
+#: The most ranks one process is taken to run (nthreads x ngpus): nccl-tests lists one device a process.
+_MAX_PER_PROCESS = 64
+
+
+def _rank_hosts(doc: dict[str, Any]) -> dict[int, str]:
+    """Rank to host, as a text log's ``#  Rank`` lines give them: nccl-tests lists each process's first rank in
+    ``devices`` with its ``hostname``; the process's other ranks (nthreads x ngpus in all) ran on its host too. A
+    hostname that is not one printable word is left out, as the text's Rank line would not match."""
+    config_value = doc.get("config")
+    config: dict[str, Any] = config_value if isinstance(config_value, dict) else {}
+    devices = doc.get("devices", config.get("devices"))
+    if not isinstance(devices, list):
+        return {}
+    per_process = min(_as_int(config.get("nthreads")) * _as_int(config.get("ngpus")) or 1, _MAX_PER_PROCESS)
+    hosts: dict[int, str] = {}
+    for device in devices:
+        rank = device.get("rank") if isinstance(device, dict) else None
+        host = device.get("hostname") if isinstance(device, dict) else None
+        if not (isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank <= _MAX_RANK - per_process):
+            continue
+        if not isinstance(host, str) or not host or not host.isprintable() or any(c.isspace() for c in host):
+            continue
+        for each in range(rank, rank + per_process):
+            hosts.setdefault(each, host)
+    return dict(sorted(hosts.items()))
 
 
 def _as_int(value: Any) -> int:

@@ -96,3 +96,33 @@ def test_the_gpus_of_a_node_outside_the_run_are_not_asked_for(tmp_path: Path, so
     code, results = report(run_dir(tmp_path, socket_log, nodes=["n1", "n2"], hostnames={"n1": H1, "n2": H2},
                                    gpus={"n1": 1, "n2": 1, "n9": 6}))  # fmt: skip
     assert (code, results["verdict"]) == (ExitCode.OK, "pass"), results["reasons"]
+
+
+#: nccl-tests' -J layout: four ranks, config.devices naming node-a for ranks 0-1 and node-b for 2-3.
+JSON_LOG = Path(__file__).resolve().parents[1] / "data" / "nccl-json" / "all_reduce_v2.17.8_ok.json"
+
+
+def json_run_dir(tmp_path: Path, **run: Any) -> Path:
+    """A run whose all_reduce log is the -J document (peak 0.00456 GB/s: 0.04 Gb/s of line rate passes it)."""
+    (tmp_path / "nccl-all_reduce.log").write_bytes(JSON_LOG.read_bytes())
+    record = {"fabric": "tcp", "line_rate_gbps": 0.04, "min_efficiency": 0.8, **run,
+              "nccl": {"status": "ran", "collectives": ["all_reduce"]}, "nccl_exit_codes": {"all_reduce": 0}}
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    return tmp_path
+
+
+def test_a_json_log_is_judged_on_the_hosts_its_devices_name(tmp_path: Path) -> None:
+    """review round 34a: a -J log was 'not judged: its Rank lines name no host' whatever it held."""
+    code, results = report(json_run_dir(tmp_path, nodes=["n1", "n2"], hostnames={"n1": "node-a", "n2": "node-b"},
+                                        gpus={"n1": 2, "n2": 2}))  # fmt: skip
+    nccl = next(c for c in results["components"] if c["name"] == "nccl-tests all_reduce")
+    assert nccl["status"] == "pass", nccl
+    # -J output carries no NCCL INFO lines: the transport stays unchecked, so no verdict
+    assert (code, results["verdict"]) == (ExitCode.INCOMPLETE, "incomplete"), results["reasons"]
+
+
+def test_a_json_log_with_ranks_outside_the_run_fails(tmp_path: Path) -> None:
+    code, results = report(json_run_dir(tmp_path, nodes=["n1"], hostnames={"n1": "node-a"}, gpus={"n1": 4}))
+    nccl = next(c for c in results["components"] if c["name"] == "nccl-tests all_reduce")
+    assert (code, nccl["status"]) == (ExitCode.BELOW_THRESHOLD, "fail"), nccl
+    assert "node-b" in nccl["reason"], nccl

@@ -132,6 +132,36 @@ def test_the_json_fixture_is_ok() -> None:
     assert run.status == "ok" and len(run.rows) == 2, run.status_reason
 
 
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.mark.parametrize(
+    ("sample", "hosts"),
+    [
+        # the device machine's own -J file: config.devices, one process, one GPU
+        ("device-h100/all_reduce.json", {0: "vm"}),
+        # four processes of one GPU each, two a host
+        ("nccl-json/all_reduce_v2.17.8_ok.json", {0: "node-a", 1: "node-a", 2: "node-b", 3: "node-b"}),
+        # -g 8: one process a host lists its first rank only; its 8 GPUs are ranks 0-7 and 8-15
+        ("nccl-json/alltoall_v2.19.6_wrong_oob.json", {**dict.fromkeys(range(8), "gpu-01"),
+                                                       **dict.fromkeys(range(8, 16), "gpu-02")}),
+    ],
+)  # fmt: skip
+def test_a_json_documents_devices_say_where_each_rank_ran(sample: str, hosts: dict[int, str]) -> None:
+    """review round 34a: a -J file's hosts (devices[].hostname) were never read, so a bench run judged from one
+    could not tell its nodes (not judged: "its Rank lines name no host")."""
+    (run,) = parse((DATA / sample).read_text()).runs
+    assert run.rank_hosts == hosts
+    assert run.ranks == len(hosts)
+
+
+def test_a_json_hostname_that_is_no_word_is_not_taken() -> None:
+    document = json.loads(json.dumps(JSON_RUN))
+    document["devices"][1]["hostname"] = "node 02\x1b[2J"
+    (run,) = parse(json.dumps(document)).runs
+    assert run.rank_hosts == {0: "node-01"}
+
+
 @pytest.mark.parametrize(
     "text",
     [
