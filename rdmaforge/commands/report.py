@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
     if args.tolerance is not None:
         if (problem := tolerance_problem(args.tolerance)) is not None:
             return bad_input(f"--tolerance {args.tolerance}: {problem}")
+        if args.baseline is None and not stored_run.get("baseline"):
+            # It would be silently unused: the user asked for a comparison that nothing makes.
+            return bad_input(f"--tolerance {args.tolerance}: {run_dir} was run without a baseline, so there is no "
+                             "drop to allow; give the baseline to compare with: --baseline FILE")  # fmt: skip
         overrides["tolerance"] = args.tolerance
     try:
         results = render(run_dir, overrides)

@@ -285,6 +285,9 @@ def run_json_cases() -> list[Case]:
              ("run.json: is a directory, expected benchmark run.json",)),  # fmt: skip
         Case("report-tolerance-2", report(RUN, "--tolerance", "2"), BAD, ("--tolerance 2.0", "fraction")),
         Case("report-tolerance-word", report(RUN, "--tolerance", "lots"), BAD, ("--tolerance", "invalid float")),
+        # Review round 34a: a tolerance with nothing to compare was silently unused
+        Case("report-tolerance-without-baseline", report(RUN, "--tolerance", "0.2"), BAD,
+             ("--tolerance 0.2:", "was run without a baseline", "--baseline FILE")),  # fmt: skip
         Case("report-baseline-missing", lambda t: [*report(RUN)(t), "--baseline", str(t / "no.json")], BAD,
              ("no.json",)),  # fmt: skip
         Case("report-baseline-corrupt", lambda t: [*report(RUN)(t), "--baseline", str(write(t / "b.json", "{"))],
