@@ -7,6 +7,7 @@ without ad-hoc ``.get`` guards. Unknown keys are allowed (newer writers may add 
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import math
@@ -530,6 +531,21 @@ def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes | None:
     return None if len(data) > limit else data
 
 
+#: What a stored document that is not UTF-8 is, by its first bytes (rdmaforge writes them as plain UTF-8 JSON): named,
+#: with what turns it back into one. UTF-32's marks first: UTF-16's is the start of UTF-32-LE's.
+_NOT_UTF8_KINDS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "UTF-32 text (save it as UTF-8)"),
+    (codecs.BOM_UTF32_BE, "UTF-32 text (save it as UTF-8)"),
+    (codecs.BOM_UTF16_LE, "UTF-16 text (save it as UTF-8)"),
+    (codecs.BOM_UTF16_BE, "UTF-16 text (save it as UTF-8)"),
+    (b"\x1f\x8b", "gzip-compressed (gunzip it first)"),
+    (b"BZh", "bzip2-compressed (bunzip2 it first)"),
+    (b"\xfd7zXZ\x00", "xz-compressed (unxz it first)"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed (unzstd it first)"),
+    (b"PK\x03\x04", "a zip archive (unzip it first)"),
+)
+
+
 def load(path: Path, schema: Spec, what: str, limit: int = MAX_BYTES) -> Any:
     """The JSON document at ``path`` checked against ``schema``; UserError naming the file otherwise. ``limit``: the
     most bytes such a document can hold (MAX_BYTES, or one that grows with the cluster: PAIRWISE_RAW_MAX_BYTES)."""
@@ -544,6 +560,9 @@ def load(path: Path, schema: Spec, what: str, limit: int = MAX_BYTES) -> Any:
     try:
         document = json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
+        kind = next((words for magic, words in _NOT_UTF8_KINDS if data.startswith(magic)), None)
+        if kind is not None:
+            raise UserError(f"{path}: {kind}, not UTF-8 text; expected {what}") from exc
         raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected {what}") from exc
     except json.JSONDecodeError as exc:
         where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"

@@ -269,7 +269,11 @@ def run_json_cases() -> list[Case]:
         Case("report-run.json-empty", report(None, raw=b""), BAD, ("run.json", "not valid JSON")),
         Case("report-run.json-list", report([RUN]), BAD, ("run.json", "expected an object")),
         Case("report-run.json-null", report(None), BAD, ("run.json", "expected an object, got null")),
-        Case("report-run.json-utf16", report(None, raw=valid.encode("utf-16")), BAD, ("run.json", "not UTF-8")),
+        Case("report-run.json-utf16", report(None, raw=valid.encode("utf-16")), BAD,
+             ("run.json: UTF-16 text (save it as UTF-8), not UTF-8",)),  # fmt: skip
+        # Review round 34a: a compressed run.json was "not UTF-8 text (invalid start byte at byte 1)"
+        Case("report-run.json-gzip", report(None, raw=gzip.compress(valid.encode())), BAD,
+             ("run.json: gzip-compressed (gunzip it first), not UTF-8",)),  # fmt: skip
         Case("report-run.json-nan", report(None, raw=valid.replace("0.8", "NaN").encode()), BAD,
              ("min_efficiency", "expected number")),  # fmt: skip
         # Finite in JSON, beyond any float: math.isfinite raised OverflowError (an internal error, not bad input).
