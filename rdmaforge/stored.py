@@ -344,6 +344,8 @@ _E2E_RUN = Obj(
         "world_size": Scalar(("integer", "null"), training_count(1)),
         "global_batch": Scalar(("integer", "null"), training_count(1)),
         "backend": OPT_STRING,
+        # The training's torch release (absent in runs recorded before ddp_train.py printed it).
+        "torch": OPT_STRING,
         "warmup_steps": Scalar(("integer", "null"), training_count(0)),
         # Measured steps: the percentiles are taken over them, so a result of none holds no measurement.
         "steps": Scalar(("integer", "null"), training_count(1)),

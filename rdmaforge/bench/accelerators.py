@@ -73,9 +73,36 @@ def acspeed_lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if ACSPEED_INIT.search(line)]
 
 
-def judge_acspeed(logs: Sequence[TrainingLog], warmup_steps: int | None) -> tuple[Component, dict[str, Any]]:
+#: The torch releases seed 003 gives for ACSpeed's features, as (first, last) (major, minor): its bucket tuning (on by
+#: default), its CPU affinity (with torch.distributed.run/launch) and its single-node optimisation.
+ACSPEED_TORCH_RANGES = {
+    "bucket tuning": ((1, 8), (1, 13)),
+    "CPU affinity": ((1, 8), (1, 12)),
+    "single-node optimisation": ((1, 6), (1, 9)),
+}
+
+
+def acspeed_torch_note(torch_version: str | None) -> str:
+    """A note naming the ACSpeed features seed 003 does not give for the training's torch release; '' when every
+    feature's range holds it, or the release is unknown."""
+    found = re.match(r"(\d+)\.(\d+)", torch_version or "")
+    if found is None:
+        return ""
+    release = (int(found.group(1)), int(found.group(2)))
+    outside = [f"{feature} {low[0]}.{low[1]} to {high[0]}.{high[1]}"
+               for feature, (low, high) in ACSPEED_TORCH_RANGES.items() if not low <= release <= high]  # fmt: skip
+    if not outside:
+        return ""
+    return (f"note: the training ran torch {torch_version}; seed 003 gives ACSpeed's {', '.join(outside)}: those "
+            "features may not apply to this run")
+
+
+def judge_acspeed(
+    logs: Sequence[TrainingLog], warmup_steps: int | None, torch_version: str | None = None
+) -> tuple[Component, dict[str, Any]]:
     """ACSpeed's init line must appear in every training run (any node's log of that run: whether every rank prints
-    it is not documented), and every log of the run must have text (a missing or empty one is not judged)."""
+    it is not documented), and every log of the run must have text (a missing or empty one is not judged). A torch
+    release outside what seed 003 gives for ACSpeed's features is noted (acspeed_torch_note), never judged."""
     component = Component("e2e acspeed", GROUP, "fail", "", threshold=f"'{ACSPEED_LINE}' in every training run")
     counts = {log.name: len(acspeed_lines(log.text)) for log in logs if log.text is not None and not log.blank}
     missing = [log.name for log in logs if log.blank]
@@ -110,6 +137,10 @@ def judge_acspeed(logs: Sequence[TrainingLog], warmup_steps: int | None) -> tupl
                                  "seed 003 gives for ACSpeed's bucket tuning, which is on by default: the measured "
                                  "steps may include ACSpeed's autotuning (with AIACC_BUCKET_TUNE_DISABLE=1 in "
                                  f"benchmark_e2e_extra_env, {ACSPEED_WARMUP_STEPS_WITHOUT_BUCKET_TUNING} are enough)")
+    note = acspeed_torch_note(torch_version)
+    if note:
+        component.reason += f"; {note}"
+        detail["torch"] = torch_version
     return component, detail
 
 

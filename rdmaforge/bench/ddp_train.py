@@ -119,6 +119,7 @@ def main() -> None:
             "nodes": int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("NNODES", "1")) or 1),
             "backend": backend,
             "device": device.type,
+            "torch": torch.__version__,  # ACSpeed's features each support a range of releases (seed 003)
             "global_batch": global_batch,
             "params": sum(p.numel() for p in model.parameters()),
             "replicas_in_sync": replicas_in_sync(sums) if finite else None,

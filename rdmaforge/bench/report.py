@@ -996,7 +996,8 @@ def accelerator_results(run: dict[str, Any], e2e: dict[str, Any] | None, logs: S
     backend = trained_on(e2e)
     warmup = next((int(r["warmup_steps"]) for r in runs if r.get("warmup_steps") is not None), None)
     if acspeed:
-        component, result["acspeed"] = accelerators.judge_acspeed(logs, warmup)
+        torch = next((str(r["torch"]) for r in runs if isinstance(r.get("torch"), str)), None)
+        component, result["acspeed"] = accelerators.judge_acspeed(logs, warmup, torch)
         result["acspeed"]["status"] = component.status
         components.append(component)
     if provider != "none":

@@ -333,3 +333,36 @@ def test_the_warm_up_note_follows_acspeeds_default_bucket_tuning(shared_dir: Pat
     assert "AIACC_BUCKET_TUNE_DISABLE=1 in benchmark_e2e_extra_env, 400 are enough" in noted.reason
     quiet, _ = accelerators.judge_acspeed(logs, 950)
     assert quiet.status == "pass" and "note" not in quiet.reason
+
+
+def test_a_torch_release_outside_acspeeds_ranges_is_noted_never_judged(shared_dir: Path) -> None:
+    """Seed 003 gives ACSpeed's bucket tuning torch 1.8 to 1.13, its CPU affinity 1.8 to 1.12 and its single-node
+    optimisation 1.6 to 1.9 (review round 34b: nothing said so when the training ran another torch)."""
+    seed = (shared_dir / "seeds" / "003_24faf922dd2d1668.txt").read_text()
+    for said in ("僅支援torch 1.8~1.12版本", "僅支援torch 1.6~1.9版本", "目前支援torch 1.8~1.13版本"):
+        assert said in seed
+    logs = [accelerators.TrainingLog(run, f"{run}.log", "AIACC-2.0 ACSpeed c10d-plugin init\n")
+            for run in ("1-node", "N-node")]  # fmt: skip
+    new, detail = accelerators.judge_acspeed(logs, 950, "2.13.0+cpu")
+    assert new.status == "pass" and detail["torch"] == "2.13.0+cpu", new.reason
+    assert ("note: the training ran torch 2.13.0+cpu; seed 003 gives ACSpeed's bucket tuning 1.8 to 1.13, CPU "
+            "affinity 1.8 to 1.12, single-node optimisation 1.6 to 1.9") in new.reason
+    middle, _ = accelerators.judge_acspeed(logs, 950, "1.12.1")  # outside the single-node range only
+    assert middle.status == "pass" and middle.reason.endswith("gives ACSpeed's single-node optimisation 1.6 to 1.9: "
+                                                              "those features may not apply to this run")
+    for quiet in ("1.8.0", "1.9.1+cu111", None, "unknown"):
+        judged, _ = accelerators.judge_acspeed(logs, 950, quiet)
+        assert "note" not in judged.reason, (quiet, judged.reason)
+
+
+def test_the_report_notes_the_trainings_torch_release_for_acspeed(tmp_path: Path) -> None:
+    """ddp_train.py records torch's release in e2e.json; the report reads it for the note, and the verdict stays."""
+    path = run_dir(tmp_path, all_logs(), acspeed=True)
+    e2e = json.loads((path / "e2e.json").read_text())
+    for key in ("one", "single", "multi"):
+        e2e[key]["torch"] = "2.13.0+cpu"
+    (path / "e2e.json").write_text(json.dumps(e2e))
+    results = render(path)
+    acspeed = components(results)["e2e acspeed"]
+    assert acspeed["status"] == "pass" and "note: the training ran torch 2.13.0+cpu" in acspeed["reason"], acspeed
+    assert results["verdict"] == "pass", results["reasons"]
