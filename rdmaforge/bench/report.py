@@ -412,10 +412,15 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
                 report = parse_file(log, source=log.name)
             except (InputError, OSError) as exc:  # this collective's output cannot be judged; the others still are
                 unreadable = escaped(str(exc), one_line=True)
+                unproven[name] = f"cannot check the transport: {log.name} cannot be read"
         runs = report.runs if report else []
+        if unreadable:
+            report_transport: Transport | None = Transport()  # no evidence; unproven[name] says why
+        else:
+            report_transport = report.transport if report else None
         if rank_hosts is not None:
             rank_hosts.update(h for one in runs for h in one.rank_hosts.values() if h)
-        transports[name] = report.transport if report else None
+        transports[name] = report_transport
         fold = OneNodeRuns()
         for one in runs_of(runs, name):
             fold.add(one.rank_hosts)

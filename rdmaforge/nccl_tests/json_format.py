@@ -294,6 +294,9 @@ def _ranks(doc: dict[str, Any]) -> int | None:
 
 #: The most ranks one process is taken to run (nthreads x ngpus): nccl-tests lists one device a process.
 _MAX_PER_PROCESS = 64
+#: The most ranks whose hosts are kept (a job of 8,000 GPUs has 8,000): past it, none are (a crafted devices list of
+#: 100,000 processes of 64 ranks each would hold gigabytes), and the log is judged as one naming no host.
+_MAX_RANK_HOSTS = 1 << 16
 
 
 def _rank_hosts(doc: dict[str, Any]) -> dict[int, str]:
@@ -314,6 +317,8 @@ def _rank_hosts(doc: dict[str, Any]) -> dict[int, str]:
             continue
         if not isinstance(host, str) or not host or not host.isprintable() or any(c.isspace() for c in host):
             continue
+        if len(hosts) + per_process > _MAX_RANK_HOSTS:
+            return {}
         for each in range(rank, rank + per_process):
             hosts.setdefault(each, host)
     return dict(sorted(hosts.items()))

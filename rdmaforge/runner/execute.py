@@ -67,7 +67,14 @@ class Request:
 CLUSTER_GROUP = "cluster"
 #: Ansible's own words when a run reaches no host because of its host pattern or its inventory (command.py reads
 #: the lines they start).
-NO_HOST_SIGNS = ("Could not match supplied host pattern", "Completely failed to parse inventory source")
+NO_HOST_SIGNS = (
+    "Could not match supplied host pattern",
+    "Completely failed to parse inventory source",
+    # the last lines Ansible prints when a pattern or --limit left no host (a loss takes the tail: with these there,
+    # the lines before them are there too)
+    "leaves us with no hosts to target",
+    "No hosts matched, nothing to do",
+)
 
 
 @dataclass(frozen=True)
@@ -77,9 +84,10 @@ class Relisting:
     after the process ended: its issue 1330). Seen on a loaded machine: a run on an inventory without group
     'cluster' then read as 'no host matched the --limit' (exit 1, not 64)."""
 
-    #: How many hosts group 'cluster' holds (its child groups' too); None when the inventory could not be listed.
+    #: How many hosts group 'cluster' holds (its child groups' too); None when the inventory was not listed.
     cluster_hosts: int | None
-    #: Why Ansible could not list it, in its words; '' when it could.
+    #: Why Ansible could not list it, in its words, when ansible-inventory ran and refused it; '' otherwise (listed,
+    #: or ansible-inventory could not be run: then nothing is known of the inventory).
     error: str = ""
 
 
@@ -285,7 +293,9 @@ def listed_secret_values(
     except inventory_list.InventoryError as exc:
         unparsed = inventory_list.UNPARSED_SOURCE.search(str(exc))
         failed = Path(unparsed.group(1).strip()) if unparsed else None
-        if failed is not None and all(failed != source.resolve() for source in dynamic):
+        # Ansible names a source by its path in the inventory (a link too); dynamic holds them as found, maybe links.
+        dynamic_paths = {path for source in dynamic for path in (source.absolute(), source.resolve())}
+        if failed is not None and not {failed, failed.resolve()} & dynamic_paths:
             # A file of the inventory Ansible cannot parse (a broken INI or YAML file beside the script): bad input,
             # as it is in an inventory without a dynamic source. A script or plugin that failed stays CannotRun.
             raise UserError(f"Ansible cannot parse the inventory source {failed} ({exc})") from exc
@@ -363,18 +373,20 @@ def run(
             return True  # keep every event in job_events/ (scrubbed on disk below)
 
         started = time.monotonic()
-        status, rc = "error", 1
+        status, rc, started_ansible = "error", 1, False
         private = stack.enter_context(tempfile.TemporaryDirectory(prefix="rdmaforge-vars-"))
         interrupted = stack.enter_context(_signals_cancel())
         try:
             kwargs = runner_kwargs(request, run_dir, Path(private), read.listed)
             result = ansible_runner.run(**kwargs, event_handler=handle, cancel_callback=lambda: _cancel(interrupted))
             status, rc = str(result.status), int(result.rc) if result.rc is not None else 1
+            started_ansible = True
         except AnsibleRunnerException as exc:  # a bad configuration: Ansible never started
             print(f"ansible-runner: {exc}", file=sys.stderr)
         seconds = time.monotonic() - started
         relisted = None
-        if not log.hosts and status != "canceled" and not interrupted and not _says_why_no_host(run_dir / IDENT):
+        if (started_ansible and not log.hosts and status != "canceled" and not interrupted
+                and not _says_why_no_host(run_dir / IDENT)):  # fmt: skip
             relisted = relist(request, read)  # while a dynamic inventory's listing is still served
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
@@ -415,8 +427,10 @@ def relist(request: Request, read: Reading) -> Relisting:
     try:
         data = inventory_list.listed(inventory, cwd=paths.WORKSPACE, args=vault_cmdline(request),
                                      env={**runner_env(), **(listed.environment if listed else {})})  # fmt: skip
-    except inventory_list.InventoryError as exc:
+    except inventory_list.InventoryRefused as exc:
         return Relisting(None, " ".join(str(exc).split()))
+    except inventory_list.InventoryError:  # not run, timed out, no listing: nothing known, nothing claimed
+        return Relisting(None)
     return Relisting(len(inventory_list.group_hosts(data, CLUSTER_GROUP)))
 
 

@@ -52,6 +52,11 @@ class InventoryError(RuntimeError):
     """ansible-inventory could not list the inventory; the message says why, in Ansible's words."""
 
 
+class InventoryRefused(InventoryError):
+    """ansible-inventory ran and exited non-zero: Ansible itself cannot read the inventory (not: it could not be
+    started, timed out, or printed something else than a listing)."""
+
+
 def command(args: Sequence[str]) -> list[str]:
     """``ansible-inventory ARGS`` of this interpreter's Ansible (the one the runs use), through
     :mod:`rdmaforge.runner.inventory_cli`, which records Ansible's messages with their kinds."""
@@ -99,7 +104,8 @@ def listing(inventory: str, *, cwd: Path, args: Sequence[str] = (), env: Mapping
     if proc.returncode != 0:
         hint = host_name_hint(proc.stderr, recorded)
         cause = "".join(f"\n  {line}" for line in ([hint] if hint else failed_source_warnings(proc.stderr, recorded)))
-        raise InventoryError(f"ansible-inventory -i {inventory} failed: {ansible_error(proc.stderr, recorded)}{cause}")
+        error = ansible_error(proc.stderr, recorded)
+        raise InventoryRefused(f"ansible-inventory -i {inventory} failed: {error}{cause}")
     return proc.stdout
 
 

@@ -420,6 +420,8 @@ def test_one_unreadable_log_fails_its_collective_and_the_others_are_still_judged
     assert broken["status"] == "fail" and str(broken["reason"]).startswith("nccl-all_gather.log: "), broken
     assert "all_gather's output in the run directory cannot be read" in str(broken["reason"])
     assert component(results, "nccl-tests all_reduce")["status"] == "pass"  # the good log, judged as alone
+    transport = component(results, "transport")
+    assert "cannot check the transport: nccl-all_gather.log cannot be read" in str(transport["reason"]), transport
     assert "Verdict: fail" in out
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rdmaforge.runner import command, execute
+from rdmaforge.runner import command, execute, inventory_list
 from rdmaforge.runner.exit_codes import ExitCode
 
 #: What every command says of an inventory without group 'cluster' (tests/unit/test_lifecycle_cli.py).
@@ -101,3 +101,28 @@ def test_a_run_whose_output_says_why_is_not_listed_again(tmp_path: Path) -> None
     outcome = ping(yaml_inventory(tmp_path / "hosts.yml", "gpu_nodes"), "cluster", tmp_path / "run")
     assert outcome.relisted is None
     assert command.inventory_unusable(outcome).startswith(MISSING_CLUSTER)
+
+
+def test_a_relisting_that_cannot_run_claims_nothing(
+    tmp_path: Path, runner_losing_the_tail: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ansible-inventory could not be started for the second reading (a loaded machine: EAGAIN, a timeout): nothing
+    is known of the inventory, so the run is not blamed on it (exit 1, as before the relisting), never 64. The
+    double ``listing_cannot_start`` stands for the failed spawn."""
+
+    def listing_cannot_start(inventory: str, **kwargs: Any) -> str:
+        raise inventory_list.InventoryError("cannot run ansible-inventory: [Errno 11] Resource temporarily unavailable")
+
+    monkeypatch.setattr(inventory_list, "listing", listing_cannot_start)
+    outcome = ping(yaml_inventory(tmp_path / "hosts.yml", "gpu_nodes"), "cluster", tmp_path / "run")
+    assert runner_losing_the_tail
+    assert outcome.relisted == execute.Relisting(None, "")
+    assert command.inventory_unusable(outcome) == ""
+    assert command.playbook_exit(outcome) == ExitCode.ERROR
+
+
+def test_a_limit_that_matches_nothing_is_not_listed_again(tmp_path: Path) -> None:
+    """Ansible's own last line says a pattern left no host: its words decide, no second reading (0.5 s)."""
+    outcome = ping(yaml_inventory(tmp_path / "hosts.yml", "cluster"), "cluster:!node1", tmp_path / "run")
+    assert not outcome.ran and outcome.relisted is None
+    assert command.playbook_exit(outcome) == ExitCode.ERROR

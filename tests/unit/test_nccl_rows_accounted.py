@@ -155,6 +155,19 @@ def test_a_json_documents_devices_say_where_each_rank_ran(sample: str, hosts: di
     assert run.ranks == len(hosts)
 
 
+def test_a_devices_list_past_any_real_job_keeps_no_hosts() -> None:
+    """100,000 processes of 64 ranks each (3 MiB of JSON) held 6.4 million rank hosts, 1.5 GB: past 65,536 ranks
+    none are kept, and the log is one whose hosts are unknown (not judged, never a pass)."""
+    document = json.loads(json.dumps(JSON_RUN))
+    document["config"] |= {"nthreads": 8, "ngpus": 8}
+    document["devices"] = [{"rank": 64 * i, "hostname": f"h{i}"} for i in range(2000)]
+    (run,) = parse(json.dumps(document)).runs
+    assert run.rank_hosts == {}
+    document["devices"] = document["devices"][:1000]  # 64,000 ranks: a job's size
+    (run,) = parse(json.dumps(document)).runs
+    assert len(run.rank_hosts) == 64_000 and run.rank_hosts[63_999] == "h999"
+
+
 def test_a_json_hostname_that_is_no_word_is_not_taken() -> None:
     document = json.loads(json.dumps(JSON_RUN))
     document["devices"][1]["hostname"] = "node 02\x1b[2J"

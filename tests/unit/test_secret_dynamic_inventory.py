@@ -156,6 +156,22 @@ def test_a_broken_file_beside_a_script_is_bad_input_naming_the_file(
     assert not list(runs.rglob("ansible")), "Ansible started"
 
 
+def test_a_failing_script_linked_into_the_inventory_stays_could_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ansible names the failed source by the link's path, not its target's: the script's failure is no bad input."""
+    inventory = tmp_path / "inventory"
+    inventory.mkdir()
+    (inventory / "hosts.ini").write_text("[cluster]\nn1 ansible_connection=local\n")
+    (tmp_path / "scripts").mkdir()
+    target = script(tmp_path / "scripts" / "cloud.py", listing("n2", {}, {}), exit_code=1)
+    (inventory / "cloud.py").symlink_to(target)
+    code = cli.main(["provision", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs")])
+    out, err = capsys.readouterr()
+    assert code == ExitCode.ERROR, (out + err)[-3000:]
+    assert f"rdmaforge provision: cannot list the inventory {inventory}" in err, err
+
+
 def test_the_cause_shown_of_a_failed_listing_is_a_few_lines_each_escaped(tmp_path: Path) -> None:
     """A script dying with a long traceback: the listing's error names its first and last lines (the exception),
     not all of them; a terminal escape it printed is shown as its escape; a token in a URL it printed is hidden."""
