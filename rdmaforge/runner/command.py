@@ -357,10 +357,7 @@ def inventory_unusable(outcome: execute.Outcome) -> str:
     input (64), as a YAML inventory that cannot be read is to every command."""
     if outcome.recaps or outcome.status == "canceled":
         return ""
-    try:
-        text = (outcome.artifacts / "stdout").read_text(errors="replace")[-200_000:]
-    except OSError:
-        return ""
+    text = execute.ansible_said(outcome.events, outcome.artifacts)
     unparsed = inventory_list.UNPARSED_SOURCE.search(text)
     if unparsed:
         causes = "; ".join(dict.fromkeys(_PLUGIN_FAILED.findall(text)))

@@ -125,6 +125,11 @@ def result_message(res: Mapping[str, Any]) -> str:
     return "failed"
 
 
+#: How many of Ansible's own warning and error lines a run keeps (EventLog.messages), and how much of each.
+MAX_MESSAGES = 200
+MAX_MESSAGE_CHARS = 4000
+
+
 @dataclass
 class EventLog:
     """Accumulates what the recap, the JUnit report and the commands need from one run's events."""
@@ -147,6 +152,12 @@ class EventLog:
     #: empty when the run stopped on the controller (an argument spec, preflight's checks of the inventory)
     #: before any task went to a node.
     contacted: list[str] = field(default_factory=list)
+    #: Ansible's own "[WARNING]"/"[ERROR]" lines outside any task (its verbose events), the first MAX_MESSAGES: what
+    #: it says when no host ran (a pattern that matched none, an inventory it cannot parse). The artifacts' stdout
+    #: file can lack them: ansible-runner writes only an event's own text to it, so verbose lines that reach it in
+    #: the same read as the next event's marker (a loaded machine reads larger chunks) are emitted as events and
+    #: never written there.
+    messages: list[str] = field(default_factory=list)
     count: int = 0
 
     def handle(self, event: Mapping[str, Any]) -> None:
@@ -183,6 +194,10 @@ class EventLog:
             self.stopped_early = True
         elif name == "playbook_on_stats":
             self.stats = {key: dict(data.get(key) or {}) for key in _STAT_KEYS}
+        elif name == "verbose" and len(self.messages) < MAX_MESSAGES:
+            text = str(event.get("stdout") or "")
+            if text.startswith(("[WARNING]", "[ERROR]")):
+                self.messages.append(text[:MAX_MESSAGE_CHARS])
 
     @staticmethod
     def _problem(data: Mapping[str, Any], res: Mapping[str, Any], unreachable: bool = False) -> HostProblem:
@@ -200,6 +215,7 @@ class EventLog:
         self.problems = [_redacted(p, known) for p in self.problems]
         self.warnings = [redact_text(line, known) for line in self.warnings]
         self.changes = [_redacted(c, known) for c in self.changes]
+        self.messages = [redact_text(line, known) for line in self.messages]
 
     def failures(self, host: str | None = None) -> list[HostProblem]:
         return [p for p in self.problems if not p.unreachable and (host is None or p.host == host)]

@@ -79,10 +79,11 @@ NO_HOST_SIGNS = (
 
 @dataclass(frozen=True)
 class Relisting:
-    """The inventory listed again after a run that reached no host and whose output does not say why: ansible-runner
-    can lose the end of Ansible's output, where Ansible says so (the pty's last bytes, read once with a timeout
-    after the process ended: its issue 1330). Seen on a loaded machine: a run on an inventory without group
-    'cluster' then read as 'no host matched the --limit' (exit 1, not 64)."""
+    """The inventory listed again after a run that reached no host and whose events and output do not say why
+    (Ansible's lines that would say so lost on the way: the stdout file can lack them, EventLog.messages; the pty's
+    last bytes are read once, with a timeout, after the process ended: ansible-runner's issue 1330). Seen on a
+    loaded machine: a run on an inventory without group 'cluster' read as 'no host matched the --limit' (exit 1,
+    not 64)."""
 
     #: How many hosts group 'cluster' holds (its child groups' too); None when the inventory was not listed.
     cluster_hosts: int | None
@@ -386,7 +387,7 @@ def run(
         seconds = time.monotonic() - started
         relisted = None
         if (started_ansible and not log.hosts and status != "canceled" and not interrupted
-                and not _says_why_no_host(run_dir / IDENT)):  # fmt: skip
+                and not _says_why_no_host(ansible_said(log, run_dir / IDENT))):  # fmt: skip
             relisted = relist(request, read)  # while a dynamic inventory's listing is still served
     artifacts = run_dir / IDENT
     secrets.scrub_command(artifacts / "command", values)
@@ -409,13 +410,19 @@ def run(
     )
 
 
-def _says_why_no_host(artifacts: Path) -> bool:
-    """Whether Ansible's output in ``artifacts`` holds one of the :data:`NO_HOST_SIGNS`."""
+def ansible_said(log: EventLog, artifacts: Path) -> str:
+    """What Ansible said of the run outside its tasks: its warning and error lines from the events (EventLog.messages:
+    complete), then the end of the stdout file in ``artifacts`` (which can lack some of them)."""
     try:
         text = (artifacts / "stdout").read_text(errors="replace")[-200_000:]
     except OSError:
-        return False
-    return any(sign in text for sign in NO_HOST_SIGNS)
+        text = ""
+    return "\n".join([*log.messages, text])
+
+
+def _says_why_no_host(said: str) -> bool:
+    """Whether ``said`` (ansible_said) holds one of the :data:`NO_HOST_SIGNS`."""
+    return any(sign in said for sign in NO_HOST_SIGNS)
 
 
 def relist(request: Request, read: Reading) -> Relisting:
