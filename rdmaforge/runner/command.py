@@ -335,7 +335,7 @@ def print_outcome(session: Session, outcome: execute.Outcome) -> None:
     """The recap table with the run's problems, warnings and changes (why, when Ansible ran no host)."""
     print("", file=session.out)
     if not outcome.ran:  # Ansible stopped before any host (a syntax error, no host matched): show why
-        print(ansible_output_tail(outcome.artifacts), file=session.out)
+        print(ansible_output_tail(outcome), file=session.out)
     print(render(outcome.recaps, outcome.events.problems, outcome.events.warnings, outcome.events.changes),
           file=session.out)  # fmt: skip
     unmatched = inventory_unusable(outcome)
@@ -379,23 +379,28 @@ def inventory_unusable(outcome: execute.Outcome) -> str:
 NO_ANSIBLE_OUTPUT = "(Ansible wrote no output)"
 
 
-def ansible_output_tail(artifacts: Path, lines: int = 40) -> str:
-    """The end of Ansible's own output (ansible-runner merges stderr into it)."""
+def ansible_output_tail(outcome: execute.Outcome, lines: int = 40) -> str:
+    """The end of Ansible's own output (ansible-runner merges stderr into it), after the warning and error lines of
+    the run's events that the stdout file lacks (EventLog.messages: the file can lose them)."""
     try:
-        text = (artifacts / "stdout").read_text(errors="replace")
+        text = (outcome.artifacts / "stdout").read_text(errors="replace")
     except OSError:
-        return NO_ANSIBLE_OUTPUT
-    return "\n".join(line.rstrip() for line in text.strip().splitlines()[-lines:]) or NO_ANSIBLE_OUTPUT
+        text = ""
+    lost = [line.rstrip() for line in outcome.events.messages if line.strip() not in text]
+    tail = [line.rstrip() for line in text.strip().splitlines()[-lines:]]
+    return "\n".join([*lost, *tail]) or NO_ANSIBLE_OUTPUT
 
 
 def ansible_stop_reason(tail: str) -> str:
     """The line of ``tail`` (ansible_output_tail) that says why Ansible stopped before any host: its first error
-    line ("[ERROR]: ...", "ERROR! ..." of older releases), else its last line."""
+    line ("[ERROR]: ...", "ERROR! ..." of older releases), else its last warning line, else its last line (a Python
+    warning a library printed on its way out is not why no host ran)."""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
     for line in lines:
         if line.startswith(("[ERROR]", "ERROR!")):
             return line
-    return lines[-1] if lines else NO_ANSIBLE_OUTPUT
+    warnings = [line for line in lines if line.startswith("[WARNING]")]
+    return warnings[-1] if warnings else lines[-1] if lines else NO_ANSIBLE_OUTPUT
 
 
 #: The name of the JUnit testcase that stands for a run no host's case accounts for (Ansible stopped first).
@@ -442,11 +447,11 @@ def host_cases(
         cases.append(junit.Case(host, classname, 0.0, result, first if result != "passed" else "", details))
     unmatched = inventory_unusable(outcome)
     if unmatched:  # the plays matched no host: no case would stand for the run
-        cases.append(junit.Case(RUN_CASE, classname, 0.0, "error", unmatched, ansible_output_tail(outcome.artifacts)))
+        cases.append(junit.Case(RUN_CASE, classname, 0.0, "error", unmatched, ansible_output_tail(outcome)))
     elif not outcome.ran and outcome.status != "canceled":
         # No host ran (a bad -e file, a limit matching nothing, an inventory Ansible cannot parse): without a case
         # of its own the report held 0 tests and 0 failures, which CI reads as a pass.
-        tail = ansible_output_tail(outcome.artifacts)
+        tail = ansible_output_tail(outcome)
         cases.append(junit.Case(RUN_CASE, classname, 0.0, "error", f"no host was run: {ansible_stop_reason(tail)}",
                                 tail))  # fmt: skip
     return cases

@@ -277,6 +277,8 @@ def test_the_stop_reason_is_ansibles_error_line() -> None:
     tail = "[WARNING]: Could not match supplied host pattern, ignoring: x\n[ERROR]: no hosts to target.\nmore"
     assert command.ansible_stop_reason(tail) == "[ERROR]: no hosts to target."
     assert command.ansible_stop_reason("one\nlast\n") == "last"
+    library_noise = "[WARNING]: No hosts matched, nothing to do\n/x/paramiko.py:1: CryptographyDeprecationWarning\n  x"
+    assert command.ansible_stop_reason(library_noise) == "[WARNING]: No hosts matched, nothing to do"
     assert command.ansible_stop_reason("") == command.NO_ANSIBLE_OUTPUT
 
 

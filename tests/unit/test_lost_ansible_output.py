@@ -206,3 +206,26 @@ def test_a_limit_that_matches_nothing_is_not_listed_again(tmp_path: Path) -> Non
     outcome = ping(yaml_inventory(tmp_path / "hosts.yml", "cluster"), "cluster:!node1", tmp_path / "run")
     assert not outcome.ran and outcome.relisted is None
     assert command.playbook_exit(outcome) == ExitCode.ERROR
+
+
+def test_what_a_person_reads_holds_the_lines_the_file_lost(
+    tmp_path: Path, runner_losing_the_file_lines: list[str]
+) -> None:
+    """The output shown under the recap and the JUnit case of a run that reached no host hold Ansible's lines from the
+    events when the stdout file lost them: a limit that matched nothing names itself, not "(Ansible wrote no output)"
+    or a library's deprecation warning."""
+    outcome = ping(yaml_inventory(tmp_path / "hosts.yml", "cluster"), "node9", tmp_path / "run")
+    file_text = (outcome.artifacts / "stdout").read_text()
+    assert runner_losing_the_file_lines and "node9" not in file_text
+    tail = command.ansible_output_tail(outcome)
+    assert "Could not match supplied host pattern, ignoring: node9" in tail, tail
+    (case,) = command.host_cases(outcome, "rdmaforge.verify")
+    assert case.name == command.RUN_CASE and case.outcome == "error"
+    assert "node9" in case.details, case
+    assert case.message == "no host was run: [WARNING]: No hosts matched, nothing to do", case
+
+
+def test_lines_the_file_kept_are_shown_once(tmp_path: Path) -> None:
+    outcome = ping(yaml_inventory(tmp_path / "hosts.yml", "cluster"), "node9", tmp_path / "run")
+    tail = command.ansible_output_tail(outcome)
+    assert tail.count("ignoring: node9") == 1, tail
