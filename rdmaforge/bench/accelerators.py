@@ -39,8 +39,9 @@ ACSPEED_WARMUP_STEPS_WITHOUT_BUCKET_TUNING = 400
 PLUGIN_NETWORK_PREFIXES = {"aiacc": "AIACC"}
 #: Why a provider's plugin may load and then fail to initialise, as far as it is known.
 PLUGIN_INIT_HINTS = {
-    "aiacc": "AIACC's library checks for an Alibaba Cloud GPU instance type (from the instance metadata service) "
-    "when NCCL initialises it; on any other machine it cannot initialise (docs/nccl-tests-on-gpu.md)",
+    "aiacc": "AIACC's library checks for an Alibaba Cloud GPU instance type (from the instance metadata service, "
+    "100.100.100.200) when NCCL initialises it; on any other machine it cannot initialise: set "
+    "nccl_plugin_provider: none there",
 }
 _BUILTIN_NETWORKS = ("IB", SOCKET)
 
