@@ -10,6 +10,7 @@ link or a pipe instead, and a reader of the old file never sees a half-written o
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -59,3 +60,15 @@ def write_text(path: Path, text: str) -> None:
     """``text`` (UTF-8) as the new content of ``path``, never written through a link or into a pipe at it."""
     with replaced(path) as temporary:
         temporary.write_text(text, encoding="utf-8")
+
+
+def make_parents(path: Path) -> None:
+    """The directories above ``path``, made where missing. A file on the way is named (mkdir says only "File exists"
+    or "Not a directory", review round 34a): an OSError whose strerror says which one is not a directory."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        for above in reversed([path.parent, *path.parent.parents]):
+            if above.exists() and not above.is_dir():
+                raise OSError(errno.ENOTDIR, f"{above} is not a directory", str(path)) from exc
+        raise

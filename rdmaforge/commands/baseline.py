@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import stored
+from rdmaforge import output_files, stored
 from rdmaforge.bench import baseline
 from rdmaforge.bench.report import judge
 from rdmaforge.commands.report import find_run_dir, load_run
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     except UserError as exc:  # BaselineError included
         return fail(str(exc))
     try:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
+        output_files.make_parents(args.output)
         # Written through, as the shell's > does: -o is the user's own choice (a link to a versioned file,
         # /dev/stdout, a pipe a reader holds), unlike the fixed names of a run directory from elsewhere.
         args.output.write_text(json.dumps(data, indent=2) + "\n")

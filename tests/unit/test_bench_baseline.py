@@ -528,3 +528,14 @@ def test_a_relative_baseline_is_refused_where_it_is_recorded_and_where_it_is_rea
                                                   "tolerance": 0.1, "baseline": "bl.json"}))  # fmt: skip
     assert main(["report", str(run_dir)]) == 64
     assert "run.json's baseline=bl.json is a relative path" in capsys.readouterr().err
+
+
+def test_an_output_below_a_file_names_that_file(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o baselines/tcp.json where baselines is a file: mkdir said only "File exists" (review round 34a, low)."""
+    (tmp_path / "baselines").write_text("not a directory\n")
+    assert main(["baseline", str(run_dir), "-o", str(tmp_path / "baselines" / "sub" / "tcp.json")]) == 64
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'baselines'} is not a directory" in err and "File exists" not in err, err
+    assert (tmp_path / "baselines").read_text() == "not a directory\n"
