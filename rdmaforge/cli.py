@@ -127,6 +127,9 @@ def _prog(argv: Sequence[str]) -> str:
 
 
 def _main(argv: list[str]) -> int:
+    if len(argv) > 1 and argv[0] in ("-h", "--help") and _prog(argv[1:]) != "rdmaforge":
+        # `rdmaforge -h summary`: argparse printed the top help and exited 0, the command's own never shown.
+        argv = [*argv[1:], "-h"]
     prog = _prog(argv)
     args: argparse.Namespace | None = None
     try:

@@ -593,6 +593,14 @@ def test_help_is_plain_text_and_names_no_module() -> None:
         assert "``" not in parser.format_help(), name
 
 
+@pytest.mark.parametrize("argv", [["-h", "summary"], ["--help", "nccl-report"], ["-h", "lab", "up"]])
+def test_help_before_a_command_is_that_commands_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`rdmaforge -h summary` printed the top help (review round 34a, low): the command named is the one asked of."""
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: rdmaforge {' '.join(argv[1:])} "), out[:200]
+
+
 def test_an_unknown_option_after_a_command_is_named_with_that_commands_usage(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
