@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     problem = missing_path(args.file, "summary")
     if problem:
         hint = (f" (rdmaforge provision writes it at its end; or run ansible-playbook {playbook_to_run('summary.yml')})"
-                if problem.endswith("does not exist") else "")  # fmt: skip
+                if problem == f"summary {args.file} does not exist" else "")  # fmt: skip
         print(f"rdmaforge summary: {problem}{hint}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     # Checked against the schema first (UserError: one line naming the key, exit 64 from rdmaforge.cli).

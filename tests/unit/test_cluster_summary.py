@@ -122,6 +122,21 @@ def test_a_plugin_recorded_as_a_number_is_printed(tmp_path: Path, capsys: pytest
     assert "  NCCL plugin: -1 2 (net API" in capsys.readouterr().out
 
 
+def test_a_missing_summary_gets_the_provision_hint_a_dangling_link_does_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A link whose file is gone is the user's own (review round 34a, low): running provision would not bring back
+    the file it names, so only a missing summary gets the hint."""
+    assert main(["summary", str(tmp_path / "summary.json")]) == 64
+    assert "rdmaforge provision writes it at its end" in capsys.readouterr().err
+    link = tmp_path / "latest.json"
+    link.symlink_to(tmp_path / "gone" / "summary.json")
+    assert main(["summary", str(link)]) == 64
+    err = capsys.readouterr().err
+    assert f"is a symbolic link to {tmp_path / 'gone' / 'summary.json'}, which does not exist" in err, err
+    assert "provision" not in err, err
+
+
 def test_a_summary_without_nodes_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`summary` is a display (exit 0: printed, no verdict); with no node it printed one blank line."""
     path = write(tmp_path / "summary.json", {"nodes": []})
