@@ -38,11 +38,16 @@ def test_erdma_source_is_deb822_with_signed_by_keyring(converged: LabHandle) -> 
 
 def test_erdma_repository_is_used_and_verified(converged: LabHandle) -> None:
     node = next(iter(converged.nodes))
+    # Seed 000.17: `deb [ arch=amd64 ] .../erdma/apt/ubuntu focal/erdma main`.
+    source = converged.ssh(node, "cat /etc/apt/sources.list.d/erdma.sources").stdout
+    assert re.search(r"^Architectures: amd64$", source, re.M), source
+    # Seed 000.18 (`apt update` after adding the source): apt knows the erdma index before this test refreshes it.
+    # No earlier lab module runs apt-get update (apt-get install does not refresh), so the converge did.
+    policy = converged.ssh(node, "apt-cache policy rdma-core").stdout
+    assert "erdma/apt/debian bookworm/erdma/main" in policy, policy
     update = converged.ssh(node, "apt-get update 2>&1").stdout
     assert "erdma/apt/debian bookworm/erdma InRelease" in update
     assert not re.search(r"NO_PUBKEY|not signed|BADSIG|^W: ", update, re.M), update
-    policy = converged.ssh(node, "apt-cache policy rdma-core").stdout
-    assert "erdma/apt/debian bookworm/erdma/main" in policy
 
 
 def test_erdma_packages_installed(converged: LabHandle) -> None:
