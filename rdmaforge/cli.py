@@ -154,6 +154,11 @@ def _main(argv: list[str]) -> int:
             sys.stdout.flush()
             raise
         prog = f"rdmaforge {args.command}"
+        from rdmaforge.paths import root_problem
+
+        problem = root_problem()
+        if problem:  # every command reads the project's files from there
+            raise UserError(problem)
         code = int(args.func(args))
         # Flushed here, not by the interpreter at exit: a short output waits in stdout's buffer, and a reader gone
         # or a full disk would otherwise end in Python's "Exception ignored" and exit 120 after the verdict.

@@ -25,13 +25,25 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = PACKAGE_DIR / "data"
 
 
+def _is_checkout(root: Path) -> bool:
+    return (root / "collection" / "galaxy.yml.in").is_file() and (root / "playbooks").is_dir()
+
+
 def _checkout() -> Path | None:
     if os.environ.get("RDMAFORGE_ROOT"):
         return Path(os.environ["RDMAFORGE_ROOT"])
     root = PACKAGE_DIR.parent
-    if (root / "collection" / "galaxy.yml.in").is_file() and (root / "playbooks").is_dir():
-        return root
-    return None
+    return root if _is_checkout(root) else None
+
+
+def root_problem() -> str | None:
+    """Why ``RDMAFORGE_ROOT`` cannot be used, or None (unset, or a checkout): a stale value ended in an error about
+    ansible-inventory, or an internal error, naming no variable (round 33a)."""
+    named = os.environ.get("RDMAFORGE_ROOT")
+    if not named or _is_checkout(Path(named)):
+        return None
+    return (f"RDMAFORGE_ROOT={named} is not an rdmaforge checkout (it has no collection/galaxy.yml.in and playbooks/); "
+            "allowed: a checkout's top directory, or the variable unset to use the installed package")
 
 
 #: The repository this package runs from, or None when it is installed from a wheel.

@@ -686,3 +686,20 @@ def test_each_help_has_one_exit_code_list_and_local_commands_name_no_inventory()
     assert "2 a test failed on a node; 3 a node was unreachable" in helps["verify"]
     assert "5 --validate found no Kubernetes manifest" in helps["render"]
     assert "1 a manifest failed validation" in helps["render"]
+
+
+@pytest.mark.parametrize("name", ["render", "verify", "doctor"])
+def test_a_stale_rdmaforge_root_is_named(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RDMAFORGE_ROOT left pointing at a removed checkout: render said 'cannot run ansible-inventory', verify ended in
+    an internal error (exit 70) about missing collection files (round 33a). The variable is named, exit 64."""
+    from rdmaforge.paths import PROJECT_ROOT
+
+    monkeypatch.setenv("RDMAFORGE_ROOT", str(tmp_path / "old-checkout"))
+    inventory = str(PROJECT_ROOT / "inventories" / "example" / "hosts.yml")
+    more = ["-o", str(tmp_path / "out")] if name == "render" else ["--runs-dir", str(tmp_path / "runs")]
+    assert main([name, "-i", inventory, *more]) == 64
+    err = capsys.readouterr().err
+    assert f"RDMAFORGE_ROOT={tmp_path / 'old-checkout'} is not an rdmaforge checkout" in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
