@@ -60,6 +60,16 @@ def test_example_keeps_host_key_checking_on() -> None:
         assert "StrictHostKeyChecking=no" not in path.read_text(), path
 
 
+def test_the_playbooks_its_comments_name_are_syntax_checked_as_named() -> None:
+    """Its header tells a user what to run: a checkout's playbooks/preflight.yml, and for a wheel user (who has no
+    playbooks/) the collection's rdmaforge.cluster.preflight. Each named playbook is found by ansible-playbook."""
+    named = [line.split()[-1] for line in EXAMPLE.read_text().splitlines() if line.startswith("#   ansible-playbook ")]
+    assert named == ["playbooks/preflight.yml", "rdmaforge.cluster.preflight"], named
+    for playbook in named:
+        proc = ansible("ansible-playbook", "-i", str(EXAMPLE), "--syntax-check", playbook)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("playbook", ["site.yml", "preflight.yml", "cluster_hosts.yml"])
 def test_playbooks_pass_syntax_check(playbook: str) -> None:
     proc = ansible("ansible-playbook", "-i", str(EXAMPLE), "--syntax-check", f"playbooks/{playbook}")
