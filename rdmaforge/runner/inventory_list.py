@@ -53,8 +53,8 @@ class InventoryError(RuntimeError):
 
 
 class InventoryRefused(InventoryError):
-    """ansible-inventory ran and exited non-zero: Ansible itself cannot read the inventory (not: it could not be
-    started, timed out, or printed something else than a listing)."""
+    """ansible-inventory ran and exited non-zero with an error of Ansible's: Ansible itself cannot read the inventory
+    (not: it could not be started, timed out, was killed, crashed, or printed something else than a listing)."""
 
 
 def command(args: Sequence[str]) -> list[str]:
@@ -101,11 +101,17 @@ def listing(inventory: str, *, cwd: Path, args: Sequence[str] = (), env: Mapping
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise InventoryError(f"cannot run ansible-inventory: {exc}") from exc
         recorded = recorded_messages(messages_file)
+    if proc.returncode < 0:  # killed (the OOM killer on a loaded machine): nothing is known of the inventory
+        raise InventoryError(f"ansible-inventory -i {inventory} was killed by signal {-proc.returncode}")
     if proc.returncode != 0:
         hint = host_name_hint(proc.stderr, recorded)
         cause = "".join(f"\n  {line}" for line in ([hint] if hint else failed_source_warnings(proc.stderr, recorded)))
         error = ansible_error(proc.stderr, recorded)
-        raise InventoryRefused(f"ansible-inventory -i {inventory} failed: {error}{cause}")
+        message = f"ansible-inventory -i {inventory} failed: {error}{cause}"
+        # Refused only where Ansible said so: a crash of the tool itself (a traceback, no error of Ansible's) tells
+        # nothing of the inventory (review of 1642891..e8ecafa: a killed relisting made a good inventory exit 64).
+        refused = any(kind == "error" for kind, _ in recorded) or ANSIBLE_ERROR_LINE.search(proc.stderr)
+        raise (InventoryRefused if refused else InventoryError)(message)
     return proc.stdout
 
 
@@ -142,6 +148,10 @@ def recorded_messages(path: Path) -> list[Message]:
     return found
 
 
+#: The line an Ansible command starts its error with: ``[ERROR]:`` (``ERROR!`` in releases before 2.19).
+ANSIBLE_ERROR_LINE = re.compile(r"^(?:\[ERROR\]:|ERROR!)", re.MULTILINE)
+
+
 def ansible_error(stderr: str, recorded: Sequence[Message] = ()) -> str:
     """What an Ansible command said went wrong, without the traceback it may print after it.
 
@@ -153,7 +163,7 @@ def ansible_error(stderr: str, recorded: Sequence[Message] = ()) -> str:
     if errors:
         return _paragraph(errors[-1].strip().splitlines())
     lines = stderr.strip().splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith(("[ERROR]:", "ERROR!"))]
+    starts = [i for i, line in enumerate(lines) if ANSIBLE_ERROR_LINE.match(line)]
     if starts:
         return _paragraph(lines[starts[-1] :])
     return stderr.strip()[-2000:]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,24 @@ def test_a_relisting_that_cannot_run_claims_nothing(
         raise inventory_list.InventoryError("cannot run ansible-inventory: [Errno 11] Resource temporarily unavailable")
 
     monkeypatch.setattr(inventory_list, "listing", listing_cannot_start)
+    outcome = ping(yaml_inventory(tmp_path / "hosts.yml", "gpu_nodes"), "cluster", tmp_path / "run")
+    assert runner_losing_everything
+    assert outcome.relisted == execute.Relisting(None, "")
+    assert command.inventory_unusable(outcome) == ""
+    assert command.playbook_exit(outcome) == ExitCode.ERROR
+
+
+@pytest.mark.parametrize("crash", [
+    "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",  # the OOM killer
+    "raise RuntimeError('boom')",  # the tool itself crashed: a traceback, no error of Ansible's
+])
+def test_a_relisting_killed_or_crashed_claims_nothing(
+    crash: str, tmp_path: Path, runner_losing_everything: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of 1642891..e8ecafa: any non-zero exit of the relisting's ansible-inventory was taken as Ansible
+    refusing the inventory, so a relisting killed on a loaded machine made a good inventory exit 64. The double
+    ``command`` stands for an ansible-inventory that dies so."""
+    monkeypatch.setattr(inventory_list, "command", lambda args: [sys.executable, "-c", crash])
     outcome = ping(yaml_inventory(tmp_path / "hosts.yml", "gpu_nodes"), "cluster", tmp_path / "run")
     assert runner_losing_everything
     assert outcome.relisted == execute.Relisting(None, "")
