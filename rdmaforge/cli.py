@@ -156,8 +156,8 @@ def _main(argv: list[str]) -> int:
         prog = f"rdmaforge {args.command}"
         from rdmaforge.paths import root_problem
 
-        problem = root_problem()
-        if problem:  # every command reads the project's files from there
+        problem = root_problem() if args.command not in NO_PROJECT_FILES else None
+        if problem:  # the others read the project's files, or their workspace (artifacts/), from there
             raise UserError(problem)
         code = int(args.func(args))
         # Flushed here, not by the interpreter at exit: a short output waits in stdout's buffer, and a reader gone
@@ -190,6 +190,9 @@ def _main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a message and a saved traceback
         return _internal(prog, exc)
 
+
+#: The commands that read neither the project's files nor the workspace: a stale RDMAFORGE_ROOT does not stop them.
+NO_PROJECT_FILES = frozenset({"nccl-report", "completion"})
 
 #: The commands whose --json prints the run's recap.json (README: --json); pairwise, report and nccl-report print
 #: documents of their own, and a refusal there leaves stdout empty.

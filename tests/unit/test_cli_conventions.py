@@ -703,3 +703,14 @@ def test_a_stale_rdmaforge_root_is_named(
     err = capsys.readouterr().err
     assert f"RDMAFORGE_ROOT={tmp_path / 'old-checkout'} is not an rdmaforge checkout" in err, err
     assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_stale_rdmaforge_root_does_not_stop_nccl_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nccl-report reads only the logs it is given: the variable is not its concern."""
+    monkeypatch.setenv("RDMAFORGE_ROOT", str(tmp_path / "old-checkout"))
+    log = tmp_path / "empty.log"
+    log.write_text("")
+    main(["nccl-report", str(log)])
+    assert "RDMAFORGE_ROOT" not in capsys.readouterr().err
