@@ -114,15 +114,16 @@ class Outcome:
 
 #: ansible-core 2.19 imports cryptography's DSA names on every start (its ssh-agent support), and recent cryptography
 #: releases (51 here) warn of it: two lines of noise at the top of every run's output, nothing a user can act on.
-#: Only that warning is silenced (CryptographyDeprecationWarning is a UserWarning); the user's own PYTHONWARNINGS
-#: come first.
+#: Only that warning is silenced (CryptographyDeprecationWarning is a UserWarning, a builtin category: the Pythons
+#: Ansible starts need no cryptography to read the filter). The user's own PYTHONWARNINGS come after it, so they
+#: win where both apply (Python's later filters take precedence).
 QUIET_WARNINGS = "ignore:DSA is deprecated:UserWarning"
 
 
 def runner_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Variables rdmaforge sets for the run (ansible-runner adds its own callback settings)."""
     return {
-        "PYTHONWARNINGS": ",".join(filter(None, (environ.get("PYTHONWARNINGS"), QUIET_WARNINGS))),
+        "PYTHONWARNINGS": ",".join(filter(None, (QUIET_WARNINGS, environ.get("PYTHONWARNINGS")))),
         # Ad-hoc runs start in the private data dir, not the project: name the project's config explicitly
         # (the checkout's ansible.cfg, or the installed package's copy of it).
         "ANSIBLE_CONFIG": environ.get("ANSIBLE_CONFIG", str(paths.ANSIBLE_CFG)),

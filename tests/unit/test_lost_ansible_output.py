@@ -252,9 +252,14 @@ def test_lines_the_file_kept_are_shown_once(tmp_path: Path) -> None:
 
 def test_ansibles_output_holds_no_dsa_deprecation_noise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """cryptography's DSA deprecation warning, printed as ansible-core starts, was the last line of a run that reached
-    no host: the stop reason it then gave. Silenced in the run's environment; a user's own PYTHONWARNINGS stay."""
-    monkeypatch.setenv("PYTHONWARNINGS", "default::ResourceWarning")
-    assert execute.runner_env()["PYTHONWARNINGS"] == f"default::ResourceWarning,{execute.QUIET_WARNINGS}"
-    outcome = ping(yaml_inventory(tmp_path / "hosts.yml", "cluster"), "node9", tmp_path / "run")
-    said = (outcome.artifacts / "stdout").read_text()
-    assert "No hosts matched" in said and "DSA" not in said, said
+    no host: the stop reason it then gave. Silenced in the run's environment; a user's own PYTHONWARNINGS come after
+    it, so they still decide (here: show every warning again)."""
+    inventory = yaml_inventory(tmp_path / "hosts.yml", "cluster")
+    monkeypatch.setenv("PYTHONWARNINGS", "default")
+    loud = ping(inventory, "node9", tmp_path / "loud")
+    if "DSA is deprecated" not in (loud.artifacts / "stdout").read_text():
+        pytest.skip("this cryptography release prints no DSA deprecation warning as Ansible starts")
+    monkeypatch.delenv("PYTHONWARNINGS")
+    quiet = ping(inventory, "node9", tmp_path / "quiet")
+    said = (quiet.artifacts / "stdout").read_text()
+    assert "No hosts matched" in said and "DSA is deprecated" not in said, said
