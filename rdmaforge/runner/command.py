@@ -391,16 +391,30 @@ def ansible_output_tail(outcome: execute.Outcome, lines: int = 40) -> str:
     return "\n".join([*lost, *tail]) or NO_ANSIBLE_OUTPUT
 
 
+#: The first line of a warning Python printed (``FILE:LINE: CATEGORY: text``); the source line it quotes follows.
+_PYTHON_WARNING = re.compile(r"^\S.*:\d+: \w*Warning: ")
+
+
 def ansible_stop_reason(tail: str) -> str:
     """The line of ``tail`` (ansible_output_tail) that says why Ansible stopped before any host: its first error
-    line ("[ERROR]: ...", "ERROR! ..." of older releases), else its last warning line, else its last line (a Python
-    warning a library printed on its way out is not why no host ran)."""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    line ("[ERROR]: ...", "ERROR! ..." of older releases), else its last line that is not part of a warning a
+    Python library printed (a deprecation printed on the way is not why no host ran)."""
+    lines: list[str] = []
+    quoted = False
+    for line in tail.splitlines():
+        if _PYTHON_WARNING.match(line):
+            quoted = True  # its next, indented line quotes the source
+            continue
+        if quoted and line.startswith((" ", "\t")):
+            quoted = False
+            continue
+        quoted = False
+        if line.strip():
+            lines.append(line.strip())
     for line in lines:
         if line.startswith(("[ERROR]", "ERROR!")):
             return line
-    warnings = [line for line in lines if line.startswith("[WARNING]")]
-    return warnings[-1] if warnings else lines[-1] if lines else NO_ANSIBLE_OUTPUT
+    return lines[-1] if lines else NO_ANSIBLE_OUTPUT
 
 
 #: The name of the JUnit testcase that stands for a run no host's case accounts for (Ansible stopped first).

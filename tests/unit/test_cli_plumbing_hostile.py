@@ -277,8 +277,10 @@ def test_the_stop_reason_is_ansibles_error_line() -> None:
     tail = "[WARNING]: Could not match supplied host pattern, ignoring: x\n[ERROR]: no hosts to target.\nmore"
     assert command.ansible_stop_reason(tail) == "[ERROR]: no hosts to target."
     assert command.ansible_stop_reason("one\nlast\n") == "last"
-    library_noise = "[WARNING]: No hosts matched, nothing to do\n/x/paramiko.py:1: CryptographyDeprecationWarning\n  x"
+    library_noise = "[WARNING]: No hosts matched, nothing to do\n/x/ssh.py:18: CryptographyDeprecationWarning: DSA\n  x"
     assert command.ansible_stop_reason(library_noise) == "[WARNING]: No hosts matched, nothing to do"
+    crashed = "[WARNING]: a warning first\nTraceback (most recent call last):\n  File x\nRuntimeError: boom"
+    assert command.ansible_stop_reason(crashed) == "RuntimeError: boom"
     assert command.ansible_stop_reason("") == command.NO_ANSIBLE_OUTPUT
 
 
