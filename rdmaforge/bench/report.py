@@ -376,7 +376,8 @@ def expected_for(name: str, last: Run | None, expected: float) -> tuple[float | 
 
 def gpu_rank_nodes(run: Mapping[str, Any], hosts: Iterable[str]) -> set[str]:
     """The run's nodes among ``hosts`` (those an nccl-tests log's Rank lines name: each rank is a CUDA device), by
-    run.json's ``hostnames``, else by node name; a host of no node is left out (ranks_elsewhere fails its log)."""
+    run.json's ``hostnames``, else by node name. A host of no node is left out here: only the run's own nodes can
+    be made to count as GPU nodes (ranks_elsewhere judges, for each log's last run, ranks on hosts outside the run)."""
     nodes = [str(n) for n in run.get("nodes") or []]
     recorded = run.get("hostnames")
     named = recorded if isinstance(recorded, Mapping) else {}
