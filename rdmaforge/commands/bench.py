@@ -144,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
         if not templated and (problem := threshold_problem(value, at_most)) is not None:
             return bad_input(f"{variable}={value!r} (from -e): {problem}")
     tolerance = merged(variables).get(TOLERANCE)
+    # A tolerance without -e benchmark_baseline is not refused here, unlike report --tolerance: the inventory's
+    # group_vars may name the baseline, which only the role sees (the role's default tolerance is set either way).
     if tolerance is not None and not (isinstance(tolerance, str) and "{{" in tolerance):
         if (problem := tolerance_problem(tolerance)) is not None:
             return bad_input(f"{TOLERANCE}={tolerance!r} (from -e): {problem}")
