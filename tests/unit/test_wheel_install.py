@@ -69,6 +69,22 @@ def test_render_and_validate_the_example_inventory(wheel_venv: WheelVenv, tmp_pa
     assert "valid" in proc.stdout.lower()
 
 
+def test_the_example_inventorys_wheel_command_runs_there(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    """The example inventory, copied out of the venv as the README says, names the command a wheel user runs
+    (rdmaforge.cluster.preflight): that command, as written in the copy, passes ansible-playbook's syntax check."""
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    code = "import rdmaforge.paths as p; print(p.EXAMPLE_INVENTORY)"
+    where = run([str(bindir / "python"), "-c", code], tmp_path, env)
+    assert where.returncode == 0, where.stderr
+    shutil.copytree(where.stdout.strip(), tmp_path / "mycluster")
+    header = (tmp_path / "mycluster" / "hosts.yml").read_text().splitlines()
+    commands = [line.removeprefix("#   ").split() for line in header if line.startswith("#   ansible-playbook ")]
+    wheel_command = next(c for c in commands if not c[-1].startswith("playbooks/"))
+    assert wheel_command == ["ansible-playbook", "-i", "mycluster/hosts.yml", "rdmaforge.cluster.preflight"]
+    proc = run([str(bindir / "ansible-playbook"), *wheel_command[1:], "--syntax-check"], tmp_path, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_nccl_report_on_a_corpus_file(wheel_venv: WheelVenv, tmp_path: Path) -> None:
     bindir, env = wheel_venv.bindir, wheel_venv.env
     shutil.copy(CORPUS, tmp_path / CORPUS.name)
