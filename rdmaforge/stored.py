@@ -7,7 +7,6 @@ without ad-hoc ``.get`` guards. Unknown keys are allowed (newer writers may add 
 
 from __future__ import annotations
 
-import codecs
 import errno
 import json
 import math
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaforge import fabrics
+from rdmaforge import fabrics, magic_bytes
 from rdmaforge.bench.verdict import threshold_problem
 from rdmaforge.errors import UserError
 from rdmaforge.plain_data import TOO_DEEP, too_deep
@@ -534,17 +533,14 @@ def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes | None:
 
 
 #: What a stored document that is not UTF-8 is, by its first bytes (rdmaforge writes them as plain UTF-8 JSON): named,
-#: with what turns it back into one. UTF-32's marks first: UTF-16's is the start of UTF-32-LE's.
+#: with what turns it back into one.
 _NOT_UTF8_KINDS: tuple[tuple[bytes, str], ...] = (
-    (codecs.BOM_UTF32_LE, "UTF-32 text (save it as UTF-8)"),
-    (codecs.BOM_UTF32_BE, "UTF-32 text (save it as UTF-8)"),
-    (codecs.BOM_UTF16_LE, "UTF-16 text (save it as UTF-8)"),
-    (codecs.BOM_UTF16_BE, "UTF-16 text (save it as UTF-8)"),
-    (b"\x1f\x8b", "gzip-compressed (gunzip it first)"),
-    (b"BZh", "bzip2-compressed (bunzip2 it first)"),
-    (b"\xfd7zXZ\x00", "xz-compressed (unxz it first)"),
-    (b"\x28\xb5\x2f\xfd", "zstd-compressed (unzstd it first)"),
-    (b"PK\x03\x04", "a zip archive (unzip it first)"),
+    *((bom, f"{codec[:6].upper()} text (save it as UTF-8)") for bom, codec in magic_bytes.BOMS if codec != "utf-8"),
+    (magic_bytes.GZIP, "gzip-compressed (gunzip it first)"),
+    (magic_bytes.BZIP2, "bzip2-compressed (bunzip2 it first)"),
+    (magic_bytes.XZ, "xz-compressed (unxz it first)"),
+    (magic_bytes.ZSTD, "zstd-compressed (unzstd it first)"),
+    (magic_bytes.ZIP, "a zip archive (unzip it first)"),
 )
 
 

@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from rdmaforge import magic_bytes
 from rdmaforge.errors import UserError
 
 #: Bytes read per block: large reads keep the per-call overhead negligible.
@@ -32,26 +33,19 @@ _NUL_MIN = 16
 #: The share of undecodable bytes and control characters above which a file without a BOM is binary, not a log.
 _ODD_SHARE = 0.1
 _SNIFF = 64 << 10
-_GZIP_MAGIC = b"\x1f\x8b"
 #: Compressions read transparently, by their magic bytes: what a log archived by logrotate or by hand is in.
 _COMPRESSED: tuple[tuple[bytes, Callable[[BinaryIO], io.BufferedIOBase]], ...] = (
-    (_GZIP_MAGIC, lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
-    (b"BZh", lambda raw: bz2.BZ2File(raw, mode="rb")),
-    (b"\xfd7zXZ\x00", lambda raw: lzma.LZMAFile(raw, mode="rb")),
+    (magic_bytes.GZIP, lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
+    (magic_bytes.BZIP2, lambda raw: bz2.BZ2File(raw, mode="rb")),
+    (magic_bytes.XZ, lambda raw: lzma.LZMAFile(raw, mode="rb")),
 )
 #: Compressions the standard library cannot read: named, with the command that reads them.
 _UNREADABLE: tuple[tuple[bytes, str], ...] = (
-    (b"\x28\xb5\x2f\xfd", "zstd-compressed (read it with: zstdcat FILE | rdmaforge nccl-report -)"),
-    (b"PK\x03\x04", "a zip archive (unzip it first)"),
+    (magic_bytes.ZSTD, "zstd-compressed (read it with: zstdcat FILE | rdmaforge nccl-report -)"),
+    (magic_bytes.ZIP, "a zip archive (unzip it first)"),
 )
 _CORRUPT = (gzip.BadGzipFile, EOFError, zlib.error, lzma.LZMAError)
-_BOMS: tuple[tuple[bytes, str], ...] = (
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
+_BOMS = magic_bytes.BOMS
 
 
 class InputError(UserError):
