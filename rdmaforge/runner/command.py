@@ -344,7 +344,7 @@ def print_outcome(session: Session, outcome: execute.Outcome) -> None:
 
 
 #: Ansible's warning for a play's host pattern that names no group or host of the inventory.
-_UNMATCHED = re.compile(r"Could not match supplied host pattern, ignoring: (.+)$", re.MULTILINE)
+_UNMATCHED = re.compile(rf"{execute.UNMATCHED_WORDS}, ignoring: (.+)$", re.MULTILINE)
 #: Ansible's error for an inventory source none of its inventory plugins could read (it stops before any play), and
 #: the warning each plugin leaves with its reason.
 _PLUGIN_FAILED = re.compile(r"^\[WARNING\]: (Failed to parse inventory with '[^']+' plugin: .+)$", re.MULTILINE)

@@ -67,9 +67,11 @@ class Request:
 CLUSTER_GROUP = "cluster"
 #: Ansible's own words when a run reaches no host because of its host pattern or its inventory (command.py reads
 #: the lines they start).
+#: Ansible's warning for a host pattern that names no group or host of the inventory (command.py reads the rest).
+UNMATCHED_WORDS = "Could not match supplied host pattern"
 NO_HOST_SIGNS = (
-    "Could not match supplied host pattern",
-    "Completely failed to parse inventory source",
+    UNMATCHED_WORDS,
+    inventory_list.UNPARSED_WORDS,
     # the last lines Ansible prints when a pattern or --limit left no host (a loss takes the tail: with these there,
     # the lines before them are there too)
     "leaves us with no hosts to target",

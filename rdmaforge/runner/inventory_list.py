@@ -45,7 +45,8 @@ NOT_A_STRING = re.compile(r"Host pattern (?P<host>.+?) must be a string\b")
 
 #: Ansible's error for an inventory source none of its inventory plugins could read; the group is the source's path.
 #: (At a line's start in Ansible's output; after "failed: " in an InventoryError's message.)
-UNPARSED_SOURCE = re.compile(r"\[ERROR\]: Completely failed to parse inventory source (.+)$", re.MULTILINE)
+UNPARSED_WORDS = "Completely failed to parse inventory source"
+UNPARSED_SOURCE = re.compile(rf"\[ERROR\]: {UNPARSED_WORDS} (.+)$", re.MULTILINE)
 
 
 class InventoryError(RuntimeError):
