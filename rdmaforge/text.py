@@ -8,7 +8,7 @@ exponent instead; below it, as before.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 #: From here on a fixed-point number is mostly digits nobody reads (no bandwidth or throughput gets near it).
 LARGE = 1e6
@@ -65,6 +65,16 @@ def named_first(names: Sequence[str], most: int) -> str:
     of hosts, rows or values a line of text names without growing with the cluster."""
     more = f" and {len(names) - most} more" if len(names) > most else ""
     return ", ".join(names[:most]) + more
+
+
+#: How many hosts, nodes or logs a reason names before it only counts the rest: a verdict line at 1,000 nodes stays
+#: one a person can read and paste into a ticket.
+NAMED = 8
+
+
+def listed(names: Iterable[str], most: int = NAMED) -> str:
+    """``names`` comma-separated, the first ``most`` of them, then how many more (named_first)."""
+    return named_first(list(names), most)
 
 
 def by_value(values: Mapping[str, str], most: int = 5) -> str:

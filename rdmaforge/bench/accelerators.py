@@ -25,6 +25,7 @@ from typing import Any
 from rdmaforge import fabrics
 from rdmaforge.bench.verdict import Component
 from rdmaforge.nccl_tests.transport import SOCKET, is_socket, merge_transports, parse_transport
+from rdmaforge.text import listed
 
 GROUP = "accelerator"
 #: Seed 003's line; the version is allowed to differ (AIACC-2.0 today).
@@ -119,10 +120,10 @@ def judge_acspeed(
         mine = [log for log in logs if log.run == run]
         blank = _blank_logs(mine)
         if blank:
-            found = ", ".join(log.name for log in mine if counts.get(log.name))
-            unknown.append(f"{run} run ({', '.join(blank)}" + (f"; the line is in {found})" if found else ")"))
+            found = listed(log.name for log in mine if counts.get(log.name))
+            unknown.append(f"{run} run ({listed(blank)}" + (f"; the line is in {found})" if found else ")"))
         elif not any(counts.get(log.name) for log in mine):
-            without.append(f"{run} run ({', '.join(log.name for log in mine)})")
+            without.append(f"{run} run ({listed(log.name for log in mine)})")
     if without:
         component.reason = (f"ACSpeed is enabled but its '{ACSPEED_LINE}' line is absent from the "
                             f"{', '.join(without)}: the training ran without ACSpeed")  # fmt: skip
@@ -168,7 +169,7 @@ def judge_net_plugin(
     blank = _blank_logs(logs)
     if not present:
         component.status = "not_judged"
-        component.reason = "no N-node training log to read" + (f" ({', '.join(blank)})" if blank else "")
+        component.reason = "no N-node training log to read" + (f" ({listed(blank)})" if blank else "")
         return component, detail
     per_log = {log.name: parse_transport(log.text or "") for log in present}
     transport = merge_transports(per_log.values())
@@ -178,7 +179,7 @@ def judge_net_plugin(
     component.value = ", ".join(networks) or None
     theirs = [name for name in networks if _is_plugin_network(provider, name)]
     others = [name for name in networks if name not in theirs]
-    where = ", ".join(log.name for log in present)
+    where = listed(log.name for log in present)
     silent = [name for name, read in per_log.items() if not read.all_networks]  # no 'Using network' line
     elsewhere = [name for name, read in per_log.items() if any(n in others for n in read.all_networks)]
     if transport.plugin_result == "init_failed":
@@ -196,7 +197,7 @@ def judge_net_plugin(
     elif others:
         some = f"on some ranks (others used {', '.join(theirs)})" if theirs else "instead"
         component.reason = (f"the {provider} net plugin is enabled but NCCL used {', '.join(others)} {some} "
-                            f"({', '.join(elsewhere)})")  # fmt: skip
+                            f"({listed(elsewhere)})")  # fmt: skip
     elif fabrics.is_rdma(fabric) and any(is_socket(name) for name in theirs):
         component.reason = (f"the {provider} plugin carried the traffic over TCP ({', '.join(theirs)}), but fabric "
                             f"profile '{fabric}' expects RDMA")  # fmt: skip

@@ -56,7 +56,7 @@ from rdmaforge.nccl_tests.transport import (
 from rdmaforge.plain_data import whole_number
 from rdmaforge.stored import PERCENTILES, drawable, undrawn_note
 from rdmaforge.terminal import escaped
-from rdmaforge.text import LARGE, distinct, figure, fixed, named_first, percent
+from rdmaforge.text import LARGE, distinct, figure, fixed, listed, named_first, percent
 
 #: Per-node line rate of each fabric profile, Gbit/s (rdmaforge.fabrics; eRDMA on ebmgn7ex 2 x 80, IB 200, VPC 25).
 DEFAULT_LINE_RATE_GBPS = {name: float(rate) for name, rate in fabrics.line_rates().items()}
@@ -155,7 +155,7 @@ def unknown_gpu_counts(run: Mapping[str, Any], ranks: int | None) -> str | None:
     lacking = _lacking_gpu_counts(run)
     if not lacking or _known_gpus(run) > ranks:
         return None
-    return (f"run.json records no GPU count for {', '.join(lacking)}: whether the log's {ranks} ranks are this run's "
+    return (f"run.json records no GPU count for {listed(lacking)}: whether the log's {ranks} ranks are this run's "
             "whole job cannot be told")  # fmt: skip
 
 
@@ -184,10 +184,10 @@ def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tu
     if not ran:
         return "not_judged", "its '#  Rank' lines name no host: which nodes ran the job cannot be told"
     if not nodes:
-        return "not_judged", f"run.json names no nodes: the ranks ran on {', '.join(ran)}, against nothing to compare"
+        return "not_judged", f"run.json names no nodes: the ranks ran on {listed(ran)}, against nothing to compare"
     twice = sorted({n for n in nodes if nodes.count(n) > 1})
     if twice:
-        return "not_judged", (f"run.json lists node {', '.join(twice)} more than once ({len(nodes)} entries): how many "
+        return "not_judged", (f"run.json lists node {listed(twice)} more than once ({len(nodes)} entries): how many "
                               "nodes the run had cannot be told")  # fmt: skip
     recorded = run.get("hostnames")
     hosts = {n: short_name(str(recorded[n])) for n in nodes if isinstance(recorded, Mapping) and recorded.get(n)}
@@ -196,25 +196,25 @@ def ranks_elsewhere(run: Mapping[str, Any], rank_hosts: Mapping[int, str]) -> tu
         if len(named) == len(nodes) and named == set(ran):
             return None  # a run directory that names its nodes by host name (each node by its own)
         if len(ran) > len(nodes):
-            return "fail", (f"the ranks ran on {len(ran)} hosts ({', '.join(ran)}), the run has {len(nodes)} "
-                            f"node(s) ({', '.join(nodes)}): ranks ran on hosts outside the run")  # fmt: skip
+            return "fail", (f"the ranks ran on {len(ran)} hosts ({listed(ran)}), the run has {len(nodes)} "
+                            f"node(s) ({listed(nodes)}): ranks ran on hosts outside the run")  # fmt: skip
         if len(ran) < len(nodes):
-            return "fail", (f"the ranks ran on {len(ran)} host(s) ({', '.join(ran)}), the run has {len(nodes)} nodes "
-                            f"({', '.join(nodes)}): the job did not span the run's nodes")  # fmt: skip
-        return "not_judged", (f"run.json records no host names of its nodes: the ranks ran on {', '.join(ran)}, not "
-                              f"named like the run's nodes ({', '.join(nodes)}); whether they are the same nodes "
+            return "fail", (f"the ranks ran on {len(ran)} host(s) ({listed(ran)}), the run has {len(nodes)} nodes "
+                            f"({listed(nodes)}): the job did not span the run's nodes")  # fmt: skip
+        return "not_judged", (f"run.json records no host names of its nodes: the ranks ran on {listed(ran)}, not "
+                              f"named like the run's nodes ({listed(nodes)}); whether they are the same nodes "
                               "cannot be told")  # fmt: skip
     shared = sorted({h for h in hosts.values() if list(hosts.values()).count(h) > 1})
     if shared:
-        return "not_judged", (f"nodes {', '.join(n for n in nodes if hosts[n] in shared)} have the same host name "
-                              f"({', '.join(shared)}): which of them ran the ranks cannot be told")  # fmt: skip
+        return "not_judged", (f"nodes {listed(n for n in nodes if hosts[n] in shared)} have the same host name "
+                              f"({listed(shared)}): which of them ran the ranks cannot be told")  # fmt: skip
     expected = {hosts[n]: n for n in nodes}
     if set(ran) == set(expected):
         return None
     others = [h for h in ran if h not in expected]
     idle = [f"{expected[h]} ({h})" for h in sorted(expected) if h not in ran]
-    parts = ([f"ranks on {', '.join(others)}, not nodes of this run"] if others else []) + (
-        [f"no rank on {', '.join(idle)}"] if idle else [])  # fmt: skip
+    parts = ([f"ranks on {listed(others)}, not nodes of this run"] if others else []) + (
+        [f"no rank on {listed(idle)}"] if idle else [])  # fmt: skip
     return "fail", f"it is not this run's nodes' job: {'; '.join(parts)}"
 
 
@@ -731,7 +731,7 @@ def trained_off_the_gpus(run: Mapping[str, Any], single: Mapping[str, Any], mult
     if not with_gpus or not backends or backends == {"nccl"}:
         return None
     return (f"the training ran on {', '.join(sorted(backends))}, not nccl, while run.json records GPUs on "
-            f"{', '.join(with_gpus)}: it measured neither the GPUs nor NCCL over the fabric (torch saw no CUDA "
+            f"{listed(with_gpus)}: it measured neither the GPUs nor NCCL over the fabric (torch saw no CUDA "
             "device there: a CPU-only torch, or a driver older than its CUDA)")  # fmt: skip
 
 
@@ -786,7 +786,7 @@ def other_training(run: Mapping[str, Any], multi: Mapping[str, Any], nodes: int)
                               "itself")  # fmt: skip
     if not names or nodes == len(names):
         return None
-    where = f"the run has {len(names)} nodes ({', '.join(names)})"
+    where = f"the run has {len(names)} nodes ({listed(names)})"
     if nodes < len(names):
         return "fail", f"the N-node run trained on {nodes} nodes, {where}: the training did not span the run's nodes"
     return "not_judged", (f"the N-node run trained on {nodes} nodes, {where}: it is not this run's training, or "

@@ -126,3 +126,16 @@ def test_a_json_log_with_ranks_outside_the_run_fails(tmp_path: Path) -> None:
     nccl = next(c for c in results["components"] if c["name"] == "nccl-tests all_reduce")
     assert (code, nccl["status"]) == (ExitCode.BELOW_THRESHOLD, "fail"), nccl
     assert "node-b" in nccl["reason"], nccl
+
+
+def test_a_reason_at_a_thousand_nodes_names_a_few_and_counts_the_rest() -> None:
+    """The older list's 'long verdict lines at 1,000 nodes': a job on other hosts listed every node and host, a line
+    of some 20,000 characters in the report and the ticket. Eight are named, the rest counted."""
+    from rdmaforge.bench.report import ranks_elsewhere
+
+    nodes = [f"node{i}" for i in range(1, 1001)]
+    run = {"nodes": nodes, "hostnames": {n: f"host-{n}" for n in nodes}}
+    ranks = {i: f"other{i}" for i in range(1000)}  # the job ran on 1,000 hosts of another cluster
+    status, reason = ranks_elsewhere(run, ranks) or ("none", "")
+    assert status == "fail" and len(reason) < 400, (status, len(reason))
+    assert "and 992 more, not nodes of this run" in reason and "no rank on node1 (host-node1)" in reason, reason
