@@ -412,7 +412,7 @@ def ansible_stop_reason(tail: str) -> str:
         if line.strip():
             lines.append(line.strip())
     for line in lines:
-        if line.startswith(("[ERROR]", "ERROR!")):
+        if inventory_list.ANSIBLE_ERROR_LINE.match(line):
             return line
     return lines[-1] if lines else NO_ANSIBLE_OUTPUT
 

@@ -28,8 +28,10 @@ from rdmaforge.terminal import escaped
 
 #: Seconds an inventory may take to list: a cloud plugin pages through an API.
 TIMEOUT_S = 300
+#: Ansible's words when it gives up on an inventory source.
+UNPARSED_WORDS = "Completely failed to parse inventory source"
 #: The source Ansible names when it gives up on one; its warnings say why (a script's exit code and stderr).
-FAILED_SOURCE = re.compile(r"Completely failed to parse inventory source (\S.*?)\s*$", re.MULTILINE)
+FAILED_SOURCE = re.compile(rf"{UNPARSED_WORDS} (\S.*?)\s*$", re.MULTILINE)
 #: The cause shown: the first warnings naming the failed source, each cut to its first and last lines.
 CAUSE_WARNINGS = 2
 CAUSE_HEAD, CAUSE_TAIL = 4, 3
@@ -45,7 +47,6 @@ NOT_A_STRING = re.compile(r"Host pattern (?P<host>.+?) must be a string\b")
 
 #: Ansible's error for an inventory source none of its inventory plugins could read; the group is the source's path.
 #: (At a line's start in Ansible's output; after "failed: " in an InventoryError's message.)
-UNPARSED_WORDS = "Completely failed to parse inventory source"
 UNPARSED_SOURCE = re.compile(rf"\[ERROR\]: {UNPARSED_WORDS} (.+)$", re.MULTILINE)
 
 
