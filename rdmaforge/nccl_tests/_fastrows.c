@@ -23,6 +23,8 @@
  *       when the block is not a 1-byte-kind str.
  *   format_rows(records, names) -> str
  *       The JSON text of packed RowStore records, as nccl_report._rows_json writes them, joined by ",\n".
+ *   first_unprintable(records, element, redop_ok, scale, ranks) -> (index, scale)
+ *       The first packed record nccl-tests cannot have printed, as consistency._first_unprintable finds it.
  *   float_repr(x) -> str: repr(x), through the fast path when it applies (for the tests).
  */
 #define PY_SSIZE_T_CLEAN
@@ -1287,6 +1289,61 @@ done:
     return result;
 }
 
+/* consistency._first_unprintable: the first record of ``records`` that nccl-tests cannot have printed, and the
+ * scale (1 or the run's ranks: a row's size over its count's bytes) after them; -1 when every record keeps to it.
+ * element[i]: bytes of an element of the type named i (0: no type nccl-tests prints); redop_ok[i]: 1 when name i
+ * is an op it prints (or none). scale 0: not known yet, the first record that counts elements sets it (a whole
+ * multiple, 1 or ``ranks`` when ranks > 0). Counts times bytes are exact in 128 bits, as Python's ints are. */
+static PyObject *fr_first_unprintable(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    long long scale, ranks;
+    if (nargs != 5 || (scale = PyLong_AsLongLong(args[3])) == -1 || (ranks = PyLong_AsLongLong(args[4])) == -1) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "first_unprintable(records, element, redop_ok, scale >= 0, ranks >= 0)");
+        return NULL;
+    }
+    Py_buffer view, element, redop_ok;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &element, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &redop_ok, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&element);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t count = view.len / REC_SIZE, at = -1;
+    const unsigned char *rec = view.buf, *el = element.buf, *ok = redop_ok.buf;
+    for (Py_ssize_t r = 0; r < count; r++, rec += REC_SIZE) {
+        __int128 size = (long long)get_le64(rec), cnt = (long long)get_le64(rec + 8);
+        Py_ssize_t type_index = rec[25] | (rec[26] << 8), redop_index = rec[27] | (rec[28] << 8);
+        long long bytes = type_index < element.len ? el[type_index] : 0;
+        if (bytes == 0 || redop_index >= redop_ok.len || !ok[redop_index]) {
+            at = r;
+            break;
+        }
+        if (scale == 0 && cnt > 0) {
+            __int128 whole = cnt * bytes; /* under 2**67 */
+            long long found = size % whole == 0 ? (long long)(size / whole) : 0;
+            if (found < 1 || (found != 1 && ranks > 0 && found != ranks)) {
+                at = r;
+                break;
+            }
+            scale = found;
+        }
+        /* size == cnt * bytes * scale, without a product past 128 bits: a count of 0 holds no byte */
+        __int128 whole = cnt * bytes;
+        if (cnt == 0 ? size != 0 : (size % whole != 0 || size / whole != scale)) {
+            at = r;
+            break;
+        }
+    }
+    PyBuffer_Release(&redop_ok);
+    PyBuffer_Release(&element);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nL)", at, scale);
+}
+
 static PyObject *fr_float_repr(PyObject *self, PyObject *arg) {
     double x = PyFloat_AsDouble(arg);
     if (x == -1.0 && PyErr_Occurred()) return NULL;
@@ -1312,6 +1369,8 @@ static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))fr_scan, METH_FASTCALL, "scan(block, pos, state, spec, messages, channels)"},
     {"next_line", (PyCFunction)(void (*)(void))fr_next_line, METH_FASTCALL, "next_line(block, pos)"},
     {"format_rows", (PyCFunction)(void (*)(void))fr_format_rows, METH_FASTCALL, "format_rows(records, names)"},
+    {"first_unprintable", (PyCFunction)(void (*)(void))fr_first_unprintable, METH_FASTCALL,
+     "first_unprintable(records, element, redop_ok, scale, ranks)"},
     {"float_repr", fr_float_repr, METH_O, "repr(float) as format_rows writes it"},
     {"parse_float", fr_parse_float, METH_O, "float(token) as scan reads it, or None"},
     {NULL, NULL, 0, NULL},
@@ -1350,7 +1409,7 @@ PyMODINIT_FUNC PyInit__fastrows(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* accel.VERSION: the Python code uses an extension built from this very source only */
-    if (PyModule_AddIntConstant(m, "VERSION", 8) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 9) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -21,8 +21,9 @@ DISABLE_ENV = "RDMAFORGE_NCCL_PURE_PYTHON"
 #: hands back (a failure line, or the first word of a handler's line: WORDS), for the parser to skip feed(); 5 hands
 #: back ``# Reducing maxBytes`` lines (the sweep's end) and declines a negative ``#wrong``; 6 declines a fractional
 #: one (the Python parser's wrong_count judges it); 7 hands back a launcher's failure line (parser._LAUNCH_WORDS); 8
-#: hands back an NCCL line that does not start with its host:pid:tid [dev] prefix (a comment quoting one).
-VERSION = 8
+#: hands back an NCCL line that does not start with its host:pid:tid [dev] prefix (a comment quoting one); 9 adds
+#: first_unprintable (consistency.table_problem's row check).
+VERSION = 9
 
 
 def load() -> ModuleType | None:

@@ -16,6 +16,7 @@ import math
 import re
 from typing import Any
 
+from rdmaforge.nccl_tests.consistency import table_problem
 from rdmaforge.nccl_tests.lines import parse_float, parse_int, wrong_count
 from rdmaforge.nccl_tests.model import (
     Half,
@@ -225,6 +226,8 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
     run.expected_rows = sweep_length(*sweep) if sweep is not None else None
     finished = run.avg_busbw is not None  # its footer: a document cut short is incomplete for that
     run.split_problem = sweep_order_problem(run.rows, sweep, finished=finished) or average_mismatch(run)
+    if run.split_problem is None:
+        run.table_problem = table_problem(run.rows, run.collective, run.ranks)
     return run
 
 

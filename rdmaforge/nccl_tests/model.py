@@ -117,6 +117,9 @@ class Run:
     #: Why the run's lines cannot be told apart from another process's (several non-MPI processes writing
     #: one file); such a run is never ok.
     split_problem: str | None = None
+    #: Why a row cannot be one nccl-tests printed (consistency.table_problem: a type or op it never prints, a count
+    #: that is not the size in elements): a log edited or spliced; such a run is never ok.
+    table_problem: str | None = None
     #: NCCL INFO lines the log printed for this run (from the previous run's end to this one's); None where they
     #: cannot be told apart (JSON, processes writing one file at once). One run's INFO lines say nothing of
     #: another's transport: a rerun appended to a log without NCCL_DEBUG=INFO proves none. Not part of ``to_dict``.
@@ -173,6 +176,8 @@ class Run:
     def _incomplete_reason(self) -> str | None:
         if self.split_problem is not None:
             return self.split_problem
+        if self.table_problem is not None:
+            return self.table_problem
         if not self.has_table:
             return "no result table (the run stopped before printing it)"
         if self.truncated:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
-from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,6 +19,7 @@ from itertools import compress
 from operator import le
 
 from rdmaforge.nccl_tests import accel
+from rdmaforge.nccl_tests.consistency import table_problem
 from rdmaforge.nccl_tests.interleave import route
 from rdmaforge.nccl_tests.lines import MPI_TAG as _MPI_TAG
 from rdmaforge.nccl_tests.lines import NcclLine, find_nccl_line, parse_float, parse_int, wrong_count
@@ -34,7 +33,7 @@ from rdmaforge.nccl_tests.model import (
     normalize_collective,
     ranks_from_devices,
 )
-from rdmaforge.nccl_tests.rowstore import _RECORD, RowStore
+from rdmaforge.nccl_tests.rowstore import _RECORD, RowStore, record_column
 from rdmaforge.nccl_tests.transport import Transport, add_channels, read_message
 
 _VERSION_LINE = re.compile(
@@ -514,6 +513,8 @@ class _RunState:
         mismatch = average_mismatch(run)
         if mismatch is not None and run.split_problem is None:
             run.split_problem = mismatch
+        if run.split_problem is None:
+            run.table_problem = table_problem(run.rows, run.collective, run.ranks)
         if self.interleaved:
             rank = min(self.interleaved)
             pids = self.rank_pids[rank]
@@ -1037,13 +1038,7 @@ def sweep_order_problem(
         count = len(chunk) // _RECORD_BYTES
         if not count:
             continue
-        column = bytearray(8 * count)
-        for byte in range(8):  # the little-endian size that opens each record
-            column[byte::8] = chunk[byte : count * _RECORD_BYTES : _RECORD_BYTES]
-        sizes = array("q")
-        sizes.frombytes(column)
-        if sys.byteorder != "little":
-            sizes.byteswap()
+        sizes = record_column(chunk, 0, "q")  # the little-endian size that opens each record
         if low is None:
             low = sizes[0]
         if high is not None and max(sizes) > high:
