@@ -153,6 +153,10 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> WheelVenv:
     shared = os.environ.get(SHARED_DIR_VARIABLE)
     if shared:
         return shared_wheel_venv(Path(shared))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # pip builds the wheel in the checkout's build/ directory: two workers building at once collide there
+        # ("File exists: build/bdist..."). The workers of one run share their base temp's parent.
+        return shared_wheel_venv(tmp_path_factory.getbasetemp().parent)
     return build_wheel_venv(tmp_path_factory.mktemp("wheel"))
 
 
