@@ -22,8 +22,8 @@ DISABLE_ENV = "RDMAFORGE_NCCL_PURE_PYTHON"
 #: back ``# Reducing maxBytes`` lines (the sweep's end) and declines a negative ``#wrong``; 6 declines a fractional
 #: one (the Python parser's wrong_count judges it); 7 hands back a launcher's failure line (parser._LAUNCH_WORDS); 8
 #: hands back an NCCL line that does not start with its host:pid:tid [dev] prefix (a comment quoting one); 9 adds
-#: first_unprintable (consistency.table_problem's row check).
-VERSION = 9
+#: first_unprintable (consistency.table_problem's row check); 10 hands back a ``#  Rank`` line of a group other than 0.
+VERSION = 10
 
 
 def load() -> ModuleType | None:

@@ -22,14 +22,14 @@ from rdmaforge.nccl_tests import accel
 from rdmaforge.nccl_tests.rowstore import _RECORD, RowStore
 
 #: Bytes an element of each type nccl-tests prints: 2.x's test_typenames (bfloat16 from 2.10, f8e4m3 and f8e5m2
-#: from 2.14.1) and v1's (char, int; the others are the same names).
+#: from 2.15.0), then v1's two other names (char, int).
 TYPE_BYTES: dict[str, int] = {
     "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
     "half": 2, "float": 4, "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1,
     "char": 1, "int": 4,
 }  # fmt: skip
-#: The ops nccl-tests prints (test_opnames); a collective without a reduction prints none (blank before 2.13.4,
-#: ``none`` after), which the parser keeps as None.
+#: The ops nccl-tests prints (test_opnames); a collective without a reduction prints none (blank before 2.13.4 and
+#: in hypercube still, ``none`` in the others after), which the parser keeps as None.
 REDOPS = frozenset({"sum", "prod", "max", "min", "avg", "mulsum"})
 #: How a collective's printed size relates to its count: 1, the count's bytes; "ranks", those times the run's ranks.
 #: alltoallv (2.19.x) prints the largest of its per-rank counts as the size: no fixed relation, not checked.
@@ -60,13 +60,14 @@ def table_problem(rows: RowStore, collective: str | None, ranks: int | None) -> 
     element = bytes(TYPE_BYTES.get(name, 0) if name is not None else 0 for name in names)
     redop_ok = bytes(name is None or name in REDOPS for name in names)
     kind = SIZE_SCALE.get(collective) if collective is not None else None
-    scale = 1 if kind == 1 else (ranks or 0) if kind == "ranks" else 0
+    scale = initial = 1 if kind == 1 else (ranks or 0) if kind == "ranks" else 0
     first_unprintable = accel.fast.first_unprintable if accel.fast is not None else _first_unprintable
     for chunk in rows.record_chunks():
         at, found = first_unprintable(chunk, element, redop_ok, scale, ranks or 0)
         if at >= 0:
             size, count, type_index, redop_index = _PREAMBLE.unpack_from(chunk, at * _RECORD.size)
-            return _problem(size, count, names[type_index], names[redop_index], found, ranks, collective)
+            inferred = initial == 0 and found > 0
+            return _problem(size, count, names[type_index], names[redop_index], found, inferred, ranks, collective)
         scale = found
     return None
 
@@ -90,31 +91,35 @@ def _first_unprintable(chunk: bytes, element: bytes, redop_ok: bytes, scale: int
 
 
 def _problem(
-    size: int, count: int, type_name: str | None, redop: str | None, scale: int, ranks: int | None,
-    collective: str | None,
+    size: int, count: int, type_name: str | None, redop: str | None, scale: int, inferred: bool,
+    ranks: int | None, collective: str | None,
 ) -> str:  # fmt: skip
-    """The words for a row _first_unprintable stopped at (``scale``: the run's, 0 when this row was to set it)."""
+    """The words for a row _first_unprintable stopped at (``scale``: the run's, 0 when this row was to set it;
+    ``inferred``: set by the run's first counted row, the run naming no collective)."""
     if type_name not in TYPE_BYTES:
-        return (f"a row's type is {type_name!r}, a name nccl-tests never prints (it prints {_listed(TYPE_BYTES)}): "
-                "the row was edited or garbled, so its count and size cannot be checked")  # fmt: skip
+        names = list(TYPE_BYTES)
+        return (f"a row's type is {type_name!r}, a name nccl-tests never prints (it prints {_listed(names[:-2])}; "
+                f"v1 {_listed(names[-2:])}): the row was edited or garbled, so its count and size cannot be "
+                "checked")  # fmt: skip
     if redop is not None and redop not in REDOPS:
         return (f"a row's op is {redop!r}, one nccl-tests never prints (it prints {_listed(sorted(REDOPS))}, or none "
                 "for a collective without a reduction): the row was edited or garbled")  # fmt: skip
     each = TYPE_BYTES[type_name]
-    row = f"a row of {size} bytes counts {count} {type_name} elements"
+    row = f"a row of {size} bytes with count {count} ({type_name}, {each} bytes an element)"
     printer = f"nccl-tests' {collective}" if collective else "nccl-tests"
-    if count == 0 or scale == 0:
-        allowed = "0 bytes for 0 elements, else the count's bytes" + (
-            f" or those times its {ranks} ranks" if ranks else " or those times the run's ranks"
-        )
-        return (
-            f"{row} ({each} bytes each): {printer} prints a size of {allowed}, so the row was edited or comes "
-            "from another run"
-        )
+    spliced = "so the row was edited or comes from another run"
+    if count == 0:
+        return f"{row}: {printer} prints a count of 0 only in a row of 0 bytes, {spliced}"
+    if scale == 0:
+        per_rank = f"{count * each * ranks} (times its {ranks} ranks" if ranks else "that times the run's ranks ("
+        return (f"{row}: nccl-tests prints a size of {count * each} bytes (count x {each}) or {per_rank}, for a "
+                f"collective that moves a block per rank), {spliced}")  # fmt: skip
+    ranks_part = f" x {scale} ranks" if scale > 1 else ""
+    if inferred:
+        spliced += (f" (the run names no collective: its first row that counts elements set the size to count x "
+                    f"{each} bytes{ranks_part})")  # fmt: skip
     if size % (each * scale):
-        expected = f"no such size for a {type_name} row"
-    elif scale == 1:
-        expected = f"{size // each} ({size} bytes / {each} bytes a {type_name})"
-    else:
-        expected = f"{size // (each * scale)} ({size} bytes / {each} bytes a {type_name} / {scale} ranks)"
-    return f"{row}, and {printer} prints {expected}: the row was edited or comes from another run"
+        return (f"{row}: {printer} prints {type_name} rows of a whole multiple of {each * scale} bytes "
+                f"({each} bytes{ranks_part}), {spliced}")  # fmt: skip
+    return (f"{row}: {printer} prints count {size // (each * scale)} for {size} bytes (size / {each} bytes"
+            f"{ranks_part.replace(' x ', ' / ')}), {spliced}")  # fmt: skip

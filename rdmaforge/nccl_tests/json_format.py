@@ -227,7 +227,7 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
     finished = run.avg_busbw is not None  # its footer: a document cut short is incomplete for that
     run.split_problem = sweep_order_problem(run.rows, sweep, finished=finished) or average_mismatch(run)
     if run.split_problem is None:
-        run.table_problem = table_problem(run.rows, run.collective, run.ranks)
+        run.table_problem = table_problem(run.rows, run.collective, run.ranks if _one_group(doc) else None)
     return run
 
 
@@ -293,6 +293,16 @@ def _ranks(doc: dict[str, Any]) -> int | None:
     # nccl-tests parses only the first device line of each process into ``devices``.
     per_process = _as_int(config.get("nthreads")) * _as_int(config.get("ngpus"))
     return ranks_from_devices(max_rank, per_process)
+
+
+def _one_group(doc: dict[str, Any]) -> bool:
+    """Whether ``devices`` lists one NCCL_TESTS_SPLIT group (each group runs its own communicator: a row's count is
+    per group, and ``devices`` lists every group's processes)."""
+    config_value = doc.get("config")
+    config: dict[str, Any] = config_value if isinstance(config_value, dict) else {}
+    devices = doc.get("devices", config.get("devices"))
+    groups = {repr(d.get("group", 0)) for d in devices if isinstance(d, dict)} if isinstance(devices, list) else set()
+    return len(groups) <= 1
 
 
 #: The most ranks one process is taken to run (nthreads x ngpus): nccl-tests lists one device a process.

@@ -51,7 +51,9 @@ _VALIDATION = re.compile(r"\bvalidation:\s*([01])\b")
 #: 2.10+: ``# Reducing maxBytes to N due to memory limitation``, after the nThread line: the sweep ends there.
 _REDUCING = re.compile(r"^#?\s*Reducing maxBytes to ([0-9]{1,20})\b")
 #: ``#  Rank  N Group  G Pid  P on HOST device ...``: the rank, its pid and the host it ran on.
-_RANK = re.compile(r"^#\s*Rank\s+([0-9]{1,9})\s+(?:Group\s+-?\d+\s+)?(?:Pid\s+(\d+)\s+)?on\s(?:\s*(\S+))?")
+#: ``Group`` (2.13.4+) is the rank's NCCL_TESTS_SPLIT group: ranks of several groups run one communicator each.
+_RANK = re.compile(r"^#\s*Rank\s+([0-9]{1,9})\s+(?:Group\s+(?P<group>-?\d+)\s+)?(?:Pid\s+(?P<pid>\d+)\s+)?on\s"
+                   r"(?:\s*(?P<host>\S+))?")
 _COMPILED_WITH = re.compile(r"^#\s*NCCL Tests compiled with NCCL (\d+\.\d+(?:\.\d+)?)")
 # v1 footer lines have no '#', but a leading space.
 _OOB = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\S*)(?:\s+(OK|FAILED))?")
@@ -441,7 +443,7 @@ class _RunState:
     __slots__ = (
         "run", "layout", "seen_nthread", "seen_starting", "max_rank", "gpus_per_process", "library_version",
         "info_version", "compiled_with", "traces", "fast", "rank_pids", "rank_hosts", "interleaved", "last_size",
-        "footer_done", "oob_seen", "repeated_size", "sweep", "after_footer",
+        "footer_done", "oob_seen", "repeated_size", "sweep", "after_footer", "other_groups", "collective_named",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -471,6 +473,17 @@ class _RunState:
         self.sweep: tuple[int, int, int, bool] | None = None
         #: Size of the first row that came after the run's ``# Avg bus bandwidth`` footer (not stored in the run).
         self.after_footer: int | None = None
+        #: Ranks listed in each NCCL_TESTS_SPLIT group other than 0 (``#  Rank N Group G``).
+        self.other_groups: dict[str, int] = {}
+        #: Whether the run's collective comes from its own ``Collective test starting/concluded`` line, not from a
+        #: ``*_perf`` word on an earlier line (a command line, or a listing of several binaries).
+        self.collective_named = False
+
+    def one_group(self) -> bool:
+        """Whether the run's ranks form one communicator: with NCCL_TESTS_SPLIT each group runs its own, and a
+        row's count is per group (nccl-tests' nranks is the group's), while the ``#  Rank`` lines list every rank."""
+        in_group_zero = len(self.rank_pids) - sum(self.other_groups.values())
+        return len(self.other_groups) + (in_group_zero > 0) <= 1
 
     @property
     def has_table(self) -> bool:
@@ -514,7 +527,8 @@ class _RunState:
         if mismatch is not None and run.split_problem is None:
             run.split_problem = mismatch
         if run.split_problem is None:
-            run.table_problem = table_problem(run.rows, run.collective, run.ranks)
+            run.table_problem = table_problem(run.rows, run.collective if self.collective_named else None,
+                                              run.ranks if self.one_group() else None)  # fmt: skip
         if self.interleaved:
             rank = min(self.interleaved)
             pids = self.rank_pids[rank]
@@ -774,6 +788,7 @@ class TextParser:
             state = self._new_run()
         state.seen_starting = True
         state.run.collective = normalize_collective(match.group(1))
+        state.collective_named = True
         return True
 
     def _on_nthread(self, line: str) -> bool:
@@ -808,8 +823,9 @@ class TextParser:
         if match is None:
             return False
         state = self._current_or_new()
-        if state.run.collective is None:
+        if not state.collective_named:  # the run's own line names it, where an earlier *_perf word only guessed
             state.run.collective = normalize_collective(match.group(1))
+            state.collective_named = True
         return True
 
     # -- header block ---------------------------------------------------------------------------------
@@ -819,14 +835,20 @@ class TextParser:
         if match is None:
             return False
         state = self._current_or_new()
-        rank, pid = int(match.group(1)), match.group(2)
+        rank, pid = int(match.group(1)), match.group("pid")
         state.max_rank = max(state.max_rank, rank)
+        written = match.group("group") or "0"
+        digits = written.lstrip("-").lstrip("0")  # the group's number as text: no int() of a long run of digits
+        if digits:
+            # Group 0's lines are the C accelerator's (it hands back the others): counted the same both ways.
+            group = "-" * written.startswith("-") + digits
+            state.other_groups[group] = state.other_groups.get(group, 0) + 1
         if rank in state.rank_pids:
             # One run lists each rank once: a rank listed again is another process writing to the same file.
             state.interleaved.add(rank)
         state.rank_pids.setdefault(rank, []).append(pid or "?")
-        if match.group(3):
-            state.rank_hosts.setdefault(rank, match.group(3))
+        if match.group("host"):
+            state.rank_hosts.setdefault(rank, match.group("host"))
         return True
 
     def _on_compiled_with(self, line: str) -> bool:
