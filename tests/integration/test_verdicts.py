@@ -178,3 +178,39 @@ def test_report_rerenders_the_stored_run(judged_run: tuple[str, Path]) -> None:
     assert proc.returncode == ExitCode.OK, proc.stdout[-3000:]
     assert "Linearity (N-node / (1-node x N), p50)" in proc.stdout
     assert "- nccl-tests: skipped (not required): no GPU" in proc.stdout
+
+
+def _result_line(log: Path) -> dict[str, Any]:
+    """The JSON after ddp_train.py's ``RDMAFORGE_E2E`` marker on rank 0 (the last such line of the log)."""
+    lines = [line.partition("RDMAFORGE_E2E ")[2] for line in log.read_text().splitlines() if "RDMAFORGE_E2E " in line]
+    assert lines, f"{log} holds no result line"
+    return json.loads(lines[-1])
+
+
+def test_two_cpu_ranks_a_node_standing_in_for_two_gpus_add_the_one_gpu_run_and_judge_it(
+    converged: LabHandle, runs: Path
+) -> None:
+    """Seed 003.12 on the lab: intra-node linearity = one node's throughput / (one GPU's x GPUs a node). The lab has
+    no GPU, so two gloo ranks on each node's CPU stand in for two GPUs (-e benchmark_e2e_gpus=2, the count the
+    role trains with). The role then runs the 1-GPU reference, keeps its log, and the report judges the scaling
+    within a node from the two runs' logs; a floor of 1000 makes that judgement a fail on any lab (CPU ranks that
+    share 2 cores scale however they do), so the test checks it was judged, and with what value."""
+    proc = cli(runs, "bench", "-i", str(converged.inventory), *SHORT, "-e", "benchmark_e2e_gpus=2",
+               "-e", "benchmark_e2e_min_intra_node_linearity=1000")  # fmt: skip
+    assert proc.returncode == ExitCode.BELOW_THRESHOLD, proc.stdout[-6000:]
+    run_dir = run_dir_of(proc.stdout)
+    one = _result_line(run_dir / "benchmark" / "e2e-one-gpu.log")
+    single = _result_line(run_dir / "benchmark" / "e2e-single-node.log")
+    assert one["world_size"] == 1 and single["world_size"] == 2
+    expected = single["percentiles"]["p50"]["samples_per_s"] / (one["percentiles"]["p50"]["samples_per_s"] * 2)
+    found = components(run_dir)
+    intra = found["e2e intra-node"]
+    assert intra["status"] == "fail" and intra["required"], intra
+    assert intra["value"] == pytest.approx(expected, rel=1e-6)
+    assert "is below 1000" in intra["reason"]
+    printed = [line for line in proc.stdout.splitlines() if line.startswith("  e2e intra-node: fail: linearity ")]
+    assert printed and "is below 1000" in printed[0], proc.stdout[-3000:]
+    # Across nodes, the lab's own floor judges the same run: 2 ranks on every node.
+    results = json.loads((run_dir / "benchmark" / "results.json").read_text())
+    assert results["e2e"]["multi"]["world_size"] == 2 * len(converged.nodes)
+    assert found["e2e"]["on"] == f"gloo on CPU, {len(converged.nodes)} nodes, {2 * len(converged.nodes)} ranks"
