@@ -1,7 +1,7 @@
 """Issue 16: every fabric profile's userspace converged for real on lab nodes (playbooks/rdma.yml over SSH, packages
 from the lab mirror), not only rendered. Each node gets its own profile through host_vars in a copy of the lab
-inventory, so the three RDMA profiles converge in one run and the two socket profiles in a second; a last run puts
-the lab's own profile (erdma) back.
+inventory, so the three RDMA profiles converge in one run (then again: changed=0) and the two socket profiles in a
+second (then in --check --diff: changed=0); a last run puts the lab's own profile (erdma) back.
 
 What is expected comes from the seeds where they list packages (000: the eRDMA Ubuntu line, 001: the InfiniBand
 line). roce and acs_type1 have no seed list: for them the test checks that dpkg reports installed what the profile
@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from rdmaforge.paths import PROJECT_ROOT
-from tests.conftest import LabHandle
+from tests.conftest import LabHandle, recap
 
 pytestmark = pytest.mark.lab
 
@@ -70,7 +70,8 @@ def test_every_fabric_profile_converges_on_a_lab_node(converged: LabHandle, tmp_
     rdma_nodes = dict(zip(nodes, ("infiniband", "roce", "acs_type1"), strict=False))
     socket_nodes = dict(zip(nodes, ("tcp", "acs_type2"), strict=False))
     try:
-        rdma = converged.playbook("rdma.yml", inventory=with_profiles(converged, tmp_path / "rdma", rdma_nodes))
+        rdma_inventory = with_profiles(converged, tmp_path / "rdma", rdma_nodes)
+        rdma = converged.playbook("rdma.yml", inventory=rdma_inventory)
         assert rdma.returncode == 0, rdma.stdout[-6000:]
         ib_node, roce_node, acs_node = nodes[:3]
         assert dpkg_installed(converged, ib_node, seed_apt_line("001", "infiniband-diags")) == []
@@ -85,14 +86,29 @@ def test_every_fabric_profile_converges_on_a_lab_node(converged: LabHandle, tmp_
         # acs_type1); on a node without a device it prints nothing and exits 0, which must read as "no device".
         for node in (ib_node, acs_node):
             assert converged.ssh(node, "command -v ibstat", check=False).returncode == 0
-            assert re.search(f"WARNING {node}: fabric profile '{rdma_nodes[node]}' expects RDMA devices but "
-                             r"ibv_devinfo found none named \S+ and ibstat lists no device either;", rdma.stdout)
+            assert re.search(
+                f"WARNING {node}: fabric profile '{rdma_nodes[node]}' expects RDMA devices but "
+                r"ibv_devinfo found none named \S+ and ibstat lists no device either;",
+                rdma.stdout,
+            )
 
-        sockets = converged.playbook(
-            "rdma.yml", "--limit", ",".join(socket_nodes),
-            inventory=with_profiles(converged, tmp_path / "socket", socket_nodes),
-        )  # fmt: skip
+        # A second converge of each RDMA profile changes nothing.
+        again = converged.playbook("rdma.yml", inventory=rdma_inventory)
+        assert again.returncode == 0, again.stdout[-6000:]
+        assert {node: counts["changed"] for node, counts in recap(again.stdout).items()} == dict.fromkeys(nodes, 0), (
+            again.stdout[-6000:]
+        )
+
+        socket_inventory = with_profiles(converged, tmp_path / "socket", socket_nodes)
+        limit = ",".join(socket_nodes)
+        sockets = converged.playbook("rdma.yml", "--limit", limit, inventory=socket_inventory)
         assert sockets.returncode == 0, sockets.stdout[-6000:]
+        # --check --diff on the converged socket profiles reports nothing to change.
+        checked = converged.playbook("rdma.yml", "--limit", limit, "--check", "--diff", inventory=socket_inventory)
+        assert checked.returncode == 0, checked.stdout[-6000:]
+        assert {node: counts["changed"] for node, counts in recap(checked.stdout).items()} == dict.fromkeys(
+            socket_nodes, 0
+        ), checked.stdout[-6000:]
         tcp_node, type2_node = nodes[:2]
         assert converged.ssh(tcp_node, f"test -e {LIMITS_FILE}", check=False).returncode == 1  # TCP: no memlock
         assert "expects RDMA devices" not in sockets.stdout  # socket profiles expect none
