@@ -110,6 +110,12 @@ def test_compiled_once_on_the_builder_only(built: tuple[LabHandle, subprocess.Co
     assert float(str(info["build_seconds"])) > 0
     # the builder's scratch directory is gone; the other nodes never had one
     assert lab.ssh("node1", f"ls /var/lib/rdmaforge/nccl-build/nccl-tests-{info['id']}", check=False).returncode != 0
+    # Seed 000.4's `yum install -y git` (apt here): git comes with the build tools (nccl_build_packages), on the
+    # builder that compiles; the nodes that only receive the binaries get none of them.
+    status = {node: lab.ssh(node, "dpkg-query -W -f '${Status}' git build-essential", check=False).stdout
+              for node in lab.nodes}  # fmt: skip
+    assert status["node1"] == "install ok installed" * 2, status
+    assert all("install ok installed" not in found for node, found in status.items() if node != "node1"), status
 
 
 def test_every_node_has_the_same_binaries(built: tuple[LabHandle, subprocess.CompletedProcess[str]]) -> None:
