@@ -39,6 +39,11 @@ SIZE_SCALE: dict[str, int | str] = {
     "hypercube": "ranks",
 }  # fmt: skip
 _UNCHECKED = frozenset({"alltoallv"})
+#: Which collectives print a reduction op in each row and which print none, in every version (v2.0.0 to 2.19.6:
+#: each collective's TimeTest call passes run_opnames[j], or "" / "none"); sendrecv prints the -o op from 2.13 and
+#: had no op column before, so either is its own.
+REDUCING = frozenset({"all_reduce", "reduce", "reduce_scatter"})
+NOT_REDUCING = frozenset({"all_gather", "broadcast", "alltoall", "hypercube", "gather", "scatter"})
 
 #: A record's size, count, type index and op index: rowstore._RECORD ("<qqqBHH10d") without root, flags and halves.
 _PREAMBLE = struct.Struct("<qq9xHH80x")
@@ -58,7 +63,7 @@ def table_problem(rows: RowStore, collective: str | None, ranks: int | None) -> 
         return None
     names = rows.names
     element = bytes(TYPE_BYTES.get(name, 0) if name is not None else 0 for name in names)
-    redop_ok = bytes(name is None or name in REDOPS for name in names)
+    redop_ok = bytes(_op_printable(name, collective) for name in names)
     kind = SIZE_SCALE.get(collective) if collective is not None else None
     scale = initial = 1 if kind == 1 else (ranks or 0) if kind == "ranks" else 0
     first_unprintable = accel.fast.first_unprintable if accel.fast is not None else _first_unprintable
@@ -70,6 +75,13 @@ def table_problem(rows: RowStore, collective: str | None, ranks: int | None) -> 
             return _problem(size, count, names[type_index], names[redop_index], found, inferred, ranks, collective)
         scale = found
     return None
+
+
+def _op_printable(name: str | None, collective: str | None) -> bool:
+    """Whether a row of ``collective`` (None: not named) can show op ``name`` (None: no op)."""
+    if name is None:
+        return collective not in REDUCING
+    return name in REDOPS and collective not in NOT_REDUCING
 
 
 def _first_unprintable(chunk: bytes, element: bytes, redop_ok: bytes, scale: int, ranks: int) -> tuple[int, int]:
@@ -104,6 +116,10 @@ def _problem(
     if redop is not None and redop not in REDOPS:
         return (f"a row's op is {redop!r}, one nccl-tests never prints (it prints {_listed(sorted(REDOPS))}, or none "
                 "for a collective without a reduction): the row was edited or garbled")  # fmt: skip
+    if not _op_printable(redop, collective):
+        printed = f"one of {_listed(sorted(REDOPS))}" if collective in REDUCING else "none (it reduces nothing)"
+        return (f"a row of {size} bytes shows op {redop or 'none'}, and nccl-tests' {collective} prints {printed} "
+                "as its op: the row comes from another collective's run, or was edited")  # fmt: skip
     each = TYPE_BYTES[type_name]
     row = f"a row of {size} bytes with count {count} ({type_name}, {each} bytes an element)"
     printer = f"nccl-tests' {collective}" if collective else "nccl-tests"

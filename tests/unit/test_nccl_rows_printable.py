@@ -341,3 +341,18 @@ def test_a_row_of_some_bytes_that_counts_none_is_named(shared_dir, engine):
         f"a row of {size} bytes with count 0 (double, 8 bytes an element): nccl-tests' all_reduce prints a count of 0 "
         "only in a row of 0 bytes, so the row was edited or comes from another run"
     )
+
+
+@pytest.mark.parametrize(("collective", "op", "words"), [
+    ("all_reduce", "none", "shows op none, and nccl-tests' all_reduce prints one of avg, max, min, mulsum, prod, sum"),
+    ("all_gather", "sum", "shows op sum, and nccl-tests' all_gather prints none (it reduces nothing)"),
+])  # fmt: skip
+def test_an_op_the_named_collective_never_prints_makes_the_run_incomplete(shared_dir, engine, collective, op, words):
+    """Each collective's TimeTest call (v2.0.0 to 2.19.6) passes its reduction op or none: all_reduce rows always
+    show an op, all_gather rows never do (02 prints ``sum`` and ``none`` in them)."""
+    lines = _collective_run(shared_dir / CORPUS / FIVE_COLLECTIVES, collective)
+    at = _row_indices(lines)[4]
+    lines[at] = _edit(lines[at], op=op)
+    (run,) = _parse(lines)
+    assert run.status == "incomplete"
+    assert words in run.status_reason
