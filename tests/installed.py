@@ -101,9 +101,10 @@ def venv_of(work: Path) -> WheelVenv:
 
 
 def shared_wheel_venv(shared: Path) -> WheelVenv:
-    """One wheel venv for every pytest process of one ``make test`` (tests/suite.py names the directory): the unit
-    tests' worker that needs it first builds it, under a lock; later ones, the lab tests' session too, reuse it. The
-    checkout does not change during the run, so neither does the wheel."""
+    """One wheel venv for every pytest process of one ``make test`` (tests/suite.py names the directory), or of one
+    ``pytest -n N`` (its workers' base temp's parent): the process that needs it first builds it, under a lock;
+    later ones, the lab tests' session too, reuse it. The checkout does not change during the run, so neither does
+    the wheel."""
     work = shared / "wheel"
     work.mkdir(parents=True, exist_ok=True)
     with (shared / "wheel.lock").open("w") as lock:

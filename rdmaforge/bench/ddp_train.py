@@ -132,11 +132,11 @@ def main() -> None:
     # "terminate called without an active exception") after a complete measurement, rank 0's in the fresh clone of
     # b26f798 and, after a barrier was added here, rank 2's in that of 9816600 (torch 2.13, gloo). The measurement
     # is printed and every rank is past the barrier: no collective follows, so the process ends here, its output
-    # flushed, without running the destructors that abort. The likely mechanism (pytorch/pytorch PR 179291, issue
-    # 190489; not reproduced here): gloo's worker threads still hold work objects whose tensors reference Python
-    # objects, and freeing them while the interpreter finalizes aborts. destroy_process_group() was called before
-    # the abort of 9816600, but DDP's reducer keeps its own reference to the group until the model is freed, which
-    # happens only during that finalization.
+    # flushed, without running the destructors that abort. The likely mechanism (pytorch/pytorch issue 190489 and
+    # PR 179291, closed unmerged; not reproduced here): gloo's worker threads still hold work objects whose tensors
+    # reference Python objects, and freeing them while the interpreter finalizes aborts. destroy_process_group() was
+    # called before the abort of 9816600, but DDP's reducer keeps its own reference to the group until the model is
+    # freed, which happens only during that finalization.
     dist.barrier()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1297,10 +1297,14 @@ done:
  * is an op it prints (or none). scale 0: not known yet, the first record that counts elements sets it (a whole
  * multiple, 1 or ``ranks`` when ranks > 0). Counts times bytes are exact in 128 bits, as Python's ints are. */
 static PyObject *fr_first_unprintable(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    long long scale, ranks;
-    if (nargs != 5 || (scale = PyLong_AsLongLong(args[3])) == -1 || (ranks = PyLong_AsLongLong(args[4])) == -1) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "first_unprintable(records, element, redop_ok, scale >= 0, ranks >= 0)");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "first_unprintable(records, element, redop_ok, scale, ranks)");
+        return NULL;
+    }
+    long long scale = PyLong_AsLongLong(args[3]), ranks = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    if (scale < 0 || ranks < 0) {
+        PyErr_SetString(PyExc_ValueError, "first_unprintable: scale and ranks must be 0 or more");
         return NULL;
     }
     Py_buffer view, element, redop_ok;
@@ -1325,7 +1329,7 @@ static PyObject *fr_first_unprintable(PyObject *self, PyObject *const *args, Py_
             break;
         }
         if (scale == 0 && cnt > 0) {
-            __int128 whole = cnt * bytes; /* under 2**67 */
+            __int128 whole = cnt * bytes; /* under 2**71: a count under 2**63, an element of at most 255 bytes */
             long long found = size % whole == 0 ? (long long)(size / whole) : 0;
             if (found < 1 || (found != 1 && ranks > 0 && found != ranks)) {
                 at = r;

@@ -71,7 +71,7 @@ def table_problem(rows: RowStore, collective: str | None, ranks: int | None) -> 
         at, found = first_unprintable(chunk, element, redop_ok, scale, ranks or 0)
         if at >= 0:
             size, count, type_index, redop_index = _PREAMBLE.unpack_from(chunk, at * _RECORD.size)
-            inferred = initial == 0 and found > 0
+            inferred = initial == 0 and found > 0  # an earlier row set the scale: the reason says which way
             return _problem(size, count, names[type_index], names[redop_index], found, inferred, ranks, collective)
         scale = found
     return None
@@ -107,7 +107,7 @@ def _problem(
     ranks: int | None, collective: str | None,
 ) -> str:  # fmt: skip
     """The words for a row _first_unprintable stopped at (``scale``: the run's, 0 when this row was to set it;
-    ``inferred``: set by the run's first counted row, the run naming no collective)."""
+    ``inferred``: set by the run's first counted row, the run naming no collective or not its ranks)."""
     if type_name not in TYPE_BYTES:
         names = list(TYPE_BYTES)
         return (f"a row's type is {type_name!r}, a name nccl-tests never prints (it prints {_listed(names[:-2])}; "
@@ -126,14 +126,25 @@ def _problem(
     spliced = "so the row was edited or comes from another run"
     if count == 0:
         return f"{row}: {printer} prints a count of 0 only in a row of 0 bytes, {spliced}"
+    unknown = (
+        "the run names no collective"
+        if collective is None
+        else ("the log does not say how many ranks a communicator has (NCCL_TESTS_SPLIT groups, or no Rank lines)")
+    )
     if scale == 0:
-        per_rank = f"{count * each * ranks} (times its {ranks} ranks" if ranks else "that times the run's ranks ("
-        return (f"{row}: nccl-tests prints a size of {count * each} bytes (count x {each}) or {per_rank}, for a "
-                f"collective that moves a block per rank), {spliced}")  # fmt: skip
+        if collective is not None:  # a collective that moves a block per rank: the ranks are the unknown factor
+            allowed = f"a whole multiple of {count * each} bytes (count x {each} bytes x its ranks)"
+        elif ranks:
+            allowed = (f"{count * each} bytes (count x {each}) or {count * each * ranks} (times its {ranks} ranks, "
+                       "for a collective that moves a block per rank)")  # fmt: skip
+        else:
+            allowed = (f"{count * each} bytes (count x {each}) or a whole multiple of it (times the ranks, for a "
+                       "collective that moves a block per rank)")  # fmt: skip
+        return f"{row}: {printer} prints a size of {allowed}, {spliced}"
     ranks_part = f" x {scale} ranks" if scale > 1 else ""
     if inferred:
-        spliced += (f" (the run names no collective: its first row that counts elements set the size to count x "
-                    f"{each} bytes{ranks_part})")  # fmt: skip
+        spliced += (f" ({unknown}: its first row that counts elements set the size to count x {each} "
+                    f"bytes{ranks_part})")  # fmt: skip
     if size % (each * scale):
         return (f"{row}: {printer} prints {type_name} rows of a whole multiple of {each * scale} bytes "
                 f"({each} bytes{ranks_part}), {spliced}")  # fmt: skip

@@ -284,11 +284,17 @@ def _version_string(version: Any) -> str | None:
     return version.split("+", 1)[0] if isinstance(version, str) and version else None
 
 
-def _ranks(doc: dict[str, Any]) -> int | None:
+def _config_and_devices(doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """The document's ``config`` ({} when none) and the device records of ``devices`` (None when it is no list)."""
     config_value = doc.get("config")
     config: dict[str, Any] = config_value if isinstance(config_value, dict) else {}
     devices = doc.get("devices", config.get("devices"))
-    ranks = [d.get("rank") for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+    return config, [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else None
+
+
+def _ranks(doc: dict[str, Any]) -> int | None:
+    config, devices = _config_and_devices(doc)
+    ranks = [d.get("rank") for d in devices or []]
     max_rank = max((r for r in ranks if isinstance(r, int) and not isinstance(r, bool) and r <= _MAX_RANK), default=-1)
     # nccl-tests parses only the first device line of each process into ``devices``.
     per_process = _as_int(config.get("nthreads")) * _as_int(config.get("ngpus"))
@@ -297,12 +303,18 @@ def _ranks(doc: dict[str, Any]) -> int | None:
 
 def _one_group(doc: dict[str, Any]) -> bool:
     """Whether ``devices`` lists one NCCL_TESTS_SPLIT group (each group runs its own communicator: a row's count is
-    per group, and ``devices`` lists every group's processes)."""
-    config_value = doc.get("config")
-    config: dict[str, Any] = config_value if isinstance(config_value, dict) else {}
-    devices = doc.get("devices", config.get("devices"))
-    groups = {repr(d.get("group", 0)) for d in devices if isinstance(d, dict)} if isinstance(devices, list) else set()
-    return len(groups) <= 1
+    per group, and ``devices`` lists every group's processes). A group written as text or a float is read as the
+    number it spells (nccl-tests writes an int), so 0, 0.0 and "0" are one group."""
+    _, devices = _config_and_devices(doc)
+    return len({_group_of(d.get("group", 0)) for d in devices or []}) <= 1
+
+
+def _group_of(value: Any) -> int | str:
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,18}\s*", value):
+        return int(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value == int(value):
+        return int(value)
+    return repr(value)
 
 
 #: The most ranks one process is taken to run (nthreads x ngpus): nccl-tests lists one device a process.
@@ -316,10 +328,8 @@ def _rank_hosts(doc: dict[str, Any]) -> dict[int, str]:
     """Rank to host, as a text log's ``#  Rank`` lines give them: nccl-tests lists each process's first rank in
     ``devices`` with its ``hostname``; the process's other ranks (nthreads x ngpus in all) ran on its host too. A
     hostname that is not one printable word is left out, as the text's Rank line would not match."""
-    config_value = doc.get("config")
-    config: dict[str, Any] = config_value if isinstance(config_value, dict) else {}
-    devices = doc.get("devices", config.get("devices"))
-    if not isinstance(devices, list):
+    config, devices = _config_and_devices(doc)
+    if devices is None:
         return {}
     per_process = min(_as_int(config.get("nthreads")) * _as_int(config.get("ngpus")) or 1, _MAX_PER_PROCESS)
     hosts: dict[int, str] = {}

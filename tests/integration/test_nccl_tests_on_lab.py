@@ -111,7 +111,8 @@ def test_compiled_once_on_the_builder_only(built: tuple[LabHandle, subprocess.Co
     # the builder's scratch directory is gone; the other nodes never had one
     assert lab.ssh("node1", f"ls /var/lib/rdmaforge/nccl-build/nccl-tests-{info['id']}", check=False).returncode != 0
     # Seed 000.4's `yum install -y git` (apt here): git comes with the build tools (nccl_build_packages), on the
-    # builder that compiles; the nodes that only receive the binaries get none of them.
+    # builder that compiles; the nodes that only receive the binaries get none of them. This holds on the lab make
+    # test brings up (nodes made afresh; no module before this one builds anywhere but on node1).
     status = {node: lab.ssh(node, "dpkg-query -W -f '${Status}' git build-essential", check=False).stdout
               for node in lab.nodes}  # fmt: skip
     assert status["node1"] == "install ok installed" * 2, status

@@ -6,7 +6,8 @@ a run. One judged run serves every test that only reads it (each bench run costs
 - with the lab inventory's threshold it is `pass`, with nccl-tests shown as skipped (no GPU) and not required;
 - a baseline made from that run passes against the run itself, and a baseline claiming 10x its throughput fails
   a new bench run, naming the comparison;
-- a missing baseline is an error naming its path before anything runs.
+- a missing baseline is an error naming its path before anything runs;
+- two CPU ranks a node, standing in for two GPUs, add seed 003.12's 1-GPU run and its judged scaling within a node.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def judged_run(converged: LabHandle, runs: Path) -> tuple[str, Path]:
 
 
 def test_a_run_without_a_threshold_is_incomplete_and_says_why(judged_run: tuple[str, Path], tmp_path: Path) -> None:
-    """bench judges a run with the report's own code (the two bench runs in this file prove that wiring, with exit 0
+    """bench judges a run with the report's own code (the bench runs in this file prove that wiring, with exit 0
     and 4), so the missing-threshold case re-judges a copy of the judged run whose e2e threshold is empty: that saves
     a bench run of the lab's test budget. It is incomplete (exit 5) and says why, never a pass."""
     _, run_dir = judged_run
@@ -210,7 +211,7 @@ def test_two_cpu_ranks_a_node_standing_in_for_two_gpus_add_the_one_gpu_run_and_j
     assert "is below 1000" in intra["reason"]
     printed = [line for line in proc.stdout.splitlines() if line.startswith("  e2e intra-node: fail: linearity ")]
     assert printed and "is below 1000" in printed[0], proc.stdout[-3000:]
-    # Across nodes, the lab's own floor judges the same run: 2 ranks on every node.
+    # Across nodes the same run trained with 2 ranks on every node.
     results = json.loads((run_dir / "benchmark" / "results.json").read_text())
     assert results["e2e"]["multi"]["world_size"] == 2 * len(converged.nodes)
     assert found["e2e"]["on"] == f"gloo on CPU, {len(converged.nodes)} nodes, {2 * len(converged.nodes)} ranks"

@@ -356,3 +356,35 @@ def test_an_op_the_named_collective_never_prints_makes_the_run_incomplete(shared
     (run,) = _parse(lines)
     assert run.status == "incomplete"
     assert words in run.status_reason
+
+
+def test_every_collective_with_an_op_rule_has_a_size_rule():
+    """The op tables and the size table name the same collectives (a collective added to one and not the other
+    would be judged by half the rules). The lists themselves come from nccl-tests' sources, read in the module."""
+    from rdmaforge.nccl_tests.consistency import NOT_REDUCING, REDUCING, SIZE_SCALE
+
+    assert REDUCING | NOT_REDUCING | {"sendrecv"} == set(SIZE_SCALE)
+    assert not REDUCING & NOT_REDUCING
+
+
+@pytest.mark.parametrize("spelling", [0, 0.0, "0"])
+def test_a_json_group_spelled_another_way_is_the_same_group(spelling):
+    """nccl-tests writes the group as an int; 0, 0.0 and "0" are one group, so the run's ranks still judge it."""
+    document = json.loads((DATA / "nccl-json" / "reduce_scatter_v2.17.9_cputime_minbw.json").read_text())
+    document["devices"].append(dict(document["devices"][0], rank=4, pid=4243, group=spelling))
+    (run,) = parse_json_output(json.dumps(document))
+    assert run.ranks == 8 and run.table_problem is not None and "/ 8 ranks)" in run.table_problem
+
+
+def test_a_named_collective_of_unknown_ranks_says_so(shared_dir, engine):
+    """02's all_gather as two groups: its ranks per communicator are not known, so its first counted row sets the
+    scale; a later row off that scale is named with why the scale came from a row."""
+    lines = _collective_run(shared_dir / CORPUS / FIVE_COLLECTIVES, "all_gather")
+    split = [re.sub(r"(Rank +(?:[4-7]\d) Group) +0 ", r"\1  1 ", line) for line in lines]
+    at = _row_indices(split)[-1]
+    split[at] = _edit(split[at], count=str(int(_ROW.match(split[at])["count"]) * 2))
+    (run,) = _parse(split)
+    assert run.status == "incomplete"
+    assert "nccl-tests' all_gather prints count" in run.status_reason
+    assert ("(the log does not say how many ranks a communicator has (NCCL_TESTS_SPLIT groups, or no Rank lines): "
+            "its first row that counts elements set the size to count x 8 bytes x 80 ranks)") in run.status_reason
