@@ -503,6 +503,17 @@ def converged(lab: LabHandle) -> LabHandle:
     return lab
 
 
+@pytest.fixture(params=["accelerated", "pure-python"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The nccl-tests parser with its C accelerator (when built) and without it: a test that takes this runs once
+    each way, and both must give the same result."""
+    if request.param == "pure-python":
+        from rdmaforge.nccl_tests import accel
+
+        monkeypatch.setattr(accel, "fast", None)
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmaforge.nccl_tests import accel, parse_text
+from rdmaforge.nccl_tests import parse_text
 
 LOG_05 = "corpus/nccl-tests/05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt"
 RULE = "-" * 74
@@ -39,13 +39,6 @@ LAUNCHER_LINES = {
         "*** STEP 123.0 ON cnode2-001 CANCELLED AT 2025-01-01T00:00:00 DUE TO TIME LIMIT ***",
     ),
 }
-
-
-@pytest.fixture(params=["accelerated", "pure-python"])
-def engine(request, monkeypatch):
-    if request.param == "pure-python":
-        monkeypatch.setattr(accel, "fast", None)
-    return request.param
 
 
 def first_run(shared_dir: Path) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from rdmaforge.cli import main
-from rdmaforge.nccl_tests import accel, parse, parse_text
+from rdmaforge.nccl_tests import parse, parse_text
 from rdmaforge.runner.exit_codes import ExitCode
 from tests.unit.test_nccl_report import FOOTER, FOOTER_1M, HEAD_1M, HEAD_2_17, PRE_2M, ROW_1M, ROW_2M
 
@@ -26,14 +26,7 @@ from tests.unit.test_nccl_report import FOOTER, FOOTER_1M, HEAD_1M, HEAD_2_17, P
 BOTH_ROWS = HEAD_2_17 + ROW_1M + "\n" + ROW_2M + "\n" + FOOTER
 
 
-@pytest.fixture(params=[True, False], ids=["accelerator", "pure-python"])
-def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    if not request.param:
-        monkeypatch.setattr(accel, "fast", None)
-    return bool(request.param)
-
-
-def test_the_fixture_is_a_complete_sweep(engine: bool) -> None:
+def test_the_fixture_is_a_complete_sweep(engine: str) -> None:
     (run,) = parse_text(BOTH_ROWS)
     assert run.status == "ok", run.status_reason
 
@@ -47,7 +40,7 @@ def test_the_fixture_is_a_complete_sweep(engine: bool) -> None:
         pytest.param(ROW_2M[:70], id="cut-short"),
     ],
 )
-def test_a_row_that_cannot_be_read_leaves_the_run_incomplete(engine: bool, garbled: str) -> None:
+def test_a_row_that_cannot_be_read_leaves_the_run_incomplete(engine: str, garbled: str) -> None:
     # The footer's average is ROW_1M's alone, as when the lost row's bandwidth is close to the others': the
     # average check cannot see the loss.
     (run,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + garbled + "\n" + FOOTER_1M)
@@ -57,7 +50,7 @@ def test_a_row_that_cannot_be_read_leaves_the_run_incomplete(engine: bool, garbl
     ), run.status_reason
 
 
-def test_a_sweep_reduced_for_memory_expects_the_reduced_sizes(engine: bool) -> None:
+def test_a_sweep_reduced_for_memory_expects_the_reduced_sizes(engine: str) -> None:
     """2.10+ prints '# Reducing maxBytes to N due to memory limitation' after the nThread line: the loop ends there
     (every run of corpus file 02 has it)."""
     announced = HEAD_2_17.replace("maxBytes 2097152", "maxBytes 8388608")  # 4 sizes
@@ -70,14 +63,14 @@ def test_a_sweep_reduced_for_memory_expects_the_reduced_sizes(engine: bool) -> N
     assert short.status == "incomplete" and "2 of the 4 message sizes" in str(short.status_reason)
 
 
-def test_a_negative_wrong_count_is_no_count(engine: bool) -> None:
+def test_a_negative_wrong_count_is_no_count(engine: str) -> None:
     wrong = ROW_2M.replace("22.03       0", "22.03      -1")
     (run,) = parse_text(HEAD_2_17 + ROW_1M + "\n" + wrong + "\n" + FOOTER)
     assert run.status == "failed"
     assert run.rows.invalid_sizes == [2097152], run.status_reason
 
 
-def test_an_nccl_line_glued_inside_a_number_gives_the_row_back_whole(engine: bool) -> None:
+def test_an_nccl_line_glued_inside_a_number_gives_the_row_back_whole(engine: str) -> None:
     """The out-of-place time 95.20 cut after its first digit by node-02's line: the Rank lines name node-02, so
     '9node-02:...' is the digit 9 and then the host."""
     info = "node-02:20002:20090 [0] NCCL INFO comm 0x5555 rank 1 nranks 2 - Destroy COMPLETE"
@@ -89,7 +82,7 @@ def test_an_nccl_line_glued_inside_a_number_gives_the_row_back_whole(engine: boo
     assert run.status == "ok", run.status_reason
 
 
-def test_a_row_cut_inside_a_number_by_an_unknown_host_is_no_measurement(engine: bool) -> None:
+def test_a_row_cut_inside_a_number_by_an_unknown_host_is_no_measurement(engine: str) -> None:
     """The same cut by a host no Rank line names: which characters were the row's cannot be told, and the joined
     row's time (5.20 us) disagrees with its algbw (2097152 B in 95.20 us is 22.03 GB/s)."""
     info = "gpu7:20002:20090 [0] NCCL INFO comm 0x5555 rank 1 nranks 2 - Destroy COMPLETE"
@@ -302,7 +295,7 @@ def test_stdin_still_reads(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
 
 
 @pytest.mark.parametrize("value", ["nan", "-nan", "fast"])
-def test_an_average_that_is_no_number_is_named_not_taken_for_a_missing_line(engine: bool, value: str) -> None:
+def test_an_average_that_is_no_number_is_named_not_taken_for_a_missing_line(engine: str, value: str) -> None:
     """'# Avg bus bandwidth : nan' was reported as "no 'Avg bus bandwidth' line (hang or truncated log)"."""
     (run,) = parse_text(BOTH_ROWS.replace("19.7875", value))
     assert run.status == "incomplete"

@@ -27,14 +27,6 @@ _ROW = re.compile(r"^(?P<prefix>\[\d+,\d+\]<stdout>:)?(?P<lead>\s*)(?P<size>\d+)
                   r"(?P<gap2>\s+)(?P<type>\S+)(?P<gap3>\s+)(?P<op>\S+)(?P<rest>\s+-?\d+\s.*)$")  # fmt: skip
 
 
-@pytest.fixture(params=["accelerated", "pure-python"])
-def engine(request, monkeypatch):
-    """Each test runs with the C accelerator (when built) and without it: both must judge the same rows."""
-    if request.param == "pure-python":
-        monkeypatch.setattr(accel, "fast", None)
-    return request.param
-
-
 def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines()
 

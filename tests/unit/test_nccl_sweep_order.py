@@ -10,22 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from rdmaforge.nccl_tests import accel, parse_text
+from rdmaforge.nccl_tests import parse_text
 from rdmaforge.nccl_tests.json_format import parse_json_output
 
 CORPUS = "corpus/nccl-tests"
 SENDRECV_LOG = "05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt"
 DATA = Path(__file__).resolve().parents[1] / "data" / "device-h100"
-
-
-@pytest.fixture(params=["accelerated", "pure-python"])
-def engine(request, monkeypatch):
-    """Each test runs with the C accelerator (when built) and without it: both must see the same rows."""
-    if request.param == "pure-python":
-        monkeypatch.setattr(accel, "fast", None)
-    return request.param
 
 
 def _lines(path: Path) -> list[str]:
