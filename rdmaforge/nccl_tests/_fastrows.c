@@ -1328,8 +1328,8 @@ static PyObject *fr_first_unprintable(PyObject *self, PyObject *const *args, Py_
             at = r;
             break;
         }
+        __int128 whole = cnt * bytes; /* under 2**71: a count under 2**63, an element of at most 255 bytes */
         if (scale == 0 && cnt > 0) {
-            __int128 whole = cnt * bytes; /* under 2**71: a count under 2**63, an element of at most 255 bytes */
             long long found = size % whole == 0 ? (long long)(size / whole) : 0;
             if (found < 1 || (found != 1 && ranks > 0 && found != ranks)) {
                 at = r;
@@ -1338,7 +1338,6 @@ static PyObject *fr_first_unprintable(PyObject *self, PyObject *const *args, Py_
             scale = found;
         }
         /* size == cnt * bytes * scale, without a product past 128 bits: a count of 0 holds no byte */
-        __int128 whole = cnt * bytes;
         if (cnt == 0 ? size != 0 : (size % whole != 0 || size / whole != scale)) {
             at = r;
             break;

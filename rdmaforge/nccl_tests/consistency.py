@@ -92,12 +92,13 @@ def _first_unprintable(chunk: bytes, element: bytes, redop_ok: bytes, scale: int
         each = element[type_index] if type_index < len(element) else 0
         if not each or redop_index >= len(redop_ok) or not redop_ok[redop_index]:
             return at, scale
+        whole = count * each
         if scale == 0 and count > 0:
-            found = size // (count * each) if size % (count * each) == 0 else 0
+            found = size // whole if size % whole == 0 else 0
             if found < 1 or (found != 1 and ranks > 0 and found != ranks):
                 return at, scale
             scale = found
-        if size != count * each * scale:
+        if size != whole * scale:
             return at, scale
     return -1, scale
 
