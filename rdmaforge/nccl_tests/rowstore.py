@@ -119,14 +119,8 @@ class RowStore:
         return True
 
     def append_values(
-        self,
-        size: int,
-        count: int,
-        type_name: str,
-        redop: str | None,
-        root: int | None,
-        out: tuple[float, float, float, float, float],
-        inp: tuple[float, float, float, float, float] | None,
+        self, size: int, count: int, type_name: str, redop: str | None, root: int | None,
+        out: tuple[float, float, float, float, float], inp: tuple[float, float, float, float, float] | None,
     ) -> bool:
         """Store a row given as numbers (wrong and rel_error NaN when absent): the text parser's fast path."""
         try:

@@ -86,11 +86,8 @@ def test_every_fabric_profile_converges_on_a_lab_node(converged: LabHandle, tmp_
         # acs_type1); on a node without a device it prints nothing and exits 0, which must read as "no device".
         for node in (ib_node, acs_node):
             assert converged.ssh(node, "command -v ibstat", check=False).returncode == 0
-            assert re.search(
-                f"WARNING {node}: fabric profile '{rdma_nodes[node]}' expects RDMA devices but "
-                r"ibv_devinfo found none named \S+ and ibstat lists no device either;",
-                rdma.stdout,
-            )
+            assert re.search(f"WARNING {node}: fabric profile '{rdma_nodes[node]}' expects RDMA devices but "
+                             r"ibv_devinfo found none named \S+ and ibstat lists no device either;", rdma.stdout)
 
         # A second converge of each RDMA profile changes nothing.
         again = converged.playbook("rdma.yml", inventory=rdma_inventory)
