@@ -1,7 +1,11 @@
 """Issue 16: every fabric profile's userspace converged for real on lab nodes (playbooks/rdma.yml over SSH, packages
 from the lab mirror), not only rendered. Each node gets its own profile through host_vars in a copy of the lab
 inventory, so the three RDMA profiles converge in one run (then again: changed=0) and the two socket profiles in a
-second (then in --check --diff: changed=0); a last run puts the lab's own profile (erdma) back.
+second (then in --check --diff: changed=0); a last run puts the lab's own profile (erdma) back. After each
+converge `rdmaforge verify` runs the testinfra suite's userspace tests on those nodes with their profile: the
+package set and the memlock drop-in pass for every profile that has them (InfiniBand and RoCE included), and what
+needs a device the lab has not (port state, link layer) or a limit its nodes cannot have (memlock unlimited) is
+reported as not judged or as the inventory's accepted deviation, never as a pass.
 
 What is expected comes from the seeds where they list packages (000: the eRDMA Ubuntu line, 001: the InfiniBand
 line). roce and acs_type1 have no seed list: for them the test checks that dpkg reports installed what the profile
@@ -17,14 +21,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rdmaforge import fabrics
+from rdmaforge.infra_report import TestOutcome, parse_junit
 from rdmaforge.paths import PROJECT_ROOT
+from rdmaforge.runner.exit_codes import ExitCode
 from tests.conftest import LabHandle, recap
+from tests.integration.test_cli import cli, run_dir_of
 
 pytestmark = pytest.mark.lab
 
 SEEDS = PROJECT_ROOT.parent / "shared" / "seeds"
 LIMITS_FILE = "/etc/security/limits.d/90-rdmaforge-memlock.conf"
 ERDMA_SOURCES = "/etc/apt/sources.list.d/erdma.sources"
+#: The testinfra suite's tests of what playbooks/rdma.yml converges (the rest need the whole site.yml).
+USERSPACE_TESTS = ("test_rdma_userspace_packages", "test_memlock_drop_in", "test_memlock_of_a_login_is_unlimited",
+                   "test_erdma_repository_and_keyring", "test_rdma_ports_active", "test_rdma_link_layer")
 
 
 def seed_apt_line(prefix: str, must_name: str) -> list[str]:
@@ -64,6 +75,24 @@ def selected_packages(output: str, node: str) -> list[str]:
     return found.group(1).split(", ")
 
 
+def verified(converged: LabHandle, tmp_path: Path, node: str, profile: str) -> dict[str, TestOutcome]:
+    """`rdmaforge verify --limit NODE` of the userspace tests, in an inventory whose every node has ``profile`` (one
+    inventory may not mix profiles): each test's outcome. Its exit code is 0: a failure fails the test with the
+    suite's own message."""
+    inventory = with_profiles(converged, tmp_path / f"verify-{node}-{profile}", dict.fromkeys(converged.nodes, profile))
+    proc = cli(tmp_path / "runs", "verify", "-i", str(inventory), "--limit", node,
+               "-k", " or ".join(USERSPACE_TESTS))  # fmt: skip
+    assert proc.returncode == ExitCode.OK, proc.stdout[-6000:]
+    outcomes = parse_junit(run_dir_of(proc.stdout) / "verify" / "junit.xml", [node])
+    assert {o.host for o in outcomes} == {node} and {o.test for o in outcomes} == set(USERSPACE_TESTS), outcomes
+    return {o.test: o for o in outcomes}
+
+
+def assert_status(found: dict[str, TestOutcome], test: str, status: str, reason: str = "") -> None:
+    outcome = found[test]
+    assert outcome.status == status and reason in outcome.message, outcome
+
+
 def test_every_fabric_profile_converges_on_a_lab_node(converged: LabHandle, tmp_path: Path) -> None:
     nodes = list(converged.nodes)
     assert len(nodes) >= 3, "the lab needs three nodes for the three RDMA profiles"
@@ -89,6 +118,22 @@ def test_every_fabric_profile_converges_on_a_lab_node(converged: LabHandle, tmp_
             assert re.search(f"WARNING {node}: fabric profile '{rdma_nodes[node]}' expects RDMA devices but "
                              r"ibv_devinfo found none named \S+ and ibstat lists no device either;", rdma.stdout)
 
+        # The suite judges each node against its own profile: the packages and the memlock settings pass (for
+        # InfiniBand and RoCE too); the ports and their link layer are not judged without a device.
+        for node, profile in rdma_nodes.items():
+            found = verified(converged, tmp_path, node, profile)
+            assert_status(found, "test_rdma_userspace_packages", "passed")
+            assert_status(found, "test_memlock_drop_in", "passed")
+            # The lab's nodes cannot raise a hard memlock limit (lab inventory: doctor_accept): named, not passed.
+            assert_status(found, "test_memlock_of_a_login_is_unlimited", "skipped",
+                          "accepted by the inventory (doctor_accept)")
+            assert_status(found, "test_erdma_repository_and_keyring", "skipped",
+                          f"fabric {profile}: the erdma repository is not used")
+            assert_status(found, "test_rdma_ports_active", "skipped", "rdma_require_active_ports is false")
+            # acs_type1 names no link layer in the fabric table: nothing to judge, and said so.
+            assert_status(found, "test_rdma_link_layer", "skipped",
+                          "not judged" if fabrics.port_link_layers().get(profile) else "names no link layer")
+
         # A second converge of each RDMA profile changes nothing.
         again = converged.playbook("rdma.yml", inventory=rdma_inventory)
         assert again.returncode == 0, again.stdout[-6000:]
@@ -111,6 +156,13 @@ def test_every_fabric_profile_converges_on_a_lab_node(converged: LabHandle, tmp_
         assert "expects RDMA devices" not in sockets.stdout  # socket profiles expect none
         assert selected_packages(sockets.stdout, tcp_node) == ["none"]
         assert selected_packages(sockets.stdout, type2_node) == ["none"]
+        for node, profile in socket_nodes.items():
+            found = verified(converged, tmp_path, node, profile)
+            assert_status(found, "test_rdma_userspace_packages", "skipped",
+                          f"fabric {profile} on Debian: the rdma_core table lists no package to install")
+            assert_status(found, "test_rdma_ports_active", "skipped", f"fabric {profile} does not use RDMA")
+            if profile == "tcp":
+                assert_status(found, "test_memlock_drop_in", "passed")  # passes only when the drop-in is gone
     finally:
         back = converged.playbook("rdma.yml")  # the lab's own profile
         assert back.returncode == 0, back.stdout[-4000:]
