@@ -1,10 +1,13 @@
-"""GPU-to-NIC rail maps from real ``nvidia-smi topo -m`` captures (tests/data/topology/SOURCES.md) and from
-a fake sysfs PCI tree (a test double for GPU servers, which the lab cannot have); the module itself runs for
-real through ``ansible localhost`` on this machine (no GPU: an empty, explained map) and under Python 3.8."""
+"""GPU-to-NIC rail maps from real ``nvidia-smi topo -m`` captures (tests/data/topology/SOURCES.md), from real
+sysfs trees that hwloc's test suite captured on real servers (no NVIDIA GPU in any: one has accelerators and IB
+HCAs behind shared PCIe switches), and from a fake sysfs PCI tree (a test double for GPU servers, which the lab
+cannot have); the module itself runs for real through ``ansible localhost`` on this machine (no GPU: an empty,
+explained map) and under Python 3.8."""
 
 from __future__ import annotations
 
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -174,6 +177,52 @@ def test_the_gpu_functions_are_the_nvidia_display_and_3d_controllers(fake_gpu_se
     """What the converge record's fingerprint watches (gpu_pci) where no driver answers (review round 25a)."""
     assert gpu_functions(str(fake_gpu_server)) == ["0000:1a:00.0", "0000:9a:00.0"]
     assert gpu_functions(str(tmp_path / "no-sys")) is None
+
+
+def hwloc_capture(name: str, into: Path) -> Path:
+    """The ``sys`` directory of one of hwloc's real sysfs captures (tests/data/topology/sysfs, SOURCES.md)."""
+    with tarfile.open(DATA / "sysfs" / f"hwloc-{name}.tar.bz2") as archive:
+        archive.extractall(into, filter="data")
+    (top,) = into.iterdir()
+    return top / "sys"
+
+
+def test_a_real_ib_server_without_gpus_has_its_hca_and_no_rail_map(tmp_path):
+    """hwloc's 32em64t-2n8c+dax+nvme+mic+dimms: a real 2-socket server whose only RDMA device is mlx4_0 (hwloc's
+    XML of it: PCI 0000:82:00.0 on NUMA node 1) and whose scif0 (Xeon Phi's SCIF) has no PCI device to read."""
+    rails = rail_map(read_sysfs_topology(str(hwloc_capture("32em64t-2n8c+dax+nvme+mic+dimms", tmp_path))))
+    assert (rails["source"], rails["gpus"], rails["nics"]) == ("sysfs", [], ["mlx4_0"])
+    assert rails["rails"] == [] and rails["nccl_ib_hca"] == ""
+    assert rails["unused_nics"] == ["mlx4_0"]
+    assert rails["reason"] == "no GPU on this node: no rail map"
+
+
+def test_real_pcie_switches_give_each_accelerator_the_hca_of_its_switch(tmp_path):
+    """hwloc's 32intel64-2p8co2t+8ve: a real Supermicro SYS-4029GP-TRT2 (a GPU chassis) whose GPU slots hold 8 NEC
+    Vector Engines (PCI class 0b40) and two ConnectX-4 IB HCAs (class 0207), four VEs and one HCA behind each of
+    two PLX switches (hwloc's expected console output of it: 0000:1a:00.0 with ve0-ve3 under bridge 18:00.0,
+    0000:3e:00.0 with ve4-ve7 under 3b:00.0, both host bridges on NUMA node 0). The reader takes only NVIDIA
+    GPUs, so the accelerators stand in for them here: their real sysfs paths go through pci_chain, classify and
+    rail_map as a GPU's would."""
+    sys_root = hwloc_capture("32intel64-2p8co2t+8ve", tmp_path)
+    bus = sys_root / "bus" / "pci" / "devices"
+
+    def of_class(prefix: str) -> list[str]:
+        return sorted(f.name for f in bus.iterdir() if (f / "class").read_text().startswith(prefix))
+
+    accelerators, hcas = of_class("0x0b40"), of_class("0x0207")
+    assert (len(accelerators), hcas) == (8, ["0000:1a:00.0", "0000:3e:00.0"])
+    chain = {f: pci_chain(os.path.realpath(bus / f)) for f in accelerators + hcas}
+    numa = {f: int((bus / f / "numa_node").read_text()) for f in accelerators + hcas}
+    gpus = [f"GPU{i}" for i in range(len(accelerators))]
+    links = {gpu: {hca: classify(chain[f], chain[hca], numa[f], numa[hca]) for hca in hcas}
+             for gpu, f in zip(gpus, accelerators, strict=True)}  # fmt: skip
+    assert links["GPU0"] == {"0000:1a:00.0": "PIX", "0000:3e:00.0": "NODE"}
+    assert links["GPU7"] == {"0000:1a:00.0": "NODE", "0000:3e:00.0": "PIX"}
+    rails = rail_map({"source": "sysfs", "gpus": gpus, "nics": hcas, "links": links})
+    assert [rail["nic"] for rail in rails["rails"]] == ["0000:1a:00.0"] * 4 + ["0000:3e:00.0"] * 4
+    assert rails["nccl_ib_hca"] == "0000:1a:00.0,0000:3e:00.0"
+    assert rails["unused_nics"] == []
 
 
 def test_this_machine_has_no_gpu_and_says_so():
