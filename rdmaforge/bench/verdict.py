@@ -111,8 +111,8 @@ class Component:
 
 
 def required_groups(run: Mapping[str, Any], present: Iterable[str], gpu_nodes: Iterable[str] = ()) -> set[str]:
-    """The groups that must pass: run.json's ``required`` when given (nccl-tests bringing its transport check), else
-    the defaults, minus ``optional``.
+    """The groups that must pass: run.json's ``required`` when given (nccl-tests bringing its transport check, a
+    baseline given bringing its comparison), else the defaults, minus ``optional``.
 
     Defaults: nccl-tests (and its transport check) unless the run says some node has no GPU; e2e when it is
     enabled (or, in a hand-made run.json without that key, when it ran); accelerator (ACSpeed, the NCCL net
@@ -128,6 +128,10 @@ def required_groups(run: Mapping[str, Any], present: Iterable[str], gpu_nodes: I
             # A busbw is the fabric's only over the fabric's transport: requiring nccl-tests requires its transport
             # check (a log without NCCL INFO lines passed `--require nccl-tests,e2e`); `optional` can still drop it.
             required.add("transport")
+        if run.get("baseline"):
+            # A baseline given is a comparison asked for: an explicit list that leaves it out does not make it
+            # optional (it passed 'not judged (not required)'); only ``optional`` does (review round 36).
+            required.add("baseline")
     else:
         required = set()
         gpus = run.get("gpus")

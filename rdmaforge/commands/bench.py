@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
                         help=f"comma-separated components that must pass ({', '.join(GROUPS)}); default: "
                         "nccl-tests and its transport on nodes with GPUs, e2e when enabled, accelerator (ACSpeed, "
                         "the NCCL net plugin in the training logs) when enabled on nodes with GPUs, baseline when "
-                        "given")  # fmt: skip
+                        "given (with --require too)")  # fmt: skip
     command.add_output_arguments(parser)
     parser.set_defaults(func=run)
 

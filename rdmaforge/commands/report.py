@@ -95,14 +95,11 @@ def load_run(run_dir: Path) -> dict[str, Any]:
 
 
 def baseline_required(run: Mapping[str, Any]) -> dict[str, Any]:
-    """The run.json keys that make the comparison ``--baseline`` asks for a required one. A run whose own list of
-    required groups (``bench --require``) left the baseline out, or that named it optional, would report the
-    comparison 'not judged (not required)' and pass without it: a comparison asked for on the command line is
-    judged, and one that cannot be made leaves the run incomplete."""
+    """The run.json keys that make the comparison ``--baseline`` asks for a required one. A run that named the
+    baseline optional would report the comparison 'not judged (not required)' and pass without it: a comparison
+    asked for on the command line is judged, and one that cannot be made leaves the run incomplete. (A baseline
+    given is required by an explicit ``required`` list too: verdict.required_groups.)"""
     changed: dict[str, Any] = {}
-    explicit = [str(group) for group in run.get("required") or []]
-    if explicit and "baseline" not in explicit:
-        changed["required"] = [*explicit, "baseline"]
     optional = [str(group) for group in run.get("optional") or []]
     if "baseline" in optional:
         changed["optional"] = [group for group in optional if group != "baseline"]

@@ -137,6 +137,28 @@ def test_a_baseline_asked_for_on_the_command_line_is_required_whatever_the_run_r
     assert [(c["status"], c["required"]) for c in results["components"] if c["group"] == "baseline"] == [("pass", True)]
 
 
+def test_a_baseline_given_to_bench_is_required_with_an_explicit_require_too(
+    run_dir: Path, made: Path, tmp_path: Path
+) -> None:
+    """Review round 36: a run from `bench --require nccl-tests -e benchmark_baseline=FILE` whose baseline came from
+    another cluster passed (exit 0), the comparison 'not judged (not required)': an explicit list dropped the
+    baseline that `report --baseline` requires. A baseline given is required unless benchmark_optional lists it."""
+    data = json.loads(made.read_text())
+    data["fingerprint"]["fabric"] = "infiniband"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, "required": ["nccl-tests"], "baseline": str(other)}))
+    assert main(["report", str(run_dir)]) == 5
+    results = json.loads((run_dir / "results.json").read_text())
+    compared = component(results, "baseline")
+    assert (compared["status"], compared["required"], results["verdict"]) == ("not_judged", True, "incomplete")
+    (run_dir / "run.json").write_text(json.dumps({**run, "required": ["nccl-tests"], "baseline": str(other),
+                                                  "optional": ["baseline"]}))  # fmt: skip
+    assert main(["report", str(run_dir)]) == 0  # taken out by name: not required, and said so
+    assert component(json.loads((run_dir / "results.json").read_text()), "baseline")["required"] is False
+
+
 def test_a_baseline_with_other_gpus_per_node_is_not_judged(run_dir: Path, made: Path, tmp_path: Path) -> None:
     compared = against_a_changed_baseline(run_dir, made, tmp_path, "gpus", {"n1": 8, "n2": 8})
     assert "GPUs per node [8, 8] in the baseline, [1, 1] now" in str(compared["reason"])
