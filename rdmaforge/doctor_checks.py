@@ -469,9 +469,11 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         return "problem", installed, expected, f"the build's manifest is there but its lib/ has no {library}"
     # The build has no PTX: its kernels load only on GPUs its archs cover (one rank would still run: a copy).
     caps = parse_compute_caps(str(node.get("compute_caps") or ""))
-    # nvidia-smi listed GPUs but not their compute capabilities: the archs were not compared with anything
-    unread_caps = ("; the GPUs' compute capabilities were not read, so the archs were not compared"
-                   if not caps and (gpu_reading(node)[0] or 0) > 0 else "")  # fmt: skip
+    # What could not be read leaves that part not judged, and the check with it: never ok (review round 36).
+    unread: list[str] = []
+    if not caps and (gpu_reading(node)[0] or 0) > 0:  # nvidia-smi listed GPUs, not their compute capabilities
+        unread.append("the GPUs' compute capabilities were not read, so whether the build's archs cover them was "
+                      "not checked")  # fmt: skip
     uncovered = uncovered_caps([str(a) for a in manifest.get("archs") or archs], caps)
     if uncovered:
         wanted = ", ".join(arch_for(cap) for cap in uncovered)
@@ -479,7 +481,8 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         return "problem", installed, f"an arch for compute capability {', '.join(uncovered)}", reason
     lines, home = node.get("ld_cache_nccl"), str(node.get("nccl_home") or "")
     if lines is None or not home:
-        return "ok", installed, expected, f"the cluster's NCCL build (the ld.so cache was not read){unread_caps}"
+        unread.append("the ld.so cache was not read, so whether programs load this build was not checked")
+        return "not_checked", installed, expected, f"the cluster's NCCL build; not judged: {'; '.join(unread)}"
     found = ld_cache.resolve(lines, "libnccl.so.2")
     # build_once registers <root>/current/lib: a path under another build (previous, an older id) is not the one
     # the cluster runs, though it is under the same root.
@@ -488,7 +491,10 @@ def check_nccl(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
         where = f"at {found}" if found else "nowhere"
         reason = f"programs that name no path find libnccl.so.2 {where}, not the cluster's build under {root}"
         return "problem", installed, expected, reason + " (its ld.so.conf.d entry is missing or ldconfig was not run)"
-    return "ok", installed, expected, f"the cluster's NCCL build, which ld.so gives programs ({found}){unread_caps}"
+    given = f"the cluster's NCCL build, which ld.so gives programs ({found})"
+    if unread:
+        return "not_checked", installed, expected, f"{given}; not judged: {'; '.join(unread)}"
+    return "ok", installed, expected, given
 
 
 def plugin_provider(node: Mapping[str, Any]) -> str:
@@ -528,6 +534,10 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
                 "none",
                 f"ld.so gives every NCCL the net plugin {loaded}, although nccl_plugin_provider is none",
             )
+        if lines is None:
+            return "not_checked", actual, "none", ("no net plugin registered; not judged: the ld.so cache was not "
+                                                   "read, so whether it gives NCCL another libnccl-net.so was not "
+                                                   "checked")  # fmt: skip
         return "ok", actual, "none", "no net plugin, as nccl_plugin_provider says"
     expected = f"{provider}, exporting ncclNetPlugin_v*"
     if not node.get("plugin_present"):
@@ -548,19 +558,11 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
         found = f"finds libnccl-net.so at {loaded}" if loaded else "has no libnccl-net.so"
         reason = f"the ld.so cache {found}, so NCCL does not load {link}"
         return "problem", actual, expected, reason + " (its ld.so.conf.d entry is missing or ldconfig was not run)"
-    cache = " (the ld.so cache was not read)" if lines is None else ", which ld.so gives NCCL"
     loader = sorted({int(v) for v in node.get("nccl_loader_apis") or []})
     exported = f"v{', v'.join(map(str, apis))}"
-    if not loader:
-        return (
-            "ok",
-            actual,
-            expected,
-            f"exports net plugin API {exported}{cache} (the NCCL loader's versions were not read)",
-        )
     common = sorted(set(apis) & set(loader))
-    wanted = f"v{', v'.join(map(str, loader))}"
-    if not common:
+    if loader and not common:
+        wanted = f"v{', v'.join(map(str, loader))}"
         return (
             "problem",
             actual,
@@ -570,7 +572,14 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
                 "no common version, so NCCL would not use the plugin"
             ),
         )
-    return "ok", actual, expected, f"exports {exported}{cache}; the installed NCCL loads v{common[-1]}"
+    unread = [what for what, missing in (
+        ("the ld.so cache was not read, so whether NCCL finds this plugin was not checked", lines is None),
+        ("the installed NCCL's loader versions were not read, so whether it loads one of them was not checked",
+         not loader),
+    ) if missing]  # fmt: skip
+    if unread:
+        return "not_checked", actual, expected, f"exports net plugin API {exported}; not judged: {'; '.join(unread)}"
+    return "ok", actual, expected, f"exports {exported}, which ld.so gives NCCL; the installed NCCL loads v{common[-1]}"
 
 
 def check_plugin_host(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:

@@ -37,6 +37,8 @@ NODE: dict[str, Any] = {
     "hugepages": {"by_size": {"2048": {"nr": 0}, "1048576": {"nr": 50}}},
     "memlock": "unlimited\n",
     "nvidia_smi": "\n".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})" for i in range(8)),
+    # nvidia-smi --query-gpu=compute_cap, one line a GPU (a real H100: tests/data/device-h100-toolkit).
+    "compute_caps": "\n".join(["9.0"] * 8),
     "lspci": None,
     "nccl_manifest": {"id": "nccl-2.29.7-cuda13.0-sm_90-funcsc3dfaac5", "version": "2.29.7", "cuda": "13.0"},
     "nccl_libs": ["libnccl.so.2", "libnccl.so.2.29.7"],
@@ -46,6 +48,9 @@ NODE: dict[str, Any] = {
     "dmi_product_name": "Alibaba Cloud ECS",  # where AIACC can initialise (cloud-init's ECS detection value)
     "plugin_link": "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so",
     "nccl_home": "/opt/nccl/current",
+    # The net plugin API versions NCCL 2.29.7's loader looks up, as doctor read them on a real H100 node
+    # (tests/data/device-h100-toolkit/doctor-node.json).
+    "nccl_loader_apis": [6, 7, 8, 9, 10, 11],
     "ld_cache_nccl": [
         "\tlibnccl.so.2 (libc6,x86-64) => /opt/nccl/current/lib/libnccl.so.2",
         "\tlibnccl-net.so (libc6,x86-64) => /opt/rdmaforge/nccl-plugin/lib/libnccl-net.so",

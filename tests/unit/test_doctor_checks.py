@@ -53,6 +53,9 @@ LAB_NODE: dict[str, Any] = {
     "dmi_product_name": None,  # a container: /sys has no DMI
     "plugin_link": "/opt/rdmaforge/nccl-plugin/lib/libnccl-net.so",
     "nccl_home": "/opt/nccl/current",
+    # The net plugin API versions NCCL 2.29.7's loader looks up, as doctor read them on a real H100 node
+    # (tests/data/device-h100-toolkit/doctor-node.json).
+    "nccl_loader_apis": [6, 7, 8, 9, 10, 11],
     # `ldconfig -p | grep libnccl` on a converged lab node (2026-11-28).
     "ld_cache_nccl": LAB_LD_CACHE,
     "inventory": {
@@ -368,9 +371,13 @@ def test_what_the_ld_so_cache_gives_programs_is_judged() -> None:
     assert checks["node2", "plugin"].status == "problem"  # that cache has no plugin either
     other = checks["node3", "plugin"]
     assert other.status == "problem" and "/usr/lib/libnccl-net.so" in other.reason
+    # node4: what the cache gives was not read, so neither check is ok (review round 36: both were, and unprinted).
     unread = checks["node4", "plugin"]
-    assert unread.status == "ok" and "(the ld.so cache was not read)" in unread.reason
-    assert checks["node4", "nccl"].reason == "the cluster's NCCL build (the ld.so cache was not read)"
+    assert unread.status == "not_checked" and unread.reason.endswith(
+        "not judged: the ld.so cache was not read, so whether NCCL finds this plugin was not checked"), unread
+    nccl = checks["node4", "nccl"]
+    assert (nccl.status, nccl.reason) == ("not_checked", "the cluster's NCCL build; not judged: the ld.so cache was "
+                                          "not read, so whether programs load this build was not checked")  # fmt: skip
 
 
 def test_a_manifest_without_its_library_is_a_problem() -> None:
@@ -665,12 +672,48 @@ def test_libnccl_from_another_build_under_the_same_root_is_not_the_clusters() ->
     assert nccl.status == "problem" and "not the cluster's build under /opt/nccl/current/" in nccl.reason, nccl
 
 
-def test_an_ok_build_says_when_the_gpus_archs_were_not_compared() -> None:
+def test_a_build_whose_archs_were_not_compared_with_the_gpus_is_not_judged() -> None:
+    """Review round 36: nvidia-smi listed the GPUs but not their compute capabilities (drivers before 510 refuse
+    --query-gpu=compute_cap): the check was ok and the cluster healthy (exit 0), the note unprinted, for a build
+    whose kernels the GPUs might not load."""
     nodes = healthy_ib()
     for node in nodes.values():
-        node["compute_caps"] = None  # nvidia-smi listed the GPUs, but not their compute capabilities
-    nccl = check_of(doctor.diagnose(nodes), "node1", "nccl")
-    assert nccl.status == "ok" and nccl.reason.endswith("so the archs were not compared"), nccl
+        node["compute_caps"] = None
+    diagnosis = doctor.diagnose(nodes)
+    nccl = check_of(diagnosis, "node1", "nccl")
+    assert nccl.status == "not_checked" and nccl.reason.endswith(
+        "not judged: the GPUs' compute capabilities were not read, so whether the build's archs cover them was not "
+        "checked"), nccl
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE
+    text = doctor.render(diagnosis)
+    assert "  node1: nccl not checked: " in text and "healthy:" not in text.replace("not healthy:", ""), text
+    # Read, the same GPUs are judged: the build (sm_90) covers compute capability 9.0, and not 7.0 (a V100).
+    for node in nodes.values():
+        node["compute_caps"] = "9.0"
+    assert check_of(doctor.diagnose(nodes), "node1", "nccl").status == "ok"
+    for node in nodes.values():
+        node["compute_caps"] = "7.0"
+    assert check_of(doctor.diagnose(nodes), "node1", "nccl").status == "problem"
+
+
+def test_a_plugin_whose_loading_was_not_read_is_not_judged() -> None:
+    """Review round 36: with the ld.so cache or the NCCL loader's API versions unread, the plugin check was ok
+    (symbols alone), and with nccl_plugin_provider none, ok without a look at what the cache gives NCCL."""
+    nodes = healthy_ib()
+    del nodes["node1"]["nccl_loader_apis"]
+    loader = check_of(doctor.diagnose(nodes), "node1", "plugin")
+    assert loader.status == "not_checked" and loader.reason.endswith(
+        "not judged: the installed NCCL's loader versions were not read, so whether it loads one of them was not "
+        "checked"), loader
+    nodes = healthy_ib(nccl_plugin_provider="none")
+    for node in nodes.values():
+        node.update(plugin_present=False, plugin_symbols="", ld_cache_nccl=None)
+    none = check_of(doctor.diagnose(nodes), "node1", "plugin")
+    assert none.status == "not_checked" and "whether it gives NCCL another libnccl-net.so was not checked" in (
+        none.reason), none
+    for node in nodes.values():
+        node["ld_cache_nccl"] = ["\tlibnccl.so.2 (libc6,x86-64) => /opt/nccl/current/lib/libnccl.so.2"]
+    assert check_of(doctor.diagnose(nodes), "node1", "plugin").status == "ok"
 
 
 @pytest.mark.parametrize("rate", [float("nan"), 0, -200.0, float("inf")])
