@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -338,9 +339,26 @@ def print_outcome(session: Session, outcome: execute.Outcome) -> None:
         print(ansible_output_tail(outcome), file=session.out)
     print(render(outcome.recaps, outcome.events.problems, outcome.events.warnings, outcome.events.changes),
           file=session.out)  # fmt: skip
+    if died_before_recap(outcome):
+        how = f"killed by {signal_name(-outcome.rc)}" if outcome.rc < 0 else f"exit {outcome.rc}"
+        print(f"  ansible-playbook ended before its recap ({how}): the hosts it reached are STOPPED, the rest of the "
+              "playbook ran on none; its output ends:", file=session.out)  # fmt: skip
+        print(ansible_output_tail(outcome), file=session.out)
     unmatched = inventory_unusable(outcome)
     if unmatched:
         print(f"  {unmatched}", file=session.out)
+
+
+def died_before_recap(outcome: execute.Outcome) -> bool:
+    """A playbook run that reached hosts and ended without its stats (execute.recaps_from_events: STOPPED)."""
+    return outcome.events.stats is None and any(r.stopped for r in outcome.recaps.values())
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 #: Ansible's warning for a play's host pattern that names no group or host of the inventory.

@@ -407,7 +407,8 @@ def run(
         raise KeyboardInterrupt
     log.redact(redactor)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
     stopped = log.hosts if log.stopped_early else []
-    recaps = from_stats(log.stats, log.hosts, stopped, request.check) if log.stats else recaps_from_events(log)
+    recaps = (from_stats(log.stats, log.hosts, stopped, request.check) if log.stats
+              else recaps_from_events(log, playbook=request.playbook is not None, check=request.check))  # fmt: skip
     return Outcome(
         status=status,
         rc=rc,
@@ -526,10 +527,13 @@ def stop_ansible_processes() -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def recaps_from_events(log: EventLog) -> dict[str, HostRecap]:
-    """Ad-hoc runs emit no stats: count what the events say per host."""
+def recaps_from_events(log: EventLog, playbook: bool = False, check: bool = False) -> dict[str, HostRecap]:
+    """Ad-hoc runs emit no stats: count what the events say per host. A playbook run without its stats ended before
+    the end (Ansible died: a worker killed by the OOM killer, a strategy plugin's crash, ansible-playbook killed):
+    a host it reached without a failure or an unreachable result is STOPPED, never ok (review round 36: they were
+    ok, and passed in JUnit)."""
     counts: dict[str, dict[str, int]] = {"ok": {}, "failures": {}, "dark": {}}
     for host in log.hosts:
         key = "dark" if log.unreachable(host) else "failures" if log.failures(host) else "ok"
         counts[key][host] = 1
-    return from_stats(counts, log.hosts)
+    return from_stats(counts, log.hosts, log.hosts if playbook else (), check)

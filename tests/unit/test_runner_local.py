@@ -219,6 +219,36 @@ def test_an_unreachable_node_is_left_out_and_the_others_run_the_later_plays(tmp_
     assert "TASK [Check the node]" not in out and "TASK [Converge]" not in out
 
 
+#: A play whose second task kills ansible-playbook (SIGKILL, as the OOM killer does): it dies with no recap.
+KILLED_MID_RUN = """---
+- name: A run Ansible does not finish
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Say hello
+      ansible.builtin.command: echo hello
+      changed_when: false
+    - name: Kill ansible-playbook as the OOM killer would
+      # -o: the oldest process whose command line names this playbook, the main one (its workers are its forks).
+      ansible.builtin.command: pkill -KILL -o -f -- "{{ playbook_dir }}/tiny.yml"
+      run_once: true
+      changed_when: false
+"""
+
+
+def test_a_run_ansible_dies_in_shows_no_host_ok(tmp_path: Path) -> None:
+    """Review round 36: ansible-playbook killed after a task had run on both hosts left no stats, and the recap was
+    built from the events as for an ad-hoc run: both hosts ok, and passed in the JUnit XML. They are STOPPED."""
+    code, session, out, junit_path = run(tmp_path, text=KILLED_MID_RUN)
+    assert code == ExitCode.ERROR, out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith(("n1 ", "n2 "))}
+    assert {host: cells[-1] for host, cells in rows.items()} == {"n1": "STOPPED", "n2": "STOPPED"}, out
+    assert "  ansible-playbook ended before its recap (" in out and "TASK [Kill ansible-playbook" in out, out
+    assert json.loads((session.run_dir / "recap.json").read_text())["hosts"]["n1"]["status"] == "STOPPED"
+    suite = ET.parse(junit_path).getroot()
+    assert all(suite.find(f".//testcase[@name='{host}']/skipped") is not None for host in ("n1", "n2"))
+
+
 def test_ansible_errors_before_any_host_exit_1(tmp_path: Path) -> None:
     playbook = tmp_path / "broken.yml"
     playbook.write_text("- hosts: cluster\n  tasks:\n    - no_such_module_here: {}\n")
