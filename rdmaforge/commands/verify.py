@@ -53,10 +53,12 @@ def register(subparsers: Any) -> None:
         "production clusters.",
         codes=(ExitCode.INCOMPLETE,),
         meanings={
-            ExitCode.OK: "every test passed on every node",
+            ExitCode.OK: "no test failed, and on every node at least one passed (the skipped are listed with their "
+                         "reasons)",
             ExitCode.HOST_FAILED: "a test failed on a node",
             ExitCode.UNREACHABLE: "a node was unreachable",
-            ExitCode.INCOMPLETE: "a test was not judged on a node, or -k selected no test (no verdict)",
+            ExitCode.INCOMPLETE: "every test on some node was skipped, a node has no test result, or -k selected no "
+                                 "test (no verdict)",
         },
     )
     parser.add_argument("-i", "--inventory", type=inventory_path, required=True,

@@ -12,17 +12,11 @@ import shlex
 from typing import Any
 
 from rdmaforge.parsers import ld_cache
-from tests.infra.expectations import setting
-
-
-def literal(hostvars: dict[str, Any], name: str, default: str) -> str:
-    """An inventory value, or the role's default when it is unset or still a template (testinfra does not render)."""
-    value = hostvars.get(name)
-    return default if value is None or "{{" in str(value) else str(value)
+from tests.infra.expectations import literal, setting
 
 
 def test_nccl_is_installed_from_the_cluster_build_and_registered(host: Any, hostvars: dict[str, Any]) -> None:
-    prefix = literal(hostvars, "nccl_build_prefix_root", "/opt/nccl")
+    prefix = str(literal(hostvars, "nccl_build_prefix_root", "/opt/nccl"))
     assert host.file(f"{prefix}/current").is_symlink
     manifest = json.loads(host.file(f"{prefix}/current/.rdmaforge-build.json").content_string)
     assert manifest["name"] == "nccl" and manifest["sha256"]
@@ -45,7 +39,7 @@ def test_nccl_is_installed_from_the_cluster_build_and_registered(host: Any, host
 
 
 def test_cluster_ssh_trust_key_and_known_hosts(host: Any, hostvars: dict[str, Any]) -> None:
-    user = literal(hostvars, "ssh_trust_user", "root")
+    user = str(literal(hostvars, "ssh_trust_user", "root"))
     home = host.user(user).home
     key = host.file(f"{home}/.ssh/{literal(hostvars, 'ssh_trust_key_name', 'rdmaforge_cluster_ed25519')}")
     assert key.exists and key.mode == 0o600 and key.user == user
@@ -70,7 +64,7 @@ def test_cluster_ssh_trust_key_and_known_hosts(host: Any, hostvars: dict[str, An
 def trust_peers(hostvars: dict[str, Any]) -> list[str]:
     """The nodes the cluster trust covers: the hosts of ssh_trust_group (group cluster by default); none is a
     failure, never a loop over nothing."""
-    group = literal(hostvars, "ssh_trust_group", "cluster")
+    group = str(literal(hostvars, "ssh_trust_group", "cluster"))
     peers = [str(peer) for peer in hostvars["groups"].get(group, [])]
     assert peers, f"group {group!r} (ssh_trust_group) has no hosts: no peer to check the trust against"
     return peers

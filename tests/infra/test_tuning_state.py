@@ -12,13 +12,7 @@ from typing import Any
 import pytest
 
 from rdmaforge.plain_data import ansible_bool
-from tests.infra.expectations import eni_mtu, gpus_on_node, secondary_nics, setting
-
-
-def literal(hostvars: dict[str, Any], name: str, default: Any) -> Any:
-    """An inventory value, or the role's default when it is unset or still a template (testinfra does not render)."""
-    value = hostvars.get(name)
-    return default if value is None or "{{" in str(value) else value
+from tests.infra.expectations import eni_mtu, fabric_of, gpus_on_node, literal, secondary_nics, setting
 
 
 def enabled(hostvars: dict[str, Any], name: str) -> bool:
@@ -102,7 +96,7 @@ def test_policy_routing_per_secondary_nic(host: Any, hostvars: dict[str, Any]) -
     mtus = {link["ifname"]: link.get("mtu") for link in links}
     defaults = json.loads(host.check_output(f"{ip} route show default"))
     default_dev = defaults[0]["dev"] if defaults else ""
-    fabric = str(literal(hostvars, "rdmaforge_fabric", "tcp"))
+    fabric = fabric_of(hostvars)  # a template is not judged: read as tcp, it planned MTU 1400 on erdma
     names = secondary_nics([n for n in addresses if n != "lo"], default_dev, hostvars)
     assert names, "eni_enabled but no secondary NIC"
     table_base = int(setting(hostvars, "eni", "eni_route_table_base"))

@@ -336,6 +336,16 @@ def test_rdma_ports_on_another_link_layer_than_the_fabrics_fail() -> None:
         check(devices(host), {}, "erdma")
 
 
+def test_a_port_whose_link_layer_was_not_read_is_named_not_passed() -> None:
+    """Review round 36: a port without a link_layer line was dropped and the test passed on the others."""
+    capture = (DATA / "ibv_devinfo" / "mlx5_ib_and_roce_ofed.txt").read_text()
+    host = FakeHost()
+    host.commands["ibv_devinfo -v"] = Result(0, capture.replace("\t\t\tlink_layer:\t\tEthernet\n", ""))
+    with pytest.raises(pytest.skip.Exception, match=r"not judged: the link layer of mlx5_3:1 was not read "
+                       r"\(mlx5_1:1 on InfiniBand\)"):  # fmt: skip
+        test_node_state.test_rdma_link_layer(devices(host), {}, "infiniband")
+
+
 def roce_node(ibstat: str) -> FakeHost:
     """A RoCE node with infiniband-diags: ``ibstat`` prints ``ibstat`` (a real capture), ``ibv_devinfo -v`` the same
     devices and port states (rdma-core's layout) without a width or speed, so each port's rate is ibstat's Rate."""
@@ -834,6 +844,39 @@ def test_a_templated_switch_is_not_judged_rather_than_read_as_false(check: Any) 
         check(FakeHost(), {name: "{{ inventory_hostname in groups['tuned'] }}"})
     with pytest.raises(pytest.skip.Exception, match=rf"{name} is false for this node"):
         check(FakeHost(), {name: False})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "skipped_as"),
+    [("rdmaforge_fabric", "{{ site_fabric }}", "not judged: rdmaforge_fabric="),
+     ("eni_mtu", "{{ site_mtu }}", "not judged: eni_mtu is a template"),
+     ("eni_gateways", "{{ gateway_map }}", "not judged: eni_gateways is a template"),
+     ("eni_addresses", {"eth1": "{{ eth1_address }}"}, "not judged: eni_addresses is a template")],
+)  # fmt: skip
+def test_a_templated_plan_is_not_judged_rather_than_read_as_the_default(name: str, value: object,
+                                                                        skipped_as: str) -> None:
+    """Review round 36: testinfra renders no template, and the suite read one as unset: a templated fabric as tcp
+    (MTU 1400 expected where erdma with jumbo frames plans 8500), templated gateways and addresses as none (their
+    checks left out). The node at 1400 passed. Without the template it fails; with it, it is not judged."""
+    node = eni_node("10.0.1.5/24")  # at MTU 1400
+    check = test_tuning_state.test_policy_routing_per_secondary_nic
+    planned = {"eni_enabled": True, "rdmaforge_fabric": "erdma", "eni_jumbo_frames": True}
+    with pytest.raises(AssertionError, match="eth1: MTU 1400, planned 8500"):
+        check(node, planned)
+    with pytest.raises(pytest.skip.Exception, match=skipped_as):
+        check(node, {**planned, name: value})
+
+
+def test_templated_nccl_settings_are_not_judged_and_a_templated_role_default_is_its_meaning() -> None:
+    """Review round 36: templated nccl_env_overrides or nccl_env_accelerator were read as none, so a node without
+    the accelerator's settings passed. nccl_env_profile's own default is a template (the fabric): read as that."""
+    from tests.infra.expectations import nccl_settings
+
+    for name, value in (("nccl_env_overrides", "{{ site_nccl }}"), ("nccl_env_accelerator", "{{ site_acc }}")):
+        with pytest.raises(pytest.skip.Exception, match=f"not judged: {name} is a template"):
+            nccl_settings({name: value}, "erdma")
+    erdma = defaults("nccl_env")["nccl_env_profiles"]["erdma"]
+    assert nccl_settings({}, "erdma") == {str(k): str(v) for k, v in erdma.items() if v is not None}
 
 
 @pytest.mark.parametrize("value", ["{{ cluster_fabric }}", {"__ansible_unsafe": "erdma"}, "ethernet"])
