@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -47,6 +48,17 @@ PROBE = "rdmaforge-probe"
 PROBE_FILE = "/usr/share/rdmaforge-probe/README"
 DEPENDANT = "rdmaforge-probe-user"  # requires PROBE; installed on purpose by hand in the test
 UNSIGNED = "rdmaforge-unsigned"
+SEEDS = Path(__file__).resolve().parents[2].parent / "shared" / "seeds"
+
+
+def seed_yum_rdma_packages() -> list[str]:
+    """Seed 000's RHEL-family RDMA userspace (`yum install libibverbs rdma-core ...`), or [] without the seeds."""
+    for path in sorted(SEEDS.glob("000_*.txt")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            words = line.split()
+            if words[:2] == ["yum", "install"] and "rdma-core" in words:
+                return [word for word in words[2:] if not word.startswith("-")]
+    return []
 
 
 @dataclass(frozen=True)
@@ -81,7 +93,8 @@ def spec(name: str, requires: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def rpm_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmRepo]:
-    """Three noarch rpms (two signed, one not) in a createrepo_c repository served on the lab bridge."""
+    """Three noarch rpms (two signed, one not) in a createrepo_c repository served on the lab bridge, and a signed
+    STAND-IN of each of seed 000's RHEL RDMA packages (same name, no content but a README)."""
     work = tmp_path_factory.mktemp("rpm-build")
     repo = work / "repo"
     repo.mkdir()
@@ -89,7 +102,8 @@ def rpm_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmRepo]:
         fingerprint = key.fingerprint
         (repo / "RPM-GPG-KEY").write_bytes(subprocess.run([*key.gpg, "--armor", "--export"], check=True,
                                                           capture_output=True).stdout)  # fmt: skip
-        for name, requires in ((PROBE, ""), (DEPENDANT, PROBE), (UNSIGNED, "")):
+        for name, requires in ((PROBE, ""), (DEPENDANT, PROBE), (UNSIGNED, ""),
+                               *((name, "") for name in seed_yum_rdma_packages())):
             (work / f"{name}.spec").write_text(spec(name, requires))
             subprocess.run(["rpmbuild", "--define", f"_topdir {work / 'top'}", "-bb", str(work / f"{name}.spec")],
                            check=True, capture_output=True, timeout=120)  # fmt: skip
@@ -300,3 +314,33 @@ def test_the_plugin_rpm_source_installs_registers_and_rechecks_the_plugin(
                       check=False)  # fmt: skip
     assert restore.returncode == 0, restore.stdout[-4000:]
     assert_converge_plugin_back(converged, node)
+
+
+def test_rdma_core_installs_the_seeds_redhat_packages_through_dnf(
+    converged: LabHandle, dnf_node: str, rpm_repo: RpmRepo
+) -> None:
+    """Seed 000's `yum install libibverbs rdma-core librdmacm libibverbs-utils`: role rdma_core on a node taken for
+    RedHat-family selects the erdma profile's RedHat set and dnf installs it (signed STAND-INs of the same names)
+    from the erdma repository; a second run changes nothing; reset's withdrawal removes them again."""
+    seed = seed_yum_rdma_packages()
+    if not seed:
+        pytest.skip(f"{SEEDS} is absent: seed 000 lists the packages")
+    node = dnf_node
+    first = dnf_play(converged, node, rpm_repo, dnf_stage="rdma_core")
+    try:
+        assert first.returncode == 0, first.stdout[-4000:]
+        printed = re.search(rf"RDMA packages for {node} \(erdma\): ([^\"\n]*)", first.stdout)
+        assert printed and sorted(printed.group(1).split(", ")) == sorted(seed), first.stdout[-4000:]
+        installed = rpm_query(converged, node, *seed)
+        assert installed.returncode == 0, installed.stdout
+        assert sorted(line.split("-1.0-1")[0] for line in installed.stdout.split()) == sorted(seed)
+        # reset's record lists them (beside what an earlier test of this module recorded)
+        assert set(seed) <= set(converged.ssh(node, f"cat {RECORD}").stdout.split())
+
+        again = dnf_play(converged, node, rpm_repo, dnf_stage="rdma_core")
+        assert again.returncode == 0, again.stdout[-4000:]
+        assert_no_changes(again.stdout, [node])
+    finally:
+        withdrawn = dnf_play(converged, node, rpm_repo, dnf_stage="withdraw")
+    assert withdrawn.returncode == 0, withdrawn.stdout[-4000:]
+    assert rpm_query(converged, node, *seed).returncode != 0
