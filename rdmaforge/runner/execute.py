@@ -406,7 +406,7 @@ def run(
     if interrupted:  # Ansible's processes are gone, the artifacts scrubbed: now the command stops (exit 130)
         raise KeyboardInterrupt
     log.redact(redactor)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
-    stopped = log.hosts if log.stopped_early else []
+    stopped = [*(log.hosts if log.stopped_early else []), *left_by_the_playbook(log)]
     recaps = (from_stats(log.stats, log.hosts, stopped, request.check) if log.stats
               else recaps_from_events(log, playbook=request.playbook is not None, check=request.check))  # fmt: skip
     return Outcome(
@@ -527,6 +527,15 @@ def stop_ansible_processes() -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+#: The fact a play sets on a host it leaves before its work (remove_node.yml: a removed node that does not answer,
+#: seen through ignore_unreachable, which Ansible counts ok): its words say why. The host is STOPPED, never ok.
+LEFT_FACT = "rdmaforge_left"
+
+
+def left_by_the_playbook(log: EventLog) -> list[str]:
+    return [host for host, facts in log.facts.items() if facts.get(LEFT_FACT)]
+
+
 def recaps_from_events(log: EventLog, playbook: bool = False, check: bool = False) -> dict[str, HostRecap]:
     """Ad-hoc runs emit no stats: count what the events say per host. A playbook run without its stats ended before
     the end (Ansible died: a worker killed by the OOM killer, a strategy plugin's crash, ansible-playbook killed):
@@ -536,4 +545,4 @@ def recaps_from_events(log: EventLog, playbook: bool = False, check: bool = Fals
     for host in log.hosts:
         key = "dark" if log.unreachable(host) else "failures" if log.failures(host) else "ok"
         counts[key][host] = 1
-    return from_stats(counts, log.hosts, log.hosts if playbook else (), check)
+    return from_stats(counts, log.hosts, log.hosts if playbook else left_by_the_playbook(log), check)

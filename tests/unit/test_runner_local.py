@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from rdmaforge.paths import PLAYBOOKS_DIR
 from rdmaforge.runner import command, execute, extravars
 from rdmaforge.runner.exit_codes import ExitCode
 
@@ -247,6 +248,42 @@ def test_a_run_ansible_dies_in_shows_no_host_ok(tmp_path: Path) -> None:
     assert json.loads((session.run_dir / "recap.json").read_text())["hosts"]["n1"]["status"] == "STOPPED"
     suite = ET.parse(junit_path).getroot()
     assert all(suite.find(f".//testcase[@name='{host}']/skipped") is not None for host in ("n1", "n2"))
+
+
+#: remove_node.yml's pattern for a removed node that does not answer: ignore_unreachable (Ansible then counts the
+#: failed ping ok and ignored), the fact that names the host left, and end_host.
+LEFT_UNREACHED = """---
+- name: Leave a node that does not answer
+  hosts: cluster
+  gather_facts: false
+  ignore_unreachable: true
+  tasks:
+    - name: See whether the node answers
+      ansible.builtin.ping:
+      register: reach
+    - name: Record that the node was left
+      ansible.builtin.set_fact:
+        rdmaforge_left: did not answer
+      when: reach.unreachable | default(false)
+    - name: Leave it
+      ansible.builtin.meta: end_host
+      when: reach.unreachable | default(false)
+"""
+
+
+def test_a_host_a_play_leaves_unreached_is_stopped_not_ok(tmp_path: Path) -> None:
+    """Review round 36: `rdmaforge remove-node` showed a removed node that did not answer as ok, and passed it in
+    JUnit: Ansible counts an ignored unreachable result as ok. The play's rdmaforge_left fact makes it STOPPED."""
+    code, session, out, junit_path = run(tmp_path, unreachable=True, text=LEFT_UNREACHED)
+    assert code == ExitCode.OK, out  # leaving it is what the play means to do
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.startswith(("n1 ", "n2 ", "ghost "))}
+    assert rows == {"n1": "ok", "n2": "ok", "ghost": "STOPPED"}, out
+    suite = ET.parse(junit_path).getroot()
+    assert suite.find(".//testcase[@name='ghost']/skipped") is not None
+    # remove_node.yml sets that fact where it leaves a removed node that does not answer.
+    plays = yaml.safe_load((PLAYBOOKS_DIR / "remove_node.yml").read_text())
+    tasks = [task for play in plays for task in play.get("tasks", [])]
+    assert any(execute.LEFT_FACT in (task.get("ansible.builtin.set_fact") or {}) for task in tasks)
 
 
 def test_ansible_errors_before_any_host_exit_1(tmp_path: Path) -> None:
