@@ -39,7 +39,7 @@ from rdmaforge.bench.verdict import (
 from rdmaforge.hostnames import short_name
 from rdmaforge.nccl_tests.sizes import size_bytes
 from rdmaforge.parsers import nccl_env
-from rdmaforge.plain_data import ansible_bool, plain, show, whole_number
+from rdmaforge.plain_data import ansible_bool, plain, show, spec_bool, whole_number
 from rdmaforge.stored import MAX_GPUS
 
 #: Fabric profiles, one per way the seeds connect GPUs across nodes (defined in rdmaforge.fabrics).
@@ -2299,7 +2299,8 @@ def shape_problems(
       string;
     - null for a list or mapping option whose role's default is not null: it passed the spec for some options
       (nccl_cuda_archs, nccl_env_overrides) and failed later on ``| length`` or ``.items()``. Where null is the
-      role's own default (an option that is off or found on the node), it stays allowed.
+      role's own default (an option that is off or found on the node), it stays allowed;
+    - a boolean word the spec reads as true and the role's ``| bool`` as false (``y``, ``t``, `` yes``).
 
     Each refused with what to write instead."""
     from ansible.module_utils.common.validation import check_type_dict
@@ -2323,6 +2324,12 @@ def shape_problems(
                 example = ""
             found.append(Problem(host, name, f"{host}: {name}={show(value)} is text where role {owning} takes a "
                                              f"mapping; allowed: {describe_option(option)}{example}"))  # fmt: skip
+        elif kind == "bool" and isinstance(value, str) and spec_bool(value) is True and not ansible_bool(value):
+            # Ansible's check_type_bool takes y, t and padded words for true; a role's `| bool` reads only
+            # yes/on/true/1 as true, so `hugepages_enabled: y` passed the spec and withdrew the huge pages.
+            found.append(Problem(host, name, f"{host}: {name}={show(value)} passes role {owning}'s argument spec as "
+                                             "true, but the role's tasks read it as false; allowed: true or false "
+                                             "(or yes/no, on/off, 1/0)"))  # fmt: skip
         elif kind in ("dict", "list") and value is None:
             default = role_defaults.defaults(owning).get(name)  # the owning role's: not every name has its prefix
             if default is not None:

@@ -353,6 +353,14 @@ CASES: list[Case] = [
         },
     ),
     Case(
+        # Review round 36: the argument spec takes y (and t, padded words) for true, the role's `| bool` for false:
+        # hugepages_enabled: y passed and the hugepages role withdrew the node's huge pages.
+        "bool-word-the-role-reads-as-false",
+        lambda d, n: d.set(n.b, "hugepages_enabled", "y"),
+        lambda n: {n.b: [f"{n.b}: hugepages_enabled='y' passes role hugepages's argument spec as true, but the "
+                         "role's tasks read it as false; allowed: true or false (or yes/no, on/off, 1/0)"]},
+    ),
+    Case(
         "e2e-steps-zero",
         lambda d, n: d.set(n.a, "benchmark_e2e_steps", 0),
         lambda n: {n.a: [f"{n.a}: benchmark_e2e_steps=0 is not allowed; allowed: a whole number of measured training "
