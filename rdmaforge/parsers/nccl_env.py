@@ -175,6 +175,34 @@ NCCL_KEYWORDS: dict[str, tuple[tuple[str, ...], bool]] = {
 }
 
 
+#: Path types NCCL 2.29.7's ncclGetLevel takes by name (src/graph/topo.cc: topoPathTypeStr up to SYS; NET and DIS
+#: are past its loop), compared with strcmp: case counts. A value with a leading digit is read as an old-style
+#: number instead (0-5, more reads as SYS); anything else is ignored and NCCL picks the level itself.
+PATH_LEVELS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
+#: The settings NCCL reads with ncclGetLevel (src/graph/paths.cc), not NCCL_PARAM: NCCL_P2P_DISABLE with strtol,
+#: where only 1 disables (yes, true and 2 leave P2P on), and the two levels.
+LEVEL_SETTINGS = frozenset({"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL"})
+
+
+def level_problem(key: str, value: object) -> str | None:
+    """``value`` of a LEVEL_SETTINGS setting that NCCL would not read as meant (an empty one keeps its default)."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text:
+        return None  # a YAML boolean is written as 1 or 0
+    if key == "NCCL_P2P_DISABLE":
+        try:
+            if int(text, 0) in (0, 1):
+                return None
+        except ValueError:
+            pass
+        return (f"{key}={value!r}: NCCL disables peer-to-peer only for exactly 1 and reads anything else as not "
+                "disabled (src/graph/paths.cc); allowed: 0 or 1")  # fmt: skip
+    if str(value) in PATH_LEVELS or text.isdigit():
+        return None
+    return (f"{key}={value!r} is no level NCCL reads, and NCCL ignores it (names are compared with their case); "
+            f"allowed: {', '.join(PATH_LEVELS)}, or an old-style number 0-5")  # fmt: skip
+
+
 def keyword_problem(key: str, value: object) -> str | None:
     """``value`` of a NCCL_KEYWORDS setting that NCCL would ignore (an empty one keeps NCCL's default)."""
     words, exact = NCCL_KEYWORDS[key]
@@ -232,6 +260,10 @@ def problems(env: Mapping[str, object]) -> list[str]:
             errors += range_problems(str(key), value)
         if key in NCCL_TOKEN_LISTS and key not in no_text and isinstance(value, str):
             errors += token_list_problems(str(key), value)
+        if key in LEVEL_SETTINGS and key not in no_text and key not in controlled and value is not None:
+            level = level_problem(str(key), value)
+            if level is not None:
+                errors.append(level)
         checked = key in NCCL_KEYWORDS and key not in no_text and key not in controlled
         keyword = keyword_problem(str(key), value) if checked else None
         if keyword is not None and value is not None:

@@ -408,6 +408,25 @@ def test_a_word_nccl_does_not_compare_with_is_refused(key: str, value: object, a
     assert nccl_env.problems({"NCCL_DEBUG": "info", "NCCL_SOCKET_FAMILY": "AF_INET6"}) == []
 
 
+@pytest.mark.parametrize(("key", "value", "refused"), [
+    ("NCCL_P2P_DISABLE", "yes", True), ("NCCL_P2P_DISABLE", "true", True), ("NCCL_P2P_DISABLE", 2, True),
+    ("NCCL_P2P_DISABLE", 1, False), ("NCCL_P2P_DISABLE", "0", False), ("NCCL_P2P_DISABLE", True, False),
+    ("NCCL_NET_GDR_LEVEL", "pix", True), ("NCCL_NET_GDR_LEVEL", "PIX", False), ("NCCL_NET_GDR_LEVEL", 2, False),
+    ("NCCL_P2P_LEVEL", "nvl", True), ("NCCL_P2P_LEVEL", "NVL", False), ("NCCL_P2P_LEVEL", "NET", True),
+    ("NCCL_P2P_LEVEL", "SYS", False),
+])  # fmt: skip
+def test_settings_nccl_reads_with_its_level_parser_are_checked(key: str, value: object, refused: bool) -> None:
+    """Review round 36d: NCCL 2.29.7 reads these with ncclGetLevel (src/graph/paths.cc), not NCCL_PARAM: P2P is
+    disabled only by strtol(...) == 1, so yes, true and 2 left it on; the level names are compared with strcmp
+    against topoPathTypeStr up to SYS (src/graph/topo.cc), so pix was ignored. Both were written without a word."""
+    found = nccl_env.problems({key: value})
+    assert bool(found) == refused, found
+    if refused:
+        allowed = "allowed: 0 or 1" if key == "NCCL_P2P_DISABLE" else (
+            "allowed: LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS, or an old-style number 0-5")
+        assert found == [found[0]] and found[0].startswith(f"{key}={value!r}") and found[0].endswith(allowed)
+
+
 def test_interfaces_the_nic_list_leaves_out_and_one_excluded_port_are_not_judged_on_it() -> None:
     """Review round 24: the NIC list leaves out preflight_nic_exclude's bridges and tunnels, which NCCL scans all
     the same (a management bridge br-ex was refused); '^=mlx5_0:1' excludes one port of a dual-port HCA, not the
