@@ -1004,6 +1004,12 @@ def eni_address_problems(host: str, values: Mapping[str, object]) -> list[Proble
         if _ipv4_network(value) is None:
             message = f"{host}: eni_addresses.{nic}={show(value)} is not allowed; allowed: {_ENI_ADDRESS_ALLOWED}"
             found.append(Problem(host, f"eni_addresses.{nic}", message))
+            continue
+        unusable = _unusable_host_address(ipaddress.IPv4Interface(str(value)))
+        if unusable:
+            message = (f"{host}: eni_addresses.{nic}={show(value)} is {unusable}, which no NIC can use as its "
+                       f"address; allowed: {_ENI_ADDRESS_ALLOWED}")  # fmt: skip
+            found.append(Problem(host, f"eni_addresses.{nic}", message))
     for nic, value in gateways.items() if isinstance(gateways, Mapping) else ():
         if value is None or value == "":
             continue
@@ -1018,7 +1024,35 @@ def eni_address_problems(host: str, values: Mapping[str, object]) -> list[Proble
             message = (f"{host}: {variable}={show(value)} is outside {nic}'s subnet {network} (eni_addresses.{nic}="
                        f"{show(addresses[nic])}); allowed: an address in {network}, or '' for none")  # fmt: skip
             found.append(Problem(host, variable, message))
+        elif network is not None:
+            # The kernel refuses a route via the NIC's own address (and no router answers at the subnet's network or
+            # broadcast address): the eni role wrote the files, reloaded the network and failed its own check.
+            own = ipaddress.IPv4Interface(str(addresses[nic]))
+            what = ("the NIC's own address" if ipaddress.IPv4Address(value) == own.ip
+                    else _unusable_host_address(ipaddress.IPv4Interface(f"{value}/{network.prefixlen}")))  # fmt: skip
+            if what:
+                message = (f"{host}: {variable}={show(value)} is {what} (eni_addresses.{nic}={show(addresses[nic])}), "
+                           f"which cannot be its gateway; allowed: another host address in {network} (the "
+                           "subnet's router), or '' for none")  # fmt: skip
+                found.append(Problem(host, variable, message))
     return found
+
+
+def _unusable_host_address(interface: ipaddress.IPv4Interface) -> str:
+    """Why ``interface``'s address can be no host's on its subnet ('' when it can): the subnet's network or
+    broadcast address (prefixes up to /30; /31 and /32 have neither), loopback, multicast, unspecified."""
+    address, network = interface.ip, interface.network
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_multicast:
+        return "a multicast address"
+    if address.is_unspecified:
+        return "the unspecified address"
+    if network.prefixlen <= 30 and address == network.network_address:
+        return f"the network address of {network}"
+    if network.prefixlen <= 30 and address == network.broadcast_address:
+        return f"the broadcast address of {network}"
+    return ""
 
 
 def eni_duplicate_problems(nodes: Sequence[NodeInput]) -> list[Problem]:

@@ -842,6 +842,21 @@ CASES: list[Case] = [
                       d.set(n.b, "eni_gateways", {"eth1": "10.0.2.1"})),  # fmt: skip
         lambda n: {n.b: [f"{n.b}: eni_gateways.eth1='10.0.2.1' is outside eth1's subnet 10.0.1.0/24"]},
     ),
+    # Review round 36d: accepted, then the kernel refused the route (its own address as the gateway) or the NIC's
+    # address was no host's, after the network files were written and reloaded.
+    Case(
+        "eni-gateway-is-the-nics-own-address",
+        lambda d, n: (d.set(n.b, "eni_addresses", {"eth1": "10.0.1.5/24"}),
+                      d.set(n.b, "eni_gateways", {"eth1": "10.0.1.5"})),  # fmt: skip
+        lambda n: {n.b: [f"{n.b}: eni_gateways.eth1='10.0.1.5' is the NIC's own address (eni_addresses.eth1="
+                         "'10.0.1.5/24'), which cannot be its gateway; allowed: another host address in 10.0.1.0/24"]},
+    ),
+    Case(
+        "eni-address-is-the-broadcast-address",
+        lambda d, n: d.set(n.b, "eni_addresses", {"eth1": "10.0.1.255/24"}),
+        lambda n: {n.b: [f"{n.b}: eni_addresses.eth1='10.0.1.255/24' is the broadcast address of 10.0.1.0/24, which "
+                         "no NIC can use as its address"]},  # fmt: skip
+    ),
     Case(
         "eni-mtu-above-any-jumbo-frame",
         lambda d, n: d.set(n.b, "eni_mtu", 100000),
