@@ -540,6 +540,11 @@ def mixed_fabric_problems(nodes: Sequence[tuple[str, object]], group: str = "clu
 #: Settings one training job reads on every node alike: each node's torchrun gets its own host's values, while rank 0
 #: computes the job's samples per step from its own batch size, and ranks that train different step counts hang.
 CLUSTER_WIDE = ("benchmark_e2e_batch_size", "benchmark_e2e_steps", "benchmark_e2e_warmup_steps", "benchmark_e2e_port")
+#: Settings run_once tasks read for the whole cluster (the benchmark's mpirun, the pairwise method, mpirun's launch
+#: check, the SSH mesh check, the erdma key's check on the controller): from the first node, so another node's
+#: value was never used, without a word (review round 36d).
+READ_ONCE = ("benchmark_collectives", "benchmark_timeout", "pairwise_method", "mpi_launch_timeout",
+             "ssh_trust_check_by", "rdma_repos_erdma_gpg_fingerprint")  # fmt: skip
 #: Batch sizes: a rolling play has one (its serial), taken from the first node of the play.
 ROLLOUT_WIDE = batch_size.VARIABLES
 #: What names the one NCCL build and nccl-tests build of the cluster (built once, on the builder, from the first
@@ -594,6 +599,8 @@ def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") ->
     # (variables, a node's value, why one value): the batch sizes have no role default (1 is the plays' own).
     kinds: tuple[tuple[Sequence[str], Callable[[Mapping[str, object], str], object], str], ...] = (
         (CLUSTER_WIDE, role_defaults.value_of, "one training job runs on them all"),
+        (READ_ONCE, role_defaults.value_of, "read once for the cluster, from the first node: another node's is never "
+                                            "used"),
         (ROLLOUT_WIDE, lambda values, variable: values.get(variable, 1), "a rolling play has one batch size"),
         (BUILD_WIDE, _build_value, "one NCCL build, plugin and algorithm for every rank"),
     )

@@ -361,6 +361,14 @@ CASES: list[Case] = [
                          "role's tasks read it as false; allowed: true or false (or yes/no, on/off, 1/0)"]},
     ),
     Case(
+        # Review round 36d: the benchmark's mpirun runs once, with the first node's list: node b's was never used.
+        "setting-read-once-differs",
+        lambda d, n: d.set(n.b, "benchmark_collectives", ["all_reduce", "all_gather"]),
+        lambda n: {n.b: [f'{n.b}: benchmark_collectives=["all_reduce", "all_gather"] differs from {n.a}\'s '
+                         '["all_reduce"]; allowed: one value for every node of group cluster (read once for the '
+                         "cluster, from the first node: another node's is never used)"]},
+    ),
+    Case(
         "e2e-steps-zero",
         lambda d, n: d.set(n.a, "benchmark_e2e_steps", 0),
         lambda n: {n.a: [f"{n.a}: benchmark_e2e_steps=0 is not allowed; allowed: a whole number of measured training "
