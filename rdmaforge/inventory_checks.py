@@ -860,9 +860,9 @@ BENCHMARK_SIZES = ("benchmark_min_bytes", "benchmark_max_bytes")
 def benchmark_size_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """A size nccl-tests cannot read ('8X', '1.5G') stopped each collective with "invalid size specified" on the
     nodes, and a smallest size above the largest measured nothing (review round 23b)."""
-    found, sizes = [], {}
+    found, sizes, given = [], {}, {}
     for variable in BENCHMARK_SIZES:
-        value = values.get(variable, role_defaults.default_of(variable))
+        value = given[variable] = values.get(variable, role_defaults.default_of(variable))
         if _templated(value):
             continue
         try:
@@ -871,8 +871,9 @@ def benchmark_size_problems(host: str, values: Mapping[str, object]) -> list[Pro
             found.append(Problem(host, variable, f"{host}: {variable}={show(value)} is not allowed: {exc}"))
     if len(sizes) == 2 and sizes["benchmark_min_bytes"] > sizes["benchmark_max_bytes"]:
         found.append(Problem(host, "benchmark_min_bytes",
-                             f"{host}: benchmark_min_bytes={show(values.get('benchmark_min_bytes'))} is above "
-                             f"benchmark_max_bytes={show(values.get('benchmark_max_bytes'))}, so nccl-tests would "
+                             f"{host}: benchmark_min_bytes={show(given['benchmark_min_bytes'])} is above "
+                             f"benchmark_max_bytes={show(given['benchmark_max_bytes'])}"
+                             f"{'' if 'benchmark_max_bytes' in values else ' (its default)'}, so nccl-tests would "
                              "measure no size; allowed: a smallest size up to the largest"))  # fmt: skip
     return found
 

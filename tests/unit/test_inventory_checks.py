@@ -1957,3 +1957,19 @@ def test_a_grub_dropin_grub_mkconfig_does_not_read_is_refused(dropin: str) -> No
         "/etc/default/grub.d/<name>.cfg, or empty to edit /etc/default/grub"]  # fmt: skip
     assert report_of(hugepages_grub_dropin="/etc/default/grub.d/60-rdmaforge-hugepages.cfg") == []
     assert report_of(hugepages_grub_dropin="") == []
+
+
+def test_a_smallest_size_above_the_largest_names_the_largest_even_as_the_default() -> None:
+    """nccl-tests measures no size when -b is above -e. With benchmark_max_bytes unset the message said
+    'benchmark_max_bytes=null' (review round 36d): it names the default, seed 000's -e 512M."""
+    from rdmaforge.inventory_checks import benchmark_size_problems
+
+    default = benchmark_size_problems("n1", {"benchmark_min_bytes": "1G"})
+    assert [p.message for p in default] == [
+        "n1: benchmark_min_bytes='1G' is above benchmark_max_bytes='512M' (its default), so nccl-tests would measure "
+        "no size; allowed: a smallest size up to the largest"]  # fmt: skip
+    given = benchmark_size_problems("n1", {"benchmark_min_bytes": "1G", "benchmark_max_bytes": "1M"})
+    assert [p.message for p in given] == [
+        "n1: benchmark_min_bytes='1G' is above benchmark_max_bytes='1M', so nccl-tests would measure no size; "
+        "allowed: a smallest size up to the largest"]  # fmt: skip
+    assert benchmark_size_problems("n1", {"benchmark_min_bytes": "1", "benchmark_max_bytes": "512M"}) == []
