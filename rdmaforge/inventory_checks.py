@@ -540,9 +540,9 @@ def mixed_fabric_problems(nodes: Sequence[tuple[str, object]], group: str = "clu
 #: Settings one training job reads on every node alike: each node's torchrun gets its own host's values, while rank 0
 #: computes the job's samples per step from its own batch size, and ranks that train different step counts hang.
 CLUSTER_WIDE = ("benchmark_e2e_batch_size", "benchmark_e2e_steps", "benchmark_e2e_warmup_steps", "benchmark_e2e_port")
-#: Settings run_once tasks read for the whole cluster (the benchmark's mpirun, the pairwise method, mpirun's launch
-#: check, the SSH mesh check, the erdma key's check on the controller): from the first node, so another node's
-#: value was never used, without a word (review round 36d).
+#: Settings a run_once task reads for the whole cluster (the benchmark's mpirun, the pairwise method, mpirun's launch
+#: check, the SSH mesh check, the erdma key's check on the controller), from the first node: another node's value
+#: was not used there, without a word (review round 36d).
 READ_ONCE = ("benchmark_collectives", "benchmark_timeout", "pairwise_method", "mpi_launch_timeout",
              "ssh_trust_check_by", "rdma_repos_erdma_gpg_fingerprint")  # fmt: skip
 #: Batch sizes: a rolling play has one (its serial), taken from the first node of the play.
@@ -599,8 +599,7 @@ def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") ->
     # (variables, a node's value, why one value): the batch sizes have no role default (1 is the plays' own).
     kinds: tuple[tuple[Sequence[str], Callable[[Mapping[str, object], str], object], str], ...] = (
         (CLUSTER_WIDE, role_defaults.value_of, "one training job runs on them all"),
-        (READ_ONCE, role_defaults.value_of, "read once for the cluster, from the first node: another node's is never "
-                                            "used"),
+        (READ_ONCE, role_defaults.value_of, "a run_once task reads the first node's value for the whole cluster"),
         (ROLLOUT_WIDE, lambda values, variable: values.get(variable, 1), "a rolling play has one batch size"),
         (BUILD_WIDE, _build_value, "one NCCL build, plugin and algorithm for every rank"),
     )
@@ -1039,9 +1038,10 @@ def eni_address_problems(host: str, values: Mapping[str, object]) -> list[Proble
             what = ("the NIC's own address" if ipaddress.IPv4Address(value) == own.ip
                     else _unusable_host_address(ipaddress.IPv4Interface(f"{value}/{network.prefixlen}")))  # fmt: skip
             if what:
+                router = ("'' for none (a /32 address has no other host on its subnet)" if network.num_addresses == 1
+                          else f"another host address in {network} (the subnet's router), or '' for none")  # fmt: skip
                 message = (f"{host}: {variable}={show(value)} is {what} (eni_addresses.{nic}={show(addresses[nic])}), "
-                           f"which cannot be its gateway; allowed: another host address in {network} (the "
-                           "subnet's router), or '' for none")  # fmt: skip
+                           f"which cannot be its gateway; allowed: {router}")  # fmt: skip
                 found.append(Problem(host, variable, message))
     return found
 

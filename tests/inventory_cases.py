@@ -365,8 +365,8 @@ CASES: list[Case] = [
         "setting-read-once-differs",
         lambda d, n: d.set(n.b, "benchmark_collectives", ["all_reduce", "all_gather"]),
         lambda n: {n.b: [f'{n.b}: benchmark_collectives=["all_reduce", "all_gather"] differs from {n.a}\'s '
-                         '["all_reduce"]; allowed: one value for every node of group cluster (read once for the '
-                         "cluster, from the first node: another node's is never used)"]},
+                         '["all_reduce"]; allowed: one value for every node of group cluster (a run_once task '
+                         "reads the first node's value for the whole cluster)"]},
     ),
     Case(
         "e2e-steps-zero",

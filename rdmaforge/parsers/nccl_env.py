@@ -186,18 +186,16 @@ LEVEL_SETTINGS = frozenset({"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NET_GDR_
 
 def level_problem(key: str, value: object) -> str | None:
     """``value`` of a LEVEL_SETTINGS setting that NCCL would not read as meant (an empty one keeps its default)."""
-    text = str(value).strip()
-    if isinstance(value, bool) or not text:
+    text = _as_str(value)
+    if isinstance(value, bool) or not text.strip():
         return None  # a YAML boolean is written as 1 or 0
     if key == "NCCL_P2P_DISABLE":
-        try:
-            if int(text, 0) in (0, 1):
-                return None
-        except ValueError:
-            pass
+        # strtol with base 0, as nccl_integer reads it: '01' and '1.0' are 1; a word is 0, never what was meant
+        if _STRTOLL.match(text) and nccl_integer(value) in (0, 1):
+            return None
         return (f"{key}={value!r}: NCCL disables peer-to-peer only for exactly 1 and reads anything else as not "
                 "disabled (src/graph/paths.cc); allowed: 0 or 1")  # fmt: skip
-    if str(value) in PATH_LEVELS or text.isdigit():
+    if text in PATH_LEVELS or text[:1].isdigit():  # NCCL looks at the first character as written: ' 2' is ignored
         return None
     return (f"{key}={value!r} is no level NCCL reads, and NCCL ignores it (names are compared with their case); "
             f"allowed: {', '.join(PATH_LEVELS)}, or an old-style number 0-5")  # fmt: skip

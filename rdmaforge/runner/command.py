@@ -475,7 +475,9 @@ def host_cases(
         first = first_line(f"{problems[0].task}: {problems[0].message}") if problems else ""
         result = "error" if recap.unreachable else "failed" if failed > 0 else "passed"
         if result == "passed" and recap.status in ("STOPPED", "NOT_RUN"):  # it did not fail, nor did it run
-            result, first = "skipped", f"{recap.status}: the run ended before this host finished it"
+            left = outcome.events.facts.get(host, {}).get(execute.LEFT_FACT)
+            why = f"the playbook left it: {left}" if left else "the run ended before this host finished it"
+            result, first = "skipped", f"{recap.status}: {why}"
         cases.append(junit.Case(host, classname, 0.0, result, first if result != "passed" else "", details))
     unmatched = inventory_unusable(outcome)
     if unmatched:  # the plays matched no host: no case would stand for the run

@@ -414,6 +414,10 @@ def test_a_word_nccl_does_not_compare_with_is_refused(key: str, value: object, a
     ("NCCL_NET_GDR_LEVEL", "pix", True), ("NCCL_NET_GDR_LEVEL", "PIX", False), ("NCCL_NET_GDR_LEVEL", 2, False),
     ("NCCL_P2P_LEVEL", "nvl", True), ("NCCL_P2P_LEVEL", "NVL", False), ("NCCL_P2P_LEVEL", "NET", True),
     ("NCCL_P2P_LEVEL", "SYS", False),
+    # strtol with base 0 as NCCL reads them: '01' and '0x1' are 1, and a level's old-style number may be hex; NCCL
+    # looks at the first character as written, so ' 2' is ignored (review of round 36d's change)
+    ("NCCL_P2P_DISABLE", "01", False), ("NCCL_P2P_DISABLE", "0x1", False), ("NCCL_NET_GDR_LEVEL", "0x2", False),
+    ("NCCL_P2P_LEVEL", " 2", True),
 ])  # fmt: skip
 def test_settings_nccl_reads_with_its_level_parser_are_checked(key: str, value: object, refused: bool) -> None:
     """Review round 36d: NCCL 2.29.7 reads these with ncclGetLevel (src/graph/paths.cc), not NCCL_PARAM: P2P is
