@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rdmaforge import fabrics
-from rdmaforge.infra_report import TestOutcome, parse_junit
+from rdmaforge import fabrics, infra_report
 from rdmaforge.paths import PROJECT_ROOT
 from rdmaforge.runner.exit_codes import ExitCode
 from tests.conftest import LabHandle, recap
@@ -75,7 +74,7 @@ def selected_packages(output: str, node: str) -> list[str]:
     return found.group(1).split(", ")
 
 
-def verified(converged: LabHandle, tmp_path: Path, node: str, profile: str) -> dict[str, TestOutcome]:
+def verified(converged: LabHandle, tmp_path: Path, node: str, profile: str) -> dict[str, infra_report.TestOutcome]:
     """`rdmaforge verify --limit NODE` of the userspace tests, in an inventory whose every node has ``profile`` (one
     inventory may not mix profiles): each test's outcome. Its exit code is 0: a failure fails the test with the
     suite's own message."""
@@ -83,12 +82,12 @@ def verified(converged: LabHandle, tmp_path: Path, node: str, profile: str) -> d
     proc = cli(tmp_path / "runs", "verify", "-i", str(inventory), "--limit", node,
                "-k", " or ".join(USERSPACE_TESTS))  # fmt: skip
     assert proc.returncode == ExitCode.OK, proc.stdout[-6000:]
-    outcomes = parse_junit(run_dir_of(proc.stdout) / "verify" / "junit.xml", [node])
+    outcomes = infra_report.parse_junit(run_dir_of(proc.stdout) / "verify" / "junit.xml", [node])
     assert {o.host for o in outcomes} == {node} and {o.test for o in outcomes} == set(USERSPACE_TESTS), outcomes
     return {o.test: o for o in outcomes}
 
 
-def assert_status(found: dict[str, TestOutcome], test: str, status: str, reason: str = "") -> None:
+def assert_status(found: dict[str, infra_report.TestOutcome], test: str, status: str, reason: str = "") -> None:
     outcome = found[test]
     assert outcome.status == status and reason in outcome.message, outcome
 
