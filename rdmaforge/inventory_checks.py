@@ -982,11 +982,11 @@ _ENI_ADDRESS_ALLOWED = ("an IPv4 address with its prefix length, such as 10.0.1.
                         "address is taken as /32)")  # fmt: skip
 
 
-def _ipv4_network(address: object) -> ipaddress.IPv4Network | None:
-    """The subnet of an eni_addresses value as tuning.eni_plan reads it (ipaddress.IPv4Interface); None when the
-    plan would raise on it. Only text: an integer IPv4Interface would take is no address anyone means."""
+def _ipv4_interface(address: object) -> ipaddress.IPv4Interface | None:
+    """An eni_addresses value as tuning.eni_plan reads it (ipaddress.IPv4Interface: its address and subnet); None
+    when the plan would raise on it. Only text: an integer IPv4Interface would take is no address anyone means."""
     try:
-        return ipaddress.IPv4Interface(address).network if isinstance(address, str) else None
+        return ipaddress.IPv4Interface(address) if isinstance(address, str) else None
     except ValueError:
         return None
 
@@ -1007,12 +1007,14 @@ def eni_address_problems(host: str, values: Mapping[str, object]) -> list[Proble
             message = (f"{host}: eni_addresses names {nic}, which is not in eni_interfaces ({nics}), so the eni role "
                        f"would never use it; allowed: a NIC of eni_interfaces, or add {nic} there")
             found.append(Problem(host, f"eni_addresses.{nic}", message))
+    interfaces = {nic: _ipv4_interface(value) for nic, value in addresses.items()}
     for nic, value in addresses.items():
-        if _ipv4_network(value) is None:
+        interface = interfaces[nic]
+        if interface is None:
             message = f"{host}: eni_addresses.{nic}={show(value)} is not allowed; allowed: {_ENI_ADDRESS_ALLOWED}"
             found.append(Problem(host, f"eni_addresses.{nic}", message))
             continue
-        unusable = _unusable_host_address(ipaddress.IPv4Interface(str(value)))
+        unusable = _unusable_host_address(interface)
         if unusable:
             message = (f"{host}: eni_addresses.{nic}={show(value)} is {unusable}, which no NIC can use as its "
                        f"address; allowed: {_ENI_ADDRESS_ALLOWED}")  # fmt: skip
@@ -1026,15 +1028,17 @@ def eni_address_problems(host: str, values: Mapping[str, object]) -> list[Proble
                        "subnet, such as 10.0.1.1 (the eni role routes IPv4 only), or '' for none")  # fmt: skip
             found.append(Problem(host, variable, message))
             continue
-        network = _ipv4_network(addresses.get(nic))
-        if network is not None and ipaddress.IPv4Address(value) not in network:
+        own = interfaces.get(nic)
+        if own is None:
+            continue
+        network = own.network
+        if ipaddress.IPv4Address(value) not in network:
             message = (f"{host}: {variable}={show(value)} is outside {nic}'s subnet {network} (eni_addresses.{nic}="
                        f"{show(addresses[nic])}); allowed: an address in {network}, or '' for none")  # fmt: skip
             found.append(Problem(host, variable, message))
-        elif network is not None:
+        else:
             # The kernel refuses a route via the NIC's own address (and no router answers at the subnet's network or
             # broadcast address): the eni role wrote the files, reloaded the network and failed its own check.
-            own = ipaddress.IPv4Interface(str(addresses[nic]))
             what = ("the NIC's own address" if ipaddress.IPv4Address(value) == own.ip
                     else _unusable_host_address(ipaddress.IPv4Interface(f"{value}/{network.prefixlen}")))  # fmt: skip
             if what:
@@ -1077,11 +1081,10 @@ def eni_duplicate_problems(nodes: Sequence[NodeInput]) -> list[Problem]:
         addresses = node.values.get("eni_addresses")
         listed = role_defaults.value_of(node.values, "eni_interfaces")
         for nic, value in addresses.items() if isinstance(addresses, Mapping) else ():
-            network = _ipv4_network(value)
-            if network is None or (isinstance(listed, list) and listed and nic not in listed):
+            interface = _ipv4_interface(value)
+            if interface is None or (isinstance(listed, list) and listed and nic not in listed):
                 continue
-            owners.setdefault(str(ipaddress.IPv4Interface(str(value)).ip), []).append(
-                f"{node.name}'s eni_addresses.{nic}")
+            owners.setdefault(str(interface.ip), []).append(f"{node.name}'s eni_addresses.{nic}")
     found = []
     in_play = {n.name for n in nodes if n.in_play}
     for address, where in owners.items():
