@@ -406,9 +406,11 @@ def run(
     if interrupted:  # Ansible's processes are gone, the artifacts scrubbed: now the command stops (exit 130)
         raise KeyboardInterrupt
     log.redact(redactor)  # what recap.json, the JUnit reports and the recap table say of failures and warnings
-    stopped = [*(log.hosts if log.stopped_early else []), *left_by_the_playbook(log)]
+    # Ended early for every host: Ansible said so, or a playbook run ended without its stats (Ansible died).
+    ended_early = log.stopped_early or (log.stats is None and request.playbook is not None)
+    stopped = [*(log.hosts if ended_early else []), *left_by_the_playbook(log)]
     recaps = (from_stats(log.stats, log.hosts, stopped, request.check) if log.stats
-              else recaps_from_events(log, playbook=request.playbook is not None, check=request.check))  # fmt: skip
+              else recaps_from_events(log, stopped, request.check))  # fmt: skip
     return Outcome(
         status=status,
         rc=rc,
@@ -536,13 +538,13 @@ def left_by_the_playbook(log: EventLog) -> list[str]:
     return [host for host, facts in log.facts.items() if facts.get(LEFT_FACT)]
 
 
-def recaps_from_events(log: EventLog, playbook: bool = False, check: bool = False) -> dict[str, HostRecap]:
+def recaps_from_events(log: EventLog, stopped: Sequence[str] = (), check: bool = False) -> dict[str, HostRecap]:
     """Ad-hoc runs emit no stats: count what the events say per host. A playbook run without its stats ended before
     the end (Ansible died: a worker killed by the OOM killer, a strategy plugin's crash, ansible-playbook killed):
-    a host it reached without a failure or an unreachable result is STOPPED, never ok (review round 36: they were
-    ok, and passed in JUnit)."""
+    the caller names every host it reached in ``stopped``, so one without a failure or an unreachable result is
+    STOPPED, never ok (review round 36: they were ok, and passed in JUnit)."""
     counts: dict[str, dict[str, int]] = {"ok": {}, "failures": {}, "dark": {}}
     for host in log.hosts:
         key = "dark" if log.unreachable(host) else "failures" if log.failures(host) else "ok"
         counts[key][host] = 1
-    return from_stats(counts, log.hosts, log.hosts if playbook else left_by_the_playbook(log), check)
+    return from_stats(counts, log.hosts, stopped, check)
