@@ -21,6 +21,11 @@ def nvcc_gencode(archs: list[str], supported: list[str], host: str = "", cuda: s
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def nccl_arch_problem(archs: object, new_archs: object = ()) -> str:
+    """nccl_build.arch_list_problem, with "" for none (a template's None would be the text "None")."""
+    return nccl_build.arch_list_problem(archs, new_archs) or ""
+
+
 def nccl_version_code(version: str) -> int:
     try:
         return nccl_build.version_code(version)
@@ -49,6 +54,7 @@ class FilterModule:
             "rdmaforge_nccl_version_code": nccl_version_code,
             "rdmaforge_nccl_uncovered_caps": nccl_build.uncovered_caps,
             "rdmaforge_nccl_arch_for": nccl_build.arch_for,
+            "rdmaforge_nccl_arch_problem": nccl_arch_problem,
             "rdmaforge_nccl_current_builds": nccl_build.current_builds,
             "rdmaforge_nccl_other_sources": nccl_build.other_sources,
             "rdmaforge_build_manifest": nccl_build.manifest_of,

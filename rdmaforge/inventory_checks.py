@@ -1350,10 +1350,6 @@ def _mapping_of(values: Mapping[str, object], variable: str) -> Mapping[str, Any
     return value if isinstance(value, Mapping) else {}
 
 
-#: A CUDA arch as nccl_build takes it (roles/nccl_build/tasks/validate.yml holds the same rule for -e on its own).
-_CUDA_ARCH = re.compile(r"sm_[0-9]{2,3}[a-z]?")
-
-
 def fact_free_role_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
     """Role checks that need no fact, made with the inventory's, before any node is connected to: the roles'
     validate.yml (which preflight runs after gathering facts) holds them too, for a role run on its own. Late, they
@@ -1382,10 +1378,11 @@ def fact_free_role_problems(host: str, values: Mapping[str, object]) -> list[Pro
                                  f"nccl_env would give this node none of its NCCL settings; allowed: a table with a "
                                  f"{profile!r} profile (it has {have}), or leave nccl_env_profiles unset for the "
                                  "role's"))  # fmt: skip
+    # The same rule as roles/nccl_build/tasks/validate.yml (a role run on its own, -e): nccl_build.arch_list_problem.
     archs = values.get("nccl_cuda_archs")
-    if isinstance(archs, list) and not (archs and all(isinstance(a, str) and _CUDA_ARCH.fullmatch(a) for a in archs)):
-        found.append(Problem(host, "nccl_cuda_archs", f"{host}: nccl_cuda_archs={show(archs)} is not allowed; allowed: "
-                                                      "a non-empty list of sm_NN names, such as ['sm_80', 'sm_90']"))
+    if isinstance(archs, list) and (why := nccl_build.arch_list_problem(
+            archs, role_defaults.value_of(values, "nccl_build_new_archs"))):  # fmt: skip
+        found.append(Problem(host, "nccl_cuda_archs", f"{host}: nccl_cuda_archs={show(archs)} is not allowed; {why}"))
     return found
 
 

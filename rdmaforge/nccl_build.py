@@ -14,7 +14,19 @@ from typing import Any
 
 from rdmaforge.plain_data import show
 
-_ARCH = re.compile(r"^sm_([0-9]{2,3})([a-z]?)$")
+#: An arch name as nvcc takes it after ``code=``: sm_NN, sm_90a (one chip's features), sm_100f (one family's).
+_ARCH = re.compile(r"^sm_([0-9]{2,3})([af]?)$")
+
+#: Every GPU arch some nvcc from CUDA 8 (the oldest NCCL 2 builds with) to CUDA 13.0 builds: its
+#: `--list-gpu-code`, plus the `a` and `f` variants it builds without listing them (`nvcc -gencode
+#: arch=compute_90a,code=sm_90a` builds on CUDA 13.0; compute_80a is "Unsupported gpu architecture"). sm_101 is
+#: CUDA 12.8's name of CUDA 13's sm_110. Preflight refuses a name outside it (and nccl_build_new_archs) before any
+#: node is touched: a typo or an arch nvcc never had failed only at the build, after every other role had run.
+CUDA_ARCHS = (
+    "sm_30 sm_32 sm_35 sm_37 sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 "
+    "sm_90 sm_90a sm_100 sm_100a sm_100f sm_101 sm_101a sm_101f sm_103 sm_103a sm_103f sm_110 sm_110a sm_110f "
+    "sm_120 sm_120a sm_120f sm_121 sm_121a sm_121f"
+).split()
 
 
 class ArchError(ValueError):
@@ -29,6 +41,21 @@ def parse_nvcc_version(text: str) -> str:
     return match.group(1)
 
 
+def arch_list_problem(archs: object, new_archs: object = ()) -> str | None:
+    """Why ``archs`` (nccl_cuda_archs) cannot be built by any nvcc, or None: not a non-empty list of arch names, or
+    a name neither in :data:`CUDA_ARCHS` nor in ``new_archs`` (nccl_build_new_archs: archs newer than the table,
+    which the builder's nvcc still judges). The text follows "nccl_cuda_archs=... is not allowed; "."""
+    known = [*CUDA_ARCHS, *(a for a in (new_archs if isinstance(new_archs, list) else []) if isinstance(a, str))]
+    if not (isinstance(archs, list) and archs and all(isinstance(a, str) and _ARCH.match(a) for a in archs)):
+        return "allowed: a non-empty list of sm_NN names, such as ['sm_80', 'sm_90']"
+    unknown = [a for a in dict.fromkeys(archs) if a not in known]
+    if not unknown:
+        return None
+    return (f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a GPU arch that nvcc (CUDA 8 to 13.0) "
+            f"builds; allowed: {', '.join(CUDA_ARCHS)}, or an arch newer than these also listed in "
+            "nccl_build_new_archs")  # fmt: skip
+
+
 def nvcc_gencode(archs: Sequence[str], supported: Sequence[str], host: str = "", cuda: str = "") -> str:
     """NVCC_GENCODE for the given archs ("sm_80" -> "-gencode=arch=compute_80,code=sm_80").
 
@@ -41,7 +68,7 @@ def nvcc_gencode(archs: Sequence[str], supported: Sequence[str], host: str = "",
     if malformed:
         raise ArchError(f"{host}: nccl_cuda_archs {malformed} are not arch names; allowed form: sm_<NN>, "
                         f"one of {', '.join(supported)}")  # fmt: skip
-    unsupported = [a for a in archs if a not in supported]
+    unsupported = [a for a in archs if not _buildable(a, supported)]
     if unsupported:
         raise ArchError(f"{host}: nccl_cuda_archs {unsupported} cannot be built by nvcc {cuda or '(detected)'}; "
                         f"allowed: {', '.join(supported)}")  # fmt: skip
@@ -50,6 +77,13 @@ def nvcc_gencode(archs: Sequence[str], supported: Sequence[str], host: str = "",
         number = arch.removeprefix("sm_")
         parts.append(f"-gencode=arch=compute_{number},code={arch}")
     return " ".join(parts)
+
+
+def _buildable(arch: str, supported: Sequence[str]) -> bool:
+    """Whether an nvcc whose `--list-gpu-code` is ``supported`` builds ``arch``: that list names no sm_90a or
+    sm_100f, which nvcc builds where it lists their base arch (a suffix nvcc lacks is refused by preflight)."""
+    parts = _ARCH.match(arch)
+    return arch in supported or bool(parts and parts.group(2) and f"sm_{parts.group(1)}" in supported)
 
 
 def arch_runs_on(arch: str, cap: str) -> bool:

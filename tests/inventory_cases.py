@@ -914,6 +914,16 @@ CASES: list[Case] = [
         },  # fmt: skip
     ),
     Case(
+        # sm_10 has the form but no nvcc of CUDA 8 or later builds it: it failed only at nccl_build's detect step,
+        # after every role before it had changed the nodes.
+        "nccl-cuda-arch-no-nvcc-builds",
+        lambda d, n: d.set(n.a, "nccl_cuda_archs", ["sm_80", "sm_10"]),
+        lambda n: {
+            n.a: [f'{n.a}: nccl_cuda_archs=["sm_80", "sm_10"] is not allowed; sm_10 is not a GPU arch that nvcc '
+                  "(CUDA 8 to 13.0) builds; allowed: sm_30, sm_32"]
+        },  # fmt: skip
+    ),
+    Case(
         "eni-count-differs-from-gpu-count",
         _eni_per_gpu,
         lambda n: {

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import jinja2
@@ -57,6 +60,62 @@ def test_real_nvcc_list_agrees_with_the_validation() -> None:
     if int(release.split(".")[0]) >= 13:
         with pytest.raises(nccl_build.ArchError):
             nccl_build.nvcc_gencode(["sm_70"], codes, cuda=release)
+
+
+def test_suffixed_archs_are_built_where_nvcc_lists_their_base() -> None:
+    # CUDA 13.0's `--list-gpu-code` (above) names no sm_90a or sm_100f, yet its nvcc builds both: they were refused.
+    assert nccl_build.nvcc_gencode(["sm_90a", "sm_100f"], CUDA13_CODES) == (
+        "-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_100f,code=sm_100f"
+    )
+    cuda11_codes = "sm_35 sm_37 sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86".split()
+    with pytest.raises(nccl_build.ArchError, match=r"\['sm_90a'\] cannot be built by nvcc 11.2"):
+        nccl_build.nvcc_gencode(["sm_90a"], cuda11_codes, cuda="11.2")
+
+
+@pytest.mark.parametrize(
+    ("archs", "new_archs", "unknown"),
+    [
+        (["sm_80", "sm_10"], [], "sm_10 is"),  # the form, but no nvcc since CUDA 8 builds it
+        (["sm_999", "sm_80a", "sm_999"], [], "sm_999, sm_80a are"),  # each named once; sm_80a: nvcc has no such arch
+        (["sm_130"], ["sm_140"], "sm_130 is"),
+    ],
+)
+def test_archs_no_nvcc_builds_are_named_before_the_build(archs: list[str], new_archs: list[str], unknown: str) -> None:
+    problem = nccl_build.arch_list_problem(archs, new_archs)
+    assert problem is not None and problem.startswith(f"{unknown} not a GPU arch that nvcc (CUDA 8 to 13.0) builds")
+    assert "allowed: sm_30, sm_32, sm_35" in problem and problem.endswith("also listed in nccl_build_new_archs")
+
+
+def test_arch_list_problem_lets_known_and_declared_archs_through() -> None:
+    assert nccl_build.arch_list_problem(["sm_80", "sm_90a", "sm_100f", "sm_121"]) is None
+    assert nccl_build.arch_list_problem(["sm_80", "sm_130"], ["sm_130"]) is None
+    for bad in ([], ["80"], ["sm_90z"], "sm_80", [80], None):
+        assert nccl_build.arch_list_problem(bad) == "allowed: a non-empty list of sm_NN names, such as ['sm_80', 'sm_90']"
+
+
+def _nvcc_builds(arch: str) -> bool:
+    number = arch.removeprefix("sm_")
+    argv = [str(NVCC), "--dryrun", "-x", "cu", "-c", "/dev/null", "-o", "/dev/null",
+            f"-gencode=arch=compute_{number},code={arch}"]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.skipif(not NVCC.exists(), reason="no nvcc at /usr/local/cuda on this machine")
+def test_the_arch_checks_agree_with_the_real_nvcc() -> None:
+    """For every arch of the table, and some that no nvcc has: preflight's check and the build's check together let
+    through exactly what this machine's nvcc builds (nvcc --dryrun is the judge)."""
+    codes = subprocess.run([str(NVCC), "--list-gpu-code"], capture_output=True, text=True, check=True).stdout.split()
+    disagree = []
+    for arch in [*nccl_build.CUDA_ARCHS, "sm_10", "sm_80a", "sm_89a", "sm_90f", "sm_75a", "sm_999"]:
+        try:
+            nccl_build.nvcc_gencode([arch], codes)
+            ours = nccl_build.arch_list_problem([arch]) is None
+        except nccl_build.ArchError:
+            ours = False
+        if ours != _nvcc_builds(arch):
+            disagree.append(f"{arch}: rdmaforge {'builds' if ours else 'refuses'}, nvcc does not agree")
+    assert not disagree, disagree
+    assert "sm_90a" in nccl_build.CUDA_ARCHS and _nvcc_builds("sm_90a")  # the check above judged a suffixed arch
 
 
 def test_build_id_encodes_version_cuda_archs_and_partial_builds() -> None:
@@ -232,3 +291,30 @@ def test_current_builds_reads_the_build_of_each_current_link() -> None:
     ]
     assert nccl_build.current_builds(results) == ["2.29.7-cuda13.0-sm_80", "2.28.3-cuda13.0-sm_80"]
     assert nccl_build.current_builds([]) == []
+
+
+def run_arch_check(tmp_path: Path, extra_vars: dict[str, object]) -> subprocess.CompletedProcess[str]:
+    """roles/nccl_build/tasks/validate.yml's arch list task, run on its own with -e (a role run without preflight)."""
+    tasks = yaml.safe_load((RESOURCES / "roles" / "nccl_build" / "tasks" / "validate.yml").read_text())
+    chosen = [t for t in tasks if t["name"] == "Check the NCCL arch list"]
+    defaults = yaml.safe_load((RESOURCES / "roles" / "nccl_build" / "defaults" / "main.yml").read_text())
+    play = [{"name": "validate", "hosts": "all", "gather_facts": False,
+             "vars": {"nccl_build_new_archs": defaults["nccl_build_new_archs"]}, "tasks": chosen}]  # fmt: skip
+    playbook = tmp_path / "validate.yml"
+    playbook.write_text(yaml.safe_dump(play, sort_keys=False))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(RESOURCES / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "gpu-a,", "-c", "local",
+            "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps(extra_vars), str(playbook)]  # fmt: skip
+    return subprocess.run(argv, cwd=RESOURCES, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_the_role_refuses_an_arch_no_nvcc_builds_on_its_own(tmp_path: Path) -> None:
+    refused = run_arch_check(tmp_path, {"nccl_cuda_archs": ["sm_80", "sm_10"]})
+    assert refused.returncode == 2, refused.stdout
+    assert ('gpu-a: nccl_cuda_archs=["sm_80", "sm_10"] is not allowed; sm_10 is not a GPU arch that nvcc (CUDA 8 '
+            "to 13.0) builds") in " ".join(refused.stdout.split()), refused.stdout  # fmt: skip
+    assert run_arch_check(tmp_path, {"nccl_cuda_archs": ["sm_90a", "sm_100f"]}).returncode == 0
+    declared = run_arch_check(tmp_path, {"nccl_cuda_archs": ["sm_130"], "nccl_build_new_archs": ["sm_130"]})
+    assert declared.returncode == 0, declared.stdout
+    malformed = run_arch_check(tmp_path, {"nccl_cuda_archs": ["80"]})
+    assert malformed.returncode == 2 and "allowed: a non-empty list of sm_NN names" in malformed.stdout
