@@ -577,9 +577,31 @@ def _build_value(values: Mapping[str, object], variable: str) -> object:
 _BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
 
 
-def _differs(value: object, reference: object) -> bool:
+@functools.lru_cache(maxsize=4)
+def _numeric_options(roles_dir: str) -> frozenset[str]:
+    """The role options whose argument spec takes a number (int or float)."""
+    options = merged_argument_specs(discover_argument_specs(roles_dir))["options"]
+    return frozenset(name for name, option in options.items() if option.get("type") in ("int", "float"))
+
+
+def _compared_form(variable: str, value: object) -> object:
+    """What the role makes of ``value``: a number option's 60, "60" and 60.0 are one number; a key fingerprint is
+    compared without its blanks and in capitals, as roles/rdma_repos checks it (review round 36e: both were refused
+    as different values)."""
+    if variable == "rdma_repos_erdma_gpg_fingerprint" and isinstance(value, str):
+        return re.sub(r"\s", "", value).upper()
+    if variable in _numeric_options(str(paths.ROLES_DIR)) and not isinstance(value, bool):
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            return str(value)
+    return str(value)
+
+
+def _differs(value: object, reference: object, variable: str = "") -> bool:
     """Two nodes' values of one cluster-wide variable differ: 32 and "32" (-e, an INI host line) are one value, so
-    are true and "true" or "yes" (review round 24); a template is the role's to evaluate, not compared."""
+    are true and "true" or "yes" (review round 24), and 60.0 and 60 where ``variable`` takes a number; a template is
+    the role's to evaluate, not compared."""
     if _templated(value) or _templated(reference):
         return False
 
@@ -588,7 +610,7 @@ def _differs(value: object, reference: object) -> bool:
 
     if boolean(value) and boolean(reference):
         return ansible_bool(value) != ansible_bool(reference)
-    return str(value) != str(reference)
+    return _compared_form(variable, value) != _compared_form(variable, reference)
 
 
 def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") -> list[Problem]:
@@ -611,7 +633,7 @@ def cluster_wide_problems(nodes: Sequence[NodeInput], group: str = "cluster") ->
             reference = value_of(first.values, variable)
             for node in nodes[1:]:
                 value = value_of(node.values, variable)
-                if node.in_play and _differs(value, reference):
+                if node.in_play and _differs(value, reference, variable):
                     found.append(Problem(node.name, variable, f"{node.name}: {variable}={show(value)} differs from "
                                                               f"{first.name}'s {show(reference)}; allowed: one value "
                                                               f"for every node of group {group} ({why})"))  # fmt: skip

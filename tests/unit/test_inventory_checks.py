@@ -1724,6 +1724,32 @@ def test_a_build_setting_that_differs_between_nodes_is_refused(variable: str, va
     assert not [line for lines in checks.inventory_report(same).values() for line in lines if "differs from" in line]
 
 
+@pytest.mark.parametrize(("variable", "first", "other"), [
+    ("benchmark_timeout", 600, "600.0"), ("benchmark_timeout", "600", 600.0), ("benchmark_e2e_steps", 100, " 100"),
+    ("rdma_repos_erdma_gpg_fingerprint", "0123 4567 89AB CDEF 0123  4567 89AB CDEF 0123 4567",
+     "0123456789abcdef0123456789abcdef01234567"),
+])  # fmt: skip
+def test_one_value_written_two_ways_is_one_value_cluster_wide(variable: str, first: object, other: object) -> None:
+    """60 and 60.0 of a number option are the number the role uses on both nodes, and a fingerprint with gpg's blanks
+    or in lowercase is the one roles/rdma_repos compares: each was refused as a difference (review round 36e)."""
+    nodes = [NodeInput("node1", "198.18.0.1", "erdma", values={"rdmaforge_fabric": "erdma", variable: first}),
+             NodeInput("node2", "198.18.0.2", "erdma", values={"rdmaforge_fabric": "erdma", variable: other})]
+    assert not [line for lines in checks.inventory_report(nodes).values() for line in lines if "differs from" in line]
+
+
+@pytest.mark.parametrize(("variable", "first", "other"), [
+    ("benchmark_timeout", 600, "601"), ("benchmark_timeout", "600", 601.0), ("nccl_build_git_ref", "2.2", "2.20"),
+    ("rdma_repos_erdma_gpg_fingerprint", "0123456789ABCDEF0123456789ABCDEF01234567",
+     "0123456789ABCDEF0123456789ABCDEF01234568"),
+])  # fmt: skip
+def test_values_that_differ_still_differ_cluster_wide(variable: str, first: object, other: object) -> None:
+    """A text option's "2.2" and "2.20" are two git refs, not one number."""
+    nodes = [NodeInput("node1", "198.18.0.1", "erdma", values={"rdmaforge_fabric": "erdma", variable: first}),
+             NodeInput("node2", "198.18.0.2", "erdma", values={"rdmaforge_fabric": "erdma", variable: other})]
+    lines = checks.inventory_report(nodes).get("node2", [])
+    assert any(line.startswith(f"node2: {variable}={checks.show(other)} differs from node1's") for line in lines), lines
+
+
 def test_a_boolean_gpu_count_is_refused() -> None:
     """doctor_expected_gpus: true passed (the spec's int takes true as 1), and doctor later said it is no count."""
     assert report_of(doctor_expected_gpus=True) == [
