@@ -85,7 +85,9 @@ options:
     type: bool
     default: false
   command_timeout:
-    description: Seconds each recorded command may run before it counts as drifted.
+    description:
+      - Seconds each recorded command (and each query of the node's state) may run. One that runs longer is not
+        verified - O(state=check) is then not in sync - and O(state=record) writes a record that is never in sync.
     type: int
     default: 30
 attributes:
@@ -185,6 +187,7 @@ from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resourc
     NAME_KINDS,
     file_sha256,
     observe_listing,
+    shape_problem,
 )
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.converge_resources import merge as merge_resources
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.gpu_topology import gpu_functions
@@ -235,6 +238,12 @@ def observe_path(path: str) -> dict[str, Any]:
     return dict(meta, type="file", size=st.st_size, sha256=sha256)
 
 
+#: Each command of this module run that timed out (argv joined): its output is unknown, and the same "timed out"
+#: at the record and at the check made a hung `ip` or package query compare equal (review round 37c). A check with
+#: any is not in sync; a record with any is unverifiable. (One module run per process; appended from threads.)
+TIMED_OUT: list[str] = []
+
+
 def _run(argv: list[str], timeout: int) -> tuple[int, str]:
     env = dict(os.environ, LC_ALL="C", LANG="C")
     try:
@@ -242,6 +251,7 @@ def _run(argv: list[str], timeout: int) -> tuple[int, str]:
     except FileNotFoundError:
         return 127, ""
     except subprocess.TimeoutExpired:
+        TIMED_OUT.append(" ".join(argv))
         return -1, f"timed out after {timeout}s"
     except OSError as exc:
         return 126, str(exc)
@@ -484,10 +494,12 @@ def compare(
     resources = record.get("resources") or {}
     unverifiable = resources.get("unverifiable") or []
     if unverifiable:
-        return ["the recorded converge ran tasks with no drift check: {}".format(", ".join(unverifiable[:5]))], False
+        return ["the record holds what no check can verify: {}".format(", ".join(unverifiable[:5]))], False
     node = _differences("fingerprint", record.get("fingerprint") or {}, fingerprint(reading))
     seen = record.get("observations") or {}
     now = observe(resources, reading.timeout)
+    if TIMED_OUT:
+        return [timed_out_reason(reading.timeout)], False
     own: list[str] = []
     for kind in NAME_KINDS:
         own += _differences(kind[:-1], seen.get(kind) or {}, now[kind])
@@ -508,6 +520,11 @@ def compare(
                 )
             )
     return node + own + commands, bool(own or commands) and not node
+
+
+def timed_out_reason(timeout: int) -> str:
+    shown = ", ".join(f"`{argv}`" for argv in dict.fromkeys(TIMED_OUT[:5]))
+    return f"{shown} timed out after {timeout}s (converge_state_command_timeout): not verified"
 
 
 def compare_record(
@@ -604,7 +621,7 @@ def write_record(module: AnsibleModule, path: str, record: dict[str, Any]) -> bo
         with open(path, encoding="utf-8") as handle:
             if handle.read() == text:
                 return False
-    except OSError:
+    except (OSError, ValueError):  # unreadable or not UTF-8: a damaged record, written anew (it tracebacked)
         pass
     if module.check_mode:
         return True
@@ -638,19 +655,29 @@ def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     path, digest, timeout = params["path"], params["digest"], params["command_timeout"]
+    if timeout < 1:  # 0 timed every command out, and the record and the check then agreed on nothing read
+        module.fail_json(msg=f"command_timeout={timeout} is not allowed; allowed: a whole number of seconds, 1 or more "
+                             "(converge_state_command_timeout)")  # fmt: skip
+    problem = shape_problem(params["resources"])
+    if problem:
+        module.fail_json(msg=f"resources: {problem}")
     if params["state"] == "record":
         ran = params["resources"] or {}
         resources, stored_observations = resources_to_record(path, digest, ran, params["merge"])
         observations = observe(resources, timeout)
         if stored_observations:
             observations = keep_stored_observations(observations, stored_observations, ran)
+        node = fingerprint(NodeReading(timeout))
+        if TIMED_OUT:  # what was not read cannot be checked later: the next check converges in full
+            unverifiable = [*(resources.get("unverifiable") or []), timed_out_reason(timeout)]
+            resources = dict(resources, unverifiable=unverifiable)
         record = {
             "format": FORMAT,
             "digest": digest,
             "cluster_digest": params["cluster_digest"],
             "controller_files": params["controller_files"],
             "resources": resources,
-            "fingerprint": fingerprint(NodeReading(timeout)),
+            "fingerprint": node,
             "observations": observations,
             "summary": params["summary"] or {},
         }

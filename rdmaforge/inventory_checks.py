@@ -721,6 +721,8 @@ WHOLE_NUMBERS: dict[str, WholeNumber] = {
     "hugepages_reboot_lock_poll": WholeNumber(1, 3600, "seconds between looks"),
     "hugepages_reboot_lock_stale_after": WholeNumber(60, 604800, "seconds"),
     "nccl_build_timeout": WholeNumber(1, None, "seconds"),
+    # 0 timed out every command of the fast path's check and its record alike (library/converge_state.py)
+    "converge_state_command_timeout": WholeNumber(1, 3600, "seconds"),
     # make -j0 or -j-4 failed on the builder, in the nccl play (review round 23b); a template stays the role's
     "nccl_build_jobs": WholeNumber(1, 1024, "parallel make jobs"),
     "pairwise_iperf_streams": WholeNumber(1, 128, "parallel streams"),

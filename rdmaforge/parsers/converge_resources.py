@@ -106,3 +106,25 @@ def observe_listing(entry: str) -> Any:
         if depth is not None and level >= depth:
             dirs[:] = []  # their entries would be deeper than find looks
     return sorted(found)
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def shape_problem(resources: Any) -> str | None:
+    """Why ``resources`` (the converge_state module's option) is not a record's resources, or None: text where a
+    list belongs was read one character at a time (``paths: /etc/hosts`` observed ``/``, ``e``, ...), and an empty
+    argv raised IndexError (review round 37c)."""
+    if resources is None:
+        return None
+    for key, value in resources.items():
+        if key in NAME_KINDS + ("effects", "unverifiable") and not _texts(value):
+            return f"{key}={value!r} is not allowed; allowed: a list of text"
+        if key == "commands" and not (isinstance(value, list) and all(_texts(argv) and argv for argv in value)):
+            return f"commands={value!r} is not allowed; allowed: a list of non-empty argv lists of text"
+        if key == PACKAGES and not (isinstance(value, dict) and all(_texts(names) for names in value.values())):
+            return f"packages={value!r} is not allowed; allowed: a mapping of a package manager to a list of names"
+        if key not in KINDS:
+            return f"{key!r} is not a kind of resource; allowed: {', '.join(KINDS)}"
+    return None

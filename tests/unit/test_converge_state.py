@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 import yaml
 
+from rdmaforge import inventory_checks as checks
 from rdmaforge.converge import digest, ledger
+from rdmaforge.inventory_checks import NodeInput
 from rdmaforge.parsers import converge_resources, packages
 from rdmaforge.paths import PROJECT_ROOT
 from tests.unit.adhoc import PY38, Adhoc, run_module
@@ -884,7 +886,7 @@ def test_no_record_unreadable_record_and_unverifiable_record_are_never_in_sync(
     assert "cannot be read" in check(broken).result["reasons"][0]
     _, state = record(tmp_path, {"unverifiable": ["Load a module (module community.general.modprobe)"]})
     reasons = check(state).result["reasons"]
-    assert any("no drift check: Load a module" in reason for reason in reasons), reasons
+    assert any("no check can verify: Load a module" in reason for reason in reasons), reasons
 
 
 def test_a_node_that_skipped_its_own_roles_keeps_what_its_record_checked(tmp_path: Path, managed: dict) -> None:
@@ -1178,3 +1180,71 @@ def test_a_unit_without_a_unit_file_does_not_shift_the_next_units_state(
     run, state = record(tmp_path / "pattern", {"services": ["ssh", "x*"]})
     observed = json.loads(state.read_text())["observations"]["services"]
     assert observed["ssh"] == "active/enabled", observed
+
+
+def test_a_command_timeout_below_one_second_is_refused(tmp_path: Path) -> None:
+    """At 0, every command and the fingerprint's `ip` timed out at the record and at the check alike, and the two
+    "timed out" readings agreed: in sync with drift present (review round 37c)."""
+    args = {"path": str(tmp_path / "state.json"), "digest": "d1", "command_timeout": 0}
+    for state in ("record", "check"):
+        refused = run_module("converge_state", dict(args, state=state, resources={"commands": [["true"]]}))
+        assert refused.rc == 2, refused.result
+        assert refused.result["msg"] == ("command_timeout=0 is not allowed; allowed: a whole number of seconds, 1 or "
+                                         "more (converge_state_command_timeout)")  # fmt: skip
+    assert not (tmp_path / "state.json").exists()
+    # preflight says so first, before any node is touched
+    (line,) = checks.inventory_report([NodeInput("node1", None, "erdma", values={
+        "rdmaforge_fabric": "erdma", "converge_state_command_timeout": 0})])["node1"]  # fmt: skip
+    assert line.startswith("node1: converge_state_command_timeout=0 is not allowed; allowed: a whole number of "
+                           "seconds"), line
+
+
+def test_a_command_that_timed_out_is_not_verified(tmp_path: Path) -> None:
+    """A command slower than command_timeout at the record and at the check compared its "timed out" twice: the
+    same, so in sync, though nothing was read."""
+    state = tmp_path / "state.json"
+    args = {"path": str(state), "digest": "d1", "cluster_digest": "c1", "controller_files": FILES,
+            "command_timeout": 1}  # fmt: skip
+    recorded = run_module("converge_state", dict(args, state="record", resources={"commands": [["sleep", "3"]]}))
+    assert recorded.result["changed"] is True, recorded.result
+    # the record says so: a check of it is never in sync, whatever the next run reads
+    kept = json.loads(state.read_text())["resources"]["unverifiable"]
+    assert kept == ["`sleep 3` timed out after 1s (converge_state_command_timeout): not verified"]
+    checked = run_module("converge_state", args)
+    assert checked.result["in_sync"] is False
+    assert checked.result["reasons"] == ["the record holds what no check can verify: `sleep 3` timed out after 1s "
+                                         "(converge_state_command_timeout): not verified"]
+    # read at the record, too slow at the check: not verified either (the old check compared rc -1 to rc 0: a
+    # "changed output", the node's own drift)
+    slow = tmp_path / "slow.json"
+    args = dict(args, path=str(slow), command_timeout=10)
+    run_module("converge_state", dict(args, state="record", resources={"commands": [["sleep", "2"]]}))
+    checked = run_module("converge_state", dict(args, command_timeout=1))
+    assert checked.result["in_sync"] is False and checked.result["drift_local"] is False, checked.result
+    assert checked.result["reasons"] == ["`sleep 2` timed out after 1s (converge_state_command_timeout): not verified"]
+
+
+@pytest.mark.parametrize(("resources", "message"), [
+    ({"paths": "/etc/hosts"}, "resources: paths='/etc/hosts' is not allowed; allowed: a list of text"),
+    ({"commands": [[]]}, "resources: commands=[[]] is not allowed; allowed: a list of non-empty argv lists of text"),
+    ({"packages": {"apt": "dpkg"}}, "resources: packages={'apt': 'dpkg'} is not allowed; allowed: a mapping of a "
+                                    "package manager to a list of names"),
+    ({"files": ["/etc/hosts"]}, "resources: 'files' is not a kind of resource; allowed: paths, listings, services"),
+])  # fmt: skip
+def test_resources_of_another_shape_are_refused(tmp_path: Path, resources: dict, message: str) -> None:
+    """``paths: /etc/hosts`` was observed one character at a time (/, c, e, h, ...), so an edit of /etc/hosts was
+    never seen; ``commands: [[]]`` raised IndexError."""
+    refused = run_module("converge_state", {"state": "record", "path": str(tmp_path / "s.json"), "digest": "d1",
+                                            "resources": resources})  # fmt: skip
+    assert refused.rc == 2 and refused.result["msg"].startswith(message), refused.result
+
+
+def test_a_record_that_is_not_utf8_is_written_anew(tmp_path: Path) -> None:
+    """The check called it unreadable (a full converge), then the record step raised UnicodeDecodeError on every
+    run, so the damaged record was never replaced."""
+    state = tmp_path / "state.json"
+    state.write_bytes(b"{\xff\xfe")
+    result = run_module("converge_state", {"state": "record", "path": str(state), "digest": "d1",
+                                           "resources": {"paths": [str(state.parent)]}}).result  # fmt: skip
+    assert result.get("changed") is True, result
+    assert json.loads(state.read_text())["digest"] == "d1"

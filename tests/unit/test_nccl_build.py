@@ -86,11 +86,14 @@ def test_archs_no_nvcc_builds_are_named_before_the_build(archs: list[str], new_a
     assert "allowed: sm_30, sm_32, sm_35" in problem and problem.endswith("also listed in nccl_build_new_archs")
 
 
+FORM = "allowed: a non-empty list of sm_NN names, such as ['sm_80', 'sm_90']"
+
+
 def test_arch_list_problem_lets_known_and_declared_archs_through() -> None:
     assert nccl_build.arch_list_problem(["sm_80", "sm_90a", "sm_100f", "sm_121"]) is None
     assert nccl_build.arch_list_problem(["sm_80", "sm_130"], ["sm_130"]) is None
     for bad in ([], ["80"], ["sm_90z"], "sm_80", [80], None):
-        assert nccl_build.arch_list_problem(bad) == "allowed: a non-empty list of sm_NN names, such as ['sm_80', 'sm_90']"
+        assert nccl_build.arch_list_problem(bad) == FORM
 
 
 def _nvcc_builds(arch: str) -> bool:
@@ -304,7 +307,8 @@ def run_arch_check(tmp_path: Path, extra_vars: dict[str, object]) -> subprocess.
     playbook.write_text(yaml.safe_dump(play, sort_keys=False))
     env = {**os.environ, "ANSIBLE_CONFIG": str(RESOURCES / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "gpu-a,", "-c", "local",
-            "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps(extra_vars), str(playbook)]  # fmt: skip
+            "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps(extra_vars),
+            str(playbook)]  # fmt: skip
     return subprocess.run(argv, cwd=RESOURCES, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
