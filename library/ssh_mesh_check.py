@@ -102,7 +102,8 @@ def _probe_once(ssh: str, target: str, user: str | None, identity: str | None, t
     argv = [ssh, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"ConnectTimeout={timeout}"]
     if identity:
         argv += ["-i", identity]
-    argv += [f"{user}@{target}" if user else target, "true"]
+    # "--": what follows is the destination, never an option (a target "-oProxyCommand=..." ran a local command)
+    argv += ["--", f"{user}@{target}" if user else target, "true"]
     try:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout + 10)
     except subprocess.TimeoutExpired:
@@ -127,6 +128,14 @@ def main() -> None:
     params = module.params
     if params["parallel"] < 1:
         module.fail_json(msg=f"parallel={params['parallel']}: allowed values are 1 or more")
+    for name in ("timeout", "retries"):
+        if params[name] < (1 if name == "timeout" else 0):
+            module.fail_json(msg=f"{name}={params[name]}: allowed values are {1 if name == 'timeout' else 0} or more")
+    named = [("targets", t) for t in params["targets"]] + ([("user", params["user"])] if params["user"] else [])
+    for option, value in named:
+        if not value or value.startswith("-") or any(c.isspace() or not c.isprintable() for c in value):
+            module.fail_json(msg=f"{option}: {value!r} is not allowed; allowed: a host name or address (a user name "
+                                 "for user) that does not start with '-' and has no blanks or control characters")
     targets = list(dict.fromkeys(params["targets"]))
     with ThreadPoolExecutor(max_workers=min(params["parallel"], max(1, len(targets)))) as pool:
         results = dict(

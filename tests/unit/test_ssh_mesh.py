@@ -341,3 +341,23 @@ def test_the_ssh_check_alone_refuses_to_check_by_nothing(tmp_path: Path) -> None
     said = " ".join(proc.stdout.split())
     assert "localhost: ssh_trust_check_by=[] names nothing to check by; allowed: address, name, or both" in said
     assert "Reach the peer nodes over SSH" not in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"targets": ["-oProxyCommand=touch {mark}"]}, "targets: '-oProxyCommand=touch {mark}' is not allowed; allowed:"),
+    ({"targets": ["127.0.0.1"], "user": "-oProxyCommand=touch {mark}"}, "user: '-oProxyCommand=touch {mark}' is not"),
+    ({"targets": ["node1 -oProxyCommand=x"]}, "targets: 'node1 -oProxyCommand=x' is not allowed"),
+    ({"targets": ["127.0.0.1"], "timeout": 0}, "timeout=0: allowed values are 1 or more"),
+])  # fmt: skip
+def test_a_target_or_user_read_as_an_ssh_option_is_refused(tmp_path: Path, args: dict, message: str) -> None:
+    """A target "-oProxyCommand=..." went to ssh before the destination, as an option: the module, read-only in
+    check mode too, ran a local command (review round 37c). Refused before any ssh runs, which --check proves."""
+    from tests.unit.adhoc import run_module
+
+    mark = tmp_path / "ran"
+    filled = {k: [t.format(mark=mark) for t in v] if k == "targets" else v for k, v in args.items()}
+    if isinstance(filled.get("user"), str):
+        filled["user"] = filled["user"].format(mark=mark)
+    refused = run_module("ssh_mesh_check", filled, "--check")
+    assert refused.rc == 2 and refused.result["msg"].startswith(message.format(mark=mark)), refused.result
+    assert not mark.exists()
