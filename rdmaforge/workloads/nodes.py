@@ -109,6 +109,15 @@ class Node:
                            gpus=self.gpus)  # fmt: skip
 
 
+class ContainerFallback(NamedTuple):
+    """A node's setting that the host's net plugin makes harmless there but not in a container (no plugin)."""
+
+    host: str
+    fabric: str
+    plugin: str | None
+    fallback: nccl_env.Fallback
+
+
 @dataclass
 class Cluster:
     nodes: list[Node]
@@ -119,6 +128,9 @@ class Cluster:
     #: kubeflow.rdma_access_findings checks), so an ACS render of seed 002 needs no docker device list.
     docker_problems: list[str] = field(default_factory=list)
     docker_warnings: list[str] = field(default_factory=list)
+    #: Settings that send NCCL to TCP sockets in the containers only: a host's net plugin (nccl_plugin_provider)
+    #: carries RDMA with NCCL_IB_DISABLE set on the host, but the containers do not load it (container_fallbacks).
+    container_fallbacks: list[ContainerFallback] = field(default_factory=list)
 
     @property
     def first(self) -> str:
@@ -461,10 +473,18 @@ def build_cluster(
         cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(checked)]
         plugin = _net_plugin(host.name, variables, fabric_name, cluster.problems)
         if fabrics.is_rdma(fabric_name):  # preflight's rule (inventory_checks.rdma_fallback_problems), on the files
+            on_host = nccl_env.rdma_fallbacks(checked, plugin)
             cluster.problems += [
                 f"{host.name}: NCCL settings (rdmaforge_fabric={fabric_name}, nccl_plugin_provider={plugin}): "
                 f"{f.why}; allowed: {f.allowed} (nccl_env_overrides, {PREFIX}env), or a net plugin "
-                f"(nccl_plugin_provider)" for f in nccl_env.rdma_fallbacks(checked, plugin)
+                f"(nccl_plugin_provider)" for f in on_host
+            ]
+            # The plugin is the host's (a directory registered with ld.so): no container mounts it, so the containers
+            # are judged as with none, as the ACS check judges its pods.
+            named_on_host = {f.setting for f in on_host}
+            cluster.container_fallbacks += [
+                ContainerFallback(host.name, fabric_name, plugin, f)
+                for f in nccl_env.rdma_fallbacks(checked, "none") if f.setting not in named_on_host
             ]
         unknown = nccl_env.unknown_names(env)
         if unknown and spec_bool(role_defaults.value_of(variables, "nccl_env_strict_names")):
@@ -523,3 +543,20 @@ def gpu_problems(nodes: Iterable[Node], sized_by_count: Sequence[str], given_gpu
                 f"allowed: 1 or more (set {PREFIX}gpus_per_node if the count is wrong)"
             )
     return problems
+
+
+def container_fallback_problems(cluster: Cluster, containers: Sequence[str]) -> list[str]:
+    """One line per node whose NCCL settings would send the ``containers`` rendered ("the docker container", "the
+    MPIJob's pods") to TCP sockets although its own net plugin carries RDMA on the host: the plugin is installed on
+    the host, which no container sees (it is neither mounted nor in the image), so NCCL there has no plugin."""
+    if not containers:
+        return []
+    where = " and ".join(containers)
+    return [
+        f"{found.host}: NCCL settings in {where} (rdmaforge_fabric={found.fabric}): {found.fallback.why}; the host's "
+        f"net plugin (nccl_plugin_provider={found.plugin}) is installed on the host (registered with ld.so), not in "
+        f"{where}, so NCCL there loads none; allowed: {found.fallback.allowed} in the containers "
+        f"({PREFIX}env: {{{found.fallback.setting}: null}} leaves the hosts' setting to the hosts, or "
+        f"nccl_env_overrides)"
+        for found in cluster.container_fallbacks
+    ]

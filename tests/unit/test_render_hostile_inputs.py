@@ -82,10 +82,13 @@ def test_render_judges_ib_disable_with_the_inventorys_net_plugin_as_preflight_do
     refused_by_preflight = bool(rdma_fallback_problems("node1", {"rdmaforge_fabric": fabric, **variables}))
     assert refused_by_preflight == (provider == "none")
     plan = cli_plan(inventory_of(fabric, **variables), kinds=["docker", "mpijob"])
+    on_hosts = [p for p in plan.problems if "NCCL_IB_DISABLE" in p and "NCCL settings (rdmaforge_fabric=" in p]
+    assert [line.split(":", 1)[0] for line in on_hosts] == (["node1", "node2"] if refused_by_preflight else [])
+    assert all(f"nccl_plugin_provider={provider})" in line for line in on_hosts), on_hosts
+    # The containers load no plugin, whichever the hosts have (review round 37a): one line per node in either case.
     refused = [p for p in plan.problems if "NCCL_IB_DISABLE" in p]
-    assert [line.split(":", 1)[0] for line in refused] == (["node1", "node2"] if refused_by_preflight else [])
-    assert all(f"nccl_plugin_provider={provider})" in line for line in refused), refused
-    assert bool(plan.files) != refused_by_preflight
+    assert [line.split(":", 1)[0] for line in refused] == ["node1", "node2"], refused
+    assert plan.files == []
 
 
 def test_the_reports_two_cases_erdma_without_plugin_refused_infiniband_with_harp_accepted(
@@ -97,10 +100,38 @@ def test_the_reports_two_cases_erdma_without_plugin_refused_infiniband_with_harp
     err = capsys.readouterr().err
     assert "n1: NCCL settings (rdmaforge_fabric=erdma, nccl_plugin_provider=none): NCCL_IB_DISABLE='1'" in err, err
     assert not (tmp_path / "out1").exists()
+    # harp carries RDMA on the hosts (preflight accepts it), but the docker container does not load the host's
+    # plugin (review round 37a): refused there too, naming the container and the plugin.
     infiniband = _inventory(tmp_path / "infiniband", {"rdmaforge_fabric": "infiniband", "nccl_plugin_provider": "harp",
                                                       "nccl_env_overrides": {"NCCL_IB_DISABLE": 1}})  # fmt: skip
-    assert main(["render", "-i", str(infiniband), "--kind", "docker", "-o", str(tmp_path / "out2")]) == 0
-    assert "-e NCCL_IB_DISABLE=1" in (tmp_path / "out2/docker/n1/rdmaforge-train.sh").read_text()
+    assert main(["render", "-i", str(infiniband), "--kind", "docker", "-o", str(tmp_path / "out2")]) == 64
+    err = capsys.readouterr().err
+    assert ("n1: NCCL settings in the docker container (rdmaforge_fabric=infiniband): NCCL_IB_DISABLE='1'" in err
+            and "(nccl_plugin_provider=harp) is installed on the host" in err), err  # fmt: skip
+    assert not (tmp_path / "out2").exists()
+
+
+# --- review round 37a, finding 1: the containers load no net plugin -------------------------------------------
+
+
+@pytest.mark.parametrize("provider", [None, *PLUGINS])  # None: unset, erdma's own (aiacc)
+@pytest.mark.parametrize("kind", ["docker", "mpijob", "pytorchjob"])
+def test_the_containers_are_judged_without_the_hosts_net_plugin(kind: str, provider: str | None) -> None:
+    """nccl_env_profile: tcp (NCCL_IB_DISABLE: 1 in role nccl_env's profiles) on eRDMA rendered with exit 0: the
+    hosts' aiacc carries RDMA there, but role nccl_plugin installs it on the host and registers it with ld.so
+    (README, nccl_plugin), and no container mounts it: NCCL in the container uses TCP sockets without a word."""
+    variables: dict[str, Any] = {"nccl_env_profile": "tcp"}
+    if provider is not None:
+        variables["nccl_plugin_provider"] = provider
+    plan = cli_plan_unchecked(inventory_of("erdma", **variables), [kind])
+    lines = [p for p in plan.problems if "NCCL_IB_DISABLE" in p]
+    assert [line.split(":", 1)[0] for line in lines] == ["node1", "node2"], plan.problems
+    assert all("allowed: NCCL_IB_DISABLE unset or 0" in line for line in lines), lines
+    assert plan.files == []
+    # Removed from the containers' settings only (the hosts keep the profile's): written.
+    plan = cli_plan_unchecked(inventory_of("erdma", **variables, **{f"{PREFIX}env": {"NCCL_IB_DISABLE": None}}),
+                              [kind])  # fmt: skip
+    assert plan.problems == [] and plan.files, plan.problems
 
 
 @pytest.mark.parametrize("value", ["aiac", "None", None, "", ["aiacc"], 1])
