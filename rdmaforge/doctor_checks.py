@@ -35,7 +35,14 @@ from rdmaforge.nccl_build import (
 from rdmaforge.node_facts import count_gpus, parse_compute_caps
 from rdmaforge.parsers import ld_cache
 from rdmaforge.parsers.hugepages import size_kb
-from rdmaforge.parsers.kernel_cmdline import CmdlineError, arg_key, arg_value, effective_value, split_cmdline
+from rdmaforge.parsers.kernel_cmdline import (
+    CmdlineError,
+    arg_key,
+    arg_value,
+    effective_value,
+    same_value,
+    split_cmdline,
+)
 from rdmaforge.parsers.nccl_env import plugin_api_versions
 from rdmaforge.parsers.rdma_devinfo import Device, Port, judge_port_rates, select_ports
 from rdmaforge.plain_data import ansible_bool, show, whole_number
@@ -399,11 +406,12 @@ def check_hugepages_boot(node: Mapping[str, Any], gpus: int | None) -> tuple[Che
     expected = f"hugepagesz={size} hugepages={planned}"
     sizes = [arg_value(t) for t in tokens if arg_key(t) == "hugepagesz"]
     found = " ".join(t for t in tokens if arg_key(t) in ("hugepages", "hugepagesz", "default_hugepagesz"))
-    if counts != [str(planned)] or sizes != [size]:
+    # Sizes as the kernel reads them: seed 004's 1GB is the role's 1G (the role leaves it as it is; review round 37b).
+    if counts != [str(planned)] or len(sizes) != 1 or not same_value("hugepagesz", sizes[0], size):
         found = found or "no huge page argument"
         return "problem", actual, expected, f"the boot loader configuration has {found}, the plan is {expected}"
     pools = tuning.hugepages_pools(tokens)
-    if pools.get(size) != str(planned):
+    if next((n for s, n in pools.items() if same_value("hugepagesz", s, size)), None) != str(planned):
         sized = ", ".join(f"{n} of {s}" for s, n in pools.items())
         why = (f"the boot loader configuration has {found}: the kernel reads it as {sized} (hugepages= counts pages "
                f"of the hugepagesz= before it); the plan is {expected}")  # fmt: skip

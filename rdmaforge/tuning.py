@@ -441,6 +441,15 @@ def _routes(value: Sequence[Mapping[str, Any]] | str | None) -> list[Mapping[str
     return list(value or [])
 
 
+def _same_network(dst: object, network: str) -> bool:
+    """A route's ``dst`` as ``ip -j route`` prints it is ``network``: a host route prints no /32 ("10.0.1.5"), which
+    the check read as a missing route, so a /32 ENI failed every converge (review round 37b)."""
+    try:
+        return ipaddress.ip_network(str(dst), strict=False) == ipaddress.ip_network(network, strict=False)
+    except ValueError:  # "default", or a dst that is no network
+        return False
+
+
 def eni_problems_by_nic(
     enis: Sequence[Mapping[str, Any]],
     rules: Sequence[Mapping[str, Any]],
@@ -460,7 +469,7 @@ def eni_problems_by_nic(
         if _planned_key(eni) not in have:
             problems.append(f"rule missing: {_rule_text(eni)}")
         routes = _routes(tables.get(name))
-        if not any(r.get("dst") == eni["network"] and r.get("dev") == name for r in routes):
+        if not any(_same_network(r.get("dst"), eni["network"]) and r.get("dev") == name for r in routes):
             problems.append(f"table {eni['table']} has no route to {eni['network']} via {name}")
         if eni.get("gateway") and not any(
             r.get("dst") == "default" and r.get("gateway") == eni["gateway"] for r in routes

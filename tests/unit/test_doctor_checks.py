@@ -532,6 +532,19 @@ def test_boot_arguments_are_read_as_the_shell_and_the_kernel_read_them(texts: li
     assert check_of(doctor.diagnose(nodes), "node2", "hugepages_boot").status == "ok"
 
 
+@pytest.mark.parametrize("spelling", ["1GB", "1024M", "1048576K"])
+def test_seed_004s_spelling_of_the_page_size_is_the_plan(spelling: str) -> None:
+    """Seed 004 writes hugepagesz=1GB; the kernel's memparse reads it as 1G and the role leaves it as it is: doctor
+    called it a problem, which no converge could clear (review round 37b)."""
+    nodes = healthy_ib()
+    nodes["node1"]["grub_defaults"] = [f'GRUB_CMDLINE_LINUX="default_hugepagesz={spelling} hugepagesz={spelling} '
+                                       'hugepages=50"\n']  # fmt: skip
+    boot = check_of(doctor.diagnose(nodes), "node1", "hugepages_boot")
+    assert boot.status == "ok", boot
+    nodes["node1"]["grub_defaults"] = ['GRUB_CMDLINE_LINUX="default_hugepagesz=2M hugepagesz=2M hugepages=50"\n']
+    assert check_of(doctor.diagnose(nodes), "node1", "hugepages_boot").status == "problem"
+
+
 def test_the_drop_in_that_appends_to_the_variable_is_the_plan() -> None:
     nodes = healthy_ib()
     nodes["node1"]["grub_defaults"] = ['GRUB_CMDLINE_LINUX="quiet"\n',

@@ -433,3 +433,29 @@ def test_the_ledger_re_reads_what_the_routing_read_saw():
     plain = ledger.Resources()
     ledger.add_task_result(plain, "read", "rdmaforge.cluster.nic_facts", {"invocation": {"module_args": {}}})
     assert plain.as_dict() == ledger.Resources().as_dict()  # the NICs alone are in the node fingerprint
+
+
+def test_an_eni_with_a_host_address_passes_as_ip_prints_its_route(routing_namespace):
+    """A /32 ENI address: iproute2 prints the host route's dst without /32 ("198.18.201.5"), and the check looked for
+    "198.18.201.5/32": every converge applied the configuration again, waited and failed (review round 37b)."""
+    name, _, _ = routing_namespace
+
+    def ns(*argv: str) -> None:
+        subprocess.run([IP, "-n", name, *argv], check=True, capture_output=True)
+
+    def ip_in_ns(*argv: str) -> list:
+        out = subprocess.run([IP, "-n", name, "-j", *argv], capture_output=True, text=True, check=True).stdout
+        return json.loads(out) if out.strip() else []
+
+    ns("addr", "add", "198.18.201.5/32", "dev", "eni1")
+    ns("route", "add", "198.18.201.5/32", "dev", "eni1", "table", "1002")
+    ns("rule", "add", "from", "198.18.201.5", "lookup", "1002", "priority", "1002")
+    table = ip_in_ns("route", "show", "table", "1002")
+    assert [route["dst"] for route in table] == ["198.18.201.5"]  # what makes the case: no /32 in ip's output
+    plan = {"name": "eni1", "address": "198.18.201.5", "network": "198.18.201.5/32", "table": 1002,
+            "priority": 1002, "gateway": None, "mtu": 8500}  # fmt: skip
+    nics = [{"name": "eni1", "mtu": 8500}]
+    assert eni_state_problems([plan], ip_in_ns("rule", "show"), {"eni1": table}, [], nics) == []
+    ns("route", "del", "198.18.201.5/32", "dev", "eni1", "table", "1002")
+    assert eni_state_problems([plan], ip_in_ns("rule", "show"), {"eni1": []}, [], nics) == [
+        "table 1002 has no route to 198.18.201.5/32 via eni1"]  # fmt: skip
