@@ -36,6 +36,20 @@ def quantity_value(text: object) -> Decimal | None:
         return None
 
 
+def is_extended_resource(name: str) -> bool:
+    """An extended resource (``rdma/hca``, ``nvidia.com/gpu``): a domain-prefixed name outside kubernetes.io."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def extended_problem(quantity: object) -> str | None:
+    """Why the API server refuses a quantity of an extended resource (ValidateResourceRequirements: it is counted in
+    whole units): 500m, 1.5. None for a whole number (or no quantity at all)."""
+    number = quantity_value(quantity)
+    if number is not None and number != int(number):
+        return "not a whole number (Kubernetes counts an extended resource in whole units)"
+    return None
+
+
 def is_multiple(text: object, unit: int) -> bool:
     """Whether a quantity is a positive whole multiple of ``unit`` bytes (hugepages-1Gi: 50Gi, not 50)."""
     value = quantity_value(text)

@@ -19,7 +19,7 @@ from rdmaforge.role_defaults import defaults
 from rdmaforge.stored import MAX_GPUS
 from rdmaforge.text import by_value
 from rdmaforge.workloads import KINDS
-from rdmaforge.workloads.k8s import SHM_VOLUME, is_multiple, quantity_value
+from rdmaforge.workloads.k8s import SHM_VOLUME, extended_problem, is_extended_resource, is_multiple, quantity_value
 
 ROLE_DIR = ROLES_DIR / "workload_manifests"
 ARGUMENT_SPECS_FILE = ROLE_DIR / "meta" / "argument_specs.yml"
@@ -323,22 +323,44 @@ class Reader:
         return str(value)
 
     def memory(self, name: str, optional: bool = False) -> str | None:
-        """A memory quantity of at least MIN_MEMORY_BYTES: a bare 100 is 100 bytes (seed 004 writes 100Gi), a limit
-        no container starts under."""
+        """A memory quantity of at least MIN_MEMORY_BYTES (memory_problem)."""
         value = self.quantity(name, optional)
-        number = quantity_value(value) if value is not None else None
-        if number is not None and number < MIN_MEMORY_BYTES:  # a problem: nothing is written, the value stays
-            self.bad(name, f"is {number} bytes (a number without a unit is bytes)",
-                     "a memory quantity of 64Mi or more, such as 100Gi" + (", or null" if optional else ""))
+        why = memory_problem(value) if value is not None else None
+        if why is not None:  # a problem: nothing is written, the value stays
+            self.bad(name, f"is {why}", MEMORY_ALLOWED + (", or null" if optional else ""))
         return value
 
     def cpu(self, name: str) -> str | None:
-        """A CPU quantity above 0 (seed 002's 128): 0 CPUs is a pod that cannot run."""
+        """A CPU quantity above 0 (cpu_problem)."""
         value = self.quantity(name)
-        number = quantity_value(value) if value is not None else None
-        if number is not None and number <= 0:
-            self.bad(name, "is no CPU at all", "a positive CPU quantity such as 128 or 500m")
+        why = cpu_problem(value) if value is not None else None
+        if why is not None:
+            self.bad(name, f"is {why}", CPU_ALLOWED)
         return value
+
+
+MEMORY_ALLOWED = "a memory quantity of 64Mi or more, such as 100Gi"
+CPU_ALLOWED = "a positive CPU quantity such as 128 or 500m"
+EXTENDED_ALLOWED = "a whole number, such as 1"
+
+
+def memory_problem(quantity: str) -> str | None:
+    """Why a memory limit (a quantity) is none a container starts under: below MIN_MEMORY_BYTES, as a bare 100 is
+    100 bytes (seed 004 writes 100Gi). None when it is enough."""
+    number = quantity_value(quantity)
+    if number is not None and number < MIN_MEMORY_BYTES:
+        return f"{number} bytes (a number without a unit is bytes)"
+    return None
+
+
+def cpu_problem(quantity: str) -> str | None:
+    """Why a CPU limit (a quantity) is none a pod runs with: 0 (seed 002 asks for 128). None when above 0."""
+    number = quantity_value(quantity)
+    if number is not None and number <= 0:
+        return "no CPU at all"
+    return None
+
+
 
 
 #: The least memory a pod's limit may give (Kubernetes starts no container with a few bytes; docker's least is 6m).
@@ -366,6 +388,14 @@ def read_settings(host: str, values: Mapping[str, Any], problems: list[str]) -> 
             r.bad(f"{PREFIX}k8s_extra_resources", f"has {key}={show(value)}, which is not a quantity",
                   _RESOURCE_NAMES_ALLOWED)  # fmt: skip
         else:
+            # The rules of the options that set the same limit (mpijob_memory, acs_cpu) and the API server's.
+            rule = {"memory": (memory_problem, MEMORY_ALLOWED), "cpu": (cpu_problem, CPU_ALLOWED)}.get(key)
+            if rule is None and is_extended_resource(key):
+                rule = (extended_problem, EXTENDED_ALLOWED)
+            why = rule[0](str(value)) if rule is not None else None
+            if rule is not None and why is not None:
+                r.bad(f"{PREFIX}k8s_extra_resources", f"has {key}={show(value)}, which is {why}",
+                      f"for {key}, {rule[1]}")  # fmt: skip
             resources[key] = str(value)
     host_paths: list[HostPath] = []
     raw_paths = r.raw(f"{PREFIX}mpijob_host_paths")

@@ -104,11 +104,6 @@ def pod_template_problems(template: object, where: str, version: str = KUBERNETE
     return problems + resource_problems(template, where)
 
 
-def _extended(name: str) -> bool:
-    """An extended resource (``rdma/hca``, ``nvidia.com/gpu``): a domain-prefixed name outside kubernetes.io."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-
-
 def resource_problems(template: object, where: str) -> list[str]:
     """The API server's rules on container resources that no schema encodes (ValidateResourceRequirements in
     k8s.io/kubernetes pkg/apis/core/validation): a hugepages-<size> quantity is a positive multiple of the page
@@ -135,10 +130,8 @@ def resource_problems(template: object, where: str) -> list[str]:
                         whole = number is not None and page is not None and k8s.whole_multiple(number, page)
                         if page is not None and page > 0 and number is not None and not whole:
                             problems.append(f"{path}: {value} is not a whole multiple of {str(name)[10:]}")
-                    elif _extended(str(name)):
-                        number = k8s.quantity_value(value)
-                        if number is not None and number != int(number):
-                            problems.append(f"{path}: {value} must be an integer (an extended resource)")
+                    elif k8s.is_extended_resource(str(name)) and k8s.extended_problem(value) is not None:
+                        problems.append(f"{path}: {value} must be an integer (an extended resource)")
             hugepages = sorted(n for n in names if n.startswith("hugepages-"))
             if hugepages and not {"cpu", "memory"} & names:
                 problems.append(

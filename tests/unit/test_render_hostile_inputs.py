@@ -568,3 +568,43 @@ def test_acs_pods_are_warned_of_a_socket_interface_that_misses_eth0(value: objec
     # A warning, as for the MPIJob pods: render still writes (the default kinds include acs on every fabric).
     found = [w for w in plan.warnings if "goes into the ACS pods, whose socket interface is eth0 (seed 002)" in w]
     assert bool(found) == refused and not plan.problems, (plan.warnings, plan.problems)
+
+
+# --- review round 37a, finding 2: the extra resources' quantities --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resources", "says"),
+    [
+        # The memory floor and the CPUs of the options that set the same limits (mpijob_memory, acs_cpu): 100 bytes,
+        # 0 CPUs (seed 004 writes 100Gi, seed 002 128).
+        ({"memory": "100"}, "has memory='100', which is 100 bytes (a number without a unit is bytes); allowed: for "
+                            "memory, a memory quantity of 64Mi or more"),
+        ({"memory": 1000}, "has memory=1000, which is 1000 bytes"),
+        ({"cpu": "0"}, "has cpu='0', which is no CPU at all; allowed: for cpu, a positive CPU quantity"),
+        ({"cpu": "0m"}, "has cpu='0m', which is no CPU at all"),
+        # The API server counts an extended resource in whole units (ValidateResourceRequirements).
+        ({"rdma/hca": "500m"}, "has rdma/hca='500m', which is not a whole number"),
+        ({"example.com/foo": "1.5"}, "has example.com/foo='1.5', which is not a whole number"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("kind", ["mpijob", "pytorchjob"])
+def test_an_extra_resource_is_held_to_the_rules_of_the_dedicated_options(
+    kind: str, resources: dict[str, object], says: str
+) -> None:
+    """Only the names and the quantity syntax were checked: 100 bytes of memory, 0 CPUs and half an RDMA device were
+    written (--validate called the first two valid and failed the third only after writing it)."""
+    extra = {**resources, "rdma/hca": resources.get("rdma/hca", 1)}  # the pods' RDMA device plugin
+    variables: dict[str, Any] = {f"{PREFIX}k8s_extra_resources": extra, f"{PREFIX}mpijob_memory": None}
+    plan = cli_plan_unchecked(inventory_of("erdma", **variables), [kind])
+    lines = [p for p in plan.problems if p.startswith(f"node1: {PREFIX}k8s_extra_resources=") and says in p]
+    assert len(lines) == 1, plan.problems
+    assert plan.files == []
+
+
+@pytest.mark.parametrize("resources", [{"memory": "64Mi", "cpu": "500m", "rdma/hca": 1},
+                                       {"memory": "100Gi", "cpu": 128, "rdma/hca": "2", "example.com/foo": "0"}])
+def test_extra_resources_within_the_rules_are_written(resources: dict[str, object]) -> None:
+    variables = {f"{PREFIX}k8s_extra_resources": resources, f"{PREFIX}mpijob_memory": None}
+    plan = cli_plan_unchecked(inventory_of("erdma", **variables), ["mpijob", "pytorchjob"])
+    assert plan.problems == [] and plan.files, plan.problems
