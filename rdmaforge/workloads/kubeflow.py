@@ -159,6 +159,46 @@ def pod_network_ifname_warnings(cluster: Cluster, kinds: Sequence[str]) -> list[
     ]
 
 
+def mpi_interface_warnings(cluster: Cluster, kinds: Sequence[str]) -> list[str]:
+    """The MPIJob's mpirun interfaces (mpijob_tcp_if_include: --mca btl_tcp_if_include and oob_tcp_if_include, names
+    Open MPI matches exactly, or CIDR networks) against what its pods have, as pod_network_ifname_warnings judges
+    NCCL_SOCKET_IFNAME: on the pod network only lo and eth0, so bond0 matches nothing (mpirun cannot reach the
+    workers) and lo alone reaches no other pod; on the node's network the hosts' own interfaces, of which render
+    knows the one NCCL_SOCKET_IFNAME selects. A CIDR network is not judged (render knows no addresses)."""
+    settings = cluster.settings
+    value = settings.mpijob_tcp_if_include
+    if "MPIJob" not in kinds or not cluster.nodes or not value:
+        return []
+    names = value.split(",")
+    if any("/" in name for name in names):
+        return []
+    variable = (f"{PREFIX}mpijob_tcp_if_include={value} (the MPIJob's mpirun --mca btl_tcp_if_include and "
+                "oob_tcp_if_include)")  # fmt: skip
+    if not settings.k8s_host_network:
+        if POD_INTERFACE in names:
+            return []
+        outcome = ("Open MPI would use lo alone, which no other pod can reach" if "lo" in names else
+                   "Open MPI would find none of them there, and mpirun could not reach the workers")  # fmt: skip
+        return [
+            f"{cluster.first}: {variable} goes into the MPIJob's pods, which are on the pod network "
+            f"({PREFIX}k8s_host_network: false) and have only lo and {POD_INTERFACE} there: {outcome}; set "
+            f"{PREFIX}mpijob_tcp_if_include: {POD_INTERFACE}, or {PREFIX}k8s_host_network: true"
+        ]
+    env = cluster.nodes[0].env
+    ifname = str(env.get("NCCL_SOCKET_IFNAME") or "")
+    if not ifname.isprintable() or nccl_env.socket_ifname(ifname) is None:
+        return []  # unset or ignored: NCCL chooses by the node's interfaces, which render does not know
+    family = env.get("NCCL_SOCKET_FAMILY")
+    if nccl_env.first_socket_interface(ifname, names, None if family is None else str(family)) is not None:
+        return []
+    return [
+        f"{cluster.first}: {variable} names no interface the hosts' NCCL_SOCKET_IFNAME={ifname} selects, and the "
+        f"MPIJob's pods are on the node's network ({PREFIX}k8s_host_network: true): Open MPI's TCP traffic would "
+        f"leave by another interface than NCCL's socket one, or find none on a node without {value}; set "
+        f"{PREFIX}mpijob_tcp_if_include to the hosts' socket interface (the one NCCL_SOCKET_IFNAME={ifname} names)"
+    ]
+
+
 def rdma_access_findings(cluster: Cluster, kinds: Sequence[str]) -> tuple[list[str], list[str]]:
     """An RDMA fabric's pods need its devices: a privileged pod sees the node's /dev/infiniband, an unprivileged one
     only what a device plugin's resource (k8s_extra_resources, e.g. rdma/hca: 1) hands it. Without either NCCL

@@ -99,6 +99,8 @@ def plan(cluster: Cluster, kinds: Iterable[str] | None = None) -> Plan:
     result.problems += container_fallback_problems(cluster, containers)
     result.warnings += kubeflow.pod_network_ifname_warnings(
         cluster, [title for kind, title, _ in KUBEFLOW_KINDS if kind in wanted])  # fmt: skip
+    result.warnings += kubeflow.mpi_interface_warnings(
+        cluster, [title for kind, title, _ in KUBEFLOW_KINDS if kind in wanted])  # fmt: skip
     if "docker" in wanted:
         result.problems += cluster.docker_problems
         result.warnings += cluster.docker_warnings

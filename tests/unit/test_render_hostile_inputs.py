@@ -608,3 +608,43 @@ def test_extra_resources_within_the_rules_are_written(resources: dict[str, objec
     variables = {f"{PREFIX}k8s_extra_resources": resources, f"{PREFIX}mpijob_memory": None}
     plan = cli_plan_unchecked(inventory_of("erdma", **variables), ["mpijob", "pytorchjob"])
     assert plan.problems == [] and plan.files, plan.problems
+
+
+# --- review round 37a, finding 3: the MPIJob's mpirun interfaces ---------------------------------------------
+
+_MPI_WARNING = f"{PREFIX}mpijob_tcp_if_include="
+
+
+@pytest.mark.parametrize(
+    ("host_network", "ifname", "interfaces", "says"),
+    [
+        # The pod network: a pod has lo and the CNI's eth0 (Open MPI matches names exactly; a CIDR is not judged).
+        (False, "eth0", "eth0", None),
+        (False, "eth0", "eth0,bond0", None),
+        (False, "eth0", "bond0", "Open MPI would find none of them there"),
+        (False, "eth0", "lo", "Open MPI would use lo alone"),
+        (False, "eth0", "10.0.0.0/8", None),
+        # The node's network: the hosts' socket interface is the one their NCCL_SOCKET_IFNAME selects.
+        (True, "bond0", "eth0", "names no interface the hosts' NCCL_SOCKET_IFNAME=bond0 selects"),
+        (True, "=bond0", "lo", "names no interface the hosts' NCCL_SOCKET_IFNAME==bond0 selects"),
+        (True, "bond0", "bond0", None),
+        (True, "=bond0", "eth0,bond0", None),
+        (True, "^docker,lo", "eth0", None),
+        (True, None, "eth0", None),  # unset: NCCL chooses by the node's interfaces, which render does not know
+    ],
+)  # fmt: skip
+def test_the_mpijobs_interfaces_are_warned_of_as_nccls_are(
+    host_network: bool, ifname: str | None, interfaces: str, says: str | None
+) -> None:
+    """NCCL_SOCKET_IFNAME had a pod-network warning; the MPIJob's own `--mca btl_tcp_if_include/oob_tcp_if_include`
+    none, on the pod network or the node's."""
+    variables = {"nccl_env_overrides": {"NCCL_SOCKET_IFNAME": ifname}, f"{PREFIX}k8s_host_network": host_network,
+                 f"{PREFIX}mpijob_tcp_if_include": interfaces, f"{PREFIX}mpijob_api_version": "kubeflow.org/v1",
+                 f"{PREFIX}mpijob_hugepages_1gi": None}  # fmt: skip
+    plan = cli_plan_unchecked(inventory_of("erdma", **variables), ["mpijob"])
+    assert plan.problems == [] and plan.files, plan.problems
+    warned = [w for w in plan.warnings if w.startswith(f"node1: {_MPI_WARNING}{interfaces} ")]
+    assert len(warned) == (says is not None) and all(says in w for w in warned), plan.warnings
+    # The PyTorchJob runs no mpirun.
+    assert not [w for w in cli_plan_unchecked(inventory_of("erdma", **variables), ["pytorchjob"]).warnings
+                if _MPI_WARNING in w]  # fmt: skip
