@@ -15,6 +15,7 @@ description:
     device (C(-B address%nic)) with O(streams) streams for O(seconds) seconds, first sending to the peer, then
     receiving from it (C(-R)). Each client is killed after O(timeout) seconds; that measurement is then a
     V(hang). A refused or unroutable connection is V(unreachable), not a module failure.
+  - Never reports a change: the servers are one-off processes of the measurement, not configuration of the node.
   - V(stop) ends the servers this module started (by their pid files) that are still running.
   - The command lines and the reading of C(iperf3 -J) output are rdmaforge's C(rdmaforge/parsers/iperf3.py),
     shipped to the target as C(plugins/module_utils/iperf3.py) of the collection.
@@ -256,10 +257,34 @@ def measure(params: dict[str, Any]) -> list[dict[str, Any]]:
     return results
 
 
+#: The keys each mode reads from every job (a missing one raised KeyError: review round 37c).
+JOB_KEYS = {"serve": ("nic", "bind", "ports"), "measure": ("peer", "peer_address", "bind", "nic", "port_forward",
+                                                          "port_reverse")}  # fmt: skip
+
+
+def job_problem(mode: str, jobs: list[Any]) -> str | None:
+    for index, job in enumerate(jobs):
+        if not isinstance(job, dict):
+            return f"jobs[{index}] is {job!r}; allowed: a mapping with {', '.join(JOB_KEYS.get(mode, ()))}"
+        missing = [key for key in JOB_KEYS.get(mode, ()) if job.get(key) in (None, "")]
+        if missing:
+            return f"jobs[{index}] has no {', '.join(missing)}; mode={mode} needs {', '.join(JOB_KEYS[mode])}"
+        if mode == "serve" and not isinstance(job["ports"], list):
+            return f"jobs[{index}].ports={job['ports']!r}; allowed: a list of TCP ports"
+    return None
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
+    # changed stays false: the servers live only for the measurement (started, then stopped by the same play), and
+    # nothing on the node is configured.
     result: dict[str, Any] = {"changed": False, "measurements": [], "servers": []}
+    problem = job_problem(params["mode"], params["jobs"] or [])
+    if problem:
+        module.fail_json(msg=problem)
+    if params["mode"] == "stop" and not os.path.isdir(params["pid_dir"]):
+        module.fail_json(msg=f"pid_dir={params['pid_dir']} is not a directory; allowed: the pid_dir mode=serve used")
     if module.check_mode:
         module.exit_json(**result)
     if params["mode"] == "serve":

@@ -112,8 +112,10 @@ size:
   type: int
 """
 
+import grp
 import hashlib
 import os
+import pwd
 import tempfile
 from typing import Any
 
@@ -130,7 +132,7 @@ ARGUMENT_SPEC = {
 
 
 def read_bytes(path: str) -> bytes | None:
-    """The file's bytes; None when it does not exist (nor its directory, in check mode)."""
+    """The file's bytes; None when it does not exist (nor its directory, in check mode). Other errors raise OSError."""
     try:
         with open(path, "rb") as handle:
             return handle.read()
@@ -143,15 +145,29 @@ def text_for_diff(data: bytes | None) -> str:
 
 
 def with_lines(before: bytes | None, lines: list[str]) -> bytes:
-    """``before`` with each of ``lines`` it lacks appended, in order and once, as a lineinfile loop leaves it."""
-    text = text_for_diff(before)
-    present = set(text.splitlines())
-    missing = [line for line in dict.fromkeys(lines) if line not in present]
+    """``before`` with each of ``lines`` it lacks appended, in order and once, as a lineinfile loop leaves it. Bytes
+    throughout: a file that is not UTF-8 keeps its bytes (decoded and encoded again, they became U+FFFD), and lines
+    end at newlines only (str.splitlines also split at \\v, \\f and U+2028, so such an entry was never found and
+    was appended on every run; review round 37c)."""
+    data = before or b""
+    present = {line[:-1] if line.endswith(b"\r") else line for line in data.split(b"\n")}
+    missing = [line.encode("utf-8") for line in dict.fromkeys(lines) if line.encode("utf-8") not in present]
     if not missing:
         return before if before is not None else b""
-    if text and not text.endswith("\n"):
-        text += "\n"
-    return (text + "".join(line + "\n" for line in missing)).encode("utf-8")
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    return data + b"".join(line + b"\n" for line in missing)
+
+
+def owner_problem(owner: str | None, group: str | None) -> str | None:
+    """An owner or group this host does not have (a name, not a number), named; None when both exist."""
+    for option, name, lookup in (("owner", owner, pwd.getpwnam), ("group", group, grp.getgrnam)):
+        if name and not str(name).isdigit():
+            try:
+                lookup(str(name))
+            except KeyError:
+                return f"{option}={name} is not a {'user' if option == 'owner' else 'group'} of this host"
+    return None
 
 
 def write_atomically(module: AnsibleModule, dest: str, data: bytes) -> None:
@@ -190,7 +206,13 @@ def main() -> None:
                                  "create_directory: true)")  # fmt: skip
         os.makedirs(parent, mode=0o755, exist_ok=True)
 
-    before = read_bytes(dest)
+    unknown = owner_problem(module.params.get("owner"), module.params.get("group"))
+    if unknown:  # found only after the content was written, the task failed half-applied
+        module.fail_json(msg=f"dest={dest}: {unknown}; nothing was written")
+    try:
+        before = read_bytes(dest)
+    except OSError as exc:
+        module.fail_json(msg=f"dest={dest} cannot be read ({exc.strerror or exc}); nothing was written")
     data = with_lines(before, lines) if lines is not None else module.params["content"].encode("utf-8")
     checksum = hashlib.sha1(data).hexdigest()  # noqa: S324  # the checksum copy returns, not security
     content_changed = before != data

@@ -1342,3 +1342,21 @@ def test_the_heat_map_colours_each_cell_as_imshow_does(case: str, tmp_path: Path
     plt.close(fig)
     got = numpy.asarray(coloured)
     assert numpy.array_equal(got, expected), (case, got[..., :3], expected[..., :3])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"mode": "serve", "jobs": [{"nic": "lo", "bind": "127.0.0.1"}]}, "jobs[0] has no ports; mode=serve needs nic, "
+                                                                      "bind, ports"),
+    ({"mode": "serve", "jobs": [{"nic": "lo", "bind": "127.0.0.1", "ports": 45123}]}, "jobs[0].ports=45123; allowed: "
+                                                                                      "a list of TCP ports"),
+    ({"mode": "measure", "node": "n1", "jobs": [{"peer": "n2", "nic": "lo", "bind": "127.0.0.1"}]},
+     "jobs[0] has no peer_address, port_forward, port_reverse; mode=measure needs"),
+    ({"mode": "stop", "pid_dir": "/nonexistent/rdmaforge"}, "pid_dir=/nonexistent/rdmaforge is not a directory"),
+])  # fmt: skip
+def test_the_iperf_module_names_a_job_key_it_lacks(args: dict, message: str) -> None:
+    """A job without a key raised KeyError (a traceback), and mode=stop without its pid_dir FileNotFoundError
+    (review round 37c). Check mode: nothing is started either way."""
+    from tests.unit.adhoc import run_module
+
+    refused = run_module("pairwise_iperf", args, "--check")
+    assert refused.rc == 2 and refused.result["msg"].startswith(message), refused.result

@@ -199,3 +199,37 @@ def test_create_directory_makes_the_missing_parents_and_check_mode_does_not(case
     run = yield text_file({"dest": str(dest), "append_lines": ["binutils"], "create_directory": True})
     assert not run.failed and run.result["changed"] is True, run.result
     assert dest.read_text() == "binutils\n" and mode_of(dest.parent) == 0o755
+
+
+@shared_runs
+def test_append_lines_keeps_bytes_that_are_not_utf8_and_lines_end_at_newlines_only(case):
+    """Review round 37c: the file was decoded with errors='replace' and encoded again (b'caf\\xe9' became the
+    replacement character's three bytes, unseen in the diff, which decoded both sides alike), and an entry holding a
+    vertical tab was never found again (str.splitlines splits there), so every run appended another copy."""
+    latin1, tabbed = case / "latin1.conf", case / "tabbed.conf"
+    latin1.write_bytes(b"caf\xe9\n")
+    first, vt = yield [text_file({"dest": str(latin1), "append_lines": ["new"]}),
+                       text_file({"dest": str(tabbed), "append_lines": ["x\x0bsep"]})]  # fmt: skip
+    assert not first.failed and not vt.failed, (first.result, vt.result)
+    assert latin1.read_bytes() == b"caf\xe9\nnew\n"
+    again, vt_again = yield [text_file({"dest": str(latin1), "append_lines": ["new"]}),
+                             text_file({"dest": str(tabbed), "append_lines": ["x\x0bsep"]})]  # fmt: skip
+    assert again.result["changed"] is False and vt_again.result["changed"] is False, (again.result, vt_again.result)
+    assert tabbed.read_bytes() == b"x\x0bsep\n"
+
+
+@shared_runs
+def test_an_owner_the_host_lacks_or_an_unreadable_dest_writes_nothing(case):
+    """An unknown owner failed only after the new content was written (the task half-applied); a dest that cannot be
+    read (here a symlink loop) raised a traceback."""
+    dest, loop = case / "owned.conf", case / "loop"
+    loop.symlink_to(loop)
+    owner, unreadable = yield [
+        text_file({"dest": str(dest), "content": "x\n", "owner": "rdmaforge-no-such-user"}),
+        text_file({"dest": str(loop), "content": "x\n"}),
+    ]
+    assert owner.failed and owner.result["msg"] == (f"dest={dest}: owner=rdmaforge-no-such-user is not a user of this "
+                                                    "host; nothing was written"), owner.result  # fmt: skip
+    assert not dest.exists()
+    assert unreadable.failed and unreadable.result["msg"].startswith(f"dest={loop} cannot be read ("), unreadable.result
+    assert "Traceback" not in str(unreadable.result)
