@@ -15,7 +15,7 @@ description:
     device (C(-B address%nic)) with O(streams) streams for O(seconds) seconds, first sending to the peer, then
     receiving from it (C(-R)). Each client is killed after O(timeout) seconds; that measurement is then a
     V(hang). A refused or unroutable connection is V(unreachable), not a module failure.
-  - Never reports a change: the servers are one-off processes of the measurement, not configuration of the node.
+  - Never reports a change, since the servers are one-off processes of the measurement, not configuration of the node.
   - V(stop) ends the servers this module started (by their pid files) that are still running.
   - The command lines and the reading of C(iperf3 -J) output are rdmaforge's C(rdmaforge/parsers/iperf3.py),
     shipped to the target as C(plugins/module_utils/iperf3.py) of the collection.
