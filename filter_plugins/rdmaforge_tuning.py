@@ -30,6 +30,7 @@ class FilterModule:
             "rdmaforge_grub_mkconfig_argv": tuning.grub_mkconfig_argv,
             "rdmaforge_grub_cfg_missing_args": tuning.grub_cfg_missing_args,
             "rdmaforge_grub_cfg_carried_args": tuning.grub_cfg_carried_args,
+            "rdmaforge_grub_dropin_is_empty": tuning.grub_dropin_is_empty,
             "rdmaforge_kernel_cmdline_restore_plan": tuning.restore_plan,
             "rdmaforge_eni_names": tuning.eni_names,
             "rdmaforge_eni_gpu_problem": tuning.eni_gpu_problem,

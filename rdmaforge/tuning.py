@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rdmaforge.parsers.hugepages import size_kb
-from rdmaforge.parsers.kernel_cmdline import arg_key, arg_value, same_value, split_cmdline
+from rdmaforge.parsers.kernel_cmdline import arg_key, arg_value, effective_value, same_value, split_cmdline
 from rdmaforge.plain_data import whole_number
 
 # --- huge pages --------------------------------------------------------------------------------------
@@ -66,6 +66,17 @@ def hugepages_pools(tokens: Sequence[str]) -> dict[str, str]:
         elif key == "hugepages":
             pools[current if current is not None else default] = str(value)
     return pools
+
+
+def grub_dropin_is_empty(text: str, variable: str = "GRUB_CMDLINE_LINUX") -> bool:
+    """Whether a GRUB drop-in adds nothing: comments, blank lines and ``VAR="$VAR"`` only, which is what the
+    kernel_cmdline module leaves of the hugepages role's drop-in once its arguments are off (the withdrawal left that
+    file behind, and reset said rdmaforge's files were gone: review round 37b)."""
+    kept = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    if any(not re.match(rf"(export\s+)?{re.escape(variable)}=", line) for line in kept):
+        return False
+    before = "rdmaforge-before"
+    return effective_value([f'{variable}="{before}"\n', text], variable).strip() == before
 
 
 def hugepages_other_pools(before: str, size: str, recorded: Sequence[str] = ()) -> list[str]:

@@ -553,6 +553,24 @@ def test_module_dropin(case):
 
 
 @shared_runs
+def test_a_dropin_the_withdrawal_emptied_is_recognised_as_empty(case):
+    """What the module leaves of the role's drop-in once every argument is off (withdraw.yml removes such a file: it
+    stayed, review round 37b); a drop-in with a setting of the operator's beside it is not empty."""
+    from rdmaforge.tuning import grub_dropin_is_empty
+
+    path, proc = grub(case)
+    (path.parent / "grub.d").mkdir()
+    dropin = path.parent / "grub.d" / "60-rdmaforge-hugepages.cfg"
+    yield kernel_cmdline(HUGE, path, proc, dropin=str(dropin))
+    assert not grub_dropin_is_empty(dropin.read_text())
+    gone = yield kernel_cmdline(list(HUGE), path, proc, dropin=str(dropin), state="absent")
+    assert gone.result["changed"] is True, gone.result
+    assert grub_dropin_is_empty(dropin.read_text()), dropin.read_text()
+    assert not grub_dropin_is_empty(dropin.read_text() + 'GRUB_TIMEOUT=3\n')
+    assert not grub_dropin_is_empty(dropin.read_text() + 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX quiet"\n')
+
+
+@shared_runs
 def test_module_warns_about_a_later_dropin_that_overrides(case):
     path, proc = grub(case)
     dropins = path.parent / "grub.d"
