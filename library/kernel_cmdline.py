@@ -437,6 +437,9 @@ def grubby_backend(module: AnsibleModule, args: list[Arg], state: str) -> dict[s
     default = int(default_text) if default_text.lstrip("-").isdigit() else entries[0].index
     remove, add = grubby_arguments(entries, args, state)
     after = {e.index: simulate_grubby(e.args, remove, add) if (remove or add) else e.args for e in entries}
+    # /etc/default/grub is read (and its edit worked out) before grubby touches the entries, which have no backup: a
+    # file it cannot edit failed the task after grubby had changed them (review round 37b).
+    change, _ = edit_main_file(module, args, state, required=False)
     if (remove or add) and not module.check_mode:
         command = ["--update-kernel=ALL"]
         if remove:
@@ -464,7 +467,6 @@ def grubby_backend(module: AnsibleModule, args: list[Arg], state: str) -> dict[s
         if wrong:
             module.fail_json(msg=f"{grubby} ran but these boot entries still differ: {'; '.join(wrong)}")
 
-    change, _ = edit_main_file(module, args, state, required=False)
     by_index = {e.index: e for e in entries}
     report = [
         {"index": e.index, "kernel": e.kernel, "args_before": e.args, "args_after": after.get(e.index, e.args)}

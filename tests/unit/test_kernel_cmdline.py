@@ -747,6 +747,21 @@ def test_a_failure_after_grubby_ran_is_reported_as_a_change(case):
 
 
 @shared_runs
+def test_a_defaults_file_it_cannot_edit_stops_it_before_grubby_runs(case):
+    """grubby rewrote the boot entries first and /etc/default/grub was read after: a value across two lines (which
+    the module refuses) failed the task with the entries already changed, no backup of them (review round 37b)."""
+    path, proc = grub(case)
+    script, state, entries_dir = grubby(case)
+    path.write_text('GRUB_CMDLINE_LINUX="quiet \\\n  splash"\n')
+    before = state.read_text()
+    run = yield kernel_cmdline(HUGE, path, proc, grubby_path=str(script), bls_entries_dir=str(entries_dir))
+    assert run.failed and "had already run" not in run.result["msg"], run.result
+    assert run.result.get("grubby_changed") is not True
+    assert state.read_text() == before  # the entries are as they were
+    assert all(not c.startswith("--update-kernel") for c in Path(f"{state}.calls").read_text().splitlines())
+
+
+@shared_runs
 def test_module_dropin_with_grubby(case):
     path, proc = grub(case)
     script, _, entries_dir = grubby(case)
