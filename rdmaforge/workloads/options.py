@@ -28,7 +28,8 @@ TEMPLATES_DIR = ROLE_DIR / "templates"
 PREFIX = "workload_manifests_"
 #: Variables only the role reads (the CLI has -o and --validate instead); they may hold Jinja.
 ROLE_ONLY = frozenset(
-    {"workload_manifests_dir", "workload_manifests_validate", "workload_manifests_kubernetes_version"}
+    {"workload_manifests_dir", "workload_manifests_group", "workload_manifests_validate",
+     "workload_manifests_kubernetes_version"}
 )
 #: Variables that may differ between nodes; every other one describes the one job of the whole cluster.
 PER_NODE = frozenset(

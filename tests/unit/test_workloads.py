@@ -889,6 +889,26 @@ def test_playbook_names_the_files_an_earlier_render_left(tmp_path: Path) -> None
     assert all(c["changed"] == 0 for c in recap(again.stdout).values()), recap(again.stdout)
 
 
+def test_a_limited_playbook_run_is_refused_rather_than_rendering_a_smaller_cluster(tmp_path: Path) -> None:
+    """Review round 37a: `--limit localhost` sized the jobs from the play's hosts: the MPIJob was rewritten as 1 node
+    x 8 GPUs and the other node's docker files were called stale. The jobs are the whole group's (both inventory
+    nodes): the run stops, naming the node left out, before anything is written, and suggests no --limit."""
+    variables = {**LOCAL, "rdmaforge_fabric": "tcp", f"{PREFIX}gpus_per_node": 8,
+                 f"{PREFIX}dir": str(tmp_path / "play")}  # fmt: skip
+    inventory = write_inventory(tmp_path / "inventory", NODES, variables)
+    kinds = f'{{"{PREFIX}kinds": ["docker", "mpijob"]}}'
+    proc = run_playbook("workloads.yml", "-e", kinds, "--limit", "localhost", inventory=inventory, env=ENV)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    assert "wl-b of group cluster are not in this play (--limit?)" in proc.stdout, proc.stdout[-4000:]
+    assert "allowed: a run over every node of the group, without --limit" in proc.stdout
+    assert not (tmp_path / "play").exists()
+    # The whole group renders its two nodes.
+    whole = run_playbook("workloads.yml", "-e", kinds, inventory=inventory, env=ENV)
+    assert whole.returncode == 0, whole.stdout[-4000:]
+    mpijob = yaml.safe_load((tmp_path / "play" / "mpijob" / "rdmaforge-train.yaml").read_text())
+    assert mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == len(NODES)
+
+
 def test_playbook_probes_the_gpus_like_preflight_and_stops_on_problems(tmp_path: Path) -> None:
     """Without workload_manifests_gpus_per_node the role runs preflight's probes: this machine has no
     GPU, so the run stops with the line naming rdmaforge_node.gpu_count, before writing anything."""
