@@ -38,7 +38,7 @@ from rdmaforge.inventory_checks import misspelled_variable_problems, variable_na
 from rdmaforge.inventory_files import yaml_problems
 from rdmaforge.paths import PROJECT_ROOT, ROLES_DIR, as_installed, playbook_to_run
 from rdmaforge.plain_data import spec_bool, whole_number
-from rdmaforge.runner import inventory_list
+from rdmaforge.runner import inventory_list, vault
 from rdmaforge.runner.exit_codes import ExitCode, epilog
 from rdmaforge.runner.inventory_list import InventoryError
 from rdmaforge.stored import SAFE_NAME
@@ -93,23 +93,49 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def read_inventory(inventory: str, group: str) -> dict[str, dict[str, Any]]:
-    """``{host: variables}`` for the hosts of ``group`` (and its child groups), as ``ansible-inventory --list``."""
-    data = inventory_list.listed(inventory, cwd=PROJECT_ROOT, env={"ANSIBLE_INVENTORY_UNPARSED_FAILED": "True"})
-    hostvars: dict[str, dict[str, Any]] = data.get("_meta", {}).get("hostvars", {})
+    """``{host: variables}`` for the hosts of ``group`` (and its child groups), as ``ansible-inventory --list``
+    prints them and Ansible reads them (read_hosts)."""
+    return read_hosts(inventory, group)[0]
+
+
+#: How ansible-inventory --list prints a value tagged !unsafe and one tagged !vault.
+_UNSAFE = "__ansible_unsafe"
+_VAULT = "__ansible_vault"
+
+
+def read_hosts(inventory: str, group: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """``{host: variables}`` for the hosts of ``group`` (and its child groups) twice: as Ansible reads them, a value
+    tagged !unsafe (printed as {"__ansible_unsafe": ...}) being its text (vault.load_json, Ansible's JSON reading),
+    and as ansible-inventory printed them, where such a value is still marked as one Ansible never templates."""
+    text = inventory_list.listing(inventory, cwd=PROJECT_ROOT, env={"ANSIBLE_INVENTORY_UNPARSED_FAILED": "True"})
+    data = inventory_list.parsed(inventory, text, vault.load_json)
+    printed = inventory_list.parsed(inventory, text)
     hosts = inventory_list.group_hosts(data, group)
     if not hosts:
         raise InventoryError(
             as_installed(f"the inventory has no hosts in group {group!r}; allowed: an inventory that lists every node "
                          f"under all.children.{group}.hosts (see inventories/example/hosts.yml), or --group NAME")
         )
-    return {host: dict(hostvars.get(host) or {}) for host in hosts}
+
+    def of(listing: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        hostvars = listing.get("_meta", {}).get("hostvars", {})
+        return {host: dict(hostvars.get(host) or {}) for host in hosts}
+
+    return of(data), of(printed)
+
+
+def _marked(value: object, marker: str) -> bool:
+    """Whether ansible-inventory printed ``value`` as one tagged (!unsafe: _UNSAFE, !vault: _VAULT)."""
+    return isinstance(value, Mapping) and len(value) == 1 and marker in value
 
 
 def _templated(value: object) -> bool:
     """Whether Ansible would template ``value``: an expression, a statement or a comment (``eth0{#bond#}`` is eth0
-    to the role; written as it stands it would not be)."""
+    to the role; written as it stands it would not be). A value tagged !unsafe never is: its text is the value."""
     if isinstance(value, str):
         return "{{" in value or "{%" in value or "{#" in value
+    if _marked(value, _UNSAFE):
+        return False
     if isinstance(value, Mapping):
         return any(_templated(v) for v in value.values())
     if isinstance(value, list):
@@ -117,14 +143,34 @@ def _templated(value: object) -> bool:
     return False
 
 
-def host_inputs(inventory: Mapping[str, Mapping[str, Any]]) -> tuple[list[HostInput], list[str], list[str]]:
-    """The role's defaults overlaid with each host's variables: the same options the role hands over."""
+def _vaulted(value: object) -> bool:
+    """Whether ``value`` (as printed) is, or holds, a !vault value, which render cannot decrypt."""
+    if _marked(value, _VAULT):
+        return True
+    if isinstance(value, Mapping):
+        return any(_vaulted(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_vaulted(v) for v in value)
+    return False
+
+
+def host_inputs(
+    inventory: Mapping[str, Mapping[str, Any]], printed: Mapping[str, Mapping[str, Any]] | None = None
+) -> tuple[list[HostInput], list[str], list[str]]:
+    """The role's defaults overlaid with each host's variables: the same options the role hands over. ``printed``:
+    the same variables as ansible-inventory printed them (read_hosts), which say what is !unsafe and what !vault;
+    ``inventory`` itself when not given."""
     defaults = role_defaults()
     problems: list[str] = []
     warnings: list[str] = []
     inputs = []
     names = variable_names(ROLES_DIR)
-    for host, variables in inventory.items():
+    for host, read_values in inventory.items():
+        shown = (printed or inventory).get(host) or {}
+        jinja = {name for name, value in shown.items() if _templated(value)}
+        vaulted = {name for name, value in shown.items() if _vaulted(value)}
+        # A vault-encrypted value stays as printed (named below); render has no vault password to read it with.
+        variables = {**read_values, **{name: shown[name] for name in vaulted}}
         # Preflight's rule: a name close to one rdmaforge reads (a letter left out) would be ignored without a word.
         misspelled = misspelled_variable_problems(host, variables, names)
         problems += [p.message for p in misspelled]
@@ -146,9 +192,14 @@ def host_inputs(inventory: Mapping[str, Mapping[str, Any]]) -> tuple[list[HostIn
                 f"{host}: the host name becomes a directory name under -o (docker/<host>/); allowed: letters, "
                 "digits, _ . - (no '/', no '..')"
             )
-        problems += type_problems(host, {k: v for k, v in options.items() if k in variables and not _templated(v)})
+        for name in sorted(vaulted & ({*options, *read} - ROLE_ONLY)):
+            problems.append(as_installed(f"{host}: {name} is vault-encrypted, which render cannot decrypt (it reads "
+                                         "the inventory without a vault password); run playbooks/workloads.yml with "
+                                         "the vault password instead"))  # fmt: skip
+        unread = jinja | vaulted
+        problems += type_problems(host, {k: v for k, v in options.items() if k in variables and k not in unread})
         for name, value in [*options.items(), *read.items()]:
-            if _templated(value):
+            if (name in jinja) if name in variables else _templated(value):
                 problems.append(
                     f"{host}: {name} holds a Jinja expression, which `{PROG}` cannot evaluate (it reads the "
                     f"inventory without Ansible's templating); allowed: a plain value, or run "
@@ -191,11 +242,6 @@ def type_problems(host: str, values: Mapping[str, Any]) -> list[str]:
         kind = types.get(name)
         allowed = _SPEC_TYPES.get(kind or "")
         if value is None or allowed is None:
-            continue
-        if isinstance(value, Mapping) and "__ansible_vault" in value:  # ansible-inventory --list's form of !vault
-            found.append(as_installed(f"{host}: {name} is vault-encrypted, which render cannot decrypt (it reads the "
-                                      "inventory without a vault password); run playbooks/workloads.yml with the vault "
-                                      "password instead"))  # fmt: skip
             continue
         # An int or a bool as the argument spec converts it (8.0, "8"; "false", "yes": an INI [group:vars] value).
         if kind == "int" and whole_number(value) is not None or kind == "bool" and spec_bool(value) is not None:
@@ -314,11 +360,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     try:
-        inventory = read_inventory(inventory_arg, args.group)
+        inventory, printed = read_hosts(inventory_arg, args.group)
     except InventoryError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
-    inputs, problems, warnings = host_inputs(inventory)
+    inputs, problems, warnings = host_inputs(inventory, printed)
     kinds = None if not args.kind else (list(KINDS) if "all" in args.kind else list(args.kind))
     plan = plan_from_hosts(inputs, nccl_env_profiles(), kinds)
     for warning in [*warnings, *plan.warnings]:

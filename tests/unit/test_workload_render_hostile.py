@@ -469,3 +469,51 @@ def test_a_vault_file_or_an_empty_value_is_no_problem_of_the_mapping_check(tmp_p
     source = inventory(tmp_path, {})
     (source / "group_vars" / "all" / "vault.yml").write_text(content)
     assert [p for p in yaml_problems(source / "hosts.yml") if "vault.yml" in p] == []
+
+
+# --- review round 37a, finding 5: values tagged !unsafe ----------------------------------------------------------
+
+
+def test_a_value_tagged_unsafe_is_its_text_and_never_read_as_jinja(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ansible-inventory prints a value tagged !unsafe as {"__ansible_unsafe": ...}: render read that as a mapping
+    ("is a mapping, and an environment variable holds text", "is dict ...; allowed: text"), and Jinja-looking text in
+    it was refused as an expression, which Ansible never templates in an !unsafe value: it is the text."""
+    source = inventory(tmp_path, {})
+    (source / "group_vars" / "all" / "zz.yml").write_text(
+        "workload_manifests_image: !unsafe nvcr.io/nvidia/pytorch:24.05-py3\n"
+        "nccl_env_overrides: {NCCL_DEBUG: !unsafe WARN}\n"
+        "workload_manifests_env: {MY_TAG: !unsafe 'run-{{ id }}'}\n"
+        "workload_manifests_mpijob_hugepages_1gi: null\n"
+    )
+    out = tmp_path / "out"
+    assert main(["render", "-i", str(source), "-o", str(out), "--kind", "docker", "--kind", "mpijob"]) == 0, (
+        capsys.readouterr().err)  # fmt: skip
+    script = (out / "docker" / NODES[0] / "rdmaforge-train.sh").read_text()
+    assert "-e NCCL_DEBUG=WARN" in script and "-e 'MY_TAG=run-{{ id }}'" in script, script
+    assert "nvcr.io/nvidia/pytorch:24.05-py3" in script
+    worker = yaml.safe_load((out / "mpijob" / "rdmaforge-train.yaml").read_text())["spec"]["mpiReplicaSpecs"]["Worker"]
+    env = {e["name"]: e["value"] for e in worker["template"]["spec"]["containers"][0]["env"]}
+    assert env["MY_TAG"] == "run-{{ id }}" and env["NCCL_DEBUG"] == "WARN", env
+
+
+def test_jinja_outside_an_unsafe_value_is_still_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = inventory(tmp_path, {})
+    (source / "group_vars" / "all" / "zz.yml").write_text(
+        "workload_manifests_env: {MY_TAG: !unsafe 'run-{{ id }}', OTHER: '{{ inventory_hostname }}'}\n")
+    assert main(["render", "-i", str(source), "-o", str(tmp_path / "out"), "--kind", "docker"]) == 64
+    err = capsys.readouterr().err
+    assert f"{NODES[0]}: {P}env holds a Jinja expression" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_vault_encrypted_value_inside_a_host_variable_is_named_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = inventory(tmp_path, {})
+    (source / "group_vars" / "all" / "zz.yml").write_text(
+        "nccl_env_overrides:\n  NCCL_DEBUG: !vault |\n    $ANSIBLE_VAULT;1.1;AES256\n    6638\n")
+    assert main(["render", "-i", str(source), "-o", str(tmp_path / "out")]) == 64
+    err = capsys.readouterr().err
+    assert f"{NODES[0]}: nccl_env_overrides is vault-encrypted, which render cannot decrypt" in err, err
