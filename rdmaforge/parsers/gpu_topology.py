@@ -249,7 +249,9 @@ def rail_map(topology: Topology) -> RailMap:
         if rail["nic"] is not None and rail["nic"] not in order:
             order.append(rail["nic"])
     unused = [nic for nic in topology["nics"] if nic not in order]
-    if not topology["gpus"]:
+    if topology["source"] == "none":  # the PCI tree could not be read: GPUs unknown, not absent (review round 37c)
+        reason = "the PCI device tree could not be read (no nvidia-smi either): GPUs unknown, no rail map"
+    elif not topology["gpus"]:
         reason = "no GPU on this node: no rail map"
     elif not topology["nics"]:
         reason = "no RDMA device on this node: no rail map"

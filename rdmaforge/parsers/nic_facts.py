@@ -120,7 +120,8 @@ def driver_from_link(target: str | None) -> str | None:
 
 def _read(path: str) -> str | None:
     try:
-        with open(path) as handle:
+        # a byte that is not UTF-8 (a driver's odd label) raised UnicodeDecodeError and failed node_probe too
+        with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read().strip()
     except OSError:
         return None  # e.g. reading "speed" of a down link gives EINVAL; absent files are normal

@@ -340,7 +340,8 @@ def read_nics(
 
 def _topology_from_nvidia_smi(runner: Runner, nvidia_smi_path: str | None, required: bool) -> Topology | None:
     """The parsed matrix, or None when nvidia-smi is absent or fails and ``required`` is false."""
-    path = nvidia_smi_path or runner.get_bin_path("nvidia-smi")
+    # checked as ibv_devinfo_path and ip_path are: a typo fell back to sysfs without a word (review round 37c)
+    path = find_tool(runner, nvidia_smi_path or None, "nvidia_smi_path", "nvidia-smi")
     if not path:
         if required:
             raise ProbeError("source=nvidia_smi but nvidia-smi was not found (set nvidia_smi_path)")

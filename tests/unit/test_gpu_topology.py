@@ -282,3 +282,14 @@ def test_module_runs_with_python38_on_the_target(fake_gpu_server):
     run = run_module("gpu_topology", {"source": "sysfs", "sys_root": str(fake_gpu_server)}, python=PY38)
     assert run.rc == 0, run.result
     assert [r["nic"] for r in run.result["rails"]] == ["mlx5_0", "mlx5_1"]
+
+
+def test_a_mistyped_nvidia_smi_path_or_an_unreadable_pci_tree_is_said_so(tmp_path):
+    """Review round 37c: nvidia_smi_path=/nonexistent fell back to sysfs without a word (ibv_devinfo_path and ip_path
+    were checked), and a PCI tree that could not be read was reported as "no GPU on this node"."""
+    typo = run_module("gpu_topology", {"source": "auto", "nvidia_smi_path": "/nonexistent/nvidia-smi"}, "--check")
+    assert typo.rc != 0 and typo.result["msg"] == "nvidia_smi_path=/nonexistent/nvidia-smi is not an executable file"
+    unread = run_module("gpu_topology", {"source": "sysfs", "sys_root": str(tmp_path / "no-sys")}, "--check")
+    assert unread.rc == 0, unread.result
+    assert unread.result["source"] == "none" and "no GPU on this node" not in unread.result["reason"]
+    assert unread.result["reason"].startswith("the PCI device tree could not be read"), unread.result

@@ -459,3 +459,12 @@ def test_an_eni_with_a_host_address_passes_as_ip_prints_its_route(routing_namesp
     ns("route", "del", "198.18.201.5/32", "dev", "eni1", "table", "1002")
     assert eni_state_problems([plan], ip_in_ns("rule", "show"), {"eni1": []}, [], nics) == [
         "table 1002 has no route to 198.18.201.5/32 via eni1"]  # fmt: skip
+
+
+def test_a_sysfs_value_that_is_not_utf8_is_read_not_a_traceback(tmp_path, fake_sys):
+    """A driver's odd byte in a sysfs file raised UnicodeDecodeError, and the node probe failed with it."""
+    (fake_sys / "ens6" / "operstate").write_bytes(b"up\xff\n")  # fake_sys is the class/net directory
+    ip = fake_ip(tmp_path, "[]", "[]")
+    run = run_module("nic_facts", {"sysfs_root": str(fake_sys), "ip_path": str(ip)}, "--check")
+    assert run.rc == 0, run.result
+    assert {n["name"]: n["operstate"] for n in run.result["nics"]}["ens6"] == "up\ufffd"
