@@ -65,6 +65,9 @@ options:
         the port, its state and physical state, and what to check.
       - Without O(expected_ports) every port of every device must be active, and a host where
         C(ibv_devinfo) finds no device at all fails too (usually a driver that did not load).
+      - Not applied where neither C(ibv_devinfo) nor O(sysfs_root) exists, since nothing can be read there; the
+        module then succeeds with RV(source=none), and the caller decides (role rdma_core fails an RDMA profile
+        without devices).
     type: bool
     default: false
   min_rate_gbps:

@@ -12,6 +12,7 @@ description:
   - BatchMode makes a missing key fail instead of prompting; StrictHostKeyChecking=yes makes an unknown or
     changed host key fail instead of being accepted. This is what mpirun needs from every node.
   - Read-only; supports check mode (it runs the same read-only probe).
+version_added: "0.1.0"
 options:
   targets:
     description: Addresses or names to reach (this node's own entry may be included; it is checked too).
@@ -49,7 +50,7 @@ author: rdmaforge
 
 EXAMPLES = r"""
 - name: Every node reaches every node
-  ssh_mesh_check:
+  rdmaforge.cluster.ssh_mesh_check:
     targets: "{{ groups['cluster'] | map('extract', hostvars, 'ansible_host') | list }}"
     user: root
   register: mesh
@@ -112,18 +113,18 @@ def _probe_once(ssh: str, target: str, user: str | None, identity: str | None, t
     return {"ok": proc.returncode == 0, "rc": proc.returncode, "error": lines[-1] if lines else ""}
 
 
+ARGUMENT_SPEC = {
+    "targets": {"type": "list", "elements": "str", "required": True},
+    "user": {"type": "str"},
+    "identity_file": {"type": "path"},
+    "timeout": {"type": "int", "default": 5},
+    "parallel": {"type": "int", "default": 32},
+    "retries": {"type": "int", "default": 3},
+}
+
+
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "targets": {"type": "list", "elements": "str", "required": True},
-            "user": {"type": "str"},
-            "identity_file": {"type": "path"},
-            "timeout": {"type": "int", "default": 5},
-            "parallel": {"type": "int", "default": 32},
-            "retries": {"type": "int", "default": 3},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     ssh = module.get_bin_path("ssh", required=True)
     params = module.params
     if params["parallel"] < 1:
