@@ -271,6 +271,29 @@ class GpuCount(NamedTuple):
     #: A variable was set to no GPU count: its own line names it (``lines``, or read_node_settings' line).
     refused: bool = False
     lines: tuple[str, ...] = ()
+    #: What is suspicious but not wrong about the count.
+    warnings: tuple[str, ...] = ()
+
+
+def _given_gpu_count(host: str, given: int, fact: object, declared: object) -> GpuCount:
+    """workload_manifests_gpus_per_node against the count benchmark and mpi_launch use (the fact's, else
+    rdmaforge_gpus_per_node: the benchmark's ranks, the hostfile's slots). Against rdmaforge_gpus_per_node, two
+    counts of the inventory for one node: refused, naming both. Against the GPUs preflight found: a warning, since
+    workload_manifests_gpus_per_node is the documented way to correct a count preflight read wrong (gpu_problems)."""
+    variable = f"{PREFIX}gpus_per_node"
+    counted = known_gpu_count(fact)
+    if counted is not None and counted != given:
+        return GpuCount(given, variable, warnings=(
+            f"{host}: {variable}={given} sizes the jobs, but preflight found {counted} GPUs on the node "
+            f"(rdmaforge_node.gpu_count), the count the benchmark and the MPI hostfile (mpi_launch) use; set "
+            f"{variable}: null to take it",))  # fmt: skip
+    theirs = known_gpu_count(None, declared) if counted is None else None
+    if theirs is not None and theirs != given:
+        return GpuCount(given, variable, lines=(
+            f"{host}: {variable}={given} differs from {DECLARED_GPUS}={theirs}, the count the benchmark and the MPI "
+            f"hostfile (mpi_launch) use; allowed: one count: {variable}: null (or {theirs}), or {DECLARED_GPUS}: "
+            f"{given}",))  # fmt: skip
+    return GpuCount(given, variable)
 
 
 def _gpu_count(
@@ -279,12 +302,12 @@ def _gpu_count(
     """The node's GPU count and where it came from (or why it is unknown). In order: workload_manifests_gpus_per_node,
     the rdmaforge_node fact of preflight, the inventory's rdmaforge_gpus_per_node (node_facts.known_gpu_count, as
     benchmark and mpi_launch read them)."""
+    fact = variables.get("rdmaforge_node")
     if settings.gpus_per_node is not None:
-        return GpuCount(settings.gpus_per_node, f"{PREFIX}gpus_per_node")
+        return _given_gpu_count(host, settings.gpus_per_node, fact, variables.get(DECLARED_GPUS))
     given = options.get(f"{PREFIX}gpus_per_node")
     if given is not None:  # set, to no GPU count (-1, 0, 8.5, true): read_node_settings named it
         return GpuCount(None, f"{PREFIX}gpus_per_node={show(given)} is not a GPU count", refused=True)
-    fact = variables.get("rdmaforge_node")
     counted = known_gpu_count(fact)
     if counted is not None:
         return GpuCount(counted, "rdmaforge_node.gpu_count")
@@ -438,6 +461,7 @@ def build_cluster(
             cluster.warnings.append(f"{host.name}: {missing}; the rendered NCCL_IB_HCA is the profile's")
         count = _gpu_count(host.name, node_settings, variables, host.options)
         cluster.problems += count.lines
+        cluster.warnings += count.warnings
         gpus = count.gpus
         env = environment(profiles, str(profile), overrides, settings.env, accelerator, rails, gpus)
         named = {key for given in (overrides, settings.env) for key, value in given.items()

@@ -352,6 +352,28 @@ def test_the_inventorys_declared_gpu_count_sizes_the_jobs_as_it_sizes_the_benchm
                     "pytorchjob")["spec"]["nprocPerNode"] == "2"  # fmt: skip
 
 
+def test_a_gpu_count_that_differs_from_the_one_benchmark_and_mpi_launch_use_is_named() -> None:
+    """Review round 37a: rdmaforge_gpus_per_node: 4 with workload_manifests_gpus_per_node: 8 rendered 8 ranks a node
+    without a word, where the benchmark and the MPI hostfile take 4. Two counts of the inventory for one node are
+    refused, naming both; a count preflight read is one workload_manifests_gpus_per_node may correct (a warning)."""
+    declared = {"rdmaforge_gpus_per_node": 4}
+    plan = cluster_plan(host("n1", gpus=8, variables=declared), host("n2", gpus=8, variables=declared),
+                        kinds=["mpijob"])  # fmt: skip
+    lines = [p for p in plan.problems if "rdmaforge_gpus_per_node" in p]
+    assert [line.split(":", 1)[0] for line in lines] == ["n1", "n2"] and plan.files == [], plan.problems
+    assert lines[0].startswith("n1: workload_manifests_gpus_per_node=8 differs from rdmaforge_gpus_per_node=4")
+    assert "allowed: one count" in lines[0]
+    # The same count, or a fact that the benchmark takes over the declared count: no line.
+    assert ok_plan(host("n1", gpus=4, variables=declared), kinds=["mpijob"]).files
+    read = {**declared, "rdmaforge_node": {"gpu_count": 8, "gpu_source": "nvidia-smi"}}
+    assert not [w for w in ok_plan(host("n1", gpus=8, variables=read), kinds=["mpijob"]).warnings if "GPU" in w]
+    # A count preflight read, corrected: written, with a warning naming both.
+    found = {"rdmaforge_node": {"gpu_count": 4, "gpu_source": "nvidia-smi"}}
+    corrected = ok_plan(host("n1", gpus=8, variables=found), kinds=["mpijob"])
+    assert [w for w in corrected.warnings if "gpus_per_node=8" in w and "preflight found 4 GPUs" in w], (
+        corrected.warnings)  # fmt: skip
+
+
 @pytest.mark.parametrize(("value", "line"), [
     (2000, "n1: rdmaforge_gpus_per_node=2000 is more GPUs than a node has; allowed: a whole number from 1 to 1024, "
            "or null"),
