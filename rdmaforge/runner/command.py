@@ -476,7 +476,8 @@ def host_cases(
         result = "error" if recap.unreachable else "failed" if failed > 0 else "passed"
         if result == "passed" and recap.status in ("STOPPED", "NOT_RUN"):  # it did not fail, nor did it run
             left = outcome.events.facts.get(host, {}).get(execute.LEFT_FACT)
-            why = f"the playbook left it: {left}" if left else "the run ended before this host finished it"
+            why = (f"the playbook left it: {left}" if left else "the run ended before this host finished it"
+                   if recap.status == "STOPPED" else "the run ended before it reached this host")
             result, first = "skipped", f"{recap.status}: {why}"
         cases.append(junit.Case(host, classname, 0.0, result, first if result != "passed" else "", details))
     unmatched = inventory_unusable(outcome)

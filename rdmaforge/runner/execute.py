@@ -396,6 +396,12 @@ def run(
         except AnsibleRunnerException as exc:  # a bad configuration: Ansible never started
             print(f"ansible-runner: {exc}", file=sys.stderr)
         seconds = time.monotonic() - started
+        # Ansible died (no stats) after reaching some hosts: the cluster's hosts it never reached had no row, and a
+        # recap of 1,000 nodes that lists 200 read as complete. (A run that reached none is "no host was run".)
+        # Listed while a dynamic inventory's listing is still served.
+        died = (started_ansible and log.stats is None and request.playbook is not None and status != "canceled"
+                and bool(log.hosts))  # fmt: skip
+        never_reached = hosts_not_reached(request, read, log.hosts) if died and not interrupted else []
         relisted = None
         if (started_ansible and not log.hosts and status != "canceled" and not interrupted
                 and not _says_why_no_host(ansible_said(log, run_dir / IDENT))):  # fmt: skip
@@ -410,7 +416,7 @@ def run(
     ended_early = log.stopped_early or (log.stats is None and request.playbook is not None)
     stopped = [*(log.hosts if ended_early else []), *left_by_the_playbook(log)]
     recaps = (from_stats(log.stats, log.hosts, stopped, request.check) if log.stats
-              else recaps_from_events(log, stopped, request.check))  # fmt: skip
+              else recaps_from_events(log, stopped, request.check, never_reached))  # fmt: skip
     return Outcome(
         status=status,
         rc=rc,
@@ -437,6 +443,21 @@ def ansible_said(log: EventLog, artifacts: Path) -> str:
 def _says_why_no_host(said: str) -> bool:
     """Whether ``said`` (ansible_said) holds one of the :data:`NO_HOST_SIGNS`."""
     return any(sign in said for sign in NO_HOST_SIGNS)
+
+
+def hosts_not_reached(request: Request, read: Reading, reached: Sequence[str]) -> list[str]:
+    """The hosts of group 'cluster' within the request's --limit that the run has no event of: each is NOT_RUN in
+    the recap of a run Ansible died in. [] where the inventory cannot be listed (nothing known, nothing claimed)."""
+    listed = read.listed
+    inventory = str(listed.script if listed else request.inventory.resolve())
+    limit = ["--limit", request.limit] if request.limit else []
+    try:
+        data = inventory_list.listed(inventory, cwd=paths.WORKSPACE, args=[*vault_cmdline(request), *limit],
+                                     env={**runner_env(), **(listed.environment if listed else {})})  # fmt: skip
+    except (inventory_list.InventoryRefused, inventory_list.InventoryError):
+        return []
+    seen = set(reached)
+    return [host for host in inventory_list.group_hosts(data, CLUSTER_GROUP) if host not in seen]
 
 
 def relist(request: Request, read: Reading) -> Relisting:
@@ -538,13 +559,16 @@ def left_by_the_playbook(log: EventLog) -> list[str]:
     return [host for host, facts in log.facts.items() if facts.get(LEFT_FACT)]
 
 
-def recaps_from_events(log: EventLog, stopped: Sequence[str] = (), check: bool = False) -> dict[str, HostRecap]:
+def recaps_from_events(
+    log: EventLog, stopped: Sequence[str] = (), check: bool = False, never_reached: Sequence[str] = ()
+) -> dict[str, HostRecap]:
     """Ad-hoc runs emit no stats: count what the events say per host. A playbook run without its stats ended before
     the end (Ansible died: a worker killed by the OOM killer, a strategy plugin's crash, ansible-playbook killed):
     the caller names every host it reached in ``stopped``, so one without a failure or an unreachable result is
-    STOPPED, never ok (review round 36: they were ok, and passed in JUnit)."""
+    STOPPED, never ok (review round 36: they were ok, and passed in JUnit). ``never_reached``: hosts the run was
+    meant for and has no event of, each a row of its own (NOT_RUN)."""
     counts: dict[str, dict[str, int]] = {"ok": {}, "failures": {}, "dark": {}}
     for host in log.hosts:
         key = "dark" if log.unreachable(host) else "failures" if log.failures(host) else "ok"
         counts[key][host] = 1
-    return from_stats(counts, log.hosts, stopped, check)
+    return from_stats(counts, [*log.hosts, *never_reached], stopped, check)

@@ -63,7 +63,8 @@ def inventory(tmp_path: Path, unreachable: bool = False) -> Path:
 
 
 def run(
-    tmp_path: Path, *extra: str, unreachable: bool = False, text: str = PLAYBOOK, check: bool = False
+    tmp_path: Path, *extra: str, unreachable: bool = False, text: str = PLAYBOOK, check: bool = False,
+    limit: str | None = None,
 ) -> tuple[int, command.Session, str, Path]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     playbook = tmp_path / "tiny.yml"
@@ -72,7 +73,7 @@ def run(
     args = command_args(tmp_path)
     session = command.start(args, "tiny", out=out)
     request = execute.Request(inventory=inventory(tmp_path, unreachable), playbook=playbook,
-                              extra_vars=extravars.parse(list(extra)), check=check)  # fmt: skip
+                              extra_vars=extravars.parse(list(extra)), check=check, limit=limit)  # fmt: skip
     outcome = command.run_playbook(session, request)
     code = command.finish(session, args, command.playbook_exit(outcome), command.host_cases(outcome, "tiny"),
                           command.outcome_record(outcome))  # fmt: skip
@@ -242,6 +243,43 @@ def test_a_run_ansible_dies_in_shows_no_host_ok(tmp_path: Path) -> None:
     assert json.loads((session.run_dir / "recap.json").read_text())["hosts"]["n1"]["status"] == "STOPPED"
     suite = ET.parse(junit_path).getroot()
     assert all(suite.find(f".//testcase[@name='{host}']/skipped") is not None for host in ("n1", "n2"))
+
+
+#: Killed while the first play runs on n1 alone: n2, in group cluster, is never reached.
+KILLED_BEFORE_N2 = """---
+- name: A play for n1 first
+  hosts: n1
+  gather_facts: false
+  tasks:
+    - name: Greet
+      ansible.builtin.debug:
+        msg: hello
+    - name: Kill ansible-playbook as the OOM killer would
+      ansible.builtin.command: pkill -KILL -o -f -- "{{ playbook_dir }}/tiny.yml"
+      changed_when: false
+- name: The cluster
+  hosts: cluster
+  gather_facts: false
+  tasks:
+    - name: Converge
+      ansible.builtin.debug:
+        msg: converged
+"""
+
+
+def test_a_host_a_dead_run_never_reached_has_a_row_of_its_own(tmp_path: Path) -> None:
+    """A run Ansible died in listed only the hosts it had reached: the recap of a cluster read as complete, the
+    others missing from it and from the JUnit XML. Each host of the cluster within the limit has a row: NOT_RUN."""
+    code, session, out, junit_path = run(tmp_path / "a", text=KILLED_BEFORE_N2)
+    assert code == ExitCode.ERROR, out
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.startswith(("n1 ", "n2 "))}
+    assert rows == {"n1": "STOPPED", "n2": "NOT_RUN"}, out
+    assert json.loads((session.run_dir / "recap.json").read_text())["hosts"]["n2"]["status"] == "NOT_RUN"
+    skipped = ET.parse(junit_path).getroot().find(".//testcase[@name='n2']/skipped")
+    assert skipped is not None and skipped.get("message") == "NOT_RUN: the run ended before it reached this host"
+    # --limit n1: n2 was never meant to run, and has no row
+    code, _, out, _ = run(tmp_path / "b", text=KILLED_BEFORE_N2, limit="n1")
+    assert code == ExitCode.ERROR and not [line for line in out.splitlines() if line.startswith("n2 ")], out
 
 
 #: remove_node.yml's pattern for a removed node that does not answer: ignore_unreachable (Ansible then counts the
