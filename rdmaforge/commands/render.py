@@ -46,8 +46,8 @@ from rdmaforge.text import help_text
 from rdmaforge.workloads import KINDS
 from rdmaforge.workloads.nodes import HOST_VARIABLES, HostInput
 from rdmaforge.workloads.options import ARGUMENT_SPECS_FILE, PREFIX, ROLE_ONLY, nccl_env_profiles, role_defaults
-from rdmaforge.workloads.plan import plan_from_hosts
-from rdmaforge.workloads.render import stale_warning, write_files
+from rdmaforge.workloads.plan import Plan, plan_from_hosts
+from rdmaforge.workloads.render import environment, render_file, stale_warning, write_files
 
 PROG = "rdmaforge render"
 
@@ -60,8 +60,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=epilog(ExitCode.INCOMPLETE, meanings={
             ExitCode.OK: "written (and valid, with --validate)",
-            ExitCode.ERROR: "a manifest failed validation (--validate), the validator is not installed, or the "
-                            "output was cut short (a closed pipe, a full disk)",
+            ExitCode.ERROR: "a manifest failed validation (--validate: nothing written), the validator is not "
+                            "installed, or the output was cut short (a closed pipe, a full disk)",
             ExitCode.INCOMPLETE: "--validate found no Kubernetes manifest among the files written (--kind docker): "
                                  "nothing validated, not judged",
             ExitCode.BAD_INPUT: "bad command line or input file: the inventory has problems (all listed, one line "
@@ -301,32 +301,38 @@ def _blocked(out_dir: Path, target: Path) -> list[str]:
     return []
 
 
-def _validate(paths: list[Path], out_dir: Path, version: str | None) -> int:
+def _judged(plan: Plan, version: str | None) -> dict[str, list[str]]:
+    """Every manifest of ``plan`` (its path under -o) with the problems validation finds in it (none: valid), judged
+    on the text it would be written as (the role validates the plan before writing too). Raises ValidatorUnavailable
+    without the validation packages."""
     from rdmaforge.workloads import validate  # heavy: imported only when asked for
 
     target = version or validate.KUBERNETES_VERSION
-    if not any(path.suffix == ".yaml" for path in paths):
+    env = environment()
+    return {planned.path: validate.problems(yaml.safe_load(render_file(env, planned)), target)
+            for planned in plan.files if planned.path in plan.manifests}  # fmt: skip
+
+
+def _validated(plan: Plan, paths: list[Path], out_dir: Path, version: str | None) -> int:
+    """The verdict on the files written, each named: valid (with what it was checked against), or not validated."""
+    from rdmaforge.workloads import validate
+
+    target = version or validate.KUBERNETES_VERSION
+    manifests = plan.manifests
+    if not manifests:
         # Asked to validate, it checked nothing: exit 0 would read as "valid" (the files are written all the same).
         print(f"{PROG}: --validate: not judged: no Kubernetes manifest among the files written; nothing validated",
               file=sys.stderr)  # fmt: skip
         return int(ExitCode.INCOMPLETE)
-    failed = 0
     for path in paths:
-        if path.suffix != ".yaml":
-            # Named, so that the valid lines are not read as covering every file written (review round 33b).
-            print(f"not validated {path.relative_to(out_dir)}: not a Kubernetes manifest (--validate checks "
-                  "manifests only)")  # fmt: skip
-            continue
-        document = yaml.safe_load(path.read_text())
-        found = validate.problems(document, target)
         shown = path.relative_to(out_dir)
-        if found:
-            failed += 1
-            for problem in found:
-                print(f"INVALID {shown}: {problem}", file=sys.stderr)
+        document = manifests.get(shown.as_posix())
+        if document is None:
+            # Named, so that the valid lines are not read as covering every file written (review round 33b).
+            print(f"not validated {shown}: not a Kubernetes manifest (--validate checks manifests only)")
         else:
             print(f"valid   {shown}: {validate.validator_for(document, target)}")
-    return 1 if failed else 0
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -395,6 +401,20 @@ def run(args: argparse.Namespace) -> int:
         except validate.ValidatorUnavailable as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return int(ExitCode.ERROR)
+    if args.validate:
+        # Before anything is written (review round 37a: INVALID manifests were left in -o after exit 1).
+        try:
+            judged = _judged(plan, args.kubernetes_version)
+        except RuntimeError as exc:  # ValidatorUnavailable
+            print(f"{PROG}: {exc}; nothing written", file=sys.stderr)
+            return int(ExitCode.ERROR)
+        invalid = {manifest: found for manifest, found in judged.items() if found}
+        for manifest, found in invalid.items():
+            for problem in found:
+                print(f"INVALID {manifest}: {problem}", file=sys.stderr)
+        if invalid:
+            print(f"{PROG}: {len(invalid)} manifest(s) failed validation; nothing written", file=sys.stderr)
+            return int(ExitCode.ERROR)
     written, unchanged = write_files(plan, out_dir)
     for path in written:
         print(f"{'unchanged' if path in unchanged else 'wrote  '} {path}")
@@ -402,9 +422,5 @@ def run(args: argparse.Namespace) -> int:
     if stale:
         print(f"WARNING -o {stale}", file=sys.stderr)
     if args.validate:
-        try:
-            return _validate(written, out_dir, args.kubernetes_version)
-        except RuntimeError as exc:  # ValidatorUnavailable
-            print(f"{PROG}: {exc}", file=sys.stderr)
-            return int(ExitCode.ERROR)
+        return _validated(plan, written, out_dir, args.kubernetes_version)
     return 0

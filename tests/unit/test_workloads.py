@@ -1161,6 +1161,34 @@ def test_cli_validate_options_never_pass_silently(tmp_path: Path, capsys: pytest
                 in out_lines), out_lines
 
 
+def test_cli_validate_judges_before_writing_and_writes_nothing_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review round 37a: `render --validate` wrote first and left the INVALID manifests in -o after exit 1, as if
+    ready for `kubectl apply -f`; the role validates before writing. A manifest the validator refuses (here one the
+    test makes it refuse: every MPIJob) stops the render before any file is written, the others' included."""
+    inventory = write_inventory(tmp_path / "inventory", NODES, {**LOCAL, "rdmaforge_fabric": "erdma",
+                                                                 f"{PREFIX}gpus_per_node": 8,
+                                                                 f"{PREFIX}rdma_device_files": DEVICES})  # fmt: skip
+    real = validate.problems
+
+    def refusing(document: dict[str, Any], version: str = validate.KUBERNETES_VERSION) -> list[str]:
+        return ["MPIJob/x: spec: refused by the test"] if document.get("kind") == "MPIJob" else real(document, version)
+
+    monkeypatch.setattr(validate, "problems", refusing)
+    out = tmp_path / "out"
+    args = ["render", "-i", str(inventory), "-o", str(out), "--kind", "docker", "--kind", "mpijob", "--kind",
+            "pytorchjob", "--validate"]  # fmt: skip
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    assert "INVALID mpijob/rdmaforge-train.yaml: MPIJob/x: spec: refused by the test" in captured.err, captured.err
+    assert "nothing written" in captured.err and "wrote" not in captured.out
+    assert not out.exists()
+    monkeypatch.setattr(validate, "problems", real)
+    assert main(args) == 0
+    assert "valid   mpijob/rdmaforge-train.yaml: " in capsys.readouterr().out and (out / "mpijob").is_dir()
+
+
 @pytest.mark.parametrize(("blocker", "is_dir"), [("mpijob", False), ("pytorchjob/rdmaforge-train.yaml", True)])
 def test_cli_refuses_an_output_path_taken_by_the_wrong_kind_of_file_before_writing_any(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], blocker: str, is_dir: bool
