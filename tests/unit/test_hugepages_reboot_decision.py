@@ -72,7 +72,8 @@ def marker(tmp_path: Path) -> str | None:
 
 def test_a_line_that_only_changes_order_is_rewritten_without_a_reboot(tmp_path: Path) -> None:
     """The kernel already runs with the arguments: the configuration is tidied, nothing is rebooted for it."""
-    (tmp_path / "grub").write_text('GRUB_CMDLINE_LINUX="console=ttyS0 hugepagesz=1G hugepages=50 default_hugepagesz=1G"\n')
+    reordered = "console=ttyS0 hugepagesz=1G hugepages=50 default_hugepagesz=1G"
+    (tmp_path / "grub").write_text(f'GRUB_CMDLINE_LINUX="{reordered}"\n')
     (tmp_path / "cmdline").write_text("BOOT_IMAGE=/vmlinuz ro console=ttyS0 hugepagesz=1G hugepages=50 "
                                       "default_hugepagesz=1G\n")  # fmt: skip
     proc, decision = run(tmp_path)
