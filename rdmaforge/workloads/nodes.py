@@ -239,6 +239,12 @@ def _control_problems(host: str, variable: str, env: Mapping[str, Any], keys: It
             if isinstance(value, str) and (found := _CONTROL.search(value))]  # fmt: skip
 
 
+def _name_problems(host: str, variable: str, names: Iterable[object]) -> list[str]:
+    """One line per name in ``names`` that is no environment variable's (nccl_env's rule, asked of the name alone: a
+    null value has nothing else to check), named by the variable that set it: 'A=B' reached the containers as A."""
+    return [f"{host}: {variable}: {found}" for name in names for found in nccl_env.problems({str(name): None})]
+
+
 def _text_problems(host: str, variable: str, env: Mapping[str, Any]) -> list[str]:
     """An environment variable holds text: a list or mapping would reach the containers as Python's repr. Named by
     the variable that set it (the merged settings' own check, nccl_env.problems, leaves those keys to this line)."""
@@ -400,6 +406,7 @@ def build_cluster(
     cluster = Cluster(nodes=[], settings=settings, problems=problems)
     cluster.problems += _text_problems(first.name, f"{PREFIX}env", settings.env)
     cluster.problems += _control_problems(first.name, f"{PREFIX}env", settings.env)  # once: it is cluster-wide
+    cluster.problems += _name_problems(first.name, f"{PREFIX}env", settings.env)
     # Preflight's rule: one fabric profile per cluster (a job's NCCL settings, its pods' devices, are per cluster).
     mixed = mixed_fabric_problems([(h.name, h.variables.get("rdmaforge_fabric")) for h in inputs])
     cluster.problems += [p.message for p in mixed]
@@ -493,6 +500,14 @@ def build_cluster(
                 cluster.problems.append(f"{host.name}: {variable}=null is not valid; allowed: a mapping (role "
                                         "nccl_env's merge fails on it)")  # fmt: skip
         named |= controlled
+        # A name no environment variable may have, named by the variable that set it (workload_manifests_env's above).
+        bad_names = {key for key in env if _name_problems(host.name, "", [key])}
+        unnamed = bad_names - set(settings.env)
+        for variable, layer in layers:
+            if isinstance(layer, Mapping):
+                cluster.problems += _name_problems(host.name, variable, sorted(unnamed & set(layer), key=str))
+                unnamed -= set(layer)
+        named |= bad_names
         checked = {key: value for key, value in env.items() if key not in named}  # a line of their own above
         cluster.problems += [f"{host.name}: NCCL settings: {e}" for e in nccl_env.problems(checked)]
         plugin = _net_plugin(host.name, variables, fabric_name, cluster.problems)

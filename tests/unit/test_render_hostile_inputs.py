@@ -648,3 +648,20 @@ def test_the_mpijobs_interfaces_are_warned_of_as_nccls_are(
     # The PyTorchJob runs no mpirun.
     assert not [w for w in cli_plan_unchecked(inventory_of("erdma", **variables), ["pytorchjob"]).warnings
                 if _MPI_WARNING in w]  # fmt: skip
+
+
+# --- review round 37a, finding 8: an environment variable name, named by its variable ----------------------------
+
+
+def test_a_bad_environment_variable_name_is_named_by_the_variable_that_set_it() -> None:
+    """'A=B' in workload_manifests_env was "NCCL settings: 'A=B' is not a valid environment variable name", naming
+    no variable (docker's -e A=B=1 sets A). Named by workload_manifests_env, once (it is the cluster's), and one of
+    nccl_env_overrides by that, per node."""
+    plan = two_nodes(env={"A=B": "1", "MY_TAG": "x"}, variables={"nccl_env_overrides": {"1X": "y"}})
+    assert plan.files == []
+    names = [p for p in plan.problems if "is not a valid environment variable name" in p]
+    assert [line.split(": ", 2)[:2] for line in names] == [
+        ["node1", f"{PREFIX}env"], ["node1", "nccl_env_overrides"], ["node2", "nccl_env_overrides"]], names
+    assert all("allowed: letters, digits and _" in line for line in names), names
+    assert ("'A=B'" in names[0]) and ("'1X'" in names[1]), names
+    assert not [p for p in plan.problems if "NCCL settings:" in p and "environment variable name" in p], plan.problems
