@@ -132,3 +132,34 @@ def test_a_reboot_announced_then_no_longer_needed_is_withdrawn(tmp_path: Path) -
     proc, decision = run(tmp_path)
     assert proc.returncode == 0 and decision == {"pending": False}, proc.stdout[-4000:]
     assert marker(tmp_path) is None
+
+
+def withdraw(tmp_path: Path, running: str) -> tuple[Any, dict]:
+    """withdraw.yml on GRUB defaults with the role's arguments and its record of them, the kernel running ``running``."""
+    (tmp_path / "grub").write_text(f'GRUB_CMDLINE_LINUX="quiet {ARGS}"\n')
+    (tmp_path / "cmdline").write_text(f"BOOT_IMAGE=/vmlinuz ro {running}\n")
+    (tmp_path / "state").mkdir(exist_ok=True)
+    (tmp_path / "state" / "hugepages-kernel-args").write_text(ARGS + "\n")
+    (tmp_path / "state" / "hugepages-reboot-pending").write_text(BOOT_ID + "\n")  # configure.yml announced one
+    return run(tmp_path, "withdraw", {"rdmaforge_node": {"gpu_count": 8}, "hugepages_reboot": False,
+                                      "hugepages_mount_drop_in": str(tmp_path / "mount-drop-in.conf")})  # fmt: skip
+
+
+def test_arguments_withdrawn_before_any_boot_had_them_need_no_reboot(tmp_path: Path) -> None:
+    """Configured, then turned off before the reboot: the kernel never had the arguments, and the reboot configure.yml
+    announced is withdrawn with them (the withdrawal rebooted the node for nothing)."""
+    proc, decision = withdraw(tmp_path, "quiet")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert decision == {"pending": False}, proc.stdout[-3000:]
+    assert marker(tmp_path) is None
+    assert "hugepages" not in (tmp_path / "grub").read_text()
+    assert "the running kernel does not have them: nothing to reboot for" in " ".join(proc.stdout.split())
+
+
+def test_arguments_the_running_kernel_has_are_withdrawn_with_a_reboot(tmp_path: Path) -> None:
+    proc, decision = withdraw(tmp_path, f"quiet {ARGS}")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert decision == {"pending": True}, proc.stdout[-3000:]
+    assert marker(tmp_path) == BOOT_ID
+    assert "hugepages" not in (tmp_path / "grub").read_text()
+    assert "the pages stay reserved until the next reboot" in " ".join(proc.stdout.split())
