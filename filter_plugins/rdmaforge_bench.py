@@ -45,6 +45,21 @@ def gpu_counts(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]]) 
     return {host: _gpu_count(host, hostvars) for host in hosts}
 
 
+def processes_per_node(gpus: Sequence[Any], gpus_per_process: Any) -> list[int]:
+    """nccl-tests processes per node, in ``gpus``' order: each process drives ``gpus_per_process`` GPUs (-g), so a
+    node of 8 GPUs at -g 2 runs 4 (it ran 8, which asked nccl-tests for devices 0-15 on an 8-GPU node)."""
+    per = max(int(gpus_per_process), 1)
+    return [int(count) // per for count in gpus]
+
+
+def gpus_per_process_misfits(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]],
+                             gpus_per_process: Any) -> list[str]:  # fmt: skip
+    """``host (N GPUs)`` for each host whose known GPU count ``gpus_per_process`` does not divide."""
+    per = max(int(gpus_per_process), 1)
+    counts = gpu_counts(hosts, hostvars)
+    return [f"{host} ({count} GPUs)" for host, count in counts.items() if count is not None and count % per]
+
+
 def port_line_rates(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], fabric: str) -> dict[str, Any]:
     """Each host's line rate from its rails (the benchmark's ``benchmark_ports`` read), for run.json; hosts whose
     ports were not read are left out, and with none read the result is empty (the configured rate stands)."""
@@ -144,6 +159,8 @@ class FilterModule:
             "rdmaforge_nodes_without_gpus": nodes_without_gpus,
             "rdmaforge_nodes_gpu_unknown": nodes_gpu_unknown,
             "rdmaforge_gpu_counts": gpu_counts,
+            "rdmaforge_processes_per_node": processes_per_node,
+            "rdmaforge_gpus_per_process_misfits": gpus_per_process_misfits,
             "rdmaforge_port_line_rates": port_line_rates,
             "rdmaforge_e2e_result": parse_output,
             "rdmaforge_e2e_error": e2e_error,

@@ -103,7 +103,7 @@ def test_the_composed_run_is_seed_000s(seed: dict[str, Any], shared_dir: Path) -
     assert contains(launcher, ["--host", ",".join(f"{a}:{seed['nper']}" for a in addresses)])
     assert "--hostfile" not in launcher
     # Bounded: a hung run ends at benchmark_timeout (SIGINT first, so nccl-tests can print what it has).
-    assert argv[:mpirun] == ["timeout", "--signal=INT", "--kill-after=30", "1800"]
+    assert argv[:mpirun] == ["timeout", "--signal=INT", "--kill-after=30", "3600"]
 
 
 def test_ranks_follow_the_inventory_gpus(seed: dict[str, Any]) -> None:
@@ -115,6 +115,27 @@ def test_ranks_follow_the_inventory_gpus(seed: dict[str, Any]) -> None:
         benchmark_nccl_json_dir={"path": "/tmp/rdmaforge-nccl-json-k2x9q"},
     )  # fmt: skip
     assert with_json[-2:] == ["-J", "/tmp/rdmaforge-nccl-json-k2x9q/nccl-all_reduce.json"]
+
+
+def test_gpus_per_process_divides_the_processes_not_the_gpus() -> None:
+    """-g 2 on nodes of 8 GPUs: 4 processes a node, each driving 2 GPUs (nccl-tests' ranks are still the 16 GPUs).
+    The run launched 8 processes a node, which asked nccl-tests for devices 0-15 of an 8-GPU node (review 38b)."""
+    argv = composed(8, 2, ["198.18.0.11", "198.18.0.12"], benchmark_gpus_per_process=2)
+    assert contains(argv, ["-np", "8"]) and contains(argv, ["-g", "2"])
+    assert contains(argv, ["--host", "198.18.0.11:4,198.18.0.12:4"]), argv
+
+
+def test_a_gpus_per_process_that_does_not_divide_a_nodes_gpus_skips_nccl_tests_naming_it() -> None:
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "tasks" / "nccl_tests.yml").read_text())
+    decide = next(t for t in tasks if t.get("name") == "Decide whether nccl-tests can run")
+    hostvars = {"node1": {"rdmaforge_node": {"gpu_count": 8}, "benchmark_nccl_binary": {"stat": {"exists": True}}},
+                "node2": {"rdmaforge_node": {"gpu_count": 6}}}  # fmt: skip
+    templar = role_vars("benchmark", {}, ansible_play_hosts_all=["node1", "node2"], hostvars=hostvars,
+                        benchmark_gpus_per_process=4, **decide["vars"])  # fmt: skip
+    reasons = evaluate(templar, decide["vars"]["benchmark_nccl_skip_reasons"].strip().removeprefix("{{")
+                       .removesuffix("}}"))  # fmt: skip
+    assert reasons == ["benchmark_gpus_per_process=4 (nccl-tests -g) does not divide the GPU count of node2 (6 GPUs); "
+                       "allowed: a divisor of every node's GPU count, such as 1"], reasons  # fmt: skip
 
 
 def test_a_limited_run_launches_on_its_own_nodes_only(shared_dir: Path) -> None:
@@ -132,3 +153,22 @@ def test_a_limited_run_launches_on_its_own_nodes_only(shared_dir: Path) -> None:
                        hostvars={n: {"rdmaforge_node": {"gpu_count": 4}, "ansible_host": a}
                                  for n, a in zip(cluster, addresses, strict=True)})  # fmt: skip
     assert contains(by_name, ["--host", "node1:4,node2:4"]) and contains(by_name, ["-np", "8"])
+
+
+def test_mpirun_runs_as_the_user_ssh_trust_gave_the_key_and_from_rank_0s_node() -> None:
+    """Review round 38b: the benchmark's and the pairwise sweep's mpirun ran as root (the plays become root), while
+    role ssh_trust gives the key only to ssh_trust_user, whom mpi_launch's smoke test runs as: with another user, no
+    rank started and a healthy cluster failed. And the -J results were written on --host's first node (sorted by
+    name) but fetched from run_once's (the play's first): lost where the two differ."""
+    for role, file in (("benchmark", "nccl_tests.yml"), ("pairwise", "round_sendrecv.yml")):
+        tasks = yaml.safe_load((PROJECT_ROOT / "roles" / role / "tasks" / file).read_text())
+        launching = [t for t in tasks if "mpirun" in str(t.get("ansible.builtin.command", {}).get("argv", ""))
+                     or "sendrecv_argv" in str(t.get("vars", {}))]  # fmt: skip
+        assert launching and all(t.get("become_user") == f"{{{{ {role}_mpi_user }}}}" for t in launching), role
+        for given, user in (({}, "root"), ({"ssh_trust_user": "trainer"}, "trainer"),
+                            ({"ssh_trust_user": "trainer", "mpi_launch_user": "mpi"}, "mpi")):  # fmt: skip
+            assert evaluate(role_vars(role, {}, **given), f"{role}_mpi_user") == user, (role, given)
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles" / "benchmark" / "tasks" / "nccl_tests.yml").read_text())
+    on_rank_0 = [t["name"] for t in tasks if "json" in t["name"].lower() or t["name"] == TASK]
+    assert len(on_rank_0) == 5, on_rank_0  # -h, the directory, the run, the fetch, the removal
+    assert all(t.get("delegate_to") == "{{ benchmark_first }}" for t in tasks if t["name"] in on_rank_0)
