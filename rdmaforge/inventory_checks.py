@@ -712,6 +712,8 @@ WHOLE_NUMBERS: dict[str, WholeNumber] = {
     "benchmark_e2e_batch_size": WholeNumber(1, None, "samples per rank per step"),
     "benchmark_e2e_port": WholeNumber(1, 65535, "a TCP port"),
     "benchmark_iterations": WholeNumber(1, None, "timed iterations"),
+    # nccl-tests -f: below 2 it steps by -i (1 MiB) instead, 512 sizes where 2 gives 30, and times out
+    "benchmark_step_factor": WholeNumber(2, None, "the size step factor (nccl-tests -f)"),
     "benchmark_warmup_iterations": WholeNumber(0, None, "warm-up iterations"),
     "benchmark_gpus_per_process": WholeNumber(1, None, "GPUs per process"),
     "benchmark_timeout": WholeNumber(1, None, "seconds"),

@@ -1750,6 +1750,13 @@ def test_values_that_differ_still_differ_cluster_wide(variable: str, first: obje
     assert any(line.startswith(f"node2: {variable}={checks.show(other)} differs from node1's") for line in lines), lines
 
 
+@pytest.mark.parametrize("factor", [1, 0, -2])
+def test_a_size_step_factor_below_2_is_refused(factor: int) -> None:
+    """nccl-tests -f 1 (or less) steps by -i, 1 MiB: 512 sizes where -f 2 gives 30, a certain timeout (review 38b)."""
+    (found,) = report_of(benchmark_step_factor=factor)
+    assert found.startswith(f"node1: benchmark_step_factor={factor} is not allowed; allowed: a whole number"), found
+
+
 def test_a_boolean_gpu_count_is_refused() -> None:
     """doctor_expected_gpus: true passed (the spec's int takes true as 1), and doctor later said it is no count."""
     assert report_of(doctor_expected_gpus=True) == [
