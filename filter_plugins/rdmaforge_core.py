@@ -115,6 +115,7 @@ class FilterModule:
             "rdmaforge_package_file_name_argv": package_file_name_argv,
             "rdmaforge_package_removal_blockers": packages.removal_blockers,
             "rdmaforge_package_dry_run_problem": packages.dry_run_problem,
+            "rdmaforge_rpm_requirements": packages.rpm_requirements,
             "rdmaforge_role_validators": role_validators,
             "rdmaforge_workspace_path": workspace_path,
             "rdmaforge_controller_cache": controller_cache,

@@ -137,6 +137,17 @@ def file_name_argv(manager: str, path: str) -> list[str]:
     return ["rpm", "-q", "--package", "--queryformat", "%{NAME}\n", path]
 
 
+def rpm_requirements(output: str) -> list[str]:
+    """What ``rpm -qp --requires FILE`` prints, as dnf installs it: each requirement once, in order, without rpm's
+    own features (``rpmlib(...)``, ``config(...)``), which no package provides."""
+    found: list[str] = []
+    for line in output.splitlines():
+        requirement = " ".join(line.split())
+        if requirement and not requirement.startswith(("rpmlib(", "config(")) and requirement not in found:
+            found.append(requirement)
+    return found
+
+
 def removal_argv(manager: str, names: list[str]) -> list[str]:
     """A dry run of removing ``names``: it lists (apt) or refuses with (rpm) every other package that would go too."""
     if manager == "apt":

@@ -247,24 +247,39 @@ def test_reset_keeps_what_a_package_installed_on_purpose_needs_then_removes_it(
 
 
 PLUGIN_RPM = "aiacc-nccl-plugin-1.0.2.rpm"  # seed 000's file name (rpm -i aiacc-nccl-plugin-1.0.2.rpm)
+#: The same STAND-IN, requiring the unsigned package: the role must not install it (review round 38a).
+PLUGIN_RPM_UNSIGNED_DEP = "aiacc-nccl-plugin-1.0.3.rpm"
 
 
 @pytest.fixture(scope="module")
-def stand_in_plugin_rpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, bytes]]:
+def stand_in_plugin_rpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, bytes, str, str]]:
     """(URL, sha256) of a STAND-IN for seed 000's aiacc-nccl-plugin 1.0.2 rpm, and the library in it: a real rpm
     built here whose only file is the real AIACC library (PyPI sdist, from the lab mirror) at the path the role
     expects. Unsigned, as the role assumes of Alibaba's; without rpm's automatic library dependencies, which no rpm
-    on a Debian node provides."""
+    on a Debian node provides, but requiring a signed package of the test repository (which requires another), as
+    a vendor's rpm requires packages of the mirrors. Then (URL, sha256) of a 1.0.3 that requires the unsigned one."""
     library = aiacc_library_from_mirror()
     work = tmp_path_factory.mktemp("plugin-rpm")
     (work / "libnccl-net.so").write_bytes(library)
+    served_dir = work / "served"
+    served_dir.mkdir()
+    for version, requires, served in (("1.0.2", DEPENDANT, PLUGIN_RPM), ("1.0.3", UNSIGNED, PLUGIN_RPM_UNSIGNED_DEP)):
+        build_plugin_rpm(work, version, requires, served_dir / served)
+    sha256, unsigned_dep_sha256 = (hashlib.sha256((served_dir / name).read_bytes()).hexdigest()
+                                   for name in (PLUGIN_RPM, PLUGIN_RPM_UNSIGNED_DEP))  # fmt: skip
+    with served_on_lab_bridge(served_dir) as base:
+        yield (f"{base}/{PLUGIN_RPM}", sha256, library, f"{base}/{PLUGIN_RPM_UNSIGNED_DEP}", unsigned_dep_sha256)
+
+
+def build_plugin_rpm(work: Path, version: str, requires: str, served: Path) -> None:
     (work / "plugin.spec").write_text(textwrap.dedent(f"""\
         Name: aiacc-nccl-plugin
-        Version: 1.0.2
+        Version: {version}
         Release: 1
         Summary: STAND-IN for Alibaba's aiacc-nccl-plugin rpm (rdmaforge lab test)
         License: Proprietary
         AutoReqProv: no
+        Requires: {requires}
         %global debug_package %{{nil}}
         %global __strip /bin/true
         %global _build_id_links none
@@ -278,20 +293,18 @@ def stand_in_plugin_rpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
         """))  # fmt: skip
     subprocess.run(["rpmbuild", "--define", f"_topdir {work / 'top'}", "-bb", str(work / "plugin.spec")],
                    check=True, capture_output=True, timeout=120)  # fmt: skip
-    served_dir = work / "served"
-    served_dir.mkdir()
-    (work / "top" / "RPMS" / "x86_64" / "aiacc-nccl-plugin-1.0.2-1.x86_64.rpm").rename(served_dir / PLUGIN_RPM)
-    sha256 = hashlib.sha256((served_dir / PLUGIN_RPM).read_bytes()).hexdigest()
-    with served_on_lab_bridge(served_dir) as base:
-        yield f"{base}/{PLUGIN_RPM}", sha256, library
+    (work / "top" / "RPMS" / "x86_64" / f"aiacc-nccl-plugin-{version}-1.x86_64.rpm").rename(served)
 
 
 def test_the_plugin_rpm_source_installs_registers_and_rechecks_the_plugin(
-    converged: LabHandle, dnf_node: str, rpm_repo: RpmRepo, stand_in_plugin_rpm: tuple[str, str, bytes]
+    converged: LabHandle, dnf_node: str, rpm_repo: RpmRepo, stand_in_plugin_rpm: tuple[str, str, bytes, str, str]
 ) -> None:
-    """nccl_plugin_aiacc_source: package on a dnf node: seed 000's `rpm -i aiacc-nccl-plugin-1.0.2.rpm`."""
-    url, sha256, library = stand_in_plugin_rpm
+    """nccl_plugin_aiacc_source: package on a dnf node: seed 000's `rpm -i aiacc-nccl-plugin-1.0.2.rpm`. Its
+    dependencies come from the signed repository with their signatures checked; one that is unsigned is refused,
+    and the plugin is not installed (the dnf module's disable_gpg_check had turned the check off for them too)."""
+    url, sha256, library, unsigned_dep_url, unsigned_dep_sha256 = stand_in_plugin_rpm
     node = dnf_node
+    had = {name for name in (PROBE, DEPENDANT) if rpm_query(converged, node, name).returncode == 0}
     # In sync with a converge record of its own first, so that the check at the end speaks of this test alone.
     start = converged.playbook("site.yml", "--limit", node)
     assert start.returncode == 0, start.stdout[-4000:]
@@ -302,16 +315,29 @@ def test_the_plugin_rpm_source_installs_registers_and_rechecks_the_plugin(
         assert first.returncode == 0, first.stdout[-4000:]
         assert recap(first.stdout)[node]["changed"] > 0
         assert rpm_query(converged, node, "aiacc-nccl-plugin").stdout.strip() == "aiacc-nccl-plugin-1.0.2-1.x86_64"
+        assert rpm_query(converged, node, DEPENDANT, PROBE).returncode == 0  # from the signed repository
         assert_package_plugin_in_place(converged, node, first.stdout, library, RECORD)
 
         again = dnf_play(converged, node, rpm_repo, dnf_stage="plugin", **package)
         assert again.returncode == 0, again.stdout[-4000:]
         assert_no_changes(again.stdout, [node])
+
+        converged.ssh(node, "rpm -e aiacc-nccl-plugin && ldconfig")
+        refused = dnf_play(converged, node, rpm_repo, dnf_stage="plugin", nccl_plugin_aiacc_source="package",
+                           nccl_plugin_aiacc_rpm_url=unsigned_dep_url,
+                           nccl_plugin_aiacc_package_sha256=unsigned_dep_sha256)  # fmt: skip
+        assert refused.returncode != 0, refused.stdout[-4000:]
+        said = " ".join(refused.stdout.split())
+        assert "Install the AIACC rpm's dependencies, their signatures checked" in said, said[-4000:]
+        assert rpm_query(converged, node, UNSIGNED).returncode != 0  # never installed unchecked
+        assert rpm_query(converged, node, "aiacc-nccl-plugin").returncode != 0
     finally:
         # Back to the converge's plugin (the lab's pypi source, apt as the node really is), without the rpm.
         restore = converged.playbook("nccl_plugin.yml", "--limit", node, timeout=600)
-        converged.ssh(node, f"rpm -e aiacc-nccl-plugin; ldconfig; rm -f /opt/rdmaforge/nccl-plugin/pkg/{PLUGIN_RPM}",
-                      check=False)  # fmt: skip
+        added = " ".join(name for name in (DEPENDANT, PROBE) if name not in had)
+        converged.ssh(node, f"rpm -e aiacc-nccl-plugin; rpm -e {added}; ldconfig; "
+                            f"rm -f /opt/rdmaforge/nccl-plugin/pkg/{PLUGIN_RPM} "
+                            f"/opt/rdmaforge/nccl-plugin/pkg/{PLUGIN_RPM_UNSIGNED_DEP}", check=False)  # fmt: skip
     assert restore.returncode == 0, restore.stdout[-4000:]
     assert_converge_plugin_back(converged, node)
 

@@ -72,3 +72,12 @@ def test_the_venv_listing_reads_what_pip_freeze_prints(tmp_path: Path) -> None:
 
 def test_a_path_without_a_venv_has_no_listing(tmp_path: Path) -> None:
     assert packages.venv_packages(str(tmp_path / "none")) is None
+
+
+def test_an_rpms_requirements_are_what_dnf_installs() -> None:
+    """rpm -qp --requires as rpm 4.18 prints it for a vendor package (its own rpmlib features, a shell, a library
+    soname, a versioned package): dnf gets each requirement once, rpm's features left out."""
+    printed = ("/bin/sh\nlibc.so.6()(64bit)\nlibibverbs >= 41\nrpmlib(CompressedFileNames) <= 3.0.4-1\n"
+               "rpmlib(PayloadIsZstd) <= 5.4.18-1\nconfig(aiacc-nccl-plugin) = 1.0.2-1\n/bin/sh\n\n")  # fmt: skip
+    assert packages.rpm_requirements(printed) == ["/bin/sh", "libc.so.6()(64bit)", "libibverbs >= 41"]
+    assert packages.rpm_requirements("") == []
