@@ -71,3 +71,33 @@ def test_the_key_is_named_after_the_trust_groups_first_node(tmp_path: Path) -> N
     variables = json.dumps({"ssh_trust_controller_cache": str(tmp_path / "cache"), "ssh_trust_group": "gpu_nodes"})
     assert run_playbook(str(playbook), "-e", variables, inventory=inventory, env=ENV).returncode == 0
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["gpu-a-cluster"]
+
+
+def test_removing_the_first_node_revokes_its_key_for_good(tmp_path: Path) -> None:
+    """remove_node.yml rotates for the group that remains: with the first node removed, the key directory is named
+    after the second, and the old directory kept the key the removed node holds; a node named as the removed one
+    rejoining got that revoked key back (review round 38a). The rotation removes every key pair of the cluster."""
+    playbook = tmp_path / "key.yml"
+    playbook.write_text(yaml.safe_dump(PLAY))
+    cache = tmp_path / "cache"
+    nodes = {"node1": "10.0.0.1", "node2": "10.0.0.2", "node3": "10.0.0.3"}
+    whole = cluster(tmp_path, "whole", nodes)
+    assert run_playbook(str(playbook), "-e", json.dumps({"ssh_trust_controller_cache": str(cache)}),
+                        inventory=whole, env=ENV).returncode == 0  # fmt: skip
+    revoked = (cache / "node1-cluster" / "id_ed25519").read_bytes()
+    # remove_node.yml's second play: the remaining nodes (group cluster_remaining), a rotation
+    removing = tmp_path / "removing.yml"
+    hosts = {node: {**LOCAL_NODE, "ansible_host": address} for node, address in nodes.items()}
+    remaining = {"hosts": {"node2": {}, "node3": {}}}
+    removing.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts},
+                                                              "cluster_remaining": remaining}}}))
+    remove_play = tmp_path / "remove.yml"
+    remove_play.write_text(yaml.safe_dump([{**PLAY[0], "hosts": "cluster_remaining"}]))
+    rotation = {"ssh_trust_controller_cache": str(cache), "ssh_trust_group": "cluster_remaining",
+                "ssh_trust_rotate": True}
+    assert run_playbook(str(remove_play), "-e", json.dumps(rotation), inventory=removing, env=ENV).returncode == 0
+    assert sorted(p.name for p in cache.iterdir()) == ["node2-cluster"]
+    # node1 back (or a new node of that name): a key pair of its own, never the revoked one
+    assert run_playbook(str(playbook), "-e", json.dumps({"ssh_trust_controller_cache": str(cache)}),
+                        inventory=whole, env=ENV).returncode == 0  # fmt: skip
+    assert (cache / "node1-cluster" / "id_ed25519").read_bytes() != revoked
