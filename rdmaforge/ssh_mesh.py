@@ -115,8 +115,17 @@ def peer_names(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]],
 def known_hosts_lines(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]],
                       gathered: Sequence[str] | None = None) -> list[str]:  # fmt: skip
     """ssh_known_hosts lines from the host-key facts (see identity_facts for ``gathered``); a node without keys is
-    an error."""
-    lines = []
+    an error. A name or address more than one node answers to (docker0's 172.17.0.1 on every node, a stray copy of
+    another node's address) is on no line: listed under each node's key, ssh to it accepted any of them, and a node
+    could pose as another (review round 38a). A comment line names what was left out."""
+    every = {host: names(host, hostvars, gathered) for host in hosts}
+    # A node's own names (inventory name, short name, ansible_host) stay its own: only gathered addresses go.
+    own_names = {host: {host, short_name(host), address(host, hostvars)} for host in hosts}
+    dropped = {host: [form for form in forms if form not in own_names[host]
+                      and any(form in others for other, others in every.items() if other != host)]
+               for host, forms in every.items()}  # fmt: skip
+    shared = sorted({form for forms in dropped.values() for form in forms}, key=_ipv4_order)
+    lines = [f"# left out, more than one node answers to it: {', '.join(shared)}"] if shared else []
     for host in sorted(hosts):
         facts = identity_facts(host, hostvars, gathered)
         keys = [
@@ -130,7 +139,8 @@ def known_hosts_lines(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, 
                              "of the cluster (rdmaforge remove-node)")  # fmt: skip
         if not keys:
             raise ValueError(f"{host}: no SSH host key facts were gathered (is sshd installed and running?)")
-        lines += [f"{','.join(names(host, hostvars, gathered))} {kind} {key}" for kind, key in keys]
+        own = [form for form in every[host] if form not in dropped[host]]
+        lines += [f"{','.join(own)} {kind} {key}" for kind, key in keys]
     return lines
 
 

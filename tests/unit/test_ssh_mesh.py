@@ -361,3 +361,19 @@ def test_a_target_or_user_read_as_an_ssh_option_is_refused(tmp_path: Path, args:
     refused = run_module("ssh_mesh_check", filled, "--check")
     assert refused.rc == 2 and refused.result["msg"].startswith(message.format(mark=mark)), refused.result
     assert not mark.exists()
+
+
+def test_an_address_several_nodes_answer_to_is_trusted_for_none_of_them() -> None:
+    """docker0's 172.17.0.1 on every node was listed under each node's host key: `ssh-keygen -F 172.17.0.1` found
+    both keys, so ssh to that address accepted either node, and a node reporting another's address could pose as it
+    (review round 38a)."""
+    hv = hostvars()
+    for host in ("node1.lab", "node2.lab"):
+        hv[host]["ansible_facts"]["all_ipv4_addresses"].append("172.17.0.1")
+    hv["node2.lab"]["ansible_facts"]["all_ipv4_addresses"].append("198.18.0.11")  # node1's address, on node2 too
+    lines = ssh_mesh.known_hosts_lines(["node2.lab", "node1.lab"], hv)
+    assert lines == [
+        "# left out, more than one node answers to it: 172.17.0.1, 198.18.0.11",
+        "node1.lab,node1,198.18.0.11,198.18.1.11 ssh-ed25519 AAAAkey1",  # its own address stays its own
+        "node2.lab,node2,198.18.0.12,198.18.1.12 ssh-ed25519 AAAAkey2",
+    ]
