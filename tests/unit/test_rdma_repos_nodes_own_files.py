@@ -87,3 +87,19 @@ def test_reset_leaves_a_nodes_own_erdma_source_and_keyring(tmp_path: Path) -> No
         code, out = role_run(tmp_path, "withdraw", *extra, ansible_facts={"pkg_mgr": "apt"})
         assert code == 0 and recap(out)["localhost"]["changed"] == 0, out[-3000:]
         assert source.read_text() == NODES_SOURCE and keyring.exists()
+
+
+def test_a_keyring_the_nodes_own_list_signs_with_stays(tmp_path: Path) -> None:
+    """Alibaba's manual procedure signs its erdma.list with the same /etc/apt/keyrings/erdma.gpg: the converge of a
+    node whose fabric is not erdma deleted that keyring whoever used it, and apt then failed on the node's own
+    list (review round 38a). One no source names is still taken away (a keyring an earlier run left)."""
+    keyring, listed = tmp_path / "keyrings" / "erdma.gpg", tmp_path / "erdma.list"
+    keyring.parent.mkdir()
+    keyring.write_bytes(b"\x99\x01\x0dkey")
+    listed.write_text(f"deb [signed-by={keyring}] https://mirrors.aliyun.com/erdma/apt/ubuntu jammy/erdma main\n")
+    code, out = role_run(tmp_path, "apt_source_withdraw")
+    assert code == 0 and recap(out)["localhost"]["changed"] == 0, out[-3000:]
+    assert keyring.exists()
+    listed.unlink()
+    code, out = role_run(tmp_path, "apt_source_withdraw")
+    assert code == 0 and recap(out)["localhost"]["changed"] == 1 and not keyring.exists(), out[-3000:]

@@ -145,3 +145,16 @@ def test_the_manual_procedures_erdma_list_is_kept_and_put_back(node: Any) -> Non
     assert run(tmp_path, home, "keep_original", files) == 0
     assert run(tmp_path, home, "restore_original", files) > 0
     assert listed.read_text() == before and not Path(files["rdma_repos_original_kept"]).exists()
+
+
+def test_turning_erdma_off_takes_out_the_key_rdmaforge_imported(node: Any) -> None:
+    """A converge with erdma turned off (another fabric now) removed the repository file but left the key rdmaforge
+    had imported, which kept vouching for any package it signed, from any repository (review round 38a)."""
+    tmp_path, home, fingerprint, role_vars = node
+    assert run(tmp_path, home, "yum", role_vars) > 0
+    assert fingerprint[-8:] in keys_in_rpm(home)
+    off = {**role_vars, "rdma_repos_erdma_enabled": False}
+    assert run(tmp_path, home, "yum", off) > 0
+    assert keys_in_rpm(home) == [] and not Path(role_vars["rdma_repos_rpm_key_record"]).exists()
+    assert not Path(role_vars["rdma_repos_rpm_key_path"]).exists()
+    assert run(tmp_path, home, "yum", off) == 0
