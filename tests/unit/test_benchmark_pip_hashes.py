@@ -101,6 +101,12 @@ def test_without_requirements_the_name_is_installed_with_no_hash_check(tmp_path:
     assert failed == 0, out[-4000:]
     assert not (tmp_path / "bench").exists()  # no requirements file is written
     assert list((tmp_path / "venv").glob("lib/python*/site-packages/toytorch/__init__.py")), out[-4000:]
+    # and the run says so where it installs (review round 38a: only the defaults' comment did)
+    said = " ".join(out.split())
+    assert "WARNING: localhost: the benchmark's toytorch==1.0 and its dependencies are installed from the package " \
+           "index without hashes (benchmark_e2e_torch_requirements is empty)" in said, said[-3000:]
+    again, _ = install(tmp_path, [])  # met: nothing installed, nothing to warn of
+    assert "WARNING: localhost: the benchmark" not in again  # the task is listed as skipped
 
 
 def pip_ran(output: str) -> bool:
