@@ -135,7 +135,7 @@ def test_a_reboot_announced_then_no_longer_needed_is_withdrawn(tmp_path: Path) -
 
 
 def withdraw(tmp_path: Path, running: str) -> tuple[Any, dict]:
-    """withdraw.yml on GRUB defaults with the role's arguments and its record of them, the kernel running ``running``."""
+    """withdraw.yml on GRUB defaults with the role's arguments and its record of them; the kernel runs ``running``."""
     (tmp_path / "grub").write_text(f'GRUB_CMDLINE_LINUX="quiet {ARGS}"\n')
     (tmp_path / "cmdline").write_text(f"BOOT_IMAGE=/vmlinuz ro {running}\n")
     (tmp_path / "state").mkdir(exist_ok=True)
