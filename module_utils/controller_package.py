@@ -22,8 +22,9 @@ def install_hint(error: ImportError, name: str) -> str:
     return (
         f"rdmaforge.cluster.{name} cannot run: the Python that runs Ansible ({sys.executable}) cannot import"
         f" {error.name or 'rdmaforge'} ({error}). The collection's filters need the rdmaforge package on the"
-        " controller: install its wheel into that Python, pip install rdmaforge-<version>-py3-none-any.whl"
-        " (`make wheel` in the rdmaforge repository writes it to build/dist/); the wheel carries this collection too."
+        " controller: install it into that Python, from a wheel built by that same Python (`pip wheel --no-deps .` in"
+        " an rdmaforge checkout: the wheel carries a compiled accelerator, so it is made per Python version); the"
+        " wheel carries this collection too."
     )
 
 

@@ -2024,9 +2024,9 @@ def role_own_variables(roles_dir: str) -> dict[str, str]:
     for path in sorted(roles.glob("*/vars/main.yml")):
         data = fast_yaml.load(path.read_text())
         for name in data if isinstance(data, dict) else ():
-            found.setdefault(str(name), f"roles/{path.parent.parent.name}/vars/main.yml")
+            found.setdefault(str(name), paths.role_file_shown(path))
     for path in sorted([*roles.glob("*/tasks/*.yml"), *roles.glob("*/handlers/*.yml")]):
-        where = f"roles/{path.parent.parent.name}/{path.parent.name}/{path.name}"
+        where = paths.role_file_shown(path)
         for name in _names_set_by(fast_yaml.load(path.read_text())):
             found.setdefault(name, where)
     return {name: where for name, where in found.items() if name not in settable and not name.startswith("_")}

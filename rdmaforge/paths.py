@@ -117,6 +117,13 @@ def as_installed(text: str) -> str:
     return _CHECKOUT_PATH.sub(installed, text)
 
 
+def role_file_shown(path: Path) -> str:
+    """A role's file as a message names it: ``roles/eni/tasks/main.yml`` in a checkout; where the wheel is installed
+    (no roles/ beside the user), its path in the installed collection (review round 39a)."""
+    relative = f"roles/{path.parent.parent.name}/{path.parent.name}/{path.name}"
+    return relative if CHECKOUT is not None else str(path)
+
+
 def playbook_to_run(name: str) -> str:
     """How a user names a shipped playbook to ansible-playbook, for messages: ``playbooks/summary.yml`` in a checkout,
     the collection's ``rdmaforge.cluster.summary`` where the wheel is installed (no playbooks/ directory there)."""

@@ -35,8 +35,9 @@ RECIPE_VERSION = 1
 KEY_UID = "rdmaforge lab mirror <lab-mirror@rdmaforge.invalid>"
 MIRROR_URL = f"http://{CONTROLLER_ADDRESS}:{MIRROR_PORT}"
 #: Source tarballs that no package registry carries and the lab cannot download (nccl-tests from GitHub), kept
-#: beside the checkout with their SHA256SUMS.
-LOCAL_SOURCES = PROJECT_ROOT.parent / "shared" / "sources"
+#: beside the checkout with their SHA256SUMS, or where RDMAFORGE_SOURCES names (an installed wheel has no checkout
+#: beside it: review round 39a).
+LOCAL_SOURCES = Path(os.environ.get("RDMAFORGE_SOURCES") or PROJECT_ROOT.parent / "shared" / "sources")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -193,3 +196,11 @@ def test_the_lab_records_the_inventory_it_wrote_for_status_elsewhere(tmp_path: P
     written = "/work/checkout/inventories/lab/hosts.yml"
     paths.state_file.write_text(json.dumps({"nodes": 2, "nics": 2, "inventory": written}))
     assert lab.recorded_inventory == Path(written)
+
+
+def test_the_source_tarballs_directory_can_be_named(tmp_path: Path) -> None:
+    """From an installed wheel there is no checkout beside the user to hold ../shared/sources (review round 39a)."""
+    code = "from rdmaforge.lab import mirror; print(mirror.LOCAL_SOURCES)"
+    env = {**os.environ, "RDMAFORGE_SOURCES": str(tmp_path / "sources")}
+    named = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert named.stdout.strip() == str(tmp_path / "sources")

@@ -278,3 +278,20 @@ def test_an_nccl_arch_list_without_the_gpus_arch_is_refused(tmp_path: Path) -> N
     both = preflight(["sm_80", "sm_90"])
     assert both.returncode == 0, both.stdout[-4000:]
     assert "1 GPUs (nvidia-smi)" in both.stdout
+
+
+def test_a_configuration_that_skips_an_unparsed_inventory_is_refused(tmp_path: Path) -> None:
+    """ansible-playbook outside the checkout reads no rdmaforge ansible.cfg: an inventory source it cannot parse was
+    skipped with a warning and the run went on with what it read (review round 39a). Stopped on the controller, and
+    a configuration without the converge ledger is named (no fast path then)."""
+    inventory = good_draft(tmp_path).write(tmp_path / "inventory")
+    proc = run_playbook("preflight.yml", inventory=inventory,
+                        env={**ENV, "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "false"})  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    said = " ".join(proc.stdout.split())
+    assert "skips an inventory source it cannot parse" in said and "any_unparsed_is_failed = true" in said, said[-3000:]
+    assert "PLAY [Preflight | validate the inventory" not in proc.stdout  # no node was connected to
+    proc = run_playbook("preflight.yml", "--check", inventory=inventory,
+                        env={**ENV, "ANSIBLE_CALLBACKS_ENABLED": "rdmaforge.cluster.task_timing"})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "WARNING: the rdmaforge.cluster.converge_ledger callback is not enabled" in " ".join(proc.stdout.split())

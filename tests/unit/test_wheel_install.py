@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from installed import WheelVenv, run
 
 from rdmaforge.paths import PROJECT_ROOT
@@ -225,3 +226,20 @@ def test_the_example_inventory_ships_and_messages_name_what_a_wheel_user_has(
     assert f"(see {shipped / 'hosts.yml'})" in said, said
     proc = run([str(bindir / "rdmaforge"), "render", "--help"], tmp_path, env)
     assert "ansible-doc -t role rdmaforge.cluster.workload_manifests" in proc.stdout, proc.stdout
+
+
+def test_a_roles_own_variable_is_named_by_the_installed_file(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    """Review round 39a: the message named roles/eni/tasks/main.yml, which a wheel user does not have."""
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    shipped = Path(run([str(bindir / "python"), "-c", "import rdmaforge.paths as p; print(p.EXAMPLE_INVENTORY)"],
+                       tmp_path, env).stdout.strip())  # fmt: skip
+    shutil.copytree(shipped, tmp_path / "mycluster")
+    hosts = tmp_path / "mycluster" / "hosts.yml"
+    data = yaml.safe_load(hosts.read_text())
+    data["all"]["vars"] = {**(data["all"].get("vars") or {}), "eni_selected": ["eth1"]}
+    hosts.write_text(yaml.safe_dump(data))
+    proc = run([str(bindir / "rdmaforge"), "provision", "-i", "mycluster/hosts.yml", "-q"], tmp_path, env)
+    assert proc.returncode == 64, proc.stdout + proc.stderr
+    said = proc.stderr
+    assert "eni_selected is no setting: the role sets it itself (" in said, said
+    assert "(roles/eni/" not in said and "ansible_collections/rdmaforge/cluster/roles/eni/tasks/main.yml" in said, said
