@@ -708,7 +708,7 @@ CASES: list[Case] = [
     # --- wrong types and values of role variables (every role's meta/argument_specs.yml) -------------
     Case(
         "int-given-a-duration",
-        *_one_role_value("converge_state_command_timeout", "30s", "'30s'", "converge_state", "an integer"),
+        *_one_role_value("nccl_tests_timeout", "30s", "'30s'", "nccl_tests", "an integer"),
     ),
     Case("int-given-a-list", *_one_role_value("hugepages_count", [50], "[50]", "hugepages", "an integer")),
     # (variables without a range check of their own, whose line would name the range instead)
