@@ -154,7 +154,7 @@ def test_rpm_gets_the_fingerprint_verify_key_checked(written: str) -> None:
     content = record["ansible.builtin.copy"]["content"]
     recorded = evaluate(templar, content[:content.index("}}") + 2].strip()[2:-2]) + content[content.index("}}") + 2:]
     assert recorded == f"{fpr}\n"
-    withdraw = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / "withdraw.yml").read_text())
+    withdraw = yaml.safe_load((PROJECT_ROOT / "roles" / "rdma_repos" / "tasks" / "yum_key_withdraw.yml").read_text())
     (removal,) = [t for t in withdraw if t.get("ansible.builtin.rpm_key", {}).get("state") == "absent"]
     templar = role_vars("rdma_repos", {}, rdmaforge_fabric="erdma", rdma_repos_erdma_gpg_fingerprint=value,
                         rdma_repos_rpm_key_imported={"content": base64.b64encode(recorded.encode()).decode()})
