@@ -119,13 +119,18 @@ def known_hosts_lines(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, 
     another node's address) is on no line: listed under each node's key, ssh to it accepted any of them, and a node
     could pose as another (review round 38a). A comment line names what was left out."""
     every = {host: names(host, hostvars, gathered) for host in hosts}
+    owners: dict[str, set[str]] = {}  # each name or address -> the nodes that answer to it (one pass: 1,000 nodes)
+    for host, forms in every.items():
+        for form in forms:
+            owners.setdefault(form, set()).add(host)
     # A node's own names (inventory name, short name, ansible_host) stay its own: only gathered addresses go.
     own_names = {host: {host, short_name(host), address(host, hostvars)} for host in hosts}
-    dropped = {host: [form for form in forms if form not in own_names[host]
-                      and any(form in others for other, others in every.items() if other != host)]
+    dropped = {host: {form for form in forms if form not in own_names[host] and len(owners[form]) > 1}
                for host, forms in every.items()}  # fmt: skip
-    shared = sorted({form for forms in dropped.values() for form in forms}, key=_ipv4_order)
-    lines = [f"# left out, more than one node answers to it: {', '.join(shared)}"] if shared else []
+    # The comment names only what is on no line at all (an address kept on its owner's line is trusted there).
+    nowhere = sorted((form for form, hosts_of in owners.items()
+                      if len(hosts_of) > 1 and all(form in dropped[h] for h in hosts_of)), key=_ipv4_order)  # fmt: skip
+    lines = [f"# left out, more than one node answers to it: {', '.join(nowhere)}"] if nowhere else []
     for host in sorted(hosts):
         facts = identity_facts(host, hostvars, gathered)
         keys = [
