@@ -137,13 +137,18 @@ def file_name_argv(manager: str, path: str) -> list[str]:
     return ["rpm", "-q", "--package", "--queryformat", "%{NAME}\n", path]
 
 
-def rpm_requirements(output: str) -> list[str]:
-    """What ``rpm -qp --requires FILE`` prints, as dnf installs it: each requirement once, in order, without rpm's
-    own features (``rpmlib(...)``, ``config(...)``), which no package provides."""
+def rpm_requirements(output: str, provided: str = "") -> list[str]:
+    """What ``rpm -qp --requires FILE`` prints, as dnf installs it from the repositories: each requirement once, in
+    order, without rpm's own features (``rpmlib(...)``, ``config(...)``), which no package provides, and without what
+    the file satisfies itself: ``provided`` is ``rpm -qp --provides --list FILE`` (its capabilities and its files;
+    a package whose two libraries link each other requires one of its own sonames, which dnf found in no repository:
+    final read, round 40). A rich dependency (``(a or b)``) goes to dnf as it stands."""
+    own = {" ".join(line.split()).split(" ")[0] for line in provided.splitlines() if line.strip()}
     found: list[str] = []
     for line in output.splitlines():
         requirement = " ".join(line.split())
-        if requirement and not requirement.startswith(("rpmlib(", "config(")) and requirement not in found:
+        if (requirement and not requirement.startswith(("rpmlib(", "config(")) and requirement not in found
+                and requirement.split(" ")[0] not in own):  # fmt: skip
             found.append(requirement)
     return found
 

@@ -81,3 +81,27 @@ def test_an_rpms_requirements_are_what_dnf_installs() -> None:
                "rpmlib(PayloadIsZstd) <= 5.4.18-1\nconfig(aiacc-nccl-plugin) = 1.0.2-1\n/bin/sh\n\n")  # fmt: skip
     assert packages.rpm_requirements(printed) == ["/bin/sh", "libc.so.6()(64bit)", "libibverbs >= 41"]
     assert packages.rpm_requirements("") == []
+    # A package whose two libraries link each other requires its own soname; rpm -qp --provides --list prints it
+    # (and the files the package holds, a file requirement's match): those are no dependency to fetch.
+    provided = "libaiacc-core.so()(64bit)\naiacc-nccl-plugin = 1.0.2-1\n/usr/lib64/libaiacc-core.so\n"
+    printed = "libaiacc-core.so()(64bit)\n/usr/lib64/libaiacc-core.so\nlibibverbs >= 41\n"
+    assert packages.rpm_requirements(printed, provided) == ["libibverbs >= 41"]
+
+
+@pytest.mark.skipif(shutil.which("rpmbuild") is None, reason="rpmbuild is not installed (make deps installs rpm)")
+def test_what_an_rpm_satisfies_itself_is_no_dependency_of_it(tmp_path: Path) -> None:
+    """A real rpm built here that requires a capability and a file it provides itself: only the outside requirement
+    is left for dnf to fetch (dnf found the others in no repository: final read, round 40)."""
+    (tmp_path / "t.spec").write_text(
+        "Name: selfreq\nVersion: 1.0\nRelease: 1\nSummary: t\nLicense: MIT\nBuildArch: noarch\nProvides: selfcap\n"
+        "Requires: selfcap\nRequires: /usr/share/selfreq/README\nRequires: bash >= 4\n%description\nt\n%install\n"
+        "mkdir -p %{buildroot}/usr/share/selfreq\necho x > %{buildroot}/usr/share/selfreq/README\n"
+        "%files\n/usr/share/selfreq/README\n")  # fmt: skip
+    subprocess.run(["rpmbuild", "--define", f"_topdir {tmp_path / 'top'}", "-bb", str(tmp_path / "t.spec")],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    (built,) = (tmp_path / "top" / "RPMS" / "noarch").glob("*.rpm")
+    query = ["rpm", "-q", "--package"]
+    requires = subprocess.run([*query, "--requires", str(built)], capture_output=True, text=True, check=True).stdout
+    provides = subprocess.run([*query, "--provides", "--list", str(built)], capture_output=True, text=True,
+                              check=True).stdout  # fmt: skip
+    assert "selfcap" in requires.split() and packages.rpm_requirements(requires, provides) == ["bash >= 4"]
