@@ -322,3 +322,33 @@ def test_the_role_refuses_an_arch_no_nvcc_builds_on_its_own(tmp_path: Path) -> N
     assert declared.returncode == 0, declared.stdout
     malformed = run_arch_check(tmp_path, {"nccl_cuda_archs": ["80"]})
     assert malformed.returncode == 2 and "allowed: a non-empty list of sm_NN names" in malformed.stdout
+
+
+def run_nvcc_probe(tmp_path: Path, gencode: str) -> subprocess.CompletedProcess[str]:
+    """detect.yml's two nvcc probe tasks, with this machine's nvcc as the builder's (connection local)."""
+    tasks = yaml.safe_load((RESOURCES / "roles" / "nccl_build" / "tasks" / "detect.yml").read_text())
+    chosen = [t for t in tasks if t["name"] in ("Ask nvcc whether it builds the archs",
+                                                "Stop on an arch this nvcc does not build")]  # fmt: skip
+    assert len(chosen) == 2
+    play = [{"name": "probe", "hosts": "all", "gather_facts": False, "tasks": chosen,
+             "vars": {"nccl_build_builder": "localhost", "nccl_build_cuda_home": str(NVCC.parent.parent),
+                      "nccl_build_gencode": gencode, "nccl_build_cuda": "13.0", "nccl_cuda_archs": ["sm_89a"],
+                      "nccl_build_codes": {"stdout_lines": ["sm_75", "sm_80"]}}}]  # fmt: skip
+    playbook = tmp_path / "probe.yml"
+    playbook.write_text(yaml.safe_dump(play, sort_keys=False))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(RESOURCES / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+            "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)]  # fmt: skip
+    return subprocess.run(argv, cwd=RESOURCES, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.skipif(not NVCC.exists(), reason="no nvcc at /usr/local/cuda on this machine")
+def test_the_builder_asks_nvcc_before_the_build(tmp_path: Path) -> None:
+    """An nvcc that lists a base arch without its suffixed one (sm_89: no sm_89a on any nvcc) let the build start
+    and fail part-way; the builder's real nvcc is asked first (--dryrun compiles nothing)."""
+    refused = run_nvcc_probe(tmp_path, "-gencode=arch=compute_89a,code=sm_89a")
+    assert refused.returncode == 2, refused.stdout[-3000:]
+    said = " ".join(refused.stdout.split())
+    assert 'localhost: nccl_cuda_archs=["sm_89a"] cannot be built by nvcc 13.0 there:' in said, said[-3000:]
+    assert "Unsupported gpu architecture 'compute_89a'" in said, said[-3000:]
+    assert run_nvcc_probe(tmp_path, "-gencode=arch=compute_90a,code=sm_90a").returncode == 0
