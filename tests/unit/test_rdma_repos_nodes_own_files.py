@@ -33,6 +33,7 @@ def role_run(tmp_path: Path, tasks_from: str, *extra: str, **more: object) -> tu
              "rdma_repos_rpm_key_path": "/etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaforge-erdma",
              "rdma_repos_sources_path": str(tmp_path / "erdma.sources"),
              "rdma_repos_legacy_list_path": str(tmp_path / "erdma.list"),
+             "rdma_repos_apt_main_list": str(tmp_path / "apt" / "sources.list"),
              "rdma_repos_keyring_dir": str(tmp_path / "keyrings"), **more}  # fmt: skip
     proc = run_playbook(str(playbook), "-e", json.dumps(paths), *extra, inventory=inventory, env=ENV, timeout=300)
     return proc.returncode, proc.stdout
@@ -100,6 +101,12 @@ def test_a_keyring_the_nodes_own_list_signs_with_stays(tmp_path: Path) -> None:
     code, out = role_run(tmp_path, "apt_source_withdraw")
     assert code == 0 and recap(out)["localhost"]["changed"] == 0, out[-3000:]
     assert keyring.exists()
+    # the same line in apt's main list (final read, round 40: only sources.list.d was looked at)
+    (tmp_path / "apt").mkdir()
+    (tmp_path / "apt" / "sources.list").write_text(listed.read_text())  # outside sources.list.d, as apt keeps it
     listed.unlink()
+    code, out = role_run(tmp_path, "apt_source_withdraw")
+    assert code == 0 and recap(out)["localhost"]["changed"] == 0 and keyring.exists(), out[-3000:]
+    (tmp_path / "apt" / "sources.list").unlink()
     code, out = role_run(tmp_path, "apt_source_withdraw")
     assert code == 0 and recap(out)["localhost"]["changed"] == 1 and not keyring.exists(), out[-3000:]
