@@ -138,6 +138,10 @@ def node(converged: LabHandle, aiacc_deb_served: dict[str, str]) -> Iterator[str
     converged.ssh(name, undo)
 
 
+#: The node's "running" kernel command line in the reset test (see hugepages_proc_cmdline).
+TEST_CMDLINE = "/root/rdmaforge-test-cmdline"
+
+
 def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
     converged: LabHandle, node: str, tmp_path: Path
 ) -> None:
@@ -157,9 +161,16 @@ def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
     others_before = fingerprints()
 
     boot_id = lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout
+    # A container runs the controller's kernel, which never gets the arguments, and a withdrawal reboots only where
+    # the running kernel has them (b85c1ce): the node's running command line is a file here, holding the role's
+    # arguments as a node booted with them has (hugepages_proc_cmdline).
+    set_args = lab.ssh(node, "cat /var/lib/rdmaforge/hugepages-kernel-args").stdout.strip()
+    assert set_args, "no huge page arguments recorded"
+    lab.ssh(node, f'echo "$(cat /proc/cmdline) {set_args}" > {TEST_CMDLINE}')
+    booted = {"hugepages_reboot": True, "hugepages_proc_cmdline": TEST_CMDLINE}
     # First as a careful operator would: --check names what the reset would take off and takes nothing.
     check = cli(tmp_path / "runs", "reset", "-i", str(lab.inventory), "--limit", node, "--yes", "--check",
-                "-e", json.dumps({"hugepages_reboot": True}))  # fmt: skip
+                "-e", json.dumps(booted))  # fmt: skip
     assert check.returncode == ExitCode.OK, check.stdout[-5000:]
     checked = json.loads((run_dir_of(check.stdout) / "recap.json").read_text())
     assert checked["hosts"][node]["status"] == "would_change", checked["hosts"]
@@ -173,7 +184,8 @@ def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
 
     # With hugepages_reboot the node reboots without the huge page arguments, as turning the feature off does.
     proc = cli(tmp_path / "runs", "reset", "-i", str(lab.inventory), "--limit", node, "--yes",
-               "-e", json.dumps({"hugepages_reboot": True}))  # fmt: skip
+               "-e", json.dumps(booted))  # fmt: skip
+    lab.ssh(node, f"rm -f {TEST_CMDLINE}")
     assert proc.returncode == ExitCode.OK, proc.stdout[-5000:]
     assert lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout != boot_id, "the node did not reboot"
     assert lab.ssh(node, "test -e /run/rdmaforge-reboot.lock", check=False).returncode == 1  # cleared by the reboot

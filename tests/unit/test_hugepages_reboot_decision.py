@@ -43,6 +43,7 @@ def play(tmp_path: Path, tasks_from: str, extra_vars: dict[str, Any] | None = No
                                                   "mounts_path": str(MOUNTS), "cmdline_path": str(cmdline)},
         },
         "vars": {"hugepages_boot": {"kind": "grub", "reason": "test"}, "hugepages_state_dir": str(state),
+                 "hugepages_proc_cmdline": str(cmdline),  # the role's tasks name it (module_defaults lose to them)
                  "hugepages_grub_cfg_path": str(cfg), "hugepages_grub_dropin": "", "hugepages_size": "1G",
                  "hugepages_pages": 50, "hugepages_grub_mkconfig_command": [str(mkconfig), "-o", str(cfg)],
                  "hugepages_args": {"default_hugepagesz": "1G", "hugepagesz": "1G", "hugepages": 50},

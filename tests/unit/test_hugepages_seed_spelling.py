@@ -35,6 +35,7 @@ def test_a_node_set_up_as_seed_004_spells_it_is_left_as_it_is(tmp_path: Path) ->
         "gather_subset": ["!all"],
         "module_defaults": {"rdmaforge.cluster.kernel_cmdline": {"path": str(grub), "proc_cmdline": str(cmdline)}},
         "vars": {"hugepages_boot": {"kind": "grub", "reason": "test"}, "hugepages_state_dir": str(state),
+                 "hugepages_proc_cmdline": str(cmdline),
                  "hugepages_grub_cfg_path": str(cfg), "hugepages_grub_dropin": "", "hugepages_size": "1G",
                  "hugepages_grub_mkconfig_command": [str(mkconfig), "-o", str(cfg)],
                  "hugepages_args": {"default_hugepagesz": "1G", "hugepagesz": "1G", "hugepages": 50},

@@ -813,7 +813,8 @@ def test_the_rescue_after_grubby_ran_says_so_and_keeps_the_reboot(file):
     result = {"failed": True, "changed": True, "grubby_changed": True, "msg": "grubby ran but entries still differ"}
     variables = {"hugepages_cmdline": result, "ansible_failed_task": {"name": "Remove the kernel arguments"},
                  "ansible_failed_result": result, "hugepages_grub_cfg_said": "grub.cfg said",
-                 "hugepages_will_change": True, "hugepages_announces": True, "hugepages_reboot_pending": False,
+                 "hugepages_will_change": True, "hugepages_announces": True, "hugepages_needs_boot": True,
+                 "hugepages_reboot_pending": False,
                  "hugepages_marked_boot": "a", "hugepages_this_boot": "b", "inventory_hostname": "node1"}  # fmt: skip
     templar = role_vars("hugepages", {}, **variables)
     message = " ".join(str(templar.template(trust_as_template(

@@ -19,6 +19,8 @@ from rdmaforge.pairwise import plan, sendrecv
 from rdmaforge.parsers.rdma_devinfo import merge_rdma_links, parse_ibv_devinfo, parse_rdma_link
 from rdmaforge.paths import PROJECT_ROOT
 
+ROLE_VARS = yaml.safe_load((PROJECT_ROOT / "roles" / "pairwise" / "vars" / "main.yml").read_text())
+
 CORPUS = "corpus/nccl-tests/05_alltoall_sendrecv_v2.17.6_h100_2gpu_2node.txt"
 DATA = PROJECT_ROOT / "tests" / "data"
 
@@ -71,7 +73,9 @@ def test_each_rail_is_measured_over_the_port_both_nodes_put_behind_its_nic(share
                  "pairwise_timeout": 30, "pairwise_sendrecv_binary": "sendrecv_perf", "pairwise_rail_hcas": {},
                  "pairwise_sendrecv_min_bytes": "8", "pairwise_sendrecv_max_bytes": "1G",
                  "pairwise_sendrecv_iterations": 20, "pairwise_mpirun_args": [],
-                 "pairwise_nodes": "{{ ansible_play_hosts_all | sort }}"},
+                 "pairwise_nodes": "{{ ansible_play_hosts_all | sort }}",
+                 # the role's own definition (vars/main.yml): mpirun runs as the user ssh_trust trusts, root here
+                 "pairwise_mpi_user": ROLE_VARS["pairwise_mpi_user"]},
         "environment": {"PATH": f"{bin_dir}:/usr/bin:/bin"},
         "tasks": [
             {"name": "Round", "ansible.builtin.include_tasks": str(PROJECT_ROOT / "roles" / "pairwise" / "tasks"
