@@ -166,7 +166,8 @@ def test_reset_takes_back_only_what_rdmaforge_put_and_provision_converges_again(
     # arguments as a node booted with them has (hugepages_proc_cmdline).
     set_args = lab.ssh(node, "cat /var/lib/rdmaforge/hugepages-kernel-args").stdout.strip()
     assert set_args, "no huge page arguments recorded"
-    lab.ssh(node, f'echo "$(cat /proc/cmdline) {set_args}" > {TEST_CMDLINE}')
+    # (not appended to the controller's: its command line ends in " -- " init arguments, which are no kernel's)
+    lab.ssh(node, f'echo "BOOT_IMAGE=/boot/vmlinuz root=/dev/vda1 ro quiet {set_args}" > {TEST_CMDLINE}')
     booted = {"hugepages_reboot": True, "hugepages_proc_cmdline": TEST_CMDLINE}
     # First as a careful operator would: --check names what the reset would take off and takes nothing.
     check = cli(tmp_path / "runs", "reset", "-i", str(lab.inventory), "--limit", node, "--yes", "--check",
