@@ -445,15 +445,21 @@ def _says_why_no_host(said: str) -> bool:
     return any(sign in said for sign in NO_HOST_SIGNS)
 
 
+def _listed_as_run(request: Request, read: Reading, *args: str) -> dict[str, Any]:
+    """The request's inventory listed as the run read it (a dynamic one's replayed listing; the run's
+    configuration, environment and vault secrets), with ``args`` added. Through pipes, not a pty: nothing of what
+    Ansible says is lost. Raises inventory_list's InventoryRefused or InventoryError."""
+    listed = read.listed
+    inventory = str(listed.script if listed else request.inventory.resolve())
+    return inventory_list.listed(inventory, cwd=paths.WORKSPACE, args=[*vault_cmdline(request), *args],
+                                 env={**runner_env(), **(listed.environment if listed else {})})  # fmt: skip
+
+
 def hosts_not_reached(request: Request, read: Reading, reached: Sequence[str]) -> list[str]:
     """The hosts of group 'cluster' within the request's --limit that the run has no event of: each is NOT_RUN in
     the recap of a run Ansible died in. [] where the inventory cannot be listed (nothing known, nothing claimed)."""
-    listed = read.listed
-    inventory = str(listed.script if listed else request.inventory.resolve())
-    limit = ["--limit", request.limit] if request.limit else []
     try:
-        data = inventory_list.listed(inventory, cwd=paths.WORKSPACE, args=[*vault_cmdline(request), *limit],
-                                     env={**runner_env(), **(listed.environment if listed else {})})  # fmt: skip
+        data = _listed_as_run(request, read, *(["--limit", request.limit] if request.limit else []))
     except (inventory_list.InventoryRefused, inventory_list.InventoryError):
         return []
     seen = set(reached)
@@ -461,14 +467,10 @@ def hosts_not_reached(request: Request, read: Reading, reached: Sequence[str]) -
 
 
 def relist(request: Request, read: Reading) -> Relisting:
-    """The request's inventory listed as the run read it (a dynamic one's replayed listing; the run's
-    configuration, environment and vault secrets): how many hosts group 'cluster' holds, or why Ansible cannot
-    list it. Through pipes, not a pty: nothing of what Ansible says is lost."""
-    listed = read.listed
-    inventory = str(listed.script if listed else request.inventory.resolve())
+    """The request's inventory listed as the run read it (_listed_as_run): how many hosts group 'cluster' holds,
+    or why Ansible cannot list it."""
     try:
-        data = inventory_list.listed(inventory, cwd=paths.WORKSPACE, args=vault_cmdline(request),
-                                     env={**runner_env(), **(listed.environment if listed else {})})  # fmt: skip
+        data = _listed_as_run(request, read)
     except inventory_list.InventoryRefused as exc:
         return Relisting(None, " ".join(str(exc).split()))
     except inventory_list.InventoryError:  # not run, timed out, no listing: nothing known, nothing claimed
