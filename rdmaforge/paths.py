@@ -61,7 +61,8 @@ MODULES_DIR = CHECKOUT / "library" if CHECKOUT is not None else INSTALLED_COLLEC
 FILTERS_DIR = CHECKOUT / "filter_plugins" if CHECKOUT is not None else INSTALLED_COLLECTION / "plugins" / "filter"
 #: The ansible.cfg every run uses (the wheel carries a copy of the checkout's as package data).
 ANSIBLE_CFG = CHECKOUT / "ansible.cfg" if CHECKOUT is not None else DATA_DIR / "ansible.cfg"
-#: The directory holding tests/infra, ``rdmaforge verify``'s suite (imported as tests.infra.*).
+#: The directory holding tests/infra, ``rdmaforge verify``'s suite. Its files import rdmaforge.* only, never a
+#: ``tests`` package: another distribution's stray site-packages/tests/__init__.py would take that name.
 VERIFY_ROOT = CHECKOUT if CHECKOUT is not None else DATA_DIR / "verify"
 
 #: The example inventory to copy (inventories/example in a checkout; package data where the wheel is installed).

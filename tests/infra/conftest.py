@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from rdmaforge import fabrics
+from rdmaforge.infra_expectations import fabric_of
 from rdmaforge.infra_report import NODE_PROPERTY
-from tests.infra.expectations import fabric_of
 
 #: The fabric profiles that use RDMA (rdmaforge.fabrics, the one table of profiles).
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)

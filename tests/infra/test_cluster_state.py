@@ -11,8 +11,8 @@ import re
 import shlex
 from typing import Any
 
+from rdmaforge.infra_expectations import literal, setting
 from rdmaforge.parsers import ld_cache
-from tests.infra.expectations import literal, setting
 
 
 def test_nccl_is_installed_from_the_cluster_build_and_registered(host: Any, hostvars: dict[str, Any]) -> None:

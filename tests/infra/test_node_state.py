@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from rdmaforge import fabrics
+from rdmaforge.infra_expectations import accepted, gpus_on_node, login_settings, nccl_conf, setting
 from rdmaforge.parsers import ld_cache, pam_limits, sshd_config
 from rdmaforge.parsers.nccl_env import NODE_GPU_COUNT, parse_conf, plugin_api_versions
 from rdmaforge.parsers.rdma_devinfo import (
@@ -23,7 +24,6 @@ from rdmaforge.parsers.rdma_devinfo import (
     parse_ibv_devinfo,
 )
 from rdmaforge.plain_data import ansible_bool, whole_number
-from tests.infra.expectations import accepted, gpus_on_node, login_settings, nccl_conf, setting
 
 RDMA_PROFILES = set(fabrics.RDMA_NAMES)
 

@@ -1,6 +1,6 @@
 """Seed 004's tuning on a node, when the inventory switches it on: the huge page arguments in the boot loader
 configuration (exactly once) and the per-NIC policy routing. Read-only; what is expected comes from the inventory
-and the roles' documented defaults (tests/infra/expectations.py), not from rdmaforge.tuning, which planned it."""
+and the roles' documented defaults (rdmaforge/infra_expectations.py), not from rdmaforge.tuning, which planned it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from rdmaforge.infra_expectations import eni_mtu, fabric_of, gpus_on_node, literal, secondary_nics, setting
 from rdmaforge.plain_data import ansible_bool
-from tests.infra.expectations import eni_mtu, fabric_of, gpus_on_node, literal, secondary_nics, setting
 
 
 def enabled(hostvars: dict[str, Any], name: str) -> bool:

@@ -1,7 +1,7 @@
 """The testinfra suite's own tests (tests/infra) against a stand-in for testinfra's host: a node in a planned
 state must pass, and a node that deviates from its inventory or the roles' documented defaults must fail. What is
 expected comes from the inventory given here, roles/*/defaults/main.yml read as YAML, or the seeds, never from
-tests/infra/expectations.py."""
+rdmaforge/infra_expectations.py."""
 
 from __future__ import annotations
 
@@ -870,7 +870,7 @@ def test_a_templated_plan_is_not_judged_rather_than_read_as_the_default(name: st
 def test_templated_nccl_settings_are_not_judged_and_a_templated_role_default_is_its_meaning() -> None:
     """Review round 36: templated nccl_env_overrides or nccl_env_accelerator were read as none, so a node without
     the accelerator's settings passed. nccl_env_profile's own default is a template (the fabric): read as that."""
-    from tests.infra.expectations import nccl_settings
+    from rdmaforge.infra_expectations import nccl_settings
 
     for name, value in (("nccl_env_overrides", "{{ site_nccl }}"), ("nccl_env_accelerator", "{{ site_acc }}")):
         with pytest.raises(pytest.skip.Exception, match=f"not judged: {name} is a template"):
@@ -883,7 +883,7 @@ def test_templated_nccl_settings_are_not_judged_and_a_templated_role_default_is_
 def test_a_fabric_testinfra_cannot_read_is_not_judged(value: object) -> None:
     """A templated or !unsafe rdmaforge_fabric was read as text: "fabric ... does not use RDMA" skipped every RDMA
     test as if the node had none, and the plugin test passed with no plugin (review round 16a)."""
-    from tests.infra.expectations import fabric_of
+    from rdmaforge.infra_expectations import fabric_of
 
     with pytest.raises(pytest.skip.Exception, match="not judged: rdmaforge_fabric="):
         fabric_of({"rdmaforge_fabric": value})

@@ -243,3 +243,31 @@ def test_a_roles_own_variable_is_named_by_the_installed_file(wheel_venv: WheelVe
     said = proc.stderr
     assert "eni_selected is no setting: the role sets it itself (" in said, said
     assert "(roles/eni/" not in said and "ansible_collections/rdmaforge/cluster/roles/eni/tasks/main.yml" in said, said
+
+
+def test_the_shipped_verify_suite_loads_beside_another_tests_package(wheel_venv: WheelVenv, tmp_path: Path) -> None:
+    """Many distributions install a stray top-level ``tests`` package into site-packages. The shipped suite imported
+    ``tests.infra.expectations``: that regular package took the name from the suite's own directory (a namespace
+    portion) and ``rdmaforge verify`` ended in an ImportError before any test. The suite, as verify runs it
+    (its argv, cwd and environment), must collect every test beside such a package."""
+    bindir, env = wheel_venv.bindir, wheel_venv.env
+    stray = tmp_path / "stray"
+    (stray / "tests").mkdir(parents=True)
+    (stray / "tests" / "__init__.py").write_text("")  # what such a distribution leaves in site-packages
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": {
+        "stray-check": {"ansible_connection": "local"}}}}}}))  # fmt: skip
+    code = (
+        "import sys; from pathlib import Path; from rdmaforge.commands import verify; "
+        f"argv = verify.pytest_argv(['stray-check'], Path({str(inventory)!r}), Path({str(tmp_path / 'j.xml')!r}), "
+        "None) + ['--collect-only']; "
+        f"sys.exit(verify.run_suite(argv, Path({str(tmp_path / 'suite.log')!r}), echo=False))"
+    )
+    proc = run([str(bindir / "python"), "-c", code], tmp_path, {**env, "PYTHONPATH": str(stray)})
+    log = (tmp_path / "suite.log").read_text()
+    assert proc.returncode == 0, proc.stderr + log[-3000:]
+    collected = re.search(r"(\d+) tests? collected", log)
+    # The suite's own files, counted here from the checkout: every test function of tests/infra is collected.
+    suite = (PROJECT_ROOT / "tests" / "infra").glob("test_*.py")
+    defined = sum(len(re.findall(r"^def test_", f.read_text(), re.M)) for f in suite)
+    assert collected and int(collected.group(1)) >= defined > 0, log[-3000:]

@@ -1,6 +1,9 @@
 """What a node should look like, from its inventory and the roles' documented tables and defaults
 (roles/*/defaults/main.yml: package sets, NCCL profiles, ENI defaults), never from the Python that planned the
-change (rdmaforge.tuning and the filters): a verification that reuses the code under test proves nothing."""
+change (rdmaforge.tuning and the filters): a verification that reuses the code under test proves nothing.
+
+The testinfra suite (tests/infra) imports it from this package: as ``tests.infra.expectations`` it failed to import
+wherever another distribution had installed a top-level ``tests`` package, which shadows the suite's directory."""
 
 from __future__ import annotations
 
