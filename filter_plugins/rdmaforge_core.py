@@ -130,6 +130,7 @@ class FilterModule:
             "rdmaforge_ssh_mesh_matrix": ssh_mesh.matrix,
             "rdmaforge_ssh_mesh_failures": ssh_mesh.failures,
             "rdmaforge_ssh_mesh_ring_peers": ssh_mesh.ring_peers,
+            "rdmaforge_ssh_trust_logins": ssh_mesh.recorded_logins,
             "rdmaforge_nccl_env_merge": nccl_env.merge,
             "rdmaforge_nccl_env_topology": nccl_env_topology,
             "rdmaforge_nccl_env_gpu_count": nccl_env.with_gpu_count,

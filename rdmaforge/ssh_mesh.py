@@ -4,6 +4,8 @@ filters and tests."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -243,3 +245,32 @@ def failures(hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], ch
                     reason = probe.get("error") or f"exit status {probe.get('rc')}"
                     lines.append(f"{source} -> {target} ({form}): {reason}")
     return lines
+
+
+#: A login's cluster key is ~/.ssh/<key>: the rule key_name.yml applies to ssh_trust_key_name.
+_KEY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def recorded_logins(text: str, record: str) -> list[dict[str, str]]:
+    """The logins ({user, home, key}) the ssh_trust role's login record (``record``, its text ``text``) lists, each
+    once, in order; none for an empty record. The withdrawal removes ``<home>/.ssh/<key>`` by them, so an entry whose
+    home is not an absolute path, or whose key is not a plain file name, is refused with the record's path."""
+    if not text.strip():
+        return []
+    try:
+        entries = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"{record}: not JSON ({error}); it lists the logins holding rdmaforge's cluster SSH trust "
+                         "as [{\"user\": ..., \"home\": ..., \"key\": ...}]") from None  # fmt: skip
+    logins: list[dict[str, str]] = []
+    for entry in entries if isinstance(entries, list) else [entries]:
+        fields = entry if isinstance(entry, dict) else {}
+        user, home, key = (fields.get(name) for name in ("user", "home", "key"))
+        if not (isinstance(user, str) and user and isinstance(home, str) and home.startswith("/")
+                and isinstance(key, str) and _KEY_NAME.fullmatch(key)):  # fmt: skip
+            raise ValueError(f"{record}: entry {json.dumps(entry)} is not a login rdmaforge recorded; allowed: "
+                             '{"user": NAME, "home": ABSOLUTE PATH, "key": FILE NAME IN ~/.ssh}')  # fmt: skip
+        login = {"user": user, "home": home, "key": key}
+        if login not in logins:
+            logins.append(login)
+    return logins

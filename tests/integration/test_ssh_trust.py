@@ -86,6 +86,39 @@ def test_a_limited_run_keeps_every_node_trusted(lab: LabHandle) -> None:
     assert "Read the SSH host keys of the cluster's nodes that this run leaves out" in proc.stdout
 
 
+def test_a_new_trust_user_takes_the_trust_from_the_old_one(lab: LabHandle) -> None:
+    """ssh_trust_user changed from root to another user: the converge used to install the cluster key for the new
+    user and leave root's key pair and root's authorized_keys block, so the new user's key logged in as root on
+    every node. Now the old login is withdrawn in the same run, and changing back withdraws the new one."""
+    user, home = "trainer", "/home/trainer"
+    for node in lab.nodes:
+        lab.ssh(node, f"id -u {user} >/dev/null 2>&1 || useradd -m -s /bin/bash {user}")
+    first, peer = list(lab.nodes)[:2]
+    try:
+        moved = lab.playbook("ssh_trust.yml", "-e", f"ssh_trust_user={user}")
+        assert moved.returncode == 0, moved.stdout[-4000:]
+        for node in lab.nodes:
+            root_keys = lab.ssh(node, "cat /root/.ssh/authorized_keys").stdout
+            assert MARK not in root_keys and "rdmaforge-lab-controller" in root_keys, (node, root_keys)
+            assert lab.ssh(node, "ls /root/.ssh").stdout.split().count("rdmaforge_cluster_ed25519") == 0, node
+            assert lab.ssh(node, f"stat -c %U:%a {home}/.ssh/rdmaforge_cluster_ed25519").stdout.strip() == f"{user}:600"
+        # The new user reaches the peer as itself, and is refused as root.
+        as_user = f"runuser -u {user} -- ssh -o BatchMode=yes -o ConnectTimeout=10"
+        assert lab.ssh(first, f"{as_user} {lab.nodes[peer]} id -un").stdout.strip() == user
+        refused = lab.ssh(first, f"{as_user} root@{lab.nodes[peer]} true", check=False)
+        assert refused.returncode != 0 and "Permission denied" in refused.stderr, refused.stderr
+        back = lab.playbook("ssh_trust.yml")
+        assert back.returncode == 0, back.stdout[-4000:]
+        for node in lab.nodes:
+            assert lab.ssh(node, f"ls -A {home}/.ssh 2>/dev/null; cat {home}/.ssh/authorized_keys 2>/dev/null",
+                           check=False).stdout.split() == [], node  # fmt: skip
+            assert MARK in lab.ssh(node, "cat /root/.ssh/authorized_keys").stdout, node
+        assert_no_changes(lab.playbook("ssh_trust.yml").stdout)
+    finally:
+        for node in lab.nodes:
+            lab.ssh(node, f"userdel -r {user} 2>/dev/null; true", check=False)
+
+
 def test_rotation_installs_a_new_key_and_the_old_one_is_refused(lab: LabHandle, tmp_path: Path) -> None:
     cache = Path.home() / ".cache" / "rdmaforge" / "ssh-trust"
     old_key = next(cache.glob("*/id_ed25519"))

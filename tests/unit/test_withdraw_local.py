@@ -31,6 +31,7 @@ PATHS = {
     "ssh_trust_home": "{{ node_root }}/home",
     "ssh_trust_known_hosts": "{{ node_root }}/ssh_known_hosts",
     "ssh_trust_record": "{{ node_root }}/ssh-trust-files-created",
+    "ssh_trust_logins_record": "{{ node_root }}/ssh-trust-logins.json",
     "cluster_hosts_path": "{{ node_root }}/hosts",
     "mpi_launch_hostfile": "{{ node_root }}/etc/hostfile",
 }
@@ -127,8 +128,26 @@ def withdrawn(tmp_path_factory: pytest.TempPathFactory) -> Withdrawn:
     """node1 and node2 as a converge leaves them (node2 stopped managing /etc/hosts since), node3 and node4 with
     trust files that rdmaforge created (test_the_trust_files_rdmaforge_created_go_when_nothing_else_is_in_them)."""
     root = tmp_path_factory.mktemp("withdrawn")
-    inv, nodes = fleet(root, ("node1", "node2", "node3", "node4"), node2={"cluster_hosts_manage": False})
+    inv, nodes = fleet(root, ("node1", "node2", "node3", "node4", "node5"), node2={"cluster_hosts_manage": False})
     three, four = nodes["node3"], nodes["node4"]
+    # node5: the trust was installed for another login first (ssh_trust_user changed since), as its login record
+    # says: that login's key pair, its authorized_keys block beside the user's own key, a ~/.ssh/config rdmaforge
+    # created with the block alone (recorded).
+    old = root / "node5" / "oldhome" / ".ssh"
+    old.mkdir(parents=True)
+    nodes["node5"].update(old_key=old / "rdmaforge_cluster_ed25519", old_pub=old / "rdmaforge_cluster_ed25519.pub",
+                          old_authorized_keys=old / "authorized_keys", old_config=old / "config",
+                          logins=root / "node5" / "ssh-trust-logins.json",
+                          record=root / "node5" / "ssh-trust-files-created")  # fmt: skip
+    five = nodes["node5"]
+    five["old_key"].write_text("cluster private key\n")
+    five["old_pub"].write_text("ssh-ed25519 AAAAcluster rdmaforge node1-cluster\n")
+    five["old_authorized_keys"].write_text("ssh-ed25519 AAAAold old@laptop\n"
+                                           + TRUST.format("ssh-ed25519 AAAAcluster"))
+    five["old_config"].write_text(TRUST.format("Host node1 node2"))
+    five["record"].write_text(f"{five['old_config']}\n")
+    logins = [{"user": "trainer", "home": str(old.parent)}, {"user": "root", "home": str(root / "node5" / "home")}]
+    five["logins"].write_text(json.dumps([{**login, "key": "rdmaforge_cluster_ed25519"} for login in logins]))
     # node3: rdmaforge created authorized_keys (its block alone) and ~/.ssh/config, where the user has added a host
     # since; ssh_known_hosts was there before, empty, so it stays, empty.
     three["authorized_keys"].write_text(TRUST.format("ssh-ed25519 AAAAcluster"))
@@ -175,6 +194,23 @@ def test_withdraw_takes_back_what_rdmaforge_wrote_and_nothing_else(withdrawn: Wi
     assert all(recap(again.stdout)[name]["changed"] == 0 for name in mine), again.stdout[-3000:]
 
 
+def test_every_login_the_trust_was_installed_for_is_withdrawn(withdrawn: Withdrawn) -> None:
+    """node5 of the fixture: its login record names a login the trust was installed for before ssh_trust_user
+    changed. Reset used to take the trust back from ssh_trust_user alone: the old login kept the cluster key, and
+    its authorized_keys kept accepting it."""
+    five = withdrawn.nodes["node5"]
+    assert withdrawn.check.returncode == 0, withdrawn.check.stdout[-4000:]
+    assert withdrawn.after_check["node5"] == withdrawn.before["node5"]  # check mode changes nothing
+    assert withdrawn.proc.returncode == 0, withdrawn.proc.stdout[-4000:]
+    after = contents(five)
+    assert {name: after[name] for name in ("old_key", "old_pub", "old_authorized_keys", "old_config", "logins",
+                                           "record")} == {  # fmt: skip
+        "old_key": None, "old_pub": None, "old_authorized_keys": "ssh-ed25519 AAAAold old@laptop\n",
+        "old_config": None, "logins": None, "record": None}  # fmt: skip
+    assert after["key"] is None and after["authorized_keys"] == "ssh-ed25519 AAAAown user@laptop\n"
+    assert recap(withdrawn.again.stdout)["node5"]["changed"] == 0, withdrawn.again.stdout[-3000:]
+
+
 def test_the_trust_files_rdmaforge_created_go_when_nothing_else_is_in_them(withdrawn: Withdrawn) -> None:
     # node3 and node4 of the fixture: the trust files rdmaforge created, as its record lists them.
     three, four = withdrawn.nodes["node3"], withdrawn.nodes["node4"]
@@ -184,7 +220,8 @@ def test_the_trust_files_rdmaforge_created_go_when_nothing_else_is_in_them(withd
         assert withdrawn.after_check[name] == withdrawn.before[name]  # check mode changes nothing
     said = check.stdout.split("TASK [rdmaforge.cluster.ssh_trust : Remove the trust files rdmaforge created")[1]
     said = said.split("TASK [")[0]
-    removing = {(host, path) for host, path in re.findall(r"^changed: \[(\w+)\] => \(item=(\S+)\)", said, re.M)}
+    found = re.findall(r"^changed: \[(\w+)\] => \(item=(\S+)\)", said, re.M)
+    removing = {(host, path) for host, path in found if host in ("node3", "node4")}
     assert removing == {("node3", str(three["authorized_keys"])), ("node4", str(four["config"])),
                         ("node4", str(four["known_hosts"]))}, said  # fmt: skip
 
