@@ -71,12 +71,21 @@ def entries(hosts: Iterable[str], hostvars: Mapping[str, Mapping[str, Any]]) -> 
     return found
 
 
+def _address_now(host: str, hostvars: Mapping[str, Mapping[str, Any]] | None) -> str | None:
+    """The address the inventory gives ``host`` now, as the summary records it (assemble.yml: ansible_host, else the
+    inventory name); None when ``hostvars`` does not hold the host."""
+    if hostvars is None or host not in hostvars:
+        return None
+    return str(hostvars[host].get("ansible_host") or host)
+
+
 def merge(
     current: Iterable[Mapping[str, Any]],
     previous_path: str | Path,
     members: Iterable[str],
     play_hosts_all: Iterable[str],
     now: str,
+    hostvars: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The new summary: ``current`` (this run's entries, stamped ``as_of`` ``now``) for the nodes this run reached,
     and for every other member its earlier entry (or only its name) with the reason it is not current. An entry of
@@ -85,6 +94,10 @@ def merge(
 
     ``members`` is the cluster group in inventory order; ``play_hosts_all`` the hosts this run targeted (after
     ``--limit``): a member among them that has no current entry was lost during the run.
+
+    The summary is the workspace's, not an inventory's: an earlier entry whose address is not the one ``hostvars``
+    gives the host now (another inventory's node of the same name, such as a lab's node2, or a node that moved) is
+    not carried over, and the reason says so.
     """
     seen = {node["host"]: dict(node) for node in current}
     targeted = set(play_hosts_all)
@@ -97,7 +110,13 @@ def merge(
             continue
         # The run could not say what this node has: its own reason (the role's), or why the run missed it.
         reason = entry["not_in_this_run"] if entry else LOST if host in targeted else OUTSIDE_LIMIT
-        nodes.append({**(earlier.get(host) or {"host": host}), "not_in_this_run": reason})
+        last = earlier.get(host)
+        address = _address_now(host, hostvars)
+        if last is not None and address is not None and last.get("address") not in (None, address):
+            reason += (f"; its last summary, of address {last['address']}, is not carried over: the inventory gives "
+                       f"{address}")  # fmt: skip
+            last = None
+        nodes.append({**(last or {"host": host}), "not_in_this_run": reason})
     summary: dict[str, Any] = {"time": now, "nodes": nodes}
     if problem:
         summary["previous_summary_problem"] = f"earlier entries not carried over: {problem}"

@@ -71,6 +71,22 @@ def test_a_node_lost_during_the_run_is_not_reported_as_outside_the_limit(tmp_pat
     assert nodes[2]["host"] == "node3" and nodes[2]["not_in_this_run"] == LOST and nodes[2]["as_of"] == FIRST
 
 
+def test_an_earlier_entry_of_another_address_is_not_carried_over(tmp_path: Path) -> None:
+    """Review round 41a: summary.json is the workspace's. After a lab run (node1..node3 at 198.18.0.2), a limited run
+    of another inventory whose nodes have the same names carried the lab container's entry over as node3's last
+    summary: a GPU node shown with a container's OS, fabric and GPU count."""
+    path = full_run(tmp_path)
+    hostvars = {"node1": {"ansible_host": "172.20.0.11"}, "node2": {"ansible_host": "172.20.0.12"},
+                "node3": {"ansible_host": "198.18.0.2"}}  # node3 is the lab's address: the same node  # fmt: skip
+    nodes = merge([entry("node1")], path, MEMBERS, ["node1"], SECOND, hostvars)["nodes"]
+    assert nodes[1] == {"host": "node2", "not_in_this_run": OUTSIDE_LIMIT + "; its last summary, of address "
+                        "198.18.0.2, is not carried over: the inventory gives 172.20.0.12"}  # fmt: skip
+    assert nodes[2]["not_in_this_run"] == OUTSIDE_LIMIT and nodes[2]["as_of"] == FIRST and nodes[2]["os"] == "Debian 12"
+    # A node without ansible_host is at its inventory name (assemble.yml's address).
+    nodes = merge([entry("node1")], path, MEMBERS, ["node1"], SECOND, {"node2": {}, "node3": {}})["nodes"]
+    assert [n.get("os") for n in nodes[1:]] == [None, None]
+
+
 def test_a_member_no_run_has_reached_has_only_its_name_and_the_reason(tmp_path: Path) -> None:
     nodes = merge([entry("node1")], tmp_path / "none", MEMBERS, ["node1", "node2"], FIRST)["nodes"]
     assert nodes[1] == {"host": "node2", "not_in_this_run": LOST}
