@@ -46,7 +46,10 @@ options:
     elements: str
     default: [lo]
   ip_path:
-    description: The iproute2 C(ip) executable (C(nic_facts)' O(ip_path)); looked up when not given.
+    description:
+      - The iproute2 C(ip) executable (C(nic_facts)' O(ip_path)); looked up when not given.
+      - A path given that is not an executable file fails the module (a typo in the inventory); a node where C(ip)
+        is not found, or is too old for C(ip -j), is not failed and RV(nics) says why.
     type: path
   df_paths:
     description: Paths whose filesystems' free space C(df -P -k) measures (RV(df)); none by default.
@@ -145,6 +148,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaforge.cluster.plugins.module_utils.probes import (
     ProbeError,
     TimedRunner,
+    executable,
     list_tools,
     read_nics,
     read_rdma_devices,
@@ -200,6 +204,14 @@ def main() -> None:
         runner = TimedRunner(module, module.params["command_timeout"])
     except ProbeError as error:
         module.fail_json(msg=error.msg)
+    if module.params["ip_path"] is not None:
+        try:
+            executable("ip_path", module.params["ip_path"])
+        except ProbeError as error:
+            # A path given explicitly is the inventory's: a typo there is refused, not read as a node without
+            # iproute2 (whose NIC list is only missing, with nics_error saying why, and no check needing it stops).
+            module.fail_json(msg=f"{error.msg}; allowed: the path of iproute2's ip on this node "
+                                 "(preflight_ip_path), or leave it empty to look ip up on PATH")  # fmt: skip
     gpu_tools = ask_gpu_tools(module, runner)
     df_paths = module.params["df_paths"]
     df = (

@@ -128,8 +128,11 @@ def test_without_nvidia_smi_lspci_answers_and_a_nic_probe_that_fails_fails_nothi
     tools.mkdir()
     lspci = executable(tools / "lspci", '#!/bin/sh\necho "17:00.0 \\"0302\\" \\"10de\\" \\"2330\\""\n')
     (tools / "nvidia-smi").write_text("")  # not executable: a broken driver install answers nothing
+    # iproute2 older than 4.14 (no -j): not the inventory's mistake, so the node is not failed
+    old_ip = executable(node / "old-ip", "#!/bin/sh\necho 'Option \"-j\" is unknown, try \"ip -help\".' >&2\n"
+                                         "exit 255\n")
     run = run_module("node_probe", {"tool_dirs": [str(tools)], "sys_root": str(node / "sys"),
-                                    "ip_path": str(node / "no-ip")})  # fmt: skip
+                                    "ip_path": str(old_ip)})  # fmt: skip
     assert run.rc == 0, run.result
     result = run.result
     assert result["nvidia_smi"]["rc"] != 0 and result["compute_caps"]["skipped"] is True
@@ -137,7 +140,8 @@ def test_without_nvidia_smi_lspci_answers_and_a_nic_probe_that_fails_fails_nothi
                                "stderr": ""}  # fmt: skip
     assert result["df"]["skipped"] is True
     # nic_facts' own failure, kept for rdmaforge_node.nics_error; the node is not failed and has no NIC facts
-    assert result["nics"] == {"failed": True, "msg": f"ip_path={node / 'no-ip'} is not an executable file"}
+    assert result["nics"] == {"failed": True, "msg": f"{old_ip} -j addr show failed with exit status 255: Option "
+                              '"-j" is unknown, try "ip -help". (JSON output needs iproute2 4.14 or later)'}
     assert sorted(result["ansible_facts"]) == ["rdma_devices", "rdmaforge_topology"]
 
 
@@ -192,3 +196,12 @@ def test_a_command_timeout_below_one_second_is_refused(node: Path) -> None:
     run = run_module("node_probe", {"sys_root": str(node / "sys"), "command_timeout": 0})
     assert run.rc != 0
     assert run.result["msg"] == "command_timeout must be a whole number of seconds, 1 or more; got 0"
+
+
+def test_an_ip_path_that_is_not_an_executable_is_refused(node: Path) -> None:
+    """Review round 37c, left open then: a typo in preflight_ip_path was read as a node without iproute2, so the
+    probe succeeded with no NIC list and only the checks needing NICs (if any) said anything."""
+    run = run_module("node_probe", {"sys_root": str(node / "sys"), "ip_path": str(node / "no-ip")})
+    assert run.rc != 0, run.result
+    assert run.result["msg"] == (f"ip_path={node / 'no-ip'} is not an executable file; allowed: the path of iproute2's "
+                                 "ip on this node (preflight_ip_path), or leave it empty to look ip up on PATH")
