@@ -5,8 +5,9 @@ A fabric profile's rate (rdmaforge.fabrics: IB 200 Gbit/s per node) is the seeds
 module exists to prevent. Multi-node collectives reach a bus bandwidth near the sum of the rails a node's GPUs use
 (one rail per GPU in a rail-optimised node), so on the profiles whose port rates are the links' own
 (``FabricProfile.line_rate_from_ports``: mlx5 HCAs) a node's rate is the sum of its fastest active ports of the
-fabric's device pattern, one per GPU. The cluster's rate is the median node's: what the fabric was built to carry,
-so that a node which lost rails fails the run instead of lowering the bar.
+fabric's device pattern, one per GPU. The cluster's rate is the median node's (of an even count, the faster of the
+two middle nodes): what the fabric was built to carry, so that a node which lost rails fails the run instead of
+lowering the bar.
 
 The measured rate only ever raises the bar: the expected rate is the larger of it and the configured one
 (``benchmark_line_rate_gbps``, the profile's by default), so a port table that under-reports cannot lower a
@@ -130,9 +131,11 @@ def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, 
     The nodes' rate is the median node's: what the fabric was built to carry. The slowest node's set the bar until
     review round 23a, so a node with 7 of its 8 rails down (or trained down) lowered the threshold by the same
     factor and the degraded cluster passed. The fastest node's would let one node's extra port (a storage HCA of
-    the fabric's pattern) raise every node's bar (review round 24). A node off the median, and a node of the run
-    without a rate, are named in the detail; a cluster whose nodes differ on purpose sets
-    benchmark_line_rate_from_ports: false.
+    the fabric's pattern) raise every node's bar (review round 24). Of an even count of nodes it is the faster of
+    the two middle ones (``median_high``): the mean of two nodes let one whose rails trained down lower the bar
+    and pass (review round 41c); a false fail of two nodes that differ is named and has a switch, a false pass
+    has neither. A node off the median, and a node of the run without a rate, are named in the detail; a cluster
+    whose nodes differ on purpose sets benchmark_line_rate_from_ports: false.
     """
     detail = f"benchmark_line_rate_gbps {configured_gbps:g} Gb/s per node"
     if not ports:
@@ -148,11 +151,13 @@ def expected_line_rate(fabric: str, configured_gbps: float, ports: Mapping[str, 
     if not known:
         return {"gbps": configured_gbps, "source": "configured", "detail": f"{detail}; port rates not used{unread}"}
     rates = {host: float(entry["gbps"]) for host, entry in known.items()}
-    measured = statistics.median(rates.values())
+    # median_high: of two middle nodes the faster one, a node's own rate. The plain median of two nodes is their
+    # mean, so a node whose rails trained down lowered the bar and the run passed (review round 41c).
+    measured = statistics.median_high(rates.values())
     slowest = min(rates, key=lambda host: (rates[host], host))
     fastest = max(rates, key=lambda host: (rates[host], host))
     same = rates[slowest] == rates[fastest]
-    median_detail = f"every node: {known[slowest].get('detail')}" if same else "the median of the nodes' rails"
+    median_detail = f"every node: {known[slowest].get('detail')}" if same else "the median node's rails"
     off = ""
     if rates[slowest] < measured:
         off += (f"; slowest node {slowest} carries {rates[slowest]:g} Gb/s ({known[slowest].get('detail')}), below "
