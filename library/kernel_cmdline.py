@@ -188,6 +188,13 @@ files_changed:
   returned: always
   type: list
   elements: str
+dropin_after:
+  description:
+    - With O(dropin), the drop-in's text after the run (what it would be, in check mode); null when there is no
+      drop-in and none is written. The hugepages role's withdrawal removes the file when this adds nothing, so
+      C(--check) shows that removal too.
+  returned: when O(dropin) is set (not with the grubby backend)
+  type: str
 backup_file:
   description: Backup of the first changed file that existed before (O(path) when it changed).
   returned: when O(backup=true) and an existing file was changed
@@ -415,6 +422,7 @@ def grub_defaults(module: AnsibleModule, args: list[Arg], state: str) -> dict[st
         "changes": changes,
         "before": effective_value([main_text or "", dropin_text or ""], variable),
         "after": effective_value([main_new or "", dropin_new or ""], variable),
+        "dropin_after": dropin_new,
     }
 
 
@@ -533,6 +541,8 @@ def main() -> None:
     }
     if "entries" in outcome:
         result["entries"] = outcome["entries"]
+    if module.params["dropin"] is not None:
+        result["dropin_after"] = outcome["dropin_after"]
     if module._diff and result["changed"]:
         diffs = [
             {"before_header": c.path, "after_header": c.path, "before": c.old or "", "after": c.new} for c in changes

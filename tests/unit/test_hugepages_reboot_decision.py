@@ -164,3 +164,28 @@ def test_arguments_the_running_kernel_has_are_withdrawn_with_a_reboot(tmp_path: 
     assert marker(tmp_path) == BOOT_ID
     assert "hugepages" not in (tmp_path / "grub").read_text()
     assert "the pages stay reserved until the next reboot" in " ".join(proc.stdout.split())
+
+
+def test_check_mode_shows_the_grub_drop_in_going_with_the_arguments(tmp_path: Path) -> None:
+    """The withdrawal removes the role's GRUB drop-in once its arguments are off. It read the file back to decide,
+    so under --check, which takes nothing out, the file still held them and the removal was not shown."""
+    dropin = tmp_path / "grub.d" / "60-rdmaforge-hugepages.cfg"
+    dropin.parent.mkdir()
+    # what configure.yml writes with hugepages_grub_dropin: rdmaforge's header, the arguments appended
+    written = f'# Written by rdmaforge (hugepages role)\nGRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX {ARGS}"\n'
+    dropin.write_text(written)
+    (tmp_path / "grub").write_text('GRUB_CMDLINE_LINUX="quiet"\n')
+    (tmp_path / "cmdline").write_text(f"BOOT_IMAGE=/vmlinuz ro quiet {ARGS}\n")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "hugepages-kernel-args").write_text(ARGS + "\n")
+    extra = {"rdmaforge_node": {"gpu_count": 8}, "hugepages_reboot": False, "hugepages_grub_dropin": str(dropin),
+             "hugepages_mount_drop_in": str(tmp_path / "mount-drop-in.conf")}  # fmt: skip
+    playbook, inventory = str(play(tmp_path, "withdraw", extra)), local_inventory(tmp_path / "hosts.yml")
+    checked = run_playbook(playbook, "--check", inventory=inventory, env=ENV, timeout=300)
+    assert checked.returncode == 0, checked.stdout[-4000:]
+    assert dropin.read_text() == written  # check mode changed nothing
+    shown = checked.stdout.split("Remove the GRUB drop-in when nothing is left in it]", 1)[1].split("TASK [", 1)[0]
+    assert shown.split("\n", 1)[1].strip() == "changed: [localhost]", shown
+    done = run_playbook(playbook, inventory=inventory, env=ENV, timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert not dropin.exists()
