@@ -71,3 +71,33 @@ def test_a_build_of_the_installed_id_from_another_source_is_installed_beside_it(
     assert (root / ID / "lib" / "libnccl.so.2").read_text() == "upstream 2.29.7\n"
     assert (root / "previous").resolve().name.startswith(f"{ID}.replaced-")
     assert ((root / "previous").resolve() / "lib" / "libnccl.so.2").read_text() == "patched fork 2.29.7\n"
+
+
+def test_a_rebuild_of_the_installed_source_leaves_the_installed_build_and_previous_alone(tmp_path: Path) -> None:
+    """The same source built again (another controller, a cleared cache, a damaged cached package made again) is
+    another package: tar keeps the files' times, and a build may stamp its own. Its sha256 alone decided, so the
+    running build moved aside as `previous` (a copy of the same build, which a rollback then went to) and every node
+    unpacked the release again (review round 41b). The source decides: the tree stays, and only a tree that is no
+    longer intact is unpacked again, in place."""
+    root, cache = tmp_path / "node" / "opt" / "nccl", tmp_path / "cache"
+    cache.mkdir()
+    package(cache, tmp_path / "first", "upstream 2.29.7, built at 10:00\n", "b")
+    assert install(tmp_path, root, cache).returncode == 0
+    installed = (root / ID / ".rdmaforge-build.json").read_text()
+
+    package(cache, tmp_path / "rebuilt", "upstream 2.29.7, built at 11:00\n", "b")  # same commit, other bytes
+    again = install(tmp_path, root, cache)
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert recap(again.stdout)["localhost"]["changed"] == 0, again.stdout[-4000:]
+    assert (root / ID / "lib" / "libnccl.so.2").read_text() == "upstream 2.29.7, built at 10:00\n"
+    assert (root / ID / ".rdmaforge-build.json").read_text() == installed
+    assert not (root / "previous").is_symlink() and not list(root.glob(f"{ID}.replaced-*"))
+    assert (root / "current").resolve() == root / ID
+
+    # the tree damaged: unpacked again in place, from the package the cache has now, and still no `previous`
+    (root / ID / "lib" / "libnccl.so.2").unlink()
+    repaired = install(tmp_path, root, cache)
+    assert repaired.returncode == 0, repaired.stdout[-4000:]
+    assert (root / ID / "lib" / "libnccl.so.2").read_text() == "upstream 2.29.7, built at 11:00\n"
+    assert not (root / "previous").is_symlink() and not list(root.glob(f"{ID}.replaced-*"))
+    assert recap(install(tmp_path, root, cache).stdout)["localhost"]["changed"] == 0
