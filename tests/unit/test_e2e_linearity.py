@@ -201,3 +201,42 @@ def test_replicas_out_of_sync_on_one_node_fail_the_intra_node_linearity_too(tmp_
                               floor=0.75))  # fmt: skip
     intra = components(results)["e2e intra-node"]
     assert intra["status"] == "fail" and "model replicas ended different in the single run" in intra["reason"], intra
+
+
+def test_a_linearity_not_judged_is_never_shown_bare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review round 41c: with the 2-node run at another per-rank batch (64, the 1-node run's 32) the across-node
+    ratio, 1280 / 640 / 2 = 1.0, was not judged, yet summary.md, the plot's title and results.json printed
+    "Linearity ...: 1.000" as if it had passed. So was the within-node ratio (640 / 100 / 8 = 0.8) without a floor."""
+    axes = pytest.importorskip("matplotlib.axes")
+    titles: list[str] = []
+    set_title = axes.Axes.set_title
+
+    def recording(self: object, label: str, *args: object, **kwargs: object) -> object:
+        titles.append(label)
+        return set_title(self, label, *args, **kwargs)
+
+    monkeypatch.setattr(axes.Axes, "set_title", recording)
+    multi = {**run_result(16, 2, 1280.0), "global_batch": 64 * 16}
+    results = render(make_run(tmp_path, run_result(1, 1, 100.0), run_result(8, 1, 640.0), multi, ranks=8, floor=0.8,
+                              intra_floor=""))  # fmt: skip
+    found = components(results)
+    assert found["e2e"]["status"] == found["e2e intra-node"]["status"] == "not_judged", found
+    across, intra = found["e2e"]["reason"], found["e2e intra-node"]["reason"]
+    assert "per-rank batch 32 in the 1-node run, 64 in the 2-node run" in across
+    assert intra == "no threshold: benchmark_e2e_min_intra_node_linearity is empty"
+    summary = (tmp_path / "summary.md").read_text()
+    assert f"Linearity (N-node / (1-node x N), p50): 1.000 (not judged: {across})\n" in summary
+    assert f"Linearity within one node (1-node / (1-GPU x 8), p50): 0.800 (not judged: {intra})\n" in summary
+    stored = json.loads((tmp_path / "results.json").read_text())["e2e"]
+    assert (stored["linearity"], stored["linearity_not_judged"]) == (pytest.approx(1.0), across)
+    assert (stored["linearity_intra_node"], stored["linearity_intra_node_not_judged"]) == (pytest.approx(0.8), intra)
+    assert [" ".join(title.split()) for title in titles] == [
+        f"e2e DDP throughput (nccl), linearity 1.00 (not judged: {across})"]
+    # A judged ratio is shown as it is, with nothing not judged beside it.
+    (tmp_path / "judged").mkdir()
+    judged = render(make_run(tmp_path / "judged", run_result(1, 1, 100.0), run_result(8, 1, 640.0),
+                             run_result(16, 2, 1024.0), ranks=8, floor=0.8))  # fmt: skip
+    assert judged["verdict"] == "pass"
+    assert (judged["e2e"]["linearity_not_judged"], judged["e2e"]["linearity_intra_node_not_judged"]) == (None, None)
+    assert "Linearity (N-node / (1-node x N), p50): 0.800\n" in (tmp_path / "judged" / "summary.md").read_text()
+    assert " ".join(titles[-1].split()) == "e2e DDP throughput (nccl), linearity 0.80"
