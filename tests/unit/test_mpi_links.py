@@ -15,7 +15,9 @@ ENV = {"ANSIBLE_CACHE_PLUGIN": "memory"}
 COMMANDS = ["mpirun", "mpiexec"]
 
 
-def link_run(tmp_path: Path, *extra: str, tasks_from: str = "links") -> subprocess.CompletedProcess[str]:
+def link_run(tmp_path: Path, *extra: str, tasks_from: str = "links",
+             commands: list[str] = COMMANDS) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """links.yml (or ``tasks_from``) with mpi_link_commands ``commands``; the MPI's bin directory holds COMMANDS."""
     bin_dir, link_dir = tmp_path / "openmpi" / "bin", tmp_path / "local-bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     link_dir.mkdir(exist_ok=True)
@@ -29,7 +31,7 @@ def link_run(tmp_path: Path, *extra: str, tasks_from: str = "links") -> subproce
         "tasks": [{"name": "Link", "ansible.builtin.include_role": {"name": "rdmaforge.cluster.mpi",
                                                                   "tasks_from": tasks_from},
                    "vars": {"mpi_bin_dir": str(bin_dir), "mpi_link_dir": str(link_dir),
-                            "mpi_link_commands": COMMANDS,
+                            "mpi_link_commands": commands,
                             "mpi_link_record": str(tmp_path / "var" / "lib" / "rdmaforge" / "mpi-links-created")}}],
     }]))  # fmt: skip
     return run_playbook(str(playbook), *extra, inventory=inventory, env=ENV, timeout=300)
@@ -116,3 +118,36 @@ def test_reset_removes_the_links_rdmaforge_made_and_keeps_one_made_by_hand(tmp_p
     assert reset.returncode == 0, reset.stdout[-3000:]
     assert by_hand.is_symlink() and not (tmp_path / "local-bin" / "mpiexec").exists()
     assert not (tmp_path / "var" / "lib" / "rdmaforge" / "mpi-links-created").exists()
+
+
+def test_a_command_the_mpi_lacks_is_refused_before_any_link_is_made(tmp_path: Path) -> None:
+    """The default list's orted, which an OpenMPI 5 prefix lacks: --check passed, the run linked the commands before it
+    and then failed on it, and those links were recorded by no run (the record was written after the links, and the
+    run after the fix found them there), so reset kept them for good (review round 41b). Refused now before any link,
+    in check mode too; the run after the fix records and makes every link, and reset removes them all."""
+    listed = [*COMMANDS, "orted"]
+    record = tmp_path / "var" / "lib" / "rdmaforge" / "mpi-links-created"
+    for extra in (["--check"], []):
+        proc = link_run(tmp_path, *extra, commands=listed)
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        said = " ".join(proc.stdout.split())
+        assert (f"localhost: mpi_link_commands names orted, which {tmp_path / 'openmpi' / 'bin'} does not hold, and no "
+                "link was made; allowed: commands in") in said, said[-3000:]  # fmt: skip
+        assert "its daemon is prted" in said
+        assert list((tmp_path / "local-bin").iterdir()) == [] and not record.exists()
+    fixed = link_run(tmp_path)
+    assert fixed.returncode == 0, fixed.stdout[-3000:]
+    assert record.read_text().split() == [str(tmp_path / "local-bin" / name) for name in COMMANDS]
+    reset = link_run(tmp_path, tasks_from="withdraw")
+    assert reset.returncode == 0 and list((tmp_path / "local-bin").iterdir()) == [], reset.stdout[-3000:]
+
+
+def test_the_links_are_recorded_before_they_are_made() -> None:
+    """Written after them, a run that failed part-way through the links left the ones it made unrecorded, and reset
+    kept them (review round 41b); written before, as os_packages records its packages."""
+    from rdmaforge.paths import PROJECT_ROOT
+
+    tasks = yaml.safe_load((PROJECT_ROOT / "roles/mpi/tasks/links.yml").read_text())
+    (record,) = [i for i, task in enumerate(tasks) if "rdmaforge.cluster.text_file" in task]
+    (link,) = [i for i, task in enumerate(tasks) if "ansible.builtin.file" in task]
+    assert record < link
