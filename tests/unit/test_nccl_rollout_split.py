@@ -677,3 +677,96 @@ def test_an_upgrade_in_check_mode_does_not_fail_on_the_link_it_did_not_switch(
     # For real the same task does judge the link: node1 is still on b0.
     real = run_playbook(str(playbook), "-e", target, inventory=inv, env=ENV)
     assert real.returncode != 0 and "current should point at build b1" in " ".join(real.stdout.split())
+
+
+# NCCL's plugin loader names (ncclNetPlugin_vN) per build, beside its ncclGetVersion: b0 and b1 as NCCL 2.28 and
+# 2.29.7 load (v6-v10, v6-v11); b2's cutoff (v7-v12) is made up, one past 2.29.7's like 2.26.2's was past 2.25.1's.
+LOADERS = {"b0": range(6, 11), "b1": range(6, 12), "b2": range(7, 13)}
+
+
+@pytest.fixture(scope="module")
+def loader_libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """As ``libraries``, each also holding its loader's names and NCCL's init banner (what nccl_net_api reads)."""
+    out = tmp_path_factory.mktemp("loader-libs")
+    libs = {}
+    for build, (version, code) in BUILDS.items():
+        names = ", ".join(f'"ncclNetPlugin_v{v}"' for v in LOADERS[build])
+        source = out / f"{build}.c"
+        source.write_text(f"const char *loader_names[] = {{{names}}};\n"
+                          f'const char *banner = "NCCL version {version}+cuda13.0";\n'
+                          f"int ncclGetVersion(int *v) {{ *v = {code}; return 0; }}\n")  # fmt: skip
+        libs[build] = out / f"{build}.so"
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(libs[build]), str(source)], check=True)
+    return libs
+
+
+def net_plugin(directory: Path, versions: range) -> Path:
+    """A stand-in NCCL net plugin exporting ncclNetPlugin_vN for each of ``versions`` (AIACC 2.0.1: v2-v6)."""
+    source = directory / "plugin.c"
+    source.write_text("struct net { const char *name; };\n"
+                      + "".join(f'struct net ncclNetPlugin_v{v} = {{"stand-in"}};\n' for v in versions))  # fmt: skip
+    library = directory / "libnccl-net.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return library
+
+
+def with_plugin(inv: Path, plugin: Path) -> Path:
+    """Every node of ``inv`` with ``plugin`` as its net plugin (the harp provider: a library already on the node)."""
+    doc = yaml.safe_load(inv.read_text())
+    doc["all"]["children"]["cluster"]["vars"] = {"nccl_plugin_provider": "harp", "nccl_plugin_harp_lib": str(plugin)}
+    inv.write_text(yaml.safe_dump(doc))
+    return inv
+
+
+def test_an_upgrade_past_the_plugins_api_versions_stops_at_its_first_batch(
+    tmp_path: Path, loader_libraries: dict[str, Path]
+) -> None:
+    """The batch's check compared ncclGetVersion only: an NCCL whose loader no longer knows the plugin's API versions
+    passed it, every batch switched, and NCCL fell back from the plugin (AIACC on eRDMA) without a word (review round
+    41b). The batch play as upgrade_nccl.yml has it, its install switching `current` to b2 here."""
+    inv, roots = rollback_fleet(tmp_path, loader_libraries, {node: ("b1", "b0") for node in NODES})
+    plugin = net_plugin(tmp_path, range(2, 7))
+    with_plugin(inv, plugin)
+    found = play("upgrade_nccl.yml", "Upgrade | install")
+    switch = {"name": "Switch", "ansible.builtin.file": {"src": "{{ nccl_build_prefix_root }}/b2",
+                                                         "dest": "{{ nccl_build_prefix_root }}/current",
+                                                         "state": "link"}}  # fmt: skip
+    tasks = [switch if t.get("ansible.builtin.include_role") == {"name": "rdmaforge.cluster.nccl_build"} else t
+             for t in found["tasks"]]  # fmt: skip
+    assert switch in tasks
+    path = tmp_path / "upgrade.yml"
+    path.write_text(yaml.safe_dump([*serial_plays(), {**found, "become": False, "tasks": tasks}]))
+    target = json.dumps({"nccl_build_check_id": "b2", "nccl_build_check_version": "2.30.1"})
+    proc = run_playbook(str(path), "-e", target, inventory=inv, env=ENV)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    said = " ".join(proc.stdout.split())
+    assert "node1: libnccl loads and reports NCCL 2.30.1 (23001)" in said, said[-4000:]
+    assert (f"node1: NCCL 2.30.1 ({roots['node1']}/current/lib/libnccl.so.2) loads net plugin API v7, v8, v9, v10, "
+            f"v11, v12, but {plugin} exports v2, v3, v4, v5, v6: no common version") in said, said[-4000:]
+    assert "the upgrade stops here: playbooks/rollback_nccl.yml --limit node1 switches" in said
+    assert {node: links(root)[0] for node, root in roots.items()} == {"node1": "b2", "node2": "b1", "node3": "b1"}
+
+
+def test_a_rollback_to_an_nccl_that_cannot_load_the_plugin_stops_at_its_first_batch(
+    tmp_path: Path, loader_libraries: dict[str, Path]
+) -> None:
+    """rollback_nccl.yml for real: a plugin (v11 only) that b1 loads and b0, the previous build, does not. Each batch's
+    check read ncclGetVersion only, and the rollback went green. A plugin both load rolls every node back."""
+    states: dict[str, tuple[str, str | None]] = {node: ("b1", "b0") for node in NODES}
+    inv, roots = rollback_fleet(tmp_path, loader_libraries, states)
+    (tmp_path / "v11").mkdir()
+    plugin = net_plugin(tmp_path / "v11", range(11, 12))
+    with_plugin(inv, plugin)
+    proc = run_playbook("rollback_nccl.yml", inventory=inv, env=ENV)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    said = " ".join(proc.stdout.split())
+    assert (f"node1: NCCL 2.28.3 ({roots['node1']}/current/lib/libnccl.so.2) loads net plugin API v6, v7, v8, v9, "
+            f"v10, but {plugin} exports v11: no common version") in said, said[-4000:]
+    assert "This batch runs that NCCL now, and the rollback stops here" in said
+    assert {node: links(root) for node, root in roots.items()} == {**states, "node1": ("b0", "b1")}
+    inv, roots = rollback_fleet(tmp_path / "both", loader_libraries, states)
+    plugin = net_plugin(tmp_path / "both", range(6, 12))
+    proc = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=3", inventory=with_plugin(inv, plugin),
+                        env=ENV)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert {node: links(root) for node, root in roots.items()} == dict.fromkeys(NODES, ("b0", "b1"))
