@@ -25,6 +25,11 @@ def default_net_plugin(fabric: Any) -> str:
     return fabrics.default_net_plugin(fabric)
 
 
+def release_package_names(names: list[str], distribution: Any, major_version: Any) -> list[str]:
+    """A profile's Debian-family package names as that distribution release calls them (rdmaforge.fabrics)."""
+    return fabrics.release_names([str(name) for name in names], str(distribution), major_version)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         if _missing is not None:
@@ -33,4 +38,5 @@ class FilterModule:
             )
 
             return unavailable_filters(_missing, __file__)
-        return {"rdmaforge_fabric_profiles": fabric_profiles, "rdmaforge_default_net_plugin": default_net_plugin}
+        return {"rdmaforge_fabric_profiles": fabric_profiles, "rdmaforge_default_net_plugin": default_net_plugin,
+                "rdmaforge_release_package_names": release_package_names}

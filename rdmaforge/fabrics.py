@@ -226,6 +226,29 @@ def package_table() -> dict[str, dict[str, list[str]]]:
     return {p.name: p.packages.by_family() for p in PROFILES}
 
 
+#: Libraries Debian 13 and Ubuntu 24.04 renamed in the 64-bit time_t transition: trixie ships librdmacm1t64
+#: ("Provides: librdmacm1", "Replaces: librdmacm1"). apt installs it for the old name, but dpkg-query finds no
+#: package of the old name, so every converge ran apt again, reset's record named a package that was never there
+#: and the summary showed no librdmacm (review round 41b).
+T64_RENAMED = {"librdmacm1": "librdmacm1t64"}
+#: ``ansible_facts['distribution']`` (lowercase) -> the first major release with the renamed libraries.
+T64_SINCE = {"debian": 13, "ubuntu": 24}
+
+
+def release_names(names: list[str], distribution: str, major_version: object) -> list[str]:
+    """``names`` (a profile's Debian-family package set) as ``distribution`` ``major_version`` calls them: the
+    libraries of T64_RENAMED under their new names from the release that renamed them on; unchanged elsewhere (any
+    other distribution, an unknown version, an RPM family's names)."""
+    since = T64_SINCE.get(str(distribution).lower())
+    try:
+        major = int(str(major_version).split(".", 1)[0])
+    except ValueError:
+        return list(names)
+    if since is None or major < since:
+        return list(names)
+    return [T64_RENAMED.get(name, name) for name in names]
+
+
 def facts(fact: str) -> dict[str, object]:
     """``{profile: value}`` for one of ``FACTS``, as plain data (what the roles' filter returns)."""
     if fact not in FACTS:

@@ -83,7 +83,10 @@ def test_rdma_userspace_packages(host: Any, hostvars: dict[str, Any], fabric: st
     else:
         table = fabrics.package_table()
     extra = setting(hostvars, "rdma_core", "rdma_core_extra_packages") or []
-    names = [*(table.get(fabric) or {}).get(family, []), *extra]
+    # as the node's release names them (librdmacm1t64 on Debian 13 and Ubuntu 24.04)
+    listed = fabrics.release_names((table.get(fabric) or {}).get(family, []), host.system_info.distribution,
+                                   host.system_info.release)  # fmt: skip
+    names = [*listed, *extra]
     if not names:
         pytest.skip(f"fabric {fabric} on {family}: the rdma_core table lists no package to install")
     missing = [name for name in names if not host.package(name).is_installed]
