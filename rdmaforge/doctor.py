@@ -17,7 +17,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rdmaforge import doctor_checks
@@ -285,13 +285,18 @@ def majority(values: Iterable[str]) -> str | None:
     return ranked[0][0]
 
 
+#: A cell that holds no reading: not read ("?"), or nothing of its kind reported ("-": no port rate known, no NIC).
+NO_READING = (NOT_READ, "-")
+
+
 def find_skew(rows: Mapping[str, Mapping[str, str]], columns: Sequence[str] = SKEW_COLUMNS) -> list[Finding]:
-    """Nodes whose value differs from the majority's, column by column. A value not read ("?") is no value: it
-    never makes the majority (two unread GPU counts outvoted the node that counted 8) and is no skew itself (its
-    node's check says it was not read)."""
+    """Nodes whose value differs from the majority's, column by column. A cell with no reading ("?", "-": no rate
+    reported) is no value: it never makes the majority (two unread GPU counts outvoted the node that counted 8; two
+    nodes with no rate outvoted the one that measured 200, review round 41a) and is no skew itself (its node's check
+    says it was not read)."""
     findings = []
     for column in columns:
-        values = {host: row[column] for host, row in rows.items() if column in row and row[column] != NOT_READ}
+        values = {host: row[column] for host, row in rows.items() if column in row and row[column] not in NO_READING}
         if len(set(values.values())) <= 1:
             continue
         expected = majority(values.values())
@@ -356,6 +361,7 @@ def diagnose(
         for name in doctor_checks.unknown_acceptances(node):
             findings.append(Finding(host, "accept", name, None, f"doctor_accept names {name!r}, which is not a check; "
                                     f"allowed: {', '.join(doctor_checks.CHECKS)}"))  # fmt: skip
+    checks = peerless(checks, rows)
     findings += find_skew(rows)
     for host, message in (failed or {}).items():
         findings.append(Finding(host, "check", "failed", None, f"a doctor check failed: {message}"))
@@ -380,24 +386,45 @@ def cell(diagnosis: Diagnosis, host: str, column: str, row: Mapping[str, str]) -
     return value + MARKS.get(diagnosis.status(host, column) or "", "")
 
 
-#: A cell that holds no reading: not read ("?"), or nothing of its kind reported ("-": no port rate known, no NIC).
-NO_READING = (NOT_READ, "-")
-
-
-def agreement(rows: Mapping[str, Mapping[str, str]]) -> tuple[str, dict[str, list[str]]]:
+def agreement(rows: Mapping[str, Mapping[str, str]]) -> tuple[list[str], dict[str, str]]:
     """The skew columns the healthy line may say the nodes agree on (ports are judged per node, the clock against a
-    limit): those every node has a reading in. A column some node has none in ("?", "-") was not compared there,
-    and is returned with those nodes instead (review round 21b: "agree on port rates" where no node had one)."""
+    limit): those every node has a reading in, and at least two nodes. The others were not compared, and are
+    returned with why: the nodes with no reading ("?", "-"; review round 21b: "agree on port rates" where no node had
+    one), or no other node (review round 41a: one node "agreed on GPUs" with none)."""
     agreed, not_compared = [], {}
     for column in SKEW_COLUMNS:
         unread = [host for host, row in rows.items() if row.get(column, NOT_READ) in NO_READING]
         if unread:
-            not_compared[COLUMNS[column]] = unread
+            not_compared[COLUMNS[column]] = f"no reading on {named_first(unread, 5)}"
+        elif len(rows) < 2:
+            not_compared[COLUMNS[column]] = "no other node to compare with"
         else:
             agreed.append(COLUMNS[column])
-    words = "nothing they all report" if not agreed else agreed[0] if len(agreed) == 1 else (
-        f"{', '.join(agreed[:-1])} and {agreed[-1]}")  # fmt: skip
-    return words, not_compared
+    return agreed, not_compared
+
+
+def listed(words: Sequence[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def peerless(checks: Sequence[Check], rows: Mapping[str, Mapping[str, str]]) -> list[Check]:
+    """``checks``, where one whose only expectation is the other nodes' value (a GPU count the inventory does not
+    set, a node's one port rate without rdma_core_min_port_rate_gbps) is held to that, as unmeasured, when no other
+    node has a reading to compare with: nothing judged it (review round 41a: `--limit node1` with 7 GPUs was healthy,
+    exit 0). Where another node has one, the skew check judges it."""
+    held = {"gpus": ("gpus", doctor_checks.OTHER_NODES_COUNT), "port_rate": ("rates", doctor_checks.OTHER_NODES_RATES)}
+    read = {column: [host for host, row in rows.items() if row.get(column, NOT_READ) not in NO_READING]
+            for column, _ in held.values()}  # fmt: skip
+    result = []
+    for check in checks:
+        column, expected = held.get(check.check, ("", ""))
+        # Not checked for want of an expectation, with a reading of its own, and the only reading of its column.
+        if column and check.status == "not_checked" and check.expected is None and read[column] == [check.host]:
+            check = replace(check, expected=expected,
+                            reason=f"{check.reason}; no other node has a reading to compare with")  # fmt: skip
+        result.append(check)
+    return result
 
 
 def unjudged_parts(checks: Sequence[Check]) -> dict[str, list[str]]:
@@ -440,10 +467,13 @@ def render(diagnosis: Diagnosis) -> str:
     if diagnosis.exit_code == ExitCode.OK:
         unjudged = f"; not judged: {'; '.join(partly)}" if partly else ""
         agreed, not_compared = agreement(diagnosis.rows)
-        unread = "".join(f"; {column} not compared: no reading on {named_first(hosts, 5)}"
-                         for column, hosts in not_compared.items())  # fmt: skip
-        lines.append(f"\nhealthy: {len(diagnosis.rows)} node(s) meet their inventory's expectations and agree "
-                     f"on {agreed} ({tally}){unjudged}{unread}")  # fmt: skip
+        why: dict[str, list[str]] = {}
+        for column, reason in not_compared.items():
+            why.setdefault(reason, []).append(column)
+        unread = "".join(f"; {listed(columns)} not compared: {reason}" for reason, columns in why.items())
+        agree = f" and agree on {listed(agreed)}" if agreed else ""
+        lines.append(f"\nhealthy: {len(diagnosis.rows)} node(s) meet their inventory's expectations{agree} "
+                     f"({tally}){unjudged}{unread}")  # fmt: skip
     elif diagnosis.exit_code == ExitCode.INCOMPLETE and not missing and diagnosis.rows:
         unread = ", ".join(f"{c.host} {c.check}" for c in diagnosis.unmeasured)
         lines.append(f"\nnot judged: {len(diagnosis.unmeasured)} check(s) the inventory expects something of could not "

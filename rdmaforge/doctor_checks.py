@@ -90,6 +90,14 @@ DEFAULTS_OF = {
 NOT_READ = "?"
 
 
+class Unread(str):
+    """A check's shown value that holds something the node did not give, in whole or in part (a port rate not
+    reported, a DMI product name not readable): the explicit signal that doctor_accept never covers it (judge_node),
+    whatever the text reads (review round 41a: "mlx5_0:1 rate unknown" was accepted, as only "?" was refused)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Check:
     host: str
@@ -228,6 +236,12 @@ def check_rdma(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, s
 PARTLY_NOT_JUDGED = "(not judged)"
 
 
+#: What check_port_rate expects where a port's rate was not reported and nothing else sets an expectation.
+RATES_REPORTED = "a rate reported for every active port"
+#: What a node's one port rate is held to where the inventory sets no rdma_core_min_port_rate_gbps (doctor's skew).
+OTHER_NODES_RATES = "a rate, to compare with the other nodes'"
+
+
 def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | None, str]:
     """Each active port's link rate (ibv_devinfo -v, ibstat): against rdma_core_min_port_rate_gbps when the inventory
     sets one, else against the node's other ports (rdma_devinfo.judge_port_rates, which verify's suite calls too)."""
@@ -243,10 +257,13 @@ def check_port_rate(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | No
     selected, _ = expected_ports(devices, [str(p) for p in listed])
     inactive = [f"{name}:{p.get('port')}" for name, p in selected if p.get("state") != "PORT_ACTIVE"]
     reason = verdict.reason + (f"; no rate judged for {', '.join(inactive)} (not ACTIVE)" if inactive else "")
-    if verdict.status == "ok" and verdict.unread:
-        # A port whose rate was not reported may be the one that trained down: not judged, as verify's suite has it.
-        return "not_checked", verdict.actual, verdict.expected, reason
-    return verdict.status, verdict.actual, verdict.expected, reason
+    actual = Unread(verdict.actual) if verdict.unread else verdict.actual
+    if verdict.unread and verdict.status != "problem":
+        # A port whose rate was not reported may be the one that trained down: not judged, as verify's suite has it,
+        # and with an expectation, so the run is not judged either: with one rate left there was nothing to compare,
+        # no expectation, and a 2-rail node with a rail unread was healthy, exit 0 (review round 41a).
+        return "not_checked", actual, verdict.expected or RATES_REPORTED, reason
+    return verdict.status, actual, verdict.expected, reason
 
 
 def eni_names(node: Mapping[str, Any]) -> list[str]:
@@ -550,22 +567,29 @@ def check_plugin(node: Mapping[str, Any], summary: str) -> tuple[CheckStatus, st
     expected = f"{provider}, exporting ncclNetPlugin_v*"
     if not node.get("plugin_present"):
         return "problem", actual, expected, f"no NCCL net plugin library; nccl_plugin_provider is {provider}"
-    if "plugin_symbols" in node and node["plugin_symbols"] is None:
-        return "not_checked", actual, expected, ("the plugin's symbols could not be read (nm did not run: binutils "
-                                                 "missing?), so whether NCCL loads it was not checked")
-    if not apis:
+    # Symbols nm could not read leave only that part not judged: the link and the ld.so cache, which were read, are
+    # compared first (review round 41a: a dangling link was "not checked ... nothing else is a problem", exit 5).
+    symbols_unread = "plugin_symbols" in node and node["plugin_symbols"] is None
+    if not apis and not symbols_unread:
         return "problem", actual, expected, "the plugin exports no ncclNetPlugin_vN symbol: NCCL would not load it"
     link = str(node.get("plugin_link") or "")
     leads = plugin_leads_to_expected(node)
     if leads is False:
         target = node.get("plugin_target") or "a file that is no link"
-        reason = (f"{link} leads to {target}, not to {node.get('plugin_expected')}, the library nccl_plugin_provider "
-                  f"{provider} registers")  # fmt: skip
+        files = node.get("plugin_files") or [{}]
+        if isinstance(files[0], Mapping) and not files[0].get("exists"):
+            reason = f"{link} leads to {target}, which does not exist (a dangling link): NCCL cannot load it"
+        else:
+            reason = (f"{link} leads to {target}, not to {node.get('plugin_expected')}, the library "
+                      f"nccl_plugin_provider {provider} registers")  # fmt: skip
         return "problem", actual, f"{provider} ({node.get('plugin_expected')})", reason
     if lines is not None and link and loaded != link:
         found = f"finds libnccl-net.so at {loaded}" if loaded else "has no libnccl-net.so"
         reason = f"the ld.so cache {found}, so NCCL does not load {link}"
         return "problem", actual, expected, reason + " (its ld.so.conf.d entry is missing or ldconfig was not run)"
+    if symbols_unread:
+        return "not_checked", actual, expected, ("the plugin's symbols could not be read (nm did not run: binutils "
+                                                 "missing?), so whether NCCL loads it was not checked")
     loader = sorted({int(v) for v in node.get("nccl_loader_apis") or []})
     exported = f"v{', v'.join(map(str, apis))}"
     common = sorted(set(apis) & set(loader))
@@ -595,7 +619,7 @@ def check_plugin_host(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | 
     product name, the one preflight's nccl_plugin validation requires) can initialise it."""
     provider = plugin_provider(node)
     product = str(node.get("dmi_product_name") or "").strip()
-    actual = repr(product) if product and product != "NA" else "not readable"
+    actual = repr(product) if product and product != "NA" else Unread("not readable")
     if provider != "aiacc":
         return "not_checked", actual, None, f"nccl_plugin_provider is {provider}: only AIACC needs Alibaba Cloud"
     ecs = str(defaults("nccl_plugin", "vars")["nccl_plugin_aiacc_dmi_product"])
@@ -636,12 +660,13 @@ def judge_node(
     for name in CHECKS:
         status, actual, expected, reason = results[name]
         reason_given = isinstance(accept, Mapping) and isinstance(accept.get(name), str) and accept[name].strip()
-        if status == "problem" and reason_given and actual == NOT_READ:
+        if status == "problem" and reason_given and (isinstance(actual, Unread) or actual == NOT_READ):
             # An acceptance covers a deviation someone measured and wrote down, not a value no one read.
             reason += f"; not accepted (doctor_accept's {name} covers a measured value, and this one was not read)"
         elif status == "problem" and reason_given:  # no reason, no acceptance (preflight's checks refuse it too)
             status, reason = "accepted", f"{reason}; accepted by the inventory: {accept[name]}"
-        checks.append(Check(host, name, status, actual, expected, reason, partly_judged(node, name, status)))
+        # str(): the marker has done its work; what is printed and serialised is plain text.
+        checks.append(Check(host, name, status, str(actual), expected, reason, partly_judged(node, name, status)))
     return checks
 
 

@@ -46,7 +46,11 @@ SCHEMA: dict[str, Any] = {
                         "type": ["array", "null"],
                         "items": {
                             "type": "object",
-                            "properties": {"state": _TEXT_OR_NULL, "physical_state": _TEXT_OR_NULL},
+                            # The port's number: the checks select and name ports by it (review round 41a: a port
+                            # without one crashed the run with KeyError).
+                            "properties": {"port": {"type": "integer"}, "state": _TEXT_OR_NULL,
+                                           "physical_state": _TEXT_OR_NULL},
+                            "required": ["port"],
                         },
                     },
                 },
@@ -118,6 +122,8 @@ def _expected(error: jsonschema.ValidationError) -> str:
         return " or ".join(_SAID.get(str(t), str(t)) for t in types)
     if error.validator == "anyOf":
         return "a whole number 0 or more (or its digits as text), or null"
+    if error.validator == "required":
+        return f"an object with {' and '.join(map(str, error.validator_value))}"
     if error.validator == "minimum":
         return f"a number {error.validator_value} or more"
     if error.validator == "pattern" and error.validator_value == _IFNAME["pattern"]:

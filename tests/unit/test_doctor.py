@@ -488,6 +488,10 @@ def test_the_healthy_fixture_and_real_doctor_results_have_the_shape_doctor_reads
         ("memlock", ["unlimited"], "memlock is [\"unlimited\"], expected text or a whole number 0 or more or null"),
         ("sysfs_gpus", "eight",
          "sysfs_gpus is 'eight', expected a whole number 0 or more (or its digits as text), or null"),
+        # A port without its number crashed the run (KeyError 'port') where rdma_core_expected_ports names the rails
+        # (review round 41a)
+        ("rdma_devices", [{"name": "mlx5_0", "ports": [{"state": "PORT_ACTIVE"}]}],
+         'rdma_devices[0].ports[0] is {"state": "PORT_ACTIVE"}, expected an object with port'),
     ],
 )
 def test_a_result_field_of_another_shape_leaves_the_node_not_judged(
@@ -560,19 +564,17 @@ def test_an_interface_name_with_an_equals_sign_keeps_its_mtu_in_the_table() -> N
 
 def test_the_healthy_line_names_no_column_that_some_node_has_no_reading_in() -> None:
     """Every active port's rate unknown: the rates column is "-" everywhere, and the line said the nodes "agree on
-    ... port rates"."""
+    ... port rates". (Such a run is not judged now, rates unread being unmeasured: test_doctor_false_passes.) The
+    NICs not read where no ENI is planned leave the ENIs column without a reading, and the checks healthy."""
     nodes = cluster(2)
     for node in nodes.values():
-        for device in node["rdma_devices"]:
-            for each in device["ports"]:
-                each.pop("rate_gbps", None)
-                each["rate"] = None
+        node["nics_error"] = "ip -j link: not found"
+        node["inventory"]["eni_enabled"] = False
     diagnosis = doctor.diagnose(nodes)
     verdict = doctor.render(diagnosis).splitlines()[-1]
     assert diagnosis.exit_code == ExitCode.OK and verdict.startswith("healthy: "), verdict
-    agreed = verdict.split(" agree on ", 1)[1].split(" (", 1)[0]
-    assert agreed == "RDMA devices, MTU, memlock, hugepages, GPUs, ENIs, NCCL and plugin", verdict
-    assert verdict.endswith("; port rates (Gb/s) not compared: no reading on node1, node2"), verdict
+    assert " agree on RDMA devices, port rates (Gb/s), MTU, memlock, hugepages, GPUs, NCCL and plugin (" in verdict
+    assert verdict.endswith("; ENIs not compared: no reading on node1, node2"), verdict
 
 
 def test_a_problem_on_a_judged_node_outranks_a_node_without_a_result() -> None:
@@ -606,3 +608,66 @@ def test_an_inventory_gpu_count_that_is_no_count_is_a_problem_not_a_pass(value: 
     assert diagnosis.exit_code == ExitCode.UNHEALTHY, doctor.render(diagnosis)
     (problem,) = [c for c in diagnosis.problems if c.host == "node1"]
     assert problem.check == "gpus" and "is no count; allowed: a whole number of GPUs, 0 or more" in problem.reason
+
+
+# --- review round 41a: nothing compared is no agreement, and no reading is no majority -------------------------------
+
+
+def test_a_one_node_run_compares_nothing_and_says_so() -> None:
+    """`--limit node1` with no inventory GPU count: a node that lost a GPU (7) was "healthy: 1 node(s) ... agree on
+    ... GPUs", exit 0, though no other node's count was there to compare with. Its count is not judged now, and a
+    healthy one-node run names every column as not compared."""
+    nodes = cluster(1)
+    nodes["node1"]["inventory"].pop("doctor_expected_gpus")
+    nodes["node1"]["nvidia_smi"] = "\n".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})" for i in range(7))
+    nodes["node1"]["inventory"]["hugepages_count"] = 50  # the plan does not follow the count that is not judged
+    diagnosis = doctor.diagnose(nodes)
+    gpus = next(c for c in diagnosis.checks if c.check == "gpus")
+    assert (gpus.status, gpus.actual) == ("not_checked", "7")
+    assert gpus.expected == "a count, to compare with the other nodes'"
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE, doctor.render(diagnosis)
+    assert doctor.render(diagnosis).splitlines()[-1].startswith("not judged: 1 check(s) the inventory expects "
+                                                                "something of could not be measured (node1 gpus)")
+    # With the inventory's count (the fixture's 8), the node is judged healthy, and nothing is said to agree.
+    healthy = cluster(1)
+    diagnosis = doctor.diagnose(healthy)
+    verdict = doctor.render(diagnosis).splitlines()[-1]
+    assert diagnosis.exit_code == ExitCode.OK and verdict.startswith("healthy: 1 node(s) "), verdict
+    assert " agree on " not in verdict, verdict
+    assert verdict.endswith("; RDMA devices, port rates (Gb/s), MTU, memlock, hugepages, GPUs, ENIs, NCCL and plugin "
+                            "not compared: no other node to compare with"), verdict
+
+
+def test_a_single_rail_rate_with_no_floor_and_no_peer_is_not_judged() -> None:
+    """One rail per node and no rdma_core_min_port_rate_gbps: the node's one rate is judged only against the other
+    nodes'. Alone (one node, or the others' rates not reported), nothing judged it: not judged, never healthy."""
+    alone = cluster(1)
+    alone["node1"]["rdma_devices"] = [{"name": "mlx5_0", "ports": [port(1, rate=100.0)]}]
+    diagnosis = doctor.diagnose(alone)
+    rate = next(c for c in diagnosis.checks if c.check == "port_rate")
+    assert (rate.status, rate.expected) == ("not_checked", "a rate, to compare with the other nodes'")
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE, doctor.render(diagnosis)
+    # With a peer that read its rate, the skew check compares the two: judged.
+    pair = cluster(2)
+    for node in pair.values():
+        node["rdma_devices"] = [{"name": "mlx5_0", "ports": [port(1, rate=200.0)]}]
+    assert doctor.diagnose(pair).exit_code == ExitCode.OK
+    pair["node2"]["rdma_devices"][0]["ports"][0]["rate_gbps"] = 100.0
+    assert doctor.diagnose(pair).exit_code == ExitCode.UNHEALTHY  # no majority: both flagged
+
+
+def test_nodes_with_no_rate_reported_do_not_outvote_the_one_that_measured() -> None:
+    """The rates column shows "-" for a node none of whose rates was reported: find_skew left out only "?", so two
+    such nodes made "-" the majority and the one node that measured 200 Gb/s was flagged, exit 6."""
+    nodes = cluster(3)
+    for host in ("node1", "node2"):
+        for device in nodes[host]["rdma_devices"]:
+            for each in device["ports"]:
+                each["rate_gbps"] = None
+    diagnosis = doctor.diagnose(nodes)
+    assert [f for f in diagnosis.findings if f.column == "rates"] == []
+    assert doctor.find_skew({h: doctor.node_row(n) for h, n in nodes.items()}) == []
+    statuses = {c.host: c.status for c in diagnosis.checks if c.check == "port_rate"}
+    assert statuses == {"node1": "not_checked", "node2": "not_checked", "node3": "ok"}
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE, doctor.render(diagnosis)
+    assert "(node1 port_rate, node2 port_rate)" in doctor.render(diagnosis).splitlines()[-1]

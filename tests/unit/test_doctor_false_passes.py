@@ -238,3 +238,81 @@ def test_memlock_read_for_another_user_than_the_training_one_is_not_judged() -> 
     memlock = checks["node2", "memlock"]
     assert memlock.status == "not_checked" and memlock.expected == "unlimited"
     assert memlock.reason.startswith("`ulimit -l` was read for the login user 'ops', not for the training user 'root'")
+
+
+# --- review round 41a ---------------------------------------------------------------------------------------------
+
+
+def test_a_two_rail_node_with_one_rate_not_reported_is_not_judged() -> None:
+    """Two rails, one rate not reported: with one rate left there was nothing to compare, the check was not_checked
+    with no expectation, and the run said healthy, exit 0 (with three rails it was already not judged). So did a
+    fleet none of whose rates was reported."""
+    nodes = cluster(3)
+    nodes["node2"]["rdma_devices"][1]["ports"][0]["rate_gbps"] = None
+    diagnosis = doctor.diagnose(nodes)
+    rate = checks_of(nodes)["node2", "port_rate"]
+    assert rate.status == "not_checked" and rate.expected is not None and "mlx5_1:1" in rate.reason
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE, doctor.render(diagnosis)
+    assert diagnosis.per_node()["node2"]["status"] == "not_judged"
+    assert "healthy:" not in doctor.render(diagnosis).replace("not healthy", "")
+    for node in nodes.values():
+        for device in node["rdma_devices"]:
+            device["ports"][0]["rate_gbps"] = None
+    diagnosis = doctor.diagnose(nodes)
+    assert {c.expected is not None for c in diagnosis.checks if c.check == "port_rate"} == {True}
+    assert diagnosis.exit_code == ExitCode.INCOMPLETE, doctor.render(diagnosis)
+
+
+@pytest.mark.parametrize(
+    ("check", "inventory", "change", "shown"),
+    [
+        # rdma_core_min_port_rate_gbps set, the lab's slower rails accepted, and no rate reported
+        ("port_rate", {"rdma_core_min_port_rate_gbps": 200}, {"rate_gbps": None},
+         "mlx5_0:1 rate unknown, mlx5_1:1 rate unknown"),
+        # the AIACC plugin outside Alibaba Cloud accepted, and the DMI product name not readable
+        ("plugin_host", {}, {"dmi_product_name": None}, "not readable"),
+    ],
+)
+def test_an_acceptance_never_covers_a_value_shown_as_text_that_was_not_read(
+    check: str, inventory: dict[str, Any], change: dict[str, Any], shown: str
+) -> None:
+    """Review round 41a: only "?" was refused; an unread rate shows as "... rate unknown" and a DMI name as "not
+    readable", and doctor_accept accepted them: healthy, exit 0."""
+    nodes = cluster(2)
+    for node in nodes.values():
+        node["inventory"] = {**node["inventory"], **inventory, "doctor_accept": {check: "the lab's known deviation"}}
+        node["rdma_devices"] = [{"name": f"mlx5_{i}", "ports": [port(1, rate=100.0)]} for i in (0, 1)]
+        node["dmi_product_name"] = "Standard PC (Q35 + ICH9, 2009)"  # a KVM guest: measured, not an ECS instance
+    assert checks_of(nodes)["node1", check].status == "accepted"  # a measured deviation is accepted
+    for key, value in change.items():
+        if key == "rate_gbps":
+            for device in nodes["node2"]["rdma_devices"]:
+                device["ports"][0]["rate_gbps"] = value
+        else:
+            nodes["node2"][key] = value
+    found = checks_of(nodes)["node2", check]
+    assert (found.status, found.actual) == ("problem", shown)
+    assert f"not accepted (doctor_accept's {check} covers a measured value, and this one was not read)" in found.reason
+    assert doctor.diagnose(nodes).exit_code == ExitCode.UNHEALTHY
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        # the registered link left dangling (its aiacc-2.0.1 directory removed): stat follows it to nothing
+        ({"plugin_files": [{"exists": False}, {"exists": False}]}, "which does not exist (a dangling link)"),
+        # the ld.so cache gives NCCL no libnccl-net.so
+        ({"ld_cache_nccl": ["\tlibnccl.so.2 (libc6,x86-64) => /opt/nccl/current/lib/libnccl.so.2"]},
+         "the ld.so cache has no libnccl-net.so"),
+    ],
+)
+def test_a_plugin_fault_measured_beside_symbols_nm_could_not_read_is_a_problem(
+    change: dict[str, Any], said: str
+) -> None:
+    """Review round 41a: nm not run (symbols None) returned not_checked before the link and the ld.so cache were
+    compared: a dangling plugin link was "nothing else is a problem", exit 5, not a problem, exit 6."""
+    nodes = cluster(2)
+    nodes["node2"].update(plugin_symbols=None, plugin_expected=NODE["plugin_target"], **change)
+    plugin = checks_of(nodes)["node2", "plugin"]
+    assert plugin.status == "problem" and said in plugin.reason, plugin
+    assert doctor.diagnose(nodes).exit_code == ExitCode.UNHEALTHY
