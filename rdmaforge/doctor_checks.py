@@ -625,11 +625,27 @@ def check_plugin_host(node: Mapping[str, Any]) -> tuple[CheckStatus, str, str | 
     ecs = str(defaults("nccl_plugin", "vars")["nccl_plugin_aiacc_dmi_product"])
     if product == ecs:
         return "ok", actual, repr(ecs), "an Alibaba Cloud ECS instance, where the AIACC plugin can initialise"
+    declared_outside = ansible_bool(variable(node, "nccl_plugin_aiacc_outside_alibaba_cloud"))
+    if isinstance(actual, Unread):
+        if not declared_outside:
+            # Nothing tells whether this is an ECS instance (no DMI, as in a container): not judged.
+            return "not_checked", actual, repr(ecs), (
+                "the DMI product name could not be read (/sys/devices/virtual/dmi/id/product_name), so whether this "
+                "is an Alibaba Cloud ECS instance, where the AIACC plugin can initialise, is not known"
+            )
+        # The inventory itself says the host is outside Alibaba Cloud (as the lab's containers are): the plugin
+        # cannot pass its licence check whatever DMI would say, so this is the inventory's own statement, which
+        # doctor_accept may cover (an ECS host read as one would only be better than that).
+        return "problem", "not readable; declared outside Alibaba Cloud", repr(ecs), (
+            "the inventory declares this host outside Alibaba Cloud (nccl_plugin_aiacc_outside_alibaba_cloud is "
+            "true) and its DMI product name could not be read: the AIACC plugin cannot pass its licence check "
+            "there, and NCCL does not use it"
+        )
     reason = (
         f"the DMI product name is {actual}: not an Alibaba Cloud ECS instance, so the AIACC plugin cannot pass "
         "its licence check and NCCL does not use it"
     )
-    if ansible_bool(variable(node, "nccl_plugin_aiacc_outside_alibaba_cloud")):
+    if declared_outside:
         reason += " (installed anyway: nccl_plugin_aiacc_outside_alibaba_cloud is true)"
     return "problem", actual, repr(ecs), reason
 

@@ -317,19 +317,25 @@ def test_nics_that_could_not_be_read_leave_the_mtu_not_checked() -> None:
 def test_doctor_playbook_without_iproute2_still_checks_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A GPU machine lent to a session had no `ip` binary; preflight_ip_path pointing nowhere makes the same case here.
+    # A GPU machine lent to a session had no `ip` binary. An ip_path that names no file is now refused (an inventory
+    # typo); an ip too old for -j is the node's own lack, not failed, and stands in for it here.
     monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", "memory")
+    old_ip = tmp_path / "old-ip"
+    old_ip.write_text("#!/bin/sh\necho 'Option \"-j\" is unknown, try \"ip -help\".' >&2\nexit 255\n")
+    old_ip.chmod(0o755)
     hosts = {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                            "rdmaforge_fabric": "tcp", "eni_enabled": True, "doctor_expected_gpus": 0,
-                           "preflight_ip_path": str(tmp_path / "no-ip")}}  # fmt: skip
+                           "preflight_ip_path": str(old_ip)}}  # fmt: skip
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"hosts": hosts}}}}))
     main(["doctor", "-i", str(inventory), "--runs-dir", str(tmp_path / "runs")])
     out = capsys.readouterr().out
     node = json.loads((next((tmp_path / "runs").iterdir()) / "doctor" / "localhost.json").read_text())
-    assert node["nics"] == [] and node["nics_error"] == f"ip_path={tmp_path / 'no-ip'} is not an executable file"
+    assert node["nics"] == [] and node["nics_error"] == (
+        f'{old_ip} -j addr show failed with exit status 255: Option "-j" is unknown, try "ip -help". '
+        "(JSON output needs iproute2 4.14 or later)")  # fmt: skip
     assert re.search(r"mtu not checked: unknown \(expected ENIs at [0-9]+\): the node's NICs could not be read: "
-                     + re.escape(f"ip_path={tmp_path / 'no-ip'}"), out), out
+                     + re.escape(f"{old_ip} -j addr show failed"), out), out
     assert node["clock"] and node["memlock"]  # the checks after it still ran
 
 

@@ -102,10 +102,17 @@ def test_the_lab_is_healthy_with_its_deviations_accepted() -> None:
     assert "accepted by the inventory: no CAP_SYS_RESOURCE in the lab" in text
     assert "  node1: rdma accepted: none (expected erdma* with every port ACTIVE): no erdma* RDMA device" in text
     assert "healthy: 2 node(s)" in text and "not healthy" not in text
-    # Where the containers have no DMI under /sys (LAB_NODE), the name was not read: never accepted (review round
-    # 41a), so such a lab is not healthy.
-    unread = doctor.diagnose(lab())
-    assert statuses(unread, "node1")["plugin_host"] == "problem" and unread.exit_code == ExitCode.UNHEALTHY
+    # The lab's containers have no DMI under /sys (LAB_NODE): the name is not read, but the lab inventory declares
+    # the nodes outside Alibaba Cloud (nccl_plugin_aiacc_outside_alibaba_cloud), which is what the acceptance covers.
+    declared = doctor.diagnose(lab())
+    assert statuses(declared, "node1")["plugin_host"] == "accepted" and declared.exit_code == ExitCode.OK
+    # Without that declaration nothing tells whether a node is an ECS instance: not judged, never accepted (review
+    # round 41a: the unread name was accepted, exit 0).
+    unknown = doctor.diagnose(lab(nccl_plugin_aiacc_outside_alibaba_cloud=False))
+    host = {c.host: c for c in unknown.checks if c.check == "plugin_host"}["node1"]
+    assert (host.status, host.expected) == ("not_checked", repr(ECS_PRODUCT))
+    assert unknown.exit_code == ExitCode.INCOMPLETE
+    assert "the DMI product name could not be read" in host.reason
 
 
 def test_nodes_all_wrong_the_same_way_are_not_healthy() -> None:
@@ -271,8 +278,8 @@ def test_the_aiacc_plugin_host_must_be_an_alibaba_cloud_ecs_instance() -> None:
     assert qemu.status == "problem" and qemu.actual == repr(QEMU_PRODUCT)
     assert f"the DMI product name is {QEMU_PRODUCT!r}: not an Alibaba Cloud ECS instance" in qemu.reason
     assert qemu.reason.endswith("(installed anyway: nccl_plugin_aiacc_outside_alibaba_cloud is true)")
-    unreadable = checks["node3", "plugin_host"]
-    assert unreadable.status == "problem" and unreadable.actual == "not readable"
+    unreadable = checks["node3", "plugin_host"]  # the lab's inventory declares it outside Alibaba Cloud
+    assert unreadable.status == "problem" and unreadable.actual == "not readable; declared outside Alibaba Cloud"
     assert checks["node4", "plugin_host"].status == "not_checked"
     assert checks["node4", "plugin_host"].reason == "nccl_plugin_provider is none: only AIACC needs Alibaba Cloud"
     # The ECS node's plugin column carries no mark; the others' do.
