@@ -487,6 +487,14 @@ def nccl_results(run_dir: Path, run: dict[str, Any], components: list[Component]
             elif (unrecorded := no_gpu_record(run, last.ranks)) is not None:
                 component.status = "not_judged"
                 component.reason = entry["not_comparable"] = f"run ok but {unrecorded}"
+            elif last.split_groups > 1:
+                # NCCL_TESTS_SPLIT_MASK: each group ran its own communicator and the table is one group's bandwidth
+                # (a node's NVLink, one rail), not the fabric's across the run's nodes (review round 41c).
+                component.status = "not_judged"
+                component.reason = entry["not_comparable"] = (
+                    f"run ok but its ranks form {last.split_groups} NCCL_TESTS_SPLIT groups (the Group the log gives "
+                    "each rank): each ran its own communicator, so the busbw is one group's, not the fabric's across "
+                    "the run's nodes (run without NCCL_TESTS_SPLIT_MASK to measure it)")  # fmt: skip
             elif here is None:
                 component.status, component.reason = "not_judged", against
             elif (implausible := implausible_busbw(last, here, name in PER_RANK_COLLECTIVES)) is not None:

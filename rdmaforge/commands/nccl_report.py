@@ -284,6 +284,8 @@ def write_run_text(index: int, item: Run, write: Callable[[str], None]) -> None:
         f"nccl-tests {item.nccl_tests_version}" if item.nccl_tests_version else None,
         f"NCCL {item.nccl_version}" if item.nccl_version else None,
         f"{item.ranks} ranks" if item.ranks else None,
+        # As to_dict's split_groups: the bandwidth is one group's communicator, not the whole job's.
+        f"{item.split_groups} NCCL_TESTS_SPLIT groups (busbw per group)" if item.split_groups > 1 else None,
     ]
     lines = [title, "  " + ", ".join(f for f in facts if f) if any(facts) else "  (no version information)"]
     lines.append(f"  status: {item.status}" + (f" - {item.status_reason}" if item.status_reason else ""))

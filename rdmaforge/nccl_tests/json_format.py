@@ -205,6 +205,7 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
     run.nccl_version = nccl_version_from_code(code) if code is not None else _version_string(version)
     run.ranks = _ranks(doc)
     run.rank_hosts = _rank_hosts(doc)
+    run.split_groups = _groups(doc)
     results = doc.get("results")
     items = results if isinstance(results, list) else []
     for index, item in enumerate(items):
@@ -227,7 +228,7 @@ def _run_from_document(doc: dict[str, Any], repaired: bool) -> Run:
     finished = run.avg_busbw is not None  # its footer: a document cut short is incomplete for that
     run.split_problem = sweep_order_problem(run.rows, sweep, finished=finished) or average_mismatch(run)
     if run.split_problem is None:
-        run.table_problem = table_problem(run.rows, run.collective, run.ranks if _one_group(doc) else None)
+        run.table_problem = table_problem(run.rows, run.collective, run.ranks if run.split_groups <= 1 else None)
     return run
 
 
@@ -301,12 +302,12 @@ def _ranks(doc: dict[str, Any]) -> int | None:
     return ranks_from_devices(max_rank, per_process)
 
 
-def _one_group(doc: dict[str, Any]) -> bool:
-    """Whether ``devices`` lists one NCCL_TESTS_SPLIT group (each group runs its own communicator: a row's count is
-    per group, and ``devices`` lists every group's processes). A group written as text or a float is read as the
-    number it spells (nccl-tests writes an int), so 0, 0.0 and "0" are one group."""
+def _groups(doc: dict[str, Any]) -> int:
+    """How many NCCL_TESTS_SPLIT groups ``devices`` lists (each group runs its own communicator: a row's count is
+    per group, and ``devices`` lists every group's processes); 0 without devices. A group written as text or a float
+    is read as the number it spells (nccl-tests writes an int), so 0, 0.0 and "0" are one group."""
     _, devices = _config_and_devices(doc)
-    return len({_group_of(d.get("group", 0)) for d in devices or []}) <= 1
+    return len({_group_of(d.get("group", 0)) for d in devices or []})
 
 
 def _group_of(value: Any) -> int | str:

@@ -86,6 +86,11 @@ class Run:
     #: Rank -> the host it ran on, from the ``#  Rank N ... on HOST device ...`` lines (nccl-tests prints the host
     #: name up to its first dot); empty when the log lists none. Not part of ``to_dict``.
     rank_hosts: dict[int, str] = field(default_factory=dict)
+    #: How many NCCL_TESTS_SPLIT groups the run's ranks formed: the distinct ``Group`` of its ``#  Rank`` lines (or
+    #: of a -J document's ``devices``); 0 when the log lists no rank. Each group runs a communicator of its own, so
+    #: with more than one the table's bandwidth is one group's (a node's NVLink, one rail), not the whole job's.
+    #: In ``to_dict`` only when more than one (``split_groups``).
+    split_groups: int = 0
     #: How many rows the sweep its ``nThread`` line announces measures (minBytes to maxBytes); None when unknown
     #: (JSON output, a log without that line). Not part of ``to_dict``.
     expected_rows: int | None = None
@@ -223,6 +228,8 @@ class Run:
         }
         if self.source is not None:
             data["source"] = self.source
+        if self.split_groups > 1:
+            data["split_groups"] = self.split_groups
         return data
 
 

@@ -479,11 +479,13 @@ class _RunState:
         #: ``*_perf`` word on an earlier line (a command line, or a listing of several binaries).
         self.collective_named = False
 
-    def one_group(self) -> bool:
-        """Whether the run's ranks form one communicator: with NCCL_TESTS_SPLIT each group runs its own, and a
-        row's count is per group (nccl-tests' nranks is the group's), while the ``#  Rank`` lines list every rank."""
+    def groups(self) -> int:
+        """How many NCCL_TESTS_SPLIT groups the ``#  Rank`` lines list (Run.split_groups): with more than one, each
+        runs its own communicator and a row's count is per group (nccl-tests' nranks is the group's), while the
+        ``#  Rank`` lines list every rank. Group 0's ranks are those not counted in another (the C accelerator reads
+        their lines)."""
         in_group_zero = len(self.rank_pids) - sum(self.other_groups.values())
-        return len(self.other_groups) + (in_group_zero > 0) <= 1
+        return len(self.other_groups) + (in_group_zero > 0)
 
     @property
     def has_table(self) -> bool:
@@ -510,6 +512,7 @@ class _RunState:
         run.nccl_version = self.library_version or self.info_version or self.compiled_with
         run.ranks = ranks_from_devices(self.max_rank, self.gpus_per_process)
         run.rank_hosts = dict(sorted(self.rank_hosts.items()))
+        run.split_groups = self.groups()
         run.expected_rows = sweep_length(*self.sweep) if self.sweep is not None else None
         if not run.errors:
             # Without a primary failure line, the `` .. Test failure`` stack is what says the run failed.
@@ -528,7 +531,7 @@ class _RunState:
             run.split_problem = mismatch
         if run.split_problem is None:
             run.table_problem = table_problem(run.rows, run.collective if self.collective_named else None,
-                                              run.ranks if self.one_group() else None)  # fmt: skip
+                                              run.ranks if run.split_groups <= 1 else None)  # fmt: skip
         if self.interleaved:
             rank = min(self.interleaved)
             pids = self.rank_pids[rank]

@@ -992,3 +992,42 @@ def test_a_log_whose_rank_lines_name_no_host_cannot_pass_the_transport(tmp_path:
     transport = component(results, "transport")
     assert transport["status"] == "not_judged", transport
     assert "'#  Rank' lines name no host" in transport["reason"], transport
+
+
+def split_groups(text: str, mask: int) -> str:
+    """``text`` (an nccl-tests log of 2.13.4+, whose ``#  Rank`` lines print ``Group %2d``) as it reads when run with
+    NCCL_TESTS_SPLIT_MASK=``mask``: nccl-tests gives each rank the group (color) rank & mask and splits
+    MPI_COMM_WORLD by it, one communicator per group."""
+    def regroup(line: re.Match[str]) -> str:
+        return f"{line[1]}Group {int(line[2]) & mask:2d}"
+
+    return re.sub(r"^(#\s*Rank\s+(\d+)\s+)Group\s+-?\d+", regroup, text, flags=re.M)
+
+
+def test_a_run_split_into_groups_is_not_judged_as_the_fabric(tmp_path: Path, shared_dir: Path) -> None:
+    """Review round 41c: with NCCL_TESTS_SPLIT_MASK each group runs its own communicator and the table is one
+    group's bandwidth (a node's NVLink, one rail), yet the report judged it as the fabric's: a run split by node
+    passed. Corpus 02's all_reduce on 10 nodes of 8 x 400 Gbit/s rails passes whole (peak 344.87 GB/s of 400); split
+    by node (mask 0xfffffff8: 10 groups) or by rail (mask 0x7: 8 groups) it is not judged, nor compared with a
+    baseline."""
+    from rdmaforge.bench.baseline import compare_collective
+
+    log = corpus_log(shared_dir, "02_multi_v2.17.8_h100_80gpu_10node_5colls.txt")
+    ports = {f"n{i}": {"gbps": 3200.0, "detail": "8 active mlx5* port(s): 400 Gb/s each"} for i in range(1, 11)}
+    whole = render(make_run(tmp_path / "whole", "infiniband", log, port_line_rates=ports))
+    assert component(whole, "nccl-tests all_reduce")["status"] == "pass"
+    entry = whole["nccl"]["collectives"]["all_reduce"]
+    base = {"busbw_gbs": {str(row["size"]): row["out_of_place"]["busbw"] for row in entry["rows"]}}
+    for mask, groups in ((0xFFFFFFF8, 10), (0x7, 8)):
+        split = tmp_path / f"split-{mask:x}.log"
+        split.write_text(split_groups(log.read_text(), mask))
+        assert len(set(re.findall(r"Group +(\d+) ", split.read_text()))) == groups
+        results = render(make_run(tmp_path / f"run-{mask:x}", "infiniband", split, port_line_rates=ports))
+        nccl = component(results, "nccl-tests all_reduce")
+        assert nccl["status"] == "not_judged" and results["verdict"] != "pass", nccl
+        assert f"its ranks form {groups} NCCL_TESTS_SPLIT groups" in nccl["reason"], nccl
+        assert "the busbw is one group's, not the fabric's" in nccl["reason"], nccl
+        entry = results["nccl"]["collectives"]["all_reduce"]
+        assert entry["not_comparable"] == nccl["reason"]
+        compared = compare_collective("all_reduce", base, entry, 0.1)
+        assert compared.status == "not_judged" and "is not compared with the baseline" in compared.reason, compared

@@ -1051,3 +1051,35 @@ def test_binary_files_with_few_nul_bytes_are_refused_as_binary(
     assert main(["nccl-report", str(path)]) == ExitCode.BAD_INPUT
     err = capsys.readouterr().err
     assert ("compressed twice" if kind == "gzip-of-gzip" else "holds binary data") in err, err
+
+
+@needs_corpus
+def test_split_groups_are_recorded_and_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                engine: str) -> None:  # fmt: skip
+    """Review round 41c: the parser read NCCL_TESTS_SPLIT groups (``#  Rank N Group G``; -J: devices[].group) for
+    its count check only, and a run of several communicators read as one. Run.split_groups counts them; nccl-report
+    names them in its text and --json (only when more than one: a log of one group prints as before). Corpus 02
+    split by node (NCCL_TESTS_SPLIT_MASK=0xfffffff8: 10 groups of 8 ranks) and the repository's -J sample split by
+    host (2 groups of 2)."""
+    from tests.unit.test_bench_report import split_groups
+
+    text = (CORPUS / "02_multi_v2.17.8_h100_80gpu_10node_5colls.txt").read_text()
+    log = tmp_path / "split.log"
+    log.write_text(split_groups(text, 0xFFFFFFF8))
+    runs, whole = parse_file(log).runs, parse_text(text)
+    assert [run.split_groups for run in runs] == [10] * 5 and [run.split_groups for run in whole] == [1] * 5
+    assert [run.status for run in runs] == [run.status for run in whole]  # each group's run completed as well
+    assert [run.to_dict()["split_groups"] for run in runs] == [10] * 5
+    assert all("split_groups" not in run.to_dict() for run in whole)
+    main(["nccl-report", str(log)])
+    out = capsys.readouterr().out
+    assert out.count(", 80 ranks, 10 NCCL_TESTS_SPLIT groups (busbw per group)\n") == 5, out[:600]
+    main(["nccl-report", "--json", str(log)])
+    assert [run["split_groups"] for run in json.loads(capsys.readouterr().out)["runs"]] == [10] * 5
+    document = json.loads((DATA / "all_reduce_v2.17.8_ok.json").read_text())
+    (run,) = parse_json_output(json.dumps(document))
+    assert run.split_groups == 1 and "split_groups" not in run.to_dict()
+    for device in document["config"]["devices"]:
+        device["group"] = 0 if device["hostname"] == "node-a" else 2  # rank & ~1 of ranks 2 and 3
+    (run,) = parse_json_output(json.dumps(document))
+    assert (run.split_groups, run.to_dict()["split_groups"]) == (2, 2)
