@@ -128,3 +128,42 @@ def test_a_cached_build_from_another_commit_is_not_taken_for_the_pinned_one(runs
     # pinned to the commit the cache was made from: taken from the cache, nothing built or changed
     proc = runs.cached_commit
     assert proc.returncode == 0 and recap(proc.stdout)["localhost"]["changed"] == 0, proc.stdout[-4000:]
+
+
+def test_an_unpinned_cached_build_is_used_only_for_its_own_url_and_ref(tmp_path: Path) -> None:
+    """Unpinned (commit ""), the cache was read for no source at all: another ref or another fork's URL under the
+    same id (the id names release, CUDA and archs only) took the old source's cached build, changed nothing and said
+    nothing, not even that the build is unpinned (review round 41b). A cached build counts only for the URL and ref
+    it was built from, and one taken from the cache is still said to be unpinned."""
+    repo, first, second = upstream(tmp_path)  # v1.0 names the first commit, main the second
+    fork = tmp_path / "fork"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(repo), str(fork)], check=True, env=GIT_ENV)
+    cache = tmp_path / "cache"
+
+    def unpinned(url: Path, ref: str, name: str) -> subprocess.CompletedProcess[str]:
+        inventory, playbook = write_run(tmp_path, "same-id", MAKEFILE, name=name, build_once_source="git",
+                                        build_once_git_url=f"file://{url}", build_once_git_ref=ref,
+                                        build_once_git_commit="", build_once_install=False)  # fmt: skip
+        proc = run_playbook(str(playbook), inventory=inventory, env=ENV, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        return proc
+
+    def source() -> dict[str, object]:
+        return json.loads((cache / "toy-same-id.json").read_text())["source"]
+
+    assert "build_once : Compile]" in unpinned(repo, "v1.0", "tag.yml").stdout
+    assert (source()["ref"], source()["commit"]) == ("v1.0", first)
+
+    branch = unpinned(repo, "main", "branch.yml")  # another ref of the same repository: built, not the tag's build
+    assert "build_once : Compile]" in branch.stdout, branch.stdout[-4000:]
+    assert "is built again" in branch.stdout
+    assert (source()["url"], source()["ref"], source()["commit"]) == (f"file://{repo}", "main", second)
+
+    cached = unpinned(repo, "main", "branch-again.yml")  # the same URL and ref: taken from the cache, with a warning
+    assert "build_once : Compile]" not in cached.stdout and recap(cached.stdout)["localhost"]["changed"] == 0
+    assert "is taken from the controller cache" in cached.stdout, cached.stdout[-4000:]
+    assert "NOT PINNED" in cached.stdout
+
+    forked = unpinned(fork, "main", "fork.yml")  # the same ref of another URL: built
+    assert "build_once : Compile]" in forked.stdout, forked.stdout[-4000:]
+    assert source()["url"] == f"file://{fork}"
