@@ -1271,9 +1271,11 @@ MAKE_PATHS = ("nccl_build_cuda_home", "nccl_build_prefix_root", "nccl_tests_nccl
 
 
 def make_path_problems(host: str, values: Mapping[str, object]) -> list[Problem]:
-    """A MAKE_PATHS value with a blank in it (nccl_tests_mpi_home: each OS family's path)."""
+    """A MAKE_PATHS value with a blank in it (nccl_tests_mpi_home: each OS family's path), and mpi_prefix where
+    mpi_install_method is prefix: nccl-tests' MPI_HOME is then that OpenMPI's prefix."""
     found = []
-    for variable in MAKE_PATHS:
+    prefix = role_defaults.value_of(values, "mpi_install_method") == "prefix"
+    for variable in (*MAKE_PATHS, "mpi_prefix") if prefix else MAKE_PATHS:
         value = values.get(variable)
         paths = list(value.values()) if isinstance(value, Mapping) else [value]
         blank = [str(path) for path in paths if isinstance(path, str) and any(c.isspace() for c in path)]

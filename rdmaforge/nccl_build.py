@@ -169,17 +169,21 @@ def nccl_tests_make_argv(jobs: int, nccl_home: str, cuda_home: str, mpi_home: st
 
 
 def nccl_tests_build_id(version: str, nccl_build_id: str, binaries: Sequence[str] | None = None, mpi: bool = True,
-                        extra_args: Sequence[str] | None = None) -> str:  # fmt: skip
+                        extra_args: Sequence[str] | None = None, mpi_home: str = "") -> str:  # fmt: skip
     """Names an nccl-tests build by what its make line differs in: its version, the NCCL build it links, a partial
-    binary set (a build of some binaries must not stand in for one of all), a build without MPI, and the extra make
-    arguments (in order: make takes the last of two assignments). A change to any of them is another build, never
-    the cached one installed again."""
+    binary set (a build of some binaries must not stand in for one of all), a build without MPI or the MPI it links
+    (``mpi_home``, MPI_HOME: the binaries link its libmpi), and the extra make arguments (in order: make takes the
+    last of two assignments). A change to any of them is another build, never the cached one installed again.
+    NCCL_HOME is not in it: nccl_build_id names the NCCL there, and each node's prefix root may differ."""
     ident = f"{version}-nccl{nccl_build_id}"
     names = nccl_tests_binaries(binaries)
     if names:
         ident += "-bins" + hashlib.sha256(" ".join(names).encode()).hexdigest()[:8]
     if not mpi:
         ident += "-nompi"
+    elif str(mpi_home or "").strip():
+        home = posixpath.normpath(str(mpi_home).strip())  # /opt/ompi/ is /opt/ompi: the same build
+        ident += "-mpi" + hashlib.sha256(home.encode()).hexdigest()[:8]
     if extra_args:
         ident += "-make" + hashlib.sha256("\0".join(str(a) for a in extra_args).encode()).hexdigest()[:8]
     return ident

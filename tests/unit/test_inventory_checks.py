@@ -1442,6 +1442,10 @@ def test_a_make_path_with_a_blank_is_refused_before_anything_is_built() -> None:
     assert line.startswith("node1: nccl_tests_mpi_home={") and "has a blank in '/opt/my mpi'" in line, line
     assert report_of(nccl_build_cuda_home="/usr/local/cuda 13") != []
     assert report_of(nccl_build_cuda_home="/usr/local/cuda-13.0", nccl_tests_mpi_home={"Debian": "/usr/lib"}) == []
+    # with mpi_install_method: prefix, MPI_HOME is mpi_prefix (review round 41b)
+    (line,) = report_of(mpi_install_method="prefix", mpi_prefix="/opt/open mpi")
+    assert line.startswith("node1: mpi_prefix='/opt/open mpi' has a blank in '/opt/open mpi'"), line
+    assert report_of(mpi_prefix="/opt/open mpi") == []  # the distribution's MPI: not on the make line
 
 
 # Batch sizes and whole numbers found by an exploratory round (fuzz 13b): each was accepted, then failed on the

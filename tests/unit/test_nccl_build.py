@@ -187,7 +187,21 @@ def test_an_nccl_tests_build_without_mpi_or_with_other_make_arguments_has_its_ow
     )
     # the role passes all of them (roles/nccl_tests/vars/main.yml)
     text = (RESOURCES / "roles" / "nccl_tests" / "vars" / "main.yml").read_text()
-    assert "nccl_tests_binaries," in text and "nccl_tests_mpi | bool, nccl_tests_make_extra_args)" in text
+    assert "nccl_tests_binaries," in text
+    assert "nccl_tests_mpi | bool, nccl_tests_make_extra_args, nccl_tests_mpi_dir)" in text
+
+
+def test_an_nccl_tests_build_against_another_mpi_has_its_own_id() -> None:
+    """nccl-tests links -L$(MPI_HOME)/lib -lmpi: the id named no MPI, so a build against the distribution's MPI
+    stood in for one against the OpenMPI under mpi_prefix (review round 41b)."""
+    distro = nccl_build.nccl_tests_build_id("2.17.8", "b", [], True, [], "/usr/lib/x86_64-linux-gnu/openmpi")
+    prefix = nccl_build.nccl_tests_build_id("2.17.8", "b", [], True, [], "/opt/openmpi-5.0.5")
+    assert distro != prefix and prefix.startswith("2.17.8-ncclb-mpi") and len(prefix) == len("2.17.8-ncclb-mpi") + 8
+    assert nccl_build.nccl_tests_build_id("2.17.8", "b", [], True, [], "/opt/openmpi-5.0.5/") == prefix
+    # without MPI none is linked: one build whatever the MPI
+    assert nccl_build.nccl_tests_build_id("2.17.8", "b", [], False, [], "/opt/openmpi-5.0.5") == "2.17.8-ncclb-nompi"
+    text = (RESOURCES / "roles" / "nccl_tests" / "vars" / "main.yml").read_text()
+    assert "nccl_tests_make_extra_args, nccl_tests_mpi_dir)" in text
 
 
 #: nccl-tests' real source (../shared/sources), as the lab mirror serves it.
