@@ -32,6 +32,9 @@ PATHS = {
     "ssh_trust_known_hosts": "{{ node_root }}/ssh_known_hosts",
     "ssh_trust_record": "{{ node_root }}/ssh-trust-files-created",
     "ssh_trust_logins_record": "{{ node_root }}/ssh-trust-logins.json",
+    # root's login where a node has no login record (converged before it existed): under the node's directory too
+    "ssh_trust_logins_before_record": [{"user": "root", "home": "{{ node_root }}/roothome",
+                                        "key": "rdmaforge_cluster_ed25519"}],
     "cluster_hosts_path": "{{ node_root }}/hosts",
     "mpi_launch_hostfile": "{{ node_root }}/etc/hostfile",
 }
@@ -128,7 +131,8 @@ def withdrawn(tmp_path_factory: pytest.TempPathFactory) -> Withdrawn:
     """node1 and node2 as a converge leaves them (node2 stopped managing /etc/hosts since), node3 and node4 with
     trust files that rdmaforge created (test_the_trust_files_rdmaforge_created_go_when_nothing_else_is_in_them)."""
     root = tmp_path_factory.mktemp("withdrawn")
-    inv, nodes = fleet(root, ("node1", "node2", "node3", "node4", "node5"), node2={"cluster_hosts_manage": False})
+    inv, nodes = fleet(root, ("node1", "node2", "node3", "node4", "node5", "node6"),
+                       node2={"cluster_hosts_manage": False})  # fmt: skip
     three, four = nodes["node3"], nodes["node4"]
     # node5: the trust was installed for another login first (ssh_trust_user changed since), as its login record
     # says: that login's key pair, its authorized_keys block beside the user's own key, a ~/.ssh/config rdmaforge
@@ -139,6 +143,17 @@ def withdrawn(tmp_path_factory: pytest.TempPathFactory) -> Withdrawn:
                           old_authorized_keys=old / "authorized_keys", old_config=old / "config",
                           logins=root / "node5" / "ssh-trust-logins.json",
                           record=root / "node5" / "ssh-trust-files-created")  # fmt: skip
+    # node6: converged for root before the login record existed, then ssh_trust_user changed: no record, root's key
+    # pair and authorized_keys block still there.
+    roots = root / "node6" / "roothome" / ".ssh"
+    roots.mkdir(parents=True)
+    nodes["node6"].update(root_key=roots / "rdmaforge_cluster_ed25519",
+                          root_pub=roots / "rdmaforge_cluster_ed25519.pub",
+                          root_authorized_keys=roots / "authorized_keys")  # fmt: skip
+    nodes["node6"]["root_key"].write_text("cluster private key\n")
+    nodes["node6"]["root_pub"].write_text("ssh-ed25519 AAAAcluster rdmaforge node1-cluster\n")
+    nodes["node6"]["root_authorized_keys"].write_text("ssh-ed25519 AAAAadmin admin@laptop\n"
+                                                      + TRUST.format("ssh-ed25519 AAAAcluster"))  # fmt: skip
     five = nodes["node5"]
     five["old_key"].write_text("cluster private key\n")
     five["old_pub"].write_text("ssh-ed25519 AAAAcluster rdmaforge node1-cluster\n")
@@ -209,6 +224,18 @@ def test_every_login_the_trust_was_installed_for_is_withdrawn(withdrawn: Withdra
         "old_config": None, "logins": None, "record": None}  # fmt: skip
     assert after["key"] is None and after["authorized_keys"] == "ssh-ed25519 AAAAown user@laptop\n"
     assert recap(withdrawn.again.stdout)["node5"]["changed"] == 0, withdrawn.again.stdout[-3000:]
+
+
+def test_root_s_trust_from_before_the_login_record_is_withdrawn(withdrawn: Withdrawn) -> None:
+    """Review round 42: a node converged for root before the login record existed, then for another user, has no
+    record: the withdrawal read no login but the current one and left root's cluster key and block."""
+    six = withdrawn.nodes["node6"]
+    assert withdrawn.after_check["node6"] == withdrawn.before["node6"]  # check mode changes nothing
+    assert withdrawn.proc.returncode == 0, withdrawn.proc.stdout[-4000:]
+    after = contents(six)
+    assert (after["root_key"], after["root_pub"]) == (None, None)
+    assert after["root_authorized_keys"] == "ssh-ed25519 AAAAadmin admin@laptop\n"
+    assert recap(withdrawn.again.stdout)["node6"]["changed"] == 0, withdrawn.again.stdout[-3000:]
 
 
 def test_the_trust_files_rdmaforge_created_go_when_nothing_else_is_in_them(withdrawn: Withdrawn) -> None:
@@ -369,3 +396,17 @@ def test_a_key_of_the_users_at_the_cluster_keys_name_is_never_overwritten_nor_re
     assert withdraw.returncode == 0, withdraw.stdout[-4000:]
     assert own_key.read_text() == "the user's own key\n"
     assert f"node1: {own_key} was kept: it is not rdmaforge's cluster key" in " ".join(withdraw.stdout.split())
+
+
+def test_a_login_record_that_is_not_rdmaforge_s_stops_the_reset_before_anything_is_removed(tmp_path: Path) -> None:
+    """Review round 42: the login record names what the withdrawal deletes, and was read only when ssh_trust's turn
+    came, after reset had removed the NCCL settings, plugin and builds. reset.yml's settings check reads it first."""
+    inv, nodes = fleet(tmp_path)
+    (tmp_path / "node2" / "ssh-trust-logins.json").write_text('[{"user": "x", "home": "relative", "key": "k"}]')
+    before = {name: contents(files) for name, files in nodes.items()}
+    proc = run_playbook(str(withdraw_playbook(tmp_path)), "-e", json.dumps(PATHS), inventory=inv, env=ENV)
+    assert proc.returncode != 0
+    said = " ".join(proc.stdout.split())
+    assert f"{tmp_path / 'node2' / 'ssh-trust-logins.json'}: entry" in said, said[-3000:]
+    assert "is not a login rdmaforge recorded" in said
+    assert {name: contents(files) for name, files in nodes.items()} == before  # neither node changed
