@@ -10,7 +10,8 @@ module: build_tree
 short_description: Record an installed build's files, or check the tree against that record
 description:
   - A build installed by role C(rdmaforge.cluster.build_once) (NCCL under C(/opt/nccl/ID), nccl-tests under
-    C(/opt/rdmaforge/nccl-tests/ID)) is decided by its package's sha256 in C(.rdmaforge-build.json). That file
+    C(/opt/rdmaforge/nccl-tests/ID)) is decided by C(.rdmaforge-build.json), by its package's sha256 or by the
+    source it was built from (the same id, source kind and commit or tarball sha256). That file
     says which package was unpacked, not that its files are still there. A library replaced by hand, or a C(lib/)
     deleted or truncated by a full disk, left the manifest as it was, and every converge reported the node
     converged.

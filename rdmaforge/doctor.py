@@ -476,8 +476,10 @@ def render(diagnosis: Diagnosis) -> str:
                      f"({tally}){unjudged}{unread}")  # fmt: skip
     elif diagnosis.exit_code == ExitCode.INCOMPLETE and not missing and diagnosis.rows:
         unread = ", ".join(f"{c.host} {c.check}" for c in diagnosis.unmeasured)
-        lines.append(f"\nnot judged: {len(diagnosis.unmeasured)} check(s) the inventory expects something of could not "
-                     f"be measured ({unread}); nothing else is a problem ({tally})")  # fmt: skip
+        # "or compared": a value held only to the other nodes' (a GPU count with none in the inventory) was read,
+        # and had no other node's reading to be compared with.
+        lines.append(f"\nnot judged: {len(diagnosis.unmeasured)} check(s) could not be measured, or compared with "
+                     f"another node ({unread}); nothing else is a problem ({tally})")  # fmt: skip
     elif diagnosis.exit_code == ExitCode.INCOMPLETE and not missing:
         lines.append("\nnot judged: doctor read no node's result, so no node is judged healthy")
     elif diagnosis.exit_code == ExitCode.INCOMPLETE:

@@ -79,6 +79,8 @@ DEFAULTS_OF = {
     "nccl_build_only_funcs": "nccl_build",
     "nccl_build_source": "nccl_build",
     "nccl_build_git_commit": "nccl_build",
+    "nccl_build_git_url": "nccl_build",
+    "nccl_build_git_ref": "nccl_build",
     "nccl_build_tarball_sha256": "nccl_build",
     "nccl_plugin_provider": "nccl_plugin",
     "nccl_plugin_aiacc_outside_alibaba_cloud": "nccl_plugin",
@@ -447,12 +449,14 @@ def build_manifest(node: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | No
 
 
 def source_problem(node: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
-    """Why the installed build is not from the source the inventory pins ('' when it is, or when either side names
-    no pin: an unpinned source, or a manifest from before sources were recorded). The pin is the one build_once
-    compares its cache with: the git commit, or the tarball's sha256 (nccl_build.source_difference)."""
+    """Why the installed build is not from the source the inventory names ('' when it is, or when the manifest is
+    from before sources were recorded). As build_once compares its cache (nccl_build.source_difference): the pin
+    (the git commit, or the tarball's sha256), else an unpinned git source's URL and ref."""
     kind = str(variable(node, "nccl_build_source") or "git")
     pin = str(variable(node, "nccl_build_git_commit" if kind == "git" else "nccl_build_tarball_sha256") or "")
-    differs = source_difference(manifest, kind, pin)
+    # unpinned, the URL and ref are the source (review round 42: a fork's build of the same id was "ok")
+    url, ref = (str(variable(node, name) or "") for name in ("nccl_build_git_url", "nccl_build_git_ref"))
+    differs = source_difference(manifest, kind, pin, url, ref)
     if not differs:
         return ""
     if differs.startswith("built from a "):

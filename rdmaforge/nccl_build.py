@@ -239,11 +239,13 @@ def _current_build(result: Mapping[str, Any]) -> str | None:
     return posixpath.basename(lines[0].removeprefix("build ").strip().rstrip("/")) or None
 
 
-def source_difference(manifest: Mapping[str, Any], kind: str, pin: str) -> str:
+def source_difference(manifest: Mapping[str, Any], kind: str, pin: str, url: str = "", ref: str = "") -> str:
     """How a build's recorded source (its manifest's ``source``) differs from ``kind`` (nccl_build_source: git or
     tarball) and ``pin`` (the commit, or the tarball's sha256); '' when it does not, or when either side names no
-    pin (an unpinned source, a manifest from before sources were recorded). The build id names release, CUDA and
-    archs, not the source: a moved tag rebuilt under the same id is told apart only by this."""
+    pin (a manifest from before sources were recorded). The build id names release, CUDA and archs, not the source:
+    a moved tag rebuilt under the same id is told apart only by this. An unpinned git source given with ``url``
+    and ``ref`` is the same source only at the same URL and ref, as build_once takes a cached build (main.yml): a
+    fork or another branch built under the same id is another build."""
     recorded = manifest.get("source")
     if not isinstance(recorded, Mapping):
         return ""
@@ -256,6 +258,11 @@ def source_difference(manifest: Mapping[str, Any], kind: str, pin: str) -> str:
         what = "commit" if kind == "git" else "a tarball of sha256"
         name = "nccl_build_git_commit" if kind == "git" else "nccl_build_tarball_sha256"
         return f"built from {what} {built[:12]}, the cluster pins {pin[:12]} ({name})"
+    if not pin and kind == "git" and (url or ref):
+        was = (str(recorded.get("url") or ""), str(recorded.get("ref") or ""))
+        if was != (str(url or ""), str(ref or "")):
+            return (f"built from {was[0] or '?'} at {was[1] or '?'}, the cluster's unpinned source is {url} at {ref} "
+                    "(nccl_build_git_url, nccl_build_git_ref)")  # fmt: skip
     return ""
 
 
@@ -345,5 +352,5 @@ def read_manifest(text: object, name: str = MANIFEST_NAME) -> tuple[dict[str, An
 
 def manifest_of(text: object) -> dict[str, Any]:
     """read_manifest's mapping alone ({} for no file or a damaged one): what build_once's install compares the
-    package's sha256 with, so a damaged manifest installs the build again."""
+    package's sha256 and recorded source with, so a damaged manifest installs the build again."""
     return read_manifest(text)[0]

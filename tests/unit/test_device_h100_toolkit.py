@@ -127,8 +127,8 @@ def test_doctor_judges_the_installed_build_on_the_h100() -> None:
     assert status["mtu"][0] == "not_checked" and status["rdma"][0] == "not_checked"  # fabric tcp
     rendered = doctor.render(diagnosis)
     assert "healthy:" not in rendered.replace("not healthy:", "") and diagnosis.exit_code == ExitCode.INCOMPLETE
-    assert rendered.splitlines()[-1].startswith("not judged: 2 check(s) the inventory expects something of could not "
-                                                "be measured (gpu-node nccl, gpu-node plugin); nothing else is a "
+    assert rendered.splitlines()[-1].startswith("not judged: 2 check(s) could not be measured, or compared with "
+                                                "another node (gpu-node nccl, gpu-node plugin); nothing else is a "
                                                 "problem")  # fmt: skip
     # The table and findings the GPU machine printed, line for line, but for the checks added after that run
     # (plugin_host: the AIACC plugin's host, not checked here as the provider is none; port_rate: not checked on a tcp

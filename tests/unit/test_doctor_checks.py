@@ -805,3 +805,20 @@ def test_a_build_from_another_source_than_the_pinned_one_is_a_problem() -> None:
     manifest["source"]["sha256"] = "cd" * 32
     assert "a tarball of sha256 cdcdcdcdcdcd, the cluster pins abababababab" in {
         c.check: c for c in doctor.diagnose(nodes).checks}["nccl"].reason  # fmt: skip
+
+
+def test_an_unpinned_build_from_another_url_or_ref_is_a_problem() -> None:
+    """Review round 42: build_once takes an unpinned cached build only for the URL and ref it was built from
+    (9b2f401), but doctor compared pins alone and said ok for a node whose build of the same id came from a fork."""
+    nodes = lab(1, nccl_build_git_commit="", nccl_build_git_url="https://git.example/nccl.git",
+                nccl_build_git_ref="my-branch")  # fmt: skip
+    manifest = nodes["node1"]["nccl_manifest"]
+    manifest["source"] = {"kind": "git", "url": "https://git.example/nccl.git", "ref": "my-branch", "commit": "ab" * 20,
+                          "pinned": False}  # fmt: skip
+    assert {c.check: c for c in doctor.diagnose(nodes).checks}["nccl"].status == "ok"
+    manifest["source"]["url"] = "https://git.example/fork/nccl.git"
+    nccl = {c.check: c for c in doctor.diagnose(nodes).checks}["nccl"]
+    assert nccl.status == "problem" and nccl.reason == (
+        "the installed build is from https://git.example/fork/nccl.git at my-branch, the cluster's unpinned source is "
+        "https://git.example/nccl.git at my-branch (nccl_build_git_url, nccl_build_git_ref): converge to build it "
+        "again"), nccl.reason  # fmt: skip

@@ -64,7 +64,7 @@ def test_an_expectation_whose_value_was_not_read_is_not_judged_never_healthy(
     assert "healthy:" not in text.replace("not healthy", "")
     (verdict,) = [line for line in text.splitlines() if line.startswith("not judged: ")]
     # (an unknown GPU count leaves the huge page plans, which follow it, unmeasured too)
-    assert "check(s) the inventory expects something of could not be measured (" in verdict
+    assert "check(s) could not be measured, or compared with another node (" in verdict
     assert f"node2 {check}" in verdict and "node1" not in verdict and "nothing else is a problem" in verdict
     assert f"  node2: {check} not checked: {found.actual} (expected {expected}): " in text
     per_node = diagnosis.per_node()
