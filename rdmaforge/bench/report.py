@@ -687,9 +687,12 @@ def e2e_results(run_dir: Path, run: dict[str, Any], components: list[Component])
     components.append(component)
     intra_node_result(e2e, minimum, components, gpus_per_node(run), run)
     # A ratio of runs that were not judged (other workloads, no threshold, ...) is carried with the reason, so that
-    # results.json, summary.md and the plot never show it bare, as if it had been judged (review round 41c).
+    # results.json, summary.md and the plot never show it bare, as if it had been judged (review round 41c). So is
+    # one whose component failed for another reason than the ratio (the training exited non-zero, the replicas
+    # diverged: review round 42): judge_linearity's own verdicts, the ratio's, all start with "linearity ".
     for key, name in (("linearity", "e2e"), ("linearity_intra_node", "e2e intra-node")):
-        reasons = [c.reason for c in components if c.name == name and c.status == "not_judged"]
+        reasons = [c.reason for c in components if c.name == name and (
+            c.status == "not_judged" or (c.status == "fail" and not c.reason.startswith("linearity ")))]
         e2e[f"{key}_not_judged"] = reasons[-1] if reasons else None
     return e2e
 

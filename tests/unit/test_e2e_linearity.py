@@ -240,3 +240,19 @@ def test_a_linearity_not_judged_is_never_shown_bare(tmp_path: Path, monkeypatch:
     assert (judged["e2e"]["linearity_not_judged"], judged["e2e"]["linearity_intra_node_not_judged"]) == (None, None)
     assert "Linearity (N-node / (1-node x N), p50): 0.800\n" in (tmp_path / "judged" / "summary.md").read_text()
     assert " ".join(titles[-1].split()) == "e2e DDP throughput (nccl), linearity 0.80"
+
+
+def test_a_linearity_whose_run_failed_is_not_shown_as_judged(tmp_path: Path) -> None:
+    """Review round 42: with the training exited non-zero the component fails on that, not on the ratio, which
+    was still printed bare ("Linearity ...: 0.800") beside the fail, as if it had been measured and judged."""
+    make_run(tmp_path, run_result(1, 1, 100.0), run_result(8, 1, 640.0), run_result(16, 2, 1024.0), ranks=8,
+             floor=0.75)  # fmt: skip
+    e2e = json.loads((tmp_path / "e2e.json").read_text())
+    (tmp_path / "e2e.json").write_text(json.dumps({**e2e, "error": "torchrun exited 1 on n2"}))
+    results = render(tmp_path)
+    found = components(results)
+    failed = "e2e benchmark failed: torchrun exited 1 on n2"
+    assert (found["e2e"]["status"], found["e2e"]["reason"]) == ("fail", failed)
+    assert results["e2e"]["linearity_not_judged"] == failed
+    summary = (tmp_path / "summary.md").read_text()
+    assert f"Linearity (N-node / (1-node x N), p50): 0.800 (not judged: {failed})" in summary, summary
