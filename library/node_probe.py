@@ -48,8 +48,8 @@ options:
   ip_path:
     description:
       - The iproute2 C(ip) executable (C(nic_facts)' O(ip_path)); looked up when not given.
-      - A path given that is not an executable file fails the module (a typo in the inventory); a node where C(ip)
-        is not found, or is too old for C(ip -j), is not failed and RV(nics) says why.
+      - A path given that is not an executable file is named in RV(ip_path_problem) (a typo in the inventory, which
+        preflight refuses); a node where C(ip) is not found, or is too old for C(ip -j), only has RV(nics) say why.
     type: path
   df_paths:
     description: Paths whose filesystems' free space C(df -P -k) measures (RV(df)); none by default.
@@ -134,6 +134,11 @@ nics:
     C(failed) and the C(msg) it would have failed with.
   returned: always
   type: dict
+ip_path_problem:
+  description: Why the O(ip_path) given is no executable file (the inventory's typo, which preflight refuses); null
+    when it is one or none was given.
+  returned: always
+  type: str
 ansible_facts:
   description: C(rdmaforge_topology), C(rdma_devices) and, unless the NIC probe failed, C(nics) and
     C(default_route_interface), as the three modules set them.
@@ -204,14 +209,14 @@ def main() -> None:
         runner = TimedRunner(module, module.params["command_timeout"])
     except ProbeError as error:
         module.fail_json(msg=error.msg)
+    # A path given explicitly is the inventory's: a typo there is named apart (ip_path_problem), for preflight to
+    # refuse with the other settings, before any node changes; a node without iproute2 only lacks its NIC list.
+    ip_path_problem = None
     if module.params["ip_path"] is not None:
         try:
             executable("ip_path", module.params["ip_path"])
         except ProbeError as error:
-            # A path given explicitly is the inventory's: a typo there is refused, not read as a node without
-            # iproute2 (whose NIC list is only missing, with nics_error saying why, and no check needing it stops).
-            module.fail_json(msg=f"{error.msg}; allowed: the path of iproute2's ip on this node "
-                                 "(preflight_ip_path), or leave it empty to look ip up on PATH")  # fmt: skip
+            ip_path_problem = error.msg
     gpu_tools = ask_gpu_tools(module, runner)
     df_paths = module.params["df_paths"]
     df = (
@@ -227,6 +232,8 @@ def main() -> None:
     rdma = read_rdma_devices(runner, sysfs_root=os.path.join(sys_root, "class", "infiniband"))
     facts: dict[str, Any] = {"rdmaforge_topology": topology, "rdma_devices": rdma["devices"]}
     try:
+        if ip_path_problem is not None:
+            raise ProbeError(ip_path_problem)
         nics = read_nics(
             runner,
             sysfs_root=os.path.join(sys_root, "class", "net"),
@@ -244,6 +251,7 @@ def main() -> None:
         sysfs_gpus=len(topology["gpus"]) if topology["source"] == "sysfs" else None,
         rdma=without_facts(rdma),
         nics=without_facts(nics),
+        ip_path_problem=ip_path_problem,
         ansible_facts=facts,
     )
 

@@ -419,6 +419,17 @@ CASES: list[Case] = [
         },  # fmt: skip
     ),
     Case(
+        # Review round 42: a typo here was read as a node without iproute2, then (6573732) failed that node's probe
+        # alone while the other nodes were converged; now refused with the settings, stopping every node.
+        "ip-path-typo",
+        lambda d, n: d.set(n.b, "preflight_ip_path", "/usr/sbin/no-such-ip"),
+        lambda n: {
+            n.b: [f'{n.b}: preflight_ip_path="/usr/sbin/no-such-ip": ip_path=/usr/sbin/no-such-ip is not an '
+                  "executable file; allowed: the path of iproute2's ip on this node, or empty to look ip up on PATH"]
+        },  # fmt: skip
+        needs_facts=True,
+    ),
+    Case(
         "renamed-doctor-variable",
         lambda d, n: d.set(n.b, "doctor_ip_path", "/usr/sbin/ip"),
         lambda n: {
