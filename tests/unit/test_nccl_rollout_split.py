@@ -747,11 +747,13 @@ def test_an_upgrade_past_the_plugins_api_versions_stops_at_its_first_batch(
     assert {node: links(root)[0] for node, root in roots.items()} == {"node1": "b2", "node2": "b1", "node3": "b1"}
 
 
-def test_a_rollback_to_an_nccl_that_cannot_load_the_plugin_stops_at_its_first_batch(
+def test_a_rollback_to_an_nccl_that_cannot_load_the_plugin_is_refused_before_any_node_switches(
     tmp_path: Path, loader_libraries: dict[str, Path]
 ) -> None:
     """rollback_nccl.yml for real: a plugin (v11 only) that b1 loads and b0, the previous build, does not. Each batch's
-    check read ncclGetVersion only, and the rollback went green. A plugin both load rolls every node back."""
+    check read ncclGetVersion only, and the rollback went green; then (0f335de) the first batch found it after it
+    had switched. The previous build is on every node already: read before any node switches (review round 42). A
+    plugin both load rolls every node back."""
     states: dict[str, tuple[str, str | None]] = {node: ("b1", "b0") for node in NODES}
     inv, roots = rollback_fleet(tmp_path, loader_libraries, states)
     (tmp_path / "v11").mkdir()
@@ -760,10 +762,11 @@ def test_a_rollback_to_an_nccl_that_cannot_load_the_plugin_stops_at_its_first_ba
     proc = run_playbook("rollback_nccl.yml", inventory=inv, env=ENV)
     assert proc.returncode != 0, proc.stdout[-4000:]
     said = " ".join(proc.stdout.split())
-    assert (f"node1: NCCL 2.28.3 ({roots['node1']}/current/lib/libnccl.so.2) loads net plugin API v6, v7, v8, v9, "
-            f"v10, but {plugin} exports v11: no common version") in said, said[-4000:]
-    assert "This batch runs that NCCL now, and the rollback stops here" in said
-    assert {node: links(root) for node, root in roots.items()} == {**states, "node1": ("b0", "b1")}
+    for node in NODES:
+        assert (f"{node}: NCCL 2.28.3 ({roots[node]}/previous/lib/libnccl.so.2) loads net plugin API v6, v7, v8, v9, "
+                f"v10, but {plugin} exports v11: no common version") in said, said[-4000:]
+    assert "No node was switched back." in said
+    assert {node: links(root) for node, root in roots.items()} == states
     inv, roots = rollback_fleet(tmp_path / "both", loader_libraries, states)
     plugin = net_plugin(tmp_path / "both", range(6, 12))
     proc = run_playbook("rollback_nccl.yml", "-e", "rdmaforge_upgrade_serial=3", inventory=with_plugin(inv, plugin),
