@@ -665,15 +665,18 @@ def test_an_upgrade_in_check_mode_does_not_fail_on_the_link_it_did_not_switch(
     """`upgrade-nccl --check` failed in its first batch: check mode switches no link, and the batch's check then
     read the build being replaced ("current should point at build b1, but it points at b0"), exit 2 for an upgrade
     that would work (review round 15a). The batch play's own check task runs here, as upgrade_nccl.yml has it."""
-    (check,) = [t for t in play("upgrade_nccl.yml", "Upgrade | install")["tasks"]
-                if t["name"] == "Check that this batch loads the new release"]  # fmt: skip
+    tasks = play("upgrade_nccl.yml", "Upgrade | install")["tasks"]
+    (check,) = [t for t in tasks if t["name"] == "Check that this batch loads the new release"]
+    # ... and says what it left to the real run (review round 42: skipped without a word)
+    (said,) = [t for t in tasks if t["name"] == "Say what check mode leaves to the real run"]
     inv, _ = rollback_fleet(tmp_path, libraries, {"node1": ("b0", None)})
     playbook = tmp_path / "batch_check.yml"
     playbook.write_text(yaml.safe_dump([{"name": "The batch's check", "hosts": "cluster", "gather_facts": False,
-                                         "tasks": [check]}]))  # fmt: skip
+                                         "tasks": [check, said]}]))  # fmt: skip
     target = json.dumps({"nccl_build_check_id": "b1", "nccl_build_check_version": "2.29.7"})
     checked = run_playbook(str(playbook), "-e", target, "--check", inventory=inv, env=ENV)
     assert checked.returncode == 0, checked.stdout[-4000:]
+    assert "NOT CHECKED (check mode): node1: no link was switched" in " ".join(checked.stdout.split())
     # For real the same task does judge the link: node1 is still on b0.
     real = run_playbook(str(playbook), "-e", target, inventory=inv, env=ENV)
     assert real.returncode != 0 and "current should point at build b1" in " ".join(real.stdout.split())
